@@ -1,0 +1,116 @@
+/**
+ * The policy engine interface (shared/DESIGN.md §4): everything the agent needs from a language
+ * model. Implementations: `BuiltinEngine` (tfjs transformer, src/policy/builtin-engine.ts) and
+ * `TestEngine` (deterministic, constant time, for tests and HTTP benchmarks).
+ *
+ * Units: token ids are integers of the engine's tokenizer; logprobs are natural-log probabilities
+ * of each sampled token under the sampling distribution's *unmodified* model softmax
+ * (temperature 1, no top-k/top-p), so PPO ratios can be computed against them later.
+ */
+
+/** Sampling settings of one generation (DESIGN §2 `sampling`). */
+export interface SamplingParams {
+  /** > 0; 0 means greedy (argmax). */
+  temperature: number;
+  /** (0, 1]; nucleus sampling mass. 1 disables. */
+  topP: number;
+  /** >= 0; 0 disables. */
+  topK: number;
+  /** Optional integer seed: one seed gives one output for one prompt and model version. */
+  seed?: number;
+}
+
+/**
+ * A prompt in parts so that the engine can fit it to its context window by tokens:
+ * - `head`: instructions, initial observation and memory; never dropped.
+ * - `steps`: the current attempt's earlier steps, oldest first, one rendered string each; when the
+ *   whole prompt exceeds the context, whole steps are dropped from the front.
+ * - `tail`: the current observation and the answer cue; never dropped.
+ * The full prompt text is `head + steps.join('') + tail`.
+ */
+export interface PromptParts {
+  head: string;
+  steps: string[];
+  tail: string;
+}
+
+export interface ActRequest {
+  /** Session id: the key for a per-session KV cache. */
+  sessionId: string;
+  /** Model version the session pinned. */
+  modelVersion: string;
+  prompt: PromptParts;
+  /** When present, the answer's `output` is exactly one of these strings. */
+  availableActions?: string[];
+  sampling: SamplingParams;
+}
+
+export interface ReflectRequest {
+  sessionId: string;
+  modelVersion: string;
+  prompt: PromptParts;
+  sampling: SamplingParams;
+}
+
+export interface ScoreRequest {
+  modelVersion: string;
+  prompt: PromptParts;
+  candidates: string[];
+}
+
+/** One sampled output with everything training needs (DESIGN §4: stored as sampled). */
+export interface Generation {
+  /** The model's full text (for act with availableActions: exactly the chosen action). */
+  output: string;
+  /** Prompt as fed to the model after truncation, `[promptLen]`. */
+  promptTokenIds: number[];
+  /** Sampled tokens, `[outLen]`, stop token included when one was sampled. */
+  outputTokenIds: number[];
+  /** Natural-log probability of each output token, `[outLen]`. */
+  logprobs: number[];
+  /** How many of `prompt.steps` were dropped (from the front) to fit the context. 0 = not truncated. */
+  droppedSteps: number;
+  /** Version that produced it. */
+  modelVersion: string;
+  /** With availableActions: index of the chosen candidate. */
+  choiceIndex?: number;
+}
+
+export interface EngineInfo {
+  /** 'builtin' | 'test' | ... */
+  engine: string;
+  /** tfjs backend name ('tensorflow' | 'wasm' | 'cpu' | 'webgl'...) or 'none'. */
+  backend: string;
+  /** Versions currently loaded in memory. */
+  loadedVersions: string[];
+}
+
+/**
+ * What the agent calls. All methods may throw `EngineError`; the agent maps it to a 503/500 problem
+ * and records nothing for the failed step.
+ */
+export interface PolicyEngine {
+  info(): EngineInfo;
+  /** Load a checkpoint (tfjs format folder with model.json) under `version`; idempotent and cheap when loaded. */
+  load(version: string, checkpointDir: string): Promise<void>;
+  /** Whether `version` is loaded now. */
+  isLoaded(version: string): boolean;
+  /** Sample an action for one step. */
+  act(req: ActRequest): Promise<Generation>;
+  /** Sample a reflection after a failed attempt. */
+  reflect(req: ReflectRequest): Promise<Generation>;
+  /** Sum of logprobs of each candidate continuation, `[candidates.length]`. */
+  score(req: ScoreRequest): Promise<number[]>;
+  /** Forget per-session state (KV cache) of a session that ended. */
+  release(sessionId: string): void;
+  /** Free all tensors / workers. */
+  dispose(): Promise<void>;
+}
+
+/** Thrown by engines for failures that are not the caller's fault. */
+export class EngineError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'EngineError';
+  }
+}
