@@ -1,0 +1,169 @@
+/**
+ * Server configuration from environment variables (README "Configuration" table).
+ *
+ * `loadConfig(env)` reads `LAMER_*` variables, applies defaults and validates every value; a bad
+ * value throws a `ConfigError` whose message names the variable, the value and what is expected.
+ * Sizes are in bytes or characters as named; durations in milliseconds.
+ */
+import path from 'node:path';
+
+export type EngineKind = 'builtin' | 'test';
+export type TfjsBackend = 'auto' | 'tensorflow' | 'wasm' | 'cpu';
+export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+
+/** One API key: a Bearer token, the tenant it belongs to and whether it may use admin routes. */
+export interface ApiKey {
+  key: string;
+  tenant: string;
+  admin: boolean;
+}
+
+/** Size limits of request fields (DESIGN §3; issue 2 "Bad input"). */
+export interface Limits {
+  /** Max HTTP body size in bytes for every route but the batch route. */
+  bodyBytes: number;
+  /** Max HTTP body size in bytes for `POST /v1/steps:batch`. */
+  batchBodyBytes: number;
+  /** Max characters of one observation. */
+  observationChars: number;
+  /** Max characters of a session's instructions. */
+  instructionsChars: number;
+  /** Max number of `availableActions` in one step. */
+  availableActions: number;
+  /** Max characters of one available action. */
+  actionChars: number;
+  /** Max items in one batch request. */
+  batchItems: number;
+  /** Max attempts per session. */
+  maxAttempts: number;
+  /** Max steps per attempt a client may ask for. */
+  maxStepsCap: number;
+  /** Step cap per attempt when the client gives none. */
+  defaultMaxSteps: number;
+  /** Max characters of a reflection (kept in memory; longer ones are cut). LAMER.md §1: 2000. */
+  reflectionChars: number;
+}
+
+export interface Config {
+  host: string;
+  port: number;
+  dataDir: string;
+  engine: EngineKind;
+  tfjsBackend: TfjsBackend;
+  apiKeys: ApiKey[];
+  logLevel: LogLevel;
+  limits: Limits;
+  /** Dynamic batching window of the builtin engine, ms. */
+  batchWindowMs: number;
+  /** Max requests per forward pass of the builtin engine. */
+  maxBatchSize: number;
+  /** Directory of the base checkpoint (registered as version `base`). */
+  baseModelDir: string;
+}
+
+export class ConfigError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ConfigError';
+  }
+}
+
+export const defaultLimits: Limits = {
+  bodyBytes: 2 * 1024 * 1024,
+  batchBodyBytes: 16 * 1024 * 1024,
+  observationChars: 64 * 1024,
+  instructionsChars: 64 * 1024,
+  availableActions: 512,
+  actionChars: 1024,
+  batchItems: 256,
+  maxAttempts: 10,
+  maxStepsCap: 1000,
+  defaultMaxSteps: 20,
+  reflectionChars: 2000,
+};
+
+const repoRoot = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
+
+function int(env: Record<string, string | undefined>, name: string, def: number, min: number, max: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return def;
+  if (!/^\d+$/.test(raw.trim())) throw new ConfigError(`${name}=${JSON.stringify(raw)}: expected an integer in [${min}, ${max}]`);
+  const v = Number(raw.trim());
+  if (v < min || v > max) throw new ConfigError(`${name}=${raw}: expected an integer in [${min}, ${max}]`);
+  return v;
+}
+
+function oneOf<T extends string>(env: Record<string, string | undefined>, name: string, def: T, allowed: readonly T[]): T {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return def;
+  if (!(allowed as readonly string[]).includes(raw)) {
+    throw new ConfigError(`${name}=${JSON.stringify(raw)}: expected one of ${allowed.join(', ')}`);
+  }
+  return raw as T;
+}
+
+/**
+ * Parse `LAMER_API_KEYS`: comma-separated `key:tenant[:admin]` entries.
+ * @throws ConfigError for an empty key or tenant, a duplicate key or an unknown flag.
+ */
+export function parseApiKeys(raw: string | undefined): ApiKey[] {
+  if (raw === undefined || raw.trim() === '') return [];
+  const keys: ApiKey[] = [];
+  for (const entry of raw.split(',').map((s) => s.trim()).filter((s) => s !== '')) {
+    const parts = entry.split(':');
+    const [key, tenant, flag] = parts;
+    if (parts.length < 2 || parts.length > 3 || !key || !tenant || (flag !== undefined && flag !== 'admin')) {
+      throw new ConfigError(
+        `LAMER_API_KEYS: bad entry ${JSON.stringify(entry.slice(0, 8) + '...')}: expected key:tenant or key:tenant:admin`,
+      );
+    }
+    if (key.length < 8) throw new ConfigError('LAMER_API_KEYS: every key must have at least 8 characters');
+    if (keys.some((k) => k.key === key)) throw new ConfigError('LAMER_API_KEYS: duplicate key');
+    keys.push({ key, tenant, admin: flag === 'admin' });
+  }
+  return keys;
+}
+
+/**
+ * Build the configuration from environment variables.
+ * @throws ConfigError naming the variable for any invalid value.
+ */
+export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
+  const apiKeys = parseApiKeys(env.LAMER_API_KEYS);
+  const defaultHost = '127.0.0.1';
+  const host = env.LAMER_HOST && env.LAMER_HOST !== '' ? env.LAMER_HOST : defaultHost;
+  const limits: Limits = {
+    bodyBytes: int(env, 'LAMER_BODY_LIMIT_BYTES', defaultLimits.bodyBytes, 1024, 1 << 30),
+    batchBodyBytes: int(env, 'LAMER_BATCH_BODY_LIMIT_BYTES', defaultLimits.batchBodyBytes, 1024, 1 << 30),
+    observationChars: int(env, 'LAMER_MAX_OBSERVATION_CHARS', defaultLimits.observationChars, 1, 1 << 26),
+    instructionsChars: int(env, 'LAMER_MAX_INSTRUCTIONS_CHARS', defaultLimits.instructionsChars, 1, 1 << 26),
+    availableActions: int(env, 'LAMER_MAX_AVAILABLE_ACTIONS', defaultLimits.availableActions, 1, 1 << 20),
+    actionChars: int(env, 'LAMER_MAX_ACTION_CHARS', defaultLimits.actionChars, 1, 1 << 20),
+    batchItems: int(env, 'LAMER_MAX_BATCH_ITEMS', defaultLimits.batchItems, 1, 100_000),
+    maxAttempts: int(env, 'LAMER_MAX_ATTEMPTS', defaultLimits.maxAttempts, 1, 1000),
+    maxStepsCap: int(env, 'LAMER_MAX_STEPS_CAP', defaultLimits.maxStepsCap, 1, 1_000_000),
+    defaultMaxSteps: int(env, 'LAMER_DEFAULT_MAX_STEPS', defaultLimits.defaultMaxSteps, 1, 1_000_000),
+    reflectionChars: int(env, 'LAMER_MAX_REFLECTION_CHARS', defaultLimits.reflectionChars, 1, 1 << 20),
+  };
+  if (limits.defaultMaxSteps > limits.maxStepsCap) {
+    throw new ConfigError(`LAMER_DEFAULT_MAX_STEPS=${limits.defaultMaxSteps} exceeds LAMER_MAX_STEPS_CAP=${limits.maxStepsCap}`);
+  }
+  return {
+    host,
+    port: int(env, 'LAMER_PORT', 8080, 0, 65535),
+    dataDir: path.resolve(env.LAMER_DATA_DIR && env.LAMER_DATA_DIR !== '' ? env.LAMER_DATA_DIR : 'data'),
+    engine: oneOf(env, 'LAMER_ENGINE', 'builtin', ['builtin', 'test'] as const),
+    tfjsBackend: oneOf(env, 'LAMER_TFJS_BACKEND', 'auto', ['auto', 'tensorflow', 'wasm', 'cpu'] as const),
+    apiKeys,
+    logLevel: oneOf(env, 'LAMER_LOG_LEVEL', 'info', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const),
+    limits,
+    batchWindowMs: int(env, 'LAMER_BATCH_WINDOW_MS', 2, 0, 1000),
+    maxBatchSize: int(env, 'LAMER_MAX_BATCH_SIZE', 32, 1, 4096),
+    baseModelDir: path.resolve(env.LAMER_BASE_MODEL_DIR && env.LAMER_BASE_MODEL_DIR !== '' ? env.LAMER_BASE_MODEL_DIR : path.join(repoRoot, 'models', 'base')),
+  };
+}
+
+/** True when `host` only accepts connections from this machine. */
+export function isLoopback(host: string): boolean {
+  return host === '127.0.0.1' || host === '::1' || host === 'localhost' || host.startsWith('127.');
+}

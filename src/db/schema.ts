@@ -1,0 +1,136 @@
+/**
+ * Database schema (drizzle-orm, SQLite). Migrations in `migrations/` are generated from this file
+ * with `npm run db:generate` (drizzle-kit) and applied at start (src/db/index.ts).
+ *
+ * Times are integer milliseconds since the Unix epoch. JSON columns hold plain JSON text.
+ * Indices are 0-based (attempt 0 is the first).
+ */
+import { sqliteTable, text, integer, real, index, uniqueIndex, primaryKey } from 'drizzle-orm/sqlite-core';
+
+/** Summary of one attempt, kept on the session row (rebuilt from steps if ever needed). */
+export interface AttemptSummary {
+  attempt: number;
+  status: 'running' | 'succeeded' | 'failed';
+  /** Number of steps posted in this attempt (observations, including the final one). */
+  steps: number;
+  /** Undiscounted sum of the attempt's rewards as given by the environment. */
+  return: number;
+  success: boolean;
+  endReason: 'done' | 'max_steps' | null;
+}
+
+export const sessions = sqliteTable(
+  'sessions',
+  {
+    id: text('id').primaryKey(),
+    tenant: text('tenant').notNull(),
+    taskId: text('task_id').notNull(),
+    env: text('env'),
+    mode: text('mode', { enum: ['train', 'eval'] }).notNull(),
+    status: text('status', { enum: ['active', 'completed', 'abandoned', 'expired'] }).notNull(),
+    instructions: text('instructions').notNull(),
+    maxAttempts: integer('max_attempts').notNull(),
+    maxSteps: integer('max_steps').notNull(),
+    memory: text('memory', { enum: ['reflection_only', 'history_only', 'history_and_reflection'] }).notNull(),
+    sampling: text('sampling', { mode: 'json' }).notNull(),
+    modelVersion: text('model_version').notNull(),
+    metadata: text('metadata', { mode: 'json' }).notNull(),
+    nextAttempt: integer('next_attempt').notNull(),
+    nextStep: integer('next_step').notNull(),
+    attempts: text('attempts', { mode: 'json' }).$type<AttemptSummary[]>().notNull(),
+    createdAt: integer('created_at').notNull(),
+    updatedAt: integer('updated_at').notNull(),
+  },
+  (t) => [
+    index('sessions_tenant_id').on(t.tenant, t.id),
+    index('sessions_task').on(t.taskId),
+    index('sessions_status').on(t.status),
+  ],
+);
+
+export const steps = sqliteTable(
+  'steps',
+  {
+    id: integer('id').primaryKey({ autoIncrement: true }),
+    sessionId: text('session_id')
+      .notNull()
+      .references(() => sessions.id),
+    attempt: integer('attempt').notNull(),
+    step: integer('step').notNull(),
+    /** 'action': one posted observation (and the sampled action unless the attempt ended);
+     *  'reflection': the reflection turn written after a failed attempt (same attempt/step as its last observation). */
+    kind: text('kind', { enum: ['action', 'reflection'] }).notNull(),
+    observation: text('observation').notNull(),
+    /** Reward of the previous action, as given by the environment. */
+    reward: real('reward').notNull(),
+    done: integer('done', { mode: 'boolean' }).notNull(),
+    success: integer('success', { mode: 'boolean' }).notNull(),
+    invalidAction: integer('invalid_action', { mode: 'boolean' }).notNull(),
+    availableActions: text('available_actions', { mode: 'json' }).$type<string[] | null>(),
+    info: text('info', { mode: 'json' }).$type<Record<string, unknown> | null>(),
+    /** Full prompt text fed to the model (null when no model call was made). */
+    prompt: text('prompt'),
+    output: text('output'),
+    action: text('action'),
+    promptTokenIds: text('prompt_token_ids', { mode: 'json' }).$type<number[] | null>(),
+    outputTokenIds: text('output_token_ids', { mode: 'json' }).$type<number[] | null>(),
+    logprobs: text('logprobs', { mode: 'json' }).$type<number[] | null>(),
+    droppedSteps: integer('dropped_steps'),
+    modelVersion: text('model_version').notNull(),
+    /** sha256 of the canonical request body: identical retries return `answer`. */
+    requestHash: text('request_hash').notNull(),
+    /** The stored step answer (JSON) returned to retries. */
+    answer: text('answer', { mode: 'json' }),
+    /** Filled by training: cross-episode return G and advantage (LAMER.md §2-3). */
+    return: real('return'),
+    advantage: real('advantage'),
+    createdAt: integer('created_at').notNull(),
+  },
+  (t) => [uniqueIndex('steps_position').on(t.sessionId, t.attempt, t.step, t.kind)],
+);
+
+export const reflections = sqliteTable(
+  'reflections',
+  {
+    sessionId: text('session_id')
+      .notNull()
+      .references(() => sessions.id),
+    attempt: integer('attempt').notNull(),
+    text: text('text').notNull(),
+    source: text('source', { enum: ['policy', 'human'] }).notNull(),
+    updatedAt: integer('updated_at').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.sessionId, t.attempt] })],
+);
+
+export const models = sqliteTable('models', {
+  version: text('version').primaryKey(),
+  parent: text('parent'),
+  jobId: text('job_id'),
+  checkpointDir: text('checkpoint_dir').notNull(),
+  status: text('status', { enum: ['candidate', 'active', 'retired'] }).notNull(),
+  metrics: text('metrics', { mode: 'json' }).$type<Record<string, unknown>>().notNull(),
+  createdAt: integer('created_at').notNull(),
+});
+
+export const trainingJobs = sqliteTable('training_jobs', {
+  id: text('id').primaryKey(),
+  algorithm: text('algorithm', { enum: ['lamer', 'gigpo', 'grpo', 'rloo', 'sft'] }).notNull(),
+  status: text('status', { enum: ['queued', 'running', 'succeeded', 'failed', 'cancelled'] }).notNull(),
+  config: text('config', { mode: 'json' }).$type<Record<string, unknown>>().notNull(),
+  /** Fraction done in [0, 1]. */
+  progress: real('progress').notNull().default(0),
+  /** Metrics per iteration. */
+  metrics: text('metrics', { mode: 'json' }).$type<unknown[]>().notNull(),
+  resultVersion: text('result_version'),
+  error: text('error'),
+  createdAt: integer('created_at').notNull(),
+  startedAt: integer('started_at'),
+  finishedAt: integer('finished_at'),
+});
+
+export type SessionRow = typeof sessions.$inferSelect;
+export type StepRow = typeof steps.$inferSelect;
+export type ReflectionRow = typeof reflections.$inferSelect;
+export type ModelRow = typeof models.$inferSelect;
+export type TrainingJobRow = typeof trainingJobs.$inferSelect;
