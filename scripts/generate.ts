@@ -32,6 +32,8 @@ export function specSource(root = ROOT): string {
 export async function generateTypescriptSchema(doc: OpenApiDoc, source: string): Promise<string> {
   const ast = await openapiTS(doc as unknown as Parameters<typeof openapiTS>[0], {
     alphabetize: false,
+    // a property with a default stays optional (request bodies: the server fills it in)
+    defaultNonNullable: false,
     silent: true,
   });
   const body = astToString(ast);

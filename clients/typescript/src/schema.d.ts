@@ -208,7 +208,7 @@ export interface components {
             taskId: string;
             instructions: string;
             /** @default 3 */
-            maxAttempts: number;
+            maxAttempts?: number;
             maxSteps?: number;
             memory?: components["schemas"]["Memory"];
             /** @enum {string} */

@@ -1,0 +1,160 @@
+/**
+ * The generated Python client (clients/python/lamer_client) run by the machine's python3:
+ *  - against a recording stub HTTP server: request method, path, query, body and Bearer header,
+ *    and a problem+json answer raised as `LamerProblem` with its type and Retry-After;
+ *  - the MineSweeper example playing a full session against a live in-process server
+ *    (`startServer({ engine: 'test' })`, contract 1).
+ */
+import { execFile } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { describe, expect, it } from 'vitest';
+
+const run = promisify(execFile);
+const ROOT = join(import.meta.dirname, '..', '..');
+const PY_DIR = join(ROOT, 'clients', 'python');
+const hasServer = existsSync(join(ROOT, 'src', 'server.ts'));
+
+interface Seen {
+  method: string;
+  url: string;
+  auth: string | undefined;
+  contentType: string | undefined;
+  body: unknown;
+}
+
+async function withStub(
+  answer: (req: IncomingMessage, res: ServerResponse, body: unknown) => void,
+  fn: (url: string, seen: Seen[]) => Promise<void>,
+): Promise<void> {
+  const seen: Seen[] = [];
+  const server = createServer((req, res) => {
+    let raw = '';
+    req.on('data', (c: Buffer) => (raw += c.toString()));
+    req.on('end', () => {
+      const body = raw ? (JSON.parse(raw) as unknown) : null;
+      seen.push({ method: req.method!, url: req.url!, auth: req.headers.authorization, contentType: req.headers['content-type'], body });
+      answer(req, res, body);
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  try {
+    await fn(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, seen);
+  } finally {
+    await new Promise<void>((r) => server.close(() => r()));
+  }
+}
+
+function python(code: string): Promise<{ stdout: string; stderr: string }> {
+  return run('python3', ['-c', code], { cwd: PY_DIR, timeout: 30_000 });
+}
+
+describe('Python client against a stub server', () => {
+  it('sends typed requests with the Bearer key and decodes JSON answers', async () => {
+    await withStub(
+      (req, res, body) => {
+        res.writeHead(req.method === 'POST' ? 201 : 200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ echo: body, url: req.url }));
+      },
+      async (url, seen) => {
+        const { stdout } = await python(
+          `import json; from lamer_client import LamerClient
+c = LamerClient(${JSON.stringify(url + '/')}, api_key="k-12345678")
+a = c.create_session({"taskId": "t:seed=1", "instructions": "play"})
+b = c.list_sessions(status="active", limit=5)
+d = c.post_step("ses/1 x", {"attempt": 0, "step": 0, "observation": "Row 1: ?"})
+print(json.dumps([a, b, d]))`,
+        );
+        expect(JSON.parse(stdout)).toEqual([
+          { echo: { taskId: 't:seed=1', instructions: 'play' }, url: '/v1/sessions' },
+          { echo: null, url: '/v1/sessions?status=active&limit=5' },
+          { echo: { attempt: 0, step: 0, observation: 'Row 1: ?' }, url: '/v1/sessions/ses%2F1%20x/steps' },
+        ]);
+        expect(seen.map((s) => [s.method, s.auth, s.contentType ?? null])).toEqual([
+          ['POST', 'Bearer k-12345678', 'application/json'],
+          ['GET', 'Bearer k-12345678', null],
+          ['POST', 'Bearer k-12345678', 'application/json'],
+        ]);
+      },
+    );
+  });
+
+  it('raises LamerProblem for problem+json answers, and retries 503 after Retry-After when asked', async () => {
+    let calls = 0;
+    await withStub(
+      (req, res) => {
+        calls++;
+        if (req.url === '/v1/sessions/missing') {
+          res.writeHead(404, { 'content-type': 'application/problem+json' });
+          res.end(JSON.stringify({ type: 'https://lamer.dev/problems/not-found', title: 'Not Found', status: 404, detail: 'no session missing' }));
+        } else if (calls <= 3) {
+          res.writeHead(503, { 'content-type': 'application/problem+json', 'retry-after': '0' });
+          res.end(JSON.stringify({ type: 'https://lamer.dev/problems/overloaded', title: 'Overloaded', status: 503 }));
+        } else {
+          res.writeHead(200, { 'content-type': 'application/json' });
+          res.end(JSON.stringify({ status: 'ok' }));
+        }
+      },
+      async (url) => {
+        const { stdout } = await python(
+          `import json; from lamer_client import LamerClient, LamerProblem
+c = LamerClient(${JSON.stringify(url)})
+out = []
+try:
+    c.get_session("missing")
+except LamerProblem as e:
+    out.append([e.status, e.kind, e.title, e.detail, e.retry_after])
+try:
+    c.get_healthz()
+except LamerProblem as e:
+    out.append([e.status, e.kind, e.retry_after])
+out.append(LamerClient(${JSON.stringify(url)}, retries=1).get_healthz())
+print(json.dumps(out))`,
+        );
+        // calls: 1 = 404; 2 = 503 (first client: no retries); 3 = 503 then 4 = 200 (second client retries once)
+        expect(JSON.parse(stdout)).toEqual([
+          [404, 'not-found', 'Not Found', 'no session missing', null],
+          [503, 'overloaded', 0],
+          { status: 'ok' },
+        ]);
+        expect(calls).toBe(4);
+      },
+    );
+  });
+});
+
+describe.skipIf(!hasServer)('MineSweeper example against a live server', () => {
+  it('plays a full session: 3 attempts, or fewer ending in a success', async () => {
+    const { startServer } = (await import('../../src/server.js' as string)) as {
+      startServer: (o: object) => Promise<{ url: string; close(): Promise<void> }>;
+    };
+    const dataDir = mkdtempSync(join(tmpdir(), 'lamer-pyex-'));
+    const server = await startServer({ port: 0, dataDir, engine: 'test', logLevel: 'silent' });
+    try {
+      const { stdout } = await run('python3', [join(PY_DIR, 'examples', 'play_minesweeper.py'), '--url', server.url, '--seed', '7', '--json', '--quiet'], {
+        timeout: 60_000,
+      });
+      const session = JSON.parse(stdout.trim().split('\n').pop()!) as {
+        status: string;
+        maxAttempts: number;
+        taskId: string;
+        attempts: Array<{ attempt: number; success: boolean; steps: number; status: string }>;
+      };
+      expect(session.status).toBe('completed');
+      expect(session.taskId).toBe('minesweeper-6x6-3:seed=7');
+      expect(session.maxAttempts).toBe(3);
+      const won = session.attempts.findIndex((a) => a.success);
+      if (won >= 0) expect(session.attempts.length).toBe(won + 1);
+      else expect(session.attempts.map((a) => a.attempt)).toEqual([0, 1, 2]);
+      for (const a of session.attempts) expect(a.status).toBe(a.success ? 'succeeded' : 'failed');
+      for (const a of session.attempts) expect(a.steps).toBeGreaterThanOrEqual(1);
+    } finally {
+      await server.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});
