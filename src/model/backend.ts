@@ -1,0 +1,96 @@
+/**
+ * TensorFlow.js backend choice at start (shared/DESIGN.md §4, issue 3 item 5).
+ *
+ * Order for `auto`: `@tensorflow/tfjs-node-gpu` (CUDA) -> `@tensorflow/tfjs-node` (native CPU) ->
+ * `wasm` (@tensorflow/tfjs-backend-wasm, single-threaded under Node) -> `cpu` (pure JS).
+ * The native packages are optional: they are imported dynamically inside try/catch, so their
+ * absence (their install downloads libtensorflow and fails offline) only moves on to wasm.
+ * `tensorflow` forces a native backend (throws when none loads); `wasm` / `cpu` force those.
+ *
+ * On wasm, `installWasmPatches` (src/model/wasm-kernels.ts) is applied: transposed matmuls are
+ * materialised first, and an `UnsortedSegmentSum` kernel (gradient of `gather`) is registered.
+ */
+import * as tf from '@tensorflow/tfjs';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { installWasmPatches } from './wasm-kernels.js';
+
+export type BackendPreference = 'auto' | 'tensorflow' | 'wasm' | 'cpu';
+
+export interface BackendLogger {
+  info(o: object, msg?: string): void;
+  warn(o: object, msg?: string): void;
+}
+
+let chosen: string | null = null;
+let pending: Promise<string> | null = null;
+
+/** Name of the backend chosen by `initBackend` ('tensorflow' | 'wasm' | 'cpu'), or null before. */
+export function chosenBackend(): string | null {
+  return chosen;
+}
+
+async function tryNative(logger?: BackendLogger): Promise<boolean> {
+  for (const pkg of ['@tensorflow/tfjs-node-gpu', '@tensorflow/tfjs-node']) {
+    try {
+      // A variable specifier keeps TypeScript and bundlers from requiring the optional package.
+      const spec: string = pkg;
+      await import(spec);
+      if (await tf.setBackend('tensorflow')) {
+        logger?.info({ backend: 'tensorflow', package: pkg }, 'tfjs native backend loaded');
+        return true;
+      }
+    } catch (err) {
+      logger?.info({ package: pkg, err: String(err).slice(0, 200) }, 'tfjs native backend unavailable');
+    }
+  }
+  return false;
+}
+
+async function tryWasm(logger?: BackendLogger): Promise<boolean> {
+  try {
+    const wasm = await import('@tensorflow/tfjs-backend-wasm');
+    // Under Node the .wasm binaries are read from the package's dist/ folder.
+    const require = createRequire(import.meta.url);
+    const dist = path.dirname(require.resolve('@tensorflow/tfjs-backend-wasm/dist/tfjs-backend-wasm.wasm'));
+    wasm.setWasmPaths(dist + path.sep);
+    if (await tf.setBackend('wasm')) {
+      installWasmPatches();
+      return true;
+    }
+  } catch (err) {
+    logger?.warn({ err: String(err).slice(0, 300) }, 'tfjs wasm backend unavailable');
+  }
+  return false;
+}
+
+/**
+ * Selects and initialises the tfjs backend once per process; later calls return the first choice
+ * (a process has one global tfjs engine).
+ * @returns the backend name now active.
+ * @throws Error when a forced backend cannot be initialised.
+ */
+export async function initBackend(pref: BackendPreference = 'auto', logger?: BackendLogger): Promise<string> {
+  if (chosen) return chosen;
+  if (!pending) {
+    pending = (async () => {
+      let ok = false;
+      if (pref === 'auto' || pref === 'tensorflow') ok = await tryNative(logger);
+      if (!ok && pref === 'tensorflow') throw new Error('tfjs backend "tensorflow" forced but @tensorflow/tfjs-node(-gpu) did not load');
+      if (!ok && (pref === 'auto' || pref === 'wasm')) ok = await tryWasm(logger);
+      if (!ok && pref === 'wasm') throw new Error('tfjs backend "wasm" forced but it did not initialise');
+      if (!ok) {
+        await tf.setBackend('cpu');
+        ok = true;
+      }
+      await tf.ready();
+      chosen = tf.getBackend();
+      logger?.info({ backend: chosen }, 'tfjs backend selected');
+      return chosen;
+    })();
+    pending.catch(() => {
+      pending = null;
+    });
+  }
+  return pending;
+}

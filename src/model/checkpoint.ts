@@ -1,0 +1,90 @@
+/**
+ * Checkpoints of the builtin model in tfjs format (shared contract 3): a folder with
+ * - `model.json`: `{ format: 'lamer-gpt', generatedBy, weightsManifest: [{ paths: ['weights.bin'],
+ *   weights: [{name, shape, dtype}] }], userDefinedMetadata: { lamer: { config, tokenizer, version,
+ *   meta } } }` — the standard tfjs weights manifest, so `tf.io.decodeWeights` reads it;
+ * - `weights.bin`: the float32 weights concatenated in manifest order (little-endian).
+ * Written and read with plain file IO (tfjs-node's `file://` handler is not available here).
+ */
+import * as tf from '@tensorflow/tfjs';
+import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { modelFromTensors, paramShapes, validateConfig, type GPT, type GPTConfig } from './gpt.js';
+import { TOKENIZER_SPEC, type TokenizerSpec } from './tokenizer.js';
+
+export interface CheckpointMeta {
+  /** Model version id (e.g. 'base', 'v3'). */
+  version: string;
+  /** Free-form provenance (parent version, job id, seed, step...). */
+  [key: string]: unknown;
+}
+
+export interface LamerMetadata {
+  config: GPTConfig;
+  tokenizer: TokenizerSpec;
+  version: string;
+  meta: Record<string, unknown>;
+}
+
+/**
+ * Writes `model` to `dir` (created if missing). Files are written to temporaries and renamed, so a
+ * crash never leaves a half-written model.json next to old weights.
+ */
+export async function saveCheckpoint(model: GPT, dir: string, meta: CheckpointMeta): Promise<void> {
+  await mkdir(dir, { recursive: true });
+  const named = paramShapes(model.config).map(([name]) => ({ name, tensor: model.params.get(name)! }));
+  const { data, specs } = await tf.io.encodeWeights(named);
+  const { version, ...rest } = meta;
+  const lamer: LamerMetadata = { config: model.config, tokenizer: TOKENIZER_SPEC, version, meta: rest };
+  const modelJson = {
+    format: 'lamer-gpt',
+    generatedBy: `TensorFlow.js tfjs v${tf.version.tfjs}`,
+    convertedBy: null,
+    modelTopology: null,
+    weightsManifest: [{ paths: ['weights.bin'], weights: specs }],
+    userDefinedMetadata: { lamer },
+  };
+  const bin = path.join(dir, 'weights.bin');
+  const json = path.join(dir, 'model.json');
+  await writeFile(bin + '.tmp', Buffer.from(data));
+  await writeFile(json + '.tmp', JSON.stringify(modelJson, null, 1) + '\n');
+  await rename(bin + '.tmp', bin);
+  await rename(json + '.tmp', json);
+}
+
+/** Reads only the metadata of a checkpoint. @throws Error when model.json is missing or not ours. */
+export async function readCheckpointMetadata(dir: string): Promise<LamerMetadata> {
+  const json = JSON.parse(await readFile(path.join(dir, 'model.json'), 'utf8'));
+  const lamer = json?.userDefinedMetadata?.lamer as LamerMetadata | undefined;
+  if (!lamer?.config) throw new Error(`${dir}/model.json has no userDefinedMetadata.lamer.config`);
+  validateConfig(lamer.config);
+  if (lamer.tokenizer?.type !== 'byte' || lamer.tokenizer.vocabSize !== lamer.config.vocab_size) {
+    throw new Error(`${dir}: unsupported tokenizer ${JSON.stringify(lamer.tokenizer)}`);
+  }
+  return lamer;
+}
+
+/**
+ * Loads a checkpoint folder into a new model.
+ * @throws Error for a missing/invalid model.json, missing weights or shape mismatches.
+ */
+export async function loadCheckpoint(dir: string): Promise<{ model: GPT; metadata: LamerMetadata }> {
+  const metadata = await readCheckpointMetadata(dir);
+  const json = JSON.parse(await readFile(path.join(dir, 'model.json'), 'utf8'));
+  const groups = json.weightsManifest as Array<{ paths: string[]; weights: tf.io.WeightsManifestEntry[] }>;
+  const tensors = new Map<string, tf.Tensor>();
+  for (const g of groups) {
+    const buffers = await Promise.all(g.paths.map((p) => readFile(path.join(dir, p))));
+    const buf = Buffer.concat(buffers);
+    const ab = buf.buffer.slice(buf.byteOffset, buf.byteOffset + buf.byteLength);
+    const decoded = tf.io.decodeWeights(ab, g.weights);
+    for (const [k, v] of Object.entries(decoded)) tensors.set(k, v);
+  }
+  try {
+    const model = modelFromTensors(metadata.config, tensors);
+    return { model, metadata };
+  } catch (err) {
+    for (const t of tensors.values()) if (!t.isDisposed) t.dispose();
+    throw err;
+  }
+}

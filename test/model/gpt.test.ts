@@ -1,0 +1,157 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import * as tf from '@tensorflow/tfjs';
+import { mkdtemp, rm, stat } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import {
+  countParams, disposeCache, forward, forwardCached, initModel, tokenEntropy, tokenLogprobs, type GPT,
+} from '../../src/model/gpt.js';
+import { loadCheckpoint, saveCheckpoint } from '../../src/model/checkpoint.js';
+import { TINY, useWasm } from './setup.js';
+
+let model: GPT;
+beforeAll(async () => {
+  expect(await useWasm()).toBe('wasm');
+  model = initModel(TINY, 7);
+});
+afterAll(() => model.dispose());
+
+function logitsOf(m: GPT, ids: number[]): Float32Array {
+  return tf.tidy(() => forward(m, tf.tensor2d([ids], [1, ids.length], 'int32')).dataSync() as Float32Array);
+}
+
+describe('GPT model', () => {
+  it('has the documented shapes and parameter count', () => {
+    const seq = [[1, 2, 3, 4, 5], [6, 7, 8, 9, 10]];
+    const logits = forward(model, tf.tensor2d(seq, [2, 5], 'int32'));
+    expect(logits.shape).toEqual([2, 5, 260]);
+    logits.dispose();
+    const lp = tokenLogprobs(model, tf.tensor2d(seq, [2, 5], 'int32'));
+    expect(lp.shape).toEqual([2, 4]);
+    const ent = tokenEntropy(model, tf.tensor2d(seq, [2, 5], 'int32'));
+    expect(ent.shape).toEqual([2, 4]);
+    // An untrained model is near uniform: entropy close to ln(260) = 5.56.
+    for (const e of ent.dataSync()) expect(Math.abs(e - Math.log(260))).toBeLessThan(0.05);
+    lp.dispose();
+    ent.dispose();
+    // wte 260*32 + wpe 64*32 + 2 * (12,448 per block) + ln_f 64
+    expect(countParams(TINY)).toBe(260 * 32 + 64 * 32 + 2 * (4 * 32 + 32 * 96 + 96 + 32 * 32 + 32 + 32 * 128 + 128 + 128 * 32 + 32) + 64);
+  });
+
+  it('is causal: changing a future token never changes an earlier logit', () => {
+    const a = [256, 10, 20, 30, 40, 50, 60, 70];
+    const base = logitsOf(model, a);
+    for (const t of [1, 4, 7]) {
+      const b = a.slice();
+      b[t] = (b[t] + 101) % 256;
+      const changed = logitsOf(model, b);
+      const V = 260;
+      expect(Array.from(changed.subarray(0, t * V))).toEqual(Array.from(base.subarray(0, t * V)));
+      // ...while the logits at the changed position do change.
+      let diff = 0;
+      for (let i = t * V; i < (t + 1) * V; i++) diff = Math.max(diff, Math.abs(changed[i] - base[i]));
+      expect(diff).toBeGreaterThan(1e-4);
+    }
+  });
+
+  it('KV-cached generation gives the same logprobs as a full recompute', () => {
+    const ids = [256, 72, 101, 108, 108, 111, 44, 32, 119, 111, 114, 108, 100];
+    const full = tf.tidy(() => tf.logSoftmax(forward(model, tf.tensor2d([ids], [1, ids.length], 'int32')), -1).dataSync() as Float32Array);
+    const V = 260;
+    // Prefill 5 tokens, then one token at a time, then 3 at once.
+    let r = forwardCached(model, [{ cache: null, tokens: ids.slice(0, 5), allPositions: true, keepCache: true }])[0];
+    const got: number[] = Array.from(r.logprobs);
+    let cache = r.cache;
+    let pos = 5;
+    for (const n of [1, 1, 1, 1, 3, 1]) {
+      r = forwardCached(model, [{ cache, tokens: ids.slice(pos, pos + n), allPositions: true, keepCache: true }])[0];
+      disposeCache(cache);
+      cache = r.cache;
+      got.push(...r.logprobs);
+      pos += n;
+    }
+    disposeCache(cache);
+    expect(pos).toBe(ids.length);
+    expect(got.length).toBe(ids.length * V);
+    let maxDiff = 0;
+    for (let i = 0; i < got.length; i++) maxDiff = Math.max(maxDiff, Math.abs(got[i] - full[i]));
+    expect(maxDiff).toBeLessThan(1e-4);
+  });
+
+  it('batched rows with different cache and token lengths equal their unbatched results', () => {
+    const seqs = [[256, 1, 2, 3, 4, 5, 6], [256, 9, 8], [256, 40, 41, 42, 43, 44, 45, 46, 47, 48]];
+    const splits = [4, 1, 6];
+    const prefills = seqs.map((s, i) => forwardCached(model, [{ cache: null, tokens: s.slice(0, splits[i]), allPositions: false, keepCache: true }])[0]);
+    const single = seqs.map((s, i) => forwardCached(model, [{ cache: prefills[i].cache, tokens: s.slice(splits[i]), allPositions: true, keepCache: false }])[0]);
+    const batched = forwardCached(model, seqs.map((s, i) => ({ cache: prefills[i].cache, tokens: s.slice(splits[i]), allPositions: true, keepCache: false })));
+    for (let i = 0; i < seqs.length; i++) {
+      expect(batched[i].logprobs.length).toBe(single[i].logprobs.length);
+      let d = 0;
+      for (let j = 0; j < single[i].logprobs.length; j++) d = Math.max(d, Math.abs(batched[i].logprobs[j] - single[i].logprobs[j]));
+      expect(d).toBeLessThan(1e-5);
+      disposeCache(prefills[i].cache);
+    }
+  });
+
+  it('a tiny model overfits a fixed sequence in a few dozen Adam steps (one training step runs on wasm)', () => {
+    const m = initModel(TINY, 3);
+    const text = [256, ...Array.from(Buffer.from('the cat sat on the mat.')), 257];
+    const tokens = tf.tensor2d([text], [1, text.length], 'int32');
+    const opt = tf.train.adam(1e-2);
+    const before = tf.memory().numTensors;
+    let first = 0;
+    let last = 0;
+    for (let step = 0; step < 40; step++) {
+      const { value, grads } = tf.variableGrads(() => tf.neg(tf.mean(tokenLogprobs(m, tokens))) as tf.Scalar, m.trainableVariables);
+      if (step === 0) {
+        // every parameter gets a finite, non-zero gradient (forward and backward ops all ran on wasm)
+        for (const v of m.trainableVariables) {
+          const g = grads[v.name].dataSync();
+          expect(g.every(Number.isFinite)).toBe(true);
+          expect([v.name, g.some((x) => x !== 0)]).toEqual([v.name, true]);
+        }
+      }
+      opt.applyGradients(grads);
+      const loss = value.dataSync()[0];
+      if (step === 0) first = loss;
+      last = loss;
+      value.dispose();
+      tf.dispose(grads);
+    }
+    expect(first).toBeGreaterThan(5); // ~ln(260)
+    expect(last).toBeLessThan(0.5);
+    // no tensor leak per step beyond the optimizer's fixed state (2 moments per variable + 2 scalars)
+    expect(tf.memory().numTensors - before).toBeLessThanOrEqual(2 * m.trainableVariables.length + 4);
+    opt.dispose();
+    tokens.dispose();
+    m.dispose();
+  });
+
+  it('checkpoint save/load round-trip gives identical logits', async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'lamer-ckpt-'));
+    try {
+      await saveCheckpoint(model, dir, { version: 'v-test', seed: 7 });
+      expect((await stat(path.join(dir, 'weights.bin'))).size).toBe(countParams(TINY) * 4);
+      const { model: m2, metadata } = await loadCheckpoint(dir);
+      expect(metadata.version).toBe('v-test');
+      expect(metadata.config).toEqual(TINY);
+      expect(metadata.meta).toEqual({ seed: 7 });
+      expect(metadata.tokenizer.vocabSize).toBe(260);
+      const ids = [256, 5, 6, 7, 200, 100];
+      expect(Array.from(logitsOf(m2, ids))).toEqual(Array.from(logitsOf(model, ids)));
+      m2.dispose();
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('initModel is reproducible for a fixed seed', () => {
+    const a = initModel(TINY, 11);
+    const b = initModel(TINY, 11);
+    const c = initModel(TINY, 12);
+    const ids = [256, 1, 2];
+    expect(Array.from(logitsOf(a, ids))).toEqual(Array.from(logitsOf(b, ids)));
+    expect(Array.from(logitsOf(a, ids))).not.toEqual(Array.from(logitsOf(c, ids)));
+    a.dispose(); b.dispose(); c.dispose();
+  });
+});
