@@ -120,6 +120,14 @@ export interface AdamWOptions {
   weightDecay?: number;
 }
 
+/** A non-trainable variable of zeros shaped like `x` (the temporary tensor is freed). */
+function zerosVariable(x: tf.Tensor): tf.Variable {
+  const z = tf.zerosLike(x);
+  const v = tf.variable(z, false);
+  z.dispose();
+  return v;
+}
+
 /**
  * AdamW on tf.Variables (torch.optim.AdamW semantics, decoupled weight decay):
  *   theta <- theta (1 - lr wd)
@@ -144,8 +152,8 @@ export class AdamW {
     this.eps = opts.eps ?? 1e-8;
     this.weightDecay = opts.weightDecay ?? 0.01;
     if (!(this.lr >= 0)) throw new RangeError(`lr must be >= 0, got ${this.lr}`);
-    this.m = variables.map((x) => tf.variable(tf.zerosLike(x), false));
-    this.v = variables.map((x) => tf.variable(tf.zerosLike(x), false));
+    this.m = variables.map((x) => zerosVariable(x));
+    this.v = variables.map((x) => zerosVariable(x));
   }
 
   /** Apply one update; `grads[i]` is the gradient of `variables[i]` (same shape). */

@@ -1,0 +1,274 @@
+/**
+ * Recorded sessions -> training samples (shared/LAMER.md §2-3, shared/DESIGN.md §4).
+ *
+ * RL (`lamer`, `gigpo`, `grpo`, `rloo`): from step records shaped like the server's `steps` table
+ * (src/db/schema.ts), one record per posted observation (kind 'action', carrying the sampled action
+ * unless the attempt ended there) plus one 'reflection' record per reflection turn. Token ids and
+ * logprobs are used as stored (training never re-tokenises).
+ *
+ * SFT (`sft`): from demonstration sessions (shared contract 5, `DemoSession`), rendered with the
+ * serving prompts (src/agent/prompt.ts) and the builtin byte tokenizer (src/model/tokenizer.ts).
+ */
+import { renderActPrompt, renderReflectionPrompt, type PromptAttempt, type PromptStep } from '../agent/prompt.js';
+import { encode, encodePrompt, EOS } from '../model/tokenizer.js';
+import { computeAdvantages, type Estimator, type Turn, type TurnKind } from './advantages.js';
+import type { ReturnConfig } from './returns.js';
+
+export type RlAlgorithm = 'lamer' | 'gigpo' | 'grpo' | 'rloo';
+export type Algorithm = RlAlgorithm | 'sft';
+
+/** One recorded step (a row of the `steps` table joined with its session's taskId). */
+export interface StepRecord {
+  sessionId: string;
+  taskId: string;
+  attempt: number;
+  step: number;
+  kind: TurnKind;
+  observation: string;
+  /** Reward of the previous action, as given by the environment (0 at step 0). */
+  reward: number;
+  done: boolean;
+  success: boolean;
+  /** The env rejected the previous action. */
+  invalidAction: boolean;
+  /** `[promptLen]`, null when no model call was made (e.g. the final observation of an attempt). */
+  promptTokenIds: number[] | null;
+  /** `[outLen]`, null when no model call was made. */
+  outputTokenIds: number[] | null;
+  /** `[outLen]` logprobs of the output tokens as sampled, or null. */
+  logprobs: number[] | null;
+  modelVersion: string;
+}
+
+/** One trainable sequence: prompt + output, with the output's advantage. */
+export interface TrainingSample {
+  sessionId: string;
+  taskId: string;
+  attempt: number;
+  step: number;
+  kind: TurnKind;
+  promptTokenIds: number[];
+  outputTokenIds: number[];
+  /** Logprobs of the output tokens under the sampling policy, `[outLen]`; null for SFT. */
+  oldLogprobs: number[] | null;
+  /** Per-turn advantage (0 for SFT). */
+  advantage: number;
+  /** Cross-episode return (0 for SFT). */
+  return: number;
+}
+
+/** What the job writes back to the steps table (DESIGN §3: trajectory shows returns and advantages). */
+export interface TurnScore {
+  sessionId: string;
+  attempt: number;
+  step: number;
+  kind: TurnKind;
+  return: number;
+  advantage: number;
+  kept: boolean;
+}
+
+export interface DataStats {
+  sessions: number;
+  tasks: number;
+  /** Turns with a model output before skipping. */
+  turns: number;
+  /** Samples kept for training. */
+  samples: number;
+  groups: number;
+  skippedGroups: number;
+  skippedTurns: number;
+  /** Mean undiscounted return of an attempt, over all recorded attempts. */
+  meanReturn: number;
+  /** pass@k of the data: fraction of sessions solved within the first k attempts, k = 1..maxAttempts. */
+  passAtK: Record<string, number>;
+  /** Output tokens in the kept samples. */
+  outputTokens: number;
+}
+
+export interface RlDataOptions {
+  algorithm: RlAlgorithm;
+  returns: ReturnConfig;
+  invalidPenalty?: number;
+  stepCoef?: number;
+}
+
+const ESTIMATOR: Record<RlAlgorithm, Estimator> = { lamer: 'gigpo', gigpo: 'gigpo', grpo: 'grpo', rloo: 'rloo' };
+
+/** pass@k and mean attempt return of recorded sessions, from their observation records. */
+export function sessionOutcomes(records: readonly StepRecord[]): { meanReturn: number; passAtK: Record<string, number>; sessions: number } {
+  const bySession = new Map<string, Map<number, { ret: number; success: boolean }>>();
+  for (const r of records) {
+    if (r.kind !== 'action') continue;
+    let attempts = bySession.get(r.sessionId);
+    if (!attempts) bySession.set(r.sessionId, (attempts = new Map()));
+    const a = attempts.get(r.attempt) ?? { ret: 0, success: false };
+    a.ret += r.reward; // attempt return = sum of rewards as given by the env
+    if (r.done && r.success) a.success = true;
+    attempts.set(r.attempt, a);
+  }
+  let maxAttempts = 0;
+  let sumRet = 0;
+  let nAttempts = 0;
+  for (const attempts of bySession.values()) {
+    for (const [n, a] of attempts) { maxAttempts = Math.max(maxAttempts, n + 1); sumRet += a.ret; nAttempts++; }
+  }
+  const passAtK: Record<string, number> = {};
+  for (let k = 1; k <= maxAttempts; k++) {
+    let solved = 0;
+    for (const attempts of bySession.values()) {
+      if ([...attempts].some(([n, a]) => n < k && a.success)) solved++;
+    }
+    passAtK[String(k)] = bySession.size > 0 ? solved / bySession.size : 0;
+  }
+  return { meanReturn: nAttempts > 0 ? sumRet / nAttempts : 0, passAtK, sessions: bySession.size };
+}
+
+/**
+ * Build RL samples: turn records into turns (the reward of the action at step t is the `reward`
+ * posted with step t+1 of the same attempt; its invalid flag likewise), compute returns and
+ * advantages (LaMer: GiGPO over cross-episode returns; baselines: every attempt is its own
+ * episode, gamma_traj plays no role and reflection turns are not trained), and drop groups without
+ * signal.
+ * @throws RangeError when a record has output token ids but no logprobs of the same length.
+ */
+export function buildRlSamples(records: readonly StepRecord[], opts: RlDataOptions): { samples: TrainingSample[]; stats: DataStats; scores: TurnScore[] } {
+  const multiAttempt = opts.algorithm === 'lamer';
+  const obsRows = new Map<string, StepRecord>(); // key session/attempt/step -> observation record
+  const key = (s: string, a: number, t: number) => `${s}\u0000${a}\u0000${t}`;
+  for (const r of records) if (r.kind === 'action') obsRows.set(key(r.sessionId, r.attempt, r.step), r);
+
+  const turns: Turn[] = [];
+  const sources: StepRecord[] = [];
+  for (const r of records) {
+    if (r.outputTokenIds === null || r.promptTokenIds === null || r.outputTokenIds.length === 0) continue;
+    if (r.logprobs === null || r.logprobs.length !== r.outputTokenIds.length) {
+      throw new RangeError(`step ${r.sessionId}/${r.attempt}/${r.step} (${r.kind}): logprobs missing or not [outLen]`);
+    }
+    if (r.kind === 'reflection' && !multiAttempt) continue;
+    const next = r.kind === 'action' ? obsRows.get(key(r.sessionId, r.attempt, r.step + 1)) : undefined;
+    turns.push({
+      taskId: r.taskId,
+      // single-attempt baselines: each attempt is an independent episode
+      sessionId: multiAttempt ? r.sessionId : `${r.sessionId}#${r.attempt}`,
+      attempt: multiAttempt ? r.attempt : 0,
+      step: r.step,
+      kind: r.kind,
+      observation: r.observation,
+      reward: next ? next.reward : 0,
+      invalidAction: next ? next.invalidAction : false,
+    });
+    sources.push(r);
+  }
+  const adv = computeAdvantages(turns, {
+    estimator: ESTIMATOR[opts.algorithm],
+    returns: multiAttempt ? opts.returns : { ...opts.returns, gammaTraj: 0 },
+    invalidPenalty: opts.invalidPenalty,
+    stepCoef: opts.stepCoef,
+  });
+  const samples: TrainingSample[] = [];
+  const scores: TurnScore[] = [];
+  adv.turns.forEach((a, i) => {
+    const r = sources[i];
+    scores.push({ sessionId: r.sessionId, attempt: r.attempt, step: r.step, kind: r.kind, return: a.return, advantage: a.advantage, kept: a.kept });
+    if (!a.kept) return;
+    samples.push({
+      sessionId: r.sessionId, taskId: r.taskId, attempt: r.attempt, step: r.step, kind: r.kind,
+      promptTokenIds: r.promptTokenIds!, outputTokenIds: r.outputTokenIds!, oldLogprobs: r.logprobs,
+      advantage: a.advantage, return: a.return,
+    });
+  });
+  const outcomes = sessionOutcomes(records);
+  return {
+    samples,
+    scores,
+    stats: {
+      sessions: outcomes.sessions,
+      tasks: new Set(records.map((r) => r.taskId)).size,
+      turns: turns.length,
+      samples: samples.length,
+      groups: adv.groups,
+      skippedGroups: adv.skippedGroups,
+      skippedTurns: adv.skippedTurns,
+      meanReturn: outcomes.meanReturn,
+      passAtK: outcomes.passAtK,
+      outputTokens: samples.reduce((n, s) => n + s.outputTokenIds.length, 0),
+    },
+  };
+}
+
+/** Demonstration session (shared contract 5; mirrors `DemoSession` of src/envs/demos.ts). */
+export interface DemoSession {
+  env: string;
+  taskId: string;
+  instructions: string;
+  memory: 'reflection_only';
+  attempts: Array<{
+    steps: Array<{ observation: string; action: string | null; reward: number; done: boolean; success: boolean }>;
+    reflection: string | null;
+  }>;
+}
+
+export interface SftDataOptions {
+  /** Prompt budget in tokens, BOS included (the model's context minus room for the output). */
+  maxPromptTokens: number;
+  /** Prepended to each action/reflection before encoding: the prompts end in "Action:" / "Reflection:". Default ' '. */
+  outputPrefix?: string;
+}
+
+/** Parse JSONL text into demonstration sessions. @throws SyntaxError naming the bad line. */
+export function parseDemoJsonl(text: string): DemoSession[] {
+  const out: DemoSession[] = [];
+  text.split('\n').forEach((line, i) => {
+    if (line.trim() === '') return;
+    let d: DemoSession;
+    try { d = JSON.parse(line) as DemoSession; } catch (e) { throw new SyntaxError(`demo JSONL line ${i + 1}: ${(e as Error).message}`); }
+    if (typeof d.instructions !== 'string' || !Array.isArray(d.attempts)) throw new SyntaxError(`demo JSONL line ${i + 1}: not a DemoSession`);
+    out.push(d);
+  });
+  return out;
+}
+
+/**
+ * SFT samples from demonstrations: every step with an action becomes (acting prompt -> action + EOS)
+ * and every reflection (reflection prompt -> reflection + EOS), rendered exactly as when serving.
+ */
+export function buildSftSamples(demos: readonly DemoSession[], opts: SftDataOptions): { samples: TrainingSample[]; stats: DataStats } {
+  const prefix = opts.outputPrefix ?? ' ';
+  const samples: TrainingSample[] = [];
+  const records: StepRecord[] = [];
+  demos.forEach((d, di) => {
+    const sessionId = `demo-${di}`;
+    const previousAttempts: PromptAttempt[] = [];
+    d.attempts.forEach((att, n) => {
+      const done: PromptStep[] = [];
+      att.steps.forEach((s, t) => {
+        records.push({ sessionId, taskId: d.taskId, attempt: n, step: t, kind: 'action', observation: s.observation, reward: s.reward, done: s.done, success: s.success, invalidAction: false, promptTokenIds: null, outputTokenIds: null, logprobs: null, modelVersion: 'demo' });
+        if (s.action === null) return;
+        const parts = renderActPrompt({ instructions: d.instructions, memory: d.memory ?? 'reflection_only', attempt: n, previousAttempts, steps: done, observation: s.observation });
+        samples.push(sftSample(sessionId, d.taskId, n, t, 'action', encodePrompt(parts, opts.maxPromptTokens).ids, prefix + s.action));
+        done.push({ observation: s.observation, action: s.action });
+      });
+      const last = att.steps[att.steps.length - 1];
+      const success = att.steps.some((s) => s.success);
+      if (att.reflection !== null && last) {
+        const parts = renderReflectionPrompt({ instructions: d.instructions, attempt: n, steps: done, finalObservation: last.observation });
+        samples.push(sftSample(sessionId, d.taskId, n, att.steps.length - 1, 'reflection', encodePrompt(parts, opts.maxPromptTokens).ids, prefix + att.reflection));
+      }
+      previousAttempts.push({ steps: done, finalObservation: last ? last.observation : '', success, reflection: att.reflection });
+    });
+  });
+  const outcomes = sessionOutcomes(records);
+  return {
+    samples,
+    stats: {
+      sessions: demos.length, tasks: new Set(demos.map((d) => d.taskId)).size, turns: samples.length, samples: samples.length,
+      groups: 0, skippedGroups: 0, skippedTurns: 0, meanReturn: outcomes.meanReturn, passAtK: outcomes.passAtK,
+      outputTokens: samples.reduce((n, s) => n + s.outputTokenIds.length, 0),
+    },
+  };
+}
+
+function sftSample(sessionId: string, taskId: string, attempt: number, step: number, kind: TurnKind, promptTokenIds: number[], output: string): TrainingSample {
+  return { sessionId, taskId, attempt, step, kind, promptTokenIds, outputTokenIds: [...encode(output), EOS], oldLogprobs: null, advantage: 0, return: 0 };
+}

@@ -1,0 +1,304 @@
+/**
+ * The training job runner (shared/DESIGN.md §4; LAMER.md §3): load a checkpoint, run PPO epochs
+ * (RL algorithms) or SFT epochs over minibatches of samples, report per-iteration metrics, honour
+ * cancellation, and write a new checkpoint folder.
+ *
+ * One *iteration* is one optimiser step on one minibatch.
+ * Units: seconds for durations; tokens/s counts every non-padding position of the batch.
+ */
+import * as tf from '@tensorflow/tfjs';
+import type { Algorithm, DataStats, TrainingSample } from './data.js';
+import { AdamW, clipByGlobalNorm, logprobsFromLogits, ppoObjective, sftLoss, entropyFromLogits, tokenMean } from './losses.js';
+import type { ModelIO, TrainableModel } from './model-api.js';
+
+export interface TrainingHyper {
+  /** Learning rate (constant). Default 1e-5 for RL, 1e-3 for SFT (small CPU models). */
+  lr?: number;
+  /** Passes over the samples (LaMer CODE: 1 PPO epoch). Default 1. */
+  epochs?: number;
+  /** Samples per optimiser step. Default 16. */
+  minibatchSize?: number;
+  clipCoef?: number;
+  dualClip?: number;
+  entCoef?: number;
+  maxGradNorm?: number;
+  weightDecay?: number;
+  /** 'recompute' (default): old logprobs from the loaded checkpoint before any update (verl);
+   *  'stored': the logprobs recorded when sampling. */
+  oldLogprobs?: 'recompute' | 'stored';
+  /** Seed of the minibatch shuffle. */
+  seed?: number;
+}
+
+export interface TrainingJobSpec {
+  algorithm: Algorithm;
+  /** Checkpoint folder to start from. */
+  baseCheckpointDir: string;
+  /** New checkpoint folder to write (must not exist yet or be empty). */
+  outputDir: string;
+  hyper?: TrainingHyper;
+  /** Stats of the data (from data.ts), reported with every iteration and stored in the checkpoint. */
+  dataStats?: DataStats;
+  /** Extra metadata written with the checkpoint (parent version, job id...). */
+  meta?: Record<string, unknown>;
+}
+
+export interface IterationMetrics {
+  iteration: number;
+  epoch: number;
+  loss: number;
+  /** RL only: clipped surrogate; SFT: equals loss. */
+  pgLoss: number;
+  entropy: number;
+  clipFrac: number;
+  dualClipFrac: number;
+  approxKl: number;
+  gradNorm: number;
+  /** Mean return of the data (undiscounted per attempt); constant within a job. */
+  meanReturn: number;
+  /** pass@k of the data. */
+  passAtK: Record<string, number>;
+  tokens: number;
+  tokensPerSec: number;
+  seconds: number;
+}
+
+export interface JobProgress {
+  /** Fraction done in [0, 1]. */
+  progress: number;
+  iteration: number;
+  totalIterations: number;
+  metrics: IterationMetrics;
+}
+
+export interface JobResult {
+  checkpointDir: string;
+  iterations: number;
+  samples: number;
+  metrics: IterationMetrics[];
+  /** Mean of the stored-minus-recomputed logprob over output tokens (drift of the sampler), RL only. */
+  behaviorLogprobGap: number | null;
+  seconds: number;
+}
+
+export class JobCancelledError extends Error {
+  constructor() { super('training job cancelled'); this.name = 'JobCancelledError'; }
+}
+
+export interface RunOptions {
+  io: ModelIO;
+  onProgress?: (p: JobProgress) => void;
+  signal?: AbortSignal;
+}
+
+/** A minibatch as tensors; see `makeBatch`. */
+export interface Batch {
+  /** `[B, T]` int32 input ids. */
+  inputs: tf.Tensor2D;
+  /** `[B, T]` int32 target ids (inputs shifted by one). */
+  targets: tf.Tensor2D;
+  /** `[B, T]` float32, 1 at output-token targets. */
+  mask: tf.Tensor2D;
+  /** `[B, T]` float32 stored logprobs at output positions (0 elsewhere). */
+  storedLogprobs: tf.Tensor2D;
+  /** `[B]` float32. */
+  advantages: tf.Tensor1D;
+  /** Non-padding positions. */
+  tokens: number;
+  /** Per sample: positions of its output targets, for writing recomputed logprobs back. */
+  outputPositions: Array<{ start: number; length: number }>;
+}
+
+/**
+ * Lay samples out as next-token training rows: sequence s = prompt ++ output (length L);
+ * inputs = s[0..L-2], targets = s[1..L-1]; mask = 1 where the target is an output token.
+ * Sequences longer than blockSize + 1 lose tokens from the left (prompt first). Right-padded.
+ * @throws RangeError when a sample has no output tokens or a token id outside [0, V).
+ */
+export function makeBatch(samples: readonly TrainingSample[], model: Pick<TrainableModel, 'blockSize' | 'padId' | 'vocabSize'>, oldLogprobs?: ReadonlyArray<number[] | null>): Batch {
+  const rows = samples.map((s, b) => {
+    if (s.outputTokenIds.length === 0) throw new RangeError(`sample ${s.sessionId}/${s.attempt}/${s.step} has no output tokens`);
+    let seq = [...s.promptTokenIds, ...s.outputTokenIds];
+    let promptLen = s.promptTokenIds.length;
+    const cut = Math.max(0, seq.length - 1 - model.blockSize);
+    seq = seq.slice(cut);
+    promptLen = Math.max(0, promptLen - cut);
+    for (const id of seq) if (!(Number.isInteger(id) && id >= 0 && id < model.vocabSize)) throw new RangeError(`token id ${id} outside [0, ${model.vocabSize})`);
+    const firstOut = Math.max(0, promptLen - 1); // targets index j predicts seq[j+1]
+    const lp = oldLogprobs?.[b] ?? s.oldLogprobs;
+    return { seq, firstOut, lp };
+  });
+  const T = Math.max(...rows.map((r) => r.seq.length - 1));
+  const B = rows.length;
+  const inputs = new Int32Array(B * T).fill(model.padId);
+  const targets = new Int32Array(B * T).fill(model.padId);
+  const mask = new Float32Array(B * T);
+  const stored = new Float32Array(B * T);
+  let tokens = 0;
+  const outputPositions: Batch['outputPositions'] = [];
+  rows.forEach((r, b) => {
+    const n = r.seq.length - 1;
+    tokens += n;
+    for (let j = 0; j < n; j++) {
+      inputs[b * T + j] = r.seq[j];
+      targets[b * T + j] = r.seq[j + 1];
+      if (j >= r.firstOut) mask[b * T + j] = 1;
+    }
+    const outLen = n - r.firstOut;
+    outputPositions.push({ start: r.firstOut, length: outLen });
+    if (r.lp) {
+      const off = r.lp.length - outLen; // left-truncated outputs keep their last logprobs
+      for (let k = 0; k < outLen; k++) stored[b * T + r.firstOut + k] = r.lp[off + k] ?? 0;
+    }
+  });
+  return {
+    inputs: tf.tensor2d(inputs, [B, T], 'int32'),
+    targets: tf.tensor2d(targets, [B, T], 'int32'),
+    mask: tf.tensor2d(mask, [B, T]),
+    storedLogprobs: tf.tensor2d(stored, [B, T]),
+    advantages: tf.tensor1d(samples.map((s) => s.advantage)),
+    tokens,
+    outputPositions,
+  };
+}
+
+function disposeBatch(b: Batch): void {
+  tf.dispose([b.inputs, b.targets, b.mask, b.storedLogprobs, b.advantages]);
+}
+
+/** Deterministic Fisher-Yates shuffle (mulberry32). */
+function shuffled(n: number, seed: number): number[] {
+  let a = seed >>> 0;
+  const rand = () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+  const idx = Array.from({ length: n }, (_, i) => i);
+  for (let i = n - 1; i > 0; i--) {
+    const j = Math.floor(rand() * (i + 1));
+    [idx[i], idx[j]] = [idx[j], idx[i]];
+  }
+  return idx;
+}
+
+const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+/**
+ * Logprobs of each sample's output tokens under `model`, `[outLen]` per sample (no gradient).
+ * Used to recompute old logprobs and by tests.
+ */
+export function outputLogprobs(model: TrainableModel, samples: readonly TrainingSample[], batchSize = 16): number[][] {
+  const out: number[][] = [];
+  for (let i = 0; i < samples.length; i += batchSize) {
+    const chunk = samples.slice(i, i + batchSize);
+    const batch = makeBatch(chunk, model);
+    const lp = tf.tidy(() => logprobsFromLogits(model.logits(batch.inputs, false), batch.targets));
+    const data = lp.arraySync();
+    lp.dispose();
+    batch.outputPositions.forEach((p, b) => out.push(data[b].slice(p.start, p.start + p.length)));
+    disposeBatch(batch);
+  }
+  return out;
+}
+
+/**
+ * Run one training job in this thread.
+ * @param samples RL samples (with advantages and stored logprobs) or SFT samples.
+ * @returns the new checkpoint folder and per-iteration metrics.
+ * @throws JobCancelledError when `signal` aborts (no checkpoint is written); errors of model I/O.
+ */
+export async function runTrainingJob(spec: TrainingJobSpec, samples: readonly TrainingSample[], opts: RunOptions): Promise<JobResult> {
+  const t0 = performance.now();
+  const isSft = spec.algorithm === 'sft';
+  const h = spec.hyper ?? {};
+  const lr = h.lr ?? (isSft ? 1e-3 : 1e-5);
+  const epochs = h.epochs ?? 1;
+  const mbSize = h.minibatchSize ?? 16;
+  const maxGradNorm = h.maxGradNorm ?? 1.0;
+  if (samples.length === 0) throw new RangeError('no training samples (all groups skipped or no data)');
+  if (!(epochs >= 1 && Number.isInteger(epochs))) throw new RangeError(`epochs must be an integer >= 1, got ${epochs}`);
+  if (!(mbSize >= 1 && Number.isInteger(mbSize))) throw new RangeError(`minibatchSize must be an integer >= 1, got ${mbSize}`);
+  const checkAbort = () => { if (opts.signal?.aborted) throw new JobCancelledError(); };
+  checkAbort();
+
+  const model = await opts.io.load(spec.baseCheckpointDir);
+  const vars = model.trainableVariables();
+  const optimizer = new AdamW(vars, { lr, weightDecay: h.weightDecay ?? 0.01 });
+  try {
+    // old logprobs: recomputed with the starting weights (verl), or as stored when sampling
+    let oldLp: Array<number[] | null> = samples.map((s) => s.oldLogprobs);
+    let behaviorLogprobGap: number | null = null;
+    if (!isSft && (h.oldLogprobs ?? 'recompute') === 'recompute') {
+      const fresh = outputLogprobs(model, samples, mbSize);
+      let gap = 0, n = 0;
+      samples.forEach((s, i) => {
+        const stored = s.oldLogprobs;
+        if (!stored) return;
+        const off = stored.length - fresh[i].length;
+        fresh[i].forEach((x, k) => { gap += stored[off + k] - x; n++; });
+      });
+      behaviorLogprobGap = n > 0 ? gap / n : null;
+      oldLp = fresh;
+      await yieldToEventLoop();
+      checkAbort();
+    }
+    if (!isSft && oldLp.some((x) => x === null)) throw new RangeError('RL samples need logprobs');
+
+    const perEpoch = Math.ceil(samples.length / mbSize);
+    const total = perEpoch * epochs;
+    const metrics: IterationMetrics[] = [];
+    let iteration = 0;
+    for (let epoch = 0; epoch < epochs; epoch++) {
+      const order = shuffled(samples.length, (h.seed ?? 0) + epoch);
+      for (let start = 0; start < samples.length; start += mbSize) {
+        checkAbort();
+        const tStep = performance.now();
+        const idx = order.slice(start, start + mbSize);
+        const batch = makeBatch(idx.map((i) => samples[i]), model, idx.map((i) => oldLp[i]));
+        let stats: tf.Tensor1D | null = null;
+        const { value, grads } = tf.variableGrads(() => {
+          const logits = model.logits(batch.inputs, true);
+          if (isSft) {
+            const loss = sftLoss(logits, batch.targets, batch.mask);
+            const ent = tokenMean(entropyFromLogits(logits), batch.mask);
+            stats = tf.keep(tf.stack([loss, loss, ent, tf.scalar(0), tf.scalar(0), tf.scalar(0)]) as tf.Tensor1D);
+            return loss;
+          }
+          const o = ppoObjective(logits, batch.targets, batch.storedLogprobs, batch.advantages, batch.mask, {
+            clipCoef: h.clipCoef ?? 0.2, dualClip: h.dualClip ?? 3.0, entCoef: h.entCoef ?? 0.001,
+          });
+          stats = tf.keep(tf.stack([o.loss, o.pgLoss, o.entropy, o.clipFrac, o.dualClipFrac, o.approxKl]) as tf.Tensor1D);
+          return o.loss;
+        }, vars);
+        const gradList = vars.map((v) => grads[v.name]);
+        const clipped = clipByGlobalNorm(gradList, maxGradNorm); // g <- g * min(1, max_norm / ||g||)
+        optimizer.applyGradients(clipped.grads);
+        const s = Array.from((stats as unknown as tf.Tensor1D).dataSync());
+        tf.dispose([value, ...gradList, ...clipped.grads, stats as unknown as tf.Tensor]);
+        disposeBatch(batch);
+        const seconds = (performance.now() - tStep) / 1000;
+        const m: IterationMetrics = {
+          iteration, epoch, loss: s[0], pgLoss: s[1], entropy: s[2], clipFrac: s[3], dualClipFrac: s[4], approxKl: s[5],
+          gradNorm: clipped.norm, meanReturn: spec.dataStats?.meanReturn ?? 0, passAtK: spec.dataStats?.passAtK ?? {},
+          tokens: batch.tokens, tokensPerSec: batch.tokens / Math.max(seconds, 1e-9), seconds,
+        };
+        metrics.push(m);
+        iteration++;
+        opts.onProgress?.({ progress: iteration / total, iteration, totalIterations: total, metrics: m });
+        await yieldToEventLoop(); // let cancel and messages through
+      }
+    }
+    checkAbort();
+    await opts.io.save(model, spec.outputDir, {
+      ...spec.meta, algorithm: spec.algorithm, hyper: { ...h, lr, epochs, minibatchSize: mbSize }, dataStats: spec.dataStats ?? null,
+      iterations: iteration, finalMetrics: metrics[metrics.length - 1] ?? null,
+    });
+    return { checkpointDir: spec.outputDir, iterations: iteration, samples: samples.length, metrics, behaviorLogprobGap, seconds: (performance.now() - t0) / 1000 };
+  } finally {
+    optimizer.dispose();
+    model.dispose();
+  }
+}

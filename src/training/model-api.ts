@@ -1,0 +1,40 @@
+/**
+ * What the training job needs from a model (a small interface, so that the job runs on the builtin
+ * transformer of src/model and on tiny test models alike).
+ *
+ * Shapes: tokens `[B, T]` int32 token ids, T <= blockSize; logits `[B, T, V]` float32 where
+ * logits[b, j] predicts token j+1.
+ */
+import type * as tf from '@tensorflow/tfjs';
+
+export interface TrainableModel {
+  /** Vocabulary size V. */
+  readonly vocabSize: number;
+  /** Maximum sequence length T the model accepts. */
+  readonly blockSize: number;
+  /** Token id used to pad batched sequences (never a training target). */
+  readonly padId: number;
+  /** Forward pass: `[B, T]` int32 -> `[B, T, V]` logits. `training` enables dropout if the model has any. */
+  logits(tokens: tf.Tensor2D, training: boolean): tf.Tensor3D;
+  /** The variables the optimiser updates. */
+  trainableVariables(): tf.Variable[];
+  dispose(): void;
+}
+
+/** Loading and saving checkpoints (tfjs format folders, shared contract 3). */
+export interface ModelIO {
+  /** @throws when the folder is missing or not a checkpoint. */
+  load(checkpointDir: string): Promise<TrainableModel>;
+  /** Write `model` to a new folder `checkpointDir` with `meta` stored beside the weights. */
+  save(model: TrainableModel, checkpointDir: string, meta: Record<string, unknown>): Promise<void>;
+}
+
+/**
+ * A module the worker thread can import to get a ModelIO: `module` is a file URL or absolute path,
+ * `exportName` (default 'createModelIO') a function `(options) => ModelIO | Promise<ModelIO>`.
+ */
+export interface ModelIOModule {
+  module: string;
+  exportName?: string;
+  options?: Record<string, unknown>;
+}

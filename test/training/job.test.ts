@@ -1,0 +1,100 @@
+import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import * as tf from '@tensorflow/tfjs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { TrainingSample } from '../../src/training/data.js';
+import { JobCancelledError, makeBatch, outputLogprobs, runTrainingJob } from '../../src/training/job.js';
+import { createModelIO, TinyModel, writeTinyCheckpoint } from './tiny-model.js';
+
+let dir: string;
+const base = () => join(dir, 'base');
+beforeAll(async () => {
+  await tf.setBackend('cpu');
+  dir = await mkdtemp(join(tmpdir(), 'lamer-train-'));
+  await writeTinyCheckpoint(base(), TinyModel.init(8, 8, 16));
+});
+afterAll(async () => { await rm(dir, { recursive: true, force: true }); });
+
+const sample = (prompt: number[], output: number[], advantage = 0, oldLogprobs: number[] | null = null): TrainingSample =>
+  ({ sessionId: 's', taskId: 't', attempt: 0, step: 0, kind: 'action', promptTokenIds: prompt, outputTokenIds: output, oldLogprobs, advantage, return: 0 });
+
+describe('makeBatch', () => {
+  it('shifts, masks output targets and right-pads', () => {
+    const b = makeBatch([sample([1, 2, 3], [4, 5], 0.5, [-1, -2]), sample([6], [7], -1, [-3])], { blockSize: 10, padId: 0, vocabSize: 8 });
+    expect(b.inputs.arraySync()).toEqual([[1, 2, 3, 4], [6, 0, 0, 0]]);
+    expect(b.targets.arraySync()).toEqual([[2, 3, 4, 5], [7, 0, 0, 0]]);
+    expect(b.mask.arraySync()).toEqual([[0, 0, 1, 1], [1, 0, 0, 0]]);
+    expect(b.storedLogprobs.arraySync()).toEqual([[0, 0, -1, -2], [-3, 0, 0, 0]]);
+    expect(Array.from(b.advantages.dataSync())).toEqual([0.5, -1]);
+    expect(b.tokens).toBe(5);
+    tf.dispose([b.inputs, b.targets, b.mask, b.storedLogprobs, b.advantages]);
+  });
+  it('cuts long sequences from the left to blockSize', () => {
+    const b = makeBatch([sample([1, 2, 3], [4, 5])], { blockSize: 3, padId: 0, vocabSize: 8 });
+    expect(b.inputs.arraySync()).toEqual([[2, 3, 4]]);
+    expect(b.mask.arraySync()).toEqual([[0, 1, 1]]);
+    tf.dispose([b.inputs, b.targets, b.mask, b.storedLogprobs, b.advantages]);
+  });
+  it('rejects empty outputs and out-of-vocabulary ids', () => {
+    expect(() => makeBatch([sample([1], [])], { blockSize: 3, padId: 0, vocabSize: 8 })).toThrow(/no output tokens/);
+    expect(() => makeBatch([sample([1], [9])], { blockSize: 3, padId: 0, vocabSize: 8 })).toThrow(/outside/);
+  });
+});
+
+describe('runTrainingJob', () => {
+  const io = createModelIO();
+  it('PPO raises the logprob of the positively-advantaged action and lowers the other', async () => {
+    const m0 = await io.load(base());
+    const pos = sample([1, 2], [3], 1);
+    const neg = sample([1, 2], [4], -1);
+    const [lpPos0, lpNeg0] = outputLogprobs(m0, [pos, neg]).map((x) => x[0]);
+    m0.dispose();
+    const samples = [{ ...pos, oldLogprobs: [lpPos0] }, { ...neg, oldLogprobs: [lpNeg0] }];
+    const before = tf.memory().numTensors;
+    const progress: number[] = [];
+    const res = await runTrainingJob(
+      { algorithm: 'lamer', baseCheckpointDir: base(), outputDir: join(dir, 'ppo'), hyper: { lr: 0.05, epochs: 4, minibatchSize: 2 } },
+      samples, { io, onProgress: (p) => progress.push(p.progress) },
+    );
+    expect(tf.memory().numTensors).toBe(before);
+    expect(res.iterations).toBe(4);
+    expect(progress).toEqual([0.25, 0.5, 0.75, 1]);
+    expect(res.behaviorLogprobGap).toBeCloseTo(0, 5); // the stored logprobs came from the same weights
+    expect(res.metrics[0].clipFrac).toBe(0); // first step: ratio 1
+    expect(res.metrics[0].pgLoss).toBeCloseTo(0, 6); // -(1*1 + -1*1)/2
+    const m1 = await io.load(res.checkpointDir);
+    const [lpPos1, lpNeg1] = outputLogprobs(m1, [pos, neg]).map((x) => x[0]);
+    m1.dispose();
+    expect(lpPos1).toBeGreaterThan(lpPos0 + 0.05);
+    expect(lpNeg1).toBeLessThan(lpNeg0 - 0.05);
+    const meta = JSON.parse(await readFile(join(res.checkpointDir, 'tiny.json'), 'utf8')).meta;
+    expect(meta.algorithm).toBe('lamer');
+    expect(meta.iterations).toBe(4);
+  });
+  it('SFT on a handful of samples lowers the loss', async () => {
+    const samples = [sample([1, 2], [3, 7]), sample([1, 5], [6, 7]), sample([2, 2], [3, 7])];
+    const res = await runTrainingJob({ algorithm: 'sft', baseCheckpointDir: base(), outputDir: join(dir, 'sft'), hyper: { lr: 0.05, epochs: 30, minibatchSize: 3 } }, samples, { io });
+    expect(res.iterations).toBe(30);
+    const first = res.metrics[0].loss;
+    const last = res.metrics[res.metrics.length - 1].loss;
+    expect(first).toBeCloseTo(Math.log(8), 1); // near-uniform start over 8 tokens
+    expect(last).toBeLessThan(first * 0.5);
+    expect(res.metrics.every((m) => m.tokensPerSec > 0)).toBe(true);
+  });
+  it('cancel stops the job and writes no checkpoint', async () => {
+    const ac = new AbortController();
+    const samples = Array.from({ length: 8 }, (_, i) => sample([1], [2 + (i % 3)], i % 2 ? 1 : -1, [-2]));
+    const seen: number[] = [];
+    const run = runTrainingJob({ algorithm: 'grpo', baseCheckpointDir: base(), outputDir: join(dir, 'cancelled'), hyper: { minibatchSize: 1, epochs: 5 } }, samples, {
+      io, signal: ac.signal, onProgress: (p) => { seen.push(p.iteration); if (p.iteration === 2) ac.abort(); },
+    });
+    await expect(run).rejects.toBeInstanceOf(JobCancelledError);
+    expect(seen).toEqual([1, 2]);
+    await expect(stat(join(dir, 'cancelled'))).rejects.toThrow(/ENOENT/);
+  });
+  it('rejects an empty sample set and propagates model errors', async () => {
+    await expect(runTrainingJob({ algorithm: 'sft', baseCheckpointDir: base(), outputDir: join(dir, 'x') }, [], { io })).rejects.toThrow(/no training samples/);
+    await expect(runTrainingJob({ algorithm: 'sft', baseCheckpointDir: base(), outputDir: join(dir, 'x') }, [sample([1], [2])], { io: createModelIO({ throwInLogits: true }) })).rejects.toThrow(/forward failed/);
+  });
+});
