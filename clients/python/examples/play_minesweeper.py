@@ -4,7 +4,8 @@
 The environment is a small self-contained MineSweeper as the LaMer paper uses it
 (shared/LAMER.md section 5): a 6x6 board with 3 mines, a random safe first click applied at
 reset, rows and columns numbered 1..6, cells '?' hidden, '.' empty, '1'-'8' counts, '*' mine;
-reveal only. Rewards as given by the environment: invalid or useless click -1, one cell +0.5,
+reveal only. Rewards as given by the environment: invalid or useless click -1 (the game goes
+on; the next step says invalidAction), one cell +0.5,
 a cascade (an empty cell opening its neighbours) +2, win +10 (done), mine -0.1 (done).
 The action is "(row, col)"; the observation is one line per row: "Row 1: ? ? . 1 ? ?".
 
@@ -111,16 +112,17 @@ class MineSweeper:
 
     def step(self, action: str) -> Dict[str, object]:
         """Applies "(row, col)"; returns observation, reward, done, success, invalidAction."""
-        m = ACTION_RE.search(action or "")
+        matches = ACTION_RE.findall(action or "")  # the last "(r, c)" in the text counts
+        m = matches[-1] if matches else None
         reward: float
         invalid = False
         success = False
-        if not m or not (1 <= int(m.group(1)) <= self.size and 1 <= int(m.group(2)) <= self.size):
+        if not m or not (1 <= int(m[0]) <= self.size and 1 <= int(m[1]) <= self.size):
             reward, invalid = -1.0, True
         else:
-            cell = (int(m.group(1)) - 1, int(m.group(2)) - 1)
+            cell = (int(m[0]) - 1, int(m[1]) - 1)
             if cell in self.revealed:
-                reward = -1.0  # useless click
+                reward, invalid = -1.0, True  # useless click: the game goes on
             elif cell in self.mines:
                 self.exploded = cell
                 reward, self.done = -0.1, True
