@@ -79,7 +79,8 @@ describe.skipIf(!hasServer)('TypeScript client against a live server', () => {
         await post({ attempt, step: 1, observation: 'state 1', reward: 0.5, availableActions: ['1', '2'] });
         const end = await post({ attempt, step: 2, observation: 'lost', reward: -1, done: true, success: false });
         expect(end.action).toBeNull();
-        expect(end.attemptResult).toMatchObject({ attempt, success: false, return: -0.5, steps: 2, endReason: 'done' });
+        // steps: observations posted in the attempt, the final one included (3); return: -1 + 0.5
+        expect(end.attemptResult).toMatchObject({ attempt, success: false, return: -0.5, steps: 3, endReason: 'done' });
         last.push(end);
       }
       expect(last[0]!.session.status).toBe('active');
