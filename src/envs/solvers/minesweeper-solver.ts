@@ -8,8 +8,8 @@
  * not yet known). Then P(mine) of a frontier cell = sum of weights of assignments where it is a
  * mine / total weight, and of an unconstrained cell = sum_k w_k (M - k) / U / total.
  * The move is the hidden cell with the lowest P(mine) (0 = certain), ties broken towards a cell
- * already known from memory to be empty ('.', opens a cascade), then more hidden neighbours, then
- * row-major order.
+ * already known from memory to be empty ('.', opens a cascade), then the highest estimated chance
+ * of showing no number (a cascade: corners and edges first on an open board), then row-major order.
  */
 import { neighbours, parseMineSweeperObservation, cellAction } from '../minesweeper.js';
 
@@ -130,8 +130,12 @@ export function mineSweeperSolverMove(observation: string, mines: number, memory
   const flat = cells.flat();
   const candidates = flat.map((s, i) => i).filter((i) => flat[i] === '?' && memory.get(i) !== '*');
   if (candidates.length === 0) throw new Error('minesweeper solver: no hidden cell');
-  const hiddenNb = (i: number) => neighbours(i, rows, cols).filter((j) => flat[j] === '?').length;
-  const score = (i: number): [number, number, number, number] => [a.probability[i], memory.get(i) === '.' ? 0 : 1, -hiddenNb(i), i];
+  // Chance that the cell shows no number (and so opens a cascade): product of P(safe) of its
+  // hidden neighbours, treating them as independent (a heuristic used only to break ties).
+  const pZero = (i: number) =>
+    neighbours(i, rows, cols).reduce((acc, j) => acc * (flat[j] === '?' ? 1 - (Number.isNaN(a.probability[j]) ? 0 : a.probability[j]) : 1), 1);
+  const round = (x: number) => Math.round(x * 1e9) / 1e9;
+  const score = (i: number): [number, number, number, number] => [round(a.probability[i]), memory.get(i) === '.' ? 0 : 1, -round(pZero(i)), i];
   candidates.sort((x, y) => {
     const sx = score(x);
     const sy = score(y);
