@@ -1,0 +1,56 @@
+/**
+ * Domain errors that map onto RFC 9457 problem details (docs/protocol.md "Errors"). The agent and
+ * routes throw `ApiProblem`; src/plugins/app/errors.ts writes it as `application/problem+json`.
+ */
+
+/** Stable problem kinds; the `type` URI is `${PROBLEM_BASE}<kind>`. */
+export type ProblemKind =
+  | 'validation'
+  | 'bad-request'
+  | 'not-found'
+  | 'session-not-active'
+  | 'step-conflict'
+  | 'step-out-of-order'
+  | 'unauthorized'
+  | 'forbidden'
+  | 'payload-too-large'
+  | 'unsupported-media-type'
+  | 'method-not-allowed'
+  | 'conflict'
+  | 'rate-limited'
+  | 'overloaded'
+  | 'engine-unavailable'
+  | 'internal';
+
+export const PROBLEM_BASE = 'https://lamer-server.dev/problems/';
+
+/** One field error of a validation problem: JSON pointer into the request part, and why. */
+export interface FieldError {
+  /** e.g. "body/observation", "querystring/limit". */
+  field: string;
+  message: string;
+}
+
+export interface ProblemExtras {
+  errors?: FieldError[];
+  /** step-out-of-order: the position the server expects next. */
+  expected?: { attempt: number; step: number } | null;
+}
+
+export class ApiProblem extends Error {
+  constructor(
+    readonly status: number,
+    readonly kind: ProblemKind,
+    readonly title: string,
+    readonly detail: string,
+    readonly extras: ProblemExtras = {},
+  ) {
+    super(detail);
+    this.name = 'ApiProblem';
+  }
+}
+
+export const notFound = (what: string): ApiProblem => new ApiProblem(404, 'not-found', 'Not Found', `${what} not found`);
+
+export const invalid = (field: string, message: string): ApiProblem =>
+  new ApiProblem(400, 'validation', 'Bad Request', `${field} ${message}`, { errors: [{ field, message }] });

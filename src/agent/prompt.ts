@@ -1,0 +1,112 @@
+/**
+ * Prompt rendering (shared contract 4): the acting prompt and the reflection prompt of a LaMer
+ * session, as `PromptParts` (src/policy/engine.ts). Pure functions over plain data, so the SFT job
+ * renders demonstration sessions with exactly the prompts used when serving.
+ *
+ * Memory modes (shared/LAMER.md §1):
+ * - `reflection_only`: the acting prompt lists all previous reflections (each cut to 2000 chars);
+ * - `history_only`: the acting prompt shows the previous attempt's last 7 steps;
+ * - `history_and_reflection`: both.
+ * The reflection prompt sees only the most recent attempt: its initial state, its last 7 steps and
+ * the final observation, and says the task was not completed.
+ *
+ * Layout (compact, for a small byte-level model):
+ *   head  = instructions + "\nInitial observation:\n" + obs_0 + memory section
+ *   steps = "\nObservation:\n" + obs_i + "\nAction: " + action_i      (earlier steps of this attempt)
+ *   tail  = "\nObservation:\n" + obs_t + "\nAction:"
+ */
+import type { PromptParts } from '../policy/engine.js';
+
+export type MemoryMode = 'reflection_only' | 'history_only' | 'history_and_reflection';
+
+/** Steps of history shown to the policy (LAMER.md §1: "its last ~7 steps"). */
+export const HISTORY_STEPS = 7;
+/** Max characters of one reflection in the acting prompt (LAMER.md §1). */
+export const REFLECTION_CHARS = 2000;
+
+/** One step as the prompt sees it: the observation and the action taken on it. */
+export interface PromptStep {
+  observation: string;
+  action: string;
+}
+
+/** A finished earlier attempt of the same session. */
+export interface PromptAttempt {
+  /** Observations with the actions taken on them, in order (the final observation excluded). */
+  steps: PromptStep[];
+  /** The observation the attempt ended on. */
+  finalObservation: string;
+  success: boolean;
+  /** The reflection written after it, or null. */
+  reflection: string | null;
+}
+
+/** Everything the acting prompt depends on. */
+export interface ActContext {
+  instructions: string;
+  memory: MemoryMode;
+  /** 0-based index of the current attempt. */
+  attempt: number;
+  /** Earlier attempts of this session, attempt 0 first. */
+  previousAttempts: PromptAttempt[];
+  /** Earlier steps of the current attempt (steps[0].observation is the initial observation). */
+  steps: PromptStep[];
+  /** The observation to act on now. */
+  observation: string;
+}
+
+/** Everything the reflection prompt depends on: the attempt that just failed. */
+export interface ReflectContext {
+  instructions: string;
+  /** 0-based index of the attempt that failed. */
+  attempt: number;
+  /** Its steps with actions (the final observation excluded). */
+  steps: PromptStep[];
+  finalObservation: string;
+}
+
+function renderStep(s: PromptStep): string {
+  return `\nObservation:\n${s.observation}\nAction: ${s.action}`;
+}
+
+function memorySection(ctx: ActContext): string {
+  const prev = ctx.previousAttempts;
+  if (prev.length === 0) return '';
+  let out = '';
+  if (ctx.memory === 'history_only' || ctx.memory === 'history_and_reflection') {
+    const last = prev[prev.length - 1]!;
+    const shown = last.steps.slice(-HISTORY_STEPS);
+    out += `\nPrevious attempt ${prev.length - 1} (${last.success ? 'completed' : 'not completed'}), last ${shown.length} steps:`;
+    out += shown.map(renderStep).join('');
+    out += `\nFinal observation:\n${last.finalObservation}`;
+  }
+  if (ctx.memory === 'reflection_only' || ctx.memory === 'history_and_reflection') {
+    const refl = prev
+      .map((a, i) => (a.reflection === null ? '' : `\nAttempt ${i}: ${a.reflection.slice(0, REFLECTION_CHARS)}`))
+      .join('');
+    if (refl !== '') out += `\nReflections on earlier attempts:${refl}`;
+  }
+  return out;
+}
+
+/** The acting prompt for the current step. */
+export function renderActPrompt(ctx: ActContext): PromptParts {
+  const initial = ctx.steps.length > 0 ? ctx.steps[0]!.observation : ctx.observation;
+  return {
+    head: `${ctx.instructions}\nInitial observation:\n${initial}${memorySection(ctx)}`,
+    steps: ctx.steps.map(renderStep),
+    tail: `\nObservation:\n${ctx.observation}\nAction:`,
+  };
+}
+
+/** The reflection prompt after a failed attempt. */
+export function renderReflectionPrompt(ctx: ReflectContext): PromptParts {
+  const initial = ctx.steps.length > 0 ? ctx.steps[0]!.observation : ctx.finalObservation;
+  return {
+    head: `${ctx.instructions}\nInitial observation:\n${initial}`,
+    steps: ctx.steps.slice(-HISTORY_STEPS).map(renderStep),
+    tail:
+      `\nObservation:\n${ctx.finalObservation}\nAttempt ${ctx.attempt} ended: the task was not completed.` +
+      `\nReflect on what went wrong and write a plan for the next attempt.\nReflection:`,
+  };
+}

@@ -1,0 +1,658 @@
+/**
+ * The LaMer session state machine (DESIGN §2; shared/LAMER.md §1) over the database and the policy
+ * engine.
+ *
+ * A session is up to `maxAttempts` attempts at one task. Each attempt is a sequence of steps
+ * 0, 1, ...: the environment posts an observation (and the reward of the previous action) and gets
+ * an action. An attempt ends on a step with `done: true` (failed unless `success: true`) or at step
+ * index `maxSteps` (endReason `max_steps`, failed). After a failed attempt with attempts left, the
+ * policy writes a reflection (the session's memory). The session completes on success or when
+ * attempts run out.
+ *
+ * Guarantees:
+ * - Steps of one session are serialised (KeyedMutex): never two records for one position.
+ * - The model call happens outside any transaction; the step record, the session update and the
+ *   reflection are committed in one transaction, and the answer is returned only after the commit.
+ * - Retries: the same position with the same body returns the stored answer; a different body is
+ *   409 step-conflict; any other position than the expected one is 409 step-out-of-order.
+ * - Bad input throws ApiProblem before anything is written.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import { and, asc, desc, eq, lt, sql, type SQL } from 'drizzle-orm';
+import type { Db } from '../db/index.js';
+import { reflections, sessions, steps, type AttemptSummary, type SessionRow } from '../db/schema.js';
+import { EngineError, type Generation, type PolicyEngine, type SamplingParams } from '../policy/engine.js';
+import { extractAction } from './actions.js';
+import type { ModelRegistry } from './models.js';
+import { KeyedMutex } from './mutex.js';
+import { passAtK, passAtKRate } from './passk.js';
+import { ApiProblem, invalid, notFound } from './problems.js';
+import { renderActPrompt, renderReflectionPrompt, type MemoryMode, type PromptAttempt, type PromptStep } from './prompt.js';
+
+export interface CreateSessionInput {
+  taskId: string;
+  instructions: string;
+  maxAttempts?: number;
+  maxSteps?: number;
+  memory?: MemoryMode;
+  mode?: 'train' | 'eval';
+  sampling?: Partial<SamplingParams>;
+  modelVersion?: string;
+  env?: string;
+  metadata?: Record<string, unknown>;
+}
+
+export interface StepInput {
+  attempt: number;
+  step: number;
+  observation: string;
+  reward?: number;
+  done?: boolean;
+  success?: boolean;
+  availableActions?: string[];
+  invalidAction?: boolean;
+  info?: Record<string, unknown>;
+}
+
+export interface Position {
+  attempt: number;
+  step: number;
+}
+
+export interface ReflectionView {
+  attempt: number;
+  text: string;
+  source: 'policy' | 'human';
+  updatedAt: string;
+}
+
+export interface SessionView {
+  id: string;
+  taskId: string;
+  env: string | null;
+  mode: 'train' | 'eval';
+  status: SessionRow['status'];
+  maxAttempts: number;
+  maxSteps: number;
+  memory: MemoryMode;
+  sampling: SamplingParams;
+  modelVersion: string;
+  metadata: Record<string, unknown>;
+  createdAt: string;
+  updatedAt: string;
+  next: Position | null;
+  attempts: AttemptSummary[];
+  passAtK: Record<string, boolean>;
+  reflections: ReflectionView[];
+}
+
+export interface AttemptResult {
+  attempt: number;
+  success: boolean;
+  return: number;
+  steps: number;
+  endReason: 'done' | 'max_steps';
+}
+
+export interface StepAnswer {
+  sessionId: string;
+  attempt: number;
+  step: number;
+  action: string | null;
+  output: string | null;
+  modelVersion: string;
+  attemptResult: AttemptResult | null;
+  reflection: { attempt: number; text: string } | null;
+  session: { status: SessionRow['status']; next: Position | null };
+}
+
+export interface SessionFilters {
+  status?: SessionRow['status'];
+  taskId?: string;
+  env?: string;
+  mode?: 'train' | 'eval';
+  modelVersion?: string;
+}
+
+export interface Limits {
+  maxAttempts: number;
+  maxStepsCap: number;
+  defaultMaxSteps: number;
+  reflectionChars: number;
+}
+
+export interface StepEvents {
+  /** Called after each committed step record; kind 'action' or 'reflection'. */
+  onStep?(kind: 'action' | 'reflection', modelVersion: string): void;
+  onSessionEnd?(status: SessionRow['status']): void;
+}
+
+/** JSON with object keys sorted, so equal values give equal text. */
+export function canonicalJson(v: unknown): string {
+  if (v === null || typeof v !== 'object') return JSON.stringify(v) ?? 'null';
+  if (Array.isArray(v)) return `[${v.map(canonicalJson).join(',')}]`;
+  const o = v as Record<string, unknown>;
+  const keys = Object.keys(o)
+    .filter((k) => o[k] !== undefined)
+    .sort();
+  return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson(o[k])}`).join(',')}}`;
+}
+
+/** sha256 (hex) of the step body with defaults filled in: equal retries hash equal. */
+export function stepHash(b: StepInput): string {
+  const norm = {
+    attempt: b.attempt,
+    step: b.step,
+    observation: b.observation,
+    reward: b.reward ?? 0,
+    done: b.done ?? false,
+    success: b.success ?? false,
+    availableActions: b.availableActions ?? null,
+    invalidAction: b.invalidAction ?? false,
+    info: b.info ?? null,
+  };
+  return createHash('sha256').update(canonicalJson(norm)).digest('hex');
+}
+
+/** Time-ordered session id: `ses_` + 9 base-36 digits of ms + 12 hex random. */
+export function newSessionId(now = Date.now()): string {
+  return `ses_${now.toString(36).padStart(9, '0')}${randomBytes(6).toString('hex')}`;
+}
+
+const iso = (ms: number): string => new Date(ms).toISOString();
+
+export class SessionService {
+  private readonly mutex = new KeyedMutex();
+
+  constructor(
+    private readonly db: Db,
+    private readonly engine: PolicyEngine,
+    private readonly models: ModelRegistry,
+    private readonly limits: Limits,
+    private readonly events: StepEvents = {},
+  ) {}
+
+  /** Resolves once no step is in flight (graceful shutdown). */
+  drain(): Promise<void> {
+    return this.mutex.drain();
+  }
+
+  // ---------------------------------------------------------------- sessions
+
+  create(tenant: string, input: CreateSessionInput): SessionView {
+    const maxAttempts = input.maxAttempts ?? 3;
+    if (maxAttempts > this.limits.maxAttempts) throw invalid('body/maxAttempts', `must be <= ${this.limits.maxAttempts}`);
+    const maxSteps = input.maxSteps ?? this.limits.defaultMaxSteps;
+    if (maxSteps > this.limits.maxStepsCap) throw invalid('body/maxSteps', `must be <= ${this.limits.maxStepsCap}`);
+    let modelVersion: string;
+    if (input.modelVersion !== undefined) {
+      if (!this.models.get(input.modelVersion)) throw invalid('body/modelVersion', `unknown model version '${input.modelVersion}'`);
+      modelVersion = input.modelVersion;
+    } else {
+      modelVersion = this.models.active().version;
+    }
+    const sampling: SamplingParams = {
+      temperature: input.sampling?.temperature ?? 1,
+      topP: input.sampling?.topP ?? 1,
+      topK: input.sampling?.topK ?? 0,
+    };
+    if (input.sampling?.seed !== undefined) sampling.seed = input.sampling.seed;
+    const now = Date.now();
+    const row: SessionRow = {
+      id: newSessionId(now),
+      tenant,
+      taskId: input.taskId,
+      env: input.env ?? null,
+      mode: input.mode ?? 'train',
+      status: 'active',
+      instructions: input.instructions,
+      maxAttempts,
+      maxSteps,
+      memory: input.memory ?? 'reflection_only',
+      sampling,
+      modelVersion,
+      metadata: input.metadata ?? {},
+      nextAttempt: 0,
+      nextStep: 0,
+      attempts: [],
+      createdAt: now,
+      updatedAt: now,
+    };
+    this.db.insert(sessions).values(row).run();
+    return this.view(row, []);
+  }
+
+  private row(tenant: string, id: string): SessionRow {
+    const row = this.db.select().from(sessions).where(eq(sessions.id, id)).get();
+    // Another tenant's session is indistinguishable from a missing one.
+    if (!row || row.tenant !== tenant) throw notFound(`session '${id}'`);
+    return row;
+  }
+
+  private reflectionRows(id: string) {
+    return this.db.select().from(reflections).where(eq(reflections.sessionId, id)).orderBy(asc(reflections.attempt)).all();
+  }
+
+  private view(row: SessionRow, refl: ReturnType<SessionService['reflectionRows']>): SessionView {
+    return {
+      id: row.id,
+      taskId: row.taskId,
+      env: row.env,
+      mode: row.mode,
+      status: row.status,
+      maxAttempts: row.maxAttempts,
+      maxSteps: row.maxSteps,
+      memory: row.memory,
+      sampling: row.sampling as SamplingParams,
+      modelVersion: row.modelVersion,
+      metadata: row.metadata as Record<string, unknown>,
+      createdAt: iso(row.createdAt),
+      updatedAt: iso(row.updatedAt),
+      next: row.status === 'active' ? { attempt: row.nextAttempt, step: row.nextStep } : null,
+      attempts: row.attempts,
+      passAtK: passAtK(row.attempts, row.maxAttempts),
+      reflections: refl.map((r) => ({ attempt: r.attempt, text: r.text, source: r.source, updatedAt: iso(r.updatedAt) })),
+    };
+  }
+
+  get(tenant: string, id: string): SessionView {
+    const row = this.row(tenant, id);
+    return this.view(row, this.reflectionRows(id));
+  }
+
+  /** Newest first; `cursor` is the last id of the previous page. */
+  list(tenant: string, f: SessionFilters, limit: number, cursor?: string): { items: SessionView[]; nextCursor: string | null } {
+    const conds: SQL[] = [eq(sessions.tenant, tenant)];
+    if (f.status) conds.push(eq(sessions.status, f.status));
+    if (f.taskId) conds.push(eq(sessions.taskId, f.taskId));
+    if (f.env) conds.push(eq(sessions.env, f.env));
+    if (f.mode) conds.push(eq(sessions.mode, f.mode));
+    if (f.modelVersion) conds.push(eq(sessions.modelVersion, f.modelVersion));
+    if (cursor) conds.push(lt(sessions.id, cursor));
+    const rows = this.db
+      .select()
+      .from(sessions)
+      .where(and(...conds))
+      .orderBy(desc(sessions.id))
+      .limit(limit + 1)
+      .all();
+    const page = rows.slice(0, limit);
+    return {
+      items: page.map((r) => this.view(r, this.reflectionRows(r.id))),
+      nextCursor: rows.length > limit ? page[page.length - 1]!.id : null,
+    };
+  }
+
+  /** Close a session (status `abandoned`); closing an abandoned one again returns it unchanged. */
+  close(tenant: string, id: string): Promise<SessionView> {
+    return this.mutex.run(id, async () => {
+      const row = this.row(tenant, id);
+      if (row.status === 'active') {
+        const now = Date.now();
+        this.db.update(sessions).set({ status: 'abandoned', updatedAt: now }).where(eq(sessions.id, id)).run();
+        row.status = 'abandoned';
+        row.updatedAt = now;
+        this.engine.release(id);
+        this.events.onSessionEnd?.('abandoned');
+      } else if (row.status !== 'abandoned') {
+        throw new ApiProblem(409, 'session-not-active', 'Session Not Active', `session '${id}' is ${row.status}`);
+      }
+      return this.view(row, this.reflectionRows(id));
+    });
+  }
+
+  // ---------------------------------------------------------------- memory
+
+  memory(tenant: string, id: string): { sessionId: string; memory: MemoryMode; reflections: ReflectionView[] } {
+    const row = this.row(tenant, id);
+    return { sessionId: id, memory: row.memory, reflections: this.view(row, this.reflectionRows(id)).reflections };
+  }
+
+  /** Replace the reflection of `attempt` with a human-written text (source `human`). */
+  editReflection(tenant: string, id: string, attempt: number, text: string): Promise<ReflectionView> {
+    return this.mutex.run(id, async () => {
+      this.row(tenant, id);
+      const now = Date.now();
+      const res = this.db
+        .update(reflections)
+        .set({ text, source: 'human', updatedAt: now })
+        .where(and(eq(reflections.sessionId, id), eq(reflections.attempt, attempt)))
+        .run();
+      if (res.changes === 0) throw notFound(`reflection of attempt ${attempt} in session '${id}'`);
+      return { attempt, text, source: 'human' as const, updatedAt: iso(now) };
+    });
+  }
+
+  // ---------------------------------------------------------------- steps
+
+  step(tenant: string, id: string, input: StepInput): Promise<StepAnswer> {
+    return this.mutex.run(id, () => this.stepLocked(tenant, id, input));
+  }
+
+  private promptSteps(id: string, attempt: number): PromptStep[] {
+    return this.db
+      .select({ observation: steps.observation, action: steps.action })
+      .from(steps)
+      .where(and(eq(steps.sessionId, id), eq(steps.attempt, attempt), eq(steps.kind, 'action')))
+      .orderBy(asc(steps.step))
+      .all()
+      .filter((s): s is PromptStep => s.action !== null);
+  }
+
+  private previousAttempts(row: SessionRow, attempt: number): PromptAttempt[] {
+    const refl = new Map(this.reflectionRows(row.id).map((r) => [r.attempt, r.text]));
+    const withHistory = row.memory !== 'reflection_only';
+    const out: PromptAttempt[] = [];
+    for (let a = 0; a < attempt; a++) {
+      const summary = row.attempts[a];
+      // Only the most recent attempt's steps are shown (history modes); skip the reads otherwise.
+      let stepsOf: PromptStep[] = [];
+      let finalObservation = '';
+      if (withHistory && a === attempt - 1) {
+        const rows = this.db
+          .select({ observation: steps.observation, action: steps.action })
+          .from(steps)
+          .where(and(eq(steps.sessionId, row.id), eq(steps.attempt, a), eq(steps.kind, 'action')))
+          .orderBy(asc(steps.step))
+          .all();
+        stepsOf = rows.filter((s): s is PromptStep => s.action !== null);
+        finalObservation = rows.length > 0 ? rows[rows.length - 1]!.observation : '';
+      }
+      out.push({ steps: stepsOf, finalObservation, success: summary?.success ?? false, reflection: refl.get(a) ?? null });
+    }
+    return out;
+  }
+
+  private async generate<T>(fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (err) {
+      if (err instanceof ApiProblem) throw err;
+      const msg = err instanceof Error ? err.message : String(err);
+      if (err instanceof EngineError) throw new ApiProblem(503, 'engine-unavailable', 'Engine Unavailable', msg);
+      throw new ApiProblem(503, 'engine-unavailable', 'Engine Unavailable', `engine failed: ${msg}`);
+    }
+  }
+
+  private async stepLocked(tenant: string, id: string, input: StepInput): Promise<StepAnswer> {
+    const row = this.row(tenant, id);
+    const hash = stepHash(input);
+    const existing = this.db
+      .select({ requestHash: steps.requestHash, answer: steps.answer })
+      .from(steps)
+      .where(and(eq(steps.sessionId, id), eq(steps.attempt, input.attempt), eq(steps.step, input.step), eq(steps.kind, 'action')))
+      .get();
+    if (existing) {
+      if (existing.requestHash === hash) return existing.answer as StepAnswer;
+      throw new ApiProblem(
+        409,
+        'step-conflict',
+        'Step Conflict',
+        `attempt ${input.attempt} step ${input.step} was already recorded with a different body`,
+      );
+    }
+    if (row.status !== 'active') {
+      throw new ApiProblem(409, 'session-not-active', 'Session Not Active', `session '${id}' is ${row.status}`);
+    }
+    if (input.attempt !== row.nextAttempt || input.step !== row.nextStep) {
+      const expected = { attempt: row.nextAttempt, step: row.nextStep };
+      throw new ApiProblem(
+        409,
+        'step-out-of-order',
+        'Step Out Of Order',
+        `expected attempt ${expected.attempt} step ${expected.step}, got attempt ${input.attempt} step ${input.step}`,
+        { expected },
+      );
+    }
+    if (input.success === true && input.done !== true) throw invalid('body/success', 'may be true only with done: true');
+    if (input.step === 0 && input.done === true) throw invalid('body/done', 'must be false at step 0 (no action was taken yet)');
+
+    const reward = input.reward ?? 0;
+    const done = input.done ?? false;
+    const success = done && (input.success ?? false);
+    const ends = done || input.step >= row.maxSteps;
+    const modelVersion = row.modelVersion;
+    const attempts = row.attempts.map((a) => ({ ...a }));
+    if (input.step === 0) attempts.push({ attempt: input.attempt, status: 'running', steps: 0, return: 0, success: false, endReason: null });
+    const cur = attempts[input.attempt]!;
+    cur.steps = input.step + 1;
+    cur.return += reward;
+
+    await this.models.ensureLoaded(modelVersion);
+    const stepsSoFar = this.promptSteps(id, input.attempt);
+    const sampling = row.sampling as SamplingParams;
+
+    let act: Generation | null = null;
+    let actPromptText: string | null = null;
+    let refl: Generation | null = null;
+    let reflPromptText: string | null = null;
+    let reflectionText: string | null = null;
+    let attemptResult: AttemptResult | null = null;
+    let status: SessionRow['status'] = 'active';
+    let next: Position | null = { attempt: input.attempt, step: input.step + 1 };
+
+    if (!ends) {
+      const prompt = renderActPrompt({
+        instructions: row.instructions,
+        memory: row.memory,
+        attempt: input.attempt,
+        previousAttempts: input.attempt > 0 ? this.previousAttempts(row, input.attempt) : [],
+        steps: stepsSoFar,
+        observation: input.observation,
+      });
+      actPromptText = prompt.head + prompt.steps.join('') + prompt.tail;
+      const req = { sessionId: id, modelVersion, prompt, sampling, ...(input.availableActions ? { availableActions: input.availableActions } : {}) };
+      act = await this.generate(() => this.engine.act(req));
+    } else {
+      cur.success = success;
+      cur.status = success ? 'succeeded' : 'failed';
+      cur.endReason = done ? 'done' : 'max_steps';
+      attemptResult = { attempt: input.attempt, success, return: cur.return, steps: cur.steps, endReason: cur.endReason };
+      const attemptsLeft = input.attempt + 1 < row.maxAttempts;
+      if (!success && attemptsLeft) {
+        const prompt = renderReflectionPrompt({
+          instructions: row.instructions,
+          attempt: input.attempt,
+          steps: stepsSoFar,
+          finalObservation: input.observation,
+        });
+        reflPromptText = prompt.head + prompt.steps.join('') + prompt.tail;
+        refl = await this.generate(() => this.engine.reflect({ sessionId: id, modelVersion, prompt, sampling }));
+        reflectionText = refl.output.trim().slice(0, this.limits.reflectionChars);
+        next = { attempt: input.attempt + 1, step: 0 };
+      } else {
+        status = 'completed';
+        next = null;
+      }
+    }
+
+    const action = act ? (input.availableActions ? act.output : extractAction(act.output)) : null;
+    const answer: StepAnswer = {
+      sessionId: id,
+      attempt: input.attempt,
+      step: input.step,
+      action,
+      output: act ? act.output : null,
+      modelVersion,
+      attemptResult,
+      reflection: reflectionText !== null ? { attempt: input.attempt, text: reflectionText } : null,
+      session: { status, next },
+    };
+
+    const now = Date.now();
+    this.db.transaction((tx) => {
+      tx.insert(steps)
+        .values({
+          sessionId: id,
+          attempt: input.attempt,
+          step: input.step,
+          kind: 'action',
+          observation: input.observation,
+          reward,
+          done,
+          success,
+          invalidAction: input.invalidAction ?? false,
+          availableActions: input.availableActions ?? null,
+          info: input.info ?? null,
+          prompt: actPromptText,
+          output: act?.output ?? null,
+          action,
+          promptTokenIds: act?.promptTokenIds ?? null,
+          outputTokenIds: act?.outputTokenIds ?? null,
+          logprobs: act?.logprobs ?? null,
+          droppedSteps: act?.droppedSteps ?? null,
+          modelVersion: act?.modelVersion ?? modelVersion,
+          requestHash: hash,
+          answer,
+          createdAt: now,
+        })
+        .run();
+      if (refl && reflectionText !== null) {
+        tx.insert(steps)
+          .values({
+            sessionId: id,
+            attempt: input.attempt,
+            step: input.step,
+            kind: 'reflection',
+            observation: input.observation,
+            reward: 0,
+            done: true,
+            success: false,
+            invalidAction: false,
+            availableActions: null,
+            info: null,
+            prompt: reflPromptText,
+            output: refl.output,
+            action: null,
+            promptTokenIds: refl.promptTokenIds,
+            outputTokenIds: refl.outputTokenIds,
+            logprobs: refl.logprobs,
+            droppedSteps: refl.droppedSteps,
+            modelVersion: refl.modelVersion,
+            requestHash: hash,
+            answer: null,
+            createdAt: now,
+          })
+          .run();
+        tx.insert(reflections)
+          .values({ sessionId: id, attempt: input.attempt, text: reflectionText, source: 'policy', updatedAt: now })
+          .run();
+      }
+      tx.update(sessions)
+        .set({
+          status,
+          attempts,
+          nextAttempt: next ? next.attempt : row.nextAttempt,
+          nextStep: next ? next.step : row.nextStep,
+          updatedAt: now,
+        })
+        .where(eq(sessions.id, id))
+        .run();
+    });
+    this.events.onStep?.('action', modelVersion);
+    if (refl) this.events.onStep?.('reflection', modelVersion);
+    if (status !== 'active') {
+      this.engine.release(id);
+      this.events.onSessionEnd?.(status);
+    }
+    return answer;
+  }
+
+  // ---------------------------------------------------------------- trajectory
+
+  trajectory(tenant: string, id: string) {
+    this.row(tenant, id);
+    const rows = this.db
+      .select()
+      .from(steps)
+      .where(eq(steps.sessionId, id))
+      .orderBy(asc(steps.attempt), asc(steps.step), sql`CASE ${steps.kind} WHEN 'action' THEN 0 ELSE 1 END`)
+      .all();
+    return {
+      sessionId: id,
+      steps: rows.map((r) => ({
+        attempt: r.attempt,
+        step: r.step,
+        kind: r.kind,
+        observation: r.observation,
+        reward: r.reward,
+        done: r.done,
+        success: r.success,
+        invalidAction: r.invalidAction,
+        availableActions: r.availableActions ?? null,
+        info: r.info ?? null,
+        prompt: r.prompt,
+        output: r.output,
+        action: r.action,
+        promptTokenIds: r.promptTokenIds ?? null,
+        outputTokenIds: r.outputTokenIds ?? null,
+        logprobs: r.logprobs ?? null,
+        droppedSteps: r.droppedSteps,
+        modelVersion: r.modelVersion,
+        return: r.return,
+        advantage: r.advantage,
+        createdAt: iso(r.createdAt),
+      })),
+    };
+  }
+
+  // ---------------------------------------------------------------- stats
+
+  /** Number of active sessions (all tenants), for /metrics. */
+  activeCount(): number {
+    const r = this.db.select({ n: sql<number>`count(*)` }).from(sessions).where(eq(sessions.status, 'active')).get();
+    return r?.n ?? 0;
+  }
+
+  /**
+   * Statistics over the tenant's completed sessions (shared/LAMER.md §4): pass@1..k, success rate
+   * and mean return by attempt, overall and per (modelVersion, env, mode) group.
+   */
+  stats(tenant: string, f: Omit<SessionFilters, 'status'>) {
+    const conds: SQL[] = [eq(sessions.tenant, tenant), eq(sessions.status, 'completed')];
+    if (f.taskId) conds.push(eq(sessions.taskId, f.taskId));
+    if (f.env) conds.push(eq(sessions.env, f.env));
+    if (f.mode) conds.push(eq(sessions.mode, f.mode));
+    if (f.modelVersion) conds.push(eq(sessions.modelVersion, f.modelVersion));
+    const rows = this.db
+      .select({ attempts: sessions.attempts, maxAttempts: sessions.maxAttempts, modelVersion: sessions.modelVersion, env: sessions.env, mode: sessions.mode })
+      .from(sessions)
+      .where(and(...conds))
+      .all();
+    const summarise = (rs: typeof rows) => {
+      const maxK = rs.reduce((m, r) => Math.max(m, r.maxAttempts), 0);
+      const successByAttempt: number[] = [];
+      const meanReturnByAttempt: number[] = [];
+      const playedByAttempt: number[] = [];
+      for (let a = 0; a < maxK; a++) {
+        const played = rs.map((r) => r.attempts[a]).filter((x): x is AttemptSummary => x !== undefined && x.status !== 'running');
+        playedByAttempt.push(played.length);
+        successByAttempt.push(played.length === 0 ? 0 : played.filter((x) => x.success).length / played.length);
+        meanReturnByAttempt.push(played.length === 0 ? 0 : played.reduce((s, x) => s + x.return, 0) / played.length);
+      }
+      return {
+        sessions: rs.length,
+        passAtK: passAtKRate(rs.map((r) => r.attempts), maxK),
+        successByAttempt,
+        meanReturnByAttempt,
+        attemptsPlayed: playedByAttempt,
+      };
+    };
+    const groups = new Map<string, typeof rows>();
+    for (const r of rows) {
+      const key = JSON.stringify([r.modelVersion, r.env, r.mode]);
+      const g = groups.get(key);
+      if (g) g.push(r);
+      else groups.set(key, [r]);
+    }
+    return {
+      ...summarise(rows),
+      groups: [...groups.entries()]
+        .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+        .map(([key, rs]) => {
+          const [modelVersion, env, mode] = JSON.parse(key) as [string, string | null, 'train' | 'eval'];
+          return { modelVersion, env, mode, ...summarise(rs) };
+        }),
+    };
+  }
+}

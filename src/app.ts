@@ -1,0 +1,83 @@
+/**
+ * `buildApp(config, deps)`: the Fastify application with every plugin and route (DESIGN §5-6),
+ * not listening. Dependencies (database, engine) are passed in and reach the routes by decoration.
+ *
+ * Requests: bodies up to `config.limits.bodyBytes` (batch route: `batchBodyBytes`); JSON only;
+ * TypeBox schemas validate every field (ajv, no extra properties, no type coercion of bodies).
+ * Request ids: an incoming `x-request-id` (1-128 of [A-Za-z0-9._:-]) is kept, else a UUID; every
+ * answer carries it in `x-request-id` and it is in every log line of the request.
+ */
+import { randomUUID } from 'node:crypto';
+import Fastify, { type FastifyInstance } from 'fastify';
+import { Ajv } from 'ajv';
+import type { Config } from './config.js';
+import type { Database_ } from './db/index.js';
+import type { PolicyEngine } from './policy/engine.js';
+import swagger from './plugins/external/swagger.js';
+import errors from './plugins/app/errors.js';
+import authentication from './plugins/app/authentication.js';
+import metricsPlugin, { createMetrics } from './plugins/app/metrics.js';
+import dbPlugin from './plugins/app/db.js';
+import enginePlugin from './plugins/app/engine.js';
+import opsRoutes from './routes/ops.js';
+import sessionsRoutes from './routes/api/sessions/index.js';
+import stepsRoutes from './routes/api/steps/index.js';
+import modelsRoutes from './routes/api/models/index.js';
+import statsRoutes from './routes/api/stats/index.js';
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    config: Config;
+  }
+}
+
+export interface AppDeps {
+  database: Database_;
+  engine: PolicyEngine;
+}
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+export async function buildApp(config: Config, deps: AppDeps): Promise<FastifyInstance> {
+  const app = Fastify({
+    logger: { level: config.logLevel },
+    bodyLimit: config.limits.bodyBytes,
+    genReqId: (req) => {
+      const h = req.headers['x-request-id'];
+      return typeof h === 'string' && REQUEST_ID.test(h) ? h : randomUUID();
+    },
+    return503OnClosing: true,
+    routerOptions: { maxParamLength: 256 },
+  });
+  // Bodies are validated as sent (a string "1" is not an integer); path and query strings are
+  // coerced to the schema's types (they are always strings on the wire).
+  const ajvOptions = { removeAdditional: false, useDefaults: true, allErrors: false, strict: false } as const;
+  const ajvBody = new Ajv({ ...ajvOptions, coerceTypes: false });
+  const ajvCoerce = new Ajv({ ...ajvOptions, coerceTypes: 'array' });
+  app.setValidatorCompiler(({ schema, httpPart }) =>
+    (httpPart === 'body' ? ajvBody : ajvCoerce).compile(schema as object),
+  );
+  app.decorate('config', config);
+  app.addHook('onRequest', async (req, reply) => {
+    reply.header('x-request-id', req.id);
+  });
+
+  await app.register(errors);
+  await app.register(metricsPlugin, { metrics: createMetrics() });
+  await app.register(authentication, { apiKeys: config.apiKeys });
+  await app.register(swagger);
+  await app.register(dbPlugin, { database: deps.database });
+  await app.register(enginePlugin, {
+    engine: deps.engine,
+    initialVersion:
+      config.engine === 'test' ? { version: 'test', checkpointDir: '' } : { version: 'base', checkpointDir: config.baseModelDir },
+    limits: config.limits,
+  });
+
+  await app.register(opsRoutes);
+  await app.register(sessionsRoutes);
+  await app.register(stepsRoutes);
+  await app.register(modelsRoutes);
+  await app.register(statsRoutes);
+  return app;
+}

@@ -1,0 +1,99 @@
+/**
+ * Errors as RFC 9457 `application/problem+json` (docs/protocol.md "Errors"): domain problems
+ * (ApiProblem), Fastify's validation errors (which field and why), body too large (413), bad JSON
+ * (400), unsupported media type (415), unknown routes (404). Anything unexpected is a 500 whose
+ * detail does not leak internals; it is logged with the request id.
+ */
+import fp from 'fastify-plugin';
+import type { FastifyError, FastifyInstance } from 'fastify';
+import { ApiProblem, PROBLEM_BASE, type FieldError, type ProblemKind } from '../../agent/problems.js';
+
+export interface ProblemDocument {
+  type: string;
+  title: string;
+  status: number;
+  detail: string;
+  instance: string;
+  requestId?: string;
+  errors?: FieldError[];
+  expected?: { attempt: number; step: number } | null;
+}
+
+interface AjvLikeError {
+  instancePath?: string;
+  keyword?: string;
+  message?: string;
+  params?: Record<string, unknown>;
+}
+
+function fieldErrors(validation: AjvLikeError[], context: string | undefined): FieldError[] {
+  return validation.map((e) => {
+    let field = `${context ?? 'body'}${e.instancePath ?? ''}`;
+    const p = e.params ?? {};
+    if (e.keyword === 'required' && typeof p.missingProperty === 'string') field += `/${p.missingProperty}`;
+    if (e.keyword === 'additionalProperties' && typeof p.additionalProperty === 'string') {
+      return { field: `${field}/${p.additionalProperty}`, message: 'is not an allowed property' };
+    }
+    return { field, message: e.message ?? 'is invalid' };
+  });
+}
+
+const doc = (status: number, kind: ProblemKind, title: string, detail: string, instance: string, requestId?: string): ProblemDocument => {
+  const d: ProblemDocument = { type: PROBLEM_BASE + kind, title, status, detail, instance };
+  if (requestId !== undefined) d.requestId = requestId;
+  return d;
+};
+
+/** Map any thrown value to a problem document. */
+export function toProblem(err: unknown, instance: string, requestId?: string): ProblemDocument {
+  if (err instanceof ApiProblem) {
+    const d = doc(err.status, err.kind, err.title, err.detail, instance, requestId);
+    if (err.extras.errors) d.errors = err.extras.errors;
+    if (err.extras.expected !== undefined) d.expected = err.extras.expected;
+    return d;
+  }
+  const e = err as Partial<FastifyError> & { validation?: AjvLikeError[]; validationContext?: string };
+  if (e && Array.isArray(e.validation)) {
+    const errors = fieldErrors(e.validation, e.validationContext);
+    const detail = errors.map((x) => `${x.field} ${x.message}`).join('; ');
+    return { ...doc(400, 'validation', 'Bad Request', detail, instance, requestId), errors };
+  }
+  switch (e?.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return doc(413, 'payload-too-large', 'Payload Too Large', 'request body is larger than the limit', instance, requestId);
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return doc(415, 'unsupported-media-type', 'Unsupported Media Type', 'send the body as application/json', instance, requestId);
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return doc(400, 'bad-request', 'Bad Request', 'body is empty but content-type is application/json', instance, requestId);
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+      return doc(400, 'bad-request', 'Bad Request', 'body is not valid JSON', instance, requestId);
+    default:
+      break;
+  }
+  const status = typeof e?.statusCode === 'number' ? e.statusCode : 500;
+  if (status === 429) return doc(429, 'rate-limited', 'Too Many Requests', e.message ?? 'rate limited', instance, requestId);
+  if (status === 503) return doc(503, 'overloaded', 'Service Unavailable', e.message ?? 'overloaded', instance, requestId);
+  if (status >= 400 && status < 500) {
+    // JSON.parse errors and other client errors reported by Fastify.
+    const detail = err instanceof SyntaxError ? `body is not valid JSON: ${err.message}` : (e.message ?? 'bad request');
+    return doc(status, 'bad-request', 'Bad Request', detail, instance, requestId);
+  }
+  return doc(500, 'internal', 'Internal Server Error', 'internal error; see the server log for this request id', instance, requestId);
+}
+
+export default fp(
+  async function errors(app: FastifyInstance) {
+    app.setErrorHandler((err, req, reply) => {
+      const p = toProblem(err, req.url, req.id);
+      if (p.status >= 500) req.log.error({ err }, 'request failed');
+      else req.log.info({ problem: p.type, status: p.status, detail: p.detail }, 'request rejected');
+      if (p.status === 401) reply.header('www-authenticate', 'Bearer');
+      reply.code(p.status).type('application/problem+json').send(p);
+    });
+    app.setNotFoundHandler((req, reply) => {
+      const p = doc(404, 'not-found', 'Not Found', `no route ${req.method} ${req.url.split('?')[0]}`, req.url, req.id);
+      reply.code(404).type('application/problem+json').send(p);
+    });
+  },
+  { name: 'errors' },
+);

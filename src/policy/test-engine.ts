@@ -1,0 +1,98 @@
+/**
+ * `TestEngine`: a deterministic, constant-time policy engine for tests and HTTP benchmarks
+ * (no model). It implements the full `PolicyEngine` interface so the server's own overhead can be
+ * measured apart from the model's.
+ *
+ * - act with `availableActions`: picks index `fnv1a(promptText + '|' + seed) % n` and outputs that
+ *   action exactly; without: outputs `move <h % 4>` where h is the same hash.
+ * - reflect: `Attempt <n> failed. Next time try a different first move (<h % 97>).` where n is the
+ *   attempt number found in the prompt tail ("Attempt <n> ended"), or 0.
+ * - token ids: UTF-8 bytes of prompt and output (a byte-level vocabulary of 256); each output
+ *   logprob is log(1/256) (a uniform distribution).
+ */
+import type {
+  ActRequest,
+  EngineInfo,
+  Generation,
+  PolicyEngine,
+  PromptParts,
+  ReflectRequest,
+  ScoreRequest,
+} from './engine.js';
+
+const LOG_UNIFORM = Math.log(1 / 256);
+
+/** 32-bit FNV-1a hash of a string's UTF-16 code units. */
+export function fnv1a(s: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < s.length; i++) {
+    h ^= s.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return h >>> 0;
+}
+
+function promptText(p: PromptParts): string {
+  return p.head + p.steps.join('') + p.tail;
+}
+
+function bytes(s: string): number[] {
+  return Array.from(Buffer.from(s, 'utf8'));
+}
+
+export class TestEngine implements PolicyEngine {
+  private readonly loaded = new Set<string>();
+
+  info(): EngineInfo {
+    return { engine: 'test', backend: 'none', loadedVersions: [...this.loaded] };
+  }
+
+  async load(version: string, _checkpointDir: string): Promise<void> {
+    this.loaded.add(version);
+  }
+
+  isLoaded(version: string): boolean {
+    return this.loaded.has(version);
+  }
+
+  private generation(req: { modelVersion: string; prompt: PromptParts }, output: string, choiceIndex?: number): Generation {
+    const outputTokenIds = bytes(output);
+    const g: Generation = {
+      output,
+      promptTokenIds: bytes(promptText(req.prompt)),
+      outputTokenIds,
+      logprobs: outputTokenIds.map(() => LOG_UNIFORM),
+      droppedSteps: 0,
+      modelVersion: req.modelVersion,
+    };
+    if (choiceIndex !== undefined) g.choiceIndex = choiceIndex;
+    return g;
+  }
+
+  async act(req: ActRequest): Promise<Generation> {
+    const h = fnv1a(promptText(req.prompt) + '|' + String(req.sampling.seed ?? ''));
+    if (req.availableActions && req.availableActions.length > 0) {
+      const i = h % req.availableActions.length;
+      return this.generation(req, req.availableActions[i]!, i);
+    }
+    return this.generation(req, `move ${h % 4}`);
+  }
+
+  async reflect(req: ReflectRequest): Promise<Generation> {
+    const h = fnv1a(promptText(req.prompt) + '|' + String(req.sampling.seed ?? ''));
+    const m = /Attempt (\d+) ended/.exec(req.prompt.tail);
+    const n = m ? Number(m[1]) : 0;
+    return this.generation(req, `Attempt ${n} failed. Next time try a different first move (${h % 97}).`);
+  }
+
+  /** Sum of log(1/256) over each candidate's UTF-8 bytes. */
+  async score(req: ScoreRequest): Promise<number[]> {
+    return req.candidates.map((c) => Buffer.byteLength(c, 'utf8') * LOG_UNIFORM);
+  }
+
+  release(_sessionId: string): void {}
+
+  async dispose(): Promise<void> {
+    this.loaded.clear();
+  }
+}

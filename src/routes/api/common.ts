@@ -1,0 +1,57 @@
+/**
+ * Schema helpers shared by the route folders: nullable types, string enums, free JSON objects and
+ * the RFC 9457 problem document. Plain JSON Schema (OpenAPI 3.1 dialect) built with TypeBox.
+ */
+import { Type, type TSchema, type Static } from 'typebox';
+
+/** `T | null` as `{type: [T, 'null']}` (fast to serialise; valid OpenAPI 3.1). */
+export function Nullable<T extends TSchema>(schema: T, opts: Record<string, unknown> = {}) {
+  const s = schema as unknown as { type?: string | string[] };
+  if (typeof s.type === 'string') {
+    return Type.Unsafe<Static<T> | null>({ ...(schema as object), ...opts, type: [s.type, 'null'] });
+  }
+  return Type.Unsafe<Static<T> | null>({ ...opts, anyOf: [schema, { type: 'null' }] });
+}
+
+/** A string restricted to `values`, as `{type: 'string', enum}`. */
+export function StringEnum<const T extends readonly string[]>(values: T, opts: Record<string, unknown> = {}) {
+  return Type.Unsafe<T[number]>({ ...opts, type: 'string', enum: [...values] });
+}
+
+/** Any JSON object. */
+export function FreeObject(opts: Record<string, unknown> = {}) {
+  return Type.Unsafe<Record<string, unknown>>({ ...opts, type: 'object', additionalProperties: true });
+}
+
+export const Position = Type.Object(
+  { attempt: Type.Integer({ minimum: 0 }), step: Type.Integer({ minimum: 0 }) },
+  { additionalProperties: false },
+);
+
+export const Problem = Type.Object(
+  {
+    type: Type.String({ description: 'stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation' }),
+    title: Type.String(),
+    status: Type.Integer(),
+    detail: Type.String(),
+    instance: Type.String({ description: 'the request path' }),
+    requestId: Type.Optional(Type.String()),
+    errors: Type.Optional(
+      Type.Array(Type.Object({ field: Type.String({ description: 'e.g. body/observation' }), message: Type.String() })),
+    ),
+    expected: Type.Optional(Nullable(Position)),
+  },
+  { description: 'RFC 9457 problem details' },
+);
+
+const problemContent = { 'application/problem+json': { schema: Problem } };
+
+/** Error responses every route declares. */
+export const errorResponses = {
+  '4xx': { description: 'client error (problem details)', content: problemContent },
+  '5xx': { description: 'server error (problem details)', content: problemContent },
+};
+
+export const bearer = [{ bearerAuth: [] as string[] }];
+
+export const ErrorOnly = Type.Object({ error: Problem });

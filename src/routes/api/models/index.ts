@@ -1,0 +1,64 @@
+/**
+ * Model-version routes (DESIGN §3): list, get, activate (hot swap for new sessions; running
+ * sessions keep their pinned version; roll back by activating an older one). Admin key required
+ * when API keys are configured.
+ */
+import type { FastifyPluginAsync } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { ModelRow } from '../../../db/schema.js';
+import { notFound } from '../../../agent/problems.js';
+import { bearer, errorResponses } from '../common.js';
+import { Model, ModelList, ModelParams } from './schemas.js';
+
+const modelsRoutes: FastifyPluginAsync = async (fastify) => {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+  const tags = ['models'];
+  const view = (m: ModelRow) => ({
+    version: m.version,
+    parent: m.parent,
+    jobId: m.jobId,
+    status: m.status,
+    metrics: m.metrics,
+    createdAt: new Date(m.createdAt).toISOString(),
+    loaded: app.engine.isLoaded(m.version),
+  });
+  app.addHook('onRequest', app.requireAdmin);
+
+  app.get(
+    '/v1/models',
+    { schema: { tags, summary: 'List model versions', security: bearer, response: { 200: ModelList, ...errorResponses } } },
+    async () => ({ items: app.models.list().map(view), active: app.models.active().version }),
+  );
+
+  app.get(
+    '/v1/models/:version',
+    {
+      schema: { tags, summary: 'Get a model version', security: bearer, params: ModelParams, response: { 200: Model, ...errorResponses } },
+    },
+    async (req) => {
+      const m = app.models.get(req.params.version);
+      if (!m) throw notFound(`model version '${req.params.version}'`);
+      return view(m);
+    },
+  );
+
+  app.post(
+    '/v1/models/:version/activate',
+    {
+      schema: {
+        tags,
+        summary: 'Make a version active for new sessions (loads it first; running sessions keep theirs)',
+        security: bearer,
+        params: ModelParams,
+        response: { 200: Model, ...errorResponses },
+      },
+    },
+    async (req) => {
+      const m = await app.models.activate(req.params.version);
+      req.log.info({ version: m.version }, 'model version activated');
+      return view(m);
+    },
+  );
+};
+
+export default modelsRoutes;

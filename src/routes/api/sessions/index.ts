@@ -1,0 +1,150 @@
+/**
+ * Session routes (DESIGN §3): create, list, get, close, post a step (the hot path), trajectory,
+ * memory (read; edit a reflection). Dependencies come by decoration: `app.agent` (SessionService).
+ */
+import type { FastifyPluginAsync } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { bearer, errorResponses } from '../common.js';
+import {
+  ListQuery,
+  Memory,
+  Reflection,
+  ReflectionParams,
+  Session,
+  SessionList,
+  SessionParams,
+  StepAnswer,
+  Trajectory,
+  makeSessionSchemas,
+} from './schemas.js';
+
+const sessionsRoutes: FastifyPluginAsync = async (fastify) => {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+  const { CreateSession, StepBody, EditReflection } = makeSessionSchemas(app.config.limits);
+  const tags = ['sessions'];
+
+  app.post(
+    '/v1/sessions',
+    {
+      schema: {
+        tags,
+        summary: 'Open a session (a LaMer trial) for one task instance',
+        security: bearer,
+        body: CreateSession,
+        response: { 201: Session, ...errorResponses },
+      },
+    },
+    async (req, reply) => {
+      const s = app.agent.create(req.tenant, req.body);
+      reply.code(201).header('location', `/v1/sessions/${s.id}`);
+      return s;
+    },
+  );
+
+  app.get(
+    '/v1/sessions',
+    {
+      schema: {
+        tags,
+        summary: 'List sessions, newest first, with filters and cursor pagination',
+        security: bearer,
+        querystring: ListQuery,
+        response: { 200: SessionList, ...errorResponses },
+      },
+    },
+    async (req) => {
+      const { limit, cursor, ...filters } = req.query;
+      return app.agent.list(req.tenant, filters, limit ?? 50, cursor);
+    },
+  );
+
+  app.get(
+    '/v1/sessions/:id',
+    {
+      schema: {
+        tags,
+        summary: 'Get a session: status, attempts, pass@k so far, memory',
+        security: bearer,
+        params: SessionParams,
+        response: { 200: Session, ...errorResponses },
+      },
+    },
+    async (req) => app.agent.get(req.tenant, req.params.id),
+  );
+
+  app.delete(
+    '/v1/sessions/:id',
+    {
+      schema: {
+        tags,
+        summary: 'Close a session (status abandoned; kept for audit)',
+        security: bearer,
+        params: SessionParams,
+        response: { 200: Session, ...errorResponses },
+      },
+    },
+    async (req) => app.agent.close(req.tenant, req.params.id),
+  );
+
+  app.post(
+    '/v1/sessions/:id/steps',
+    {
+      schema: {
+        tags,
+        summary: 'Post an observation (and the reward of the previous action); get the next action',
+        description:
+          'Retries are safe: the same (attempt, step) with the same body returns the stored answer; a different body is 409 step-conflict; a step out of order is 409 step-out-of-order with `expected`.',
+        security: bearer,
+        params: SessionParams,
+        body: StepBody,
+        response: { 200: StepAnswer, ...errorResponses },
+      },
+    },
+    async (req) => app.agent.step(req.tenant, req.params.id, req.body),
+  );
+
+  app.get(
+    '/v1/sessions/:id/trajectory',
+    {
+      schema: {
+        tags,
+        summary: 'Every recorded step with prompt, output, token ids, logprobs, rewards, returns and advantages',
+        security: bearer,
+        params: SessionParams,
+        response: { 200: Trajectory, ...errorResponses },
+      },
+    },
+    async (req) => app.agent.trajectory(req.tenant, req.params.id),
+  );
+
+  app.get(
+    '/v1/sessions/:id/memory',
+    {
+      schema: {
+        tags,
+        summary: "The session's memory: its reflections",
+        security: bearer,
+        params: SessionParams,
+        response: { 200: Memory, ...errorResponses },
+      },
+    },
+    async (req) => app.agent.memory(req.tenant, req.params.id),
+  );
+
+  app.put(
+    '/v1/sessions/:id/memory/:attempt',
+    {
+      schema: {
+        tags,
+        summary: 'Replace the reflection written after an attempt (a human correcting the agent)',
+        security: bearer,
+        params: ReflectionParams,
+        body: EditReflection,
+        response: { 200: Reflection, ...errorResponses },
+      },
+    },
+    async (req) => app.agent.editReflection(req.tenant, req.params.id, req.params.attempt, req.body.text),
+  );
+};
+
+export default sessionsRoutes;

@@ -1,0 +1,190 @@
+/**
+ * TypeBox schemas of the session resource (docs/protocol.md): create body, Session, step body and
+ * answer, trajectory, memory. Size limits come from the server configuration.
+ */
+import { Type, type Static } from 'typebox';
+import type { Limits } from '../../../config.js';
+import { FreeObject, Nullable, Position, StringEnum } from '../common.js';
+
+export const MEMORY_MODES = ['reflection_only', 'history_only', 'history_and_reflection'] as const;
+export const MODES = ['train', 'eval'] as const;
+export const SESSION_STATUSES = ['active', 'completed', 'abandoned', 'expired'] as const;
+
+const MAX_REWARD = 1e9;
+
+export const Sampling = Type.Object(
+  {
+    temperature: Type.Number({ minimum: 0, maximum: 10, description: '0 = greedy' }),
+    topP: Type.Number({ exclusiveMinimum: 0, maximum: 1 }),
+    topK: Type.Integer({ minimum: 0, maximum: 1_000_000, description: '0 disables' }),
+    seed: Type.Optional(Type.Integer({ minimum: 0, maximum: 4294967295 })),
+  },
+  { additionalProperties: false },
+);
+
+export const SessionParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }) });
+
+export const AttemptSummary = Type.Object({
+  attempt: Type.Integer({ minimum: 0 }),
+  status: StringEnum(['running', 'succeeded', 'failed'] as const),
+  steps: Type.Integer({ minimum: 0, description: 'observations posted in this attempt, the final one included' }),
+  return: Type.Number({ description: 'undiscounted sum of the rewards as given by the environment' }),
+  success: Type.Boolean(),
+  endReason: Nullable(StringEnum(['done', 'max_steps'] as const)),
+});
+
+export const Reflection = Type.Object({
+  attempt: Type.Integer({ minimum: 0 }),
+  text: Type.String(),
+  source: StringEnum(['policy', 'human'] as const),
+  updatedAt: Type.String({ format: 'date-time' }),
+});
+
+export const Session = Type.Object({
+  id: Type.String(),
+  taskId: Type.String(),
+  env: Nullable(Type.String()),
+  mode: StringEnum(MODES),
+  status: StringEnum(SESSION_STATUSES),
+  maxAttempts: Type.Integer(),
+  maxSteps: Type.Integer(),
+  memory: StringEnum(MEMORY_MODES),
+  sampling: Type.Object({
+    temperature: Type.Number(),
+    topP: Type.Number(),
+    topK: Type.Integer(),
+    seed: Type.Optional(Type.Integer()),
+  }),
+  modelVersion: Type.String(),
+  metadata: FreeObject(),
+  createdAt: Type.String({ format: 'date-time' }),
+  updatedAt: Type.String({ format: 'date-time' }),
+  next: Nullable(Position, { description: 'the (attempt, step) expected next; null when not active' }),
+  attempts: Type.Array(AttemptSummary),
+  passAtK: Type.Record(Type.String(), Type.Boolean(), { description: '"k" -> solved within attempts 0..k-1' }),
+  reflections: Type.Array(Reflection),
+});
+
+export const SessionList = Type.Object({
+  items: Type.Array(Session),
+  nextCursor: Nullable(Type.String(), { description: 'pass as `cursor` for the next page; null at the end' }),
+});
+
+export const ListQuery = Type.Object(
+  {
+    status: Type.Optional(StringEnum(SESSION_STATUSES)),
+    taskId: Type.Optional(Type.String({ maxLength: 1024 })),
+    env: Type.Optional(Type.String({ maxLength: 256 })),
+    mode: Type.Optional(StringEnum(MODES)),
+    modelVersion: Type.Optional(Type.String({ maxLength: 256 })),
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200, default: 50 })),
+    cursor: Type.Optional(Type.String({ maxLength: 64 })),
+  },
+  { additionalProperties: false },
+);
+
+export const AttemptResult = Type.Object({
+  attempt: Type.Integer(),
+  success: Type.Boolean(),
+  return: Type.Number(),
+  steps: Type.Integer(),
+  endReason: StringEnum(['done', 'max_steps'] as const),
+});
+
+export const StepAnswer = Type.Object({
+  sessionId: Type.String(),
+  attempt: Type.Integer(),
+  step: Type.Integer(),
+  action: Nullable(Type.String(), { description: 'what to execute; null when the attempt ended' }),
+  output: Nullable(Type.String(), { description: "the model's full text" }),
+  modelVersion: Type.String(),
+  attemptResult: Nullable(AttemptResult),
+  reflection: Nullable(Type.Object({ attempt: Type.Integer(), text: Type.String() })),
+  session: Type.Object({ status: StringEnum(SESSION_STATUSES), next: Nullable(Position) }),
+});
+
+export function makeSessionSchemas(limits: Limits) {
+  const CreateSession = Type.Object(
+    {
+      taskId: Type.String({ minLength: 1, maxLength: 1024, description: 'task instance; sessions with one taskId form a group' }),
+      instructions: Type.String({ maxLength: limits.instructionsChars, description: 'the rules, as the env would tell a person' }),
+      maxAttempts: Type.Optional(Type.Integer({ minimum: 1, maximum: limits.maxAttempts, description: 'default 3' })),
+      maxSteps: Type.Optional(
+        Type.Integer({ minimum: 1, maximum: limits.maxStepsCap, description: `step cap per attempt; default ${limits.defaultMaxSteps}` }),
+      ),
+      memory: Type.Optional(StringEnum(MEMORY_MODES, { description: 'default reflection_only' })),
+      mode: Type.Optional(StringEnum(MODES, { description: 'default train' })),
+      sampling: Type.Optional(Type.Partial(Sampling, { additionalProperties: false })),
+      modelVersion: Type.Optional(Type.String({ minLength: 1, maxLength: 256, description: 'default: the active version' })),
+      env: Type.Optional(Type.String({ minLength: 1, maxLength: 256 })),
+      metadata: Type.Optional(FreeObject()),
+    },
+    { additionalProperties: false },
+  );
+
+  const stepFields = {
+    attempt: Type.Integer({ minimum: 0, maximum: limits.maxAttempts }),
+    step: Type.Integer({ minimum: 0, maximum: limits.maxStepsCap }),
+    observation: Type.String({ maxLength: limits.observationChars }),
+    reward: Type.Optional(
+      Type.Number({ minimum: -MAX_REWARD, maximum: MAX_REWARD, description: 'reward of the previous action; absent/0 at step 0' }),
+    ),
+    done: Type.Optional(Type.Boolean()),
+    success: Type.Optional(Type.Boolean({ description: 'only with done: true' })),
+    availableActions: Type.Optional(
+      Type.Array(Type.String({ minLength: 1, maxLength: limits.actionChars }), { minItems: 1, maxItems: limits.availableActions }),
+    ),
+    invalidAction: Type.Optional(Type.Boolean({ description: 'the env rejected the previous action' })),
+    info: Type.Optional(FreeObject({ description: 'free JSON stored with the step' })),
+  };
+  const StepBody = Type.Object(stepFields, { additionalProperties: false });
+  const BatchItem = Type.Object({ sessionId: Type.String({ minLength: 1, maxLength: 64 }), ...stepFields }, { additionalProperties: false });
+  const BatchBody = Type.Object(
+    { items: Type.Array(BatchItem, { minItems: 1, maxItems: limits.batchItems }) },
+    { additionalProperties: false },
+  );
+  const EditReflection = Type.Object(
+    { text: Type.String({ minLength: 1, maxLength: limits.reflectionChars }) },
+    { additionalProperties: false },
+  );
+  return { CreateSession, StepBody, BatchItem, BatchBody, EditReflection };
+}
+
+export type CreateSessionBody = Static<ReturnType<typeof makeSessionSchemas>['CreateSession']>;
+
+export const TrajectoryStep = Type.Object({
+  attempt: Type.Integer(),
+  step: Type.Integer(),
+  kind: StringEnum(['action', 'reflection'] as const),
+  observation: Type.String(),
+  reward: Type.Number(),
+  done: Type.Boolean(),
+  success: Type.Boolean(),
+  invalidAction: Type.Boolean(),
+  availableActions: Nullable(Type.Array(Type.String())),
+  info: Nullable(FreeObject()),
+  prompt: Nullable(Type.String()),
+  output: Nullable(Type.String()),
+  action: Nullable(Type.String()),
+  promptTokenIds: Nullable(Type.Array(Type.Integer())),
+  outputTokenIds: Nullable(Type.Array(Type.Integer())),
+  logprobs: Nullable(Type.Array(Type.Number())),
+  droppedSteps: Nullable(Type.Integer()),
+  modelVersion: Type.String(),
+  return: Nullable(Type.Number(), { description: 'cross-episode return G (LaMer Eq. 4), once computed by training' }),
+  advantage: Nullable(Type.Number()),
+  createdAt: Type.String({ format: 'date-time' }),
+});
+
+export const Trajectory = Type.Object({ sessionId: Type.String(), steps: Type.Array(TrajectoryStep) });
+
+export const Memory = Type.Object({
+  sessionId: Type.String(),
+  memory: StringEnum(MEMORY_MODES),
+  reflections: Type.Array(Reflection),
+});
+
+export const ReflectionParams = Type.Object({
+  id: Type.String({ minLength: 1, maxLength: 64 }),
+  attempt: Type.Integer({ minimum: 0, maximum: 1_000_000 }),
+});

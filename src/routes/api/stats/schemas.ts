@@ -1,0 +1,33 @@
+/** TypeBox schemas of `GET /v1/stats` (shared/LAMER.md §4 metrics). */
+import { Type } from 'typebox';
+import { Nullable, StringEnum } from '../common.js';
+
+export const StatsQuery = Type.Object(
+  {
+    taskId: Type.Optional(Type.String({ maxLength: 1024 })),
+    env: Type.Optional(Type.String({ maxLength: 256 })),
+    mode: Type.Optional(StringEnum(['train', 'eval'] as const)),
+    modelVersion: Type.Optional(Type.String({ maxLength: 256 })),
+  },
+  { additionalProperties: false },
+);
+
+const summary = {
+  sessions: Type.Integer({ description: 'completed sessions counted' }),
+  passAtK: Type.Record(Type.String(), Type.Number(), { description: '"k" -> fraction of sessions solved within attempts 0..k-1' }),
+  successByAttempt: Type.Array(Type.Number(), { description: '[attempt] fraction of played attempts that succeeded' }),
+  meanReturnByAttempt: Type.Array(Type.Number(), { description: '[attempt] mean undiscounted return of played attempts' }),
+  attemptsPlayed: Type.Array(Type.Integer(), { description: '[attempt] how many sessions played it' }),
+};
+
+export const Stats = Type.Object({
+  ...summary,
+  groups: Type.Array(
+    Type.Object({
+      modelVersion: Type.String(),
+      env: Nullable(Type.String()),
+      mode: StringEnum(['train', 'eval'] as const),
+      ...summary,
+    }),
+  ),
+});

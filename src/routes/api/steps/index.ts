@@ -1,0 +1,51 @@
+/**
+ * `POST /v1/steps:batch` (DESIGN §2): many sessions' steps in one request (vectorised
+ * environments). Items run concurrently (each session still serialised) and succeed or fail on
+ * their own: `{results: [{ok: true, result} | {ok: false, error: <problem>}]}` in input order.
+ */
+import type { FastifyPluginAsync } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
+import { bearer, errorResponses, Problem } from '../common.js';
+import { StepAnswer, makeSessionSchemas } from '../sessions/schemas.js';
+import { toProblem } from '../../../plugins/app/errors.js';
+
+const BatchResult = Type.Object({
+  ok: Type.Boolean(),
+  result: Type.Optional(StepAnswer),
+  error: Type.Optional(Problem),
+});
+
+const stepsRoutes: FastifyPluginAsync = async (fastify) => {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+  const { BatchBody } = makeSessionSchemas(app.config.limits);
+  app.post(
+    '/v1/steps::batch',
+    {
+      bodyLimit: app.config.limits.batchBodyBytes,
+      schema: {
+        tags: ['sessions'],
+        summary: "Post many sessions' steps at once; each item succeeds or fails on its own",
+        security: bearer,
+        body: BatchBody,
+        response: { 200: Type.Object({ results: Type.Array(BatchResult) }), ...errorResponses },
+      },
+    },
+    async (req) => {
+      const results = await Promise.all(
+        req.body.items.map(async ({ sessionId, ...step }, i) => {
+          try {
+            return { ok: true, result: await app.agent.step(req.tenant, sessionId, step) };
+          } catch (err) {
+            const p = toProblem(err, `${req.url}#/items/${i}`, req.id);
+            if (p.status >= 500) req.log.error({ err, item: i }, 'batch item failed');
+            return { ok: false, error: p };
+          }
+        }),
+      );
+      return { results };
+    },
+  );
+};
+
+export default stepsRoutes;

@@ -1,0 +1,58 @@
+/**
+ * Operations routes (no auth): `/healthz` (process up), `/readyz` (database open and the active
+ * model loaded; reports engine and backend), `/metrics` (Prometheus text), `/openapi.json`.
+ */
+import type { FastifyPluginAsync } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
+
+const Ready = Type.Object({
+  status: Type.String({ description: "'ready' or 'not-ready'" }),
+  database: Type.Boolean(),
+  model: Type.Object({ version: Type.String(), loaded: Type.Boolean() }),
+  engine: Type.String(),
+  backend: Type.String({ description: 'tfjs backend (tensorflow | wasm | cpu) or none' }),
+});
+
+const opsRoutes: FastifyPluginAsync = async (fastify) => {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+  const tags = ['operations'];
+
+  app.get(
+    '/healthz',
+    { schema: { tags, summary: 'Process is up', response: { 200: Type.Object({ status: Type.String() }) } } },
+    async () => ({ status: 'ok' }),
+  );
+
+  app.get(
+    '/readyz',
+    { schema: { tags, summary: 'Database open and the active model loaded', response: { 200: Ready, 503: Ready } } },
+    async (_req, reply) => {
+      let database = false;
+      try {
+        database = app.db.sqlite.open && app.db.sqlite.prepare('SELECT 1 AS ok').get() !== undefined;
+      } catch {
+        database = false;
+      }
+      const version = app.models.active().version;
+      const loaded = app.engine.isLoaded(version);
+      const info = app.engine.info();
+      const ready = database && loaded;
+      reply.code(ready ? 200 : 503);
+      return { status: ready ? 'ready' : 'not-ready', database, model: { version, loaded }, engine: info.engine, backend: info.backend };
+    },
+  );
+
+  app.get(
+    '/metrics',
+    { schema: { tags, summary: 'Prometheus metrics (text exposition format)', produces: ['text/plain'] } },
+    async (_req, reply) => {
+      reply.type(app.metrics.registry.contentType);
+      return app.metrics.registry.metrics();
+    },
+  );
+
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+};
+
+export default opsRoutes;

@@ -1,0 +1,55 @@
+/**
+ * `startServer(overrides)` (shared contract 1): configuration from the environment with
+ * `overrides` on top, database opened and migrated, engine created, routes registered, listening.
+ * Returns the base URL (e.g. http://127.0.0.1:41234), the Fastify app and `close()` (stop
+ * accepting, finish in-flight steps, dispose the engine, close the database).
+ *
+ * With no API keys configured the server listens on loopback only (127.0.0.1), whatever host was
+ * asked for, and logs a warning saying so.
+ */
+import type { FastifyInstance } from 'fastify';
+import { buildApp } from './app.js';
+import { isLoopback, loadConfig, type Config } from './config.js';
+import { openDatabase } from './db/index.js';
+import { createEngine } from './policy/index.js';
+
+export interface RunningServer {
+  url: string;
+  app: FastifyInstance;
+  close(): Promise<void>;
+}
+
+export async function startServer(overrides: Partial<Config> = {}): Promise<RunningServer> {
+  const config: Config = { ...loadConfig(), ...overrides };
+  let host = config.host;
+  const forcedLoopback = config.apiKeys.length === 0 && !isLoopback(host);
+  if (forcedLoopback) host = '127.0.0.1';
+  const database = openDatabase(config.dataDir, { synchronous: process.env.LAMER_SQLITE_SYNC === 'full' ? 'full' : 'normal' });
+  let app: FastifyInstance;
+  try {
+    const engine = await createEngine(config);
+    app = await buildApp({ ...config, host }, { database, engine });
+  } catch (err) {
+    database.close();
+    throw err;
+  }
+  if (config.apiKeys.length === 0) {
+    app.log.warn(
+      forcedLoopback
+        ? `no API keys configured (LAMER_API_KEYS): listening on loopback only (127.0.0.1), not on ${config.host}`
+        : 'no API keys configured (LAMER_API_KEYS): listening on loopback only, every request is tenant "default" with admin rights',
+    );
+  }
+  try {
+    await app.listen({ host, port: config.port });
+  } catch (err) {
+    await app.close();
+    throw err;
+  }
+  const addr = app.server.address();
+  const port = typeof addr === 'object' && addr ? addr.port : config.port;
+  const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+  const info = app.engine.info();
+  app.log.info({ url, dataDir: config.dataDir, engine: info.engine, backend: info.backend, model: app.models.active().version }, 'lamer-server ready');
+  return { url, app, close: () => app.close() };
+}
