@@ -22,7 +22,8 @@ export function tokenMean(x: tf.Tensor, mask: tf.Tensor): tf.Scalar {
 export function logprobsFromLogits(logits: tf.Tensor3D, targets: tf.Tensor2D): tf.Tensor2D {
   return tf.tidy(() => {
     const logp = tf.logSoftmax(logits, -1); // log softmax over the vocabulary
-    const onehot = tf.oneHot(tf.cast(targets, 'int32'), logits.shape[2]);
+    // oneHot in int32 then cast (the wasm OneHot kernel is unreliable when asked for float32)
+    const onehot = tf.cast(tf.oneHot(tf.cast(targets, 'int32'), logits.shape[2]), 'float32');
     return tf.sum(tf.mul(logp, onehot), -1) as tf.Tensor2D; // gather logp[target]
   });
 }

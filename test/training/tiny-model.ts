@@ -51,13 +51,19 @@ export async function writeTinyCheckpoint(dir: string, w: TinyWeights, meta: Rec
   await writeFile(join(dir, 'tiny.json'), JSON.stringify({ weights: w, meta }));
 }
 
-export function createModelIO(options: { failLoad?: boolean; throwInLogits?: boolean } = {}): ModelIO {
+export function createModelIO(options: { failLoad?: boolean; throwInLogits?: boolean; crash?: 'exit' | 'uncaught'; slowMs?: number } = {}): ModelIO {
+  if (options.crash === 'exit') process.exit(3);
   return {
     async load(dir) {
       if (options.failLoad) throw new Error('tiny model: load failed on purpose');
       const { weights } = JSON.parse(await readFile(join(dir, 'tiny.json'), 'utf8')) as { weights: TinyWeights };
       const m = new TinyModel(weights);
       if (options.throwInLogits) m.logits = () => { throw new Error('tiny model: forward failed on purpose'); };
+      if (options.crash === 'uncaught') setTimeout(() => { throw new Error('tiny model: uncaught crash on purpose'); }, 0);
+      if (options.slowMs) {
+        const inner = m.logits.bind(m);
+        m.logits = (t) => { const end = Date.now() + options.slowMs!; while (Date.now() < end); return inner(t); };
+      }
       return m;
     },
     async save(model, dir, meta) {
