@@ -81,3 +81,31 @@ export async function buildApp(config: Config, deps: AppDeps): Promise<FastifyIn
   await app.register(statsRoutes);
   return app;
 }
+
+/**
+ * The OpenAPI 3.1 document of the API under the default configuration (no API keys, default
+ * limits), as committed at openapi/openapi.json. Builds the app on a throwaway database.
+ */
+export async function buildOpenApiDocument(): Promise<Record<string, unknown>> {
+  const fs = await import('node:fs');
+  const os = await import('node:os');
+  const path = await import('node:path');
+  const { loadConfig } = await import('./config.js');
+  const { openDatabase } = await import('./db/index.js');
+  const { TestEngine } = await import('./policy/test-engine.js');
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lamer-openapi-'));
+  const config = { ...loadConfig({}), engine: 'test' as const, logLevel: 'silent' as const, dataDir: dir };
+  const app = await buildApp(config, { database: openDatabase(dir), engine: new TestEngine() });
+  try {
+    await app.ready();
+    return JSON.parse(JSON.stringify(app.swagger())) as Record<string, unknown>;
+  } finally {
+    await app.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** The committed text of openapi/openapi.json: 2-space JSON and a trailing newline. */
+export function formatOpenApi(doc: Record<string, unknown>): string {
+  return JSON.stringify(doc, null, 2) + '\n';
+}

@@ -1,0 +1,74 @@
+/** Test helpers: a real server on an ephemeral port over a SQLite file in a temp dir. */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import { startServer, type RunningServer } from '../../src/server.js';
+import type { Config } from '../../src/config.js';
+
+export interface TestServer extends RunningServer {
+  dataDir: string;
+  /** Fetch JSON: returns status, parsed body and content-type. */
+  call(method: string, p: string, body?: unknown, headers?: Record<string, string>): Promise<Res>;
+}
+
+export interface Res {
+  status: number;
+  body: any;
+  type: string;
+  headers: Headers;
+}
+
+export function tmpDir(prefix = 'lamer-test-'): string {
+  return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+}
+
+export async function call(base: string, method: string, p: string, body?: unknown, headers: Record<string, string> = {}): Promise<Res> {
+  const init: RequestInit = { method, headers: { ...headers } };
+  if (body !== undefined) {
+    init.body = typeof body === 'string' ? body : JSON.stringify(body);
+    (init.headers as Record<string, string>)['content-type'] ??= 'application/json';
+  }
+  const r = await fetch(base + p, init);
+  const text = await r.text();
+  let parsed: unknown = text;
+  try {
+    parsed = text === '' ? null : JSON.parse(text);
+  } catch {
+    /* keep text */
+  }
+  return { status: r.status, body: parsed, type: r.headers.get('content-type') ?? '', headers: r.headers };
+}
+
+export async function startTestServer(overrides: Partial<Config> = {}): Promise<TestServer> {
+  const dataDir = overrides.dataDir ?? tmpDir();
+  const s = await startServer({ host: '127.0.0.1', port: 0, engine: 'test', logLevel: 'silent', apiKeys: [], dataDir, ...overrides });
+  return {
+    ...s,
+    dataDir,
+    call: (method, p, body, headers) => call(s.url, method, p, body, headers),
+    close: async () => {
+      await s.close();
+    },
+  };
+}
+
+/** Every row of every table, as one string: equal strings mean an unchanged database. */
+export function dumpDb(dataDir: string): string {
+  const db = new Database(path.join(dataDir, 'lamer.db'), { readonly: true });
+  try {
+    const tables = ['sessions', 'steps', 'reflections', 'models', 'training_jobs'];
+    return tables.map((t) => `${t}:${JSON.stringify(db.prepare(`SELECT * FROM ${t} ORDER BY rowid`).all())}`).join('\n');
+  } finally {
+    db.close();
+  }
+}
+
+export function countRows(dataDir: string, sql: string, ...params: unknown[]): number {
+  const db = new Database(path.join(dataDir, 'lamer.db'), { readonly: true });
+  try {
+    return (db.prepare(sql).get(...params) as { n: number }).n;
+  } finally {
+    db.close();
+  }
+}
