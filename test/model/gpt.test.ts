@@ -111,7 +111,7 @@ describe('GPT model', () => {
           expect([v.name, g.some((x) => x !== 0)]).toEqual([v.name, true]);
         }
       }
-      opt.applyGradients(grads);
+      opt.applyGradients(grads as Parameters<typeof opt.applyGradients>[0]);
       const loss = value.dataSync()[0];
       if (step === 0) first = loss;
       last = loss;

@@ -12,7 +12,9 @@ describe('byte tokenizer', () => {
       }),
       { numRuns: 300 },
     );
-    fc.assert(fc.property(fc.string({ unit: 'binary' }), (s) => decode(encode(s)) === s.toWellFormed()), { numRuns: 300 });
+    // lone surrogates are not UTF-8: TextEncoder writes U+FFFD for them, so compare to that
+    const wellFormed = (s: string) => (s as unknown as { toWellFormed(): string }).toWellFormed();
+    fc.assert(fc.property(fc.string({ unit: 'binary' }), (s) => decode(encode(s)) === wellFormed(s)), { numRuns: 300 });
   });
 
   it('encodes multi-byte characters as their UTF-8 bytes and skips specials on decode', () => {

@@ -1,0 +1,454 @@
+/**
+ * The builtin policy engine (shared contract 2; shared/DESIGN.md §4): the GPT of src/model/gpt.ts
+ * behind the `PolicyEngine` interface, with
+ * - byte-level prompts fitted to the context by dropping the oldest steps (src/model/tokenizer.ts);
+ * - sampling with temperature / top-p / top-k / seed, stop tokens and separate length caps for
+ *   actions and reflections (src/model/sampling.ts);
+ * - `availableActions`: every candidate (its bytes + EOS) is scored by its exact log-likelihood in
+ *   one batched forward over the prompt's KV cache, and one is chosen by `sampleIndex` over the
+ *   summed candidate logprobs (argmax at temperature 0). The returned `logprobs` are the chosen
+ *   candidate's per-token logprobs; their sum equals `score()` of that candidate;
+ * - dynamic batching of concurrent steps into one forward pass (src/model/batcher.ts);
+ * - per-session KV caches: a session's next step reuses the cache for the longest common prefix
+ *   with its previous tokens (truncating the cache to it) and only runs the new tokens;
+ * - loaded versions kept in an LRU with a cap; an evicted version is disposed only once its
+ *   in-flight requests finish, and is reloaded transparently from its folder when a session pinned
+ *   to it steps again.
+ *
+ * All logprobs are natural logs under the model's plain softmax (temperature 1, no top-k/top-p).
+ */
+import * as tf from '@tensorflow/tfjs';
+import { initBackend, type BackendPreference } from '../model/backend.js';
+import { ForwardBatcher, type BatcherStats } from '../model/batcher.js';
+import { loadCheckpoint } from '../model/checkpoint.js';
+import {
+  cacheLength, disposeCache, forwardCached, truncateCache, type CachedRow, type GPT, type LayerKV,
+} from '../model/gpt.js';
+import { DEFAULT_LIMITS, rngFor, sampleIndex, type GenerationLimits, type Rng } from '../model/sampling.js';
+import { decode, encodeCandidate, encodePrompt, type EncodedPrompt } from '../model/tokenizer.js';
+import {
+  EngineError, type ActRequest, type EngineInfo, type Generation, type PolicyEngine, type PromptParts,
+  type ReflectRequest, type SamplingParams, type ScoreRequest,
+} from './engine.js';
+
+export interface BuiltinEngineOptions {
+  backend?: BackendPreference;
+  /** Batching window in ms (default 2). */
+  batchWindowMs?: number;
+  /** Max rows per forward pass (default 32). */
+  maxBatchSize?: number;
+  /** Max model versions kept loaded (default 3, >= 1). */
+  maxLoadedVersions?: number;
+  /** Max sessions with a KV cache kept (LRU, default 256). */
+  maxCachedSessions?: number;
+  /** Length caps and stop tokens (defaults in src/model/sampling.ts). */
+  limits?: Partial<GenerationLimits>;
+  logger?: { info(o: object, msg?: string): void; warn(o: object, msg?: string): void };
+}
+
+interface LoadedModel {
+  version: string;
+  dir: string;
+  model: GPT;
+  batcher: ForwardBatcher;
+  inFlight: number;
+  evicted: boolean;
+}
+
+interface SessionState {
+  version: string;
+  /** Tokens whose keys/values are in `cache`, `[cacheLength]`. */
+  tokens: number[];
+  cache: LayerKV[] | null;
+}
+
+/** Length of the common prefix of two token arrays. */
+function commonPrefix(a: readonly number[], b: readonly number[]): number {
+  const n = Math.min(a.length, b.length);
+  let i = 0;
+  while (i < n && a[i] === b[i]) i++;
+  return i;
+}
+
+export class BuiltinEngine implements PolicyEngine {
+  private readonly models = new Map<string, LoadedModel>(); // LRU order: oldest first
+  private readonly dirs = new Map<string, string>();
+  private readonly loading = new Map<string, Promise<void>>();
+  private readonly sessions = new Map<string, SessionState>(); // LRU order
+  private readonly busy = new Map<string, number>();
+  private readonly releasedWhileBusy = new Set<string>();
+  private readonly limits: GenerationLimits;
+  private readonly stopSet: Set<number>;
+  private disposed = false;
+
+  constructor(
+    readonly backend: string,
+    private readonly opts: Required<Pick<BuiltinEngineOptions, 'batchWindowMs' | 'maxBatchSize' | 'maxLoadedVersions' | 'maxCachedSessions'>> &
+      Pick<BuiltinEngineOptions, 'logger' | 'limits'>,
+  ) {
+    this.limits = { ...DEFAULT_LIMITS, ...(opts.limits ?? {}) };
+    this.stopSet = new Set(this.limits.stopTokens);
+    if (opts.maxLoadedVersions < 1) throw new Error('maxLoadedVersions must be >= 1');
+  }
+
+  info(): EngineInfo {
+    return { engine: 'builtin', backend: this.backend, loadedVersions: [...this.models.keys()] };
+  }
+
+  /** Batching counters per loaded version (for /metrics and benchmarks). */
+  stats(): Record<string, BatcherStats> {
+    const out: Record<string, BatcherStats> = {};
+    for (const [v, m] of this.models) out[v] = { ...m.batcher.stats };
+    return out;
+  }
+
+  isLoaded(version: string): boolean {
+    return this.models.has(version);
+  }
+
+  async load(version: string, checkpointDir: string): Promise<void> {
+    if (this.disposed) throw new EngineError('engine disposed');
+    this.dirs.set(version, checkpointDir);
+    const loaded = this.models.get(version);
+    if (loaded) {
+      this.touch(version);
+      return;
+    }
+    let p = this.loading.get(version);
+    if (!p) {
+      p = this.doLoad(version, checkpointDir).finally(() => this.loading.delete(version));
+      this.loading.set(version, p);
+    }
+    return p;
+  }
+
+  private async doLoad(version: string, dir: string): Promise<void> {
+    let model: GPT;
+    try {
+      ({ model } = await loadCheckpoint(dir));
+    } catch (err) {
+      throw new EngineError(`cannot load model version ${version} from ${dir}: ${(err as Error).message}`, { cause: err });
+    }
+    const minBlock = Math.max(this.limits.maxActionTokens, this.limits.maxReflectionTokens) + 16;
+    if (model.config.block_size < minBlock) {
+      model.dispose();
+      throw new EngineError(`model version ${version}: block_size ${model.config.block_size} too small for the generation caps (needs >= ${minBlock})`);
+    }
+    const batcher = new ForwardBatcher((rows) => forwardCached(model, rows), {
+      windowMs: this.opts.batchWindowMs,
+      maxBatchSize: this.opts.maxBatchSize,
+    });
+    this.models.set(version, { version, dir, model, batcher, inFlight: 0, evicted: false });
+    this.opts.logger?.info({ version, dir, config: model.config }, 'model version loaded');
+    while (this.models.size > this.opts.maxLoadedVersions) {
+      const oldest = this.models.keys().next().value as string;
+      this.evict(oldest);
+    }
+  }
+
+  private touch(version: string): void {
+    const m = this.models.get(version);
+    if (m) {
+      this.models.delete(version);
+      this.models.set(version, m);
+    }
+  }
+
+  private evict(version: string): void {
+    const m = this.models.get(version);
+    if (!m) return;
+    this.models.delete(version);
+    m.evicted = true;
+    for (const [sid, st] of this.sessions) {
+      if (st.version === version) {
+        disposeCache(st.cache);
+        this.sessions.delete(sid);
+      }
+    }
+    if (m.inFlight === 0) this.disposeModel(m);
+    this.opts.logger?.info({ version, inFlight: m.inFlight }, 'model version evicted (LRU cap)');
+  }
+
+  private disposeModel(m: LoadedModel): void {
+    m.batcher.close(new EngineError(`model version ${m.version} unloaded`));
+    m.model.dispose();
+  }
+
+  /** Pins a loaded model for one request (loading it again if it was evicted). */
+  private async acquire(version: string): Promise<LoadedModel> {
+    if (this.disposed) throw new EngineError('engine disposed');
+    if (!this.models.has(version)) {
+      const dir = this.dirs.get(version);
+      if (!dir) throw new EngineError(`model version ${version} is not loaded`);
+      await this.load(version, dir);
+    }
+    const m = this.models.get(version);
+    if (!m) throw new EngineError(`model version ${version} could not be kept loaded`);
+    this.touch(version);
+    m.inFlight++;
+    return m;
+  }
+
+  private releaseModel(m: LoadedModel): void {
+    m.inFlight--;
+    if (m.evicted && m.inFlight === 0) this.disposeModel(m);
+  }
+
+  // ---- per-session KV caches ----
+
+  private takeSession(sessionId: string | null, version: string): SessionState | null {
+    if (sessionId === null) return null;
+    this.busy.set(sessionId, (this.busy.get(sessionId) ?? 0) + 1);
+    const st = this.sessions.get(sessionId);
+    if (!st) return null;
+    this.sessions.delete(sessionId);
+    if (st.version !== version) {
+      disposeCache(st.cache);
+      return null;
+    }
+    return st;
+  }
+
+  private putSession(sessionId: string | null, st: SessionState | null): void {
+    if (sessionId === null) {
+      if (st) disposeCache(st.cache);
+      return;
+    }
+    const n = (this.busy.get(sessionId) ?? 1) - 1;
+    if (n <= 0) this.busy.delete(sessionId);
+    else this.busy.set(sessionId, n);
+    const released = this.releasedWhileBusy.has(sessionId);
+    if (released && n <= 0) this.releasedWhileBusy.delete(sessionId);
+    const m = st ? this.models.get(st.version) : undefined;
+    if (!st || released || this.disposed || !m) {
+      if (st) disposeCache(st.cache);
+      return;
+    }
+    const old = this.sessions.get(sessionId); // a concurrent request of the same session
+    if (old) disposeCache(old.cache);
+    this.sessions.delete(sessionId);
+    this.sessions.set(sessionId, st);
+    while (this.sessions.size > this.opts.maxCachedSessions) {
+      const [sid, evicted] = this.sessions.entries().next().value as [string, SessionState];
+      disposeCache(evicted.cache);
+      this.sessions.delete(sid);
+    }
+  }
+
+  release(sessionId: string): void {
+    const st = this.sessions.get(sessionId);
+    if (st) {
+      disposeCache(st.cache);
+      this.sessions.delete(sessionId);
+    }
+    if ((this.busy.get(sessionId) ?? 0) > 0) this.releasedWhileBusy.add(sessionId);
+  }
+
+  /**
+   * Runs the prompt through the model reusing the session's cache for the common prefix.
+   * @returns the cache now holding `ids` and the logprob row predicting the token after `ids`.
+   */
+  private async prefill(m: LoadedModel, st: SessionState | null, ids: number[]): Promise<{ cache: LayerKV[]; last: Float32Array }> {
+    let base: LayerKV[] | null = null;
+    let reuse = 0;
+    if (st && st.cache) {
+      // at least one new token is needed to get the next-token logprobs
+      reuse = Math.min(commonPrefix(st.tokens, ids), ids.length - 1);
+      if (reuse === cacheLength(st.cache)) {
+        base = st.cache;
+        st.cache = null;
+      } else if (reuse > 0) {
+        base = truncateCache(st.cache, reuse);
+      }
+      disposeCache(st.cache);
+      st.cache = null;
+      if (!base) reuse = 0;
+    }
+    try {
+      const [r] = await m.batcher.submit([{ cache: base, tokens: ids.slice(reuse), allPositions: false, keepCache: true }]);
+      return { cache: r.cache!, last: r.logprobs };
+    } finally {
+      disposeCache(base);
+    }
+  }
+
+  private fit(prompt: PromptParts, m: LoadedModel, reserve: number): EncodedPrompt {
+    return encodePrompt(prompt, m.model.config.block_size - reserve);
+  }
+
+  /** Samples up to `maxNew` tokens after the prompt; updates the session's cache. */
+  private async generate(m: LoadedModel, sessionId: string | null, prompt: PromptParts, maxNew: number, sampling: SamplingParams): Promise<Generation> {
+    const rng = rngFor(sampling);
+    const enc = this.fit(prompt, m, maxNew);
+    const st = this.takeSession(sessionId, m.version);
+    let cache: LayerKV[] | null = null;
+    const seq = enc.ids.slice();
+    const out: number[] = [];
+    const logprobs: number[] = [];
+    try {
+      const pre = await this.prefill(m, st, enc.ids);
+      cache = pre.cache;
+      let row = pre.last;
+      for (;;) {
+        const t = sampleIndex(row, sampling, rng);
+        out.push(t);
+        logprobs.push(row[t]);
+        if (this.stopSet.has(t) || out.length >= maxNew || seq.length >= m.model.config.block_size) break;
+        const [r] = await m.batcher.submit([{ cache, tokens: [t], allPositions: false, keepCache: true }]);
+        disposeCache(cache);
+        cache = r.cache;
+        seq.push(t);
+        row = r.logprobs;
+      }
+      this.putSession(sessionId, { version: m.version, tokens: seq, cache });
+      cache = null;
+    } catch (err) {
+      disposeCache(cache);
+      this.putSession(sessionId, null);
+      throw err instanceof EngineError ? err : new EngineError(`generation failed: ${(err as Error).message}`, { cause: err });
+    }
+    const textIds = out.length > 0 && this.stopSet.has(out[out.length - 1]) ? out.slice(0, -1) : out;
+    return {
+      output: decode(textIds),
+      promptTokenIds: enc.ids,
+      outputTokenIds: out,
+      logprobs,
+      droppedSteps: enc.droppedSteps,
+      modelVersion: m.version,
+    };
+  }
+
+  /**
+   * Exact per-token logprobs of each candidate continuation (bytes + EOS) after the prompt, from one
+   * batched forward over the prompt's cache. Row j of candidate c predicts token j+1 of c.
+   */
+  private async scoreCandidates(
+    m: LoadedModel,
+    sessionId: string | null,
+    enc: EncodedPrompt,
+    candidates: string[],
+  ): Promise<{ tokens: number[][]; logprobs: number[][] }> {
+    const V = m.model.config.vocab_size;
+    const tokens = candidates.map(encodeCandidate);
+    const st = this.takeSession(sessionId, m.version);
+    let cache: LayerKV[] | null = null;
+    try {
+      const pre = await this.prefill(m, st, enc.ids);
+      cache = pre.cache;
+      const rows: CachedRow[] = [];
+      const rowOf: number[] = [];
+      tokens.forEach((c, i) => {
+        if (c.length >= 2) {
+          rowOf[i] = rows.length;
+          rows.push({ cache, tokens: c.slice(0, -1), allPositions: true, keepCache: false });
+        }
+      });
+      const results = await m.batcher.submit(rows);
+      const logprobs = tokens.map((c, i) =>
+        c.map((t, j) => (j === 0 ? pre.last[t] : results[rowOf[i]].logprobs[(j - 1) * V + t])),
+      );
+      this.putSession(sessionId, { version: m.version, tokens: enc.ids.slice(), cache });
+      cache = null;
+      return { tokens, logprobs };
+    } catch (err) {
+      disposeCache(cache);
+      this.putSession(sessionId, null);
+      throw err instanceof EngineError ? err : new EngineError(`scoring failed: ${(err as Error).message}`, { cause: err });
+    }
+  }
+
+  private candidateReserve(m: LoadedModel, candidates: string[]): number {
+    const longest = Math.max(...candidates.map((c) => encodeCandidate(c).length));
+    if (longest > m.model.config.block_size / 2) {
+      throw new EngineError(`a candidate of ${longest} tokens exceeds half the context (${m.model.config.block_size})`);
+    }
+    return longest;
+  }
+
+  async act(req: ActRequest): Promise<Generation> {
+    const m = await this.acquire(req.modelVersion);
+    try {
+      const actions = req.availableActions;
+      if (!actions || actions.length === 0) {
+        return await this.generate(m, req.sessionId, req.prompt, this.limits.maxActionTokens, req.sampling);
+      }
+      const enc = this.fit(req.prompt, m, this.candidateReserve(m, actions));
+      const { tokens, logprobs } = await this.scoreCandidates(m, req.sessionId, enc, actions);
+      const sums = logprobs.map((lp) => lp.reduce((a, b) => a + b, 0));
+      const rng: Rng = rngFor(req.sampling);
+      const choice = sampleIndex(sums, req.sampling, rng);
+      return {
+        output: actions[choice],
+        promptTokenIds: enc.ids,
+        outputTokenIds: tokens[choice],
+        logprobs: logprobs[choice],
+        droppedSteps: enc.droppedSteps,
+        modelVersion: m.version,
+        choiceIndex: choice,
+      };
+    } finally {
+      this.releaseModel(m);
+    }
+  }
+
+  async reflect(req: ReflectRequest): Promise<Generation> {
+    const m = await this.acquire(req.modelVersion);
+    try {
+      return await this.generate(m, req.sessionId, req.prompt, this.limits.maxReflectionTokens, req.sampling);
+    } finally {
+      this.releaseModel(m);
+    }
+  }
+
+  /** Sum of logprobs of each candidate's tokens (its UTF-8 bytes followed by EOS) after the prompt. */
+  async score(req: ScoreRequest): Promise<number[]> {
+    if (req.candidates.length === 0) return [];
+    const m = await this.acquire(req.modelVersion);
+    try {
+      const enc = this.fit(req.prompt, m, this.candidateReserve(m, req.candidates));
+      const { logprobs } = await this.scoreCandidates(m, null, enc, req.candidates);
+      return logprobs.map((lp) => lp.reduce((a, b) => a + b, 0));
+    } finally {
+      this.releaseModel(m);
+    }
+  }
+
+  async dispose(): Promise<void> {
+    if (this.disposed) return;
+    this.disposed = true;
+    for (const st of this.sessions.values()) disposeCache(st.cache);
+    this.sessions.clear();
+    for (const m of this.models.values()) {
+      m.evicted = true;
+      if (m.inFlight === 0) this.disposeModel(m);
+    }
+    this.models.clear();
+  }
+
+  /** Tensors currently held by the tfjs engine (for tests and /metrics). */
+  static numTensors(): number {
+    return tf.memory().numTensors;
+  }
+}
+
+/**
+ * Creates the builtin engine (shared contract 2): selects the tfjs backend (`auto` tries
+ * tfjs-node-gpu, tfjs-node, wasm, cpu) and returns an engine with no version loaded yet; the
+ * server calls `load('base', 'models/base')` (or the active version) next.
+ */
+export async function createBuiltinEngine(opts: BuiltinEngineOptions = {}): Promise<PolicyEngine> {
+  return createBuiltinEngineInstance(opts);
+}
+
+/** Same as `createBuiltinEngine`, typed as the class (stats(), numTensors()) for tests and benches. */
+export async function createBuiltinEngineInstance(opts: BuiltinEngineOptions = {}): Promise<BuiltinEngine> {
+  const backend = await initBackend(opts.backend ?? 'auto', opts.logger);
+  return new BuiltinEngine(backend, {
+    batchWindowMs: opts.batchWindowMs ?? 2,
+    maxBatchSize: opts.maxBatchSize ?? 32,
+    maxLoadedVersions: opts.maxLoadedVersions ?? 3,
+    maxCachedSessions: opts.maxCachedSessions ?? 256,
+    limits: opts.limits,
+    logger: opts.logger,
+  });
+}

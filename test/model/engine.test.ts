@@ -1,0 +1,180 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import * as tf from '@tensorflow/tfjs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { forward, initModel, type GPT } from '../../src/model/gpt.js';
+import { loadCheckpoint, saveCheckpoint } from '../../src/model/checkpoint.js';
+import { EOS, encodeCandidate, encodePrompt } from '../../src/model/tokenizer.js';
+import { createBuiltinEngineInstance, type BuiltinEngine } from '../../src/policy/builtin-engine.js';
+import { EngineError, type PromptParts } from '../../src/policy/engine.js';
+import { TINY } from './setup.js';
+
+const LIMITS = { maxActionTokens: 6, maxReflectionTokens: 12 };
+let dir: string;
+let dir2: string;
+let ref: GPT;
+let engine: BuiltinEngine;
+
+beforeAll(async () => {
+  engine = await createBuiltinEngineInstance({ backend: 'wasm', batchWindowMs: 1, maxBatchSize: 32, limits: LIMITS });
+  dir = await mkdtemp(path.join(os.tmpdir(), 'lamer-eng-'));
+  dir2 = await mkdtemp(path.join(os.tmpdir(), 'lamer-eng2-'));
+  const m = initModel(TINY, 21);
+  await saveCheckpoint(m, dir, { version: 'v1' });
+  m.dispose();
+  const m2 = initModel(TINY, 22);
+  await saveCheckpoint(m2, dir2, { version: 'v2' });
+  m2.dispose();
+  ref = (await loadCheckpoint(dir)).model;
+  await engine.load('v1', dir);
+});
+afterAll(async () => {
+  await engine.dispose();
+  ref.dispose();
+  await rm(dir, { recursive: true, force: true });
+  await rm(dir2, { recursive: true, force: true });
+});
+
+/** Reference per-token logprobs of `out` after `prompt` by one full forward (no cache, no batching). */
+function refLogprobs(prompt: number[], out: number[]): number[] {
+  const ids = [...prompt, ...out];
+  return tf.tidy(() => {
+    const lp = tf.logSoftmax(forward(ref, tf.tensor2d([ids], [1, ids.length], 'int32')), -1).arraySync() as number[][][];
+    return out.map((t, j) => lp[0][prompt.length - 1 + j][t]);
+  });
+}
+
+const prompt = (n: number): PromptParts => ({ head: 'Task: go. ', steps: Array.from({ length: n }, (_, i) => `s${i};`), tail: '> ' });
+const S = (seed: number) => ({ temperature: 1, topP: 1, topK: 0, seed });
+
+describe('builtin engine', () => {
+  it('reports its backend and loaded versions', () => {
+    expect(engine.info()).toEqual({ engine: 'builtin', backend: 'wasm', loadedVersions: ['v1'] });
+    expect(engine.isLoaded('v1')).toBe(true);
+    expect(engine.isLoaded('nope')).toBe(false);
+  });
+
+  it('act returns token ids and exact plain-softmax logprobs, within the action cap', async () => {
+    const g = await engine.act({ sessionId: 'a1', modelVersion: 'v1', prompt: prompt(2), sampling: S(5) });
+    expect(g.promptTokenIds).toEqual(encodePrompt(prompt(2), TINY.block_size - LIMITS.maxActionTokens).ids);
+    expect(g.outputTokenIds.length).toBeGreaterThan(0);
+    expect(g.outputTokenIds.length).toBeLessThanOrEqual(LIMITS.maxActionTokens);
+    expect(g.logprobs.length).toBe(g.outputTokenIds.length);
+    const r = refLogprobs(g.promptTokenIds, g.outputTokenIds);
+    g.logprobs.forEach((lp, i) => expect(lp).toBeCloseTo(r[i], 4));
+    expect(g.droppedSteps).toBe(0);
+    expect(g.modelVersion).toBe('v1');
+  });
+
+  it('is reproducible for a fixed seed, with or without a reused KV cache', async () => {
+    const fresh1 = await engine.act({ sessionId: 'r1', modelVersion: 'v1', prompt: prompt(3), sampling: S(42) });
+    const fresh2 = await engine.act({ sessionId: 'r2', modelVersion: 'v1', prompt: prompt(3), sampling: S(42) });
+    expect(fresh2.outputTokenIds).toEqual(fresh1.outputTokenIds);
+    // r1 steps again on an extended prompt (cache reused) vs a new session on the same prompt.
+    const cached = await engine.act({ sessionId: 'r1', modelVersion: 'v1', prompt: prompt(4), sampling: S(43) });
+    const uncached = await engine.act({ sessionId: 'r3', modelVersion: 'v1', prompt: prompt(4), sampling: S(43) });
+    expect(cached.outputTokenIds).toEqual(uncached.outputTokenIds);
+    cached.logprobs.forEach((lp, i) => expect(lp).toBeCloseTo(uncached.logprobs[i], 5));
+    const other = await engine.act({ sessionId: 'r4', modelVersion: 'v1', prompt: prompt(3), sampling: { temperature: 1, topP: 1, topK: 0, seed: 999 } });
+    expect(other.outputTokenIds).not.toEqual(fresh1.outputTokenIds);
+    for (const s of ['r1', 'r2', 'r3', 'r4', 'a1']) engine.release(s);
+  });
+
+  it('with availableActions answers one of them, with exact per-token logprobs equal to score()', async () => {
+    const actions = ['left', 'right', 'up', '(1, 2)', ''];
+    const scores = await engine.score({ modelVersion: 'v1', prompt: prompt(1), candidates: actions });
+    expect(scores.length).toBe(5);
+    for (let seed = 0; seed < 8; seed++) {
+      const g = await engine.act({ sessionId: 'c1', modelVersion: 'v1', prompt: prompt(1), availableActions: actions, sampling: S(seed) });
+      expect(actions).toContain(g.output);
+      expect(g.output).toBe(actions[g.choiceIndex!]);
+      expect(g.outputTokenIds).toEqual(encodeCandidate(g.output));
+      expect(g.outputTokenIds.at(-1)).toBe(EOS);
+      const sum = g.logprobs.reduce((a, b) => a + b, 0);
+      expect(sum).toBeCloseTo(scores[g.choiceIndex!], 4);
+      const r = refLogprobs(g.promptTokenIds, g.outputTokenIds);
+      g.logprobs.forEach((lp, i) => expect(lp).toBeCloseTo(r[i], 4));
+    }
+    const greedy = await engine.act({ sessionId: 'c1', modelVersion: 'v1', prompt: prompt(1), availableActions: actions, sampling: { temperature: 0, topP: 1, topK: 0 } });
+    expect(greedy.choiceIndex).toBe(scores.indexOf(Math.max(...scores)));
+    engine.release('c1');
+  });
+
+  it('drops the oldest steps to fit the context and reports it', async () => {
+    const long = prompt(40); // 10 + 40*3.x + 2 bytes > 64 - 6
+    const g = await engine.act({ sessionId: 't1', modelVersion: 'v1', prompt: long, sampling: S(1) });
+    const enc = encodePrompt(long, TINY.block_size - LIMITS.maxActionTokens);
+    expect(g.droppedSteps).toBe(enc.droppedSteps);
+    expect(g.droppedSteps).toBeGreaterThan(20);
+    expect(g.promptTokenIds).toEqual(enc.ids);
+    expect(g.promptTokenIds.length).toBeLessThanOrEqual(TINY.block_size - LIMITS.maxActionTokens);
+    engine.release('t1');
+  });
+
+  it('reflect uses the reflection length cap', async () => {
+    const g = await engine.reflect({ sessionId: 'f1', modelVersion: 'v1', prompt: prompt(1), sampling: { temperature: 1, topP: 1, topK: 0, seed: 3 } });
+    expect(g.outputTokenIds.length).toBeLessThanOrEqual(LIMITS.maxReflectionTokens);
+    expect(g.logprobs.length).toBe(g.outputTokenIds.length);
+    engine.release('f1');
+  });
+
+  it('batched concurrent steps give the same results as unbatched ones', async () => {
+    const unbatched = await createBuiltinEngineInstance({ backend: 'wasm', batchWindowMs: 0, maxBatchSize: 1, limits: LIMITS });
+    await unbatched.load('v1', dir);
+    const reqs = Array.from({ length: 12 }, (_, i) => ({ sessionId: `b${i}`, modelVersion: 'v1', prompt: prompt(i % 5), sampling: S(100 + i) }));
+    const before = engine.stats().v1.maxRows;
+    const a = await Promise.all(reqs.map((r) => engine.act(r)));
+    const b = await Promise.all(reqs.map((r) => unbatched.act(r)));
+    expect(engine.stats().v1.maxRows).toBeGreaterThan(Math.max(before, 1));
+    expect(unbatched.stats().v1.maxRows).toBe(1);
+    for (let i = 0; i < reqs.length; i++) {
+      expect(a[i].outputTokenIds).toEqual(b[i].outputTokenIds);
+      a[i].logprobs.forEach((lp, j) => expect(lp).toBeCloseTo(b[i].logprobs[j], 5));
+    }
+    for (const r of reqs) engine.release(r.sessionId);
+    await unbatched.dispose();
+  });
+
+  it('keeps tf.memory().numTensors flat over 1,000 act calls', async () => {
+    const baseline = tf.memory().numTensors;
+    const actions = ['a', 'bb', 'ccc'];
+    let calls = 0;
+    const mid: number[] = [];
+    await Promise.all(
+      Array.from({ length: 10 }, async (_, s) => {
+        for (let step = 0; step < 100; step++) {
+          const req = { sessionId: `m${s}`, modelVersion: 'v1', prompt: prompt(step % 12), sampling: S(step) };
+          await engine.act(step % 2 === 0 ? { ...req, availableActions: actions } : req);
+          if (++calls % 250 === 0) mid.push(tf.memory().numTensors);
+        }
+      }),
+    );
+    expect(calls).toBe(1000);
+    // while sessions are alive: only their caches (2 tensors per layer per session) are held
+    for (const n of mid) expect(n - baseline).toBeLessThanOrEqual(10 * 2 * TINY.n_layer);
+    for (let s = 0; s < 10; s++) engine.release(`m${s}`);
+    expect(tf.memory().numTensors).toBe(baseline);
+  });
+
+  it('hot-swaps versions under an LRU cap without failing in-flight steps, and reloads on demand', async () => {
+    const logs: Array<{ o: Record<string, unknown>; msg?: string }> = [];
+    const logger = { info: (o: object, msg?: string) => logs.push({ o: o as Record<string, unknown>, msg }), warn: () => {} };
+    // a 30 ms batching window keeps the v1 step waiting in the batcher while v2 loads
+    const e = await createBuiltinEngineInstance({ backend: 'wasm', maxLoadedVersions: 1, batchWindowMs: 30, limits: LIMITS, logger });
+    await e.load('v1', dir);
+    const inflight = e.act({ sessionId: 'h1', modelVersion: 'v1', prompt: prompt(2), sampling: S(9) });
+    await e.load('v2', dir2); // evicts v1 while its step is running
+    expect(e.info().loadedVersions).toEqual(['v2']);
+    expect(logs.find((l) => l.msg === 'model version evicted (LRU cap)')?.o).toEqual({ version: 'v1', inFlight: 1 });
+    const g = await inflight;
+    const r = refLogprobs(g.promptTokenIds, g.outputTokenIds);
+    g.logprobs.forEach((lp, i) => expect(lp).toBeCloseTo(r[i], 4));
+    // a session pinned to v1 steps again: v1 is reloaded from its folder (and v2 evicted)
+    const again = await e.act({ sessionId: 'h1', modelVersion: 'v1', prompt: prompt(2), sampling: S(9) });
+    expect(again.outputTokenIds).toEqual(g.outputTokenIds);
+    expect(e.info().loadedVersions).toEqual(['v1']);
+    await expect(e.act({ sessionId: 'x', modelVersion: 'unknown', prompt: prompt(0), sampling: S(1) })).rejects.toBeInstanceOf(EngineError);
+    await e.dispose();
+  });
+});
