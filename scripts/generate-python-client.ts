@@ -47,6 +47,62 @@ interface Operation {
 }
 
 const METHODS = ['get', 'put', 'post', 'delete', 'patch', 'head', 'options'] as const;
+
+/**
+ * Method names for operations that have no `operationId` in the document (the server's route
+ * schemas do not set them): 'METHOD path' -> Python method name. An `operationId`, when present,
+ * wins; an operation in neither gets `<method>_<path words>`.
+ */
+export const OPERATION_NAMES: Record<string, string> = {
+  'GET /healthz': 'get_healthz',
+  'GET /readyz': 'get_readyz',
+  'GET /metrics': 'get_metrics',
+  'POST /v1/sessions': 'create_session',
+  'GET /v1/sessions': 'list_sessions',
+  'GET /v1/sessions/{id}': 'get_session',
+  'DELETE /v1/sessions/{id}': 'close_session',
+  'POST /v1/sessions/{id}/steps': 'post_step',
+  'GET /v1/sessions/{id}/trajectory': 'get_trajectory',
+  'GET /v1/sessions/{id}/memory': 'get_memory',
+  'PUT /v1/sessions/{id}/memory/{attempt}': 'put_reflection',
+  'POST /v1/steps:batch': 'post_steps_batch',
+  'GET /v1/models': 'list_models',
+  'GET /v1/models/{version}': 'get_model',
+  'POST /v1/models/{version}/activate': 'activate_model',
+  'GET /v1/stats': 'get_stats',
+  'POST /v1/training/jobs': 'create_training_job',
+  'GET /v1/training/jobs': 'list_training_jobs',
+  'GET /v1/training/jobs/{id}': 'get_training_job',
+  'POST /v1/training/jobs/{id}/cancel': 'cancel_training_job',
+  'DELETE /v1/training/jobs/{id}': 'cancel_training_job',
+};
+
+/**
+ * Names of inline (unnamed) request and response schemas: 'METHOD path body|response' -> name.
+ * They are registered first, in this order, so a shape used by several operations (a Session is
+ * the answer of create, get, close and the items of list) is named after the resource.
+ */
+export const TYPE_NAMES: Array<[string, string]> = [
+  ['PUT /v1/sessions/{id}/memory/{attempt} response', 'Reflection'],
+  ['GET /v1/sessions/{id} response', 'Session'],
+  ['POST /v1/sessions body', 'CreateSessionRequest'],
+  ['GET /v1/sessions response', 'SessionList'],
+  ['POST /v1/sessions/{id}/steps body', 'StepRequest'],
+  ['POST /v1/sessions/{id}/steps response', 'StepResponse'],
+  ['POST /v1/steps:batch body', 'BatchStepRequest'],
+  ['POST /v1/steps:batch response', 'BatchStepResponse'],
+  ['GET /v1/sessions/{id}/trajectory response', 'Trajectory'],
+  ['GET /v1/sessions/{id}/memory response', 'SessionMemory'],
+  ['PUT /v1/sessions/{id}/memory/{attempt} body', 'ReflectionEdit'],
+  ['GET /v1/models/{version} response', 'ModelVersion'],
+  ['GET /v1/models response', 'ModelList'],
+  ['GET /v1/stats response', 'Stats'],
+  ['GET /healthz response', 'Health'],
+  ['GET /readyz response', 'Readiness'],
+  ['POST /v1/training/jobs body', 'CreateTrainingJobRequest'],
+  ['GET /v1/training/jobs/{id} response', 'TrainingJob'],
+  ['GET /v1/training/jobs response', 'TrainingJobList'],
+];
 const PY_KEYWORDS = new Set(
   ('False None True and as assert async await break class continue def del elif else except finally for ' +
     'from global if import in is lambda nonlocal not or pass raise return try while with yield').split(' '),
@@ -263,6 +319,20 @@ function jsonSchemaOf(content: Record<string, { schema?: Schema }> | undefined):
   return key ? (content[key]!.schema ?? {}) : undefined;
 }
 
+/** JSON schema of the first 2xx answer that has a JSON body. */
+function okSchemaOf(op: Operation): Schema | undefined {
+  const codes = Object.keys(op.responses ?? {}).filter((c) => /^2\d\d$/.test(c)).sort();
+  return codes.map((c) => jsonSchemaOf(op.responses![c]!.content)).find((x) => x !== undefined);
+}
+
+/**
+ * True when a 2xx answer other than 204 may have a body the document does not describe as JSON
+ * (no content declared, as for /metrics' Prometheus text, or a non-JSON media type).
+ */
+function hasOkBody(op: Operation): boolean {
+  return Object.entries(op.responses ?? {}).some(([c, r]) => /^2\d\d$/.test(c) && c !== '204' && (!r.content || Object.keys(r.content).length > 0));
+}
+
 interface PyOperation {
   method: string;
   path: string;
@@ -279,6 +349,14 @@ interface PyOperation {
 export function generatePythonClient(doc: OpenApiDoc, source = 'openapi/openapi.json'): string {
   const types = new PyTypes(doc);
   types.emitComponents();
+  // preferred names of inline request/response shapes first (see TYPE_NAMES)
+  for (const [key, name] of TYPE_NAMES) {
+    const [method, path, part] = key.split(' ') as [string, string, 'body' | 'response'];
+    const op = doc.paths[path]?.[method.toLowerCase()] as Operation | undefined;
+    if (!op) continue;
+    const schema = part === 'body' ? jsonSchemaOf(op.requestBody?.content) : okSchemaOf(op);
+    if (schema && !schema.$ref) types.typeOf(schema, name, false);
+  }
   const ops: PyOperation[] = [];
   const names = new Set<string>();
   for (const [path, item] of Object.entries(doc.paths)) {
@@ -286,7 +364,7 @@ export function generatePythonClient(doc: OpenApiDoc, source = 'openapi/openapi.
     for (const method of METHODS) {
       const op = item[method] as Operation | undefined;
       if (!op) continue;
-      let name = snakeCase(op.operationId ?? `${method} ${path.replace(/[{}]/g, '')}`);
+      let name = snakeCase(op.operationId ?? OPERATION_NAMES[`${method.toUpperCase()} ${path}`] ?? `${method} ${path.replace(/[{}]/g, '')}`);
       for (let i = 2; names.has(name); i++) name = `${name}_${i}`;
       names.add(name);
       const base = pascalCase(op.operationId ?? name);
@@ -299,9 +377,8 @@ export function generatePythonClient(doc: OpenApiDoc, source = 'openapi/openapi.
         .map((p) => ({ name: p.name, py: snakeCase(p.name), type: types.typeOf(p.schema, `${base}${pascalCase(p.name)}`, false), required: !!p.required }));
       const bodySchema = jsonSchemaOf(op.requestBody?.content);
       const body = bodySchema ? { type: types.typeOf(bodySchema, `${base}Body`, false), required: op.requestBody?.required !== false } : null;
-      const codes = Object.keys(op.responses ?? {}).filter((c) => /^2\d\d$/.test(c)).sort();
-      const okSchema = codes.map((c) => jsonSchemaOf(op.responses![c]!.content)).find((x) => x !== undefined);
-      const returns = okSchema ? types.typeOf(okSchema, `${base}Response`, false) : 'None';
+      const okSchema = okSchemaOf(op);
+      const returns = okSchema ? types.typeOf(okSchema, `${base}Response`, false) : hasOkBody(op) ? 'Any' : 'None';
       const security = op.security ?? doc.security ?? [];
       ops.push({
         method: method.toUpperCase(),
@@ -471,7 +548,11 @@ const CLIENT_BASE = (authHeader: string, authPrefix: string) => `class LamerClie
             try:
                 with urllib.request.urlopen(req, timeout=self.timeout) as res:
                     raw = res.read()
-                    return json.loads(raw) if raw else None
+                    if not raw:
+                        return None
+                    if "json" in (res.headers.get("content-type") or "application/json"):
+                        return json.loads(raw)
+                    return raw.decode("utf-8", "replace")  # e.g. /metrics (Prometheus text)
             except urllib.error.HTTPError as err:
                 problem = _problem_of(err)
                 if problem.status in (429, 503) and attempt < self.retries:

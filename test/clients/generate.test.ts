@@ -8,7 +8,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { generatePythonClient, pascalCase, snakeCase, type OpenApiDoc } from '../../scripts/generate-python-client.js';
+import { generatePythonClient, OPERATION_NAMES, pascalCase, snakeCase, type OpenApiDoc } from '../../scripts/generate-python-client.js';
 import { generateClients, ROOT, specSource } from '../../scripts/generate.js';
 
 describe('npm run generate', () => {
@@ -35,12 +35,17 @@ describe('npm run generate', () => {
       const doc = JSON.parse(readFileSync(join(ROOT, source), 'utf8')) as OpenApiDoc;
       writeFileSync(join(dir, 'client.py'), generatePythonClient(doc, source));
       const ops: string[] = [];
-      for (const item of Object.values(doc.paths)) {
+      for (const [path, item] of Object.entries(doc.paths)) {
         for (const m of ['get', 'put', 'post', 'delete', 'patch']) {
           const op = (item as Record<string, { operationId?: string } | undefined>)[m];
-          if (op?.operationId) ops.push(snakeCase(op.operationId));
+          if (!op) continue;
+          const name = op.operationId ? snakeCase(op.operationId) : OPERATION_NAMES[`${m.toUpperCase()} ${path}`];
+          expect(name, `a Python name for ${m} ${path}`).toBeDefined();
+          ops.push(name!);
         }
       }
+      expect(ops).toContain('create_session');
+      expect(ops).toContain('post_step');
       const out = execFileSync('python3', ['-c', 'import sys, client; print(" ".join(sorted(n for n in vars(client.LamerClient) if not n.startswith("_"))))'], {
         cwd: dir,
         encoding: 'utf8',
@@ -119,5 +124,28 @@ describe('Python generator rules', () => {
     expect(py).toContain(`ThingChild = TypedDict('ThingChild', {\n    'x': int,\n})`);
     expect(py).toContain(`    def get_thing(self, id: str, *, limit: Optional[int] = None) -> 'Thing':`.replace(`'Thing'`, 'Thing'));
     expect(py).toContain(`return self._request('GET', '/things/{id}', {'id': id}, {'limit': limit}, None, False)`);
+  });
+
+  it('names operations without operationId from OPERATION_NAMES and shared inline shapes from TYPE_NAMES', () => {
+    const session = { type: 'object', required: ['id'], properties: { id: { type: 'string' }, next: { type: 'object', properties: { step: { type: 'integer' } } } } };
+    const json = (schema: object) => ({ content: { 'application/json': { schema } } });
+    const doc: OpenApiDoc = {
+      openapi: '3.1.0',
+      info: { title: 't', version: '1' },
+      paths: {
+        '/v1/sessions': { post: { requestBody: json({ type: 'object', properties: { taskId: { type: 'string' } } }), responses: { 201: json(session) } } },
+        '/v1/sessions/{id}': { get: { parameters: [{ name: 'id', in: 'path', required: true, schema: { type: 'string' } }], responses: { 200: json(session) } } },
+        '/v1/things/{thingId}': { delete: { parameters: [{ name: 'thingId', in: 'path', required: true, schema: { type: 'integer' } }], responses: { 204: { description: 'gone' } } } },
+        '/metrics': { get: { responses: { 200: { description: 'Prometheus text' } } } },
+      },
+    };
+    const py = generatePythonClient(doc, 'x.json');
+    expect(py).toContain(`Session = TypedDict('Session', {\n    'id': str,\n    'next': NotRequired['SessionNext'],\n})`);
+    expect(py).toContain(`CreateSessionRequest = TypedDict('CreateSessionRequest', {\n    'taskId': NotRequired[str],\n})`);
+    expect(py).toContain('    def create_session(self, body: CreateSessionRequest) -> Session:');
+    expect(py).toContain('    def get_session(self, id: str) -> Session:');
+    expect(py).toContain('    def delete_v1_things_thing_id(self, thing_id: int) -> None:');
+    expect(py).toContain(`return self._request('DELETE', '/v1/things/{thingId}', {'thingId': thing_id}, {}, None, False)`);
+    expect(py).toContain('    def get_metrics(self) -> Any:');
   });
 });
