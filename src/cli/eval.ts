@@ -1,0 +1,169 @@
+/**
+ * `lamer eval --env minesweeper|sokoban --tasks N --attempts K --concurrency C [--server URL]
+ *  [--api-key KEY] --seed S --out FILE [--policy model|random|solver]`
+ *
+ * Plays N held-out tasks (eval seed range) and prints pass@1..K, mean return by attempt,
+ * invalid-action rate and trajectory diversity; writes the full report (metrics and every
+ * session) as JSON. Policy 'model' (default) plays through the HTTP API of `--server`, or of a
+ * server started in-process (port 0, a temporary data dir) when no URL is given; 'random' and
+ * 'solver' are the reference policies, played locally with the same metrics (src/eval/harness.ts).
+ */
+import { parseArgs } from 'node:util';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import cliProgress from 'cli-progress';
+import { ENV_KINDS, type EnvKind } from '../envs/index.js';
+import { runEval, PAPER_EVAL_SAMPLING, type EvalPolicy, type EvalReport } from '../eval/harness.js';
+import { intOpt } from './demos.js';
+
+const HELP = `usage: lamer eval --env minesweeper|sokoban [options]
+
+  --env NAME           minesweeper | sokoban (required)
+  --tasks N            held-out tasks (default 128)
+  --attempts K         attempts per session, pass@1..K (default 3)
+  --concurrency C      sessions in flight (default 8)
+  --seed S             offset into the eval seed range [1e9, 2^32) (default 0)
+  --out FILE           write the JSON report here
+  --policy P           model (default) | random | solver
+  --server URL         server base URL (policy model); without it one is started in-process
+  --api-key KEY        API key sent as "Authorization: Bearer KEY" (default: $LAMER_API_KEY)
+  --engine E           engine of the in-process server: builtin (default) | test
+  --trials R           sessions per task (default 1)
+  --max-steps T        turns per attempt (default 7)
+  --temperature X --top-p X --top-k N   sampling (default 0.7 / 0.8 / 20, the paper's eval)
+  --available-actions  send the env's legal actions with each step
+  --model-version V    pin a model version
+  --params JSON        env parameters, e.g. '{"mines":5}'
+  --quiet              no progress bar`;
+
+function numOpt(name: string, v: string | undefined, def: number, lo: number, hi: number): number {
+  if (v === undefined) return def;
+  const n = Number(v);
+  if (!Number.isFinite(n) || n < lo || n > hi) throw new Error(`--${name} must be a number in [${lo}, ${hi}], got '${v}'`);
+  return n;
+}
+
+/** The printed summary of a report. */
+export function formatReport(r: EvalReport): string {
+  const m = r.metrics;
+  const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
+  const lines = [
+    `${r.env}  policy=${r.policy}${r.server ? `  server=${r.server}` : ''}  tasks=${r.tasks} trials=${r.trials} attempts=${r.attempts} maxSteps=${r.maxSteps}  seeds ${r.seeds.first}..${r.seeds.last}  ${r.durationS.toFixed(1)} s`,
+    `pass@k:            ${Object.entries(m.passAtK).map(([k, v]) => `pass@${k} ${pct(v)}`).join('  ')}`,
+    `mean return:       ${m.meanReturnByAttempt.map((a) => `attempt ${a.attempt}: ${a.meanReturn === null ? '-' : a.meanReturn.toFixed(2)} (n=${a.sessions})`).join('  ')}`,
+    `invalid actions:   ${pct(m.invalidActionRate)}`,
+    `trajectory diversity: ${m.trajectoryDiversity.toFixed(3)} nats (mean over tasks)`,
+  ];
+  if (m.errors) lines.push(`errors: ${m.errors} sessions (first: ${r.sessions.find((s) => s.error)?.error})`);
+  return lines.join('\n');
+}
+
+export async function run(argv: string[]): Promise<number> {
+  let values;
+  try {
+    values = parseArgs({
+      args: argv,
+      options: {
+        env: { type: 'string' }, tasks: { type: 'string' }, attempts: { type: 'string' }, concurrency: { type: 'string' },
+        seed: { type: 'string' }, out: { type: 'string' }, policy: { type: 'string' }, server: { type: 'string' },
+        'api-key': { type: 'string' }, engine: { type: 'string' }, trials: { type: 'string' }, 'max-steps': { type: 'string' },
+        temperature: { type: 'string' }, 'top-p': { type: 'string' }, 'top-k': { type: 'string' },
+        'available-actions': { type: 'boolean' }, 'model-version': { type: 'string' }, params: { type: 'string' },
+        quiet: { type: 'boolean' }, help: { type: 'boolean', short: 'h' },
+      },
+      strict: true,
+    }).values;
+  } catch (e) {
+    console.error(`lamer eval: ${(e as Error).message}\n\n${HELP}`);
+    return 2;
+  }
+  if (values.help) {
+    console.log(HELP);
+    return 0;
+  }
+  let opts;
+  let engine: 'builtin' | 'test';
+  try {
+    const env = values.env as EnvKind;
+    if (!ENV_KINDS.includes(env)) throw new Error(`--env must be one of ${ENV_KINDS.join(', ')}, got '${values.env ?? ''}'`);
+    const policy = (values.policy ?? 'model') as EvalPolicy;
+    if (!['model', 'random', 'solver'].includes(policy)) throw new Error(`--policy must be model, random or solver, got '${values.policy}'`);
+    engine = (values.engine ?? 'builtin') as 'builtin' | 'test';
+    if (!['builtin', 'test'].includes(engine)) throw new Error(`--engine must be builtin or test, got '${values.engine}'`);
+    if (values.server !== undefined && !/^https?:\/\/\S+$/.test(values.server)) throw new Error(`--server must be an http(s) URL, got '${values.server}'`);
+    let params = {};
+    if (values.params) {
+      try {
+        params = JSON.parse(values.params);
+      } catch {
+        throw new Error(`--params must be JSON, got '${values.params}'`);
+      }
+    }
+    opts = {
+      env, policy, params,
+      tasks: intOpt('tasks', values.tasks, 128, 1),
+      attempts: intOpt('attempts', values.attempts, 3, 1),
+      concurrency: intOpt('concurrency', values.concurrency, 8, 1),
+      seed: intOpt('seed', values.seed, 0),
+      trials: intOpt('trials', values.trials, 1, 1),
+      maxSteps: values['max-steps'] === undefined ? undefined : intOpt('max-steps', values['max-steps'], 7, 1),
+      server: values.server,
+      apiKey: values['api-key'] ?? process.env.LAMER_API_KEY,
+      sampling: {
+        temperature: numOpt('temperature', values.temperature, PAPER_EVAL_SAMPLING.temperature, 0, 10),
+        topP: numOpt('top-p', values['top-p'], PAPER_EVAL_SAMPLING.topP, 1e-9, 1),
+        topK: intOpt('top-k', values['top-k'], PAPER_EVAL_SAMPLING.topK),
+      },
+      availableActions: values['available-actions'] ?? false,
+      modelVersion: values['model-version'],
+    };
+    if (opts.seed + opts.tasks > 2 ** 32 - 1e9) throw new Error('--seed + --tasks exceeds the eval seed range');
+  } catch (e) {
+    console.error(`lamer eval: ${(e as Error).message}`);
+    return 2;
+  }
+
+  let inProcess: { close(): Promise<void>; dir: string } | null = null;
+  if (opts.policy === 'model' && !opts.server) {
+    const dir = mkdtempSync(join(tmpdir(), 'lamer-eval-'));
+    const { startServer } = await import('../server.js');
+    const srv = await startServer({ port: 0, host: '127.0.0.1', dataDir: dir, engine, apiKeys: [], logLevel: 'warn' });
+    inProcess = { close: srv.close, dir };
+    opts.server = srv.url;
+    opts.apiKey = undefined;
+    if (!values.quiet) console.error(`started an in-process server at ${srv.url} (engine ${engine}, data ${dir})`);
+  }
+
+  const showBar = !values.quiet && process.stderr.isTTY === true;
+  const bar = showBar
+    ? new cliProgress.SingleBar(
+        { stream: process.stderr, format: 'eval {bar} {value}/{total} sessions | solved {solved} | {duration_formatted} elapsed, eta {eta_formatted}', hideCursor: true },
+        cliProgress.Presets.shades_classic,
+      )
+    : null;
+  let solved = 0;
+  try {
+    bar?.start(opts.tasks * opts.trials, 0, { solved: 0 });
+    const report = await runEval({
+      ...opts,
+      onSession: (done, _total, s) => {
+        if (s.attempts.some((a) => a.success)) solved++;
+        bar?.update(done, { solved });
+      },
+    });
+    bar?.stop();
+    console.log(formatReport(report));
+    if (values.out) {
+      writeFileSync(values.out, JSON.stringify(report, null, 2) + '\n');
+      console.log(`wrote ${values.out}`);
+    }
+    return report.metrics.errors === report.metrics.sessions && report.metrics.sessions > 0 ? 1 : 0;
+  } finally {
+    bar?.stop();
+    if (inProcess) {
+      await inProcess.close();
+      rmSync(inProcess.dir, { recursive: true, force: true });
+    }
+  }
+}

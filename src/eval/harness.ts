@@ -1,0 +1,299 @@
+/**
+ * The eval harness: plays held-out tasks of a built-in env and measures pass@k, mean return by
+ * attempt, invalid-action rate and trajectory diversity (./metrics.ts).
+ *
+ * - policy 'model': through the HTTP protocol of docs/protocol.md exactly as an external env
+ *   would: POST /v1/sessions (mode 'eval'), then for each attempt reset the env to the task's seed
+ *   and POST /v1/sessions/{id}/steps with (attempt, step) indices, the observation, the reward of
+ *   the previous action, done/success and invalidAction; execute the returned action; the answer
+ *   with action null ends the attempt, and the session goes on while session.status == 'active'.
+ * - policy 'random' | 'solver': the reference policies (src/envs/policies.ts) play the same tasks
+ *   locally with the same turn cap and attempt loop (no server), recorded in the same shape and
+ *   measured by the same functions.
+ *
+ * Task i (0-based) uses seed evalSeed(seed, i) from the held-out range [1e9, 2^32)
+ * (src/envs/index.ts); trial r of it uses sampling seed (seed * 1_000_003 + i * 131 + r) mod 2^32.
+ */
+import { evalSeed, makeEnv, MAX_STEPS, taskId as makeTaskId, type EnvKind, type EnvParams } from '../envs/index.js';
+import { parseCellAction } from '../envs/minesweeper.js';
+import { parseMoves } from '../envs/sokoban.js';
+import { makePolicy } from '../envs/policies.js';
+import type { BuiltinEnv } from '../envs/types.js';
+import { summarize, type AttemptRecord, type EvalMetrics, type SessionRecord } from './metrics.js';
+
+export type EvalPolicy = 'model' | 'random' | 'solver';
+
+export interface EvalOptions {
+  env: EnvKind;
+  params?: EnvParams;
+  /** Number of held-out tasks. */
+  tasks: number;
+  /** Attempts per session (K of pass@K). */
+  attempts: number;
+  /** Sessions played at once. */
+  concurrency: number;
+  /** Offset into the eval seed range; also seeds sampling. */
+  seed: number;
+  policy: EvalPolicy;
+  /** Base URL of the server (policy 'model'). */
+  server?: string;
+  apiKey?: string;
+  /** Sessions per task (default 1). */
+  trials?: number;
+  /** Turns per attempt (default: the env's, 7). */
+  maxSteps?: number;
+  /** Sampling of policy 'model' (default: the paper's evaluation setting 0.7 / 0.8 / 20). */
+  sampling?: { temperature: number; topP: number; topK: number };
+  /** Send the env's legal actions as availableActions (the server then picks one of them). */
+  availableActions?: boolean;
+  modelVersion?: string;
+  /** Per-request timeout, ms (default 120000). */
+  requestTimeoutMs?: number;
+  /** Called after each finished session. */
+  onSession?: (done: number, total: number, s: SessionRecord) => void;
+}
+
+export interface EvalReport {
+  env: string;
+  policy: EvalPolicy;
+  server: string | null;
+  tasks: number;
+  attempts: number;
+  trials: number;
+  maxSteps: number;
+  seed: number;
+  seeds: { first: number; last: number };
+  sampling: { temperature: number; topP: number; topK: number } | null;
+  modelVersion: string | null;
+  startedAt: string;
+  durationS: number;
+  metrics: EvalMetrics;
+  sessions: SessionRecord[];
+}
+
+export const PAPER_EVAL_SAMPLING = { temperature: 0.7, topP: 0.8, topK: 20 };
+
+/**
+ * Canonical form of an action for trajectory identity: MineSweeper "(r, c)" of the parsed cell,
+ * Sokoban the parsed moves joined by ","; an unparseable action is "invalid".
+ */
+export function canonicalAction(kind: EnvKind, action: string): string {
+  if (kind === 'minesweeper') {
+    const c = parseCellAction(action);
+    return c ? `(${c.row}, ${c.col})` : 'invalid';
+  }
+  const m = parseMoves(action);
+  return m.length ? m.join(',') : 'invalid';
+}
+
+/** Run an evaluation. @throws RangeError for bad options; HTTP failures are recorded per session. */
+export async function runEval(opts: EvalOptions): Promise<EvalReport> {
+  const trials = opts.trials ?? 1;
+  const maxSteps = opts.maxSteps ?? MAX_STEPS[opts.env];
+  for (const [k, v, min] of [['tasks', opts.tasks, 1], ['attempts', opts.attempts, 1], ['concurrency', opts.concurrency, 1], ['trials', trials, 1], ['maxSteps', maxSteps, 1], ['seed', opts.seed, 0]] as const) {
+    if (!Number.isInteger(v) || v < min) throw new RangeError(`${k} must be an integer >= ${min}, got ${v}`);
+  }
+  if (opts.policy === 'model' && !opts.server) throw new RangeError('policy model needs a server URL');
+  const probe = makeEnv(opts.env, opts.params);
+  const jobs: Array<{ i: number; trial: number }> = [];
+  for (let i = 0; i < opts.tasks; i++) for (let r = 0; r < trials; r++) jobs.push({ i, trial: r });
+  const sampling = opts.policy === 'model' ? (opts.sampling ?? PAPER_EVAL_SAMPLING) : null;
+  const started = Date.now();
+  const results: SessionRecord[] = new Array(jobs.length);
+  let next = 0;
+  let finished = 0;
+  const worker = async () => {
+    const env = makeEnv(opts.env, opts.params);
+    while (next < jobs.length) {
+      const idx = next++;
+      const j = jobs[idx];
+      const seed = evalSeed(opts.seed, j.i);
+      const samplingSeed = (opts.seed * 1_000_003 + j.i * 131 + j.trial) % 2 ** 32;
+      const rec =
+        opts.policy === 'model'
+          ? await playHttp(env, seed, j.trial, samplingSeed, maxSteps, opts, sampling!)
+          : playLocal(env, seed, j.trial, samplingSeed, maxSteps, opts);
+      results[idx] = rec;
+      finished++;
+      opts.onSession?.(finished, jobs.length, rec);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(opts.concurrency, jobs.length) }, worker));
+  return {
+    env: probe.name,
+    policy: opts.policy,
+    server: opts.policy === 'model' ? opts.server! : null,
+    tasks: opts.tasks,
+    attempts: opts.attempts,
+    trials,
+    maxSteps,
+    seed: opts.seed,
+    seeds: { first: evalSeed(opts.seed, 0), last: evalSeed(opts.seed, opts.tasks - 1) },
+    sampling,
+    modelVersion: opts.modelVersion ?? null,
+    startedAt: new Date(started).toISOString(),
+    durationS: (Date.now() - started) / 1000,
+    metrics: summarize(results, opts.attempts),
+    sessions: results,
+  };
+}
+
+/** Play one session locally with a reference policy. */
+function playLocal(env: BuiltinEnv, seed: number, trial: number, policySeed: number, maxSteps: number, opts: EvalOptions): SessionRecord {
+  const mines = (opts.params as { mines?: number } | undefined)?.mines ?? (env as { params?: { mines?: number } }).params?.mines;
+  const policy = makePolicy(opts.policy as 'random' | 'solver', opts.env, policySeed, { mines });
+  const attempts: AttemptRecord[] = [];
+  for (let n = 0; n < opts.attempts; n++) {
+    let obs = env.reset(seed).observation;
+    const rec: AttemptRecord = { attempt: n, success: false, return: 0, actions: 0, invalidActions: 0, endReason: 'max_steps', trajectory: [] };
+    for (let t = 0; t < maxSteps; t++) {
+      const action = policy.act(obs);
+      const r = env.step(action);
+      rec.actions++;
+      rec.return += r.reward;
+      if (r.invalidAction) rec.invalidActions++;
+      rec.trajectory.push(canonicalAction(opts.env, action));
+      obs = r.observation;
+      if (r.done) {
+        rec.success = r.success;
+        rec.endReason = 'done';
+        break;
+      }
+    }
+    rec.return = round6(rec.return);
+    policy.endAttempt(obs, rec.success);
+    attempts.push(rec);
+    if (rec.success) break;
+  }
+  return { taskId: makeTaskId(env.name, seed), trial, attempts };
+}
+
+interface StepAnswer {
+  action: string | null;
+  attemptResult: { attempt: number; success: boolean; return: number; steps: number; endReason: 'done' | 'max_steps' } | null;
+  session: { status: string; next: { attempt: number; step: number } | null };
+}
+
+/** Play one session through the HTTP protocol. Errors end the session and are recorded. */
+async function playHttp(
+  env: BuiltinEnv,
+  seed: number,
+  trial: number,
+  samplingSeed: number,
+  maxSteps: number,
+  opts: EvalOptions,
+  sampling: { temperature: number; topP: number; topK: number },
+): Promise<SessionRecord> {
+  const tid = makeTaskId(env.name, seed);
+  const attempts: AttemptRecord[] = [];
+  const http = new Http(opts.server!, opts.apiKey, opts.requestTimeoutMs ?? 120_000);
+  let sessionId: string | null = null;
+  let status = 'active';
+  try {
+    const created = await http.post<{ id: string }>('/v1/sessions', {
+      taskId: tid,
+      instructions: env.instructions,
+      maxAttempts: opts.attempts,
+      maxSteps,
+      memory: 'reflection_only',
+      mode: 'eval',
+      sampling: { ...sampling, seed: samplingSeed },
+      env: opts.env,
+      ...(opts.modelVersion ? { modelVersion: opts.modelVersion } : {}),
+      metadata: { harness: 'lamer eval', trial, seed },
+    });
+    sessionId = created.id;
+    for (let n = 0; n < opts.attempts && status === 'active'; n++) {
+      const first = env.reset(seed);
+      const rec: AttemptRecord = { attempt: n, success: false, return: 0, actions: 0, invalidActions: 0, endReason: 'max_steps', trajectory: [] };
+      attempts.push(rec);
+      let body: Record<string, unknown> = { attempt: n, step: 0, observation: first.observation, ...avail(opts, env) };
+      for (let t = 0; ; t++) {
+        const ans = await http.post<StepAnswer>(`/v1/sessions/${sessionId}/steps`, body);
+        status = ans.session.status;
+        if (ans.action === null) {
+          if (ans.attemptResult) rec.endReason = ans.attemptResult.endReason;
+          break;
+        }
+        if (t >= maxSteps) throw new Error(`server returned an action at step ${t} beyond maxSteps ${maxSteps}`);
+        const r = env.step(ans.action);
+        rec.actions++;
+        rec.return += r.reward;
+        if (r.invalidAction) rec.invalidActions++;
+        rec.trajectory.push(canonicalAction(opts.env, ans.action));
+        if (r.done) {
+          rec.success = r.success;
+          rec.endReason = 'done';
+        }
+        body = {
+          attempt: n,
+          step: t + 1,
+          observation: r.observation,
+          reward: r.reward,
+          done: r.done,
+          ...(r.done ? { success: r.success } : {}),
+          invalidAction: r.invalidAction,
+          ...(r.done ? {} : avail(opts, env)),
+        };
+      }
+      rec.return = round6(rec.return);
+      if (rec.success) break;
+    }
+    return { taskId: tid, trial, attempts };
+  } catch (err) {
+    if (sessionId && status === 'active') await http.del(`/v1/sessions/${sessionId}`).catch(() => undefined);
+    return { taskId: tid, trial, attempts, error: err instanceof Error ? err.message : String(err) };
+  }
+}
+
+function avail(opts: EvalOptions, env: BuiltinEnv): { availableActions?: string[] } {
+  if (!opts.availableActions) return {};
+  const a = env.legalActions();
+  return a.length > 0 && a.length <= 512 ? { availableActions: a } : {};
+}
+
+/** Minimal JSON client with retries for 429/503 and network errors (steps are idempotent). */
+class Http {
+  constructor(private base: string, private apiKey: string | undefined, private timeoutMs: number) {
+    this.base = base.replace(/\/+$/, '');
+  }
+
+  async post<T>(path: string, body: unknown): Promise<T> {
+    return this.request<T>('POST', path, body);
+  }
+
+  async del(path: string): Promise<void> {
+    await this.request('DELETE', path);
+  }
+
+  private async request<T>(method: string, path: string, body?: unknown): Promise<T> {
+    const headers: Record<string, string> = {};
+    if (body !== undefined) headers['content-type'] = 'application/json';
+    if (this.apiKey) headers.authorization = `Bearer ${this.apiKey}`;
+    let lastErr: unknown;
+    for (let tryNo = 0; tryNo < 4; tryNo++) {
+      if (tryNo > 0) await new Promise((r) => setTimeout(r, 250 * 2 ** tryNo));
+      let res: Response;
+      try {
+        res = await fetch(this.base + path, {
+          method,
+          headers,
+          body: body === undefined ? undefined : JSON.stringify(body),
+          signal: AbortSignal.timeout(this.timeoutMs),
+        });
+      } catch (e) {
+        lastErr = e;
+        continue;
+      }
+      const text = await res.text();
+      if (res.ok) return (text ? JSON.parse(text) : undefined) as T;
+      lastErr = new Error(`${method} ${path}: HTTP ${res.status} ${text.slice(0, 500)}`);
+      if (res.status !== 429 && res.status !== 503) break;
+    }
+    throw lastErr instanceof Error ? lastErr : new Error(String(lastErr));
+  }
+}
+
+function round6(x: number): number {
+  return Math.round(x * 1e6) / 1e6;
+}

@@ -1,0 +1,154 @@
+/**
+ * Evaluation metrics (shared/LAMER.md §4), pure functions over played sessions.
+ *
+ * A session is one LaMer trial: up to K attempts at one task, stopping at the first success.
+ * Attempts are 0-based; pass@k counts attempts 0..k-1.
+ */
+
+/** One played attempt as the harness records it. */
+export interface AttemptRecord {
+  attempt: number;
+  success: boolean;
+  /** Undiscounted sum of the env's rewards over the attempt. */
+  return: number;
+  /** Actions taken (turns). */
+  actions: number;
+  /** Actions the env rejected (`invalidAction`). */
+  invalidActions: number;
+  /** 'done' (the env ended it) or 'max_steps' (turn cap). */
+  endReason: 'done' | 'max_steps';
+  /** The attempt's actions in canonical form (see the harness), used for trajectory diversity. */
+  trajectory: string[];
+}
+
+export interface SessionRecord {
+  taskId: string;
+  /** Index of this session among the sessions of the same task (`--trials`). */
+  trial: number;
+  attempts: AttemptRecord[];
+  /** Set when the session could not be played to the end (HTTP or engine error). */
+  error?: string;
+}
+
+/**
+ * pass@k: fraction of sessions solved in any of their first k attempts (LAMER.md §4). Sessions
+ * with an error count as unsolved unless an attempt before the error succeeded. 0 sessions -> 0.
+ * @throws RangeError for k < 1.
+ */
+export function passAtK(sessions: readonly SessionRecord[], k: number): number {
+  if (!Number.isInteger(k) || k < 1) throw new RangeError(`k must be a positive integer, got ${k}`);
+  if (sessions.length === 0) return 0;
+  const solved = sessions.filter((s) => s.attempts.some((a) => a.attempt < k && a.success)).length;
+  return solved / sessions.length;
+}
+
+/** [pass@1, ..., pass@K]. */
+export function passAtKCurve(sessions: readonly SessionRecord[], K: number): number[] {
+  return Array.from({ length: K }, (_, i) => passAtK(sessions, i + 1));
+}
+
+export interface AttemptStats {
+  attempt: number;
+  /** Sessions that played this attempt (sessions stop after a success). */
+  sessions: number;
+  /** Mean return over those sessions; null when none played it. */
+  meanReturn: number | null;
+  /** Fraction of those sessions whose attempt succeeded; null when none. */
+  successRate: number | null;
+}
+
+/**
+ * Mean return by attempt: for attempt n, the mean of the returns of the sessions that played
+ * attempt n (a session solved earlier does not play it, so this is conditional on failing before).
+ */
+export function meanReturnByAttempt(sessions: readonly SessionRecord[], K: number): AttemptStats[] {
+  return Array.from({ length: K }, (_, n) => {
+    const xs = sessions.flatMap((s) => s.attempts.filter((a) => a.attempt === n));
+    if (xs.length === 0) return { attempt: n, sessions: 0, meanReturn: null, successRate: null };
+    return {
+      attempt: n,
+      sessions: xs.length,
+      meanReturn: xs.reduce((acc, a) => acc + a.return, 0) / xs.length,
+      successRate: xs.filter((a) => a.success).length / xs.length,
+    };
+  });
+}
+
+/** Rejected actions / all actions over every attempt; 0 when no action was taken. */
+export function invalidActionRate(sessions: readonly SessionRecord[]): number {
+  let bad = 0;
+  let all = 0;
+  for (const s of sessions)
+    for (const a of s.attempts) {
+      bad += a.invalidActions;
+      all += a.actions;
+    }
+  return all === 0 ? 0 : bad / all;
+}
+
+/**
+ * Shannon entropy, in nats, of the empirical distribution of `items`:
+ * H = -sum_j p_j ln p_j with p_j = (count of distinct item j) / items.length. 0 for <= 1 item;
+ * ln(n) when all n items differ.
+ */
+export function empiricalEntropy(items: readonly string[]): number {
+  if (items.length === 0) return 0;
+  const counts = new Map<string, number>();
+  for (const x of items) counts.set(x, (counts.get(x) ?? 0) + 1);
+  let h = 0;
+  for (const c of counts.values()) {
+    const p = c / items.length;
+    h -= p * Math.log(p);
+  }
+  return h === 0 ? 0 : h; // avoid -0
+}
+
+/**
+ * Trajectory diversity (LAMER.md §4): for each task, the entropy (nats) of the empirical
+ * distribution over the distinct trajectories played on it, where a trajectory is the sequence
+ * of an attempt's canonical actions and every attempt of every session of the task is one sample;
+ * then the mean over tasks. With one session of K attempts per task it is at most ln K (1.10 for
+ * K = 3), and a task solved on its first attempt contributes 0; more sessions per task (`--trials`)
+ * give more samples. Returns 0 for no sessions.
+ */
+export function trajectoryDiversity(sessions: readonly SessionRecord[]): number {
+  const byTask = new Map<string, string[]>();
+  for (const s of sessions) {
+    const list = byTask.get(s.taskId) ?? [];
+    for (const a of s.attempts) list.push(a.trajectory.join('\n'));
+    byTask.set(s.taskId, list);
+  }
+  if (byTask.size === 0) return 0;
+  let sum = 0;
+  for (const trajs of byTask.values()) sum += empiricalEntropy(trajs);
+  return sum / byTask.size;
+}
+
+export interface EvalMetrics {
+  sessions: number;
+  tasks: number;
+  errors: number;
+  /** {"1": pass@1, ..., "K": pass@K}, fractions in [0, 1]. */
+  passAtK: Record<string, number>;
+  meanReturnByAttempt: AttemptStats[];
+  invalidActionRate: number;
+  trajectoryDiversity: number;
+  /** Mean turns per attempt. */
+  meanActionsPerAttempt: number;
+}
+
+/** All metrics of a run with K attempts per session. */
+export function summarize(sessions: readonly SessionRecord[], K: number): EvalMetrics {
+  const curve = passAtKCurve(sessions, K);
+  const attempts = sessions.flatMap((s) => s.attempts);
+  return {
+    sessions: sessions.length,
+    tasks: new Set(sessions.map((s) => s.taskId)).size,
+    errors: sessions.filter((s) => s.error !== undefined).length,
+    passAtK: Object.fromEntries(curve.map((v, i) => [String(i + 1), v])),
+    meanReturnByAttempt: meanReturnByAttempt(sessions, K),
+    invalidActionRate: invalidActionRate(sessions),
+    trajectoryDiversity: trajectoryDiversity(sessions),
+    meanActionsPerAttempt: attempts.length ? attempts.reduce((a, x) => a + x.actions, 0) / attempts.length : 0,
+  };
+}
