@@ -170,6 +170,6 @@ describe('.dockerignore', () => {
     .filter((l) => l && !l.startsWith('#'));
   it('keeps host node_modules, git, data and env files out, and the app in', () => {
     for (const p of ['node_modules', '.git', 'data', '.env', '**/*.db']) expect(ignore).toContain(p);
-    for (const p of ['src', 'bin', 'migrations', 'models', 'package.json', 'package-lock.json']) expect(ignore).not.toContain(p);
+    for (const p of ['src', 'bin', 'migrations', 'models', 'docker', 'package.json', 'package-lock.json']) expect(ignore).not.toContain(p);
   });
 });
