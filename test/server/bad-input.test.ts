@@ -1,0 +1,106 @@
+/**
+ * Bad input (issue 2 "Bad input"): every class is a 4xx application/problem+json naming the field,
+ * never a 500, and the database is byte-for-byte unchanged afterwards.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestServer, dumpDb, type TestServer } from './helpers.js';
+
+let s: TestServer;
+let id: string;
+beforeAll(async () => {
+  s = await startTestServer({
+    limits: {
+      bodyBytes: 256 * 1024,
+      batchBodyBytes: 512 * 1024,
+      observationChars: 1000,
+      instructionsChars: 2000,
+      availableActions: 8,
+      actionChars: 16,
+      batchItems: 4,
+      maxAttempts: 5,
+      maxStepsCap: 50,
+      defaultMaxSteps: 10,
+      reflectionChars: 2000,
+    },
+  });
+  id = (await s.call('POST', '/v1/sessions', { taskId: 't', instructions: 'x' })).body.id;
+  // One recorded step so that conflicts and retries have something to hit.
+  await s.call('POST', `/v1/sessions/${id}/steps`, { attempt: 0, step: 0, observation: 'o' });
+});
+afterAll(async () => {
+  await s.close();
+});
+
+const step = (over: Record<string, unknown>) => ({ attempt: 0, step: 1, observation: 'o', reward: 0, ...over });
+
+type Case = [name: string, method: string, path: () => string, body: unknown, status: number, field?: string, headers?: Record<string, string>];
+
+const cases: Case[] = [
+  ['attempt as string', 'POST', () => `/v1/sessions/${id}/steps`, step({ attempt: '0' }), 400, 'body/attempt'],
+  ['negative step', 'POST', () => `/v1/sessions/${id}/steps`, step({ step: -1 }), 400, 'body/step'],
+  ['fractional step', 'POST', () => `/v1/sessions/${id}/steps`, step({ step: 1.5 }), 400, 'body/step'],
+  ['huge step', 'POST', () => `/v1/sessions/${id}/steps`, step({ step: 1e300 }), 400, 'body/step'],
+  ['reward overflowing to Infinity', 'POST', () => `/v1/sessions/${id}/steps`, '{"attempt":0,"step":1,"observation":"o","reward":1e400}', 400, 'body/reward'],
+  ['huge reward', 'POST', () => `/v1/sessions/${id}/steps`, step({ reward: 1e12 }), 400, 'body/reward'],
+  ['reward as string', 'POST', () => `/v1/sessions/${id}/steps`, step({ reward: '1' }), 400, 'body/reward'],
+  ['done as string', 'POST', () => `/v1/sessions/${id}/steps`, step({ done: 'true' }), 400, 'body/done'],
+  ['observation missing', 'POST', () => `/v1/sessions/${id}/steps`, { attempt: 0, step: 1 }, 400, 'body/observation'],
+  ['observation null', 'POST', () => `/v1/sessions/${id}/steps`, step({ observation: null }), 400, 'body/observation'],
+  ['oversize observation', 'POST', () => `/v1/sessions/${id}/steps`, step({ observation: 'x'.repeat(1001) }), 400, 'body/observation'],
+  ['too many availableActions', 'POST', () => `/v1/sessions/${id}/steps`, step({ availableActions: Array.from({ length: 9 }, (_, i) => `a${i}`) }), 400, 'body/availableActions'],
+  ['oversize action', 'POST', () => `/v1/sessions/${id}/steps`, step({ availableActions: ['x'.repeat(17)] }), 400, 'body/availableActions/0'],
+  ['empty availableActions', 'POST', () => `/v1/sessions/${id}/steps`, step({ availableActions: [] }), 400, 'body/availableActions'],
+  ['unknown field', 'POST', () => `/v1/sessions/${id}/steps`, step({ actions: 1 }), 400, 'body/actions'],
+  ['info not an object', 'POST', () => `/v1/sessions/${id}/steps`, step({ info: [1] }), 400, 'body/info'],
+  ['success without done', 'POST', () => `/v1/sessions/${id}/steps`, step({ success: true }), 400, 'body/success'],
+  ['body not JSON', 'POST', () => `/v1/sessions/${id}/steps`, '{"attempt":0,', 400],
+  ['body a JSON array', 'POST', () => `/v1/sessions/${id}/steps`, '[1,2]', 400, 'body'],
+  ['empty JSON body', 'POST', () => `/v1/sessions/${id}/steps`, '', 400, undefined, { 'content-type': 'application/json' }],
+  ['wrong content-type', 'POST', () => `/v1/sessions/${id}/steps`, 'attempt=0', 415, undefined, { 'content-type': 'application/x-www-form-urlencoded' }],
+  ['body too large', 'POST', () => `/v1/sessions/${id}/steps`, step({ info: { pad: 'x'.repeat(300 * 1024) } }), 413],
+  ['conflicting retry', 'POST', () => `/v1/sessions/${id}/steps`, { attempt: 0, step: 0, observation: 'different' }, 409],
+  ['out of order', 'POST', () => `/v1/sessions/${id}/steps`, step({ step: 5 }), 409],
+  ['unknown session', 'POST', () => '/v1/sessions/ses_nope/steps', step({ step: 0 }), 404],
+  ['taskId missing', 'POST', () => '/v1/sessions', { instructions: 'x' }, 400, 'body/taskId'],
+  ['oversize instructions', 'POST', () => '/v1/sessions', { taskId: 't', instructions: 'x'.repeat(2001) }, 400, 'body/instructions'],
+  ['maxAttempts 0', 'POST', () => '/v1/sessions', { taskId: 't', instructions: 'x', maxAttempts: 0 }, 400, 'body/maxAttempts'],
+  ['maxAttempts too big', 'POST', () => '/v1/sessions', { taskId: 't', instructions: 'x', maxAttempts: 6 }, 400, 'body/maxAttempts'],
+  ['maxSteps negative', 'POST', () => '/v1/sessions', { taskId: 't', instructions: 'x', maxSteps: -3 }, 400, 'body/maxSteps'],
+  ['unknown memory mode', 'POST', () => '/v1/sessions', { taskId: 't', instructions: 'x', memory: 'everything' }, 400, 'body/memory'],
+  ['temperature negative', 'POST', () => '/v1/sessions', { taskId: 't', instructions: 'x', sampling: { temperature: -1 } }, 400, 'body/sampling/temperature'],
+  ['topP 0', 'POST', () => '/v1/sessions', { taskId: 't', instructions: 'x', sampling: { topP: 0 } }, 400, 'body/sampling/topP'],
+  ['seed fractional', 'POST', () => '/v1/sessions', { taskId: 't', instructions: 'x', sampling: { seed: 0.5 } }, 400, 'body/sampling/seed'],
+  ['metadata a string', 'POST', () => '/v1/sessions', { taskId: 't', instructions: 'x', metadata: 'm' }, 400, 'body/metadata'],
+  ['list limit 0', 'GET', () => '/v1/sessions?limit=0', undefined, 400, 'querystring/limit'],
+  ['list limit not a number', 'GET', () => '/v1/sessions?limit=abc', undefined, 400, 'querystring/limit'],
+  ['list unknown status', 'GET', () => '/v1/sessions?status=weird', undefined, 400, 'querystring/status'],
+  ['reflection attempt negative', 'PUT', () => `/v1/sessions/${id}/memory/-1`, { text: 'x' }, 400, 'params/attempt'],
+  ['reflection text empty', 'PUT', () => `/v1/sessions/${id}/memory/0`, { text: '' }, 400, 'body/text'],
+  ['batch too many items', 'POST', () => '/v1/steps:batch', { items: Array.from({ length: 5 }, () => ({ sessionId: id, attempt: 0, step: 1, observation: 'o' })) }, 400, 'body/items'],
+  ['batch item without sessionId', 'POST', () => '/v1/steps:batch', { items: [{ attempt: 0, step: 1, observation: 'o' }] }, 400, 'body/items/0/sessionId'],
+  ['unknown route', 'GET', () => '/v2/sessions', undefined, 404],
+  ['wrong method', 'PATCH', () => `/v1/sessions/${id}`, {}, 404],
+];
+
+describe('bad input', () => {
+  it.each(cases)('%s -> %i problem+json, database unchanged', async (_name, method, path, body, status, field, headers) => {
+    const before = dumpDb(s.dataDir);
+    const r = await s.call(method, path(), body, headers);
+    expect(r.status).toBe(status);
+    expect(r.type).toContain('application/problem+json');
+    expect(r.body.status).toBe(status);
+    expect(r.body.type).toMatch(/^https:\/\/lamer-server\.dev\/problems\/[a-z-]+$/);
+    expect(typeof r.body.detail).toBe('string');
+    if (field !== undefined) {
+      expect(r.body.type).toBe('https://lamer-server.dev/problems/validation');
+      expect(r.body.errors[0].field).toBe(field);
+    }
+    expect(dumpDb(s.dataDir)).toBe(before);
+  });
+
+  it('the session still accepts the correct next step afterwards', async () => {
+    const r = await s.call('POST', `/v1/sessions/${id}/steps`, step({}));
+    expect(r.status).toBe(200);
+    expect(r.body.session.next).toEqual({ attempt: 0, step: 2 });
+  });
+});
