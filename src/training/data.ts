@@ -10,9 +10,13 @@
  * serving prompts (src/agent/prompt.ts) and the builtin byte tokenizer (src/model/tokenizer.ts).
  */
 import { renderActPrompt, renderReflectionPrompt, type PromptAttempt, type PromptStep } from '../agent/prompt.js';
+import type { DemoSession } from '../envs/demos.js';
+import { DEFAULT_LIMITS } from '../model/sampling.js';
 import { encode, encodePrompt, EOS } from '../model/tokenizer.js';
 import { computeAdvantages, type Estimator, type Turn, type TurnKind } from './advantages.js';
 import type { ReturnConfig } from './returns.js';
+
+export type { DemoSession };
 
 export type RlAlgorithm = 'lamer' | 'gigpo' | 'grpo' | 'rloo';
 export type Algorithm = RlAlgorithm | 'sft';
@@ -197,22 +201,15 @@ export function buildRlSamples(records: readonly StepRecord[], opts: RlDataOptio
   };
 }
 
-/** Demonstration session (shared contract 5; mirrors `DemoSession` of src/envs/demos.ts). */
-export interface DemoSession {
-  env: string;
-  taskId: string;
-  instructions: string;
-  memory: 'reflection_only';
-  attempts: Array<{
-    steps: Array<{ observation: string; action: string | null; reward: number; done: boolean; success: boolean }>;
-    reflection: string | null;
-  }>;
-}
-
 export interface SftDataOptions {
-  /** Prompt budget in tokens, BOS included (the model's context minus room for the output). */
-  maxPromptTokens: number;
-  /** Prepended to each action/reflection before encoding: the prompts end in "Action:" / "Reflection:". Default ' '. */
+  /** The model's context length (GPTConfig.block_size). Prompts get the budget the builtin engine
+   *  gives them: blockSize - maxActionTokens (acting) or blockSize - maxReflectionTokens. */
+  blockSize: number;
+  /** Default: src/model/sampling.ts DEFAULT_LIMITS (48 / 256). */
+  maxActionTokens?: number;
+  maxReflectionTokens?: number;
+  /** Prepended to each action/reflection before encoding. Default '' (the engine scores candidates
+   *  as their bytes + EOS right after "Action:", src/model/tokenizer.ts encodeCandidate). */
   outputPrefix?: string;
 }
 
@@ -231,10 +228,15 @@ export function parseDemoJsonl(text: string): DemoSession[] {
 
 /**
  * SFT samples from demonstrations: every step with an action becomes (acting prompt -> action + EOS)
- * and every reflection (reflection prompt -> reflection + EOS), rendered exactly as when serving.
+ * and every reflection (reflection prompt -> reflection + EOS), rendered and fitted to the context
+ * exactly as when serving.
+ * @throws RangeError when blockSize leaves no room for a prompt.
  */
 export function buildSftSamples(demos: readonly DemoSession[], opts: SftDataOptions): { samples: TrainingSample[]; stats: DataStats } {
-  const prefix = opts.outputPrefix ?? ' ';
+  const prefix = opts.outputPrefix ?? '';
+  const actBudget = opts.blockSize - (opts.maxActionTokens ?? DEFAULT_LIMITS.maxActionTokens);
+  const reflBudget = opts.blockSize - (opts.maxReflectionTokens ?? DEFAULT_LIMITS.maxReflectionTokens);
+  if (!(actBudget >= 2 && reflBudget >= 2)) throw new RangeError(`blockSize ${opts.blockSize} leaves no room for prompts`);
   const samples: TrainingSample[] = [];
   const records: StepRecord[] = [];
   demos.forEach((d, di) => {
@@ -246,14 +248,14 @@ export function buildSftSamples(demos: readonly DemoSession[], opts: SftDataOpti
         records.push({ sessionId, taskId: d.taskId, attempt: n, step: t, kind: 'action', observation: s.observation, reward: s.reward, done: s.done, success: s.success, invalidAction: false, promptTokenIds: null, outputTokenIds: null, logprobs: null, modelVersion: 'demo' });
         if (s.action === null) return;
         const parts = renderActPrompt({ instructions: d.instructions, memory: d.memory ?? 'reflection_only', attempt: n, previousAttempts, steps: done, observation: s.observation });
-        samples.push(sftSample(sessionId, d.taskId, n, t, 'action', encodePrompt(parts, opts.maxPromptTokens).ids, prefix + s.action));
+        samples.push(sftSample(sessionId, d.taskId, n, t, 'action', encodePrompt(parts, actBudget).ids, prefix + s.action));
         done.push({ observation: s.observation, action: s.action });
       });
       const last = att.steps[att.steps.length - 1];
       const success = att.steps.some((s) => s.success);
       if (att.reflection !== null && last) {
         const parts = renderReflectionPrompt({ instructions: d.instructions, attempt: n, steps: done, finalObservation: last.observation });
-        samples.push(sftSample(sessionId, d.taskId, n, att.steps.length - 1, 'reflection', encodePrompt(parts, opts.maxPromptTokens).ids, prefix + att.reflection));
+        samples.push(sftSample(sessionId, d.taskId, n, att.steps.length - 1, 'reflection', encodePrompt(parts, reflBudget).ids, prefix + att.reflection));
       }
       previousAttempts.push({ steps: done, finalObservation: last ? last.observation : '', success, reflection: att.reflection });
     });

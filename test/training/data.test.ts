@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { renderActPrompt, renderReflectionPrompt } from '../../src/agent/prompt.js';
+import { generateDemos } from '../../src/envs/demos.js';
 import { BOS, decode, encode, EOS } from '../../src/model/tokenizer.js';
 import { buildRlSamples, buildSftSamples, parseDemoJsonl, type DemoSession, type StepRecord } from '../../src/training/data.js';
 
@@ -68,17 +69,31 @@ describe('buildSftSamples', () => {
       { steps: [{ observation: 'o0', action: 'b', reward: 0, done: false, success: false }, { observation: 'o2', action: null, reward: 10, done: true, success: true }], reflection: null },
     ],
   };
-  it('renders the serving prompts and encodes outputs as " " + text + EOS', () => {
-    const { samples, stats } = buildSftSamples(parseDemoJsonl(JSON.stringify(demo) + '\n'), { maxPromptTokens: 4096 });
+  it('renders the serving prompts and encodes outputs as text + EOS', () => {
+    const { samples, stats } = buildSftSamples(parseDemoJsonl(JSON.stringify(demo) + '\n'), { blockSize: 4096 });
     expect(samples.map((s) => [s.kind, s.attempt])).toEqual([['action', 0], ['reflection', 0], ['action', 1]]);
     const join = (p: { head: string; steps: string[]; tail: string }) => p.head + p.steps.join('') + p.tail;
     expect(samples[0].promptTokenIds[0]).toBe(BOS);
     expect(decode(samples[0].promptTokenIds)).toBe(join(renderActPrompt({ instructions: 'Play.', memory: 'reflection_only', attempt: 0, previousAttempts: [], steps: [], observation: 'o0' })));
     expect(decode(samples[1].promptTokenIds)).toBe(join(renderReflectionPrompt({ instructions: 'Play.', attempt: 0, steps: [{ observation: 'o0', action: 'a' }], finalObservation: 'o1' })));
     expect(decode(samples[2].promptTokenIds)).toContain('Attempt 0: r');
-    expect(samples[0].outputTokenIds).toEqual([...encode(' a'), EOS]);
-    expect(samples[1].outputTokenIds).toEqual([...encode(' r'), EOS]);
+    expect(samples[0].outputTokenIds).toEqual([...encode('a'), EOS]);
+    expect(samples[1].outputTokenIds).toEqual([...encode('r'), EOS]);
     expect(stats.passAtK).toEqual({ 1: 0, 2: 1 });
+  });
+  it('fits prompts to blockSize minus the output reserve, dropping old steps first', () => {
+    const long: DemoSession = { ...demo, attempts: [{ steps: Array.from({ length: 6 }, (_, i) => ({ observation: 'x'.repeat(40) + i, action: 'go', reward: 0, done: false, success: false })), reflection: null }] };
+    const { samples } = buildSftSamples([long], { blockSize: 200, maxActionTokens: 48, maxReflectionTokens: 100 });
+    expect(Math.max(...samples.map((s) => s.promptTokenIds.length))).toBeLessThanOrEqual(152);
+    expect(decode(samples[5].promptTokenIds)).toContain('x'.repeat(40) + '5');
+    expect(() => buildSftSamples([long], { blockSize: 100 })).toThrow(/no room/);
+  });
+  it('generated demos of the env helper train as they are', () => {
+    const demos = generateDemos({ env: 'minesweeper', tasks: 3, seed: 1, failRate: 1 });
+    const { samples, stats } = buildSftSamples(demos, { blockSize: 1024 });
+    expect(samples.filter((s) => s.kind === 'reflection').length).toBeGreaterThan(0);
+    expect(stats.sessions).toBe(3);
+    expect(samples.every((s) => s.promptTokenIds.length <= 1024 - 48 && s.outputTokenIds[s.outputTokenIds.length - 1] === EOS)).toBe(true);
   });
   it('parseDemoJsonl names the bad line', () => {
     expect(() => parseDemoJsonl('\n{"x":1}\n')).toThrow(/line 2/);
