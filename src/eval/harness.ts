@@ -239,10 +239,10 @@ async function playHttp(
       rec.return = round6(rec.return);
       if (rec.success) break;
     }
-    return { taskId: tid, trial, attempts };
+    return { taskId: tid, trial, sessionId, attempts };
   } catch (err) {
     if (sessionId && status === 'active') await http.del(`/v1/sessions/${sessionId}`).catch(() => undefined);
-    return { taskId: tid, trial, attempts, error: err instanceof Error ? err.message : String(err) };
+    return { taskId: tid, trial, ...(sessionId ? { sessionId } : {}), attempts, error: err instanceof Error ? err.message : String(err) };
   }
 }
 

@@ -25,6 +25,8 @@ export interface SessionRecord {
   taskId: string;
   /** Index of this session among the sessions of the same task (`--trials`). */
   trial: number;
+  /** Server session id (policy 'model'). */
+  sessionId?: string;
   attempts: AttemptRecord[];
   /** Set when the session could not be played to the end (HTTP or engine error). */
   error?: string;

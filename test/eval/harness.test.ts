@@ -1,0 +1,85 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { canonicalAction, runEval } from '../../src/eval/harness.js';
+import { startServer } from '../../src/server.js';
+
+describe('eval harness with the reference policies (local)', () => {
+  it('solver solves every Sokoban task on attempt 0; results are deterministic', async () => {
+    const opts = { env: 'sokoban' as const, tasks: 6, attempts: 3, concurrency: 2, seed: 0, policy: 'solver' as const };
+    const r = await runEval(opts);
+    expect(r.metrics.passAtK).toEqual({ '1': 1, '2': 1, '3': 1 });
+    expect(r.metrics.invalidActionRate).toBe(0);
+    expect(r.seeds).toEqual({ first: 1_000_000_000, last: 1_000_000_005 });
+    expect(r.sessions.map((s) => s.taskId)).toEqual([0, 1, 2, 3, 4, 5].map((i) => `sokoban-6x6-2:seed=${1_000_000_000 + i}`));
+    const again = await runEval(opts);
+    expect(again.sessions).toEqual(r.sessions);
+  });
+
+  it('random MineSweeper plays hidden cells only and stops at a success', async () => {
+    const r = await runEval({ env: 'minesweeper', tasks: 20, attempts: 3, concurrency: 4, seed: 5, policy: 'random' });
+    expect(r.metrics.invalidActionRate).toBe(0);
+    for (const s of r.sessions) {
+      const firstWin = s.attempts.findIndex((a) => a.success);
+      expect(s.attempts.length).toBe(firstWin >= 0 ? firstWin + 1 : 3);
+      for (const a of s.attempts) expect(a.actions).toBeLessThanOrEqual(7);
+    }
+  });
+
+  it('rejects bad options', async () => {
+    await expect(runEval({ env: 'sokoban', tasks: 0, attempts: 3, concurrency: 1, seed: 0, policy: 'solver' })).rejects.toThrow(/tasks/);
+    await expect(runEval({ env: 'sokoban', tasks: 1, attempts: 3, concurrency: 1, seed: 0, policy: 'model' })).rejects.toThrow(/server/);
+  });
+
+  it('canonical actions', () => {
+    expect(canonicalAction('minesweeper', 'click (2,3) now')).toBe('(2, 3)');
+    expect(canonicalAction('minesweeper', 'nothing')).toBe('invalid');
+    expect(canonicalAction('sokoban', 'Up, left')).toBe('up,left');
+  });
+});
+
+describe('eval harness against a real in-process server (engine test)', () => {
+  let srv: Awaited<ReturnType<typeof startServer>>;
+  let dir: string;
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'lamer-eval-test-'));
+    srv = await startServer({ port: 0, host: '127.0.0.1', dataDir: dir, engine: 'test', apiKeys: [], logLevel: 'silent' });
+  });
+  afterAll(async () => {
+    await srv?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('plays sessions through the protocol; the server records what the env saw', async () => {
+    const r = await runEval({ env: 'minesweeper', tasks: 3, attempts: 2, concurrency: 3, seed: 0, policy: 'model', server: srv.url });
+    expect(r.metrics.errors).toBe(0);
+    // The test engine answers "move <n>" without availableActions: every MineSweeper action is invalid (-1).
+    expect(r.metrics.invalidActionRate).toBe(1);
+    expect(r.metrics.passAtK).toEqual({ '1': 0, '2': 0 });
+    for (const s of r.sessions) {
+      expect(s.attempts.map((a) => [a.attempt, a.actions, a.return, a.endReason])).toEqual([
+        [0, 7, -7, 'max_steps'],
+        [1, 7, -7, 'max_steps'],
+      ]);
+      const res = await fetch(`${srv.url}/v1/sessions/${s.sessionId}`);
+      const ses = (await res.json()) as { status: string; mode: string; taskId: string; attempts: Array<{ return: number; success: boolean }>; reflections: unknown[] };
+      expect(ses).toMatchObject({ status: 'completed', mode: 'eval', taskId: s.taskId });
+      expect(ses.attempts.map((a) => [a.return, a.success])).toEqual([[-7, false], [-7, false]]);
+      expect(ses.reflections).toHaveLength(1);
+    }
+  });
+
+  it('with availableActions the actions are legal', async () => {
+    const r = await runEval({ env: 'sokoban', tasks: 2, attempts: 1, concurrency: 2, seed: 3, policy: 'model', server: srv.url, availableActions: true });
+    expect(r.metrics.errors).toBe(0);
+    expect(r.metrics.invalidActionRate).toBe(0);
+    expect(r.sessions.every((s) => s.attempts.length === 1 && s.attempts[0].actions >= 1)).toBe(true);
+  });
+
+  it('records HTTP failures per session instead of throwing', async () => {
+    const r = await runEval({ env: 'sokoban', tasks: 1, attempts: 1, concurrency: 1, seed: 0, policy: 'model', server: srv.url, modelVersion: 'no-such-version' });
+    expect(r.metrics.errors).toBe(1);
+    expect(r.sessions[0].error).toMatch(/HTTP 4\d\d/);
+  });
+});
