@@ -1,0 +1,56 @@
+/**
+ * docs/deploy.md stays true to the code: every LAMER_* variable in its configuration table is
+ * read by the server's sources, with the default the table states where src/config.ts gives one.
+ */
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/config.js';
+
+const ROOT = join(import.meta.dirname, '..', '..');
+
+function sources(dir: string): string[] {
+  return readdirSync(dir).flatMap((n) => {
+    const p = join(dir, n);
+    return statSync(p).isDirectory() ? sources(p) : p.endsWith('.ts') ? [p] : [];
+  });
+}
+
+const doc = readFileSync(join(ROOT, 'docs', 'deploy.md'), 'utf8');
+const rows = [...doc.matchAll(/^\| `(LAMER_[A-Z0-9_]+)` \| ([^|]*) \|/gm)].map((m) => ({ name: m[1]!, def: m[2]!.trim() }));
+
+describe('docs/deploy.md configuration table', () => {
+  it('lists only variables the server reads', () => {
+    expect(rows.length).toBeGreaterThanOrEqual(20);
+    const src = sources(join(ROOT, 'src')).map((f) => readFileSync(f, 'utf8')).join('\n');
+    const unread = rows.filter((r) => !new RegExp(`\\b${r.name}\\b`).test(src)).map((r) => r.name);
+    expect(unread).toEqual([]);
+  });
+
+  it('states the defaults that loadConfig applies', () => {
+    const c = loadConfig({});
+    const numeric: Record<string, number> = {
+      LAMER_PORT: c.port,
+      LAMER_BATCH_WINDOW_MS: c.batchWindowMs,
+      LAMER_MAX_BATCH_SIZE: c.maxBatchSize,
+      LAMER_BODY_LIMIT_BYTES: c.limits.bodyBytes,
+      LAMER_BATCH_BODY_LIMIT_BYTES: c.limits.batchBodyBytes,
+      LAMER_MAX_OBSERVATION_CHARS: c.limits.observationChars,
+      LAMER_MAX_INSTRUCTIONS_CHARS: c.limits.instructionsChars,
+      LAMER_MAX_AVAILABLE_ACTIONS: c.limits.availableActions,
+      LAMER_MAX_ACTION_CHARS: c.limits.actionChars,
+      LAMER_MAX_BATCH_ITEMS: c.limits.batchItems,
+      LAMER_MAX_ATTEMPTS: c.limits.maxAttempts,
+      LAMER_MAX_STEPS_CAP: c.limits.maxStepsCap,
+      LAMER_DEFAULT_MAX_STEPS: c.limits.defaultMaxSteps,
+      LAMER_MAX_REFLECTION_CHARS: c.limits.reflectionChars,
+    };
+    for (const [name, value] of Object.entries(numeric)) {
+      const row = rows.find((r) => r.name === name);
+      expect(row, name).toBeDefined();
+      expect(row!.def, name).toBe(`\`${value}\``);
+    }
+    const text: Record<string, string> = { LAMER_HOST: c.host, LAMER_ENGINE: c.engine, LAMER_TFJS_BACKEND: c.tfjsBackend, LAMER_LOG_LEVEL: c.logLevel };
+    for (const [name, value] of Object.entries(text)) expect(rows.find((r) => r.name === name)!.def.startsWith(`\`${value}\``), name).toBe(true);
+  });
+});
