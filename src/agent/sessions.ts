@@ -20,6 +20,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { and, asc, desc, eq, lt, sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../db/index.js';
+import type { HotQueries, StepInsert } from '../db/queries.js';
 import { reflections, sessions, steps, type AttemptSummary, type SessionRow } from '../db/schema.js';
 import { EngineError, type Generation, type PolicyEngine, type SamplingParams } from '../policy/engine.js';
 import { extractAction } from './actions.js';
@@ -166,6 +167,7 @@ export class SessionService {
 
   constructor(
     private readonly db: Db,
+    private readonly hot: HotQueries,
     private readonly engine: PolicyEngine,
     private readonly models: ModelRegistry,
     private readonly limits: Limits,
@@ -223,7 +225,7 @@ export class SessionService {
   }
 
   private row(tenant: string, id: string): SessionRow {
-    const row = this.db.select().from(sessions).where(eq(sessions.id, id)).get();
+    const row = this.hot.session(id);
     // Another tenant's session is indistinguishable from a missing one.
     if (!row || row.tenant !== tenant) throw notFound(`session '${id}'`);
     return row;
@@ -330,13 +332,7 @@ export class SessionService {
   }
 
   private promptSteps(id: string, attempt: number): PromptStep[] {
-    return this.db
-      .select({ observation: steps.observation, action: steps.action })
-      .from(steps)
-      .where(and(eq(steps.sessionId, id), eq(steps.attempt, attempt), eq(steps.kind, 'action')))
-      .orderBy(asc(steps.step))
-      .all()
-      .filter((s): s is PromptStep => s.action !== null);
+    return this.hot.stepsOfAttempt(id, attempt).filter((s): s is PromptStep => s.action !== null);
   }
 
   private previousAttempts(row: SessionRow, attempt: number): PromptAttempt[] {
@@ -349,12 +345,7 @@ export class SessionService {
       let stepsOf: PromptStep[] = [];
       let finalObservation = '';
       if (withHistory && a === attempt - 1) {
-        const rows = this.db
-          .select({ observation: steps.observation, action: steps.action })
-          .from(steps)
-          .where(and(eq(steps.sessionId, row.id), eq(steps.attempt, a), eq(steps.kind, 'action')))
-          .orderBy(asc(steps.step))
-          .all();
+        const rows = this.hot.stepsOfAttempt(row.id, a);
         stepsOf = rows.filter((s): s is PromptStep => s.action !== null);
         finalObservation = rows.length > 0 ? rows[rows.length - 1]!.observation : '';
       }
@@ -377,13 +368,9 @@ export class SessionService {
   private async stepLocked(tenant: string, id: string, input: StepInput): Promise<StepAnswer> {
     const row = this.row(tenant, id);
     const hash = stepHash(input);
-    const existing = this.db
-      .select({ requestHash: steps.requestHash, answer: steps.answer })
-      .from(steps)
-      .where(and(eq(steps.sessionId, id), eq(steps.attempt, input.attempt), eq(steps.step, input.step), eq(steps.kind, 'action')))
-      .get();
+    const existing = this.hot.stepAtPosition(id, input.attempt, input.step);
     if (existing) {
-      if (existing.requestHash === hash) return existing.answer as StepAnswer;
+      if (existing.requestHash === hash) return JSON.parse(existing.answer ?? 'null') as StepAnswer;
       throw new ApiProblem(
         409,
         'step-conflict',
@@ -480,75 +467,70 @@ export class SessionService {
     };
 
     const now = Date.now();
-    this.db.transaction((tx) => {
-      tx.insert(steps)
-        .values({
-          sessionId: id,
-          attempt: input.attempt,
-          step: input.step,
-          kind: 'action',
-          observation: input.observation,
-          reward,
-          done,
-          success,
-          invalidAction: input.invalidAction ?? false,
-          availableActions: input.availableActions ?? null,
-          info: input.info ?? null,
-          prompt: actPromptText,
-          output: act?.output ?? null,
-          action,
-          promptTokenIds: act?.promptTokenIds ?? null,
-          outputTokenIds: act?.outputTokenIds ?? null,
-          logprobs: act?.logprobs ?? null,
-          droppedSteps: act?.droppedSteps ?? null,
-          modelVersion: act?.modelVersion ?? modelVersion,
-          requestHash: hash,
-          answer,
-          createdAt: now,
-        })
-        .run();
-      if (refl && reflectionText !== null) {
-        tx.insert(steps)
-          .values({
-            sessionId: id,
-            attempt: input.attempt,
-            step: input.step,
-            kind: 'reflection',
-            observation: input.observation,
-            reward: 0,
-            done: true,
-            success: false,
-            invalidAction: false,
-            availableActions: null,
-            info: null,
-            prompt: reflPromptText,
-            output: refl.output,
-            action: null,
-            promptTokenIds: refl.promptTokenIds,
-            outputTokenIds: refl.outputTokenIds,
-            logprobs: refl.logprobs,
-            droppedSteps: refl.droppedSteps,
-            modelVersion: refl.modelVersion,
-            requestHash: hash,
-            answer: null,
-            createdAt: now,
-          })
-          .run();
-        tx.insert(reflections)
-          .values({ sessionId: id, attempt: input.attempt, text: reflectionText, source: 'policy', updatedAt: now })
-          .run();
-      }
-      tx.update(sessions)
-        .set({
-          status,
-          attempts,
-          nextAttempt: next ? next.attempt : row.nextAttempt,
-          nextStep: next ? next.step : row.nextStep,
-          updatedAt: now,
-        })
-        .where(eq(sessions.id, id))
-        .run();
-    });
+    const records: StepInsert[] = [
+      {
+        sessionId: id,
+        attempt: input.attempt,
+        step: input.step,
+        kind: 'action',
+        observation: input.observation,
+        reward,
+        done,
+        success,
+        invalidAction: input.invalidAction ?? false,
+        availableActions: input.availableActions ?? null,
+        info: input.info ?? null,
+        prompt: actPromptText,
+        output: act?.output ?? null,
+        action,
+        promptTokenIds: act?.promptTokenIds ?? null,
+        outputTokenIds: act?.outputTokenIds ?? null,
+        logprobs: act?.logprobs ?? null,
+        droppedSteps: act?.droppedSteps ?? null,
+        modelVersion: act?.modelVersion ?? modelVersion,
+        requestHash: hash,
+        answer: JSON.stringify(answer),
+        createdAt: now,
+      },
+    ];
+    if (refl && reflectionText !== null) {
+      records.push({
+        sessionId: id,
+        attempt: input.attempt,
+        step: input.step,
+        kind: 'reflection',
+        observation: input.observation,
+        reward: 0,
+        done: true,
+        success: false,
+        invalidAction: false,
+        availableActions: null,
+        info: null,
+        prompt: reflPromptText,
+        output: refl.output,
+        action: null,
+        promptTokenIds: refl.promptTokenIds,
+        outputTokenIds: refl.outputTokenIds,
+        logprobs: refl.logprobs,
+        droppedSteps: refl.droppedSteps,
+        modelVersion: refl.modelVersion,
+        requestHash: hash,
+        answer: null,
+        createdAt: now,
+      });
+    }
+    this.hot.commitStep(
+      records,
+      refl && reflectionText !== null ? { sessionId: id, attempt: input.attempt, text: reflectionText, updatedAt: now } : null,
+      {
+        id,
+        status,
+        attempts,
+        nextAttempt: next ? next.attempt : row.nextAttempt,
+        nextStep: next ? next.step : row.nextStep,
+        updatedAt: now,
+      },
+    );
     this.events.onStep?.('action', modelVersion);
     if (refl) this.events.onStep?.('reflection', modelVersion);
     if (status !== 'active') {

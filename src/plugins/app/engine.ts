@@ -9,6 +9,7 @@ import type { Limits } from '../../config.js';
 import type { PolicyEngine } from '../../policy/engine.js';
 import { ModelRegistry } from '../../agent/models.js';
 import { SessionService } from '../../agent/sessions.js';
+import { HotQueries } from '../../db/queries.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -31,7 +32,7 @@ export default fp(
     await models.init(opts.initialVersion.version, opts.initialVersion.checkpointDir);
     const info = opts.engine.info();
     app.metrics.engineInfo.set({ engine: info.engine, backend: info.backend }, 1);
-    const agent = new SessionService(app.db.db, opts.engine, models, opts.limits, {
+    const agent = new SessionService(app.db.db, new HotQueries(app.db.sqlite), opts.engine, models, opts.limits, {
       onStep: (kind, version) => app.metrics.stepsTotal.inc({ kind, model_version: version }),
       onSessionEnd: (status) => app.metrics.sessionsEnded.inc({ status }),
     });

@@ -1,0 +1,155 @@
+/**
+ * Prepared statements of the step hot path (one session read, one position lookup, the current
+ * attempt's steps, the step insert, the session update), prepared once per connection. Drizzle
+ * builds and prepares SQL on every call; these skip that (src/db/schema.ts is the source of the
+ * column names; test/server covers every statement).
+ */
+import type Database from 'better-sqlite3';
+import type { AttemptSummary, SessionRow } from './schema.js';
+
+interface RawSession {
+  id: string;
+  tenant: string;
+  task_id: string;
+  env: string | null;
+  mode: SessionRow['mode'];
+  status: SessionRow['status'];
+  instructions: string;
+  max_attempts: number;
+  max_steps: number;
+  memory: SessionRow['memory'];
+  sampling: string;
+  model_version: string;
+  metadata: string;
+  next_attempt: number;
+  next_step: number;
+  attempts: string;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface StepInsert {
+  sessionId: string;
+  attempt: number;
+  step: number;
+  kind: 'action' | 'reflection';
+  observation: string;
+  reward: number;
+  done: boolean;
+  success: boolean;
+  invalidAction: boolean;
+  availableActions: string[] | null;
+  info: Record<string, unknown> | null;
+  prompt: string | null;
+  output: string | null;
+  action: string | null;
+  promptTokenIds: number[] | null;
+  outputTokenIds: number[] | null;
+  logprobs: number[] | null;
+  droppedSteps: number | null;
+  modelVersion: string;
+  requestHash: string;
+  /** Already-serialised answer JSON, or null. */
+  answer: string | null;
+  createdAt: number;
+}
+
+const json = (v: unknown): string | null => (v === null || v === undefined ? null : JSON.stringify(v));
+
+export class HotQueries {
+  private readonly sessionById: Database.Statement<[string], RawSession>;
+  private readonly stepAt: Database.Statement<[string, number, number], { request_hash: string; answer: string | null }>;
+  private readonly attemptSteps: Database.Statement<[string, number], { observation: string; action: string | null }>;
+  private readonly insertStep: Database.Statement;
+  private readonly updateSession: Database.Statement;
+  private readonly insertReflection: Database.Statement;
+
+  constructor(readonly sqlite: Database.Database) {
+    this.sessionById = sqlite.prepare('SELECT * FROM sessions WHERE id = ?');
+    this.stepAt = sqlite.prepare(
+      "SELECT request_hash, answer FROM steps WHERE session_id = ? AND attempt = ? AND step = ? AND kind = 'action'",
+    );
+    this.attemptSteps = sqlite.prepare(
+      "SELECT observation, action FROM steps WHERE session_id = ? AND attempt = ? AND kind = 'action' ORDER BY step",
+    );
+    this.insertStep = sqlite.prepare(
+      `INSERT INTO steps (session_id, attempt, step, kind, observation, reward, done, success, invalid_action,
+        available_actions, info, prompt, output, action, prompt_token_ids, output_token_ids, logprobs, dropped_steps,
+        model_version, request_hash, answer, created_at)
+       VALUES (@sessionId, @attempt, @step, @kind, @observation, @reward, @done, @success, @invalidAction,
+        @availableActions, @info, @prompt, @output, @action, @promptTokenIds, @outputTokenIds, @logprobs, @droppedSteps,
+        @modelVersion, @requestHash, @answer, @createdAt)`,
+    );
+    this.updateSession = sqlite.prepare(
+      `UPDATE sessions SET status = @status, attempts = @attempts, next_attempt = @nextAttempt, next_step = @nextStep,
+        updated_at = @updatedAt WHERE id = @id`,
+    );
+    this.insertReflection = sqlite.prepare(
+      `INSERT INTO reflections (session_id, attempt, text, source, updated_at) VALUES (?, ?, ?, 'policy', ?)`,
+    );
+  }
+
+  session(id: string): SessionRow | undefined {
+    const r = this.sessionById.get(id);
+    if (!r) return undefined;
+    return {
+      id: r.id,
+      tenant: r.tenant,
+      taskId: r.task_id,
+      env: r.env,
+      mode: r.mode,
+      status: r.status,
+      instructions: r.instructions,
+      maxAttempts: r.max_attempts,
+      maxSteps: r.max_steps,
+      memory: r.memory,
+      sampling: JSON.parse(r.sampling) as unknown,
+      modelVersion: r.model_version,
+      metadata: JSON.parse(r.metadata) as unknown,
+      nextAttempt: r.next_attempt,
+      nextStep: r.next_step,
+      attempts: JSON.parse(r.attempts) as AttemptSummary[],
+      createdAt: r.created_at,
+      updatedAt: r.updated_at,
+    };
+  }
+
+  /** The recorded action step at a position: its request hash and stored answer (JSON text). */
+  stepAtPosition(sessionId: string, attempt: number, step: number): { requestHash: string; answer: string | null } | undefined {
+    const r = this.stepAt.get(sessionId, attempt, step);
+    return r ? { requestHash: r.request_hash, answer: r.answer } : undefined;
+  }
+
+  /** Observations and actions of one attempt's action steps, in order. */
+  stepsOfAttempt(sessionId: string, attempt: number): Array<{ observation: string; action: string | null }> {
+    return this.attemptSteps.all(sessionId, attempt);
+  }
+
+  /**
+   * Commit one step atomically: its record(s), the reflection (if any) and the session update.
+   * @throws on a constraint violation (the transaction is rolled back).
+   */
+  commitStep(
+    rows: StepInsert[],
+    reflection: { sessionId: string; attempt: number; text: string; updatedAt: number } | null,
+    session: { id: string; status: string; attempts: AttemptSummary[]; nextAttempt: number; nextStep: number; updatedAt: number },
+  ): void {
+    this.sqlite.transaction(() => {
+      for (const r of rows) {
+        this.insertStep.run({
+          ...r,
+          done: r.done ? 1 : 0,
+          success: r.success ? 1 : 0,
+          invalidAction: r.invalidAction ? 1 : 0,
+          availableActions: json(r.availableActions),
+          info: json(r.info),
+          promptTokenIds: json(r.promptTokenIds),
+          outputTokenIds: json(r.outputTokenIds),
+          logprobs: json(r.logprobs),
+        });
+      }
+      if (reflection) this.insertReflection.run(reflection.sessionId, reflection.attempt, reflection.text, reflection.updatedAt);
+      this.updateSession.run({ ...session, attempts: JSON.stringify(session.attempts) });
+    })();
+  }
+}
