@@ -20,6 +20,9 @@ export interface ReturnConfig {
   mode?: ReturnMode;
 }
 
+/** LaMer CODE defaults for MineSweeper (LAMER.md §2-3): gamma_step 0.95, gamma_traj 0.6, paper's Eq. 4. */
+export const DEFAULT_RETURNS: Required<ReturnConfig> = { gammaStep: 0.95, gammaTraj: 0.6, mode: 'paper' };
+
 /** Returns of one session. */
 export interface SessionReturns {
   /** Within-episode returns g_t(n), `attempts[n][t]`. */

@@ -1,0 +1,69 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openDatabase, type Database_ } from '../../src/db/index.js';
+import { sessions, steps } from '../../src/db/schema.js';
+import { buildRlSamples } from '../../src/training/data.js';
+import { selectTrainingRecords, writeTurnScores } from '../../src/training/select.js';
+
+let dir: string;
+let d: Database_;
+
+function addSession(id: string, o: { taskId?: string; env?: string; mode?: 'train' | 'eval'; status?: 'completed' | 'active'; createdAt?: number; modelVersion?: string }, rows: Array<[number, number, 'action' | 'reflection', string, number, boolean, boolean, number[] | null]>) {
+  d.db.insert(sessions).values({
+    id, tenant: 'default', taskId: o.taskId ?? 'T', env: o.env ?? 'minesweeper', mode: o.mode ?? 'train', status: o.status ?? 'completed',
+    instructions: 'Play.', maxAttempts: 3, maxSteps: 7, memory: 'reflection_only', sampling: {}, modelVersion: o.modelVersion ?? 'base',
+    metadata: {}, nextAttempt: 0, nextStep: 0, attempts: [], createdAt: o.createdAt ?? 1000, updatedAt: 1000,
+  }).run();
+  for (const [attempt, step, kind, observation, reward, done, success, out] of rows) {
+    d.db.insert(steps).values({
+      sessionId: id, attempt, step, kind, observation, reward, done, success, invalidAction: false,
+      promptTokenIds: out ? [256, 1] : null, outputTokenIds: out, logprobs: out ? out.map(() => -1) : null,
+      modelVersion: o.modelVersion ?? 'base', requestHash: `${id}-${attempt}-${step}-${kind}`, createdAt: 1000,
+    }).run();
+  }
+}
+
+beforeAll(() => {
+  dir = mkdtempSync(join(tmpdir(), 'lamer-select-'));
+  d = openDatabase(dir);
+  // a: fails then succeeds (reflection between); b: succeeds at once; both task T
+  addSession('a', {}, [[0, 0, 'action', 'A', 0, false, false, [65]], [0, 1, 'action', 'C', -1, true, false, null], [0, 1, 'reflection', 'C', 0, true, false, [66, 67]],
+    [1, 0, 'action', 'A', 0, false, false, [68]], [1, 1, 'action', 'W', 10, true, true, null]]);
+  addSession('b', { createdAt: 5000 }, [[0, 0, 'action', 'A', 0, false, false, [69]], [0, 1, 'action', 'W', 10, true, true, null]]);
+  addSession('c', { mode: 'eval' }, [[0, 0, 'action', 'A', 0, false, false, [70]]]);
+  addSession('d', { status: 'active' }, [[0, 0, 'action', 'A', 0, false, false, [71]]]);
+  addSession('e', { env: 'sokoban', taskId: 'S', modelVersion: 'v2' }, [[0, 0, 'action', 'X', 0, false, false, [72]]]);
+});
+afterAll(() => { d.close(); rmSync(dir, { recursive: true, force: true }); });
+
+describe('selectTrainingRecords', () => {
+  it('takes completed training sessions only, ordered by session, attempt, step, kind', () => {
+    const recs = selectTrainingRecords(d.db);
+    expect([...new Set(recs.map((r) => r.sessionId))]).toEqual(['a', 'b', 'e']);
+    expect(recs.filter((r) => r.sessionId === 'a').map((r) => `${r.attempt}/${r.step}/${r.kind}`)).toEqual(['0/0/action', '0/1/action', '0/1/reflection', '1/0/action', '1/1/action']);
+    expect(recs[2].outputTokenIds).toEqual([66, 67]);
+  });
+  it('filters by since, env, task ids, model version and count', () => {
+    const ids = (f: Parameters<typeof selectTrainingRecords>[1]) => [...new Set(selectTrainingRecords(d.db, f).map((r) => r.sessionId))];
+    expect(ids({ since: 2000 })).toEqual(['b']);
+    expect(ids({ env: 'sokoban' })).toEqual(['e']);
+    expect(ids({ taskIds: ['T'] })).toEqual(['a', 'b']);
+    expect(ids({ taskIds: [] })).toEqual([]);
+    expect(ids({ modelVersion: 'v2' })).toEqual(['e']);
+    expect(ids({ maxSessions: 1 })).toEqual(['b']);
+  });
+  it('LaMer advantages computed from the table are written back to the step rows', () => {
+    const recs = selectTrainingRecords(d.db, { taskIds: ['T'] });
+    const { scores, stats } = buildRlSamples(recs, { algorithm: 'lamer', returns: { gammaStep: 0.95, gammaTraj: 0.6 } });
+    expect(stats.passAtK).toEqual({ 1: 0.5, 2: 1 });
+    writeTurnScores(d.db, scores);
+    const rows = d.db.select().from(steps).all().filter((r) => r.sessionId === 'a' && r.outputTokenIds !== null);
+    // a: attempt 0 turn reward -1, G = -1 + 0.6*10 = 5; reflection G = 10; attempt 1 G = 10
+    expect(rows.map((r) => r.return)).toEqual([5, 10, 10]);
+    // scores: -1, 10, 10, 10 (b) -> mean 7.25; anchor A: {5, 10, 10} mean 25/3
+    expect(rows[0].advantage).toBeCloseTo(-8.25 + (5 - 25 / 3), 6);
+    expect(rows[1].advantage).toBeCloseTo(2.75, 6);
+  });
+});
