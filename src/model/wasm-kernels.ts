@@ -10,6 +10,10 @@
  * 2. `UnsortedSegmentSum` (the gradient of `gather`) is missing on wasm: registered here as a
  *    JS loop over the heap views (float32 / int32), which is fast for embedding gradients
  *    ([tokens, n_embd] rows summed into [vocab, n_embd]).
+ * 3. `Slice`, `Unpack` (unstack) and `SplitV` (split): the wasm `Slice` kernel reads its input
+ *    with `readSync`, which copies the *whole* input tensor out of the heap on every call, so
+ *    unstacking a [128, ...] tensor copies it 128 times (measured: 520 ms for a 4 MB tensor).
+ *    The replacements copy only the selected runs from a heap view.
  */
 import * as tf from '@tensorflow/tfjs';
 
@@ -84,12 +88,105 @@ const unsortedSegmentSumWasm: KernelFn = ({ inputs, backend, attrs }) => {
   return out;
 };
 
+/**
+ * Copies the slice `begin`/`size` of `x` into a new output, reading the heap in place.
+ * Runs: the trailing dims taken whole are merged into one contiguous run per outer index.
+ */
+function sliceFromHeap(backend: any, x: tf.TensorInfo, begin: number[], size: number[]): tf.TensorInfo {
+  const rank = x.shape.length;
+  const out = backend.makeOutput(size.slice(), x.dtype) as tf.TensorInfo;
+  if (size.some((n) => n === 0)) return out;
+  const xv = backend.typedArrayFromHeap(x) as Float32Array;
+  const ov = backend.typedArrayFromHeap(out) as Float32Array;
+  if (rank === 0) {
+    ov.set(xv);
+    return out;
+  }
+  const strides = new Array<number>(rank);
+  strides[rank - 1] = 1;
+  for (let d = rank - 2; d >= 0; d--) strides[d] = strides[d + 1] * x.shape[d + 1];
+  // k: last dim that is not taken whole; all dims after k are whole, so a run is size[k]*strides[k].
+  let k = rank - 1;
+  while (k > 0 && begin[k] === 0 && size[k] === x.shape[k]) k--;
+  const run = size[k] * strides[k];
+  const base = begin[k] * strides[k];
+  const idx = new Array<number>(k).fill(0);
+  let o = 0;
+  for (;;) {
+    let off = base;
+    for (let d = 0; d < k; d++) off += (begin[d] + idx[d]) * strides[d];
+    ov.set(xv.subarray(off, off + run), o);
+    o += run;
+    let d = k - 1;
+    while (d >= 0) {
+      idx[d]++;
+      if (idx[d] < size[d]) break;
+      idx[d] = 0;
+      d--;
+    }
+    if (d < 0) break;
+  }
+  return out;
+}
+
+const sliceWasm: KernelFn = ({ inputs, backend, attrs }) => {
+  const x = inputs.x!;
+  const a = attrs as { begin: number | number[]; size?: number | number[] };
+  const [begin, size] = tf.slice_util.parseSliceParams(x as tf.Tensor, a.begin, a.size);
+  return sliceFromHeap(backend, x, begin, size);
+};
+
+const unpackWasm: KernelFn = ({ inputs, backend, attrs }) => {
+  const x = inputs.value!;
+  let axis = (attrs as { axis: number }).axis;
+  if (axis < 0) axis += x.shape.length;
+  const outShape = x.shape.filter((_, i) => i !== axis);
+  const begin = new Array<number>(x.shape.length).fill(0);
+  const size = x.shape.slice();
+  size[axis] = 1;
+  const outs: tf.TensorInfo[] = [];
+  for (let i = 0; i < x.shape[axis]; i++) {
+    begin[axis] = i;
+    const o = sliceFromHeap(backend, x, begin, size);
+    outs.push({ dataId: o.dataId, dtype: o.dtype, shape: outShape } as tf.TensorInfo);
+  }
+  return outs;
+};
+
+const splitVWasm: KernelFn = ({ inputs, backend, attrs }) => {
+  const x = inputs.x!;
+  const a = attrs as { numOrSizeSplits: number | number[]; axis: number | number[] };
+  const axis = tf.util.parseAxisParam(a.axis, x.shape)[0];
+  const sizes = tf.backend_util.prepareSplitSize(x as tf.Tensor, a.numOrSizeSplits, axis);
+  const begin = new Array<number>(x.shape.length).fill(0);
+  return sizes.map((s) => {
+    const size = x.shape.slice();
+    size[axis] = s;
+    const o = sliceFromHeap(backend, x, begin.slice(), size);
+    begin[axis] += s;
+    return o;
+  });
+};
+
+function replaceKernel(kernelName: string, kernelFunc: KernelFn): void {
+  const orig = tf.getKernel(kernelName, 'wasm');
+  if (!orig) return;
+  const origFn = orig.kernelFunc as unknown as KernelFn;
+  // string tensors keep the original implementation
+  const fn: KernelFn = (args) => (Object.values(args.inputs).some((t) => t?.dtype === 'string') ? origFn(args) : kernelFunc(args));
+  tf.unregisterKernel(kernelName, 'wasm');
+  tf.registerKernel({ kernelName, backendName: 'wasm', kernelFunc: fn as unknown as tf.KernelFunc, setupFunc: orig.setupFunc, disposeFunc: orig.disposeFunc });
+}
+
 /** Installs the wasm kernel fixes (idempotent). Call after `tf.setBackend('wasm')`. */
 export function installWasmPatches(): void {
   if (installed) return;
   installed = true;
   wrapTransposedMatMul('BatchMatMul');
   wrapTransposedMatMul('_FusedMatMul');
+  replaceKernel('Slice', sliceWasm);
+  replaceKernel('Unpack', unpackWasm);
+  replaceKernel('SplitV', splitVWasm);
   if (!tf.getKernel('UnsortedSegmentSum', 'wasm')) {
     tf.registerKernel({ kernelName: 'UnsortedSegmentSum', backendName: 'wasm', kernelFunc: unsortedSegmentSumWasm as unknown as tf.KernelFunc });
   }

@@ -1,0 +1,215 @@
+/**
+ * `npm run bench:model`: speed of the builtin model on this machine's backend.
+ *
+ * Measures, in one run (so ratios are against the same machine state):
+ * 1. plain matMul GFLOP/s ([1024,128]x[128,384] and 512x512), the backend's reference rate;
+ * 2. forward tokens/s by batch size: full-sequence forward [B, 128] and KV-cached decode steps
+ *    (B rows, one new token each, 256 cached positions);
+ * 3. engine step latency p50/p99 (ms) and steps/s at concurrency 1, 8, 32 with batching on
+ *    (window 2 ms, max 32 rows) and off (max 1 row), and the throughput ratio;
+ * 4. training tokens/s (Adam, [8, 128] tokens) and achieved GFLOP/s with nanoGPT's estimate
+ *    6 N + 12 L T C FLOPs per token (N = parameters without wpe), and its ratio to (1).
+ * Prints a table and writes bench/results/model.json.
+ * Flags: --backend wasm|cpu|auto (default auto), --quick (fewer iterations).
+ * Model: DEFAULT_CONFIG of src/model/gpt.ts (2 layers, 128 wide, 4 heads, block 1024).
+ */
+import * as tf from '@tensorflow/tfjs';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { initBackend, type BackendPreference } from '../src/model/backend.js';
+import { saveCheckpoint } from '../src/model/checkpoint.js';
+import { countParams, DEFAULT_CONFIG, disposeCache, forward, forwardCached, initModel, tokenLogprobs, type GPT } from '../src/model/gpt.js';
+import { createBuiltinEngineInstance } from '../src/policy/builtin-engine.js';
+
+const args = process.argv.slice(2);
+const flag = (name: string) => {
+  const i = args.indexOf(name);
+  return i >= 0 ? args[i + 1] : undefined;
+};
+const QUICK = args.includes('--quick');
+const backendPref = (flag('--backend') ?? 'auto') as BackendPreference;
+
+function percentile(xs: number[], p: number): number {
+  const s = xs.slice().sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
+}
+const median = (xs: number[]) => percentile(xs, 50);
+
+/** Median seconds of `fn` over `reps` runs after `warm` warm-up runs. */
+function timeIt(fn: () => void, reps: number, warm = 2): number {
+  for (let i = 0; i < warm; i++) fn();
+  const ts: number[] = [];
+  for (let i = 0; i < reps; i++) {
+    const t0 = performance.now();
+    fn();
+    ts.push((performance.now() - t0) / 1000);
+  }
+  return median(ts);
+}
+
+function matmulGflops(m: number, k: number, n: number): number {
+  const a = tf.randomNormal([m, k]);
+  const b = tf.randomNormal([k, n]);
+  const s = timeIt(() => tf.tidy(() => tf.matMul(a, b).dataSync()), QUICK ? 5 : 15);
+  a.dispose();
+  b.dispose();
+  return (2 * m * k * n) / s / 1e9;
+}
+
+function forwardTokensPerSec(model: GPT, B: number, T: number): number {
+  const idx = tf.tensor2d(Array.from({ length: B * T }, (_, i) => i % 256), [B, T], 'int32');
+  const s = timeIt(() => tf.tidy(() => forward(model, idx).dataSync()), QUICK ? 2 : 5, 1);
+  idx.dispose();
+  return (B * T) / s;
+}
+
+function decodeTokensPerSec(model: GPT, B: number, cached: number): number {
+  const pre = forwardCached(model, [{ cache: null, tokens: Array.from({ length: cached }, (_, i) => i % 256), allPositions: false, keepCache: true }])[0];
+  const rows = Array.from({ length: B }, (_, i) => ({ cache: pre.cache, tokens: [i % 256], allPositions: false, keepCache: true }));
+  const s = timeIt(() => {
+    for (const r of forwardCached(model, rows)) disposeCache(r.cache);
+  }, QUICK ? 5 : 15);
+  disposeCache(pre.cache);
+  return B / s;
+}
+
+/** FLOPs per trained token, nanoGPT estimate_mfu: 6 N + 12 L T C (N without wpe). */
+function trainFlopsPerToken(model: GPT, T: number): number {
+  const { n_layer, n_embd, block_size } = model.config;
+  const N = countParams(model.config) - block_size * n_embd;
+  return 6 * N + 12 * n_layer * T * n_embd;
+}
+
+function trainBench(model: GPT, B: number, T: number): { tokensPerSec: number; gflops: number; stepSec: number; forwardSec: number } {
+  const opt = tf.train.adam(1e-3);
+  const tokens = tf.tensor2d(Array.from({ length: B * (T + 1) }, (_, i) => (i * 7) % 256), [B, T + 1], 'int32');
+  const step = () => {
+    const { value, grads } = tf.variableGrads(() => tf.neg(tf.mean(tokenLogprobs(model, tokens))) as tf.Scalar, model.trainableVariables);
+    opt.applyGradients(grads as Parameters<typeof opt.applyGradients>[0]);
+    value.dataSync();
+    value.dispose();
+    tf.dispose(grads);
+  };
+  const stepSec = timeIt(step, QUICK ? 2 : 5, 1);
+  const forwardSec = timeIt(() => tf.tidy(() => tokenLogprobs(model, tokens).dataSync()), QUICK ? 2 : 5, 1);
+  opt.dispose();
+  tokens.dispose();
+  const tokensPerSec = (B * T) / stepSec;
+  return { tokensPerSec, gflops: (tokensPerSec * trainFlopsPerToken(model, T)) / 1e9, stepSec, forwardSec };
+}
+
+interface LatencyResult {
+  concurrency: number;
+  batching: boolean;
+  steps: number;
+  p50ms: number;
+  p99ms: number;
+  stepsPerSec: number;
+  meanBatchRows: number;
+}
+
+async function latencyBench(dir: string, concurrency: number, batching: boolean, stepsPerSession: number): Promise<LatencyResult> {
+  const engine = await createBuiltinEngineInstance({
+    backend: backendPref,
+    batchWindowMs: batching ? 2 : 0,
+    maxBatchSize: batching ? 32 : 1,
+    limits: { maxActionTokens: 8 },
+  });
+  await engine.load('bench', dir);
+  const lat: number[] = [];
+  const head = 'You are playing MineSweeper on a 6x6 board. Reveal all safe cells. Answer with (row, col).\n';
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async (_, s) => {
+      const steps: string[] = [];
+      for (let i = 0; i < stepsPerSession; i++) {
+        const t = performance.now();
+        const g = await engine.act({
+          sessionId: `s${s}`,
+          modelVersion: 'bench',
+          prompt: { head, steps, tail: `Observation ${i}: ? ? 1 . . ?\nAction: ` },
+          sampling: { temperature: 1, topP: 1, topK: 0, seed: s * 1000 + i },
+        });
+        lat.push(performance.now() - t);
+        steps.push(`Observation ${i}: ? ? 1 . . ?\nAction: ${g.output}\n`);
+      }
+      engine.release(`s${s}`);
+    }),
+  );
+  const wall = (performance.now() - t0) / 1000;
+  const st = engine.stats().bench;
+  await engine.dispose();
+  return {
+    concurrency,
+    batching,
+    steps: lat.length,
+    p50ms: percentile(lat, 50),
+    p99ms: percentile(lat, 99),
+    stepsPerSec: lat.length / wall,
+    meanBatchRows: st.rows / st.forwards,
+  };
+}
+
+async function main(): Promise<void> {
+  const backend = await initBackend(backendPref);
+  const model = initModel(DEFAULT_CONFIG, 1337);
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'lamer-bench-'));
+  await saveCheckpoint(model, dir, { version: 'bench' });
+  console.log(`backend ${backend}, model ${JSON.stringify(DEFAULT_CONFIG)} (${countParams(DEFAULT_CONFIG)} params), node ${process.version}, ${os.cpus().length} cpus, load ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`);
+
+  const matmul = { m1024x128x384: matmulGflops(1024, 128, 384), m512: matmulGflops(512, 512, 512) };
+  const matmulRef = Math.max(matmul.m1024x128x384, matmul.m512);
+  console.log(`\nplain matMul GFLOP/s: [1024,128]x[128,384] ${matmul.m1024x128x384.toFixed(2)}, 512^3 ${matmul.m512.toFixed(2)}`);
+
+  const fwd: Array<{ batch: number; fullSeqTokensPerSec: number; decodeTokensPerSec: number }> = [];
+  for (const B of [1, 8, 32]) {
+    fwd.push({ batch: B, fullSeqTokensPerSec: forwardTokensPerSec(model, Math.min(B, 8), 128), decodeTokensPerSec: decodeTokensPerSec(model, B, 256) });
+  }
+  console.log('\nforward tokens/s    batch   full-seq [min(B,8),128]   decode (256 cached)');
+  for (const f of fwd) console.log(`                    ${String(f.batch).padStart(5)}   ${f.fullSeqTokensPerSec.toFixed(0).padStart(23)}   ${f.decodeTokensPerSec.toFixed(0).padStart(19)}`);
+
+  const train = trainBench(model, 8, 128);
+  const trainRatio = train.gflops / matmulRef;
+  console.log(`\ntraining [8,128] Adam: ${train.tokensPerSec.toFixed(0)} tokens/s, step ${(train.stepSec * 1000).toFixed(0)} ms (forward ${(train.forwardSec * 1000).toFixed(0)} ms, backward+update ${(1000 * (train.stepSec - train.forwardSec)).toFixed(0)} ms), ${train.gflops.toFixed(2)} GFLOP/s = ${(100 * trainRatio).toFixed(0)}% of plain matMul ${matmulRef.toFixed(2)} GFLOP/s`);
+
+  const lat: LatencyResult[] = [];
+  for (const c of [1, 8, 32]) {
+    const stepsPerSession = QUICK ? Math.max(2, Math.round(24 / c)) : Math.max(4, Math.round(96 / c));
+    for (const batching of [false, true]) lat.push(await latencyBench(dir, c, batching, stepsPerSession));
+  }
+  console.log('\nengine act (8-token actions)  conc  batching  steps   p50 ms   p99 ms   steps/s  rows/forward');
+  for (const r of lat) {
+    console.log(`                              ${String(r.concurrency).padStart(4)}  ${(r.batching ? 'on' : 'off').padStart(8)}  ${String(r.steps).padStart(5)}  ${r.p50ms.toFixed(1).padStart(7)}  ${r.p99ms.toFixed(1).padStart(7)}  ${r.stepsPerSec.toFixed(1).padStart(8)}  ${r.meanBatchRows.toFixed(1).padStart(12)}`);
+  }
+  const ratios = [1, 8, 32].map((c) => {
+    const on = lat.find((r) => r.concurrency === c && r.batching)!;
+    const off = lat.find((r) => r.concurrency === c && !r.batching)!;
+    return { concurrency: c, throughputRatio: on.stepsPerSec / off.stepsPerSec };
+  });
+  console.log('batched/unbatched throughput: ' + ratios.map((r) => `c=${r.concurrency}: ${r.throughputRatio.toFixed(2)}x`).join(', '));
+
+  const result = {
+    date: new Date().toISOString(),
+    backend,
+    config: DEFAULT_CONFIG,
+    params: countParams(DEFAULT_CONFIG),
+    machine: { cpus: os.cpus().length, loadavg: os.loadavg(), node: process.version, note: 'shared machine: other processes may run concurrently' },
+    quick: QUICK,
+    matmulGflops: matmul,
+    forward: fwd,
+    training: { batch: 8, seq: 128, ...train, matmulRefGflops: matmulRef, ratioToMatmul: trainRatio, flopsPerToken: trainFlopsPerToken(model, 128) },
+    latency: lat,
+    batchingThroughputRatio: ratios,
+  };
+  await mkdir('bench/results', { recursive: true });
+  await writeFile('bench/results/model.json', JSON.stringify(result, null, 2) + '\n');
+  console.log('\nwrote bench/results/model.json');
+  model.dispose();
+  await rm(dir, { recursive: true, force: true });
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});

@@ -1,0 +1,40 @@
+import { beforeAll, describe, expect, it } from 'vitest';
+import * as tf from '@tensorflow/tfjs';
+import { useWasm } from './setup.js';
+
+beforeAll(async () => {
+  expect(await useWasm()).toBe('wasm');
+});
+
+const range = (shape: number[]) => tf.tensor(Array.from({ length: shape.reduce((a, b) => a * b, 1) }, (_, i) => i), shape);
+
+describe('wasm kernel fixes', () => {
+  it('Slice copies exactly the selected elements (contiguous, strided, 4-D)', () => {
+    const x = range([2, 3, 4]);
+    expect(tf.slice(x, [1, 0, 0], [1, 3, 4]).arraySync()).toEqual([[[12, 13, 14, 15], [16, 17, 18, 19], [20, 21, 22, 23]]]);
+    expect(tf.slice(x, [0, 1, 1], [2, 2, 2]).arraySync()).toEqual([[[5, 6], [9, 10]], [[17, 18], [21, 22]]]);
+    const y = range([2, 2, 3, 2]);
+    expect(tf.slice(y, [1, 0, 1, 0], [1, 2, 2, 2]).arraySync()).toEqual([[[[14, 15], [16, 17]], [[20, 21], [22, 23]]]]);
+    expect(tf.slice(tf.tensor1d([1, 2, 3], 'int32'), [1], [2]).arraySync()).toEqual([2, 3]);
+  });
+
+  it('Unpack and SplitV give the same parts as on cpu', () => {
+    const x = range([3, 2, 2]);
+    expect(tf.unstack(x).map((t) => t.arraySync())).toEqual([[[0, 1], [2, 3]], [[4, 5], [6, 7]], [[8, 9], [10, 11]]]);
+    expect(tf.unstack(x, 2).map((t) => t.arraySync())).toEqual([[[0, 2], [4, 6], [8, 10]], [[1, 3], [5, 7], [9, 11]]]);
+    expect(tf.split(range([2, 6]), [1, 2, 3], 1).map((t) => t.arraySync())).toEqual([[[0], [6]], [[1, 2], [7, 8]], [[3, 4, 5], [9, 10, 11]]]);
+  });
+
+  it('transposed matMul equals the plain product of explicit transposes', () => {
+    const a = range([2, 3, 4]);
+    const b = range([2, 5, 4]);
+    expect(tf.matMul(a, b, false, true).arraySync()).toEqual(tf.matMul(a, tf.transpose(b, [0, 2, 1])).arraySync());
+    expect(tf.matMul(tf.transpose(a, [0, 2, 1]), tf.transpose(b, [0, 2, 1]), true, false).arraySync()).toEqual(tf.matMul(a, tf.transpose(b, [0, 2, 1])).arraySync());
+    expect(tf.matMul([[1, 2], [3, 4]], [[5, 6], [7, 8]], true, true).arraySync()).toEqual([[23, 31], [34, 46]]);
+  });
+
+  it('UnsortedSegmentSum (gather gradient) sums rows per segment', () => {
+    const out = tf.unsortedSegmentSum(tf.tensor2d([[1, 2], [3, 4], [5, 6]]), tf.tensor1d([2, 0, 2], 'int32'), 3);
+    expect(out.arraySync()).toEqual([[3, 4], [0, 0], [6, 8]]);
+  });
+});
