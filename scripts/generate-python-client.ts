@@ -440,7 +440,7 @@ function renderMethod(o: PyOperation): string {
 
         \`${o.method} ${o.path}\`. Raises LamerProblem for an error answer.
         """
-        return self._request(${pyString(o.method)}, ${pyString(o.path)}, ${pathDict}, ${queryDict}, ${o.body ? 'body' : 'None'}, ${o.auth ? 'True' : 'False'})  # type: ignore[no-any-return]
+        return self._request(${pyString(o.method)}, ${pyString(o.path)}, ${pathDict}, ${queryDict}, ${o.body ? 'body' : 'None'}, ${o.auth ? 'True' : 'False'})${o.returns === 'Any' ? '' : '  # type: ignore[no-any-return]'}
 `;
 }
 
@@ -467,12 +467,13 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any, Dict, List, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Literal, Mapping, Optional, TypedDict, Union
 
 if sys.version_info >= (3, 11):
-    from typing import Literal, NotRequired, TypedDict
-else:  # pragma: no cover - Python 3.8-3.10: NotRequired is only a marker for type checkers
-    from typing import Literal, TypedDict
+    from typing import NotRequired
+elif TYPE_CHECKING:  # type checkers targeting Python < 3.11 read typing_extensions' stubs
+    from typing_extensions import NotRequired
+else:  # pragma: no cover - Python 3.8-3.10 at run time: NotRequired[...] is only a marker
 
     class _NotRequired:
         def __getitem__(self, item: Any) -> Any:

@@ -5,7 +5,7 @@
  *  - the MineSweeper example playing a full session against a live in-process server
  *    (`startServer({ engine: 'test' })`, contract 1).
  */
-import { execFile } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -18,6 +18,7 @@ const run = promisify(execFile);
 const ROOT = join(import.meta.dirname, '..', '..');
 const PY_DIR = join(ROOT, 'clients', 'python');
 const hasServer = existsSync(join(ROOT, 'src', 'server.ts'));
+const hasMypy = spawnSync('python3', ['-m', 'mypy', '--version']).status === 0;
 
 interface Seen {
   method: string;
@@ -124,6 +125,18 @@ print(json.dumps(out))`,
         expect(calls).toBe(4);
       },
     );
+  });
+});
+
+// mypy is not installed on every machine (pip install mypy); where it is, the generated client
+// and the example must type-check strictly for the oldest and the current Python it supports.
+describe.skipIf(!hasMypy)('Python client typing', () => {
+  it.each(['3.10', '3.11'])('mypy --strict --python-version %s passes on the client and the example', async (v) => {
+    const { stdout } = await run('python3', ['-m', 'mypy', '--strict', '--no-incremental', '--python-version', v, 'lamer_client', 'examples/play_minesweeper.py'], {
+      cwd: PY_DIR,
+      timeout: 120_000,
+    });
+    expect(stdout).toContain('Success: no issues found in 3 source files');
   });
 });
 

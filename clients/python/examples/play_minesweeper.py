@@ -25,11 +25,13 @@ import os
 import random
 import re
 import sys
-from typing import Dict, List, Optional, Set, Tuple
+from dataclasses import dataclass
+from typing import List, Literal, Optional, Set, Tuple
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from lamer_client import LamerClient, LamerProblem  # noqa: E402
+from lamer_client.client import Session, StepRequest  # noqa: E402
 
 INSTRUCTIONS = (
     "You are playing MineSweeper on a 6x6 board with 3 hidden mines. Rows and columns are "
@@ -40,6 +42,15 @@ INSTRUCTIONS = (
 )
 
 ACTION_RE = re.compile(r"\(\s*(\d+)\s*,\s*(\d+)\s*\)")
+
+
+@dataclass(frozen=True)
+class StepResult:
+    observation: str
+    reward: float
+    done: bool
+    success: bool
+    invalid_action: bool
 
 
 class MineSweeper:
@@ -110,8 +121,8 @@ class MineSweeper:
         return [f"({r + 1}, {c + 1})" for r in range(self.size) for c in range(self.size)
                 if (r, c) not in self.revealed]
 
-    def step(self, action: str) -> Dict[str, object]:
-        """Applies "(row, col)"; returns observation, reward, done, success, invalidAction."""
+    def step(self, action: str) -> StepResult:
+        """Applies "(row, col)"; returns the observation after it and its reward."""
         matches = ACTION_RE.findall(action or "")  # the last "(r, c)" in the text counts
         m = matches[-1] if matches else None
         reward: float
@@ -131,11 +142,11 @@ class MineSweeper:
                 reward = 2.0 if opened > 1 else 0.5
                 if self._won():
                     reward, self.done, success = 10.0, True, True
-        return {"observation": self.observation(), "reward": reward, "done": self.done,
-                "success": success, "invalidAction": invalid}
+        return StepResult(self.observation(), reward, self.done, success, invalid)
 
 
-def play(client: LamerClient, seed: int, attempts: int, max_steps: int, mode: str, verbose: bool) -> Dict[str, object]:
+def play(client: LamerClient, seed: int, attempts: int, max_steps: int, mode: Literal["train", "eval"],
+         verbose: bool) -> Session:
     """Plays one session (up to `attempts` attempts at the board of `seed`); returns the session."""
     session = client.create_session({
         "taskId": f"minesweeper-6x6-3:seed={seed}", "instructions": INSTRUCTIONS, "env": "minesweeper",
@@ -145,30 +156,33 @@ def play(client: LamerClient, seed: int, attempts: int, max_steps: int, mode: st
     env = MineSweeper()
     for attempt in range(attempts):
         observation = env.reset(seed)  # the same initial state every attempt
-        body = {"attempt": attempt, "step": 0, "observation": observation,
-                "availableActions": env.available_actions()}
+        body: StepRequest = {"attempt": attempt, "step": 0, "observation": observation,
+                             "availableActions": env.available_actions()}
         step = 0
         while True:
-            answer = client.post_step(sid, body)  # type: ignore[arg-type]
+            answer = client.post_step(sid, body)
             action = answer["action"]
             if action is None:  # the attempt ended (done, or step == maxSteps)
                 break
             result = env.step(action)
             step += 1
             if verbose:
-                print(f"attempt {attempt} step {step - 1}: {action} -> reward {result['reward']}", file=sys.stderr)
-            body = {"attempt": attempt, "step": step, **result}
-            if not result["done"]:
+                print(f"attempt {attempt} step {step - 1}: {action} -> reward {result.reward}", file=sys.stderr)
+            body = {"attempt": attempt, "step": step, "observation": result.observation,
+                    "reward": result.reward, "done": result.done, "success": result.success,
+                    "invalidAction": result.invalid_action}
+            if not result.done:
                 body["availableActions"] = env.available_actions()
-        res = answer["attemptResult"] or {}
-        if verbose:
-            print(f"attempt {attempt}: success={res.get('success')} return={res.get('return')} "
-                  f"steps={res.get('steps')} endReason={res.get('endReason')}", file=sys.stderr)
-            if answer["reflection"]:
-                print(f"reflection: {answer['reflection']['text'][:200]!r}", file=sys.stderr)
+        res = answer["attemptResult"]
+        if verbose and res is not None:
+            print(f"attempt {attempt}: success={res['success']} return={res['return']} "
+                  f"steps={res['steps']} endReason={res['endReason']}", file=sys.stderr)
+        reflection = answer["reflection"]
+        if verbose and reflection is not None:
+            print(f"reflection: {reflection['text'][:200]!r}", file=sys.stderr)
         if answer["session"]["status"] != "active":
             break
-    return dict(client.get_session(sid))
+    return client.get_session(sid)
 
 
 def main(argv: Optional[List[str]] = None) -> int:

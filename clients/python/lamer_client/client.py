@@ -20,12 +20,13 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any, Dict, List, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Literal, Mapping, Optional, TypedDict, Union
 
 if sys.version_info >= (3, 11):
-    from typing import Literal, NotRequired, TypedDict
-else:  # pragma: no cover - Python 3.8-3.10: NotRequired is only a marker for type checkers
-    from typing import Literal, TypedDict
+    from typing import NotRequired
+elif TYPE_CHECKING:  # type checkers targeting Python < 3.11 read typing_extensions' stubs
+    from typing_extensions import NotRequired
+else:  # pragma: no cover - Python 3.8-3.10 at run time: NotRequired[...] is only a marker
 
     class _NotRequired:
         def __getitem__(self, item: Any) -> Any:
@@ -395,7 +396,7 @@ class LamerClient:
 
         `GET /metrics`. Raises LamerProblem for an error answer.
         """
-        return self._request('GET', '/metrics', {}, {}, None, False)  # type: ignore[no-any-return]
+        return self._request('GET', '/metrics', {}, {}, None, False)
 
     def list_sessions(self, *, status: Optional[Literal['active', 'completed', 'abandoned', 'expired']] = None, task_id: Optional[str] = None, env: Optional[str] = None, mode: Optional[Literal['train', 'eval']] = None, model_version: Optional[str] = None, limit: Optional[int] = None, cursor: Optional[str] = None) -> SessionList:
         """List sessions, newest first, with filters and cursor pagination
