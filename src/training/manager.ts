@@ -1,0 +1,263 @@
+/**
+ * Training jobs as a service (shared/DESIGN.md §3 `training/jobs`, issue 5 items 2-4), without the
+ * HTTP layer: create / list / get / cancel jobs stored in the `training_jobs` table, run them one at
+ * a time in a worker thread, and register each result as a new model version (status `candidate`,
+ * or `active` when the job asked for activation).
+ *
+ * A job:
+ *   1. reads its data: RL (`lamer`, `gigpo`, `grpo`, `rloo`) from completed training sessions
+ *      (src/training/select.ts filter), SFT from a demonstration JSONL file;
+ *   2. computes returns and advantages, writes them back to the step rows, skips groups without
+ *      signal (counted in the job's `config.dataStats`);
+ *   3. trains in a worker thread (src/training/worker.ts) from the base version's checkpoint,
+ *      recording progress and per-iteration metrics on the job row as they arrive;
+ *   4. writes `<dataDir>/checkpoints/<version>/` and inserts the model version (parent, job id, data
+ *      counts and final metrics in `metrics`).
+ * Errors of a job fail that job (status `failed`, `error` set); they never throw out of the manager.
+ */
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { randomUUID } from 'node:crypto';
+import { desc, eq } from 'drizzle-orm';
+import type { Db } from '../db/index.js';
+import { models, trainingJobs, type ModelRow, type TrainingJobRow } from '../db/schema.js';
+import { readCheckpointMetadata } from '../model/checkpoint.js';
+import { buildRlSamples, buildSftSamples, parseDemoJsonl, type Algorithm, type DataStats, type TrainingSample } from './data.js';
+import { JobCancelledError, type IterationMetrics, type JobResult, type TrainingHyper } from './job.js';
+import type { ModelIOModule } from './model-api.js';
+import { DEFAULT_RETURNS, type ReturnMode } from './returns.js';
+import { selectTrainingRecords, writeTurnScores, type DataFilter } from './select.js';
+import { startTrainingWorker, type TrainingWorkerHandle } from './worker.js';
+
+/** What a client asks for (the body of `POST /v1/training/jobs`). */
+export interface CreateJobRequest {
+  algorithm: Algorithm;
+  /** RL data filter; ignored for SFT. */
+  data?: DataFilter;
+  /** SFT: path of a DemoSession JSONL file (shared contract 5). */
+  demosPath?: string;
+  /** Version to start from; default: the active version. */
+  baseVersion?: string;
+  /** Name of the new version; default `<algorithm>-<job id prefix>`. */
+  version?: string;
+  /** Activate the new version when the job succeeds. Default false. */
+  activate?: boolean;
+  hyper?: TrainingHyper & {
+    gammaStep?: number;
+    gammaTraj?: number;
+    returnMode?: ReturnMode;
+    invalidPenalty?: number;
+    stepCoef?: number;
+  };
+}
+
+/** The model registry as the manager needs it (src/agent/models.ts ModelRegistry fits). */
+export interface VersionRegistry {
+  active(): ModelRow;
+  get(version: string): ModelRow | undefined;
+  activate(version: string): Promise<unknown>;
+}
+
+export interface ManagerLogger {
+  info(o: object, msg?: string): void;
+  warn(o: object, msg?: string): void;
+  error(o: object, msg?: string): void;
+}
+
+export interface ManagerOptions {
+  db: Db;
+  dataDir: string;
+  registry: VersionRegistry;
+  logger?: ManagerLogger;
+  /** Model I/O for the worker; default the builtin GPT adapter. */
+  modelIO?: ModelIOModule;
+}
+
+export class TrainingJobError extends Error {
+  constructor(message: string) { super(message); this.name = 'TrainingJobError'; }
+}
+
+export class TrainingJobManager {
+  private readonly queue: string[] = [];
+  private running: { id: string; handle: TrainingWorkerHandle | null; cancelled: boolean } | null = null;
+  private idle: Promise<void> = Promise.resolve();
+  private closed = false;
+
+  constructor(private readonly opts: ManagerOptions) {
+    // jobs left by a previous process: running ones failed with it, queued ones run again
+    const db = opts.db;
+    db.update(trainingJobs).set({ status: 'failed', error: 'server stopped while the job was running', finishedAt: Date.now() })
+      .where(eq(trainingJobs.status, 'running')).run();
+    for (const r of db.select({ id: trainingJobs.id }).from(trainingJobs).where(eq(trainingJobs.status, 'queued')).orderBy(trainingJobs.createdAt).all()) {
+      this.queue.push(r.id);
+    }
+    this.pump();
+  }
+
+  /**
+   * Queue a job. @throws TrainingJobError for an unknown base version, an SFT job without
+   * demosPath, or a version name already taken.
+   */
+  create(req: CreateJobRequest): TrainingJobRow {
+    if (this.closed) throw new TrainingJobError('training job manager is closed');
+    const base = req.baseVersion ?? this.opts.registry.active().version;
+    if (!this.opts.registry.get(base)) throw new TrainingJobError(`unknown base version '${base}'`);
+    if (req.algorithm === 'sft' && !req.demosPath) throw new TrainingJobError('an sft job needs demosPath');
+    if (req.version !== undefined && this.opts.registry.get(req.version)) throw new TrainingJobError(`model version '${req.version}' already exists`);
+    const id = `job_${randomUUID().replace(/-/g, '').slice(0, 16)}`;
+    const row = {
+      id, algorithm: req.algorithm, status: 'queued' as const, config: { ...req, baseVersion: base } as Record<string, unknown>,
+      progress: 0, metrics: [] as unknown[], resultVersion: null, error: null, createdAt: Date.now(), startedAt: null, finishedAt: null,
+    };
+    this.opts.db.insert(trainingJobs).values(row).run();
+    this.queue.push(id);
+    this.pump();
+    return this.get(id)!;
+  }
+
+  get(id: string): TrainingJobRow | undefined {
+    return this.opts.db.select().from(trainingJobs).where(eq(trainingJobs.id, id)).get();
+  }
+
+  list(limit = 50): TrainingJobRow[] {
+    return this.opts.db.select().from(trainingJobs).orderBy(desc(trainingJobs.createdAt)).limit(limit).all();
+  }
+
+  /** Whether a job is queued or running. */
+  busy(): boolean {
+    return this.running !== null || this.queue.length > 0;
+  }
+
+  /**
+   * Cancel a queued or running job (a running one stops after its current iteration).
+   * @returns the row, or undefined for an unknown id. Finished jobs are returned unchanged.
+   */
+  cancel(id: string): TrainingJobRow | undefined {
+    const row = this.get(id);
+    if (!row) return undefined;
+    if (row.status === 'queued') {
+      const i = this.queue.indexOf(id);
+      if (i >= 0) this.queue.splice(i, 1);
+      this.finish(id, { status: 'cancelled' });
+    } else if (row.status === 'running' && this.running?.id === id) {
+      this.running.cancelled = true;
+      this.running.handle?.cancel();
+    }
+    return this.get(id);
+  }
+
+  /** Resolves when no job is queued or running. */
+  async whenIdle(): Promise<void> {
+    while (this.busy()) await this.idle;
+  }
+
+  /** Stop taking jobs, cancel the running one and wait for it. */
+  async close(): Promise<void> {
+    this.closed = true;
+    this.queue.length = 0;
+    if (this.running) this.cancel(this.running.id);
+    await this.idle;
+  }
+
+  private pump(): void {
+    if (this.running || this.queue.length === 0 || this.closed) return;
+    const id = this.queue.shift()!;
+    this.running = { id, handle: null, cancelled: false };
+    this.idle = this.runJob(id).finally(() => {
+      this.running = null;
+      this.pump();
+    });
+  }
+
+  private finish(id: string, set: Partial<Pick<TrainingJobRow, 'status' | 'error' | 'resultVersion' | 'progress'>>): void {
+    this.opts.db.update(trainingJobs).set({ ...set, finishedAt: Date.now() }).where(eq(trainingJobs.id, id)).run();
+  }
+
+  private async runJob(id: string): Promise<void> {
+    const { db, logger } = this.opts;
+    const row = this.get(id);
+    if (!row) return;
+    const req = row.config as unknown as CreateJobRequest & { baseVersion: string };
+    db.update(trainingJobs).set({ status: 'running', startedAt: Date.now() }).where(eq(trainingJobs.id, id)).run();
+    logger?.info({ jobId: id, algorithm: req.algorithm, baseVersion: req.baseVersion }, 'training job started');
+    try {
+      const base = this.opts.registry.get(req.baseVersion);
+      if (!base) throw new TrainingJobError(`base version '${req.baseVersion}' no longer exists`);
+      const { samples, stats } = await this.prepare(req, base.checkpointDir);
+      db.update(trainingJobs).set({ config: { ...row.config, dataStats: stats } }).where(eq(trainingJobs.id, id)).run();
+      logger?.info({ jobId: id, ...stats }, 'training data ready');
+      if (samples.length === 0) {
+        throw new TrainingJobError(`no training samples: ${stats.sessions} sessions, ${stats.groups} groups, ${stats.skippedGroups} skipped without signal`);
+      }
+      if (this.running?.cancelled) throw new JobCancelledError();
+      const version = req.version ?? `${req.algorithm}-${id.slice(4, 12)}`;
+      if (this.opts.registry.get(version)) throw new TrainingJobError(`model version '${version}' already exists`);
+      const outputDir = path.join(this.opts.dataDir, 'checkpoints', version);
+      const metrics: IterationMetrics[] = [];
+      const handle = startTrainingWorker({
+        spec: { algorithm: req.algorithm, baseCheckpointDir: base.checkpointDir, outputDir, hyper: req.hyper, dataStats: stats, meta: { version, parent: base.version, jobId: id } },
+        samples,
+        modelIO: this.opts.modelIO,
+      }, (p) => {
+        metrics.push(p.metrics);
+        db.update(trainingJobs).set({ progress: p.progress, metrics }).where(eq(trainingJobs.id, id)).run();
+        logger?.info({ jobId: id, iteration: p.iteration, of: p.totalIterations, loss: p.metrics.loss, entropy: p.metrics.entropy, clipFrac: p.metrics.clipFrac, approxKl: p.metrics.approxKl, tokensPerSec: Math.round(p.metrics.tokensPerSec) }, 'training iteration');
+      });
+      if (this.running) this.running.handle = handle;
+      if (this.running?.cancelled) handle.cancel();
+      const result: JobResult = await handle.done;
+      db.insert(models).values({
+        version, parent: base.version, jobId: id, checkpointDir: outputDir, status: 'candidate',
+        metrics: { algorithm: req.algorithm, data: stats, iterations: result.iterations, final: result.metrics[result.metrics.length - 1] ?? null, seconds: result.seconds, behaviorLogprobGap: result.behaviorLogprobGap },
+        createdAt: Date.now(),
+      }).run();
+      this.finish(id, { status: 'succeeded', resultVersion: version, progress: 1 });
+      logger?.info({ jobId: id, version, seconds: result.seconds }, 'training job succeeded');
+      if (req.activate) {
+        try {
+          await this.opts.registry.activate(version);
+          logger?.info({ jobId: id, version }, 'model version activated');
+        } catch (err) {
+          logger?.error({ jobId: id, version, err: String(err) }, 'activation after training failed');
+          db.update(trainingJobs).set({ error: `trained, but activation failed: ${String(err)}` }).where(eq(trainingJobs.id, id)).run();
+        }
+      }
+    } catch (err) {
+      if (err instanceof JobCancelledError) {
+        this.finish(id, { status: 'cancelled' });
+        logger?.info({ jobId: id }, 'training job cancelled');
+      } else {
+        const message = err instanceof Error ? err.message : String(err);
+        this.finish(id, { status: 'failed', error: message });
+        logger?.error({ jobId: id, err: message }, 'training job failed');
+      }
+    }
+  }
+
+  private async prepare(req: CreateJobRequest, checkpointDir: string): Promise<{ samples: TrainingSample[]; stats: DataStats }> {
+    if (req.algorithm === 'sft') {
+      const demos = parseDemoJsonl(await readFile(req.demosPath!, 'utf8'));
+      const blockSize = await this.blockSize(checkpointDir);
+      return buildSftSamples(demos, { blockSize });
+    }
+    const h = req.hyper ?? {};
+    const records = selectTrainingRecords(this.opts.db, req.data ?? {});
+    const built = buildRlSamples(records, {
+      algorithm: req.algorithm,
+      returns: { gammaStep: h.gammaStep ?? DEFAULT_RETURNS.gammaStep, gammaTraj: h.gammaTraj ?? DEFAULT_RETURNS.gammaTraj, mode: h.returnMode ?? DEFAULT_RETURNS.mode },
+      invalidPenalty: h.invalidPenalty,
+      stepCoef: h.stepCoef,
+    });
+    writeTurnScores(this.opts.db, built.scores);
+    return built;
+  }
+
+  /** Context length of a checkpoint: the builtin GPT's block_size, or 1024 when the folder is not one. */
+  private async blockSize(dir: string): Promise<number> {
+    try {
+      return (await readCheckpointMetadata(dir)).config.block_size;
+    } catch {
+      return 1024;
+    }
+  }
+}
