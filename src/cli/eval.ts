@@ -128,7 +128,7 @@ export async function run(argv: string[]): Promise<number> {
   if (opts.policy === 'model' && !opts.server) {
     const dir = mkdtempSync(join(tmpdir(), 'lamer-eval-'));
     const { startServer } = await import('../server.js');
-    const srv = await startServer({ port: 0, host: '127.0.0.1', dataDir: dir, engine, apiKeys: [], logLevel: 'warn' });
+    const srv = await startServer({ port: 0, host: '127.0.0.1', dataDir: dir, engine, apiKeys: [], logLevel: 'error' });
     inProcess = { close: srv.close, dir };
     opts.server = srv.url;
     opts.apiKey = undefined;
