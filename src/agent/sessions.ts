@@ -232,7 +232,7 @@ export class SessionService {
   }
 
   private reflectionRows(id: string) {
-    return this.db.select().from(reflections).where(eq(reflections.sessionId, id)).orderBy(asc(reflections.attempt)).all();
+    return this.hot.reflections(id);
   }
 
   private view(row: SessionRow, refl: ReturnType<SessionService['reflectionRows']>): SessionView {

@@ -63,6 +63,7 @@ export class HotQueries {
   private readonly insertStep: Database.Statement;
   private readonly updateSession: Database.Statement;
   private readonly insertReflection: Database.Statement;
+  private readonly reflectionsOf: Database.Statement<[string], { attempt: number; text: string; source: 'policy' | 'human'; updated_at: number }>;
 
   constructor(readonly sqlite: Database.Database) {
     this.sessionById = sqlite.prepare('SELECT * FROM sessions WHERE id = ?');
@@ -87,6 +88,12 @@ export class HotQueries {
     this.insertReflection = sqlite.prepare(
       `INSERT INTO reflections (session_id, attempt, text, source, updated_at) VALUES (?, ?, ?, 'policy', ?)`,
     );
+    this.reflectionsOf = sqlite.prepare('SELECT attempt, text, source, updated_at FROM reflections WHERE session_id = ? ORDER BY attempt');
+  }
+
+  /** Reflections of a session, attempt order. */
+  reflections(sessionId: string): Array<{ sessionId: string; attempt: number; text: string; source: 'policy' | 'human'; updatedAt: number }> {
+    return this.reflectionsOf.all(sessionId).map((r) => ({ sessionId, attempt: r.attempt, text: r.text, source: r.source, updatedAt: r.updated_at }));
   }
 
   session(id: string): SessionRow | undefined {

@@ -8,7 +8,7 @@
  *   for each block: x = x + attn(ln_1(x)); x = x + mlp(ln_2(x))   (pre-LayerNorm)
  *   logits = ln_f(x) @ wte^T                                  [B, T, V]  (weight-tied head)
  * attn: causal multi-head self-attention, fused qkv projection, scale 1/sqrt(head_size).
- * mlp: C -> 4C -> C with GELU (tanh approximation; wasm has no Erf kernel).
+ * mlp: C -> 4C -> C with GELU (tanh approximation, computed via sigmoid; wasm has no Erf kernel).
  * Init: N(0, 0.02) weights, zero biases, LayerNorm gain 1; residual projections (`c_proj`)
  * N(0, 0.02/sqrt(2 n_layer)) as in GPT-2.
  *
@@ -151,10 +151,46 @@ function layerNorm(x: tf.Tensor, g: tf.Tensor, b: tf.Tensor): tf.Tensor {
   return tf.add(tf.mul(tf.mul(tf.sub(x, mean), tf.rsqrt(tf.add(variance, 1e-5))), g), b);
 }
 
-/** GELU, tanh approximation (GPT-2): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
+/**
+ * GELU, tanh approximation (GPT-2): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), computed with
+ * the identity 0.5 (1 + tanh(z)) = sigmoid(2 z), i.e. x * sigmoid(2 sqrt(2/pi) (x + 0.044715 x^3)):
+ * the same function, but wasm's Sigmoid is ~10x faster than its Tanh, and x*x*x than Pow.
+ */
 function gelu(x: tf.Tensor): tf.Tensor {
-  const inner = tf.mul(tf.add(x, tf.mul(tf.pow(x, 3), 0.044715)), Math.sqrt(2 / Math.PI));
-  return tf.mul(tf.mul(x, 0.5), tf.add(tf.tanh(inner), 1));
+  const x3 = tf.mul(tf.mul(x, x), x);
+  const z = tf.mul(tf.add(x, tf.mul(x3, 0.044715)), 2 * Math.sqrt(2 / Math.PI));
+  return tf.mul(x, tf.sigmoid(z));
+}
+
+/**
+ * Scaled dot-product attention over B*H independent (batch, head) pairs.
+ * q `[B*H, N, hd]`, k and v `[B*H, L, hd]`, additive mask `[B or 1, 1, N, L]` -> `[B*H, N, hd]`:
+ * softmax(q k^T * scale + mask) v.
+ * Formulation by case, for speed on wasm (bench/model-attn-micro.ts; shared/PERF-NOTES.md):
+ * - N = 1 (a decode step): scores by multiply + sum over hd, then one batched matMul with v.
+ * - wasm, N > 1: the wasm batched matMul runs a naive loop (~1 GFLOP/s), so the pairs are
+ *   unstacked and multiplied as 2-D matMuls (XNNPACK path), 3-7x faster at these sizes.
+ * - other backends: plain batched matMuls.
+ */
+function attention(q: tf.Tensor3D, k: tf.Tensor3D, v: tf.Tensor3D, mask: tf.Tensor4D, B: number, H: number, scale: number): tf.Tensor3D {
+  const [BH, N] = q.shape;
+  const L = k.shape[1];
+  const softmaxMasked = (scores: tf.Tensor) =>
+    tf.reshape(tf.softmax(tf.add(tf.reshape(tf.mul(scores, scale), [B, H, N, L]), mask), -1), [BH, N, L]) as tf.Tensor3D;
+  if (N === 1) {
+    const att = softmaxMasked(tf.sum(tf.mul(q, k), -1)); // [BH, L] -> [BH, 1, L]
+    return tf.matMul(att, v);
+  }
+  if (tf.getBackend() === 'wasm') {
+    const qs = tf.unstack(q) as tf.Tensor2D[];
+    const ks = tf.unstack(k) as tf.Tensor2D[];
+    const vs = tf.unstack(v) as tf.Tensor2D[];
+    const att = softmaxMasked(tf.stack(qs.map((qi, i) => tf.matMul(qi, ks[i], false, true))));
+    const atts = tf.unstack(att) as tf.Tensor2D[];
+    return tf.stack(atts.map((ai, i) => tf.matMul(ai, vs[i]))) as tf.Tensor3D;
+  }
+  const att = softmaxMasked(tf.matMul(q, k, false, true));
+  return tf.matMul(att, v);
 }
 
 /** x `[N, in]` @ w `[in, out]` + b `[out]`. */
@@ -211,15 +247,8 @@ function forwardHidden(
     const k = past ? (tf.concat([past[l].k, kNew], 2) as tf.Tensor4D) : kNew; // [B, H, L, hd]
     const v = past ? (tf.concat([past[l].v, vNew], 2) as tf.Tensor4D) : vNew;
     const L = k.shape[2];
-    let att = tf.matMul(
-      tf.reshape(q, [B * H, N, hd]) as tf.Tensor3D,
-      tf.reshape(k, [B * H, L, hd]) as tf.Tensor3D,
-      false,
-      true,
-    ); // [B*H, N, L]
-    att = tf.add(tf.reshape(tf.mul(att, scale), [B, H, N, L]), mask) as unknown as tf.Tensor3D;
-    att = tf.reshape(tf.softmax(att, -1), [B * H, N, L]) as tf.Tensor3D;
-    const y = tf.matMul(att, tf.reshape(v, [B * H, L, hd]) as tf.Tensor3D); // [B*H, N, hd]
+    const y = attention(tf.reshape(q, [B * H, N, hd]) as tf.Tensor3D, tf.reshape(k, [B * H, L, hd]) as tf.Tensor3D,
+      tf.reshape(v, [B * H, L, hd]) as tf.Tensor3D, mask, B, H, scale); // [B*H, N, hd]
     const yc = tf.reshape(tf.transpose(tf.reshape(y, [B, H, N, hd]), [0, 2, 1, 3]), [B * N, C]) as tf.Tensor2D;
     x = tf.add(x, linear(yc, p(model, pre + 'attn.c_proj.w'), p(model, pre + 'attn.c_proj.b'))) as tf.Tensor2D;
     // --- MLP ---

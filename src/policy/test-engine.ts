@@ -87,7 +87,7 @@ export class TestEngine implements PolicyEngine {
 
   /** Sum of log(1/256) over each candidate's UTF-8 bytes. */
   async score(req: ScoreRequest): Promise<number[]> {
-    return req.candidates.map((c) => Buffer.byteLength(c, 'utf8') * LOG_UNIFORM);
+    return req.candidates.map((c) => (c === '' ? 0 : Buffer.byteLength(c, 'utf8') * LOG_UNIFORM));
   }
 
   release(_sessionId: string): void {}

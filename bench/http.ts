@@ -1,0 +1,196 @@
+/**
+ * `npm run bench:http`: throughput (steps/s) and latency (p50/p99, ms) of the HTTP step path with
+ * the constant-time TestEngine, i.e. the server's own overhead (Fastify, validation, SQLite commit,
+ * prompt rendering), at concurrency 1, 16 and 64.
+ *
+ * The server runs as a separate process (`tsx src/cli/serve.ts`, engine test, a fresh SQLite data
+ * directory). Each virtual client drives its own sessions through real step sequences: create a
+ * session (3 attempts, 8 steps each), post steps 0..7 with 4 available actions, end attempts 0 and
+ * 1 with done/failure (a reflection is written) and attempt 2 with success, then start a new
+ * session. Only step posts are timed. Keep-alive HTTP/1.1 (node:http agent, one socket a client).
+ *
+ * Options (env): BENCH_SECONDS (default 8 per level), BENCH_WARMUP_SECONDS (1),
+ * BENCH_CONCURRENCY (comma list, default 1,16,64), BENCH_NODE_ARGS (extra node flags for the
+ * server, e.g. --cpu-prof). Writes bench/results/http.json.
+ */
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import http from 'node:http';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
+const WARMUP = Number(process.env.BENCH_WARMUP_SECONDS ?? 1);
+const LEVELS = (process.env.BENCH_CONCURRENCY ?? '1,16,64').split(',').map(Number);
+const STEPS = 8;
+const ACTIONS = ['up', 'down', 'left', 'right'];
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.listen(0, '127.0.0.1', () => {
+      const a = srv.address();
+      srv.close(() => (typeof a === 'object' && a ? resolve(a.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+function request(agent: http.Agent, port: number, method: string, p: string, body?: unknown): Promise<{ status: number; json: any }> {
+  const data = body === undefined ? undefined : JSON.stringify(body);
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      { host: '127.0.0.1', port, method, path: p, agent, headers: data ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data) } : {} },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          resolve({ status: res.statusCode ?? 0, json: text ? JSON.parse(text) : null });
+        });
+      },
+    );
+    req.on('error', reject);
+    if (data) req.write(data);
+    req.end();
+  });
+}
+
+function percentile(sorted: number[], q: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
+}
+
+interface LevelResult {
+  concurrency: number;
+  seconds: number;
+  steps: number;
+  stepsPerSecond: number;
+  p50Ms: number;
+  p99Ms: number;
+  maxMs: number;
+  errors: number;
+}
+
+async function runLevel(port: number, concurrency: number): Promise<LevelResult> {
+  let measuring = false;
+  let stop = false;
+  const latencies: number[] = [];
+  let errors = 0;
+  const client = async (c: number) => {
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    let n = 0;
+    while (!stop) {
+      const created = await request(agent, port, 'POST', '/v1/sessions', {
+        taskId: `bench-${concurrency}-${c}-${n++}`,
+        instructions: 'Push the box onto the target. Answer with one move.',
+        maxAttempts: 3,
+        maxSteps: STEPS,
+        env: 'bench',
+      });
+      if (created.status !== 201) {
+        errors++;
+        continue;
+      }
+      const id = created.json.id as string;
+      for (let a = 0; a < 3 && !stop; a++) {
+        for (let t = 0; t <= STEPS && !stop; t++) {
+          const last = t === STEPS;
+          const body = {
+            attempt: a,
+            step: t,
+            observation: `0: # # # # # #\n1: # _ P _ _ #\n2: # _ X _ O #\n3: # _ _ _ _ #\n4: # # # # # #\nstep ${t}`,
+            reward: t === 0 ? 0 : last && a === 2 ? 10 : -0.1,
+            done: last,
+            success: last && a === 2,
+            availableActions: ACTIONS,
+          };
+          const t0 = performance.now();
+          const r = await request(agent, port, 'POST', `/v1/sessions/${id}/steps`, body);
+          const dt = performance.now() - t0;
+          if (r.status !== 200) errors++;
+          else if (measuring) latencies.push(dt);
+        }
+      }
+    }
+    agent.destroy();
+  };
+  const running = Array.from({ length: concurrency }, (_, c) => client(c));
+  await new Promise((r) => setTimeout(r, WARMUP * 1000));
+  measuring = true;
+  const t0 = performance.now();
+  await new Promise((r) => setTimeout(r, SECONDS * 1000));
+  measuring = false;
+  const elapsed = (performance.now() - t0) / 1000;
+  const steps = latencies.length;
+  stop = true;
+  await Promise.all(running);
+  latencies.sort((x, y) => x - y);
+  const round = (x: number) => Math.round(x * 100) / 100;
+  return {
+    concurrency,
+    seconds: round(elapsed),
+    steps,
+    stepsPerSecond: Math.round(steps / elapsed),
+    p50Ms: round(percentile(latencies, 0.5)),
+    p99Ms: round(percentile(latencies, 0.99)),
+    maxMs: round(latencies[latencies.length - 1] ?? NaN),
+    errors,
+  };
+}
+
+async function main(): Promise<void> {
+  const port = await freePort();
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'lamer-bench-'));
+  const child = spawn(process.execPath, [...(process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean), '--import', 'tsx', 'src/cli/serve.ts'], {
+    cwd: root,
+    env: { ...process.env, LAMER_ENGINE: 'test', LAMER_PORT: String(port), LAMER_HOST: '127.0.0.1', LAMER_DATA_DIR: dataDir, LAMER_LOG_LEVEL: 'error', LAMER_API_KEYS: '' },
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  try {
+    const agent = new http.Agent({ keepAlive: true });
+    const deadline = Date.now() + 60_000;
+    for (;;) {
+      try {
+        if ((await request(agent, port, 'GET', '/readyz')).status === 200) break;
+      } catch {
+        /* not up yet */
+      }
+      if (Date.now() > deadline) throw new Error('server did not become ready');
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    agent.destroy();
+    const results: LevelResult[] = [];
+    for (const c of LEVELS) results.push(await runLevel(port, c));
+    const header = '| concurrency | steps/s | p50 ms | p99 ms | max ms | steps | errors |';
+    console.log(header);
+    console.log('|---|---|---|---|---|---|---|');
+    for (const r of results) {
+      console.log(`| ${r.concurrency} | ${r.stepsPerSecond} | ${r.p50Ms} | ${r.p99Ms} | ${r.maxMs} | ${r.steps} | ${r.errors} |`);
+    }
+    const out = {
+      date: new Date().toISOString(),
+      node: process.version,
+      cpus: os.cpus().length,
+      loadAverage: os.loadavg(),
+      engine: 'test',
+      secondsPerLevel: SECONDS,
+      stepsPerAttempt: STEPS + 1,
+      results,
+    };
+    fs.mkdirSync(path.join(root, 'bench', 'results'), { recursive: true });
+    fs.writeFileSync(path.join(root, 'bench', 'results', 'http.json'), JSON.stringify(out, null, 2) + '\n');
+    console.log('wrote bench/results/http.json');
+  } finally {
+    child.kill('SIGTERM');
+    await new Promise((r) => child.once('exit', r));
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+main().catch((err: unknown) => {
+  console.error(err);
+  process.exitCode = 1;
+});

@@ -1,0 +1,37 @@
+/** The committed OpenAPI document is current (regenerated and compared) and valid OpenAPI 3.1. */
+import fs from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import SwaggerParser from '@apidevtools/swagger-parser';
+import { buildOpenApiDocument, formatOpenApi } from '../../src/app.js';
+
+const file = path.resolve(import.meta.dirname, '..', '..', 'openapi', 'openapi.json');
+
+describe('openapi/openapi.json', () => {
+  it('matches the document generated from the route schemas (run `npm run openapi` when this fails)', async () => {
+    const generated = formatOpenApi(await buildOpenApiDocument());
+    expect(fs.readFileSync(file, 'utf8')).toBe(generated);
+  });
+
+  it('is a valid OpenAPI 3.1 document with every /v1 route', async () => {
+    const doc = JSON.parse(fs.readFileSync(file, 'utf8'));
+    const api = (await SwaggerParser.validate(structuredClone(doc))) as { openapi: string; paths: Record<string, unknown> };
+    expect(api.openapi).toBe('3.1.0');
+    expect(Object.keys(api.paths).sort()).toEqual([
+      '/healthz',
+      '/metrics',
+      '/readyz',
+      '/v1/models',
+      '/v1/models/{version}',
+      '/v1/models/{version}/activate',
+      '/v1/sessions',
+      '/v1/sessions/{id}',
+      '/v1/sessions/{id}/memory',
+      '/v1/sessions/{id}/memory/{attempt}',
+      '/v1/sessions/{id}/steps',
+      '/v1/sessions/{id}/trajectory',
+      '/v1/stats',
+      '/v1/steps:batch',
+    ]);
+  });
+});
