@@ -4,7 +4,8 @@
  *  - against a live in-process server (`startServer({ engine: 'test' })`, contract 1): a session,
  *    a short fake game of 2 attempts, then memory and trajectory.
  */
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { copyFileSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -50,6 +51,24 @@ describe('TypeScript client against a stub server', () => {
       ]);
     } finally {
       await new Promise<void>((r) => server.close(() => r()));
+    }
+  });
+});
+
+describe('TypeScript client package', () => {
+  it('compiles to JavaScript + declarations (clients/typescript/tsconfig.json) and the output runs', async () => {
+    const pkg = join(ROOT, 'clients', 'typescript');
+    const out = mkdtempSync(join(pkg, '.build-test-'));
+    try {
+      execFileSync(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(pkg, 'tsconfig.json'), '--outDir', out], { stdio: 'pipe' });
+      copyFileSync(join(pkg, 'src', 'schema.d.ts'), join(out, 'schema.d.ts'));
+      for (const f of ['index.js', 'index.d.ts', 'schema.d.ts']) expect(existsSync(join(out, f)), f).toBe(true);
+      const mod = (await import(join(out, 'index.js'))) as typeof import('../../clients/typescript/src/index.js');
+      const client = mod.createLamerClient({ baseUrl: 'http://127.0.0.1:1' });
+      expect(typeof client.GET).toBe('function');
+      expect(new mod.LamerProblemError(404, { type: 'https://x/problems/not-found', title: 'Not Found', status: 404 }, null).kind).toBe('not-found');
+    } finally {
+      rmSync(out, { recursive: true, force: true });
     }
   });
 });
