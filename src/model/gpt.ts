@@ -210,8 +210,8 @@ interface PastKV {
  * @param pos `[B, N]` int32 positions, or null for 0..N-1 in every row (training).
  * @param past per layer `[B, H, P, hd]` keys/values before the new tokens, or null (P = 0).
  * @param mask additive attention mask `[B or 1, 1, N, P + N]` (0 allowed, -1e9 masked).
- * @returns hidden states after ln_f `[B, N, C]` and the new tokens' keys/values per layer
- *   `[B, H, N, hd]`.
+ * @returns hidden states after ln_f `[B, N, C]` and per layer the keys/values of past and new
+ *   tokens `[B, H, P + N, hd]`.
  */
 function forwardHidden(
   model: GPT,
@@ -243,9 +243,9 @@ function forwardHidden(
     const q = heads(q2);
     const kNew = heads(k2);
     const vNew = heads(v2);
-    present.push({ k: kNew, v: vNew });
     const k = past ? (tf.concat([past[l].k, kNew], 2) as tf.Tensor4D) : kNew; // [B, H, L, hd]
     const v = past ? (tf.concat([past[l].v, vNew], 2) as tf.Tensor4D) : vNew;
+    present.push({ k, v });
     const L = k.shape[2];
     const y = attention(tf.reshape(q, [B * H, N, hd]) as tf.Tensor3D, tf.reshape(k, [B * H, L, hd]) as tf.Tensor3D,
       tf.reshape(v, [B * H, L, hd]) as tf.Tensor3D, mask, B, H, scale); // [B*H, N, hd]
@@ -353,8 +353,9 @@ export function cacheLength(cache: LayerKV[] | null): number {
 
 /**
  * Batched forward of rows with their own KV caches of different lengths (serving path).
- * Row i's cache (length c_i) is right-padded to Cmax and its new tokens to Nmax; the additive
- * mask lets query j of row i attend to its cached positions < c_i and new positions <= j only, so
+ * Row i's keys are laid out `[zeros (Cmax - c_i), cache_i (c_i), new tokens (Nmax, right-padded)]`
+ * (left-padded cache, so its extended cache is one contiguous slice); the additive mask lets query
+ * j of row i attend to its cached keys and to new keys <= j only, and positions are c_i + j, so
  * every row's result equals its unbatched, uncached computation up to float rounding.
  * Input caches are not disposed (the caller owns them). Synchronous (downloads the logprobs).
  * @throws Error when a row has no tokens or would exceed block_size.
@@ -381,7 +382,7 @@ export function forwardCached(model: GPT, rows: CachedRow[]): CachedRowResult[] 
       if (j < ns[i]) {
         idxVals[i * Nmax + j] = rows[i].tokens[j];
         posVals[i * Nmax + j] = cs[i] + j;
-        maskVals.fill(0, o, o + cs[i]);
+        maskVals.fill(0, o + Cmax - cs[i], o + Cmax);
         maskVals.fill(0, o + Cmax, o + Cmax + j + 1);
       } else {
         maskVals[o + Cmax] = 0; // padding query: attend somewhere harmless; output ignored
@@ -402,7 +403,7 @@ export function forwardCached(model: GPT, rows: CachedRow[]): CachedRowResult[] 
           const c = rows[i].cache;
           if (!c) return tf.zeros([H, Cmax, hd]);
           const t = c[l][which];
-          return cs[i] === Cmax ? t : tf.pad(t, [[0, 0], [0, Cmax - cs[i]], [0, 0]]);
+          return cs[i] === Cmax ? t : tf.pad(t, [[0, 0], [Cmax - cs[i], 0], [0, 0]]);
         };
         const stackRows = (which: 'k' | 'v') =>
           (B === 1 ? tf.expandDims(pad(0, which), 0) : tf.stack(rows.map((_, i) => pad(i, which)))) as tf.Tensor4D;
@@ -419,13 +420,10 @@ export function forwardCached(model: GPT, rows: CachedRow[]): CachedRowResult[] 
     const logp = tf.logSoftmax(lmHead(model, hSel), -1);
     rows.forEach((r, i) => {
       if (!r.keepCache) return;
-      caches[i] = present.map((pr, l) => {
-        const take = (t: tf.Tensor4D) => tf.reshape(tf.slice(t, [i, 0, 0, 0], [1, H, ns[i], hd]), [H, ns[i], hd]);
-        const old = r.cache;
-        const k = old ? tf.concat([old[l].k, take(pr.k)], 1) : take(pr.k);
-        const v = old ? tf.concat([old[l].v, take(pr.v)], 1) : take(pr.v);
-        return { k: tf.keep(k) as tf.Tensor3D, v: tf.keep(v) as tf.Tensor3D };
-      });
+      const len = cs[i] + ns[i];
+      const take = (t: tf.Tensor4D) =>
+        tf.keep(tf.reshape(B === 1 && len === Ltot ? t : tf.slice(t, [i, 0, Cmax - cs[i], 0], [1, H, len, hd]), [H, len, hd])) as tf.Tensor3D;
+      caches[i] = present.map((pr) => ({ k: take(pr.k), v: take(pr.v) }));
     });
     return logp;
   });
