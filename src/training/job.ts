@@ -58,7 +58,10 @@ export interface IterationMetrics {
   meanReturn: number;
   /** pass@k of the data. */
   passAtK: Record<string, number>;
+  /** Non-padding positions in the minibatch. */
   tokens: number;
+  /** Fraction of the [B, T] positions that were padding. */
+  padFrac: number;
   tokensPerSec: number;
   seconds: number;
 }
@@ -105,6 +108,8 @@ export interface Batch {
   advantages: tf.Tensor1D;
   /** Non-padding positions. */
   tokens: number;
+  /** Fraction of the [B, T] positions that are padding. */
+  padFrac: number;
   /** Per sample: positions of its output targets, for writing recomputed logprobs back. */
   outputPositions: Array<{ start: number; length: number }>;
 }
@@ -158,6 +163,7 @@ export function makeBatch(samples: readonly TrainingSample[], model: Pick<Traina
     storedLogprobs: tf.tensor2d(stored, [B, T]),
     advantages: tf.tensor1d(samples.map((s) => s.advantage)),
     tokens,
+    padFrac: 1 - tokens / (B * T),
     outputPositions,
   };
 }
@@ -182,6 +188,22 @@ function shuffled(n: number, seed: number): number[] {
     [idx[i], idx[j]] = [idx[j], idx[i]];
   }
   return idx;
+}
+
+/**
+ * Minibatches of sample indices for one epoch, with little padding: shuffle, cut into windows of
+ * 8 minibatches, sort each window by sequence length, cut into minibatches, shuffle their order.
+ * Every index appears exactly once; there are ceil(n / mbSize) minibatches.
+ */
+export function lengthBucketedMinibatches(lengths: readonly number[], mbSize: number, seed: number): number[][] {
+  const order = shuffled(lengths.length, seed);
+  const window = mbSize * 8;
+  const batches: number[][] = [];
+  for (let w = 0; w < order.length; w += window) {
+    const win = order.slice(w, w + window).sort((a, b) => lengths[b] - lengths[a]);
+    for (let k = 0; k < win.length; k += mbSize) batches.push(win.slice(k, k + mbSize));
+  }
+  return shuffled(batches.length, seed ^ 0x9e3779b9).map((i) => batches[i]);
 }
 
 const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
@@ -252,11 +274,10 @@ export async function runTrainingJob(spec: TrainingJobSpec, samples: readonly Tr
     const metrics: IterationMetrics[] = [];
     let iteration = 0;
     for (let epoch = 0; epoch < epochs; epoch++) {
-      const order = shuffled(samples.length, (h.seed ?? 0) + epoch);
-      for (let start = 0; start < samples.length; start += mbSize) {
+      const lengths = samples.map((x) => x.promptTokenIds.length + x.outputTokenIds.length);
+      for (const idx of lengthBucketedMinibatches(lengths, mbSize, (h.seed ?? 0) + epoch)) {
         checkAbort();
         const tStep = performance.now();
-        const idx = order.slice(start, start + mbSize);
         const batch = makeBatch(idx.map((i) => samples[i]), model, idx.map((i) => oldLp[i]));
         let stats: tf.Tensor1D | null = null;
         const { value, grads } = tf.variableGrads(() => {
@@ -283,7 +304,7 @@ export async function runTrainingJob(spec: TrainingJobSpec, samples: readonly Tr
         const m: IterationMetrics = {
           iteration, epoch, loss: s[0], pgLoss: s[1], entropy: s[2], clipFrac: s[3], dualClipFrac: s[4], approxKl: s[5],
           gradNorm: clipped.norm, meanReturn: spec.dataStats?.meanReturn ?? 0, passAtK: spec.dataStats?.passAtK ?? {},
-          tokens: batch.tokens, tokensPerSec: batch.tokens / Math.max(seconds, 1e-9), seconds,
+          tokens: batch.tokens, padFrac: batch.padFrac, tokensPerSec: batch.tokens / Math.max(seconds, 1e-9), seconds,
         };
         metrics.push(m);
         iteration++;

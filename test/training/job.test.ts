@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TrainingSample } from '../../src/training/data.js';
-import { JobCancelledError, makeBatch, outputLogprobs, runTrainingJob } from '../../src/training/job.js';
+import { JobCancelledError, lengthBucketedMinibatches, makeBatch, outputLogprobs, runTrainingJob } from '../../src/training/job.js';
 import { createModelIO, TinyModel, writeTinyCheckpoint } from './tiny-model.js';
 
 let dir: string;
@@ -28,6 +28,7 @@ describe('makeBatch', () => {
     expect(b.storedLogprobs.arraySync()).toEqual([[0, 0, -1, -2], [-3, 0, 0, 0]]);
     expect(Array.from(b.advantages.dataSync())).toEqual([0.5, -1]);
     expect(b.tokens).toBe(5);
+    expect(b.padFrac).toBeCloseTo(3 / 8, 9);
     tf.dispose([b.inputs, b.targets, b.mask, b.storedLogprobs, b.advantages]);
   });
   it('cuts long sequences from the left to blockSize', () => {
@@ -96,5 +97,19 @@ describe('runTrainingJob', () => {
   it('rejects an empty sample set and propagates model errors', async () => {
     await expect(runTrainingJob({ algorithm: 'sft', baseCheckpointDir: base(), outputDir: join(dir, 'x') }, [], { io })).rejects.toThrow(/no training samples/);
     await expect(runTrainingJob({ algorithm: 'sft', baseCheckpointDir: base(), outputDir: join(dir, 'x') }, [sample([1], [2])], { io: createModelIO({ throwInLogits: true }) })).rejects.toThrow(/forward failed/);
+  });
+});
+
+describe('lengthBucketedMinibatches', () => {
+  it('covers every sample once, ceil(n / mb) batches, similar lengths together', () => {
+    const lengths = Array.from({ length: 37 }, (_, i) => (i * 7919) % 100);
+    const batches = lengthBucketedMinibatches(lengths, 4, 3);
+    expect(batches).toHaveLength(10);
+    expect(batches.flat().sort((a, b) => a - b)).toEqual(Array.from({ length: 37 }, (_, i) => i));
+    // within a window of 8 batches the lengths are sorted: a batch's spread is small
+    const spread = (b: number[]) => Math.max(...b.map((i) => lengths[i])) - Math.min(...b.map((i) => lengths[i]));
+    const mean = batches.reduce((a, b) => a + spread(b), 0) / batches.length;
+    expect(mean).toBeLessThan(25);
+    expect(lengthBucketedMinibatches(lengths, 4, 3)).toEqual(batches); // deterministic per seed
   });
 });
