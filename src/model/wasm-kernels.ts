@@ -14,6 +14,9 @@
  *    with `readSync`, which copies the *whole* input tensor out of the heap on every call, so
  *    unstacking a [128, ...] tensor copies it 128 times (measured: 520 ms for a 4 MB tensor).
  *    The replacements copy only the selected runs from a heap view.
+ * 4. `Sum` over the leading axes of a float32 tensor (bias and LayerNorm-gain gradients:
+ *    [tokens, C] -> [C]): the wasm kernel transposes the reduced axes last first, which is slow;
+ *    it is computed as ones[1, M] @ x[M, R] with the (fast, 2-D) matMul kernel instead.
  */
 import * as tf from '@tensorflow/tfjs';
 
@@ -168,6 +171,35 @@ const splitVWasm: KernelFn = ({ inputs, backend, attrs }) => {
   });
 };
 
+function wrapLeadingAxesSum(): void {
+  const orig = tf.getKernel('Sum', 'wasm');
+  const mm = tf.getKernel('BatchMatMul', 'wasm');
+  if (!orig || !mm) return;
+  const origFn = orig.kernelFunc as unknown as KernelFn;
+  const mmFn = mm.kernelFunc as unknown as KernelFn;
+  const fn: KernelFn = (args) => {
+    const x = args.inputs.x!;
+    const { axis, keepDims } = args.attrs as { axis: number | number[]; keepDims: boolean };
+    const rank = x.shape.length;
+    const axes = tf.util.parseAxisParam(axis, x.shape).sort((a, b) => a - b);
+    const leading = axes.length > 0 && axes.length < rank && axes.every((a, i) => a === i);
+    const M = x.shape.slice(0, axes.length).reduce((a, b) => a * b, 1);
+    const R = x.shape.slice(axes.length).reduce((a, b) => a * b, 1);
+    if (x.dtype !== 'float32' || !leading || M < 16 || R < 4) return origFn(args);
+    const { backend } = args;
+    const ones = backend.makeOutput([1, M], 'float32') as tf.TensorInfo;
+    (backend.typedArrayFromHeap(ones) as Float32Array).fill(1);
+    const x2 = { dataId: x.dataId, shape: [M, R], dtype: x.dtype } as tf.TensorInfo;
+    const out = mmFn({ inputs: { a: ones, b: x2 }, backend, attrs: { transposeA: false, transposeB: false } }) as tf.TensorInfo;
+    backend.disposeData(ones.dataId);
+    const rest = x.shape.slice(axes.length);
+    (out as { shape: number[] }).shape = keepDims ? [...axes.map(() => 1), ...rest] : rest;
+    return out;
+  };
+  tf.unregisterKernel('Sum', 'wasm');
+  tf.registerKernel({ kernelName: 'Sum', backendName: 'wasm', kernelFunc: fn as unknown as tf.KernelFunc, setupFunc: orig.setupFunc, disposeFunc: orig.disposeFunc });
+}
+
 function replaceKernel(kernelName: string, kernelFunc: KernelFn): void {
   const orig = tf.getKernel(kernelName, 'wasm');
   if (!orig) return;
@@ -187,6 +219,7 @@ export function installWasmPatches(): void {
   replaceKernel('Slice', sliceWasm);
   replaceKernel('Unpack', unpackWasm);
   replaceKernel('SplitV', splitVWasm);
+  wrapLeadingAxesSum();
   if (!tf.getKernel('UnsortedSegmentSum', 'wasm')) {
     tf.registerKernel({ kernelName: 'UnsortedSegmentSum', backendName: 'wasm', kernelFunc: unsortedSegmentSumWasm as unknown as tf.KernelFunc });
   }

@@ -38,3 +38,15 @@ describe('wasm kernel fixes', () => {
     expect(out.arraySync()).toEqual([[3, 4], [0, 0], [6, 8]]);
   });
 });
+
+describe('wasm Sum over leading axes', () => {
+  it('equals the row-by-row sum (2-D, 3-D, keepDims) and leaves other reductions alone', () => {
+    const x = range([40, 6]);
+    const expected = Array.from({ length: 6 }, (_, j) => Array.from({ length: 40 }, (_, i) => i * 6 + j).reduce((a, b) => a + b, 0));
+    expect(tf.sum(x, 0).arraySync()).toEqual(expected);
+    expect(tf.sum(x, 0, true).shape).toEqual([1, 6]);
+    expect(tf.sum(tf.reshape(x, [4, 10, 6]), [0, 1]).arraySync()).toEqual(expected);
+    expect(tf.sum(x, 1).arraySync()).toEqual(Array.from({ length: 40 }, (_, i) => 6 * 6 * i + 15));
+    expect(tf.sum(x).arraySync()).toBe((240 * 239) / 2);
+  });
+});
