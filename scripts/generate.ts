@@ -7,7 +7,8 @@
  * Running it twice leaves `git status` clean; test/clients/generate.test.ts regenerates the
  * clients in memory and fails when the committed files are stale.
  *
- * Options: `--check` compares instead of writing (exit 1 and a list of stale files);
+ * Options: `--check` compares instead of writing, the OpenAPI document included (built in memory
+ * with src/app.ts's `buildOpenApiDocument`); exit 1 and a list of stale files;
  * `--skip-openapi` does not run `npm run openapi`; `--spec PATH` reads another document.
  * Until the server ships `openapi/openapi.json`, the fixture `test/clients/fixtures/openapi.json`
  * (hand-written from docs/protocol.md) is the fallback source.
@@ -56,7 +57,20 @@ async function main(argv: string[]): Promise<number> {
   const check = argv.includes('--check');
   const specIdx = argv.indexOf('--spec');
   const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts?: Record<string, string> };
-  if (!argv.includes('--skip-openapi') && specIdx < 0) {
+  const stale: string[] = [];
+  if (check && !argv.includes('--skip-openapi') && specIdx < 0 && existsSync(join(ROOT, 'src', 'app.ts'))) {
+    // the document itself, built in memory from the route schemas exactly as `npm run openapi` writes it
+    const appModule: string = '../src/app.js';
+    const app = (await import(appModule)) as {
+      buildOpenApiDocument?: () => Promise<Record<string, unknown>>;
+      formatOpenApi?: (doc: Record<string, unknown>) => string;
+    };
+    if (app.buildOpenApiDocument && app.formatOpenApi) {
+      const text = app.formatOpenApi(await app.buildOpenApiDocument());
+      const abs = join(ROOT, SPEC_PATH);
+      if (!existsSync(abs) || readFileSync(abs, 'utf8') !== text) stale.push(SPEC_PATH);
+    }
+  } else if (!check && !argv.includes('--skip-openapi') && specIdx < 0) {
     if (pkg.scripts?.openapi) {
       execFileSync('npm', ['run', '--silent', 'openapi'], { cwd: ROOT, stdio: 'inherit' });
     } else {
@@ -64,10 +78,9 @@ async function main(argv: string[]): Promise<number> {
     }
   }
   const source = specIdx >= 0 ? relative(ROOT, resolve(argv[specIdx + 1]!)) : specSource();
-  if (source === FIXTURE_SPEC_PATH) console.warn(`generate: ${SPEC_PATH} not found; generating from ${source}`);
+  if (specIdx < 0 && source === FIXTURE_SPEC_PATH) console.warn(`generate: ${SPEC_PATH} not found; generating from ${source}`);
   const doc = JSON.parse(readFileSync(join(ROOT, source), 'utf8')) as OpenApiDoc;
   const files = await generateClients(doc, source);
-  const stale: string[] = [];
   for (const [path, text] of files) {
     const abs = join(ROOT, path);
     const old = existsSync(abs) ? readFileSync(abs, 'utf8') : null;
