@@ -55,6 +55,8 @@ FROM ${CUDA_IMAGE} AS gpu-deps
 ARG TFJS_VERSION
 COPY --from=node-dist /usr/local/bin/node /usr/local/bin/node
 COPY --from=node-dist /usr/local/lib/node_modules/npm /usr/local/lib/node_modules/npm
+# Node's headers: node-gyp builds native modules against them without downloading them
+COPY --from=node-dist /usr/local/include/node /usr/local/include/node
 RUN ln -s ../lib/node_modules/npm/bin/npm-cli.js /usr/local/bin/npm \
  && apt-get update \
  && apt-get install -y --no-install-recommends python3 make g++ ca-certificates \
@@ -67,6 +69,8 @@ RUN npm ci --omit=dev --no-audit --no-fund \
  && npm cache clean --force
 
 FROM ${CUDA_IMAGE} AS gpu
+LABEL org.opencontainers.image.title="lamer-server (CUDA)" \
+      org.opencontainers.image.description="LaMer agent server on TensorFlow.js with @tensorflow/tfjs-node-gpu"
 ENV NODE_ENV=production \
     LAMER_HOST=0.0.0.0 \
     LAMER_PORT=8080 \
@@ -98,6 +102,8 @@ CMD ["serve"]
 # configured by LAMER_* environment variables
 # ---------------------------------------------------------------------------------------------
 FROM node:${NODE_VERSION}-${DEBIAN_RELEASE}-slim AS runtime
+LABEL org.opencontainers.image.title="lamer-server" \
+      org.opencontainers.image.description="LaMer agent server for text environments on TensorFlow.js"
 ENV NODE_ENV=production \
     LAMER_HOST=0.0.0.0 \
     LAMER_PORT=8080 \
