@@ -23,8 +23,9 @@ if (what === 'train') {
     tf.dispose(grads);
   };
 } else {
-  const pre = forwardCached(model, [{ cache: null, tokens: Array.from({ length: 256 }, (_, i) => i % 256), allPositions: false, keepCache: true }])[0];
-  const n = what === 'prefill' ? 48 : 1;
+  const CACHED = Number(process.argv[5] ?? 256);
+  const pre = forwardCached(model, [{ cache: null, tokens: Array.from({ length: CACHED }, (_, i) => i % 256), allPositions: false, keepCache: true }])[0];
+  const n = what === 'prefill' ? Number(process.argv[6] ?? 48) : 1;
   const rows = Array.from({ length: B }, (_, i) => ({ cache: pre.cache, tokens: Array.from({ length: n }, (_, j) => (i + j) % 256), allPositions: false, keepCache: true }));
   run = () => {
     for (const r of forwardCached(model, rows)) disposeCache(r.cache);

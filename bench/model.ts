@@ -6,7 +6,9 @@
  * 2. forward tokens/s by batch size: full-sequence forward [B, 128] and KV-cached decode steps
  *    (B rows, one new token each, 256 cached positions);
  * 3. engine step latency p50/p99 (ms) and steps/s at concurrency 1, 8, 32 with batching on
- *    (window 2 ms, max 32 rows) and off (max 1 row), and the throughput ratio;
+ *    (window 2 ms, max 32 rows) and off (max 1 row), and the throughput ratio. Each session plays
+ *    8 steps (4 with --quick) of a MineSweeper-like prompt (~330-byte head, ~80-byte observation
+ *    per step, 8-token free-form actions), so per-session KV caches are exercised;
  * 4. training tokens/s (Adam, [8, 128] tokens) and achieved GFLOP/s with nanoGPT's estimate
  *    6 N + 12 L T C FLOPs per token (N = parameters without wpe), and its ratio to (1).
  * Prints a table and writes bench/results/model.json.
@@ -51,7 +53,12 @@ function timeIt(fn: () => void, reps: number, warm = 2): number {
 function matmulGflops(m: number, k: number, n: number): number {
   const a = tf.randomNormal([m, k]);
   const b = tf.randomNormal([k, n]);
-  const s = timeIt(() => tf.tidy(() => tf.matMul(a, b).dataSync()), QUICK ? 5 : 15);
+  // (never return a TypedArray from tf.tidy: it walks every element looking for tensors)
+  const s = timeIt(() => {
+    const c = tf.matMul(a, b);
+    c.dataSync();
+    c.dispose();
+  }, QUICK ? 5 : 15);
   a.dispose();
   b.dispose();
   return (2 * m * k * n) / s / 1e9;
@@ -59,7 +66,11 @@ function matmulGflops(m: number, k: number, n: number): number {
 
 function forwardTokensPerSec(model: GPT, B: number, T: number): number {
   const idx = tf.tensor2d(Array.from({ length: B * T }, (_, i) => i % 256), [B, T], 'int32');
-  const s = timeIt(() => tf.tidy(() => forward(model, idx).dataSync()), QUICK ? 2 : 5, 1);
+  const s = timeIt(() => {
+    const logits = forward(model, idx);
+    logits.dataSync();
+    logits.dispose();
+  }, QUICK ? 2 : 5, 1);
   idx.dispose();
   return (B * T) / s;
 }
@@ -92,7 +103,11 @@ function trainBench(model: GPT, B: number, T: number): { tokensPerSec: number; g
     tf.dispose(grads);
   };
   const stepSec = timeIt(step, QUICK ? 2 : 5, 1);
-  const forwardSec = timeIt(() => tf.tidy(() => tokenLogprobs(model, tokens).dataSync()), QUICK ? 2 : 5, 1);
+  const forwardSec = timeIt(() => {
+    const lp = tokenLogprobs(model, tokens);
+    lp.dataSync();
+    lp.dispose();
+  }, QUICK ? 2 : 5, 1);
   opt.dispose();
   tokens.dispose();
   const tokensPerSec = (B * T) / stepSec;
@@ -107,6 +122,8 @@ interface LatencyResult {
   p99ms: number;
   stepsPerSec: number;
   meanBatchRows: number;
+  /** Share of wall time spent inside forward passes. */
+  forwardBusyShare: number;
 }
 
 async function latencyBench(dir: string, concurrency: number, batching: boolean, stepsPerSession: number): Promise<LatencyResult> {
@@ -118,7 +135,11 @@ async function latencyBench(dir: string, concurrency: number, batching: boolean,
   });
   await engine.load('bench', dir);
   const lat: number[] = [];
-  const head = 'You are playing MineSweeper on a 6x6 board. Reveal all safe cells. Answer with (row, col).\n';
+  const head =
+    'You are playing MineSweeper on a 6x6 board with 3 mines. Reveal every safe cell without revealing a mine. ' +
+    'Each turn, answer with the cell to reveal as (row, col), 1-based. Numbers count adjacent mines; ? is hidden.\n' +
+    'Reflection from attempt 0: I revealed a corner first and hit a mine; start from the centre next time.\n';
+  const board = (i: number) => `Turn ${i}. Board:\n? ? 1 . . ?\n? ? 1 . . ?\n1 1 1 . . ?\n. . . . 1 ?\n. . . . 1 ?\n? ? ? ? ? ?\n`;
   const t0 = performance.now();
   await Promise.all(
     Array.from({ length: concurrency }, async (_, s) => {
@@ -128,11 +149,11 @@ async function latencyBench(dir: string, concurrency: number, batching: boolean,
         const g = await engine.act({
           sessionId: `s${s}`,
           modelVersion: 'bench',
-          prompt: { head, steps, tail: `Observation ${i}: ? ? 1 . . ?\nAction: ` },
+          prompt: { head, steps, tail: board(i) + 'Action: ' },
           sampling: { temperature: 1, topP: 1, topK: 0, seed: s * 1000 + i },
         });
         lat.push(performance.now() - t);
-        steps.push(`Observation ${i}: ? ? 1 . . ?\nAction: ${g.output}\n`);
+        steps.push(board(i) + `Action: ${g.output}\n`);
       }
       engine.release(`s${s}`);
     }),
@@ -148,6 +169,7 @@ async function latencyBench(dir: string, concurrency: number, batching: boolean,
     p99ms: percentile(lat, 99),
     stepsPerSec: lat.length / wall,
     meanBatchRows: st.rows / st.forwards,
+    forwardBusyShare: st.busyMs / 1000 / wall,
   };
 }
 
@@ -175,12 +197,12 @@ async function main(): Promise<void> {
 
   const lat: LatencyResult[] = [];
   for (const c of [1, 8, 32]) {
-    const stepsPerSession = QUICK ? Math.max(2, Math.round(24 / c)) : Math.max(4, Math.round(96 / c));
+    const stepsPerSession = QUICK ? 4 : 8; // one attempt of a MineSweeper-like task
     for (const batching of [false, true]) lat.push(await latencyBench(dir, c, batching, stepsPerSession));
   }
-  console.log('\nengine act (8-token actions)  conc  batching  steps   p50 ms   p99 ms   steps/s  rows/forward');
+  console.log('\nengine act (8-token actions)  conc  batching  steps   p50 ms   p99 ms   steps/s  rows/forward  busy');
   for (const r of lat) {
-    console.log(`                              ${String(r.concurrency).padStart(4)}  ${(r.batching ? 'on' : 'off').padStart(8)}  ${String(r.steps).padStart(5)}  ${r.p50ms.toFixed(1).padStart(7)}  ${r.p99ms.toFixed(1).padStart(7)}  ${r.stepsPerSec.toFixed(1).padStart(8)}  ${r.meanBatchRows.toFixed(1).padStart(12)}`);
+    console.log(`                              ${String(r.concurrency).padStart(4)}  ${(r.batching ? 'on' : 'off').padStart(8)}  ${String(r.steps).padStart(5)}  ${r.p50ms.toFixed(1).padStart(7)}  ${r.p99ms.toFixed(1).padStart(7)}  ${r.stepsPerSec.toFixed(1).padStart(8)}  ${r.meanBatchRows.toFixed(1).padStart(12)}  ${(100 * r.forwardBusyShare).toFixed(0).padStart(3)}%`);
   }
   const ratios = [1, 8, 32].map((c) => {
     const on = lat.find((r) => r.concurrency === c && r.batching)!;

@@ -4,21 +4,37 @@
  * Requests (each one or more `CachedRow`s: a prefill, one decode token, or a set of candidate
  * actions) are queued; a flush runs when `maxBatchSize` rows are waiting or `windowMs` after the
  * first queued request (`windowMs` 0: on the next macrotask, which still gathers every request
- * submitted in the same tick). One flush = one `forwardCached` call over the rows of the requests
+ * submitted in the same tick), or at once when every running request has a forward queued. One flush = one `forwardCached` call over the rows of the requests
  * it takes. Requests left over run in the next flush right away.
  *
  * Grouping: single-token decode requests are batched with each other; multi-token requests
  * (prefills, candidate scoring) are batched together only while padding stays cheap (padded tokens
- * <= 2x real tokens + 64), so one long prefill never makes 32 decode rows pay for 1,000 padded
- * query positions. A single request larger than `maxBatchSize` rows runs alone.
+ * <= 2x real tokens + 64, and <= MULTI_TOKEN_BATCH_TOKENS), so one long prefill never makes 32
+ * decode rows pay for 1,000 padded query positions. A single request larger than `maxBatchSize`
+ * rows runs alone.
  */
 import type { CachedRow, CachedRowResult } from './gpt.js';
+
+/**
+ * Cap on padded tokens when batching multi-token requests together. A prefill of N tokens is
+ * already a batch of N positions for the matmuls, and its attention costs the same per row
+ * batched or not, so batching long prefills only adds padding and memory traffic (measured: 32
+ * prefills of ~450 tokens batched ran slower than one by one), while short ones (prompt deltas of
+ * ~100 tokens, candidate actions) gain ~2x from sharing a pass (fixed per-op overhead).
+ */
+export const MULTI_TOKEN_BATCH_TOKENS = 1024;
 
 export interface BatcherOptions {
   /** Milliseconds to wait for more requests after the first one queues. 0 = next macrotask. */
   windowMs: number;
   /** Max rows in one forward pass (>= 1). 1 disables batching across requests. */
   maxBatchSize: number;
+  /**
+   * Number of requests (act/reflect/score calls) now running on this model. When every one of
+   * them has a forward queued, nobody else can join the batch, so it runs at once instead of
+   * waiting out the window (a lone session never pays the window).
+   */
+  activeRequests?: () => number;
 }
 
 interface Pending {
@@ -37,13 +53,15 @@ export interface BatcherStats {
   rows: number;
   /** Largest batch seen. */
   maxRows: number;
+  /** Milliseconds spent inside forward passes. */
+  busyMs: number;
 }
 
 export class ForwardBatcher {
   private queue: Pending[] = [];
   private timer: NodeJS.Timeout | null = null;
   private immediate: NodeJS.Immediate | null = null;
-  readonly stats: BatcherStats = { forwards: 0, rows: 0, maxRows: 0 };
+  readonly stats: BatcherStats = { forwards: 0, rows: 0, maxRows: 0, busyMs: 0 };
 
   constructor(
     private readonly run: (rows: CachedRow[]) => CachedRowResult[],
@@ -67,7 +85,8 @@ export class ForwardBatcher {
         reject,
       });
       const queuedRows = this.queue.reduce((s, p) => s + p.rows.length, 0);
-      if (queuedRows >= this.opts.maxBatchSize) this.scheduleNow();
+      const everyoneQueued = this.opts.activeRequests !== undefined && this.queue.length >= this.opts.activeRequests();
+      if (queuedRows >= this.opts.maxBatchSize || everyoneQueued) this.scheduleNow();
       else if (!this.timer && !this.immediate) {
         if (this.opts.windowMs > 0) this.timer = setTimeout(() => this.flush(), this.opts.windowMs);
         else this.scheduleNow();
@@ -96,7 +115,8 @@ export class ForwardBatcher {
       let fits = rows + p.rows.length <= this.opts.maxBatchSize && p.decode === first.decode;
       if (fits && !first.decode) {
         const newMax = Math.max(maxTok, p.maxTokens);
-        fits = (rows + p.rows.length) * newMax <= 2 * (tokens + p.tokens) + 64;
+        const padded = (rows + p.rows.length) * newMax;
+        fits = padded <= 2 * (tokens + p.tokens) + 64 && padded <= MULTI_TOKEN_BATCH_TOKENS;
       }
       if (fits) {
         group.push(p);
@@ -115,8 +135,10 @@ export class ForwardBatcher {
     if (this.queue.length === 0) return;
     const group = this.takeGroup();
     const rows = group.flatMap((p) => p.rows);
+    const t0 = performance.now();
     try {
       const results = this.run(rows);
+      this.stats.busyMs += performance.now() - t0;
       this.stats.forwards++;
       this.stats.rows += rows.length;
       this.stats.maxRows = Math.max(this.stats.maxRows, rows.length);

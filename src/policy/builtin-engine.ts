@@ -134,11 +134,13 @@ export class BuiltinEngine implements PolicyEngine {
       model.dispose();
       throw new EngineError(`model version ${version}: block_size ${model.config.block_size} too small for the generation caps (needs >= ${minBlock})`);
     }
-    const batcher = new ForwardBatcher((rows) => forwardCached(model, rows), {
+    const entry: LoadedModel = { version, dir, model, batcher: undefined as unknown as ForwardBatcher, inFlight: 0, evicted: false };
+    entry.batcher = new ForwardBatcher((rows) => forwardCached(model, rows), {
       windowMs: this.opts.batchWindowMs,
       maxBatchSize: this.opts.maxBatchSize,
+      activeRequests: () => entry.inFlight,
     });
-    this.models.set(version, { version, dir, model, batcher, inFlight: 0, evicted: false });
+    this.models.set(version, entry);
     this.opts.logger?.info({ version, dir, config: model.config }, 'model version loaded');
     while (this.models.size > this.opts.maxLoadedVersions) {
       const oldest = this.models.keys().next().value as string;

@@ -160,18 +160,19 @@ describe('builtin engine', () => {
   it('hot-swaps versions under an LRU cap without failing in-flight steps, and reloads on demand', async () => {
     const logs: Array<{ o: Record<string, unknown>; msg?: string }> = [];
     const logger = { info: (o: object, msg?: string) => logs.push({ o: o as Record<string, unknown>, msg }), warn: () => {} };
-    // a 30 ms batching window keeps the v1 step waiting in the batcher while v2 loads
-    const e = await createBuiltinEngineInstance({ backend: 'wasm', maxLoadedVersions: 1, batchWindowMs: 30, limits: LIMITS, logger });
+    // a 40-token reflection without stop tokens (40 sequential forwards) is still running while v2 loads
+    const e = await createBuiltinEngineInstance({ backend: 'wasm', maxLoadedVersions: 1, limits: { ...LIMITS, maxReflectionTokens: 40, stopTokens: [] }, logger });
     await e.load('v1', dir);
-    const inflight = e.act({ sessionId: 'h1', modelVersion: 'v1', prompt: prompt(2), sampling: S(9) });
+    const inflight = e.reflect({ sessionId: 'h1', modelVersion: 'v1', prompt: prompt(2), sampling: S(9) });
     await e.load('v2', dir2); // evicts v1 while its step is running
     expect(e.info().loadedVersions).toEqual(['v2']);
     expect(logs.find((l) => l.msg === 'model version evicted (LRU cap)')?.o).toEqual({ version: 'v1', inFlight: 1 });
     const g = await inflight;
+    expect(g.outputTokenIds.length).toBe(40);
     const r = refLogprobs(g.promptTokenIds, g.outputTokenIds);
     g.logprobs.forEach((lp, i) => expect(lp).toBeCloseTo(r[i], 4));
     // a session pinned to v1 steps again: v1 is reloaded from its folder (and v2 evicted)
-    const again = await e.act({ sessionId: 'h1', modelVersion: 'v1', prompt: prompt(2), sampling: S(9) });
+    const again = await e.reflect({ sessionId: 'h1', modelVersion: 'v1', prompt: prompt(2), sampling: S(9) });
     expect(again.outputTokenIds).toEqual(g.outputTokenIds);
     expect(e.info().loadedVersions).toEqual(['v1']);
     await expect(e.act({ sessionId: 'x', modelVersion: 'unknown', prompt: prompt(0), sampling: S(1) })).rejects.toBeInstanceOf(EngineError);
