@@ -12,7 +12,8 @@ import { AdamW, clipByGlobalNorm, logprobsFromLogits, ppoObjective, sftLoss, ent
 import type { ModelIO, TrainableModel } from './model-api.js';
 
 export interface TrainingHyper {
-  /** Learning rate (constant). Default 1e-5 for RL, 1e-3 for SFT (small CPU models). */
+  /** Learning rate (constant). Default 1e-4 for RL, 1e-3 for SFT: sized for the small CPU models
+   *  (CleanRL's ppo.py uses 2.5e-4 for small nets; LaMer's 1e-6 is for a 4B model). */
   lr?: number;
   /** Passes over the samples (LaMer CODE: 1 PPO epoch). Default 1. */
   epochs?: number;
@@ -26,6 +27,9 @@ export interface TrainingHyper {
   /** 'recompute' (default): old logprobs from the loaded checkpoint before any update (verl);
    *  'stored': the logprobs recorded when sampling. */
   oldLogprobs?: 'recompute' | 'stored';
+  /** Memory cap: a minibatch is run as micro-batches of at most this many [B, T] positions (at
+   *  least one sample each) with gradient accumulation; the update is the same. Default 2048. */
+  microBatchTokens?: number;
   /** Seed of the minibatch shuffle. */
   seed?: number;
 }
@@ -206,6 +210,23 @@ export function lengthBucketedMinibatches(lengths: readonly number[], mbSize: nu
   return shuffled(batches.length, seed ^ 0x9e3779b9).map((i) => batches[i]);
 }
 
+/**
+ * Split a minibatch into micro-batches whose padded size (count x longest length) stays within
+ * `budget` positions; longest sequences first; every micro-batch has at least one sample.
+ */
+export function splitMicroBatches(idx: readonly number[], lengths: readonly number[], budget: number): number[][] {
+  const sorted = [...idx].sort((a, b) => lengths[b] - lengths[a]);
+  const out: number[][] = [];
+  let cur: number[] = [];
+  for (const i of sorted) {
+    const longest = cur.length > 0 ? lengths[cur[0]] : lengths[i];
+    if (cur.length > 0 && (cur.length + 1) * longest > budget) { out.push(cur); cur = []; }
+    cur.push(i);
+  }
+  if (cur.length > 0) out.push(cur);
+  return out;
+}
+
 const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /**
@@ -236,10 +257,11 @@ export async function runTrainingJob(spec: TrainingJobSpec, samples: readonly Tr
   const t0 = performance.now();
   const isSft = spec.algorithm === 'sft';
   const h = spec.hyper ?? {};
-  const lr = h.lr ?? (isSft ? 1e-3 : 1e-5);
+  const lr = h.lr ?? (isSft ? 1e-3 : 1e-4);
   const epochs = h.epochs ?? 1;
   const mbSize = h.minibatchSize ?? 16;
   const maxGradNorm = h.maxGradNorm ?? 1.0;
+  const microTokens = h.microBatchTokens ?? 2048;
   if (samples.length === 0) throw new RangeError('no training samples (all groups skipped or no data)');
   if (!(epochs >= 1 && Number.isInteger(epochs))) throw new RangeError(`epochs must be an integer >= 1, got ${epochs}`);
   if (!(mbSize >= 1 && Number.isInteger(mbSize))) throw new RangeError(`minibatchSize must be an integer >= 1, got ${mbSize}`);
@@ -269,42 +291,63 @@ export async function runTrainingJob(spec: TrainingJobSpec, samples: readonly Tr
     }
     if (!isSft && oldLp.some((x) => x === null)) throw new RangeError('RL samples need logprobs');
 
+    const seqLens = samples.map((x) => Math.min(x.promptTokenIds.length + x.outputTokenIds.length - 1, model.blockSize));
     const perEpoch = Math.ceil(samples.length / mbSize);
     const total = perEpoch * epochs;
     const metrics: IterationMetrics[] = [];
     let iteration = 0;
     for (let epoch = 0; epoch < epochs; epoch++) {
-      const lengths = samples.map((x) => x.promptTokenIds.length + x.outputTokenIds.length);
-      for (const idx of lengthBucketedMinibatches(lengths, mbSize, (h.seed ?? 0) + epoch)) {
+      for (const idx of lengthBucketedMinibatches(seqLens, mbSize, (h.seed ?? 0) + epoch)) {
         checkAbort();
         const tStep = performance.now();
-        const batch = makeBatch(idx.map((i) => samples[i]), model, idx.map((i) => oldLp[i]));
-        let stats: tf.Tensor1D | null = null;
-        const { value, grads } = tf.variableGrads(() => {
-          const logits = model.logits(batch.inputs, true);
-          if (isSft) {
-            const loss = sftLoss(logits, batch.targets, batch.mask);
-            const ent = tokenMean(entropyFromLogits(logits), batch.mask);
-            stats = tf.keep(tf.stack([loss, loss, ent, tf.scalar(0), tf.scalar(0), tf.scalar(0)]) as tf.Tensor1D);
-            return loss;
+        // gradient accumulation over micro-batches of at most microBatchTokens [B, T] positions;
+        // each micro-batch's token-mean is weighted by its share of the minibatch's output tokens,
+        // so the sum of their gradients is the gradient of the minibatch's token-mean loss.
+        const micro = splitMicroBatches(idx, seqLens, microTokens).map((m) => makeBatch(m.map((i) => samples[i]), model, m.map((i) => oldLp[i])));
+        const outTokens = micro.map((b) => b.outputPositions.reduce((a, p) => a + p.length, 0));
+        const totalOut = outTokens.reduce((a, b) => a + b, 0);
+        const s = [0, 0, 0, 0, 0, 0]; // loss, pgLoss, entropy, clipFrac, dualClipFrac, approxKl
+        let acc: tf.Tensor[] | null = null;
+        for (let k = 0; k < micro.length; k++) {
+          const batch = micro[k];
+          const w = outTokens[k] / totalOut;
+          let stats: tf.Tensor1D | null = null;
+          const { value, grads } = tf.variableGrads(() => {
+            const logits = model.logits(batch.inputs, true);
+            if (isSft) {
+              const loss = sftLoss(logits, batch.targets, batch.mask);
+              const ent = tokenMean(entropyFromLogits(logits), batch.mask);
+              stats = tf.keep(tf.stack([loss, loss, ent, tf.scalar(0), tf.scalar(0), tf.scalar(0)]) as tf.Tensor1D);
+              return tf.mul(loss, w) as tf.Scalar;
+            }
+            const o = ppoObjective(logits, batch.targets, batch.storedLogprobs, batch.advantages, batch.mask, {
+              clipCoef: h.clipCoef ?? 0.2, dualClip: h.dualClip ?? 3.0, entCoef: h.entCoef ?? 0.001,
+            });
+            stats = tf.keep(tf.stack([o.loss, o.pgLoss, o.entropy, o.clipFrac, o.dualClipFrac, o.approxKl]) as tf.Tensor1D);
+            return tf.mul(o.loss, w) as tf.Scalar;
+          }, vars);
+          const gradList = vars.map((v) => grads[v.name]);
+          const statVals = (stats as unknown as tf.Tensor1D).dataSync();
+          for (let j = 0; j < 6; j++) s[j] += w * statVals[j];
+          if (acc === null) acc = gradList;
+          else {
+            const prev: tf.Tensor[] = acc;
+            acc = prev.map((a, i) => tf.add(a, gradList[i]));
+            tf.dispose([...prev, ...gradList]);
           }
-          const o = ppoObjective(logits, batch.targets, batch.storedLogprobs, batch.advantages, batch.mask, {
-            clipCoef: h.clipCoef ?? 0.2, dualClip: h.dualClip ?? 3.0, entCoef: h.entCoef ?? 0.001,
-          });
-          stats = tf.keep(tf.stack([o.loss, o.pgLoss, o.entropy, o.clipFrac, o.dualClipFrac, o.approxKl]) as tf.Tensor1D);
-          return o.loss;
-        }, vars);
-        const gradList = vars.map((v) => grads[v.name]);
-        const clipped = clipByGlobalNorm(gradList, maxGradNorm); // g <- g * min(1, max_norm / ||g||)
+          tf.dispose([value, stats as unknown as tf.Tensor]);
+        }
+        const clipped = clipByGlobalNorm(acc!, maxGradNorm); // g <- g * min(1, max_norm / ||g||)
         optimizer.applyGradients(clipped.grads);
-        const s = Array.from((stats as unknown as tf.Tensor1D).dataSync());
-        tf.dispose([value, ...gradList, ...clipped.grads, stats as unknown as tf.Tensor]);
-        disposeBatch(batch);
+        tf.dispose([...acc!, ...clipped.grads]);
+        micro.forEach(disposeBatch);
+        const tokens = micro.reduce((a, b) => a + b.tokens, 0);
+        const positions = micro.reduce((a, b) => a + b.tokens / (1 - b.padFrac || 1), 0);
         const seconds = (performance.now() - tStep) / 1000;
         const m: IterationMetrics = {
           iteration, epoch, loss: s[0], pgLoss: s[1], entropy: s[2], clipFrac: s[3], dualClipFrac: s[4], approxKl: s[5],
           gradNorm: clipped.norm, meanReturn: spec.dataStats?.meanReturn ?? 0, passAtK: spec.dataStats?.passAtK ?? {},
-          tokens: batch.tokens, padFrac: batch.padFrac, tokensPerSec: batch.tokens / Math.max(seconds, 1e-9), seconds,
+          tokens, padFrac: 1 - tokens / positions, tokensPerSec: tokens / Math.max(seconds, 1e-9), seconds,
         };
         metrics.push(m);
         iteration++;

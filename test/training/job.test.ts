@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TrainingSample } from '../../src/training/data.js';
-import { JobCancelledError, lengthBucketedMinibatches, makeBatch, outputLogprobs, runTrainingJob } from '../../src/training/job.js';
+import { JobCancelledError, lengthBucketedMinibatches, makeBatch, outputLogprobs, runTrainingJob, splitMicroBatches } from '../../src/training/job.js';
 import { createModelIO, TinyModel, writeTinyCheckpoint } from './tiny-model.js';
 
 let dir: string;
@@ -111,5 +111,31 @@ describe('lengthBucketedMinibatches', () => {
     const mean = batches.reduce((a, b) => a + spread(b), 0) / batches.length;
     expect(mean).toBeLessThan(25);
     expect(lengthBucketedMinibatches(lengths, 4, 3)).toEqual(batches); // deterministic per seed
+  });
+});
+
+describe('micro-batches with gradient accumulation', () => {
+  it('splitMicroBatches keeps count x longest within the budget, longest first', () => {
+    const lengths = [10, 40, 25, 5, 40];
+    expect(splitMicroBatches([0, 1, 2, 3, 4], lengths, 80)).toEqual([[1, 4], [2, 0, 3]]);
+    expect(splitMicroBatches([0, 1], lengths, 10)).toEqual([[1], [0]]); // one sample even over budget
+  });
+  it('the update is the same whatever the micro-batch budget', async () => {
+    const io = createModelIO();
+    const samples = [sample([1, 2, 3, 4, 5], [3], 1, [-2]), sample([1], [4, 5], -0.5, [-2, -2]), sample([2, 6], [7], 2, [-2]), sample([5, 5, 5], [1, 2, 3], -1, [-2, -2, -2])];
+    for (const algorithm of ['rloo', 'sft'] as const) {
+      const run = async (name: string, microBatchTokens: number) => {
+        const res = await runTrainingJob({ algorithm, baseCheckpointDir: base(), outputDir: join(dir, name), hyper: { lr: 0.05, epochs: 2, minibatchSize: 4, microBatchTokens } }, samples, { io });
+        return { res, w: JSON.parse(await readFile(join(dir, name, 'tiny.json'), 'utf8')).weights };
+      };
+      const whole = await run(`${algorithm}-whole`, 10_000);
+      const split = await run(`${algorithm}-split`, 1);
+      expect(whole.res.metrics[1].loss).toBeCloseTo(split.res.metrics[1].loss, 5);
+      expect(whole.res.metrics[1].entropy).toBeCloseTo(split.res.metrics[1].entropy, 5);
+      const flat = (w: { E: number[][]; W: number[][]; c: number[] }) => [...w.E.flat(), ...w.W.flat(), ...w.c];
+      const a = flat(whole.w); const b = flat(split.w);
+      expect(Math.max(...a.map((x, i) => Math.abs(x - b[i])))).toBeLessThan(1e-5);
+      expect(Math.max(...a.map((x, i) => Math.abs(x - flat(TinyModel.init(8, 8, 16) as never)[i])))).toBeGreaterThan(1e-3); // it did train
+    }
   });
 });
