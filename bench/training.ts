@@ -1,7 +1,7 @@
 /**
  * Training throughput on the shipped base checkpoint (models/base): PPO minibatch steps on
  * MineSweeper-sized prompts, in this thread and through the worker thread.
- * Run: npx tsx bench/training.ts [--backend wasm|cpu] [--samples 16] [--minibatch 8] [--prompt-bytes 400]
+ * Run: npx tsx bench/training.ts [--backend wasm|cpu] [--samples 16] [--minibatch 8] [--micro 4096] [--prompt-bytes 400]
  * Prints seconds per iteration and tokens/s (non-padding positions of the batch per second).
  */
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -16,7 +16,7 @@ import { DEFAULT_MODEL_IO, startTrainingWorker } from '../src/training/worker.js
 
 const { values } = parseArgs({ options: {
   backend: { type: 'string', default: 'wasm' }, samples: { type: 'string', default: '16' },
-  minibatch: { type: 'string', default: '8' }, 'prompt-bytes': { type: 'string', default: '400' },
+  minibatch: { type: 'string', default: '8' }, micro: { type: 'string', default: '4096' }, 'prompt-bytes': { type: 'string', default: '400' },
 } });
 const backend = values.backend as 'wasm' | 'cpu';
 const n = Number(values.samples);
@@ -37,7 +37,7 @@ const lp = outputLogprobs(m0, samples, 8);
 m0.dispose();
 const withLp = samples.map((s, i) => ({ ...s, oldLogprobs: lp[i] }));
 const dir = await mkdtemp(join(tmpdir(), 'lamer-bench-'));
-const spec = (name: string) => ({ algorithm: 'lamer' as const, baseCheckpointDir: base, outputDir: join(dir, name), hyper: { lr: 1e-5, epochs: 1, minibatchSize: Number(values.minibatch) } });
+const spec = (name: string) => ({ algorithm: 'lamer' as const, baseCheckpointDir: base, outputDir: join(dir, name), hyper: { lr: 1e-5, epochs: 1, minibatchSize: Number(values.minibatch), microBatchTokens: Number(values.micro) } });
 
 const res = await runTrainingJob(spec('main'), withLp, { io });
 const iters = res.metrics;
