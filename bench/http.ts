@@ -72,9 +72,23 @@ interface LevelResult {
   p99Ms: number;
   maxMs: number;
   errors: number;
+  /** Server process CPU time (user + system) per measured step, µs; null where /proc is missing. */
+  serverCpuUsPerStep: number | null;
 }
 
-async function runLevel(port: number, concurrency: number): Promise<LevelResult> {
+/** CPU seconds (user + system) used so far by process `pid`, from /proc; null when unavailable. */
+function cpuSeconds(pid: number | undefined): number | null {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const ticks = Number(fields[11]) + Number(fields[12]);
+    return ticks / 100;
+  } catch {
+    return null;
+  }
+}
+
+async function runLevel(port: number, concurrency: number, serverPid: number | undefined): Promise<LevelResult> {
   let measuring = false;
   let stop = false;
   const latencies: number[] = [];
@@ -120,9 +134,11 @@ async function runLevel(port: number, concurrency: number): Promise<LevelResult>
   const running = Array.from({ length: concurrency }, (_, c) => client(c));
   await new Promise((r) => setTimeout(r, WARMUP * 1000));
   measuring = true;
+  const cpu0 = cpuSeconds(serverPid);
   const t0 = performance.now();
   await new Promise((r) => setTimeout(r, SECONDS * 1000));
   measuring = false;
+  const cpu1 = cpuSeconds(serverPid);
   const elapsed = (performance.now() - t0) / 1000;
   const steps = latencies.length;
   stop = true;
@@ -138,6 +154,7 @@ async function runLevel(port: number, concurrency: number): Promise<LevelResult>
     p99Ms: round(percentile(latencies, 0.99)),
     maxMs: round(latencies[latencies.length - 1] ?? NaN),
     errors,
+    serverCpuUsPerStep: cpu0 !== null && cpu1 !== null && steps > 0 ? Math.round(((cpu1 - cpu0) / steps) * 1e6) : null,
   };
 }
 
@@ -163,13 +180,15 @@ async function main(): Promise<void> {
     }
     agent.destroy();
     const results: LevelResult[] = [];
-    for (const c of LEVELS) results.push(await runLevel(port, c));
-    const header = '| concurrency | steps/s | p50 ms | p99 ms | max ms | steps | errors |';
-    console.log(header);
-    console.log('|---|---|---|---|---|---|---|');
+    for (const c of LEVELS) results.push(await runLevel(port, c, child.pid));
+    console.log('| concurrency | steps/s | p50 ms | p99 ms | max ms | steps | errors | server CPU µs/step |');
+    console.log('|---|---|---|---|---|---|---|---|');
     for (const r of results) {
-      console.log(`| ${r.concurrency} | ${r.stepsPerSecond} | ${r.p50Ms} | ${r.p99Ms} | ${r.maxMs} | ${r.steps} | ${r.errors} |`);
+      console.log(
+        `| ${r.concurrency} | ${r.stepsPerSecond} | ${r.p50Ms} | ${r.p99Ms} | ${r.maxMs} | ${r.steps} | ${r.errors} | ${r.serverCpuUsPerStep ?? 'n/a'} |`,
+      );
     }
+    console.log(`load average during the run: ${os.loadavg().map((x) => x.toFixed(2)).join(' ')} (${os.cpus().length} CPUs)`);
     const out = {
       date: new Date().toISOString(),
       node: process.version,

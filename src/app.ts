@@ -58,8 +58,14 @@ export async function buildApp(config: Config, deps: AppDeps): Promise<FastifyIn
     (httpPart === 'body' ? ajvBody : ajvCoerce).compile(schema as object),
   );
   app.decorate('config', config);
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
   app.addHook('onRequest', async (req, reply) => {
     reply.header('x-request-id', req.id);
+    // While shutting down, ask keep-alive clients to reconnect (elsewhere) after this answer.
+    if (closing) reply.header('connection', 'close');
   });
 
   await app.register(errors);

@@ -51,5 +51,27 @@ export async function startServer(overrides: Partial<Config> = {}): Promise<Runn
   const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
   const info = app.engine.info();
   app.log.info({ url, dataDir: config.dataDir, engine: info.engine, backend: info.backend, model: app.models.active().version }, 'lamer-server ready');
-  return { url, app, close: () => app.close() };
+  return { url, app, close: () => closeGracefully(app) };
+}
+
+/** Longest wait for in-flight requests at shutdown before connections are cut, ms. */
+const SHUTDOWN_GRACE_MS = 10_000;
+
+/**
+ * Stop accepting, let in-flight requests finish (their steps commit), then close the engine and
+ * the database (onClose hooks). Keep-alive connections that go idle during the wait are closed as
+ * they do (Node closes only those idle at the moment `close()` starts); after
+ * SHUTDOWN_GRACE_MS every connection is cut.
+ */
+async function closeGracefully(app: FastifyInstance): Promise<void> {
+  const idle = setInterval(() => app.server.closeIdleConnections(), 50);
+  const hard = setTimeout(() => app.server.closeAllConnections(), SHUTDOWN_GRACE_MS);
+  idle.unref();
+  hard.unref();
+  try {
+    await app.close();
+  } finally {
+    clearInterval(idle);
+    clearTimeout(hard);
+  }
 }

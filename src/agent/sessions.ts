@@ -519,10 +519,10 @@ export class SessionService {
         createdAt: now,
       });
     }
-    this.hot.commitStep(
-      records,
-      refl && reflectionText !== null ? { sessionId: id, attempt: input.attempt, text: reflectionText, updatedAt: now } : null,
-      {
+    await this.hot.commitStep({
+      rows: records,
+      reflection: refl && reflectionText !== null ? { sessionId: id, attempt: input.attempt, text: reflectionText, updatedAt: now } : null,
+      session: {
         id,
         status,
         attempts,
@@ -530,7 +530,7 @@ export class SessionService {
         nextStep: next ? next.step : row.nextStep,
         updatedAt: now,
       },
-    );
+    });
     this.events.onStep?.('action', modelVersion);
     if (refl) this.events.onStep?.('reflection', modelVersion);
     if (status !== 'active') {

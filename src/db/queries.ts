@@ -54,6 +54,13 @@ export interface StepInsert {
   createdAt: number;
 }
 
+/** Everything one step writes. */
+export interface StepCommit {
+  rows: StepInsert[];
+  reflection: { sessionId: string; attempt: number; text: string; updatedAt: number } | null;
+  session: { id: string; status: string; attempts: AttemptSummary[]; nextAttempt: number; nextStep: number; updatedAt: number };
+}
+
 const json = (v: unknown): string | null => (v === null || v === undefined ? null : JSON.stringify(v));
 
 export class HotQueries {
@@ -132,16 +139,50 @@ export class HotQueries {
     return this.attemptSteps.all(sessionId, attempt);
   }
 
+  private pending: Array<{ commit: StepCommit; resolve: () => void; reject: (err: unknown) => void }> = [];
+  private flushScheduled = false;
+
   /**
-   * Commit one step atomically: its record(s), the reflection (if any) and the session update.
-   * @throws on a constraint violation (the transaction is rolled back).
+   * Commit one step atomically (its record(s), the reflection if any, the session update) and
+   * resolve once it is durable in the database. Group commit: the steps that arrive within one
+   * event-loop turn share one SQLite transaction, each inside its own savepoint, so one step's
+   * failure (e.g. a constraint violation) rolls back only that step and rejects only its promise.
    */
-  commitStep(
-    rows: StepInsert[],
-    reflection: { sessionId: string; attempt: number; text: string; updatedAt: number } | null,
-    session: { id: string; status: string; attempts: AttemptSummary[]; nextAttempt: number; nextStep: number; updatedAt: number },
-  ): void {
-    this.sqlite.transaction(() => {
+  commitStep(commit: StepCommit): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.pending.push({ commit, resolve, reject });
+      if (!this.flushScheduled) {
+        this.flushScheduled = true;
+        setImmediate(() => this.flush());
+      }
+    });
+  }
+
+  private flush(): void {
+    this.flushScheduled = false;
+    const batch = this.pending;
+    this.pending = [];
+    const failed = new Map<number, unknown>();
+    try {
+      this.sqlite.transaction(() => {
+        batch.forEach((item, i) => {
+          try {
+            // A nested better-sqlite3 transaction is a savepoint.
+            this.sqlite.transaction(() => this.apply(item.commit))();
+          } catch (err) {
+            failed.set(i, err);
+          }
+        });
+      })();
+    } catch (err) {
+      for (const item of batch) item.reject(err);
+      return;
+    }
+    batch.forEach((item, i) => (failed.has(i) ? item.reject(failed.get(i)) : item.resolve()));
+  }
+
+  private apply({ rows, reflection, session }: StepCommit): void {
+    {
       for (const r of rows) {
         this.insertStep.run({
           ...r,
@@ -157,6 +198,6 @@ export class HotQueries {
       }
       if (reflection) this.insertReflection.run(reflection.sessionId, reflection.attempt, reflection.text, reflection.updatedAt);
       this.updateSession.run({ ...session, attempts: JSON.stringify(session.attempts) });
-    })();
+    }
   }
 }
