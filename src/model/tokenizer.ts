@@ -75,10 +75,12 @@ export interface EncodedPrompt {
  * 3. If even `[BOS] + tail` does not fit, head is dropped entirely and `tail` is cut from the left
  *    (its end holds the answer cue).
  * Cuts in 2-3 may split a multi-byte UTF-8 character; the model sees bytes, so this is harmless.
+ * `opts.minDroppedSteps` drops at least that many steps even when fewer would fit (the engine uses
+ * it to keep a session's prompt prefix stable between steps, see src/policy/builtin-engine.ts).
  *
  * @throws Error when maxPromptTokens < 2 (no room for BOS and one byte).
  */
-export function encodePrompt(parts: PromptParts, maxPromptTokens: number): EncodedPrompt {
+export function encodePrompt(parts: PromptParts, maxPromptTokens: number, opts: { minDroppedSteps?: number } = {}): EncodedPrompt {
   if (!Number.isInteger(maxPromptTokens) || maxPromptTokens < 2) {
     throw new Error(`maxPromptTokens must be an integer >= 2, got ${maxPromptTokens}`);
   }
@@ -88,7 +90,8 @@ export function encodePrompt(parts: PromptParts, maxPromptTokens: number): Encod
   let stepsLen = steps.reduce((s, x) => s + x.length, 0);
   const fixed = 1 + head.length + tail.length;
   let dropped = 0;
-  while (dropped < steps.length && fixed + stepsLen > maxPromptTokens) {
+  const minDrop = Math.min(Math.max(0, Math.floor(opts.minDroppedSteps ?? 0)), steps.length);
+  while (dropped < minDrop || (dropped < steps.length && fixed + stepsLen > maxPromptTokens)) {
     stepsLen -= steps[dropped].length;
     dropped++;
   }

@@ -57,6 +57,8 @@ interface LoadedModel {
 
 interface SessionState {
   version: string;
+  /** Fit of the session's last prompt: its head and step count, and how many steps were dropped. */
+  fit?: { head: string; steps: number; dropped: number };
   /** Tokens whose keys/values are in `cache`, `[cacheLength]`. */
   tokens: number[];
   cache: LayerKV[] | null;
@@ -274,15 +276,30 @@ export class BuiltinEngine implements PolicyEngine {
     }
   }
 
-  private fit(prompt: PromptParts, m: LoadedModel, reserve: number): EncodedPrompt {
-    return encodePrompt(prompt, m.model.config.block_size - reserve);
+  /**
+   * Fits the prompt to `block_size - reserve` tokens (oldest steps dropped first, tokenizer.ts).
+   * Hysteresis, so that a long attempt does not recompute its whole prompt every step once it
+   * overflows: when the prompt extends the session's previous one (same head, no fewer steps), at
+   * least as many steps are dropped as last time; when it newly overflows, steps are dropped until
+   * a quarter of the context is free, so the next steps append to a stable, cached prefix.
+   */
+  private fit(prompt: PromptParts, m: LoadedModel, reserve: number, prev?: SessionState['fit']): EncodedPrompt {
+    const budget = m.model.config.block_size - reserve;
+    const carry = prev && prev.head === prompt.head && prompt.steps.length >= prev.steps ? prev.dropped : 0;
+    let enc = encodePrompt(prompt, budget, { minDroppedSteps: carry });
+    if (enc.droppedSteps > carry) {
+      const slack = encodePrompt(prompt, budget - Math.floor(m.model.config.block_size / 4), { minDroppedSteps: enc.droppedSteps });
+      if (slack.headTruncatedBytes === 0 && slack.tailTruncatedBytes === 0) enc = encodePrompt(prompt, budget, { minDroppedSteps: slack.droppedSteps });
+    }
+    return enc;
   }
 
   /** Samples up to `maxNew` tokens after the prompt; updates the session's cache. */
   private async generate(m: LoadedModel, sessionId: string | null, prompt: PromptParts, maxNew: number, sampling: SamplingParams): Promise<Generation> {
     const rng = rngFor(sampling);
-    const enc = this.fit(prompt, m, maxNew);
     const st = this.takeSession(sessionId, m.version);
+    const enc = this.fit(prompt, m, maxNew, st?.fit);
+    const fitted = { head: prompt.head, steps: prompt.steps.length, dropped: enc.droppedSteps };
     let cache: LayerKV[] | null = null;
     const seq = enc.ids.slice();
     const out: number[] = [];
@@ -302,7 +319,7 @@ export class BuiltinEngine implements PolicyEngine {
         seq.push(t);
         row = r.logprobs;
       }
-      this.putSession(sessionId, { version: m.version, tokens: seq, cache });
+      this.putSession(sessionId, { version: m.version, tokens: seq, cache, fit: fitted });
       cache = null;
     } catch (err) {
       disposeCache(cache);
@@ -327,12 +344,14 @@ export class BuiltinEngine implements PolicyEngine {
   private async scoreCandidates(
     m: LoadedModel,
     sessionId: string | null,
-    enc: EncodedPrompt,
+    prompt: PromptParts,
     candidates: string[],
-  ): Promise<{ tokens: number[][]; logprobs: number[][] }> {
+  ): Promise<{ enc: EncodedPrompt; tokens: number[][]; logprobs: number[][] }> {
     const V = m.model.config.vocab_size;
     const tokens = candidates.map(encodeCandidate);
+    const reserve = this.candidateReserve(m, candidates);
     const st = this.takeSession(sessionId, m.version);
+    const enc = this.fit(prompt, m, reserve, st?.fit);
     let cache: LayerKV[] | null = null;
     try {
       const pre = await this.prefill(m, st, enc.ids);
@@ -349,9 +368,9 @@ export class BuiltinEngine implements PolicyEngine {
       const logprobs = tokens.map((c, i) =>
         c.map((t, j) => (j === 0 ? pre.last[t] : results[rowOf[i]].logprobs[(j - 1) * V + t])),
       );
-      this.putSession(sessionId, { version: m.version, tokens: enc.ids.slice(), cache });
+      this.putSession(sessionId, { version: m.version, tokens: enc.ids.slice(), cache, fit: { head: prompt.head, steps: prompt.steps.length, dropped: enc.droppedSteps } });
       cache = null;
-      return { tokens, logprobs };
+      return { enc, tokens, logprobs };
     } catch (err) {
       disposeCache(cache);
       this.putSession(sessionId, null);
@@ -374,8 +393,7 @@ export class BuiltinEngine implements PolicyEngine {
       if (!actions || actions.length === 0) {
         return await this.generate(m, req.sessionId, req.prompt, this.limits.maxActionTokens, req.sampling);
       }
-      const enc = this.fit(req.prompt, m, this.candidateReserve(m, actions));
-      const { tokens, logprobs } = await this.scoreCandidates(m, req.sessionId, enc, actions);
+      const { enc, tokens, logprobs } = await this.scoreCandidates(m, req.sessionId, req.prompt, actions);
       const sums = logprobs.map((lp) => lp.reduce((a, b) => a + b, 0));
       const rng: Rng = rngFor(req.sampling);
       const choice = sampleIndex(sums, req.sampling, rng);
@@ -407,8 +425,7 @@ export class BuiltinEngine implements PolicyEngine {
     if (req.candidates.length === 0) return [];
     const m = await this.acquire(req.modelVersion);
     try {
-      const enc = this.fit(req.prompt, m, this.candidateReserve(m, req.candidates));
-      const { logprobs } = await this.scoreCandidates(m, null, enc, req.candidates);
+      const { logprobs } = await this.scoreCandidates(m, null, req.prompt, req.candidates);
       return logprobs.map((lp) => lp.reduce((a, b) => a + b, 0));
     } finally {
       this.releaseModel(m);

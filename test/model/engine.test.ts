@@ -101,15 +101,33 @@ describe('builtin engine', () => {
     engine.release('c1');
   });
 
-  it('drops the oldest steps to fit the context and reports it', async () => {
-    const long = prompt(40); // 10 + 40*3.x + 2 bytes > 64 - 6
+  it('drops the oldest steps to fit the context, reports it, and keeps the drop stable while the attempt goes on', async () => {
+    const budget = TINY.block_size - LIMITS.maxActionTokens; // 58
+    const long = prompt(20); // 'Task: go. ' + 20 steps of 3-4 bytes + '> ' = 80 bytes + BOS
+    expect(encodePrompt(long, budget).droppedSteps).toBe(9); // the minimal drop: 9 steps of 3 bytes >= 83 - 58
     const g = await engine.act({ sessionId: 't1', modelVersion: 'v1', prompt: long, sampling: S(1) });
-    const enc = encodePrompt(long, TINY.block_size - LIMITS.maxActionTokens);
-    expect(g.droppedSteps).toBe(enc.droppedSteps);
-    expect(g.droppedSteps).toBeGreaterThan(20);
-    expect(g.promptTokenIds).toEqual(enc.ids);
-    expect(g.promptTokenIds.length).toBeLessThanOrEqual(TINY.block_size - LIMITS.maxActionTokens);
+    // on overflow, steps are dropped until a quarter of the context (16 tokens) is free:
+    // 83 - 42 = 41 tokens, i.e. 10 steps of 3 bytes and 3 of 4 bytes
+    expect(g.droppedSteps).toBe(encodePrompt(long, budget - 16).droppedSteps);
+    expect(g.droppedSteps).toBe(13);
+    expect(g.promptTokenIds).toEqual(encodePrompt(long, budget, { minDroppedSteps: 13 }).ids);
+    expect(g.promptTokenIds.length).toBeLessThanOrEqual(budget - 16);
+    // the next steps of the attempt keep the same drop (same cached prefix) until it overflows again
+    const next = await engine.act({ sessionId: 't1', modelVersion: 'v1', prompt: prompt(21), sampling: S(2) });
+    expect(next.droppedSteps).toBe(13);
+    expect(next.promptTokenIds.slice(0, g.promptTokenIds.length - 2)).toEqual(g.promptTokenIds.slice(0, -2));
+    let d = 13;
+    for (let n = 22; n < 40; n++) {
+      const r = await engine.act({ sessionId: 't1', modelVersion: 'v1', prompt: prompt(n), sampling: S(n) });
+      expect(r.droppedSteps).toBeGreaterThanOrEqual(d);
+      expect(r.promptTokenIds.length).toBeLessThanOrEqual(budget);
+      d = r.droppedSteps;
+    }
+    // a fresh session with a short prompt drops nothing
+    const fresh = await engine.act({ sessionId: 't2', modelVersion: 'v1', prompt: prompt(2), sampling: S(1) });
+    expect(fresh.droppedSteps).toBe(0);
     engine.release('t1');
+    engine.release('t2');
   });
 
   it('reflect uses the reflection length cap', async () => {

@@ -47,6 +47,13 @@ describe('byte tokenizer', () => {
     expect(r3.headTruncatedBytes).toBe(0);
   });
 
+  it('drops at least minDroppedSteps steps when asked', () => {
+    const parts = { head: 'H|', steps: ['a|', 'b|', 'c|'], tail: '>' };
+    expect(decode(encodePrompt(parts, 100, { minDroppedSteps: 2 }).ids)).toBe('H|c|>');
+    expect(encodePrompt(parts, 100, { minDroppedSteps: 9 }).droppedSteps).toBe(3);
+    expect(encodePrompt(parts, 6, { minDroppedSteps: 1 }).droppedSteps).toBe(2);
+  });
+
   it('cuts the head from the left only as a last resort', () => {
     const r = encodePrompt({ head: 'abcdefgh', steps: ['step'], tail: 'XY' }, 6);
     expect(r.droppedSteps).toBe(1);
