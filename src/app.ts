@@ -11,6 +11,7 @@ import { randomUUID } from 'node:crypto';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { Ajv } from 'ajv';
 import type { Config } from './config.js';
+import { invalid } from './agent/problems.js';
 import type { Database_ } from './db/index.js';
 import type { PolicyEngine } from './policy/engine.js';
 import swagger from './plugins/external/swagger.js';
@@ -37,6 +38,19 @@ export interface AppDeps {
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+/** A number literal with a 3-digit exponent: the only way JSON.parse yields Infinity. */
+const OVERFLOW_CANDIDATE = /\d[eE][+]?\d{3}/;
+
+/** Path ('body/info/x') of the first non-finite number in a parsed JSON value, or null. */
+function nonFinitePath(v: unknown, path: string): string | null {
+  if (typeof v === 'number') return Number.isFinite(v) ? null : path;
+  if (v === null || typeof v !== 'object') return null;
+  for (const [k, x] of Object.entries(v as Record<string, unknown>)) {
+    const p = nonFinitePath(x, `${path}/${k}`);
+    if (p !== null) return p;
+  }
+  return null;
+}
 
 export async function buildApp(config: Config, deps: AppDeps): Promise<FastifyInstance> {
   const app = Fastify({
@@ -57,6 +71,20 @@ export async function buildApp(config: Config, deps: AppDeps): Promise<FastifyIn
   app.setValidatorCompiler(({ schema, httpPart }) =>
     (httpPart === 'body' ? ajvBody : ajvCoerce).compile(schema as object),
   );
+  // JSON bodies: Fastify's parser (rejects __proto__/constructor poisoning), then a check that no
+  // number overflowed to Infinity (e.g. 1e400 anywhere, also inside free-form `info`/`metadata`).
+  const jsonParser = app.getDefaultJsonParser('error', 'error');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, raw, done) => {
+    const body = typeof raw === 'string' ? raw : raw.toString('utf8');
+    jsonParser(req, body, (err: Error | null, value?: unknown) => {
+      if (err) return done(err, undefined);
+      if (OVERFLOW_CANDIDATE.test(body)) {
+        const where = nonFinitePath(value, 'body');
+        if (where !== null) return done(invalid(where, 'must be a finite number'), undefined);
+      }
+      done(null, value);
+    });
+  });
   app.decorate('config', config);
   let closing = false;
   app.addHook('preClose', async () => {

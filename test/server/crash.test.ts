@@ -104,6 +104,7 @@ describe('process death', () => {
   it('kill -9 mid-flight loses no step whose answer was received', async () => {
     const dataDir = tmpDir('lamer-crash-');
     const { child, url } = await spawnServer(dataDir);
+    const exited = new Promise((resolve) => child.once('exit', resolve));
     const received: Received[] = [];
     let killed = false;
     const driving = driveSessions(url, 24, received, () => killed);
@@ -112,7 +113,7 @@ describe('process death', () => {
     child.kill('SIGKILL');
     killed = true;
     await driving;
-    await new Promise((r) => child.once('exit', r).emit('noop'));
+    await exited;
     expect(received.length).toBeGreaterThanOrEqual(400);
     await verify(dataDir, received);
   });
