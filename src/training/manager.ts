@@ -73,8 +73,9 @@ export interface ManagerOptions {
   modelIO?: ModelIOModule;
 }
 
-export class TrainingJobError extends Error {
-  constructor(message: string) { super(message); this.name = 'TrainingJobError'; }
+/** A job request the manager refuses (unknown base version, missing demosPath, taken version name), or a job without data. */
+export class JobRequestError extends Error {
+  constructor(message: string) { super(message); this.name = 'JobRequestError'; }
 }
 
 export class TrainingJobManager {
@@ -95,15 +96,15 @@ export class TrainingJobManager {
   }
 
   /**
-   * Queue a job. @throws TrainingJobError for an unknown base version, an SFT job without
+   * Queue a job. @throws JobRequestError for an unknown base version, an SFT job without
    * demosPath, or a version name already taken.
    */
   create(req: CreateJobRequest): TrainingJobRow {
-    if (this.closed) throw new TrainingJobError('training job manager is closed');
+    if (this.closed) throw new JobRequestError('training job manager is closed');
     const base = req.baseVersion ?? this.opts.registry.active().version;
-    if (!this.opts.registry.get(base)) throw new TrainingJobError(`unknown base version '${base}'`);
-    if (req.algorithm === 'sft' && !req.demosPath) throw new TrainingJobError('an sft job needs demosPath');
-    if (req.version !== undefined && this.opts.registry.get(req.version)) throw new TrainingJobError(`model version '${req.version}' already exists`);
+    if (!this.opts.registry.get(base)) throw new JobRequestError(`unknown base version '${base}'`);
+    if (req.algorithm === 'sft' && !req.demosPath) throw new JobRequestError('an sft job needs demosPath');
+    if (req.version !== undefined && this.opts.registry.get(req.version)) throw new JobRequestError(`model version '${req.version}' already exists`);
     const id = `job_${randomUUID().replace(/-/g, '').slice(0, 16)}`;
     const row = {
       id, algorithm: req.algorithm, status: 'queued' as const, config: { ...req, baseVersion: base } as Record<string, unknown>,
@@ -182,16 +183,16 @@ export class TrainingJobManager {
     logger?.info({ jobId: id, algorithm: req.algorithm, baseVersion: req.baseVersion }, 'training job started');
     try {
       const base = this.opts.registry.get(req.baseVersion);
-      if (!base) throw new TrainingJobError(`base version '${req.baseVersion}' no longer exists`);
+      if (!base) throw new JobRequestError(`base version '${req.baseVersion}' no longer exists`);
       const { samples, stats } = await this.prepare(req, base.checkpointDir);
       db.update(trainingJobs).set({ config: { ...row.config, dataStats: stats } }).where(eq(trainingJobs.id, id)).run();
       logger?.info({ jobId: id, ...stats }, 'training data ready');
       if (samples.length === 0) {
-        throw new TrainingJobError(`no training samples: ${stats.sessions} sessions, ${stats.groups} groups, ${stats.skippedGroups} skipped without signal`);
+        throw new JobRequestError(`no training samples: ${stats.sessions} sessions, ${stats.groups} groups, ${stats.skippedGroups} skipped without signal`);
       }
       if (this.running?.cancelled) throw new JobCancelledError();
       const version = req.version ?? `${req.algorithm}-${id.slice(4, 12)}`;
-      if (this.opts.registry.get(version)) throw new TrainingJobError(`model version '${version}' already exists`);
+      if (this.opts.registry.get(version)) throw new JobRequestError(`model version '${version}' already exists`);
       const outputDir = path.join(this.opts.dataDir, 'checkpoints', version);
       const metrics: IterationMetrics[] = [];
       const handle = startTrainingWorker({

@@ -1,0 +1,21 @@
+/**
+ * Training (shared/DESIGN.md §4, shared/LAMER.md §2-3): returns, advantages, losses, samples from
+ * recorded sessions and demonstrations, the job runner (in-thread and worker thread), the job
+ * manager over the `training_jobs` table, and the schedule.
+ */
+export { discountedReturns, sessionReturns, DEFAULT_RETURNS, type ReturnConfig, type ReturnMode, type SessionReturns } from './returns.js';
+export { computeAdvantages, type AdvantageOptions, type AdvantageResult, type Estimator, type Turn, type TurnAdvantage, type TurnKind } from './advantages.js';
+export { AdamW, clipByGlobalNorm, entropyFromLogits, logprobsFromLogits, ppoClipLoss, ppoObjective, sftLoss, tokenMean } from './losses.js';
+export {
+  buildRlSamples, buildSftSamples, parseDemoJsonl, sessionOutcomes,
+  type Algorithm, type DataStats, type DemoSession, type RlAlgorithm, type StepRecord, type TrainingSample, type TurnScore,
+} from './data.js';
+export {
+  JobCancelledError, lengthBucketedMinibatches, makeBatch, outputLogprobs, runTrainingJob, splitMicroBatches,
+  type IterationMetrics, type JobProgress, type JobResult, type TrainingHyper, type TrainingJobSpec,
+} from './job.js';
+export type { ModelIO, ModelIOModule, TrainableModel } from './model-api.js';
+export { DEFAULT_MODEL_IO, startTrainingWorker, TrainingJobError, type TrainingWorkerHandle, type WorkerJobRequest } from './worker.js';
+export { TrainingJobManager, JobRequestError, type CreateJobRequest, type ManagerOptions, type VersionRegistry } from './manager.js';
+export { TrainingScheduler, type ScheduleConfig } from './scheduler.js';
+export { selectTrainingRecords, writeTurnScores, type DataFilter } from './select.js';
