@@ -8,7 +8,8 @@
  * 3. engine step latency p50/p99 (ms) and steps/s at concurrency 1, 8, 32 with batching on
  *    (window 2 ms, max 32 rows) and off (max 1 row), and the throughput ratio. Each session plays
  *    8 steps (4 with --quick) of a MineSweeper-like prompt (~330-byte head, ~80-byte observation
- *    per step, 8-token free-form actions), so per-session KV caches are exercised;
+ *    per step, 8-token free-form actions), so per-session KV caches are exercised; and the same
+ *    for 64-token reflections (decode-heavy) at concurrency 1 and 32;
  * 4. training tokens/s (Adam, [8, 128] tokens) and achieved GFLOP/s with nanoGPT's estimate
  *    6 N + 12 L T C FLOPs per token (N = parameters without wpe), and its ratio to (1).
  * Prints a table and writes bench/results/model.json.
@@ -115,6 +116,8 @@ function trainBench(model: GPT, B: number, T: number): { tokensPerSec: number; g
 }
 
 interface LatencyResult {
+  /** 'act': 8-token actions on a growing MineSweeper-like prompt; 'reflect': 64-token reflections. */
+  kind: 'act' | 'reflect';
   concurrency: number;
   batching: boolean;
   steps: number;
@@ -126,12 +129,12 @@ interface LatencyResult {
   forwardBusyShare: number;
 }
 
-async function latencyBench(dir: string, concurrency: number, batching: boolean, stepsPerSession: number): Promise<LatencyResult> {
+async function latencyBench(dir: string, concurrency: number, batching: boolean, stepsPerSession: number, kind: 'act' | 'reflect' = 'act'): Promise<LatencyResult> {
   const engine = await createBuiltinEngineInstance({
     backend: backendPref,
     batchWindowMs: batching ? 2 : 0,
     maxBatchSize: batching ? 32 : 1,
-    limits: { maxActionTokens: 8 },
+    limits: { maxActionTokens: 8, maxReflectionTokens: 64, stopTokens: kind === 'reflect' ? [] : undefined },
   });
   await engine.load('bench', dir);
   const lat: number[] = [];
@@ -146,12 +149,13 @@ async function latencyBench(dir: string, concurrency: number, batching: boolean,
       const steps: string[] = [];
       for (let i = 0; i < stepsPerSession; i++) {
         const t = performance.now();
-        const g = await engine.act({
+        const req = {
           sessionId: `s${s}`,
           modelVersion: 'bench',
-          prompt: { head, steps, tail: board(i) + 'Action: ' },
+          prompt: { head, steps, tail: board(i) + (kind === 'act' ? 'Action: ' : 'Reflection: ') },
           sampling: { temperature: 1, topP: 1, topK: 0, seed: s * 1000 + i },
-        });
+        };
+        const g = kind === 'act' ? await engine.act(req) : await engine.reflect(req);
         lat.push(performance.now() - t);
         steps.push(board(i) + `Action: ${g.output}\n`);
       }
@@ -162,6 +166,7 @@ async function latencyBench(dir: string, concurrency: number, batching: boolean,
   const st = engine.stats().bench;
   await engine.dispose();
   return {
+    kind,
     concurrency,
     batching,
     steps: lat.length,
@@ -200,16 +205,20 @@ async function main(): Promise<void> {
     const stepsPerSession = QUICK ? 4 : 8; // one attempt of a MineSweeper-like task
     for (const batching of [false, true]) lat.push(await latencyBench(dir, c, batching, stepsPerSession));
   }
-  console.log('\nengine act (8-token actions)  conc  batching  steps   p50 ms   p99 ms   steps/s  rows/forward  busy');
-  for (const r of lat) {
-    console.log(`                              ${String(r.concurrency).padStart(4)}  ${(r.batching ? 'on' : 'off').padStart(8)}  ${String(r.steps).padStart(5)}  ${r.p50ms.toFixed(1).padStart(7)}  ${r.p99ms.toFixed(1).padStart(7)}  ${r.stepsPerSec.toFixed(1).padStart(8)}  ${r.meanBatchRows.toFixed(1).padStart(12)}  ${(100 * r.forwardBusyShare).toFixed(0).padStart(3)}%`);
+  for (const c of [1, 32]) {
+    for (const batching of [false, true]) lat.push(await latencyBench(dir, c, batching, QUICK ? 1 : 2, 'reflect'));
   }
-  const ratios = [1, 8, 32].map((c) => {
-    const on = lat.find((r) => r.concurrency === c && r.batching)!;
-    const off = lat.find((r) => r.concurrency === c && !r.batching)!;
-    return { concurrency: c, throughputRatio: on.stepsPerSec / off.stepsPerSec };
-  });
-  console.log('batched/unbatched throughput: ' + ratios.map((r) => `c=${r.concurrency}: ${r.throughputRatio.toFixed(2)}x`).join(', '));
+  console.log('\nengine calls                  conc  batching  steps   p50 ms   p99 ms   steps/s  rows/forward  busy');
+  for (const r of lat) {
+    console.log(`${(r.kind === 'act' ? 'act (8-token actions)' : 'reflect (64 tokens)').padEnd(30)}${String(r.concurrency).padStart(4)}  ${(r.batching ? 'on' : 'off').padStart(8)}  ${String(r.steps).padStart(5)}  ${r.p50ms.toFixed(1).padStart(7)}  ${r.p99ms.toFixed(1).padStart(7)}  ${r.stepsPerSec.toFixed(1).padStart(8)}  ${r.meanBatchRows.toFixed(1).padStart(12)}  ${(100 * r.forwardBusyShare).toFixed(0).padStart(3)}%`);
+  }
+  const ratios = lat
+    .filter((r) => r.batching)
+    .map((on) => {
+      const off = lat.find((r) => r.kind === on.kind && r.concurrency === on.concurrency && !r.batching)!;
+      return { kind: on.kind, concurrency: on.concurrency, throughputRatio: on.stepsPerSec / off.stepsPerSec };
+    });
+  console.log('batched/unbatched throughput: ' + ratios.map((r) => `${r.kind} c=${r.concurrency}: ${r.throughputRatio.toFixed(2)}x`).join(', '));
 
   const result = {
     date: new Date().toISOString(),
