@@ -106,6 +106,7 @@ export async function buildApp(config: Config, deps: AppDeps): Promise<FastifyIn
     initialVersion:
       config.engine === 'test' ? { version: 'test', checkpointDir: '' } : { version: 'base', checkpointDir: config.baseModelDir },
     limits: config.limits,
+    sessionIdleTtlSeconds: config.sessionIdleTtlSeconds,
   });
 
   await app.register(opsRoutes);

@@ -59,6 +59,8 @@ export interface Config {
   maxBatchSize: number;
   /** Directory of the base checkpoint (registered as version `base`). */
   baseModelDir: string;
+  /** An active session without a step for this long becomes `expired`, seconds; 0 = never. */
+  sessionIdleTtlSeconds: number;
 }
 
 export class ConfigError extends Error {
@@ -159,6 +161,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     limits,
     batchWindowMs: int(env, 'LAMER_BATCH_WINDOW_MS', 2, 0, 1000),
     maxBatchSize: int(env, 'LAMER_MAX_BATCH_SIZE', 32, 1, 4096),
+    sessionIdleTtlSeconds: int(env, 'LAMER_SESSION_IDLE_TTL_SECONDS', 86_400, 0, 10 * 365 * 86_400),
     baseModelDir: path.resolve(env.LAMER_BASE_MODEL_DIR && env.LAMER_BASE_MODEL_DIR !== '' ? env.LAMER_BASE_MODEL_DIR : path.join(repoRoot, 'models', 'base')),
   };
 }

@@ -580,6 +580,37 @@ export class SessionService {
 
   // ---------------------------------------------------------------- stats
 
+  /**
+   * Mark active sessions whose last change is older than `ttlMs` as `expired` (all tenants) and
+   * release their engine state. Returns the ids expired. Serialised with steps per session, so a
+   * step in flight is never expired under it.
+   */
+  async expireIdle(ttlMs: number, now = Date.now()): Promise<string[]> {
+    const cutoff = now - ttlMs;
+    const ids = this.db
+      .select({ id: sessions.id })
+      .from(sessions)
+      .where(and(eq(sessions.status, 'active'), lt(sessions.updatedAt, cutoff)))
+      .all()
+      .map((r) => r.id);
+    const expired: string[] = [];
+    for (const id of ids) {
+      await this.mutex.run(id, async () => {
+        const res = this.db
+          .update(sessions)
+          .set({ status: 'expired', updatedAt: now })
+          .where(and(eq(sessions.id, id), eq(sessions.status, 'active'), lt(sessions.updatedAt, cutoff)))
+          .run();
+        if (res.changes === 1) {
+          expired.push(id);
+          this.engine.release(id);
+          this.events.onSessionEnd?.('expired');
+        }
+      });
+    }
+    return expired;
+  }
+
   /** Number of active sessions (all tenants), for /metrics. */
   activeCount(): number {
     const r = this.db.select({ n: sql<number>`count(*)` }).from(sessions).where(eq(sessions.status, 'active')).get();

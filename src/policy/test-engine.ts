@@ -37,7 +37,10 @@ function promptText(p: PromptParts): string {
 }
 
 function bytes(s: string): number[] {
-  return Array.from(Buffer.from(s, 'utf8'));
+  const b = Buffer.from(s, 'utf8');
+  const out = new Array<number>(b.length);
+  for (let i = 0; i < b.length; i++) out[i] = b[i]!;
+  return out;
 }
 
 export class TestEngine implements PolicyEngine {

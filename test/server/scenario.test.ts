@@ -314,3 +314,20 @@ describe('models and operations', () => {
     expect(nf.body).toMatchObject({ type: 'https://lamer-server.dev/problems/not-found', requestId: 'req-9' });
   });
 });
+
+describe('idle expiry', () => {
+  it('an active session idle longer than the TTL becomes expired; a fresh one does not', async () => {
+    const idle = (await s.call('POST', '/v1/sessions', { taskId: 'idle', instructions: 'x' })).body.id as string;
+    const t0 = Date.now();
+    const expired = await s.app.agent.expireIdle(60_000, t0 + 61_000);
+    expect(expired).toContain(idle);
+    const fresh = (await s.call('POST', '/v1/sessions', { taskId: 'idle', instructions: 'x' })).body.id as string;
+    expect(await s.app.agent.expireIdle(60_000)).not.toContain(fresh);
+    const g = await s.call('GET', `/v1/sessions/${idle}`);
+    expect(g.body).toMatchObject({ status: 'expired', next: null });
+    const r = await s.call('POST', `/v1/sessions/${idle}/steps`, { attempt: 0, step: 0, observation: 'o' });
+    expect(r.status).toBe(409);
+    expect(r.body.type).toBe('https://lamer-server.dev/problems/session-not-active');
+    expect((await s.call('GET', `/v1/sessions/${fresh}`)).body.status).toBe('active');
+  });
+});

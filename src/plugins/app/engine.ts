@@ -24,6 +24,8 @@ export interface EnginePluginOptions {
   /** Version registered (active) when the models table is empty, and its checkpoint folder. */
   initialVersion: { version: string; checkpointDir: string };
   limits: Limits;
+  /** Idle sessions expire after this many seconds (0: never); checked every minute. */
+  sessionIdleTtlSeconds: number;
 }
 
 export default fp(
@@ -40,7 +42,21 @@ export default fp(
     app.decorate('engine', opts.engine);
     app.decorate('models', models);
     app.decorate('agent', agent);
+    let sweep: NodeJS.Timeout | null = null;
+    if (opts.sessionIdleTtlSeconds > 0) {
+      const ttlMs = opts.sessionIdleTtlSeconds * 1000;
+      sweep = setInterval(() => {
+        agent.expireIdle(ttlMs).then(
+          (ids) => {
+            if (ids.length > 0) app.log.info({ count: ids.length }, 'idle sessions expired');
+          },
+          (err: unknown) => app.log.error({ err }, 'expiring idle sessions failed'),
+        );
+      }, Math.min(60_000, ttlMs));
+      sweep.unref();
+    }
     app.addHook('onClose', async () => {
+      if (sweep) clearInterval(sweep);
       await agent.drain();
       await opts.engine.dispose();
     });
