@@ -45,7 +45,8 @@ export interface TrainingWorkerHandle {
   readonly threadId: number;
 }
 
-export const DEFAULT_MODEL_IO: ModelIOModule = { module: new URL('./gpt-adapter.ts', import.meta.url).href, exportName: 'createModelIO' };
+const EXT = import.meta.url.endsWith('.js') ? '.js' : '.ts';
+export const DEFAULT_MODEL_IO: ModelIOModule = { module: new URL(`./gpt-adapter${EXT}`, import.meta.url).href, exportName: 'createModelIO' };
 
 function spawnEntry(): Worker {
   if (import.meta.url.endsWith('.js')) return new Worker(new URL('./worker-entry.js', import.meta.url));
