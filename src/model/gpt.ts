@@ -20,6 +20,7 @@
  * Serving API: `forwardCached` (per-row KV caches, batched; used by src/model/inference.ts).
  */
 import * as tf from '@tensorflow/tfjs';
+import { RowCache, SharedKV } from './kv-cache.js';
 import { VOCAB_SIZE } from './tokenizer.js';
 
 export interface GPTConfig {
@@ -50,11 +51,7 @@ export interface GPT {
   dispose(): void;
 }
 
-/** One layer's cached keys and values for a single sequence: `k`, `v` are `[H, t, hd]`. */
-export interface LayerKV {
-  k: tf.Tensor3D;
-  v: tf.Tensor3D;
-}
+export { RowCache, type LayerKV } from './kv-cache.js';
 
 /** Shape of every parameter of a config, in canonical order. */
 export function paramShapes(cfg: GPTConfig): Array<[string, number[]]> {
@@ -329,39 +326,45 @@ export function tokenEntropy(model: GPT, tokens: tf.Tensor2D): tf.Tensor2D {
 
 /** One row of a cached, batched forward (serving). */
 export interface CachedRow {
-  /** Per-layer cache of the row's previous tokens (`[H, c, hd]` each), or null when c = 0. */
-  cache: LayerKV[] | null;
+  /** Cache of the row's previous c tokens, or null when c = 0 (src/model/kv-cache.ts). */
+  cache: RowCache | null;
   /** New token ids, length n >= 1; positions are c .. c+n-1, and c + n <= block_size. */
   tokens: number[];
   /** true: return logprobs at every new position `[n, V]`; false: only at the last `[1, V]`. */
   allPositions: boolean;
-  /** true: return the extended cache (`[H, c+n, hd]` per layer), kept outside tf.tidy. */
+  /** true: return the extended cache (c + n positions). */
   keepCache: boolean;
 }
 
 export interface CachedRowResult {
   /** Log-softmax rows, row-major `[n or 1, V]`; row j predicts the token after new token j. */
   logprobs: Float32Array;
-  /** Extended cache when `keepCache`; the caller owns (disposes) it. */
-  cache: LayerKV[] | null;
+  /** Extended cache when `keepCache` (a view of this forward's keys/values); the caller disposes it. */
+  cache: RowCache | null;
 }
 
+/** Counts of `forwardCached` calls by path (process-wide; for tests and benchmarks). */
+export const forwardCachedStats = { lockStep: 0, general: 0 };
+
 /** Number of cached positions of a row cache (0 for null). */
-export function cacheLength(cache: LayerKV[] | null): number {
-  return cache ? cache[0].k.shape[1] : 0;
+export function cacheLength(cache: RowCache | null): number {
+  return cache ? cache.length : 0;
 }
 
 /**
  * Batched forward of rows with their own KV caches of different lengths (serving path).
- * Row i's keys are laid out `[zeros (Cmax - c_i), cache_i (c_i), new tokens (Nmax, right-padded)]`
- * (left-padded cache, so its extended cache is one contiguous slice); the additive mask lets query
- * j of row i attend to its cached keys and to new keys <= j only, and positions are c_i + j, so
- * every row's result equals its unbatched, uncached computation up to float rounding.
+ * Row i's keys are laid out `[padding, cache_i (c_i), new tokens (Nmax, right-padded)]` with the
+ * cache ending at column Cmax (left-padded, so its extended cache is one contiguous range); the
+ * additive mask lets query j of row i attend to its cached keys and to new keys <= j only, and
+ * positions are c_i + j, so every row's result equals its unbatched, uncached computation up to
+ * float rounding.
+ * Lock-step fast path: when the rows are exactly the rows of one previous forward, in order, each
+ * cache ending at that forward's last column, the previous keys/values are the past as they are.
  * Input caches are not disposed (the caller owns them). Synchronous (downloads the logprobs).
  * @throws Error when a row has no tokens or would exceed block_size.
  */
 export function forwardCached(model: GPT, rows: CachedRow[]): CachedRowResult[] {
-  const { block_size, n_head: H, n_embd, vocab_size: V } = model.config;
+  const { block_size, n_head: H, n_embd, vocab_size: V, n_layer } = model.config;
   const hd = n_embd / H;
   const B = rows.length;
   const cs = rows.map((r) => cacheLength(r.cache));
@@ -370,7 +373,16 @@ export function forwardCached(model: GPT, rows: CachedRow[]): CachedRowResult[] 
     if (ns[i] < 1) throw new Error('forwardCached: a row needs at least one new token');
     if (cs[i] + ns[i] > block_size) throw new Error(`forwardCached: ${cs[i] + ns[i]} positions exceed block_size ${block_size}`);
   });
-  const Cmax = Math.max(...cs);
+  const shared0 = rows[0].cache?.sharedKV ?? null;
+  const lockStep =
+    shared0 !== null &&
+    shared0.batch === B &&
+    rows.every((r, i) => r.cache !== null && r.cache.sharedKV === shared0 && r.cache.row === i && r.cache.start + r.cache.length === shared0.length);
+  if (lockStep) forwardCachedStats.lockStep++;
+  else forwardCachedStats.general++;
+  const Cmax = lockStep ? shared0.length : Math.max(...cs);
+  // first cached column of each row
+  const starts = rows.map((_, i) => Cmax - cs[i]);
   const Nmax = Math.max(...ns);
   const Ltot = Cmax + Nmax;
   const idxVals = new Int32Array(B * Nmax);
@@ -382,7 +394,7 @@ export function forwardCached(model: GPT, rows: CachedRow[]): CachedRowResult[] 
       if (j < ns[i]) {
         idxVals[i * Nmax + j] = rows[i].tokens[j];
         posVals[i * Nmax + j] = cs[i] + j;
-        maskVals.fill(0, o + Cmax - cs[i], o + Cmax);
+        maskVals.fill(0, o + starts[i], o + Cmax);
         maskVals.fill(0, o + Cmax, o + Cmax + j + 1);
       } else {
         maskVals[o + Cmax] = 0; // padding query: attend somewhere harmless; output ignored
@@ -390,17 +402,20 @@ export function forwardCached(model: GPT, rows: CachedRow[]): CachedRowResult[] 
     }
   }
   const anyAll = rows.some((r) => r.allPositions);
-  const caches: Array<LayerKV[] | null> = rows.map(() => null);
+  let presentKV: PastKV[] = [];
   const logpT = tf.tidy(() => {
     const idx = tf.tensor2d(idxVals, [B, Nmax], 'int32');
     const pos = tf.tensor2d(posVals, [B, Nmax], 'int32');
     const mask = tf.tensor4d(maskVals, [B, 1, Nmax, Ltot]);
     let past: PastKV[] | null = null;
-    if (Cmax > 0) {
+    if (lockStep) {
+      past = shared0.k.map((k, l) => ({ k, v: shared0.v[l] }));
+    } else if (Cmax > 0) {
       past = [];
-      for (let l = 0; l < model.config.n_layer; l++) {
+      const layersOf = rows.map((r) => (r.cache ? r.cache.layers() : null));
+      for (let l = 0; l < n_layer; l++) {
         const pad = (i: number, which: 'k' | 'v') => {
-          const c = rows[i].cache;
+          const c = layersOf[i];
           if (!c) return tf.zeros([H, Cmax, hd]);
           const t = c[l][which];
           return cs[i] === Cmax ? t : tf.pad(t, [[0, 0], [Cmax - cs[i], 0], [0, 0]]);
@@ -417,41 +432,36 @@ export function forwardCached(model: GPT, rows: CachedRow[]): CachedRowResult[] 
       const lastIdx = tf.tensor1d(rows.map((_, i) => i * Nmax + ns[i] - 1), 'int32');
       hSel = tf.gather(tf.reshape(h, [B * Nmax, n_embd]), lastIdx);
     }
-    const logp = tf.logSoftmax(lmHead(model, hSel), -1);
-    rows.forEach((r, i) => {
-      if (!r.keepCache) return;
-      const len = cs[i] + ns[i];
-      const take = (t: tf.Tensor4D) =>
-        tf.keep(tf.reshape(B === 1 && len === Ltot ? t : tf.slice(t, [i, 0, Cmax - cs[i], 0], [1, H, len, hd]), [H, len, hd])) as tf.Tensor3D;
-      caches[i] = present.map((pr) => ({ k: take(pr.k), v: take(pr.v) }));
-    });
-    return logp;
+    if (rows.some((r) => r.keepCache)) {
+      presentKV = present.map((pr) => ({ k: tf.keep(pr.k), v: tf.keep(pr.v) }));
+    }
+    return tf.logSoftmax(lmHead(model, hSel), -1);
   });
+  let shared: SharedKV | null = null;
+  if (presentKV.length > 0) {
+    shared = new SharedKV(presentKV.map((p) => p.k), presentKV.map((p) => p.v));
+    shared.retain(); // held while the views below are created
+  }
   const vals = logpT.dataSync() as Float32Array;
   logpT.dispose();
-  return rows.map((r, i) => {
+  const results = rows.map((r, i) => {
     let logprobs: Float32Array;
     if (!anyAll) logprobs = vals.slice(i * V, (i + 1) * V);
     else if (r.allPositions) logprobs = vals.slice(i * Nmax * V, (i * Nmax + ns[i]) * V);
     else logprobs = vals.slice((i * Nmax + ns[i] - 1) * V, (i * Nmax + ns[i]) * V);
-    return { logprobs, cache: caches[i] };
+    const cache = r.keepCache && shared ? RowCache.view(shared, i, starts[i], cs[i] + ns[i]) : null;
+    return { logprobs, cache };
   });
+  shared?.release();
+  return results;
 }
 
 /** Disposes a row cache (null-safe). */
-export function disposeCache(cache: LayerKV[] | null): void {
-  if (!cache) return;
-  for (const l of cache) {
-    l.k.dispose();
-    l.v.dispose();
-  }
+export function disposeCache(cache: RowCache | null): void {
+  cache?.dispose();
 }
 
-/** First `len` positions of a cache as new tensors (`[H, len, hd]` per layer); null for len 0. */
-export function truncateCache(cache: LayerKV[], len: number): LayerKV[] | null {
-  if (len <= 0) return null;
-  return cache.map((l) => ({
-    k: tf.slice(l.k, [0, 0, 0], [l.k.shape[0], len, l.k.shape[2]]),
-    v: tf.slice(l.v, [0, 0, 0], [l.v.shape[0], len, l.v.shape[2]]),
-  }));
+/** A cache of the first `len` positions (null for len <= 0); the input stays valid. */
+export function truncateCache(cache: RowCache, len: number): RowCache | null {
+  return cache.truncate(len);
 }

@@ -22,8 +22,9 @@ import { initBackend, type BackendPreference } from '../model/backend.js';
 import { ForwardBatcher, type BatcherStats } from '../model/batcher.js';
 import { loadCheckpoint } from '../model/checkpoint.js';
 import {
-  cacheLength, disposeCache, forwardCached, truncateCache, type CachedRow, type GPT, type LayerKV,
+  cacheLength, disposeCache, forwardCached, truncateCache, type CachedRow, type GPT,
 } from '../model/gpt.js';
+import type { RowCache } from '../model/kv-cache.js';
 import { DEFAULT_LIMITS, rngFor, sampleIndex, type GenerationLimits, type Rng } from '../model/sampling.js';
 import { decode, encodeCandidate, encodePrompt, type EncodedPrompt } from '../model/tokenizer.js';
 import {
@@ -61,7 +62,7 @@ interface SessionState {
   fit?: { head: string; steps: number; dropped: number };
   /** Tokens whose keys/values are in `cache`, `[cacheLength]`. */
   tokens: number[];
-  cache: LayerKV[] | null;
+  cache: RowCache | null;
 }
 
 /** Length of the common prefix of two token arrays. */
@@ -228,6 +229,8 @@ export class BuiltinEngine implements PolicyEngine {
       if (st) disposeCache(st.cache);
       return;
     }
+    // a view into a batch forward's keys/values would pin the whole batch while the session idles
+    if (st.cache?.sharedKV && st.cache.sharedKV.batch > 1) st.cache.compact();
     const old = this.sessions.get(sessionId); // a concurrent request of the same session
     if (old) disposeCache(old.cache);
     this.sessions.delete(sessionId);
@@ -252,8 +255,8 @@ export class BuiltinEngine implements PolicyEngine {
    * Runs the prompt through the model reusing the session's cache for the common prefix.
    * @returns the cache now holding `ids` and the logprob row predicting the token after `ids`.
    */
-  private async prefill(m: LoadedModel, st: SessionState | null, ids: number[]): Promise<{ cache: LayerKV[]; last: Float32Array }> {
-    let base: LayerKV[] | null = null;
+  private async prefill(m: LoadedModel, st: SessionState | null, ids: number[]): Promise<{ cache: RowCache; last: Float32Array }> {
+    let base: RowCache | null = null;
     let reuse = 0;
     if (st && st.cache) {
       // at least one new token is needed to get the next-token logprobs
@@ -300,7 +303,7 @@ export class BuiltinEngine implements PolicyEngine {
     const st = this.takeSession(sessionId, m.version);
     const enc = this.fit(prompt, m, maxNew, st?.fit);
     const fitted = { head: prompt.head, steps: prompt.steps.length, dropped: enc.droppedSteps };
-    let cache: LayerKV[] | null = null;
+    let cache: RowCache | null = null;
     const seq = enc.ids.slice();
     const out: number[] = [];
     const logprobs: number[] = [];
@@ -352,7 +355,7 @@ export class BuiltinEngine implements PolicyEngine {
     const reserve = this.candidateReserve(m, candidates);
     const st = this.takeSession(sessionId, m.version);
     const enc = this.fit(prompt, m, reserve, st?.fit);
-    let cache: LayerKV[] | null = null;
+    let cache: RowCache | null = null;
     try {
       const pre = await this.prefill(m, st, enc.ids);
       cache = pre.cache;

@@ -3,7 +3,7 @@ import * as tf from '@tensorflow/tfjs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { forward, initModel, type GPT } from '../../src/model/gpt.js';
+import { forward, forwardCachedStats, initModel, type GPT } from '../../src/model/gpt.js';
 import { loadCheckpoint, saveCheckpoint } from '../../src/model/checkpoint.js';
 import { EOS, encodeCandidate, encodePrompt } from '../../src/model/tokenizer.js';
 import { createBuiltinEngineInstance, type BuiltinEngine } from '../../src/policy/builtin-engine.js';
@@ -142,7 +142,10 @@ describe('builtin engine', () => {
     await unbatched.load('v1', dir);
     const reqs = Array.from({ length: 12 }, (_, i) => ({ sessionId: `b${i}`, modelVersion: 'v1', prompt: prompt(i % 5), sampling: S(100 + i) }));
     const before = engine.stats().v1.maxRows;
+    const lockStepBefore = forwardCachedStats.lockStep;
     const a = await Promise.all(reqs.map((r) => engine.act(r)));
+    // the decode steps ran in lock step on the batch's shared keys/values
+    expect(forwardCachedStats.lockStep).toBeGreaterThan(lockStepBefore);
     const b = await Promise.all(reqs.map((r) => unbatched.act(r)));
     expect(engine.stats().v1.maxRows).toBeGreaterThan(Math.max(before, 1));
     expect(unbatched.stats().v1.maxRows).toBe(1);

@@ -1,0 +1,131 @@
+/**
+ * Per-sequence KV caches of the serving path (src/model/gpt.ts `forwardCached`).
+ *
+ * A `RowCache` holds the keys/values of one sequence's first `length` positions for every layer,
+ * in one of two forms:
+ * - owned: per layer `[H, length, hd]` tensors;
+ * - view: rows `[start, start + length)` of row `row` of a batch forward's keys/values
+ *   (`SharedKV`, per layer `[B, H, L, hd]`), shared by the batch's rows and reference-counted.
+ * Views make lock-step batched decoding cheap: when the next forward has exactly the rows of one
+ * `SharedKV` in the same order (the batcher keeps that order), its keys/values are the past as
+ * they are, with no per-row slicing, padding and re-stacking (the copies that dominated a
+ * batched decode step). Otherwise a view is materialised once (one slice per layer) and memoised.
+ * `compact()` turns a view into an owned cache, so an idle session does not pin a whole batch.
+ */
+import * as tf from '@tensorflow/tfjs';
+
+/** One layer's cached keys and values for a single sequence: `k`, `v` are `[H, t, hd]`. */
+export interface LayerKV {
+  k: tf.Tensor3D;
+  v: tf.Tensor3D;
+}
+
+/** Keys/values of a batched forward, per layer `[B, H, L, hd]`, shared by its rows' views. */
+export class SharedKV {
+  private refs = 0;
+  constructor(
+    readonly k: tf.Tensor4D[],
+    readonly v: tf.Tensor4D[],
+  ) {}
+  get batch(): number {
+    return this.k[0].shape[0];
+  }
+  get length(): number {
+    return this.k[0].shape[2];
+  }
+  retain(): void {
+    this.refs++;
+  }
+  release(): void {
+    if (--this.refs === 0) {
+      for (const t of this.k) t.dispose();
+      for (const t of this.v) t.dispose();
+    }
+  }
+}
+
+export class RowCache {
+  private owned: LayerKV[] | null;
+  private shared: SharedKV | null;
+  private disposed = false;
+
+  private constructor(
+    owned: LayerKV[] | null,
+    shared: SharedKV | null,
+    /** Row of the shared batch (views only). */
+    readonly row: number,
+    /** First valid position in the shared batch (views only). */
+    readonly start: number,
+    /** Number of cached positions. */
+    readonly length: number,
+  ) {
+    this.owned = owned;
+    this.shared = shared;
+    shared?.retain();
+  }
+
+  /** Takes ownership of per-layer `[H, length, hd]` tensors. */
+  static owned(layers: LayerKV[]): RowCache {
+    return new RowCache(layers, null, 0, 0, layers[0].k.shape[1]);
+  }
+
+  /** A view of `shared` (retained until `dispose`). */
+  static view(shared: SharedKV, row: number, start: number, length: number): RowCache {
+    return new RowCache(null, shared, row, start, length);
+  }
+
+  /** The shared batch this cache is a view of, or null (owned or materialised). */
+  get sharedKV(): SharedKV | null {
+    return this.shared;
+  }
+
+  /** Per-layer `[H, length, hd]` tensors (materialised from a view once, then kept). */
+  layers(): LayerKV[] {
+    if (this.disposed) throw new Error('RowCache used after dispose');
+    if (!this.owned) {
+      const s = this.shared!;
+      // tf.keep: this may run inside a caller's tf.tidy, but the memoised tensors outlive it
+      const take = (t: tf.Tensor4D) =>
+        tf.keep(
+          tf.tidy(() => {
+            const [, H, , hd] = t.shape;
+            return tf.reshape(tf.slice(t, [this.row, 0, this.start, 0], [1, H, this.length, hd]), [H, this.length, hd]) as tf.Tensor3D;
+          }),
+        );
+      this.owned = s.k.map((k, l) => ({ k: take(k), v: take(s.v[l]) }));
+    }
+    return this.owned;
+  }
+
+  /** Materialises a view and drops the reference to its batch. */
+  compact(): void {
+    if (!this.shared) return;
+    this.layers();
+    this.shared.release();
+    this.shared = null;
+  }
+
+  /** A new cache of the first `len` positions (a view stays a view: no copy); null for len <= 0. */
+  truncate(len: number): RowCache | null {
+    if (len <= 0) return null;
+    if (len > this.length) throw new Error(`cannot truncate a cache of ${this.length} positions to ${len}`);
+    if (this.shared) return RowCache.view(this.shared, this.row, this.start, len);
+    const layers = this.layers().map((l) => ({
+      k: tf.keep(tf.slice(l.k, [0, 0, 0], [l.k.shape[0], len, l.k.shape[2]])),
+      v: tf.keep(tf.slice(l.v, [0, 0, 0], [l.v.shape[0], len, l.v.shape[2]])),
+    }));
+    return RowCache.owned(layers);
+  }
+
+  dispose(): void {
+    if (this.disposed) return;
+    this.disposed = true;
+    if (this.owned) for (const l of this.owned) {
+      l.k.dispose();
+      l.v.dispose();
+    }
+    this.owned = null;
+    this.shared?.release();
+    this.shared = null;
+  }
+}
