@@ -200,6 +200,33 @@ function wrapLeadingAxesSum(): void {
   tf.registerKernel({ kernelName: 'Sum', backendName: 'wasm', kernelFunc: fn as unknown as tf.KernelFunc, setupFunc: orig.setupFunc, disposeFunc: orig.disposeFunc });
 }
 
+function wrapRowGather(): void {
+  const orig = tf.getKernel('GatherV2', 'wasm');
+  if (!orig) return;
+  const origFn = orig.kernelFunc as unknown as KernelFn;
+  const fn: KernelFn = (args) => {
+    const { x, indices } = args.inputs as { x: tf.TensorInfo; indices: tf.TensorInfo };
+    const { axis, batchDims } = args.attrs as { axis: number; batchDims: number };
+    const ax = tf.util.parseAxisParam(axis, x.shape)[0];
+    if (ax !== 0 || (batchDims ?? 0) !== 0 || x.dtype === 'string' || indices.dtype !== 'int32' || x.shape.length < 1) return origFn(args);
+    const { backend } = args;
+    const rows = x.shape[0];
+    const rowSize = x.shape.slice(1).reduce((a, b) => a * b, 1);
+    const out = backend.makeOutput([...indices.shape, ...x.shape.slice(1)], x.dtype) as tf.TensorInfo;
+    const idx = backend.typedArrayFromHeap(indices) as Int32Array;
+    const xv = backend.typedArrayFromHeap(x) as Float32Array;
+    const ov = backend.typedArrayFromHeap(out) as Float32Array;
+    for (let i = 0; i < idx.length; i++) {
+      const r = idx[i];
+      if (r < 0 || r >= rows) throw new Error(`GatherV2: index ${r} is not in [0, ${rows})`);
+      ov.set(xv.subarray(r * rowSize, (r + 1) * rowSize), i * rowSize);
+    }
+    return out;
+  };
+  tf.unregisterKernel('GatherV2', 'wasm');
+  tf.registerKernel({ kernelName: 'GatherV2', backendName: 'wasm', kernelFunc: fn as unknown as tf.KernelFunc, setupFunc: orig.setupFunc, disposeFunc: orig.disposeFunc });
+}
+
 function replaceKernel(kernelName: string, kernelFunc: KernelFn): void {
   const orig = tf.getKernel(kernelName, 'wasm');
   if (!orig) return;
@@ -220,6 +247,7 @@ export function installWasmPatches(): void {
   replaceKernel('Unpack', unpackWasm);
   replaceKernel('SplitV', splitVWasm);
   wrapLeadingAxesSum();
+  wrapRowGather();
   if (!tf.getKernel('UnsortedSegmentSum', 'wasm')) {
     tf.registerKernel({ kernelName: 'UnsortedSegmentSum', backendName: 'wasm', kernelFunc: unsortedSegmentSumWasm as unknown as tf.KernelFunc });
   }

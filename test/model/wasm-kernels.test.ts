@@ -50,3 +50,15 @@ describe('wasm Sum over leading axes', () => {
     expect(tf.sum(x).arraySync()).toBe((240 * 239) / 2);
   });
 });
+
+describe('wasm GatherV2 along axis 0', () => {
+  it('gathers rows for 1-D and 2-D indices, and other axes still work', () => {
+    const x = range([4, 2, 3]);
+    expect(tf.gather(x, tf.tensor1d([3, 0, 3], 'int32')).arraySync()).toEqual([
+      [[18, 19, 20], [21, 22, 23]], [[0, 1, 2], [3, 4, 5]], [[18, 19, 20], [21, 22, 23]],
+    ]);
+    expect(tf.gather(range([5, 2]), tf.tensor2d([[1, 4], [0, 0]], [2, 2], 'int32')).arraySync()).toEqual([[[2, 3], [8, 9]], [[0, 1], [0, 1]]]);
+    expect(tf.gather(range([2, 3]), tf.tensor1d([2, 0], 'int32'), 1).arraySync()).toEqual([[2, 0], [5, 3]]);
+    expect(tf.gather(tf.tensor1d([7, 8, 9], 'int32'), tf.tensor1d([2, 1], 'int32')).arraySync()).toEqual([9, 8]);
+  });
+});
