@@ -20,11 +20,13 @@ import authentication from './plugins/app/authentication.js';
 import metricsPlugin, { createMetrics } from './plugins/app/metrics.js';
 import dbPlugin from './plugins/app/db.js';
 import enginePlugin from './plugins/app/engine.js';
+import trainingPlugin from './plugins/app/training.js';
 import opsRoutes from './routes/ops.js';
 import sessionsRoutes from './routes/api/sessions/index.js';
 import stepsRoutes from './routes/api/steps/index.js';
 import modelsRoutes from './routes/api/models/index.js';
 import statsRoutes from './routes/api/stats/index.js';
+import trainingRoutes from './routes/api/training/index.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -108,12 +110,14 @@ export async function buildApp(config: Config, deps: AppDeps): Promise<FastifyIn
     limits: config.limits,
     sessionIdleTtlSeconds: config.sessionIdleTtlSeconds,
   });
+  await app.register(trainingPlugin, { config });
 
   await app.register(opsRoutes);
   await app.register(sessionsRoutes);
   await app.register(stepsRoutes);
   await app.register(modelsRoutes);
   await app.register(statsRoutes);
+  await app.register(trainingRoutes);
   return app;
 }
 

@@ -6,6 +6,7 @@
  * Sizes are in bytes or characters as named; durations in milliseconds.
  */
 import path from 'node:path';
+import { Cron } from 'croner';
 
 export type EngineKind = 'builtin' | 'test';
 export type TfjsBackend = 'auto' | 'tensorflow' | 'wasm' | 'cpu';
@@ -61,6 +62,26 @@ export interface Config {
   baseModelDir: string;
   /** An active session without a step for this long becomes `expired`, seconds; 0 = never. */
   sessionIdleTtlSeconds: number;
+  /** Automatic training jobs (issue 5 item 5; src/training/scheduler.ts). */
+  training: TrainingConfig;
+}
+
+/** RL algorithms a schedule may start (SFT needs a demonstrations file, so it is HTTP-only). */
+export type ScheduledAlgorithm = 'lamer' | 'gigpo' | 'grpo' | 'rloo';
+
+export interface TrainingConfig {
+  /** Start a job after this many newly completed training sessions; 0 = off. */
+  everySessions: number;
+  /** croner expression (5 fields, or 6 with seconds first); null = off. */
+  cron: string | null;
+  algorithm: ScheduledAlgorithm;
+  /** Activate the version a scheduled job produces. */
+  activate: boolean;
+  /** Train only on sessions with this env label; null = all. */
+  env: string | null;
+  /** Model I/O module of the training worker (not from the environment: for tests and embedding);
+   *  default the builtin GPT adapter on `tfjsBackend`. */
+  modelIO?: { module: string; exportName?: string; options?: Record<string, unknown> };
 }
 
 export class ConfigError extends Error {
@@ -162,7 +183,27 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     batchWindowMs: int(env, 'LAMER_BATCH_WINDOW_MS', 2, 0, 1000),
     maxBatchSize: int(env, 'LAMER_MAX_BATCH_SIZE', 32, 1, 4096),
     sessionIdleTtlSeconds: int(env, 'LAMER_SESSION_IDLE_TTL_SECONDS', 86_400, 0, 10 * 365 * 86_400),
+    training: trainingSchedule(env),
     baseModelDir: path.resolve(env.LAMER_BASE_MODEL_DIR && env.LAMER_BASE_MODEL_DIR !== '' ? env.LAMER_BASE_MODEL_DIR : path.join(repoRoot, 'models', 'base')),
+  };
+}
+
+/** LAMER_TRAIN_* variables. @throws ConfigError for a bad value, including a cron expression croner rejects. */
+function trainingSchedule(env: Record<string, string | undefined>): TrainingConfig {
+  const cron = env.LAMER_TRAIN_CRON && env.LAMER_TRAIN_CRON.trim() !== '' ? env.LAMER_TRAIN_CRON.trim() : null;
+  if (cron !== null) {
+    try {
+      new Cron(cron, { paused: true }).stop();
+    } catch (err) {
+      throw new ConfigError(`LAMER_TRAIN_CRON=${JSON.stringify(cron)}: not a cron expression (${(err as Error).message})`);
+    }
+  }
+  return {
+    everySessions: int(env, 'LAMER_TRAIN_EVERY_SESSIONS', 0, 0, 100_000_000),
+    cron,
+    algorithm: oneOf(env, 'LAMER_TRAIN_ALGORITHM', 'lamer', ['lamer', 'gigpo', 'grpo', 'rloo'] as const),
+    activate: oneOf(env, 'LAMER_TRAIN_ACTIVATE', 'false', ['true', 'false'] as const) === 'true',
+    env: env.LAMER_TRAIN_ENV && env.LAMER_TRAIN_ENV !== '' ? env.LAMER_TRAIN_ENV : null,
   };
 }
 

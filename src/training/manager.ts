@@ -212,17 +212,20 @@ export class TrainingJobManager {
         metrics: { algorithm: req.algorithm, data: stats, iterations: result.iterations, final: result.metrics[result.metrics.length - 1] ?? null, seconds: result.seconds, behaviorLogprobGap: result.behaviorLogprobGap },
         createdAt: Date.now(),
       }).run();
-      this.finish(id, { status: 'succeeded', resultVersion: version, progress: 1 });
-      logger?.info({ jobId: id, version, seconds: result.seconds }, 'training job succeeded');
+      // activate before the job reads as succeeded, so a client that waits for the job sees the
+      // new version active
+      let activationError: string | null = null;
       if (req.activate) {
         try {
           await this.opts.registry.activate(version);
           logger?.info({ jobId: id, version }, 'model version activated');
         } catch (err) {
           logger?.error({ jobId: id, version, err: String(err) }, 'activation after training failed');
-          db.update(trainingJobs).set({ error: `trained, but activation failed: ${String(err)}` }).where(eq(trainingJobs.id, id)).run();
+          activationError = `trained, but activation failed: ${String(err)}`;
         }
       }
+      this.finish(id, { status: 'succeeded', resultVersion: version, progress: 1, ...(activationError ? { error: activationError } : {}) });
+      logger?.info({ jobId: id, version, seconds: result.seconds }, 'training job succeeded');
     } catch (err) {
       if (err instanceof JobCancelledError) {
         this.finish(id, { status: 'cancelled' });

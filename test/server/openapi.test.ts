@@ -32,6 +32,9 @@ describe('openapi/openapi.json', () => {
       '/v1/sessions/{id}/trajectory',
       '/v1/stats',
       '/v1/steps:batch',
+      '/v1/training/jobs',
+      '/v1/training/jobs/{id}',
+      '/v1/training/jobs/{id}/cancel',
     ]);
   });
 });

@@ -1832,6 +1832,851 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/training/jobs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List training jobs, newest first, with filters and cursor pagination */
+        get: {
+            parameters: {
+                query?: {
+                    status?: "queued" | "running" | "succeeded" | "failed" | "cancelled";
+                    algorithm?: "lamer" | "gigpo" | "grpo" | "rloo" | "sft";
+                    limit?: number;
+                    cursor?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            items: {
+                                id: string;
+                                /** @enum {string} */
+                                algorithm: "lamer" | "gigpo" | "grpo" | "rloo" | "sft";
+                                /** @enum {string} */
+                                status: "queued" | "running" | "succeeded" | "failed" | "cancelled";
+                                progress: number;
+                                baseVersion: string;
+                                /** @description requested name of the new version */
+                                version: string | null;
+                                /** @description the model version the job produced */
+                                resultVersion: string | null;
+                                activateWhenDone: boolean;
+                                data: {
+                                    [key: string]: unknown;
+                                } | null;
+                                /** @description sft: the JSONL file trained on */
+                                demonstrations: string | null;
+                                hyperparameters: {
+                                    [key: string]: unknown;
+                                };
+                                /** @description known once the data is read */
+                                dataStats: {
+                                    sessions: number;
+                                    tasks: number;
+                                    turns: number;
+                                    samples: number;
+                                    groups: number;
+                                    /** @description groups with no signal (all returns equal), not trained on */
+                                    skippedGroups: number;
+                                    skippedTurns: number;
+                                    meanReturn: number;
+                                    passAtK: {
+                                        [key: string]: number;
+                                    };
+                                    outputTokens: number;
+                                } | null;
+                                /** @description iterations reported so far */
+                                iterations: number;
+                                lastMetrics: {
+                                    iteration: number;
+                                    epoch: number;
+                                    loss: number;
+                                    pgLoss: number;
+                                    entropy: number;
+                                    clipFrac: number;
+                                    dualClipFrac: number;
+                                    approxKl: number;
+                                    gradNorm: number;
+                                    meanReturn: number;
+                                    passAtK: {
+                                        [key: string]: number;
+                                    };
+                                    tokens: number;
+                                    padFrac: number;
+                                    tokensPerSec: number;
+                                    seconds: number;
+                                } | null;
+                                error: string | null;
+                                /** Format: date-time */
+                                createdAt: string;
+                                /** Format: date-time */
+                                startedAt: string | null;
+                                /** Format: date-time */
+                                finishedAt: string | null;
+                            }[];
+                            /** @description pass as `cursor` for the next page; null at the end */
+                            nextCursor: string | null;
+                        };
+                    };
+                };
+                /** @description client error (problem details) */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                        };
+                    };
+                };
+                /** @description server error (problem details) */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        /**
+         * Start a training job (queued; one runs at a time)
+         * @description RL algorithms (lamer, gigpo, grpo, rloo) train on completed `mode: train` sessions matching `data`; `sft` trains on `demonstrations`. The result is a new model version (status candidate, or active with activateWhenDone).
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        algorithm: "lamer" | "gigpo" | "grpo" | "rloo" | "sft";
+                        /** @description RL data: completed sessions with mode "train" matching every given field */
+                        data?: {
+                            /** @description RFC 3339 date-time: sessions created at or after it */
+                            since?: string;
+                            env?: string;
+                            taskIds?: string[];
+                            /** @description sessions that pinned this version */
+                            modelVersion?: string;
+                            /** @description newest first */
+                            maxSessions?: number;
+                        };
+                        /** @description sft only: exactly one of path or sessions */
+                        demonstrations?: {
+                            /** @description JSONL file relative to <dataDir>/demos/ (no leading /, no ..) */
+                            path?: string;
+                            sessions?: {
+                                env: string;
+                                taskId: string;
+                                instructions: string;
+                                /** @enum {string} */
+                                memory: "reflection_only";
+                                attempts: {
+                                    steps: {
+                                        observation: string;
+                                        action: string | null;
+                                        reward: number;
+                                        done: boolean;
+                                        success: boolean;
+                                    }[];
+                                    reflection: string | null;
+                                }[];
+                            }[];
+                        };
+                        /** @description default: the active version */
+                        baseVersion?: string;
+                        /** @description name of the new version; default <algorithm>-<job id> */
+                        version?: string;
+                        /** @default false */
+                        activateWhenDone?: boolean;
+                        hyperparameters?: {
+                            /** @description learning rate (default 1e-4 RL, 1e-3 SFT) */
+                            lr?: number;
+                            epochs?: number;
+                            minibatchSize?: number;
+                            clipCoef?: number;
+                            dualClip?: number;
+                            entCoef?: number;
+                            maxGradNorm?: number;
+                            weightDecay?: number;
+                            /** @enum {string} */
+                            oldLogprobs?: "recompute" | "stored";
+                            microBatchTokens?: number;
+                            seed?: number;
+                            gammaStep?: number;
+                            gammaTraj?: number;
+                            /**
+                             * @description cross-episode return: LaMer Eq. 4 ('paper') or the reference code's recursion ('code')
+                             * @enum {string}
+                             */
+                            returnMode?: "paper" | "code";
+                            invalidPenalty?: number;
+                            /** @description GiGPO step-term weight */
+                            stepCoef?: number;
+                        };
+                    };
+                };
+            };
+            responses: {
+                /** @description Default Response */
+                201: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            id: string;
+                            /** @enum {string} */
+                            algorithm: "lamer" | "gigpo" | "grpo" | "rloo" | "sft";
+                            /** @enum {string} */
+                            status: "queued" | "running" | "succeeded" | "failed" | "cancelled";
+                            progress: number;
+                            baseVersion: string;
+                            /** @description requested name of the new version */
+                            version: string | null;
+                            /** @description the model version the job produced */
+                            resultVersion: string | null;
+                            activateWhenDone: boolean;
+                            data: {
+                                [key: string]: unknown;
+                            } | null;
+                            /** @description sft: the JSONL file trained on */
+                            demonstrations: string | null;
+                            hyperparameters: {
+                                [key: string]: unknown;
+                            };
+                            /** @description known once the data is read */
+                            dataStats: {
+                                sessions: number;
+                                tasks: number;
+                                turns: number;
+                                samples: number;
+                                groups: number;
+                                /** @description groups with no signal (all returns equal), not trained on */
+                                skippedGroups: number;
+                                skippedTurns: number;
+                                meanReturn: number;
+                                passAtK: {
+                                    [key: string]: number;
+                                };
+                                outputTokens: number;
+                            } | null;
+                            /** @description iterations reported so far */
+                            iterations: number;
+                            lastMetrics: {
+                                iteration: number;
+                                epoch: number;
+                                loss: number;
+                                pgLoss: number;
+                                entropy: number;
+                                clipFrac: number;
+                                dualClipFrac: number;
+                                approxKl: number;
+                                gradNorm: number;
+                                meanReturn: number;
+                                passAtK: {
+                                    [key: string]: number;
+                                };
+                                tokens: number;
+                                padFrac: number;
+                                tokensPerSec: number;
+                                seconds: number;
+                            } | null;
+                            error: string | null;
+                            /** Format: date-time */
+                            createdAt: string;
+                            /** Format: date-time */
+                            startedAt: string | null;
+                            /** Format: date-time */
+                            finishedAt: string | null;
+                            /** @description per iteration (optimiser step) */
+                            metrics: {
+                                iteration: number;
+                                epoch: number;
+                                loss: number;
+                                pgLoss: number;
+                                entropy: number;
+                                clipFrac: number;
+                                dualClipFrac: number;
+                                approxKl: number;
+                                gradNorm: number;
+                                meanReturn: number;
+                                passAtK: {
+                                    [key: string]: number;
+                                };
+                                tokens: number;
+                                padFrac: number;
+                                tokensPerSec: number;
+                                seconds: number;
+                            }[];
+                        };
+                    };
+                };
+                /** @description client error (problem details) */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                        };
+                    };
+                };
+                /** @description server error (problem details) */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/training/jobs/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get a training job: status, progress, data counts (skipped groups), metrics per iteration, result version */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            id: string;
+                            /** @enum {string} */
+                            algorithm: "lamer" | "gigpo" | "grpo" | "rloo" | "sft";
+                            /** @enum {string} */
+                            status: "queued" | "running" | "succeeded" | "failed" | "cancelled";
+                            progress: number;
+                            baseVersion: string;
+                            /** @description requested name of the new version */
+                            version: string | null;
+                            /** @description the model version the job produced */
+                            resultVersion: string | null;
+                            activateWhenDone: boolean;
+                            data: {
+                                [key: string]: unknown;
+                            } | null;
+                            /** @description sft: the JSONL file trained on */
+                            demonstrations: string | null;
+                            hyperparameters: {
+                                [key: string]: unknown;
+                            };
+                            /** @description known once the data is read */
+                            dataStats: {
+                                sessions: number;
+                                tasks: number;
+                                turns: number;
+                                samples: number;
+                                groups: number;
+                                /** @description groups with no signal (all returns equal), not trained on */
+                                skippedGroups: number;
+                                skippedTurns: number;
+                                meanReturn: number;
+                                passAtK: {
+                                    [key: string]: number;
+                                };
+                                outputTokens: number;
+                            } | null;
+                            /** @description iterations reported so far */
+                            iterations: number;
+                            lastMetrics: {
+                                iteration: number;
+                                epoch: number;
+                                loss: number;
+                                pgLoss: number;
+                                entropy: number;
+                                clipFrac: number;
+                                dualClipFrac: number;
+                                approxKl: number;
+                                gradNorm: number;
+                                meanReturn: number;
+                                passAtK: {
+                                    [key: string]: number;
+                                };
+                                tokens: number;
+                                padFrac: number;
+                                tokensPerSec: number;
+                                seconds: number;
+                            } | null;
+                            error: string | null;
+                            /** Format: date-time */
+                            createdAt: string;
+                            /** Format: date-time */
+                            startedAt: string | null;
+                            /** Format: date-time */
+                            finishedAt: string | null;
+                            /** @description per iteration (optimiser step) */
+                            metrics: {
+                                iteration: number;
+                                epoch: number;
+                                loss: number;
+                                pgLoss: number;
+                                entropy: number;
+                                clipFrac: number;
+                                dualClipFrac: number;
+                                approxKl: number;
+                                gradNorm: number;
+                                meanReturn: number;
+                                passAtK: {
+                                    [key: string]: number;
+                                };
+                                tokens: number;
+                                padFrac: number;
+                                tokensPerSec: number;
+                                seconds: number;
+                            }[];
+                        };
+                    };
+                };
+                /** @description client error (problem details) */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                        };
+                    };
+                };
+                /** @description server error (problem details) */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/training/jobs/{id}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Cancel a job: a queued one at once (200), a running one after its current iteration (202); 409 when it already finished */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            id: string;
+                            /** @enum {string} */
+                            algorithm: "lamer" | "gigpo" | "grpo" | "rloo" | "sft";
+                            /** @enum {string} */
+                            status: "queued" | "running" | "succeeded" | "failed" | "cancelled";
+                            progress: number;
+                            baseVersion: string;
+                            /** @description requested name of the new version */
+                            version: string | null;
+                            /** @description the model version the job produced */
+                            resultVersion: string | null;
+                            activateWhenDone: boolean;
+                            data: {
+                                [key: string]: unknown;
+                            } | null;
+                            /** @description sft: the JSONL file trained on */
+                            demonstrations: string | null;
+                            hyperparameters: {
+                                [key: string]: unknown;
+                            };
+                            /** @description known once the data is read */
+                            dataStats: {
+                                sessions: number;
+                                tasks: number;
+                                turns: number;
+                                samples: number;
+                                groups: number;
+                                /** @description groups with no signal (all returns equal), not trained on */
+                                skippedGroups: number;
+                                skippedTurns: number;
+                                meanReturn: number;
+                                passAtK: {
+                                    [key: string]: number;
+                                };
+                                outputTokens: number;
+                            } | null;
+                            /** @description iterations reported so far */
+                            iterations: number;
+                            lastMetrics: {
+                                iteration: number;
+                                epoch: number;
+                                loss: number;
+                                pgLoss: number;
+                                entropy: number;
+                                clipFrac: number;
+                                dualClipFrac: number;
+                                approxKl: number;
+                                gradNorm: number;
+                                meanReturn: number;
+                                passAtK: {
+                                    [key: string]: number;
+                                };
+                                tokens: number;
+                                padFrac: number;
+                                tokensPerSec: number;
+                                seconds: number;
+                            } | null;
+                            error: string | null;
+                            /** Format: date-time */
+                            createdAt: string;
+                            /** Format: date-time */
+                            startedAt: string | null;
+                            /** Format: date-time */
+                            finishedAt: string | null;
+                            /** @description per iteration (optimiser step) */
+                            metrics: {
+                                iteration: number;
+                                epoch: number;
+                                loss: number;
+                                pgLoss: number;
+                                entropy: number;
+                                clipFrac: number;
+                                dualClipFrac: number;
+                                approxKl: number;
+                                gradNorm: number;
+                                meanReturn: number;
+                                passAtK: {
+                                    [key: string]: number;
+                                };
+                                tokens: number;
+                                padFrac: number;
+                                tokensPerSec: number;
+                                seconds: number;
+                            }[];
+                        };
+                    };
+                };
+                /** @description Default Response */
+                202: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            id: string;
+                            /** @enum {string} */
+                            algorithm: "lamer" | "gigpo" | "grpo" | "rloo" | "sft";
+                            /** @enum {string} */
+                            status: "queued" | "running" | "succeeded" | "failed" | "cancelled";
+                            progress: number;
+                            baseVersion: string;
+                            /** @description requested name of the new version */
+                            version: string | null;
+                            /** @description the model version the job produced */
+                            resultVersion: string | null;
+                            activateWhenDone: boolean;
+                            data: {
+                                [key: string]: unknown;
+                            } | null;
+                            /** @description sft: the JSONL file trained on */
+                            demonstrations: string | null;
+                            hyperparameters: {
+                                [key: string]: unknown;
+                            };
+                            /** @description known once the data is read */
+                            dataStats: {
+                                sessions: number;
+                                tasks: number;
+                                turns: number;
+                                samples: number;
+                                groups: number;
+                                /** @description groups with no signal (all returns equal), not trained on */
+                                skippedGroups: number;
+                                skippedTurns: number;
+                                meanReturn: number;
+                                passAtK: {
+                                    [key: string]: number;
+                                };
+                                outputTokens: number;
+                            } | null;
+                            /** @description iterations reported so far */
+                            iterations: number;
+                            lastMetrics: {
+                                iteration: number;
+                                epoch: number;
+                                loss: number;
+                                pgLoss: number;
+                                entropy: number;
+                                clipFrac: number;
+                                dualClipFrac: number;
+                                approxKl: number;
+                                gradNorm: number;
+                                meanReturn: number;
+                                passAtK: {
+                                    [key: string]: number;
+                                };
+                                tokens: number;
+                                padFrac: number;
+                                tokensPerSec: number;
+                                seconds: number;
+                            } | null;
+                            error: string | null;
+                            /** Format: date-time */
+                            createdAt: string;
+                            /** Format: date-time */
+                            startedAt: string | null;
+                            /** Format: date-time */
+                            finishedAt: string | null;
+                            /** @description per iteration (optimiser step) */
+                            metrics: {
+                                iteration: number;
+                                epoch: number;
+                                loss: number;
+                                pgLoss: number;
+                                entropy: number;
+                                clipFrac: number;
+                                dualClipFrac: number;
+                                approxKl: number;
+                                gradNorm: number;
+                                meanReturn: number;
+                                passAtK: {
+                                    [key: string]: number;
+                                };
+                                tokens: number;
+                                padFrac: number;
+                                tokensPerSec: number;
+                                seconds: number;
+                            }[];
+                        };
+                    };
+                };
+                /** @description client error (problem details) */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                        };
+                    };
+                };
+                /** @description server error (problem details) */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {

@@ -1,0 +1,204 @@
+/**
+ * Training-job routes (DESIGN §3 `training/jobs`; issue 5 items 2-4): create, list (filters, cursor
+ * pagination, newest first), get (status, progress, data counts with skipped groups, metrics per
+ * iteration, result version, error), cancel. Admin key required when API keys are configured.
+ * Dependencies by decoration: `app.training` (TrainingJobManager, src/plugins/app/training.ts).
+ *
+ * Cancel is `POST /v1/training/jobs/{id}/cancel`: a queued job becomes `cancelled` at once (200);
+ * a running one stops after its current iteration (202, the job as it is now); a cancelled one is
+ * returned unchanged (200); a succeeded or failed one is a 409 problem.
+ */
+import { randomUUID } from 'node:crypto';
+import { existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import type { FastifyPluginAsync } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { and, desc, eq, lt, or, type SQL } from 'drizzle-orm';
+import { trainingJobs, type TrainingJobRow } from '../../../db/schema.js';
+import { ApiProblem, invalid, notFound } from '../../../agent/problems.js';
+import { JobRequestError, type CreateJobRequest } from '../../../training/manager.js';
+import type { DataFilter } from '../../../training/select.js';
+import type { IterationMetrics } from '../../../training/job.js';
+import { bearer, errorResponses } from '../common.js';
+import { CreateJob, Job, JobList, JobParams, ListJobsQuery } from './schemas.js';
+
+const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+
+const trainingRoutes: FastifyPluginAsync = async (fastify) => {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+  const tags = ['training'];
+  const demosDir = path.join(app.config.dataDir, 'demos');
+  app.addHook('onRequest', app.requireAdmin);
+
+  const summary = (r: TrainingJobRow) => {
+    const c = r.config as Partial<CreateJobRequest> & { baseVersion?: string; dataStats?: unknown };
+    const metrics = (r.metrics ?? []) as IterationMetrics[];
+    const data = c.data ? { ...c.data, ...(c.data.since !== undefined ? { since: iso(c.data.since) } : {}) } : null;
+    return {
+      id: r.id,
+      algorithm: r.algorithm,
+      status: r.status,
+      progress: r.progress,
+      baseVersion: c.baseVersion ?? '',
+      version: c.version ?? null,
+      resultVersion: r.resultVersion,
+      activateWhenDone: c.activate === true,
+      data: r.algorithm === 'sft' ? null : data,
+      demonstrations: c.demosPath ? path.relative(demosDir, c.demosPath) : null,
+      hyperparameters: (c.hyper ?? {}) as Record<string, unknown>,
+      dataStats: (c.dataStats ?? null) as never,
+      iterations: metrics.length,
+      lastMetrics: metrics.length > 0 ? metrics[metrics.length - 1]! : null,
+      error: r.error,
+      createdAt: iso(r.createdAt)!,
+      startedAt: iso(r.startedAt),
+      finishedAt: iso(r.finishedAt),
+    };
+  };
+  const view = (r: TrainingJobRow) => ({ ...summary(r), metrics: (r.metrics ?? []) as IterationMetrics[] });
+  const find = (id: string) => {
+    const r = app.training.get(id);
+    if (!r) throw notFound(`training job '${id}'`);
+    return r;
+  };
+
+  /** The JSONL file an sft job reads: an existing file under <dataDir>/demos/, or the inline sessions written there. */
+  const demosFile = (d: { path?: string; sessions?: unknown[] } | undefined): string => {
+    if (!d || (d.path === undefined) === (d.sessions === undefined)) {
+      throw invalid('body/demonstrations', 'an sft job needs exactly one of demonstrations.path or demonstrations.sessions');
+    }
+    if (d.path !== undefined) {
+      const rel = d.path;
+      if (rel.startsWith('/') || rel.split('/').includes('..')) throw invalid('body/demonstrations/path', 'must be relative to the demos folder, without ..');
+      const file = path.join(demosDir, rel);
+      if (!existsSync(file) || !statSync(file).isFile()) throw invalid('body/demonstrations/path', `no file '${rel}' in the data directory's demos/ folder`);
+      return file;
+    }
+    mkdirSync(path.join(demosDir, 'inline'), { recursive: true });
+    const file = path.join(demosDir, 'inline', `${randomUUID()}.jsonl`);
+    writeFileSync(file, d.sessions!.map((s) => JSON.stringify(s)).join('\n') + '\n');
+    return file;
+  };
+
+  app.post(
+    '/v1/training/jobs',
+    {
+      schema: {
+        tags,
+        summary: 'Start a training job (queued; one runs at a time)',
+        description:
+          'RL algorithms (lamer, gigpo, grpo, rloo) train on completed `mode: train` sessions matching `data`; `sft` trains on `demonstrations`. ' +
+          'The result is a new model version (status candidate, or active with activateWhenDone).',
+        security: bearer,
+        body: CreateJob,
+        response: { 201: Job, ...errorResponses },
+      },
+    },
+    async (req, reply) => {
+      const b = req.body;
+      const isSft = b.algorithm === 'sft';
+      if (!isSft && b.demonstrations !== undefined) throw invalid('body/demonstrations', `only sft jobs take demonstrations, not ${b.algorithm}`);
+      if (isSft && b.data !== undefined) throw invalid('body/data', 'sft jobs train on demonstrations, not on recorded sessions');
+      let data: DataFilter | undefined;
+      if (b.data) {
+        const { since, ...rest } = b.data;
+        data = { ...rest };
+        if (since !== undefined) {
+          const ms = Date.parse(since);
+          if (!Number.isFinite(ms)) throw invalid('body/data/since', 'must be a date-time');
+          data.since = ms;
+        }
+      }
+      const request: CreateJobRequest = {
+        algorithm: b.algorithm,
+        ...(data ? { data } : {}),
+        ...(isSft ? { demosPath: demosFile(b.demonstrations) } : {}),
+        ...(b.baseVersion !== undefined ? { baseVersion: b.baseVersion } : {}),
+        ...(b.version !== undefined ? { version: b.version } : {}),
+        activate: b.activateWhenDone ?? false,
+        ...(b.hyperparameters ? { hyper: b.hyperparameters } : {}),
+      };
+      let row: TrainingJobRow;
+      try {
+        row = app.training.create(request);
+      } catch (err) {
+        if (!(err instanceof JobRequestError)) throw err;
+        if (/already exists/.test(err.message)) throw new ApiProblem(409, 'conflict', 'Conflict', err.message);
+        if (/unknown base version/.test(err.message)) throw invalid('body/baseVersion', err.message);
+        if (/closed/.test(err.message)) throw new ApiProblem(503, 'overloaded', 'Service Unavailable', 'the server is shutting down');
+        throw invalid('body', err.message);
+      }
+      req.log.info({ jobId: row.id, algorithm: row.algorithm }, 'training job created');
+      reply.code(201).header('location', `/v1/training/jobs/${row.id}`);
+      return view(row);
+    },
+  );
+
+  app.get(
+    '/v1/training/jobs',
+    {
+      schema: {
+        tags,
+        summary: 'List training jobs, newest first, with filters and cursor pagination',
+        security: bearer,
+        querystring: ListJobsQuery,
+        response: { 200: JobList, ...errorResponses },
+      },
+    },
+    async (req) => {
+      const { status, algorithm, cursor } = req.query;
+      const limit = req.query.limit ?? 50;
+      const conds: SQL[] = [];
+      if (status) conds.push(eq(trainingJobs.status, status));
+      if (algorithm) conds.push(eq(trainingJobs.algorithm, algorithm));
+      if (cursor) {
+        const [t, id] = cursor.split('~') as [string, string];
+        conds.push(or(lt(trainingJobs.createdAt, Number(t)), and(eq(trainingJobs.createdAt, Number(t)), lt(trainingJobs.id, id)))!);
+      }
+      const rows = app.db.db.select().from(trainingJobs).where(conds.length ? and(...conds) : undefined)
+        .orderBy(desc(trainingJobs.createdAt), desc(trainingJobs.id)).limit(limit + 1).all();
+      const page = rows.slice(0, limit);
+      const last = page[page.length - 1];
+      return { items: page.map(summary), nextCursor: rows.length > limit && last ? `${last.createdAt}~${last.id}` : null };
+    },
+  );
+
+  app.get(
+    '/v1/training/jobs/:id',
+    {
+      schema: {
+        tags,
+        summary: 'Get a training job: status, progress, data counts (skipped groups), metrics per iteration, result version',
+        security: bearer,
+        params: JobParams,
+        response: { 200: Job, ...errorResponses },
+      },
+    },
+    async (req) => view(find(req.params.id)),
+  );
+
+  app.post(
+    '/v1/training/jobs/:id/cancel',
+    {
+      schema: {
+        tags,
+        summary: 'Cancel a job: a queued one at once (200), a running one after its current iteration (202); 409 when it already finished',
+        security: bearer,
+        params: JobParams,
+        response: { 200: Job, 202: Job, ...errorResponses },
+      },
+    },
+    async (req, reply) => {
+      const before = find(req.params.id);
+      if (before.status === 'succeeded' || before.status === 'failed') {
+        throw new ApiProblem(409, 'conflict', 'Conflict', `training job '${before.id}' already ${before.status}`);
+      }
+      const after = app.training.cancel(before.id) ?? before;
+      if (after.status === 'running') reply.code(202);
+      req.log.info({ jobId: before.id, status: after.status }, 'training job cancel requested');
+      return view(after);
+    },
+  );
+};
+
+export default trainingRoutes;

@@ -1,0 +1,165 @@
+/**
+ * TypeBox schemas of the training-job resource (DESIGN §3 `training/jobs`; issue 5 items 2-4).
+ *
+ * Hyperparameter ranges are the ones the runner accepts (src/training/job.ts TrainingHyper) and the
+ * returns/advantages take (src/training/returns.ts, advantages.ts; shared/LAMER.md §2-3).
+ * SFT demonstrations (shared contract 5, `DemoSession` JSONL) come either as a `path` relative to
+ * `<dataDir>/demos/` (large sets: write the file there, e.g. with `lamer demos --out`), or inline as
+ * `sessions` (small sets; bounded by the request body limit); exactly one of the two.
+ */
+import { Type } from 'typebox';
+import { FreeObject, Nullable, StringEnum } from '../common.js';
+
+export const ALGORITHMS = ['lamer', 'gigpo', 'grpo', 'rloo', 'sft'] as const;
+export const JOB_STATUSES = ['queued', 'running', 'succeeded', 'failed', 'cancelled'] as const;
+
+export const DataFilter = Type.Object(
+  {
+    since: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'RFC 3339 date-time: sessions created at or after it' })),
+    env: Type.Optional(Type.String({ minLength: 1, maxLength: 256 })),
+    taskIds: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 1024 }), { minItems: 1, maxItems: 10_000 })),
+    modelVersion: Type.Optional(Type.String({ minLength: 1, maxLength: 256, description: 'sessions that pinned this version' })),
+    maxSessions: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000, description: 'newest first' })),
+  },
+  { additionalProperties: false, description: 'RL data: completed sessions with mode "train" matching every given field' },
+);
+
+const DemoStep = Type.Object(
+  {
+    observation: Type.String({ maxLength: 65_536 }),
+    action: Nullable(Type.String({ maxLength: 1024 })),
+    reward: Type.Number(),
+    done: Type.Boolean(),
+    success: Type.Boolean(),
+  },
+  { additionalProperties: false },
+);
+
+export const DemoSessionSchema = Type.Object(
+  {
+    env: Type.String({ maxLength: 256 }),
+    taskId: Type.String({ minLength: 1, maxLength: 1024 }),
+    instructions: Type.String({ maxLength: 65_536 }),
+    memory: StringEnum(['reflection_only'] as const),
+    attempts: Type.Array(
+      Type.Object({ steps: Type.Array(DemoStep, { minItems: 1, maxItems: 1000 }), reflection: Nullable(Type.String({ maxLength: 20_000 })) }, { additionalProperties: false }),
+      { minItems: 1, maxItems: 100 },
+    ),
+  },
+  { additionalProperties: false, description: 'a demonstration session (src/envs/demos.ts DemoSession)' },
+);
+
+export const Demonstrations = Type.Object(
+  {
+    path: Type.Optional(Type.String({ minLength: 1, maxLength: 512, pattern: '^[A-Za-z0-9._/-]+$', description: 'JSONL file relative to <dataDir>/demos/ (no leading /, no ..)' })),
+    sessions: Type.Optional(Type.Array(DemoSessionSchema, { minItems: 1, maxItems: 10_000 })),
+  },
+  { additionalProperties: false, description: 'sft only: exactly one of path or sessions' },
+);
+
+export const Hyperparameters = Type.Object(
+  {
+    lr: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 1, description: 'learning rate (default 1e-4 RL, 1e-3 SFT)' })),
+    epochs: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })),
+    minibatchSize: Type.Optional(Type.Integer({ minimum: 1, maximum: 4096 })),
+    clipCoef: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 1 })),
+    dualClip: Type.Optional(Type.Number({ exclusiveMinimum: 1, maximum: 100 })),
+    entCoef: Type.Optional(Type.Number({ minimum: 0, maximum: 1 })),
+    maxGradNorm: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 1e6 })),
+    weightDecay: Type.Optional(Type.Number({ minimum: 0, maximum: 1 })),
+    oldLogprobs: Type.Optional(StringEnum(['recompute', 'stored'] as const)),
+    microBatchTokens: Type.Optional(Type.Integer({ minimum: 16, maximum: 1_048_576 })),
+    seed: Type.Optional(Type.Integer({ minimum: 0, maximum: 4_294_967_295 })),
+    gammaStep: Type.Optional(Type.Number({ minimum: 0, maximum: 1 })),
+    gammaTraj: Type.Optional(Type.Number({ minimum: 0, maximum: 1 })),
+    returnMode: Type.Optional(StringEnum(['paper', 'code'] as const, { description: "cross-episode return: LaMer Eq. 4 ('paper') or the reference code's recursion ('code')" })),
+    invalidPenalty: Type.Optional(Type.Number({ minimum: 0, maximum: 100 })),
+    stepCoef: Type.Optional(Type.Number({ minimum: 0, maximum: 100, description: 'GiGPO step-term weight' })),
+  },
+  { additionalProperties: false },
+);
+
+export const CreateJob = Type.Object(
+  {
+    algorithm: StringEnum(ALGORITHMS),
+    data: Type.Optional(DataFilter),
+    demonstrations: Type.Optional(Demonstrations),
+    baseVersion: Type.Optional(Type.String({ minLength: 1, maxLength: 256, description: 'default: the active version' })),
+    version: Type.Optional(Type.String({ minLength: 1, maxLength: 128, pattern: '^[A-Za-z0-9][A-Za-z0-9._-]*$', description: 'name of the new version; default <algorithm>-<job id>' })),
+    activateWhenDone: Type.Optional(Type.Boolean({ default: false })),
+    hyperparameters: Type.Optional(Hyperparameters),
+  },
+  { additionalProperties: false },
+);
+
+export const IterationMetrics = Type.Object({
+  iteration: Type.Integer(),
+  epoch: Type.Integer(),
+  loss: Type.Number(),
+  pgLoss: Type.Number(),
+  entropy: Type.Number(),
+  clipFrac: Type.Number(),
+  dualClipFrac: Type.Number(),
+  approxKl: Type.Number(),
+  gradNorm: Type.Number(),
+  meanReturn: Type.Number(),
+  passAtK: Type.Record(Type.String(), Type.Number()),
+  tokens: Type.Integer(),
+  padFrac: Type.Number(),
+  tokensPerSec: Type.Number(),
+  seconds: Type.Number(),
+});
+
+export const DataStats = Type.Object({
+  sessions: Type.Integer(),
+  tasks: Type.Integer(),
+  turns: Type.Integer(),
+  samples: Type.Integer(),
+  groups: Type.Integer(),
+  skippedGroups: Type.Integer({ description: 'groups with no signal (all returns equal), not trained on' }),
+  skippedTurns: Type.Integer(),
+  meanReturn: Type.Number(),
+  passAtK: Type.Record(Type.String(), Type.Number()),
+  outputTokens: Type.Integer(),
+});
+
+const jobFields = {
+  id: Type.String(),
+  algorithm: StringEnum(ALGORITHMS),
+  status: StringEnum(JOB_STATUSES),
+  progress: Type.Number({ minimum: 0, maximum: 1 }),
+  baseVersion: Type.String(),
+  version: Nullable(Type.String(), { description: 'requested name of the new version' }),
+  resultVersion: Nullable(Type.String(), { description: 'the model version the job produced' }),
+  activateWhenDone: Type.Boolean(),
+  data: Nullable(FreeObject()),
+  demonstrations: Nullable(Type.String({ description: 'sft: the JSONL file trained on' })),
+  hyperparameters: FreeObject(),
+  dataStats: Nullable(DataStats, { description: 'known once the data is read' }),
+  iterations: Type.Integer({ description: 'iterations reported so far' }),
+  lastMetrics: Nullable(IterationMetrics),
+  error: Nullable(Type.String()),
+  createdAt: Type.String({ format: 'date-time' }),
+  startedAt: Nullable(Type.String({ format: 'date-time' })),
+  finishedAt: Nullable(Type.String({ format: 'date-time' })),
+};
+
+export const JobSummary = Type.Object(jobFields);
+export const Job = Type.Object({ ...jobFields, metrics: Type.Array(IterationMetrics, { description: 'per iteration (optimiser step)' }) });
+
+export const JobList = Type.Object({
+  items: Type.Array(JobSummary),
+  nextCursor: Nullable(Type.String(), { description: 'pass as `cursor` for the next page; null at the end' }),
+});
+
+export const ListJobsQuery = Type.Object(
+  {
+    status: Type.Optional(StringEnum(JOB_STATUSES)),
+    algorithm: Type.Optional(StringEnum(ALGORITHMS)),
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200, default: 50 })),
+    cursor: Type.Optional(Type.String({ maxLength: 64, pattern: '^\\d{1,15}~[A-Za-z0-9_]{1,40}$' })),
+  },
+  { additionalProperties: false },
+);
+
+export const JobParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }) });
