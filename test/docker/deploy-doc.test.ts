@@ -44,6 +44,7 @@ describe('docs/deploy.md configuration table', () => {
       LAMER_MAX_STEPS_CAP: c.limits.maxStepsCap,
       LAMER_DEFAULT_MAX_STEPS: c.limits.defaultMaxSteps,
       LAMER_MAX_REFLECTION_CHARS: c.limits.reflectionChars,
+      LAMER_SESSION_IDLE_TTL_SECONDS: c.sessionIdleTtlSeconds,
     };
     for (const [name, value] of Object.entries(numeric)) {
       const row = rows.find((r) => r.name === name);
