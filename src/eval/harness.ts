@@ -14,7 +14,7 @@
  * Task i (0-based) uses seed evalSeed(seed, i) from the held-out range [1e9, 2^32)
  * (src/envs/index.ts); trial r of it uses sampling seed (seed * 1_000_003 + i * 131 + r) mod 2^32.
  */
-import { evalSeed, makeEnv, MAX_STEPS, taskId as makeTaskId, type EnvKind, type EnvParams } from '../envs/index.js';
+import { evalSeed, makeEnv, MAX_STEPS, taskId as makeTaskId, trainSeed, type EnvKind, type EnvParams } from '../envs/index.js';
 import { parseCellAction } from '../envs/minesweeper.js';
 import { parseMoves } from '../envs/sokoban.js';
 import { makePolicy } from '../envs/policies.js';
@@ -51,6 +51,15 @@ export interface EvalOptions {
   requestTimeoutMs?: number;
   /** Called after each finished session. */
   onSession?: (done: number, total: number, s: SessionRecord) => void;
+  /** 'eval' (default): held-out eval seeds, sessions never trained on. 'train': seeds from the
+   *  training range (trainSeed(seed, i)) and sessions with `mode: "train"` (training rollouts,
+   *  e.g. `lamer train`). */
+  mode?: 'eval' | 'train';
+  /** Independent retries without memory (how the paper evaluates single-attempt baselines): each
+   *  attempt is its own `maxAttempts: 1` session (no reflection, no earlier attempt in the prompt),
+   *  attempt n with sampling seed + n * 7919, played until one succeeds; recorded as one
+   *  SessionRecord so pass@k reads the same. Policy 'model' only. */
+  independentAttempts?: boolean;
 }
 
 export interface EvalReport {
@@ -107,11 +116,13 @@ export async function runEval(opts: EvalOptions): Promise<EvalReport> {
     while (next < jobs.length) {
       const idx = next++;
       const j = jobs[idx];
-      const seed = evalSeed(opts.seed, j.i);
+      const seed = taskSeed(opts, j.i);
       const samplingSeed = (opts.seed * 1_000_003 + j.i * 131 + j.trial) % 2 ** 32;
       const rec =
         opts.policy === 'model'
-          ? await playHttp(env, seed, j.trial, samplingSeed, maxSteps, opts, sampling!)
+          ? opts.independentAttempts
+            ? await playHttpIndependent(env, seed, j.trial, samplingSeed, maxSteps, opts, sampling!)
+            : await playHttp(env, seed, j.trial, samplingSeed, maxSteps, opts, sampling!)
           : playLocal(env, seed, j.trial, samplingSeed, maxSteps, opts);
       results[idx] = rec;
       finished++;
@@ -128,14 +139,41 @@ export async function runEval(opts: EvalOptions): Promise<EvalReport> {
     trials,
     maxSteps,
     seed: opts.seed,
-    seeds: { first: evalSeed(opts.seed, 0), last: evalSeed(opts.seed, opts.tasks - 1) },
+    seeds: { first: taskSeed(opts, 0), last: taskSeed(opts, opts.tasks - 1) },
     sampling,
-    modelVersion: opts.modelVersion ?? null,
+    modelVersion: opts.modelVersion ?? ([...new Set(results.map((x) => x.modelVersion).filter((v) => v !== undefined))].join(',') || null),
     startedAt: new Date(started).toISOString(),
     durationS: (Date.now() - started) / 1000,
     metrics: summarize(results, opts.attempts),
     sessions: results,
   };
+}
+
+/** Seed of task i: the eval range, or the training range in mode 'train'. */
+function taskSeed(opts: EvalOptions, i: number): number {
+  return opts.mode === 'train' ? trainSeed(opts.seed, i) : evalSeed(opts.seed, i);
+}
+
+/** Independent retries (EvalOptions.independentAttempts): one single-attempt session per attempt. */
+async function playHttpIndependent(
+  env: BuiltinEnv,
+  seed: number,
+  trial: number,
+  samplingSeed: number,
+  maxSteps: number,
+  opts: EvalOptions,
+  sampling: { temperature: number; topP: number; topK: number },
+): Promise<SessionRecord> {
+  const out: SessionRecord = { taskId: makeTaskId(env.name, seed), trial, attempts: [] };
+  for (let n = 0; n < opts.attempts; n++) {
+    const one = await playHttp(env, seed, trial, (samplingSeed + n * 7919) % 2 ** 32, maxSteps, { ...opts, attempts: 1 }, sampling);
+    for (const a of one.attempts) out.attempts.push({ ...a, attempt: n });
+    if (one.sessionId) out.sessionId = one.sessionId;
+    if (one.modelVersion) out.modelVersion = one.modelVersion;
+    if (one.error) return { ...out, error: one.error };
+    if (one.attempts.some((a) => a.success)) break;
+  }
+  return out;
 }
 
 /** Play one session locally with a reference policy. */
@@ -170,6 +208,7 @@ function playLocal(env: BuiltinEnv, seed: number, trial: number, policySeed: num
 
 interface StepAnswer {
   action: string | null;
+  modelVersion: string;
   attemptResult: { attempt: number; success: boolean; return: number; steps: number; endReason: 'done' | 'max_steps' } | null;
   session: { status: string; next: { attempt: number; step: number } | null };
 }
@@ -188,21 +227,23 @@ async function playHttp(
   const attempts: AttemptRecord[] = [];
   const http = new Http(opts.server!, opts.apiKey, opts.requestTimeoutMs ?? 120_000);
   let sessionId: string | null = null;
+  let modelVersion: string | undefined;
   let status = 'active';
   try {
-    const created = await http.post<{ id: string }>('/v1/sessions', {
+    const created = await http.post<{ id: string; modelVersion: string }>('/v1/sessions', {
       taskId: tid,
       instructions: env.instructions,
       maxAttempts: opts.attempts,
       maxSteps,
       memory: 'reflection_only',
-      mode: 'eval',
+      mode: opts.mode ?? 'eval',
       sampling: { ...sampling, seed: samplingSeed },
       env: opts.env,
       ...(opts.modelVersion ? { modelVersion: opts.modelVersion } : {}),
       metadata: { harness: 'lamer eval', trial, seed },
     });
     sessionId = created.id;
+    modelVersion = created.modelVersion;
     for (let n = 0; n < opts.attempts && status === 'active'; n++) {
       const first = env.reset(seed);
       const rec: AttemptRecord = { attempt: n, success: false, return: 0, actions: 0, invalidActions: 0, endReason: 'max_steps', trajectory: [] };
@@ -239,10 +280,10 @@ async function playHttp(
       rec.return = round6(rec.return);
       if (rec.success) break;
     }
-    return { taskId: tid, trial, sessionId, attempts };
+    return { taskId: tid, trial, sessionId, modelVersion, attempts };
   } catch (err) {
     if (sessionId && status === 'active') await http.del(`/v1/sessions/${sessionId}`).catch(() => undefined);
-    return { taskId: tid, trial, ...(sessionId ? { sessionId } : {}), attempts, error: err instanceof Error ? err.message : String(err) };
+    return { taskId: tid, trial, ...(sessionId ? { sessionId, modelVersion } : {}), attempts, error: err instanceof Error ? err.message : String(err) };
   }
 }
 

@@ -25,8 +25,9 @@ export interface SessionRecord {
   taskId: string;
   /** Index of this session among the sessions of the same task (`--trials`). */
   trial: number;
-  /** Server session id (policy 'model'). */
+  /** Server session id and the model version that served it (policy 'model'). */
   sessionId?: string;
+  modelVersion?: string;
   attempts: AttemptRecord[];
   /** Set when the session could not be played to the end (HTTP or engine error). */
   error?: string;

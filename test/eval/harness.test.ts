@@ -63,8 +63,9 @@ describe('eval harness against a real in-process server (engine test)', () => {
         [1, 7, -7, 'max_steps'],
       ]);
       const res = await fetch(`${srv.url}/v1/sessions/${s.sessionId}`);
-      const ses = (await res.json()) as { status: string; mode: string; taskId: string; attempts: Array<{ return: number; success: boolean }>; reflections: unknown[] };
-      expect(ses).toMatchObject({ status: 'completed', mode: 'eval', taskId: s.taskId });
+      const ses = (await res.json()) as { modelVersion: string; status: string; mode: string; taskId: string; attempts: Array<{ return: number; success: boolean }>; reflections: unknown[] };
+      expect(ses).toMatchObject({ status: 'completed', mode: 'eval', taskId: s.taskId, modelVersion: r.modelVersion });
+      expect(s.modelVersion).toBe(r.modelVersion);
       expect(ses.attempts.map((a) => [a.return, a.success])).toEqual([[-7, false], [-7, false]]);
       expect(ses.reflections).toHaveLength(1);
     }
