@@ -22,7 +22,7 @@ import type { CachedRow, CachedRowResult } from './gpt.js';
  * prefills of ~450 tokens batched ran slower than one by one), while short ones (prompt deltas of
  * ~100 tokens, candidate actions) gain ~2x from sharing a pass (fixed per-op overhead).
  */
-export const MULTI_TOKEN_BATCH_TOKENS = 1024;
+export const MULTI_TOKEN_BATCH_TOKENS = 2048;
 
 export interface BatcherOptions {
   /** Milliseconds to wait for more requests after the first one queues. 0 = next macrotask. */
