@@ -17,7 +17,8 @@
  *
  * Training API (used by src/training): `initModel`, `forward`, `tokenLogprobs`, `tokenEntropy`,
  * `model.trainableVariables`; checkpoints are in src/model/checkpoint.ts.
- * Serving API: `forwardCached` (per-row KV caches, batched; used by src/model/inference.ts).
+ * Serving API: `forwardCached` (per-row KV caches of src/model/kv-cache.ts, batched; used by
+ * src/policy/builtin-engine.ts through src/model/batcher.ts).
  */
 import * as tf from '@tensorflow/tfjs';
 import { RowCache, SharedKV } from './kv-cache.js';
