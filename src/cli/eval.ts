@@ -33,6 +33,8 @@ const HELP = `usage: lamer eval --env minesweeper|sokoban [options]
   --max-steps T        turns per attempt (default 7)
   --temperature X --top-p X --top-k N   sampling (default 0.7 / 0.8 / 20, the paper's eval)
   --available-actions  send the env's legal actions with each step
+  --independent-attempts  each attempt its own single-attempt session (no reflection, no memory):
+                       independent retries, as the paper evaluates single-attempt baselines
   --model-version V    pin a model version
   --params JSON        env parameters, e.g. '{"mines":5}'
   --quiet              no progress bar`;
@@ -69,7 +71,7 @@ export async function run(argv: string[]): Promise<number> {
         seed: { type: 'string' }, out: { type: 'string' }, policy: { type: 'string' }, server: { type: 'string' },
         'api-key': { type: 'string' }, engine: { type: 'string' }, trials: { type: 'string' }, 'max-steps': { type: 'string' },
         temperature: { type: 'string' }, 'top-p': { type: 'string' }, 'top-k': { type: 'string' },
-        'available-actions': { type: 'boolean' }, 'model-version': { type: 'string' }, params: { type: 'string' },
+        'available-actions': { type: 'boolean' }, 'independent-attempts': { type: 'boolean' }, 'model-version': { type: 'string' }, params: { type: 'string' },
         quiet: { type: 'boolean' }, help: { type: 'boolean', short: 'h' },
       },
       strict: true,
@@ -116,6 +118,7 @@ export async function run(argv: string[]): Promise<number> {
         topK: intOpt('top-k', values['top-k'], PAPER_EVAL_SAMPLING.topK),
       },
       availableActions: values['available-actions'] ?? false,
+      independentAttempts: values['independent-attempts'] ?? false,
       modelVersion: values['model-version'],
     };
     if (opts.seed + opts.tasks > 2 ** 32 - 1e9) throw new Error('--seed + --tasks exceeds the eval seed range');

@@ -1,0 +1,200 @@
+/**
+ * `lamer train --env minesweeper|sokoban --algorithm lamer|gigpo|grpo|rloo --iterations I
+ *  --tasks-per-iter T --group G [--server URL] [--out DIR] ...`: the experiment driver
+ * (src/training/experiment.ts). Each iteration plays rollouts through the HTTP API, trains on
+ * exactly those sessions with a training job, activates the new version, and adds a point to
+ * `<out>/learning-curve.json` and `<out>/learning-curve.svg` (rewritten after every iteration).
+ * Without --server a server is started in-process (builtin engine, data in --data-dir or a
+ * temporary folder, base checkpoint --base-model-dir). Progress goes to stderr; the final curve
+ * table to stdout.
+ */
+import { parseArgs } from 'node:util';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import cliProgress from 'cli-progress';
+import { ENV_KINDS, type EnvKind } from '../envs/index.js';
+import { learningCurveSvg, runExperiment, type CurvePoint, type ExperimentAlgorithm } from '../training/experiment.js';
+import { intOpt } from './demos.js';
+
+const HELP = `usage: lamer train --env minesweeper|sokoban --algorithm lamer|gigpo|grpo|rloo [options]
+
+  --env NAME            minesweeper | sokoban (required)
+  --algorithm A         lamer (G trials x 3 attempts per task) | gigpo | grpo | rloo (3G single attempts per task)
+  --iterations I        rollout + training iterations (default 10)
+  --tasks-per-iter T    tasks per iteration, fresh training seeds each iteration (default 16)
+  --group G             group size G (default 8)
+  --server URL          server to use (admin key via --api-key or $LAMER_API_KEY); default: one in-process
+  --out DIR             learning-curve.json and learning-curve.svg go here (default ./train-<algorithm>)
+  --params JSON         env parameters, e.g. '{"rows":4,"cols":4,"mines":2}'
+  --seed S              offset into the training seed range (default 0)
+  --concurrency C       sessions in flight during rollouts (default 32)
+  --temperature X       rollout sampling temperature (default 1.0; top-p 1, top-k 0)
+  --available-actions   send the env's legal actions with each step
+  --lr X --epochs N --minibatch N --gamma-traj X --ent-coef X   job hyperparameters
+  --data-dir DIR        in-process server: data directory (checkpoints and database are kept there)
+  --base-model-dir DIR  in-process server: base checkpoint (default models/base)
+  --quiet               no progress bars`;
+
+function num(name: string, v: string | undefined, lo: number, hi: number): number | undefined {
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (!Number.isFinite(n) || n < lo || n > hi) throw new Error(`--${name} must be a number in [${lo}, ${hi}], got '${v}'`);
+  return n;
+}
+
+/** The learning curve as a fixed-width table. */
+export function formatCurve(points: CurvePoint[]): string {
+  const head = 'iter  version            return  pass@1  pass@2  pass@3    loss  entropy  skipped  tokens   roll s  train s';
+  const rows = points.map((p) =>
+    [
+      String(p.iteration).padStart(4), p.rolloutVersion.padEnd(18).slice(0, 18), p.meanReturn.toFixed(2).padStart(6),
+      ...['1', '2', '3'].map((k) => (100 * (p.passAtK[k] ?? 0)).toFixed(1).padStart(6)),
+      (p.loss === null ? '-' : p.loss.toFixed(4)).padStart(7), (p.entropy === null ? '-' : p.entropy.toFixed(3)).padStart(8),
+      `${p.skippedGroups ?? '-'}/${(p.groups ?? 0) + (p.skippedGroups ?? 0)}`.padStart(8), String(p.tokensTrained).padStart(7),
+      p.rolloutSeconds.toFixed(0).padStart(8), p.trainSeconds.toFixed(0).padStart(8),
+    ].join('  '),
+  );
+  return [head, ...rows].join('\n');
+}
+
+export async function run(argv: string[]): Promise<number> {
+  let values;
+  try {
+    values = parseArgs({
+      args: argv,
+      options: {
+        env: { type: 'string' }, algorithm: { type: 'string' }, iterations: { type: 'string' }, 'tasks-per-iter': { type: 'string' },
+        group: { type: 'string' }, server: { type: 'string' }, out: { type: 'string' }, params: { type: 'string' }, seed: { type: 'string' },
+        concurrency: { type: 'string' }, temperature: { type: 'string' }, 'available-actions': { type: 'boolean' }, lr: { type: 'string' },
+        epochs: { type: 'string' }, minibatch: { type: 'string' }, 'gamma-traj': { type: 'string' }, 'ent-coef': { type: 'string' },
+        'data-dir': { type: 'string' }, 'base-model-dir': { type: 'string' }, 'api-key': { type: 'string' }, quiet: { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
+      },
+      strict: true,
+    }).values;
+  } catch (e) {
+    console.error(`lamer train: ${(e as Error).message}\n\n${HELP}`);
+    return 2;
+  }
+  if (values.help) {
+    console.log(HELP);
+    return 0;
+  }
+  let opts;
+  let out: string;
+  try {
+    const env = values.env as EnvKind;
+    if (!ENV_KINDS.includes(env)) throw new Error(`--env must be one of ${ENV_KINDS.join(', ')}, got '${values.env ?? ''}'`);
+    const algorithm = (values.algorithm ?? '') as ExperimentAlgorithm;
+    if (!['lamer', 'gigpo', 'grpo', 'rloo'].includes(algorithm)) throw new Error(`--algorithm must be lamer, gigpo, grpo or rloo, got '${values.algorithm ?? ''}'`);
+    if (values.server !== undefined && !/^https?:\/\/\S+$/.test(values.server)) throw new Error(`--server must be an http(s) URL, got '${values.server}'`);
+    let params = {};
+    if (values.params) {
+      try {
+        params = JSON.parse(values.params);
+      } catch {
+        throw new Error(`--params must be JSON, got '${values.params}'`);
+      }
+    }
+    const hyper: Record<string, number> = {};
+    for (const [flag, key, lo, hi] of [['lr', 'lr', 1e-12, 1], ['epochs', 'epochs', 1, 100], ['minibatch', 'minibatchSize', 1, 4096], ['gamma-traj', 'gammaTraj', 0, 1], ['ent-coef', 'entCoef', 0, 1]] as const) {
+      const v = num(flag, values[flag], lo, hi);
+      if (v !== undefined) hyper[key] = v;
+    }
+    const temperature = num('temperature', values.temperature, 0, 10) ?? 1;
+    opts = {
+      env, algorithm, params,
+      iterations: intOpt('iterations', values.iterations, 10, 1),
+      tasksPerIter: intOpt('tasks-per-iter', values['tasks-per-iter'], 16, 1),
+      group: intOpt('group', values.group, 8, 1),
+      seed: intOpt('seed', values.seed, 0),
+      concurrency: intOpt('concurrency', values.concurrency, 32, 1),
+      sampling: { temperature, topP: 1, topK: 0 },
+      availableActions: values['available-actions'] ?? false,
+      hyperparameters: hyper,
+      server: values.server ?? '',
+      apiKey: values['api-key'] ?? process.env.LAMER_API_KEY,
+    };
+    out = path.resolve(values.out ?? `train-${algorithm}`);
+  } catch (e) {
+    console.error(`lamer train: ${(e as Error).message}`);
+    return 2;
+  }
+  mkdirSync(out, { recursive: true });
+
+  let inProcess: { close(): Promise<void> } | null = null;
+  if (!opts.server) {
+    const dataDir = path.resolve(values['data-dir'] ?? mkdtempSync(path.join(tmpdir(), 'lamer-train-')));
+    const { startServer } = await import('../server.js');
+    const srv = await startServer({
+      port: 0, host: '127.0.0.1', dataDir, engine: 'builtin', apiKeys: [], logLevel: 'warn',
+      ...(values['base-model-dir'] ? { baseModelDir: path.resolve(values['base-model-dir']) } : {}),
+    });
+    inProcess = srv;
+    opts.server = srv.url;
+    opts.apiKey = undefined;
+    console.error(`started an in-process server at ${srv.url} (data ${dataDir})`);
+  }
+
+  const bars = !values.quiet && process.stderr.isTTY === true;
+  let bar: cliProgress.SingleBar | null = null;
+  const startBar = (format: string, total: number) => {
+    bar?.stop();
+    bar = bars ? new cliProgress.SingleBar({ stream: process.stderr, format, hideCursor: true }, cliProgress.Presets.shades_classic) : null;
+    bar?.start(total, 0);
+  };
+  const stopBar = () => {
+    bar?.stop();
+    bar = null;
+  };
+  let phase = '';
+  let lastPct = -1;
+  try {
+    const result = await runExperiment({
+      ...opts,
+      log: (line) => {
+        stopBar();
+        phase = '';
+        console.error(`[${new Date().toISOString().slice(11, 19)}] ${line}`);
+      },
+      onRollout: (done, total) => {
+        if (phase !== 'rollout') {
+          phase = 'rollout';
+          startBar('rollouts {bar} {value}/{total} sessions | {duration_formatted}', total);
+        }
+        bar?.update(done);
+        if (!bars && (done === total || done % Math.max(1, Math.floor(total / 4)) === 0)) console.error(`  rollouts ${done}/${total}`);
+      },
+      onJob: (progress) => {
+        if (phase !== 'job') {
+          phase = 'job';
+          lastPct = -1;
+          startBar('training {bar} {percentage}% | {duration_formatted}', 100);
+        }
+        const pct = Math.round(100 * progress);
+        bar?.update(pct);
+        if (!bars && pct >= lastPct + 25) {
+          lastPct = pct;
+          console.error(`  training ${pct}%`);
+        }
+      },
+      onPoint: (points) => {
+        const curve = { config: { ...opts, apiKey: undefined }, points };
+        writeFileSync(path.join(out, 'learning-curve.json'), JSON.stringify(curve, null, 2) + '\n');
+        writeFileSync(path.join(out, 'learning-curve.svg'), learningCurveSvg([{ label: opts.algorithm, points }], `${opts.algorithm} on ${opts.env}: ${opts.tasksPerIter} tasks/iteration, G=${opts.group}`));
+      },
+    });
+    stopBar();
+    writeFileSync(path.join(out, 'learning-curve.json'), JSON.stringify(result, null, 2) + '\n');
+    console.log(formatCurve(result.points));
+    console.log(`wrote ${path.join(out, 'learning-curve.json')} and learning-curve.svg (${result.wallSeconds.toFixed(0)} s)`);
+    return 0;
+  } catch (err) {
+    stopBar();
+    console.error(`lamer train: ${err instanceof Error ? err.message : String(err)}`);
+    return 1;
+  } finally {
+    await inProcess?.close();
+  }
+}

@@ -1,0 +1,323 @@
+/**
+ * The experiment driver behind `lamer train` (issue 5 item 6): alternate rollouts through the HTTP
+ * API with a built-in environment and training jobs started through the same API, and record a
+ * learning curve.
+ *
+ * Iteration k (0-based):
+ *   1. rollouts: T tasks from the training seed range (trainSeed(seed + k*T, i), fresh tasks every
+ *      iteration) played by the eval harness (src/eval/harness.ts, mode 'train', training sampling
+ *      temperature 1.0, shared/LAMER.md §3):
+ *      - `lamer`: G sessions per task of 3 attempts each, memory reflection_only (G trials x 3);
+ *      - single-attempt baselines (`gigpo`, `grpo`, `rloo`): 3G sessions per task with
+ *        maxAttempts 1, so both see 3G trajectories per task;
+ *   2. a training job (POST /v1/training/jobs) on exactly those sessions (filter: the iteration's
+ *      task ids, created since the iteration started, the version that played them), with
+ *      activateWhenDone, awaited by polling GET /v1/training/jobs/{id};
+ *   3. a learning-curve point: mean return and pass@1..3 of the rollouts, the job's mean loss and
+ *      entropy, skipped groups, tokens trained, seconds.
+ * pass@k of the single-attempt rollouts reads each task's 3G sessions as G triples of independent
+ * retries (sessions 3m, 3m+1, 3m+2, in trial order), the way the paper evaluates those baselines.
+ * Units: seconds; returns are undiscounted sums of the env's rewards.
+ */
+import { makeEnv, taskId as makeTaskId, trainSeed, type EnvKind, type EnvParams } from '../envs/index.js';
+import { runEval } from '../eval/harness.js';
+import { summarize, type SessionRecord } from '../eval/metrics.js';
+
+export type ExperimentAlgorithm = 'lamer' | 'gigpo' | 'grpo' | 'rloo';
+
+export interface ExperimentOptions {
+  env: EnvKind;
+  params?: EnvParams;
+  algorithm: ExperimentAlgorithm;
+  iterations: number;
+  /** Tasks per iteration (T). */
+  tasksPerIter: number;
+  /** Group size G: LaMer trials per task; baselines play 3G single attempts per task. */
+  group: number;
+  server: string;
+  apiKey?: string;
+  /** Offset into the training seed range. Default 0. */
+  seed?: number;
+  /** Sessions in flight during rollouts. Default 32. */
+  concurrency?: number;
+  /** Rollout sampling. Default temperature 1, top-p 1, top-k 0 (LAMER.md §3: T = 1.0 in training). */
+  sampling?: { temperature: number; topP: number; topK: number };
+  maxSteps?: number;
+  availableActions?: boolean;
+  /** Training job hyperparameters (POST /v1/training/jobs `hyperparameters`). */
+  hyperparameters?: Record<string, unknown>;
+  /** Called with a line of progress text. */
+  log?: (line: string) => void;
+  onRollout?: (done: number, total: number) => void;
+  onJob?: (progress: number, iteration: number) => void;
+  /** Called after each iteration with the curve so far (e.g. to write files). */
+  onPoint?: (points: CurvePoint[]) => void | Promise<void>;
+  /** Job poll interval, ms. Default 1000. */
+  pollMs?: number;
+}
+
+export interface CurvePoint {
+  iteration: number;
+  /** Version that played the rollouts. */
+  rolloutVersion: string;
+  /** Version the job produced (active afterwards). */
+  trainedVersion: string | null;
+  jobId: string;
+  jobStatus: string;
+  sessions: number;
+  /** Mean return over every played attempt. */
+  meanReturn: number;
+  /** Mean return of the first attempt. */
+  meanReturnFirstAttempt: number | null;
+  /** pass@1..3 of the rollouts (see the module doc for single-attempt baselines). */
+  passAtK: Record<string, number>;
+  invalidActionRate: number;
+  /** Means over the job's optimiser steps. */
+  loss: number | null;
+  entropy: number | null;
+  clipFrac: number | null;
+  groups: number | null;
+  skippedGroups: number | null;
+  samples: number | null;
+  tokensTrained: number;
+  rolloutSeconds: number;
+  trainSeconds: number;
+  /** Since the experiment started. */
+  wallSeconds: number;
+  rolloutErrors: number;
+}
+
+export interface ExperimentResult {
+  config: Omit<ExperimentOptions, 'log' | 'onRollout' | 'onJob' | 'onPoint' | 'apiKey'>;
+  points: CurvePoint[];
+  startedAt: string;
+  wallSeconds: number;
+}
+
+const ATTEMPTS = 3;
+
+/** Regroup single-attempt sessions of one task (trial order) into triples of independent retries. */
+export function asIndependentRetries(sessions: readonly SessionRecord[], k = ATTEMPTS): SessionRecord[] {
+  const byTask = new Map<string, SessionRecord[]>();
+  for (const s of sessions) byTask.set(s.taskId, [...(byTask.get(s.taskId) ?? []), s]);
+  const out: SessionRecord[] = [];
+  for (const [taskId, list] of byTask) {
+    list.sort((a, b) => a.trial - b.trial);
+    for (let m = 0; m + k <= list.length; m += k) {
+      const rec: SessionRecord = { taskId, trial: m / k, attempts: [] };
+      for (let n = 0; n < k; n++) {
+        const a = list[m + n]!.attempts[0];
+        if (!a) break;
+        rec.attempts.push({ ...a, attempt: n });
+        if (a.success) break;
+      }
+      out.push(rec);
+    }
+  }
+  return out;
+}
+
+class Api {
+  constructor(private base: string, private apiKey?: string) {
+    this.base = base.replace(/\/+$/, '');
+  }
+  async call<T>(method: string, path: string, body?: unknown): Promise<T> {
+    const headers: Record<string, string> = {};
+    if (body !== undefined) headers['content-type'] = 'application/json';
+    if (this.apiKey) headers.authorization = `Bearer ${this.apiKey}`;
+    const res = await fetch(this.base + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+    const text = await res.text();
+    if (!res.ok) throw new Error(`${method} ${path}: HTTP ${res.status} ${text.slice(0, 500)}`);
+    return JSON.parse(text) as T;
+  }
+}
+
+interface JobView {
+  id: string;
+  status: string;
+  progress: number;
+  resultVersion: string | null;
+  error: string | null;
+  dataStats: { groups: number; skippedGroups: number; samples: number } | null;
+  metrics: Array<{ loss: number; entropy: number; clipFrac: number; tokens: number; seconds: number }>;
+}
+
+const mean = (xs: number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : null);
+
+/**
+ * Run the experiment. @throws RangeError for bad options; Error when the server refuses a job or a
+ * job fails (the points so far have been passed to onPoint).
+ */
+export async function runExperiment(opts: ExperimentOptions): Promise<ExperimentResult> {
+  for (const [k, v] of [['iterations', opts.iterations], ['tasksPerIter', opts.tasksPerIter], ['group', opts.group]] as const) {
+    if (!Number.isInteger(v) || v < 1) throw new RangeError(`${k} must be an integer >= 1, got ${v}`);
+  }
+  const api = new Api(opts.server, opts.apiKey);
+  const log = opts.log ?? (() => undefined);
+  const lamer = opts.algorithm === 'lamer';
+  const seed0 = opts.seed ?? 0;
+  const sampling = opts.sampling ?? { temperature: 1, topP: 1, topK: 0 };
+  const envName = makeEnv(opts.env, opts.params).name;
+  const started = Date.now();
+  const points: CurvePoint[] = [];
+  const { log: _l, onRollout: _r, onJob: _j, onPoint: _p, apiKey: _k, ...config } = opts;
+  for (let it = 0; it < opts.iterations; it++) {
+    const seed = seed0 + it * opts.tasksPerIter;
+    const taskIds = Array.from({ length: opts.tasksPerIter }, (_, i) => makeTaskId(envName, trainSeed(seed, i)));
+    const active = (await api.call<{ active: string }>('GET', '/v1/models')).active;
+    // the server's clock decides `since`; one second of slack for clock granularity
+    const since = new Date(Date.now() - 1000).toISOString();
+    const t0 = Date.now();
+    const trials = lamer ? opts.group : ATTEMPTS * opts.group;
+    log(`iteration ${it}: rollouts of ${active}: ${opts.tasksPerIter} tasks x ${trials} sessions x ${lamer ? ATTEMPTS : 1} attempts`);
+    const report = await runEval({
+      env: opts.env, params: opts.params, tasks: opts.tasksPerIter, attempts: lamer ? ATTEMPTS : 1, trials,
+      concurrency: opts.concurrency ?? 32, seed, policy: 'model', server: opts.server, apiKey: opts.apiKey,
+      maxSteps: opts.maxSteps, sampling, availableActions: opts.availableActions, mode: 'train',
+      onSession: (done, total) => opts.onRollout?.(done, total),
+    });
+    const rolloutSeconds = (Date.now() - t0) / 1000;
+    const ok = report.sessions.filter((s) => !s.error);
+    const asSessions = lamer ? ok : asIndependentRetries(ok);
+    const m = summarize(asSessions, ATTEMPTS);
+    const allAttempts = ok.flatMap((s) => s.attempts);
+    const meanReturn = mean(allAttempts.map((a) => a.return)) ?? 0;
+    const firstReturn = mean(ok.map((s) => s.attempts[0]?.return).filter((x): x is number => x !== undefined));
+    log(`iteration ${it}: rollouts done in ${rolloutSeconds.toFixed(1)} s: mean return ${meanReturn.toFixed(2)}, pass@1..3 ${m.passAtK['1']?.toFixed(3)} ${m.passAtK['2']?.toFixed(3)} ${m.passAtK['3']?.toFixed(3)}, ${report.sessions.length - ok.length} errors`);
+
+    const t1 = Date.now();
+    const created = await api.call<JobView>('POST', '/v1/training/jobs', {
+      algorithm: opts.algorithm,
+      data: { taskIds, since, modelVersion: active },
+      activateWhenDone: true,
+      ...(opts.hyperparameters ? { hyperparameters: opts.hyperparameters } : {}),
+    });
+    let job = created;
+    while (!['succeeded', 'failed', 'cancelled'].includes(job.status)) {
+      await new Promise((r) => setTimeout(r, opts.pollMs ?? 1000));
+      job = await api.call<JobView>('GET', `/v1/training/jobs/${created.id}`);
+      opts.onJob?.(job.progress, it);
+    }
+    const trainSeconds = (Date.now() - t1) / 1000;
+    const failedNoData = job.status === 'failed' && /no training samples/.test(job.error ?? '');
+    if (job.status !== 'succeeded' && !failedNoData) throw new Error(`training job ${job.id} ${job.status}: ${job.error ?? ''}`);
+    const point: CurvePoint = {
+      iteration: it,
+      rolloutVersion: active,
+      trainedVersion: job.resultVersion,
+      jobId: job.id,
+      jobStatus: job.status,
+      sessions: ok.length,
+      meanReturn,
+      meanReturnFirstAttempt: firstReturn,
+      passAtK: m.passAtK,
+      invalidActionRate: m.invalidActionRate,
+      loss: mean(job.metrics.map((x) => x.loss)),
+      entropy: mean(job.metrics.map((x) => x.entropy)),
+      clipFrac: mean(job.metrics.map((x) => x.clipFrac)),
+      groups: job.dataStats?.groups ?? null,
+      skippedGroups: job.dataStats?.skippedGroups ?? null,
+      samples: job.dataStats?.samples ?? null,
+      tokensTrained: job.metrics.reduce((a, x) => a + x.tokens, 0),
+      rolloutSeconds,
+      trainSeconds,
+      wallSeconds: (Date.now() - started) / 1000,
+      rolloutErrors: report.sessions.length - ok.length,
+    };
+    points.push(point);
+    log(`iteration ${it}: job ${job.id} ${job.status} in ${trainSeconds.toFixed(1)} s -> ${job.resultVersion ?? '(no new version: every group without signal)'}; loss ${point.loss?.toFixed(4) ?? '-'}, entropy ${point.entropy?.toFixed(3) ?? '-'}, skipped groups ${point.skippedGroups ?? '-'}/${(point.groups ?? 0) + (point.skippedGroups ?? 0)}, ${point.tokensTrained} tokens`);
+    await opts.onPoint?.(points);
+  }
+  return { config, points, startedAt: new Date(started).toISOString(), wallSeconds: (Date.now() - started) / 1000 };
+}
+
+export interface Series {
+  label: string;
+  color: string;
+  /** [x, y] pairs; y null is a gap. */
+  points: Array<[number, number | null]>;
+  dashed?: boolean;
+}
+
+const esc = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+const fmt = (x: number) => (Math.abs(x) >= 100 ? x.toFixed(0) : Math.abs(x) >= 10 ? x.toFixed(1) : x.toFixed(2));
+
+/**
+ * One line-chart panel as an SVG <g> at (x0, y0) of size w x h: axes, 5 y ticks, integer x ticks,
+ * one polyline with dots per series, a legend. yRange defaults to the data's range (padded).
+ */
+export function chartPanel(title: string, xLabel: string, series: Series[], x0: number, y0: number, w: number, h: number, yRange?: [number, number]): string {
+  const pad = { l: 44, r: 10, t: 22, b: 34 };
+  const xs = series.flatMap((s) => s.points.map((p) => p[0]));
+  const ys = series.flatMap((s) => s.points.map((p) => p[1]).filter((y): y is number => y !== null && Number.isFinite(y)));
+  const xMin = xs.length ? Math.min(...xs) : 0;
+  const xMax = xs.length ? Math.max(...xs) : 1;
+  let [yMin, yMax] = yRange ?? [ys.length ? Math.min(...ys) : 0, ys.length ? Math.max(...ys) : 1];
+  if (!yRange) {
+    const span = yMax - yMin || Math.abs(yMax) || 1;
+    yMin -= 0.05 * span;
+    yMax += 0.05 * span;
+  }
+  const pw = w - pad.l - pad.r;
+  const ph = h - pad.t - pad.b;
+  const sx = (x: number) => x0 + pad.l + (xMax === xMin ? pw / 2 : ((x - xMin) / (xMax - xMin)) * pw);
+  const sy = (y: number) => y0 + pad.t + ph - ((y - yMin) / (yMax - yMin || 1)) * ph;
+  const out: string[] = [];
+  out.push(`<text x="${x0 + w / 2}" y="${y0 + 14}" text-anchor="middle" font-weight="bold">${esc(title)}</text>`);
+  out.push(`<rect x="${x0 + pad.l}" y="${y0 + pad.t}" width="${pw}" height="${ph}" fill="none" stroke="#999"/>`);
+  for (let i = 0; i <= 4; i++) {
+    const y = yMin + ((yMax - yMin) * i) / 4;
+    out.push(`<line x1="${x0 + pad.l}" x2="${x0 + pad.l + pw}" y1="${sy(y).toFixed(1)}" y2="${sy(y).toFixed(1)}" stroke="#eee"/>`);
+    out.push(`<text x="${x0 + pad.l - 4}" y="${(sy(y) + 4).toFixed(1)}" text-anchor="end">${fmt(y)}</text>`);
+  }
+  const step = Math.max(1, Math.ceil((xMax - xMin) / 10));
+  for (let x = Math.ceil(xMin); x <= xMax; x += step) {
+    out.push(`<text x="${sx(x).toFixed(1)}" y="${y0 + pad.t + ph + 14}" text-anchor="middle">${x}</text>`);
+  }
+  out.push(`<text x="${x0 + pad.l + pw / 2}" y="${y0 + h - 4}" text-anchor="middle">${esc(xLabel)}</text>`);
+  series.forEach((s, si) => {
+    const pts = s.points.filter((p): p is [number, number] => p[1] !== null && Number.isFinite(p[1]));
+    if (pts.length > 1) {
+      out.push(`<polyline fill="none" stroke="${s.color}" stroke-width="2"${s.dashed ? ' stroke-dasharray="5,3"' : ''} points="${pts.map(([x, y]) => `${sx(x).toFixed(1)},${sy(y).toFixed(1)}`).join(' ')}"/>`);
+    }
+    for (const [x, y] of pts) out.push(`<circle cx="${sx(x).toFixed(1)}" cy="${sy(y).toFixed(1)}" r="2.5" fill="${s.color}"/>`);
+    const ly = y0 + pad.t + 12 + si * 14;
+    out.push(`<line x1="${x0 + pad.l + 8}" x2="${x0 + pad.l + 26}" y1="${ly - 4}" y2="${ly - 4}" stroke="${s.color}" stroke-width="2"${s.dashed ? ' stroke-dasharray="5,3"' : ''}/>`);
+    out.push(`<text x="${x0 + pad.l + 30}" y="${ly}">${esc(s.label)}</text>`);
+  });
+  return `<g>${out.join('')}</g>`;
+}
+
+/** A whole SVG document from panels laid out left to right (each w x h). */
+export function svgDocument(panels: Array<(x0: number, y0: number, w: number, h: number) => string>, w = 360, h = 260, caption?: string): string {
+  const width = w * panels.length;
+  const height = h + (caption ? 18 : 0);
+  const body = panels.map((p, i) => p(i * w, 0, w, h)).join('');
+  const cap = caption ? `<text x="8" y="${h + 13}" fill="#555">${esc(caption)}</text>` : '';
+  return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="sans-serif" font-size="11"><rect width="100%" height="100%" fill="white"/>${body}${cap}</svg>\n`;
+}
+
+const COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd'];
+
+/**
+ * The learning curve of one or more runs: pass@1 / pass@3 of the rollouts (%), mean return, and
+ * the training loss, against the iteration.
+ */
+export function learningCurveSvg(runs: Array<{ label: string; points: CurvePoint[] }>, caption?: string): string {
+  const pass = runs.flatMap((r, i) => [
+    { label: `${r.label} pass@1`, color: COLORS[i % COLORS.length]!, dashed: true, points: r.points.map((p) => [p.iteration, 100 * (p.passAtK['1'] ?? 0)] as [number, number]) },
+    { label: `${r.label} pass@3`, color: COLORS[i % COLORS.length]!, points: r.points.map((p) => [p.iteration, 100 * (p.passAtK['3'] ?? 0)] as [number, number]) },
+  ]);
+  const ret = runs.map((r, i) => ({ label: r.label, color: COLORS[i % COLORS.length]!, points: r.points.map((p) => [p.iteration, p.meanReturn] as [number, number]) }));
+  const loss = runs.map((r, i) => ({ label: r.label, color: COLORS[i % COLORS.length]!, points: r.points.map((p) => [p.iteration, p.loss] as [number, number | null]) }));
+  return svgDocument(
+    [
+      (x, y, w, h) => chartPanel('rollouts: pass@k (%)', 'iteration', pass, x, y, w, h, [0, 100]),
+      (x, y, w, h) => chartPanel('rollouts: mean return', 'iteration', ret, x, y, w, h),
+      (x, y, w, h) => chartPanel('training loss (mean per job)', 'iteration', loss, x, y, w, h),
+    ],
+    360,
+    260,
+    caption,
+  );
+}
