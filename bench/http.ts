@@ -5,9 +5,13 @@
  *
  * The server runs as a separate process (`tsx src/cli/serve.ts`, engine test, a fresh SQLite data
  * directory). Each virtual client drives its own sessions through real step sequences: create a
- * session (3 attempts, 8 steps each), post steps 0..7 with 4 available actions, end attempts 0 and
- * 1 with done/failure (a reflection is written) and attempt 2 with success, then start a new
- * session. Only step posts are timed. Keep-alive HTTP/1.1 (node:http agent, one socket a client).
+ * session (3 attempts, maxSteps 8); in each attempt post steps 0..7 with 4 available actions (each
+ * answered with an action) and step 8 with done: attempts 0 and 1 fail (a reflection is written),
+ * attempt 2 succeeds; then start a new session. Keep-alive HTTP/1.1, one connection a client.
+ *
+ * Clients: `autocannon` (default; low client CPU, which matters when client and server share 2
+ * cores; latencies in whole ms and including the 1-in-28 session creations) or `http`
+ * (BENCH_CLIENT=http: node:http, only step posts timed, sub-ms resolution).
  *
  * Options (env): BENCH_SECONDS (default 8 per level), BENCH_WARMUP_SECONDS (1),
  * BENCH_CONCURRENCY (comma list, default 1,16,64), BENCH_NODE_ARGS (extra node flags for the
@@ -26,6 +30,7 @@ const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
 const WARMUP = Number(process.env.BENCH_WARMUP_SECONDS ?? 1);
 const LEVELS = (process.env.BENCH_CONCURRENCY ?? '1,16,64').split(',').map(Number);
 const STEPS = 8;
+const CLIENT = process.env.BENCH_CLIENT === 'http' ? 'http' : 'autocannon';
 const ACTIONS = ['up', 'down', 'left', 'right'];
 
 async function freePort(): Promise<number> {
@@ -158,6 +163,73 @@ async function runLevel(port: number, concurrency: number, serverPid: number | u
   };
 }
 
+/**
+ * The same workload driven by autocannon (lower client CPU than node:http): each connection cycles
+ * through [create session, 27 steps (3 attempts x 9 steps)] with its state in autocannon's
+ * per-connection `context`. Latency percentiles include the 1-in-28 session creations.
+ */
+async function runLevelAutocannon(port: number, concurrency: number, serverPid: number | undefined): Promise<LevelResult> {
+  const specifier = 'autocannon'; // untyped package: imported by name to skip type resolution
+  const { default: autocannon } = (await import(specifier)) as {
+    default: (opts: Record<string, unknown>) => Promise<Record<string, any>>;
+  };
+  const stepRequests = [];
+  for (let a = 0; a < 3; a++) {
+    for (let t = 0; t <= STEPS; t++) {
+      const last = t === STEPS;
+      const body = JSON.stringify({
+        attempt: a,
+        step: t,
+        observation: `0: # # # # # #\n1: # _ P _ _ #\n2: # _ X _ O #\n3: # _ _ _ _ #\n4: # # # # # #\nstep ${t}`,
+        reward: t === 0 ? 0 : last && a === 2 ? 10 : -0.1,
+        done: last,
+        success: last && a === 2,
+        availableActions: ACTIONS,
+      });
+      stepRequests.push({
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body,
+        setupRequest: (req: Record<string, unknown>, ctx: Record<string, unknown>) => ({ ...req, path: `/v1/sessions/${String(ctx.id)}/steps` }),
+      });
+    }
+  }
+  let n = 0;
+  const requests = [
+    {
+      method: 'POST',
+      path: '/v1/sessions',
+      headers: { 'content-type': 'application/json' },
+      setupRequest: (req: Record<string, unknown>) => ({
+        ...req,
+        body: JSON.stringify({ taskId: `bench-${n++}`, instructions: 'Push the box onto the target. Answer with one move.', maxAttempts: 3, maxSteps: STEPS, env: 'bench' }),
+      }),
+      onResponse: (_status: number, body: string, ctx: Record<string, unknown>) => {
+        ctx.id = (JSON.parse(body) as { id: string }).id;
+      },
+    },
+    ...stepRequests,
+  ];
+  const run = (duration: number) => autocannon({ url: `http://127.0.0.1:${port}`, connections: concurrency, duration, requests });
+  await run(WARMUP);
+  const cpu0 = cpuSeconds(serverPid);
+  const r = await run(SECONDS);
+  const cpu1 = cpuSeconds(serverPid);
+  const total = r.requests.total as number;
+  const steps = Math.round((total * 27) / 28);
+  return {
+    concurrency,
+    seconds: SECONDS,
+    steps,
+    stepsPerSecond: Math.round(steps / SECONDS),
+    p50Ms: r.latency.p50 as number,
+    p99Ms: r.latency.p99 as number,
+    maxMs: r.latency.max as number,
+    errors: (r.errors as number) + (r.non2xx as number),
+    serverCpuUsPerStep: cpu0 !== null && cpu1 !== null && total > 0 ? Math.round(((cpu1 - cpu0) / total) * 1e6) : null,
+  };
+}
+
 async function main(): Promise<void> {
   const port = await freePort();
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'lamer-bench-'));
@@ -180,7 +252,9 @@ async function main(): Promise<void> {
     }
     agent.destroy();
     const results: LevelResult[] = [];
-    for (const c of LEVELS) results.push(await runLevel(port, c, child.pid));
+    for (const c of LEVELS) {
+      results.push(CLIENT === 'autocannon' ? await runLevelAutocannon(port, c, child.pid) : await runLevel(port, c, child.pid));
+    }
     console.log('| concurrency | steps/s | p50 ms | p99 ms | max ms | steps | errors | server CPU µs/step |');
     console.log('|---|---|---|---|---|---|---|---|');
     for (const r of results) {
@@ -195,6 +269,7 @@ async function main(): Promise<void> {
       cpus: os.cpus().length,
       loadAverage: os.loadavg(),
       engine: 'test',
+      client: CLIENT,
       secondsPerLevel: SECONDS,
       stepsPerAttempt: STEPS + 1,
       results,
