@@ -22,7 +22,7 @@ import { and, asc, desc, eq, lt, sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../db/index.js';
 import type { HotQueries, StepInsert } from '../db/queries.js';
 import { reflections, sessions, steps, type AttemptSummary, type SessionRow } from '../db/schema.js';
-import { EngineError, type Generation, type PolicyEngine, type SamplingParams } from '../policy/engine.js';
+import { EngineError, type Generation, type PolicyEngine, type PromptParts, type SamplingParams } from '../policy/engine.js';
 import { extractAction } from './actions.js';
 import type { ModelRegistry } from './models.js';
 import { KeyedMutex } from './mutex.js';
@@ -161,6 +161,11 @@ export function newSessionId(now = Date.now()): string {
 }
 
 const iso = (ms: number): string => new Date(ms).toISOString();
+
+/** The prompt text the engine used: the earliest `droppedSteps` steps removed (contract of PromptParts). */
+function promptAsSeen(p: PromptParts, droppedSteps: number): string {
+  return p.head + p.steps.slice(Math.max(0, droppedSteps)).join('') + p.tail;
+}
 
 export class SessionService {
   private readonly mutex = new KeyedMutex();
@@ -427,9 +432,9 @@ export class SessionService {
         steps: stepsSoFar,
         observation: input.observation,
       });
-      actPromptText = prompt.head + prompt.steps.join('') + prompt.tail;
       const req = { sessionId: id, modelVersion, prompt, sampling, ...(input.availableActions ? { availableActions: input.availableActions } : {}) };
       act = await this.generate(() => this.engine.act(req));
+      actPromptText = promptAsSeen(prompt, act.droppedSteps);
     } else {
       cur.success = success;
       cur.status = success ? 'succeeded' : 'failed';
@@ -443,8 +448,8 @@ export class SessionService {
           steps: stepsSoFar,
           finalObservation: input.observation,
         });
-        reflPromptText = prompt.head + prompt.steps.join('') + prompt.tail;
         refl = await this.generate(() => this.engine.reflect({ sessionId: id, modelVersion, prompt, sampling }));
+        reflPromptText = promptAsSeen(prompt, refl.droppedSteps);
         reflectionText = refl.output.trim().slice(0, this.limits.reflectionChars);
         next = { attempt: input.attempt + 1, step: 0 };
       } else {

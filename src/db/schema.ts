@@ -68,7 +68,7 @@ export const steps = sqliteTable(
     invalidAction: integer('invalid_action', { mode: 'boolean' }).notNull(),
     availableActions: text('available_actions', { mode: 'json' }).$type<string[] | null>(),
     info: text('info', { mode: 'json' }).$type<Record<string, unknown> | null>(),
-    /** Full prompt text fed to the model (null when no model call was made). */
+    /** Prompt text fed to the model, earliest steps dropped as the engine reported (null when no model call was made). */
     prompt: text('prompt'),
     output: text('output'),
     action: text('action'),

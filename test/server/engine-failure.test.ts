@@ -14,9 +14,12 @@ import { call, dumpDb, tmpDir } from './helpers.js';
 class FlakyEngine extends TestEngine {
   failing = false;
   unloaded = false;
+  /** Report this many earliest steps as dropped to fit the context. */
+  drop = 0;
   override async act(req: ActRequest) {
     if (this.failing) throw new EngineError('out of memory');
-    return super.act(req);
+    const g = await super.act(req);
+    return { ...g, droppedSteps: Math.min(this.drop, req.prompt.steps.length) };
   }
   override isLoaded(version: string): boolean {
     return !this.unloaded && super.isLoaded(version);
@@ -52,6 +55,18 @@ describe('engine failures', () => {
     const ok = await call(url, 'POST', `/v1/sessions/${id}/steps`, { attempt: 0, step: 0, observation: 'o' });
     expect(ok.status).toBe(200);
     expect(ok.body.session.next).toEqual({ attempt: 0, step: 1 });
+  });
+
+  it('the stored prompt is the one the engine saw: dropped steps are left out', async () => {
+    const id = (await call(url, 'POST', '/v1/sessions', { taskId: 't', instructions: 'RULES' })).body.id;
+    engine.drop = 1;
+    for (let t = 0; t < 3; t++) {
+      expect((await call(url, 'POST', `/v1/sessions/${id}/steps`, { attempt: 0, step: t, observation: `O${t}` })).status).toBe(200);
+    }
+    engine.drop = 0;
+    const rows = (await call(url, 'GET', `/v1/sessions/${id}/trajectory`)).body.steps;
+    expect(rows.map((r: any) => r.droppedSteps)).toEqual([0, 1, 1]);
+    expect(rows[2].prompt).toBe(`RULES\nInitial observation:\nO0\nObservation:\nO1\nAction: ${rows[1].action}\nObservation:\nO2\nAction:`);
   });
 
   it('/readyz is 503 while the active model is not loaded', async () => {
