@@ -3,7 +3,9 @@
  * (README "Configuration"). Exits on SIGTERM/SIGINT after a graceful shutdown: stop accepting,
  * finish in-flight steps, close the database. Runnable directly: `tsx src/cli/serve.ts`.
  */
+import { ApiProblem } from '../agent/problems.js';
 import { ConfigError } from '../config.js';
+import { EngineError } from '../policy/engine.js';
 import { startServer } from '../server.js';
 
 export async function run(argv: string[]): Promise<number> {
@@ -18,6 +20,10 @@ export async function run(argv: string[]): Promise<number> {
     if (err instanceof ConfigError) {
       console.error(`lamer serve: invalid configuration: ${err.message}`);
       return 2;
+    }
+    if (err instanceof ApiProblem || err instanceof EngineError) {
+      console.error(`lamer serve: cannot start: ${err.message}\n(LAMER_ENGINE=test serves without a model)`);
+      return 1;
     }
     throw err;
   }
