@@ -19,8 +19,10 @@ export class ModelRegistry {
   ) {}
 
   /**
-   * When the table is empty, register `version` at `checkpointDir` as active (first start).
-   * Then load the active version in the engine.
+   * When the table is empty, register `version` at `checkpointDir` as active (first start). When
+   * it is registered already, its folder is updated to `checkpointDir` (the configuration says
+   * where the base checkpoint lives, e.g. after a move or in a new image). Then load the active
+   * version in the engine.
    */
   async init(version: string, checkpointDir: string): Promise<void> {
     const any = this.db.select({ v: models.version }).from(models).limit(1).all();
@@ -29,6 +31,8 @@ export class ModelRegistry {
         .insert(models)
         .values({ version, parent: null, jobId: null, checkpointDir, status: 'active', metrics: {}, createdAt: Date.now() })
         .run();
+    } else {
+      this.db.update(models).set({ checkpointDir }).where(eq(models.version, version)).run();
     }
     this.activeRow = this.db.select().from(models).where(eq(models.status, 'active')).get() ?? null;
     if (!this.activeRow) throw new Error('no active model version in the models table');
