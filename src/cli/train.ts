@@ -34,6 +34,7 @@ const HELP = `usage: lamer train --env minesweeper|sokoban --algorithm lamer|gig
   --lr X --epochs N --minibatch N --gamma-traj X --ent-coef X   job hyperparameters
   --data-dir DIR        in-process server: data directory (checkpoints and database are kept there)
   --base-model-dir DIR  in-process server: base checkpoint (default models/base)
+  --max-minutes M       wall-clock budget: start no iteration that would end after M minutes
   --quiet               no progress bars`;
 
 function num(name: string, v: string | undefined, lo: number, hi: number): number | undefined {
@@ -68,7 +69,7 @@ export async function run(argv: string[]): Promise<number> {
         group: { type: 'string' }, server: { type: 'string' }, out: { type: 'string' }, params: { type: 'string' }, seed: { type: 'string' },
         concurrency: { type: 'string' }, temperature: { type: 'string' }, 'available-actions': { type: 'boolean' }, lr: { type: 'string' },
         epochs: { type: 'string' }, minibatch: { type: 'string' }, 'gamma-traj': { type: 'string' }, 'ent-coef': { type: 'string' },
-        'data-dir': { type: 'string' }, 'base-model-dir': { type: 'string' }, 'api-key': { type: 'string' }, quiet: { type: 'boolean' },
+        'data-dir': { type: 'string' }, 'base-model-dir': { type: 'string' }, 'api-key': { type: 'string' }, 'max-minutes': { type: 'string' }, quiet: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
       strict: true,
@@ -114,6 +115,7 @@ export async function run(argv: string[]): Promise<number> {
       availableActions: values['available-actions'] ?? false,
       hyperparameters: hyper,
       server: values.server ?? '',
+      ...(values['max-minutes'] !== undefined ? { maxWallSeconds: 60 * num('max-minutes', values['max-minutes'], 0.01, 1e6)! } : {}),
       apiKey: values['api-key'] ?? process.env.LAMER_API_KEY,
     };
     out = path.resolve(values.out ?? `train-${algorithm}`);

@@ -54,6 +54,9 @@ export interface ExperimentOptions {
   onPoint?: (points: CurvePoint[]) => void | Promise<void>;
   /** Job poll interval, ms. Default 1000. */
   pollMs?: number;
+  /** Wall-clock budget, seconds: no iteration starts when the time so far plus the longest
+   *  iteration so far would exceed it. Default: none (all `iterations`). */
+  maxWallSeconds?: number;
 }
 
 export interface CurvePoint {
@@ -161,7 +164,13 @@ export async function runExperiment(opts: ExperimentOptions): Promise<Experiment
   const started = Date.now();
   const points: CurvePoint[] = [];
   const { log: _l, onRollout: _r, onJob: _j, onPoint: _p, apiKey: _k, ...config } = opts;
+  let longest = 0;
   for (let it = 0; it < opts.iterations; it++) {
+    const elapsed = (Date.now() - started) / 1000;
+    if (opts.maxWallSeconds !== undefined && it > 0 && elapsed + longest > opts.maxWallSeconds) {
+      log(`stopping after ${it} iterations: ${elapsed.toFixed(0)} s + ${longest.toFixed(0)} s for another would pass the ${opts.maxWallSeconds} s budget`);
+      break;
+    }
     const seed = seed0 + it * opts.tasksPerIter;
     const taskIds = Array.from({ length: opts.tasksPerIter }, (_, i) => makeTaskId(envName, trainSeed(seed, i)));
     const active = (await api.call<{ active: string }>('GET', '/v1/models')).active;
@@ -225,6 +234,7 @@ export async function runExperiment(opts: ExperimentOptions): Promise<Experiment
       rolloutErrors: report.sessions.length - ok.length,
     };
     points.push(point);
+    longest = Math.max(longest, point.rolloutSeconds + point.trainSeconds);
     log(`iteration ${it}: job ${job.id} ${job.status} in ${trainSeconds.toFixed(1)} s -> ${job.resultVersion ?? '(no new version: every group without signal)'}; loss ${point.loss?.toFixed(4) ?? '-'}, entropy ${point.entropy?.toFixed(3) ?? '-'}, skipped groups ${point.skippedGroups ?? '-'}/${(point.groups ?? 0) + (point.skippedGroups ?? 0)}, ${point.tokensTrained} tokens`);
     await opts.onPoint?.(points);
   }

@@ -234,10 +234,20 @@ const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resol
  * Logprobs of each sample's output tokens under `model`, `[outLen]` per sample (no gradient).
  * Used to recompute old logprobs and by tests.
  */
-export function outputLogprobs(model: TrainableModel, samples: readonly TrainingSample[], batchSize = 16): number[][] {
+export function outputLogprobs(model: TrainableModel, samples: readonly TrainingSample[], batchSize = 16, maxTokens = Infinity): number[][] {
   const out: number[][] = [];
-  for (let i = 0; i < samples.length; i += batchSize) {
-    const chunk = samples.slice(i, i + batchSize);
+  const len = (x: TrainingSample) => Math.min(x.promptTokenIds.length + x.outputTokenIds.length - 1, model.blockSize);
+  for (let i = 0; i < samples.length;) {
+    // consecutive samples, at most batchSize of them and at most maxTokens padded [B, T] positions
+    // (the memory cap of training micro-batches: long prompts ran the wasm heap out of memory here)
+    let n = 1;
+    let longest = len(samples[i]);
+    while (n < batchSize && i + n < samples.length && (n + 1) * Math.max(longest, len(samples[i + n])) <= maxTokens) {
+      longest = Math.max(longest, len(samples[i + n]));
+      n++;
+    }
+    const chunk = samples.slice(i, i + n);
+    i += n;
     const batch = makeBatch(chunk, model);
     const lp = tf.tidy(() => logprobsFromLogits(model.logits(batch.inputs, false), batch.targets));
     const data = lp.arraySync();
@@ -277,7 +287,7 @@ export async function runTrainingJob(spec: TrainingJobSpec, samples: readonly Tr
     let oldLp: Array<number[] | null> = samples.map((s) => s.oldLogprobs);
     let behaviorLogprobGap: number | null = null;
     if (!isSft && (h.oldLogprobs ?? 'recompute') === 'recompute') {
-      const fresh = outputLogprobs(model, samples, mbSize);
+      const fresh = outputLogprobs(model, samples, mbSize, microTokens);
       let gap = 0, n = 0;
       samples.forEach((s, i) => {
         const stored = s.oldLogprobs;

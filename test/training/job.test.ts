@@ -139,3 +139,22 @@ describe('micro-batches with gradient accumulation', () => {
     }
   });
 });
+
+describe('outputLogprobs under a token budget', () => {
+  it('gives the same logprobs in the same order, in batches of at most maxTokens padded positions', async () => {
+    const io = createModelIO();
+    const m = await io.load(base());
+    const samples = [sample([1, 2, 3, 4, 5], [3]), sample([1], [4, 5]), sample([2, 6, 1, 1, 1, 1, 1], [7, 2]), sample([5], [1])];
+    const calls: number[][] = [];
+    const spy = { ...m, blockSize: m.blockSize, padId: m.padId, vocabSize: m.vocabSize, logits: (t: tf.Tensor2D, tr: boolean) => { calls.push(t.shape); return m.logits(t, tr); } } as typeof m;
+    const all = outputLogprobs(spy, samples, 16);
+    expect(calls).toEqual([[4, 8]]);
+    calls.length = 0;
+    const capped = outputLogprobs(spy, samples, 16, 10);
+    // lengths (prompt + output - 1): 5, 2, 8, 1 -> [5, 2] (2 x 5 = 10), [8], [1]
+    expect(calls).toEqual([[2, 5], [1, 8], [1, 1]]);
+    expect(capped.map((x) => x.length)).toEqual([1, 2, 2, 1]);
+    capped.flat().forEach((x, i) => expect(x).toBeCloseTo(all.flat()[i]!, 6));
+    m.dispose();
+  });
+});
