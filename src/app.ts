@@ -18,6 +18,7 @@ import swagger from './plugins/external/swagger.js';
 import errors from './plugins/app/errors.js';
 import authentication from './plugins/app/authentication.js';
 import metricsPlugin, { createMetrics } from './plugins/app/metrics.js';
+import protection from './plugins/app/protection.js';
 import dbPlugin from './plugins/app/db.js';
 import enginePlugin from './plugins/app/engine.js';
 import trainingPlugin from './plugins/app/training.js';
@@ -101,6 +102,7 @@ export async function buildApp(config: Config, deps: AppDeps): Promise<FastifyIn
   await app.register(errors);
   await app.register(metricsPlugin, { metrics: createMetrics() });
   await app.register(authentication, { apiKeys: config.apiKeys });
+  await app.register(protection, { protection: config.protection });
   await app.register(swagger);
   await app.register(dbPlugin, { database: deps.database });
   await app.register(enginePlugin, {
@@ -109,6 +111,7 @@ export async function buildApp(config: Config, deps: AppDeps): Promise<FastifyIn
       config.engine === 'test' ? { version: 'test', checkpointDir: '' } : { version: 'base', checkpointDir: config.baseModelDir },
     limits: config.limits,
     sessionIdleTtlSeconds: config.sessionIdleTtlSeconds,
+    protection: config.protection,
   });
   await app.register(trainingPlugin, { config });
 

@@ -64,6 +64,22 @@ export interface Config {
   sessionIdleTtlSeconds: number;
   /** Automatic training jobs (issue 5 item 5; src/training/scheduler.ts). */
   training: TrainingConfig;
+  /** Overload protection (issue 6 item 7; README "Operations"). */
+  protection: ProtectionConfig;
+}
+
+/** Rate limits, session caps and the bound on queued model calls. */
+export interface ProtectionConfig {
+  /** Requests per window per API key (per client IP without keys) on `/v1` routes; 0 = no limit. */
+  rateLimitMax: number;
+  /** Length of the rate-limit window, seconds. */
+  rateLimitWindowSeconds: number;
+  /** Max sessions with status `active` per tenant; creating one more is 409 too-many-sessions; 0 = no cap. */
+  maxOpenSessionsPerTenant: number;
+  /** Max model calls (act/reflect) waiting on or running in the engine; one more step is 503 overloaded. 0 = no bound. */
+  maxQueuedSteps: number;
+  /** Seconds sent in `Retry-After` with 503 overloaded. */
+  overloadRetryAfterSeconds: number;
 }
 
 /** RL algorithms a schedule may start (SFT needs a demonstrations file, so it is HTTP-only). */
@@ -184,6 +200,13 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     maxBatchSize: int(env, 'LAMER_MAX_BATCH_SIZE', 32, 1, 4096),
     sessionIdleTtlSeconds: int(env, 'LAMER_SESSION_IDLE_TTL_SECONDS', 86_400, 0, 10 * 365 * 86_400),
     training: trainingSchedule(env),
+    protection: {
+      rateLimitMax: int(env, 'LAMER_RATE_LIMIT_MAX', 0, 0, 100_000_000),
+      rateLimitWindowSeconds: int(env, 'LAMER_RATE_LIMIT_WINDOW_SECONDS', 60, 1, 86_400),
+      maxOpenSessionsPerTenant: int(env, 'LAMER_MAX_OPEN_SESSIONS_PER_TENANT', 1000, 0, 100_000_000),
+      maxQueuedSteps: int(env, 'LAMER_MAX_QUEUED_STEPS', 1024, 0, 1_000_000),
+      overloadRetryAfterSeconds: int(env, 'LAMER_OVERLOAD_RETRY_AFTER_SECONDS', 1, 1, 3600),
+    },
     baseModelDir: path.resolve(env.LAMER_BASE_MODEL_DIR && env.LAMER_BASE_MODEL_DIR !== '' ? env.LAMER_BASE_MODEL_DIR : path.join(repoRoot, 'models', 'base')),
   };
 }

@@ -18,6 +18,7 @@ export type ProblemKind =
   | 'method-not-allowed'
   | 'conflict'
   | 'rate-limited'
+  | 'too-many-sessions'
   | 'overloaded'
   | 'engine-unavailable'
   | 'internal';
@@ -35,6 +36,8 @@ export interface ProblemExtras {
   errors?: FieldError[];
   /** step-out-of-order: the position the server expects next. */
   expected?: { attempt: number; step: number } | null;
+  /** rate-limited / overloaded: seconds to wait, sent as the `Retry-After` header (not in the body). */
+  retryAfterSeconds?: number;
 }
 
 export class ApiProblem extends Error {
@@ -49,6 +52,10 @@ export class ApiProblem extends Error {
     this.name = 'ApiProblem';
   }
 }
+
+/** 503 overloaded: the bound on queued model calls is reached; nothing was recorded, retry the same request. */
+export const overloaded = (detail: string, retryAfterSeconds: number): ApiProblem =>
+  new ApiProblem(503, 'overloaded', 'Service Unavailable', detail, { retryAfterSeconds });
 
 export const notFound = (what: string): ApiProblem => new ApiProblem(404, 'not-found', 'Not Found', `${what} not found`);
 

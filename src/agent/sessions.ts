@@ -16,6 +16,10 @@
  * - Retries: the same position with the same body returns the stored answer; a different body is
  *   409 step-conflict; any other position than the expected one is 409 step-out-of-order.
  * - Bad input throws ApiProblem before anything is written.
+ * - Overload (issue 6 item 7): at most `protection.maxQueuedSteps` model calls (act/reflect) wait
+ *   on or run in the engine at once; a step that would exceed it is 503 overloaded with
+ *   Retry-After and records nothing, so the client retries the same step. A tenant may hold at
+ *   most `protection.maxOpenSessionsPerTenant` active sessions; one more is 409 too-many-sessions.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { and, asc, desc, eq, lt, sql, type SQL } from 'drizzle-orm';
@@ -27,7 +31,7 @@ import { extractAction } from './actions.js';
 import type { ModelRegistry } from './models.js';
 import { KeyedMutex } from './mutex.js';
 import { passAtK, passAtKRate } from './passk.js';
-import { ApiProblem, invalid, notFound } from './problems.js';
+import { ApiProblem, invalid, notFound, overloaded } from './problems.js';
 import { renderActPrompt, renderReflectionPrompt, type MemoryMode, type PromptAttempt, type PromptStep } from './prompt.js';
 
 export interface CreateSessionInput {
@@ -122,11 +126,30 @@ export interface Limits {
   reflectionChars: number;
 }
 
+/**
+ * How one step request ended: `recorded` (committed), `replayed` (an identical retry answered
+ * from the stored answer), `overloaded` (503, queue bound), `engine_error` (503 engine-unavailable),
+ * `rejected` (any other problem: 4xx).
+ */
+export type StepOutcome = 'recorded' | 'replayed' | 'overloaded' | 'engine_error' | 'rejected';
+
 export interface StepEvents {
   /** Called after each committed step record; kind 'action' or 'reflection'. */
   onStep?(kind: 'action' | 'reflection', modelVersion: string): void;
   onSessionEnd?(status: SessionRow['status']): void;
+  /** Called once per step request when it ends. */
+  onStepOutcome?(outcome: StepOutcome): void;
 }
+
+/** Overload protection of the agent (src/config.ts ProtectionConfig); 0 disables a bound. */
+export interface AgentProtection {
+  maxQueuedSteps: number;
+  maxOpenSessionsPerTenant: number;
+  /** Retry-After seconds of 503 overloaded. */
+  overloadRetryAfterSeconds: number;
+}
+
+const NO_PROTECTION: AgentProtection = { maxQueuedSteps: 0, maxOpenSessionsPerTenant: 0, overloadRetryAfterSeconds: 1 };
 
 /** JSON with object keys sorted, so equal values give equal text. */
 export function canonicalJson(v: unknown): string {
@@ -169,6 +192,7 @@ function promptAsSeen(p: PromptParts, droppedSteps: number): string {
 
 export class SessionService {
   private readonly mutex = new KeyedMutex();
+  private modelCalls = 0;
 
   constructor(
     private readonly db: Db,
@@ -177,7 +201,13 @@ export class SessionService {
     private readonly models: ModelRegistry,
     private readonly limits: Limits,
     private readonly events: StepEvents = {},
+    private readonly protection: AgentProtection = NO_PROTECTION,
   ) {}
+
+  /** Model calls (act/reflect) waiting on or running in the engine now. */
+  modelCallsInFlight(): number {
+    return this.modelCalls;
+  }
 
   /** Resolves once no step is in flight (graceful shutdown). */
   drain(): Promise<void> {
@@ -186,7 +216,24 @@ export class SessionService {
 
   // ---------------------------------------------------------------- sessions
 
+  /**
+   * @throws ApiProblem 400 for bad limits or an unknown model version; 409 too-many-sessions when
+   *   the tenant already holds `maxOpenSessionsPerTenant` active sessions.
+   */
   create(tenant: string, input: CreateSessionInput): SessionView {
+    const cap = this.protection.maxOpenSessionsPerTenant;
+    if (cap > 0) {
+      // Synchronous count and insert: no other create of this process runs in between.
+      const open = this.activeCount(tenant);
+      if (open >= cap) {
+        throw new ApiProblem(
+          409,
+          'too-many-sessions',
+          'Too Many Sessions',
+          `tenant has ${open} active sessions (limit ${cap}); finish or close one (DELETE /v1/sessions/{id}) first`,
+        );
+      }
+    }
     const maxAttempts = input.maxAttempts ?? 3;
     if (maxAttempts > this.limits.maxAttempts) throw invalid('body/maxAttempts', `must be <= ${this.limits.maxAttempts}`);
     const maxSteps = input.maxSteps ?? this.limits.defaultMaxSteps;
@@ -333,7 +380,17 @@ export class SessionService {
   // ---------------------------------------------------------------- steps
 
   step(tenant: string, id: string, input: StepInput): Promise<StepAnswer> {
-    return this.mutex.run(id, () => this.stepLocked(tenant, id, input));
+    const outcome = this.events.onStepOutcome;
+    const p = this.mutex.run(id, () => this.stepLocked(tenant, id, input));
+    if (!outcome) return p;
+    return p.then(
+      (a) => a,
+      (err: unknown) => {
+        const kind = err instanceof ApiProblem ? err.kind : 'internal';
+        outcome(kind === 'overloaded' ? 'overloaded' : kind === 'engine-unavailable' ? 'engine_error' : 'rejected');
+        throw err;
+      },
+    );
   }
 
   private promptSteps(id: string, attempt: number): PromptStep[] {
@@ -359,7 +416,16 @@ export class SessionService {
     return out;
   }
 
+  /**
+   * One model call under the queue bound.
+   * @throws ApiProblem 503 overloaded (bound reached; the call is not made) or engine-unavailable.
+   */
   private async generate<T>(fn: () => Promise<T>): Promise<T> {
+    const bound = this.protection.maxQueuedSteps;
+    if (bound > 0 && this.modelCalls >= bound) {
+      throw overloaded(`${this.modelCalls} model calls are queued (limit ${bound}); retry this step later`, this.protection.overloadRetryAfterSeconds);
+    }
+    this.modelCalls++;
     try {
       return await fn();
     } catch (err) {
@@ -367,6 +433,8 @@ export class SessionService {
       const msg = err instanceof Error ? err.message : String(err);
       if (err instanceof EngineError) throw new ApiProblem(503, 'engine-unavailable', 'Engine Unavailable', msg);
       throw new ApiProblem(503, 'engine-unavailable', 'Engine Unavailable', `engine failed: ${msg}`);
+    } finally {
+      this.modelCalls--;
     }
   }
 
@@ -375,7 +443,10 @@ export class SessionService {
     const hash = stepHash(input);
     const existing = this.hot.stepAtPosition(id, input.attempt, input.step);
     if (existing) {
-      if (existing.requestHash === hash) return JSON.parse(existing.answer ?? 'null') as StepAnswer;
+      if (existing.requestHash === hash) {
+        this.events.onStepOutcome?.('replayed');
+        return JSON.parse(existing.answer ?? 'null') as StepAnswer;
+      }
       throw new ApiProblem(
         409,
         'step-conflict',
@@ -538,6 +609,7 @@ export class SessionService {
     });
     this.events.onStep?.('action', modelVersion);
     if (refl) this.events.onStep?.('reflection', modelVersion);
+    this.events.onStepOutcome?.('recorded');
     if (status !== 'active') {
       this.engine.release(id);
       this.events.onSessionEnd?.(status);
@@ -616,9 +688,10 @@ export class SessionService {
     return expired;
   }
 
-  /** Number of active sessions (all tenants), for /metrics. */
-  activeCount(): number {
-    const r = this.db.select({ n: sql<number>`count(*)` }).from(sessions).where(eq(sessions.status, 'active')).get();
+  /** Number of active sessions of `tenant`, or of all tenants (for /metrics). */
+  activeCount(tenant?: string): number {
+    const where = tenant === undefined ? eq(sessions.status, 'active') : and(eq(sessions.tenant, tenant), eq(sessions.status, 'active'));
+    const r = this.db.select({ n: sql<number>`count(*)` }).from(sessions).where(where).get();
     return r?.n ?? 0;
   }
 

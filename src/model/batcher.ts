@@ -35,6 +35,8 @@ export interface BatcherOptions {
    * waiting out the window (a lone session never pays the window).
    */
   activeRequests?: () => number;
+  /** Called after each forward pass with its number of rows and its duration in ms (for /metrics). */
+  onForward?: (rows: number, ms: number) => void;
 }
 
 interface Pending {
@@ -138,7 +140,13 @@ export class ForwardBatcher {
     const t0 = performance.now();
     try {
       const results = this.run(rows);
-      this.stats.busyMs += performance.now() - t0;
+      const ms = performance.now() - t0;
+      this.stats.busyMs += ms;
+      try {
+        this.opts.onForward?.(rows.length, ms);
+      } catch {
+        /* an observer's failure never fails the forward */
+      }
       this.stats.forwards++;
       this.stats.rows += rows.length;
       this.stats.maxRows = Math.max(this.stats.maxRows, rows.length);
@@ -153,6 +161,11 @@ export class ForwardBatcher {
     // Leftovers (and requests queued while this forward ran) go next, after the continuations of
     // the requests just resolved have had a chance to queue their next rows (microtasks first).
     if (this.queue.length > 0) this.scheduleNow();
+  }
+
+  /** Requests queued now, waiting for a forward pass. */
+  get queuedRequests(): number {
+    return this.queue.length;
   }
 
   /** Rejects everything queued (engine shutdown). */

@@ -29,7 +29,7 @@ import { DEFAULT_LIMITS, rngFor, sampleIndex, type GenerationLimits, type Rng } 
 import { decode, encodeCandidate, encodePrompt, type EncodedPrompt } from '../model/tokenizer.js';
 import {
   EngineError, type ActRequest, type EngineInfo, type Generation, type PolicyEngine, type PromptParts,
-  type ReflectRequest, type SamplingParams, type ScoreRequest,
+  type ReflectRequest, type SamplingParams, type ScoreRequest, type EngineObserver,
 } from './engine.js';
 
 export interface BuiltinEngineOptions {
@@ -83,6 +83,7 @@ export class BuiltinEngine implements PolicyEngine {
   private readonly limits: GenerationLimits;
   private readonly stopSet: Set<number>;
   private disposed = false;
+  private observer: EngineObserver | null = null;
 
   constructor(
     readonly backend: string,
@@ -103,6 +104,18 @@ export class BuiltinEngine implements PolicyEngine {
     const out: Record<string, BatcherStats> = {};
     for (const [v, m] of this.models) out[v] = { ...m.batcher.stats };
     return out;
+  }
+
+  /** Forward passes of every loaded version are reported to `observer` (rows, ms). */
+  setObserver(observer: EngineObserver): void {
+    this.observer = observer;
+  }
+
+  /** Requests queued in all loaded versions' batchers now. */
+  queueDepth(): number {
+    let n = 0;
+    for (const m of this.models.values()) n += m.batcher.queuedRequests;
+    return n;
   }
 
   isLoaded(version: string): boolean {
@@ -142,6 +155,7 @@ export class BuiltinEngine implements PolicyEngine {
       windowMs: this.opts.batchWindowMs,
       maxBatchSize: this.opts.maxBatchSize,
       activeRequests: () => entry.inFlight,
+      onForward: (rows, ms) => this.observer?.forward(rows, ms),
     });
     this.models.set(version, entry);
     this.opts.logger?.info({ version, dir, config: model.config }, 'model version loaded');

@@ -85,6 +85,12 @@ export interface EngineInfo {
   loadedVersions: string[];
 }
 
+/** Receiver of an engine's internal events, for /metrics (src/plugins/app/metrics.ts). */
+export interface EngineObserver {
+  /** One forward pass of the model over `rows` rows (requests' token rows) took `ms` milliseconds. */
+  forward(rows: number, ms: number): void;
+}
+
 /**
  * What the agent calls. All methods may throw `EngineError`; the agent maps it to a 503/500 problem
  * and records nothing for the failed step.
@@ -105,6 +111,10 @@ export interface PolicyEngine {
   release(sessionId: string): void;
   /** Free all tensors / workers. */
   dispose(): Promise<void>;
+  /** Optional: report internal events (forward passes and their batch sizes) to `observer`. */
+  setObserver?(observer: EngineObserver): void;
+  /** Optional: requests queued in the engine's batchers now, waiting for a forward pass. */
+  queueDepth?(): number;
 }
 
 /** Thrown by engines for failures that are not the caller's fault. */

@@ -9,6 +9,8 @@
  *   attempt number found in the prompt tail ("Attempt <n> ended"), or 0.
  * - token ids: UTF-8 bytes of prompt and output (a byte-level vocabulary of 256); each output
  *   logprob is log(1/256) (a uniform distribution).
+ * - observer (/metrics): every act and reflect is reported as one forward pass of 1 row taking 0 ms
+ *   (score: one pass of `candidates.length` rows); its queue depth is always 0.
  */
 import type {
   ActRequest,
@@ -18,6 +20,7 @@ import type {
   PromptParts,
   ReflectRequest,
   ScoreRequest,
+  EngineObserver,
 } from './engine.js';
 
 const LOG_UNIFORM = Math.log(1 / 256);
@@ -45,6 +48,16 @@ function bytes(s: string): number[] {
 
 export class TestEngine implements PolicyEngine {
   private readonly loaded = new Set<string>();
+  private observer: EngineObserver | null = null;
+
+  setObserver(observer: EngineObserver): void {
+    this.observer = observer;
+  }
+
+  /** Always 0: nothing is ever queued. */
+  queueDepth(): number {
+    return 0;
+  }
 
   info(): EngineInfo {
     return { engine: 'test', backend: 'none', loadedVersions: [...this.loaded] };
@@ -73,6 +86,7 @@ export class TestEngine implements PolicyEngine {
   }
 
   async act(req: ActRequest): Promise<Generation> {
+    this.observer?.forward(1, 0);
     const h = fnv1a(promptText(req.prompt) + '|' + String(req.sampling.seed ?? ''));
     if (req.availableActions && req.availableActions.length > 0) {
       const i = h % req.availableActions.length;
@@ -82,6 +96,7 @@ export class TestEngine implements PolicyEngine {
   }
 
   async reflect(req: ReflectRequest): Promise<Generation> {
+    this.observer?.forward(1, 0);
     const h = fnv1a(promptText(req.prompt) + '|' + String(req.sampling.seed ?? ''));
     const m = /Attempt (\d+) ended/.exec(req.prompt.tail);
     const n = m ? Number(m[1]) : 0;
@@ -90,6 +105,7 @@ export class TestEngine implements PolicyEngine {
 
   /** Sum of log(1/256) over each candidate's UTF-8 bytes. */
   async score(req: ScoreRequest): Promise<number[]> {
+    this.observer?.forward(req.candidates.length, 0);
     return req.candidates.map((c) => (c === '' ? 0 : Buffer.byteLength(c, 'utf8') * LOG_UNIFORM));
   }
 

@@ -5,7 +5,7 @@
  */
 import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
-import type { Limits } from '../../config.js';
+import type { Limits, ProtectionConfig } from '../../config.js';
 import type { PolicyEngine } from '../../policy/engine.js';
 import { ModelRegistry } from '../../agent/models.js';
 import { SessionService } from '../../agent/sessions.js';
@@ -26,19 +26,44 @@ export interface EnginePluginOptions {
   limits: Limits;
   /** Idle sessions expire after this many seconds (0: never); checked every minute. */
   sessionIdleTtlSeconds: number;
+  /** Bounds on queued model calls and open sessions per tenant (default: none). */
+  protection?: Pick<ProtectionConfig, 'maxQueuedSteps' | 'maxOpenSessionsPerTenant' | 'overloadRetryAfterSeconds'>;
 }
 
 export default fp(
   async function engine(app: FastifyInstance, opts: EnginePluginOptions) {
     const models = new ModelRegistry(app.db.db, opts.engine);
     await models.init(opts.initialVersion.version, opts.initialVersion.checkpointDir);
+    const m = app.metrics;
     const info = opts.engine.info();
-    app.metrics.engineInfo.set({ engine: info.engine, backend: info.backend }, 1);
-    const agent = new SessionService(app.db.db, new HotQueries(app.db.sqlite), opts.engine, models, opts.limits, {
-      onStep: (kind, version) => app.metrics.stepsTotal.inc({ kind, model_version: version }),
-      onSessionEnd: (status) => app.metrics.sessionsEnded.inc({ status }),
+    m.engineInfo.set({ engine: info.engine, backend: info.backend }, 1);
+    const agent = new SessionService(
+      app.db.db,
+      new HotQueries(app.db.sqlite),
+      opts.engine,
+      models,
+      opts.limits,
+      {
+        onStep: (kind, version) => m.stepsTotal.inc({ kind, model_version: version }),
+        onSessionEnd: (status) => m.sessionsEnded.inc({ status }),
+        onStepOutcome: (outcome) => m.stepRequests.inc({ outcome }),
+      },
+      opts.protection,
+    );
+    opts.engine.setObserver?.({
+      forward: (rows, ms) => {
+        m.batchRows.observe(rows);
+        m.forwardSeconds.observe(ms / 1000);
+      },
     });
-    app.metrics.countActiveSessions = () => agent.activeCount();
+    m.sources.activeSessions = () => agent.activeCount();
+    m.sources.modelCallsInFlight = () => agent.modelCallsInFlight();
+    m.sources.engineQueueDepth = () => opts.engine.queueDepth?.() ?? 0;
+    m.sources.loadedVersions = () => opts.engine.info().loadedVersions;
+    m.sources.engineInfo = () => {
+      const i = opts.engine.info();
+      return { engine: i.engine, backend: i.backend };
+    };
     app.decorate('engine', opts.engine);
     app.decorate('models', models);
     app.decorate('agent', agent);

@@ -8,6 +8,11 @@ import fp from 'fastify-plugin';
 import type { FastifyError, FastifyInstance } from 'fastify';
 import { ApiProblem, PROBLEM_BASE, type FieldError, type ProblemKind } from '../../agent/problems.js';
 
+/** Seconds for the `Retry-After` header of a thrown problem, or null (ApiProblem extras only). */
+export function retryAfterOf(err: unknown): number | null {
+  return err instanceof ApiProblem && err.extras.retryAfterSeconds !== undefined ? err.extras.retryAfterSeconds : null;
+}
+
 export interface ProblemDocument {
   type: string;
   title: string;
@@ -88,6 +93,8 @@ export default fp(
       if (p.status >= 500) req.log.error({ err }, 'request failed');
       else req.log.info({ problem: p.type, status: p.status, detail: p.detail }, 'request rejected');
       if (p.status === 401) reply.header('www-authenticate', 'Bearer');
+      const retryAfter = retryAfterOf(err);
+      if (retryAfter !== null) reply.header('retry-after', String(retryAfter));
       reply.code(p.status).type('application/problem+json').send(p);
     });
     app.setNotFoundHandler((req, reply) => {

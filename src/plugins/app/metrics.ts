@@ -1,22 +1,58 @@
 /**
  * Prometheus metrics (prom-client), one registry per app instance (`app.metrics`), served at
- * `/metrics`: request latency per route (seconds), steps recorded, active sessions, engine info.
- * Other modules add their own metrics to `app.metrics.registry`.
+ * `/metrics` (README "Operations" lists them):
+ * - `http_request_duration_seconds{method,route,status_code}`: latency histogram per route, seconds;
+ * - `lamer_steps_total{kind,model_version}`: step records committed (rate() = steps/s);
+ * - `lamer_step_requests_total{outcome}`: step requests by outcome (recorded | replayed | overloaded
+ *   | engine_error | rejected);
+ * - `lamer_sessions_ended_total{status}`, `lamer_sessions_created_total`, `lamer_active_sessions`;
+ * - `lamer_engine_batch_rows`: histogram of rows per forward pass; `lamer_engine_forward_seconds`;
+ * - `lamer_engine_queue_depth` (requests queued in the engine's batchers) and
+ *   `lamer_model_calls_in_flight` (model calls waiting on or running in the engine; bounded by
+ *   LAMER_MAX_QUEUED_STEPS);
+ * - `lamer_model_loaded{version}` (1 per version loaded in memory), `lamer_engine_info{engine,backend}`
+ *   (the tfjs backend in use);
+ * - `lamer_training_job_progress{job_id,algorithm}` (0..1, running jobs) and
+ *   `lamer_training_jobs{status}` (jobs by status);
+ * - `lamer_rate_limited_total`: requests answered 429 by the rate limit.
+ * Gauges read their sources when scraped through the `sources` callbacks the plugins set.
  */
 import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
+/** What the gauges read when /metrics is scraped; set by the engine and training plugins. */
+export interface MetricSources {
+  activeSessions(): number;
+  engineQueueDepth(): number;
+  modelCallsInFlight(): number;
+  loadedVersions(): string[];
+  engineInfo(): { engine: string; backend: string } | null;
+  /** Running jobs and their progress in [0, 1]. */
+  runningJobs(): Array<{ id: string; algorithm: string; progress: number }>;
+  /** Number of jobs per status. */
+  jobsByStatus(): Record<string, number>;
+}
+
 export interface Metrics {
   registry: Registry;
   httpDuration: Histogram<'method' | 'route' | 'status_code'>;
   stepsTotal: Counter<'kind' | 'model_version'>;
+  stepRequests: Counter<'outcome'>;
   sessionsEnded: Counter<'status'>;
+  sessionsCreated: Counter;
   activeSessions: Gauge;
   /** Set by the engine plugin: counts active sessions when /metrics is scraped. */
   countActiveSessions: () => number;
   engineInfo: Gauge<'engine' | 'backend'>;
+  batchRows: Histogram;
+  forwardSeconds: Histogram;
+  rateLimited: Counter;
+  sources: MetricSources;
 }
+
+/** Training job statuses, always exported (0 when none). */
+const JOB_STATUSES = ['queued', 'running', 'succeeded', 'failed', 'cancelled'] as const;
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -56,14 +92,96 @@ export function createMetrics(): Metrics {
         this.set(m.countActiveSessions());
       },
     }),
-    countActiveSessions: () => 0,
+    countActiveSessions: () => m.sources.activeSessions(),
     engineInfo: new Gauge({
       name: 'lamer_engine_info',
       help: 'Policy engine and tfjs backend in use (value 1)',
       labelNames: ['engine', 'backend'],
       registers: [registry],
+      collect() {
+        const i = m.sources.engineInfo();
+        if (i) {
+          this.reset();
+          this.set({ engine: i.engine, backend: i.backend }, 1);
+        }
+      },
     }),
+    stepRequests: new Counter({
+      name: 'lamer_step_requests_total',
+      help: 'Step requests by outcome (recorded | replayed | overloaded | engine_error | rejected)',
+      labelNames: ['outcome'],
+      registers: [registry],
+    }),
+    sessionsCreated: new Counter({ name: 'lamer_sessions_created_total', help: 'Sessions opened', registers: [registry] }),
+    batchRows: new Histogram({
+      name: 'lamer_engine_batch_rows',
+      help: 'Rows (requests) per forward pass of the model (dynamic batching)',
+      buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512],
+      registers: [registry],
+    }),
+    forwardSeconds: new Histogram({
+      name: 'lamer_engine_forward_seconds',
+      help: 'Duration of one forward pass of the model, seconds',
+      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+      registers: [registry],
+    }),
+    rateLimited: new Counter({ name: 'lamer_rate_limited_total', help: 'Requests answered 429 by the rate limit', registers: [registry] }),
+    sources: {
+      activeSessions: () => 0,
+      engineQueueDepth: () => 0,
+      modelCallsInFlight: () => 0,
+      loadedVersions: () => [],
+      engineInfo: () => null,
+      runningJobs: () => [],
+      jobsByStatus: () => ({}),
+    },
   };
+  new Gauge({
+    name: 'lamer_engine_queue_depth',
+    help: "Requests queued in the engine's batchers, waiting for a forward pass",
+    registers: [registry],
+    collect() {
+      this.set(m.sources.engineQueueDepth());
+    },
+  });
+  new Gauge({
+    name: 'lamer_model_calls_in_flight',
+    help: 'Model calls (act/reflect) waiting on or running in the engine (bounded by LAMER_MAX_QUEUED_STEPS)',
+    registers: [registry],
+    collect() {
+      this.set(m.sources.modelCallsInFlight());
+    },
+  });
+  new Gauge({
+    name: 'lamer_model_loaded',
+    help: 'Model versions loaded in memory (value 1 per version)',
+    labelNames: ['version'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const v of m.sources.loadedVersions()) this.set({ version: v }, 1);
+    },
+  });
+  new Gauge({
+    name: 'lamer_training_job_progress',
+    help: 'Progress of each running training job, 0..1',
+    labelNames: ['job_id', 'algorithm'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const j of m.sources.runningJobs()) this.set({ job_id: j.id, algorithm: j.algorithm }, j.progress);
+    },
+  });
+  new Gauge({
+    name: 'lamer_training_jobs',
+    help: 'Training jobs by status',
+    labelNames: ['status'],
+    registers: [registry],
+    collect() {
+      const counts = m.sources.jobsByStatus();
+      for (const s of JOB_STATUSES) this.set({ status: s }, counts[s] ?? 0);
+    },
+  });
   return m;
 }
 

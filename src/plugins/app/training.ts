@@ -9,7 +9,9 @@
  */
 import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
+import { eq, sql } from 'drizzle-orm';
 import type { Config } from '../../config.js';
+import { trainingJobs } from '../../db/schema.js';
 import { TrainingJobManager } from '../../training/manager.js';
 import { TrainingScheduler } from '../../training/scheduler.js';
 import { DEFAULT_MODEL_IO } from '../../training/worker.js';
@@ -43,6 +45,22 @@ export default fp(
       scheduler.start();
       logger.info({ everySessions: t.everySessions || null, cron: t.cron, algorithm: t.algorithm, activate: t.activate, nextRun: scheduler.nextRun() }, 'training schedule started');
     }
+    // /metrics: progress of running jobs and job counts by status, read from the jobs table.
+    app.metrics.sources.runningJobs = () =>
+      app.db.db
+        .select({ id: trainingJobs.id, algorithm: trainingJobs.algorithm, progress: trainingJobs.progress })
+        .from(trainingJobs)
+        .where(eq(trainingJobs.status, 'running'))
+        .all();
+    app.metrics.sources.jobsByStatus = () =>
+      Object.fromEntries(
+        app.db.db
+          .select({ status: trainingJobs.status, n: sql<number>`count(*)` })
+          .from(trainingJobs)
+          .groupBy(trainingJobs.status)
+          .all()
+          .map((r) => [r.status, r.n]),
+      );
     app.decorate('training', manager);
     app.decorate('trainingScheduler', scheduler);
     app.addHook('onClose', async () => {
@@ -50,5 +68,5 @@ export default fp(
       await manager.close();
     });
   },
-  { name: 'training', dependencies: ['db', 'engine'] },
+  { name: 'training', dependencies: ['db', 'engine', 'metrics'] },
 );

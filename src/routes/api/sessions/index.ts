@@ -36,6 +36,7 @@ const sessionsRoutes: FastifyPluginAsync = async (fastify) => {
     },
     async (req, reply) => {
       const s = app.agent.create(req.tenant, req.body);
+      app.metrics.sessionsCreated.inc();
       reply.code(201).header('location', `/v1/sessions/${s.id}`);
       return s;
     },

@@ -8,7 +8,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { bearer, errorResponses, Problem } from '../common.js';
 import { StepAnswer, makeSessionSchemas } from '../sessions/schemas.js';
-import { toProblem } from '../../../plugins/app/errors.js';
+import { retryAfterOf, toProblem } from '../../../plugins/app/errors.js';
 
 const BatchResult = Type.Object({
   ok: Type.Boolean(),
@@ -31,18 +31,22 @@ const stepsRoutes: FastifyPluginAsync = async (fastify) => {
         response: { 200: Type.Object({ results: Type.Array(BatchResult) }), ...errorResponses },
       },
     },
-    async (req) => {
+    async (req, reply) => {
+      let retryAfter = 0;
       const results = await Promise.all(
         req.body.items.map(async ({ sessionId, ...step }, i) => {
           try {
             return { ok: true, result: await app.agent.step(req.tenant, sessionId, step) };
           } catch (err) {
             const p = toProblem(err, `${req.url}#/items/${i}`, req.id);
+            retryAfter = Math.max(retryAfter, retryAfterOf(err) ?? 0);
             if (p.status >= 500) req.log.error({ err, item: i }, 'batch item failed');
             return { ok: false, error: p };
           }
         }),
       );
+      // An item refused for overload carries its 503 in the results; the header says when to retry it.
+      if (retryAfter > 0) reply.header('retry-after', String(retryAfter));
       return { results };
     },
   );
