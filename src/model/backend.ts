@@ -30,7 +30,9 @@ export function chosenBackend(): string | null {
   return chosen;
 }
 
+/** Tries the native packages in order; when none loads, logs one line with each one's reason. */
 async function tryNative(logger?: BackendLogger): Promise<boolean> {
+  const reasons: Record<string, string> = {};
   for (const pkg of ['@tensorflow/tfjs-node-gpu', '@tensorflow/tfjs-node']) {
     try {
       // A variable specifier keeps TypeScript and bundlers from requiring the optional package.
@@ -40,10 +42,12 @@ async function tryNative(logger?: BackendLogger): Promise<boolean> {
         logger?.info({ backend: 'tensorflow', package: pkg }, 'tfjs native backend loaded');
         return true;
       }
+      reasons[pkg] = 'backend "tensorflow" did not initialise';
     } catch (err) {
-      logger?.info({ package: pkg, err: String(err).slice(0, 200) }, 'tfjs native backend unavailable');
+      reasons[pkg] = String(err).split('\n')[0]!.slice(0, 200);
     }
   }
+  logger?.info({ reasons }, 'tfjs native backend unavailable (optional @tensorflow/tfjs-node[-gpu] not installed or libtensorflow missing); trying wasm');
   return false;
 }
 
