@@ -22,20 +22,21 @@ ARG TFJS_VERSION=4.22.0
 # deps: production node_modules, native modules built for this image's Node
 # ---------------------------------------------------------------------------------------------
 FROM node:${NODE_VERSION}-${DEBIAN_RELEASE}-slim AS deps
-ARG TFJS_VERSION
-# 1 = also install @tensorflow/tfjs-node (native CPU backend; its install downloads
-# libtensorflow). Without it the server uses the wasm backend.
+# 1 = keep @tensorflow/tfjs-node (native CPU backend). It is an optional dependency of the
+# project: `npm ci` installs it when its libtensorflow download works, and the server falls back
+# to the wasm backend without it. 0 = drop it (smaller image, wasm backend).
 ARG WITH_TFJS_NODE=1
 WORKDIR /app
 RUN apt-get update \
  && apt-get install -y --no-install-recommends python3 make g++ ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 COPY package.json package-lock.json ./
+# the CUDA package is for the gpu target only: its libtensorflow cannot load without CUDA
 RUN npm ci --omit=dev --no-audit --no-fund \
- && if [ "$WITH_TFJS_NODE" = "1" ]; then \
-      npm install --no-save --omit=dev --no-audit --no-fund "@tensorflow/tfjs-node@${TFJS_VERSION}" \
-      || echo "WARNING: @tensorflow/tfjs-node did not install; the server will use the wasm backend"; \
-    fi \
+ && rm -rf node_modules/@tensorflow/tfjs-node-gpu \
+ && if [ "$WITH_TFJS_NODE" != "1" ]; then rm -rf node_modules/@tensorflow/tfjs-node; fi \
+ && if [ -d node_modules/@tensorflow/tfjs-node ]; then echo "tfjs-node installed: native CPU backend"; \
+    else echo "WARNING: no @tensorflow/tfjs-node: the server will use the wasm backend"; fi \
  && npm cache clean --force
 
 # ---------------------------------------------------------------------------------------------
@@ -63,9 +64,12 @@ RUN ln -s ../lib/node_modules/npm/bin/npm-cli.js /usr/local/bin/npm \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY package.json package-lock.json ./
-# the GPU image is pointless without the CUDA backend: a failed install fails the build
+# @tensorflow/tfjs-node-gpu is an optional dependency: `npm ci` skips it when its install
+# fails, so check that it is there (the GPU image is pointless without it), at the version of
+# @tensorflow/tfjs, and drop the CPU-only native package the server would otherwise also try.
 RUN npm ci --omit=dev --no-audit --no-fund \
- && npm install --no-save --omit=dev --no-audit --no-fund "@tensorflow/tfjs-node-gpu@${TFJS_VERSION}" \
+ && node -e "const v=JSON.parse(require('fs').readFileSync('node_modules/@tensorflow/tfjs-node-gpu/package.json','utf8')).version; if (v !== process.env.TFJS_VERSION) { console.error('tfjs-node-gpu ' + v + ' != ' + process.env.TFJS_VERSION); process.exit(1); }" \
+ && rm -rf node_modules/@tensorflow/tfjs-node \
  && npm cache clean --force
 
 FROM ${CUDA_IMAGE} AS gpu

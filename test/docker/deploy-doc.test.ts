@@ -45,6 +45,11 @@ describe('docs/deploy.md configuration table', () => {
       LAMER_DEFAULT_MAX_STEPS: c.limits.defaultMaxSteps,
       LAMER_MAX_REFLECTION_CHARS: c.limits.reflectionChars,
       LAMER_SESSION_IDLE_TTL_SECONDS: c.sessionIdleTtlSeconds,
+      LAMER_RATE_LIMIT_MAX: c.protection.rateLimitMax,
+      LAMER_RATE_LIMIT_WINDOW_SECONDS: c.protection.rateLimitWindowSeconds,
+      LAMER_MAX_OPEN_SESSIONS_PER_TENANT: c.protection.maxOpenSessionsPerTenant,
+      LAMER_MAX_QUEUED_STEPS: c.protection.maxQueuedSteps,
+      LAMER_OVERLOAD_RETRY_AFTER_SECONDS: c.protection.overloadRetryAfterSeconds,
     };
     for (const [name, value] of Object.entries(numeric)) {
       const row = rows.find((r) => r.name === name);

@@ -156,9 +156,19 @@ describe('Dockerfile structure', () => {
 
   it('has a GPU target on a CUDA base with @tensorflow/tfjs-node-gpu and the native backend forced', () => {
     expect(expand(stage('gpu').from, args)).toMatch(/^nvidia\/cuda:11\.\d+\.\d+-cudnn8-runtime-/);
-    expect(ops(stage('gpu-deps'), 'RUN').some((r) => /npm install .*"@tensorflow\/tfjs-node-gpu@\$\{TFJS_VERSION\}"/.test(r.args))).toBe(true);
+    // the native packages are optional dependencies of the project, locked at the tfjs version
+    const lock = JSON.parse(readFileSync(join(ROOT, 'package-lock.json'), 'utf8')) as { packages: Record<string, { version?: string; optional?: boolean }> };
     const tfjs = (JSON.parse(readFileSync(join(ROOT, 'node_modules/@tensorflow/tfjs/package.json'), 'utf8')) as { version: string }).version;
     expect(args.get('TFJS_VERSION')).toBe(tfjs); // native bindings match the tfjs the server imports
+    for (const pkg of ['@tensorflow/tfjs-node', '@tensorflow/tfjs-node-gpu']) {
+      expect(lock.packages[`node_modules/${pkg}`], pkg).toMatchObject({ version: tfjs, optional: true });
+    }
+    // the GPU build fails unless npm ci really installed tfjs-node-gpu at that version ...
+    const gpuRun = ops(stage('gpu-deps'), 'RUN').map((r) => r.args).join('\n');
+    expect(gpuRun).toContain('npm ci --omit=dev');
+    expect(gpuRun).toMatch(/node_modules\/@tensorflow\/tfjs-node-gpu\/package\.json.*process\.env\.TFJS_VERSION.*process\.exit\(1\)/);
+    // ... and the CPU image does not carry the CUDA package
+    expect(ops(stage('deps'), 'RUN').map((r) => r.args).join('\n')).toContain('rm -rf node_modules/@tensorflow/tfjs-node-gpu');
     expect(envOf(stage('gpu')).get('LAMER_TFJS_BACKEND')).toBe('tensorflow');
   });
 });
