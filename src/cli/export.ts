@@ -1,0 +1,279 @@
+/**
+ * `lamer export [--data-dir DIR] [--out FILE] [--since WHEN] [--env NAME] [--mode train|eval]
+ *  [--model-version V] [--tenant T] [--completed-only]`: write recorded steps as JSONL for external
+ * trainers, one line per step record (docs/export.md; JSON Schema docs/export.schema.json).
+ *
+ * A line is an `ExportLine`: the session's ids and labels (session, task, env, mode, status,
+ * tenant), the position (attempt, step, kind `action` | `reflection`), the model version that
+ * produced the output, the observation, the prompt and output as text and as token ids
+ * (`[promptLen]` / `[outLen]` int token ids of the engine's tokenizer), the per-token logprobs
+ * (`[outLen]` natural log, as sampled), the reward as given by the environment, and the return and
+ * advantage once a training job computed them (LaMer Eq. 4-5; shared/LAMER.md §2-3), else null.
+ *
+ * Streaming: rows are read from the SQLite database `<dataDir>/lamer.db` (opened read-only, so a
+ * running server is not disturbed) one at a time with a statement iterator and written with
+ * back-pressure; memory does not grow with the data. Order: session id (time-ordered), attempt,
+ * step, kind (action before reflection).
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { once } from 'node:events';
+import { parseArgs } from 'node:util';
+import type { Writable } from 'node:stream';
+import Database from 'better-sqlite3';
+
+/** One exported step record (docs/export.md). Times are ISO 8601 strings. */
+export interface ExportLine {
+  schemaVersion: 1;
+  sessionId: string;
+  tenant: string;
+  taskId: string;
+  env: string | null;
+  mode: 'train' | 'eval';
+  /** Session status at export time: active | completed | abandoned | expired. */
+  sessionStatus: string;
+  attempt: number;
+  step: number;
+  kind: 'action' | 'reflection';
+  modelVersion: string;
+  observation: string;
+  availableActions: string[] | null;
+  /** Prompt text as the engine saw it; null when no model call was made (an attempt's last step). */
+  prompt: string | null;
+  output: string | null;
+  /** The action sent to the environment (action records that sampled one), else null. */
+  action: string | null;
+  promptTokenIds: number[] | null;
+  outputTokenIds: number[] | null;
+  logprobs: number[] | null;
+  /** Earliest steps of the attempt left out of the prompt to fit the context. */
+  droppedSteps: number | null;
+  /** Reward of the previous action, as given by the environment (0 on reflection records). */
+  reward: number;
+  done: boolean;
+  success: boolean;
+  invalidAction: boolean;
+  /** Cross-episode return G (LaMer Eq. 4), null until a training job computed it. */
+  return: number | null;
+  /** Advantage used by the training job, null until computed. */
+  advantage: number | null;
+  createdAt: string;
+}
+
+export interface ExportFilter {
+  /** Sessions created at or after this time, ms since the Unix epoch. */
+  since?: number;
+  env?: string;
+  mode?: 'train' | 'eval';
+  /** The model version the session pinned (every step of a session uses it). */
+  modelVersion?: string;
+  tenant?: string;
+  /** Only sessions with status `completed` (what training jobs use). */
+  completedOnly?: boolean;
+}
+
+const HELP = `usage: lamer export [options]
+
+Write recorded steps as JSONL, one line per step (schema: docs/export.md, docs/export.schema.json).
+
+  --data-dir DIR      data directory holding lamer.db (default $LAMER_DATA_DIR or ./data)
+  --out FILE          output file (default: standard output)
+  --since WHEN        sessions created at or after WHEN: ISO 8601 date/time or ms since the epoch
+  --env NAME          sessions with this env label
+  --mode MODE         train | eval
+  --model-version V   sessions pinned to model version V
+  --tenant T          sessions of tenant T
+  --completed-only    only completed sessions (what training jobs use)`;
+
+interface Row {
+  session_id: string;
+  tenant: string;
+  task_id: string;
+  env: string | null;
+  mode: 'train' | 'eval';
+  status: string;
+  attempt: number;
+  step: number;
+  kind: 'action' | 'reflection';
+  model_version: string;
+  observation: string;
+  available_actions: string | null;
+  prompt: string | null;
+  output: string | null;
+  action: string | null;
+  prompt_token_ids: string | null;
+  output_token_ids: string | null;
+  logprobs: string | null;
+  dropped_steps: number | null;
+  reward: number;
+  done: number;
+  success: number;
+  invalid_action: number;
+  return: number | null;
+  advantage: number | null;
+  created_at: number;
+}
+
+const json = <T>(s: string | null): T | null => (s === null ? null : (JSON.parse(s) as T));
+
+/** The export line of one joined steps/sessions row. */
+function toLine(r: Row): ExportLine {
+  return {
+    schemaVersion: 1,
+    sessionId: r.session_id,
+    tenant: r.tenant,
+    taskId: r.task_id,
+    env: r.env,
+    mode: r.mode,
+    sessionStatus: r.status,
+    attempt: r.attempt,
+    step: r.step,
+    kind: r.kind,
+    modelVersion: r.model_version,
+    observation: r.observation,
+    availableActions: json<string[]>(r.available_actions),
+    prompt: r.prompt,
+    output: r.output,
+    action: r.action,
+    promptTokenIds: json<number[]>(r.prompt_token_ids),
+    outputTokenIds: json<number[]>(r.output_token_ids),
+    logprobs: json<number[]>(r.logprobs),
+    droppedSteps: r.dropped_steps,
+    reward: r.reward,
+    done: r.done === 1,
+    success: r.success === 1,
+    invalidAction: r.invalid_action === 1,
+    return: r.return,
+    advantage: r.advantage,
+    createdAt: new Date(r.created_at).toISOString(),
+  };
+}
+
+/**
+ * Iterate the export lines of the database at `dbFile` matching `filter`, one row in memory at a
+ * time. The database is opened read-only and closed when the iteration ends (or is abandoned).
+ * @throws Error when the file does not exist or is not a lamer database.
+ */
+export function* exportLines(dbFile: string, filter: ExportFilter = {}): Generator<ExportLine> {
+  if (!fs.existsSync(dbFile)) throw new Error(`no database at ${dbFile} (is --data-dir right?)`);
+  const db = new Database(dbFile, { readonly: true, fileMustExist: true });
+  try {
+    const where: string[] = [];
+    const params: unknown[] = [];
+    if (filter.since !== undefined) (where.push('s.created_at >= ?'), params.push(filter.since));
+    if (filter.env !== undefined) (where.push('s.env = ?'), params.push(filter.env));
+    if (filter.mode !== undefined) (where.push('s.mode = ?'), params.push(filter.mode));
+    if (filter.modelVersion !== undefined) (where.push('s.model_version = ?'), params.push(filter.modelVersion));
+    if (filter.tenant !== undefined) (where.push('s.tenant = ?'), params.push(filter.tenant));
+    if (filter.completedOnly) where.push("s.status = 'completed'");
+    const stmt = db.prepare(
+      `SELECT st.session_id, s.tenant, s.task_id, s.env, s.mode, s.status, st.attempt, st.step, st.kind,
+              st.model_version, st.observation, st.available_actions, st.prompt, st.output, st.action,
+              st.prompt_token_ids, st.output_token_ids, st.logprobs, st.dropped_steps, st.reward, st.done,
+              st.success, st.invalid_action, st.return, st.advantage, st.created_at
+         FROM steps st JOIN sessions s ON s.id = st.session_id
+        ${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''}
+        ORDER BY st.session_id, st.attempt, st.step, st.kind`,
+    );
+    for (const r of stmt.iterate(...params) as IterableIterator<Row>) yield toLine(r);
+  } finally {
+    db.close();
+  }
+}
+
+/**
+ * Write `lines` as JSONL to `out`, waiting for 'drain' when the stream's buffer is full.
+ * @returns the number of lines and distinct sessions written.
+ */
+export async function writeJsonl(lines: Iterable<ExportLine>, out: Writable): Promise<{ lines: number; sessions: number }> {
+  let n = 0;
+  let sessions = 0;
+  let last: string | null = null;
+  let failed: Error | null = null;
+  const onError = (e: Error) => {
+    failed = e;
+  };
+  out.on('error', onError);
+  try {
+    for (const line of lines) {
+      if (failed) throw failed;
+      if (line.sessionId !== last) {
+        sessions++;
+        last = line.sessionId;
+      }
+      n++;
+      if (!out.write(JSON.stringify(line) + '\n')) await Promise.race([once(out, 'drain'), once(out, 'error')]);
+    }
+    if (failed) throw failed;
+  } finally {
+    out.off('error', onError);
+  }
+  return { lines: n, sessions };
+}
+
+/** `--since`: ms since the epoch, or an ISO 8601 date/time. @throws Error for anything else. */
+export function parseSince(v: string): number {
+  if (/^\d+$/.test(v)) return Number(v);
+  const t = Date.parse(v);
+  if (Number.isNaN(t)) throw new Error(`--since must be an ISO 8601 date/time or ms since the epoch, got '${v}'`);
+  return t;
+}
+
+export async function run(argv: string[]): Promise<number> {
+  let values;
+  try {
+    values = parseArgs({
+      args: argv,
+      options: {
+        'data-dir': { type: 'string' }, out: { type: 'string' }, since: { type: 'string' }, env: { type: 'string' },
+        mode: { type: 'string' }, 'model-version': { type: 'string' }, tenant: { type: 'string' },
+        'completed-only': { type: 'boolean' }, help: { type: 'boolean', short: 'h' },
+      },
+      strict: true,
+    }).values;
+  } catch (e) {
+    console.error(`lamer export: ${(e as Error).message}\n\n${HELP}`);
+    return 2;
+  }
+  if (values.help) {
+    console.log(HELP);
+    return 0;
+  }
+  let filter: ExportFilter;
+  let dbFile: string;
+  try {
+    filter = {};
+    if (values.since !== undefined) filter.since = parseSince(values.since);
+    if (values.env !== undefined) filter.env = values.env;
+    if (values.mode !== undefined) {
+      if (values.mode !== 'train' && values.mode !== 'eval') throw new Error(`--mode must be train or eval, got '${values.mode}'`);
+      filter.mode = values.mode;
+    }
+    if (values['model-version'] !== undefined) filter.modelVersion = values['model-version'];
+    if (values.tenant !== undefined) filter.tenant = values.tenant;
+    if (values['completed-only']) filter.completedOnly = true;
+    const dataDir = path.resolve(values['data-dir'] ?? (process.env.LAMER_DATA_DIR || 'data'));
+    dbFile = path.join(dataDir, 'lamer.db');
+    if (!fs.existsSync(dbFile)) throw new Error(`no database at ${dbFile} (is --data-dir right?)`);
+  } catch (e) {
+    console.error(`lamer export: ${(e as Error).message}`);
+    return 2;
+  }
+  const toFile = values.out !== undefined && values.out !== '-';
+  const out: Writable = toFile ? fs.createWriteStream(values.out!) : process.stdout;
+  try {
+    const r = await writeJsonl(exportLines(dbFile, filter), out);
+    if (toFile) {
+      out.end();
+      await once(out, 'finish');
+    }
+    console.error(`lamer export: ${r.lines} steps of ${r.sessions} sessions${toFile ? ` to ${values.out}` : ''}`);
+    return 0;
+  } catch (e) {
+    const err = e as NodeJS.ErrnoException;
+    if (err.code === 'EPIPE') return 0; // the reader went away (e.g. `| head`)
+    console.error(`lamer export: ${err.message}`);
+    if (toFile) out.destroy();
+    return 1;
+  }
+}
