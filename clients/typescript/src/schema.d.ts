@@ -236,6 +236,33 @@ export interface paths {
                         };
                     };
                 };
+                /** @description rate limit of the API key exceeded (problem rate-limited); the Retry-After header gives the seconds to wait */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                        };
+                    };
+                };
                 /** @description client error (problem details) */
                 "4XX": {
                     headers: {
@@ -404,6 +431,33 @@ export interface paths {
                         };
                     };
                 };
+                /** @description rate limit of the API key exceeded (problem rate-limited); the Retry-After header gives the seconds to wait */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                        };
+                    };
+                };
                 /** @description client error (problem details) */
                 "4XX": {
                     headers: {
@@ -549,6 +603,33 @@ export interface paths {
                         };
                     };
                 };
+                /** @description rate limit of the API key exceeded (problem rate-limited); the Retry-After header gives the seconds to wait */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                        };
+                    };
+                };
                 /** @description client error (problem details) */
                 "4XX": {
                     headers: {
@@ -680,6 +761,33 @@ export interface paths {
                                 /** Format: date-time */
                                 updatedAt: string;
                             }[];
+                        };
+                    };
+                };
+                /** @description rate limit of the API key exceeded (problem rate-limited); the Retry-After header gives the seconds to wait */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
                         };
                     };
                 };
@@ -826,6 +934,60 @@ export interface paths {
                         };
                     };
                 };
+                /** @description rate limit of the API key exceeded (problem rate-limited); the Retry-After header gives the seconds to wait */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                        };
+                    };
+                };
+                /** @description overloaded (too many queued model calls; Retry-After header) or engine-unavailable; nothing was recorded, retry the same step */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                        };
+                    };
+                };
                 /** @description client error (problem details) */
                 "4XX": {
                     headers: {
@@ -946,6 +1108,33 @@ export interface paths {
                         };
                     };
                 };
+                /** @description rate limit of the API key exceeded (problem rate-limited); the Retry-After header gives the seconds to wait */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                        };
+                    };
+                };
                 /** @description client error (problem details) */
                 "4XX": {
                     headers: {
@@ -1047,6 +1236,33 @@ export interface paths {
                                 /** Format: date-time */
                                 updatedAt: string;
                             }[];
+                        };
+                    };
+                };
+                /** @description rate limit of the API key exceeded (problem rate-limited); the Retry-After header gives the seconds to wait */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
                         };
                     };
                 };
@@ -1154,6 +1370,33 @@ export interface paths {
                             source: "policy" | "human";
                             /** Format: date-time */
                             updatedAt: string;
+                        };
+                    };
+                };
+                /** @description rate limit of the API key exceeded (problem rate-limited); the Retry-After header gives the seconds to wait */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
                         };
                     };
                 };
@@ -1325,6 +1568,33 @@ export interface paths {
                         };
                     };
                 };
+                /** @description rate limit of the API key exceeded (problem rate-limited); the Retry-After header gives the seconds to wait */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                        };
+                    };
+                };
                 /** @description client error (problem details) */
                 "4XX": {
                     headers: {
@@ -1427,6 +1697,33 @@ export interface paths {
                                 loaded: boolean;
                             }[];
                             active: string;
+                        };
+                    };
+                };
+                /** @description rate limit of the API key exceeded (problem rate-limited); the Retry-After header gives the seconds to wait */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
                         };
                     };
                 };
@@ -1536,6 +1833,33 @@ export interface paths {
                         };
                     };
                 };
+                /** @description rate limit of the API key exceeded (problem rate-limited); the Retry-After header gives the seconds to wait */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                        };
+                    };
+                };
                 /** @description client error (problem details) */
                 "4XX": {
                     headers: {
@@ -1641,6 +1965,33 @@ export interface paths {
                             createdAt: string;
                             /** @description loaded in the engine now */
                             loaded: boolean;
+                        };
+                    };
+                };
+                /** @description rate limit of the API key exceeded (problem rate-limited); the Retry-After header gives the seconds to wait */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
                         };
                     };
                 };
@@ -1765,6 +2116,33 @@ export interface paths {
                                 /** @description [attempt] how many sessions played it */
                                 attemptsPlayed: number[];
                             }[];
+                        };
+                    };
+                };
+                /** @description rate limit of the API key exceeded (problem rate-limited); the Retry-After header gives the seconds to wait */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
                         };
                     };
                 };
@@ -1929,6 +2307,33 @@ export interface paths {
                             }[];
                             /** @description pass as `cursor` for the next page; null at the end */
                             nextCursor: string | null;
+                        };
+                    };
+                };
+                /** @description rate limit of the API key exceeded (problem rate-limited); the Retry-After header gives the seconds to wait */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
                         };
                     };
                 };
@@ -2167,6 +2572,33 @@ export interface paths {
                         };
                     };
                 };
+                /** @description rate limit of the API key exceeded (problem rate-limited); the Retry-After header gives the seconds to wait */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                        };
+                    };
+                };
                 /** @description client error (problem details) */
                 "4XX": {
                     headers: {
@@ -2339,6 +2771,33 @@ export interface paths {
                                 tokensPerSec: number;
                                 seconds: number;
                             }[];
+                        };
+                    };
+                };
+                /** @description rate limit of the API key exceeded (problem rate-limited); the Retry-After header gives the seconds to wait */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
                         };
                     };
                 };
@@ -2612,6 +3071,33 @@ export interface paths {
                                 tokensPerSec: number;
                                 seconds: number;
                             }[];
+                        };
+                    };
+                };
+                /** @description rate limit of the API key exceeded (problem rate-limited); the Retry-After header gives the seconds to wait */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
                         };
                     };
                 };

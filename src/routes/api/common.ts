@@ -46,10 +46,24 @@ export const Problem = Type.Object(
 
 const problemContent = { 'application/problem+json': { schema: Problem } };
 
-/** Error responses every route declares. */
+/** Error responses every route declares (all `/v1` routes are under the rate limit when one is set). */
 export const errorResponses = {
+  '429': {
+    description: 'rate limit of the API key exceeded (problem rate-limited); the Retry-After header gives the seconds to wait',
+    content: problemContent,
+  },
   '4xx': { description: 'client error (problem details)', content: problemContent },
   '5xx': { description: 'server error (problem details)', content: problemContent },
+};
+
+/** Error responses of the routes that post steps: 503 overloaded (with Retry-After) or engine-unavailable. */
+export const stepErrorResponses = {
+  ...errorResponses,
+  '503': {
+    description:
+      'overloaded (too many queued model calls; Retry-After header) or engine-unavailable; nothing was recorded, retry the same step',
+    content: problemContent,
+  },
 };
 
 export const bearer = [{ bearerAuth: [] as string[] }];

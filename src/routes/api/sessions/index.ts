@@ -4,7 +4,7 @@
  */
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { bearer, errorResponses } from '../common.js';
+import { bearer, errorResponses, stepErrorResponses } from '../common.js';
 import {
   ListQuery,
   Memory,
@@ -98,7 +98,7 @@ const sessionsRoutes: FastifyPluginAsync = async (fastify) => {
         security: bearer,
         params: SessionParams,
         body: StepBody,
-        response: { 200: StepAnswer, ...errorResponses },
+        response: { 200: StepAnswer, ...stepErrorResponses },
       },
     },
     async (req) => app.agent.step(req.tenant, req.params.id, req.body),
