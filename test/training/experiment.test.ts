@@ -128,7 +128,7 @@ describe('runExperiment', () => {
     const models = (await gpt.call('GET', '/v1/models')).body;
     expect(models.active).toBe(p1.trainedVersion ?? p1.rolloutVersion);
     expect(Object.keys(p0.passAtK)).toEqual(['1', '2', '3']);
-  }, 180_000);
+  }, 300_000);
 
   it('GiGPO: 3G single-attempt sessions per task', async () => {
     const res = await runExperiment({
@@ -140,5 +140,5 @@ describe('runExperiment', () => {
     const list = (await gpt.call('GET', '/v1/sessions?mode=train&limit=200')).body.items.filter((s: { taskId: string }) => /seed=10[01]$/.test(s.taskId));
     expect(list.length).toBe(6);
     expect(list.every((s: { maxAttempts: number }) => s.maxAttempts === 1)).toBe(true);
-  }, 180_000);
+  }, 300_000);
 });
