@@ -293,7 +293,10 @@ function avail(opts: EvalOptions, env: BuiltinEnv): { availableActions?: string[
   return a.length > 0 && a.length <= 512 ? { availableActions: a } : {};
 }
 
-/** Minimal JSON client with retries for 429/503 and network errors (steps are idempotent). */
+/**
+ * Minimal JSON client: up to 5 retries for 429/503 (waiting Retry-After seconds, at most 30, else
+ * exponential backoff from 0.5 s) and for network errors; safe because steps are idempotent.
+ */
 class Http {
   constructor(private base: string, private apiKey: string | undefined, private timeoutMs: number) {
     this.base = base.replace(/\/+$/, '');
@@ -312,8 +315,10 @@ class Http {
     if (body !== undefined) headers['content-type'] = 'application/json';
     if (this.apiKey) headers.authorization = `Bearer ${this.apiKey}`;
     let lastErr: unknown;
-    for (let tryNo = 0; tryNo < 4; tryNo++) {
-      if (tryNo > 0) await new Promise((r) => setTimeout(r, 250 * 2 ** tryNo));
+    let waitMs = 0;
+    for (let tryNo = 0; tryNo < 6; tryNo++) {
+      if (tryNo > 0) await new Promise((r) => setTimeout(r, waitMs || 250 * 2 ** tryNo));
+      waitMs = 0;
       let res: Response;
       try {
         res = await fetch(this.base + path, {
@@ -329,6 +334,8 @@ class Http {
       const text = await res.text();
       if (res.ok) return (text ? JSON.parse(text) : undefined) as T;
       lastErr = new Error(`${method} ${path}: HTTP ${res.status} ${text.slice(0, 500)}`);
+      const retryAfter = Number(res.headers.get('retry-after'));
+      if (Number.isFinite(retryAfter) && retryAfter > 0) waitMs = Math.min(retryAfter, 30) * 1000;
       if (res.status !== 429 && res.status !== 503) break;
     }
     throw lastErr instanceof Error ? lastErr : new Error(String(lastErr));
