@@ -187,3 +187,53 @@ describe('idle expiry and training data', () => {
     expect(recordedPositions(id)).toEqual(['0/0']);
   });
 });
+
+describe('batch route under the queue bound', () => {
+  it('items over the bound are 503 overloaded with Retry-After on the answer; reposting them succeeds', async () => {
+    const listed = await call(url, 'GET', '/v1/sessions?status=active', undefined, auth(KEY_B));
+    const ids: string[] = listed.body.items.map((x: { id: string }) => x.id);
+    while (ids.length < 4) {
+      const r = await call(url, 'POST', '/v1/sessions', { taskId: `bb${ids.length}`, instructions: 'x' }, auth(KEY_B));
+      expect(r.status).toBe(201);
+      ids.push(r.body.id);
+    }
+    const items = ids.map((sessionId) => ({ sessionId, attempt: 0, step: 0, observation: 'start' }));
+    const r = await call(url, 'POST', '/v1/steps:batch', { items }, auth(KEY_B));
+    expect(r.status).toBe(200);
+    const ok = r.body.results.map((x: { ok: boolean }) => x.ok);
+    expect(ok.filter(Boolean)).toHaveLength(2);
+    for (const x of r.body.results.filter((y: { ok: boolean }) => !y.ok)) {
+      expect(x.error.status).toBe(503);
+      expect(x.error.type).toBe('https://lamer-server.dev/problems/overloaded');
+    }
+    expect(r.headers.get('retry-after')).toBe('1');
+    const again = items.filter((_, i) => !ok[i]);
+    const r2 = await call(url, 'POST', '/v1/steps:batch', { items: again }, auth(KEY_B));
+    expect(r2.body.results.map((x: { ok: boolean }) => x.ok)).toEqual([true, true]);
+    expect(r2.headers.get('retry-after')).toBeNull();
+    for (const id of ids) expect(recordedPositions(id)).toEqual(['0/0']);
+  });
+});
+
+describe('protection configuration', () => {
+  it('defaults and LAMER_* variables', () => {
+    expect(loadConfig({}).protection).toEqual({
+      rateLimitMax: 0,
+      rateLimitWindowSeconds: 60,
+      maxOpenSessionsPerTenant: 1000,
+      maxQueuedSteps: 1024,
+      overloadRetryAfterSeconds: 1,
+    });
+    expect(
+      loadConfig({
+        LAMER_RATE_LIMIT_MAX: '100',
+        LAMER_RATE_LIMIT_WINDOW_SECONDS: '10',
+        LAMER_MAX_OPEN_SESSIONS_PER_TENANT: '0',
+        LAMER_MAX_QUEUED_STEPS: '8',
+        LAMER_OVERLOAD_RETRY_AFTER_SECONDS: '5',
+      }).protection,
+    ).toEqual({ rateLimitMax: 100, rateLimitWindowSeconds: 10, maxOpenSessionsPerTenant: 0, maxQueuedSteps: 8, overloadRetryAfterSeconds: 5 });
+    expect(() => loadConfig({ LAMER_RATE_LIMIT_WINDOW_SECONDS: '0' })).toThrow(/LAMER_RATE_LIMIT_WINDOW_SECONDS=0/);
+    expect(() => loadConfig({ LAMER_MAX_QUEUED_STEPS: '-1' })).toThrow(/LAMER_MAX_QUEUED_STEPS/);
+  });
+});
