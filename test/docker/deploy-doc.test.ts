@@ -25,6 +25,8 @@ describe('docs/deploy.md configuration table', () => {
     const src = sources(join(ROOT, 'src')).map((f) => readFileSync(f, 'utf8')).join('\n');
     const unread = rows.filter((r) => !new RegExp(`\\b${r.name}\\b`).test(src)).map((r) => r.name);
     expect(unread).toEqual([]);
+    const names = rows.map((r) => r.name);
+    expect(names.filter((n, i) => names.indexOf(n) !== i), 'duplicate rows').toEqual([]);
   });
 
   it('states the defaults that loadConfig applies', () => {
