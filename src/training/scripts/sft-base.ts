@@ -1,5 +1,5 @@
 /**
- * `npm run model:sft-base [-- --out models/sft] [--tasks 240] [--epochs 2] ...`: the SFT warm start
+ * `npm run model:sft-base [-- --out models/sft] [--tasks 160] [--epochs 2] ...`: the SFT warm start
  * (issue 5 item 3), reproducible end to end:
  *   1. the random initialisation is written again with `npm run model:init` (cpu backend, seed
  *      1337: the same bytes as the shipped random-init base) into a temporary folder;
@@ -30,7 +30,7 @@ const { values } = parseArgs({
     out: { type: 'string', default: 'models/sft' },
     env: { type: 'string', default: 'minesweeper' },
     params: { type: 'string', default: '{"rows":4,"cols":4,"mines":2}' },
-    tasks: { type: 'string', default: '240' },
+    tasks: { type: 'string', default: '160' },
     'fail-rate': { type: 'string', default: '0.5' },
     seed: { type: 'string', default: '0' },
     epochs: { type: 'string', default: '2' },
