@@ -10,7 +10,10 @@ set -euo pipefail
 OUT=${1:?usage: bench/lamer-vs-gigpo.sh OUT_DIR [LAMER_MINUTES]}
 MINUTES=${2:-30}
 BASE=${BASE:-models/sft}
-T=${T:-8}; G=${G:-4}; LR=${LR:-3e-4}  # tasks per iteration, group size, learning rate
+T=${T:-8}; G=${G:-4}; LR=${LR:-1e-4}  # tasks per iteration, group size, learning rate
+# rollout sampling: the eval setting (0.7 / 0.8 / 20); at LaMer's training temperature 1.0 the small
+# SFT model's reflections derail at the first token (see docs/RESULTS.md)
+SAMPLING=(--temperature 0.7 --top-p 0.8 --top-k 20)
 PARAMS='{"rows":4,"cols":4,"mines":2}'
 mkdir -p "$OUT"
 lamer() { npx tsx src/cli/index.ts "$@"; }
@@ -18,12 +21,12 @@ stamp() { date -u +%H:%M:%S; }
 
 echo "$(stamp) lamer training (budget $MINUTES min)"
 lamer train --env minesweeper --params "$PARAMS" --algorithm lamer --iterations 100 --max-minutes "$MINUTES" \
-  --tasks-per-iter "$T" --group "$G" --lr "$LR" --gamma-traj 0.9 --concurrency 32 --available-actions --quiet \
+  --tasks-per-iter "$T" --group "$G" --lr "$LR" --gamma-traj 0.9 --concurrency 32 --available-actions "${SAMPLING[@]}" --quiet \
   --out "$OUT/lamer" --data-dir "$OUT/lamer-data" --base-model-dir "$BASE"
 N=$(node -e "console.log(require('$OUT/lamer/learning-curve.json').points.length)")
 echo "$(stamp) gigpo training ($N iterations, as many as lamer)"
 lamer train --env minesweeper --params "$PARAMS" --algorithm gigpo --iterations "$N" \
-  --tasks-per-iter "$T" --group "$G" --lr "$LR" --concurrency 32 --available-actions --quiet \
+  --tasks-per-iter "$T" --group "$G" --lr "$LR" --concurrency 32 --available-actions "${SAMPLING[@]}" --quiet \
   --out "$OUT/gigpo" --data-dir "$OUT/gigpo-data" --base-model-dir "$BASE"
 
 # evaluate: a server over each run's data directory (its last trained version is active)

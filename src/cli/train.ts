@@ -29,7 +29,7 @@ const HELP = `usage: lamer train --env minesweeper|sokoban --algorithm lamer|gig
   --params JSON         env parameters, e.g. '{"rows":4,"cols":4,"mines":2}'
   --seed S              offset into the training seed range (default 0)
   --concurrency C       sessions in flight during rollouts (default 32)
-  --temperature X       rollout sampling temperature (default 1.0; top-p 1, top-k 0)
+  --temperature X --top-p X --top-k N   rollout sampling (default 1.0 / 1 / 0, LaMer's training setting)
   --available-actions   send the env's legal actions with each step
   --lr X --epochs N --minibatch N --gamma-traj X --ent-coef X   job hyperparameters
   --data-dir DIR        in-process server: data directory (checkpoints and database are kept there)
@@ -67,7 +67,7 @@ export async function run(argv: string[]): Promise<number> {
       options: {
         env: { type: 'string' }, algorithm: { type: 'string' }, iterations: { type: 'string' }, 'tasks-per-iter': { type: 'string' },
         group: { type: 'string' }, server: { type: 'string' }, out: { type: 'string' }, params: { type: 'string' }, seed: { type: 'string' },
-        concurrency: { type: 'string' }, temperature: { type: 'string' }, 'available-actions': { type: 'boolean' }, lr: { type: 'string' },
+        concurrency: { type: 'string' }, temperature: { type: 'string' }, 'top-p': { type: 'string' }, 'top-k': { type: 'string' }, 'available-actions': { type: 'boolean' }, lr: { type: 'string' },
         epochs: { type: 'string' }, minibatch: { type: 'string' }, 'gamma-traj': { type: 'string' }, 'ent-coef': { type: 'string' },
         'data-dir': { type: 'string' }, 'base-model-dir': { type: 'string' }, 'api-key': { type: 'string' }, 'max-minutes': { type: 'string' }, quiet: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
@@ -111,7 +111,7 @@ export async function run(argv: string[]): Promise<number> {
       group: intOpt('group', values.group, 8, 1),
       seed: intOpt('seed', values.seed, 0),
       concurrency: intOpt('concurrency', values.concurrency, 32, 1),
-      sampling: { temperature, topP: 1, topK: 0 },
+      sampling: { temperature, topP: num('top-p', values['top-p'], 1e-9, 1) ?? 1, topK: intOpt('top-k', values['top-k'], 0, 0) },
       availableActions: values['available-actions'] ?? false,
       hyperparameters: hyper,
       server: values.server ?? '',
