@@ -64,6 +64,8 @@ export async function buildApp(config: Config, deps: AppDeps): Promise<FastifyIn
       return typeof h === 'string' && REQUEST_ID.test(h) ? h : randomUUID();
     },
     return503OnClosing: true,
+    // X-Forwarded-* only from the configured gateway addresses (LAMER_TRUST_PROXY; docs/deploy.md).
+    trustProxy: config.trustProxy.length > 0 ? config.trustProxy : false,
     routerOptions: { maxParamLength: 256 },
   });
   // Bodies are validated as sent (a string "1" is not an integer); path and query strings are

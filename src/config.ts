@@ -6,6 +6,7 @@
  * Sizes are in bytes or characters as named; durations in milliseconds.
  */
 import path from 'node:path';
+import { isIP } from 'node:net';
 import { Cron } from 'croner';
 
 export type EngineKind = 'builtin' | 'test';
@@ -60,6 +61,11 @@ export interface Config {
   maxBatchSize: number;
   /** Directory of the base checkpoint (registered as version `base`). */
   baseModelDir: string;
+  /**
+   * Gateway addresses or CIDR ranges whose `X-Forwarded-For/-Proto/-Host` headers are trusted
+   * (Fastify `trustProxy`; docs/deploy.md). Empty = trust none: `request.ip` is the TCP peer.
+   */
+  trustProxy: string[];
   /** An active session without a step for this long becomes `expired`, seconds; 0 = never. */
   sessionIdleTtlSeconds: number;
   /** Automatic training jobs (issue 5 item 5; src/training/scheduler.ts). */
@@ -207,6 +213,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       maxQueuedSteps: int(env, 'LAMER_MAX_QUEUED_STEPS', 1024, 0, 1_000_000),
       overloadRetryAfterSeconds: int(env, 'LAMER_OVERLOAD_RETRY_AFTER_SECONDS', 1, 1, 3600),
     },
+    trustProxy: parseTrustProxy(env.LAMER_TRUST_PROXY),
     baseModelDir: path.resolve(env.LAMER_BASE_MODEL_DIR && env.LAMER_BASE_MODEL_DIR !== '' ? env.LAMER_BASE_MODEL_DIR : path.join(repoRoot, 'models', 'base')),
   };
 }
@@ -228,6 +235,30 @@ function trainingSchedule(env: Record<string, string | undefined>): TrainingConf
     activate: oneOf(env, 'LAMER_TRAIN_ACTIVATE', 'false', ['true', 'false'] as const) === 'true',
     env: env.LAMER_TRAIN_ENV && env.LAMER_TRAIN_ENV !== '' ? env.LAMER_TRAIN_ENV : null,
   };
+}
+
+/**
+ * LAMER_TRUST_PROXY: comma-separated IPv4/IPv6 addresses or CIDR ranges (`10.0.0.2`,
+ * `10.0.0.0/24`, `fd00::/8`). `true`/`*` are refused on purpose: trusting every peer's
+ * X-Forwarded-For would let any client choose its own address (and its rate-limit bucket).
+ * @throws ConfigError naming the bad entry.
+ */
+export function parseTrustProxy(raw: string | undefined): string[] {
+  if (raw === undefined || raw.trim() === '') return [];
+  return raw.split(',').map((part) => {
+    const entry = part.trim();
+    const [addr, prefix, extra] = entry.split('/');
+    const family = isIP(addr ?? '');
+    const maxPrefix = family === 4 ? 32 : 128;
+    const prefixOk = prefix === undefined || (/^\d{1,3}$/.test(prefix) && Number(prefix) <= maxPrefix);
+    if (family === 0 || !prefixOk || extra !== undefined) {
+      throw new ConfigError(
+        `LAMER_TRUST_PROXY: ${JSON.stringify(entry)} is not an IP address or CIDR range ` +
+          '(expected e.g. "10.0.0.2" or "10.0.0.0/24"; list the gateway addresses, never all clients)',
+      );
+    }
+    return entry;
+  });
 }
 
 /** True when `host` only accepts connections from this machine. */
