@@ -10,7 +10,7 @@ set -euo pipefail
 OUT=${1:?usage: bench/lamer-vs-gigpo.sh OUT_DIR [LAMER_MINUTES]}
 MINUTES=${2:-30}
 BASE=${BASE:-models/sft}
-T=${T:-8}; G=${G:-4}; LR=${LR:-1e-4}  # tasks per iteration, group size, learning rate
+T=${T:-8}; G=${G:-4}; LR=${LR:-5e-5}  # tasks per iteration, group size, learning rate
 # rollout sampling: the eval setting (0.7 / 0.8 / 20); at LaMer's training temperature 1.0 the small
 # SFT model's reflections derail at the first token (see docs/RESULTS.md)
 SAMPLING=(--temperature 0.7 --top-p 0.8 --top-k 20)

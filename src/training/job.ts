@@ -212,6 +212,21 @@ export function lengthBucketedMinibatches(lengths: readonly number[], mbSize: nu
 }
 
 /**
+ * Minibatches of one epoch: SFT groups similar lengths (less padding); RL uses plain shuffled
+ * minibatches, because length buckets put the long reflection turns of LaMer together, and each
+ * Adam step on such a bucket moves the reflections alone in the direction of their (group-centred,
+ * but not batch-centred) advantages: measured on MineSweeper, output entropy rose 0.9 -> 1.4 in
+ * three jobs. Micro-batches still sort by length inside a minibatch, so padding stays small.
+ */
+export function minibatchOrder(bucketed: boolean, lengths: readonly number[], mbSize: number, seed: number): number[][] {
+  if (bucketed) return lengthBucketedMinibatches(lengths, mbSize, seed);
+  const order = shuffled(lengths.length, seed);
+  const out: number[][] = [];
+  for (let k = 0; k < order.length; k += mbSize) out.push(order.slice(k, k + mbSize));
+  return out;
+}
+
+/**
  * Split a minibatch into micro-batches whose padded size (count x longest length) stays within
  * `budget` positions; longest sequences first; every micro-batch has at least one sample.
  */
@@ -308,7 +323,7 @@ export async function runTrainingJob(spec: TrainingJobSpec, samples: readonly Tr
     const metrics: IterationMetrics[] = [];
     let iteration = 0;
     for (let epoch = 0; epoch < epochs; epoch++) {
-      for (const idx of lengthBucketedMinibatches(seqLens, mbSize, (h.seed ?? 0) + epoch)) {
+      for (const idx of minibatchOrder(isSft, seqLens, mbSize, (h.seed ?? 0) + epoch)) {
         checkAbort();
         const tStep = performance.now();
         // gradient accumulation over micro-batches of at most microBatchTokens [B, T] positions;

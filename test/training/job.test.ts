@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TrainingSample } from '../../src/training/data.js';
-import { JobCancelledError, lengthBucketedMinibatches, makeBatch, outputLogprobs, runTrainingJob, splitMicroBatches } from '../../src/training/job.js';
+import { JobCancelledError, lengthBucketedMinibatches, makeBatch, minibatchOrder, outputLogprobs, runTrainingJob, splitMicroBatches } from '../../src/training/job.js';
 import { createModelIO, TinyModel, writeTinyCheckpoint } from './tiny-model.js';
 
 let dir: string;
@@ -156,5 +156,19 @@ describe('outputLogprobs under a token budget', () => {
     expect(capped.map((x) => x.length)).toEqual([1, 2, 2, 1]);
     capped.flat().forEach((x, i) => expect(x).toBeCloseTo(all.flat()[i]!, 6));
     m.dispose();
+  });
+});
+
+describe('minibatchOrder', () => {
+  const lengths = [900, 10, 900, 10, 900, 10, 900, 10];
+  it('RL: shuffled chunks in order of a seeded permutation, lengths mixed', () => {
+    const b = minibatchOrder(false, lengths, 4, 3);
+    expect(b.length).toBe(2);
+    expect(b.flat().sort((x, y) => x - y)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+    expect(minibatchOrder(false, lengths, 4, 3)).toEqual(b);
+    expect(b.map((x) => x.every((i) => lengths[i] === 900))).toEqual([false, false]);
+    // what length buckets do: the four long samples form one minibatch
+    expect(lengthBucketedMinibatches(lengths, 4, 3).map((x) => x.map((i) => lengths[i]).sort().join())).toContain('900,900,900,900');
+    expect(minibatchOrder(true, lengths, 4, 3)).toEqual(lengthBucketedMinibatches(lengths, 4, 3));
   });
 });
