@@ -11,7 +11,7 @@ import { randomUUID } from 'node:crypto';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { Ajv } from 'ajv';
 import type { Config } from './config.js';
-import { invalid } from './agent/problems.js';
+import { ApiProblem, invalid } from './agent/problems.js';
 import type { Database_ } from './db/index.js';
 import type { PolicyEngine } from './policy/engine.js';
 import swagger from './plugins/external/swagger.js';
@@ -43,14 +43,55 @@ export interface AppDeps {
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 /** A number literal with a 3-digit exponent: the only way JSON.parse yields Infinity. */
 const OVERFLOW_CANDIDATE = /\d[eE][+]?\d{3}/;
+/** A `\uD800`-`\uDFFF` escape: the only way JSON.parse yields a lone UTF-16 surrogate. */
+const SURROGATE_CANDIDATE = /\\u[dD][89a-fA-F]/;
 
-/** Path ('body/info/x') of the first non-finite number in a parsed JSON value, or null. */
-function nonFinitePath(v: unknown, path: string): string | null {
-  if (typeof v === 'number') return Number.isFinite(v) ? null : path;
-  if (v === null || typeof v !== 'object') return null;
-  for (const [k, x] of Object.entries(v as Record<string, unknown>)) {
-    const p = nonFinitePath(x, `${path}/${k}`);
-    if (p !== null) return p;
+/** What {@link bodyProblem} checks besides depth. */
+interface BodyChecks {
+  /** Most nesting levels of objects/arrays; the body itself is level 1. */
+  maxDepth: number;
+  /** Look for numbers that overflowed to +-Infinity. */
+  numbers: boolean;
+  /** Look for strings (values and keys) that are not well-formed UTF-16 (a lone surrogate). */
+  strings: boolean;
+  /** Look for `__proto__` keys and `constructor` objects with a `prototype` key. */
+  forbiddenKeys: boolean;
+}
+
+const isWellFormed = (s: string): boolean => (s as unknown as { isWellFormed(): boolean }).isWellFormed();
+
+/**
+ * The first problem of a parsed JSON body, as a 400 validation problem naming its path
+ * ('body/info/x'), or null. Walks iteratively (an explicit stack), so a body nested deeper than
+ * the call stack allows is reported, not a RangeError: nesting beyond `maxDepth` levels, a
+ * non-finite number, a lone surrogate, a forbidden prototype key.
+ */
+function bodyProblem(root: unknown, checks: BodyChecks): ApiProblem | null {
+  const stack: Array<[value: unknown, path: string, depth: number]> = [[root, 'body', 1]];
+  while (stack.length > 0) {
+    const [v, path, depth] = stack.pop()!;
+    if (typeof v === 'number') {
+      if (checks.numbers && !Number.isFinite(v)) return invalid(path, 'must be a finite number');
+      continue;
+    }
+    if (typeof v === 'string') {
+      if (checks.strings && !isWellFormed(v)) return invalid(path, 'contains a lone UTF-16 surrogate (not valid Unicode text)');
+      continue;
+    }
+    if (v === null || typeof v !== 'object') continue;
+    if (depth > checks.maxDepth) return invalid(path, `is nested deeper than ${checks.maxDepth} levels (LAMER_MAX_JSON_DEPTH)`);
+    const entries = Array.isArray(v) ? v.map((x, i) => [String(i), x] as const) : Object.entries(v as Record<string, unknown>);
+    for (let i = entries.length - 1; i >= 0; i--) {
+      const [k, x] = entries[i]!;
+      const p = `${path}/${k}`;
+      if (checks.strings && !isWellFormed(k)) return invalid(p, 'key contains a lone UTF-16 surrogate (not valid Unicode text)');
+      if (checks.forbiddenKeys && (k === '__proto__' || (k === 'constructor' && x !== null && typeof x === 'object' && 'prototype' in x))) {
+        return new ApiProblem(400, 'bad-request', 'Bad Request', `${p} is a forbidden key (prototype poisoning)`, {
+          errors: [{ field: p, message: 'is a forbidden key' }],
+        });
+      }
+      stack.push([x, p, depth + 1]);
+    }
   }
   return null;
 }
@@ -76,17 +117,35 @@ export async function buildApp(config: Config, deps: AppDeps): Promise<FastifyIn
   app.setValidatorCompiler(({ schema, httpPart }) =>
     (httpPart === 'body' ? ajvBody : ajvCoerce).compile(schema as object),
   );
-  // JSON bodies: Fastify's parser (rejects __proto__/constructor poisoning), then a check that no
-  // number overflowed to Infinity (e.g. 1e400 anywhere, also inside free-form `info`/`metadata`).
+  // JSON bodies: Fastify's parser (rejects __proto__/constructor poisoning), then one iterative
+  // walk: nesting depth (LAMER_MAX_JSON_DEPTH), numbers that overflowed to Infinity (1e400), lone
+  // UTF-16 surrogates ("\ud800"), anywhere, also inside free-form `info`/`metadata`.
   const jsonParser = app.getDefaultJsonParser('error', 'error');
+  const maxDepth = config.limits.jsonDepth;
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, raw, done) => {
     const body = typeof raw === 'string' ? raw : raw.toString('utf8');
     jsonParser(req, body, (err: Error | null, value?: unknown) => {
-      if (err) return done(err, undefined);
-      if (OVERFLOW_CANDIDATE.test(body)) {
-        const where = nonFinitePath(value, 'body');
-        if (where !== null) return done(invalid(where, 'must be a finite number'), undefined);
+      if (err) {
+        // Valid JSON refused by the parser: a forbidden key; say which.
+        if ((err as { code?: string }).code === 'FST_ERR_CTP_INVALID_JSON_BODY') {
+          let plain: unknown;
+          try {
+            plain = JSON.parse(body);
+          } catch {
+            return done(err, undefined);
+          }
+          const p = bodyProblem(plain, { maxDepth: Infinity, numbers: false, strings: false, forbiddenKeys: true });
+          if (p) return done(p, undefined);
+        }
+        return done(err, undefined);
       }
+      const p = bodyProblem(value, {
+        maxDepth,
+        numbers: OVERFLOW_CANDIDATE.test(body),
+        strings: SURROGATE_CANDIDATE.test(body),
+        forbiddenKeys: false,
+      });
+      if (p) return done(p, undefined);
       done(null, value);
     });
   });

@@ -44,6 +44,8 @@ export interface Limits {
   defaultMaxSteps: number;
   /** Max characters of a reflection (kept in memory; longer ones are cut). LAMER.md §1: 2000. */
   reflectionChars: number;
+  /** Max nesting depth of a JSON request body (objects and arrays; the body itself is depth 1). */
+  jsonDepth: number;
 }
 
 export interface Config {
@@ -125,6 +127,7 @@ export const defaultLimits: Limits = {
   maxStepsCap: 1000,
   defaultMaxSteps: 20,
   reflectionChars: 2000,
+  jsonDepth: 64,
 };
 
 const repoRoot = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
@@ -189,6 +192,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     maxStepsCap: int(env, 'LAMER_MAX_STEPS_CAP', defaultLimits.maxStepsCap, 1, 1_000_000),
     defaultMaxSteps: int(env, 'LAMER_DEFAULT_MAX_STEPS', defaultLimits.defaultMaxSteps, 1, 1_000_000),
     reflectionChars: int(env, 'LAMER_MAX_REFLECTION_CHARS', defaultLimits.reflectionChars, 1, 1 << 20),
+    jsonDepth: int(env, 'LAMER_MAX_JSON_DEPTH', defaultLimits.jsonDepth, 4, 1000),
   };
   if (limits.defaultMaxSteps > limits.maxStepsCap) {
     throw new ConfigError(`LAMER_DEFAULT_MAX_STEPS=${limits.defaultMaxSteps} exceeds LAMER_MAX_STEPS_CAP=${limits.maxStepsCap}`);

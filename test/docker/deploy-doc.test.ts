@@ -42,6 +42,7 @@ describe('docs/deploy.md configuration table', () => {
       LAMER_MAX_AVAILABLE_ACTIONS: c.limits.availableActions,
       LAMER_MAX_ACTION_CHARS: c.limits.actionChars,
       LAMER_MAX_BATCH_ITEMS: c.limits.batchItems,
+      LAMER_MAX_JSON_DEPTH: c.limits.jsonDepth,
       LAMER_MAX_ATTEMPTS: c.limits.maxAttempts,
       LAMER_MAX_STEPS_CAP: c.limits.maxStepsCap,
       LAMER_DEFAULT_MAX_STEPS: c.limits.defaultMaxSteps,

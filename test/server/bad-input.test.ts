@@ -21,6 +21,7 @@ beforeAll(async () => {
       maxStepsCap: 50,
       defaultMaxSteps: 10,
       reflectionChars: 2000,
+      jsonDepth: 64,
     },
   });
   id = (await s.call('POST', '/v1/sessions', { taskId: 't', instructions: 'x' })).body.id;
