@@ -32,6 +32,11 @@ import trainingRoutes from './routes/api/training/index.js';
 declare module 'fastify' {
   interface FastifyInstance {
     config: Config;
+    /**
+     * Start shutting down: from now on every new request is answered 503 `shutting-down` (with
+     * `Retry-After` and `connection: close`); requests already past `onRequest` finish.
+     */
+    beginShutdown(): void;
   }
 }
 
@@ -104,7 +109,8 @@ export async function buildApp(config: Config, deps: AppDeps): Promise<FastifyIn
       const h = req.headers['x-request-id'];
       return typeof h === 'string' && REQUEST_ID.test(h) ? h : randomUUID();
     },
-    return503OnClosing: true,
+    // Our onRequest hook answers 503 `shutting-down` (problem+json, Retry-After) while closing.
+    return503OnClosing: false,
     // X-Forwarded-* only from the configured gateway addresses (LAMER_TRUST_PROXY; docs/deploy.md).
     trustProxy: config.trustProxy.length > 0 ? config.trustProxy : false,
     routerOptions: { maxParamLength: 256 },
@@ -151,14 +157,31 @@ export async function buildApp(config: Config, deps: AppDeps): Promise<FastifyIn
   });
   app.decorate('config', config);
   let closing = false;
+  app.decorate('beginShutdown', () => {
+    closing = true;
+  });
   app.addHook('preClose', async () => {
     closing = true;
   });
   app.addHook('onRequest', async (req, reply) => {
     reply.header('x-request-id', req.id);
-    // While shutting down, ask keep-alive clients to reconnect (elsewhere) after this answer.
-    if (closing) reply.header('connection', 'close');
+    if (closing) {
+      // Ask keep-alive clients to reconnect (elsewhere) after this answer.
+      reply.header('connection', 'close');
+      throw new ApiProblem(503, 'shutting-down', 'Service Unavailable', 'the server is shutting down; send the same request again (to another instance)', {
+        retryAfterSeconds: config.protection.overloadRetryAfterSeconds,
+      });
+    }
   });
+  // Content-encoded bodies (gzip, br, ...) are not decoded: refuse them instead of parsing bytes.
+  app.addHook('preParsing', async (req) => {
+    const enc = req.headers['content-encoding'];
+    if (enc !== undefined && enc.trim().toLowerCase() !== 'identity') {
+      throw new ApiProblem(415, 'unsupported-media-type', 'Unsupported Media Type', `content-encoding ${enc} is not supported; send the body uncompressed`);
+    }
+  });
+  // text/plain is not JSON: 415 like any other non-JSON type (Fastify parses it as a string by default).
+  app.removeContentTypeParser('text/plain');
 
   await app.register(errors);
   await app.register(metricsPlugin, { metrics: createMetrics() });

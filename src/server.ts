@@ -56,14 +56,23 @@ export async function startServer(overrides: Partial<Config> = {}): Promise<Runn
 
 /** Longest wait for in-flight requests at shutdown before connections are cut, ms. */
 const SHUTDOWN_GRACE_MS = 10_000;
+/** At shutdown, time given to read requests whose bytes arrived but were not read yet, ms. */
+const SHUTDOWN_READ_MS = 100;
 
 /**
- * Stop accepting, let in-flight requests finish (their steps commit), then close the engine and
+ * Answer new requests 503 `shutting-down` and read what is pending (SHUTDOWN_READ_MS), stop
+ * accepting, let in-flight requests finish (their steps commit), then close the engine and
  * the database (onClose hooks). Keep-alive connections that go idle during the wait are closed as
  * they do (Node closes only those idle at the moment `close()` starts); after
  * SHUTDOWN_GRACE_MS every connection is cut.
  */
 async function closeGracefully(app: FastifyInstance): Promise<void> {
+  // New requests get 503 `shutting-down`. Requests whose bytes are already in the socket buffers
+  // (the event loop may have been busy in a forward pass) are read and answered during a few
+  // event-loop turns, before idle-looking connections are closed (which would reset them).
+  app.beginShutdown();
+  for (let i = 0; i < 3; i++) await new Promise((r) => setImmediate(r));
+  await new Promise((r) => setTimeout(r, SHUTDOWN_READ_MS));
   const idle = setInterval(() => app.server.closeIdleConnections(), 50);
   const hard = setTimeout(() => app.server.closeAllConnections(), SHUTDOWN_GRACE_MS);
   idle.unref();

@@ -20,6 +20,7 @@ export type ProblemKind =
   | 'rate-limited'
   | 'too-many-sessions'
   | 'overloaded'
+  | 'shutting-down'
   | 'engine-unavailable'
   | 'internal';
 

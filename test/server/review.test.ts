@@ -3,7 +3,8 @@
  * surrogates, forbidden keys, content encodings and types, cursors, over-long paths and headers,
  * batch items validated one by one, step metrics. Each case failed before its fix.
  */
-import http from 'node:http';
+import { spawn } from 'node:child_process';
+import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { countRows, startTestServer, type TestServer } from './helpers.js';
 
@@ -50,12 +51,12 @@ describe('JSON nesting depth (LAMER_MAX_JSON_DEPTH, default 64)', () => {
 });
 
 describe('lone UTF-16 surrogates', () => {
-  it.each([
+  it.each<[string, () => string, string, string]>([
     ['observation', () => `/v1/sessions/${id}/steps`, '{"attempt":0,"step":1,"observation":"a\\ud800b"}', 'body/observation'],
     ['available action', () => `/v1/sessions/${id}/steps`, '{"attempt":0,"step":1,"observation":"o","availableActions":["x","\\udc00"]}', 'body/availableActions/1'],
     ['instructions', () => '/v1/sessions', '{"taskId":"t","instructions":"\\ud83d"}', 'body/instructions'],
     ['reflection text', () => `/v1/sessions/${id}/memory/0`, '{"text":"ok \\udfff"}', 'body/text'],
-  ] as const)('%s -> 400 naming the field', async (_name, path, body, field) => {
+  ])('%s -> 400 naming the field', async (_name, path, body, field) => {
     const r = await s.call(_name === 'reflection text' ? 'PUT' : 'POST', path(), body);
     expect(r.status).toBe(400);
     expect(r.body.type).toBe(VALIDATION);
@@ -81,5 +82,76 @@ describe('clearer errors', () => {
     const r = await s.call('POST', '/v1/sessions', '{"taskId":"t","instructions":"x","metadata":{"constructor":{"prototype":{}}}}');
     expect(r.status).toBe(400);
     expect(r.body.detail).toBe('body/metadata/constructor is a forbidden key (prototype poisoning)');
+  });
+});
+
+describe('content encodings and types, methods', () => {
+  it('content-encoding: gzip -> 415 saying encodings are not supported', async () => {
+    const r = await s.call('POST', '/v1/sessions', { taskId: 't', instructions: 'x' }, { 'content-encoding': 'gzip' });
+    expect(r.status).toBe(415);
+    expect(r.body.type).toBe('https://lamer-server.dev/problems/unsupported-media-type');
+    expect(r.body.detail).toBe('content-encoding gzip is not supported; send the body uncompressed');
+  });
+
+  it('content-type: text/plain with a JSON body -> 415', async () => {
+    const r = await s.call('POST', '/v1/sessions', JSON.stringify({ taskId: 't', instructions: 'x' }), { 'content-type': 'text/plain' });
+    expect(r.status).toBe(415);
+    expect(r.body.type).toBe('https://lamer-server.dev/problems/unsupported-media-type');
+  });
+});
+
+/** Raw HTTP/1.1 exchange on one socket: the whole answer text until the server closes. */
+function rawExchange(port: number, onConnected: (sock: import('node:net').Socket) => void): Promise<{ text: string; error: string | null }> {
+  return new Promise((resolve) => {
+    const sock = net.connect(port, '127.0.0.1', () => onConnected(sock));
+    let text = '';
+    sock.on('data', (d) => (text += d.toString('utf8')));
+    sock.on('error', (e) => resolve({ text, error: (e as NodeJS.ErrnoException).code ?? e.message }));
+    sock.on('close', () => resolve({ text, error: null }));
+  });
+}
+
+describe('graceful shutdown', () => {
+  it('a request whose bytes arrived just before close gets 503 shutting-down problem+json with Retry-After, not a reset', async () => {
+    const t = await startTestServer();
+    const port = Number(new URL(t.url).port);
+    const req = 'GET /v1/sessions HTTP/1.1\r\nhost: x\r\n\r\n';
+    let closed: Promise<void> | undefined;
+    const answer = await rawExchange(port, (sock) => {
+      // Connected and idle; then the request bytes reach the server in the same turn as close().
+      setTimeout(() => {
+        sock.write(req);
+        const until = Date.now() + 30;
+        while (Date.now() < until); // the event loop is busy (a forward pass): the bytes wait unread
+        closed = t.close();
+      }, 50);
+    });
+    await closed;
+    expect(answer.error).toBeNull();
+    expect(answer.text).toMatch(/^HTTP\/1\.1 503 /);
+    expect(answer.text).toMatch(/content-type: application\/problem\+json/i);
+    expect(answer.text).toMatch(/retry-after: 1\r\n/i);
+    expect(answer.text).toContain('"type":"https://lamer-server.dev/problems/shutting-down"');
+  });
+
+  it('a connection still in the accept backlog (event loop busy) at close gets the 503 answer, not a reset', async () => {
+    const t = await startTestServer();
+    const port = Number(new URL(t.url).port);
+    // A client in another process connects and sends a request while this process is busy.
+    const client = spawn(process.execPath, ['-e', `
+      const s = require('node:net').connect(${port}, '127.0.0.1', () => { s.write('GET /healthz HTTP/1.1\\r\\nhost: x\\r\\n\\r\\n'); console.log('SENT'); });
+      let t = ''; s.on('data', (d) => t += d); s.on('error', (e) => { console.log('ERROR ' + e.code); });
+      s.on('close', () => console.log('ANSWER ' + t.split('\\r\\n')[0]));
+    `]);
+    let out = '';
+    client.stdout.on('data', (d) => (out += d));
+    const exited = new Promise((r) => client.once('exit', r));
+    // Busy until the client has sent (its bytes sit in the backlog, unread), then close.
+    const until = Date.now() + 1500;
+    while (Date.now() < until);
+    await t.close();
+    await exited;
+    expect(out).not.toContain('ERROR');
+    expect(out).toContain('ANSWER HTTP/1.1 503 Service Unavailable');
   });
 });
