@@ -15,7 +15,7 @@ import { ApiProblem, invalid } from './agent/problems.js';
 import type { Database_ } from './db/index.js';
 import type { PolicyEngine } from './policy/engine.js';
 import swagger from './plugins/external/swagger.js';
-import errors from './plugins/app/errors.js';
+import errors, { clientErrorProblem, frameworkErrorProblem } from './plugins/app/errors.js';
 import authentication from './plugins/app/authentication.js';
 import metricsPlugin, { createMetrics } from './plugins/app/metrics.js';
 import protection from './plugins/app/protection.js';
@@ -114,6 +114,9 @@ export async function buildApp(config: Config, deps: AppDeps): Promise<FastifyIn
     // X-Forwarded-* only from the configured gateway addresses (LAMER_TRUST_PROXY; docs/deploy.md).
     trustProxy: config.trustProxy.length > 0 ? config.trustProxy : false,
     routerOptions: { maxParamLength: 256 },
+    // Router and HTTP-parser errors (414 long path parameter, 431 huge headers) as problem+json too.
+    frameworkErrors: frameworkErrorProblem,
+    clientErrorHandler: clientErrorProblem,
   });
   // Bodies are validated as sent (a string "1" is not an integer); path and query strings are
   // coerced to the schema's types (they are always strings on the wire).

@@ -83,7 +83,7 @@ const cases: Case[] = [
   ['batch too many items', 'POST', () => '/v1/steps:batch', { items: Array.from({ length: 5 }, () => ({ sessionId: id, attempt: 0, step: 1, observation: 'o' })) }, 400, 'body/items'],
   ['batch item without sessionId', 'POST', () => '/v1/steps:batch', { items: [{ attempt: 0, step: 1, observation: 'o' }] }, 400, 'body/items/0/sessionId'],
   ['unknown route', 'GET', () => '/v2/sessions', undefined, 404],
-  ['wrong method', 'PATCH', () => `/v1/sessions/${id}`, {}, 404],
+  ['wrong method', 'PATCH', () => `/v1/sessions/${id}`, {}, 405],
 ];
 
 describe('bad input', () => {

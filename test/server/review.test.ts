@@ -155,3 +155,39 @@ describe('graceful shutdown', () => {
     expect(out).toContain('ANSWER HTTP/1.1 503 Service Unavailable');
   });
 });
+
+describe('answers from the router and the HTTP parser are problem+json', () => {
+  it('a path parameter over 256 characters -> 414 uri-too-long', async () => {
+    const r = await s.call('GET', `/v1/sessions/${'x'.repeat(300)}`);
+    expect(r.status).toBe(414);
+    expect(r.type).toContain('application/problem+json');
+    expect(r.body.type).toBe('https://lamer-server.dev/problems/uri-too-long');
+    expect(r.body.status).toBe(414);
+    expect(r.body.title).toBe('URI Too Long');
+  });
+
+  it('a 20 KB query string -> 431 header-too-large', async () => {
+    const r = await s.call('GET', `/v1/sessions?taskId=${'x'.repeat(20_000)}`);
+    expect(r.status).toBe(431);
+    expect(r.type).toContain('application/problem+json');
+    expect(r.body.type).toBe('https://lamer-server.dev/problems/header-too-large');
+    expect(r.body.status).toBe(431);
+  });
+
+  it('a 20 KB header -> 431 header-too-large', async () => {
+    const r = await s.call('GET', '/v1/sessions', undefined, { 'x-pad': 'y'.repeat(20_000) });
+    expect(r.status).toBe(431);
+    expect(r.body.type).toBe('https://lamer-server.dev/problems/header-too-large');
+  });
+
+  it('a known path with the wrong method -> 405 method-not-allowed with Allow', async () => {
+    const r = await s.call('PUT', `/v1/sessions/${id}`, {});
+    expect(r.status).toBe(405);
+    expect(r.body.type).toBe('https://lamer-server.dev/problems/method-not-allowed');
+    expect(r.headers.get('allow')).toBe('DELETE, GET, HEAD');
+    const batch = await s.call('GET', '/v1/steps:batch');
+    expect(batch.status).toBe(405);
+    expect(batch.headers.get('allow')).toBe('POST');
+    expect((await s.call('GET', '/v1/nothing-here')).status).toBe(404);
+  });
+});

@@ -5,7 +5,8 @@
  * detail does not leak internals; it is logged with the request id.
  */
 import fp from 'fastify-plugin';
-import type { FastifyError, FastifyInstance } from 'fastify';
+import type { Duplex } from 'node:stream';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiProblem, PROBLEM_BASE, type FieldError, type ProblemKind } from '../../agent/problems.js';
 
 /** Seconds for the `Retry-After` header of a thrown problem, or null (ApiProblem extras only). */
@@ -86,6 +87,52 @@ export function toProblem(err: unknown, instance: string, requestId?: string): P
   return doc(500, 'internal', 'Internal Server Error', 'internal error; see the server log for this request id', instance, requestId);
 }
 
+/**
+ * Fastify `frameworkErrors`: router errors raised before any route runs, as problem+json
+ * (FST_ERR_MAX_PARAM_LENGTH: a path parameter longer than `maxParamLength` -> 414 `uri-too-long`;
+ * FST_ERR_BAD_URL: an undecodable path -> 400 `bad-request`).
+ */
+export function frameworkErrorProblem(err: FastifyError, req: FastifyRequest, reply: FastifyReply): void {
+  const path = req.url.split('?')[0];
+  const p =
+    err.code === 'FST_ERR_MAX_PARAM_LENGTH'
+      ? doc(414, 'uri-too-long', 'URI Too Long', `a path parameter of ${path} is longer than 256 characters`, req.url, req.id)
+      : err.code === 'FST_ERR_BAD_URL'
+        ? doc(400, 'bad-request', 'Bad Request', `${path} is not a valid URL path`, req.url, req.id)
+        : toProblem(err, req.url, req.id);
+  req.log.info({ problem: p.type, status: p.status }, 'request rejected');
+  reply.header('x-request-id', req.id).code(p.status).type('application/problem+json').send(p);
+}
+
+/**
+ * Fastify `clientErrorHandler`: a request Node's HTTP parser refused (no route ran), answered as
+ * problem+json on the raw socket, which is then closed: HPE_HEADER_OVERFLOW (headers, request line
+ * or query string beyond Node's 16 KiB header limit) -> 431 `header-too-large`; a request
+ * timeout -> 408 `request-timeout`; anything else -> 400 `bad-request`.
+ */
+export function clientErrorProblem(err: NodeJS.ErrnoException, socket: Duplex): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const p =
+    err.code === 'HPE_HEADER_OVERFLOW'
+      ? doc(431, 'header-too-large', 'Request Header Fields Too Large', 'the request line and headers are larger than 16 KiB (a long query string counts)', '')
+      : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? doc(408, 'request-timeout', 'Request Timeout', 'the request was not received in time', '')
+        : doc(400, 'bad-request', 'Bad Request', 'the request is not valid HTTP/1.1', '');
+  if (socket.writable) {
+    const body = JSON.stringify(p);
+    socket.write(
+      `HTTP/1.1 ${p.status} ${p.title}\r\ncontent-type: application/problem+json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy(err);
+}
+
+/** A Fastify route URL (`/v1/sessions/:id`, `/v1/steps::batch`) as a regexp over request paths. */
+function routePattern(url: string): RegExp {
+  const parts = url.split('::').map((seg) => seg.replace(/[.+?^${}()|[\]\\]/g, '\\$&').replace(/:[A-Za-z0-9_]+/g, '[^/]+'));
+  return new RegExp(`^${parts.join(':')}/?$`);
+}
+
 export default fp(
   async function errors(app: FastifyInstance) {
     app.setErrorHandler((err, req, reply) => {
@@ -97,8 +144,22 @@ export default fp(
       if (retryAfter !== null) reply.header('retry-after', String(retryAfter));
       reply.code(p.status).type('application/problem+json').send(p);
     });
+    // Route patterns by method, to tell 405 (known path, other method) from 404.
+    const routes: Array<{ re: RegExp; methods: string[] }> = [];
+    app.addHook('onRoute', (r) => {
+      if (r.url.includes('*')) return;
+      const methods = (Array.isArray(r.method) ? r.method : [r.method]).map(String);
+      routes.push({ re: routePattern(r.url), methods });
+    });
     app.setNotFoundHandler((req, reply) => {
-      const p = doc(404, 'not-found', 'Not Found', `no route ${req.method} ${req.url.split('?')[0]}`, req.url, req.id);
+      const path = req.url.split('?')[0]!;
+      const allow = [...new Set(routes.filter((r) => r.re.test(path)).flatMap((r) => r.methods))].sort();
+      if (allow.length > 0) {
+        const p = doc(405, 'method-not-allowed', 'Method Not Allowed', `${req.method} is not allowed on ${path}; allowed: ${allow.join(', ')}`, req.url, req.id);
+        reply.code(405).header('allow', allow.join(', ')).type('application/problem+json').send(p);
+        return;
+      }
+      const p = doc(404, 'not-found', 'Not Found', `no route ${req.method} ${path}`, req.url, req.id);
       reply.code(404).type('application/problem+json').send(p);
     });
   },
