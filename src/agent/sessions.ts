@@ -178,6 +178,9 @@ export function stepHash(b: StepInput): string {
   return createHash('sha256').update(canonicalJson(norm)).digest('hex');
 }
 
+/** Shape of a session id (see newSessionId). */
+export const SESSION_ID = /^ses_[0-9a-z]{9}[0-9a-f]{12}$/;
+
 /** Time-ordered session id: `ses_` + 9 base-36 digits of ms + 12 hex random. */
 export function newSessionId(now = Date.now()): string {
   return `ses_${now.toString(36).padStart(9, '0')}${randomBytes(6).toString('hex')}`;
@@ -314,8 +317,16 @@ export class SessionService {
     return this.view(row, this.reflectionRows(id));
   }
 
-  /** Newest first; `cursor` is the last id of the previous page. */
+  /**
+   * Newest first; `cursor` is the last id of the previous page. Throws 400 `validation` naming
+   * `querystring/cursor` when the cursor is not the id of one of the tenant's sessions (a garbage
+   * or tampered cursor would otherwise read as the end of the list).
+   */
   list(tenant: string, f: SessionFilters, limit: number, cursor?: string): { items: SessionView[]; nextCursor: string | null } {
+    if (cursor !== undefined) {
+      const at = SESSION_ID.test(cursor) ? this.hot.session(cursor) : undefined;
+      if (!at || at.tenant !== tenant) throw invalid('querystring/cursor', 'is not a cursor from a previous page (nextCursor)');
+    }
     const conds: SQL[] = [eq(sessions.tenant, tenant)];
     if (f.status) conds.push(eq(sessions.status, f.status));
     if (f.taskId) conds.push(eq(sessions.taskId, f.taskId));

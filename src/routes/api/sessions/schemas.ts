@@ -78,7 +78,7 @@ export const ListQuery = Type.Object(
     mode: Type.Optional(StringEnum(MODES)),
     modelVersion: Type.Optional(Type.String({ maxLength: 256 })),
     limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200, default: 50 })),
-    cursor: Type.Optional(Type.String({ maxLength: 64 })),
+    cursor: Type.Optional(Type.String({ maxLength: 64, pattern: '^ses_[0-9a-z]{9}[0-9a-f]{12}$', description: 'nextCursor of the previous page' })),
   },
   { additionalProperties: false },
 );
