@@ -8,18 +8,16 @@
  * server started in-process (port 0, a temporary data dir) when no URL is given; 'random' and
  * 'solver' are the reference policies, played locally with the same metrics (src/eval/harness.ts).
  */
-import { parseArgs } from 'node:util';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import cliProgress from 'cli-progress';
-import { ENV_KINDS, type EnvKind } from '../envs/index.js';
-import { runEval, PAPER_EVAL_SAMPLING, type EvalPolicy, type EvalReport } from '../eval/harness.js';
-import { intOpt } from './demos.js';
+import { runEval, checkServer, EvalAbortError, PAPER_EVAL_SAMPLING, type EvalPolicy, type EvalReport } from '../eval/harness.js';
+import { checkOutPath, choiceOpt, envOpt, intOpt, numOpt, parseCommand, usageError, UsageError } from './args.js';
 
 const HELP = `usage: lamer eval --env minesweeper|sokoban [options]
 
-  --env NAME           minesweeper | sokoban (required)
+  --env NAME           minesweeper | sokoban, or a sized name such as minesweeper-4x4-2 (required)
   --tasks N            held-out tasks (default 128)
   --attempts K         attempts per session, pass@1..K (default 3)
   --concurrency C      sessions in flight (default 8)
@@ -36,15 +34,9 @@ const HELP = `usage: lamer eval --env minesweeper|sokoban [options]
   --independent-attempts  each attempt its own single-attempt session (no reflection, no memory):
                        independent retries, as the paper evaluates single-attempt baselines
   --model-version V    pin a model version
-  --params JSON        env parameters, e.g. '{"mines":5}'
+  --params JSON        env parameters, e.g. '{"mines":5}' (minesweeper: rows, cols, mines;
+                       sokoban: rows, cols, boxes, minMoves, maxMoves)
   --quiet              no progress bar`;
-
-function numOpt(name: string, v: string | undefined, def: number, lo: number, hi: number): number {
-  if (v === undefined) return def;
-  const n = Number(v);
-  if (!Number.isFinite(n) || n < lo || n > hi) throw new Error(`--${name} must be a number in [${lo}, ${hi}], got '${v}'`);
-  return n;
-}
 
 /** The printed summary of a report. */
 export function formatReport(r: EvalReport): string {
@@ -62,46 +54,23 @@ export function formatReport(r: EvalReport): string {
 }
 
 export async function run(argv: string[]): Promise<number> {
-  let values;
-  try {
-    values = parseArgs({
-      args: argv,
-      options: {
-        env: { type: 'string' }, tasks: { type: 'string' }, attempts: { type: 'string' }, concurrency: { type: 'string' },
-        seed: { type: 'string' }, out: { type: 'string' }, policy: { type: 'string' }, server: { type: 'string' },
-        'api-key': { type: 'string' }, engine: { type: 'string' }, trials: { type: 'string' }, 'max-steps': { type: 'string' },
-        temperature: { type: 'string' }, 'top-p': { type: 'string' }, 'top-k': { type: 'string' },
-        'available-actions': { type: 'boolean' }, 'independent-attempts': { type: 'boolean' }, 'model-version': { type: 'string' }, params: { type: 'string' },
-        quiet: { type: 'boolean' }, help: { type: 'boolean', short: 'h' },
-      },
-      strict: true,
-    }).values;
-  } catch (e) {
-    console.error(`lamer eval: ${(e as Error).message}\n\n${HELP}`);
-    return 2;
-  }
-  if (values.help) {
-    console.log(HELP);
-    return 0;
-  }
+  const parsed = parseCommand('eval', argv, {
+    env: { type: 'string' }, tasks: { type: 'string' }, attempts: { type: 'string' }, concurrency: { type: 'string' },
+    seed: { type: 'string' }, out: { type: 'string' }, policy: { type: 'string' }, server: { type: 'string' },
+    'api-key': { type: 'string' }, engine: { type: 'string' }, trials: { type: 'string' }, 'max-steps': { type: 'string' },
+    temperature: { type: 'string' }, 'top-p': { type: 'string' }, 'top-k': { type: 'string' },
+    'available-actions': { type: 'boolean' }, 'independent-attempts': { type: 'boolean' }, 'model-version': { type: 'string' }, params: { type: 'string' },
+    quiet: { type: 'boolean' },
+  }, HELP);
+  if ('code' in parsed) return parsed.code;
+  const values = parsed.values;
   let opts;
   let engine: 'builtin' | 'test';
   try {
-    const env = values.env as EnvKind;
-    if (!ENV_KINDS.includes(env)) throw new Error(`--env must be one of ${ENV_KINDS.join(', ')}, got '${values.env ?? ''}'`);
-    const policy = (values.policy ?? 'model') as EvalPolicy;
-    if (!['model', 'random', 'solver'].includes(policy)) throw new Error(`--policy must be model, random or solver, got '${values.policy}'`);
-    engine = (values.engine ?? 'builtin') as 'builtin' | 'test';
-    if (!['builtin', 'test'].includes(engine)) throw new Error(`--engine must be builtin or test, got '${values.engine}'`);
-    if (values.server !== undefined && !/^https?:\/\/\S+$/.test(values.server)) throw new Error(`--server must be an http(s) URL, got '${values.server}'`);
-    let params = {};
-    if (values.params) {
-      try {
-        params = JSON.parse(values.params);
-      } catch {
-        throw new Error(`--params must be JSON, got '${values.params}'`);
-      }
-    }
+    const { kind: env, params } = envOpt(values.env, values.params);
+    const policy = choiceOpt<EvalPolicy>('policy', values.policy, ['model', 'random', 'solver'], 'model');
+    engine = choiceOpt('engine', values.engine, ['builtin', 'test'] as const, 'builtin');
+    if (values.server !== undefined && !/^https?:\/\/\S+$/.test(values.server)) throw new UsageError(`--server must be an http(s) URL, got '${values.server}'`);
     opts = {
       env, policy, params,
       tasks: intOpt('tasks', values.tasks, 128, 1),
@@ -121,12 +90,20 @@ export async function run(argv: string[]): Promise<number> {
       independentAttempts: values['independent-attempts'] ?? false,
       modelVersion: values['model-version'],
     };
-    if (opts.seed + opts.tasks > 2 ** 32 - 1e9) throw new Error('--seed + --tasks exceeds the eval seed range');
+    if (opts.seed + opts.tasks > 2 ** 32 - 1e9) throw new UsageError('--seed + --tasks exceeds the eval seed range');
+    if (values.out !== undefined) checkOutPath('out', values.out);
   } catch (e) {
-    console.error(`lamer eval: ${(e as Error).message}`);
-    return 2;
+    return usageError('eval', e);
   }
 
+  if (opts.policy === 'model' && opts.server) {
+    try {
+      await checkServer(opts.server);
+    } catch (e) {
+      console.error(`lamer eval: ${(e as Error).message}`);
+      return 1;
+    }
+  }
   let inProcess: { close(): Promise<void>; dir: string } | null = null;
   if (opts.policy === 'model' && !opts.server) {
     const dir = mkdtempSync(join(tmpdir(), 'lamer-eval-'));
@@ -162,6 +139,11 @@ export async function run(argv: string[]): Promise<number> {
       console.log(`wrote ${values.out}`);
     }
     return report.metrics.errors === report.metrics.sessions && report.metrics.sessions > 0 ? 1 : 0;
+  } catch (e) {
+    bar?.stop();
+    if (!(e instanceof EvalAbortError)) throw e;
+    console.error(`lamer eval: ${e.message}`);
+    return 1;
   } finally {
     bar?.stop();
     if (inProcess) {

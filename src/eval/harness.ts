@@ -95,7 +95,66 @@ export function canonicalAction(kind: EnvKind, action: string): string {
   return m.length ? m.join(',') : 'invalid';
 }
 
-/** Run an evaluation. @throws RangeError for bad options; HTTP failures are recorded per session. */
+/** An HTTP answer that was not 2xx (after retries for 429/503). */
+export class HttpError extends Error {
+  constructor(message: string, readonly status: number, readonly body: string) {
+    super(message);
+  }
+}
+
+/**
+ * The run cannot go on (server unreachable, or it rejected session creation with a 4xx): thrown by
+ * runEval instead of recording the same failure for every session.
+ */
+export class EvalAbortError extends Error {}
+
+/** One line for a failed request: "connection refused", "HTTP 400 validation: ...", etc. */
+export function describeHttpFailure(err: unknown): string {
+  if (err instanceof HttpError) {
+    let detail = err.body.slice(0, 300);
+    try {
+      // problem+json (docs/protocol.md): "<last segment of type>: <detail>"; else error / message
+      const j = JSON.parse(err.body) as { type?: unknown; detail?: unknown; error?: unknown; message?: unknown };
+      const kind = typeof j.type === 'string' ? j.type.split('/').pop() : typeof j.error === 'string' ? j.error : null;
+      const what = typeof j.detail === 'string' ? j.detail : typeof j.message === 'string' ? j.message : null;
+      const parts = [kind, what].filter(Boolean);
+      if (parts.length) detail = parts.join(': ');
+    } catch {
+      /* not JSON: keep the text */
+    }
+    return `${err.status}${detail ? ` ${detail}` : ''}`;
+  }
+  const e = err as { name?: string; message?: string; cause?: { code?: string; message?: string } };
+  const code = e?.cause?.code;
+  if (code === 'ECONNREFUSED') return 'connection refused';
+  if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') return 'host not found';
+  if (code) return code;
+  if (e?.name === 'TimeoutError') return 'timed out';
+  return e?.cause?.message ?? e?.message ?? String(err);
+}
+
+/**
+ * GET /healthz of `base` (3 s timeout). @throws EvalAbortError "cannot reach <base> (<why>)" when
+ * no HTTP answer comes back, or "<base>/healthz answered <status>" for a non-2xx answer.
+ */
+export async function checkServer(base: string, timeoutMs = 3000): Promise<void> {
+  const url = base.replace(/\/+$/, '');
+  let res: Response;
+  try {
+    res = await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(timeoutMs) });
+  } catch (e) {
+    throw new EvalAbortError(`cannot reach ${url} (${describeHttpFailure(e)})`);
+  }
+  await res.text().catch(() => '');
+  if (!res.ok) throw new EvalAbortError(`${url}/healthz answered HTTP ${res.status}`);
+}
+
+/**
+ * Run an evaluation. @throws RangeError for bad options; EvalAbortError when policy 'model' cannot
+ * create sessions (server unreachable before any session was created, or session creation answered
+ * with a 4xx other than 429): the run stops instead of recording the same failure for every task.
+ * Other HTTP failures are recorded per session.
+ */
 export async function runEval(opts: EvalOptions): Promise<EvalReport> {
   const trials = opts.trials ?? 1;
   const maxSteps = opts.maxSteps ?? MAX_STEPS[opts.env];
@@ -111,25 +170,36 @@ export async function runEval(opts: EvalOptions): Promise<EvalReport> {
   const results: SessionRecord[] = new Array(jobs.length);
   let next = 0;
   let finished = 0;
+  let created = 0;
+  let abort: EvalAbortError | null = null;
   const worker = async () => {
     const env = makeEnv(opts.env, opts.params);
-    while (next < jobs.length) {
+    while (next < jobs.length && !abort) {
       const idx = next++;
       const j = jobs[idx];
       const seed = taskSeed(opts, j.i);
       const samplingSeed = (opts.seed * 1_000_003 + j.i * 131 + j.trial) % 2 ** 32;
-      const rec =
+      const rec: PlayedRecord =
         opts.policy === 'model'
           ? opts.independentAttempts
             ? await playHttpIndependent(env, seed, j.trial, samplingSeed, maxSteps, opts, sampling!)
             : await playHttp(env, seed, j.trial, samplingSeed, maxSteps, opts, sampling!)
           : playLocal(env, seed, j.trial, samplingSeed, maxSteps, opts);
+      if (rec.sessionId) created++;
+      if (rec.createError && !abort) {
+        const { status } = rec.createError;
+        if ((status >= 400 && status < 500 && status !== 429) || (status === 0 && created === 0)) {
+          abort = new EvalAbortError(status === 0 ? `cannot reach ${opts.server} (${rec.createError.why})` : `server rejected the session: ${rec.createError.why}`);
+        }
+      }
+      delete rec.createError;
       results[idx] = rec;
       finished++;
       opts.onSession?.(finished, jobs.length, rec);
     }
   };
   await Promise.all(Array.from({ length: Math.min(opts.concurrency, jobs.length) }, worker));
+  if (abort) throw abort;
   return {
     env: probe.name,
     policy: opts.policy,
@@ -149,6 +219,9 @@ export async function runEval(opts: EvalOptions): Promise<EvalReport> {
   };
 }
 
+/** A session record plus, when creating the session failed, why (HTTP status, 0 for no answer). */
+type PlayedRecord = SessionRecord & { createError?: { status: number; why: string } };
+
 /** Seed of task i: the eval range, or the training range in mode 'train'. */
 function taskSeed(opts: EvalOptions, i: number): number {
   return opts.mode === 'train' ? trainSeed(opts.seed, i) : evalSeed(opts.seed, i);
@@ -163,14 +236,14 @@ async function playHttpIndependent(
   maxSteps: number,
   opts: EvalOptions,
   sampling: { temperature: number; topP: number; topK: number },
-): Promise<SessionRecord> {
-  const out: SessionRecord = { taskId: makeTaskId(env.name, seed), trial, attempts: [] };
+): Promise<PlayedRecord> {
+  const out: PlayedRecord = { taskId: makeTaskId(env.name, seed), trial, attempts: [] };
   for (let n = 0; n < opts.attempts; n++) {
     const one = await playHttp(env, seed, trial, (samplingSeed + n * 7919) % 2 ** 32, maxSteps, { ...opts, attempts: 1 }, sampling);
     for (const a of one.attempts) out.attempts.push({ ...a, attempt: n });
     if (one.sessionId) out.sessionId = one.sessionId;
     if (one.modelVersion) out.modelVersion = one.modelVersion;
-    if (one.error) return { ...out, error: one.error };
+    if (one.error) return { ...out, error: one.error, ...(one.createError ? { createError: one.createError } : {}) };
     if (one.attempts.some((a) => a.success)) break;
   }
   return out;
@@ -222,7 +295,7 @@ async function playHttp(
   maxSteps: number,
   opts: EvalOptions,
   sampling: { temperature: number; topP: number; topK: number },
-): Promise<SessionRecord> {
+): Promise<PlayedRecord> {
   const tid = makeTaskId(env.name, seed);
   const attempts: AttemptRecord[] = [];
   const http = new Http(opts.server!, opts.apiKey, opts.requestTimeoutMs ?? 120_000);
@@ -283,7 +356,8 @@ async function playHttp(
     return { taskId: tid, trial, sessionId, modelVersion, attempts };
   } catch (err) {
     if (sessionId && status === 'active') await http.del(`/v1/sessions/${sessionId}`).catch(() => undefined);
-    return { taskId: tid, trial, ...(sessionId ? { sessionId, modelVersion } : {}), attempts, error: err instanceof Error ? err.message : String(err) };
+    const rec = { taskId: tid, trial, ...(sessionId ? { sessionId, modelVersion } : {}), attempts, error: err instanceof Error ? err.message : String(err) };
+    return sessionId ? rec : { ...rec, createError: { status: err instanceof HttpError ? err.status : 0, why: describeHttpFailure(err) } };
   }
 }
 
@@ -333,7 +407,7 @@ class Http {
       }
       const text = await res.text();
       if (res.ok) return (text ? JSON.parse(text) : undefined) as T;
-      lastErr = new Error(`${method} ${path}: HTTP ${res.status} ${text.slice(0, 500)}`);
+      lastErr = new HttpError(`${method} ${path}: HTTP ${res.status} ${text.slice(0, 500)}`, res.status, text);
       const retryAfter = Number(res.headers.get('retry-after'));
       if (Number.isFinite(retryAfter) && retryAfter > 0) waitMs = Math.min(retryAfter, 30) * 1000;
       if (res.status !== 429 && res.status !== 503) break;

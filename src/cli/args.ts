@@ -1,0 +1,174 @@
+/**
+ * Option parsing shared by the `lamer` commands (eval, demos, export): node:util parseArgs with
+ * `--help`, negative numbers as option values, the `lamer <cmd>: message` + exit code 2 convention
+ * for usage errors, integer / number range checks, and the `--env` / `--params` pair of the
+ * built-in environments (src/envs/index.ts).
+ *
+ * Errors: every check throws `UsageError` with a one-line message naming the option; `usageError`
+ * prints it as `lamer <cmd>: <message>` and returns exit code 2.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { ENV_KINDS, makeEnv, parseEnvName, type EnvKind, type EnvParams } from '../envs/index.js';
+import { MINESWEEPER_DEFAULTS } from '../envs/minesweeper.js';
+import { SOKOBAN_DEFAULTS } from '../envs/sokoban.js';
+
+/** A bad command line: printed as one line, exit code 2. */
+export class UsageError extends Error {}
+
+type Options = NonNullable<ParseArgsConfig['options']>;
+
+/**
+ * `--opt -3` -> `--opt=-3` for options that take a value, so parseArgs does not read a negative
+ * number as an unknown short option ("argument is ambiguous"). Other arguments are unchanged.
+ */
+export function joinNegativeValues(argv: string[], options: Options): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    const name = a.startsWith('--') && !a.includes('=') ? a.slice(2) : null;
+    const next = argv[i + 1];
+    if (name && options[name]?.type === 'string' && next !== undefined && /^-[\d.]/.test(next)) {
+      out.push(`${a}=${next}`);
+      i++;
+    } else out.push(a);
+  }
+  return out;
+}
+
+/**
+ * Parse `argv` of command `cmd` (strict). Returns the values, or an exit code: 0 after printing
+ * `help` for --help / -h, 2 after printing `lamer <cmd>: <message>` for an unknown option or a
+ * missing value.
+ */
+export function parseCommand<O extends Options>(
+  cmd: string,
+  argv: string[],
+  options: O,
+  help: string,
+): { values: ReturnType<typeof parseArgs<{ options: O; strict: true }>>['values'] } | { code: number } {
+  const all = { ...options, help: { type: 'boolean', short: 'h' } } as O;
+  let values;
+  try {
+    values = parseArgs({ args: joinNegativeValues(argv, all), options: all, strict: true, allowPositionals: false }).values;
+  } catch (e) {
+    console.error(`lamer ${cmd}: ${(e as Error).message.split('\n')[0]} (lamer ${cmd} --help for the options)`);
+    return { code: 2 };
+  }
+  if ((values as { help?: boolean }).help) {
+    console.log(help);
+    return { code: 0 };
+  }
+  return { values: values as never };
+}
+
+/**
+ * Print an error as one line `lamer <cmd>: <message>` and return the exit code: 2 for a
+ * UsageError (or a RangeError from option checks), 1 for anything else.
+ */
+export function usageError(cmd: string, e: unknown): number {
+  console.error(`lamer ${cmd}: ${e instanceof Error ? e.message : String(e)}`);
+  return e instanceof UsageError || e instanceof RangeError ? 2 : 1;
+}
+
+/**
+ * An integer option written as digits (optional leading '-'): `def` when absent (required when
+ * `def` is undefined). @throws UsageError outside [min, max] or when not an integer ('1e2', '2.5').
+ */
+export function intOpt(name: string, v: string | undefined, def: number | undefined, min = 0, max = Number.MAX_SAFE_INTEGER): number {
+  if (v === undefined) {
+    if (def === undefined) throw new UsageError(`--${name} is required`);
+    return def;
+  }
+  const n = Number(v);
+  if (!/^-?\d+$/.test(v.trim()) || !Number.isSafeInteger(n) || n < min || n > max) {
+    const range = max === Number.MAX_SAFE_INTEGER ? `>= ${min}` : `in [${min}, ${max}]`;
+    throw new UsageError(`--${name} must be an integer ${range}, got '${v}'`);
+  }
+  return n;
+}
+
+/** A finite number option in [lo, hi]; `def` when absent. @throws UsageError otherwise. */
+export function numOpt(name: string, v: string | undefined, def: number, lo: number, hi: number): number {
+  if (v === undefined) return def;
+  const n = Number(v);
+  if (v.trim() === '' || !Number.isFinite(n) || n < lo || n > hi) throw new UsageError(`--${name} must be a number in [${lo}, ${hi}], got '${v}'`);
+  return n;
+}
+
+/** One of `allowed`; `def` when absent. @throws UsageError otherwise. */
+export function choiceOpt<T extends string>(name: string, v: string | undefined, allowed: readonly T[], def: T): T {
+  if (v === undefined) return def;
+  if (!(allowed as readonly string[]).includes(v)) throw new UsageError(`--${name} must be one of ${allowed.join(', ')}, got '${v}'`);
+  return v as T;
+}
+
+/** Parameter names of each built-in env. */
+export const ENV_PARAM_KEYS: Record<EnvKind, readonly string[]> = {
+  minesweeper: Object.keys(MINESWEEPER_DEFAULTS),
+  sokoban: Object.keys(SOKOBAN_DEFAULTS),
+};
+
+/**
+ * `--env` (a kind, or a full env name such as `minesweeper-4x4-2`, see parseEnvName) and
+ * `--params` (a JSON object of that env's parameters, overriding the name's). Returns the kind and
+ * the merged parameters, checked by constructing the env.
+ * @throws UsageError when --env is missing or unknown, --params is not a JSON object, names a key
+ *   the env does not have, or holds a value the env rejects.
+ */
+export function envOpt(env: string | undefined, params: string | undefined): { kind: EnvKind; params: EnvParams } {
+  if (env === undefined) throw new UsageError('--env is required');
+  let parsed: { kind: EnvKind; params: EnvParams };
+  try {
+    parsed = parseEnvName(env);
+  } catch {
+    throw new UsageError(`--env must be one of ${ENV_KINDS.join(', ')} or a name such as minesweeper-6x6-3 or sokoban-6x6-2, got '${env}'`);
+  }
+  let extra: Record<string, unknown> = {};
+  if (params !== undefined) {
+    try {
+      extra = JSON.parse(params);
+    } catch {
+      throw new UsageError(`--params must be JSON, got '${params}'`);
+    }
+    if (typeof extra !== 'object' || extra === null || Array.isArray(extra)) throw new UsageError(`--params must be a JSON object, got '${params}'`);
+    const keys = ENV_PARAM_KEYS[parsed.kind];
+    const bad = Object.keys(extra).filter((k) => !keys.includes(k));
+    if (bad.length) throw new UsageError(`--params: ${bad.join(', ')} ${bad.length > 1 ? 'are not parameters' : 'is not a parameter'} of ${parsed.kind} (valid: ${keys.join(', ')})`);
+  }
+  const merged = { ...parsed.params, ...extra } as EnvParams;
+  try {
+    makeEnv(parsed.kind, merged);
+  } catch (e) {
+    throw new UsageError(`--params: ${(e as Error).message}`);
+  }
+  return { kind: parsed.kind, params: merged };
+}
+
+/**
+ * Check, before any work, that `file` can be written: not a directory, its directory exists, and
+ * both are writable. @throws UsageError naming the problem.
+ */
+export function checkOutPath(name: string, file: string): void {
+  const dir = path.dirname(path.resolve(file));
+  let st: fs.Stats | undefined;
+  try {
+    st = fs.statSync(file);
+  } catch {
+    st = undefined;
+  }
+  if (st?.isDirectory()) throw new UsageError(`--${name} ${file} is a directory`);
+  let d: fs.Stats;
+  try {
+    d = fs.statSync(dir);
+  } catch {
+    throw new UsageError(`--${name} ${file}: directory ${dir} does not exist`);
+  }
+  if (!d.isDirectory()) throw new UsageError(`--${name} ${file}: ${dir} is not a directory`);
+  try {
+    fs.accessSync(st ? file : dir, fs.constants.W_OK);
+  } catch {
+    throw new UsageError(`--${name} ${file} is not writable`);
+  }
+}

@@ -1,0 +1,143 @@
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { createServer, type Server } from 'node:http';
+import { once } from 'node:events';
+import { mkdtempSync, readFileSync, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { run as evalRun } from '../../src/cli/eval.js';
+import { run as demosRun } from '../../src/cli/demos.js';
+import { joinNegativeValues } from '../../src/cli/args.js';
+
+function quietConsole() {
+  const err = vi.spyOn(console, 'error').mockImplementation(() => {});
+  const log = vi.spyOn(console, 'log').mockImplementation(() => {});
+  return {
+    err,
+    log,
+    lastErr: () => String(err.mock.calls.at(-1)?.[0] ?? ''),
+    errLines: () => err.mock.calls.length,
+    restore: () => (err.mockRestore(), log.mockRestore()),
+  };
+}
+
+/** Run a command with console captured: exit code, the error lines, the log lines. */
+async function cli(fn: (a: string[]) => Promise<number>, argv: string[]): Promise<{ code: number; err: string[]; log: string[] }> {
+  const c = quietConsole();
+  try {
+    const code = await fn(argv);
+    return { code, err: c.err.mock.calls.map((x) => String(x[0])), log: c.log.mock.calls.map((x) => String(x[0])) };
+  } finally {
+    c.restore();
+  }
+}
+
+describe('lamer eval / demos option checks (src/cli/args.ts)', () => {
+  it('negative numbers get the range message in one line, not parseArgs "ambiguous" + usage', async () => {
+    expect(joinNegativeValues(['--tasks', '-3', '--quiet', '--seed', '5'], { tasks: { type: 'string' }, seed: { type: 'string' }, quiet: { type: 'boolean' } }))
+      .toEqual(['--tasks=-3', '--quiet', '--seed', '5']);
+    for (const [opt, v, msg] of [
+      ['--tasks', '-3', "--tasks must be an integer >= 1, got '-3'"],
+      ['--seed', '-5', "--seed must be an integer >= 0, got '-5'"],
+      ['--temperature', '-1', "--temperature must be a number in [0, 10], got '-1'"],
+    ]) {
+      const r = await cli(evalRun, ['--env', 'sokoban', opt, v]);
+      expect(r.code).toBe(2);
+      expect(r.err).toEqual([`lamer eval: ${msg}`]);
+    }
+    const d = await cli(demosRun, ['--env', 'sokoban', '--tasks', '-3', '--out', '/tmp/x.jsonl']);
+    expect(d).toMatchObject({ code: 2, err: ["lamer demos: --tasks must be an integer >= 1, got '-3'"] });
+  });
+
+  it('counts must be integers written as digits; --env is required; unknown options are one line', async () => {
+    for (const v of ['1e2', '2.5', '0x10', '']) {
+      const r = await cli(evalRun, ['--env', 'sokoban', '--tasks', v]);
+      expect(r).toMatchObject({ code: 2, err: [`lamer eval: --tasks must be an integer >= 1, got '${v}'`] });
+    }
+    expect(await cli(evalRun, ['--tasks', '2'])).toMatchObject({ code: 2, err: ['lamer eval: --env is required'] });
+    expect(await cli(demosRun, ['--tasks', '2', '--out', '/tmp/x'])).toMatchObject({ code: 2, err: ['lamer demos: --env is required'] });
+    const u = await cli(evalRun, ['--bogus']);
+    expect(u.code).toBe(2);
+    expect(u.err).toHaveLength(1);
+    expect(u.err[0]).toMatch(/^lamer eval: Unknown option '--bogus'.*--help/);
+  });
+
+  it('--params: bad values and foreign keys are one-line errors naming the valid keys', async () => {
+    const cases: Array<[string, string, string]> = [
+      ['minesweeper', '{"mines":99}', 'lamer eval: --params: minesweeper: at most rows*cols-2 = 34 mines'],
+      ['sokoban', '{"rows":2}', 'lamer eval: --params: sokoban: rows and cols must be in 5..10'],
+      ['minesweeper', '{"boxes":3}', 'lamer eval: --params: boxes is not a parameter of minesweeper (valid: rows, cols, mines)'],
+      ['sokoban', '{"mines":1,"x":2}', 'lamer eval: --params: mines, x are not parameters of sokoban (valid: rows, cols, boxes, minMoves, maxMoves)'],
+      ['sokoban', '[1]', "lamer eval: --params must be a JSON object, got '[1]'"],
+    ];
+    for (const [env, p, msg] of cases) expect(await cli(evalRun, ['--env', env, '--params', p])).toMatchObject({ code: 2, err: [msg] });
+    const d = await cli(demosRun, ['--env', 'minesweeper', '--tasks', '1', '--out', '/tmp/x.jsonl', '--params', '{"boxes":3}']);
+    expect(d).toMatchObject({ code: 2, err: ['lamer demos: --params: boxes is not a parameter of minesweeper (valid: rows, cols, mines)'] });
+  });
+
+  it('--env accepts sized names (minesweeper-4x4-2) as a shorthand for --params', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'args-'));
+    const out = join(dir, 'r.json');
+    const r = await cli(evalRun, ['--env', 'minesweeper-4x4-2', '--policy', 'solver', '--tasks', '2', '--attempts', '1', '--quiet', '--out', out]);
+    expect(r.code).toBe(0);
+    expect(JSON.parse(readFileSync(out, 'utf8'))).toMatchObject({ env: 'minesweeper-4x4-2', tasks: 2 });
+    const d = await cli(demosRun, ['--env', 'sokoban-7x7-2', '--tasks', '1', '--fail-rate', '0', '--out', join(dir, 'd.jsonl')]);
+    expect(d.code).toBe(0);
+    expect(JSON.parse(readFileSync(join(dir, 'd.jsonl'), 'utf8')).taskId).toBe('sokoban-7x7-2:seed=0');
+    expect(await cli(evalRun, ['--env', 'chess'])).toMatchObject({ code: 2 });
+  });
+
+  it('--out is checked before playing: missing directory or a directory is exit 2, nothing played', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'args-out-'));
+    for (const [out, msg] of [
+      [join(dir, 'nope', 'r.json'), `lamer eval: --out ${join(dir, 'nope', 'r.json')}: directory ${join(dir, 'nope')} does not exist`],
+      [dir, `lamer eval: --out ${dir} is a directory`],
+    ]) {
+      const r = await cli(evalRun, ['--env', 'sokoban', '--policy', 'solver', '--tasks', '2', '--quiet', '--out', out]);
+      expect(r).toEqual({ code: 2, err: [msg], log: [] });
+    }
+    const d = await cli(demosRun, ['--env', 'sokoban', '--tasks', '1', '--out', join(dir, 'nope', 'd.jsonl')]);
+    expect(d.code).toBe(2);
+    expect(existsSync(join(dir, 'nope'))).toBe(false);
+  });
+});
+
+describe('lamer eval against a server that is down or rejects sessions', () => {
+  let server: Server;
+  let url: string;
+  let creates = 0;
+  beforeAll(async () => {
+    server = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        if (req.url === '/healthz') return void res.end('{"status":"ok"}');
+        if (req.method === 'POST' && req.url === '/v1/sessions') {
+          creates++;
+          res.writeHead(400, { 'content-type': 'application/problem+json' });
+          return void res.end(JSON.stringify({ type: 'https://lamer-server.dev/problems/validation', title: 'Bad Request', status: 400, detail: 'body/maxAttempts must be <= 10' }));
+        }
+        res.writeHead(404).end();
+      });
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+  });
+  afterAll(() => server.close());
+
+  it('a 4xx on session creation stops the run with one line, exit 1, no table of zeros', async () => {
+    const r = await cli(evalRun, ['--env', 'minesweeper', '--server', url, '--tasks', '40', '--concurrency', '2', '--attempts', '11', '--quiet']);
+    expect(r).toEqual({ code: 1, err: ['lamer eval: server rejected the session: 400 validation: body/maxAttempts must be <= 10'], log: [] });
+    expect(creates).toBeLessThanOrEqual(2);
+  });
+
+  it('an unreachable server is one line, exit 1', async () => {
+    const dead = createServer();
+    dead.listen(0, '127.0.0.1');
+    await once(dead, 'listening');
+    const port = (dead.address() as { port: number }).port;
+    dead.close();
+    await once(dead, 'close');
+    const r = await cli(evalRun, ['--env', 'minesweeper', '--server', `http://127.0.0.1:${port}`, '--tasks', '3', '--quiet']);
+    expect(r).toEqual({ code: 1, err: [`lamer eval: cannot reach http://127.0.0.1:${port} (connection refused)`], log: [] });
+  });
+});
