@@ -137,7 +137,7 @@ export interface StepEvents {
   /** Called after each committed step record; kind 'action' or 'reflection'. */
   onStep?(kind: 'action' | 'reflection', modelVersion: string): void;
   onSessionEnd?(status: SessionRow['status']): void;
-  /** Called once per step request when it ends. */
+  /** Called once per step request when it ends; not for 4xx problems (counted by the step routes). */
   onStepOutcome?(outcome: StepOutcome): void;
 }
 
@@ -398,7 +398,11 @@ export class SessionService {
       (a) => a,
       (err: unknown) => {
         const kind = err instanceof ApiProblem ? err.kind : 'internal';
-        outcome(kind === 'overloaded' ? 'overloaded' : kind === 'engine-unavailable' ? 'engine_error' : 'rejected');
+        // 4xx answers are counted as `rejected` where the answer is sent (the step routes), so that
+        // schema, size and media-type rejections that never reach the agent count too.
+        if (!(err instanceof ApiProblem && err.status >= 400 && err.status < 500)) {
+          outcome(kind === 'overloaded' ? 'overloaded' : kind === 'engine-unavailable' ? 'engine_error' : 'rejected');
+        }
         throw err;
       },
     );

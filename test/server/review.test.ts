@@ -214,3 +214,46 @@ describe('GET /v1/sessions cursor', () => {
     expect(next.body.items).toHaveLength(1);
   });
 });
+
+/** One sample of /metrics, 0 when absent. */
+async function metric(name: string): Promise<number> {
+  const text = await (await fetch(`${s.url}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith(name + ' '));
+  return line ? Number(line.slice(name.length + 1)) : 0;
+}
+
+describe('step metrics', () => {
+  const REJECTED = 'lamer_step_requests_total{outcome="rejected"}';
+
+  it('every 4xx answer of the step routes counts as rejected once', async () => {
+    const url = `/v1/sessions/${id}/steps`;
+    const cases: Array<[unknown, Record<string, string>, number]> = [
+      [{ attempt: '0', step: 1, observation: 'o' }, {}, 400], // schema validation
+      ['{"attempt":0,"step":1,"observation":"' + 'x'.repeat(3 * 1024 * 1024) + '"}', {}, 413],
+      ['{"attempt":0,"step":1,"observation":"o"}', { 'content-type': 'text/plain' }, 415],
+      [{ attempt: 0, step: 7, observation: 'o' }, {}, 409], // out of order (from the agent)
+    ];
+    for (const [body, headers, status] of cases) {
+      const before = await metric(REJECTED);
+      expect((await s.call('POST', url, body, headers)).status).toBe(status);
+      expect(await metric(REJECTED), `status ${status}`).toBe(before + 1);
+    }
+  });
+
+  it('batch: a whole-batch 400 counts once, each rejected item once; the route label is /v1/steps:batch', async () => {
+    let before = await metric(REJECTED);
+    expect((await s.call('POST', '/v1/steps:batch', { items: [] })).status).toBe(400);
+    expect(await metric(REJECTED)).toBe(before + 1);
+    before = await metric(REJECTED);
+    const items = [
+      { sessionId: id, attempt: 0, step: 9, observation: 'o' },
+      { sessionId: 'ses_nope', attempt: 0, step: 0, observation: 'o' },
+    ];
+    const r = await s.call('POST', '/v1/steps:batch', { items });
+    expect(r.status).toBe(200);
+    expect(r.body.results.map((x: { error: { status: number } }) => x.error.status)).toEqual([409, 404]);
+    expect(await metric(REJECTED)).toBe(before + 2);
+    expect(await metric('http_request_duration_seconds_count{method="POST",route="/v1/steps:batch",status_code="200"}')).toBeGreaterThanOrEqual(1);
+    expect(await metric('http_request_duration_seconds_count{method="POST",route="/v1/steps::batch",status_code="200"}')).toBe(0);
+  });
+});

@@ -185,14 +185,21 @@ export function createMetrics(): Metrics {
   return m;
 }
 
+/** Routes whose requests `lamer_step_requests_total` counts. */
+const STEP_ROUTES = new Set(['/v1/sessions/:id/steps', '/v1/steps:batch']);
+
 export default fp(
   async function metrics(app: FastifyInstance, opts: { metrics: Metrics }) {
     app.decorate('metrics', opts.metrics);
     app.addHook('onResponse', async (req, reply) => {
-      opts.metrics.httpDuration.observe(
-        { method: req.method, route: req.routeOptions.url ?? 'unmatched', status_code: String(reply.statusCode) },
-        reply.elapsedTime / 1000,
-      );
+      // Fastify spells the batch route with an escaped colon ('/v1/steps::batch').
+      const route = (req.routeOptions.url ?? 'unmatched').replace('::', ':');
+      opts.metrics.httpDuration.observe({ method: req.method, route, status_code: String(reply.statusCode) }, reply.elapsedTime / 1000);
+      // Every 4xx answer of a step route is a rejected step request (validation 400, 409, 413,
+      // 415, ...); a batch item's own 4xx is counted by the batch route.
+      if (STEP_ROUTES.has(route) && reply.statusCode >= 400 && reply.statusCode < 500) {
+        opts.metrics.stepRequests.inc({ outcome: 'rejected' });
+      }
     });
   },
   { name: 'metrics' },

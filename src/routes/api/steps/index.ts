@@ -41,6 +41,7 @@ const stepsRoutes: FastifyPluginAsync = async (fastify) => {
             const p = toProblem(err, `${req.url}#/items/${i}`, req.id);
             retryAfter = Math.max(retryAfter, retryAfterOf(err) ?? 0);
             if (p.status >= 500) req.log.error({ err, item: i }, 'batch item failed');
+            if (p.status >= 400 && p.status < 500) app.metrics.stepRequests.inc({ outcome: 'rejected' });
             return { ok: false, error: p };
           }
         }),
