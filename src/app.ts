@@ -37,6 +37,8 @@ declare module 'fastify' {
      * `Retry-After` and `connection: close`); requests already past `onRequest` finish.
      */
     beginShutdown(): void;
+    /** The ajv instance that validates bodies (no coercion, no removal, defaults applied). */
+    bodyAjv: Ajv;
   }
 }
 
@@ -123,6 +125,7 @@ export async function buildApp(config: Config, deps: AppDeps): Promise<FastifyIn
   const ajvOptions = { removeAdditional: false, useDefaults: true, allErrors: false, strict: false } as const;
   const ajvBody = new Ajv({ ...ajvOptions, coerceTypes: false });
   const ajvCoerce = new Ajv({ ...ajvOptions, coerceTypes: 'array' });
+  app.decorate('bodyAjv', ajvBody);
   app.setValidatorCompiler(({ schema, httpPart }) =>
     (httpPart === 'body' ? ajvBody : ajvCoerce).compile(schema as object),
   );

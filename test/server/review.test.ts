@@ -257,3 +257,30 @@ describe('step metrics', () => {
     expect(await metric('http_request_duration_seconds_count{method="POST",route="/v1/steps::batch",status_code="200"}')).toBe(0);
   });
 });
+
+describe('POST /v1/steps:batch validates each item on its own', () => {
+  it('a wrong-typed field fails its item only (400 naming body/items/1/attempt); the valid items are recorded', async () => {
+    const a = (await s.call('POST', '/v1/sessions', { taskId: 'b', instructions: 'x' })).body.id;
+    const b = (await s.call('POST', '/v1/sessions', { taskId: 'b', instructions: 'x' })).body.id;
+    const c = (await s.call('POST', '/v1/sessions', { taskId: 'b', instructions: 'x' })).body.id;
+    const r = await s.call('POST', '/v1/steps:batch', {
+      items: [
+        { sessionId: a, attempt: 0, step: 0, observation: 'o' },
+        { sessionId: b, attempt: '0', step: 0, observation: 'o' },
+        { sessionId: c, attempt: 0, step: 0, observation: 'o', extra: 1 },
+      ],
+    });
+    expect(r.status).toBe(200);
+    const [ra, rb, rc] = r.body.results;
+    expect(ra.ok).toBe(true);
+    expect(ra.result.session.next).toEqual({ attempt: 0, step: 1 });
+    expect(rb.ok).toBe(false);
+    expect(rb.error.status).toBe(400);
+    expect(rb.error.type).toBe(VALIDATION);
+    expect(rb.error.errors).toEqual([{ field: 'body/items/1/attempt', message: 'must be integer' }]);
+    expect(rc.ok).toBe(false);
+    expect(rc.error.errors).toEqual([{ field: 'body/items/2/extra', message: 'is not an allowed property' }]);
+    expect(countRows(s.dataDir, 'SELECT count(*) AS n FROM steps WHERE session_id IN (?, ?, ?)', a, b, c)).toBe(1);
+    expect(countRows(s.dataDir, 'SELECT count(*) AS n FROM steps WHERE session_id = ?', a)).toBe(1);
+  });
+});

@@ -160,6 +160,7 @@ export interface paths {
                     mode?: "train" | "eval";
                     modelVersion?: string;
                     limit?: number;
+                    /** @description nextCursor of the previous page */
                     cursor?: string;
                 };
                 header?: never;

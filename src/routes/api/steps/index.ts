@@ -18,11 +18,26 @@ const BatchResult = Type.Object({
 
 const stepsRoutes: FastifyPluginAsync = async (fastify) => {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
-  const { BatchBody } = makeSessionSchemas(app.config.limits);
+  const { BatchBody, BatchItem } = makeSessionSchemas(app.config.limits);
+  // The request is validated loosely (items: objects with a sessionId); each item is then
+  // validated on its own against BatchItem, so one bad item fails alone. The OpenAPI document
+  // still shows BatchBody with the full item shape.
+  const LooseBatchBody = Type.Object(
+    {
+      items: Type.Array(Type.Object({ sessionId: Type.String({ minLength: 1, maxLength: 64 }) }, { additionalProperties: true }), {
+        minItems: 1,
+        maxItems: app.config.limits.batchItems,
+      }),
+    },
+    { additionalProperties: false },
+  );
+  const validateLoose = app.bodyAjv.compile(LooseBatchBody);
+  const validateItem = app.bodyAjv.compile(BatchItem);
   app.post(
     '/v1/steps::batch',
     {
       bodyLimit: app.config.limits.batchBodyBytes,
+      validatorCompiler: () => validateLoose,
       schema: {
         tags: ['sessions'],
         summary: "Post many sessions' steps at once; each item succeeds or fails on its own",
@@ -34,8 +49,15 @@ const stepsRoutes: FastifyPluginAsync = async (fastify) => {
     async (req, reply) => {
       let retryAfter = 0;
       const results = await Promise.all(
-        req.body.items.map(async ({ sessionId, ...step }, i) => {
+        req.body.items.map(async (item, i) => {
           try {
+            if (!validateItem(item)) {
+              throw Object.assign(new Error('batch item is invalid'), {
+                validation: validateItem.errors ?? [],
+                validationContext: `body/items/${i}`,
+              });
+            }
+            const { sessionId, ...step } = item;
             return { ok: true, result: await app.agent.step(req.tenant, sessionId, step) };
           } catch (err) {
             const p = toProblem(err, `${req.url}#/items/${i}`, req.id);
