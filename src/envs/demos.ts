@@ -6,8 +6,8 @@
  * (0 at step 0); the last step has action null (done true, or false when the turn cap ended it).
  * `reflection` follows a failed attempt when another attempt follows, else null.
  *
- * Sessions are solver play on training seeds (see ./index.ts). A fraction `failRate` of sessions
- * start with a deliberately failed attempt (MineSweeper: the solver's moves then a click on a mine;
+ * Sessions are solver play on training seeds (see ./index.ts). round(failRate * tasks) sessions,
+ * spread evenly over the tasks (`deliberateFailures`), start with a deliberately failed attempt (MineSweeper: the solver's moves then a click on a mine;
  * Sokoban: the solver's turns then the shortest walk that pushes a box into a dead position),
  * followed by a reflection written from the facts of the failure (which cell was a mine, which box
  * got stuck where) and a solver attempt that uses them. Natural solver failures (a forced guess
@@ -65,15 +65,27 @@ export function generateDemos(opts: DemoOptions): DemoSession[] {
   if (!(failRate >= 0 && failRate <= 1)) throw new RangeError(`failRate must be in [0, 1], got ${failRate}`);
   if (!Number.isInteger(maxAttempts) || maxAttempts < 1) throw new RangeError('maxAttempts must be a positive integer');
   const out: DemoSession[] = [];
+  const failing = deliberateFailures(opts.tasks, failRate);
   for (let i = 0; i < opts.tasks; i++) {
     const seed = trainSeed(opts.seed, i);
     const rng = new Rng(seed ^ 0x5bd1e995);
-    const failFirst = maxAttempts > 1 && rng.next() < failRate;
+    rng.next(); // (was the per-session coin flip; kept so the sabotage draws stay as they were)
+    const failFirst = maxAttempts > 1 && failing[i];
     out.push(opts.env === 'minesweeper'
       ? mineSweeperSession(new MineSweeperEnv(opts.params as object), seed, rng, failFirst, maxAttempts, maxSteps)
       : sokobanSession(new SokobanEnv(opts.params as object), seed, rng, failFirst, maxAttempts, maxSteps));
   }
   return out;
+}
+
+/**
+ * Which of `tasks` sessions fail on purpose: exactly k = round(failRate * tasks) of them, spread
+ * evenly (session i fails when floor((i + 1) k / tasks) > floor(i k / tasks)), so that small
+ * samples show reflections too. Returns [tasks] booleans.
+ */
+export function deliberateFailures(tasks: number, failRate: number): boolean[] {
+  const k = Math.round(failRate * tasks);
+  return Array.from({ length: tasks }, (_, i) => Math.floor(((i + 1) * k) / tasks) > Math.floor((i * k) / tasks));
 }
 
 /** Write sessions as JSONL. */
@@ -120,11 +132,21 @@ function mineSweeperSession(env: MineSweeperEnv, seed: number, rng: Rng, failFir
   return sessionOf(env, seed, attempts);
 }
 
-/** A reflection from the facts of a failed MineSweeper attempt. */
+/**
+ * A reflection from the facts of a failed MineSweeper attempt: how it ended, the mines known so far
+ * (`memory`: cell index -> symbol seen revealed, over this session's attempts), and up to two cells
+ * to open early next time: cells hidden in the attempt's initial observation that are known safe
+ * (empty cells, which open an area, before numbered ones). Every attempt starts from the same
+ * initial observation, so each suggested click is a legal, safe move.
+ */
 export function mineSweeperReflection(played: PlayedAttempt, memory: MineMemory, cols: number, attempt: number): string {
   const name = (i: number) => cellAction(Math.floor(i / cols), i % cols);
   const mines = [...memory].filter(([, s]) => s === '*').map(([i]) => name(i));
-  const empty = [...memory].filter(([, s]) => s === '.').map(([i]) => i);
+  const initial = parseMineSweeperObservation(played.steps[0].observation).flat();
+  const safeHidden = (sym: (s: string) => boolean) =>
+    [...memory].filter(([i, s]) => initial[i] === '?' && sym(s)).map(([i]) => i).sort((x, y) => x - y);
+  const empty = safeHidden((s) => s === '.');
+  const numbered = safeHidden((s) => /^[1-8]$/.test(s));
   const last = played.steps[played.steps.length - 1];
   const lastAction = played.steps[played.steps.length - 2]?.action ?? '';
   const parts: string[] = [];
@@ -135,8 +157,15 @@ export function mineSweeperReflection(played: PlayedAttempt, memory: MineMemory,
     parts.push(`Attempt ${attempt + 1} ran out of turns with ${hidden} cells still hidden.`);
   }
   if (mines.length) parts.push(`Known mines: ${mines.join(', ')}. Never click them.`);
-  if (empty.length) parts.push(`Click empty cells first to open large areas, e.g. ${empty.slice(0, 2).map(name).join(', ')}.`);
-  parts.push('Then click only cells the numbers prove safe.');
+  if (empty.length) {
+    parts.push(`Click known empty cells first to open large areas, e.g. ${empty.slice(0, 2).map(name).join(', ')}.`);
+    parts.push('Then click only cells the numbers prove safe.');
+  } else if (numbered.length) {
+    parts.push(`Known safe cells: ${numbered.slice(0, 2).map(name).join(', ')}.`);
+    parts.push('Then click only cells the numbers prove safe.');
+  } else {
+    parts.push('Click only cells the numbers prove safe.');
+  }
   return parts.join(' ');
 }
 
@@ -187,7 +216,28 @@ export function deadWalk(env: SokobanEnv, s: SokobanState): Move[] | null {
   return null;
 }
 
-/** A reflection from the facts of a failed Sokoban attempt. */
+/**
+ * Whether the box at `b` (not on a target) lies against a wall with no target on its line: a wall
+ * (or the grid edge) above or below it and no target anywhere in its row, or a wall left or right
+ * of it and no target anywhere in its column. Such a box can only slide along that line (it cannot
+ * be pushed off the wall: the player cannot stand on the wall side), so it never reaches a target.
+ */
+export function isAgainstWallNoTarget(s: SokobanState, b: number): boolean {
+  if (s.target[b]) return false;
+  const r = Math.floor(b / s.cols);
+  const c = b % s.cols;
+  const blocked = (rr: number, cc: number) => rr < 0 || cc < 0 || rr >= s.rows || cc >= s.cols || s.wall[rr * s.cols + cc];
+  const rowHasTarget = Array.from({ length: s.cols }, (_, k) => s.target[r * s.cols + k]).some(Boolean);
+  const colHasTarget = Array.from({ length: s.rows }, (_, k) => s.target[k * s.cols + c]).some(Boolean);
+  return ((blocked(r - 1, c) || blocked(r + 1, c)) && !rowHasTarget) || ((blocked(r, c - 1) || blocked(r, c + 1)) && !colHasTarget);
+}
+
+/**
+ * A reflection from the facts of a failed Sokoban attempt. The cause of a dead end is named only
+ * when it holds on the final board (box in a corner; box against a wall with no target on its
+ * line, `isAgainstWallNoTarget`); otherwise it says what is true of every dead state: after that
+ * push the boxes could no longer all reach targets.
+ */
 export function sokobanReflection(env: SokobanEnv, played: PlayedAttempt, attempt: number): string {
   const init = env.initialState;
   const last = played.steps[played.steps.length - 1];
@@ -196,8 +246,9 @@ export function sokobanReflection(env: SokobanEnv, played: PlayedAttempt, attemp
   const parts: string[] = [];
   if (last.done && !last.success && env.lastDead) {
     const b = env.lastDead.box;
-    const why = env.lastDead.cornered || isCornered(end, b) ? 'in a corner' : 'against a wall with no target on its line';
-    parts.push(`Attempt ${attempt + 1} failed: I pushed a box to ${at(b)}, ${why}, where it is stuck.`);
+    if (isCornered(end, b)) parts.push(`Attempt ${attempt + 1} failed: I pushed a box to ${at(b)}, in a corner, where it is stuck.`);
+    else if (isAgainstWallNoTarget(end, b)) parts.push(`Attempt ${attempt + 1} failed: I pushed a box to ${at(b)}, against a wall with no target on its line, so it can never reach a target.`);
+    else parts.push(`Attempt ${attempt + 1} failed: after I pushed a box to ${at(b)}, the boxes could no longer all reach targets.`);
   } else {
     parts.push(`Attempt ${attempt + 1} ran out of turns with ${end.boxes.filter((b) => !end.target[b]).length} boxes off target.`);
   }
