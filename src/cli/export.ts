@@ -18,9 +18,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { once } from 'node:events';
-import { parseArgs } from 'node:util';
 import type { Writable } from 'node:stream';
 import Database from 'better-sqlite3';
+import { checkOutPath, choiceOpt, parseCommand, usageError, UsageError } from './args.js';
 
 /** One exported step record (docs/export.md). Times are ISO 8601 strings. */
 export interface ExportLine {
@@ -215,49 +215,34 @@ export async function writeJsonl(lines: Iterable<ExportLine>, out: Writable): Pr
 export function parseSince(v: string): number {
   if (/^\d+$/.test(v)) return Number(v);
   const t = Date.parse(v);
-  if (Number.isNaN(t)) throw new Error(`--since must be an ISO 8601 date/time or ms since the epoch, got '${v}'`);
+  if (Number.isNaN(t)) throw new UsageError(`--since must be an ISO 8601 date/time or ms since the epoch, got '${v}'`);
   return t;
 }
 
 export async function run(argv: string[]): Promise<number> {
-  let values;
-  try {
-    values = parseArgs({
-      args: argv,
-      options: {
-        'data-dir': { type: 'string' }, out: { type: 'string' }, since: { type: 'string' }, env: { type: 'string' },
-        mode: { type: 'string' }, 'model-version': { type: 'string' }, tenant: { type: 'string' },
-        'completed-only': { type: 'boolean' }, help: { type: 'boolean', short: 'h' },
-      },
-      strict: true,
-    }).values;
-  } catch (e) {
-    console.error(`lamer export: ${(e as Error).message}\n\n${HELP}`);
-    return 2;
-  }
-  if (values.help) {
-    console.log(HELP);
-    return 0;
-  }
+  const parsed = parseCommand('export', argv, {
+    'data-dir': { type: 'string' }, out: { type: 'string' }, since: { type: 'string' }, env: { type: 'string' },
+    mode: { type: 'string' }, 'model-version': { type: 'string' }, tenant: { type: 'string' },
+    'completed-only': { type: 'boolean' },
+  }, HELP);
+  if ('code' in parsed) return parsed.code;
+  const values = parsed.values;
   let filter: ExportFilter;
   let dbFile: string;
   try {
     filter = {};
     if (values.since !== undefined) filter.since = parseSince(values.since);
     if (values.env !== undefined) filter.env = values.env;
-    if (values.mode !== undefined) {
-      if (values.mode !== 'train' && values.mode !== 'eval') throw new Error(`--mode must be train or eval, got '${values.mode}'`);
-      filter.mode = values.mode;
-    }
+    if (values.mode !== undefined) filter.mode = choiceOpt('mode', values.mode, ['train', 'eval'] as const, 'train');
     if (values['model-version'] !== undefined) filter.modelVersion = values['model-version'];
     if (values.tenant !== undefined) filter.tenant = values.tenant;
     if (values['completed-only']) filter.completedOnly = true;
     const dataDir = path.resolve(values['data-dir'] ?? (process.env.LAMER_DATA_DIR || 'data'));
     dbFile = path.join(dataDir, 'lamer.db');
-    if (!fs.existsSync(dbFile)) throw new Error(`no database at ${dbFile} (is --data-dir right?)`);
+    if (!fs.existsSync(dbFile)) throw new UsageError(`no database at ${dbFile} (is --data-dir right?)`);
+    if (values.out !== undefined && values.out !== '-') checkOutPath('out', values.out);
   } catch (e) {
-    console.error(`lamer export: ${(e as Error).message}`);
-    return 2;
+    return usageError('export', e);
   }
   const toFile = values.out !== undefined && values.out !== '-';
   const out: Writable = toFile ? fs.createWriteStream(values.out!) : process.stdout;

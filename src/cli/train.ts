@@ -8,14 +8,12 @@
  * temporary folder, base checkpoint --base-model-dir). Progress goes to stderr; the final curve
  * table to stdout.
  */
-import { parseArgs } from 'node:util';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import cliProgress from 'cli-progress';
-import { ENV_KINDS, type EnvKind } from '../envs/index.js';
 import { learningCurveSvg, runExperiment, type CurvePoint, type ExperimentAlgorithm } from '../training/experiment.js';
-import { intOpt } from './demos.js';
+import { envOpt, intOpt, parseCommand, usageError, UsageError } from './args.js';
 
 const HELP = `usage: lamer train --env minesweeper|sokoban --algorithm lamer|gigpo|grpo|rloo [options]
 
@@ -40,7 +38,7 @@ const HELP = `usage: lamer train --env minesweeper|sokoban --algorithm lamer|gig
 function num(name: string, v: string | undefined, lo: number, hi: number): number | undefined {
   if (v === undefined) return undefined;
   const n = Number(v);
-  if (!Number.isFinite(n) || n < lo || n > hi) throw new Error(`--${name} must be a number in [${lo}, ${hi}], got '${v}'`);
+  if (!Number.isFinite(n) || n < lo || n > hi) throw new UsageError(`--${name} must be a number in [${lo}, ${hi}], got '${v}'`);
   return n;
 }
 
@@ -60,44 +58,22 @@ export function formatCurve(points: CurvePoint[]): string {
 }
 
 export async function run(argv: string[]): Promise<number> {
-  let values;
-  try {
-    values = parseArgs({
-      args: argv,
-      options: {
-        env: { type: 'string' }, algorithm: { type: 'string' }, iterations: { type: 'string' }, 'tasks-per-iter': { type: 'string' },
-        group: { type: 'string' }, server: { type: 'string' }, out: { type: 'string' }, params: { type: 'string' }, seed: { type: 'string' },
-        concurrency: { type: 'string' }, temperature: { type: 'string' }, 'top-p': { type: 'string' }, 'top-k': { type: 'string' }, 'available-actions': { type: 'boolean' }, lr: { type: 'string' },
-        epochs: { type: 'string' }, minibatch: { type: 'string' }, 'gamma-traj': { type: 'string' }, 'ent-coef': { type: 'string' },
-        'data-dir': { type: 'string' }, 'base-model-dir': { type: 'string' }, 'api-key': { type: 'string' }, 'max-minutes': { type: 'string' }, quiet: { type: 'boolean' },
-        help: { type: 'boolean', short: 'h' },
-      },
-      strict: true,
-    }).values;
-  } catch (e) {
-    console.error(`lamer train: ${(e as Error).message}\n\n${HELP}`);
-    return 2;
-  }
-  if (values.help) {
-    console.log(HELP);
-    return 0;
-  }
+  const parsed = parseCommand('train', argv, {
+    env: { type: 'string' }, algorithm: { type: 'string' }, iterations: { type: 'string' }, 'tasks-per-iter': { type: 'string' },
+    group: { type: 'string' }, server: { type: 'string' }, out: { type: 'string' }, params: { type: 'string' }, seed: { type: 'string' },
+    concurrency: { type: 'string' }, temperature: { type: 'string' }, 'top-p': { type: 'string' }, 'top-k': { type: 'string' }, 'available-actions': { type: 'boolean' }, lr: { type: 'string' },
+    epochs: { type: 'string' }, minibatch: { type: 'string' }, 'gamma-traj': { type: 'string' }, 'ent-coef': { type: 'string' },
+    'data-dir': { type: 'string' }, 'base-model-dir': { type: 'string' }, 'api-key': { type: 'string' }, 'max-minutes': { type: 'string' }, quiet: { type: 'boolean' },
+  }, HELP);
+  if ('code' in parsed) return parsed.code;
+  const values = parsed.values;
   let opts;
   let out: string;
   try {
-    const env = values.env as EnvKind;
-    if (!ENV_KINDS.includes(env)) throw new Error(`--env must be one of ${ENV_KINDS.join(', ')}, got '${values.env ?? ''}'`);
+    const { kind: env, params } = envOpt(values.env, values.params);
     const algorithm = (values.algorithm ?? '') as ExperimentAlgorithm;
-    if (!['lamer', 'gigpo', 'grpo', 'rloo'].includes(algorithm)) throw new Error(`--algorithm must be lamer, gigpo, grpo or rloo, got '${values.algorithm ?? ''}'`);
-    if (values.server !== undefined && !/^https?:\/\/\S+$/.test(values.server)) throw new Error(`--server must be an http(s) URL, got '${values.server}'`);
-    let params = {};
-    if (values.params) {
-      try {
-        params = JSON.parse(values.params);
-      } catch {
-        throw new Error(`--params must be JSON, got '${values.params}'`);
-      }
-    }
+    if (!['lamer', 'gigpo', 'grpo', 'rloo'].includes(algorithm)) throw new UsageError(`--algorithm must be lamer, gigpo, grpo or rloo, got '${values.algorithm ?? ''}'`);
+    if (values.server !== undefined && !/^https?:\/\/\S+$/.test(values.server)) throw new UsageError(`--server must be an http(s) URL, got '${values.server}'`);
     const hyper: Record<string, number> = {};
     for (const [flag, key, lo, hi] of [['lr', 'lr', 1e-12, 1], ['epochs', 'epochs', 1, 100], ['minibatch', 'minibatchSize', 1, 4096], ['gamma-traj', 'gammaTraj', 0, 1], ['ent-coef', 'entCoef', 0, 1]] as const) {
       const v = num(flag, values[flag], lo, hi);
@@ -120,8 +96,7 @@ export async function run(argv: string[]): Promise<number> {
     };
     out = path.resolve(values.out ?? `train-${algorithm}`);
   } catch (e) {
-    console.error(`lamer train: ${(e as Error).message}`);
-    return 2;
+    return usageError('train', e);
   }
   mkdirSync(out, { recursive: true });
 

@@ -6,6 +6,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { run as evalRun } from '../../src/cli/eval.js';
 import { run as demosRun } from '../../src/cli/demos.js';
+import { run as exportRun } from '../../src/cli/export.js';
+import { run as trainRun } from '../../src/cli/train.js';
+import { writeFileSync } from 'node:fs';
 import { joinNegativeValues } from '../../src/cli/args.js';
 
 function quietConsole() {
@@ -98,6 +101,25 @@ describe('lamer eval / demos option checks (src/cli/args.ts)', () => {
     const d = await cli(demosRun, ['--env', 'sokoban', '--tasks', '1', '--out', join(dir, 'nope', 'd.jsonl')]);
     expect(d.code).toBe(2);
     expect(existsSync(join(dir, 'nope'))).toBe(false);
+  });
+});
+
+describe('lamer export / train use the same option module', () => {
+  it('export: --out into a missing directory is exit 2 before reading; --mode checked', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'args-export-'));
+    writeFileSync(join(dir, 'lamer.db'), '');
+    const out = join(dir, 'nope', 'x.jsonl');
+    expect(await cli(exportRun, ['--data-dir', dir, '--out', out])).toEqual({ code: 2, err: [`lamer export: --out ${out}: directory ${join(dir, 'nope')} does not exist`], log: [] });
+    expect(await cli(exportRun, ['--data-dir', dir, '--mode', 'both'])).toMatchObject({ code: 2, err: ["lamer export: --mode must be one of train, eval, got 'both'"] });
+  });
+
+  it('train: negative counts, missing --env and foreign --params keys are one line, exit 2', async () => {
+    expect(await cli(trainRun, ['--env', 'minesweeper', '--algorithm', 'lamer', '--iterations', '-3'])).toEqual({ code: 2, err: ["lamer train: --iterations must be an integer >= 1, got '-3'"], log: [] });
+    expect(await cli(trainRun, ['--algorithm', 'lamer'])).toMatchObject({ code: 2, err: ['lamer train: --env is required'] });
+    expect(await cli(trainRun, ['--env', 'sokoban', '--algorithm', 'lamer', '--params', '{"mines":2}'])).toMatchObject({
+      code: 2, err: ['lamer train: --params: mines is not a parameter of sokoban (valid: rows, cols, boxes, minMoves, maxMoves)'],
+    });
+    expect(await cli(trainRun, ['--env', 'sokoban', '--algorithm', 'lamer', '--lr', '-1'])).toMatchObject({ code: 2, err: ["lamer train: --lr must be a number in [1e-12, 1], got '-1'"] });
   });
 });
 
