@@ -153,7 +153,8 @@ export async function checkServer(base: string, timeoutMs = 3000): Promise<void>
  * Run an evaluation. @throws RangeError for bad options; EvalAbortError when policy 'model' cannot
  * create sessions (server unreachable before any session was created, or session creation answered
  * with a 4xx other than 429): the run stops instead of recording the same failure for every task.
- * Other HTTP failures are recorded per session.
+ * Other HTTP failures, and every failure in mode 'train' (training rollouts of `lamer train`, which
+ * go on with the sessions that worked), are recorded per session.
  */
 export async function runEval(opts: EvalOptions): Promise<EvalReport> {
   const trials = opts.trials ?? 1;
@@ -186,7 +187,7 @@ export async function runEval(opts: EvalOptions): Promise<EvalReport> {
             : await playHttp(env, seed, j.trial, samplingSeed, maxSteps, opts, sampling!)
           : playLocal(env, seed, j.trial, samplingSeed, maxSteps, opts);
       if (rec.sessionId) created++;
-      if (rec.createError && !abort) {
+      if (rec.createError && !abort && opts.mode !== 'train') {
         const { status } = rec.createError;
         if ((status >= 400 && status < 500 && status !== 429) || (status === 0 && created === 0)) {
           abort = new EvalAbortError(status === 0 ? `cannot reach ${opts.server} (${rec.createError.why})` : `server rejected the session: ${rec.createError.why}`);

@@ -2,7 +2,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { canonicalAction, runEval } from '../../src/eval/harness.js';
+import { createServer } from 'node:http';
+import { once } from 'node:events';
+import { canonicalAction, EvalAbortError, runEval } from '../../src/eval/harness.js';
 import { startServer } from '../../src/server.js';
 
 describe('eval harness with the reference policies (local)', () => {
@@ -78,9 +80,37 @@ describe('eval harness against a real in-process server (engine test)', () => {
     expect(r.sessions.every((s) => s.attempts.length === 1 && s.attempts[0].actions >= 1)).toBe(true);
   });
 
-  it('records HTTP failures per session instead of throwing', async () => {
-    const r = await runEval({ env: 'sokoban', tasks: 1, attempts: 1, concurrency: 1, seed: 0, policy: 'model', server: srv.url, modelVersion: 'no-such-version' });
-    expect(r.metrics.errors).toBe(1);
-    expect(r.sessions[0].error).toMatch(/HTTP 4\d\d/);
+  it('a 4xx on session creation stops the run with EvalAbortError naming the problem', async () => {
+    const run = runEval({ env: 'sokoban', tasks: 5, attempts: 1, concurrency: 1, seed: 0, policy: 'model', server: srv.url, modelVersion: 'no-such-version' });
+    await expect(run).rejects.toBeInstanceOf(EvalAbortError);
+    await expect(run).rejects.toThrow(/^server rejected the session: 400 validation: .*no-such-version/);
+  });
+
+  it('failures after a session was created are recorded per session, not thrown', async () => {
+    let steps = 0;
+    const fake = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        res.setHeader('content-type', 'application/json');
+        if (req.url === '/v1/sessions') return void res.end(JSON.stringify({ id: 'sess1', modelVersion: 'v1' }));
+        if (req.url?.endsWith('/steps')) {
+          steps++;
+          res.statusCode = 500;
+          return void res.end('{"detail":"boom"}');
+        }
+        res.end('{}');
+      });
+    });
+    fake.listen(0, '127.0.0.1');
+    await once(fake, 'listening');
+    try {
+      const url = `http://127.0.0.1:${(fake.address() as { port: number }).port}`;
+      const r = await runEval({ env: 'sokoban', tasks: 2, attempts: 1, concurrency: 1, seed: 0, policy: 'model', server: url });
+      expect(r.metrics.errors).toBe(2);
+      expect(r.sessions.map((s) => s.error)).toEqual(['POST /v1/sessions/sess1/steps: HTTP 500 {"detail":"boom"}', 'POST /v1/sessions/sess1/steps: HTTP 500 {"detail":"boom"}']);
+      expect(steps).toBe(2);
+    } finally {
+      fake.close();
+    }
   });
 });
