@@ -135,7 +135,13 @@ export async function run(argv: string[]): Promise<number> {
     bar?.stop();
     console.log(formatReport(report));
     if (values.out) {
-      writeFileSync(values.out, JSON.stringify(report, null, 2) + '\n');
+      try {
+        writeFileSync(values.out, JSON.stringify(report, null, 2) + '\n');
+      } catch (e) {
+        // checked before playing, but the disk can still refuse (full, read-only, removed meanwhile)
+        console.error(`lamer eval: could not write the report to ${values.out}: ${(e as Error).message}`);
+        return 1;
+      }
       console.log(`wrote ${values.out}`);
     }
     return report.metrics.errors === report.metrics.sessions && report.metrics.sessions > 0 ? 1 : 0;
