@@ -7,11 +7,35 @@
  * With no API keys configured the server listens on loopback only (127.0.0.1), whatever host was
  * asked for, and logs a warning saying so.
  */
+import fs from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app.js';
 import { isLoopback, loadConfig, type Config } from './config.js';
 import { openDatabase } from './db/index.js';
 import { createEngine } from './policy/index.js';
+
+/**
+ * The server cannot start for a reason outside the code (data directory unusable, port taken); the
+ * message names the variable to change. `lamer serve` prints it as one line and exits 1.
+ */
+export class StartupError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'StartupError';
+  }
+}
+
+/** The data directory cannot be created or its database opened: a StartupError naming LAMER_DATA_DIR. */
+function dataDirError(dataDir: string, err: unknown): StartupError {
+  const e = err as NodeJS.ErrnoException & { code?: string };
+  const why =
+    e.code === 'EEXIST' || e.code === 'ENOTDIR'
+      ? 'a file is in the way (it must be a directory)'
+      : e.code === 'EACCES' || e.code === 'EPERM' || e.code === 'EROFS' || e.code === 'SQLITE_READONLY' || e.code === 'SQLITE_CANTOPEN'
+        ? 'no permission to write there'
+        : (e.message ?? String(err));
+  return new StartupError(`LAMER_DATA_DIR=${dataDir} cannot be used: ${why} (${e.code ?? 'error'})`, { cause: err });
+}
 
 export interface RunningServer {
   url: string;
@@ -24,7 +48,14 @@ export async function startServer(overrides: Partial<Config> = {}): Promise<Runn
   let host = config.host;
   const forcedLoopback = config.apiKeys.length === 0 && !isLoopback(host);
   if (forcedLoopback) host = '127.0.0.1';
-  const database = openDatabase(config.dataDir, { synchronous: process.env.LAMER_SQLITE_SYNC === 'full' ? 'full' : 'normal' });
+  let database: ReturnType<typeof openDatabase>;
+  try {
+    database = openDatabase(config.dataDir, { synchronous: process.env.LAMER_SQLITE_SYNC === 'full' ? 'full' : 'normal' });
+    // The database may open read-only without complaint; checkpoints are written here too.
+    fs.accessSync(config.dataDir, fs.constants.W_OK);
+  } catch (err) {
+    throw dataDirError(config.dataDir, err);
+  }
   let app: FastifyInstance;
   try {
     const engine = await createEngine(config);
@@ -44,6 +75,10 @@ export async function startServer(overrides: Partial<Config> = {}): Promise<Runn
     await app.listen({ host, port: config.port });
   } catch (err) {
     await app.close();
+    const e = err as NodeJS.ErrnoException;
+    if (e.code === 'EADDRINUSE') throw new StartupError(`port ${config.port} on ${host} is already in use (LAMER_PORT, LAMER_HOST)`, { cause: err });
+    if (e.code === 'EACCES') throw new StartupError(`no permission to listen on port ${config.port} of ${host} (LAMER_PORT)`, { cause: err });
+    if (e.code === 'EADDRNOTAVAIL') throw new StartupError(`address ${host} is not available on this machine (LAMER_HOST)`, { cause: err });
     throw err;
   }
   const addr = app.server.address();

@@ -6,7 +6,7 @@
 import { ApiProblem } from '../agent/problems.js';
 import { ConfigError } from '../config.js';
 import { EngineError } from '../policy/engine.js';
-import { startServer } from '../server.js';
+import { StartupError, startServer } from '../server.js';
 
 export async function run(argv: string[]): Promise<number> {
   if (argv.includes('--help') || argv.includes('-h')) {
@@ -20,6 +20,10 @@ export async function run(argv: string[]): Promise<number> {
     if (err instanceof ConfigError) {
       console.error(`lamer serve: invalid configuration: ${err.message}`);
       return 2;
+    }
+    if (err instanceof StartupError) {
+      console.error(`lamer serve: cannot start: ${err.message}`);
+      return 1;
     }
     if (err instanceof ApiProblem || err instanceof EngineError) {
       console.error(`lamer serve: cannot start: ${err.message}\n(LAMER_ENGINE=test serves without a model)`);

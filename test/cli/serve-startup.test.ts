@@ -1,0 +1,55 @@
+/**
+ * `lamer serve` start-up errors are one clear line naming the variable, exit 1 (not a stack trace):
+ * LAMER_DATA_DIR is a file, LAMER_DATA_DIR is below a file, the port is already in use.
+ */
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+function serve(env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/serve.ts'], {
+      env: { ...process.env, LAMER_ENGINE: 'test', LAMER_HOST: '127.0.0.1', LAMER_PORT: '0', LAMER_LOG_LEVEL: 'silent', LAMER_API_KEYS: '', ...env },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    let stderr = '';
+    child.stderr.on('data', (d) => (stderr += d));
+    child.once('exit', (code) => resolve({ code, stderr }));
+  });
+}
+
+const tmp = () => fs.mkdtempSync(path.join(os.tmpdir(), 'lamer-startup-'));
+
+describe('lamer serve start-up errors', () => {
+  it('LAMER_DATA_DIR pointing at a file -> one line naming LAMER_DATA_DIR, exit 1', async () => {
+    const file = path.join(tmp(), 'not-a-dir');
+    fs.writeFileSync(file, 'x');
+    const r = await serve({ LAMER_DATA_DIR: file });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toBe(`lamer serve: cannot start: LAMER_DATA_DIR=${file} cannot be used: a file is in the way (it must be a directory) (EEXIST)\n`);
+  }, 30_000);
+
+  it('LAMER_DATA_DIR below a file -> one line, exit 1', async () => {
+    const file = path.join(tmp(), 'f');
+    fs.writeFileSync(file, 'x');
+    const r = await serve({ LAMER_DATA_DIR: path.join(file, 'data') });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/^lamer serve: cannot start: LAMER_DATA_DIR=\S+ cannot be used: a file is in the way \(it must be a directory\) \((ENOTDIR|EEXIST)\)\n$/);
+  }, 30_000);
+
+  it('the port already in use -> one line naming the port and LAMER_PORT, exit 1', async () => {
+    const blocker = net.createServer();
+    await new Promise<void>((r) => blocker.listen(0, '127.0.0.1', () => r()));
+    const port = (blocker.address() as net.AddressInfo).port;
+    try {
+      const r = await serve({ LAMER_DATA_DIR: tmp(), LAMER_PORT: String(port) });
+      expect(r.code).toBe(1);
+      expect(r.stderr).toBe(`lamer serve: cannot start: port ${port} on 127.0.0.1 is already in use (LAMER_PORT, LAMER_HOST)\n`);
+    } finally {
+      blocker.close();
+    }
+  }, 30_000);
+});
