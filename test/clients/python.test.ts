@@ -141,6 +141,21 @@ describe.skipIf(!hasMypy)('Python client typing', () => {
 });
 
 describe.skipIf(!hasServer)('MineSweeper example against a live server', () => {
+  it('prints one clean line and exits 1 when the server is down', async () => {
+    // A port that was free a moment ago: nothing listens there.
+    const probe = createServer();
+    await new Promise<void>((r) => probe.listen(0, '127.0.0.1', () => r()));
+    const port = (probe.address() as AddressInfo).port;
+    await new Promise((r) => probe.close(r));
+    const r = spawnSync('python3', [join(PY_DIR, 'examples', 'play_minesweeper.py'), '--url', `http://127.0.0.1:${port}`, '--quiet'], {
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+    expect(r.status).toBe(1);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toBe(`error: cannot reach the server at http://127.0.0.1:${port}: [Errno 111] Connection refused\n`);
+  });
+
   it('plays a full session: 3 attempts, or fewer ending in a success', async () => {
     const { startServer } = (await import('../../src/server.js' as string)) as {
       startServer: (o: object) => Promise<{ url: string; close(): Promise<void> }>;

@@ -25,6 +25,7 @@ import os
 import random
 import re
 import sys
+import urllib.error
 from dataclasses import dataclass
 from typing import List, Literal, Optional, Set, Tuple
 
@@ -201,6 +202,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         session = play(client, args.seed, args.attempts, args.max_steps, args.mode, not args.quiet)
     except LamerProblem as err:
         print(f"error: {err} ({err.type})", file=sys.stderr)
+        return 1
+    except (urllib.error.URLError, OSError) as err:
+        reason = err.reason if isinstance(err, urllib.error.URLError) else err
+        print(f"error: cannot reach the server at {args.url}: {reason}", file=sys.stderr)
         return 1
     if args.json:
         print(json.dumps(session))
