@@ -9,6 +9,7 @@
  */
 import fs from 'node:fs';
 import type { FastifyInstance } from 'fastify';
+import { pino } from 'pino';
 import { buildApp } from './app.js';
 import { isLoopback, loadConfig, type Config } from './config.js';
 import { openDatabase } from './db/index.js';
@@ -58,7 +59,8 @@ export async function startServer(overrides: Partial<Config> = {}): Promise<Runn
   }
   let app: FastifyInstance;
   try {
-    const engine = await createEngine(config);
+    // The engine logs before the app exists (backend choice, model loaded): same level, same stream.
+    const engine = await createEngine(config, pino({ level: config.logLevel }).child({ component: 'engine' }));
     app = await buildApp({ ...config, host }, { database, engine });
   } catch (err) {
     database.close();

@@ -53,3 +53,28 @@ describe('lamer serve start-up errors', () => {
     }
   }, 30_000);
 });
+
+describe('lamer serve with the builtin engine', () => {
+  it('logs the tfjs backend choice at the default info level (README "Native tfjs")', async () => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/serve.ts'], {
+      env: { ...process.env, LAMER_ENGINE: 'builtin', LAMER_TFJS_BACKEND: 'auto', LAMER_HOST: '127.0.0.1', LAMER_PORT: '0', LAMER_LOG_LEVEL: 'info', LAMER_API_KEYS: '', LAMER_DATA_DIR: tmp() },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    const exited = new Promise((r) => child.once('exit', r));
+    await new Promise<void>((resolve) => {
+      child.stdout.on('data', (d) => {
+        out += d;
+        if (out.includes('lamer-server ready')) resolve();
+      });
+      child.once('exit', () => resolve());
+    });
+    child.kill('SIGTERM');
+    await exited;
+    const lines = out.split('\n').filter((l) => l.includes('tfjs native backend'));
+    expect(lines).toHaveLength(1);
+    const line = JSON.parse(lines[0]!) as { level: number; msg: string };
+    expect(line.level).toBe(30);
+    expect(line.msg).toMatch(/^tfjs native backend (loaded|unavailable \(optional @tensorflow\/tfjs-node\[-gpu\] not installed or libtensorflow missing\); trying wasm)$/);
+  }, 90_000);
+});
