@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The experiment of issue 5 item 7 (docs/RESULTS.md, "LaMer vs GiGPO"): LaMer and GiGPO trained from
-# the same SFT warm start (models/sft, `npm run model:sft-base`) on MineSweeper 4x4 with 2 mines,
+# the same SFT warm start (models/base, `npm run model:sft-base`) on MineSweeper 4x4 with 2 mines,
 # the same trajectories per task (LaMer: G trials x 3 attempts; GiGPO: 3G single attempts) and the
 # same number of iterations (LaMer's, which runs first under a wall-clock budget), then both
 # evaluated with `lamer eval` on 128 held-out tasks with 3 attempts (GiGPO: independent retries,
@@ -9,7 +9,7 @@
 set -euo pipefail
 OUT=${1:?usage: bench/lamer-vs-gigpo.sh OUT_DIR [LAMER_MINUTES]}
 MINUTES=${2:-30}
-BASE=${BASE:-models/sft}
+BASE=${BASE:-models/base}  # the SFT warm start (the runs in docs/RESULTS.md used models/sft: the same bytes)
 T=${T:-8}; G=${G:-4}; LR=${LR:-5e-5}  # tasks per iteration, group size, learning rate
 # rollout sampling: the eval setting (0.7 / 0.8 / 20); at LaMer's training temperature 1.0 the small
 # SFT model's reflections derail at the first token (see docs/RESULTS.md)
