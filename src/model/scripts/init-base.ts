@@ -1,9 +1,11 @@
 /**
- * `npm run model:init`: writes the shipped base checkpoint `models/base/` from a seeded random
- * initialisation (DEFAULT_CONFIG of src/model/gpt.ts, seed 1337) on the cpu backend, so the
- * bytes are reproducible on any machine. The SFT warm start of the training issue replaces it
- * once it exists. Usage: `npm run model:init [-- <outDir>]`.
+ * `npm run model:init [-- <outDir>]`: writes a seeded random initialisation (DEFAULT_CONFIG of
+ * src/model/gpt.ts, seed 1337) on the cpu backend, so the bytes are reproducible on any machine.
+ * Default `<outDir>` is `models/init` (not `models/base`, which ships the SFT warm start made from
+ * this init by `npm run model:sft-base`). Refuses a non-empty `<outDir>` so that no checkpoint is
+ * overwritten by accident.
  */
+import { existsSync, readdirSync } from 'node:fs';
 import * as tf from '@tensorflow/tfjs';
 import { saveCheckpoint } from '../checkpoint.js';
 import { countParams, DEFAULT_CONFIG, initModel } from '../gpt.js';
@@ -11,7 +13,11 @@ import { countParams, DEFAULT_CONFIG, initModel } from '../gpt.js';
 const SEED = 1337;
 
 async function main(): Promise<void> {
-  const outDir = process.argv[2] ?? 'models/base';
+  const outDir = process.argv[2] ?? 'models/init';
+  if (existsSync(outDir) && readdirSync(outDir).length > 0) {
+    console.error(`model:init: ${outDir} exists and is not empty; give an empty or new folder`);
+    process.exit(2);
+  }
   await tf.setBackend('cpu');
   const model = initModel(DEFAULT_CONFIG, SEED);
   await saveCheckpoint(model, outDir, {
@@ -19,7 +25,7 @@ async function main(): Promise<void> {
     source: 'random-init',
     seed: SEED,
     script: 'npm run model:init',
-    note: 'random initialisation; replaced by the SFT warm start once it exists',
+    note: 'random initialisation; the shipped models/base is the SFT warm start made from it',
   });
   console.log(`wrote ${outDir}: ${countParams(DEFAULT_CONFIG)} parameters, config ${JSON.stringify(DEFAULT_CONFIG)}`);
   model.dispose();
