@@ -76,6 +76,8 @@ export const steps = sqliteTable(
     outputTokenIds: text('output_token_ids', { mode: 'json' }).$type<number[] | null>(),
     logprobs: text('logprobs', { mode: 'json' }).$type<number[] | null>(),
     droppedSteps: integer('dropped_steps'),
+    /** Remote engines: the chat messages sent and which token arrays the server returned (GenerationRecord, src/policy/engine.ts); null for builtin. */
+    engineRecord: text('engine_record', { mode: 'json' }).$type<Record<string, unknown> | null>(),
     modelVersion: text('model_version').notNull(),
     /** sha256 of the canonical request body: identical retries return `answer`. */
     requestHash: text('request_hash').notNull(),
@@ -108,6 +110,10 @@ export const models = sqliteTable('models', {
   parent: text('parent'),
   jobId: text('job_id'),
   checkpointDir: text('checkpoint_dir').notNull(),
+  /** `builtin`: tfjs checkpoint in `checkpointDir`; `openai`: served by a remote OpenAI-compatible server (`engineConfig`). */
+  engine: text('engine', { enum: ['builtin', 'openai'] }).notNull().default('builtin'),
+  /** Remote versions: RemoteVersionConfig (src/policy/engine.ts); null for builtin. */
+  engineConfig: text('engine_config', { mode: 'json' }).$type<Record<string, unknown> | null>(),
   status: text('status', { enum: ['candidate', 'active', 'retired'] }).notNull(),
   metrics: text('metrics', { mode: 'json' }).$type<Record<string, unknown>>().notNull(),
   createdAt: integer('created_at').notNull(),
