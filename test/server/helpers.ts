@@ -72,3 +72,39 @@ export function countRows(dataDir: string, sql: string, ...params: unknown[]): n
     db.close();
   }
 }
+
+/**
+ * One HTTP request with the path sent exactly as given (node:http does not normalise dot
+ * segments, repeated slashes or percent-escapes the way fetch/URL does). Parsed like {@link call}.
+ */
+export async function rawCall(base: string, method: string, rawPath: string, body?: unknown, headers: Record<string, string> = {}): Promise<Res> {
+  const http = await import('node:http');
+  const u = new URL(base);
+  const payload = body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body);
+  const h: Record<string, string> = { ...headers };
+  if (payload !== undefined) {
+    h['content-type'] ??= 'application/json';
+    h['content-length'] = String(Buffer.byteLength(payload));
+  }
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: u.hostname, port: u.port, method, path: rawPath, headers: h, agent: false }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('error', reject);
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        let parsed: unknown = text;
+        try {
+          parsed = text === '' ? null : JSON.parse(text);
+        } catch {
+          /* keep text */
+        }
+        const headersOut = new Headers();
+        for (const [k, v] of Object.entries(res.headers)) if (v !== undefined) headersOut.set(k, Array.isArray(v) ? v.join(', ') : v);
+        resolve({ status: res.statusCode ?? 0, body: parsed, type: res.headers['content-type'] ?? '', headers: headersOut });
+      });
+    });
+    req.on('error', reject);
+    req.end(payload);
+  });
+}

@@ -1,8 +1,15 @@
 /**
- * API keys as Bearer tokens (issue 2, "Auth"). With keys configured every `/v1` route needs one;
- * each key belongs to a tenant (`request.tenant`) and admin keys may use model and training routes
- * (`app.requireAdmin`, an onRequest hook for those route plugins). With no keys configured every
+ * API keys as Bearer tokens. With keys configured every route under `/v1` needs one; each key
+ * belongs to a tenant (`request.tenant`) and admin keys may use model and training routes
+ * (`app.requireAdmin`, an onRequest hook of those route plugins). With no keys configured every
  * request is tenant `default` with admin rights (the server then listens on loopback only).
+ *
+ * The decision is taken on the route the router matched (`request.routeOptions.url`, the pattern
+ * written in the code, e.g. `/v1/sessions/:id`), never on the request's URL text: the router
+ * decodes percent-escapes (`/%76%31/sessions` reaches `/v1/sessions`), so any test on `req.url`
+ * could be bypassed by another spelling of the same route. A request no route matched reaches no
+ * handler (404/405). While keys are configured, reading `request.tenant` on a request that was not
+ * authenticated throws 401: no handler can fall back to a default tenant.
  */
 import { createHash } from 'node:crypto';
 import fp from 'fastify-plugin';
@@ -12,8 +19,11 @@ import { ApiProblem } from '../../agent/problems.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
+    /** The tenant of the request's API key (`default` without keys). @throws ApiProblem 401 when not authenticated. */
     tenant: string;
     isAdmin: boolean;
+    /** The authenticated tenant, or null before/without authentication (read `tenant` instead). */
+    authTenant: string | null;
   }
   interface FastifyInstance {
     requireAdmin: (req: FastifyRequest, reply: FastifyReply) => Promise<void>;
@@ -22,29 +32,46 @@ declare module 'fastify' {
 
 const digest = (k: string) => createHash('sha256').update(k).digest('hex');
 
+/**
+ * True when a matched route pattern (Fastify `routeOptions.url`, e.g. `/v1/steps::batch`) is an
+ * API route that needs a key. `undefined` (no route matched: the 404 handler) is false.
+ */
+export function isApiRoute(pattern: string | undefined): boolean {
+  return pattern !== undefined && (pattern === '/v1' || pattern.startsWith('/v1/') || pattern.startsWith('/v1:'));
+}
+
+const unauthorized = (detail: string) => new ApiProblem(401, 'unauthorized', 'Unauthorized', detail);
+
 export default fp(
   async function authentication(app: FastifyInstance, opts: { apiKeys: ApiKey[] }) {
     // Keys are compared by their sha256 digest: constant-time in the key's content.
     const byDigest = new Map(opts.apiKeys.map((k) => [digest(k.key), k]));
     const open = opts.apiKeys.length === 0;
-    app.decorateRequest('tenant', 'default');
+    app.decorateRequest('authTenant', null);
+    app.decorateRequest('tenant', {
+      getter(this: FastifyRequest) {
+        if (this.authTenant === null) throw unauthorized('send an API key as "Authorization: Bearer <key>"');
+        return this.authTenant;
+      },
+    });
     app.decorateRequest('isAdmin', false);
     app.addHook('onRequest', async (req) => {
       if (open) {
-        req.tenant = 'default';
+        req.authTenant = 'default';
         req.isAdmin = true;
         return;
       }
-      if (!req.url.startsWith('/v1/') && req.url !== '/v1') return;
+      if (!isApiRoute(req.routeOptions.url)) return;
       const h = req.headers.authorization;
       const m = typeof h === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(h) : null;
-      if (!m) throw new ApiProblem(401, 'unauthorized', 'Unauthorized', 'send an API key as "Authorization: Bearer <key>"');
+      if (!m) throw unauthorized('send an API key as "Authorization: Bearer <key>"');
       const key = byDigest.get(digest(m[1]!));
-      if (!key) throw new ApiProblem(401, 'unauthorized', 'Unauthorized', 'unknown API key');
-      req.tenant = key.tenant;
+      if (!key) throw unauthorized('unknown API key');
+      req.authTenant = key.tenant;
       req.isAdmin = key.admin;
     });
     app.decorate('requireAdmin', async (req: FastifyRequest) => {
+      if (req.authTenant === null) throw unauthorized('send an API key as "Authorization: Bearer <key>"');
       if (!req.isAdmin) throw new ApiProblem(403, 'forbidden', 'Forbidden', 'this route needs an admin API key');
     });
   },

@@ -127,10 +127,13 @@ export function clientErrorProblem(err: NodeJS.ErrnoException, socket: Duplex): 
   socket.destroy(err);
 }
 
-/** A Fastify route URL (`/v1/sessions/:id`, `/v1/steps::batch`) as a regexp over request paths. */
+/**
+ * A Fastify route URL (`/v1/sessions/:id`, `/v1/steps::batch`) as a regexp over request paths,
+ * exactly as the router matches them (no trailing slash: `/v1/sessions/` is no route, so 404).
+ */
 function routePattern(url: string): RegExp {
   const parts = url.split('::').map((seg) => seg.replace(/[.+?^${}()|[\]\\]/g, '\\$&').replace(/:[A-Za-z0-9_]+/g, '[^/]+'));
-  return new RegExp(`^${parts.join(':')}/?$`);
+  return new RegExp(`^${parts.join(':')}$`);
 }
 
 export default fp(

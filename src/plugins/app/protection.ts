@@ -1,6 +1,7 @@
 /**
  * Rate limits per API key (issue 6 item 7) with @fastify/rate-limit: at most
- * `protection.rateLimitMax` requests per `rateLimitWindowSeconds` on `/v1` routes, counted per
+ * `protection.rateLimitMax` requests per `rateLimitWindowSeconds` on `/v1` routes (the route the
+ * router matched, whatever the spelling of the URL), counted per
  * API key (the sha256 of the Bearer token; per client IP when the request has none). Operations
  * routes (`/healthz`, `/readyz`, `/metrics`, `/docs`) are never limited. Over the limit the answer
  * is 429 `rate-limited` problem+json with `Retry-After` (seconds until the window resets) and the
@@ -15,6 +16,7 @@ import rateLimit from '@fastify/rate-limit';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { ProtectionConfig } from '../../config.js';
 import { ApiProblem } from '../../agent/problems.js';
+import { isApiRoute } from './authentication.js';
 
 /** Rate-limit key of a request: `key:<sha256 of the Bearer token>` or `ip:<address>`. */
 export function rateLimitKey(req: FastifyRequest): string {
@@ -33,7 +35,9 @@ export default fp(
       max: p.rateLimitMax,
       timeWindow: p.rateLimitWindowSeconds * 1000,
       keyGenerator: rateLimitKey,
-      allowList: (req) => !(req.url.startsWith('/v1/') || req.url === '/v1'),
+      // Decided on the matched route pattern, never on the URL text (which has many spellings of
+      // one route: `/%76%31/sessions` is routed to `/v1/sessions`).
+      allowList: (req) => !isApiRoute(req.routeOptions.url),
       onExceeded: () => app.metrics.rateLimited.inc(),
       errorResponseBuilder: (_req, ctx) =>
         new ApiProblem(
