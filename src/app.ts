@@ -48,8 +48,6 @@ export interface AppDeps {
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
-/** A number literal with a 3-digit exponent: the only way JSON.parse yields Infinity. */
-const OVERFLOW_CANDIDATE = /\d[eE][+]?\d{3}/;
 /** A `\uD800`-`\uDFFF` escape: the only way JSON.parse yields a lone UTF-16 surrogate. */
 const SURROGATE_CANDIDATE = /\\u[dD][89a-fA-F]/;
 
@@ -57,7 +55,7 @@ const SURROGATE_CANDIDATE = /\\u[dD][89a-fA-F]/;
 interface BodyChecks {
   /** Most nesting levels of objects/arrays; the body itself is level 1. */
   maxDepth: number;
-  /** Look for numbers that overflowed to +-Infinity. */
+  /** Look for numbers that overflowed to +-Infinity (`1e400`, or an integer literal of 309+ digits). */
   numbers: boolean;
   /** Look for strings (values and keys) that are not well-formed UTF-16 (a lone surrogate). */
   strings: boolean;
@@ -130,12 +128,18 @@ export async function buildApp(config: Config, deps: AppDeps): Promise<FastifyIn
     (httpPart === 'body' ? ajvBody : ajvCoerce).compile(schema as object),
   );
   // JSON bodies: Fastify's parser (rejects __proto__/constructor poisoning), then one iterative
-  // walk: nesting depth (LAMER_MAX_JSON_DEPTH), numbers that overflowed to Infinity (1e400), lone
-  // UTF-16 surrogates ("\ud800"), anywhere, also inside free-form `info`/`metadata`.
+  // walk: nesting depth (LAMER_MAX_JSON_DEPTH), numbers that are not finite after parsing (1e400,
+  // a 400-digit integer: JSON.parse gives Infinity, which would be stored as null), lone UTF-16
+  // surrogates ("\ud800"), anywhere, also inside free-form `info`/`metadata` and batch items.
+  // An empty body with a JSON content type is no body on a DELETE/OPTIONS or a route that takes
+  // none (clients often send the header on every request); elsewhere it is a 400.
   const jsonParser = app.getDefaultJsonParser('error', 'error');
   const maxDepth = config.limits.jsonDepth;
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, raw, done) => {
     const body = typeof raw === 'string' ? raw : raw.toString('utf8');
+    if (body === '' && (req.method === 'DELETE' || req.method === 'OPTIONS' || req.routeOptions.schema?.body === undefined)) {
+      return done(null, undefined);
+    }
     jsonParser(req, body, (err: Error | null, value?: unknown) => {
       if (err) {
         // Valid JSON refused by the parser: a forbidden key; say which.
@@ -153,7 +157,7 @@ export async function buildApp(config: Config, deps: AppDeps): Promise<FastifyIn
       }
       const p = bodyProblem(value, {
         maxDepth,
-        numbers: OVERFLOW_CANDIDATE.test(body),
+        numbers: true,
         strings: SURROGATE_CANDIDATE.test(body),
         forbiddenKeys: false,
       });
