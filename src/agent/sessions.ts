@@ -26,6 +26,7 @@ import { and, asc, desc, eq, lt, sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../db/index.js';
 import type { HotQueries, StepInsert } from '../db/queries.js';
 import { reflections, sessions, steps, type AttemptSummary, type SessionRow } from '../db/schema.js';
+import { callSeed, type CallKind } from '../model/sampling.js';
 import { EngineError, type Generation, type PolicyEngine, type PromptParts, type SamplingParams } from '../policy/engine.js';
 import { extractAction } from './actions.js';
 import type { ModelRegistry } from './models.js';
@@ -453,6 +454,15 @@ export class SessionService {
     }
   }
 
+  /**
+   * One model call outside any session (the OpenAI-compatible endpoint) under the same bound on
+   * queued model calls as steps.
+   * @throws ApiProblem 503 overloaded or engine-unavailable, as for a step.
+   */
+  modelCall<T>(fn: () => Promise<T>): Promise<T> {
+    return this.generate(fn);
+  }
+
   private async stepLocked(tenant: string, id: string, input: StepInput): Promise<StepAnswer> {
     const row = this.row(tenant, id);
     const hash = stepHash(input);
@@ -498,7 +508,10 @@ export class SessionService {
 
     await this.models.ensureLoaded(modelVersion);
     const stepsSoFar = this.promptSteps(id, input.attempt);
-    const sampling = row.sampling as SamplingParams;
+    const sessionSampling = row.sampling as SamplingParams;
+    // a seeded session reproduces itself, and each call (attempt, step, act/reflect) has its own stream
+    const sampling = (kind: CallKind): SamplingParams =>
+      sessionSampling.seed === undefined ? sessionSampling : { ...sessionSampling, seed: callSeed(sessionSampling.seed, input.attempt, input.step, kind) };
 
     let act: Generation | null = null;
     let actPromptText: string | null = null;
@@ -518,7 +531,7 @@ export class SessionService {
         steps: stepsSoFar,
         observation: input.observation,
       });
-      const req = { sessionId: id, modelVersion, prompt, sampling, ...(input.availableActions ? { availableActions: input.availableActions } : {}) };
+      const req = { sessionId: id, modelVersion, prompt, sampling: sampling('act'), ...(input.availableActions ? { availableActions: input.availableActions } : {}) };
       act = await this.generate(() => this.engine.act(req));
       actPromptText = promptAsSeen(prompt, act.droppedSteps);
     } else {
@@ -534,7 +547,7 @@ export class SessionService {
           steps: stepsSoFar,
           finalObservation: input.observation,
         });
-        refl = await this.generate(() => this.engine.reflect({ sessionId: id, modelVersion, prompt, sampling }));
+        refl = await this.generate(() => this.engine.reflect({ sessionId: id, modelVersion, prompt, sampling: sampling('reflect') }));
         reflPromptText = promptAsSeen(prompt, refl.droppedSteps);
         reflectionText = refl.output.trim().slice(0, this.limits.reflectionChars);
         next = { attempt: input.attempt + 1, step: 0 };

@@ -15,7 +15,10 @@
  *   in-flight requests finish, and is reloaded transparently from its folder when a session pinned
  *   to it steps again.
  *
- * All logprobs are natural logs under the model's plain softmax (temperature 1, no top-k/top-p).
+ * Recorded logprobs (act and reflect) are those of the sampling distribution itself, the behaviour
+ * policy (src/model/sampling.ts samplingLogprobs): logits / temperature, restricted to the support
+ * (allowed candidates' tokens, top-k, top-p), renormalised; training recomputes exactly that
+ * (src/training/job.ts). `score()` stays the plain likelihood (temperature 1, no truncation).
  */
 import * as tf from '@tensorflow/tfjs';
 import { initBackend, type BackendPreference } from '../model/backend.js';
@@ -25,7 +28,9 @@ import {
   cacheLength, disposeCache, forwardCached, truncateCache, type CachedRow, type GPT,
 } from '../model/gpt.js';
 import type { RowCache } from '../model/kv-cache.js';
-import { DEFAULT_LIMITS, rngFor, sampleIndex, type GenerationLimits, type Rng } from '../model/sampling.js';
+import {
+  DEFAULT_LIMITS, drawIndex, rngFor, sampleIndex, samplingLogprobs, type GenerationLimits, type Rng,
+} from '../model/sampling.js';
 import { decode, encodeCandidate, encodePrompt, type EncodedPrompt } from '../model/tokenizer.js';
 import {
   EngineError, type ActRequest, type EngineInfo, type Generation, type PolicyEngine, type PromptParts,
@@ -326,7 +331,8 @@ export class BuiltinEngine implements PolicyEngine {
       cache = pre.cache;
       let row = pre.last;
       for (;;) {
-        const t = sampleIndex(row, sampling, rng);
+        const dist = samplingLogprobs(row, sampling); // the behaviour policy at this position
+        const t = drawIndex(dist, sampling.temperature, rng);
         out.push(t);
         logprobs.push(row[t]);
         if (this.stopSet.has(t) || out.length >= maxNew || seq.length >= m.model.config.block_size) break;
@@ -373,6 +379,70 @@ export class BuiltinEngine implements PolicyEngine {
     try {
       const pre = await this.prefill(m, st, enc.ids);
       cache = pre.cache;
+  /**
+   * Samples one of `candidates` token by token down their trie (see the module doc): at position j
+   * the allowed tokens are the j-th tokens of the candidates agreeing with the output so far; one
+   * allowed token is forced (logprob log 1 = 0, no forward pass); otherwise the next-token row is
+   * computed (the forced tokens pending before it in the same forward) and a token is drawn from
+   * `samplingLogprobs(row, sampling, allowed)`, whose value at the token is recorded. Ends when a
+   * candidate is complete (its last token, EOS, was drawn); duplicates resolve to the lowest index.
+   */
+  private async generateConstrained(m: LoadedModel, sessionId: string | null, prompt: PromptParts, candidates: string[], sampling: SamplingParams): Promise<Generation> {
+    const tokens = candidates.map(encodeCandidate);
+    const reserve = this.candidateReserve(m, candidates);
+    const rng: Rng = rngFor(sampling);
+    const st = this.takeSession(sessionId, m.version);
+    const enc = this.fit(prompt, m, reserve, st?.fit);
+    let cache: RowCache | null = null;
+    try {
+      const pre = await this.prefill(m, st, enc.ids);
+      cache = pre.cache;
+      let row = pre.last;
+      const seq = enc.ids.slice(); // tokens in the cache
+      const out: number[] = [];
+      const logprobs: number[] = [];
+      let pending: number[] = [];
+      let live = tokens.map((_, i) => i);
+      let choice = -1;
+      for (let j = 0; choice < 0; j++) {
+        const allowed = [...new Set(live.filter((c) => tokens[c].length > j).map((c) => tokens[c][j]))];
+        if (allowed.length === 0) throw new EngineError('constrained sampling left every candidate'); // unreachable: candidates end in EOS
+        let t: number;
+        let lp = 0;
+        if (allowed.length === 1) {
+          t = allowed[0];
+        } else {
+          if (pending.length > 0) {
+            const [r] = await m.batcher.submit([{ cache, tokens: pending, allPositions: false, keepCache: true }]);
+            disposeCache(cache);
+            cache = r.cache;
+            seq.push(...pending);
+            pending = [];
+            row = r.logprobs;
+          }
+          const dist = samplingLogprobs(row, sampling, allowed);
+          t = drawIndex(dist, sampling.temperature, rng);
+          lp = dist[t];
+        }
+        out.push(t);
+        logprobs.push(lp);
+        live = live.filter((c) => tokens[c][j] === t);
+        choice = live.find((c) => tokens[c].length === j + 1) ?? -1;
+        if (choice < 0) pending.push(t);
+      }
+      this.putSession(sessionId, { version: m.version, tokens: seq, cache, fit: { head: prompt.head, steps: prompt.steps.length, dropped: enc.droppedSteps } });
+      cache = null;
+      return {
+        output: candidates[choice], promptTokenIds: enc.ids, outputTokenIds: out, logprobs,
+        droppedSteps: enc.droppedSteps, modelVersion: m.version, choiceIndex: choice,
+      };
+    } catch (err) {
+      disposeCache(cache);
+      this.putSession(sessionId, null);
+      throw err instanceof EngineError ? err : new EngineError(`constrained sampling failed: ${(err as Error).message}`, { cause: err });
+    }
+  }
+
       const rows: CachedRow[] = [];
       const rowOf: number[] = [];
       tokens.forEach((c, i) => {
@@ -410,19 +480,7 @@ export class BuiltinEngine implements PolicyEngine {
       if (!actions || actions.length === 0) {
         return await this.generate(m, req.sessionId, req.prompt, this.limits.maxActionTokens, req.sampling);
       }
-      const { enc, tokens, logprobs } = await this.scoreCandidates(m, req.sessionId, req.prompt, actions);
-      const sums = logprobs.map((lp) => lp.reduce((a, b) => a + b, 0));
-      const rng: Rng = rngFor(req.sampling);
-      const choice = sampleIndex(sums, req.sampling, rng);
-      return {
-        output: actions[choice],
-        promptTokenIds: enc.ids,
-        outputTokenIds: tokens[choice],
-        logprobs: logprobs[choice],
-        droppedSteps: enc.droppedSteps,
-        modelVersion: m.version,
-        choiceIndex: choice,
-      };
+      return await this.generateConstrained(m, req.sessionId, req.prompt, actions, req.sampling);
     } finally {
       this.releaseModel(m);
     }

@@ -4,8 +4,12 @@
  * `TestEngine` (deterministic, constant time, for tests and HTTP benchmarks).
  *
  * Units: token ids are integers of the engine's tokenizer; logprobs are natural-log probabilities
- * of each sampled token under the sampling distribution's *unmodified* model softmax
- * (temperature 1, no top-k/top-p), so PPO ratios can be computed against them later.
+ * of each sampled token under the sampling distribution itself, the behaviour policy: the model's
+ * logits divided by the temperature, restricted to the support (the tokens `availableActions`
+ * allow at that position, top-k, top-p) and renormalised (src/model/sampling.ts
+ * samplingLogprobs), so that training, which recomputes the same distribution with the session's
+ * recorded sampling settings, starts PPO at ratio 1. Greedy calls (temperature 0) are scored at
+ * temperature 1.
  */
 
 /** Sampling settings of one generation (DESIGN §2 `sampling`). */
@@ -16,7 +20,8 @@ export interface SamplingParams {
   topP: number;
   /** >= 0; 0 disables. */
   topK: number;
-  /** Optional integer seed: one seed gives one output for one prompt and model version. */
+  /** Optional integer seed: one seed gives one output for one prompt and model version. A session
+   *  derives each call's seed from its own seed, attempt, step and call kind (callSeed). */
   seed?: number;
 }
 
@@ -66,7 +71,7 @@ export interface Generation {
   promptTokenIds: number[];
   /** Sampled tokens, `[outLen]`, stop token included when one was sampled. */
   outputTokenIds: number[];
-  /** Natural-log probability of each output token, `[outLen]`. */
+  /** Natural-log probability of each output token under the sampling distribution, `[outLen]`. */
   logprobs: number[];
   /** How many of `prompt.steps` were dropped (from the front) to fit the context. 0 = not truncated. */
   droppedSteps: number;

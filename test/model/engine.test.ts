@@ -6,6 +6,7 @@ import path from 'node:path';
 import { forward, forwardCachedStats, initModel, type GPT } from '../../src/model/gpt.js';
 import { loadCheckpoint, saveCheckpoint } from '../../src/model/checkpoint.js';
 import { EOS, encodeCandidate, encodePrompt } from '../../src/model/tokenizer.js';
+import { candidateSupport, samplingLogprobs } from '../../src/model/sampling.js';
 import { createBuiltinEngineInstance, type BuiltinEngine } from '../../src/policy/builtin-engine.js';
 import { EngineError, type PromptParts } from '../../src/policy/engine.js';
 import { TINY } from './setup.js';
@@ -45,6 +46,15 @@ function refLogprobs(prompt: number[], out: number[]): number[] {
   });
 }
 
+/** Full log-softmax rows (temperature 1) predicting each output token, `[outLen][V]`. */
+function refRows(prompt: number[], out: number[]): number[][] {
+  const ids = [...prompt, ...out];
+  return tf.tidy(() => {
+    const lp = tf.logSoftmax(forward(ref, tf.tensor2d([ids], [1, ids.length], 'int32')), -1).arraySync() as number[][][];
+    return out.map((_, j) => lp[0][prompt.length - 1 + j]);
+  });
+}
+
 const prompt = (n: number): PromptParts => ({ head: 'Task: go. ', steps: Array.from({ length: n }, (_, i) => `s${i};`), tail: '> ' });
 const S = (seed: number) => ({ temperature: 1, topP: 1, topK: 0, seed });
 
@@ -81,24 +91,41 @@ describe('builtin engine', () => {
     for (const s of ['r1', 'r2', 'r3', 'r4', 'a1']) engine.release(s);
   });
 
-  it('with availableActions answers one of them, with exact per-token logprobs equal to score()', async () => {
+  it('with availableActions samples one of them down their trie, recording the constrained sampling logprobs', async () => {
     const actions = ['left', 'right', 'up', '(1, 2)', ''];
     const scores = await engine.score({ modelVersion: 'v1', prompt: prompt(1), candidates: actions });
     expect(scores.length).toBe(5);
+    const params = [S(0), { temperature: 0.7, topP: 0.8, topK: 20 }, { temperature: 2, topP: 1, topK: 2 }];
     for (let seed = 0; seed < 8; seed++) {
-      const g = await engine.act({ sessionId: 'c1', modelVersion: 'v1', prompt: prompt(1), availableActions: actions, sampling: S(seed) });
+      const sampling = { ...params[seed % 3], seed };
+      const g = await engine.act({ sessionId: 'c1', modelVersion: 'v1', prompt: prompt(1), availableActions: actions, sampling });
       expect(actions).toContain(g.output);
       expect(g.output).toBe(actions[g.choiceIndex!]);
       expect(g.outputTokenIds).toEqual(encodeCandidate(g.output));
       expect(g.outputTokenIds.at(-1)).toBe(EOS);
-      const sum = g.logprobs.reduce((a, b) => a + b, 0);
-      expect(sum).toBeCloseTo(scores[g.choiceIndex!], 4);
-      const r = refLogprobs(g.promptTokenIds, g.outputTokenIds);
-      g.logprobs.forEach((lp, i) => expect(lp).toBeCloseTo(r[i], 4));
+      // per position: the sampling distribution over the tokens the candidates allow there
+      const support = candidateSupport(actions.map(encodeCandidate), g.outputTokenIds);
+      const rows = refRows(g.promptTokenIds, g.outputTokenIds);
+      g.logprobs.forEach((lp, j) => {
+        const want = support[j].length === 1 ? 0 : samplingLogprobs(rows[j], sampling, support[j])[g.outputTokenIds[j]];
+        expect(lp).toBeCloseTo(want, 4);
+      });
     }
+    // greedy: the allowed argmax at every branching position
     const greedy = await engine.act({ sessionId: 'c1', modelVersion: 'v1', prompt: prompt(1), availableActions: actions, sampling: { temperature: 0, topP: 1, topK: 0 } });
-    expect(greedy.choiceIndex).toBe(scores.indexOf(Math.max(...scores)));
+    const rows = refRows(greedy.promptTokenIds, greedy.outputTokenIds);
+    candidateSupport(actions.map(encodeCandidate), greedy.outputTokenIds).forEach((allowed, j) => {
+      expect(greedy.outputTokenIds[j]).toBe(allowed.reduce((b, t) => (rows[j][t] > rows[j][b] ? t : b), allowed[0]));
+    });
     engine.release('c1');
+  });
+
+  it('records the tempered, truncated sampling logprobs of free generations', async () => {
+    const sampling = { temperature: 0.7, topP: 0.8, topK: 20, seed: 9 };
+    const g = await engine.act({ sessionId: 'p1', modelVersion: 'v1', prompt: prompt(2), sampling });
+    const rows = refRows(g.promptTokenIds, g.outputTokenIds);
+    g.logprobs.forEach((lp, j) => expect(lp).toBeCloseTo(samplingLogprobs(rows[j], sampling)[g.outputTokenIds[j]], 4));
+    engine.release('p1');
   });
 
   it('drops the oldest steps to fit the context, reports it, and keeps the drop stable while the attempt goes on', async () => {
