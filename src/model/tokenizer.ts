@@ -57,12 +57,35 @@ export function decode(ids: readonly number[]): string {
 export interface EncodedPrompt {
   /** Token ids `[promptLen]`, starting with BOS. */
   ids: number[];
+  /** The text the model sees: exactly `decode(ids)` (what is recorded as the step's prompt). */
+  text: string;
   /** How many of `parts.steps` were dropped from the front (0 = none). */
   droppedSteps: number;
   /** Bytes cut from the start of `head` (last resort, see `encodePrompt`); 0 normally. */
   headTruncatedBytes: number;
   /** Bytes cut from the start of `tail` (only when the tail alone exceeds the budget). */
   tailTruncatedBytes: number;
+  /**
+   * Characters (Unicode code points; a lone surrogate counts as one) cut from the start of `head`
+   * and `tail` together, beyond the dropped steps; 0 normally.
+   */
+  truncatedChars: number;
+}
+
+/** True for a UTF-8 continuation byte (10xxxxxx). */
+const isContinuation = (b: number): boolean => (b & 0xc0) === 0x80;
+
+/**
+ * The last `room` bytes (at most) of the UTF-8 bytes `bytes`, starting on a character boundary
+ * (continuation bytes at the cut are dropped too), and the number of characters cut (one lead
+ * byte per character).
+ */
+function keepEnd(bytes: number[], room: number): { kept: number[]; cutChars: number } {
+  let start = Math.max(0, bytes.length - Math.max(0, room));
+  while (start < bytes.length && isContinuation(bytes[start]!)) start++;
+  let cutChars = 0;
+  for (let i = 0; i < start; i++) if (!isContinuation(bytes[i]!)) cutChars++;
+  return { kept: bytes.slice(start), cutChars };
 }
 
 /**
@@ -74,7 +97,8 @@ export interface EncodedPrompt {
  *    cut from the left (its *end*, nearest to the current observation, is kept), byte-wise.
  * 3. If even `[BOS] + tail` does not fit, head is dropped entirely and `tail` is cut from the left
  *    (its end holds the answer cue).
- * Cuts in 2-3 may split a multi-byte UTF-8 character; the model sees bytes, so this is harmless.
+ * Cuts in 2-3 fall on character boundaries (a multi-byte UTF-8 character at the cut is dropped
+ * whole), so `text === decode(ids)` is the prompt shown and `truncatedChars` counts what was cut.
  * `opts.minDroppedSteps` drops at least that many steps even when fewer would fit (the engine uses
  * it to keep a session's prompt prefix stable between steps, see src/policy/builtin-engine.ts).
  *
@@ -95,26 +119,34 @@ export function encodePrompt(parts: PromptParts, maxPromptTokens: number, opts: 
     stepsLen -= steps[dropped].length;
     dropped++;
   }
-  let headTruncatedBytes = 0;
-  let tailTruncatedBytes = 0;
   let headKept = head;
   let tailKept = tail;
+  let truncatedChars = 0;
   if (fixed > maxPromptTokens) {
     const roomForHead = maxPromptTokens - 1 - tail.length;
     if (roomForHead >= 0) {
-      headKept = head.slice(head.length - roomForHead);
+      const h = keepEnd(head, roomForHead);
+      headKept = h.kept;
+      truncatedChars = h.cutChars;
     } else {
       headKept = [];
-      tailKept = tail.slice(tail.length - (maxPromptTokens - 1));
+      const t = keepEnd(tail, maxPromptTokens - 1);
+      tailKept = t.kept;
+      truncatedChars = keepEnd(head, 0).cutChars + t.cutChars;
     }
-    headTruncatedBytes = head.length - headKept.length;
-    tailTruncatedBytes = tail.length - tailKept.length;
   }
   const ids: number[] = [BOS];
   for (const b of headKept) ids.push(b);
   for (let i = dropped; i < steps.length; i++) for (const b of steps[i]) ids.push(b);
   for (const b of tailKept) ids.push(b);
-  return { ids, droppedSteps: dropped, headTruncatedBytes, tailTruncatedBytes };
+  return {
+    ids,
+    text: decode(ids),
+    droppedSteps: dropped,
+    headTruncatedBytes: head.length - headKept.length,
+    tailTruncatedBytes: tail.length - tailKept.length,
+    truncatedChars,
+  };
 }
 
 /** Token ids of one candidate continuation (an action): its bytes followed by EOS. */
@@ -122,4 +154,85 @@ export function encodeCandidate(text: string): number[] {
   const ids = encode(text);
   ids.push(EOS);
   return ids;
+}
+
+/**
+ * UTF-8 validity of sampled bytes: the byte tokens that may come next so that the output stays a
+ * prefix of valid UTF-8 (RFC 3629 §4: no overlong forms, no surrogates, nothing above U+10FFFF).
+ * State: how many continuation bytes the current character still needs (`need`) and the range the
+ * next one must lie in (`lo`..`hi`; narrower than 80..BF after E0, ED, F0, F4).
+ */
+export interface Utf8State {
+  need: number;
+  lo: number;
+  hi: number;
+}
+
+export const UTF8_START: Utf8State = { need: 0, lo: 0x80, hi: 0xbf };
+
+/** The state after token `t` (special tokens >= 256 leave it unchanged; they are not text). */
+export function utf8Next(s: Utf8State, t: number): Utf8State {
+  if (t >= BYTE_VOCAB || t < 0) return s;
+  if (s.need > 0) return { need: s.need - 1, lo: 0x80, hi: 0xbf };
+  if (t < 0x80) return UTF8_START;
+  if (t >= 0xc2 && t <= 0xdf) return { need: 1, lo: 0x80, hi: 0xbf };
+  if (t === 0xe0) return { need: 2, lo: 0xa0, hi: 0xbf };
+  if (t === 0xed) return { need: 2, lo: 0x80, hi: 0x9f };
+  if (t >= 0xe1 && t <= 0xef) return { need: 2, lo: 0x80, hi: 0xbf };
+  if (t === 0xf0) return { need: 3, lo: 0x90, hi: 0xbf };
+  if (t === 0xf4) return { need: 3, lo: 0x80, hi: 0x8f };
+  if (t >= 0xf1 && t <= 0xf3) return { need: 3, lo: 0x80, hi: 0xbf };
+  return UTF8_START; // not reachable through utf8Allowed
+}
+
+const ALLOWED_AT_BOUNDARY: number[] = (() => {
+  const out: number[] = [];
+  for (let b = 0; b < 0x80; b++) out.push(b);
+  for (let b = 0xc2; b <= 0xf4; b++) out.push(b);
+  for (let t = BYTE_VOCAB; t < VOCAB_SIZE; t++) out.push(t);
+  return out;
+})();
+
+/**
+ * Token ids allowed next in state `s`, ascending: inside a character only its valid continuation
+ * bytes (no special token, so no stop either); between characters ASCII, the valid lead bytes
+ * C2..F4 and the special tokens (`vocabSize` > 260 adds its extra ids too).
+ */
+export function utf8Allowed(s: Utf8State, vocabSize: number = VOCAB_SIZE): number[] {
+  if (s.need > 0) {
+    const out: number[] = [];
+    for (let b = s.lo; b <= s.hi; b++) out.push(b);
+    return out;
+  }
+  if (vocabSize === VOCAB_SIZE) return ALLOWED_AT_BOUNDARY;
+  const out = ALLOWED_AT_BOUNDARY.filter((t) => t < vocabSize);
+  for (let t = VOCAB_SIZE; t < vocabSize; t++) out.push(t);
+  return out;
+}
+
+/**
+ * The allowed token ids at every position of a sampled `output` (`utf8Allowed` after the tokens
+ * before it), `[output.length]`: the support the engine sampled from, for training to recompute.
+ */
+export function utf8Support(output: readonly number[], vocabSize: number = VOCAB_SIZE): number[][] {
+  let s = UTF8_START;
+  return output.map((t) => {
+    const a = utf8Allowed(s, vocabSize);
+    s = utf8Next(s, t);
+    return a;
+  });
+}
+
+/**
+ * Length of the longest prefix of `ids` that ends on a character boundary: trailing bytes of an
+ * unfinished character (a generation stopped by its length cap mid-character) are excluded.
+ */
+export function completeUtf8Prefix(ids: readonly number[]): number {
+  let s = UTF8_START;
+  let end = 0;
+  for (let i = 0; i < ids.length; i++) {
+    s = utf8Next(s, ids[i]!);
+    if (s.need === 0) end = i + 1;
+  }
+  return end;
 }
