@@ -10,8 +10,16 @@
  * Conventions (0-based):
  * - action turn: `attempt` n, `step` t, `reward` = the reward the env gave for this turn's action.
  * - reflection turn: `attempt` n = the failed attempt it reflects on, `reward` ignored. Its return
- *   is G_0(n+1) and its episode score is the reward sum of attempt n+1, the attempt it conditions.
- *   A reflection with no recorded attempt n+1 is dropped (not trained).
+ *   is G_0(n+1); its own episode score is 0 (minus the invalid penalty when the reflection was
+ *   malformed), as in the reference code: mlbio-epfl/LaMer
+ *   agent_system/multi_turn_rollout/metarl_rollout_loop.py lines 581-589 (only 'play' turns sum
+ *   rewards; a 'reflect' turn appends `episode_rewards.append(0.)`), the penalty from
+ *   verl/trainer/ppo/ray_trainer.py lines 200-220 (apply_invalid_action_penalty) on the validity
+ *   of agent_system/environments/minesweeper/env_manager.py ~line 123; shared/LAMER.md §3. The
+ *   outcome of attempt n+1 reaches the reflection through its return (the step term), and is not
+ *   counted a second time as its episode score. Reflection turns count in their task's episode
+ *   mean like every other turn of the batch. A reflection with no recorded attempt n+1 is dropped
+ *   (not trained).
  */
 import { sessionReturns, type ReturnConfig } from './returns.js';
 
@@ -53,7 +61,8 @@ export interface TurnAdvantage {
   kept: boolean;
   /** Cross-episode return G (action turns) or G_0(n+1) (reflection turns). */
   return: number;
-  /** Undiscounted reward sum of the turn's attempt, minus the invalid penalty. */
+  /** Action turns: undiscounted reward sum of the turn's attempt, minus the invalid penalty;
+   *  reflection turns: 0 minus the invalid penalty (see the module doc). */
   episodeScore: number;
   /** GiGPO episode term (0 for GRPO/RLOO). */
   episodeTerm: number;
@@ -97,6 +106,7 @@ function groupBy<T>(items: readonly T[], key: (x: T, i: number) => string): Map<
  *
  * GiGPO mean_norm (LAMER.md §3):
  *   episode term  A_E = s - mean_{task}(s),      s = sum of the attempt's rewards - penalty * invalid
+ *                                                (reflection turns: s = 0 - penalty * invalid)
  *   step term     A_S = G - mean_{task, obs}(G)  (all reflection turns of a task: one group)
  *   advantage     A   = A_E + stepCoef * A_S
  * GRPO:  A = (s - mean_{task}(s)) / (std_{task}(s) + eps)
@@ -132,7 +142,7 @@ export function computeAdvantages(turns: readonly Turn[], opts: AdvantageOptions
       const n = turns[i].attempt;
       if (n + 1 >= nAttempts) { out[i].kept = false; continue; } // dangling: no next attempt
       out[i].return = R.reflection[n];
-      out[i].episodeScore = attemptSum[n + 1] - (turns[i].invalidAction ? penalty : 0);
+      out[i].episodeScore = 0 - (turns[i].invalidAction ? penalty : 0); // reference: a reflect turn's episode reward is 0
     }
   }
 

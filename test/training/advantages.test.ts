@@ -47,24 +47,50 @@ describe('GiGPO mean_norm, single attempt (gamma_step 0.5)', () => {
 describe('GiGPO for LaMer: multi-attempt with reflections (gamma_step 0.95, gamma_traj 0.6, PAPER)', () => {
   // L1: attempt 0 A(r 0) fails, reflection, attempt 1 A(r 10). L2: attempt 0 A(r 10), plus a dangling reflection.
   // G: L1a0 = 0 + 0.6*10 = 6, reflection = G_0(1) = 10, L1a1 = 10, L2a0 = 10
-  // scores: 0, 10 (the next attempt's sum), 10, 10 -> mean 7.5
+  // episode scores: 0, 0 (a reflection earns no reward of its own; reference
+  // metarl_rollout_loop.py:589), 10, 10 -> mean 5
   // anchor 'A': G in {6, 10, 10}, mean 26/3; reflections: one group of one
   const turns: Turn[] = [
     act('T', 'L1', 0, 0, 'A', 0), refl('T', 'L1', 0), act('T', 'L1', 1, 0, 'A', 10),
     act('T', 'L2', 0, 0, 'A', 10), refl('T', 'L2', 0),
   ];
   const res = computeAdvantages(turns, { estimator: 'gigpo', returns: { gammaStep: 0.95, gammaTraj: 0.6 } });
-  it('reflection turns get the next attempt return and score', () => {
+  it('reflection turns get the next attempt return, and an episode score of 0', () => {
     expect(res.turns[1].return).toBeCloseTo(10, 9);
-    expect(res.turns[1].episodeScore).toBe(10);
+    expect(res.turns[1].episodeScore).toBe(0);
     expect(res.turns[0].return).toBeCloseTo(6, 9);
   });
   it('advantages', () => {
-    const want = [-7.5 + (6 - 26 / 3), 2.5, 2.5 + (10 - 26 / 3), 2.5 + (10 - 26 / 3)];
+    const want = [-5 + (6 - 26 / 3), -5, 5 + (10 - 26 / 3), 5 + (10 - 26 / 3)];
     [0, 1, 2, 3].forEach((k, i) => expect(res.turns[k].advantage).toBeCloseTo(want[i], 9));
-    expect(res.turns[0].advantage).toBeCloseTo(-10.1667, 3);
-    expect(res.turns[2].advantage).toBeCloseTo(3.8333, 3);
+    expect(res.turns[0].advantage).toBeCloseTo(-7.6667, 3);
+    expect(res.turns[2].advantage).toBeCloseTo(6.3333, 3);
   });
+  // table: reflection episode scores and terms, hand-computed (gamma_step 0.95, gamma_traj 0.6, PAPER)
+  const table: Array<{ name: string; turns: Turn[]; idx: number; score: number; episodeTerm: number; stepTerm: number }> = [
+    { // one trial: a0 r=-1 fails, reflection, a1 r=10. scores [-1, 0, 10] mean 3; G: a0 = -1 + 6 = 5, refl 10, a1 10
+      name: 'single trial: the reflection is centred at 0 - 3',
+      turns: [act('T', 'S', 0, 0, 'A', -1), refl('T', 'S', 0), act('T', 'S', 1, 0, 'B', 10)], idx: 1, score: 0, episodeTerm: -3, stepTerm: 0,
+    },
+    { // two trials; reflections: G 10 (S1) and G_0(1) = -1 (S2): group mean 4.5. scores [-1,0,10,-1,0,-1] mean 7/6
+      name: 'two reflections share one step group, credited by their returns',
+      turns: [act('T', 'S1', 0, 0, 'A', -1), refl('T', 'S1', 0), act('T', 'S1', 1, 0, 'A', 10), act('T', 'S2', 0, 0, 'A', -1), refl('T', 'S2', 0), act('T', 'S2', 1, 0, 'A', -1)],
+      idx: 4, score: 0, episodeTerm: -7 / 6, stepTerm: -1 - 4.5,
+    },
+    { // a malformed reflection: 0 - 0.5; scores [-1, -0.5, 10] mean 8.5/3
+      name: 'an invalid reflection pays the penalty',
+      turns: [act('T', 'S', 0, 0, 'A', -1), { ...refl('T', 'S', 0), invalidAction: true }, act('T', 'S', 1, 0, 'B', 10)], idx: 1, score: -0.5, episodeTerm: -0.5 - 8.5 / 3, stepTerm: 0,
+    },
+  ];
+  for (const row of table) {
+    it(`table: ${row.name}`, () => {
+      const r = computeAdvantages(row.turns, { estimator: 'gigpo', returns: { gammaStep: 0.95, gammaTraj: 0.6 } }).turns[row.idx];
+      expect(r.episodeScore).toBeCloseTo(row.score, 9);
+      expect(r.episodeTerm).toBeCloseTo(row.episodeTerm, 9);
+      expect(r.stepTerm).toBeCloseTo(row.stepTerm, 9);
+      expect(r.advantage).toBeCloseTo(row.episodeTerm + row.stepTerm, 9);
+    });
+  }
   it('a reflection without a next attempt is dropped, not counted as a skipped group', () => {
     expect(res.turns[4].kept).toBe(false);
     expect(res.skippedGroups).toBe(0);

@@ -29,8 +29,8 @@ describe('buildRlSamples', () => {
     const { samples, stats, scores } = buildRlSamples(records, { algorithm: 'lamer', returns });
     // G: a0 = [-1 + 0.5*0.5, 0.5] + 0.5*10 = [4.25, 5.5]; reflection 10; a1 10; S2 10
     expect(scores.map((s) => s.return)).toEqual([4.25, 5.5, 10, 10, 10]);
-    // scores -1 (invalid), -0.5, 10, 10, 10: mean 5.7; anchor A: {4.25, 10, 10} mean 8.08333
-    const want = [-6.7 - 3.833333, -6.2, 4.3, 4.3 + 1.916667, 4.3 + 1.916667];
+    // scores -1 (invalid), -0.5, 0 (the reflection's own), 10, 10: mean 3.7; anchor A: {4.25, 10, 10} mean 8.08333
+    const want = [-4.7 - 3.833333, -4.2, -3.7, 6.3 + 1.916667, 6.3 + 1.916667];
     scores.forEach((s, i) => expect(s.advantage).toBeCloseTo(want[i], 4));
     expect(samples.map((s) => s.kind)).toEqual(['action', 'action', 'reflection', 'action', 'action']);
     expect(samples[2].outputTokenIds).toEqual([67, 68]);
