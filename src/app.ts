@@ -28,6 +28,7 @@ import stepsRoutes from './routes/api/steps/index.js';
 import modelsRoutes from './routes/api/models/index.js';
 import statsRoutes from './routes/api/stats/index.js';
 import trainingRoutes from './routes/api/training/index.js';
+import openaiRoutes from './routes/openai/index.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -215,6 +216,7 @@ export async function buildApp(config: Config, deps: AppDeps): Promise<FastifyIn
   await app.register(modelsRoutes);
   await app.register(statsRoutes);
   await app.register(trainingRoutes);
+  await app.register(openaiRoutes);
   return app;
 }
 

@@ -34,7 +34,7 @@ import {
 import { decode, encodeCandidate, encodePrompt, type EncodedPrompt } from '../model/tokenizer.js';
 import {
   EngineError, type ActRequest, type EngineInfo, type Generation, type PolicyEngine, type PromptParts,
-  type ReflectRequest, type SamplingParams, type ScoreRequest, type EngineObserver,
+  type ReflectRequest, type SamplingParams, type ScoreRequest, type EngineObserver, type CompleteRequest, type Completion,
 } from './engine.js';
 
 export interface BuiltinEngineOptions {
@@ -68,6 +68,24 @@ interface SessionState {
   /** Tokens whose keys/values are in `cache`, `[cacheLength]`. */
   tokens: number[];
   cache: RowCache | null;
+}
+
+/**
+ * Index of the first output token where any of `stops` (UTF-8) begins, or -1. Output tokens are
+ * bytes (< 256) except special tokens, which end the scan.
+ */
+function firstStop(out: readonly number[], stops: readonly string[]): number {
+  const pats = stops.filter((x) => x.length > 0).map((x) => Array.from(new TextEncoder().encode(x)));
+  if (pats.length === 0) return -1;
+  for (let i = 0; i < out.length && out[i]! < 256; i++) {
+    for (const p of pats) {
+      if (i + p.length > out.length) continue;
+      let ok = true;
+      for (let j = 0; j < p.length && ok; j++) ok = out[i + j] === p[j];
+      if (ok) return i;
+    }
+  }
+  return -1;
 }
 
 /** Length of the common prefix of two token arrays. */
@@ -502,6 +520,37 @@ export class BuiltinEngine implements PolicyEngine {
     try {
       const { logprobs } = await this.scoreCandidates(m, null, req.prompt, req.candidates);
       return logprobs.map((lp) => lp.reduce((a, b) => a + b, 0));
+    } finally {
+      this.releaseModel(m);
+    }
+  }
+
+  /**
+   * A sessionless completion (the OpenAI-compatible endpoint): with `choices`, the constrained
+   * path of `act` with `availableActions` (same tokens, logprobs and choice); otherwise up to
+   * `min(maxTokens, block_size / 2)` sampled tokens. Stop strings cut the output before their first
+   * occurrence; the token ids and logprobs are cut at the same byte (tokens are bytes), so they
+   * are exactly those of the returned text. finishReason 'stop' when EOS, a stop string or a
+   * choice ended it, else 'length'.
+   */
+  async complete(req: CompleteRequest): Promise<Completion> {
+    const m = await this.acquire(req.modelVersion);
+    try {
+      if (req.choices && req.choices.length > 0) {
+        return { ...(await this.generateConstrained(m, null, req.prompt, req.choices, req.sampling)), finishReason: 'stop' };
+      }
+      const cap = Math.max(1, Math.min(Math.floor(req.maxTokens), Math.floor(m.model.config.block_size / 2)));
+      const g = await this.generate(m, null, req.prompt, cap, req.sampling);
+      const last = g.outputTokenIds[g.outputTokenIds.length - 1];
+      let finishReason: Completion['finishReason'] = last !== undefined && this.stopSet.has(last) ? 'stop' : 'length';
+      const cut = firstStop(g.outputTokenIds, req.stop ?? []);
+      if (cut >= 0) {
+        g.outputTokenIds = g.outputTokenIds.slice(0, cut);
+        g.logprobs = g.logprobs.slice(0, cut);
+        g.output = decode(g.outputTokenIds);
+        finishReason = 'stop';
+      }
+      return { ...g, finishReason };
     } finally {
       this.releaseModel(m);
     }

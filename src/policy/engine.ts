@@ -48,6 +48,12 @@ export interface ActRequest {
   /** When present, the answer's `output` is exactly one of these strings. */
   availableActions?: string[];
   sampling: SamplingParams;
+  /**
+   * The session's instructions, which `prompt.head` starts with. Engines that speak chat (remote
+   * OpenAI-compatible servers) send them as the system message and the rest of the prompt as the
+   * user message; the builtin engine ignores it.
+   */
+  instructions?: string;
 }
 
 export interface ReflectRequest {
@@ -55,6 +61,82 @@ export interface ReflectRequest {
   modelVersion: string;
   prompt: PromptParts;
   sampling: SamplingParams;
+  /** As in {@link ActRequest.instructions}. */
+  instructions?: string;
+}
+
+/**
+ * One sessionless completion (the OpenAI-compatible endpoint, src/routes/openai/): free text of at
+ * most `maxTokens` tokens, or, with `choices`, exactly one of them (scored and sampled like
+ * `act` with `availableActions`).
+ */
+export interface CompleteRequest {
+  modelVersion: string;
+  prompt: PromptParts;
+  sampling: SamplingParams;
+  /** >= 1; the engine may cap it further (its context). */
+  maxTokens: number;
+  /** Text stops before the first occurrence of any of these (not included in the output). */
+  stop?: string[];
+  /** When present and non-empty, the output is exactly one of these strings. */
+  choices?: string[];
+}
+
+/** A completion: a generation and why it ended. */
+export interface Completion extends Generation {
+  /** 'stop': a stop token, stop string or chosen candidate ended it; 'length': `maxTokens` or the context. */
+  finishReason: 'stop' | 'length';
+}
+
+/** How a version is served: by this process (`builtin`) or by a remote OpenAI-compatible server. */
+export type EngineSpec = { engine: 'builtin' } | { engine: 'openai'; remote: RemoteVersionConfig };
+
+/** Where and how a remote version is served (src/policy/openai-engine.ts; docs/remote-engines.md). */
+export interface RemoteVersionConfig {
+  /** Base URL of the OpenAI-compatible API, e.g. `http://gpu-host:8000/v1` (no trailing slash needed). */
+  baseUrl: string;
+  /** The server's model name (`model` field of requests). */
+  model: string;
+  /** Sent as `Authorization: Bearer <apiKey>` when set. */
+  apiKey?: string;
+  /**
+   * Server kind, which decides how actions are kept inside `availableActions`: `vllm`
+   * (`structured_outputs.choice`), `vllm-legacy` (`guided_choice`), `lamer` (this server's
+   * `guided_choice`), `llamacpp` (`grammar`), `openai` (JSON-schema `response_format`), `plain`
+   * (parse the answer).
+   */
+  kind: RemoteKind;
+  /** Most requests in flight to this version at once (>= 1). */
+  concurrency: number;
+  /** Per-attempt timeout of one HTTP request, ms. */
+  timeoutMs: number;
+  /** Retries after a 429, 5xx, timeout or connection error (exponential backoff). */
+  maxRetries: number;
+  /** Token caps of actions and reflections. */
+  maxActionTokens: number;
+  maxReflectionTokens: number;
+}
+
+export const REMOTE_KINDS = ['vllm', 'vllm-legacy', 'lamer', 'llamacpp', 'openai', 'plain'] as const;
+export type RemoteKind = (typeof REMOTE_KINDS)[number];
+
+/**
+ * What a remote engine could and could not record for one generation (stored with the step, so
+ * training and export know which arrays are real).
+ */
+export interface GenerationRecord {
+  engine: 'openai';
+  /** The chat messages sent, exactly. */
+  messages: Array<{ role: 'system' | 'user' | 'assistant'; content: string }>;
+  /** Which of the token arrays the server returned (false: stored as an empty array or null). */
+  available: { promptTokenIds: boolean; outputTokenIds: boolean; logprobs: boolean };
+  /** How the answer was kept inside `availableActions` (absent without them). */
+  constraint?: 'structured_outputs' | 'guided_choice' | 'grammar' | 'json_schema' | 'parse';
+  /** With `availableActions`: the answer matched none of them (the action is the parsed text). */
+  invalidChoice?: boolean;
+  /** Remote model name and the request's HTTP attempts (1 = no retry). */
+  model: string;
+  tries: number;
 }
 
 export interface ScoreRequest {
@@ -75,10 +157,22 @@ export interface Generation {
   logprobs: number[];
   /** How many of `prompt.steps` were dropped (from the front) to fit the context. 0 = not truncated. */
   droppedSteps: number;
+  /**
+   * The prompt text exactly as the model saw it (for token engines `decode(promptTokenIds)`); when
+   * absent the agent records `head + steps[droppedSteps..] + tail`.
+   */
+  promptText?: string;
+  /**
+   * Characters (code points) cut from the start of the prompt's head and tail beyond the dropped
+   * steps, when even `head + tail` did not fit the context; 0 or absent otherwise.
+   */
+  promptTruncatedChars?: number;
   /** Version that produced it. */
   modelVersion: string;
   /** With availableActions: index of the chosen candidate. */
   choiceIndex?: number;
+  /** Remote engines: the messages sent and which arrays were available (see GenerationRecord). */
+  record?: GenerationRecord;
 }
 
 export interface EngineInfo {
@@ -102,8 +196,11 @@ export interface EngineObserver {
  */
 export interface PolicyEngine {
   info(): EngineInfo;
-  /** Load a checkpoint (tfjs format folder with model.json) under `version`; idempotent and cheap when loaded. */
-  load(version: string, checkpointDir: string): Promise<void>;
+  /**
+   * Load a checkpoint (tfjs format folder with model.json) under `version`; idempotent and cheap
+   * when loaded. `spec` (default builtin) says when the version lives on a remote server instead.
+   */
+  load(version: string, checkpointDir: string, spec?: EngineSpec): Promise<void>;
   /** Whether `version` is loaded now. */
   isLoaded(version: string): boolean;
   /** Sample an action for one step. */
@@ -112,12 +209,16 @@ export interface PolicyEngine {
   reflect(req: ReflectRequest): Promise<Generation>;
   /** Sum of logprobs of each candidate continuation, `[candidates.length]`. */
   score(req: ScoreRequest): Promise<number[]>;
+  /** Optional: a sessionless completion (the OpenAI-compatible endpoint serves engines that have it). */
+  complete?(req: CompleteRequest): Promise<Completion>;
   /** Forget per-session state (KV cache) of a session that ended. */
   release(sessionId: string): void;
   /** Free all tensors / workers. */
   dispose(): Promise<void>;
   /** Optional: report internal events (forward passes and their batch sizes) to `observer`. */
   setObserver?(observer: EngineObserver): void;
+  /** Optional: whether the engine can serve (absent: always `ok`). */
+  health?(): EngineHealth;
   /** Optional: requests queued in the engine's batchers now, waiting for a forward pass. */
   queueDepth?(): number;
 }
@@ -128,4 +229,30 @@ export class EngineError extends Error {
     super(message, options);
     this.name = 'EngineError';
   }
+}
+
+/**
+ * Thrown by engines, before any model work, for a request the engine cannot serve by its size
+ * (e.g. a candidate action longer than the model's context allows). The caller's fault: the agent
+ * answers 400 `validation` naming `field`, and records nothing.
+ */
+export class EngineLimitError extends Error {
+  constructor(
+    /** JSON pointer of the request part at fault, e.g. `body/availableActions/3`. */
+    readonly field: string,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'EngineLimitError';
+  }
+}
+
+/** An engine's own view of whether it can serve (for /readyz). */
+export interface EngineHealth {
+  /** `ok`; `recovering` (re-initialising after a backend fault; steps answer 503 meanwhile); `failed`. */
+  state: 'ok' | 'recovering' | 'failed';
+  /** Backend faults recovered from since start. */
+  recoveries: number;
+  /** Why the engine failed or is recovering. */
+  detail?: string;
 }

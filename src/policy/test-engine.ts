@@ -21,6 +21,8 @@ import type {
   ReflectRequest,
   ScoreRequest,
   EngineObserver,
+  CompleteRequest,
+  Completion,
 } from './engine.js';
 
 const LOG_UNIFORM = Math.log(1 / 256);
@@ -107,6 +109,31 @@ export class TestEngine implements PolicyEngine {
   async score(req: ScoreRequest): Promise<number[]> {
     this.observer?.forward(req.candidates.length, 0);
     return req.candidates.map((c) => (c === '' ? 0 : Buffer.byteLength(c, 'utf8') * LOG_UNIFORM));
+  }
+
+  /**
+   * Sessionless completion: with `choices`, the act rule over them; otherwise `move <h % 4>` cut to
+   * `maxTokens` bytes and before the first stop string. finishReason 'length' when cut by
+   * `maxTokens`, else 'stop'.
+   */
+  async complete(req: CompleteRequest): Promise<Completion> {
+    this.observer?.forward(1, 0);
+    const h = fnv1a(promptText(req.prompt) + '|' + String(req.sampling.seed ?? ''));
+    if (req.choices && req.choices.length > 0) {
+      const i = h % req.choices.length;
+      return { ...this.generation(req, req.choices[i]!, i), finishReason: 'stop' };
+    }
+    let text = `move ${h % 4}`;
+    let finishReason: Completion['finishReason'] = 'stop';
+    for (const s of req.stop ?? []) {
+      const k = s === '' ? -1 : text.indexOf(s);
+      if (k >= 0) text = text.slice(0, k);
+    }
+    if (Buffer.byteLength(text, 'utf8') > req.maxTokens) {
+      text = Buffer.from(text, 'utf8').subarray(0, req.maxTokens).toString('utf8');
+      finishReason = 'length';
+    }
+    return { ...this.generation(req, text), finishReason };
   }
 
   release(_sessionId: string): void {}

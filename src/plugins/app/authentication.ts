@@ -34,10 +34,14 @@ const digest = (k: string) => createHash('sha256').update(k).digest('hex');
 
 /**
  * True when a matched route pattern (Fastify `routeOptions.url`, e.g. `/v1/steps::batch`) is an
- * API route that needs a key. `undefined` (no route matched: the 404 handler) is false.
+ * API route that needs a key: the `/v1` API and the OpenAI-compatible endpoint under `/openai/v1/`.
+ * `undefined` (no route matched: the 404 handler) is false.
  */
 export function isApiRoute(pattern: string | undefined): boolean {
-  return pattern !== undefined && (pattern === '/v1' || pattern.startsWith('/v1/') || pattern.startsWith('/v1:'));
+  return (
+    pattern !== undefined &&
+    (pattern === '/v1' || pattern.startsWith('/v1/') || pattern.startsWith('/v1:') || pattern.startsWith('/openai/v1/'))
+  );
 }
 
 const unauthorized = (detail: string) => new ApiProblem(401, 'unauthorized', 'Unauthorized', detail);

@@ -1,0 +1,227 @@
+/**
+ * Our own OpenAI-compatible endpoint: `POST /openai/v1/chat/completions`,
+ * `POST /openai/v1/completions` and `GET /openai/v1/models` serve the versions this process runs
+ * (builtin tfjs, or the test engine), so agents written against an OpenAI SDK can use a trained
+ * policy, and another lamer-server can use this one as its remote engine (src/policy/openai-engine.ts,
+ * kind `lamer`).
+ *
+ * - Chat template: the messages' texts joined with "\n" in order, as one prompt
+ *   (`[BOS] + bytes`); a LaMer server sending `system: instructions`, `user: the rest` therefore
+ *   reproduces the builtin prompt byte for byte.
+ * - Sampling: temperature (default 1), top_p, top_k, seed, max_tokens (capped at half the
+ *   context), stop strings; n = 1.
+ * - `guided_choice`: the output is one of the strings, chosen like a LaMer step with
+ *   `availableActions` (exact candidate logprobs, then sampled).
+ * - logprobs: natural-log probabilities of the sampled tokens under the plain softmax (as recorded
+ *   for training); `return_token_ids` adds the prompt's and the output's token ids (vLLM's names),
+ *   `return_tokens_as_token_ids` writes logprob tokens as `token_id:<id>`.
+ * - `stream: true`: the whole answer is computed, then sent as server-sent events (one role chunk,
+ *   one content chunk, one finish chunk, `data: [DONE]`).
+ * - Same API keys (any tenant), rate limit and bound on queued model calls as the `/v1` routes;
+ *   nothing is recorded.
+ */
+import { randomUUID } from 'node:crypto';
+import type { FastifyPluginAsync, FastifyReply } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { Static } from 'typebox';
+import { ApiProblem, invalid, notFound } from '../../agent/problems.js';
+import type { CompleteRequest, Completion as EngineCompletion, SamplingParams } from '../../policy/engine.js';
+import { BOS, EOS, PAD, SEP } from '../../model/tokenizer.js';
+import { bearer, errorResponses, stepErrorResponses } from '../api/common.js';
+import {
+  ChatCompletion, ChatCompletionRequest, Completion, CompletionRequest, OpenAiModelList,
+} from './schemas.js';
+
+const SPECIAL: Record<number, string> = { [BOS]: '<|bos|>', [EOS]: '<|eos|>', [SEP]: '<|sep|>', [PAD]: '<|pad|>' };
+
+/** Text of one byte-level token id (a lone byte that is not UTF-8 text decodes to U+FFFD). */
+function tokenText(id: number, asIds: boolean): string {
+  if (asIds) return `token_id:${id}`;
+  if (id >= 0 && id < 256) return Buffer.from([id]).toString('utf8');
+  return SPECIAL[id] ?? `<|${id}|>`;
+}
+
+const tokenBytes = (id: number): number[] => (id >= 0 && id < 256 ? [id] : []);
+
+type ChatBody = Static<typeof ChatCompletionRequest>;
+type CompletionBody = Static<typeof CompletionRequest>;
+
+/** The chat template: every message's text, in order, joined with "\n". */
+export function renderChat(messages: ChatBody['messages']): string {
+  return messages
+    .map((m) => (typeof m.content === 'string' ? m.content : Array.isArray(m.content) ? m.content.map((p) => p.text ?? '').join('') : ''))
+    .join('\n');
+}
+
+function sampling(b: { temperature?: number | null; top_p?: number | null; top_k?: number | null; seed?: number | null }): SamplingParams {
+  const s: SamplingParams = { temperature: b.temperature ?? 1, topP: b.top_p ?? 1, topK: Math.max(0, b.top_k ?? 0) };
+  if (b.seed !== undefined && b.seed !== null) s.seed = b.seed;
+  return s;
+}
+
+const stops = (s: string | string[] | null | undefined): string[] => (s === undefined || s === null ? [] : typeof s === 'string' ? [s] : s);
+
+/** Server-sent events of a finished answer: the chunks, then `[DONE]`. */
+function sse(reply: FastifyReply, chunks: unknown[]): FastifyReply {
+  const text = chunks.map((c) => `data: ${JSON.stringify(c)}\n\n`).join('') + 'data: [DONE]\n\n';
+  return reply.header('content-type', 'text/event-stream; charset=utf-8').header('cache-control', 'no-cache').send(text);
+}
+
+const openaiRoutes: FastifyPluginAsync = async (fastify) => {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+  const tags = ['openai'];
+
+  /** The version a request names, loaded; 404 when it is unknown or not served by this process. */
+  async function served(model: string): Promise<string> {
+    const row = app.models.get(model);
+    if (!row || (row.engine ?? 'builtin') !== 'builtin') {
+      throw notFound(`model '${model}' (GET /openai/v1/models lists the versions served here)`);
+    }
+    await app.models.ensureLoaded(model);
+    return model;
+  }
+
+  async function run(req: CompleteRequest): Promise<EngineCompletion> {
+    const engine = app.engine;
+    if (!engine.complete) throw new ApiProblem(503, 'engine-unavailable', 'Engine Unavailable', 'this engine does not serve completions');
+    return app.agent.modelCall(() => engine.complete!(req));
+  }
+
+  function request(model: string, prompt: string, b: ChatBody | CompletionBody, maxTokens: number): CompleteRequest {
+    if (b.n !== undefined && b.n !== null && b.n !== 1) throw invalid('body/n', 'must be 1');
+    const r: CompleteRequest = { modelVersion: model, prompt: { head: prompt, steps: [], tail: '' }, sampling: sampling(b), maxTokens, stop: stops(b.stop) };
+    if (b.guided_choice) r.choices = b.guided_choice;
+    return r;
+  }
+
+  const usage = (g: EngineCompletion) => ({
+    prompt_tokens: g.promptTokenIds.length,
+    completion_tokens: g.outputTokenIds.length,
+    total_tokens: g.promptTokenIds.length + g.outputTokenIds.length,
+  });
+
+  app.get(
+    '/openai/v1/models',
+    { schema: { tags, summary: 'OpenAI-compatible: the model versions served here', security: bearer, response: { 200: OpenAiModelList, ...errorResponses } } },
+    async () => ({
+      object: 'list' as const,
+      data: app.models
+        .list()
+        .filter((m) => (m.engine ?? 'builtin') === 'builtin')
+        .map((m) => ({ id: m.version, object: 'model' as const, created: Math.floor(m.createdAt / 1000), owned_by: 'lamer-server', parent: m.parent })),
+    }),
+  );
+
+  app.post(
+    '/openai/v1/chat/completions',
+    {
+      schema: {
+        tags,
+        summary: 'OpenAI-compatible chat completion with a builtin version (logprobs, token ids, seed, stop, guided_choice)',
+        security: bearer,
+        body: ChatCompletionRequest,
+        response: { 200: ChatCompletion, ...stepErrorResponses },
+      },
+    },
+    async (req, reply) => {
+      const b = req.body;
+      const model = await served(b.model);
+      const g = await run(request(model, renderChat(b.messages), b, b.max_completion_tokens ?? b.max_tokens ?? 256));
+      const asIds = b.return_tokens_as_token_ids === true;
+      const id = `chatcmpl-${randomUUID()}`;
+      const created = Math.floor(Date.now() / 1000);
+      const logprobs = b.logprobs
+        ? {
+            content: g.outputTokenIds.map((t, i) => ({ token: tokenText(t, asIds), logprob: g.logprobs[i]!, bytes: tokenBytes(t), top_logprobs: [] })),
+            refusal: null,
+          }
+        : null;
+      const withIds = b.return_token_ids === true;
+      if (b.stream) {
+        const base = { id, object: 'chat.completion.chunk', created, model, system_fingerprint: null };
+        const chunks: unknown[] = [
+          { ...base, choices: [{ index: 0, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }] },
+          { ...base, choices: [{ index: 0, delta: { content: g.output }, logprobs, finish_reason: null, ...(withIds ? { token_ids: g.outputTokenIds } : {}) }] },
+          { ...base, choices: [{ index: 0, delta: {}, logprobs: null, finish_reason: g.finishReason }] },
+        ];
+        if (b.stream_options?.include_usage) chunks.push({ ...base, choices: [], usage: usage(g) });
+        return sse(reply as unknown as FastifyReply, chunks) as never;
+      }
+      return {
+        id,
+        object: 'chat.completion' as const,
+        created,
+        model,
+        system_fingerprint: null,
+        choices: [
+          {
+            index: 0,
+            message: { role: 'assistant' as const, content: g.output, refusal: null },
+            logprobs,
+            finish_reason: g.finishReason,
+            ...(withIds ? { token_ids: g.outputTokenIds } : {}),
+          },
+        ],
+        ...(withIds ? { prompt_token_ids: g.promptTokenIds } : {}),
+        usage: usage(g),
+      };
+    },
+  );
+
+  app.post(
+    '/openai/v1/completions',
+    {
+      schema: {
+        tags,
+        summary: 'OpenAI-compatible text completion with a builtin version',
+        security: bearer,
+        body: CompletionRequest,
+        response: { 200: Completion, ...stepErrorResponses },
+      },
+    },
+    async (req, reply) => {
+      const b = req.body;
+      if (b.echo) throw invalid('body/echo', 'must be false (echo is not supported)');
+      const model = await served(b.model);
+      const prompt = typeof b.prompt === 'string' ? b.prompt : b.prompt[0]!;
+      const g = await run(request(model, prompt, b, b.max_tokens ?? 16));
+      const asIds = b.return_tokens_as_token_ids === true;
+      const withIds = b.return_token_ids === true;
+      let offset = 0;
+      const logprobs =
+        b.logprobs !== undefined && b.logprobs !== null
+          ? {
+              tokens: g.outputTokenIds.map((t) => tokenText(t, asIds)),
+              token_logprobs: g.logprobs.slice(),
+              top_logprobs: null,
+              text_offset: g.outputTokenIds.map((t) => {
+                const o = offset;
+                offset += tokenBytes(t).length;
+                return o;
+              }),
+            }
+          : null;
+      const id = `cmpl-${randomUUID()}`;
+      const created = Math.floor(Date.now() / 1000);
+      const choice = { index: 0, text: g.output, logprobs, finish_reason: g.finishReason, ...(withIds ? { token_ids: g.outputTokenIds } : {}) };
+      if (b.stream) {
+        const base = { id, object: 'text_completion', created, model, system_fingerprint: null };
+        const chunks: unknown[] = [{ ...base, choices: [choice] }];
+        if (b.stream_options?.include_usage) chunks.push({ ...base, choices: [], usage: usage(g) });
+        return sse(reply as unknown as FastifyReply, chunks) as never;
+      }
+      return {
+        id,
+        object: 'text_completion' as const,
+        created,
+        model,
+        system_fingerprint: null,
+        choices: [choice],
+        ...(withIds ? { prompt_token_ids: g.promptTokenIds } : {}),
+        usage: usage(g),
+      };
+    },
+  );
+};
+
+export default openaiRoutes;

@@ -1,0 +1,128 @@
+/**
+ * The OpenAI-compatible endpoint (`/openai/v1`) through the official `openai` npm client against a
+ * real server on an ephemeral port (test engine: byte tokens, each logprob log(1/256)).
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import OpenAI from 'openai';
+import { startTestServer, type TestServer } from '../../server/helpers.js';
+
+const LOG_UNIFORM = Math.log(1 / 256);
+let server: TestServer;
+let client: OpenAI;
+
+beforeAll(async () => {
+  server = await startTestServer();
+  client = new OpenAI({ baseURL: `${server.url}/openai/v1`, apiKey: 'unused-without-keys', maxRetries: 0 });
+});
+afterAll(async () => {
+  await server?.close();
+});
+
+describe('/openai/v1 with the official client', () => {
+  it('lists the versions served here', async () => {
+    const page = await client.models.list();
+    expect(page.data.map((m) => m.id)).toEqual(['test']);
+    expect(page.data[0]).toMatchObject({ object: 'model', owned_by: 'lamer-server' });
+  });
+
+  it('answers a chat completion with logprobs, token ids and usage', async () => {
+    const r = await client.chat.completions.create({
+      model: 'test',
+      messages: [
+        { role: 'system', content: 'Play.' },
+        { role: 'user', content: 'Observation: x\nAction:' },
+      ],
+      logprobs: true,
+      seed: 3,
+      // vLLM-style extension fields pass through the SDK untouched
+      ...({ return_token_ids: true } as object),
+    });
+    expect(r.object).toBe('chat.completion');
+    const c = r.choices[0]!;
+    expect(c.message.role).toBe('assistant');
+    expect(c.message.content).toMatch(/^move [0-3]$/);
+    expect(c.finish_reason).toBe('stop');
+    const bytes = [...Buffer.from(c.message.content!, 'utf8')];
+    expect(c.logprobs!.content!.map((t) => t.bytes)).toEqual(bytes.map((b) => [b]));
+    expect(c.logprobs!.content!.map((t) => t.token).join('')).toBe(c.message.content);
+    for (const t of c.logprobs!.content!) expect(t.logprob).toBeCloseTo(LOG_UNIFORM, 12);
+    const raw = r as unknown as { prompt_token_ids: number[]; choices: Array<{ token_ids: number[] }> };
+    expect(raw.choices[0]!.token_ids).toEqual(bytes);
+    // chat template: the messages joined with a newline
+    expect(raw.prompt_token_ids).toEqual([...Buffer.from('Play.\nObservation: x\nAction:', 'utf8')]);
+    expect(r.usage).toEqual({ prompt_tokens: raw.prompt_token_ids.length, completion_tokens: bytes.length, total_tokens: raw.prompt_token_ids.length + bytes.length });
+  });
+
+  it('keeps the answer inside guided_choice and honours stop and max_tokens', async () => {
+    const choices = ['door 1', 'door 2', 'door 3'];
+    const r = await client.chat.completions.create({
+      model: 'test',
+      messages: [{ role: 'user', content: 'Pick a door.' }],
+      ...({ guided_choice: choices } as object),
+    });
+    expect(choices).toContain(r.choices[0]!.message.content);
+    const s = await client.completions.create({ model: 'test', prompt: 'Say:', stop: [' '], logprobs: 0 });
+    expect(s.choices[0]!.text).toBe('move');
+    expect(s.choices[0]!.finish_reason).toBe('stop');
+    expect(s.choices[0]!.logprobs!.tokens).toEqual(['m', 'o', 'v', 'e']);
+    expect(s.choices[0]!.logprobs!.text_offset).toEqual([0, 1, 2, 3]);
+    const l = await client.completions.create({ model: 'test', prompt: 'Say:', max_tokens: 2 });
+    expect(l.choices[0]).toMatchObject({ text: 'mo', finish_reason: 'length' });
+  });
+
+  it('streams the answer as server-sent events', async () => {
+    const stream = await client.chat.completions.create({
+      model: 'test',
+      messages: [{ role: 'user', content: 'Go.' }],
+      stream: true,
+      stream_options: { include_usage: true },
+    });
+    let text = '';
+    let finish: string | null = null;
+    let usage: unknown = null;
+    for await (const chunk of stream) {
+      text += chunk.choices[0]?.delta.content ?? '';
+      finish = chunk.choices[0]?.finish_reason ?? finish;
+      if (chunk.usage) usage = chunk.usage;
+    }
+    const plain = await client.chat.completions.create({ model: 'test', messages: [{ role: 'user', content: 'Go.' }] });
+    expect(text).toBe(plain.choices[0]!.message.content);
+    expect(finish).toBe('stop');
+    expect(usage).toEqual(plain.usage);
+  });
+
+  it('refuses unknown models (404) and unsupported fields (400) as problem+json', async () => {
+    await expect(client.chat.completions.create({ model: 'nope', messages: [{ role: 'user', content: 'x' }] })).rejects.toMatchObject({ status: 404 });
+    const r = await server.call('POST', '/openai/v1/chat/completions', { model: 'test', messages: [{ role: 'user', content: 'x' }], n: 2 });
+    expect(r.status).toBe(400);
+    expect(r.type).toContain('application/problem+json');
+    const e = await server.call('POST', '/openai/v1/completions', { model: 'test', prompt: 'x', echo: true });
+    expect(e.status).toBe(400);
+    expect(e.body.detail).toContain('echo');
+  });
+});
+
+describe('/openai/v1 behind API keys and the rate limit', () => {
+  it('needs a key like the /v1 routes (any tenant), and counts against the same rate limit', async () => {
+    const s = await startTestServer({
+      apiKeys: [{ key: 'tenant-key-1', tenant: 't1', admin: false }],
+      protection: { ...server.app.config.protection, rateLimitMax: 3, rateLimitWindowSeconds: 60 },
+    });
+    try {
+      const body = { model: 'test', messages: [{ role: 'user', content: 'x' }] };
+      expect((await s.call('GET', '/openai/v1/models')).status).toBe(401);
+      expect((await s.call('POST', '/openai/v1/chat/completions', body, { authorization: 'Bearer wrong-key-00' })).status).toBe(401);
+      const keyed = new OpenAI({ baseURL: `${s.url}/openai/v1`, apiKey: 'tenant-key-1', maxRetries: 0 });
+      expect((await keyed.models.list()).data.map((m) => m.id)).toEqual(['test']);
+      const r = await keyed.chat.completions.create(body as never);
+      expect(r.choices[0]!.message.content).toMatch(/^move/);
+      const third = await s.call('POST', '/openai/v1/completions', { model: 'test', prompt: 'x' }, { authorization: 'Bearer tenant-key-1' });
+      expect(third.status).toBe(200);
+      const over = await s.call('POST', '/openai/v1/completions', { model: 'test', prompt: 'x' }, { authorization: 'Bearer tenant-key-1' });
+      expect(over.status).toBe(429);
+      expect(over.headers.get('retry-after')).not.toBeNull();
+    } finally {
+      await s.close();
+    }
+  });
+});
