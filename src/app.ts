@@ -118,6 +118,17 @@ export async function buildApp(config: Config, deps: AppDeps): Promise<FastifyIn
     // Router and HTTP-parser errors (414 long path parameter, 431 huge headers) as problem+json too.
     frameworkErrors: frameworkErrorProblem,
     clientErrorHandler: clientErrorProblem,
+    // Slow or stalled clients (one byte a second) must not hold connections open: the headers must
+    // arrive within LAMER_HEADERS_TIMEOUT_MS and the whole request within LAMER_REQUEST_TIMEOUT_MS,
+    // else 408 `request-timeout` and the connection is closed. Node checks the open connections
+    // every `connectionsCheckingInterval` (its default, 30 s, would let a 1 s limit run 31 s).
+    requestTimeout: config.http.requestTimeoutMs,
+    keepAliveTimeout: config.http.keepAliveTimeoutMs,
+    http: {
+      headersTimeout: config.http.headersTimeoutMs,
+      requestTimeout: config.http.requestTimeoutMs,
+      connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(config.http.headersTimeoutMs / 4))),
+    },
   });
   // Bodies are validated as sent (a string "1" is not an integer); path and query strings are
   // coerced to the schema's types (they are always strings on the wire).

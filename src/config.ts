@@ -46,6 +46,12 @@ export interface Limits {
   reflectionChars: number;
   /** Max nesting depth of a JSON request body (objects and arrays; the body itself is depth 1). */
   jsonDepth: number;
+  /** Max size of a step's free-form `info` object: bytes of its JSON text (UTF-8). */
+  infoBytes: number;
+  /** Max size of a session's free-form `metadata` object: bytes of its JSON text (UTF-8). */
+  metadataBytes: number;
+  /** Max JSON bytes of the rows of one trajectory page (a page always holds at least one row). */
+  trajectoryPageBytes: number;
 }
 
 export interface Config {
@@ -70,10 +76,25 @@ export interface Config {
   trustProxy: string[];
   /** An active session without a step for this long becomes `expired`, seconds; 0 = never. */
   sessionIdleTtlSeconds: number;
+  /** Time limits of HTTP connections (slow or stalled clients). */
+  http: HttpTimeouts;
   /** Automatic training jobs (issue 5 item 5; src/training/scheduler.ts). */
   training: TrainingConfig;
   /** Overload protection (issue 6 item 7; README "Operations"). */
   protection: ProtectionConfig;
+}
+
+/**
+ * Time limits of HTTP/1.1 connections (Node's http.Server): a client that is too slow is answered
+ * 408 `request-timeout` and its connection closed.
+ */
+export interface HttpTimeouts {
+  /** The request line and headers must arrive within this time of the request's start, ms. */
+  headersTimeoutMs: number;
+  /** The whole request (headers and body) must arrive within this time, ms; 0 = no limit. */
+  requestTimeoutMs: number;
+  /** An idle keep-alive connection is closed after this long without a new request, ms. */
+  keepAliveTimeoutMs: number;
 }
 
 /** Rate limits, session caps and the bound on queued model calls. */
@@ -128,6 +149,9 @@ export const defaultLimits: Limits = {
   defaultMaxSteps: 20,
   reflectionChars: 2000,
   jsonDepth: 64,
+  infoBytes: 64 * 1024,
+  metadataBytes: 64 * 1024,
+  trajectoryPageBytes: 4 * 1024 * 1024,
 };
 
 const repoRoot = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
@@ -193,6 +217,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     defaultMaxSteps: int(env, 'LAMER_DEFAULT_MAX_STEPS', defaultLimits.defaultMaxSteps, 1, 1_000_000),
     reflectionChars: int(env, 'LAMER_MAX_REFLECTION_CHARS', defaultLimits.reflectionChars, 1, 1 << 20),
     jsonDepth: int(env, 'LAMER_MAX_JSON_DEPTH', defaultLimits.jsonDepth, 4, 1000),
+    infoBytes: int(env, 'LAMER_MAX_INFO_BYTES', defaultLimits.infoBytes, 2, 1 << 30),
+    metadataBytes: int(env, 'LAMER_MAX_METADATA_BYTES', defaultLimits.metadataBytes, 2, 1 << 30),
+    trajectoryPageBytes: int(env, 'LAMER_TRAJECTORY_PAGE_BYTES', defaultLimits.trajectoryPageBytes, 1024, 1 << 30),
   };
   if (limits.defaultMaxSteps > limits.maxStepsCap) {
     throw new ConfigError(`LAMER_DEFAULT_MAX_STEPS=${limits.defaultMaxSteps} exceeds LAMER_MAX_STEPS_CAP=${limits.maxStepsCap}`);
@@ -209,6 +236,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     batchWindowMs: int(env, 'LAMER_BATCH_WINDOW_MS', 2, 0, 1000),
     maxBatchSize: int(env, 'LAMER_MAX_BATCH_SIZE', 32, 1, 4096),
     sessionIdleTtlSeconds: int(env, 'LAMER_SESSION_IDLE_TTL_SECONDS', 86_400, 0, 10 * 365 * 86_400),
+    http: httpTimeouts(env),
     training: trainingSchedule(env),
     protection: {
       rateLimitMax: int(env, 'LAMER_RATE_LIMIT_MAX', 0, 0, 100_000_000),
@@ -220,6 +248,22 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     trustProxy: parseTrustProxy(env.LAMER_TRUST_PROXY),
     baseModelDir: path.resolve(env.LAMER_BASE_MODEL_DIR && env.LAMER_BASE_MODEL_DIR !== '' ? env.LAMER_BASE_MODEL_DIR : path.join(repoRoot, 'models', 'base')),
   };
+}
+
+/**
+ * LAMER_HEADERS_TIMEOUT_MS, LAMER_REQUEST_TIMEOUT_MS, LAMER_KEEP_ALIVE_TIMEOUT_MS.
+ * @throws ConfigError for a value out of range, or a headers timeout longer than the request timeout.
+ */
+function httpTimeouts(env: Record<string, string | undefined>): HttpTimeouts {
+  const t: HttpTimeouts = {
+    headersTimeoutMs: int(env, 'LAMER_HEADERS_TIMEOUT_MS', 10_000, 100, 3_600_000),
+    requestTimeoutMs: int(env, 'LAMER_REQUEST_TIMEOUT_MS', 60_000, 0, 86_400_000),
+    keepAliveTimeoutMs: int(env, 'LAMER_KEEP_ALIVE_TIMEOUT_MS', 72_000, 100, 3_600_000),
+  };
+  if (t.requestTimeoutMs > 0 && t.headersTimeoutMs > t.requestTimeoutMs) {
+    throw new ConfigError(`LAMER_HEADERS_TIMEOUT_MS=${t.headersTimeoutMs} exceeds LAMER_REQUEST_TIMEOUT_MS=${t.requestTimeoutMs}`);
+  }
+  return t;
 }
 
 /** LAMER_TRAIN_* variables. @throws ConfigError for a bad value, including a cron expression croner rejects. */

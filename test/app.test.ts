@@ -71,3 +71,117 @@ describe('empty bodies with a JSON content type', () => {
     expect(e.body.type).toBe('https://lamer-server.dev/problems/bad-request');
   });
 });
+
+describe('slow clients are cut off (LAMER_HEADERS_TIMEOUT_MS, LAMER_REQUEST_TIMEOUT_MS)', () => {
+  const HEADERS_MS = 800;
+  const REQUEST_MS = 1500;
+  let slow: TestServer;
+  beforeAll(async () => {
+    slow = await startTestServer({ http: { headersTimeoutMs: HEADERS_MS, requestTimeoutMs: REQUEST_MS, keepAliveTimeoutMs: 5000 } });
+  });
+  afterAll(async () => {
+    await slow.close();
+  });
+
+  /**
+   * Open a raw TCP connection, write `head` at once, then one byte of `dribble` every `everyMs`
+   * until the server closes the connection (or `giveUpMs`). Resolves with what the server sent and
+   * how long after connecting it closed.
+   */
+  async function dribble(head: string, drip: string, everyMs: number, giveUpMs = 10_000): Promise<{ closedAfterMs: number; received: string }> {
+    const net = await import('node:net');
+    const u = new URL(slow.url);
+    return new Promise((resolve, reject) => {
+      const t0 = Date.now();
+      let received = '';
+      let i = 0;
+      const sock = net.connect(Number(u.port), u.hostname, () => {
+        if (head !== '') sock.write(head);
+      });
+      const timer = setInterval(() => {
+        if (!sock.destroyed && sock.writable && drip !== '') sock.write(drip[i++ % drip.length]!);
+      }, everyMs);
+      const giveUp = setTimeout(() => {
+        clearInterval(timer);
+        sock.destroy();
+        reject(new Error(`still open after ${giveUpMs} ms`));
+      }, giveUpMs);
+      sock.on('data', (d: Buffer) => (received += d.toString('utf8')));
+      sock.on('error', () => {});
+      sock.on('close', () => {
+        clearInterval(timer);
+        clearTimeout(giveUp);
+        resolve({ closedAfterMs: Date.now() - t0, received });
+      });
+    });
+  }
+
+  it('headers dribbled a byte at a time: 408 and closed within the headers timeout', async () => {
+    const r = await dribble('GET /healthz HTTP/1.1\r\nHost: x\r\n', 'x-slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaa', 100);
+    expect(r.closedAfterMs).toBeGreaterThanOrEqual(HEADERS_MS - 50);
+    expect(r.closedAfterMs).toBeLessThan(HEADERS_MS + 1000);
+    expect(r.received).toMatch(/^HTTP\/1\.1 408 /);
+    expect(r.received).toContain('"type":"https://lamer-server.dev/problems/request-timeout"');
+  });
+
+  it('a body dribbled a byte at a time: 408 and closed within the request timeout, nothing stored', async () => {
+    const before = dumpDb(slow.dataDir);
+    const body = JSON.stringify({ taskId: 'slow', instructions: 'x'.repeat(200) });
+    const head = `POST /v1/sessions HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n`;
+    const r = await dribble(head, body, 100);
+    expect(r.closedAfterMs).toBeGreaterThanOrEqual(REQUEST_MS - 50);
+    expect(r.closedAfterMs).toBeLessThan(REQUEST_MS + 1000);
+    expect(r.received).toMatch(/^HTTP\/1\.1 408 /);
+    expect(dumpDb(slow.dataDir)).toBe(before);
+  });
+
+  it('a connection that sends nothing is closed; 100 dribbling connections are all closed while others are served', async () => {
+    const idle = dribble('', '', 1000);
+    const many = Array.from({ length: 100 }, () => dribble('POST /v1/sessions HTTP/1.1\r\n', 'Host: x\r\n', 300));
+    await new Promise((r) => setTimeout(r, 300));
+    const t0 = Date.now();
+    expect((await slow.call('GET', '/healthz')).status).toBe(200);
+    expect(Date.now() - t0).toBeLessThan(500);
+    const idleClosed = await idle;
+    expect(idleClosed.closedAfterMs).toBeLessThan(HEADERS_MS + 1000);
+    for (const r of await Promise.all(many)) expect(r.closedAfterMs).toBeLessThan(HEADERS_MS + 1000);
+  });
+});
+
+describe('the request timeout bounds receiving a request, not answering it', () => {
+  it('an answer that takes longer than the request timeout is still delivered', async () => {
+    const { buildApp } = await import('../src/app.js');
+    const { loadConfig } = await import('../src/config.js');
+    const { openDatabase } = await import('../src/db/index.js');
+    const { TestEngine } = await import('../src/policy/test-engine.js');
+    const { tmpDir, call } = await import('./server/helpers.js');
+    const dir = tmpDir();
+    const config = { ...loadConfig({}), engine: 'test' as const, logLevel: 'silent' as const, dataDir: dir, http: { headersTimeoutMs: 300, requestTimeoutMs: 600, keepAliveTimeoutMs: 5000 } };
+    const app = await buildApp(config, { database: openDatabase(dir), engine: new TestEngine() });
+    // Stands for a long model call (a reflection on CPU can take many seconds).
+    app.post('/slow-answer', async (req) => {
+      await new Promise((r) => setTimeout(r, 1500));
+      return { got: req.body };
+    });
+    const url = await app.listen({ host: '127.0.0.1', port: 0 });
+    try {
+      const r = await call(url, 'POST', '/slow-answer', { a: 1 });
+      expect(r.status).toBe(200);
+      expect(r.body).toEqual({ got: { a: 1 } });
+    } finally {
+      await app.close();
+    }
+  });
+});
+
+describe('HTTP timeout configuration', () => {
+  it('defaults and LAMER_* variables', async () => {
+    const { loadConfig } = await import('../src/config.js');
+    expect(loadConfig({}).http).toEqual({ headersTimeoutMs: 10_000, requestTimeoutMs: 60_000, keepAliveTimeoutMs: 72_000 });
+    expect(
+      loadConfig({ LAMER_HEADERS_TIMEOUT_MS: '2000', LAMER_REQUEST_TIMEOUT_MS: '0', LAMER_KEEP_ALIVE_TIMEOUT_MS: '5000' }).http,
+    ).toEqual({ headersTimeoutMs: 2000, requestTimeoutMs: 0, keepAliveTimeoutMs: 5000 });
+    expect(() => loadConfig({ LAMER_HEADERS_TIMEOUT_MS: '20000', LAMER_REQUEST_TIMEOUT_MS: '10000' })).toThrow(/LAMER_HEADERS_TIMEOUT_MS=20000 exceeds/);
+    expect(() => loadConfig({ LAMER_HEADERS_TIMEOUT_MS: '5' })).toThrow(/LAMER_HEADERS_TIMEOUT_MS/);
+  });
+});

@@ -22,7 +22,7 @@
  *   most `protection.maxOpenSessionsPerTenant` active sessions; one more is 409 too-many-sessions.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { and, asc, desc, eq, lt, sql, type SQL } from 'drizzle-orm';
+import { and, asc, desc, eq, lt, sql, type SQL, type SQLWrapper } from 'drizzle-orm';
 import type { Db } from '../db/index.js';
 import type { HotQueries, StepInsert } from '../db/queries.js';
 import { reflections, sessions, steps, type AttemptSummary, type SessionRow } from '../db/schema.js';
@@ -647,16 +647,54 @@ export class SessionService {
 
   // ---------------------------------------------------------------- trajectory
 
-  trajectory(tenant: string, id: string) {
+  /**
+   * One page of a session's recorded steps, in order (attempt, step, then the action before the
+   * reflection of the same position; 'action' < 'reflection' also sorts them so, on the
+   * `steps_position` index). A page holds at most `page.limit` rows and at most `page.maxBytes`
+   * bytes of row text (estimated from the stored column sizes before the rows are read), but
+   * always at least one row, so no answer grows with the session. `page.cursor` is the
+   * `nextCursor` of the previous page (`<attempt>.<step>.<a|r>`); `nextCursor` is null on the last.
+   * @throws ApiProblem 404 for a session of another tenant or none; 400 for a malformed cursor.
+   */
+  trajectory(tenant: string, id: string, page: { limit: number; cursor?: string; maxBytes: number }) {
     this.row(tenant, id);
-    const rows = this.db
-      .select()
+    const position = sql`(${steps.attempt}, ${steps.step}, ${steps.kind})`;
+    let after: SQL | undefined;
+    if (page.cursor !== undefined) {
+      const m = /^(\d{1,9})\.(\d{1,9})\.([ar])$/.exec(page.cursor);
+      if (!m) throw invalid('querystring/cursor', 'is not a trajectory cursor (pass nextCursor of the previous page)');
+      after = sql`${position} > (${Number(m[1])}, ${Number(m[2])}, ${m[3] === 'a' ? 'action' : 'reflection'})`;
+    }
+    const bytes = (c: SQLWrapper) => sql`coalesce(length(CAST(${c} AS BLOB)), 0)`;
+    // ~400 bytes of keys, numbers and dates per row, plus the text columns as stored (JSON text for arrays and info).
+    const size = sql<number>`400 + ${bytes(steps.observation)} + ${bytes(steps.availableActions)} + ${bytes(steps.info)} + ${bytes(steps.prompt)} + ${bytes(steps.output)} + ${bytes(steps.action)} + ${bytes(steps.promptTokenIds)} + ${bytes(steps.outputTokenIds)} + ${bytes(steps.logprobs)} + ${bytes(steps.engineRecord)} + ${bytes(steps.modelVersion)}`;
+    const where = after ? and(eq(steps.sessionId, id), after) : eq(steps.sessionId, id);
+    const order = [asc(steps.attempt), asc(steps.step), asc(steps.kind)] as const;
+    const sized = this.db
+      .select({ attempt: steps.attempt, step: steps.step, kind: steps.kind, size })
       .from(steps)
-      .where(eq(steps.sessionId, id))
-      .orderBy(asc(steps.attempt), asc(steps.step), sql`CASE ${steps.kind} WHEN 'action' THEN 0 ELSE 1 END`)
+      .where(where)
+      .orderBy(...order)
+      .limit(page.limit + 1)
       .all();
+    let n = 0;
+    let total = 0;
+    while (n < sized.length && n < page.limit && (n === 0 || total + sized[n]!.size <= page.maxBytes)) total += sized[n++]!.size;
+    const cursorOf = (r: { attempt: number; step: number; kind: string }) => `${r.attempt}.${r.step}.${r.kind === 'action' ? 'a' : 'r'}`;
+    const last = sized[n - 1];
+    const nextCursor = n < sized.length && last ? cursorOf(last) : null;
+    const rows =
+      n === 0 || !last
+        ? []
+        : this.db
+            .select()
+            .from(steps)
+            .where(and(where, sql`${position} <= (${last.attempt}, ${last.step}, ${last.kind})`))
+            .orderBy(...order)
+            .all();
     return {
       sessionId: id,
+      nextCursor,
       steps: rows.map((r) => ({
         attempt: r.attempt,
         step: r.step,

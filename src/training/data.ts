@@ -12,7 +12,7 @@
 import { renderActPrompt, renderReflectionPrompt, type PromptAttempt, type PromptStep } from '../agent/prompt.js';
 import type { DemoSession } from '../envs/demos.js';
 import { DEFAULT_LIMITS } from '../model/sampling.js';
-import { encode, encodePrompt, EOS } from '../model/tokenizer.js';
+import { encode, encodeCandidate, encodePrompt, EOS } from '../model/tokenizer.js';
 import { computeAdvantages, type Estimator, type Turn, type TurnKind } from './advantages.js';
 import type { ReturnConfig } from './returns.js';
 
@@ -42,6 +42,27 @@ export interface StepRecord {
   /** `[outLen]` logprobs of the output tokens as sampled, or null. */
   logprobs: number[] | null;
   modelVersion: string;
+  /** The session's sampling settings (temperature, top-p, top-k); absent or null: 1 / 1 / 0. */
+  sampling?: SamplerSettings | null;
+  /** The step's availableActions (action records), when the answer was constrained to them. */
+  availableActions?: string[] | null;
+}
+
+/** What the sampler of a recorded output used (shared/DESIGN.md §2 `sampling`, without the seed). */
+export interface SamplerSettings {
+  temperature: number;
+  topP: number;
+  topK: number;
+}
+
+/**
+ * The behaviour policy of a recorded output, as src/model/sampling.ts samplingLogprobs defines it:
+ * the model's logits / temperature, restricted to the candidates' trie (when `candidates`), then
+ * top-k and top-p, renormalised. The training job recomputes this distribution (job.ts).
+ */
+export interface Behaviour extends SamplerSettings {
+  /** Token ids of each allowed candidate (its bytes + EOS), when the output was constrained. */
+  candidates?: number[][];
 }
 
 /** One trainable sequence: prompt + output, with the output's advantage. */
@@ -55,6 +76,8 @@ export interface TrainingSample {
   outputTokenIds: number[];
   /** Logprobs of the output tokens under the sampling policy, `[outLen]`; null for SFT. */
   oldLogprobs: number[] | null;
+  /** The sampler's policy (RL samples); absent or null: temperature 1, no truncation, free text. */
+  behaviour?: Behaviour | null;
   /** Per-turn advantage (0 for SFT). */
   advantage: number;
   /** Cross-episode return (0 for SFT). */
@@ -179,7 +202,7 @@ export function buildRlSamples(records: readonly StepRecord[], opts: RlDataOptio
     samples.push({
       sessionId: r.sessionId, taskId: r.taskId, attempt: r.attempt, step: r.step, kind: r.kind,
       promptTokenIds: r.promptTokenIds!, outputTokenIds: r.outputTokenIds!, oldLogprobs: r.logprobs,
-      advantage: a.advantage, return: a.return,
+      advantage: a.advantage, return: a.return, behaviour: behaviourOf(r),
     });
   });
   const outcomes = sessionOutcomes(records);
@@ -199,6 +222,14 @@ export function buildRlSamples(records: readonly StepRecord[], opts: RlDataOptio
       outputTokens: samples.reduce((n, s) => n + s.outputTokenIds.length, 0),
     },
   };
+}
+
+/** The behaviour policy of a record's output: its session's sampling, its step's candidates. */
+export function behaviourOf(r: Pick<StepRecord, 'kind' | 'sampling' | 'availableActions'>): Behaviour {
+  const s = r.sampling ?? { temperature: 1, topP: 1, topK: 0 };
+  const b: Behaviour = { temperature: s.temperature, topP: s.topP, topK: s.topK };
+  if (r.kind === 'action' && r.availableActions && r.availableActions.length > 0) b.candidates = r.availableActions.map(encodeCandidate);
+  return b;
 }
 
 export interface SftDataOptions {

@@ -4,10 +4,21 @@
  * cancellation, and write a new checkpoint folder.
  *
  * One *iteration* is one optimiser step on one minibatch.
+ *
+ * The policy trained is the behaviour policy that sampled the data (src/model/sampling.ts
+ * samplingLogprobs; verl divides logits by the rollout temperature, dp_actor.py ~153/225): each
+ * sample's logits are divided by its recorded temperature and restricted to its support at every
+ * output position (the candidates' trie for availableActions, else the UTF-8 guard of free text,
+ * src/model/tokenizer.ts utf8Support; then top-k / top-p); the support is
+ * taken from the starting weights (the weights that sampled) and held fixed during the job, so
+ * the first PPO ratio is exactly 1 and the gradient moves the probabilities within it. Entropy is
+ * that distribution's entropy.
  * Units: seconds for durations; tokens/s counts every non-padding position of the batch.
  */
 import * as tf from '@tensorflow/tfjs';
-import type { Algorithm, DataStats, TrainingSample } from './data.js';
+import { candidateSupport, samplingLogprobs } from '../model/sampling.js';
+import { utf8Support } from '../model/tokenizer.js';
+import type { Algorithm, Behaviour, DataStats, TrainingSample } from './data.js';
 import { AdamW, clipByGlobalNorm, logprobsFromLogits, ppoObjective, sftLoss, entropyFromLogits, tokenMean } from './losses.js';
 import type { ModelIO, TrainableModel } from './model-api.js';
 
@@ -117,6 +128,21 @@ export interface Batch {
   padFrac: number;
   /** Per sample: positions of its output targets, for writing recomputed logprobs back. */
   outputPositions: Array<{ start: number; length: number }>;
+  /** `[B]` float32 sampling temperature of each sample (1 for greedy or unknown). */
+  temperatures: tf.Tensor1D;
+  /** `[B, T, V]` float32 additive support mask (0 allowed, -1e9 outside the sampler's support), or
+   *  null when every position of the batch allows the whole vocabulary. */
+  supportMask: tf.Tensor3D | null;
+}
+
+/** Per sample, per output position: the allowed token ids, or null for the whole vocabulary. */
+export type Supports = ReadonlyArray<ReadonlyArray<readonly number[] | null> | null>;
+
+/** The sampler settings that define a sample's behaviour policy (greedy and absent: 1 / 1 / 0). */
+export function effectiveBehaviour(s: Pick<TrainingSample, 'behaviour'>): Behaviour {
+  const b = s.behaviour;
+  if (!b || b.temperature === 0) return { temperature: 1, topP: 1, topK: 0, ...(b?.candidates ? { candidates: b.candidates } : {}) };
+  return b;
 }
 
 /**
@@ -125,7 +151,7 @@ export interface Batch {
  * Sequences longer than blockSize + 1 lose tokens from the left (prompt first). Right-padded.
  * @throws RangeError when a sample has no output tokens or a token id outside [0, V).
  */
-export function makeBatch(samples: readonly TrainingSample[], model: Pick<TrainableModel, 'blockSize' | 'padId' | 'vocabSize'>, oldLogprobs?: ReadonlyArray<number[] | null>): Batch {
+export function makeBatch(samples: readonly TrainingSample[], model: Pick<TrainableModel, 'blockSize' | 'padId' | 'vocabSize'>, oldLogprobs?: ReadonlyArray<number[] | null>, supports?: Supports): Batch {
   const rows = samples.map((s, b) => {
     if (s.outputTokenIds.length === 0) throw new RangeError(`sample ${s.sessionId}/${s.attempt}/${s.step} has no output tokens`);
     let seq = [...s.promptTokenIds, ...s.outputTokenIds];
@@ -136,8 +162,9 @@ export function makeBatch(samples: readonly TrainingSample[], model: Pick<Traina
     for (const id of seq) if (!(Number.isInteger(id) && id >= 0 && id < model.vocabSize)) throw new RangeError(`token id ${id} outside [0, ${model.vocabSize})`);
     const firstOut = Math.max(0, promptLen - 1); // targets index j predicts seq[j+1]
     const lp = oldLogprobs?.[b] ?? s.oldLogprobs;
-    return { seq, firstOut, lp };
+    return { seq, firstOut, lp, support: supports?.[b] ?? null };
   });
+  const V = model.vocabSize;
   const T = Math.max(...rows.map((r) => r.seq.length - 1));
   const B = rows.length;
   const inputs = new Int32Array(B * T).fill(model.padId);
@@ -146,6 +173,8 @@ export function makeBatch(samples: readonly TrainingSample[], model: Pick<Traina
   const stored = new Float32Array(B * T);
   let tokens = 0;
   const outputPositions: Batch['outputPositions'] = [];
+  const restricted = rows.some((r) => r.support?.some((x) => x !== null));
+  const maskAdd = restricted ? new Float32Array(B * T * V) : null;
   rows.forEach((r, b) => {
     const n = r.seq.length - 1;
     tokens += n;
@@ -160,6 +189,16 @@ export function makeBatch(samples: readonly TrainingSample[], model: Pick<Traina
       const off = r.lp.length - outLen; // left-truncated outputs keep their last logprobs
       for (let k = 0; k < outLen; k++) stored[b * T + r.firstOut + k] = r.lp[off + k] ?? 0;
     }
+    if (maskAdd && r.support) {
+      const off = r.support.length - outLen;
+      for (let k = 0; k < outLen; k++) {
+        const allowed = r.support[off + k];
+        if (!allowed) continue;
+        const base = (b * T + r.firstOut + k) * V;
+        maskAdd.fill(-1e9, base, base + V);
+        for (const t of allowed) maskAdd[base + t] = 0;
+      }
+    }
   });
   return {
     inputs: tf.tensor2d(inputs, [B, T], 'int32'),
@@ -170,11 +209,25 @@ export function makeBatch(samples: readonly TrainingSample[], model: Pick<Traina
     tokens,
     padFrac: 1 - tokens / (B * T),
     outputPositions,
+    temperatures: tf.tensor1d(samples.map((s) => effectiveBehaviour(s).temperature)),
+    supportMask: maskAdd ? tf.tensor3d(maskAdd, [B, T, V]) : null,
   };
 }
 
+/**
+ * The behaviour policy's logits: `logits / temperature` per sample, plus the support mask.
+ * `[B, T, V]` -> `[B, T, V]`; log-softmax of the result is samplingLogprobs at every output position.
+ */
+export function behaviourLogits(logits: tf.Tensor3D, batch: Pick<Batch, 'temperatures' | 'supportMask'>): tf.Tensor3D {
+  return tf.tidy(() => {
+    const scaled = tf.div(logits, tf.reshape(batch.temperatures, [-1, 1, 1])) as tf.Tensor3D; // z / T
+    return batch.supportMask ? (tf.add(scaled, batch.supportMask) as tf.Tensor3D) : scaled;
+  });
+}
+
 function disposeBatch(b: Batch): void {
-  tf.dispose([b.inputs, b.targets, b.mask, b.storedLogprobs, b.advantages]);
+  tf.dispose([b.inputs, b.targets, b.mask, b.storedLogprobs, b.advantages, b.temperatures]);
+  if (b.supportMask) b.supportMask.dispose();
 }
 
 /** Deterministic Fisher-Yates shuffle (mulberry32). */
@@ -246,11 +299,24 @@ export function splitMicroBatches(idx: readonly number[], lengths: readonly numb
 const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /**
- * Logprobs of each sample's output tokens under `model`, `[outLen]` per sample (no gradient).
- * Used to recompute old logprobs and by tests.
+ * Logprobs of each sample's output tokens under `model` and the sample's behaviour policy,
+ * `[outLen]` per sample (no gradient). Used to recompute old logprobs and by tests.
  */
 export function outputLogprobs(model: TrainableModel, samples: readonly TrainingSample[], batchSize = 16, maxTokens = Infinity): number[][] {
+  return behaviourOutputs(model, samples, batchSize, maxTokens).logprobs;
+}
+
+/**
+ * The behaviour policy of every sample under `model` (no gradient): per output position, the
+ * support (samplingLogprobs' finite entries; null = whole vocabulary) and the logprob of the output
+ * token, log p_t = z_t / T - logsumexp_{S}(z / T). A token outside the recomputed support (a
+ * top-p boundary that float noise moved) joins the support, so its logprob stays finite.
+ * @returns `logprobs[i]` `[outLen]`, `supports[i]` `[outLen]` (null entries) or null (plain sample).
+ */
+export function behaviourOutputs(model: TrainableModel, samples: readonly TrainingSample[], batchSize = 16, maxTokens = Infinity): { logprobs: number[][]; supports: Array<Array<number[] | null> | null> } {
   const out: number[][] = [];
+  const supports: Array<Array<number[] | null> | null> = [];
+  const V = model.vocabSize;
   const len = (x: TrainingSample) => Math.min(x.promptTokenIds.length + x.outputTokenIds.length - 1, model.blockSize);
   for (let i = 0; i < samples.length;) {
     // consecutive samples, at most batchSize of them and at most maxTokens padded [B, T] positions
@@ -264,13 +330,51 @@ export function outputLogprobs(model: TrainableModel, samples: readonly Training
     const chunk = samples.slice(i, i + n);
     i += n;
     const batch = makeBatch(chunk, model);
-    const lp = tf.tidy(() => logprobsFromLogits(model.logits(batch.inputs, false), batch.targets));
-    const data = lp.arraySync();
-    lp.dispose();
-    batch.outputPositions.forEach((p, b) => out.push(data[b].slice(p.start, p.start + p.length)));
+    const behaviours = chunk.map(effectiveBehaviour);
+    // samples without recorded sampler settings (legacy data, tests) are scored by the plain softmax
+    const plain = chunk.map((s) => !s.behaviour);
+    if (plain.every(Boolean)) {
+      const lp = tf.tidy(() => logprobsFromLogits(model.logits(batch.inputs, false), batch.targets));
+      const data = lp.arraySync();
+      lp.dispose();
+      batch.outputPositions.forEach((p, b) => { out.push(data[b].slice(p.start, p.start + p.length)); supports.push(null); });
+    } else {
+      const T = batch.inputs.shape[1];
+      const rowsT = tf.tidy(() => tf.logSoftmax(model.logits(batch.inputs, false), -1));
+      const rows = rowsT.dataSync() as Float32Array;
+      rowsT.dispose();
+      batch.outputPositions.forEach((p, b) => {
+        const s = chunk[b];
+        const beh = behaviours[b];
+        const outIds = s.outputTokenIds.slice(s.outputTokenIds.length - p.length);
+        // the sampler's restriction: the candidates' trie, or the UTF-8 guard of free generations
+        const allowedAll = (beh.candidates ? candidateSupport(beh.candidates, s.outputTokenIds) : utf8Support(s.outputTokenIds, V)).slice(s.outputTokenIds.length - p.length);
+        const lps: number[] = [];
+        const sup: Array<number[] | null> = [];
+        for (let k = 0; k < p.length; k++) {
+          const row = rows.subarray((b * T + p.start + k) * V, (b * T + p.start + k + 1) * V);
+          const t = outIds[k];
+          if (plain[b]) { lps.push(row[t]); sup.push(null); continue; }
+          const allowed = allowedAll[k];
+          const dist = samplingLogprobs(row, beh, allowed && allowed.length > 0 ? allowed : undefined);
+          const S: number[] = [];
+          for (let v = 0; v < V; v++) if (dist[v] > -Infinity) S.push(v);
+          if (!(dist[t] > -Infinity)) S.push(t);
+          // log p_t = z_t / T - logsumexp_{v in S} z_v / T  (the in-graph computation of training)
+          let mx = -Infinity;
+          for (const v of S) mx = Math.max(mx, row[v] / beh.temperature);
+          let z = 0;
+          for (const v of S) z += Math.exp(row[v] / beh.temperature - mx);
+          lps.push(row[t] / beh.temperature - mx - Math.log(z));
+          sup.push(S.length === V ? null : S);
+        }
+        out.push(lps);
+        supports.push(sup);
+      });
+    }
     disposeBatch(batch);
   }
-  return out;
+  return { logprobs: out, supports };
 }
 
 /**
@@ -301,8 +405,13 @@ export async function runTrainingJob(spec: TrainingJobSpec, samples: readonly Tr
     // old logprobs: recomputed with the starting weights (verl), or as stored when sampling
     let oldLp: Array<number[] | null> = samples.map((s) => s.oldLogprobs);
     let behaviorLogprobGap: number | null = null;
-    if (!isSft && (h.oldLogprobs ?? 'recompute') === 'recompute') {
-      const fresh = outputLogprobs(model, samples, mbSize, microTokens);
+    let supports: Supports | undefined;
+    if (!isSft) {
+      // the behaviour policy under the starting weights: its supports always, its logprobs as the
+      // old logprobs unless the stored ones are asked for
+      const beh = behaviourOutputs(model, samples, mbSize, microTokens);
+      supports = beh.supports;
+      const fresh = beh.logprobs;
       let gap = 0, n = 0;
       samples.forEach((s, i) => {
         const stored = s.oldLogprobs;
@@ -311,7 +420,7 @@ export async function runTrainingJob(spec: TrainingJobSpec, samples: readonly Tr
         fresh[i].forEach((x, k) => { gap += stored[off + k] - x; n++; });
       });
       behaviorLogprobGap = n > 0 ? gap / n : null;
-      oldLp = fresh;
+      if ((h.oldLogprobs ?? 'recompute') === 'recompute') oldLp = fresh;
       await yieldToEventLoop();
       checkAbort();
     }
@@ -329,7 +438,7 @@ export async function runTrainingJob(spec: TrainingJobSpec, samples: readonly Tr
         // gradient accumulation over micro-batches of at most microBatchTokens [B, T] positions;
         // each micro-batch's token-mean is weighted by its share of the minibatch's output tokens,
         // so the sum of their gradients is the gradient of the minibatch's token-mean loss.
-        const micro = splitMicroBatches(idx, seqLens, microTokens).map((m) => makeBatch(m.map((i) => samples[i]), model, m.map((i) => oldLp[i])));
+        const micro = splitMicroBatches(idx, seqLens, microTokens).map((m) => makeBatch(m.map((i) => samples[i]), model, m.map((i) => oldLp[i]), supports && m.map((i) => supports![i])));
         const outTokens = micro.map((b) => b.outputPositions.reduce((a, p) => a + p.length, 0));
         const totalOut = outTokens.reduce((a, b) => a + b, 0);
         const s = [0, 0, 0, 0, 0, 0]; // loss, pgLoss, entropy, clipFrac, dualClipFrac, approxKl
@@ -346,7 +455,7 @@ export async function runTrainingJob(spec: TrainingJobSpec, samples: readonly Tr
               stats = tf.keep(tf.stack([loss, loss, ent, tf.scalar(0), tf.scalar(0), tf.scalar(0)]) as tf.Tensor1D);
               return tf.mul(loss, w) as tf.Scalar;
             }
-            const o = ppoObjective(logits, batch.targets, batch.storedLogprobs, batch.advantages, batch.mask, {
+            const o = ppoObjective(behaviourLogits(logits, batch), batch.targets, batch.storedLogprobs, batch.advantages, batch.mask, {
               clipCoef: h.clipCoef ?? 0.2, dualClip: h.dualClip ?? 3.0, entCoef: h.entCoef ?? 0.001,
             });
             stats = tf.keep(tf.stack([o.loss, o.pgLoss, o.entropy, o.clipFrac, o.dualClipFrac, o.approxKl]) as tf.Tensor1D);

@@ -8,7 +8,7 @@
 import { and, asc, eq, gte, inArray, type SQL } from 'drizzle-orm';
 import type { Db } from '../db/index.js';
 import { sessions, steps } from '../db/schema.js';
-import type { StepRecord, TurnScore } from './data.js';
+import type { SamplerSettings, StepRecord, TurnScore } from './data.js';
 
 export interface DataFilter {
   /** Sessions created at or after this time, ms since the Unix epoch. */
@@ -33,12 +33,16 @@ export function selectTrainingRecords(db: Db, filter: DataFilter = {}): StepReco
     where.push(inArray(sessions.taskId, filter.taskIds));
   }
   if (filter.modelVersion !== undefined) where.push(eq(sessions.modelVersion, filter.modelVersion));
-  let ids = db.select({ id: sessions.id, taskId: sessions.taskId, createdAt: sessions.createdAt }).from(sessions).where(and(...where)).all();
+  let ids = db.select({ id: sessions.id, taskId: sessions.taskId, createdAt: sessions.createdAt, sampling: sessions.sampling }).from(sessions).where(and(...where)).all();
   if (filter.maxSessions !== undefined) {
     ids = ids.sort((a, b) => b.createdAt - a.createdAt).slice(0, filter.maxSessions);
   }
   if (ids.length === 0) return [];
   const taskOf = new Map(ids.map((r) => [r.id, r.taskId]));
+  const samplingOf = new Map(ids.map((r) => {
+    const s = r.sampling as Partial<SamplerSettings> | null;
+    return [r.id, s ? { temperature: s.temperature ?? 1, topP: s.topP ?? 1, topK: s.topK ?? 0 } : null];
+  }));
   const out: StepRecord[] = [];
   const idList = [...taskOf.keys()];
   for (let i = 0; i < idList.length; i += 500) { // stay under SQLite's bound-parameter limit
@@ -49,7 +53,7 @@ export function selectTrainingRecords(db: Db, filter: DataFilter = {}): StepReco
         sessionId: r.sessionId, taskId: taskOf.get(r.sessionId)!, attempt: r.attempt, step: r.step, kind: r.kind,
         observation: r.observation, reward: r.reward, done: r.done, success: r.success, invalidAction: r.invalidAction,
         promptTokenIds: r.promptTokenIds ?? null, outputTokenIds: r.outputTokenIds ?? null, logprobs: r.logprobs ?? null,
-        modelVersion: r.modelVersion,
+        modelVersion: r.modelVersion, sampling: samplingOf.get(r.sessionId) ?? null, availableActions: r.availableActions ?? null,
       });
     }
   }

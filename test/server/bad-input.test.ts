@@ -22,6 +22,9 @@ beforeAll(async () => {
       defaultMaxSteps: 10,
       reflectionChars: 2000,
       jsonDepth: 64,
+      infoBytes: 64 * 1024,
+      metadataBytes: 64 * 1024,
+      trajectoryPageBytes: 4 * 1024 * 1024,
     },
   });
   id = (await s.call('POST', '/v1/sessions', { taskId: 't', instructions: 'x' })).body.id;

@@ -55,6 +55,15 @@ describe('buildRlSamples', () => {
     expect(stats.skippedGroups).toBe(1);
     expect(samples.every((s) => s.taskId === 'T')).toBe(true);
   });
+  it("attaches each sample's behaviour policy: session sampling, and the candidates of constrained actions", () => {
+    const sampling = { temperature: 0.7, topP: 0.8, topK: 20 };
+    const recs = records.map((r) => ({ ...r, sampling, availableActions: r.kind === 'action' ? ['up', 'é'] : null }));
+    const { samples } = buildRlSamples(recs, { algorithm: 'lamer', returns });
+    expect(samples[0].behaviour).toEqual({ ...sampling, candidates: [[117, 112, EOS], [0xc3, 0xa9, EOS]] });
+    expect(samples[2].kind).toBe('reflection');
+    expect(samples[2].behaviour).toEqual(sampling);
+    expect(buildRlSamples(records, { algorithm: 'lamer', returns }).samples[0].behaviour).toEqual({ temperature: 1, topP: 1, topK: 0 });
+  });
   it('rejects an output without matching logprobs', () => {
     const bad = [rec('S', 0, 0, 'A', 0, { promptTokenIds: [1], outputTokenIds: [2, 3], logprobs: [-1] })];
     expect(() => buildRlSamples(bad, { algorithm: 'rloo', returns })).toThrow(/logprobs/);

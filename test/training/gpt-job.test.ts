@@ -55,3 +55,36 @@ describe('PPO on the builtin GPT', () => {
     expect(lpwPos).toBeCloseTo(lp1Pos, 3); // same data, seed and backend: the same update
   });
 });
+
+describe('the trained policy is the sampling policy', () => {
+  it('recomputed logprobs at the recorded temperature / top-p / top-k and support equal the sampler\'s, free and constrained; the first PPO ratio is 1', async () => {
+    const { createBuiltinEngineInstance } = await import('../../src/policy/builtin-engine.js');
+    const { behaviourOutputs } = await import('../../src/training/job.js');
+    const { encodeCandidate } = await import('../../src/model/tokenizer.js');
+    const engine = await createBuiltinEngineInstance({ backend: 'cpu', limits: { maxActionTokens: 8, maxReflectionTokens: 8 } });
+    await engine.load('base', join(dir, 'base'));
+    const p = { head: 'Obs: x\n', steps: [], tail: 'Action:' };
+    const actions = ['up', 'down', '(1, 2)', 'upper'];
+    const samples: TrainingSample[] = [];
+    const settings = [{ temperature: 0.7, topP: 0.8, topK: 20 }, { temperature: 1.5, topP: 1, topK: 5 }, { temperature: 0.5, topP: 0.95, topK: 0 }];
+    for (let seed = 0; seed < 6; seed++) {
+      const sampling = settings[seed % 3];
+      const free = await engine.act({ sessionId: `f${seed}`, modelVersion: 'base', prompt: p, sampling: { ...sampling, seed } });
+      const cons = await engine.act({ sessionId: `c${seed}`, modelVersion: 'base', prompt: p, availableActions: actions, sampling: { ...sampling, seed } });
+      for (const [g, candidates] of [[free, undefined], [cons, actions.map(encodeCandidate)]] as const) {
+        samples.push({ ...mk('x', seed % 2 ? 1 : -1), promptTokenIds: g.promptTokenIds, outputTokenIds: g.outputTokenIds, oldLogprobs: g.logprobs, behaviour: { ...sampling, ...(candidates ? { candidates } : {}) } });
+      }
+    }
+    await engine.dispose();
+    const io = await createModelIO({ backend: 'cpu' });
+    const m0 = await io.load(join(dir, 'base'));
+    const beh = behaviourOutputs(m0, samples);
+    m0.dispose();
+    samples.forEach((s, i) => s.oldLogprobs!.forEach((lp, k) => expect(beh.logprobs[i][k]).toBeCloseTo(lp, 4)));
+    // training on the stored logprobs with lr 0: ratio exp(logp - logp_old) is 1 at every token
+    const res = await runTrainingJob({ algorithm: 'lamer', baseCheckpointDir: join(dir, 'base'), outputDir: join(dir, 'same'), hyper: { lr: 0, epochs: 1, minibatchSize: samples.length, oldLogprobs: 'stored' } }, samples, { io });
+    expect(res.metrics[0].approxKl).toBeLessThan(1e-8);
+    expect(res.metrics[0].clipFrac).toBe(0);
+    expect(Math.abs(res.behaviorLogprobGap!)).toBeLessThan(1e-5);
+  });
+});

@@ -62,8 +62,13 @@ describe('selectTrainingRecords', () => {
     const rows = d.db.select().from(steps).all().filter((r) => r.sessionId === 'a' && r.outputTokenIds !== null);
     // a: attempt 0 turn reward -1, G = -1 + 0.6*10 = 5; reflection G = 10; attempt 1 G = 10
     expect(rows.map((r) => r.return)).toEqual([5, 10, 10]);
-    // scores: -1, 10, 10, 10 (b) -> mean 7.25; anchor A: {5, 10, 10} mean 25/3
-    expect(rows[0].advantage).toBeCloseTo(-8.25 + (5 - 25 / 3), 6);
-    expect(rows[1].advantage).toBeCloseTo(2.75, 6);
+    // scores: -1, 0 (the reflection's own), 10, 10 (b) -> mean 4.75; anchor A: {5, 10, 10} mean 25/3
+    expect(rows[0].advantage).toBeCloseTo(-5.75 + (5 - 25 / 3), 6);
+    expect(rows[1].advantage).toBeCloseTo(-4.75, 6);
+  });
+  it("carries the session's sampling settings (defaults for missing keys) and the step's availableActions", () => {
+    const recs = selectTrainingRecords(d.db, { taskIds: ['T'] });
+    expect(recs[0].sampling).toEqual({ temperature: 1, topP: 1, topK: 0 });
+    expect(recs[0].availableActions).toBeNull();
   });
 });

@@ -3,6 +3,7 @@
  * the RFC 9457 problem document. Plain JSON Schema (OpenAPI 3.1 dialect) built with TypeBox.
  */
 import { Type, type TSchema, type Static } from 'typebox';
+import { invalid } from '../../agent/problems.js';
 
 /** `T | null` as `{type: [T, 'null']}` (fast to serialise; valid OpenAPI 3.1). */
 export function Nullable<T extends TSchema>(schema: T, opts: Record<string, unknown> = {}) {
@@ -21,6 +22,18 @@ export function StringEnum<const T extends readonly string[]>(values: T, opts: R
 /** Any JSON object. */
 export function FreeObject(opts: Record<string, unknown> = {}) {
   return Type.Unsafe<Record<string, unknown>>({ ...opts, type: 'object', additionalProperties: true });
+}
+
+/**
+ * Refuse a free-form JSON value (`info`, `metadata`) whose JSON text is longer than `maxBytes`
+ * (UTF-8 bytes of `JSON.stringify(value)`); `undefined` (absent) passes.
+ * @throws ApiProblem 400 `validation` naming `field` (e.g. `body/items/3/info`) and `variable`, the
+ * setting that holds the limit.
+ */
+export function checkJsonBytes(value: unknown, maxBytes: number, field: string, variable: string): void {
+  if (value === undefined) return;
+  const n = Buffer.byteLength(JSON.stringify(value), 'utf8');
+  if (n > maxBytes) throw invalid(field, `is ${n} bytes of JSON; at most ${maxBytes} are allowed (${variable})`);
 }
 
 export const Position = Type.Object(

@@ -4,7 +4,7 @@
  */
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { bearer, errorResponses, stepErrorResponses } from '../common.js';
+import { bearer, checkJsonBytes, errorResponses, stepErrorResponses } from '../common.js';
 import {
   ListQuery,
   Memory,
@@ -15,12 +15,14 @@ import {
   SessionParams,
   StepAnswer,
   Trajectory,
+  TrajectoryQuery,
   makeSessionSchemas,
 } from './schemas.js';
 
 const sessionsRoutes: FastifyPluginAsync = async (fastify) => {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
-  const { CreateSession, StepBody, EditReflection } = makeSessionSchemas(app.config.limits);
+  const limits = app.config.limits;
+  const { CreateSession, StepBody, EditReflection } = makeSessionSchemas(limits);
   const tags = ['sessions'];
 
   app.post(
@@ -35,6 +37,7 @@ const sessionsRoutes: FastifyPluginAsync = async (fastify) => {
       },
     },
     async (req, reply) => {
+      checkJsonBytes(req.body.metadata, limits.metadataBytes, 'body/metadata', 'LAMER_MAX_METADATA_BYTES');
       const s = app.agent.create(req.tenant, req.body);
       app.metrics.sessionsCreated.inc();
       reply.code(201).header('location', `/v1/sessions/${s.id}`);
@@ -101,7 +104,10 @@ const sessionsRoutes: FastifyPluginAsync = async (fastify) => {
         response: { 200: StepAnswer, ...stepErrorResponses },
       },
     },
-    async (req) => app.agent.step(req.tenant, req.params.id, req.body),
+    async (req) => {
+      checkJsonBytes(req.body.info, limits.infoBytes, 'body/info', 'LAMER_MAX_INFO_BYTES');
+      return app.agent.step(req.tenant, req.params.id, req.body);
+    },
   );
 
   app.get(
@@ -109,13 +115,17 @@ const sessionsRoutes: FastifyPluginAsync = async (fastify) => {
     {
       schema: {
         tags,
-        summary: 'Every recorded step with prompt, output, token ids, logprobs, rewards, returns and advantages',
+        summary: 'Every recorded step with prompt, output, token ids, logprobs, rewards, returns and advantages, in pages',
+        description:
+          'Rows in (attempt, step) order, at most `limit` (default 100) and at most LAMER_TRAJECTORY_PAGE_BYTES of JSON per page (at least one row); pass `nextCursor` as `cursor` for the next page until it is null.',
         security: bearer,
         params: SessionParams,
+        querystring: TrajectoryQuery,
         response: { 200: Trajectory, ...errorResponses },
       },
     },
-    async (req) => app.agent.trajectory(req.tenant, req.params.id),
+    async (req) =>
+      app.agent.trajectory(req.tenant, req.params.id, { limit: req.query.limit ?? 100, cursor: req.query.cursor, maxBytes: limits.trajectoryPageBytes }),
   );
 
   app.get(

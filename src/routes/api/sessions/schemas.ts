@@ -176,7 +176,21 @@ export const TrajectoryStep = Type.Object({
   createdAt: Type.String({ format: 'date-time' }),
 });
 
-export const Trajectory = Type.Object({ sessionId: Type.String(), steps: Type.Array(TrajectoryStep) });
+export const Trajectory = Type.Object({
+  sessionId: Type.String(),
+  steps: Type.Array(TrajectoryStep, { description: 'one page of rows, in (attempt, step) order, the action before the reflection' }),
+  nextCursor: Nullable(Type.String(), { description: 'pass as `cursor` for the next page; null at the end' }),
+});
+
+export const TrajectoryQuery = Type.Object(
+  {
+    limit: Type.Optional(
+      Type.Integer({ minimum: 1, maximum: 1000, default: 100, description: 'most rows in the page (a page is also bounded by LAMER_TRAJECTORY_PAGE_BYTES)' }),
+    ),
+    cursor: Type.Optional(Type.String({ maxLength: 32, pattern: '^[0-9]{1,9}\\.[0-9]{1,9}\\.[ar]$', description: 'nextCursor of the previous page' })),
+  },
+  { additionalProperties: false },
+);
 
 export const Memory = Type.Object({
   sessionId: Type.String(),

@@ -6,7 +6,7 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import { bearer, errorResponses, Problem } from '../common.js';
+import { bearer, checkJsonBytes, errorResponses, Problem } from '../common.js';
 import { StepAnswer, makeSessionSchemas } from '../sessions/schemas.js';
 import { retryAfterOf, toProblem } from '../../../plugins/app/errors.js';
 
@@ -57,6 +57,7 @@ const stepsRoutes: FastifyPluginAsync = async (fastify) => {
                 validationContext: `body/items/${i}`,
               });
             }
+            checkJsonBytes(item.info, app.config.limits.infoBytes, `body/items/${i}/info`, 'LAMER_MAX_INFO_BYTES');
             const { sessionId, ...step } = item;
             return { ok: true, result: await app.agent.step(req.tenant, sessionId, step) };
           } catch (err) {

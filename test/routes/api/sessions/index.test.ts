@@ -1,0 +1,144 @@
+/**
+ * Session routes under size limits: `info` and `metadata` over LAMER_MAX_INFO_BYTES /
+ * LAMER_MAX_METADATA_BYTES are 400 naming the field and store nothing; trajectories are read in
+ * pages bounded by `limit` and by LAMER_TRAJECTORY_PAGE_BYTES, which together hold every row once,
+ * in order.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { defaultLimits } from '../../../../src/config.js';
+import { dumpDb, startTestServer, type TestServer } from '../../../server/helpers.js';
+
+const INFO_BYTES = 20_000;
+const METADATA_BYTES = 1_000;
+const PAGE_BYTES = 64 * 1024;
+let s: TestServer;
+
+beforeAll(async () => {
+  s = await startTestServer({
+    limits: { ...defaultLimits, infoBytes: INFO_BYTES, metadataBytes: METADATA_BYTES, trajectoryPageBytes: PAGE_BYTES },
+  });
+});
+afterAll(async () => {
+  await s.close();
+});
+
+/** An `info` object whose JSON text is exactly `bytes` long. */
+const infoOf = (bytes: number) => ({ pad: 'x'.repeat(bytes - '{"pad":""}'.length) });
+
+describe('limits on info and metadata', () => {
+  it('metadata: at the limit is kept, one byte over is 400 naming body/metadata', async () => {
+    const ok = await s.call('POST', '/v1/sessions', { taskId: 't', instructions: 'x', metadata: infoOf(METADATA_BYTES) });
+    expect(ok.status).toBe(201);
+    expect(JSON.stringify(ok.body.metadata)).toHaveLength(METADATA_BYTES);
+    const before = dumpDb(s.dataDir);
+    const r = await s.call('POST', '/v1/sessions', { taskId: 't', instructions: 'x', metadata: infoOf(METADATA_BYTES + 1) });
+    expect(r.status).toBe(400);
+    expect(r.body.type).toBe('https://lamer-server.dev/problems/validation');
+    expect(r.body.errors).toEqual([{ field: 'body/metadata', message: `is ${METADATA_BYTES + 1} bytes of JSON; at most ${METADATA_BYTES} are allowed (LAMER_MAX_METADATA_BYTES)` }]);
+    // Multi-byte characters count as their UTF-8 bytes.
+    const wide = await s.call('POST', '/v1/sessions', { taskId: 't', instructions: 'x', metadata: { s: 'é'.repeat(600) } });
+    expect(wide.status).toBe(400);
+    expect(dumpDb(s.dataDir)).toBe(before);
+  });
+
+  it('info: at the limit is kept, over it is 400 naming body/info and the step can be posted again', async () => {
+    const id = (await s.call('POST', '/v1/sessions', { taskId: 't', instructions: 'x' })).body.id;
+    const before = dumpDb(s.dataDir);
+    const r = await s.call('POST', `/v1/sessions/${id}/steps`, { attempt: 0, step: 0, observation: 'o', info: infoOf(INFO_BYTES + 1) });
+    expect(r.status).toBe(400);
+    expect(r.body.errors[0].field).toBe('body/info');
+    expect(r.body.detail).toContain('LAMER_MAX_INFO_BYTES');
+    expect(dumpDb(s.dataDir)).toBe(before);
+    const ok = await s.call('POST', `/v1/sessions/${id}/steps`, { attempt: 0, step: 0, observation: 'o', info: infoOf(INFO_BYTES) });
+    expect(ok.status).toBe(200);
+    const t = await s.call('GET', `/v1/sessions/${id}/trajectory`);
+    expect(t.body.steps[0].info).toEqual(infoOf(INFO_BYTES));
+  });
+});
+
+describe('trajectory pages', () => {
+  let id: string;
+  const N = 40; // action rows of attempt 0 (the last ends the attempt and adds a reflection row), then 5 of attempt 1
+  const all: string[] = [];
+  beforeAll(async () => {
+    id = (await s.call('POST', '/v1/sessions', { taskId: 'long', instructions: 'x', maxSteps: 1000, maxAttempts: 2 })).body.id;
+    for (let i = 0; i < N; i++) {
+      const done = i === N - 1;
+      const r = await s.call('POST', `/v1/sessions/${id}/steps`, { attempt: 0, step: i, observation: `obs ${i}`, reward: 0, done, ...(done ? { success: false } : {}), info: infoOf(15_000) });
+      expect(r.status).toBe(200);
+      all.push(`0.${i}.action`);
+    }
+    all.push(`0.${N - 1}.reflection`);
+    for (let i = 0; i < 5; i++) {
+      expect((await s.call('POST', `/v1/sessions/${id}/steps`, { attempt: 1, step: i, observation: `again ${i}` })).status).toBe(200);
+      all.push(`1.${i}.action`);
+    }
+  });
+
+  async function readAll(query: string): Promise<{ rows: string[]; pages: number; maxPageBytes: number }> {
+    const rows: string[] = [];
+    let cursor: string | null = null;
+    let pages = 0;
+    let maxPageBytes = 0;
+    do {
+      const q: string = `${query}${cursor ? `${query ? '&' : ''}cursor=${encodeURIComponent(cursor)}` : ''}`;
+      const r = await s.call('GET', `/v1/sessions/${id}/trajectory${q ? `?${q}` : ''}`);
+      expect(r.status).toBe(200);
+      expect(r.body.sessionId).toBe(id);
+      expect(r.body.steps.length).toBeGreaterThan(0);
+      maxPageBytes = Math.max(maxPageBytes, Buffer.byteLength(JSON.stringify(r.body.steps)));
+      rows.push(...r.body.steps.map((x: { attempt: number; step: number; kind: string }) => `${x.attempt}.${x.step}.${x.kind}`));
+      cursor = r.body.nextCursor;
+      pages++;
+    } while (cursor !== null && pages < 100);
+    return { rows, pages, maxPageBytes };
+  }
+
+  it('byte-bounded pages (default limit) hold every row once, in order, each under LAMER_TRAJECTORY_PAGE_BYTES', async () => {
+    const { rows, pages, maxPageBytes } = await readAll('');
+    expect(rows).toEqual(all);
+    expect(maxPageBytes).toBeLessThanOrEqual(PAGE_BYTES);
+    // Pages are filled: ~16 kB rows (info and prompt) under a 64 KiB budget make 3-4 rows a page.
+    expect(pages).toBeGreaterThanOrEqual(Math.ceil(N / 4));
+    expect(pages).toBeLessThanOrEqual(Math.ceil(N / 3) + 1);
+  });
+
+  it('`limit` bounds the rows of a page; the reflection follows its action across a page boundary', async () => {
+    const first = await s.call('GET', `/v1/sessions/${id}/trajectory?limit=1`);
+    expect(first.body.steps).toHaveLength(1);
+    expect(first.body.nextCursor).toBe('0.0.a');
+    const { rows } = await readAll('limit=3');
+    expect(rows).toEqual(all);
+    const atEnd = await s.call('GET', `/v1/sessions/${id}/trajectory?limit=1&cursor=0.${N - 1}.a`);
+    expect(atEnd.body.steps.map((x: { kind: string }) => x.kind)).toEqual(['reflection']);
+    expect(atEnd.body.nextCursor).toBe(`0.${N - 1}.r`);
+    const last = await s.call('GET', `/v1/sessions/${id}/trajectory?cursor=1.4.a`);
+    expect(last.body).toEqual({ sessionId: id, steps: [], nextCursor: null });
+  });
+
+  it('a row larger than the page budget comes alone', async () => {
+    const big = (await s.call('POST', '/v1/sessions', { taskId: 'big', instructions: 'x' })).body.id;
+    const obs = 'y'.repeat(60_000);
+    for (let i = 0; i < 3; i++) {
+      expect((await s.call('POST', `/v1/sessions/${big}/steps`, { attempt: 0, step: i, observation: obs, info: infoOf(INFO_BYTES) })).status).toBe(200);
+    }
+    const p1 = await s.call('GET', `/v1/sessions/${big}/trajectory`);
+    expect(p1.body.steps).toHaveLength(1);
+    expect(p1.body.nextCursor).toBe('0.0.a');
+  });
+
+  it('bad limits and cursors are 400 naming the parameter', async () => {
+    for (const [q, field] of [
+      ['limit=0', 'querystring/limit'],
+      ['limit=1001', 'querystring/limit'],
+      ['cursor=abc', 'querystring/cursor'],
+      ['cursor=1.2.x', 'querystring/cursor'],
+      ['other=1', 'querystring'],
+    ] as const) {
+      const r = await s.call('GET', `/v1/sessions/${id}/trajectory?${q}`);
+      expect(r.status, q).toBe(400);
+      expect(r.body.type).toBe('https://lamer-server.dev/problems/validation');
+      expect(r.body.errors[0].field, q).toContain(field);
+    }
+  });
+});
