@@ -78,10 +78,20 @@ export interface TrainingSample {
   oldLogprobs: number[] | null;
   /** The sampler's policy (RL samples); absent or null: temperature 1, no truncation, free text. */
   behaviour?: Behaviour | null;
+  /** How the sample's session went, for per-iteration metrics of the rollouts a minibatch trains on. */
+  outcome?: SampleOutcome;
   /** Per-turn advantage (0 for SFT). */
   advantage: number;
   /** Cross-episode return (0 for SFT). */
   return: number;
+}
+
+/** The outcome of a sample's attempt and session (undiscounted env rewards). */
+export interface SampleOutcome {
+  /** Sum of the rewards of the sample's attempt. */
+  attemptReturn: number;
+  /** 0-based index of the session's first successful attempt, or null. */
+  firstSuccess: number | null;
 }
 
 /** What the job writes back to the steps table (DESIGN §3: trajectory shows returns and advantages). */
@@ -121,6 +131,19 @@ export interface RlDataOptions {
 }
 
 const ESTIMATOR: Record<RlAlgorithm, Estimator> = { lamer: 'gigpo', gigpo: 'gigpo', grpo: 'grpo', rloo: 'rloo' };
+
+/** Per session: each attempt's return and the first successful attempt (from observation records). */
+export function attemptOutcomes(records: readonly StepRecord[]): Map<string, { returns: Map<number, number>; firstSuccess: number | null }> {
+  const out = new Map<string, { returns: Map<number, number>; firstSuccess: number | null }>();
+  for (const r of records) {
+    if (r.kind !== 'action') continue;
+    let s = out.get(r.sessionId);
+    if (!s) out.set(r.sessionId, (s = { returns: new Map(), firstSuccess: null }));
+    s.returns.set(r.attempt, (s.returns.get(r.attempt) ?? 0) + r.reward);
+    if (r.done && r.success && (s.firstSuccess === null || r.attempt < s.firstSuccess)) s.firstSuccess = r.attempt;
+  }
+  return out;
+}
 
 /** pass@k and mean attempt return of recorded sessions, from their observation records. */
 export function sessionOutcomes(records: readonly StepRecord[]): { meanReturn: number; passAtK: Record<string, number>; sessions: number } {
@@ -195,6 +218,7 @@ export function buildRlSamples(records: readonly StepRecord[], opts: RlDataOptio
   });
   const samples: TrainingSample[] = [];
   const scores: TurnScore[] = [];
+  const outcomesOf = attemptOutcomes(records);
   adv.turns.forEach((a, i) => {
     const r = sources[i];
     scores.push({ sessionId: r.sessionId, attempt: r.attempt, step: r.step, kind: r.kind, return: a.return, advantage: a.advantage, kept: a.kept });
@@ -202,7 +226,7 @@ export function buildRlSamples(records: readonly StepRecord[], opts: RlDataOptio
     samples.push({
       sessionId: r.sessionId, taskId: r.taskId, attempt: r.attempt, step: r.step, kind: r.kind,
       promptTokenIds: r.promptTokenIds!, outputTokenIds: r.outputTokenIds!, oldLogprobs: r.logprobs,
-      advantage: a.advantage, return: a.return, behaviour: behaviourOf(r),
+      advantage: a.advantage, return: a.return, behaviour: behaviourOf(r), outcome: outcomeOf(outcomesOf, r),
     });
   });
   const outcomes = sessionOutcomes(records);
@@ -222,6 +246,11 @@ export function buildRlSamples(records: readonly StepRecord[], opts: RlDataOptio
       outputTokens: samples.reduce((n, s) => n + s.outputTokenIds.length, 0),
     },
   };
+}
+
+function outcomeOf(m: ReturnType<typeof attemptOutcomes>, r: Pick<StepRecord, 'sessionId' | 'attempt'>): SampleOutcome {
+  const s = m.get(r.sessionId);
+  return { attemptReturn: s?.returns.get(r.attempt) ?? 0, firstSuccess: s?.firstSuccess ?? null };
 }
 
 /** The behaviour policy of a record's output: its session's sampling, its step's candidates. */

@@ -70,9 +70,11 @@ export interface IterationMetrics {
   dualClipFrac: number;
   approxKl: number;
   gradNorm: number;
-  /** Mean return of the data (undiscounted per attempt); constant within a job. */
+  /** Mean undiscounted return of the attempts this minibatch has samples of (its own rollouts;
+   *  the data's mean when samples carry no outcome). */
   meanReturn: number;
-  /** pass@k of the data. */
+  /** pass@k of the sessions this minibatch has samples of, k = 1..the data's attempts (the data's
+   *  pass@k when samples carry no outcome). */
   passAtK: Record<string, number>;
   /** Non-padding positions in the minibatch. */
   tokens: number;
@@ -228,6 +230,27 @@ export function behaviourLogits(logits: tf.Tensor3D, batch: Pick<Batch, 'tempera
 function disposeBatch(b: Batch): void {
   tf.dispose([b.inputs, b.targets, b.mask, b.storedLogprobs, b.advantages, b.temperatures]);
   if (b.supportMask) b.supportMask.dispose();
+}
+
+/**
+ * Mean return and pass@k of the rollouts behind `samples` (a minibatch): each distinct
+ * (session, attempt) counts once in the mean of attempt returns; each distinct session once in
+ * pass@k = share of sessions whose first success is at an attempt < k, k = 1..maxK.
+ * @returns null when no sample carries an outcome.
+ */
+export function rolloutMetrics(samples: readonly TrainingSample[], maxK: number): { meanReturn: number; passAtK: Record<string, number> } | null {
+  const attempts = new Map<string, number>();
+  const sessions = new Map<string, number | null>();
+  for (const s of samples) {
+    if (!s.outcome) continue;
+    attempts.set(`${s.sessionId}\u0000${s.attempt}`, s.outcome.attemptReturn);
+    sessions.set(s.sessionId, s.outcome.firstSuccess);
+  }
+  if (sessions.size === 0) return null;
+  const passAtK: Record<string, number> = {};
+  for (let k = 1; k <= maxK; k++) passAtK[String(k)] = [...sessions.values()].filter((f) => f !== null && f < k).length / sessions.size;
+  const rets = [...attempts.values()];
+  return { meanReturn: rets.reduce((a, b) => a + b, 0) / rets.length, passAtK };
 }
 
 /** Deterministic Fisher-Yates shuffle (mulberry32). */
@@ -479,9 +502,11 @@ export async function runTrainingJob(spec: TrainingJobSpec, samples: readonly Tr
         const tokens = micro.reduce((a, b) => a + b.tokens, 0);
         const positions = micro.reduce((a, b) => a + b.tokens / (1 - b.padFrac || 1), 0);
         const seconds = (performance.now() - tStep) / 1000;
+        // the rollouts this step trains on (not the whole job's data, which is the same every step)
+        const own = rolloutMetrics(idx.map((i) => samples[i]), Math.max(1, Object.keys(spec.dataStats?.passAtK ?? {}).length, ...idx.map((i) => samples[i].attempt + 1)));
         const m: IterationMetrics = {
           iteration, epoch, loss: s[0], pgLoss: s[1], entropy: s[2], clipFrac: s[3], dualClipFrac: s[4], approxKl: s[5],
-          gradNorm: clipped.norm, meanReturn: spec.dataStats?.meanReturn ?? 0, passAtK: spec.dataStats?.passAtK ?? {},
+          gradNorm: clipped.norm, meanReturn: own?.meanReturn ?? spec.dataStats?.meanReturn ?? 0, passAtK: own?.passAtK ?? spec.dataStats?.passAtK ?? {},
           tokens, padFrac: 1 - tokens / positions, tokensPerSec: tokens / Math.max(seconds, 1e-9), seconds,
         };
         metrics.push(m);

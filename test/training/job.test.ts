@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TrainingSample } from '../../src/training/data.js';
-import { JobCancelledError, lengthBucketedMinibatches, makeBatch, minibatchOrder, outputLogprobs, runTrainingJob, splitMicroBatches } from '../../src/training/job.js';
+import { JobCancelledError, lengthBucketedMinibatches, makeBatch, minibatchOrder, outputLogprobs, rolloutMetrics, runTrainingJob, splitMicroBatches } from '../../src/training/job.js';
 import { createModelIO, TinyModel, writeTinyCheckpoint } from './tiny-model.js';
 
 let dir: string;
@@ -170,5 +170,25 @@ describe('minibatchOrder', () => {
     // what length buckets do: the four long samples form one minibatch
     expect(lengthBucketedMinibatches(lengths, 4, 3).map((x) => x.map((i) => lengths[i]).sort().join())).toContain('900,900,900,900');
     expect(minibatchOrder(true, lengths, 4, 3)).toEqual(lengthBucketedMinibatches(lengths, 4, 3));
+  });
+});
+
+describe('per-iteration rollout metrics', () => {
+  const withOutcome = (sessionId: string, attempt: number, attemptReturn: number, firstSuccess: number | null): TrainingSample =>
+    ({ ...sample([1], [2], 0, [-1]), sessionId, attempt, outcome: { attemptReturn, firstSuccess } });
+  it('rolloutMetrics: each attempt once in the mean return, each session once in pass@k (hand-computed)', () => {
+    // session a: attempts 0 (-1, two samples) and 1 (10), solved at 1; b: attempt 0 (-2), never solved
+    const m = rolloutMetrics([withOutcome('a', 0, -1, 1), withOutcome('a', 0, -1, 1), withOutcome('a', 1, 10, 1), withOutcome('b', 0, -2, null)], 3);
+    expect(m).toEqual({ meanReturn: 7 / 3, passAtK: { 1: 0, 2: 0.5, 3: 0.5 } });
+    expect(rolloutMetrics([sample([1], [2])], 3)).toBeNull();
+  });
+  it("each optimiser step reports its own minibatch's rollouts, not the job's constant data stats", async () => {
+    const io = createModelIO();
+    // minibatch size 1, no shuffle effects on the values: steps see session a (solved, return 10) or b (-1)
+    const samples = [withOutcome('a', 0, 10, 0), withOutcome('b', 0, -1, null)].map((s, i) => ({ ...s, advantage: i ? -1 : 1 }));
+    const dataStats = { sessions: 2, tasks: 1, turns: 2, samples: 2, groups: 1, skippedGroups: 0, skippedTurns: 0, meanReturn: 4.5, passAtK: { 1: 0.5 }, outputTokens: 2 };
+    const res = await runTrainingJob({ algorithm: 'gigpo', baseCheckpointDir: base(), outputDir: join(dir, 'own'), dataStats, hyper: { lr: 0.01, epochs: 1, minibatchSize: 1 } }, samples, { io });
+    expect(res.metrics.map((m) => m.meanReturn).sort((x, y) => x - y)).toEqual([-1, 10]);
+    expect(res.metrics.map((m) => m.passAtK['1']).sort()).toEqual([0, 1]);
   });
 });
