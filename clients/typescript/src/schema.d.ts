@@ -1058,10 +1058,18 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Every recorded step with prompt, output, token ids, logprobs, rewards, returns and advantages */
+        /**
+         * Every recorded step with prompt, output, token ids, logprobs, rewards, returns and advantages, in pages
+         * @description Rows in (attempt, step) order, at most `limit` (default 100) and at most LAMER_TRAJECTORY_PAGE_BYTES of JSON per page (at least one row); pass `nextCursor` as `cursor` for the next page until it is null.
+         */
         get: {
             parameters: {
-                query?: never;
+                query?: {
+                    /** @description most rows in the page (a page is also bounded by LAMER_TRAJECTORY_PAGE_BYTES) */
+                    limit?: number;
+                    /** @description nextCursor of the previous page */
+                    cursor?: string;
+                };
                 header?: never;
                 path: {
                     id: string;
@@ -1078,6 +1086,7 @@ export interface paths {
                     content: {
                         "application/json": {
                             sessionId: string;
+                            /** @description one page of rows, in (attempt, step) order, the action before the reflection */
                             steps: {
                                 attempt: number;
                                 step: number;
@@ -1106,6 +1115,8 @@ export interface paths {
                                 /** Format: date-time */
                                 createdAt: string;
                             }[];
+                            /** @description pass as `cursor` for the next page; null at the end */
+                            nextCursor: string | null;
                         };
                     };
                 };
@@ -3077,6 +3088,582 @@ export interface paths {
                 };
                 /** @description rate limit of the API key exceeded (problem rate-limited); the Retry-After header gives the seconds to wait */
                 429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                        };
+                    };
+                };
+                /** @description client error (problem details) */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                        };
+                    };
+                };
+                /** @description server error (problem details) */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/openai/v1/models": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** OpenAI-compatible: the model versions served here */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @enum {string} */
+                            object: "list";
+                            data: {
+                                /** @description the model version */
+                                id: string;
+                                /** @enum {string} */
+                                object: "model";
+                                /** @description Unix seconds */
+                                created: number;
+                                owned_by: string;
+                                parent: string | null;
+                            }[];
+                        };
+                    };
+                };
+                /** @description rate limit of the API key exceeded (problem rate-limited); the Retry-After header gives the seconds to wait */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                        };
+                    };
+                };
+                /** @description client error (problem details) */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                        };
+                    };
+                };
+                /** @description server error (problem details) */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/openai/v1/chat/completions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** OpenAI-compatible chat completion with a builtin version (logprobs, token ids, seed, stop, guided_choice) */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** @description a model version served by this server (GET /openai/v1/models) */
+                        model: string;
+                        /** @description most tokens to generate (capped at half the context) */
+                        max_tokens?: number | null;
+                        /** @description default 1; 0 is greedy */
+                        temperature?: number | null;
+                        /** @description default 1 */
+                        top_p?: number | null;
+                        /** @description extension (vLLM): 0 or -1 disables */
+                        top_k?: number | null;
+                        /** @description one seed gives one output */
+                        seed?: number | null;
+                        stop?: (string | string[]) | null;
+                        /** @description only 1 */
+                        n?: number | null;
+                        /** @description server-sent events; the whole answer is computed first, then sent as one content chunk */
+                        stream?: boolean | null;
+                        stream_options?: {
+                            include_usage?: boolean | null;
+                        } | null;
+                        /** @description extension (vLLM): the output is exactly one of these strings, sampled from their exact sequence logprobs */
+                        guided_choice?: string[] | null;
+                        /** @description extension (vLLM): add prompt_token_ids and choices[].token_ids */
+                        return_token_ids?: boolean | null;
+                        /** @description extension (vLLM): logprob tokens are written "token_id:<id>" */
+                        return_tokens_as_token_ids?: boolean | null;
+                        messages: {
+                            /** @description system, developer, user, assistant (contents are joined with a newline, in order) */
+                            role: string;
+                            content: string | {
+                                type: string;
+                                text?: string;
+                            }[] | null;
+                            name?: string;
+                        }[];
+                        /** @description same as max_tokens; wins when both are set */
+                        max_completion_tokens?: number | null;
+                        /** @description return the logprob of each output token */
+                        logprobs?: boolean | null;
+                        /** @description only 0 (alternatives are not returned) */
+                        top_logprobs?: number | null;
+                    };
+                };
+            };
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            id: string;
+                            /** @enum {string} */
+                            object: "chat.completion";
+                            /** @description Unix seconds */
+                            created: number;
+                            model: string;
+                            system_fingerprint: string | null;
+                            choices: {
+                                index: number;
+                                message: {
+                                    /** @enum {string} */
+                                    role: "assistant";
+                                    content: string;
+                                    refusal: string | null;
+                                };
+                                logprobs: {
+                                    content: {
+                                        token: string;
+                                        logprob: number;
+                                        bytes: number[] | null;
+                                        top_logprobs: {
+                                            token: string;
+                                            logprob: number;
+                                            bytes: number[] | null;
+                                        }[];
+                                    }[];
+                                    refusal: {
+                                        token: string;
+                                        logprob: number;
+                                        bytes: number[] | null;
+                                        top_logprobs: {
+                                            token: string;
+                                            logprob: number;
+                                            bytes: number[] | null;
+                                        }[];
+                                    }[] | null;
+                                } | null;
+                                /** @description stop or length */
+                                finish_reason: string;
+                                /** @description with return_token_ids: output token ids, the stop token included when sampled */
+                                token_ids?: number[];
+                            }[];
+                            /** @description with return_token_ids: the prompt as the model saw it */
+                            prompt_token_ids?: number[];
+                            usage: {
+                                prompt_tokens: number;
+                                completion_tokens: number;
+                                total_tokens: number;
+                            };
+                        };
+                    };
+                };
+                /** @description rate limit of the API key exceeded (problem rate-limited); the Retry-After header gives the seconds to wait */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                        };
+                    };
+                };
+                /** @description overloaded (too many queued model calls; Retry-After header) or engine-unavailable; nothing was recorded, retry the same step */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                        };
+                    };
+                };
+                /** @description client error (problem details) */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                        };
+                    };
+                };
+                /** @description server error (problem details) */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/openai/v1/completions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** OpenAI-compatible text completion with a builtin version */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** @description a model version served by this server (GET /openai/v1/models) */
+                        model: string;
+                        /** @description most tokens to generate (capped at half the context) */
+                        max_tokens?: number | null;
+                        /** @description default 1; 0 is greedy */
+                        temperature?: number | null;
+                        /** @description default 1 */
+                        top_p?: number | null;
+                        /** @description extension (vLLM): 0 or -1 disables */
+                        top_k?: number | null;
+                        /** @description one seed gives one output */
+                        seed?: number | null;
+                        stop?: (string | string[]) | null;
+                        /** @description only 1 */
+                        n?: number | null;
+                        /** @description server-sent events; the whole answer is computed first, then sent as one content chunk */
+                        stream?: boolean | null;
+                        stream_options?: {
+                            include_usage?: boolean | null;
+                        } | null;
+                        /** @description extension (vLLM): the output is exactly one of these strings, sampled from their exact sequence logprobs */
+                        guided_choice?: string[] | null;
+                        /** @description extension (vLLM): add prompt_token_ids and choices[].token_ids */
+                        return_token_ids?: boolean | null;
+                        /** @description extension (vLLM): logprob tokens are written "token_id:<id>" */
+                        return_tokens_as_token_ids?: boolean | null;
+                        /** @description one prompt */
+                        prompt: string | string[];
+                        /** @description legacy: 0 returns the sampled tokens logprobs */
+                        logprobs?: number | null;
+                        /** @description only false */
+                        echo?: boolean | null;
+                    };
+                };
+            };
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            id: string;
+                            /** @enum {string} */
+                            object: "text_completion";
+                            created: number;
+                            model: string;
+                            system_fingerprint: string | null;
+                            choices: {
+                                index: number;
+                                text: string;
+                                logprobs: {
+                                    tokens: string[];
+                                    token_logprobs: number[];
+                                    top_logprobs: null[] | null;
+                                    text_offset: number[];
+                                } | null;
+                                finish_reason: string;
+                                token_ids?: number[];
+                            }[];
+                            prompt_token_ids?: number[];
+                            usage: {
+                                prompt_tokens: number;
+                                completion_tokens: number;
+                                total_tokens: number;
+                            };
+                        };
+                    };
+                };
+                /** @description rate limit of the API key exceeded (problem rate-limited); the Retry-After header gives the seconds to wait */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                        };
+                    };
+                };
+                /** @description overloaded (too many queued model calls; Retry-After header) or engine-unavailable; nothing was recorded, retry the same step */
+                503: {
                     headers: {
                         [name: string]: unknown;
                     };
