@@ -24,6 +24,14 @@ export interface BackendLogger {
 
 let chosen: string | null = null;
 let pending: Promise<string> | null = null;
+/** Incremented by every re-initialisation (`reinitBackend`): tensors of an earlier generation are gone. */
+let generation = 0;
+let reiniting: Promise<string> | null = null;
+
+/** The backend instance's generation: 0 after `initBackend`, +1 per `reinitBackend`. */
+export function backendGeneration(): number {
+  return generation;
+}
 
 /** Name of the backend chosen by `initBackend` ('tensorflow' | 'wasm' | 'cpu'), or null before. */
 export function chosenBackend(): string | null {
@@ -97,4 +105,57 @@ export async function initBackend(pref: BackendPreference = 'auto', logger?: Bac
     });
   }
   return pending;
+}
+
+/**
+ * Replaces the active tfjs backend with a fresh instance of the same kind, after a fault left it
+ * unusable (a WebAssembly trap such as "memory access out of bounds" poisons the wasm module's
+ * heap: every later op fails). Every tensor of the old instance is lost (its holders reload; see
+ * `backendGeneration`). The old instance's `dispose` may itself fault, so it is then unregistered
+ * by hand. Concurrent calls for the same faulted generation share one re-initialisation, and a
+ * call for a generation already replaced does nothing.
+ * @param faulted the generation that faulted (default: the current one).
+ * @returns the backend name, active again.
+ * @throws Error when no backend was initialised or the new instance does not initialise.
+ */
+export async function reinitBackend(logger?: BackendLogger, faulted: number = generation): Promise<string> {
+  if (reiniting) return reiniting;
+  if (faulted !== generation) return chosen ?? tf.getBackend();
+  reiniting = doReinit(logger).finally(() => {
+    reiniting = null;
+  });
+  return reiniting;
+}
+
+async function doReinit(logger?: BackendLogger): Promise<string> {
+  const name = chosen ?? tf.getBackend();
+  if (!name) throw new Error('no tfjs backend to re-initialise');
+  const factory = tf.findBackendFactory(name);
+  if (!factory) throw new Error(`tfjs backend "${name}" has no registered factory`);
+  try {
+    tf.removeBackend(name);
+  } catch (err) {
+    logger?.warn({ backend: name, err: String(err).slice(0, 200) }, 'disposing the faulted tfjs backend failed; dropping it');
+    const engine = tf.engine() as unknown as {
+      registry: Record<string, unknown>;
+      registryFactory: Record<string, unknown>;
+      backendName: string | null;
+      backendInstance: unknown;
+      pendingBackendInit: unknown;
+    };
+    delete engine.registry[name];
+    delete engine.registryFactory[name];
+    if (engine.backendName === name) {
+      engine.backendName = null;
+      engine.backendInstance = null;
+      engine.pendingBackendInit = null;
+    }
+  }
+  generation++;
+  tf.registerBackend(name, factory, name === 'wasm' ? 2 : 1);
+  if (!(await tf.setBackend(name))) throw new Error(`tfjs backend "${name}" did not initialise again`);
+  if (name === 'wasm') installWasmPatches();
+  await tf.ready();
+  logger?.info({ backend: name }, 'tfjs backend re-initialised');
+  return name;
 }

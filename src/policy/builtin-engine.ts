@@ -4,10 +4,11 @@
  * - byte-level prompts fitted to the context by dropping the oldest steps (src/model/tokenizer.ts);
  * - sampling with temperature / top-p / top-k / seed, stop tokens and separate length caps for
  *   actions and reflections (src/model/sampling.ts);
- * - `availableActions`: every candidate (its bytes + EOS) is scored by its exact log-likelihood in
- *   one batched forward over the prompt's KV cache, and one is chosen by `sampleIndex` over the
- *   summed candidate logprobs (argmax at temperature 0). The returned `logprobs` are the chosen
- *   candidate's per-token logprobs; their sum equals `score()` of that candidate;
+ * - `availableActions`: the answer is sampled token by token, constrained to the candidates (their
+ *   bytes + EOS) by walking their trie: at each position the allowed tokens are the next tokens of
+ *   the candidates that agree so far (src/model/sampling.ts candidateSupport), and the same
+ *   temperature / top-k / top-p apply within that set; a position with one allowed token is forced
+ *   (logprob 0) and needs no forward pass of its own;
  * - dynamic batching of concurrent steps into one forward pass (src/model/batcher.ts);
  * - per-session KV caches: a session's next step reuses the cache for the longest common prefix
  *   with its previous tokens (truncating the cache to it) and only runs the new tokens;
@@ -21,19 +22,22 @@
  * (src/training/job.ts). `score()` stays the plain likelihood (temperature 1, no truncation).
  */
 import * as tf from '@tensorflow/tfjs';
-import { initBackend, type BackendPreference } from '../model/backend.js';
+import { backendGeneration, initBackend, reinitBackend, type BackendPreference } from '../model/backend.js';
 import { ForwardBatcher, type BatcherStats } from '../model/batcher.js';
 import { loadCheckpoint } from '../model/checkpoint.js';
 import {
-  cacheLength, disposeCache, forwardCached, truncateCache, type CachedRow, type GPT,
+  cacheLength, disposeCache, forwardCached, truncateCache, type CachedRow, type CachedRowResult, type GPT,
 } from '../model/gpt.js';
 import type { RowCache } from '../model/kv-cache.js';
 import {
   DEFAULT_LIMITS, drawIndex, rngFor, sampleIndex, samplingLogprobs, type GenerationLimits, type Rng,
 } from '../model/sampling.js';
-import { decode, encodeCandidate, encodePrompt, type EncodedPrompt } from '../model/tokenizer.js';
+import { MULTI_TOKEN_BATCH_TOKENS } from '../model/batcher.js';
 import {
-  EngineError, type ActRequest, type EngineInfo, type Generation, type PolicyEngine, type PromptParts,
+  BOS, completeUtf8Prefix, decode, encodeCandidate, encodePrompt, UTF8_START, utf8Allowed, utf8Next, type EncodedPrompt,
+} from '../model/tokenizer.js';
+import {
+  EngineError, EngineLimitError, type ActRequest, type EngineHealth, type EngineInfo, type Generation, type PolicyEngine, type PromptParts,
   type ReflectRequest, type SamplingParams, type ScoreRequest, type EngineObserver, type CompleteRequest, type Completion,
 } from './engine.js';
 
@@ -49,10 +53,42 @@ export interface BuiltinEngineOptions {
   maxCachedSessions?: number;
   /** Length caps and stop tokens (defaults in src/model/sampling.ts). */
   limits?: Partial<GenerationLimits>;
-  logger?: { info(o: object, msg?: string): void; warn(o: object, msg?: string): void };
+  logger?: { info(o: object, msg?: string): void; warn(o: object, msg?: string): void; error?(o: object, msg?: string): void };
+  /**
+   * Most candidate tokens (each candidate's UTF-8 bytes + EOS, summed) of one call (default
+   * `DEFAULT_MAX_CANDIDATE_TOKENS`); more is an `EngineLimitError` before any model work.
+   */
+  maxCandidateTokens?: number;
+  /**
+   * Called when the backend faulted and could not be re-initialised: the engine answers nothing
+   * any more (`health().state` 'failed'); the server exits so that its supervisor restarts it.
+   */
+  onFatal?: (err: Error) => void;
+  /** Test hook: runs before every forward pass with its rows; what it throws is a backend fault. */
+  beforeForward?: (rows: CachedRow[]) => void;
+}
+
+/**
+ * Default cap on candidate tokens per call. Candidate scoring runs in chunks of at most
+ * `MULTI_TOKEN_BATCH_TOKENS` padded tokens, so memory per forward stays flat; the cap bounds the
+ * time one call holds the model (measured on wasm, 2-core VM: see README "Configuration").
+ */
+export const DEFAULT_MAX_CANDIDATE_TOKENS = 65536;
+
+/**
+ * Whether `err`, thrown by a forward pass, means the backend itself broke: a WebAssembly trap
+ * ("memory access out of bounds", "table index is out of bounds", "unreachable") or an
+ * Emscripten abort (allocation failure). Such a module's heap is poisoned: every later op fails.
+ */
+export function isBackendFault(err: unknown): boolean {
+  if (typeof WebAssembly !== 'undefined' && err instanceof WebAssembly.RuntimeError) return true;
+  const msg = err instanceof Error ? err.message : String(err);
+  return /memory access out of bounds|table index is out of bounds|unreachable|Aborted\(|Cannot enlarge memory|out of memory/i.test(msg);
 }
 
 interface LoadedModel {
+  /** Backend generation the model's tensors live in (see BuiltinEngine.generation). */
+  generation: number;
   version: string;
   dir: string;
   model: GPT;
@@ -63,6 +99,8 @@ interface LoadedModel {
 
 interface SessionState {
   version: string;
+  /** Backend generation of `cache`'s tensors; a cache of an earlier generation is dropped. */
+  gen: number;
   /** Fit of the session's last prompt: its head and step count, and how many steps were dropped. */
   fit?: { head: string; steps: number; dropped: number };
   /** Tokens whose keys/values are in `cache`, `[cacheLength]`. */
@@ -107,15 +145,24 @@ export class BuiltinEngine implements PolicyEngine {
   private readonly stopSet: Set<number>;
   private disposed = false;
   private observer: EngineObserver | null = null;
+  private recovering: Promise<void> | null = null;
+  private failure: string | null = null;
+  private recoveries = 0;
 
   constructor(
     readonly backend: string,
     private readonly opts: Required<Pick<BuiltinEngineOptions, 'batchWindowMs' | 'maxBatchSize' | 'maxLoadedVersions' | 'maxCachedSessions'>> &
-      Pick<BuiltinEngineOptions, 'logger' | 'limits'>,
+      Pick<BuiltinEngineOptions, 'logger' | 'limits' | 'maxCandidateTokens' | 'onFatal' | 'beforeForward'>,
   ) {
     this.limits = { ...DEFAULT_LIMITS, ...(opts.limits ?? {}) };
     this.stopSet = new Set(this.limits.stopTokens);
     if (opts.maxLoadedVersions < 1) throw new Error('maxLoadedVersions must be >= 1');
+  }
+
+  /** `recovering` while the backend is re-initialised after a fault, `failed` when that failed. */
+  health(): EngineHealth {
+    const state = this.failure !== null ? 'failed' : this.recovering ? 'recovering' : 'ok';
+    return { state, recoveries: this.recoveries, ...(this.failure !== null ? { detail: this.failure } : {}) };
   }
 
   info(): EngineInfo {
@@ -148,6 +195,7 @@ export class BuiltinEngine implements PolicyEngine {
   async load(version: string, checkpointDir: string): Promise<void> {
     if (this.disposed) throw new EngineError('engine disposed');
     this.dirs.set(version, checkpointDir);
+    await this.usable();
     const loaded = this.models.get(version);
     if (loaded) {
       this.touch(version);
@@ -173,8 +221,8 @@ export class BuiltinEngine implements PolicyEngine {
       model.dispose();
       throw new EngineError(`model version ${version}: block_size ${model.config.block_size} too small for the generation caps (needs >= ${minBlock})`);
     }
-    const entry: LoadedModel = { version, dir, model, batcher: undefined as unknown as ForwardBatcher, inFlight: 0, evicted: false };
-    entry.batcher = new ForwardBatcher((rows) => forwardCached(model, rows), {
+    const entry: LoadedModel = { generation: backendGeneration(), version, dir, model, batcher: undefined as unknown as ForwardBatcher, inFlight: 0, evicted: false };
+    entry.batcher = new ForwardBatcher((rows) => this.runForward(entry, rows), {
       windowMs: this.opts.batchWindowMs,
       maxBatchSize: this.opts.maxBatchSize,
       activeRequests: () => entry.inFlight,
@@ -213,12 +261,113 @@ export class BuiltinEngine implements PolicyEngine {
 
   private disposeModel(m: LoadedModel): void {
     m.batcher.close(new EngineError(`model version ${m.version} unloaded`));
-    m.model.dispose();
+    if (m.generation === backendGeneration()) {
+      m.model.dispose();
+      return;
+    }
+    // tensors of a replaced backend instance: freeing them may fail, that instance is gone anyway
+    for (const v of m.model.trainableVariables) {
+      try {
+        v.dispose();
+      } catch {
+        /* its heap went with the instance */
+      }
+    }
+  }
+
+  /** Waits for a running recovery; throws once the engine has failed for good. */
+  private async usable(): Promise<void> {
+    if (this.recovering) await this.recovering;
+    if (this.failure !== null) throw new EngineError(`the model backend failed and could not be re-initialised: ${this.failure}`);
+  }
+
+  /**
+   * One forward pass of `entry`'s model (the batcher's runner). A forward that throws a backend
+   * fault (`isBackendFault`), or whose backend then fails a one-token probe, starts the recovery
+   * (`recover`) and fails with an EngineError (503: nothing is recorded, the retry works); the
+   * passes of an earlier backend generation fail the same way without running.
+   */
+  private runForward(entry: LoadedModel, rows: CachedRow[]): CachedRowResult[] {
+    if (this.failure !== null) throw new EngineError('the model backend was re-initialised after a fault; retry the request');
+    if (entry.generation !== backendGeneration()) {
+      // a model of a replaced backend instance; when it is still the loaded one (the backend was
+      // re-initialised by another engine of this process), reload
+      if (this.models.get(entry.version) === entry) this.startRecovery('the tfjs backend was re-initialised');
+      throw new EngineError('the model backend was re-initialised after a fault; retry the request');
+    }
+    try {
+      this.opts.beforeForward?.(rows);
+      return forwardCached(entry.model, rows);
+    } catch (err) {
+      if (err instanceof EngineError) throw err;
+      if (!isBackendFault(err) && this.probe(entry)) throw err;
+      const msg = err instanceof Error ? err.message : String(err);
+      this.startRecovery(msg);
+      throw new EngineError(`model backend fault (${msg}); the engine re-initialises its backend, retry the request`, { cause: err });
+    }
+  }
+
+  /** Whether a one-token forward of `entry` still gives finite logprobs. */
+  private probe(entry: LoadedModel): boolean {
+    try {
+      const [r] = forwardCached(entry.model, [{ cache: null, tokens: [BOS], allPositions: false, keepCache: false }]);
+      return r.logprobs.every((x) => Number.isFinite(x));
+    } catch {
+      return false;
+    }
+  }
+
+  private startRecovery(reason: string): void {
+    if (this.recovering || this.failure !== null || this.disposed) return;
+    const versions = [...this.models.keys()]; // LRU order: the most recent is loaded last
+    const faulted = Math.min(backendGeneration(), ...[...this.models.values()].map((m) => m.generation));
+    this.recovering = this.recover(versions, reason, faulted).finally(() => {
+      this.recovering = null;
+    });
+  }
+
+  /**
+   * Recovery after a backend fault: every session cache and loaded model of the faulted backend
+   * is dropped, the tfjs backend is re-initialised (`reinitBackend`) and the versions that were
+   * loaded are loaded again from their folders. Requests wait for it (`usable`). When it fails,
+   * the engine is `failed` for good and `onFatal` is called.
+   */
+  private async recover(versions: string[], reason: string, faulted: number): Promise<void> {
+    const log = this.opts.logger;
+    log?.warn({ reason, versions }, 'model backend fault: re-initialising the tfjs backend and reloading the loaded versions');
+    for (const st of this.sessions.values()) {
+      try {
+        disposeCache(st.cache);
+      } catch {
+        /* tensors of the faulted backend */
+      }
+    }
+    this.sessions.clear();
+    for (const m of this.models.values()) {
+      m.evicted = true;
+      if (m.inFlight === 0) this.disposeModel(m);
+      else m.batcher.close(new EngineError('the model backend was re-initialised after a fault; retry the request'));
+    }
+    this.models.clear();
+    try {
+      await reinitBackend(log, faulted);
+      for (const v of versions) {
+        const dir = this.dirs.get(v);
+        if (dir) await this.doLoad(v, dir);
+      }
+      this.recoveries++;
+      log?.info({ versions, recoveries: this.recoveries }, 'model backend recovered');
+    } catch (err) {
+      this.failure = `${reason}; re-initialising failed: ${err instanceof Error ? err.message : String(err)}`;
+      (log?.error ?? log?.warn)?.call(log, { reason: this.failure }, 'model backend could not be re-initialised');
+      this.opts.onFatal?.(err instanceof Error ? err : new Error(String(err)));
+    }
   }
 
   /** Pins a loaded model for one request (loading it again if it was evicted). */
   private async acquire(version: string): Promise<LoadedModel> {
     if (this.disposed) throw new EngineError('engine disposed');
+    await this.usable();
     if (!this.models.has(version)) {
       const dir = this.dirs.get(version);
       if (!dir) throw new EngineError(`model version ${version} is not loaded`);
@@ -262,7 +411,7 @@ export class BuiltinEngine implements PolicyEngine {
     const released = this.releasedWhileBusy.has(sessionId);
     if (released && n <= 0) this.releasedWhileBusy.delete(sessionId);
     const m = st ? this.models.get(st.version) : undefined;
-    if (!st || released || this.disposed || !m) {
+    if (!st || released || this.disposed || !m || st.gen !== backendGeneration()) {
       if (st) disposeCache(st.cache);
       return;
     }
@@ -342,17 +491,21 @@ export class BuiltinEngine implements PolicyEngine {
     const fitted = { head: prompt.head, steps: prompt.steps.length, dropped: enc.droppedSteps };
     let cache: RowCache | null = null;
     const seq = enc.ids.slice();
-    const out: number[] = [];
-    const logprobs: number[] = [];
+    let out: number[] = [];
+    let logprobs: number[] = [];
+    // only tokens that keep the output valid UTF-8 are sampled (tokenizer.ts utf8Allowed)
+    let u8 = UTF8_START;
+    const V = m.model.config.vocab_size;
     try {
       const pre = await this.prefill(m, st, enc.ids);
       cache = pre.cache;
       let row = pre.last;
       for (;;) {
-        const dist = samplingLogprobs(row, sampling); // the behaviour policy at this position
+        const dist = samplingLogprobs(row, sampling, utf8Allowed(u8, V)); // the behaviour policy at this position
         const t = drawIndex(dist, sampling.temperature, rng);
+        u8 = utf8Next(u8, t);
         out.push(t);
-        logprobs.push(row[t]);
+        logprobs.push(dist[t]);
         if (this.stopSet.has(t) || out.length >= maxNew || seq.length >= m.model.config.block_size) break;
         const [r] = await m.batcher.submit([{ cache, tokens: [t], allPositions: false, keepCache: true }]);
         disposeCache(cache);
@@ -360,17 +513,25 @@ export class BuiltinEngine implements PolicyEngine {
         seq.push(t);
         row = r.logprobs;
       }
-      this.putSession(sessionId, { version: m.version, tokens: seq, cache, fit: fitted });
+      this.putSession(sessionId, { version: m.version, gen: m.generation, tokens: seq, cache, fit: fitted });
       cache = null;
     } catch (err) {
       disposeCache(cache);
       this.putSession(sessionId, null);
       throw err instanceof EngineError ? err : new EngineError(`generation failed: ${(err as Error).message}`, { cause: err });
     }
+    // a length cap reached inside a character: its leading bytes are not part of the answer
+    const complete = completeUtf8Prefix(out);
+    if (complete < out.length) {
+      out = out.slice(0, complete);
+      logprobs = logprobs.slice(0, complete);
+    }
     const textIds = out.length > 0 && this.stopSet.has(out[out.length - 1]) ? out.slice(0, -1) : out;
     return {
       output: decode(textIds),
       promptTokenIds: enc.ids,
+      promptText: enc.text,
+      promptTruncatedChars: enc.truncatedChars,
       outputTokenIds: out,
       logprobs,
       droppedSteps: enc.droppedSteps,
@@ -378,25 +539,6 @@ export class BuiltinEngine implements PolicyEngine {
     };
   }
 
-  /**
-   * Exact per-token logprobs of each candidate continuation (bytes + EOS) after the prompt, from one
-   * batched forward over the prompt's cache. Row j of candidate c predicts token j+1 of c.
-   */
-  private async scoreCandidates(
-    m: LoadedModel,
-    sessionId: string | null,
-    prompt: PromptParts,
-    candidates: string[],
-  ): Promise<{ enc: EncodedPrompt; tokens: number[][]; logprobs: number[][] }> {
-    const V = m.model.config.vocab_size;
-    const tokens = candidates.map(encodeCandidate);
-    const reserve = this.candidateReserve(m, candidates);
-    const st = this.takeSession(sessionId, m.version);
-    const enc = this.fit(prompt, m, reserve, st?.fit);
-    let cache: RowCache | null = null;
-    try {
-      const pre = await this.prefill(m, st, enc.ids);
-      cache = pre.cache;
   /**
    * Samples one of `candidates` token by token down their trie (see the module doc): at position j
    * the allowed tokens are the j-th tokens of the candidates agreeing with the output so far; one
@@ -448,10 +590,10 @@ export class BuiltinEngine implements PolicyEngine {
         choice = live.find((c) => tokens[c].length === j + 1) ?? -1;
         if (choice < 0) pending.push(t);
       }
-      this.putSession(sessionId, { version: m.version, tokens: seq, cache, fit: { head: prompt.head, steps: prompt.steps.length, dropped: enc.droppedSteps } });
+      this.putSession(sessionId, { version: m.version, gen: m.generation, tokens: seq, cache, fit: { head: prompt.head, steps: prompt.steps.length, dropped: enc.droppedSteps } });
       cache = null;
       return {
-        output: candidates[choice], promptTokenIds: enc.ids, outputTokenIds: out, logprobs,
+        output: candidates[choice], promptTokenIds: enc.ids, promptText: enc.text, promptTruncatedChars: enc.truncatedChars, outputTokenIds: out, logprobs,
         droppedSteps: enc.droppedSteps, modelVersion: m.version, choiceIndex: choice,
       };
     } catch (err) {
@@ -461,19 +603,45 @@ export class BuiltinEngine implements PolicyEngine {
     }
   }
 
-      const rows: CachedRow[] = [];
-      const rowOf: number[] = [];
-      tokens.forEach((c, i) => {
-        if (c.length >= 2) {
-          rowOf[i] = rows.length;
-          rows.push({ cache, tokens: c.slice(0, -1), allPositions: true, keepCache: false });
-        }
-      });
-      const results = await m.batcher.submit(rows);
-      const logprobs = tokens.map((c, i) =>
-        c.map((t, j) => (j === 0 ? pre.last[t] : results[rowOf[i]].logprobs[(j - 1) * V + t])),
+  /**
+   * Exact per-token logprobs of each candidate continuation (bytes + EOS) after the prompt, from one
+   * batched forward over the prompt's cache. Row j of candidate c predicts token j+1 of c.
+   */
+  private async scoreCandidates(
+    m: LoadedModel,
+    sessionId: string | null,
+    prompt: PromptParts,
+    candidates: string[],
+  ): Promise<{ enc: EncodedPrompt; tokens: number[][]; logprobs: number[][] }> {
+    const V = m.model.config.vocab_size;
+    const tokens = candidates.map(encodeCandidate);
+    const reserve = this.candidateReserve(m, candidates);
+    const st = this.takeSession(sessionId, m.version);
+    const enc = this.fit(prompt, m, reserve, st?.fit);
+    let cache: RowCache | null = null;
+    try {
+      const pre = await this.prefill(m, st, enc.ids);
+      cache = pre.cache;
+      // Candidates longest first, in chunks of at most MULTI_TOKEN_BATCH_TOKENS padded tokens, so
+      // that one forward's attention stays small whatever the number of candidates (all of them
+      // in one forward ran the wasm heap out of bounds).
+      const order = tokens.map((_, i) => i).filter((i) => tokens[i].length >= 2).sort((a, b) => tokens[b].length - tokens[a].length || a - b);
+      const chunks: number[][] = [];
+      for (const i of order) {
+        const cur = chunks[chunks.length - 1];
+        // rows are sorted longest first, so the chunk's first row sets its padded width
+        if (cur && (cur.length + 1) * (tokens[cur[0]].length - 1) <= MULTI_TOKEN_BATCH_TOKENS) cur.push(i);
+        else chunks.push([i]);
+      }
+      const results = new Map<number, Float32Array>();
+      const done = await Promise.all(
+        chunks.map((ids) => m.batcher.submit(ids.map((i) => ({ cache, tokens: tokens[i].slice(0, -1), allPositions: true, keepCache: false })))),
       );
-      this.putSession(sessionId, { version: m.version, tokens: enc.ids.slice(), cache, fit: { head: prompt.head, steps: prompt.steps.length, dropped: enc.droppedSteps } });
+      chunks.forEach((ids, k) => ids.forEach((i, r) => results.set(i, done[k][r].logprobs)));
+      const logprobs = tokens.map((c, i) =>
+        c.map((t, j) => (j === 0 ? pre.last[t] : results.get(i)![(j - 1) * V + t])),
+      );
+      this.putSession(sessionId, { version: m.version, gen: m.generation, tokens: enc.ids.slice(), cache, fit: { head: prompt.head, steps: prompt.steps.length, dropped: enc.droppedSteps } });
       cache = null;
       return { enc, tokens, logprobs };
     } catch (err) {
@@ -483,10 +651,26 @@ export class BuiltinEngine implements PolicyEngine {
     }
   }
 
+  /**
+   * Tokens to keep free for the candidates after the prompt: the longest one's. Checked before any
+   * model work (EngineLimitError, a 400 for the caller): each candidate (UTF-8 bytes + EOS) fits
+   * half the context, and all of them together fit `maxCandidateTokens`.
+   */
   private candidateReserve(m: LoadedModel, candidates: string[]): number {
-    const longest = Math.max(...candidates.map((c) => encodeCandidate(c).length));
-    if (longest > m.model.config.block_size / 2) {
-      throw new EngineError(`a candidate of ${longest} tokens exceeds half the context (${m.model.config.block_size})`);
+    const half = Math.floor(m.model.config.block_size / 2);
+    const cap = this.opts.maxCandidateTokens ?? DEFAULT_MAX_CANDIDATE_TOKENS;
+    let longest = 0;
+    let total = 0;
+    for (let i = 0; i < candidates.length; i++) {
+      const n = Buffer.byteLength(candidates[i]!, 'utf8') + 1;
+      if (n > half) {
+        throw new EngineLimitError(`body/availableActions/${i}`, `is ${n} tokens (UTF-8 bytes + 1); model version ${m.version} takes candidates of at most ${half} tokens (half its context of ${m.model.config.block_size})`);
+      }
+      longest = Math.max(longest, n);
+      total += n;
+    }
+    if (total > cap) {
+      throw new EngineLimitError('body/availableActions', `total ${total} tokens (UTF-8 bytes + 1 per action); at most ${cap} per call (LAMER_MAX_CANDIDATE_TOKENS)`);
     }
     return longest;
   }
@@ -593,5 +777,8 @@ export async function createBuiltinEngineInstance(opts: BuiltinEngineOptions = {
     maxCachedSessions: opts.maxCachedSessions ?? 256,
     limits: opts.limits,
     logger: opts.logger,
+    maxCandidateTokens: opts.maxCandidateTokens,
+    onFatal: opts.onFatal,
+    beforeForward: opts.beforeForward,
   });
 }

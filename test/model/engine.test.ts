@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { forward, forwardCachedStats, initModel, type GPT } from '../../src/model/gpt.js';
 import { loadCheckpoint, saveCheckpoint } from '../../src/model/checkpoint.js';
-import { EOS, encodeCandidate, encodePrompt } from '../../src/model/tokenizer.js';
+import { EOS, encodeCandidate, encodePrompt, utf8Support } from '../../src/model/tokenizer.js';
 import { candidateSupport, samplingLogprobs } from '../../src/model/sampling.js';
 import { createBuiltinEngineInstance, type BuiltinEngine } from '../../src/policy/builtin-engine.js';
 import { EngineError, type PromptParts } from '../../src/policy/engine.js';
@@ -37,15 +37,6 @@ afterAll(async () => {
   await rm(dir2, { recursive: true, force: true });
 });
 
-/** Reference per-token logprobs of `out` after `prompt` by one full forward (no cache, no batching). */
-function refLogprobs(prompt: number[], out: number[]): number[] {
-  const ids = [...prompt, ...out];
-  return tf.tidy(() => {
-    const lp = tf.logSoftmax(forward(ref, tf.tensor2d([ids], [1, ids.length], 'int32')), -1).arraySync() as number[][][];
-    return out.map((t, j) => lp[0][prompt.length - 1 + j][t]);
-  });
-}
-
 /** Full log-softmax rows (temperature 1) predicting each output token, `[outLen][V]`. */
 function refRows(prompt: number[], out: number[]): number[][] {
   const ids = [...prompt, ...out];
@@ -65,14 +56,16 @@ describe('builtin engine', () => {
     expect(engine.isLoaded('nope')).toBe(false);
   });
 
-  it('act returns token ids and exact plain-softmax logprobs, within the action cap', async () => {
+  it('act returns token ids and exact sampling logprobs (within the UTF-8 guard), within the action cap', async () => {
     const g = await engine.act({ sessionId: 'a1', modelVersion: 'v1', prompt: prompt(2), sampling: S(5) });
     expect(g.promptTokenIds).toEqual(encodePrompt(prompt(2), TINY.block_size - LIMITS.maxActionTokens).ids);
     expect(g.outputTokenIds.length).toBeGreaterThan(0);
     expect(g.outputTokenIds.length).toBeLessThanOrEqual(LIMITS.maxActionTokens);
     expect(g.logprobs.length).toBe(g.outputTokenIds.length);
-    const r = refLogprobs(g.promptTokenIds, g.outputTokenIds);
-    g.logprobs.forEach((lp, i) => expect(lp).toBeCloseTo(r[i], 4));
+    // free text is sampled within the UTF-8 guard (tokenizer.ts utf8Support): that is the support
+    const rows = refRows(g.promptTokenIds, g.outputTokenIds);
+    const support = utf8Support(g.outputTokenIds);
+    g.logprobs.forEach((lp, i) => expect(lp).toBeCloseTo(samplingLogprobs(rows[i], S(5), support[i])[g.outputTokenIds[i]], 4));
     expect(g.droppedSteps).toBe(0);
     expect(g.modelVersion).toBe('v1');
   });
@@ -124,7 +117,8 @@ describe('builtin engine', () => {
     const sampling = { temperature: 0.7, topP: 0.8, topK: 20, seed: 9 };
     const g = await engine.act({ sessionId: 'p1', modelVersion: 'v1', prompt: prompt(2), sampling });
     const rows = refRows(g.promptTokenIds, g.outputTokenIds);
-    g.logprobs.forEach((lp, j) => expect(lp).toBeCloseTo(samplingLogprobs(rows[j], sampling)[g.outputTokenIds[j]], 4));
+    const support = utf8Support(g.outputTokenIds);
+    g.logprobs.forEach((lp, j) => expect(lp).toBeCloseTo(samplingLogprobs(rows[j], sampling, support[j])[g.outputTokenIds[j]], 4));
     engine.release('p1');
   });
 
@@ -217,8 +211,9 @@ describe('builtin engine', () => {
     expect(logs.find((l) => l.msg === 'model version evicted (LRU cap)')?.o).toEqual({ version: 'v1', inFlight: 1 });
     const g = await inflight;
     expect(g.outputTokenIds.length).toBe(40);
-    const r = refLogprobs(g.promptTokenIds, g.outputTokenIds);
-    g.logprobs.forEach((lp, i) => expect(lp).toBeCloseTo(r[i], 4));
+    const rows = refRows(g.promptTokenIds, g.outputTokenIds);
+    const support = utf8Support(g.outputTokenIds);
+    g.logprobs.forEach((lp, i) => expect(lp).toBeCloseTo(samplingLogprobs(rows[i], S(9), support[i])[g.outputTokenIds[i]], 4));
     // a session pinned to v1 steps again: v1 is reloaded from its folder (and v2 evicted)
     const again = await e.reflect({ sessionId: 'h1', modelVersion: 'v1', prompt: prompt(2), sampling: S(9) });
     expect(again.outputTokenIds).toEqual(g.outputTokenIds);
