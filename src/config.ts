@@ -82,6 +82,22 @@ export interface Config {
   training: TrainingConfig;
   /** Overload protection (issue 6 item 7; README "Operations"). */
   protection: ProtectionConfig;
+  /** SQLite lock waits, WAL size and the answers to a busy or full database (src/db/index.ts). */
+  database: DatabaseConfig;
+}
+
+/** SQLite contention and growth (README "Configuration", docs/deploy.md "SQLite"). */
+export interface DatabaseConfig {
+  /** Longest synchronous wait for another connection's lock, ms; then 503 `database-busy`. */
+  busyTimeoutMs: number;
+  /** `-wal` size the server brings the log back to (journal_size_limit, checkpoint threshold), bytes. */
+  walLimitBytes: number;
+  /** How often the WAL size is checked and an oversized log checkpointed, ms; 0 = never (only SQLite's own checkpoints). */
+  checkpointIntervalMs: number;
+  /** `Retry-After` of 503 `database-busy`, seconds. */
+  busyRetryAfterSeconds: number;
+  /** `Retry-After` of 503 `storage-full` / `storage-unavailable`, seconds. */
+  storageRetryAfterSeconds: number;
 }
 
 /**
@@ -244,6 +260,13 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       maxOpenSessionsPerTenant: int(env, 'LAMER_MAX_OPEN_SESSIONS_PER_TENANT', 1000, 0, 100_000_000),
       maxQueuedSteps: int(env, 'LAMER_MAX_QUEUED_STEPS', 1024, 0, 1_000_000),
       overloadRetryAfterSeconds: int(env, 'LAMER_OVERLOAD_RETRY_AFTER_SECONDS', 1, 1, 3600),
+    },
+    database: {
+      busyTimeoutMs: int(env, 'LAMER_SQLITE_BUSY_TIMEOUT_MS', 100, 0, 60_000),
+      walLimitBytes: int(env, 'LAMER_SQLITE_WAL_LIMIT_BYTES', 64 * 1024 * 1024, 0, 2 ** 40),
+      checkpointIntervalMs: int(env, 'LAMER_SQLITE_CHECKPOINT_INTERVAL_MS', 10_000, 0, 86_400_000),
+      busyRetryAfterSeconds: int(env, 'LAMER_DB_BUSY_RETRY_AFTER_SECONDS', 1, 1, 3600),
+      storageRetryAfterSeconds: int(env, 'LAMER_STORAGE_RETRY_AFTER_SECONDS', 30, 1, 3600),
     },
     trustProxy: parseTrustProxy(env.LAMER_TRUST_PROXY),
     baseModelDir: path.resolve(env.LAMER_BASE_MODEL_DIR && env.LAMER_BASE_MODEL_DIR !== '' ? env.LAMER_BASE_MODEL_DIR : path.join(repoRoot, 'models', 'base')),

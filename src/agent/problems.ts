@@ -25,6 +25,9 @@ export type ProblemKind =
   | 'overloaded'
   | 'shutting-down'
   | 'engine-unavailable'
+  | 'database-busy'
+  | 'storage-full'
+  | 'storage-unavailable'
   | 'internal';
 
 export const PROBLEM_BASE = 'https://lamer-server.dev/problems/';

@@ -16,6 +16,9 @@
  * - Retries: the same position with the same body returns the stored answer; a different body is
  *   409 step-conflict; any other position than the expected one is 409 step-out-of-order.
  * - Bad input throws ApiProblem before anything is written.
+ * - A write refused by the database (locked past the busy timeout, disk full, I/O error) throws
+ *   DatabaseError (src/db/errors.ts; 503 over HTTP) and records nothing: the same request sent
+ *   again is recorded exactly once. The model call of a refused step is simply made again.
  * - Overload (issue 6 item 7): at most `protection.maxQueuedSteps` model calls (act/reflect) wait
  *   on or run in the engine at once; a step that would exceed it is 503 overloaded with
  *   Retry-After and records nothing, so the client retries the same step. A tenant may hold at
@@ -25,6 +28,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { and, asc, desc, eq, lt, sql, type SQL, type SQLWrapper } from 'drizzle-orm';
 import type { Db } from '../db/index.js';
 import type { HotQueries, StepInsert } from '../db/queries.js';
+import { DatabaseError } from '../db/errors.js';
 import { reflections, sessions, steps, type AttemptSummary, type SessionRow } from '../db/schema.js';
 import { callSeed, type CallKind } from '../model/sampling.js';
 import { EngineError, type Generation, type PolicyEngine, type PromptParts, type SamplingParams } from '../policy/engine.js';
@@ -130,9 +134,10 @@ export interface Limits {
 /**
  * How one step request ended: `recorded` (committed), `replayed` (an identical retry answered
  * from the stored answer), `overloaded` (503, queue bound), `engine_error` (503 engine-unavailable),
- * `rejected` (any other problem: 4xx).
+ * `database_error` (the commit failed: database locked, storage full or failing; 503, nothing
+ * recorded), `rejected` (any other problem: 4xx).
  */
-export type StepOutcome = 'recorded' | 'replayed' | 'overloaded' | 'engine_error' | 'rejected';
+export type StepOutcome = 'recorded' | 'replayed' | 'overloaded' | 'engine_error' | 'database_error' | 'rejected';
 
 export interface StepEvents {
   /** Called after each committed step record; kind 'action' or 'reflection'. */
@@ -276,7 +281,7 @@ export class SessionService {
       createdAt: now,
       updatedAt: now,
     };
-    this.db.insert(sessions).values(row).run();
+    this.hot.write(() => this.db.insert(sessions).values(row).run());
     return this.view(row, []);
   }
 
@@ -355,7 +360,7 @@ export class SessionService {
       const row = this.row(tenant, id);
       if (row.status === 'active') {
         const now = Date.now();
-        this.db.update(sessions).set({ status: 'abandoned', updatedAt: now }).where(eq(sessions.id, id)).run();
+        this.hot.write(() => this.db.update(sessions).set({ status: 'abandoned', updatedAt: now }).where(eq(sessions.id, id)).run());
         row.status = 'abandoned';
         row.updatedAt = now;
         this.engine.release(id);
@@ -379,11 +384,13 @@ export class SessionService {
     return this.mutex.run(id, async () => {
       this.row(tenant, id);
       const now = Date.now();
-      const res = this.db
-        .update(reflections)
-        .set({ text, source: 'human', updatedAt: now })
-        .where(and(eq(reflections.sessionId, id), eq(reflections.attempt, attempt)))
-        .run();
+      const res = this.hot.write(() =>
+        this.db
+          .update(reflections)
+          .set({ text, source: 'human', updatedAt: now })
+          .where(and(eq(reflections.sessionId, id), eq(reflections.attempt, attempt)))
+          .run(),
+      );
       if (res.changes === 0) throw notFound(`reflection of attempt ${attempt} in session '${id}'`);
       return { attempt, text, source: 'human' as const, updatedAt: iso(now) };
     });
@@ -402,7 +409,15 @@ export class SessionService {
         // 4xx answers are counted as `rejected` where the answer is sent (the step routes), so that
         // schema, size and media-type rejections that never reach the agent count too.
         if (!(err instanceof ApiProblem && err.status >= 400 && err.status < 500)) {
-          outcome(kind === 'overloaded' ? 'overloaded' : kind === 'engine-unavailable' ? 'engine_error' : 'rejected');
+          outcome(
+            kind === 'overloaded'
+              ? 'overloaded'
+              : kind === 'engine-unavailable'
+                ? 'engine_error'
+                : err instanceof DatabaseError
+                  ? 'database_error'
+                  : 'rejected',
+          );
         }
         throw err;
       },
@@ -739,11 +754,13 @@ export class SessionService {
     const expired: string[] = [];
     for (const id of ids) {
       await this.mutex.run(id, async () => {
-        const res = this.db
-          .update(sessions)
-          .set({ status: 'expired', updatedAt: now })
-          .where(and(eq(sessions.id, id), eq(sessions.status, 'active'), lt(sessions.updatedAt, cutoff)))
-          .run();
+        const res = this.hot.write(() =>
+          this.db
+            .update(sessions)
+            .set({ status: 'expired', updatedAt: now })
+            .where(and(eq(sessions.id, id), eq(sessions.status, 'active'), lt(sessions.updatedAt, cutoff)))
+            .run(),
+        );
         if (res.changes === 1) {
           expired.push(id);
           this.engine.release(id);

@@ -11,9 +11,10 @@
  * advantage once a training job computed them (LaMer Eq. 4-5; shared/LAMER.md §2-3), else null.
  *
  * Streaming: rows are read from the SQLite database `<dataDir>/lamer.db` (opened read-only, so a
- * running server is not disturbed) one at a time with a statement iterator and written with
- * back-pressure; memory does not grow with the data. Order: session id (time-ordered), attempt,
- * step, kind (action before reflection).
+ * running server is not disturbed) in chunks of EXPORT_CHUNK_ROWS rows, each its own short read
+ * transaction (no snapshot pinned for the whole export, so the server's WAL can still be
+ * checkpointed), and written with back-pressure; memory does not grow with the data. Order:
+ * session id (time-ordered), attempt, step, kind (action before reflection).
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -149,12 +150,24 @@ function toLine(r: Row): ExportLine {
   };
 }
 
+/** Rows read per chunk of {@link exportLines}: each chunk is one short read transaction. */
+export const EXPORT_CHUNK_ROWS = 256;
+
 /**
- * Iterate the export lines of the database at `dbFile` matching `filter`, one row in memory at a
- * time. The database is opened read-only and closed when the iteration ends (or is abandoned).
+ * Iterate the export lines of the database at `dbFile` matching `filter`, at most `chunkRows` rows
+ * in memory at a time. The database is opened read-only and closed when the iteration ends (or is
+ * abandoned).
+ *
+ * Rows are read in keyset-paginated chunks (`(session_id, attempt, step, kind) > last key`, the
+ * `steps_position` unique index), each chunk one query, so a read snapshot lives only while a
+ * chunk is read, never while lines wait to be written: a running server's WAL can be checkpointed
+ * during a long export. Against a live database the export is therefore not one snapshot: a step
+ * committed during the export is included if its position comes after the chunk being read, and
+ * `sessionStatus` is the status when its chunk was read. Filters on fixed fields (`since`, env,
+ * mode, model version, tenant) and on a final status (`completedOnly`) still select whole sessions.
  * @throws Error when the file does not exist or is not a lamer database.
  */
-export function* exportLines(dbFile: string, filter: ExportFilter = {}): Generator<ExportLine> {
+export function* exportLines(dbFile: string, filter: ExportFilter = {}, chunkRows = EXPORT_CHUNK_ROWS): Generator<ExportLine> {
   if (!fs.existsSync(dbFile)) throw new Error(`no database at ${dbFile} (is --data-dir right?)`);
   const db = new Database(dbFile, { readonly: true, fileMustExist: true });
   try {
@@ -166,16 +179,31 @@ export function* exportLines(dbFile: string, filter: ExportFilter = {}): Generat
     if (filter.modelVersion !== undefined) (where.push('s.model_version = ?'), params.push(filter.modelVersion));
     if (filter.tenant !== undefined) (where.push('s.tenant = ?'), params.push(filter.tenant));
     if (filter.completedOnly) where.push("s.status = 'completed'");
-    const stmt = db.prepare(
-      `SELECT st.session_id, s.tenant, s.task_id, s.env, s.mode, s.status, st.attempt, st.step, st.kind,
-              st.model_version, st.observation, st.available_actions, st.prompt, st.output, st.action,
-              st.prompt_token_ids, st.output_token_ids, st.logprobs, st.dropped_steps, st.reward, st.done,
-              st.success, st.invalid_action, st.return, st.advantage, st.created_at
-         FROM steps st JOIN sessions s ON s.id = st.session_id
-        ${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''}
-        ORDER BY st.session_id, st.attempt, st.step, st.kind`,
-    );
-    for (const r of stmt.iterate(...params) as IterableIterator<Row>) yield toLine(r);
+    const select = (after: boolean) =>
+      db.prepare(
+        `SELECT st.session_id, s.tenant, s.task_id, s.env, s.mode, s.status, st.attempt, st.step, st.kind,
+                st.model_version, st.observation, st.available_actions, st.prompt, st.output, st.action,
+                st.prompt_token_ids, st.output_token_ids, st.logprobs, st.dropped_steps, st.reward, st.done,
+                st.success, st.invalid_action, st.return, st.advantage, st.created_at
+           FROM steps st JOIN sessions s ON s.id = st.session_id
+          ${[...where, ...(after ? ['(st.session_id, st.attempt, st.step, st.kind) > (?, ?, ?, ?)'] : [])]
+            .map((w, i) => `${i === 0 ? 'WHERE' : 'AND'} ${w}`)
+            .join(' ')}
+          ORDER BY st.session_id, st.attempt, st.step, st.kind
+          LIMIT ?`,
+      );
+    const first = select(false);
+    const next = select(true);
+    let last: Row | null = null;
+    for (;;) {
+      // One statement run to completion (.all) = one read transaction, ended before any line is yielded.
+      const rows = (last === null
+        ? first.all(...params, chunkRows)
+        : next.all(...params, last.session_id, last.attempt, last.step, last.kind, chunkRows)) as Row[];
+      for (const r of rows) yield toLine(r);
+      if (rows.length < chunkRows) break;
+      last = rows[rows.length - 1]!;
+    }
   } finally {
     db.close();
   }

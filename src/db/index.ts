@@ -5,6 +5,17 @@
  * Durability: `synchronous = NORMAL` in WAL mode makes every committed transaction survive a
  * process crash (`kill -9`); only a power loss can drop the last transactions. Set
  * `LAMER_SQLITE_SYNC=full` for power-loss durability at a throughput cost.
+ *
+ * Contention and growth (README "Operations", docs/deploy.md "SQLite"):
+ * - `busy_timeout` is short (default 100 ms): better-sqlite3 waits for a lock synchronously, so a
+ *   long wait would stall every request of the process. A write that cannot get the lock in time
+ *   fails with a `busy` {@link DatabaseError} (HTTP 503 `database-busy`) and writes nothing. Steps
+ *   (src/db/queries.ts group commit) wait for the lock on timers instead, without blocking.
+ * - `journal_size_limit` (default 64 MiB) truncates the `-wal` file to that size whenever SQLite
+ *   restarts the log, and {@link startWalMaintenance} checkpoints the log on a timer so a WAL grown
+ *   behind a long reader shrinks once the reader is gone, even without further writes.
+ * - {@link StorageHealth}: after a write fails for lack of space or an I/O error the storage is
+ *   reported failed (readiness false) until a write succeeds again.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -13,25 +24,143 @@ import Database from 'better-sqlite3';
 import { drizzle, type BetterSQLite3Database } from 'drizzle-orm/better-sqlite3';
 import { migrate } from 'drizzle-orm/better-sqlite3/migrator';
 import * as schema from './schema.js';
+import { databaseErrorOf, STORAGE_FAILURE_KINDS, type DatabaseErrorKind } from './errors.js';
 
 export type Db = BetterSQLite3Database<typeof schema>;
+
+/** Tunables of an open connection (src/config.ts DatabaseConfig). */
+export interface ConnectionTuning {
+  /** Longest synchronous wait for another connection's lock, ms (`PRAGMA busy_timeout`). */
+  busyTimeoutMs: number;
+  /** Size the `-wal` file is truncated to when the log restarts, bytes (`PRAGMA journal_size_limit`). */
+  walLimitBytes: number;
+}
+
+export const defaultTuning: ConnectionTuning = { busyTimeoutMs: 100, walLimitBytes: 64 * 1024 * 1024 };
+
+/** What `PRAGMA wal_checkpoint` reports: `busy` 1 when it could not finish, frames in the log, frames copied. */
+export interface CheckpointResult {
+  busy: number;
+  log: number;
+  checkpointed: number;
+}
+
+/** State of the storage as writes last found it. */
+export interface StorageState {
+  /** False after a write failed for lack of space, an I/O error, a read-only or corrupt file. */
+  writable: boolean;
+  /** Kind of the last such failure (null while writable). */
+  kind: DatabaseErrorKind | null;
+  /** SQLite result code of that failure, e.g. `SQLITE_FULL` (null while writable). */
+  code: string | null;
+  /** When it failed, ms since the epoch (null while writable). */
+  since: number | null;
+}
+
+/**
+ * Tracks whether the database can be written: a storage failure (kinds in STORAGE_FAILURE_KINDS)
+ * marks it failed, the next successful write clears it. `busy` does not change it (contention is
+ * not a storage fault).
+ */
+export class StorageHealth {
+  private failure: { kind: DatabaseErrorKind; code: string; since: number } | null = null;
+
+  /** Note a failed write; returns `err` as a DatabaseError when it is a SQLite failure of a known kind, else `err`. */
+  failed(err: unknown): unknown {
+    const de = databaseErrorOf(err);
+    if (de && STORAGE_FAILURE_KINDS.includes(de.kind) && this.failure?.code !== de.code) {
+      this.failure = { kind: de.kind, code: de.code, since: Date.now() };
+    }
+    return de ?? err;
+  }
+
+  /** Note a committed write. */
+  succeeded(): void {
+    this.failure = null;
+  }
+
+  state(): StorageState {
+    const f = this.failure;
+    return { writable: f === null, kind: f?.kind ?? null, code: f?.code ?? null, since: f?.since ?? null };
+  }
+}
+
+const healthOf = new WeakMap<Database.Database, StorageHealth>();
+const tuningOf = new WeakMap<Database.Database, ConnectionTuning>();
+
+/** The tuning last applied to a connection by openDatabase / Database_.tune (defaultTuning if none). */
+export function connectionTuning(sqlite: Database.Database): ConnectionTuning {
+  return tuningOf.get(sqlite) ?? defaultTuning;
+}
+
+/** The StorageHealth of a connection (one per connection, created on first use). */
+export function storageHealth(sqlite: Database.Database): StorageHealth {
+  let h = healthOf.get(sqlite);
+  if (!h) {
+    h = new StorageHealth();
+    healthOf.set(sqlite, h);
+  }
+  return h;
+}
+
+/**
+ * Run one synchronous write `fn` on `sqlite` and record its outcome in the connection's
+ * StorageHealth.
+ * @throws DatabaseError (kind busy, full, io, readonly, corrupt) for SQLite failures of those
+ *   kinds; anything else `fn` throws, unchanged.
+ */
+export function guardedWrite<T>(sqlite: Database.Database, fn: () => T): T {
+  const health = storageHealth(sqlite);
+  let out: T;
+  try {
+    out = fn();
+  } catch (err) {
+    throw health.failed(err);
+  }
+  health.succeeded();
+  return out;
+}
 
 export interface Database_ {
   db: Db;
   sqlite: Database.Database;
   file: string;
+  /** Storage state as writes last found it (readiness). */
+  storage: StorageHealth;
+  /** Apply busy timeout and WAL size limit to the open connection. */
+  tune(t: ConnectionTuning): void;
+  /** Size of the `-wal` file now, bytes (0 when there is none). */
+  walBytes(): number;
+  /**
+   * While the storage is failed, try a small write that allocates a page and commits (at most once
+   * per `minIntervalMs`); on success the storage is writable again. Never waits for a lock.
+   * @returns the storage state after the probe.
+   */
+  probeStorage(minIntervalMs?: number): StorageState;
+  /**
+   * Start checkpointing the WAL every `intervalMs` while the `-wal` file is larger than
+   * `walLimitBytes`: a PASSIVE checkpoint (copies what it can, never waits, never blocks writers),
+   * then, when every frame is copied, a TRUNCATE checkpoint that empties the file (it waits at most
+   * the busy timeout for readers to leave). The timer does not keep the process alive.
+   * @returns a function that stops the timer.
+   */
+  startWalMaintenance(intervalMs: number, onError?: (err: unknown) => void): () => void;
+  /** Run one maintenance pass now (see startWalMaintenance); null when the WAL was within the limit. */
+  maintainWal(): CheckpointResult | null;
   close(): void;
 }
 
 export const migrationsFolder = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'migrations');
 
 /**
- * Open (creating if needed) the database in `dataDir` and apply pending migrations.
+ * Open (creating if needed) the database in `dataDir` and apply pending migrations. Migrations
+ * wait up to 5 s for a lock (start-up only); then the busy timeout is `opts.busyTimeoutMs`.
  * @throws when the directory cannot be created or a migration fails.
  */
-export function openDatabase(dataDir: string, opts: { synchronous?: 'normal' | 'full' } = {}): Database_ {
+export function openDatabase(dataDir: string, opts: { synchronous?: 'normal' | 'full' } & Partial<ConnectionTuning> = {}): Database_ {
   fs.mkdirSync(dataDir, { recursive: true });
   const file = path.join(dataDir, 'lamer.db');
+  const walFile = `${file}-wal`;
   const sqlite = new Database(file);
   sqlite.pragma('journal_mode = WAL');
   sqlite.pragma(`synchronous = ${opts.synchronous === 'full' ? 'FULL' : 'NORMAL'}`);
@@ -39,11 +168,86 @@ export function openDatabase(dataDir: string, opts: { synchronous?: 'normal' | '
   sqlite.pragma('busy_timeout = 5000');
   const db = drizzle(sqlite, { schema });
   migrate(db, { migrationsFolder });
+  let tuning: ConnectionTuning = { ...defaultTuning };
+  const tune = (t: ConnectionTuning): void => {
+    tuning = { ...t };
+    tuningOf.set(sqlite, tuning);
+    sqlite.pragma(`busy_timeout = ${Math.max(0, Math.floor(t.busyTimeoutMs))}`);
+    sqlite.pragma(`journal_size_limit = ${Math.max(0, Math.floor(t.walLimitBytes))}`);
+  };
+  tune({ busyTimeoutMs: opts.busyTimeoutMs ?? defaultTuning.busyTimeoutMs, walLimitBytes: opts.walLimitBytes ?? defaultTuning.walLimitBytes });
+  const storage = storageHealth(sqlite);
   let open = true;
+  let lastProbe = 0;
+
+  const walBytes = (): number => {
+    try {
+      return fs.statSync(walFile).size;
+    } catch {
+      return 0;
+    }
+  };
+
+  const checkpoint = (mode: 'PASSIVE' | 'TRUNCATE'): CheckpointResult =>
+    (sqlite.pragma(`wal_checkpoint(${mode})`) as CheckpointResult[])[0]!;
+
+  const maintainWal = (): CheckpointResult | null => {
+    if (!open || walBytes() <= tuning.walLimitBytes) return null;
+    const passive = checkpoint('PASSIVE');
+    if (passive.busy !== 0 || passive.checkpointed < passive.log) return passive;
+    return checkpoint('TRUNCATE');
+  };
+
+  const probeStorage = (minIntervalMs = 1000): StorageState => {
+    const now = Date.now();
+    if (!open || storage.state().writable || now - lastProbe < minIntervalMs) return storage.state();
+    lastProbe = now;
+    sqlite.pragma('busy_timeout = 0');
+    try {
+      guardedWrite(sqlite, () => {
+        const version = sqlite.pragma('user_version', { simple: true }) as number;
+        sqlite.transaction(() => {
+          // Allocate pages (SQLITE_FULL when there is no room), undone before the commit...
+          try {
+            sqlite.transaction(() => {
+              sqlite.exec('CREATE TABLE lamer_storage_probe (pad BLOB); INSERT INTO lamer_storage_probe VALUES (zeroblob(16384))');
+              throw new ProbeRollback();
+            })();
+          } catch (err) {
+            if (!(err instanceof ProbeRollback)) throw err;
+          }
+          // ...then commit one rewritten page (the header, same user_version) through the WAL.
+          sqlite.pragma(`user_version = ${version}`);
+        }).immediate();
+      });
+    } catch {
+      // Still failing (guardedWrite recorded it), busy (try again later) or another error.
+    } finally {
+      sqlite.pragma(`busy_timeout = ${tuning.busyTimeoutMs}`);
+    }
+    return storage.state();
+  };
+
   return {
     db,
     sqlite,
     file,
+    storage,
+    tune,
+    walBytes,
+    probeStorage,
+    maintainWal,
+    startWalMaintenance(intervalMs, onError) {
+      const timer = setInterval(() => {
+        try {
+          maintainWal();
+        } catch (err) {
+          onError?.(err);
+        }
+      }, intervalMs);
+      timer.unref();
+      return () => clearInterval(timer);
+    },
     close() {
       if (!open) return;
       open = false;
@@ -52,4 +256,8 @@ export function openDatabase(dataDir: string, opts: { synchronous?: 'normal' | '
   };
 }
 
+/** Thrown inside the storage probe's savepoint to undo its allocation. */
+class ProbeRollback extends Error {}
+
 export { schema };
+export { DatabaseError, databaseErrorOf, sqliteErrorKind, type DatabaseErrorKind } from './errors.js';

@@ -6,6 +6,8 @@
  */
 import type Database from 'better-sqlite3';
 import type { AttemptSummary, SessionRow } from './schema.js';
+import { connectionTuning, guardedWrite, storageHealth, type StorageHealth } from './index.js';
+import { DatabaseError } from './errors.js';
 
 interface RawSession {
   id: string;
@@ -72,7 +74,19 @@ export class HotQueries {
   private readonly insertReflection: Database.Statement;
   private readonly reflectionsOf: Database.Statement<[string], { attempt: number; text: string; source: 'policy' | 'human'; updated_at: number }>;
 
+  private readonly health: StorageHealth;
+
+  private readonly beginImmediate: Database.Statement;
+  private readonly commit: Database.Statement;
+  private readonly rollback: Database.Statement;
+  private readonly noWait: Database.Statement;
+
   constructor(readonly sqlite: Database.Database) {
+    this.health = storageHealth(sqlite);
+    this.beginImmediate = sqlite.prepare('BEGIN IMMEDIATE');
+    this.commit = sqlite.prepare('COMMIT');
+    this.rollback = sqlite.prepare('ROLLBACK');
+    this.noWait = sqlite.prepare('PRAGMA busy_timeout = 0');
     this.sessionById = sqlite.prepare('SELECT * FROM sessions WHERE id = ?');
     this.stepAt = sqlite.prepare(
       "SELECT request_hash, answer FROM steps WHERE session_id = ? AND attempt = ? AND step = ? AND kind = 'action'",
@@ -139,18 +153,29 @@ export class HotQueries {
     return this.attemptSteps.all(sessionId, attempt);
   }
 
-  private pending: Array<{ commit: StepCommit; resolve: () => void; reject: (err: unknown) => void }> = [];
+  private pending: Array<{ commit: StepCommit; resolve: () => void; reject: (err: unknown) => void; since: number }> = [];
   private flushScheduled = false;
+  /** Consecutive lock refusals of the current flush (backoff of the retries). */
+  private busyTries = 0;
 
   /**
    * Commit one step atomically (its record(s), the reflection if any, the session update) and
    * resolve once it is durable in the database. Group commit: the steps that arrive within one
    * event-loop turn share one SQLite transaction, each inside its own savepoint, so one step's
    * failure (e.g. a constraint violation) rolls back only that step and rejects only its promise.
+   *
+   * Lock waits never block the event loop: the write lock is asked for without waiting
+   * (`BEGIN IMMEDIATE` under busy_timeout 0) and, while another connection holds it, asked again on
+   * timers (2, 4, 8 ... 32 ms apart) until the step has waited the connection's busy timeout
+   * (ConnectionTuning.busyTimeoutMs); then it is rejected as busy. When the transaction cannot
+   * start or is lost (disk full, I/O error) every step of the batch is rejected and none is
+   * recorded.
+   * @throws (rejects) DatabaseError kind `busy` | `full` | `io` | `readonly` | `corrupt` for those
+   *   SQLite failures; other errors unchanged.
    */
   commitStep(commit: StepCommit): Promise<void> {
     return new Promise((resolve, reject) => {
-      this.pending.push({ commit, resolve, reject });
+      this.pending.push({ commit, resolve, reject, since: Date.now() });
       if (!this.flushScheduled) {
         this.flushScheduled = true;
         setImmediate(() => this.flush());
@@ -160,25 +185,77 @@ export class HotQueries {
 
   private flush(): void {
     this.flushScheduled = false;
+    if (this.pending.length === 0) return;
+    const began = this.begin();
+    if (began !== true) {
+      const err = this.health.failed(began);
+      if (!(err instanceof DatabaseError && err.kind === 'busy')) {
+        this.busyTries = 0;
+        for (const item of this.pending.splice(0)) item.reject(err);
+        return;
+      }
+      // Locked by another connection: refuse the steps that waited long enough, retry the others.
+      const waitMs = connectionTuning(this.sqlite).busyTimeoutMs;
+      const now = Date.now();
+      const keep: typeof this.pending = [];
+      for (const item of this.pending) (now - item.since >= waitMs ? item.reject(err) : keep.push(item));
+      this.pending = keep;
+      if (keep.length > 0) {
+        this.flushScheduled = true;
+        const delay = Math.min(32, 2 ** ++this.busyTries);
+        setTimeout(() => this.flush(), delay);
+      } else {
+        this.busyTries = 0;
+      }
+      return;
+    }
+    this.busyTries = 0;
     const batch = this.pending;
     this.pending = [];
     const failed = new Map<number, unknown>();
     try {
-      this.sqlite.transaction(() => {
-        batch.forEach((item, i) => {
-          try {
-            // A nested better-sqlite3 transaction is a savepoint.
-            this.sqlite.transaction(() => this.apply(item.commit))();
-          } catch (err) {
-            failed.set(i, err);
-          }
-        });
-      })();
+      for (let i = 0; i < batch.length; i++) {
+        try {
+          // Inside a transaction a better-sqlite3 transaction is a savepoint.
+          this.sqlite.transaction(() => this.apply(batch[i]!.commit))();
+        } catch (err) {
+          failed.set(i, err);
+          // SQLite rolls the whole transaction back on some errors (SQLITE_FULL, SQLITE_IOERR):
+          // the steps before this one are gone too and later ones would run outside it.
+          if (!this.sqlite.inTransaction) throw err;
+        }
+      }
+      this.commit.run();
     } catch (err) {
-      for (const item of batch) item.reject(err);
+      if (this.sqlite.inTransaction) this.rollback.run();
+      const e = this.health.failed(err);
+      for (const item of batch) item.reject(e);
       return;
     }
-    batch.forEach((item, i) => (failed.has(i) ? item.reject(failed.get(i)) : item.resolve()));
+    if (failed.size < batch.length) this.health.succeeded();
+    batch.forEach((item, i) => (failed.has(i) ? item.reject(this.health.failed(failed.get(i))) : item.resolve()));
+  }
+
+  /** `BEGIN IMMEDIATE` without waiting for the lock: true, or the error (SQLITE_BUSY when locked). */
+  private begin(): true | unknown {
+    this.noWait.run();
+    try {
+      this.beginImmediate.run();
+      return true;
+    } catch (err) {
+      return err;
+    } finally {
+      this.sqlite.pragma(`busy_timeout = ${connectionTuning(this.sqlite).busyTimeoutMs}`);
+    }
+  }
+
+  /**
+   * Run a synchronous write (`fn`, e.g. a drizzle insert) and record its outcome in the
+   * connection's StorageHealth.
+   * @throws DatabaseError for SQLite busy/full/io/readonly/corrupt failures; other errors unchanged.
+   */
+  write<T>(fn: () => T): T {
+    return guardedWrite(this.sqlite, fn);
   }
 
   private apply({ rows, reflection, session }: StepCommit): void {

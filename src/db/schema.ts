@@ -68,7 +68,11 @@ export const steps = sqliteTable(
     invalidAction: integer('invalid_action', { mode: 'boolean' }).notNull(),
     availableActions: text('available_actions', { mode: 'json' }).$type<string[] | null>(),
     info: text('info', { mode: 'json' }).$type<Record<string, unknown> | null>(),
-    /** Prompt text fed to the model, earliest steps dropped as the engine reported (null when no model call was made). */
+    /**
+     * Prompt text exactly as fed to the model (for the builtin engine `decode(prompt_token_ids)`):
+     * earliest steps dropped, and the start cut when even head + tail did not fit (null when no
+     * model call was made).
+     */
     prompt: text('prompt'),
     output: text('output'),
     action: text('action'),
@@ -76,6 +80,8 @@ export const steps = sqliteTable(
     outputTokenIds: text('output_token_ids', { mode: 'json' }).$type<number[] | null>(),
     logprobs: text('logprobs', { mode: 'json' }).$type<number[] | null>(),
     droppedSteps: integer('dropped_steps'),
+    /** Characters (code points) cut from the start of the prompt beyond the dropped steps; 0 normally, null when no model call was made. */
+    promptTruncatedChars: integer('prompt_truncated_chars'),
     /** Remote engines: the chat messages sent and which token arrays the server returned (GenerationRecord, src/policy/engine.ts); null for builtin. */
     engineRecord: text('engine_record', { mode: 'json' }).$type<Record<string, unknown> | null>(),
     modelVersion: text('model_version').notNull(),

@@ -1,6 +1,8 @@
 /**
- * Operations routes (no auth): `/healthz` (process up), `/readyz` (database open and the active
- * model loaded; reports engine and backend), `/metrics` (Prometheus text), `/openapi.json`.
+ * Operations routes (no auth): `/healthz` (process up; touches neither the database nor the engine,
+ * so it answers at once even while the database is locked), `/readyz` (database open, storage
+ * writable and the active model loaded; reports engine and backend), `/metrics` (Prometheus text),
+ * `/openapi.json`.
  */
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
@@ -9,6 +11,10 @@ import { Type } from 'typebox';
 const Ready = Type.Object({
   status: Type.String({ description: "'ready' or 'not-ready'" }),
   database: Type.Boolean(),
+  storage: Type.String({
+    description:
+      "'ok', or why the last write failed: 'full' (no space), 'io', 'readonly', 'corrupt'; not ready until a write succeeds again",
+  }),
   model: Type.Object({ version: Type.String(), loaded: Type.Boolean() }),
   engine: Type.String(),
   backend: Type.String({ description: 'tfjs backend (tensorflow | wasm | cpu) or none' }),
@@ -26,7 +32,7 @@ const opsRoutes: FastifyPluginAsync = async (fastify) => {
 
   app.get(
     '/readyz',
-    { schema: { tags, summary: 'Database open and the active model loaded', response: { 200: Ready, 503: Ready } } },
+    { schema: { tags, summary: 'Database open and writable, the active model loaded', response: { 200: Ready, 503: Ready } } },
     async (_req, reply) => {
       let database = false;
       try {
@@ -34,12 +40,16 @@ const opsRoutes: FastifyPluginAsync = async (fastify) => {
       } catch {
         database = false;
       }
+      // After a failed write (disk full, I/O error) a small probe write (at most once a second,
+      // never waiting for a lock) finds out whether writes succeed again.
+      const st = database ? app.db.probeStorage(1000) : app.db.storage.state();
+      const storage = st.writable ? 'ok' : (st.kind ?? 'unknown');
       const version = app.models.active().version;
       const loaded = app.engine.isLoaded(version);
       const info = app.engine.info();
-      const ready = database && loaded;
+      const ready = database && st.writable && loaded;
       reply.code(ready ? 200 : 503);
-      return { status: ready ? 'ready' : 'not-ready', database, model: { version, loaded }, engine: info.engine, backend: info.backend };
+      return { status: ready ? 'ready' : 'not-ready', database, storage, model: { version, loaded }, engine: info.engine, backend: info.backend };
     },
   );
 

@@ -124,4 +124,21 @@ describe('lamer export', () => {
     expect(lines.every((l) => l.sessionId === played && validate(l))).toBe(true);
     expect(stderr).toContain('lamer export: 11 steps of 1 sessions');
   });
+  it('reads in short chunks: the same lines, and no snapshot pinned between chunks (the WAL can be truncated mid-export)', async () => {
+    const db = path.join(s.dataDir, 'lamer.db');
+    const whole = [...exportLines(db, {})];
+    for (const n of [1, 2, 3, 11, 12, 1000]) expect([...exportLines(db, {}, n)]).toEqual(whole);
+    const live = s.app.db.sqlite;
+    const it = exportLines(db, {}, 2);
+    expect(it.next().value).toEqual(whole[0]);
+    // A write while the export is paused between lines, then a full checkpoint that must wait for
+    // every reader of the WAL: it completes because the export holds no read transaction.
+    const extra = (await s.call('POST', '/v1/sessions', { taskId: 'late', instructions: 'x', env: 'late' })).body.id as string;
+    const cp = live.pragma('wal_checkpoint(TRUNCATE)') as Array<{ busy: number }>;
+    expect(cp[0]!.busy).toBe(0);
+    expect(fs.statSync(`${db}-wal`).size).toBe(0);
+    const rest = [...it];
+    expect([whole[0], ...rest]).toEqual(whole);
+    await s.call('DELETE', `/v1/sessions/${extra}`);
+  });
 });

@@ -1,4 +1,8 @@
-/** Decorates `app.db` (drizzle over better-sqlite3, src/db) and closes it last on shutdown. */
+/**
+ * Decorates `app.db` (drizzle over better-sqlite3, src/db) and closes it last on shutdown.
+ * Applies `config.database` to the connection: the busy timeout and WAL size limit, and the timer
+ * that checkpoints an oversized WAL (LAMER_SQLITE_CHECKPOINT_INTERVAL_MS; stopped on close).
+ */
 import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
 import type { Database_ } from '../../db/index.js';
@@ -11,8 +15,15 @@ declare module 'fastify' {
 
 export default fp(
   async function db(app: FastifyInstance, opts: { database: Database_ }) {
+    const cfg = app.config.database;
+    opts.database.tune({ busyTimeoutMs: cfg.busyTimeoutMs, walLimitBytes: cfg.walLimitBytes });
+    const stopMaintenance =
+      cfg.checkpointIntervalMs > 0
+        ? opts.database.startWalMaintenance(cfg.checkpointIntervalMs, (err) => app.log.warn({ err }, 'WAL checkpoint failed'))
+        : () => {};
     app.decorate('db', opts.database);
     app.addHook('onClose', async () => {
+      stopMaintenance();
       opts.database.close();
     });
   },

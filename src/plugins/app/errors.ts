@@ -1,17 +1,61 @@
 /**
  * Errors as RFC 9457 `application/problem+json` (docs/protocol.md "Errors"): domain problems
  * (ApiProblem), Fastify's validation errors (which field and why), body too large (413), bad JSON
- * (400), unsupported media type (415), unknown routes (404). Anything unexpected is a 500 whose
+ * (400), unsupported media type (415), unknown routes (404), a locked database or failing storage
+ * (503 `database-busy`, `storage-full`, `storage-unavailable`, with Retry-After). Anything unexpected is a 500 whose
  * detail does not leak internals; it is logged with the request id.
  */
 import fp from 'fastify-plugin';
 import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiProblem, PROBLEM_BASE, type FieldError, type ProblemKind } from '../../agent/problems.js';
+import { databaseErrorOf } from '../../db/errors.js';
 
-/** Seconds for the `Retry-After` header of a thrown problem, or null (ApiProblem extras only). */
-export function retryAfterOf(err: unknown): number | null {
-  return err instanceof ApiProblem && err.extras.retryAfterSeconds !== undefined ? err.extras.retryAfterSeconds : null;
+/** `Retry-After` seconds of the database problems (config.database). */
+export interface DatabaseRetry {
+  busyRetryAfterSeconds: number;
+  storageRetryAfterSeconds: number;
+}
+
+const DEFAULT_DB_RETRY: DatabaseRetry = { busyRetryAfterSeconds: 1, storageRetryAfterSeconds: 30 };
+
+/**
+ * The HTTP answer to a SQLite failure (src/db/errors.ts kinds), or null when `err` is none:
+ * - `busy` (another connection holds the lock past the busy timeout): 503 `database-busy`;
+ * - `full` (no space for the write): 503 `storage-full`;
+ * - `io`, `readonly`, `corrupt`: 503 `storage-unavailable`.
+ * All carry `Retry-After`; in every case the write was rolled back, so the client sends the same
+ * request again (a step is then recorded exactly once).
+ */
+export function databaseProblem(err: unknown, retry: DatabaseRetry = DEFAULT_DB_RETRY): ApiProblem | null {
+  const de = databaseErrorOf(err);
+  if (!de) return null;
+  switch (de.kind) {
+    case 'busy':
+      return new ApiProblem(503, 'database-busy', 'Service Unavailable',
+        'the database is locked by another connection; nothing was recorded, send the same request again', {
+          retryAfterSeconds: retry.busyRetryAfterSeconds,
+        });
+    case 'full':
+      return new ApiProblem(503, 'storage-full', 'Service Unavailable',
+        'the disk holding the database is full; nothing was recorded, send the same request again once space is freed', {
+          retryAfterSeconds: retry.storageRetryAfterSeconds,
+        });
+    default:
+      return new ApiProblem(503, 'storage-unavailable', 'Service Unavailable',
+        `the database cannot be written (${de.code}); nothing was recorded, send the same request again later`, {
+          retryAfterSeconds: retry.storageRetryAfterSeconds,
+        });
+  }
+}
+
+/**
+ * Seconds for the `Retry-After` header of a thrown problem (ApiProblem extras, or a database
+ * problem: see databaseProblem), or null.
+ */
+export function retryAfterOf(err: unknown, retry: DatabaseRetry = DEFAULT_DB_RETRY): number | null {
+  if (err instanceof ApiProblem) return err.extras.retryAfterSeconds ?? null;
+  return databaseProblem(err, retry)?.extras.retryAfterSeconds ?? null;
 }
 
 export interface ProblemDocument {
@@ -50,8 +94,9 @@ const doc = (status: number, kind: ProblemKind, title: string, detail: string, i
   return d;
 };
 
-/** Map any thrown value to a problem document. */
-export function toProblem(err: unknown, instance: string, requestId?: string): ProblemDocument {
+/** Map any thrown value to a problem document (`retry`: Retry-After seconds of database problems). */
+export function toProblem(err: unknown, instance: string, requestId?: string, retry: DatabaseRetry = DEFAULT_DB_RETRY): ProblemDocument {
+  if (!(err instanceof ApiProblem)) err = databaseProblem(err, retry) ?? err;
   if (err instanceof ApiProblem) {
     const d = doc(err.status, err.kind, err.title, err.detail, instance, requestId);
     if (err.extras.errors) d.errors = err.extras.errors;
@@ -138,12 +183,16 @@ function routePattern(url: string): RegExp {
 
 export default fp(
   async function errors(app: FastifyInstance) {
+    const dbRetry: DatabaseRetry = app.config?.database ?? DEFAULT_DB_RETRY;
     app.setErrorHandler((err, req, reply) => {
-      const p = toProblem(err, req.url, req.id);
-      if (p.status >= 500) req.log.error({ err }, 'request failed');
+      const p = toProblem(err, req.url, req.id, dbRetry);
+      const db = databaseErrorOf(err);
+      // A locked or full database is a condition, not a bug: one line without a stack.
+      if (db) req.log.warn({ problem: p.type, code: db.code }, 'request refused: database busy or storage failing');
+      else if (p.status >= 500) req.log.error({ err }, 'request failed');
       else req.log.info({ problem: p.type, status: p.status, detail: p.detail }, 'request rejected');
       if (p.status === 401) reply.header('www-authenticate', 'Bearer');
-      const retryAfter = retryAfterOf(err);
+      const retryAfter = retryAfterOf(err, dbRetry);
       if (retryAfter !== null) reply.header('retry-after', String(retryAfter));
       reply.code(p.status).type('application/problem+json').send(p);
     });

@@ -4,7 +4,7 @@
  * - `http_request_duration_seconds{method,route,status_code}`: latency histogram per route, seconds;
  * - `lamer_steps_total{kind,model_version}`: step records committed (rate() = steps/s);
  * - `lamer_step_requests_total{outcome}`: step requests by outcome (recorded | replayed | overloaded
- *   | engine_error | rejected);
+ *   | engine_error | database_error | rejected);
  * - `lamer_sessions_ended_total{status}`, `lamer_sessions_created_total`, `lamer_active_sessions`;
  * - `lamer_engine_batch_rows`: histogram of rows per forward pass; `lamer_engine_forward_seconds`;
  * - `lamer_engine_queue_depth` (requests queued in the engine's batchers) and
@@ -108,7 +108,7 @@ export function createMetrics(): Metrics {
     }),
     stepRequests: new Counter({
       name: 'lamer_step_requests_total',
-      help: 'Step requests by outcome (recorded | replayed | overloaded | engine_error | rejected)',
+      help: 'Step requests by outcome (recorded | replayed | overloaded | engine_error | database_error | rejected)',
       labelNames: ['outcome'],
       registers: [registry],
     }),

@@ -61,8 +61,8 @@ const stepsRoutes: FastifyPluginAsync = async (fastify) => {
             const { sessionId, ...step } = item;
             return { ok: true, result: await app.agent.step(req.tenant, sessionId, step) };
           } catch (err) {
-            const p = toProblem(err, `${req.url}#/items/${i}`, req.id);
-            retryAfter = Math.max(retryAfter, retryAfterOf(err) ?? 0);
+            const p = toProblem(err, `${req.url}#/items/${i}`, req.id, app.config.database);
+            retryAfter = Math.max(retryAfter, retryAfterOf(err, app.config.database) ?? 0);
             if (p.status >= 500) req.log.error({ err, item: i }, 'batch item failed');
             if (p.status >= 400 && p.status < 500) app.metrics.stepRequests.inc({ outcome: 'rejected' });
             return { ok: false, error: p };

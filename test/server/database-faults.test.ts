@@ -1,0 +1,194 @@
+/**
+ * A locked database, a full disk and a WAL grown behind a long reader, against a real server over
+ * a real SQLite file:
+ * - another connection holding the write lock: steps and creates answer 503 `database-busy` with
+ *   Retry-After within the short busy timeout, /healthz stays fast, nothing is half-recorded, and
+ *   the same step sent again after the lock is released is recorded exactly once;
+ * - no room for a write (`PRAGMA max_page_count` at the current size: SQLite raises SQLITE_FULL
+ *   exactly as on a full disk): 503 `storage-full` with Retry-After, /readyz not ready until a
+ *   write succeeds again (a step, or readyz's own probe once space is back);
+ * - a reader pinning a snapshot while steps are written grows the WAL; once the reader is gone
+ *   the WAL is brought back under LAMER_SQLITE_WAL_LIMIT_BYTES by the checkpoint timer.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import { afterEach, describe, expect, it } from 'vitest';
+import { loadConfig, type DatabaseConfig } from '../../src/config.js';
+import { countRows, dumpDb, startTestServer, type TestServer } from './helpers.js';
+
+const TYPE = 'https://lamer-server.dev/problems/';
+
+let s: TestServer | null = null;
+const open: Database.Database[] = [];
+
+afterEach(async () => {
+  for (const c of open.splice(0)) if (c.open) c.close();
+  if (s) await s.close();
+  s = null;
+});
+
+function database(over: Partial<DatabaseConfig>): DatabaseConfig {
+  return { ...loadConfig({}).database, ...over };
+}
+
+/** A second connection to the server's database file (another process would behave the same). */
+function connect(dataDir: string): Database.Database {
+  const c = new Database(path.join(dataDir, 'lamer.db'));
+  open.push(c);
+  return c;
+}
+
+async function timed<T>(p: Promise<T>): Promise<{ r: T; ms: number }> {
+  const t0 = performance.now();
+  const r = await p;
+  return { r, ms: performance.now() - t0 };
+}
+
+async function newSession(srv: TestServer, extra: Record<string, unknown> = {}): Promise<string> {
+  const r = await srv.call('POST', '/v1/sessions', { taskId: 't', instructions: 'Play.', ...extra });
+  expect(r.status).toBe(201);
+  return r.body.id as string;
+}
+
+describe('another connection holds the write lock', () => {
+  it('answers 503 database-busy quickly, keeps /healthz fast, and records the retried step once', async () => {
+    s = await startTestServer({ database: database({ busyTimeoutMs: 100, busyRetryAfterSeconds: 2 }) });
+    const srv = s;
+    const ids = [await newSession(srv), await newSession(srv), await newSession(srv)];
+    const body = { attempt: 0, step: 0, observation: 'Three doors.', availableActions: ['door 1', 'door 2'] };
+    const before = dumpDb(srv.dataDir);
+
+    const holder = connect(srv.dataDir);
+    holder.exec('BEGIN IMMEDIATE');
+    const steps = ids.map((id) => timed(srv.call('POST', `/v1/sessions/${id}/steps`, body)));
+    // While the steps wait for the lock, the event loop stays free: health answers at once.
+    const healthMs: number[] = [];
+    for (let i = 0; i < 3; i++) {
+      const h = await timed(srv.call('GET', '/healthz'));
+      expect(h.r.status).toBe(200);
+      healthMs.push(h.ms);
+    }
+    const create = srv.call('POST', '/v1/sessions', { taskId: 't', instructions: 'Play.' });
+    const batch = srv.call('POST', '/v1/steps:batch', { items: [{ sessionId: ids[0], ...body }] });
+    const done = await Promise.all(steps);
+    // Not seconds: at most one short busy wait (100 ms) of another write plus the request itself.
+    expect(Math.max(...healthMs)).toBeLessThan(300);
+    for (const { r, ms } of done) {
+      expect(r.status).toBe(503);
+      expect(r.type).toContain('application/problem+json');
+      expect(r.body.type).toBe(TYPE + 'database-busy');
+      expect(r.headers.get('retry-after')).toBe('2');
+      expect(ms).toBeLessThan(1500);
+    }
+    const c = await create;
+    expect(c.status).toBe(503);
+    expect(c.body.type).toBe(TYPE + 'database-busy');
+    const b = await batch;
+    expect(b.status).toBe(200);
+    expect(b.body.results[0].ok).toBe(false);
+    expect(b.body.results[0].error.type).toBe(TYPE + 'database-busy');
+    expect(b.headers.get('retry-after')).toBe('2');
+    // Ready: contention is not a storage fault.
+    expect((await srv.call('GET', '/readyz')).status).toBe(200);
+    holder.exec('ROLLBACK');
+    // Nothing was written while the lock was held.
+    expect(dumpDb(srv.dataDir)).toBe(before);
+
+    const retried = await srv.call('POST', `/v1/sessions/${ids[0]}/steps`, body);
+    expect(retried.status).toBe(200);
+    const again = await srv.call('POST', `/v1/sessions/${ids[0]}/steps`, body);
+    expect(again.status).toBe(200);
+    expect(again.body).toEqual(retried.body);
+    expect(countRows(srv.dataDir, 'SELECT count(*) AS n FROM steps WHERE session_id = ?', ids[0])).toBe(1);
+    const metrics = (await srv.call('GET', '/metrics')).body as string;
+    // Three steps and the batch item.
+    expect(metrics).toMatch(/lamer_step_requests_total\{outcome="database_error"\} 4\b/);
+  });
+});
+
+describe('no room to write (SQLITE_FULL)', () => {
+  it('answers 503 storage-full, is not ready until a write succeeds, then records the retried step once', async () => {
+    s = await startTestServer({ database: database({ storageRetryAfterSeconds: 7 }) });
+    const srv = s;
+    const id = await newSession(srv, { maxSteps: 50 });
+    const sqlite = srv.app.db.sqlite;
+    const body = (step: number) => ({ attempt: 0, step, observation: `cell ${step} `.repeat(4000) });
+    expect((await srv.call('POST', `/v1/sessions/${id}/steps`, body(0))).status).toBe(200);
+    expect((await srv.call('GET', '/readyz')).status).toBe(200);
+    const pages = sqlite.pragma('page_count', { simple: true }) as number;
+    sqlite.pragma(`max_page_count = ${pages}`);
+    const before = dumpDb(srv.dataDir);
+
+    const full = await srv.call('POST', `/v1/sessions/${id}/steps`, body(1));
+    expect(full.status).toBe(503);
+    expect(full.body.type).toBe(TYPE + 'storage-full');
+    expect(full.headers.get('retry-after')).toBe('7');
+    const notReady = await srv.call('GET', '/readyz');
+    expect(notReady.status).toBe(503);
+    expect(notReady.body).toMatchObject({ status: 'not-ready', database: true, storage: 'full' });
+    // Sessions cannot be created either; the session did not move on.
+    expect((await srv.call('POST', '/v1/sessions', { taskId: 't', instructions: 'x'.repeat(20000) })).body.type).toBe(TYPE + 'storage-full');
+    expect(dumpDb(srv.dataDir)).toBe(before);
+    expect((await srv.call('GET', `/v1/sessions/${id}`)).body.next).toEqual({ attempt: 0, step: 1 });
+    // Still full: readyz's probe write fails too.
+    await new Promise((r) => setTimeout(r, 1100));
+    expect((await srv.call('GET', '/readyz')).body.storage).toBe('full');
+
+    sqlite.pragma('max_page_count = 1073741823');
+    const ok = await srv.call('POST', `/v1/sessions/${id}/steps`, body(1));
+    expect(ok.status).toBe(200);
+    expect((await srv.call('GET', '/readyz')).body).toMatchObject({ status: 'ready', storage: 'ok' });
+    expect((await srv.call('POST', `/v1/sessions/${id}/steps`, body(1))).body).toEqual(ok.body);
+    expect(countRows(srv.dataDir, 'SELECT count(*) AS n FROM steps WHERE session_id = ? AND step = 1', id)).toBe(1);
+  });
+
+  it('readiness comes back by itself once space is freed (readyz probe write), with no traffic', async () => {
+    s = await startTestServer();
+    const srv = s;
+    const id = await newSession(srv, { maxSteps: 50 });
+    const sqlite = srv.app.db.sqlite;
+    sqlite.pragma(`max_page_count = ${sqlite.pragma('page_count', { simple: true }) as number}`);
+    const r = await srv.call('POST', `/v1/sessions/${id}/steps`, { attempt: 0, step: 0, observation: 'x'.repeat(30000) });
+    expect(r.body.type).toBe(TYPE + 'storage-full');
+    expect((await srv.call('GET', '/readyz')).status).toBe(503);
+    sqlite.pragma('max_page_count = 1073741823');
+    await new Promise((res) => setTimeout(res, 1100));
+    const ready = await srv.call('GET', '/readyz');
+    expect(ready.status).toBe(200);
+    expect(ready.body.storage).toBe('ok');
+    // The probe left nothing behind.
+    expect(sqlite.prepare("SELECT count(*) AS n FROM sqlite_master WHERE name = 'lamer_storage_probe'").get()).toEqual({ n: 0 });
+  });
+});
+
+describe('WAL size', () => {
+  it('shrinks below LAMER_SQLITE_WAL_LIMIT_BYTES once a reader that pinned it is gone', async () => {
+    const limit = 256 * 1024;
+    s = await startTestServer({ database: database({ walLimitBytes: limit, checkpointIntervalMs: 100 }) });
+    const srv = s;
+    const reader = connect(srv.dataDir);
+    reader.exec('BEGIN');
+    reader.prepare('SELECT count(*) AS n FROM steps').get(); // the read snapshot is now pinned
+    const wal = `${path.join(srv.dataDir, 'lamer.db')}-wal`;
+    // Many sessions, one large step each (a long attempt would repeat its observations in every prompt).
+    const ids: string[] = [];
+    for (let i = 0; i < 60; i++) {
+      const id = await newSession(srv);
+      ids.push(id);
+      const r = await srv.call('POST', `/v1/sessions/${id}/steps`, { attempt: 0, step: 0, observation: `row ${i} `.repeat(1500) });
+      expect(r.status).toBe(200);
+    }
+    const grown = fs.statSync(wal).size;
+    expect(grown).toBeGreaterThan(4 * limit);
+    await new Promise((r) => setTimeout(r, 300));
+    // Pinned: the checkpoint cannot restart the log while the reader may need it.
+    expect(fs.statSync(wal).size).toBeGreaterThan(limit);
+    reader.exec('COMMIT');
+    const t0 = Date.now();
+    while (fs.statSync(wal).size > limit && Date.now() - t0 < 3000) await new Promise((r) => setTimeout(r, 50));
+    expect(fs.statSync(wal).size).toBeLessThanOrEqual(limit);
+    // Nothing lost.
+    expect(countRows(srv.dataDir, 'SELECT count(*) AS n FROM steps')).toBe(60);
+  });
+});
