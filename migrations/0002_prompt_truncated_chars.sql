@@ -1,0 +1,1 @@
+ALTER TABLE `steps` ADD `prompt_truncated_chars` integer;
