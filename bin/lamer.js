@@ -1,9 +1,11 @@
 #!/usr/bin/env node
-// Runs the TypeScript CLI through tsx so that no build step is needed.
-import { spawnSync } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
-import { dirname, join } from 'node:path';
-const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const tsx = join(root, 'node_modules', '.bin', 'tsx');
-const r = spawnSync(tsx, [join(root, 'src', 'cli', 'index.ts'), ...process.argv.slice(2)], { stdio: 'inherit' });
-process.exit(r.status ?? 1);
+// `lamer`: runs the TypeScript CLI (src/cli/index.ts) in this very process, with tsx's loader
+// registered through its API (the same hooks as `node --import tsx`), so that no build step is
+// needed and there is one process: signals (SIGTERM, Ctrl-C) reach the server itself, which shuts
+// down gracefully, and the exit code is the command's.
+import { register as registerEsm } from 'tsx/esm/api';
+import { register as registerCjs } from 'tsx/cjs/api';
+
+registerCjs();
+registerEsm();
+await import('../src/cli/index.ts');

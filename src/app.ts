@@ -16,6 +16,7 @@ import type { Database_ } from './db/index.js';
 import type { PolicyEngine } from './policy/engine.js';
 import swagger from './plugins/external/swagger.js';
 import errors, { clientErrorProblem, frameworkErrorProblem } from './plugins/app/errors.js';
+import shutdown from './plugins/app/shutdown.js';
 import authentication from './plugins/app/authentication.js';
 import metricsPlugin, { createMetrics } from './plugins/app/metrics.js';
 import protection from './plugins/app/protection.js';
@@ -33,11 +34,6 @@ import openaiRoutes from './routes/openai/index.js';
 declare module 'fastify' {
   interface FastifyInstance {
     config: Config;
-    /**
-     * Start shutting down: from now on every new request is answered 503 `shutting-down` (with
-     * `Retry-After` and `connection: close`); requests already past `onRequest` finish.
-     */
-    beginShutdown(): void;
     /** The ajv instance that validates bodies (no coercion, no removal, defaults applied). */
     bodyAjv: Ajv;
   }
@@ -178,23 +174,11 @@ export async function buildApp(config: Config, deps: AppDeps): Promise<FastifyIn
     });
   });
   app.decorate('config', config);
-  let closing = false;
-  app.decorate('beginShutdown', () => {
-    closing = true;
-  });
-  app.addHook('preClose', async () => {
-    closing = true;
-  });
   app.addHook('onRequest', async (req, reply) => {
     reply.header('x-request-id', req.id);
-    if (closing) {
-      // Ask keep-alive clients to reconnect (elsewhere) after this answer.
-      reply.header('connection', 'close');
-      throw new ApiProblem(503, 'shutting-down', 'Service Unavailable', 'the server is shutting down; send the same request again (to another instance)', {
-        retryAfterSeconds: config.protection.overloadRetryAfterSeconds,
-      });
-    }
   });
+  // Graceful shutdown: 503 `shutting-down` for new requests, drain without resets (app.drainAndClose).
+  await app.register(shutdown, { retryAfterSeconds: config.protection.overloadRetryAfterSeconds });
   // Content-encoded bodies (gzip, br, ...) are not decoded: refuse them instead of parsing bytes.
   app.addHook('preParsing', async (req) => {
     const enc = req.headers['content-encoding'];

@@ -1,22 +1,82 @@
 /**
- * `lamer serve`: run the HTTP server with configuration from LAMER_* environment variables
- * (README "Configuration"). Exits on SIGTERM/SIGINT after a graceful shutdown: stop accepting,
- * finish in-flight steps, close the database. Runnable directly: `tsx src/cli/serve.ts`.
+ * `lamer serve [--port N] [--host ADDR] [--data-dir DIR]`: run the HTTP server with configuration
+ * from LAMER_* environment variables (README "Configuration"); the flags override LAMER_PORT,
+ * LAMER_HOST and LAMER_DATA_DIR. Runnable directly: `tsx src/cli/serve.ts`.
+ *
+ * Signals: SIGTERM and SIGINT start the graceful shutdown (src/plugins/app/shutdown.ts: new
+ * requests 503 `shutting-down`, in-flight steps finished, database checkpointed and closed), then
+ * the process exits 0. A repeated SIGTERM/SIGINT during the shutdown (npm forwards Ctrl-C to the
+ * server, which also receives it from the terminal) is logged and ignored: the shutdown goes on,
+ * bounded by its grace period; SIGKILL stops at once. A signal during start-up (before the server
+ * listens) exits at once with 128 + the signal number; nothing has been served yet.
  */
+import { constants } from 'node:os';
 import { ApiProblem } from '../agent/problems.js';
-import { ConfigError } from '../config.js';
+import { ConfigError, type Config } from '../config.js';
 import { EngineError } from '../policy/engine.js';
-import { StartupError, startServer } from '../server.js';
+import { StartupError, startServer, type RunningServer } from '../server.js';
+import { intOpt, parseCommand, usageError, UsageError } from './args.js';
+
+const HELP = `usage: lamer serve [options]
+
+Configuration from environment variables (LAMER_HOST, LAMER_PORT, LAMER_DATA_DIR, LAMER_ENGINE,
+...; see README); these options override them:
+
+  --port N          TCP port (LAMER_PORT; 0: any free port)
+  --host ADDR       address to bind (LAMER_HOST)
+  --data-dir DIR    data directory (LAMER_DATA_DIR)
+
+Stops gracefully on SIGTERM / SIGINT (Ctrl-C).`;
+
+const SIGNALS = ['SIGTERM', 'SIGINT'] as const;
 
 export async function run(argv: string[]): Promise<number> {
-  if (argv.includes('--help') || argv.includes('-h')) {
-    console.log('usage: lamer serve\n\nConfiguration from environment variables (LAMER_HOST, LAMER_PORT, LAMER_DATA_DIR, LAMER_ENGINE, ...); see README.');
-    return 0;
-  }
-  let server;
+  const parsed = parseCommand('serve', argv, { port: { type: 'string' }, host: { type: 'string' }, 'data-dir': { type: 'string' } }, HELP);
+  if ('code' in parsed) return parsed.code;
+  const overrides: Partial<Config> = {};
   try {
-    server = await startServer();
+    const v = parsed.values;
+    if (v.port !== undefined) overrides.port = intOpt('port', v.port, undefined, 0, 65535);
+    if (v.host !== undefined) {
+      if (v.host.trim() === '') throw new UsageError('--host must not be empty');
+      overrides.host = v.host;
+    }
+    if (v['data-dir'] !== undefined) {
+      if (v['data-dir'].trim() === '') throw new UsageError('--data-dir must not be empty');
+      overrides.dataDir = (await import('node:path')).resolve(v['data-dir']);
+    }
+  } catch (e) {
+    return usageError('serve', e);
+  }
+
+  // Handlers from the start: node as PID 1 (a container) ignores signals it has no handler for.
+  let server: RunningServer | null = null;
+  let stopping: Promise<void> | null = null;
+  let onStopped: () => void = () => {};
+  const stopped = new Promise<void>((r) => (onStopped = r));
+  const onSignal = (signal: (typeof SIGNALS)[number]) => {
+    if (!server) {
+      console.error(`lamer serve: ${signal} during start-up; exiting`);
+      process.exit(128 + constants.signals[signal]);
+    }
+    const s = server;
+    if (stopping) {
+      s.app.log.info({ signal }, 'already shutting down; signal ignored (SIGKILL stops at once)');
+      return;
+    }
+    s.app.log.info({ signal }, 'shutting down: finishing in-flight requests');
+    stopping = s.close().then(
+      () => s.app.log.info('shut down'),
+      (err: unknown) => s.app.log.error({ err }, 'error during shutdown'),
+    );
+    stopping.then(onStopped, onStopped);
+  };
+  for (const sig of SIGNALS) process.on(sig, onSignal);
+
+  try {
+    server = await startServer(overrides);
   } catch (err) {
+    for (const sig of SIGNALS) process.off(sig, onSignal);
     if (err instanceof ConfigError) {
       console.error(`lamer serve: invalid configuration: ${err.message}`);
       return 2;
@@ -31,27 +91,8 @@ export async function run(argv: string[]): Promise<number> {
     }
     throw err;
   }
-  const s = server;
-  await new Promise<void>((resolve) => {
-    let closing = false;
-    const shutdown = (signal: string) => {
-      if (closing) return;
-      closing = true;
-      s.app.log.info({ signal }, 'shutting down: finishing in-flight requests');
-      s.close().then(
-        () => {
-          s.app.log.info('shut down');
-          resolve();
-        },
-        (err: unknown) => {
-          s.app.log.error({ err }, 'error during shutdown');
-          resolve();
-        },
-      );
-    };
-    process.once('SIGTERM', () => shutdown('SIGTERM'));
-    process.once('SIGINT', () => shutdown('SIGINT'));
-  });
+  await stopped;
+  // The handlers stay: a late signal while the process winds down is ignored, not fatal.
   return 0;
 }
 

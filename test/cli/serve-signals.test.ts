@@ -1,0 +1,171 @@
+/**
+ * Every way of starting the server stops gracefully on SIGINT / SIGTERM, under load: `npm start`,
+ * `node bin/lamer.js serve` and `node --import tsx src/cli/index.ts serve`, as real child
+ * processes in their own process group, the signal sent to the group (Ctrl-C in a terminal) or to
+ * the pid (kill, docker stop). Load: concurrent clients opening a new connection per request on
+ * 127.0.0.1 until the server is gone. Asserted: no connection reset, every answer 2xx or 503
+ * `shutting-down` problem+json, exit code 0, the shutdown log line, no -wal file left.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+const root = path.resolve(import.meta.dirname, '..', '..');
+
+type How = 'npm' | 'bin' | 'node';
+
+const COMMANDS: Record<How, [string, string[]]> = {
+  npm: ['npm', ['start']],
+  bin: [process.execPath, ['bin/lamer.js', 'serve']],
+  node: [process.execPath, ['--import', 'tsx', 'src/cli/index.ts', 'serve']],
+};
+
+interface Started {
+  child: ChildProcess;
+  url: string;
+  dataDir: string;
+  out: () => string;
+  exited: Promise<number | null>;
+}
+
+/** Start the server `how` in its own process group (detached) on a fresh data directory. */
+export function startDetached(how: How, env: Record<string, string> = {}): Promise<Started> {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'lamer-signal-'));
+  const [cmd, args] = COMMANDS[how];
+  const child = spawn(cmd, args, {
+    cwd: root,
+    detached: true,
+    env: { ...process.env, LAMER_ENGINE: 'test', LAMER_PORT: '0', LAMER_HOST: '127.0.0.1', LAMER_DATA_DIR: dataDir, LAMER_LOG_LEVEL: 'info', LAMER_API_KEYS: '', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
+  const exited = new Promise<number | null>((r) => child.once('exit', (code, sig) => r(code ?? (sig ? -1 : null))));
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`server did not start:\n${out}`)), 30_000);
+    const check = () => {
+      const m = /"url":"(http:\/\/[^"]+)".*"msg":"lamer-server ready"/.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        child.stdout!.off('data', check);
+        resolve({ child, url: m[1]!, dataDir, out: () => out, exited });
+      }
+    };
+    child.stdout!.on('data', check);
+    void exited.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`server exited early (${code}):\n${out}`));
+    });
+  });
+}
+
+interface Outcome {
+  status?: number;
+  type?: string;
+  error?: string;
+  /** Retry-After, seconds. */
+  retryAfter?: number;
+}
+
+/** One request on a new connection (no keep-alive); the answer or the socket error code. */
+function request(url: string, method: string, p: string, body?: unknown): Promise<Outcome & { json?: any }> {
+  return new Promise((resolve) => {
+    const data = body === undefined ? undefined : JSON.stringify(body);
+    const req = http.request(url + p, { method, agent: false, headers: data ? { 'content-type': 'application/json' } : {} }, (res) => {
+      let text = '';
+      res.on('data', (d: Buffer) => (text += d.toString()));
+      res.on('end', () => {
+        let json: any;
+        try {
+          json = JSON.parse(text);
+        } catch {
+          /* not JSON */
+        }
+        const ra = res.headers['retry-after'];
+        resolve({ status: res.statusCode, type: json?.type, json, ...(ra !== undefined ? { retryAfter: Number(ra) } : {}) });
+      });
+      res.on('error', (e: NodeJS.ErrnoException) => resolve({ error: e.code ?? e.message }));
+    });
+    req.on('error', (e: NodeJS.ErrnoException) => resolve({ error: e.code ?? e.message }));
+    req.end(data);
+  });
+}
+
+/**
+ * `clients` loops of session + steps until the server refuses connections (it is gone); every
+ * outcome is collected. Like a well-behaved client, a 503 with Retry-After waits that long.
+ */
+async function load(url: string, clients: number, outcomes: Outcome[]): Promise<void> {
+  const send = async (method: string, p: string, body: unknown) => {
+    const r = await request(url, method, p, body);
+    outcomes.push(r);
+    if (r.status === 503 && r.retryAfter !== undefined) await new Promise((res) => setTimeout(res, r.retryAfter! * 1000));
+    return r;
+  };
+  await Promise.all(
+    Array.from({ length: clients }, async (_, c) => {
+      for (let i = 0; i < 10_000; i++) {
+        const s = await send('POST', '/v1/sessions', { taskId: `sig-${c}-${i}`, instructions: 'Play.', maxAttempts: 1, maxSteps: 3 });
+        if (s.error === 'ECONNREFUSED') return;
+        if (s.status !== 201) continue;
+        for (let t = 0; t < 3; t++) {
+          const r = await send('POST', `/v1/sessions/${s.json.id}/steps`, { attempt: 0, step: t, observation: `o${t}`, availableActions: ['a', 'b'] });
+          if (r.error === 'ECONNREFUSED') return;
+          if (r.status !== 200) break;
+        }
+      }
+    }),
+  );
+}
+
+const SHUTTING_DOWN = 'https://lamer-server.dev/problems/shutting-down';
+
+/** Start, load, signal, and check everything the shutdown promises. */
+async function stopUnderLoad(how: How, target: 'group' | 'pid', signals: NodeJS.Signals[]): Promise<void> {
+  const s = await startDetached(how);
+  const pid = s.child.pid!;
+  try {
+    const outcomes: Outcome[] = [];
+    const loading = load(s.url, 12, outcomes);
+    while (outcomes.filter((o) => o.status === 200).length < 30) await new Promise((r) => setTimeout(r, 10));
+    for (const [i, sig] of signals.entries()) {
+      if (i > 0) await new Promise((r) => setTimeout(r, 30));
+      process.kill(target === 'group' ? -pid : pid, sig);
+    }
+    const t0 = performance.now();
+    const code = await s.exited;
+    const t1 = performance.now();
+    await loading;
+    if (process.env.LAMER_TEST_VERBOSE) console.log(how, target, signals.join('+'), `exit after ${(t1 - t0).toFixed(0)} ms, answers: ${outcomes.filter((o) => o.status === 200 || o.status === 201).length} 2xx, ${outcomes.filter((o) => o.status === 503).length} 503, ${outcomes.filter((o) => o.error).length} refused`);
+    const errors = outcomes.filter((o) => o.error !== undefined && o.error !== 'ECONNREFUSED');
+    expect(errors, s.out()).toEqual([]);
+    const bad = outcomes.filter((o) => o.status !== undefined && !(o.status >= 200 && o.status < 300) && !(o.status === 503 && o.type === SHUTTING_DOWN));
+    expect(bad).toEqual([]);
+    expect(code, s.out()).toBe(0);
+    expect(s.out()).toMatch(/"msg":"shut down"/);
+    const wal = path.join(s.dataDir, 'lamer.db-wal');
+    expect(fs.existsSync(wal) ? fs.statSync(wal).size : 0).toBe(0);
+    expect(fs.existsSync(path.join(s.dataDir, 'lamer.pid'))).toBe(false);
+    if (signals.length > 1) expect(s.out()).toMatch(/"msg":"already shutting down; signal ignored/);
+  } finally {
+    try {
+      process.kill(-pid, 'SIGKILL');
+    } catch {
+      /* already gone */
+    }
+  }
+}
+
+describe('graceful stop on signals, under load, no connection reset', () => {
+  it('npm start, SIGINT to the process group (Ctrl-C)', () => stopUnderLoad('npm', 'group', ['SIGINT']), 60_000);
+  it('npm start, SIGTERM to npm', () => stopUnderLoad('npm', 'pid', ['SIGTERM']), 60_000);
+  it('bin/lamer.js serve, SIGTERM to its pid', () => stopUnderLoad('bin', 'pid', ['SIGTERM']), 60_000);
+  it('bin/lamer.js serve, SIGINT to the process group', () => stopUnderLoad('bin', 'group', ['SIGINT']), 60_000);
+  it('node --import tsx src/cli/index.ts serve, SIGTERM to its pid, repeated twice during the shutdown (ignored)', async () => {
+    await stopUnderLoad('node', 'pid', ['SIGTERM', 'SIGINT', 'SIGTERM']);
+  }, 60_000);
+});
