@@ -31,7 +31,7 @@ import type { HotQueries, StepInsert } from '../db/queries.js';
 import { DatabaseError } from '../db/errors.js';
 import { reflections, sessions, steps, type AttemptSummary, type SessionRow } from '../db/schema.js';
 import { callSeed, type CallKind } from '../model/sampling.js';
-import { EngineError, type Generation, type PolicyEngine, type PromptParts, type SamplingParams } from '../policy/engine.js';
+import { EngineError, EngineLimitError, type Generation, type PolicyEngine, type PromptParts, type SamplingParams } from '../policy/engine.js';
 import { extractAction } from './actions.js';
 import type { ModelRegistry } from './models.js';
 import { KeyedMutex } from './mutex.js';
@@ -129,6 +129,10 @@ export interface Limits {
   maxStepsCap: number;
   defaultMaxSteps: number;
   reflectionChars: number;
+  /** Most candidate tokens of one step: each available action's UTF-8 bytes + 1, summed (absent or 0: no bound). */
+  candidateTokens?: number;
+  /** Most tokens (UTF-8 bytes) of a rendered prompt, before it is fitted to the model's context (absent or 0: no bound). */
+  promptTokens?: number;
 }
 
 /**
@@ -193,6 +197,32 @@ export function newSessionId(now = Date.now()): string {
 }
 
 const iso = (ms: number): string => new Date(ms).toISOString();
+
+/** Candidate tokens of `actions` for the builtin byte-level model: each one's UTF-8 bytes + EOS. */
+export function candidateTokenCount(actions: readonly string[]): number {
+  let n = 0;
+  for (const a of actions) n += Buffer.byteLength(a, 'utf8') + 1;
+  return n;
+}
+
+/** Tokens (UTF-8 bytes) of a rendered prompt before fitting: head + every step + tail. */
+export function promptTokenCount(p: PromptParts): number {
+  let n = Buffer.byteLength(p.head, 'utf8') + Buffer.byteLength(p.tail, 'utf8');
+  for (const s of p.steps) n += Buffer.byteLength(s, 'utf8');
+  return n;
+}
+
+/** The first `max` characters (code points, as JSON Schema's maxLength counts) of `text`. */
+function cutChars(text: string, max: number): string {
+  if (text.length <= max) return text;
+  let out = '';
+  let n = 0;
+  for (const ch of text) {
+    if (n++ === max) break;
+    out += ch;
+  }
+  return out;
+}
 
 /** The prompt text the engine used: the earliest `droppedSteps` steps removed (contract of PromptParts). */
 function promptAsSeen(p: PromptParts, droppedSteps: number): string {
@@ -448,6 +478,19 @@ export class SessionService {
   }
 
   /**
+   * Refuses a prompt larger than `limits.promptTokens` (400 validation) before it is encoded.
+   * @throws ApiProblem 400.
+   */
+  private checkPrompt(prompt: PromptParts): void {
+    const cap = this.limits.promptTokens ?? 0;
+    if (cap <= 0) return;
+    const n = promptTokenCount(prompt);
+    if (n > cap) {
+      throw invalid('body', `makes a prompt of ${n} tokens (UTF-8 bytes of the instructions, observations, actions and reflections it shows); at most ${cap} (LAMER_MAX_PROMPT_TOKENS)`);
+    }
+  }
+
+  /**
    * One model call under the queue bound.
    * @throws ApiProblem 503 overloaded (bound reached; the call is not made) or engine-unavailable.
    */
@@ -461,6 +504,8 @@ export class SessionService {
       return await fn();
     } catch (err) {
       if (err instanceof ApiProblem) throw err;
+      // a request too large for the model: the caller's fault, and nothing was computed
+      if (err instanceof EngineLimitError) throw invalid(err.field, err.message);
       const msg = err instanceof Error ? err.message : String(err);
       if (err instanceof EngineError) throw new ApiProblem(503, 'engine-unavailable', 'Engine Unavailable', msg);
       throw new ApiProblem(503, 'engine-unavailable', 'Engine Unavailable', `engine failed: ${msg}`);
@@ -521,6 +566,14 @@ export class SessionService {
     cur.steps = input.step + 1;
     cur.return += reward;
 
+    // the model work of one step is bounded before any of it is done (README "Configuration")
+    const candidateCap = this.limits.candidateTokens ?? 0;
+    if (candidateCap > 0 && input.availableActions && !ends) {
+      const n = candidateTokenCount(input.availableActions);
+      if (n > candidateCap) {
+        throw invalid('body/availableActions', `total ${n} tokens (UTF-8 bytes + 1 per action); at most ${candidateCap} per step (LAMER_MAX_CANDIDATE_TOKENS)`);
+      }
+    }
     await this.models.ensureLoaded(modelVersion);
     const stepsSoFar = this.promptSteps(id, input.attempt);
     const sessionSampling = row.sampling as SamplingParams;
@@ -546,9 +599,10 @@ export class SessionService {
         steps: stepsSoFar,
         observation: input.observation,
       });
+      this.checkPrompt(prompt);
       const req = { sessionId: id, modelVersion, prompt, sampling: sampling('act'), ...(input.availableActions ? { availableActions: input.availableActions } : {}) };
       act = await this.generate(() => this.engine.act(req));
-      actPromptText = promptAsSeen(prompt, act.droppedSteps);
+      actPromptText = act.promptText ?? promptAsSeen(prompt, act.droppedSteps);
     } else {
       cur.success = success;
       cur.status = success ? 'succeeded' : 'failed';
@@ -562,9 +616,11 @@ export class SessionService {
           steps: stepsSoFar,
           finalObservation: input.observation,
         });
+        this.checkPrompt(prompt);
         refl = await this.generate(() => this.engine.reflect({ sessionId: id, modelVersion, prompt, sampling: sampling('reflect') }));
-        reflPromptText = promptAsSeen(prompt, refl.droppedSteps);
-        reflectionText = refl.output.trim().slice(0, this.limits.reflectionChars);
+        reflPromptText = refl.promptText ?? promptAsSeen(prompt, refl.droppedSteps);
+        // the model's reflection is cut to the limit (a human edit over it is refused instead)
+        reflectionText = cutChars(refl.output.trim(), this.limits.reflectionChars);
         next = { attempt: input.attempt + 1, step: 0 };
       } else {
         status = 'completed';
@@ -606,6 +662,7 @@ export class SessionService {
         outputTokenIds: act?.outputTokenIds ?? null,
         logprobs: act?.logprobs ?? null,
         droppedSteps: act?.droppedSteps ?? null,
+        promptTruncatedChars: act ? (act.promptTruncatedChars ?? 0) : null,
         modelVersion: act?.modelVersion ?? modelVersion,
         requestHash: hash,
         answer: JSON.stringify(answer),
@@ -632,6 +689,7 @@ export class SessionService {
         outputTokenIds: refl.outputTokenIds,
         logprobs: refl.logprobs,
         droppedSteps: refl.droppedSteps,
+        promptTruncatedChars: refl.promptTruncatedChars ?? 0,
         modelVersion: refl.modelVersion,
         requestHash: hash,
         answer: null,
@@ -728,6 +786,7 @@ export class SessionService {
         outputTokenIds: r.outputTokenIds ?? null,
         logprobs: r.logprobs ?? null,
         droppedSteps: r.droppedSteps,
+        promptTruncatedChars: r.promptTruncatedChars ?? null,
         modelVersion: r.modelVersion,
         return: r.return,
         advantage: r.advantage,

@@ -49,6 +49,8 @@ export interface StepInsert {
   outputTokenIds: number[] | null;
   logprobs: number[] | null;
   droppedSteps: number | null;
+  /** Characters cut from the start of the prompt beyond the dropped steps (Generation.promptTruncatedChars); null without a model call. */
+  promptTruncatedChars?: number | null;
   modelVersion: string;
   requestHash: string;
   /** Already-serialised answer JSON, or null. */
@@ -96,10 +98,10 @@ export class HotQueries {
     );
     this.insertStep = sqlite.prepare(
       `INSERT INTO steps (session_id, attempt, step, kind, observation, reward, done, success, invalid_action,
-        available_actions, info, prompt, output, action, prompt_token_ids, output_token_ids, logprobs, dropped_steps,
+        available_actions, info, prompt, output, action, prompt_token_ids, output_token_ids, logprobs, dropped_steps, prompt_truncated_chars,
         model_version, request_hash, answer, created_at)
        VALUES (@sessionId, @attempt, @step, @kind, @observation, @reward, @done, @success, @invalidAction,
-        @availableActions, @info, @prompt, @output, @action, @promptTokenIds, @outputTokenIds, @logprobs, @droppedSteps,
+        @availableActions, @info, @prompt, @output, @action, @promptTokenIds, @outputTokenIds, @logprobs, @droppedSteps, @promptTruncatedChars,
         @modelVersion, @requestHash, @answer, @createdAt)`,
     );
     this.updateSession = sqlite.prepare(
@@ -271,6 +273,7 @@ export class HotQueries {
           promptTokenIds: json(r.promptTokenIds),
           outputTokenIds: json(r.outputTokenIds),
           logprobs: json(r.logprobs),
+          promptTruncatedChars: r.promptTruncatedChars ?? null,
         });
       }
       if (reflection) this.insertReflection.run(reflection.sessionId, reflection.attempt, reflection.text, reflection.updatedAt);

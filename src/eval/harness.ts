@@ -284,6 +284,7 @@ interface StepAnswer {
   action: string | null;
   modelVersion: string;
   attemptResult: { attempt: number; success: boolean; return: number; steps: number; endReason: 'done' | 'max_steps' } | null;
+  reflection?: { attempt: number; text: string } | null;
   session: { status: string; next: { attempt: number; step: number } | null };
 }
 
@@ -328,6 +329,7 @@ async function playHttp(
         status = ans.session.status;
         if (ans.action === null) {
           if (ans.attemptResult) rec.endReason = ans.attemptResult.endReason;
+          if (ans.reflection) rec.reflection = ans.reflection.text;
           break;
         }
         if (t >= maxSteps) throw new Error(`server returned an action at step ${t} beyond maxSteps ${maxSteps}`);

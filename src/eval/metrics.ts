@@ -19,6 +19,8 @@ export interface AttemptRecord {
   endReason: 'done' | 'max_steps';
   /** The attempt's actions in canonical form (see the harness), used for trajectory diversity. */
   trajectory: string[];
+  /** The reflection the server wrote after this attempt (failed attempts with one to follow). */
+  reflection?: string;
 }
 
 export interface SessionRecord {

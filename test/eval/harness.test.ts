@@ -70,6 +70,10 @@ describe('eval harness against a real in-process server (engine test)', () => {
       expect(s.modelVersion).toBe(r.modelVersion);
       expect(ses.attempts.map((a) => [a.return, a.success])).toEqual([[-7, false], [-7, false]]);
       expect(ses.reflections).toHaveLength(1);
+      // the reflection the server wrote after attempt 0 is kept on that attempt's record
+      const text = (ses.reflections[0] as { text: string }).text;
+      expect(s.attempts[0].reflection).toBe(text);
+      expect(s.attempts[1].reflection).toBeUndefined();
     }
   });
 

@@ -170,6 +170,12 @@ export const TrajectoryStep = Type.Object({
   outputTokenIds: Nullable(Type.Array(Type.Integer())),
   logprobs: Nullable(Type.Array(Type.Number())),
   droppedSteps: Nullable(Type.Integer()),
+  promptTruncatedChars: Nullable(
+    Type.Integer({
+      description:
+        'characters (code points) cut from the start of the prompt beyond the dropped steps, when even its head and tail did not fit the context; 0 normally, null without a model call',
+    }),
+  ),
   modelVersion: Type.String(),
   return: Nullable(Type.Number(), { description: 'cross-episode return G (LaMer Eq. 4), once computed by training' }),
   advantage: Nullable(Type.Number()),

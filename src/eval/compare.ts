@@ -1,0 +1,272 @@
+/**
+ * Comparing trained methods on the same held-out tasks (bench/lamer-vs-gigpo.sh, docs/RESULTS.md):
+ * mean +- std over training seeds, a paired bootstrap interval over tasks, reflection statistics,
+ * and the markdown report. Pure functions over eval reports (src/eval/harness.ts) and learning
+ * curves (src/training/experiment.ts).
+ *
+ * Units: pass rates are fractions in [0, 1] (the report prints percent); entropies in nats.
+ */
+import { Rng } from '../model/sampling.js';
+import { passAtK, summarize, type SessionRecord } from './metrics.js';
+
+/** Mean and sample standard deviation (n - 1; 0 for fewer than 2 values). NaN mean for none. */
+export function meanStd(xs: readonly number[]): { mean: number; std: number; n: number } {
+  const n = xs.length;
+  const mean = n ? xs.reduce((a, b) => a + b, 0) / n : NaN;
+  const std = n > 1 ? Math.sqrt(xs.reduce((a, x) => a + (x - mean) * (x - mean), 0) / (n - 1)) : 0;
+  return { mean, std, n };
+}
+
+/**
+ * The q-quantile of ascending `sorted` values by linear interpolation between order statistics
+ * (Hyndman & Fan type 7, numpy's default): h = (n - 1) q, x[floor h] + (h - floor h)(x[ceil h] - x[floor h]).
+ * @throws RangeError for an empty array or q outside [0, 1].
+ */
+export function quantile(sorted: readonly number[], q: number): number {
+  if (sorted.length === 0) throw new RangeError('quantile of no values');
+  if (!(q >= 0 && q <= 1)) throw new RangeError(`q must be in [0, 1], got ${q}`);
+  const h = (sorted.length - 1) * q;
+  const lo = Math.floor(h);
+  const hi = Math.ceil(h);
+  return sorted[lo] + (h - lo) * (sorted[hi] - sorted[lo]);
+}
+
+export interface BootstrapInterval {
+  /** Mean of the per-task differences (the point estimate). */
+  mean: number;
+  lo: number;
+  hi: number;
+  level: number;
+  resamples: number;
+  tasks: number;
+}
+
+/**
+ * Paired percentile bootstrap over tasks (Efron & Tibshirani 1993, ch. 13): the data are one
+ * difference per task, d_i = a_i - b_i for two methods on the same task i. Each resample draws n
+ * tasks with replacement and takes the mean difference; the interval is the (1-level)/2 and
+ * (1+level)/2 quantiles (type 7) of the resampled means. Deterministic for a given `seed`.
+ * @throws RangeError for no tasks, a level outside (0, 1) or fewer than 1 resample.
+ */
+export function pairedBootstrap(diffs: readonly number[], opts: { resamples?: number; level?: number; seed?: number } = {}): BootstrapInterval {
+  const B = opts.resamples ?? 10_000;
+  const level = opts.level ?? 0.95;
+  const n = diffs.length;
+  if (n === 0) throw new RangeError('bootstrap of no tasks');
+  if (!(level > 0 && level < 1)) throw new RangeError(`level must be in (0, 1), got ${level}`);
+  if (!(Number.isInteger(B) && B >= 1)) throw new RangeError(`resamples must be an integer >= 1, got ${B}`);
+  const rng = new Rng(opts.seed ?? 12345);
+  const means = new Float64Array(B);
+  for (let b = 0; b < B; b++) {
+    let s = 0;
+    for (let i = 0; i < n; i++) s += diffs[Math.floor(rng.next() * n)];
+    means[b] = s / n; // mean of one resample of the tasks
+  }
+  means.sort();
+  const sorted = Array.from(means);
+  return {
+    mean: diffs.reduce((a, b) => a + b, 0) / n,
+    lo: quantile(sorted, (1 - level) / 2),
+    hi: quantile(sorted, (1 + level) / 2),
+    level, resamples: B, tasks: n,
+  };
+}
+
+/**
+ * Per task: the share of `sessions` of that task solved within the first k attempts (over the
+ * seeds' or trials' sessions of the task). Keyed by taskId.
+ */
+export function taskPassAtK(sessions: readonly SessionRecord[], k: number): Map<string, number> {
+  const by = new Map<string, SessionRecord[]>();
+  for (const s of sessions) by.set(s.taskId, [...(by.get(s.taskId) ?? []), s]);
+  return new Map([...by].map(([t, ss]) => [t, passAtK(ss, k)]));
+}
+
+/**
+ * Per-task differences a - b of task pass@k on the tasks both methods played (sorted by taskId).
+ * `a` and `b` hold every evaluated session of the method (all seeds).
+ */
+export function pairedDiffs(a: readonly SessionRecord[], b: readonly SessionRecord[], k: number): number[] {
+  const pa = taskPassAtK(a, k);
+  const pb = taskPassAtK(b, k);
+  return [...pa.keys()].filter((t) => pb.has(t)).sort().map((t) => pa.get(t)! - pb.get(t)!);
+}
+
+export interface ReflectionStats {
+  /** Reflections written (attempts followed by one). */
+  reflections: number;
+  /** Of those, attempts that ended on a losing action (done, not success): the cell to name. */
+  afterLosingAction: number;
+  /** Share of `afterLosingAction` reflections that name the cell of the attempt's last action; null if none. */
+  namesEndingCell: number | null;
+  /** Share of reflections identical to the session's previous reflection; null if none could be. */
+  repeatsPrevious: number | null;
+  /** Share of reflections whose exact text also occurs in another task's sessions; null if none. */
+  sharedAcrossTasks: number | null;
+}
+
+/** The cell of a canonical MineSweeper action "(r, c)" as [r, c], or null. */
+function cellOf(action: string | undefined): [number, number] | null {
+  const m = action ? /^\((\d+), (\d+)\)$/.exec(action) : null;
+  return m ? [Number(m[1]), Number(m[2])] : null;
+}
+
+/**
+ * Reflection statistics of evaluated sessions. A reflection "names the ending cell" when the
+ * attempt ended on a losing action at cell (r, c) (MineSweeper: a mine) and the text contains
+ * "(r, c)" (any spacing) or "row r, col(umn) c".
+ */
+export function reflectionStats(sessions: readonly SessionRecord[]): ReflectionStats {
+  let reflections = 0, afterLosing = 0, naming = 0, repeatable = 0, repeats = 0;
+  const tasksOf = new Map<string, Set<string>>();
+  for (const s of sessions) for (const a of s.attempts) if (a.reflection !== undefined) {
+    tasksOf.set(a.reflection, (tasksOf.get(a.reflection) ?? new Set()).add(s.taskId));
+  }
+  let shared = 0;
+  for (const s of sessions) {
+    let prev: string | undefined;
+    for (const a of [...s.attempts].sort((x, y) => x.attempt - y.attempt)) {
+      if (a.reflection === undefined) continue;
+      reflections++;
+      if (tasksOf.get(a.reflection)!.size > 1) shared++;
+      if (prev !== undefined) { repeatable++; if (prev === a.reflection) repeats++; }
+      prev = a.reflection;
+      const cell = a.endReason === 'done' && !a.success ? cellOf(a.trajectory[a.trajectory.length - 1]) : null;
+      if (!cell) continue;
+      afterLosing++;
+      const [r, c] = cell;
+      const re = new RegExp(`\\(\\s*${r}\\s*,\\s*${c}\\s*\\)|row\\s*${r}\\s*,\\s*col(?:umn)?\\s*${c}\\b`, 'i');
+      if (re.test(a.reflection)) naming++;
+    }
+  }
+  return {
+    reflections,
+    afterLosingAction: afterLosing,
+    namesEndingCell: afterLosing ? naming / afterLosing : null,
+    repeatsPrevious: repeatable ? repeats / repeatable : null,
+    sharedAcrossTasks: reflections ? shared / reflections : null,
+  };
+}
+
+/** One evaluated training run: its seed, its eval sessions and (optionally) its learning curve. */
+export interface RunResult {
+  seed: number;
+  sessions: SessionRecord[];
+  /** Per training iteration (CurvePoint-like): pass@k and mean return of the rollouts, job entropy. */
+  curve?: Array<{ iteration: number; passAtK: Record<string, number>; meanReturn: number; entropy: number | null; rolloutSeconds: number; trainSeconds: number; tokensTrained: number }>;
+  /** Wall seconds of the run's training. */
+  trainSeconds?: number;
+}
+
+export interface ArmResult {
+  key: string;
+  label: string;
+  /** How it was evaluated (e.g. "3-attempt sessions, reflections" or "independent retries"). */
+  evalMode: string;
+  runs: RunResult[];
+}
+
+export interface ArmSummary {
+  key: string;
+  label: string;
+  evalMode: string;
+  seeds: number;
+  passAtK: Array<{ mean: number; std: number }>;
+  gain: { mean: number; std: number };
+  diversity: { mean: number; std: number };
+  trainEntropy: { mean: number; std: number } | null;
+  reflections: ReflectionStats;
+}
+
+/**
+ * Per-arm summary: pass@1..K (mean +- std over seeds), the pass@1 -> pass@K gain, trajectory
+ * diversity (nats), the last training iteration's policy entropy, and reflection statistics over
+ * every seed's sessions.
+ */
+export function summarizeArm(arm: ArmResult, K = 3): ArmSummary {
+  const per = arm.runs.map((r) => summarize(r.sessions, K));
+  const passAt = Array.from({ length: K }, (_, k) => meanStd(per.map((m) => m.passAtK[String(k + 1)] ?? 0)));
+  const ent = arm.runs.map((r) => r.curve?.[r.curve.length - 1]?.entropy).filter((x): x is number => typeof x === 'number');
+  return {
+    key: arm.key, label: arm.label, evalMode: arm.evalMode, seeds: arm.runs.length,
+    passAtK: passAt,
+    gain: meanStd(per.map((m) => (m.passAtK[String(K)] ?? 0) - (m.passAtK['1'] ?? 0))),
+    diversity: meanStd(per.map((m) => m.trajectoryDiversity)),
+    trainEntropy: ent.length ? meanStd(ent) : null,
+    reflections: reflectionStats(arm.runs.flatMap((r) => r.sessions)),
+  };
+}
+
+const pct = (x: number) => (100 * x).toFixed(1);
+const pm = (m: { mean: number; std: number }, scale = 100, digits = 1) => `${(scale * m.mean).toFixed(digits)} ± ${(scale * m.std).toFixed(digits)}`;
+const share = (x: number | null) => (x === null ? '-' : `${pct(x)}%`);
+
+/**
+ * The markdown report: a table of arms (pass@1/2/3 and gain as mean ± std over seeds, in
+ * percent; diversity; training entropy), the paired bootstrap interval of the pass@K difference
+ * for each `pairs` entry (a, b), reflection statistics, and per-iteration curves (mean over seeds,
+ * every `curveEvery`-th iteration).
+ */
+export function comparisonMarkdown(arms: readonly ArmResult[], pairs: ReadonlyArray<[string, string]>, opts: { K?: number; curveEvery?: number; resamples?: number } = {}): string {
+  const K = opts.K ?? 3;
+  const sums = arms.map((a) => summarizeArm(a, K));
+  const out: string[] = [];
+  const ks = Array.from({ length: K }, (_, k) => k + 1);
+  out.push(`| method | eval | seeds | ${ks.map((k) => `pass@${k} (%)`).join(' | ')} | pass@1 -> pass@${K} (pts) | trajectory diversity (nats) | policy entropy, last iteration (nats) |`);
+  out.push(`|---|---|---|${ks.map(() => '---|').join('')}---|---|---|`);
+  for (const s of sums) {
+    out.push(`| ${s.label} | ${s.evalMode} | ${s.seeds} | ${s.passAtK.map((m) => pm(m)).join(' | ')} | ${pm(s.gain)} | ${pm(s.diversity, 1, 2)} | ${s.trainEntropy ? pm(s.trainEntropy, 1, 3) : '-'} |`);
+  }
+  out.push('');
+  out.push(`Paired bootstrap over tasks (10,000 resamples unless stated; each task's pass@${K} averaged over the seeds' sessions; 95% percentile interval):`);
+  out.push('');
+  out.push(`| difference | tasks | mean (pts) | 95% interval (pts) |`);
+  out.push('|---|---|---|---|');
+  for (const [ka, kb] of pairs) {
+    const a = arms.find((x) => x.key === ka);
+    const b = arms.find((x) => x.key === kb);
+    if (!a || !b) continue;
+    const d = pairedDiffs(a.runs.flatMap((r) => r.sessions), b.runs.flatMap((r) => r.sessions), K);
+    if (d.length === 0) continue;
+    const ci = pairedBootstrap(d, { resamples: opts.resamples ?? 10_000 });
+    out.push(`| ${a.label} - ${b.label}, pass@${K} | ${ci.tasks} | ${(100 * ci.mean).toFixed(1)} | [${(100 * ci.lo).toFixed(1)}, ${(100 * ci.hi).toFixed(1)}] |`);
+  }
+  out.push('');
+  out.push('Reflections (over every seed\'s evaluated sessions; "names the ending cell": the reflection after an attempt that ended on a mine contains that cell):');
+  out.push('');
+  out.push('| method | reflections | after a mine | names the ending cell | same as the previous reflection | text also in another task |');
+  out.push('|---|---|---|---|---|---|');
+  for (const s of sums) {
+    const r = s.reflections;
+    out.push(`| ${s.label} | ${r.reflections} | ${r.afterLosingAction} | ${share(r.namesEndingCell)} | ${share(r.repeatsPrevious)} | ${share(r.sharedAcrossTasks)} |`);
+  }
+  const every = Math.max(1, opts.curveEvery ?? 1);
+  for (const a of arms) {
+    const curves = a.runs.map((r) => r.curve ?? []).filter((c) => c.length > 0);
+    if (curves.length === 0) continue;
+    const n = Math.min(...curves.map((c) => c.length));
+    out.push('');
+    out.push(`Per-iteration rollouts of ${a.label} (mean over ${curves.length} seed${curves.length > 1 ? 's' : ''}):`);
+    out.push('');
+    out.push('| iteration | pass@1 (%) | pass@3 (%) | mean return | policy entropy | rollout s | train s |');
+    out.push('|---|---|---|---|---|---|---|');
+    for (let i = 0; i < n; i += every) {
+      const at = (f: (p: (typeof curves)[number][number]) => number | null) => meanStd(curves.map((c) => f(c[i])).filter((x): x is number => x !== null)).mean;
+      out.push(`| ${i} | ${pct(at((p) => p.passAtK['1'] ?? 0))} | ${pct(at((p) => p.passAtK['3'] ?? p.passAtK['1'] ?? 0))} | ${at((p) => p.meanReturn).toFixed(2)} | ${at((p) => p.entropy).toFixed(3)} | ${at((p) => p.rolloutSeconds).toFixed(0)} | ${at((p) => p.trainSeconds).toFixed(0)} |`);
+    }
+  }
+  return out.join('\n') + '\n';
+}
+
+/**
+ * Replaces the text between `<!-- NAME:begin -->` and `<!-- NAME:end -->` in `doc` with `body`
+ * (markers kept); appends the marked section at the end when the markers are absent.
+ */
+export function replaceSection(doc: string, name: string, body: string): string {
+  const begin = `<!-- ${name}:begin -->`;
+  const end = `<!-- ${name}:end -->`;
+  const i = doc.indexOf(begin);
+  const j = doc.indexOf(end);
+  if (i >= 0 && j > i) return doc.slice(0, i + begin.length) + '\n' + body + doc.slice(j);
+  return `${doc.replace(/\n*$/, '\n')}\n${begin}\n${body}${end}\n`;
+}
