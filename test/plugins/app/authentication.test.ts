@@ -203,6 +203,17 @@ describe('authentication is decided on the matched route, whatever the URL spell
     expect(admin.body.items).toEqual([]);
   });
 
+  it('the OpenAI-compatible routes: every spelling is 404 or 401 without a key', async () => {
+    for (const sp of ['/openai/v1/models', '/openai/%76%31/models', '/%6fpenai/v1/models', '/openai/v1/%6dodels', '/OPENAI/v1/models', '/openai//v1/models', '/openai/v1/models/', '/openai/./v1/models', '/openai;a=1/v1/models']) {
+      const r = await rawCall(t.url, 'GET', sp);
+      expect([401, 404], `${sp} -> ${r.status}`).toContain(r.status);
+    }
+    for (const sp of ['/openai/v1/chat/completions', '/openai/v1/chat/%63ompletions']) {
+      const r = await rawCall(t.url, 'POST', sp, { model: 'test', messages: [{ role: 'user', content: 'hi' }] });
+      expect(r.status, sp).toBe(401);
+    }
+  });
+
   it('operations routes stay open', async () => {
     expect((await rawCall(t.url, 'GET', '/healthz')).status).toBe(200);
     expect((await rawCall(t.url, 'GET', '/%68ealthz')).status).toBe(200);
