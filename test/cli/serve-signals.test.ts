@@ -150,6 +150,12 @@ async function stopUnderLoad(how: How, target: 'group' | 'pid', signals: NodeJS.
     const wal = path.join(s.dataDir, 'lamer.db-wal');
     expect(fs.existsSync(wal) ? fs.statSync(wal).size : 0).toBe(0);
     expect(fs.existsSync(path.join(s.dataDir, 'lamer.pid'))).toBe(false);
+    // Each 503 refusal is one info line without a stack trace; nothing is logged as an error.
+    const logs = s.out().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as { level: number; msg: string; err?: unknown });
+    expect(logs.filter((l) => l.level >= 50)).toEqual([]);
+    const refusals = logs.filter((l) => l.msg === 'request refused: shutting down');
+    expect(refusals.length).toBe(outcomes.filter((o) => o.status === 503).length);
+    expect(refusals.every((l) => l.level === 30 && l.err === undefined)).toBe(true);
     if (signals.length > 1) expect(s.out()).toMatch(/"msg":"already shutting down; signal ignored/);
   } finally {
     try {

@@ -189,6 +189,8 @@ export default fp(
       const db = databaseErrorOf(err);
       // A locked or full database is a condition, not a bug: one line without a stack.
       if (db) req.log.warn({ problem: p.type, code: db.code }, 'request refused: database busy or storage failing');
+      // Refusing a request because the server is stopping is routine: one info line, no stack.
+      else if (err instanceof ApiProblem && err.kind === 'shutting-down') req.log.info({ problem: p.type, status: p.status }, 'request refused: shutting down');
       else if (p.status >= 500) req.log.error({ err }, 'request failed');
       else req.log.info({ problem: p.type, status: p.status, detail: p.detail }, 'request rejected');
       if (p.status === 401) reply.header('www-authenticate', 'Bearer');
