@@ -50,4 +50,15 @@ describe('rate limit by key, whatever the spelling', () => {
     // Operations routes are never limited.
     expect((await rawCall(t.url, 'GET', '/healthz', undefined, KEY)).status).toBe(200);
   });
+
+  it('body limits follow the matched route: an encoded spelling of /v1/sessions has the 2 MiB limit, of steps:batch the 16 MiB one', async () => {
+    const pad = 'x'.repeat(2 * 1024 * 1024 + 10);
+    const big = await rawCall(t.url, 'POST', '/%76%31/sessions', { taskId: 't', instructions: pad }, OTHER);
+    expect(big.status).toBe(413);
+    expect(big.body.type).toBe('https://lamer-server.dev/problems/payload-too-large');
+    const batch = await rawCall(t.url, 'POST', '/%76%31/steps:batch', { items: [{ sessionId: 'ses_none', attempt: 0, step: 0, observation: pad.slice(0, 10), info: { pad } }] }, OTHER);
+    // Past the body limit (parsed): the item itself is refused on its own (info too large).
+    expect(batch.status).toBe(200);
+    expect(batch.body.results[0].error.errors[0].field).toBe('body/items/0/info');
+  });
 });
