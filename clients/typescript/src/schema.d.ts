@@ -49,7 +49,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Database open and the active model loaded */
+        /** Database open and writable, the active model loaded */
         get: {
             parameters: {
                 query?: never;
@@ -69,6 +69,8 @@ export interface paths {
                             /** @description 'ready' or 'not-ready' */
                             status: string;
                             database: boolean;
+                            /** @description 'ok', or why the last write failed: 'full' (no space), 'io', 'readonly', 'corrupt'; not ready until a write succeeds again */
+                            storage: string;
                             model: {
                                 version: string;
                                 loaded: boolean;
@@ -89,6 +91,8 @@ export interface paths {
                             /** @description 'ready' or 'not-ready' */
                             status: string;
                             database: boolean;
+                            /** @description 'ok', or why the last write failed: 'full' (no space), 'io', 'readonly', 'corrupt'; not ready until a write succeeds again */
+                            storage: string;
                             model: {
                                 version: string;
                                 loaded: boolean;
@@ -962,7 +966,7 @@ export interface paths {
                         };
                     };
                 };
-                /** @description overloaded (too many queued model calls; Retry-After header) or engine-unavailable; nothing was recorded, retry the same step */
+                /** @description overloaded (too many queued model calls), engine-unavailable, database-busy (another connection holds the database lock), storage-full or storage-unavailable (the database cannot be written); overloaded and the database problems carry a Retry-After header; nothing was recorded, retry the same step */
                 503: {
                     headers: {
                         [name: string]: unknown;
@@ -1108,6 +1112,8 @@ export interface paths {
                                 outputTokenIds: number[] | null;
                                 logprobs: number[] | null;
                                 droppedSteps: number | null;
+                                /** @description characters (code points) cut from the start of the prompt beyond the dropped steps, when even its head and tail did not fit the context; 0 normally, null without a model call */
+                                promptTruncatedChars: number | null;
                                 modelVersion: string;
                                 /** @description cross-episode return G (LaMer Eq. 4), once computed by training */
                                 return: number | null;
@@ -3456,7 +3462,7 @@ export interface paths {
                         };
                     };
                 };
-                /** @description overloaded (too many queued model calls; Retry-After header) or engine-unavailable; nothing was recorded, retry the same step */
+                /** @description overloaded (too many queued model calls), engine-unavailable, database-busy (another connection holds the database lock), storage-full or storage-unavailable (the database cannot be written); overloaded and the database problems carry a Retry-After header; nothing was recorded, retry the same step */
                 503: {
                     headers: {
                         [name: string]: unknown;
@@ -3662,7 +3668,7 @@ export interface paths {
                         };
                     };
                 };
-                /** @description overloaded (too many queued model calls; Retry-After header) or engine-unavailable; nothing was recorded, retry the same step */
+                /** @description overloaded (too many queued model calls), engine-unavailable, database-busy (another connection holds the database lock), storage-full or storage-unavailable (the database cannot be written); overloaded and the database problems carry a Retry-After header; nothing was recorded, retry the same step */
                 503: {
                     headers: {
                         [name: string]: unknown;

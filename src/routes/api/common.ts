@@ -69,12 +69,17 @@ export const errorResponses = {
   '5xx': { description: 'server error (problem details)', content: problemContent },
 };
 
-/** Error responses of the routes that post steps: 503 overloaded (with Retry-After) or engine-unavailable. */
+/**
+ * Error responses of the routes that post steps: 503 overloaded, engine-unavailable, database-busy,
+ * storage-full or storage-unavailable (overloaded and the database problems with Retry-After).
+ */
 export const stepErrorResponses = {
   ...errorResponses,
   '503': {
     description:
-      'overloaded (too many queued model calls; Retry-After header) or engine-unavailable; nothing was recorded, retry the same step',
+      'overloaded (too many queued model calls), engine-unavailable, database-busy (another connection holds the database lock), ' +
+      'storage-full or storage-unavailable (the database cannot be written); overloaded and the database problems carry a Retry-After header; ' +
+      'nothing was recorded, retry the same step',
     content: problemContent,
   },
 };
