@@ -198,7 +198,11 @@ export async function buildApp(config: Config, deps: AppDeps): Promise<FastifyIn
   await app.register(enginePlugin, {
     engine: deps.engine,
     initialVersion:
-      config.engine === 'test' ? { version: 'test', checkpointDir: '' } : { version: 'base', checkpointDir: config.baseModelDir },
+      config.engine === 'test'
+        ? { version: 'test', checkpointDir: '' }
+        : config.engine === 'openai' && config.openai
+          ? { version: 'base', checkpointDir: '', spec: { engine: 'openai', remote: config.openai } }
+          : { version: 'base', checkpointDir: config.baseModelDir },
     limits: config.limits,
     sessionIdleTtlSeconds: config.sessionIdleTtlSeconds,
     protection: config.protection,

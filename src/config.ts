@@ -8,8 +8,9 @@
 import path from 'node:path';
 import { isIP } from 'node:net';
 import { Cron } from 'croner';
+import { REMOTE_KINDS, type RemoteVersionConfig } from './policy/engine.js';
 
-export type EngineKind = 'builtin' | 'test';
+export type EngineKind = 'builtin' | 'test' | 'openai';
 export type TfjsBackend = 'auto' | 'tensorflow' | 'wasm' | 'cpu';
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 
@@ -69,6 +70,8 @@ export interface Config {
   maxBatchSize: number;
   /** Directory of the base checkpoint (registered as version `base`). */
   baseModelDir: string;
+  /** `LAMER_ENGINE=openai`: the remote server of version `base` (LAMER_OPENAI_*); null otherwise. */
+  openai?: RemoteVersionConfig | null;
   /**
    * Gateway addresses or CIDR ranges whose `X-Forwarded-For/-Proto/-Host` headers are trusted
    * (Fastify `trustProxy`; docs/deploy.md). Empty = trust none: `request.ip` is the TCP peer.
@@ -244,7 +247,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     host,
     port: int(env, 'LAMER_PORT', 8080, 0, 65535),
     dataDir: path.resolve(env.LAMER_DATA_DIR && env.LAMER_DATA_DIR !== '' ? env.LAMER_DATA_DIR : 'data'),
-    engine: oneOf(env, 'LAMER_ENGINE', 'builtin', ['builtin', 'test'] as const),
+    engine: oneOf(env, 'LAMER_ENGINE', 'builtin', ['builtin', 'test', 'openai'] as const),
+    openai: remoteEngine(env),
     tfjsBackend: oneOf(env, 'LAMER_TFJS_BACKEND', 'auto', ['auto', 'tensorflow', 'wasm', 'cpu'] as const),
     apiKeys,
     logLevel: oneOf(env, 'LAMER_LOG_LEVEL', 'info', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const),
@@ -270,6 +274,37 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     },
     trustProxy: parseTrustProxy(env.LAMER_TRUST_PROXY),
     baseModelDir: path.resolve(env.LAMER_BASE_MODEL_DIR && env.LAMER_BASE_MODEL_DIR !== '' ? env.LAMER_BASE_MODEL_DIR : path.join(repoRoot, 'models', 'base')),
+  };
+}
+
+/**
+ * LAMER_OPENAI_* (docs/remote-engines.md): the remote server of version `base` when
+ * LAMER_ENGINE=openai, else null.
+ * @throws ConfigError when LAMER_OPENAI_BASE_URL is not an http(s) URL or LAMER_OPENAI_MODEL is missing.
+ */
+function remoteEngine(env: Record<string, string | undefined>): RemoteVersionConfig | null {
+  if (env.LAMER_ENGINE !== 'openai') return null;
+  const baseUrl = env.LAMER_OPENAI_BASE_URL ?? '';
+  let ok = false;
+  try {
+    ok = ['http:', 'https:'].includes(new URL(baseUrl).protocol);
+  } catch {
+    ok = false;
+  }
+  if (!ok) throw new ConfigError(`LAMER_OPENAI_BASE_URL=${JSON.stringify(baseUrl)}: expected an http(s) URL such as http://gpu-host:8000/v1 (needed with LAMER_ENGINE=openai)`);
+  const model = env.LAMER_OPENAI_MODEL ?? '';
+  if (model.trim() === '') throw new ConfigError('LAMER_OPENAI_MODEL: expected the remote model name (needed with LAMER_ENGINE=openai)');
+  const apiKey = env.LAMER_OPENAI_API_KEY && env.LAMER_OPENAI_API_KEY !== '' ? env.LAMER_OPENAI_API_KEY : undefined;
+  return {
+    baseUrl,
+    model,
+    ...(apiKey ? { apiKey } : {}),
+    kind: oneOf(env, 'LAMER_OPENAI_KIND', 'plain', REMOTE_KINDS),
+    concurrency: int(env, 'LAMER_OPENAI_CONCURRENCY', 8, 1, 100_000),
+    timeoutMs: int(env, 'LAMER_OPENAI_TIMEOUT_MS', 60_000, 1, 3_600_000),
+    maxRetries: int(env, 'LAMER_OPENAI_MAX_RETRIES', 3, 0, 100),
+    maxActionTokens: int(env, 'LAMER_OPENAI_MAX_ACTION_TOKENS', 64, 1, 1_000_000),
+    maxReflectionTokens: int(env, 'LAMER_OPENAI_MAX_REFLECTION_TOKENS', 512, 1, 1_000_000),
   };
 }
 

@@ -6,8 +6,21 @@
 import { eq } from 'drizzle-orm';
 import type { Db } from '../db/index.js';
 import { models, type ModelRow } from '../db/schema.js';
-import { EngineError, type PolicyEngine } from '../policy/engine.js';
-import { ApiProblem, notFound } from './problems.js';
+import { EngineError, type EngineSpec, type PolicyEngine, type RemoteVersionConfig } from '../policy/engine.js';
+import { ApiProblem, invalid, notFound } from './problems.js';
+
+/** How the engine serves a row's version: undefined for builtin (a checkpoint folder), else the remote spec. */
+export function specOf(row: ModelRow): EngineSpec | undefined {
+  return row.engine === 'openai' ? { engine: 'openai', remote: row.engineConfig as unknown as RemoteVersionConfig } : undefined;
+}
+
+/** A remote version to register (POST /v1/models). */
+export interface RemoteRegistration {
+  version: string;
+  parent: string | null;
+  remote: RemoteVersionConfig;
+  metrics?: Record<string, unknown>;
+}
 
 export class ModelRegistry {
   private activeRow: ModelRow | null = null;
@@ -24,13 +37,24 @@ export class ModelRegistry {
    * where the base checkpoint lives, e.g. after a move or in a new image). Then load the active
    * version in the engine.
    */
-  async init(version: string, checkpointDir: string): Promise<void> {
+  async init(version: string, checkpointDir: string, spec?: EngineSpec): Promise<void> {
     const any = this.db.select({ v: models.version }).from(models).limit(1).all();
+    const remote = spec?.engine === 'openai' ? spec.remote : null;
     if (any.length === 0) {
       this.db
         .insert(models)
-        .values({ version, parent: null, jobId: null, checkpointDir, status: 'active', metrics: {}, createdAt: Date.now() })
+        .values({
+          version, parent: null, jobId: null, checkpointDir, status: 'active', metrics: {}, createdAt: Date.now(),
+          engine: remote ? 'openai' : 'builtin', engineConfig: remote as unknown as Record<string, unknown> | null,
+        })
         .run();
+    } else if (remote) {
+      // The remote server of the configured version may have moved (URL, key, limits); its kind may not change.
+      const row = this.get(version);
+      if (row && row.engine !== 'openai') {
+        throw new Error(`model version '${version}' is a builtin version in this database; LAMER_ENGINE=openai needs a new LAMER_DATA_DIR (or register the remote server with POST /v1/models)`);
+      }
+      if (row) this.db.update(models).set({ engineConfig: remote as unknown as Record<string, unknown> }).where(eq(models.version, version)).run();
     } else {
       this.db.update(models).set({ checkpointDir }).where(eq(models.version, version)).run();
     }
@@ -59,7 +83,10 @@ export class ModelRegistry {
     if (!p) {
       const row = this.get(version);
       if (!row) throw notFound(`model version '${version}'`);
-      p = this.engine.load(version, row.checkpointDir).finally(() => this.loading.delete(version));
+      const spec = specOf(row);
+      p = (spec ? this.engine.load(version, row.checkpointDir, spec) : this.engine.load(version, row.checkpointDir)).finally(() =>
+        this.loading.delete(version),
+      );
       this.loading.set(version, p);
     }
     try {
@@ -72,6 +99,24 @@ export class ModelRegistry {
         `model version '${version}' could not be loaded: ${err instanceof Error ? err.message : String(err)}`,
       );
     }
+  }
+
+  /**
+   * Register a version served by a remote OpenAI-compatible server, as a `candidate` (activate it
+   * like any version). `parent` is the version it was trained from, when known.
+   * @throws ApiProblem 409 conflict when the version exists; 400 when `parent` is not registered.
+   */
+  register(r: RemoteRegistration): ModelRow {
+    if (this.get(r.version)) throw new ApiProblem(409, 'conflict', 'Conflict', `model version '${r.version}' already exists`);
+    if (r.parent !== null && !this.get(r.parent)) throw invalid('body/parent', `is not a registered model version ('${r.parent}')`);
+    this.db
+      .insert(models)
+      .values({
+        version: r.version, parent: r.parent, jobId: null, checkpointDir: '', status: 'candidate', metrics: r.metrics ?? {},
+        createdAt: Date.now(), engine: 'openai', engineConfig: r.remote as unknown as Record<string, unknown>,
+      })
+      .run();
+    return this.get(r.version)!;
   }
 
   /**

@@ -33,6 +33,7 @@ import { reflections, sessions, steps, type AttemptSummary, type SessionRow } fr
 import { callSeed, type CallKind } from '../model/sampling.js';
 import { EngineError, EngineLimitError, type Generation, type PolicyEngine, type PromptParts, type SamplingParams } from '../policy/engine.js';
 import { extractAction } from './actions.js';
+import { invalidChoiceAction } from '../policy/openai-engine.js';
 import type { ModelRegistry } from './models.js';
 import { KeyedMutex } from './mutex.js';
 import { passAtK, passAtKRate } from './passk.js';
@@ -222,6 +223,11 @@ function cutChars(text: string, max: number): string {
     out += ch;
   }
   return out;
+}
+
+/** A generation's token array as stored: null when a remote engine did not return it (record.available). */
+function recorded(g: Generation, k: 'promptTokenIds' | 'outputTokenIds' | 'logprobs'): number[] | null {
+  return g.record && !g.record.available[k] ? null : g[k];
 }
 
 /** The prompt text the engine used: the earliest `droppedSteps` steps removed (contract of PromptParts). */
@@ -600,7 +606,7 @@ export class SessionService {
         observation: input.observation,
       });
       this.checkPrompt(prompt);
-      const req = { sessionId: id, modelVersion, prompt, sampling: sampling('act'), ...(input.availableActions ? { availableActions: input.availableActions } : {}) };
+      const req = { sessionId: id, modelVersion, prompt, sampling: sampling('act'), instructions: row.instructions, ...(input.availableActions ? { availableActions: input.availableActions } : {}) };
       act = await this.generate(() => this.engine.act(req));
       actPromptText = act.promptText ?? promptAsSeen(prompt, act.droppedSteps);
     } else {
@@ -617,7 +623,7 @@ export class SessionService {
           finalObservation: input.observation,
         });
         this.checkPrompt(prompt);
-        refl = await this.generate(() => this.engine.reflect({ sessionId: id, modelVersion, prompt, sampling: sampling('reflect') }));
+        refl = await this.generate(() => this.engine.reflect({ sessionId: id, modelVersion, prompt, sampling: sampling('reflect'), instructions: row.instructions }));
         reflPromptText = refl.promptText ?? promptAsSeen(prompt, refl.droppedSteps);
         // the model's reflection is cut to the limit (a human edit over it is refused instead)
         reflectionText = cutChars(refl.output.trim(), this.limits.reflectionChars);
@@ -628,7 +634,8 @@ export class SessionService {
       }
     }
 
-    const action = act ? (input.availableActions ? act.output : extractAction(act.output)) : null;
+    // With availableActions the output is the chosen one; a remote answer that matched none (record.invalidChoice) is executed as parsed.
+    const action = act ? (act.record?.invalidChoice ? invalidChoiceAction(act.output) : input.availableActions ? act.output : extractAction(act.output)) : null;
     const answer: StepAnswer = {
       sessionId: id,
       attempt: input.attempt,
@@ -658,10 +665,11 @@ export class SessionService {
         prompt: actPromptText,
         output: act?.output ?? null,
         action,
-        promptTokenIds: act?.promptTokenIds ?? null,
-        outputTokenIds: act?.outputTokenIds ?? null,
-        logprobs: act?.logprobs ?? null,
+        promptTokenIds: act ? recorded(act, 'promptTokenIds') : null,
+        outputTokenIds: act ? recorded(act, 'outputTokenIds') : null,
+        logprobs: act ? recorded(act, 'logprobs') : null,
         droppedSteps: act?.droppedSteps ?? null,
+        engineRecord: act?.record ?? null,
         promptTruncatedChars: act ? (act.promptTruncatedChars ?? 0) : null,
         modelVersion: act?.modelVersion ?? modelVersion,
         requestHash: hash,
@@ -685,10 +693,11 @@ export class SessionService {
         prompt: reflPromptText,
         output: refl.output,
         action: null,
-        promptTokenIds: refl.promptTokenIds,
-        outputTokenIds: refl.outputTokenIds,
-        logprobs: refl.logprobs,
+        promptTokenIds: recorded(refl, 'promptTokenIds'),
+        outputTokenIds: recorded(refl, 'outputTokenIds'),
+        logprobs: recorded(refl, 'logprobs'),
         droppedSteps: refl.droppedSteps,
+        engineRecord: refl.record ?? null,
         promptTruncatedChars: refl.promptTruncatedChars ?? 0,
         modelVersion: refl.modelVersion,
         requestHash: hash,

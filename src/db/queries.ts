@@ -51,6 +51,8 @@ export interface StepInsert {
   droppedSteps: number | null;
   /** Characters cut from the start of the prompt beyond the dropped steps (Generation.promptTruncatedChars); null without a model call. */
   promptTruncatedChars?: number | null;
+  /** Remote engines: messages sent and which arrays were returned (GenerationRecord); null or absent for local engines. */
+  engineRecord?: object | null;
   modelVersion: string;
   requestHash: string;
   /** Already-serialised answer JSON, or null. */
@@ -99,10 +101,10 @@ export class HotQueries {
     this.insertStep = sqlite.prepare(
       `INSERT INTO steps (session_id, attempt, step, kind, observation, reward, done, success, invalid_action,
         available_actions, info, prompt, output, action, prompt_token_ids, output_token_ids, logprobs, dropped_steps, prompt_truncated_chars,
-        model_version, request_hash, answer, created_at)
+        engine_record, model_version, request_hash, answer, created_at)
        VALUES (@sessionId, @attempt, @step, @kind, @observation, @reward, @done, @success, @invalidAction,
         @availableActions, @info, @prompt, @output, @action, @promptTokenIds, @outputTokenIds, @logprobs, @droppedSteps, @promptTruncatedChars,
-        @modelVersion, @requestHash, @answer, @createdAt)`,
+        @engineRecord, @modelVersion, @requestHash, @answer, @createdAt)`,
     );
     this.updateSession = sqlite.prepare(
       `UPDATE sessions SET status = @status, attempts = @attempts, next_attempt = @nextAttempt, next_step = @nextStep,
@@ -274,6 +276,7 @@ export class HotQueries {
           outputTokenIds: json(r.outputTokenIds),
           logprobs: json(r.logprobs),
           promptTruncatedChars: r.promptTruncatedChars ?? null,
+          engineRecord: json(r.engineRecord ?? null),
         });
       }
       if (reflection) this.insertReflection.run(reflection.sessionId, reflection.attempt, reflection.text, reflection.updatedAt);

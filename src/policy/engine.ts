@@ -137,6 +137,8 @@ export interface GenerationRecord {
   /** Remote model name and the request's HTTP attempts (1 = no retry). */
   model: string;
   tries: number;
+  /** The sampling sent (the call's own seed included) and the token cap. */
+  sampling: SamplingParams & { maxTokens: number };
 }
 
 export interface ScoreRequest {

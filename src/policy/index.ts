@@ -1,6 +1,7 @@
 /**
  * Engine factory (shared contract 2): `createEngine(config)` returns the policy engine named by
- * `config.engine`: 'test' -> `TestEngine`; 'builtin' -> `createBuiltinEngine` from
+ * `config.engine`: 'test' -> `TestEngine`; 'openai' -> `NoLocalEngine` (every version is remote);
+ * 'builtin' -> `createBuiltinEngine` from
  * `./builtin-engine.js` (tfjs transformer), imported only when asked for.
  *
  * @throws EngineError with a clear message when the builtin engine module cannot be loaded.
@@ -8,6 +9,7 @@
 import type { Config } from '../config.js';
 import { EngineError, type PolicyEngine } from './engine.js';
 import { TestEngine } from './test-engine.js';
+import { NoLocalEngine } from './routing-engine.js';
 
 export interface EngineLogger {
   info(o: object, msg?: string): void;
@@ -27,6 +29,8 @@ export async function createEngine(
   logger?: EngineLogger,
 ): Promise<PolicyEngine> {
   if (config.engine === 'test') return new TestEngine();
+  // Remote versions only: the routing engine (src/plugins/app/engine.ts) sends them to their server.
+  if (config.engine === 'openai') return new NoLocalEngine();
   if (config.engine !== 'builtin') throw new EngineError(`unknown engine '${String(config.engine)}'`);
   let mod: { createBuiltinEngine?: BuiltinFactory };
   try {

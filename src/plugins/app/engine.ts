@@ -6,7 +6,8 @@
 import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
 import type { Limits, ProtectionConfig } from '../../config.js';
-import type { PolicyEngine } from '../../policy/engine.js';
+import type { EngineSpec, PolicyEngine } from '../../policy/engine.js';
+import { RoutingEngine } from '../../policy/routing-engine.js';
 import { ModelRegistry } from '../../agent/models.js';
 import { SessionService } from '../../agent/sessions.js';
 import { HotQueries } from '../../db/queries.js';
@@ -21,8 +22,11 @@ declare module 'fastify' {
 
 export interface EnginePluginOptions {
   engine: PolicyEngine;
-  /** Version registered (active) when the models table is empty, and its checkpoint folder. */
-  initialVersion: { version: string; checkpointDir: string };
+  /**
+   * Version registered (active) when the models table is empty, its checkpoint folder and, for a
+   * remote version (LAMER_ENGINE=openai), its server.
+   */
+  initialVersion: { version: string; checkpointDir: string; spec?: EngineSpec };
   limits: Limits;
   /** Idle sessions expire after this many seconds (0: never); checked every minute. */
   sessionIdleTtlSeconds: number;
@@ -31,9 +35,12 @@ export interface EnginePluginOptions {
 }
 
 export default fp(
-  async function engine(app: FastifyInstance, opts: EnginePluginOptions) {
+  async function engine(app: FastifyInstance, opts0: EnginePluginOptions) {
+    // Every version kind through one engine: remote versions go to their server, the rest to the given engine.
+    const routed = opts0.engine instanceof RoutingEngine ? opts0.engine : new RoutingEngine(opts0.engine, { logger: app.log });
+    const opts = { ...opts0, engine: routed };
     const models = new ModelRegistry(app.db.db, opts.engine);
-    await models.init(opts.initialVersion.version, opts.initialVersion.checkpointDir);
+    await models.init(opts.initialVersion.version, opts.initialVersion.checkpointDir, opts.initialVersion.spec);
     const m = app.metrics;
     const info = opts.engine.info();
     m.engineInfo.set({ engine: info.engine, backend: info.backend }, 1);

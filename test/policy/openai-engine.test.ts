@@ -1,0 +1,209 @@
+/**
+ * The remote engine against a real node:http server that misbehaves on purpose (errors, 429 with
+ * Retry-After, slow answers, malformed answers, answers outside availableActions), through a real
+ * lamer-server (test engine locally) with the remote version registered by `POST /v1/models`.
+ */
+import http from 'node:http';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { constraintFields, matchChoice, toMessages } from '../../src/policy/openai-engine.js';
+import { dumpDb, startTestServer, type TestServer } from '../server/helpers.js';
+
+type Behaviour = (body: any, res: http.ServerResponse, hit: number) => void;
+
+let remote: http.Server;
+let remoteUrl: string;
+let behaviour: Behaviour;
+let hits: any[] = [];
+let server: TestServer;
+
+const answer = (content: string, extra: Record<string, unknown> = {}) => ({
+  id: 'x', object: 'chat.completion', created: 0, model: 'm',
+  choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop', ...extra }],
+});
+const send = (res: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) => {
+  res.writeHead(status, { 'content-type': 'application/json', ...headers });
+  res.end(typeof body === 'string' ? body : JSON.stringify(body));
+};
+
+beforeAll(async () => {
+  remote = http.createServer((req, res) => {
+    let raw = '';
+    req.on('data', (c) => (raw += c));
+    req.on('end', () => {
+      const body = JSON.parse(raw);
+      hits.push({ url: req.url, auth: req.headers.authorization, body });
+      behaviour(body, res, hits.length);
+    });
+  });
+  await new Promise<void>((r) => remote.listen(0, '127.0.0.1', r));
+  remoteUrl = `http://127.0.0.1:${(remote.address() as AddressInfo).port}/v1`;
+  server = await startTestServer();
+  const reg = (version: string, extra: Record<string, unknown>) =>
+    server.call('POST', '/v1/models', { version, engine: 'openai', baseUrl: remoteUrl, model: 'qwen', parent: 'test', timeoutMs: 300, maxRetries: 2, ...extra });
+  expect((await reg('plain', { kind: 'plain', apiKey: 'sk-remote-1' })).status).toBe(201);
+  expect((await reg('vllm', { kind: 'vllm' })).status).toBe(201);
+  expect((await reg('llama', { kind: 'llamacpp' })).status).toBe(201);
+  expect((await reg('oai', { kind: 'openai', maxRetries: 0 })).status).toBe(201);
+});
+afterAll(async () => {
+  await server?.close();
+  await new Promise<void>((r) => remote.close(() => r()));
+});
+beforeEach(() => {
+  hits = [];
+  behaviour = (_b, res) => send(res, 200, answer('door 2'));
+});
+
+async function session(version: string): Promise<string> {
+  const s = await server.call('POST', '/v1/sessions', { taskId: 't', instructions: 'Rules.', modelVersion: version, sampling: { temperature: 0.7, topP: 0.8, topK: 20, seed: 1 } });
+  expect(s.status).toBe(201);
+  return s.body.id;
+}
+const step0 = (id: string, extra: Record<string, unknown> = {}) =>
+  server.call('POST', `/v1/sessions/${id}/steps`, { attempt: 0, step: 0, observation: 'Three doors.', availableActions: ['door 1', 'door 2', 'door 3'], ...extra });
+
+describe('registering remote versions', () => {
+  it('registers as candidate with its parent; refuses duplicates, unknown parents and bad URLs', async () => {
+    const m = await server.call('GET', '/v1/models/plain');
+    expect(m.body).toMatchObject({ version: 'plain', parent: 'test', status: 'candidate', engine: 'openai', remote: { kind: 'plain', hasApiKey: true, model: 'qwen' } });
+    expect(JSON.stringify(m.body)).not.toContain('sk-remote-1');
+    expect((await server.call('POST', '/v1/models', { version: 'plain', engine: 'openai', baseUrl: remoteUrl, model: 'q' })).status).toBe(409);
+    const orphan = await server.call('POST', '/v1/models', { version: 'o', engine: 'openai', baseUrl: remoteUrl, model: 'q', parent: 'nope' });
+    expect(orphan.status).toBe(400);
+    expect((await server.call('POST', '/v1/models', { version: 'u', engine: 'openai', baseUrl: 'ftp://x', model: 'q' })).status).toBe(400);
+    expect((await server.call('GET', '/v1/models/o')).status).toBe(404);
+  });
+});
+
+describe('a remote version that misbehaves', () => {
+  it('sends the chat messages, sampling, key and the kind constraint; records what came back', async () => {
+    const id = await session('plain');
+    const r = await step0(id);
+    expect(r.status).toBe(200);
+    expect(r.body.action).toBe('door 2');
+    expect(hits).toHaveLength(1);
+    const h = hits[0];
+    expect(h.url).toBe('/v1/chat/completions');
+    expect(h.auth).toBe('Bearer sk-remote-1');
+    expect(h.body.messages).toEqual([
+      { role: 'system', content: 'Rules.' },
+      { role: 'user', content: 'Initial observation:\nThree doors.\nObservation:\nThree doors.\nAction:' },
+    ]);
+    expect(h.body).toMatchObject({ model: 'qwen', temperature: 0.7, top_p: 0.8, logprobs: true, max_tokens: 64 });
+    expect(h.body.top_k).toBeUndefined(); // plain OpenAI servers refuse unknown fields
+    expect(typeof h.body.seed).toBe('number');
+    const t = await server.call('GET', `/v1/sessions/${id}/trajectory`);
+    // no logprobs or ids were returned: recorded as null, not as empty arrays
+    expect(t.body.steps[0]).toMatchObject({ output: 'door 2', action: 'door 2', promptTokenIds: null, outputTokenIds: null, logprobs: null });
+  });
+
+  it('uses structured_outputs (vLLM), grammar (llama.cpp) and response_format (OpenAI) per kind', async () => {
+    behaviour = (_b, res) => send(res, 200, answer('door 3', { token_ids: [7, 8], logprobs: { content: [{ token: 'token_id:7', logprob: -0.5 }, { token: 'token_id:8', logprob: -0.25 }] } }));
+    const v = await step0(await session('vllm'));
+    expect(v.body.action).toBe('door 3');
+    expect(hits[0].body).toMatchObject({ structured_outputs: { choice: ['door 1', 'door 2', 'door 3'] }, top_k: 20, return_token_ids: true });
+    const l = await step0(await session('llama'));
+    expect(l.status).toBe(200);
+    expect(hits[1].body.grammar).toBe('root ::= "door 1" | "door 2" | "door 3"');
+    behaviour = (_b, res) => send(res, 200, answer('{"action": "door 1"}'));
+    const o = await step0(await session('oai'));
+    expect(o.body.action).toBe('door 1');
+    expect(hits[2].body.response_format.json_schema.schema.properties.action.enum).toEqual(['door 1', 'door 2', 'door 3']);
+    const vid = v.body.sessionId;
+    const t = await server.call('GET', `/v1/sessions/${vid}/trajectory`);
+    expect(t.body.steps[0]).toMatchObject({ outputTokenIds: [7, 8], logprobs: [-0.5, -0.25] });
+  });
+
+  it('retries 5xx and 429 (Retry-After) and then answers', async () => {
+    behaviour = (_b, res, n) => (n === 1 ? send(res, 502, { error: 'bad gateway' }) : n === 2 ? send(res, 429, { error: 'slow down' }, { 'retry-after': '0' }) : send(res, 200, answer('door 1')));
+    const r = await step0(await session('plain'));
+    expect(r.status).toBe(200);
+    expect(r.body.action).toBe('door 1');
+    expect(hits).toHaveLength(3);
+  });
+
+  it('answers 503 engine-unavailable and records nothing when every try fails, then the same step succeeds', async () => {
+    const id = await session('plain');
+    const before = dumpDb(server.dataDir);
+    behaviour = (_b, res) => send(res, 500, 'internal');
+    const r = await step0(id);
+    expect(r.status).toBe(503);
+    expect(r.body.type).toContain('engine-unavailable');
+    expect(r.body.detail).toContain('HTTP 500');
+    expect(hits).toHaveLength(3); // 1 + maxRetries
+    expect(dumpDb(server.dataDir)).toBe(before);
+    behaviour = (_b, res) => send(res, 200, answer('door 2'));
+    expect((await step0(id)).status).toBe(200);
+  });
+
+  it('times out a slow server (per try) and answers 503', async () => {
+    const id = await session('plain');
+    const before = dumpDb(server.dataDir);
+    behaviour = (_b, res) => setTimeout(() => send(res, 200, answer('door 1')), 1500);
+    const t0 = Date.now();
+    const r = await step0(id);
+    expect(r.status).toBe(503);
+    expect(r.body.detail).toContain('no answer within 300 ms');
+    expect(Date.now() - t0).toBeLessThan(1500 + 300);
+    expect(dumpDb(server.dataDir)).toBe(before);
+  });
+
+  it('answers 503 at once (no retry) for a malformed answer or a refused request', async () => {
+    const id = await session('plain');
+    behaviour = (_b, res) => send(res, 200, { choices: [] });
+    const r = await step0(id);
+    expect(r.status).toBe(503);
+    expect(r.body.detail).toContain('malformed');
+    behaviour = (_b, res) => send(res, 200, 'not json at all');
+    expect((await step0(id)).body.detail).toContain('not JSON');
+    behaviour = (_b, res) => send(res, 400, { error: { message: 'context too long' } });
+    expect((await step0(id)).body.detail).toContain('context too long');
+    expect(hits).toHaveLength(3);
+  });
+
+  it('records an answer outside availableActions as an invalid choice and executes its parsed text', async () => {
+    const id = await session('plain');
+    behaviour = (_b, res) => send(res, 200, answer('I would open the window\nbecause...'));
+    const r = await step0(id);
+    expect(r.status).toBe(200);
+    expect(r.body.action).toBe('I would open the window');
+    expect(r.body.output).toBe('I would open the window\nbecause...');
+    const db = new Database(join(server.dataDir, 'lamer.db'), { readonly: true });
+    const row = db.prepare('SELECT engine_record FROM steps WHERE session_id = ?').get(id) as { engine_record: string };
+    db.close();
+    expect(JSON.parse(row.engine_record)).toMatchObject({ constraint: 'parse', invalidChoice: true, available: { logprobs: false } });
+  });
+});
+
+describe('pure parts', () => {
+  it('splits the prompt into system and user messages that join back with a newline', () => {
+    const p = { head: 'Rules.\nInitial observation:\nx', steps: ['\nObservation:\ny\nAction: a'], tail: '\nObservation:\nz\nAction:' };
+    const msgs = toMessages(p, 'Rules.');
+    expect(msgs.map((m) => m.content).join('\n')).toBe(p.head + p.steps.join('') + p.tail);
+    expect(toMessages(p)).toEqual([{ role: 'user', content: p.head + p.steps.join('') + p.tail }]);
+  });
+  it('matches answers to candidates', () => {
+    expect(matchChoice(' door 2 ', ['door 1', 'door 2'])).toBe(1);
+    expect(matchChoice('Action: Door 1\nbecause', ['door 1', 'door 2'])).toBe(0);
+    expect(matchChoice('{"action":"door 2"}', ['door 1', 'door 2'])).toBe(1);
+    expect(matchChoice('window', ['door 1'])).toBe(-1);
+    expect(constraintFields('llamacpp', ['say "hi"\n']).fields.grammar).toBe('root ::= "say \\"hi\\"\\n"');
+  });
+});
+
+describe('configuration (LAMER_ENGINE=openai)', () => {
+  it('reads LAMER_OPENAI_* and names the variable of a bad value', async () => {
+    const { loadConfig } = await import('../../src/config.js');
+    const env = { LAMER_ENGINE: 'openai', LAMER_OPENAI_BASE_URL: 'http://gpu:8000/v1', LAMER_OPENAI_MODEL: 'Qwen/Qwen3-4B', LAMER_OPENAI_KIND: 'vllm' };
+    expect(loadConfig(env).openai).toEqual({
+      baseUrl: 'http://gpu:8000/v1', model: 'Qwen/Qwen3-4B', kind: 'vllm', concurrency: 8, timeoutMs: 60000, maxRetries: 3, maxActionTokens: 64, maxReflectionTokens: 512,
+    });
+    expect(loadConfig({}).openai).toBeNull();
+    expect(() => loadConfig({ ...env, LAMER_OPENAI_BASE_URL: 'gpu:8000' })).toThrow(/LAMER_OPENAI_BASE_URL/);
+    expect(() => loadConfig({ ...env, LAMER_OPENAI_MODEL: '' })).toThrow(/LAMER_OPENAI_MODEL/);
+    expect(() => loadConfig({ ...env, LAMER_OPENAI_KIND: 'tgi' })).toThrow(/LAMER_OPENAI_KIND/);
+  });
+});

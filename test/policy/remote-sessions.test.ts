@@ -1,0 +1,132 @@
+/**
+ * Two real lamer-servers on ephemeral ports, no mock of the wire: server A serves a tiny
+ * builtin GPT on its OpenAI-compatible endpoint; server B runs with LAMER_ENGINE=openai and uses A
+ * as its remote engine (kind `lamer`: guided_choice, token ids). An environment plays whole
+ * 3-attempt sessions through B (fail, reflect, fail, reflect, succeed), and every model call B
+ * recorded carries the token ids and logprobs that A gives for the same request.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { saveCheckpoint } from '../../src/model/checkpoint.js';
+import { initModel } from '../../src/model/gpt.js';
+import { BOS } from '../../src/model/tokenizer.js';
+import { startTestServer, type TestServer } from '../server/helpers.js';
+
+const DOORS = ['door 1', 'door 2', 'door 3'];
+let dir: string;
+let a: TestServer;
+let b: TestServer;
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'lamer-remote-'));
+  const m = initModel({ vocab_size: 260, block_size: 384, n_layer: 1, n_head: 2, n_embd: 16 }, 5);
+  await saveCheckpoint(m, join(dir, 'base-model'), { version: 'base' });
+  m.dispose();
+  a = await startTestServer({ engine: 'builtin', tfjsBackend: 'wasm', baseModelDir: join(dir, 'base-model'), dataDir: join(dir, 'a') });
+  b = await startTestServer({
+    engine: 'openai',
+    dataDir: join(dir, 'b'),
+    openai: {
+      baseUrl: `${a.url}/openai/v1`, model: 'base', kind: 'lamer', concurrency: 4, timeoutMs: 30_000, maxRetries: 1,
+      maxActionTokens: 12, maxReflectionTokens: 24,
+    },
+  });
+}, 120_000);
+afterAll(async () => {
+  await b?.close();
+  await a?.close();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+/** One session through B: attempts 0 and 1 fail whatever the agent does, attempt 2 succeeds. */
+async function play(seed: number): Promise<string> {
+  const s = await b.call('POST', '/v1/sessions', {
+    taskId: `doors:seed=${seed}`, instructions: 'Open the door with the prize.', env: 'doors', maxAttempts: 3, maxSteps: 3,
+    sampling: { temperature: 1, topP: 1, topK: 0, seed },
+  });
+  expect(s.status).toBe(201);
+  const id = s.body.id as string;
+  for (let attempt = 0; attempt < 3; attempt++) {
+    // step 0: free text (no availableActions); step 1: a constrained choice; step 2: the end
+    const r0 = await b.call('POST', `/v1/sessions/${id}/steps`, { attempt, step: 0, observation: 'A hall with three doors.' });
+    expect(r0.status).toBe(200);
+    const r1 = await b.call('POST', `/v1/sessions/${id}/steps`, { attempt, step: 1, observation: 'Pick a door.', availableActions: DOORS });
+    expect(r1.status).toBe(200);
+    expect(DOORS).toContain(r1.body.action);
+    const win = attempt === 2;
+    const r2 = await b.call('POST', `/v1/sessions/${id}/steps`, { attempt, step: 2, observation: win ? 'Prize!' : 'Empty.', reward: win ? 10 : -1, done: true, success: win });
+    expect(r2.status).toBe(200);
+    if (!win) {
+      expect(r2.body.reflection.attempt).toBe(attempt);
+      expect(r2.body.session.next).toEqual({ attempt: attempt + 1, step: 0 });
+    } else {
+      expect(r2.body.session.status).toBe('completed');
+    }
+  }
+  return id;
+}
+
+interface Row {
+  attempt: number; step: number; kind: string; prompt: string; output: string; available_actions: string | null;
+  prompt_token_ids: string | null; output_token_ids: string | null; logprobs: string | null; engine_record: string | null;
+}
+
+describe('a lamer-server using another as its remote engine', () => {
+  it('plays 3-attempt sessions (fail, reflect, fail, reflect, succeed) whose records match the serving server', async () => {
+    const ids = [await play(11), await play(12)];
+    for (const id of ids) {
+      const sess = await b.call('GET', `/v1/sessions/${id}`);
+      expect(sess.body.passAtK).toEqual({ '1': false, '2': false, '3': true });
+      expect(sess.body.reflections.map((r: { attempt: number }) => r.attempt)).toEqual([0, 1]);
+      const traj = await b.call('GET', `/v1/sessions/${id}/trajectory`);
+      expect(traj.status).toBe(200);
+      const calls = traj.body.steps.filter((s: { output: string | null }) => s.output !== null);
+      expect(calls.length).toBe(3 * 2 + 2); // two actions per attempt, two reflections
+      for (const s of calls) {
+        expect(s.outputTokenIds.length).toBeGreaterThan(0);
+        expect(s.logprobs.length).toBe(s.outputTokenIds.length);
+        expect(s.promptTokenIds[0]).toBe(BOS);
+      }
+    }
+    // Replay every recorded model call on A with the messages and sampling B sent: same tokens, same logprobs.
+    const db = new Database(join(dir, 'b', 'lamer.db'), { readonly: true });
+    const rows = db.prepare('SELECT * FROM steps WHERE output IS NOT NULL ORDER BY id').all() as Row[];
+    db.close();
+    expect(rows.length).toBe(16);
+    for (const r of rows) {
+      const rec = JSON.parse(r.engine_record!);
+      expect(rec).toMatchObject({ engine: 'openai', model: 'base', tries: 1, available: { promptTokenIds: true, outputTokenIds: true, logprobs: true } });
+      expect(rec.messages[0]).toEqual({ role: 'system', content: 'Open the door with the prize.' });
+      // the chat template of A joins the messages with "\n": the builtin prompt, byte for byte
+      const promptIds = JSON.parse(r.prompt_token_ids!) as number[];
+      expect(promptIds).toEqual([BOS, ...Buffer.from(r.prompt, 'utf8')]);
+      const actions = r.available_actions ? (JSON.parse(r.available_actions) as string[]) : null;
+      if (actions) expect(rec.constraint).toBe('guided_choice');
+      const replay = await a.call('POST', '/openai/v1/chat/completions', {
+        model: 'base', messages: rec.messages, temperature: rec.sampling.temperature, top_p: rec.sampling.topP, top_k: rec.sampling.topK,
+        seed: rec.sampling.seed, max_tokens: rec.sampling.maxTokens, logprobs: true, return_token_ids: true,
+        ...(actions ? { guided_choice: actions } : {}),
+      });
+      expect(replay.status).toBe(200);
+      const c = replay.body.choices[0];
+      expect(JSON.parse(r.output_token_ids!)).toEqual(c.token_ids);
+      expect(replay.body.prompt_token_ids).toEqual(promptIds);
+      const lps = JSON.parse(r.logprobs!) as number[];
+      const want = c.logprobs.content.map((t: { logprob: number }) => t.logprob) as number[];
+      expect(lps.length).toBe(want.length);
+      lps.forEach((x, i) => expect(x).toBeCloseTo(want[i]!, 5));
+      if (r.kind === 'reflection' || actions) expect(r.output).toBe(c.message.content);
+    }
+  }, 120_000);
+
+  it('lists the remote version with its server (no API key shown)', async () => {
+    const r = await b.call('GET', '/v1/models/base');
+    expect(r.status).toBe(200);
+    expect(r.body).toMatchObject({ engine: 'openai', loaded: true, remote: { baseUrl: `${a.url}/openai/v1`, model: 'base', kind: 'lamer', hasApiKey: false } });
+    const list = await a.call('GET', '/openai/v1/models');
+    expect(list.body.data.map((m: { id: string }) => m.id)).toEqual(['base']);
+  });
+});
