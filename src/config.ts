@@ -43,8 +43,19 @@ export interface Limits {
   maxStepsCap: number;
   /** Step cap per attempt when the client gives none. */
   defaultMaxSteps: number;
-  /** Max characters of a reflection (kept in memory; longer ones are cut). LAMER.md §1: 2000. */
+  /**
+   * Max characters (code points) of a reflection. LAMER.md §1: 2000. A model's reflection is cut to
+   * it; a human edit (PUT memory) longer than it is refused (400), never silently cut.
+   */
   reflectionChars: number;
+  /**
+   * Max candidate tokens of one step: each available action's UTF-8 bytes + 1 (EOS), summed; more
+   * is 400 before any model work. The builtin engine scores candidates in bounded chunks, and
+   * this caps the time one call holds the model.
+   */
+  candidateTokens: number;
+  /** Max tokens (UTF-8 bytes) of a rendered prompt before it is fitted to the context; more is 400. */
+  promptTokens: number;
   /** Max nesting depth of a JSON request body (objects and arrays; the body itself is depth 1). */
   jsonDepth: number;
   /** Max size of a step's free-form `info` object: bytes of its JSON text (UTF-8). */
@@ -167,6 +178,8 @@ export const defaultLimits: Limits = {
   maxStepsCap: 1000,
   defaultMaxSteps: 20,
   reflectionChars: 2000,
+  candidateTokens: 65536,
+  promptTokens: 1 << 20,
   jsonDepth: 64,
   infoBytes: 64 * 1024,
   metadataBytes: 64 * 1024,
@@ -235,6 +248,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     maxStepsCap: int(env, 'LAMER_MAX_STEPS_CAP', defaultLimits.maxStepsCap, 1, 1_000_000),
     defaultMaxSteps: int(env, 'LAMER_DEFAULT_MAX_STEPS', defaultLimits.defaultMaxSteps, 1, 1_000_000),
     reflectionChars: int(env, 'LAMER_MAX_REFLECTION_CHARS', defaultLimits.reflectionChars, 1, 1 << 20),
+    candidateTokens: int(env, 'LAMER_MAX_CANDIDATE_TOKENS', defaultLimits.candidateTokens, 2, 1 << 24),
+    promptTokens: int(env, 'LAMER_MAX_PROMPT_TOKENS', defaultLimits.promptTokens, 1024, 1 << 28),
     jsonDepth: int(env, 'LAMER_MAX_JSON_DEPTH', defaultLimits.jsonDepth, 4, 1000),
     infoBytes: int(env, 'LAMER_MAX_INFO_BYTES', defaultLimits.infoBytes, 2, 1 << 30),
     metadataBytes: int(env, 'LAMER_MAX_METADATA_BYTES', defaultLimits.metadataBytes, 2, 1 << 30),

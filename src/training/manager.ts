@@ -164,10 +164,17 @@ export class TrainingJobManager {
     if (this.running || this.queue.length === 0 || this.closed) return;
     const id = this.queue.shift()!;
     this.running = { id, handle: null, cancelled: false };
-    this.idle = this.runJob(id).finally(() => {
-      this.running = null;
-      this.pump();
-    });
+    this.idle = this.runJob(id)
+      .catch((err: unknown) => {
+        // A bookkeeping write refused by the database (locked by another process, disk full):
+        // the job's row keeps its last state (a `running` row is marked failed at the next start).
+        // Logged, never an unhandled rejection that would stop the server.
+        this.opts.logger?.error({ jobId: id, err: String(err) }, 'training job could not record its state in the database');
+      })
+      .finally(() => {
+        this.running = null;
+        this.pump();
+      });
   }
 
   private finish(id: string, set: Partial<Pick<TrainingJobRow, 'status' | 'error' | 'resultVersion' | 'progress'>>): void {

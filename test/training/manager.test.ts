@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { eq } from 'drizzle-orm';
+import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase, type Database_ } from '../../src/db/index.js';
 import { models, sessions, steps } from '../../src/db/schema.js';
@@ -103,5 +104,23 @@ describe('TrainingJobManager', () => {
     expect(m.get(j.id)!.status).toBe('cancelled');
     expect(d.db.select().from(models).where(eq(models.version, 'slow')).get()).toBeUndefined();
     await m.close();
+  });
+  it('a database refusing the job\'s bookkeeping writes (locked by another process) is logged, never an unhandled rejection', async () => {
+    const errors: string[] = [];
+    const logger = { info: () => {}, warn: () => {}, error: (_o: object, msg?: string) => errors.push(msg ?? '') };
+    const m = new TrainingJobManager({ db: d.db, dataDir: dir, registry: registry(), modelIO: tiny(), logger });
+    const holder = new Database(d.file);
+    try {
+      const job = m.create({ algorithm: 'grpo', version: 'locked1' });
+      holder.exec('BEGIN IMMEDIATE'); // every later write of the job is refused as busy
+      await expect(m.whenIdle()).resolves.toBeUndefined();
+      expect(errors).toContain('training job could not record its state in the database');
+      holder.exec('ROLLBACK');
+      expect(m.get(job.id)!.status).toBe('running'); // stale until the next start marks it failed
+    } finally {
+      if (holder.inTransaction) holder.exec('ROLLBACK');
+      holder.close();
+      await m.close();
+    }
   });
 });
