@@ -183,7 +183,7 @@ export const defaultLimits: Limits = {
   jsonDepth: 64,
   infoBytes: 64 * 1024,
   metadataBytes: 64 * 1024,
-  trajectoryPageBytes: 4 * 1024 * 1024,
+  trajectoryPageBytes: 1024 * 1024,
 };
 
 const repoRoot = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');

@@ -747,9 +747,12 @@ export class SessionService {
       if (!m) throw invalid('querystring/cursor', 'is not a trajectory cursor (pass nextCursor of the previous page)');
       after = sql`${position} > (${Number(m[1])}, ${Number(m[2])}, ${m[3] === 'a' ? 'action' : 'reflection'})`;
     }
-    const bytes = (c: SQLWrapper) => sql`coalesce(length(CAST(${c} AS BLOB)), 0)`;
-    // ~400 bytes of keys, numbers and dates per row, plus the text columns as stored (JSON text for arrays and info).
-    const size = sql<number>`400 + ${bytes(steps.observation)} + ${bytes(steps.availableActions)} + ${bytes(steps.info)} + ${bytes(steps.prompt)} + ${bytes(steps.output)} + ${bytes(steps.action)} + ${bytes(steps.promptTokenIds)} + ${bytes(steps.outputTokenIds)} + ${bytes(steps.logprobs)} + ${bytes(steps.engineRecord)} + ${bytes(steps.modelVersion)}`;
+    // Bytes of each column as it will be sent: text columns as JSON string literals (json_quote
+    // escapes quotes, backslashes and control characters as JSON does), JSON columns as stored
+    // (their stored text is their JSON), plus ~600 bytes of keys, numbers and dates per row.
+    const text = (c: SQLWrapper) => sql`coalesce(length(CAST(json_quote(${c}) AS BLOB)), 4)`;
+    const json = (c: SQLWrapper) => sql`coalesce(length(CAST(${c} AS BLOB)), 4)`;
+    const size = sql<number>`600 + ${text(steps.observation)} + ${json(steps.availableActions)} + ${json(steps.info)} + ${text(steps.prompt)} + ${text(steps.output)} + ${text(steps.action)} + ${json(steps.promptTokenIds)} + ${json(steps.outputTokenIds)} + ${json(steps.logprobs)} + ${json(steps.engineRecord)} + ${text(steps.modelVersion)}`;
     const where = after ? and(eq(steps.sessionId, id), after) : eq(steps.sessionId, id);
     const order = [asc(steps.attempt), asc(steps.step), asc(steps.kind)] as const;
     const sized = this.db

@@ -24,7 +24,7 @@ beforeAll(async () => {
       jsonDepth: 64,
       infoBytes: 64 * 1024,
       metadataBytes: 64 * 1024,
-      trajectoryPageBytes: 4 * 1024 * 1024,
+      trajectoryPageBytes: 1024 * 1024,
     },
   });
   id = (await s.call('POST', '/v1/sessions', { taskId: 't', instructions: 'x' })).body.id;
