@@ -6,62 +6,11 @@
  * 127.0.0.1 until the server is gone. Asserted: no connection reset, every answer 2xx or 503
  * `shutting-down` problem+json, exit code 0, the shutdown log line, no -wal file left.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
-import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-
-const root = path.resolve(import.meta.dirname, '..', '..');
-
-type How = 'npm' | 'bin' | 'node';
-
-const COMMANDS: Record<How, [string, string[]]> = {
-  npm: ['npm', ['start']],
-  bin: [process.execPath, ['bin/lamer.js', 'serve']],
-  node: [process.execPath, ['--import', 'tsx', 'src/cli/index.ts', 'serve']],
-};
-
-interface Started {
-  child: ChildProcess;
-  url: string;
-  dataDir: string;
-  out: () => string;
-  exited: Promise<number | null>;
-}
-
-/** Start the server `how` in its own process group (detached) on a fresh data directory. */
-export function startDetached(how: How, env: Record<string, string> = {}): Promise<Started> {
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'lamer-signal-'));
-  const [cmd, args] = COMMANDS[how];
-  const child = spawn(cmd, args, {
-    cwd: root,
-    detached: true,
-    env: { ...process.env, LAMER_ENGINE: 'test', LAMER_PORT: '0', LAMER_HOST: '127.0.0.1', LAMER_DATA_DIR: dataDir, LAMER_LOG_LEVEL: 'info', LAMER_API_KEYS: '', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-  child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
-  const exited = new Promise<number | null>((r) => child.once('exit', (code, sig) => r(code ?? (sig ? -1 : null))));
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`server did not start:\n${out}`)), 30_000);
-    const check = () => {
-      const m = /"url":"(http:\/\/[^"]+)".*"msg":"lamer-server ready"/.exec(out);
-      if (m) {
-        clearTimeout(timer);
-        child.stdout!.off('data', check);
-        resolve({ child, url: m[1]!, dataDir, out: () => out, exited });
-      }
-    };
-    child.stdout!.on('data', check);
-    void exited.then((code) => {
-      clearTimeout(timer);
-      reject(new Error(`server exited early (${code}):\n${out}`));
-    });
-  });
-}
+import { startDetached, type How } from './helpers.js';
 
 interface Outcome {
   status?: number;
