@@ -83,14 +83,12 @@ export class HotQueries {
   private readonly beginImmediate: Database.Statement;
   private readonly commit: Database.Statement;
   private readonly rollback: Database.Statement;
-  private readonly noWait: Database.Statement;
 
   constructor(readonly sqlite: Database.Database) {
     this.health = storageHealth(sqlite);
     this.beginImmediate = sqlite.prepare('BEGIN IMMEDIATE');
     this.commit = sqlite.prepare('COMMIT');
     this.rollback = sqlite.prepare('ROLLBACK');
-    this.noWait = sqlite.prepare('PRAGMA busy_timeout = 0');
     this.sessionById = sqlite.prepare('SELECT * FROM sessions WHERE id = ?');
     this.stepAt = sqlite.prepare(
       "SELECT request_hash, answer FROM steps WHERE session_id = ? AND attempt = ? AND step = ? AND kind = 'action'",
@@ -242,7 +240,8 @@ export class HotQueries {
 
   /** `BEGIN IMMEDIATE` without waiting for the lock: true, or the error (SQLITE_BUSY when locked). */
   private begin(): true | unknown {
-    this.noWait.run();
+    // A PRAGMA busy_timeout takes effect when it is compiled, so it cannot be a reused statement.
+    this.sqlite.pragma('busy_timeout = 0');
     try {
       this.beginImmediate.run();
       return true;
