@@ -240,15 +240,18 @@ export class HotQueries {
 
   /** `BEGIN IMMEDIATE` without waiting for the lock: true, or the error (SQLITE_BUSY when locked). */
   private begin(): true | unknown {
-    // A PRAGMA busy_timeout takes effect when it is compiled, so it cannot be a reused statement.
-    this.sqlite.pragma('busy_timeout = 0');
     try {
-      this.beginImmediate.run();
-      return true;
+      // A PRAGMA busy_timeout takes effect when it is compiled, so it cannot be a reused statement.
+      this.sqlite.pragma('busy_timeout = 0');
+      try {
+        this.beginImmediate.run();
+        return true;
+      } finally {
+        this.sqlite.pragma(`busy_timeout = ${connectionTuning(this.sqlite).busyTimeoutMs}`);
+      }
     } catch (err) {
+      // SQLITE_BUSY, or anything else (e.g. the connection was closed): the caller rejects.
       return err;
-    } finally {
-      this.sqlite.pragma(`busy_timeout = ${connectionTuning(this.sqlite).busyTimeoutMs}`);
     }
   }
 
