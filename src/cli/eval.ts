@@ -7,9 +7,14 @@
  * session) as JSON. Policy 'model' (default) plays through the HTTP API of `--server`, or of a
  * server started in-process (port 0, a temporary data dir) when no URL is given; 'random' and
  * 'solver' are the reference policies, played locally with the same metrics (src/eval/harness.ts).
+ *
+ * Exit code: 0 when every session was played (won or lost); 1 when any session failed with an
+ * error (how many is printed; the report is still written) or the server cannot be used; 2 for
+ * bad options; 128 + the signal number on SIGINT / SIGTERM, after the in-process server is closed
+ * and its temporary data directory removed.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { constants as osConstants, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import cliProgress from 'cli-progress';
 import { runEval, checkServer, EvalAbortError, PAPER_EVAL_SAMPLING, type EvalPolicy, type EvalReport } from '../eval/harness.js';
@@ -105,10 +110,39 @@ export async function run(argv: string[]): Promise<number> {
     }
   }
   let inProcess: { close(): Promise<void>; dir: string } | null = null;
+  let removeSignalHandlers = () => {};
   if (opts.policy === 'model' && !opts.server) {
     const dir = mkdtempSync(join(tmpdir(), 'lamer-eval-'));
+    // Ctrl-C / SIGTERM: stop the in-process server, remove its temporary data directory, exit
+    // 128 + the signal number (the run is abandoned; no report is written).
+    let server: { close(): Promise<void> } | null = null;
+    let stopping = false;
+    const onSignal = (signal: 'SIGINT' | 'SIGTERM') => {
+      if (stopping) return;
+      stopping = true;
+      console.error(`lamer eval: ${signal}: stopping, removing ${dir}`);
+      const closed = server ? server.close().catch(() => {}) : Promise.resolve();
+      void closed.finally(() => {
+        rmSync(dir, { recursive: true, force: true });
+        process.exit(128 + osConstants.signals[signal]);
+      });
+    };
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
+    removeSignalHandlers = () => {
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+    };
     const { startServer } = await import('../server.js');
-    const srv = await startServer({ port: 0, host: '127.0.0.1', dataDir: dir, engine, apiKeys: [], logLevel: 'error' });
+    let srv;
+    try {
+      srv = await startServer({ port: 0, host: '127.0.0.1', dataDir: dir, engine, apiKeys: [], logLevel: 'error' });
+    } catch (e) {
+      removeSignalHandlers();
+      rmSync(dir, { recursive: true, force: true });
+      throw e;
+    }
+    server = srv;
     inProcess = { close: srv.close, dir };
     opts.server = srv.url;
     opts.apiKey = undefined;
@@ -144,7 +178,12 @@ export async function run(argv: string[]): Promise<number> {
       }
       console.log(`wrote ${values.out}`);
     }
-    return report.metrics.errors === report.metrics.sessions && report.metrics.sessions > 0 ? 1 : 0;
+    // Any session that failed with an error (not a lost game) makes the run a failure.
+    if (report.metrics.errors > 0) {
+      console.error(`lamer eval: ${report.metrics.errors} of ${report.metrics.sessions} sessions failed with errors (first: ${report.sessions.find((x) => x.error)?.error})`);
+      return 1;
+    }
+    return 0;
   } catch (e) {
     bar?.stop();
     if (!(e instanceof EvalAbortError)) throw e;
@@ -153,8 +192,12 @@ export async function run(argv: string[]): Promise<number> {
   } finally {
     bar?.stop();
     if (inProcess) {
-      await inProcess.close();
-      rmSync(inProcess.dir, { recursive: true, force: true });
+      try {
+        await inProcess.close();
+      } finally {
+        rmSync(inProcess.dir, { recursive: true, force: true });
+        removeSignalHandlers();
+      }
     }
   }
 }

@@ -59,3 +59,66 @@ describe('lamer eval / lamer demos command lines', () => {
     expect(lines.map((s) => s.taskId)).toEqual([10, 11, 12, 13].map((i) => `minesweeper-6x6-3:seed=${i}`));
   });
 });
+
+describe('lamer eval exit status and clean-up', () => {
+  it('exits 1 and says how many when some sessions (not all) failed with errors; the report is still written', async () => {
+    const { startTestServer } = await import('../server/helpers.js');
+    const http = await import('node:http');
+    const real = await startTestServer();
+    // A proxy in front of the real server: the steps of every second session answer 500.
+    let created = 0;
+    const broken = new Set<string>();
+    const proxy = http.createServer(async (req, res) => {
+      const chunks: Buffer[] = [];
+      for await (const c of req) chunks.push(c as Buffer);
+      const sid = /^\/v1\/sessions\/([^/]+)\/steps$/.exec(req.url ?? '')?.[1];
+      if (sid && broken.has(sid)) {
+        res.writeHead(500, { 'content-type': 'application/problem+json' }).end(JSON.stringify({ type: 'about:blank', title: 'boom', status: 500, detail: 'injected' }));
+        return;
+      }
+      const r = await fetch(real.url + req.url, { method: req.method, headers: { 'content-type': 'application/json' }, ...(chunks.length ? { body: Buffer.concat(chunks) } : {}) });
+      const text = await r.text();
+      if (req.method === 'POST' && req.url === '/v1/sessions' && r.status === 201 && created++ % 2 === 1) broken.add((JSON.parse(text) as { id: string }).id);
+      res.writeHead(r.status, { 'content-type': r.headers.get('content-type') ?? 'application/json' }).end(text);
+    });
+    await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', () => r()));
+    const url = `http://127.0.0.1:${(proxy.address() as import('node:net').AddressInfo).port}`;
+    const out = join(mkdtempSync(join(tmpdir(), 'eval-cli-')), 'r.json');
+    const c = quietConsole();
+    try {
+      expect(await evalRun(['--env', 'minesweeper', '--tasks', '4', '--attempts', '1', '--concurrency', '1', '--server', url, '--out', out, '--quiet'])).toBe(1);
+      expect(c.err.mock.calls.map((x) => String(x[0]))).toContainEqual(expect.stringMatching(/^lamer eval: 2 of 4 sessions failed with errors \(first: .*500.*\)$/));
+    } finally {
+      c.restore();
+      proxy.close();
+      await real.close();
+    }
+    expect(JSON.parse(readFileSync(out, 'utf8')).metrics.errors).toBe(2);
+  }, 60_000);
+
+  it('Ctrl-C during an in-process eval removes its temporary data directory (exit 130)', async () => {
+    const { spawn } = await import('node:child_process');
+    const fs = await import('node:fs');
+    const tmp = mkdtempSync(join(tmpdir(), 'eval-sigint-'));
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/index.ts', 'eval', '--env', 'minesweeper', '--tasks', '100000', '--engine', 'test'], {
+      cwd: join(import.meta.dirname, '..', '..'),
+      env: { ...process.env, TMPDIR: tmp },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    let err = '';
+    const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+    await new Promise<void>((resolve) => {
+      child.stderr!.on('data', (d: Buffer) => {
+        err += d.toString();
+        if (err.includes('started an in-process server')) resolve();
+      });
+      void exited.then(() => resolve());
+    });
+    expect(fs.readdirSync(tmp).filter((f) => f.startsWith('lamer-eval-'))).toHaveLength(1);
+    await new Promise((r) => setTimeout(r, 300)); // sessions in flight
+    child.kill('SIGINT');
+    expect(await exited).toBe(130);
+    expect(fs.readdirSync(tmp).filter((f) => f.startsWith('lamer-eval-'))).toEqual([]);
+    expect(err).toMatch(/lamer eval: SIGINT: stopping, removing \S+lamer-eval-/);
+  }, 60_000);
+});
