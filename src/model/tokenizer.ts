@@ -80,13 +80,15 @@ const isContinuation = (b: number): boolean => (b & 0xc0) === 0x80;
  * (continuation bytes at the cut are dropped too), and the number of characters cut (one lead
  * byte per character).
  */
-function keepEnd(bytes: number[], room: number): { kept: number[]; cutChars: number } {
+function keepEnd(bytes: Uint8Array, room: number): { kept: Uint8Array; cutChars: number } {
   let start = Math.max(0, bytes.length - Math.max(0, room));
   while (start < bytes.length && isContinuation(bytes[start]!)) start++;
   let cutChars = 0;
   for (let i = 0; i < start; i++) if (!isContinuation(bytes[i]!)) cutChars++;
-  return { kept: bytes.slice(start), cutChars };
+  return { kept: bytes.subarray(start), cutChars };
 }
+
+const byteLength = (s: string): number => Buffer.byteLength(s, 'utf8');
 
 /**
  * Encodes a prompt so that it has at most `maxPromptTokens` tokens (BOS included).
@@ -108,19 +110,21 @@ export function encodePrompt(parts: PromptParts, maxPromptTokens: number, opts: 
   if (!Number.isInteger(maxPromptTokens) || maxPromptTokens < 2) {
     throw new Error(`maxPromptTokens must be an integer >= 2, got ${maxPromptTokens}`);
   }
-  const head = encode(parts.head);
-  const tail = encode(parts.tail);
-  const steps = parts.steps.map(encode);
-  let stepsLen = steps.reduce((s, x) => s + x.length, 0);
+  // Sizes first (native, no copies), so that only what is kept is turned into token ids: a prompt
+  // of megabytes costs what its fitted part costs.
+  const head = encoder.encode(parts.head);
+  const tail = encoder.encode(parts.tail);
+  const stepLens = parts.steps.map(byteLength);
+  let stepsLen = stepLens.reduce((s, x) => s + x, 0);
   const fixed = 1 + head.length + tail.length;
   let dropped = 0;
-  const minDrop = Math.min(Math.max(0, Math.floor(opts.minDroppedSteps ?? 0)), steps.length);
-  while (dropped < minDrop || (dropped < steps.length && fixed + stepsLen > maxPromptTokens)) {
-    stepsLen -= steps[dropped].length;
+  const minDrop = Math.min(Math.max(0, Math.floor(opts.minDroppedSteps ?? 0)), stepLens.length);
+  while (dropped < minDrop || (dropped < stepLens.length && fixed + stepsLen > maxPromptTokens)) {
+    stepsLen -= stepLens[dropped]!;
     dropped++;
   }
-  let headKept = head;
-  let tailKept = tail;
+  let headKept: Uint8Array = head;
+  let tailKept: Uint8Array = tail;
   let truncatedChars = 0;
   if (fixed > maxPromptTokens) {
     const roomForHead = maxPromptTokens - 1 - tail.length;
@@ -129,7 +133,7 @@ export function encodePrompt(parts: PromptParts, maxPromptTokens: number, opts: 
       headKept = h.kept;
       truncatedChars = h.cutChars;
     } else {
-      headKept = [];
+      headKept = head.subarray(0, 0);
       const t = keepEnd(tail, maxPromptTokens - 1);
       tailKept = t.kept;
       truncatedChars = keepEnd(head, 0).cutChars + t.cutChars;
@@ -137,7 +141,7 @@ export function encodePrompt(parts: PromptParts, maxPromptTokens: number, opts: 
   }
   const ids: number[] = [BOS];
   for (const b of headKept) ids.push(b);
-  for (let i = dropped; i < steps.length; i++) for (const b of steps[i]) ids.push(b);
+  for (let i = dropped; i < parts.steps.length; i++) for (const b of encoder.encode(parts.steps[i]!)) ids.push(b);
   for (const b of tailKept) ids.push(b);
   return {
     ids,

@@ -14,6 +14,35 @@ import { NoLocalEngine } from './routing-engine.js';
 export interface EngineLogger {
   info(o: object, msg?: string): void;
   warn(o: object, msg?: string): void;
+  error?(o: object, msg?: string): void;
+}
+
+/** The part of `process` that `exitOnEngineFailure` uses (a fake in tests). */
+export interface ExitingProcess {
+  pid: number;
+  exitCode?: number | string | null | undefined;
+  kill(pid: number, signal: string): boolean;
+  once(event: 'exit', listener: () => void): unknown;
+}
+
+/**
+ * What the server does when the builtin engine's backend faulted and could not be re-initialised
+ * (src/policy/builtin-engine.ts `onFatal`): it logs one line, makes the exit status 1 and starts
+ * the graceful shutdown (SIGTERM to itself: in-flight requests finish, the database is closed), so
+ * that its supervisor (systemd, a container restart policy, Kubernetes) starts a fresh process.
+ * /readyz is 503 from the moment the engine failed (its versions are no longer loaded).
+ */
+export function exitOnEngineFailure(logger?: EngineLogger, proc: ExitingProcess = process): (err: Error) => void {
+  return (err: Error) => {
+    const msg = 'model backend failed and could not be re-initialised; shutting down with exit status 1 so that the supervisor restarts the server';
+    if (logger?.error) logger.error({ err: err.message }, msg);
+    else logger?.warn({ err: err.message }, msg);
+    // the exit status is set last, so that the shutdown path's own exitCode does not override it
+    proc.once('exit', () => {
+      proc.exitCode = 1;
+    });
+    proc.kill(proc.pid, 'SIGTERM');
+  };
 }
 
 type BuiltinFactory = (opts: {
@@ -21,12 +50,15 @@ type BuiltinFactory = (opts: {
   batchWindowMs?: number;
   maxBatchSize?: number;
   maxLoadedVersions?: number;
+  maxCandidateTokens?: number;
+  onFatal?: (err: Error) => void;
   logger?: EngineLogger;
 }) => Promise<PolicyEngine>;
 
 export async function createEngine(
-  config: Pick<Config, 'engine' | 'tfjsBackend' | 'batchWindowMs' | 'maxBatchSize'>,
+  config: Pick<Config, 'engine' | 'tfjsBackend' | 'batchWindowMs' | 'maxBatchSize'> & { limits?: Pick<Config['limits'], 'candidateTokens'> },
   logger?: EngineLogger,
+  onFatal: (err: Error) => void = exitOnEngineFailure(logger),
 ): Promise<PolicyEngine> {
   if (config.engine === 'test') return new TestEngine();
   // Remote versions only: the routing engine (src/plugins/app/engine.ts) sends them to their server.
@@ -52,7 +84,9 @@ export async function createEngine(
     backend: config.tfjsBackend,
     batchWindowMs: config.batchWindowMs,
     maxBatchSize: config.maxBatchSize,
+    onFatal,
   };
+  if (config.limits) opts.maxCandidateTokens = config.limits.candidateTokens;
   if (logger) opts.logger = logger;
   return mod.createBuiltinEngine(opts);
 }

@@ -21,6 +21,8 @@ beforeAll(async () => {
       maxStepsCap: 50,
       defaultMaxSteps: 10,
       reflectionChars: 2000,
+      candidateTokens: 40,
+      promptTokens: 3000,
       jsonDepth: 64,
       infoBytes: 64 * 1024,
       metadataBytes: 64 * 1024,
@@ -56,6 +58,7 @@ const cases: Case[] = [
   ['oversize observation', 'POST', () => `/v1/sessions/${id}/steps`, step({ observation: 'x'.repeat(1001) }), 400, 'body/observation'],
   ['too many availableActions', 'POST', () => `/v1/sessions/${id}/steps`, step({ availableActions: Array.from({ length: 9 }, (_, i) => `a${i}`) }), 400, 'body/availableActions'],
   ['oversize action', 'POST', () => `/v1/sessions/${id}/steps`, step({ availableActions: ['x'.repeat(17)] }), 400, 'body/availableActions/0'],
+  ['availableActions over LAMER_MAX_CANDIDATE_TOKENS (bytes + 1 each)', 'POST', () => `/v1/sessions/${id}/steps`, step({ availableActions: ['é'.repeat(10), 'ü'.repeat(10)] }), 400, 'body/availableActions'],
   ['empty availableActions', 'POST', () => `/v1/sessions/${id}/steps`, step({ availableActions: [] }), 400, 'body/availableActions'],
   ['unknown field', 'POST', () => `/v1/sessions/${id}/steps`, step({ actions: 1 }), 400, 'body/actions'],
   ['info not an object', 'POST', () => `/v1/sessions/${id}/steps`, step({ info: [1] }), 400, 'body/info'],
@@ -103,6 +106,21 @@ describe('bad input', () => {
       expect(r.body.errors[0].field).toBe(field);
     }
     expect(dumpDb(s.dataDir)).toBe(before);
+  });
+
+  it('the model work of a step is bounded before any is done: candidate tokens and prompt tokens, each limit named', async () => {
+    const before = dumpDb(s.dataDir);
+    const c = await s.call('POST', `/v1/sessions/${id}/steps`, step({ availableActions: ['é'.repeat(10), 'ü'.repeat(10)] }));
+    expect(c.body.errors).toEqual([{ field: 'body/availableActions', message: 'total 42 tokens (UTF-8 bytes + 1 per action); at most 40 per step (LAMER_MAX_CANDIDATE_TOKENS)' }]);
+    // instructions of 1,100 three-byte characters: a prompt of more than 3,000 tokens
+    const big = (await s.call('POST', '/v1/sessions', { taskId: 't', instructions: '€'.repeat(1100) })).body.id;
+    const mid = dumpDb(s.dataDir);
+    const p = await s.call('POST', `/v1/sessions/${big}/steps`, { attempt: 0, step: 0, observation: 'o' });
+    expect(p.status).toBe(400);
+    expect(p.body.errors).toEqual([{ field: 'body', message: 'makes a prompt of 3346 tokens (UTF-8 bytes of the instructions, observations, actions and reflections it shows); at most 3000 (LAMER_MAX_PROMPT_TOKENS)' }]);
+    expect(dumpDb(s.dataDir)).toBe(mid);
+    expect(before).not.toBe(mid);
+    expect((await s.call('DELETE', `/v1/sessions/${big}`)).status).toBe(200);
   });
 
   it('the session still accepts the correct next step afterwards', async () => {

@@ -1,13 +1,16 @@
 /**
  * A failing policy engine: the step is 503 engine-unavailable, nothing is recorded, and the same
- * step succeeds once the engine recovers. /readyz is 503 while the active model is not loaded.
+ * step succeeds once the engine recovers. /readyz is 503 while the active model is not loaded. A
+ * request too large for the model is a 400 naming the field. The recorded prompt is the one the
+ * engine reports it fed the model, with how much was cut; reflections are cut by characters.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
 import { openDatabase } from '../../src/db/index.js';
-import { EngineError, type ActRequest } from '../../src/policy/engine.js';
+import { EngineError, EngineLimitError, type ActRequest, type ReflectRequest } from '../../src/policy/engine.js';
+import { exitOnEngineFailure } from '../../src/policy/index.js';
 import { TestEngine } from '../../src/policy/test-engine.js';
 import { call, dumpDb, tmpDir } from './helpers.js';
 
@@ -16,10 +19,21 @@ class FlakyEngine extends TestEngine {
   unloaded = false;
   /** Report this many earliest steps as dropped to fit the context. */
   drop = 0;
+  /** Thrown by act (a request the model cannot take). */
+  tooLarge: EngineLimitError | null = null;
+  /** Report the prompt as cut: what the model saw and how many characters were cut. */
+  cut: { promptText: string; promptTruncatedChars: number } | null = null;
+  /** The reflection text to answer. */
+  reflection: string | null = null;
   override async act(req: ActRequest) {
     if (this.failing) throw new EngineError('out of memory');
+    if (this.tooLarge) throw this.tooLarge;
     const g = await super.act(req);
-    return { ...g, droppedSteps: Math.min(this.drop, req.prompt.steps.length) };
+    return { ...g, droppedSteps: Math.min(this.drop, req.prompt.steps.length), ...(this.cut ?? {}) };
+  }
+  override async reflect(req: ReflectRequest) {
+    const g = await super.reflect(req);
+    return this.reflection === null ? g : { ...g, output: this.reflection };
   }
   override isLoaded(version: string): boolean {
     return !this.unloaded && super.isLoaded(version);
@@ -33,7 +47,8 @@ const engine = new FlakyEngine();
 
 beforeAll(async () => {
   dir = tmpDir();
-  const config = { ...loadConfig({}), engine: 'test' as const, logLevel: 'silent' as const, dataDir: dir, apiKeys: [] };
+  const base = loadConfig({});
+  const config = { ...base, limits: { ...base.limits, reflectionChars: 5 }, engine: 'test' as const, logLevel: 'silent' as const, dataDir: dir, apiKeys: [] };
   app = await buildApp(config, { database: openDatabase(dir), engine });
   url = await app.listen({ host: '127.0.0.1', port: 0 });
 });
@@ -76,5 +91,62 @@ describe('engine failures', () => {
     expect(r.body).toMatchObject({ status: 'not-ready', database: true, model: { version: 'test', loaded: false } });
     engine.unloaded = false;
     expect((await call(url, 'GET', '/readyz')).status).toBe(200);
+  });
+
+  it('a request too large for the model is 400 naming the field, records nothing, and a smaller one works', async () => {
+    const id = (await call(url, 'POST', '/v1/sessions', { taskId: 't', instructions: 'x' })).body.id;
+    const before = dumpDb(dir);
+    engine.tooLarge = new EngineLimitError('body/availableActions/1', 'is 600 tokens (UTF-8 bytes + 1); model version test takes candidates of at most 512 tokens (half its context of 1024)');
+    const r = await call(url, 'POST', `/v1/sessions/${id}/steps`, { attempt: 0, step: 0, observation: 'o', availableActions: ['a', 'b'.repeat(599)] });
+    engine.tooLarge = null;
+    expect(r.status).toBe(400);
+    expect(r.body).toMatchObject({
+      type: 'https://lamer-server.dev/problems/validation',
+      errors: [{ field: 'body/availableActions/1', message: 'is 600 tokens (UTF-8 bytes + 1); model version test takes candidates of at most 512 tokens (half its context of 1024)' }],
+    });
+    expect(dumpDb(dir)).toBe(before);
+    const metrics = (await call(url, 'GET', '/metrics')).body as string;
+    expect(metrics).not.toMatch(/lamer_step_requests_total\{outcome="engine_error"\} [2-9]/); // only the 503 test above
+    expect((await call(url, 'POST', `/v1/sessions/${id}/steps`, { attempt: 0, step: 0, observation: 'o', availableActions: ['a', 'b'] })).status).toBe(200);
+  });
+
+  it('records the prompt exactly as the engine fed it to the model, and how many characters were cut', async () => {
+    const id = (await call(url, 'POST', '/v1/sessions', { taskId: 't', instructions: 'INSTRUCTIONS' })).body.id;
+    engine.cut = { promptText: 'TIONS\nInitial observation:\nO0\nObservation:\nO0\nAction:', promptTruncatedChars: 7 };
+    expect((await call(url, 'POST', `/v1/sessions/${id}/steps`, { attempt: 0, step: 0, observation: 'O0' })).status).toBe(200);
+    engine.cut = null;
+    expect((await call(url, 'POST', `/v1/sessions/${id}/steps`, { attempt: 0, step: 1, observation: 'O1' })).status).toBe(200);
+    const rows = (await call(url, 'GET', `/v1/sessions/${id}/trajectory`)).body.steps;
+    expect(rows[0]).toMatchObject({ prompt: 'TIONS\nInitial observation:\nO0\nObservation:\nO0\nAction:', promptTruncatedChars: 7, droppedSteps: 0 });
+    expect(rows[1].promptTruncatedChars).toBe(0);
+    expect(rows[1].prompt).toBe(`INSTRUCTIONS\nInitial observation:\nO0\nObservation:\nO0\nAction: ${rows[0].action}\nObservation:\nO1\nAction:`);
+  });
+
+  it("cuts the model's reflection to LAMER_MAX_REFLECTION_CHARS characters (code points) and refuses a longer human edit", async () => {
+    const id = (await call(url, 'POST', '/v1/sessions', { taskId: 't', instructions: 'x', maxAttempts: 2 })).body.id;
+    engine.reflection = '😀😀😀😀😀😀😀 and more';
+    expect((await call(url, 'POST', `/v1/sessions/${id}/steps`, { attempt: 0, step: 0, observation: 'o' })).status).toBe(200);
+    const end = await call(url, 'POST', `/v1/sessions/${id}/steps`, { attempt: 0, step: 1, observation: 'lost', done: true });
+    engine.reflection = null;
+    expect(end.body.reflection).toEqual({ attempt: 0, text: '😀😀😀😀😀' }); // 5 characters, no half surrogate pair
+    const long = await call(url, 'PUT', `/v1/sessions/${id}/memory/0`, { text: 'abcdef' });
+    expect(long.status).toBe(400);
+    expect(long.body.errors[0].field).toBe('body/text');
+    expect((await call(url, 'PUT', `/v1/sessions/${id}/memory/0`, { text: '😀😀😀😀😀' })).status).toBe(200);
+  });
+});
+
+describe('a backend that cannot be re-initialised', () => {
+  it('makes the exit status 1 and starts the graceful shutdown, logging why', () => {
+    const exits: Array<() => void> = [];
+    const kills: Array<[number, string]> = [];
+    const errors: string[] = [];
+    const proc = { pid: 4242, exitCode: undefined as number | string | null | undefined, kill: (pid: number, sig: string) => (kills.push([pid, sig]), true), once: (_e: 'exit', f: () => void) => exits.push(f) };
+    exitOnEngineFailure({ info: () => {}, warn: () => {}, error: (_o, m) => errors.push(m ?? '') }, proc)(new Error('cannot load model version base'));
+    expect(kills).toEqual([[4242, 'SIGTERM']]);
+    expect(errors).toEqual(['model backend failed and could not be re-initialised; shutting down with exit status 1 so that the supervisor restarts the server']);
+    proc.exitCode = 0; // what the graceful shutdown sets
+    exits.forEach((f) => f());
+    expect(proc.exitCode).toBe(1);
   });
 });
