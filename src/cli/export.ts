@@ -230,7 +230,9 @@ export async function writeJsonl(lines: Iterable<ExportLine>, out: Writable): Pr
         last = line.sessionId;
       }
       n++;
-      if (!out.write(JSON.stringify(line) + '\n')) await Promise.race([once(out, 'drain'), once(out, 'error')]);
+      // events.once settles on 'drain' or rejects on 'error' and removes both listeners either way
+      // (racing two once() calls left the loser's listener behind on every wait).
+      if (!out.write(JSON.stringify(line) + '\n')) await once(out, 'drain');
     }
     if (failed) throw failed;
   } finally {

@@ -9,7 +9,8 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Ajv } from 'ajv';
-import { run, exportLines, parseSince, type ExportLine } from '../../src/cli/export.js';
+import { Writable } from 'node:stream';
+import { run, exportLines, parseSince, writeJsonl, type ExportLine } from '../../src/cli/export.js';
 import { writeTurnScores } from '../../src/training/select.js';
 import { startTestServer, type TestServer } from '../server/helpers.js';
 
@@ -140,5 +141,34 @@ describe('lamer export', () => {
     const rest = [...it];
     expect([whole[0], ...rest]).toEqual(whole);
     await s.call('DELETE', `/v1/sessions/${extra}`);
+  });
+});
+
+describe('writeJsonl back-pressure', () => {
+  const lines = (n: number) => Array.from({ length: n }, (_, i) => ({ sessionId: `s${Math.floor(i / 4)}`, attempt: 0, step: i % 4 }) as unknown as ExportLine);
+
+  it('408 lines through a slow stream: every drain wait cleans up (no listener left, no MaxListenersExceededWarning)', async () => {
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => warnings.push(w.name);
+    process.on('warning', onWarning);
+    let waits = 0;
+    const out = new Writable({ highWaterMark: 16, write: (_c, _e, cb) => void setImmediate(cb) });
+    out.on('drain', () => waits++);
+    try {
+      expect(await writeJsonl(lines(408), out)).toEqual({ lines: 408, sessions: 102 });
+      await new Promise((r) => setImmediate(r));
+    } finally {
+      process.off('warning', onWarning);
+    }
+    expect(waits).toBeGreaterThan(100);
+    expect(out.listenerCount('error')).toBe(0);
+    expect(out.listenerCount('drain')).toBe(1); // this test's own
+    expect(warnings).toEqual([]);
+  });
+
+  it('an error of the stream while waiting for drain rejects with it', async () => {
+    const out = new Writable({ highWaterMark: 16, write: (_c, _e, cb) => void setImmediate(() => cb(Object.assign(new Error('disk full'), { code: 'ENOSPC' }))) });
+    await expect(writeJsonl(lines(50), out)).rejects.toThrow('disk full');
+    expect(out.listenerCount('error')).toBe(0);
   });
 });
