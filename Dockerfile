@@ -4,8 +4,13 @@
 #
 #   CPU (default target):  docker build -t lamer-server .
 #   GPU (CUDA):            docker build --target gpu -t lamer-server:gpu .
-#   run:                   docker run --init -p 8080:8080 -v lamer-data:/data \
+#   run:                   docker run -p 8080:8080 -v lamer-data:/data --stop-timeout 60 \
 #                            -e LAMER_API_KEYS='change-me-0123:team-a:admin' lamer-server
+#
+# The server is PID 1 (exec-form ENTRYPOINT, no shell) and handles SIGTERM and SIGINT itself from
+# the first instant: graceful shutdown, exit 0 (docs/deploy.md "Signals"). `--init` is optional:
+# the server starts no child processes to reap. One container per data volume: a second server
+# on the same /data refuses to start (owner lock).
 #
 # Node 24 is an LTS line that better-sqlite3 12.x supports (its engines: 20.x-26.x). Native
 # modules are compiled (or their prebuilt binaries fetched) for that Node's ABI inside the build
