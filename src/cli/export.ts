@@ -49,6 +49,8 @@ export interface ExportLine {
   logprobs: number[] | null;
   /** Earliest steps of the attempt left out of the prompt to fit the context. */
   droppedSteps: number | null;
+  /** Characters cut from the start of the prompt beyond the dropped steps (when even its head and tail did not fit); 0 normally, null without a model call. */
+  promptTruncatedChars: number | null;
   /** Reward of the previous action, as given by the environment (0 on reflection records). */
   reward: number;
   done: boolean;
@@ -106,6 +108,7 @@ interface Row {
   output_token_ids: string | null;
   logprobs: string | null;
   dropped_steps: number | null;
+  prompt_truncated_chars: number | null;
   reward: number;
   done: number;
   success: number;
@@ -140,6 +143,7 @@ function toLine(r: Row): ExportLine {
     outputTokenIds: json<number[]>(r.output_token_ids),
     logprobs: json<number[]>(r.logprobs),
     droppedSteps: r.dropped_steps,
+    promptTruncatedChars: r.prompt_truncated_chars,
     reward: r.reward,
     done: r.done === 1,
     success: r.success === 1,
@@ -183,7 +187,7 @@ export function* exportLines(dbFile: string, filter: ExportFilter = {}, chunkRow
       db.prepare(
         `SELECT st.session_id, s.tenant, s.task_id, s.env, s.mode, s.status, st.attempt, st.step, st.kind,
                 st.model_version, st.observation, st.available_actions, st.prompt, st.output, st.action,
-                st.prompt_token_ids, st.output_token_ids, st.logprobs, st.dropped_steps, st.reward, st.done,
+                st.prompt_token_ids, st.output_token_ids, st.logprobs, st.dropped_steps, st.prompt_truncated_chars, st.reward, st.done,
                 st.success, st.invalid_action, st.return, st.advantage, st.created_at
            FROM steps st JOIN sessions s ON s.id = st.session_id
           ${[...where, ...(after ? ['(st.session_id, st.attempt, st.step, st.kind) > (?, ?, ?, ?)'] : [])]

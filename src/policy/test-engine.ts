@@ -78,6 +78,9 @@ export class TestEngine implements PolicyEngine {
     const g: Generation = {
       output,
       promptTokenIds: bytes(promptText(req.prompt)),
+      // the text those bytes decode to (a lone surrogate becomes U+FFFD in UTF-8)
+      promptText: Buffer.from(promptText(req.prompt), 'utf8').toString('utf8'),
+      promptTruncatedChars: 0,
       outputTokenIds,
       logprobs: outputTokenIds.map(() => LOG_UNIFORM),
       droppedSteps: 0,

@@ -27,6 +27,7 @@ import { JobCancelledError, type IterationMetrics, type JobResult, type Training
 import type { ModelIOModule } from './model-api.js';
 import { DEFAULT_RETURNS, type ReturnMode } from './returns.js';
 import { selectTrainingRecords, writeTurnScores, type DataFilter } from './select.js';
+import { buildRemoteBatch, writeRemoteBatch } from './remote-dataset.js';
 import { startTrainingWorker, type TrainingWorkerHandle } from './worker.js';
 
 /** What a client asks for (the body of `POST /v1/training/jobs`). */
@@ -191,6 +192,10 @@ export class TrainingJobManager {
     try {
       const base = this.opts.registry.get(req.baseVersion);
       if (!base) throw new JobRequestError(`base version '${req.baseVersion}' no longer exists`);
+      if (base.engine === 'openai') {
+        await this.exportRemoteBatch(id, req, base);
+        return;
+      }
       const { samples, stats } = await this.prepare(req, base.checkpointDir);
       db.update(trainingJobs).set({ config: { ...row.config, dataStats: stats } }).where(eq(trainingJobs.id, id)).run();
       logger?.info({ jobId: id, ...stats }, 'training data ready');
@@ -243,6 +248,30 @@ export class TrainingJobManager {
         logger?.error({ jobId: id, err: message }, 'training job failed');
       }
     }
+  }
+
+  /**
+   * A job on a remote base version: its weights live elsewhere, so the job writes the LaMer
+   * training batch (token ids, old logprobs, returns, advantages; src/training/remote-dataset.ts)
+   * to `<dataDir>/datasets/<jobId>/` for an external trainer (sessions of that version unless the
+   * job's data filter names another) and succeeds without a new version
+   * (register the externally trained one with POST /v1/models, parent = this base).
+   */
+  private async exportRemoteBatch(id: string, req: CreateJobRequest, base: ModelRow): Promise<void> {
+    if (req.algorithm === 'sft') throw new JobRequestError(`base version '${base.version}' is remote: SFT demonstrations are trained elsewhere from the demos file itself`);
+    const h = req.hyper ?? {};
+    const returns = { gammaStep: h.gammaStep ?? DEFAULT_RETURNS.gammaStep, gammaTraj: h.gammaTraj ?? DEFAULT_RETURNS.gammaTraj, mode: h.returnMode ?? DEFAULT_RETURNS.mode };
+    const { lines, stats, scores } = buildRemoteBatch(this.opts.db, { algorithm: req.algorithm, data: { modelVersion: base.version, ...(req.data ?? {}) }, returns, invalidPenalty: h.invalidPenalty, stepCoef: h.stepCoef });
+    if (lines.length === 0) throw new JobRequestError(`no training samples: ${stats.sessions} sessions, ${stats.groups} groups, ${stats.skippedGroups} skipped without signal`);
+    writeTurnScores(this.opts.db, scores);
+    const remote = { ...(base.engineConfig ?? {}) } as Record<string, unknown>;
+    delete remote.apiKey;
+    const dir = path.join(this.opts.dataDir, 'datasets', id);
+    const file = await writeRemoteBatch(dir, lines, { jobId: id, algorithm: req.algorithm, baseVersion: base.version, remote, returns, invalidPenalty: h.invalidPenalty ?? null, stepCoef: h.stepCoef ?? null, data: stats });
+    const row = this.get(id)!;
+    this.opts.db.update(trainingJobs).set({ config: { ...row.config, dataStats: stats, dataset: { path: file, samples: lines.length } } }).where(eq(trainingJobs.id, id)).run();
+    this.finish(id, { status: 'succeeded', resultVersion: null, progress: 1 });
+    this.opts.logger?.info({ jobId: id, path: file, samples: lines.length }, 'remote base version: training batch written for an external trainer');
   }
 
   private async prepare(req: CreateJobRequest, checkpointDir: string): Promise<{ samples: TrainingSample[]; stats: DataStats }> {

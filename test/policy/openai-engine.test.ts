@@ -4,6 +4,7 @@
  * lamer-server (test engine locally) with the remote version registered by `POST /v1/models`.
  */
 import http from 'node:http';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import type { AddressInfo } from 'node:net';
@@ -175,6 +176,36 @@ describe('a remote version that misbehaves', () => {
     const row = db.prepare('SELECT engine_record FROM steps WHERE session_id = ?').get(id) as { engine_record: string };
     db.close();
     expect(JSON.parse(row.engine_record)).toMatchObject({ constraint: 'parse', invalidChoice: true, available: { logprobs: false } });
+  });
+});
+
+describe('training data of a remote version without token ids', () => {
+  it('a job writes the turns with their messages, text, advantages, and null token arrays', async () => {
+    behaviour = (_b, res) => send(res, 200, answer('door 2'));
+    for (const win of [true, false]) {
+      const s = await server.call('POST', '/v1/sessions', { taskId: 'plain-task', instructions: 'Rules.', modelVersion: 'plain', maxAttempts: 1 });
+      expect((await step0(s.body.id)).status).toBe(200);
+      const end = await server.call('POST', `/v1/sessions/${s.body.id}/steps`, { attempt: 0, step: 1, observation: 'End.', reward: win ? 1 : 0, done: true, success: win });
+      expect(end.body.session.status).toBe('completed');
+    }
+    const job = await server.call('POST', '/v1/training/jobs', { algorithm: 'grpo', baseVersion: 'plain' });
+    expect(job.status).toBe(201);
+    let j = job.body;
+    for (let i = 0; i < 100 && (j.status === 'queued' || j.status === 'running'); i++) {
+      await new Promise((r) => setTimeout(r, 50));
+      j = (await server.call('GET', `/v1/training/jobs/${job.body.id}`)).body;
+    }
+    expect(j).toMatchObject({ status: 'succeeded', resultVersion: null });
+    const lines = readFileSync(join(server.dataDir, 'datasets', job.body.id, 'batch.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+    expect(lines).toHaveLength(2);
+    for (const l of lines) {
+      expect(l).toMatchObject({ kind: 'action', modelVersion: 'plain', output: 'door 2', promptTokenIds: null, outputTokenIds: null, oldLogprobs: null });
+      expect(l.messages[0]).toEqual({ role: 'system', content: 'Rules.' });
+    }
+    // GRPO: the winner's turn above the group mean, the loser's below, by the same amount
+    const [lo, hi] = lines.map((l) => l.advantage as number).sort((x, y) => x - y);
+    expect(hi).toBeGreaterThan(0);
+    expect(lo).toBeCloseTo(-hi!, 12);
   });
 });
 

@@ -5,7 +5,7 @@
  * 3-attempt sessions through B (fail, reflect, fail, reflect, succeed), and every model call B
  * recorded carries the token ids and logprobs that A gives for the same request.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -44,7 +44,7 @@ afterAll(async () => {
 /** One session through B: attempts 0 and 1 fail whatever the agent does, attempt 2 succeeds. */
 async function play(seed: number): Promise<string> {
   const s = await b.call('POST', '/v1/sessions', {
-    taskId: `doors:seed=${seed}`, instructions: 'Open the door with the prize.', env: 'doors', maxAttempts: 3, maxSteps: 3,
+    taskId: 'doors:1', instructions: 'Open the door with the prize.', env: 'doors', maxAttempts: 3, maxSteps: 3,
     sampling: { temperature: 1, topP: 1, topK: 0, seed },
   });
   expect(s.status).toBe(201);
@@ -129,4 +129,42 @@ describe('a lamer-server using another as its remote engine', () => {
     const list = await a.call('GET', '/openai/v1/models');
     expect(list.body.data.map((m: { id: string }) => m.id)).toEqual(['base']);
   });
+
+  it('a training job on the remote version writes the LaMer batch for an external trainer; the result registers as a new remote version', async () => {
+    const job = await b.call('POST', '/v1/training/jobs', { algorithm: 'lamer' });
+    expect(job.status).toBe(201);
+    let j = job.body;
+    for (let i = 0; i < 100 && (j.status === 'queued' || j.status === 'running'); i++) {
+      await new Promise((r) => setTimeout(r, 50));
+      j = (await b.call('GET', `/v1/training/jobs/${job.body.id}`)).body;
+    }
+    expect(j.status).toBe('succeeded');
+    expect(j.resultVersion).toBeNull();
+    const meta = JSON.parse(readFileSync(join(dir, 'b', 'datasets', job.body.id, 'meta.json'), 'utf8'));
+    expect(meta).toMatchObject({ schemaVersion: 1, algorithm: 'lamer', baseVersion: 'base', remote: { model: 'base', kind: 'lamer' } });
+    const lines = readFileSync(join(dir, 'b', 'datasets', job.body.id, 'batch.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+    expect(lines.length).toBeGreaterThan(0);
+    // every line carries what the trajectory shows, and the advantage the job wrote back
+    for (const l of lines) {
+      const t = (await b.call('GET', `/v1/sessions/${l.sessionId}/trajectory`)).body.steps.find(
+        (s: { attempt: number; step: number; kind: string }) => s.attempt === l.attempt && s.step === l.step && s.kind === l.kind,
+      );
+      expect(l.outputTokenIds).toEqual(t.outputTokenIds);
+      expect(l.oldLogprobs).toEqual(t.logprobs);
+      expect(l.promptTokenIds).toEqual(t.promptTokenIds);
+      expect(l.advantage).toBeCloseTo(t.advantage, 12);
+      expect(l.return).toBeCloseTo(t.return, 12);
+      expect(l.messages[0].role).toBe('system');
+    }
+    expect(new Set(lines.map((l) => l.kind))).toEqual(new Set(['action', 'reflection']));
+    // a checkpoint trained elsewhere from this batch is registered with its parent, activated, and pinned by new sessions
+    const reg = await b.call('POST', '/v1/models', { version: 'lamer-ext-1', parent: 'base', engine: 'openai', baseUrl: `${a.url}/openai/v1`, model: 'base', kind: 'lamer' });
+    expect(reg.status).toBe(201);
+    expect((await b.call('POST', '/v1/models/lamer-ext-1/activate')).body).toMatchObject({ status: 'active', parent: 'base' });
+    const s = await b.call('POST', '/v1/sessions', { taskId: 'doors:1', instructions: 'Open the door with the prize.' });
+    expect(s.body.modelVersion).toBe('lamer-ext-1');
+    const r = await b.call('POST', `/v1/sessions/${s.body.id}/steps`, { attempt: 0, step: 0, observation: 'Pick a door.', availableActions: DOORS });
+    expect(r.status).toBe(200);
+    expect(r.body.modelVersion).toBe('lamer-ext-1');
+  }, 60_000);
 });
