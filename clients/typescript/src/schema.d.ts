@@ -1711,8 +1711,25 @@ export interface paths {
                                 };
                                 /** Format: date-time */
                                 createdAt: string;
-                                /** @description loaded in the engine now */
+                                /** @description loaded in the engine now (remote: its client is set up) */
                                 loaded: boolean;
+                                /**
+                                 * @description builtin: tfjs checkpoint served here; openai: a remote OpenAI-compatible server
+                                 * @enum {string}
+                                 */
+                                engine: "builtin" | "openai";
+                                remote: {
+                                    baseUrl: string;
+                                    model: string;
+                                    /** @enum {string} */
+                                    kind: "vllm" | "vllm-legacy" | "lamer" | "llamacpp" | "openai" | "plain";
+                                    hasApiKey: boolean;
+                                    concurrency: number;
+                                    timeoutMs: number;
+                                    maxRetries: number;
+                                    maxActionTokens: number;
+                                    maxReflectionTokens: number;
+                                } | null;
                             }[];
                             active: string;
                         };
@@ -1802,7 +1819,188 @@ export interface paths {
             };
         };
         put?: never;
-        post?: never;
+        /** Register a version served by a remote OpenAI-compatible server (candidate; activate it like any version) */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** @description new version name */
+                        version: string;
+                        /** @description the registered version it was trained from */
+                        parent?: string | null;
+                        /**
+                         * @description only remote versions are registered this way (builtin ones come from training jobs)
+                         * @enum {string}
+                         */
+                        engine: "openai";
+                        /** @description e.g. http://gpu-host:8000/v1 */
+                        baseUrl: string;
+                        /** @description the server's model name */
+                        model: string;
+                        /** @description sent as Authorization: Bearer */
+                        apiKey?: string;
+                        /**
+                         * @description server kind: how actions are kept inside availableActions
+                         * @default plain
+                         * @enum {string}
+                         */
+                        kind?: "vllm" | "vllm-legacy" | "lamer" | "llamacpp" | "openai" | "plain";
+                        /**
+                         * @description most requests in flight to this version
+                         * @default 8
+                         */
+                        concurrency?: number;
+                        /**
+                         * @description per HTTP try, ms
+                         * @default 60000
+                         */
+                        timeoutMs?: number;
+                        /**
+                         * @description retries after 429, 5xx, timeouts, connection errors
+                         * @default 3
+                         */
+                        maxRetries?: number;
+                        /** @default 64 */
+                        maxActionTokens?: number;
+                        /** @default 512 */
+                        maxReflectionTokens?: number;
+                        /** @description free metrics of the external training run */
+                        metrics?: {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+            };
+            responses: {
+                /** @description Default Response */
+                201: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            version: string;
+                            parent: string | null;
+                            /** @description training job that produced it */
+                            jobId: string | null;
+                            /** @enum {string} */
+                            status: "candidate" | "active" | "retired";
+                            metrics: {
+                                [key: string]: unknown;
+                            };
+                            /** Format: date-time */
+                            createdAt: string;
+                            /** @description loaded in the engine now (remote: its client is set up) */
+                            loaded: boolean;
+                            /**
+                             * @description builtin: tfjs checkpoint served here; openai: a remote OpenAI-compatible server
+                             * @enum {string}
+                             */
+                            engine: "builtin" | "openai";
+                            remote: {
+                                baseUrl: string;
+                                model: string;
+                                /** @enum {string} */
+                                kind: "vllm" | "vllm-legacy" | "lamer" | "llamacpp" | "openai" | "plain";
+                                hasApiKey: boolean;
+                                concurrency: number;
+                                timeoutMs: number;
+                                maxRetries: number;
+                                maxActionTokens: number;
+                                maxReflectionTokens: number;
+                            } | null;
+                        };
+                    };
+                };
+                /** @description rate limit of the API key exceeded (problem rate-limited); the Retry-After header gives the seconds to wait */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                        };
+                    };
+                };
+                /** @description client error (problem details) */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                        };
+                    };
+                };
+                /** @description server error (problem details) */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                        };
+                    };
+                };
+            };
+        };
         delete?: never;
         options?: never;
         head?: never;
@@ -1846,8 +2044,25 @@ export interface paths {
                             };
                             /** Format: date-time */
                             createdAt: string;
-                            /** @description loaded in the engine now */
+                            /** @description loaded in the engine now (remote: its client is set up) */
                             loaded: boolean;
+                            /**
+                             * @description builtin: tfjs checkpoint served here; openai: a remote OpenAI-compatible server
+                             * @enum {string}
+                             */
+                            engine: "builtin" | "openai";
+                            remote: {
+                                baseUrl: string;
+                                model: string;
+                                /** @enum {string} */
+                                kind: "vllm" | "vllm-legacy" | "lamer" | "llamacpp" | "openai" | "plain";
+                                hasApiKey: boolean;
+                                concurrency: number;
+                                timeoutMs: number;
+                                maxRetries: number;
+                                maxActionTokens: number;
+                                maxReflectionTokens: number;
+                            } | null;
                         };
                     };
                 };
@@ -1981,8 +2196,25 @@ export interface paths {
                             };
                             /** Format: date-time */
                             createdAt: string;
-                            /** @description loaded in the engine now */
+                            /** @description loaded in the engine now (remote: its client is set up) */
                             loaded: boolean;
+                            /**
+                             * @description builtin: tfjs checkpoint served here; openai: a remote OpenAI-compatible server
+                             * @enum {string}
+                             */
+                            engine: "builtin" | "openai";
+                            remote: {
+                                baseUrl: string;
+                                model: string;
+                                /** @enum {string} */
+                                kind: "vllm" | "vllm-legacy" | "lamer" | "llamacpp" | "openai" | "plain";
+                                hasApiKey: boolean;
+                                concurrency: number;
+                                timeoutMs: number;
+                                maxRetries: number;
+                                maxActionTokens: number;
+                                maxReflectionTokens: number;
+                            } | null;
                         };
                     };
                 };

@@ -25,6 +25,7 @@ export default fp(
           { name: 'models', description: 'model versions (admin)' },
           { name: 'stats', description: 'pass@k and returns' },
           { name: 'operations', description: 'health, readiness, metrics' },
+          { name: 'openai', description: 'OpenAI-compatible endpoint serving the builtin versions (docs/remote-engines.md)' },
         ],
         components: {
           securitySchemes: {
