@@ -135,6 +135,23 @@ describe('slow clients are cut off (LAMER_HEADERS_TIMEOUT_MS, LAMER_REQUEST_TIME
     expect(dumpDb(slow.dataDir)).toBe(before);
   });
 
+  it('an idle keep-alive connection outlives the headers timeout (LAMER_KEEP_ALIVE_TIMEOUT_MS) and serves the next request', async () => {
+    const net = await import('node:net');
+    const u = new URL(slow.url);
+    const sock = net.connect(Number(u.port), u.hostname);
+    let got = '';
+    sock.on('data', (d: Buffer) => (got += d.toString('utf8')));
+    let closed = false;
+    sock.on('close', () => (closed = true));
+    sock.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+    await new Promise((r) => setTimeout(r, 2 * HEADERS_MS));
+    expect(closed).toBe(false);
+    sock.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+    await new Promise((r) => setTimeout(r, 300));
+    expect(got.match(/HTTP\/1\.1 \d+/g)).toEqual(['HTTP/1.1 200', 'HTTP/1.1 200']);
+    sock.destroy();
+  });
+
   it('a connection that sends nothing is closed; 100 dribbling connections are all closed while others are served', async () => {
     const idle = dribble('', '', 1000);
     const many = Array.from({ length: 100 }, () => dribble('POST /v1/sessions HTTP/1.1\r\n', 'Host: x\r\n', 300));
