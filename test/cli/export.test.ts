@@ -79,7 +79,7 @@ describe('lamer export', () => {
     expect(traj).toHaveLength(11);
     mine.forEach((l, i) => {
       const t = traj[i]!;
-      for (const k of ['attempt', 'step', 'kind', 'observation', 'reward', 'done', 'success', 'prompt', 'output', 'action', 'promptTokenIds', 'outputTokenIds', 'logprobs', 'modelVersion', 'return', 'advantage', 'createdAt', 'availableActions', 'droppedSteps', 'invalidAction']) {
+      for (const k of ['attempt', 'step', 'kind', 'observation', 'reward', 'done', 'success', 'prompt', 'output', 'action', 'promptTokenIds', 'outputTokenIds', 'logprobs', 'modelVersion', 'return', 'advantage', 'createdAt', 'availableActions', 'droppedSteps', 'promptTruncatedChars', 'invalidAction']) {
         expect([k, l[k as keyof ExportLine]]).toEqual([k, t[k]]);
       }
       expect(l).toMatchObject({ schemaVersion: 1, tenant: 'default', taskId: 'ms-1', env: 'minesweeper', mode: 'train', sessionStatus: 'completed' });
@@ -91,7 +91,8 @@ describe('lamer export', () => {
     expect(mine[0]!.outputTokenIds!.length).toBe(mine[0]!.logprobs!.length);
     expect(mine[0]!.outputTokenIds!.length).toBeGreaterThan(0);
     expect(['reveal 1 1', 'reveal 2 2']).toContain(mine[0]!.action);
-    expect(mine[2]).toMatchObject({ prompt: null, output: null, outputTokenIds: null, logprobs: null, done: true, reward: -1 });
+    expect(mine[2]).toMatchObject({ prompt: null, output: null, outputTokenIds: null, logprobs: null, promptTruncatedChars: null, done: true, reward: -1 });
+    expect(mine[0]!.promptTruncatedChars).toBe(0);
     expect(mine[3]!.output).toMatch(/^Attempt 0 failed/);
   });
 
