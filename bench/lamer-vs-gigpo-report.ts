@@ -1,55 +1,100 @@
 /**
- * Report of bench/lamer-vs-gigpo.sh: reads OUT/{lamer,gigpo}/learning-curve.json and OUT/eval-*.json,
- * writes the combined learning-curve SVG (docs/results/lamer-vs-gigpo-curves.svg by default) and
- * prints the markdown tables for docs/RESULTS.md (pass@1/2/3, compute).
- * Usage: npx tsx bench/lamer-vs-gigpo-report.ts OUT_DIR [SVG_PATH]
+ * Report of bench/lamer-vs-gigpo.sh. Reads, under OUT_DIR,
+ *   <arm>/seed-<s>/learning-curve.json   (lamer train, one per arm and training seed)
+ *   eval-<arm>-seed<s>.json              (lamer eval of that run's last version)
+ *   eval-sft-lamer-mode.json, eval-sft-independent.json   (the common SFT start, both ways)
+ * and writes OUT_DIR/report.md (tables: pass@1/2/3 and the gain as mean ± std over seeds, paired
+ * bootstrap intervals over tasks, reflection statistics, compute, per-iteration curves; maths in
+ * src/eval/compare.ts) and OUT_DIR/curves.svg (mean over seeds per arm). With --results FILE the
+ * report also replaces the marked section `lamer-vs-gigpo-redone` of FILE (docs/RESULTS.md).
+ * Usage: npx tsx bench/lamer-vs-gigpo-report.ts OUT_DIR [--results FILE] [--curve-every N]
  */
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { comparisonMarkdown, replaceSection, type ArmResult, type RunResult } from '../src/eval/compare.js';
+import type { EvalReport } from '../src/eval/harness.js';
 import { learningCurveSvg, type CurvePoint } from '../src/training/experiment.js';
 
-const out = process.argv[2];
-if (!out) throw new Error('usage: bench/lamer-vs-gigpo-report.ts OUT_DIR [SVG_PATH]');
-const svgPath = process.argv[3] ?? 'docs/results/lamer-vs-gigpo-curves.svg';
+const args = process.argv.slice(2);
+const out = args[0];
+if (!out) throw new Error('usage: bench/lamer-vs-gigpo-report.ts OUT_DIR [--results FILE] [--curve-every N]');
+const opt = (name: string) => { const i = args.indexOf(name); return i >= 0 ? args[i + 1] : undefined; };
+const resultsFile = opt('--results');
+const curveEvery = Number(opt('--curve-every') ?? 1);
+
+/** The arms of the experiment (bench/lamer-vs-gigpo.sh trains them with these settings). */
+const ARMS: Array<{ key: string; label: string; evalMode: string }> = [
+  { key: 'lamer', label: 'LaMer', evalMode: '3-attempt sessions, reflections' },
+  { key: 'gigpo', label: 'GiGPO (paper: 1 attempt in training)', evalMode: 'independent retries' },
+  { key: 'gigpo-ref', label: 'GiGPO (reference MineSweeper script: 3 attempts + reflections in training)', evalMode: 'independent retries' },
+];
 
 interface Curve { points: CurvePoint[]; wallSeconds?: number; config?: Record<string, unknown> }
-const curve = (name: string): Curve | null => {
-  const f = path.join(out, name, 'learning-curve.json');
-  return existsSync(f) ? (JSON.parse(readFileSync(f, 'utf8')) as Curve) : null;
-};
-const runs = (['lamer', 'gigpo'] as const).map((n) => ({ label: n === 'lamer' ? 'LaMer' : 'GiGPO', name: n, c: curve(n) })).filter((r) => r.c);
-mkdirSync(path.dirname(svgPath), { recursive: true });
-writeFileSync(svgPath, learningCurveSvg(runs.map((r) => ({ label: r.label, points: r.c!.points })), 'MineSweeper 4x4, 2 mines; rollouts of each iteration (8 fresh training tasks); same SFT start'));
-console.log(`wrote ${svgPath}`);
+const readJson = <T>(f: string): T | null => (existsSync(f) ? (JSON.parse(readFileSync(f, 'utf8')) as T) : null);
 
-const pct = (x: number | undefined) => (x === undefined ? '-' : `${(100 * x).toFixed(1)}%`);
-console.log('\n| model | eval mode | pass@1 | pass@2 | pass@3 | pass@3 - pass@1 | mean return attempt 0 | eval s |');
-console.log('|---|---|---|---|---|---|---|---|');
-for (const [file, model, mode] of [
-  ['eval-sft-lamer-mode.json', 'SFT start', '3-attempt session, reflections'],
-  ['eval-sft-independent.json', 'SFT start', 'independent retries'],
-  ['eval-lamer.json', 'LaMer', '3-attempt session, reflections'],
-  ['eval-gigpo.json', 'GiGPO', 'independent retries'],
-] as const) {
-  const f = path.join(out, file);
-  if (!existsSync(f)) continue;
-  const r = JSON.parse(readFileSync(f, 'utf8')) as { modelVersion: string | null; durationS: number; metrics: { passAtK: Record<string, number>; meanReturnByAttempt: Array<{ meanReturn: number | null }> } };
-  const p = r.metrics.passAtK;
-  console.log(`| ${model} (\`${r.modelVersion}\`) | ${mode} | ${pct(p['1'])} | ${pct(p['2'])} | ${pct(p['3'])} | ${((p['3']! - p['1']!) * 100).toFixed(1)} pts | ${r.metrics.meanReturnByAttempt[0]?.meanReturn?.toFixed(2) ?? '-'} | ${r.durationS.toFixed(0)} |`);
-}
-
-console.log('\n| run | iterations | sessions | tokens trained | rollout s | train s | wall s |');
-console.log('|---|---|---|---|---|---|---|');
-for (const r of runs) {
-  const pts = r.c!.points;
-  const sum = (f: (p: CurvePoint) => number) => pts.reduce((a, p) => a + f(p), 0);
-  console.log(`| ${r.label} | ${pts.length} | ${sum((p) => p.sessions)} | ${sum((p) => p.tokensTrained)} | ${sum((p) => p.rolloutSeconds).toFixed(0)} | ${sum((p) => p.trainSeconds).toFixed(0)} | ${(pts[pts.length - 1]?.wallSeconds ?? 0).toFixed(0)} |`);
-}
-
-console.log('\nper iteration:');
-for (const r of runs) {
-  console.log(`\n${r.label}:\n| iter | pass@1 | pass@3 | mean return | loss | entropy | skipped groups | tokens |\n|---|---|---|---|---|---|---|---|`);
-  for (const p of r.c!.points) {
-    console.log(`| ${p.iteration} | ${pct(p.passAtK['1'])} | ${pct(p.passAtK['3'])} | ${p.meanReturn.toFixed(2)} | ${p.loss?.toFixed(4) ?? '-'} | ${p.entropy?.toFixed(3) ?? '-'} | ${p.skippedGroups ?? '-'}/${(p.groups ?? 0) + (p.skippedGroups ?? 0)} | ${p.tokensTrained} |`);
+const arms: ArmResult[] = [];
+const compute: string[] = [];
+for (const a of ARMS) {
+  const dir = path.join(out, a.key);
+  const seeds = existsSync(dir) ? readdirSync(dir).filter((d) => /^seed-\d+$/.test(d)).map((d) => Number(d.slice(5))).sort((x, y) => x - y) : [];
+  const runs: RunResult[] = [];
+  for (const s of seeds) {
+    const curve = readJson<Curve>(path.join(dir, `seed-${s}`, 'learning-curve.json'));
+    const ev = readJson<EvalReport>(path.join(out, `eval-${a.key}-seed${s}.json`));
+    if (!ev) continue;
+    runs.push({ seed: s, sessions: ev.sessions, curve: curve?.points, trainSeconds: curve?.wallSeconds });
+    if (curve) {
+      const pts = curve.points;
+      const sum = (f: (p: CurvePoint) => number) => pts.reduce((acc, p) => acc + f(p), 0);
+      const secs = sum((p) => p.rolloutSeconds + p.trainSeconds);
+      compute.push(`| ${a.label} | ${s} | ${pts.length} | ${sum((p) => p.sessions)} | ${sum((p) => p.tokensTrained)} | ${sum((p) => p.rolloutSeconds).toFixed(0)} | ${sum((p) => p.trainSeconds).toFixed(0)} | ${(secs / Math.max(1, pts.length)).toFixed(1)} | ${ev.durationS.toFixed(0)} |`);
+    }
   }
+  if (runs.length > 0) arms.push({ ...a, runs });
+}
+for (const [file, key, label, evalMode] of [
+  ['eval-sft-lamer-mode.json', 'sft-lamer-mode', 'SFT start', '3-attempt sessions, reflections'],
+  ['eval-sft-independent.json', 'sft-independent', 'SFT start', 'independent retries'],
+] as const) {
+  const ev = readJson<EvalReport>(path.join(out, file));
+  if (ev) arms.push({ key, label: `${label} (${evalMode})`, evalMode, runs: [{ seed: 0, sessions: ev.sessions }] });
+}
+
+const pairs: Array<[string, string]> = [['lamer', 'gigpo'], ['lamer', 'gigpo-ref'], ['lamer', 'sft-lamer-mode'], ['gigpo', 'sft-independent'], ['gigpo-ref', 'sft-independent']];
+const anyEval = arms[0]?.runs[0] ? readJson<EvalReport>(path.join(out, arms[0].key.startsWith('sft') ? `eval-${arms[0].key}.json` : `eval-${arms[0].key}-seed${arms[0].runs[0].seed}.json`)) : null;
+const lines: string[] = [];
+lines.push(`Measured by \`bench/lamer-vs-gigpo.sh\` (report: \`bench/lamer-vs-gigpo-report.ts\`), ${new Date().toISOString().slice(0, 10)}.`);
+if (anyEval) lines.push(`Evaluation: ${anyEval.tasks} held-out tasks (eval seeds ${anyEval.seeds.first}..${anyEval.seeds.last}), ${anyEval.attempts} attempts, sampling ${JSON.stringify(anyEval.sampling)}; the same tasks for every method (paired).`);
+lines.push('');
+lines.push(comparisonMarkdown(arms, pairs, { curveEvery }));
+lines.push('Compute (per training run; seconds on this machine):');
+lines.push('');
+lines.push('| method | seed | iterations | rollout sessions | tokens trained | rollout s | train s | s / iteration | eval s |');
+lines.push('|---|---|---|---|---|---|---|---|---|');
+lines.push(...compute);
+const report = lines.join('\n') + '\n';
+writeFileSync(path.join(out, 'report.md'), report);
+console.log(report);
+
+// curves: mean over seeds per arm, iteration by iteration (as many as every seed has)
+const meanCurve = (a: ArmResult): CurvePoint[] => {
+  const cs = a.runs.map((r) => (r.curve ?? []) as unknown as CurvePoint[]).filter((c) => c.length > 0);
+  if (cs.length === 0) return [];
+  const n = Math.min(...cs.map((c) => c.length));
+  const avg = (f: (p: CurvePoint) => number | null) => (i: number) => { const xs = cs.map((c) => f(c[i]!)).filter((x): x is number => x !== null); return xs.length ? xs.reduce((s, x) => s + x, 0) / xs.length : null; };
+  return Array.from({ length: n }, (_, i) => ({
+    ...cs[0]![i]!,
+    passAtK: Object.fromEntries(['1', '2', '3'].map((k) => [k, avg((p) => p.passAtK[k] ?? null)(i) ?? 0])),
+    meanReturn: avg((p) => p.meanReturn)(i) ?? 0,
+    loss: avg((p) => p.loss)(i),
+    entropy: avg((p) => p.entropy)(i),
+  }));
+};
+const curveRuns = arms.filter((a) => !a.key.startsWith('sft')).map((a) => ({ label: a.key, points: meanCurve(a) })).filter((r) => r.points.length > 0);
+writeFileSync(path.join(out, 'curves.svg'), learningCurveSvg(curveRuns, 'MineSweeper 4x4, 2 mines; rollouts of each iteration, mean over training seeds'));
+console.log(`wrote ${path.join(out, 'report.md')} and ${path.join(out, 'curves.svg')}`);
+
+if (resultsFile) {
+  writeFileSync(resultsFile, replaceSection(readFileSync(resultsFile, 'utf8'), 'lamer-vs-gigpo-redone', report));
+  console.log(`updated the lamer-vs-gigpo-redone section of ${resultsFile}`);
 }

@@ -1,48 +1,86 @@
 #!/usr/bin/env bash
-# The experiment of issue 5 item 7 (docs/RESULTS.md, "LaMer vs GiGPO"): LaMer and GiGPO trained from
-# the same SFT warm start (models/base, `npm run model:sft-base`) on MineSweeper 4x4 with 2 mines,
-# the same trajectories per task (LaMer: G trials x 3 attempts; GiGPO: 3G single attempts) and the
-# same number of iterations (LaMer's, which runs first under a wall-clock budget), then both
-# evaluated with `lamer eval` on 128 held-out tasks with 3 attempts (GiGPO: independent retries,
-# no reflection), and the SFT start both ways. Every rollout and evaluation step sends the env's
-# legal actions (availableActions): the server picks one of them by the model's likelihood. Usage: bench/lamer-vs-gigpo.sh OUT_DIR [LAMER_MINUTES]
+# LaMer vs GiGPO on MineSweeper 4x4 with 2 mines (docs/RESULTS.md), everything with one command:
+# from the same SFT warm start (models/base), for each training seed in $SEEDS train
+#   lamer      LaMer: G trials x 3 attempts per task, reflection_only memory, gamma_traj 0.9;
+#   gigpo      GiGPO as the paper's baseline: 3G single-attempt sessions per task;
+#   gigpo-ref  GiGPO as the reference code's MineSweeper script trains it
+#              (examples/minesweeper/gigpo_minesweeper_qwen3_4b.sh: env.num_attempts=3 with
+#              reflections in training, traj_gamma 0.6, group 24 = 3x LaMer's 8 trials, validated
+#              with val_do_reflection=False): GREF trials x 3 attempts, gamma_traj 0.6;
+# each for exactly $ITER iterations of $T fresh training tasks (no wall-clock budget), then
+# evaluate every trained run and the SFT start on the same $EVAL_TASKS held-out tasks (3 attempts;
+# GiGPO rows as independent retries without reflection, as the paper and the reference validate
+# them), and write OUT_DIR/report.md, OUT_DIR/curves.svg and (unless RESULTS='') the
+# lamer-vs-gigpo-redone section of docs/RESULTS.md (bench/lamer-vs-gigpo-report.ts).
+# Rollouts and evaluation sample at 0.7 / top-p 0.8 / top-k 20 with the env's legal actions
+# (availableActions); training recomputes that same sampling distribution (src/training/job.ts).
+# Finished pieces (a curve with $ITER points, an eval file) are kept when the command is rerun.
+#
+# Usage: bench/lamer-vs-gigpo.sh OUT_DIR
+# Settings (environment): ITER=30 SEEDS="0 1 2" ARMS="lamer gigpo gigpo-ref" T=8 G=4 GREF=3*G
+#   LR=5e-5 EVAL_TASKS=256 BASE=models/base RESULTS=docs/RESULTS.md CONCURRENCY=32 PORT0=18431
+# Tiny check: ITER=1 SEEDS=0 T=2 G=2 EVAL_TASKS=8 RESULTS= bench/lamer-vs-gigpo.sh /tmp/lvg-tiny
 set -euo pipefail
-OUT=${1:?usage: bench/lamer-vs-gigpo.sh OUT_DIR [LAMER_MINUTES]}
-MINUTES=${2:-30}
-BASE=${BASE:-models/base}  # the SFT warm start (the runs in docs/RESULTS.md used models/sft: the same bytes)
-T=${T:-8}; G=${G:-4}; LR=${LR:-5e-5}  # tasks per iteration, group size, learning rate
-# rollout sampling: the eval setting (0.7 / 0.8 / 20); at LaMer's training temperature 1.0 the small
-# SFT model's reflections derail at the first token (see docs/RESULTS.md)
+OUT=${1:?usage: bench/lamer-vs-gigpo.sh OUT_DIR}
+ITER=${ITER:-30}
+SEEDS=${SEEDS:-"0 1 2"}
+ARMS=${ARMS:-"lamer gigpo gigpo-ref"}
+T=${T:-8}; G=${G:-4}; GREF=${GREF:-$((3 * G))}; LR=${LR:-5e-5}
+EVAL_TASKS=${EVAL_TASKS:-256}
+BASE=${BASE:-models/base}
+RESULTS=${RESULTS-docs/RESULTS.md}
+CONCURRENCY=${CONCURRENCY:-32}
+PORT=${PORT0:-18431}
 SAMPLING=(--temperature 0.7 --top-p 0.8 --top-k 20)
 PARAMS='{"rows":4,"cols":4,"mines":2}'
 mkdir -p "$OUT"
-lamer() { npx tsx src/cli/index.ts "$@"; }
-stamp() { date -u +%H:%M:%S; }
+LOG="$OUT/progress.log"
+lamer() { node_modules/.bin/tsx src/cli/index.ts "$@"; }
+say() { echo "$(date -u +%FT%TZ) $*" | tee -a "$LOG"; }
+points() { node -e "try{console.log(require(process.argv[1]).points.length)}catch{console.log(0)}" "$(realpath -m "$1")"; }
 
-echo "$(stamp) lamer training (budget $MINUTES min)"
-lamer train --env minesweeper --params "$PARAMS" --algorithm lamer --iterations 100 --max-minutes "$MINUTES" \
-  --tasks-per-iter "$T" --group "$G" --lr "$LR" --gamma-traj 0.9 --concurrency 32 --available-actions "${SAMPLING[@]}" --quiet \
-  --out "$OUT/lamer" --data-dir "$OUT/lamer-data" --base-model-dir "$BASE"
-N=$(node -e "console.log(require('$OUT/lamer/learning-curve.json').points.length)")
-echo "$(stamp) gigpo training ($N iterations, as many as lamer)"
-lamer train --env minesweeper --params "$PARAMS" --algorithm gigpo --iterations "$N" \
-  --tasks-per-iter "$T" --group "$G" --lr "$LR" --concurrency 32 --available-actions "${SAMPLING[@]}" --quiet \
-  --out "$OUT/gigpo" --data-dir "$OUT/gigpo-data" --base-model-dir "$BASE"
+train() { # arm seed
+  local arm=$1 seed=$2 dir="$OUT/$1/seed-$2" flags
+  case $arm in
+    lamer) flags=(--algorithm lamer --group "$G" --gamma-traj 0.9) ;;
+    gigpo) flags=(--algorithm gigpo --group "$G") ;;
+    gigpo-ref) flags=(--algorithm lamer --group "$GREF" --gamma-traj 0.6) ;;
+    *) echo "unknown arm $arm" >&2; exit 2 ;;
+  esac
+  if [ "$(points "$dir/learning-curve.json")" = "$ITER" ]; then say "train $arm seed $seed: done already"; return; fi
+  rm -rf "$dir"; mkdir -p "$dir"
+  say "train $arm seed $seed: $ITER iterations"
+  # training seeds: disjoint task ranges per seed (seed * 100000 + iteration * T + i)
+  lamer train --env minesweeper --params "$PARAMS" "${flags[@]}" --iterations "$ITER" --tasks-per-iter "$T" \
+    --lr "$LR" --seed $((seed * 100000)) --concurrency "$CONCURRENCY" --available-actions "${SAMPLING[@]}" --quiet \
+    --out "$dir" --data-dir "$dir/data" --base-model-dir "$BASE" >>"$LOG" 2>&1
+}
 
-# evaluate: a server over each run's data directory (its last trained version is active)
-evaluate() { # name data-dir port extra-eval-flags...
-  local name=$1 data=$2 port=$3; shift 3
-  LAMER_DATA_DIR="$data" LAMER_BASE_MODEL_DIR="$BASE" LAMER_PORT=$port LAMER_LOG_LEVEL=warn node_modules/.bin/tsx src/cli/index.ts serve &
+evaluate() { # name data-dir extra-eval-flags... (a server over the data dir: its last trained version is active)
+  local name=$1 data=$2; shift 2
+  if [ -s "$OUT/eval-$name.json" ]; then say "eval $name: done already"; return; fi
+  PORT=$((PORT + 1))
+  LAMER_DATA_DIR="$data" LAMER_BASE_MODEL_DIR="$BASE" LAMER_PORT=$PORT LAMER_LOG_LEVEL=warn node_modules/.bin/tsx src/cli/index.ts serve &
   local pid=$!
-  for _ in $(seq 1 120); do curl -sf "http://127.0.0.1:$port/readyz" >/dev/null && break; sleep 1; done
-  echo "$(stamp) eval $name"
-  lamer eval --env minesweeper --params "$PARAMS" --tasks 128 --attempts 3 --concurrency 32 --seed 0 --available-actions --quiet \
-    --server "http://127.0.0.1:$port" --out "$OUT/eval-$name.json" "$@" | tee "$OUT/eval-$name.txt"
+  for _ in $(seq 1 120); do curl -sf "http://127.0.0.1:$PORT/readyz" >/dev/null && break; sleep 1; done
+  say "eval $name"
+  lamer eval --env minesweeper --params "$PARAMS" --tasks "$EVAL_TASKS" --attempts 3 --concurrency "$CONCURRENCY" --seed 0 \
+    --available-actions --quiet --server "http://127.0.0.1:$PORT" --out "$OUT/eval-$name.json" "$@" >>"$LOG" 2>&1
   kill "$pid"; wait "$pid" || true
 }
-evaluate lamer "$OUT/lamer-data" 18431
-evaluate gigpo "$OUT/gigpo-data" 18432 --independent-attempts
+
+for seed in $SEEDS; do
+  for arm in $ARMS; do
+    train "$arm" "$seed"
+    case $arm in
+      lamer) evaluate "$arm-seed$seed" "$OUT/$arm/seed-$seed/data" ;;
+      *) evaluate "$arm-seed$seed" "$OUT/$arm/seed-$seed/data" --independent-attempts ;;
+    esac
+  done
+done
 # the common starting point, both ways
-evaluate sft-lamer-mode "$OUT/sft-data" 18433
-evaluate sft-independent "$OUT/sft-data" 18434 --independent-attempts
-echo "$(stamp) done"
+evaluate sft-lamer-mode "$OUT/sft-data"
+evaluate sft-independent "$OUT/sft-data" --independent-attempts
+say "report"
+node_modules/.bin/tsx bench/lamer-vs-gigpo-report.ts "$OUT" ${RESULTS:+--results "$RESULTS"} --curve-every $(( ITER > 20 ? ITER / 10 : 1 )) >>"$LOG"
+say "done: $OUT/report.md"
