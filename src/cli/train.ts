@@ -103,11 +103,19 @@ export async function run(argv: string[]): Promise<number> {
   let inProcess: { close(): Promise<void> } | null = null;
   if (!opts.server) {
     const dataDir = path.resolve(values['data-dir'] ?? mkdtempSync(path.join(tmpdir(), 'lamer-train-')));
-    const { startServer } = await import('../server.js');
-    const srv = await startServer({
-      port: 0, host: '127.0.0.1', dataDir, engine: 'builtin', apiKeys: [], logLevel: 'warn',
-      ...(values['base-model-dir'] ? { baseModelDir: path.resolve(values['base-model-dir']) } : {}),
-    });
+    const { startServer, StartupError } = await import('../server.js');
+    let srv;
+    try {
+      srv = await startServer({
+        port: 0, host: '127.0.0.1', dataDir, engine: 'builtin', apiKeys: [], logLevel: 'warn',
+        ...(values['base-model-dir'] ? { baseModelDir: path.resolve(values['base-model-dir']) } : {}),
+      });
+    } catch (e) {
+      // --data-dir owned by a running server (one owner per directory) or unusable: one line.
+      if (!(e instanceof StartupError)) throw e;
+      console.error(`lamer train: cannot start the in-process server: ${e.message.replace(/^LAMER_DATA_DIR=/, '--data-dir ')}`);
+      return 1;
+    }
     inProcess = srv;
     opts.server = srv.url;
     opts.apiKey = undefined;
