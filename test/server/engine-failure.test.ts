@@ -11,6 +11,11 @@ import { loadConfig } from '../../src/config.js';
 import { openDatabase } from '../../src/db/index.js';
 import { EngineError, EngineLimitError, type ActRequest, type ReflectRequest } from '../../src/policy/engine.js';
 import { exitOnEngineFailure } from '../../src/policy/index.js';
+import path from 'node:path';
+import { initModel } from '../../src/model/gpt.js';
+import { saveCheckpoint } from '../../src/model/checkpoint.js';
+import { createBuiltinEngineInstance } from '../../src/policy/builtin-engine.js';
+import { TINY } from '../model/setup.js';
 import { TestEngine } from '../../src/policy/test-engine.js';
 import { call, dumpDb, tmpDir } from './helpers.js';
 
@@ -29,7 +34,9 @@ class FlakyEngine extends TestEngine {
     if (this.failing) throw new EngineError('out of memory');
     if (this.tooLarge) throw this.tooLarge;
     const g = await super.act(req);
-    return { ...g, droppedSteps: Math.min(this.drop, req.prompt.steps.length), ...(this.cut ?? {}) };
+    const droppedSteps = Math.min(this.drop, req.prompt.steps.length);
+    const { head, steps, tail } = req.prompt;
+    return { ...g, droppedSteps, promptText: head + steps.slice(droppedSteps).join('') + tail, ...(this.cut ?? {}) };
   }
   override async reflect(req: ReflectRequest) {
     const g = await super.reflect(req);
@@ -148,5 +155,53 @@ describe('a backend that cannot be re-initialised', () => {
     proc.exitCode = 0; // what the graceful shutdown sets
     exits.forEach((f) => f());
     expect(proc.exitCode).toBe(1);
+  });
+});
+
+describe('the builtin engine over HTTP: a backend fault is one 503, then every session steps again', () => {
+  it('the failed step records nothing and answers 503; readiness drops while the backend is re-initialised; the next step of another session and the retry succeed', async () => {
+    const tmp = tmpDir();
+    const ckpt = path.join(tmp, 'model');
+    const m = initModel(TINY, 3);
+    await saveCheckpoint(m, ckpt, { version: 'base' });
+    m.dispose();
+    let poisoned = false;
+    const builtin = await createBuiltinEngineInstance({
+      backend: 'wasm', batchWindowMs: 0, limits: { maxActionTokens: 8, maxReflectionTokens: 16 },
+      beforeForward: () => {
+        if (poisoned) throw new WebAssembly.RuntimeError('memory access out of bounds');
+      },
+    });
+    const base = loadConfig({});
+    const config = { ...base, engine: 'builtin' as const, logLevel: 'silent' as const, dataDir: path.join(tmp, 'data'), baseModelDir: ckpt, apiKeys: [] };
+    const app2 = await buildApp(config, { database: openDatabase(config.dataDir), engine: builtin });
+    const u = await app2.listen({ host: '127.0.0.1', port: 0 });
+    try {
+      const a = (await call(u, 'POST', '/v1/sessions', { taskId: 't', instructions: 'x' })).body.id;
+      const b = (await call(u, 'POST', '/v1/sessions', { taskId: 't', instructions: 'y' })).body.id;
+      expect((await call(u, 'POST', `/v1/sessions/${a}/steps`, { attempt: 0, step: 0, observation: 'o' })).status).toBe(200);
+      const before = dumpDb(config.dataDir);
+      poisoned = true;
+      const r = await call(u, 'POST', `/v1/sessions/${b}/steps`, { attempt: 0, step: 0, observation: 'o' });
+      poisoned = false;
+      expect(r.status).toBe(503);
+      expect(r.body).toMatchObject({ type: 'https://lamer-server.dev/problems/engine-unavailable', detail: 'model backend fault (memory access out of bounds); the engine re-initialises its backend, retry the request' });
+      expect(dumpDb(config.dataDir)).toBe(before);
+      const ready: number[] = [];
+      for (let i = 0; i < 200 && ready.at(-1) !== 200; i++) {
+        ready.push((await call(u, 'GET', '/readyz')).status);
+        if (ready.at(-1) !== 200) await new Promise((res) => setTimeout(res, 10));
+      }
+      expect(ready[0]).toBe(503); // not ready while recovering
+      expect(ready.at(-1)).toBe(200);
+      expect(builtin.health()).toEqual({ state: 'ok', recoveries: 1 });
+      // another session's next step, and the failed step sent again
+      expect((await call(u, 'POST', `/v1/sessions/${a}/steps`, { attempt: 0, step: 1, observation: 'o2' })).status).toBe(200);
+      const retry = await call(u, 'POST', `/v1/sessions/${b}/steps`, { attempt: 0, step: 0, observation: 'o' });
+      expect(retry.status).toBe(200);
+      expect(retry.body.session.next).toEqual({ attempt: 0, step: 1 });
+    } finally {
+      await app2.close();
+    }
   });
 });
