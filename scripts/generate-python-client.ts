@@ -67,6 +67,7 @@ export const OPERATION_NAMES: Record<string, string> = {
   'PUT /v1/sessions/{id}/memory/{attempt}': 'put_reflection',
   'POST /v1/steps:batch': 'post_steps_batch',
   'GET /v1/models': 'list_models',
+  'POST /v1/models': 'register_model',
   'GET /v1/models/{version}': 'get_model',
   'POST /v1/models/{version}/activate': 'activate_model',
   'GET /v1/stats': 'get_stats',
@@ -75,6 +76,9 @@ export const OPERATION_NAMES: Record<string, string> = {
   'GET /v1/training/jobs/{id}': 'get_training_job',
   'POST /v1/training/jobs/{id}/cancel': 'cancel_training_job',
   'DELETE /v1/training/jobs/{id}': 'cancel_training_job',
+  'GET /openai/v1/models': 'openai_list_models',
+  'POST /openai/v1/chat/completions': 'openai_chat_completion',
+  'POST /openai/v1/completions': 'openai_completion',
 };
 
 /**
@@ -96,6 +100,12 @@ export const TYPE_NAMES: Array<[string, string]> = [
   ['PUT /v1/sessions/{id}/memory/{attempt} body', 'ReflectionEdit'],
   ['GET /v1/models/{version} response', 'ModelVersion'],
   ['GET /v1/models response', 'ModelList'],
+  ['POST /v1/models body', 'RegisterModelRequest'],
+  ['POST /openai/v1/chat/completions body', 'ChatCompletionRequest'],
+  ['POST /openai/v1/chat/completions response', 'ChatCompletion'],
+  ['POST /openai/v1/completions body', 'CompletionRequest'],
+  ['POST /openai/v1/completions response', 'Completion'],
+  ['GET /openai/v1/models response', 'OpenAiModelList'],
   ['GET /v1/stats response', 'Stats'],
   ['GET /healthz response', 'Health'],
   ['GET /readyz response', 'Readiness'],

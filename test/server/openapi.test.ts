@@ -20,6 +20,9 @@ describe('openapi/openapi.json', () => {
     expect(Object.keys(api.paths).sort()).toEqual([
       '/healthz',
       '/metrics',
+      '/openai/v1/chat/completions',
+      '/openai/v1/completions',
+      '/openai/v1/models',
       '/readyz',
       '/v1/models',
       '/v1/models/{version}',

@@ -296,6 +296,164 @@ ModelList = TypedDict('ModelList', {
     'active': str,
 })
 
+RegisterModelRequest = TypedDict('RegisterModelRequest', {
+    'version': str,  # new version name
+    'parent': NotRequired[Optional[str]],  # the registered version it was trained from
+    'engine': Literal['openai'],  # only remote versions are registered this way (builtin ones come from training jobs)
+    'baseUrl': str,  # e.g. http://gpu-host:8000/v1
+    'model': str,  # the server's model name
+    'apiKey': NotRequired[str],  # sent as Authorization: Bearer
+    'kind': NotRequired[Literal['vllm', 'vllm-legacy', 'lamer', 'llamacpp', 'openai', 'plain']],  # server kind: how actions are kept inside availableActions
+    'concurrency': NotRequired[int],  # most requests in flight to this version
+    'timeoutMs': NotRequired[int],  # per HTTP try, ms
+    'maxRetries': NotRequired[int],  # retries after 429, 5xx, timeouts, connection errors
+    'maxActionTokens': NotRequired[int],
+    'maxReflectionTokens': NotRequired[int],
+    'metrics': NotRequired[Dict[str, Any]],  # free metrics of the external training run
+})
+
+ChatCompletionRequestStreamOptions = TypedDict('ChatCompletionRequestStreamOptions', {
+    'include_usage': NotRequired[Optional[bool]],
+})
+
+ChatCompletionRequestMessagesItemContent1Item = TypedDict('ChatCompletionRequestMessagesItemContent1Item', {
+    'type': str,
+    'text': NotRequired[str],
+})
+
+ChatCompletionRequestMessagesItem = TypedDict('ChatCompletionRequestMessagesItem', {
+    'role': str,  # system, developer, user, assistant (contents are joined with a newline, in order)
+    'content': Optional[Union[str, List['ChatCompletionRequestMessagesItemContent1Item']]],
+    'name': NotRequired[str],
+})
+
+ChatCompletionRequest = TypedDict('ChatCompletionRequest', {
+    'model': str,  # a model version served by this server (GET /openai/v1/models)
+    'max_tokens': NotRequired[Optional[int]],  # most tokens to generate (capped at half the context)
+    'temperature': NotRequired[Optional[float]],  # default 1; 0 is greedy
+    'top_p': NotRequired[Optional[float]],  # default 1
+    'top_k': NotRequired[Optional[int]],  # extension (vLLM): 0 or -1 disables
+    'seed': NotRequired[Optional[int]],  # one seed gives one output
+    'stop': NotRequired[Optional[Union[str, List[str]]]],
+    'n': NotRequired[Optional[int]],  # only 1
+    'stream': NotRequired[Optional[bool]],  # server-sent events; the whole answer is computed first, then sent as one content chunk
+    'stream_options': NotRequired[Optional['ChatCompletionRequestStreamOptions']],
+    'guided_choice': NotRequired[Optional[List[str]]],  # extension (vLLM): the output is exactly one of these strings, sampled from their exact sequence logprobs
+    'return_token_ids': NotRequired[Optional[bool]],  # extension (vLLM): add prompt_token_ids and choices[].token_ids
+    'return_tokens_as_token_ids': NotRequired[Optional[bool]],  # extension (vLLM): logprob tokens are written "token_id:<id>"
+    'messages': List['ChatCompletionRequestMessagesItem'],
+    'max_completion_tokens': NotRequired[Optional[int]],  # same as max_tokens; wins when both are set
+    'logprobs': NotRequired[Optional[bool]],  # return the logprob of each output token
+    'top_logprobs': NotRequired[Optional[int]],  # only 0 (alternatives are not returned)
+})
+
+ChatCompletionChoicesItemMessage = TypedDict('ChatCompletionChoicesItemMessage', {
+    'role': Literal['assistant'],
+    'content': str,
+    'refusal': Optional[str],
+})
+
+ChatCompletionChoicesItemLogprobsContentItemTopLogprobsItem = TypedDict('ChatCompletionChoicesItemLogprobsContentItemTopLogprobsItem', {
+    'token': str,
+    'logprob': float,
+    'bytes': Optional[List[int]],
+})
+
+ChatCompletionChoicesItemLogprobsContentItem = TypedDict('ChatCompletionChoicesItemLogprobsContentItem', {
+    'token': str,
+    'logprob': float,
+    'bytes': Optional[List[int]],
+    'top_logprobs': List['ChatCompletionChoicesItemLogprobsContentItemTopLogprobsItem'],
+})
+
+ChatCompletionChoicesItemLogprobs = TypedDict('ChatCompletionChoicesItemLogprobs', {
+    'content': List['ChatCompletionChoicesItemLogprobsContentItem'],
+    'refusal': Optional[List['ChatCompletionChoicesItemLogprobsContentItem']],
+})
+
+ChatCompletionChoicesItem = TypedDict('ChatCompletionChoicesItem', {
+    'index': int,
+    'message': 'ChatCompletionChoicesItemMessage',
+    'logprobs': Optional['ChatCompletionChoicesItemLogprobs'],
+    'finish_reason': str,  # stop or length
+    'token_ids': NotRequired[List[int]],  # with return_token_ids: output token ids, the stop token included when sampled
+})
+
+ChatCompletionUsage = TypedDict('ChatCompletionUsage', {
+    'prompt_tokens': int,
+    'completion_tokens': int,
+    'total_tokens': int,
+})
+
+ChatCompletion = TypedDict('ChatCompletion', {
+    'id': str,
+    'object': Literal['chat.completion'],
+    'created': int,  # Unix seconds
+    'model': str,
+    'system_fingerprint': Optional[str],
+    'choices': List['ChatCompletionChoicesItem'],
+    'prompt_token_ids': NotRequired[List[int]],  # with return_token_ids: the prompt as the model saw it
+    'usage': 'ChatCompletionUsage',
+})
+
+CompletionRequest = TypedDict('CompletionRequest', {
+    'model': str,  # a model version served by this server (GET /openai/v1/models)
+    'max_tokens': NotRequired[Optional[int]],  # most tokens to generate (capped at half the context)
+    'temperature': NotRequired[Optional[float]],  # default 1; 0 is greedy
+    'top_p': NotRequired[Optional[float]],  # default 1
+    'top_k': NotRequired[Optional[int]],  # extension (vLLM): 0 or -1 disables
+    'seed': NotRequired[Optional[int]],  # one seed gives one output
+    'stop': NotRequired[Optional[Union[str, List[str]]]],
+    'n': NotRequired[Optional[int]],  # only 1
+    'stream': NotRequired[Optional[bool]],  # server-sent events; the whole answer is computed first, then sent as one content chunk
+    'stream_options': NotRequired[Optional['ChatCompletionRequestStreamOptions']],
+    'guided_choice': NotRequired[Optional[List[str]]],  # extension (vLLM): the output is exactly one of these strings, sampled from their exact sequence logprobs
+    'return_token_ids': NotRequired[Optional[bool]],  # extension (vLLM): add prompt_token_ids and choices[].token_ids
+    'return_tokens_as_token_ids': NotRequired[Optional[bool]],  # extension (vLLM): logprob tokens are written "token_id:<id>"
+    'prompt': Union[str, List[str]],  # one prompt
+    'logprobs': NotRequired[Optional[int]],  # legacy: 0 returns the sampled tokens logprobs
+    'echo': NotRequired[Optional[bool]],  # only false
+})
+
+CompletionChoicesItemLogprobs = TypedDict('CompletionChoicesItemLogprobs', {
+    'tokens': List[str],
+    'token_logprobs': List[float],
+    'top_logprobs': Optional[List[None]],
+    'text_offset': List[int],
+})
+
+CompletionChoicesItem = TypedDict('CompletionChoicesItem', {
+    'index': int,
+    'text': str,
+    'logprobs': Optional['CompletionChoicesItemLogprobs'],
+    'finish_reason': str,
+    'token_ids': NotRequired[List[int]],
+})
+
+Completion = TypedDict('Completion', {
+    'id': str,
+    'object': Literal['text_completion'],
+    'created': int,
+    'model': str,
+    'system_fingerprint': Optional[str],
+    'choices': List['CompletionChoicesItem'],
+    'prompt_token_ids': NotRequired[List[int]],
+    'usage': 'ChatCompletionUsage',
+})
+
+OpenAiModelListDataItem = TypedDict('OpenAiModelListDataItem', {
+    'id': str,  # the model version
+    'object': Literal['model'],
+    'created': int,  # Unix seconds
+    'owned_by': str,
+    'parent': Optional[str],
+})
+
+OpenAiModelList = TypedDict('OpenAiModelList', {
+    'object': Literal['list'],
+    'data': List['OpenAiModelListDataItem'],
+})
+
 StatsGroupsItem = TypedDict('StatsGroupsItem', {
     'modelVersion': str,
     'env': Optional[str],
@@ -480,164 +638,6 @@ TrainingJobList = TypedDict('TrainingJobList', {
     'nextCursor': Optional[str],  # pass as `cursor` for the next page; null at the end
 })
 
-PostV1ModelsBody = TypedDict('PostV1ModelsBody', {
-    'version': str,  # new version name
-    'parent': NotRequired[Optional[str]],  # the registered version it was trained from
-    'engine': Literal['openai'],  # only remote versions are registered this way (builtin ones come from training jobs)
-    'baseUrl': str,  # e.g. http://gpu-host:8000/v1
-    'model': str,  # the server's model name
-    'apiKey': NotRequired[str],  # sent as Authorization: Bearer
-    'kind': NotRequired[Literal['vllm', 'vllm-legacy', 'lamer', 'llamacpp', 'openai', 'plain']],  # server kind: how actions are kept inside availableActions
-    'concurrency': NotRequired[int],  # most requests in flight to this version
-    'timeoutMs': NotRequired[int],  # per HTTP try, ms
-    'maxRetries': NotRequired[int],  # retries after 429, 5xx, timeouts, connection errors
-    'maxActionTokens': NotRequired[int],
-    'maxReflectionTokens': NotRequired[int],
-    'metrics': NotRequired[Dict[str, Any]],  # free metrics of the external training run
-})
-
-GetOpenaiV1ModelsResponseDataItem = TypedDict('GetOpenaiV1ModelsResponseDataItem', {
-    'id': str,  # the model version
-    'object': Literal['model'],
-    'created': int,  # Unix seconds
-    'owned_by': str,
-    'parent': Optional[str],
-})
-
-GetOpenaiV1ModelsResponse = TypedDict('GetOpenaiV1ModelsResponse', {
-    'object': Literal['list'],
-    'data': List['GetOpenaiV1ModelsResponseDataItem'],
-})
-
-PostOpenaiV1ChatCompletionsBodyStreamOptions = TypedDict('PostOpenaiV1ChatCompletionsBodyStreamOptions', {
-    'include_usage': NotRequired[Optional[bool]],
-})
-
-PostOpenaiV1ChatCompletionsBodyMessagesItemContent1Item = TypedDict('PostOpenaiV1ChatCompletionsBodyMessagesItemContent1Item', {
-    'type': str,
-    'text': NotRequired[str],
-})
-
-PostOpenaiV1ChatCompletionsBodyMessagesItem = TypedDict('PostOpenaiV1ChatCompletionsBodyMessagesItem', {
-    'role': str,  # system, developer, user, assistant (contents are joined with a newline, in order)
-    'content': Optional[Union[str, List['PostOpenaiV1ChatCompletionsBodyMessagesItemContent1Item']]],
-    'name': NotRequired[str],
-})
-
-PostOpenaiV1ChatCompletionsBody = TypedDict('PostOpenaiV1ChatCompletionsBody', {
-    'model': str,  # a model version served by this server (GET /openai/v1/models)
-    'max_tokens': NotRequired[Optional[int]],  # most tokens to generate (capped at half the context)
-    'temperature': NotRequired[Optional[float]],  # default 1; 0 is greedy
-    'top_p': NotRequired[Optional[float]],  # default 1
-    'top_k': NotRequired[Optional[int]],  # extension (vLLM): 0 or -1 disables
-    'seed': NotRequired[Optional[int]],  # one seed gives one output
-    'stop': NotRequired[Optional[Union[str, List[str]]]],
-    'n': NotRequired[Optional[int]],  # only 1
-    'stream': NotRequired[Optional[bool]],  # server-sent events; the whole answer is computed first, then sent as one content chunk
-    'stream_options': NotRequired[Optional['PostOpenaiV1ChatCompletionsBodyStreamOptions']],
-    'guided_choice': NotRequired[Optional[List[str]]],  # extension (vLLM): the output is exactly one of these strings, sampled from their exact sequence logprobs
-    'return_token_ids': NotRequired[Optional[bool]],  # extension (vLLM): add prompt_token_ids and choices[].token_ids
-    'return_tokens_as_token_ids': NotRequired[Optional[bool]],  # extension (vLLM): logprob tokens are written "token_id:<id>"
-    'messages': List['PostOpenaiV1ChatCompletionsBodyMessagesItem'],
-    'max_completion_tokens': NotRequired[Optional[int]],  # same as max_tokens; wins when both are set
-    'logprobs': NotRequired[Optional[bool]],  # return the logprob of each output token
-    'top_logprobs': NotRequired[Optional[int]],  # only 0 (alternatives are not returned)
-})
-
-PostOpenaiV1ChatCompletionsResponseChoicesItemMessage = TypedDict('PostOpenaiV1ChatCompletionsResponseChoicesItemMessage', {
-    'role': Literal['assistant'],
-    'content': str,
-    'refusal': Optional[str],
-})
-
-PostOpenaiV1ChatCompletionsResponseChoicesItemLogprobsContentItemTopLogprobsItem = TypedDict('PostOpenaiV1ChatCompletionsResponseChoicesItemLogprobsContentItemTopLogprobsItem', {
-    'token': str,
-    'logprob': float,
-    'bytes': Optional[List[int]],
-})
-
-PostOpenaiV1ChatCompletionsResponseChoicesItemLogprobsContentItem = TypedDict('PostOpenaiV1ChatCompletionsResponseChoicesItemLogprobsContentItem', {
-    'token': str,
-    'logprob': float,
-    'bytes': Optional[List[int]],
-    'top_logprobs': List['PostOpenaiV1ChatCompletionsResponseChoicesItemLogprobsContentItemTopLogprobsItem'],
-})
-
-PostOpenaiV1ChatCompletionsResponseChoicesItemLogprobs = TypedDict('PostOpenaiV1ChatCompletionsResponseChoicesItemLogprobs', {
-    'content': List['PostOpenaiV1ChatCompletionsResponseChoicesItemLogprobsContentItem'],
-    'refusal': Optional[List['PostOpenaiV1ChatCompletionsResponseChoicesItemLogprobsContentItem']],
-})
-
-PostOpenaiV1ChatCompletionsResponseChoicesItem = TypedDict('PostOpenaiV1ChatCompletionsResponseChoicesItem', {
-    'index': int,
-    'message': 'PostOpenaiV1ChatCompletionsResponseChoicesItemMessage',
-    'logprobs': Optional['PostOpenaiV1ChatCompletionsResponseChoicesItemLogprobs'],
-    'finish_reason': str,  # stop or length
-    'token_ids': NotRequired[List[int]],  # with return_token_ids: output token ids, the stop token included when sampled
-})
-
-PostOpenaiV1ChatCompletionsResponseUsage = TypedDict('PostOpenaiV1ChatCompletionsResponseUsage', {
-    'prompt_tokens': int,
-    'completion_tokens': int,
-    'total_tokens': int,
-})
-
-PostOpenaiV1ChatCompletionsResponse = TypedDict('PostOpenaiV1ChatCompletionsResponse', {
-    'id': str,
-    'object': Literal['chat.completion'],
-    'created': int,  # Unix seconds
-    'model': str,
-    'system_fingerprint': Optional[str],
-    'choices': List['PostOpenaiV1ChatCompletionsResponseChoicesItem'],
-    'prompt_token_ids': NotRequired[List[int]],  # with return_token_ids: the prompt as the model saw it
-    'usage': 'PostOpenaiV1ChatCompletionsResponseUsage',
-})
-
-PostOpenaiV1CompletionsBody = TypedDict('PostOpenaiV1CompletionsBody', {
-    'model': str,  # a model version served by this server (GET /openai/v1/models)
-    'max_tokens': NotRequired[Optional[int]],  # most tokens to generate (capped at half the context)
-    'temperature': NotRequired[Optional[float]],  # default 1; 0 is greedy
-    'top_p': NotRequired[Optional[float]],  # default 1
-    'top_k': NotRequired[Optional[int]],  # extension (vLLM): 0 or -1 disables
-    'seed': NotRequired[Optional[int]],  # one seed gives one output
-    'stop': NotRequired[Optional[Union[str, List[str]]]],
-    'n': NotRequired[Optional[int]],  # only 1
-    'stream': NotRequired[Optional[bool]],  # server-sent events; the whole answer is computed first, then sent as one content chunk
-    'stream_options': NotRequired[Optional['PostOpenaiV1ChatCompletionsBodyStreamOptions']],
-    'guided_choice': NotRequired[Optional[List[str]]],  # extension (vLLM): the output is exactly one of these strings, sampled from their exact sequence logprobs
-    'return_token_ids': NotRequired[Optional[bool]],  # extension (vLLM): add prompt_token_ids and choices[].token_ids
-    'return_tokens_as_token_ids': NotRequired[Optional[bool]],  # extension (vLLM): logprob tokens are written "token_id:<id>"
-    'prompt': Union[str, List[str]],  # one prompt
-    'logprobs': NotRequired[Optional[int]],  # legacy: 0 returns the sampled tokens logprobs
-    'echo': NotRequired[Optional[bool]],  # only false
-})
-
-PostOpenaiV1CompletionsResponseChoicesItemLogprobs = TypedDict('PostOpenaiV1CompletionsResponseChoicesItemLogprobs', {
-    'tokens': List[str],
-    'token_logprobs': List[float],
-    'top_logprobs': Optional[List[None]],
-    'text_offset': List[int],
-})
-
-PostOpenaiV1CompletionsResponseChoicesItem = TypedDict('PostOpenaiV1CompletionsResponseChoicesItem', {
-    'index': int,
-    'text': str,
-    'logprobs': Optional['PostOpenaiV1CompletionsResponseChoicesItemLogprobs'],
-    'finish_reason': str,
-    'token_ids': NotRequired[List[int]],
-})
-
-PostOpenaiV1CompletionsResponse = TypedDict('PostOpenaiV1CompletionsResponse', {
-    'id': str,
-    'object': Literal['text_completion'],
-    'created': int,
-    'model': str,
-    'system_fingerprint': Optional[str],
-    'choices': List['PostOpenaiV1CompletionsResponseChoicesItem'],
-    'prompt_token_ids': NotRequired[List[int]],
-    'usage': 'PostOpenaiV1ChatCompletionsResponseUsage',
-})
-
 # ---------------------------------------------------------------------------------------------
 # Client
 # ---------------------------------------------------------------------------------------------
@@ -793,7 +793,7 @@ class LamerClient:
         """
         return self._request('GET', '/v1/models', {}, {}, None, True)  # type: ignore[no-any-return]
 
-    def post_v1_models(self, body: PostV1ModelsBody) -> ModelVersion:
+    def register_model(self, body: RegisterModelRequest) -> ModelVersion:
         """Register a version served by a remote OpenAI-compatible server (candidate; activate it like any version)
 
         `POST /v1/models`. Raises LamerProblem for an error answer.
@@ -851,21 +851,21 @@ class LamerClient:
         """
         return self._request('POST', '/v1/training/jobs/{id}/cancel', {'id': id}, {}, None, True)  # type: ignore[no-any-return]
 
-    def get_openai_v1_models(self) -> GetOpenaiV1ModelsResponse:
+    def openai_list_models(self) -> OpenAiModelList:
         """OpenAI-compatible: the model versions served here
 
         `GET /openai/v1/models`. Raises LamerProblem for an error answer.
         """
         return self._request('GET', '/openai/v1/models', {}, {}, None, True)  # type: ignore[no-any-return]
 
-    def post_openai_v1_chat_completions(self, body: PostOpenaiV1ChatCompletionsBody) -> PostOpenaiV1ChatCompletionsResponse:
+    def openai_chat_completion(self, body: ChatCompletionRequest) -> ChatCompletion:
         """OpenAI-compatible chat completion with a builtin version (logprobs, token ids, seed, stop, guided_choice)
 
         `POST /openai/v1/chat/completions`. Raises LamerProblem for an error answer.
         """
         return self._request('POST', '/openai/v1/chat/completions', {}, {}, body, True)  # type: ignore[no-any-return]
 
-    def post_openai_v1_completions(self, body: PostOpenaiV1CompletionsBody) -> PostOpenaiV1CompletionsResponse:
+    def openai_completion(self, body: CompletionRequest) -> Completion:
         """OpenAI-compatible text completion with a builtin version
 
         `POST /openai/v1/completions`. Raises LamerProblem for an error answer.
