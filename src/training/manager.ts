@@ -281,7 +281,9 @@ export class TrainingJobManager {
       return buildSftSamples(demos, { blockSize });
     }
     const h = req.hyper ?? {};
-    const records = selectTrainingRecords(this.opts.db, req.data ?? {});
+    // Sessions of remote versions hold another model's token ids: never train the local model on them.
+    const remote = new Set(this.opts.db.select({ v: models.version }).from(models).where(eq(models.engine, 'openai')).all().map((r) => r.v));
+    const records = selectTrainingRecords(this.opts.db, req.data ?? {}).filter((r) => !remote.has(r.modelVersion));
     const built = buildRlSamples(records, {
       algorithm: req.algorithm,
       returns: { gammaStep: h.gammaStep ?? DEFAULT_RETURNS.gammaStep, gammaTraj: h.gammaTraj ?? DEFAULT_RETURNS.gammaTraj, mode: h.returnMode ?? DEFAULT_RETURNS.mode },

@@ -167,4 +167,24 @@ describe('a lamer-server using another as its remote engine', () => {
     expect(r.status).toBe(200);
     expect(r.body.modelVersion).toBe('lamer-ext-1');
   }, 60_000);
+
+  it('a local training job never trains on sessions of a remote version (their token ids are another model\'s)', async () => {
+    // A registers itself as a remote version and plays a session through it
+    const reg = await a.call('POST', '/v1/models', { version: 'self', engine: 'openai', baseUrl: `${a.url}/openai/v1`, model: 'base', kind: 'lamer' });
+    expect(reg.status).toBe(201);
+    for (const win of [true, false]) {
+      const s = await a.call('POST', '/v1/sessions', { taskId: 'doors:2', instructions: 'Open.', modelVersion: 'self', maxAttempts: 1, sampling: { temperature: 1, topP: 1, topK: 0, seed: 3 } });
+      expect((await a.call('POST', `/v1/sessions/${s.body.id}/steps`, { attempt: 0, step: 0, observation: 'Doors.', availableActions: DOORS })).status).toBe(200);
+      expect((await a.call('POST', `/v1/sessions/${s.body.id}/steps`, { attempt: 0, step: 1, observation: 'End.', reward: win ? 1 : 0, done: true, success: win })).status).toBe(200);
+    }
+    const job = await a.call('POST', '/v1/training/jobs', { algorithm: 'grpo', baseVersion: 'base' });
+    expect(job.status).toBe(201);
+    let j = job.body;
+    for (let i = 0; i < 100 && (j.status === 'queued' || j.status === 'running'); i++) {
+      await new Promise((r) => setTimeout(r, 50));
+      j = (await a.call('GET', `/v1/training/jobs/${job.body.id}`)).body;
+    }
+    expect(j.status).toBe('failed');
+    expect(j.error).toContain('no training samples: 0 sessions');
+  }, 60_000);
 });
