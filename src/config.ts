@@ -178,7 +178,7 @@ export const defaultLimits: Limits = {
   maxStepsCap: 1000,
   defaultMaxSteps: 20,
   reflectionChars: 2000,
-  candidateTokens: 65536,
+  candidateTokens: 262144,
   promptTokens: 1 << 20,
   jsonDepth: 64,
   infoBytes: 64 * 1024,

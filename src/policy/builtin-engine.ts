@@ -60,6 +60,12 @@ export interface BuiltinEngineOptions {
    */
   maxCandidateTokens?: number;
   /**
+   * Most candidate tokens of one call that scores every candidate (`score()`, completions with
+   * choices), which runs each of their tokens through the model (default
+   * `DEFAULT_MAX_SCORED_TOKENS`); `act` walks the candidates' trie instead and is far cheaper.
+   */
+  maxScoredTokens?: number;
+  /**
    * Called when the backend faulted and could not be re-initialised: the engine answers nothing
    * any more (`health().state` 'failed'); the server exits so that its supervisor restarts it.
    */
@@ -69,11 +75,19 @@ export interface BuiltinEngineOptions {
 }
 
 /**
- * Default cap on candidate tokens per call. Candidate scoring runs in chunks of at most
- * `MULTI_TOKEN_BATCH_TOKENS` padded tokens, so memory per forward stays flat; the cap bounds the
- * time one call holds the model (measured on wasm, 2-core VM: see README "Configuration").
+ * Default cap on candidate tokens per call (LAMER_MAX_CANDIDATE_TOKENS): 512 actions of 511 bytes
+ * fit. `act` walks the candidates' trie: measured on wasm on the 2-core VM, 512 candidates of 503
+ * bytes sharing 500 took 3.3 s, 512 pseudo-random ones of 510 bytes 0.24 s.
  */
-export const DEFAULT_MAX_CANDIDATE_TOKENS = 65536;
+export const DEFAULT_MAX_CANDIDATE_TOKENS = 262144;
+
+/**
+ * Default cap on scored candidate tokens per call. Scoring runs in chunks of at most
+ * `MULTI_TOKEN_BATCH_TOKENS` padded tokens, so memory per forward stays flat (all candidates in
+ * one forward trapped the wasm heap); the cap bounds time: 64,128 tokens took 10.7 s on wasm on
+ * the 2-core VM, 32,064 took 8.2 s.
+ */
+export const DEFAULT_MAX_SCORED_TOKENS = 65536;
 
 /**
  * Whether `err`, thrown by a forward pass, means the backend itself broke: a WebAssembly trap
@@ -152,7 +166,7 @@ export class BuiltinEngine implements PolicyEngine {
   constructor(
     readonly backend: string,
     private readonly opts: Required<Pick<BuiltinEngineOptions, 'batchWindowMs' | 'maxBatchSize' | 'maxLoadedVersions' | 'maxCachedSessions'>> &
-      Pick<BuiltinEngineOptions, 'logger' | 'limits' | 'maxCandidateTokens' | 'onFatal' | 'beforeForward'>,
+      Pick<BuiltinEngineOptions, 'logger' | 'limits' | 'maxCandidateTokens' | 'maxScoredTokens' | 'onFatal' | 'beforeForward'>,
   ) {
     this.limits = { ...DEFAULT_LIMITS, ...(opts.limits ?? {}) };
     this.stopSet = new Set(this.limits.stopTokens);
@@ -614,8 +628,8 @@ export class BuiltinEngine implements PolicyEngine {
     candidates: string[],
   ): Promise<{ enc: EncodedPrompt; tokens: number[][]; logprobs: number[][] }> {
     const V = m.model.config.vocab_size;
+    const reserve = this.candidateReserve(m, candidates, true);
     const tokens = candidates.map(encodeCandidate);
-    const reserve = this.candidateReserve(m, candidates);
     const st = this.takeSession(sessionId, m.version);
     const enc = this.fit(prompt, m, reserve, st?.fit);
     let cache: RowCache | null = null;
@@ -654,11 +668,14 @@ export class BuiltinEngine implements PolicyEngine {
   /**
    * Tokens to keep free for the candidates after the prompt: the longest one's. Checked before any
    * model work (EngineLimitError, a 400 for the caller): each candidate (UTF-8 bytes + EOS) fits
-   * half the context, and all of them together fit `maxCandidateTokens`.
+   * half the context, and all of them together fit `maxCandidateTokens` (and `maxScoredTokens`
+   * when every candidate is scored).
    */
-  private candidateReserve(m: LoadedModel, candidates: string[]): number {
+  private candidateReserve(m: LoadedModel, candidates: string[], scored = false): number {
     const half = Math.floor(m.model.config.block_size / 2);
-    const cap = this.opts.maxCandidateTokens ?? DEFAULT_MAX_CANDIDATE_TOKENS;
+    const candidateCap = this.opts.maxCandidateTokens ?? DEFAULT_MAX_CANDIDATE_TOKENS;
+    const scoredCap = this.opts.maxScoredTokens ?? DEFAULT_MAX_SCORED_TOKENS;
+    const cap = scored ? Math.min(candidateCap, scoredCap) : candidateCap;
     let longest = 0;
     let total = 0;
     for (let i = 0; i < candidates.length; i++) {
@@ -670,7 +687,8 @@ export class BuiltinEngine implements PolicyEngine {
       total += n;
     }
     if (total > cap) {
-      throw new EngineLimitError('body/availableActions', `total ${total} tokens (UTF-8 bytes + 1 per action); at most ${cap} per call (LAMER_MAX_CANDIDATE_TOKENS)`);
+      const which = cap === candidateCap ? 'LAMER_MAX_CANDIDATE_TOKENS' : 'when every candidate is scored';
+      throw new EngineLimitError('body/availableActions', `total ${total} tokens (UTF-8 bytes + 1 per action); at most ${cap} per call (${which})`);
     }
     return longest;
   }
@@ -778,6 +796,7 @@ export async function createBuiltinEngineInstance(opts: BuiltinEngineOptions = {
     limits: opts.limits,
     logger: opts.logger,
     maxCandidateTokens: opts.maxCandidateTokens,
+    maxScoredTokens: opts.maxScoredTokens,
     onFatal: opts.onFatal,
     beforeForward: opts.beforeForward,
   });

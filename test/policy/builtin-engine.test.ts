@@ -59,6 +59,17 @@ describe('bounded model work', () => {
     for (const s of ['l1', 'l2', 'l3']) engine.release(s);
   });
 
+  it('scoring every candidate has its own, smaller cap; act (a walk down the candidates\' trie) takes more', async () => {
+    const e = await createBuiltinEngineInstance({ backend: 'wasm', batchWindowMs: 0, limits: LIMITS, maxCandidateTokens: 100, maxScoredTokens: 60 });
+    await e.load('v1', dir);
+    const cands = Array.from({ length: 3 }, (_, i) => `${i}`.padEnd(24, 'y')); // 75 tokens
+    const over = await e.score({ modelVersion: 'v1', prompt: small, candidates: cands }).catch((err) => err);
+    expect(over).toBeInstanceOf(EngineLimitError);
+    expect(over.message).toBe('total 75 tokens (UTF-8 bytes + 1 per action); at most 60 per call (when every candidate is scored)');
+    expect((await e.act({ sessionId: 's', modelVersion: 'v1', prompt: small, availableActions: cands, sampling: S(2) })).choiceIndex).toBeGreaterThanOrEqual(0);
+    await e.dispose();
+  });
+
   it('scores many candidates in chunks that each stay within the padded-token bound, with the same scores as one by one', async () => {
     const e = await createBuiltinEngineInstance({ backend: 'wasm', batchWindowMs: 0, limits: LIMITS, maxCandidateTokens: 1 << 20 });
     const rows: number[] = [];
