@@ -187,4 +187,22 @@ describe('a lamer-server using another as its remote engine', () => {
     expect(j.status).toBe('failed');
     expect(j.error).toContain('no training samples: 0 sessions');
   }, 60_000);
+
+  it('the builtin endpoint cuts at a stop string: text, token ids and logprobs are the prefix before it', async () => {
+    const req = { model: 'base', prompt: 'Observation:\nThree doors.\nAction:', seed: 9, temperature: 1, max_tokens: 24, logprobs: 0, return_token_ids: true };
+    const full = await a.call('POST', '/openai/v1/completions', req);
+    expect(full.status).toBe(200);
+    const c = full.body.choices[0];
+    expect(c.token_ids.length).toBeGreaterThan(3);
+    const text: string = c.text;
+    const stop = [...text].find((ch, i) => i >= 2 && Buffer.byteLength(ch) === 1 && ch.trim() !== '');
+    if (stop === undefined) return; // nothing printable to stop at (a random tiny model)
+    const cutBytes = Buffer.byteLength(text.slice(0, text.indexOf(stop)));
+    const cut = await a.call('POST', '/openai/v1/completions', { ...req, stop });
+    const k = cut.body.choices[0];
+    expect(k.text).toBe(text.slice(0, text.indexOf(stop)));
+    expect(k.finish_reason).toBe('stop');
+    expect(k.token_ids).toEqual(c.token_ids.slice(0, cutBytes));
+    expect(k.logprobs.token_logprobs).toEqual(c.logprobs.token_logprobs.slice(0, cutBytes));
+  });
 });
