@@ -4,6 +4,9 @@
  * batch items validated one by one, step metrics. Each case failed before its fix.
  */
 import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { countRows, startTestServer, type TestServer } from './helpers.js';
@@ -138,17 +141,19 @@ describe('graceful shutdown', () => {
     const t = await startTestServer();
     const port = Number(new URL(t.url).port);
     // A client in another process connects and sends a request while this process is busy.
+    const marker = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'lamer-backlog-')), 'sent');
     const client = spawn(process.execPath, ['-e', `
-      const s = require('node:net').connect(${port}, '127.0.0.1', () => { s.write('GET /healthz HTTP/1.1\\r\\nhost: x\\r\\n\\r\\n'); console.log('SENT'); });
+      const s = require('node:net').connect(${port}, '127.0.0.1', () => { s.write('GET /healthz HTTP/1.1\\r\\nhost: x\\r\\n\\r\\n'); console.log('SENT'); require('node:fs').writeFileSync(${JSON.stringify(marker)}, ''); });
       let t = ''; s.on('data', (d) => t += d); s.on('error', (e) => { console.log('ERROR ' + e.code); });
       s.on('close', () => console.log('ANSWER ' + t.split('\\r\\n')[0]));
     `]);
     let out = '';
     client.stdout.on('data', (d) => (out += d));
     const exited = new Promise((r) => client.once('exit', r));
-    // Busy until the client has sent (its bytes sit in the backlog, unread), then close.
-    const until = Date.now() + 1500;
-    while (Date.now() < until);
+    // Busy until the client has sent (its bytes sit in the backlog, unread), then close. The client
+    // says so with a file (this event loop cannot read its output); a slow machine may need seconds.
+    const until = Date.now() + 20_000;
+    while (!fs.existsSync(marker) && Date.now() < until);
     await t.close();
     await exited;
     expect(out).not.toContain('ERROR');
