@@ -283,7 +283,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     database: {
       busyTimeoutMs: int(env, 'LAMER_SQLITE_BUSY_TIMEOUT_MS', 100, 0, 60_000),
       walLimitBytes: int(env, 'LAMER_SQLITE_WAL_LIMIT_BYTES', 64 * 1024 * 1024, 0, 2 ** 40),
-      checkpointIntervalMs: int(env, 'LAMER_SQLITE_CHECKPOINT_INTERVAL_MS', 10_000, 0, 86_400_000),
+      checkpointIntervalMs: int(env, 'LAMER_SQLITE_CHECKPOINT_INTERVAL_MS', 1000, 0, 86_400_000),
       busyRetryAfterSeconds: int(env, 'LAMER_DB_BUSY_RETRY_AFTER_SECONDS', 1, 1, 3600),
       storageRetryAfterSeconds: int(env, 'LAMER_STORAGE_RETRY_AFTER_SECONDS', 30, 1, 3600),
     },

@@ -19,6 +19,8 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
+import { createRequire } from 'node:module';
+import { Worker } from 'node:worker_threads';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { drizzle, type BetterSQLite3Database } from 'drizzle-orm/better-sqlite3';
@@ -138,17 +140,23 @@ export interface Database_ {
    */
   probeStorage(minIntervalMs?: number): StorageState;
   /**
-   * Start checkpointing the WAL every `intervalMs` while the `-wal` file is larger than
-   * `walLimitBytes`: a PASSIVE checkpoint (copies what it can, never waits, never blocks writers),
-   * then, when every frame is copied, a TRUNCATE checkpoint that empties the file (it waits at most
-   * the busy timeout for readers to leave). The timer does not keep the process alive.
-   * @returns a function that stops the timer.
+   * Watch the `-wal` size every `intervalMs` and bring an oversized log (over `walLimitBytes`, e.g.
+   * grown behind a long reader) back under the limit without blocking this thread: while it is
+   * oversized, SQLite's own checkpoint at commit is switched off (it would copy the whole backlog
+   * inside a request) and a worker thread with its own connection runs PASSIVE checkpoints (copy
+   * what no reader still needs; never waits, never blocks writers); once every frame is copied a
+   * TRUNCATE checkpoint here empties the file (nothing left to copy; it waits at most the busy
+   * timeout for readers), and the commit checkpoints are switched back on. The timer and the
+   * worker do not keep the process alive.
+   * @returns a function that stops the timer and the worker (resolves once the worker's connection is closed).
    */
-  startWalMaintenance(intervalMs: number, onError?: (err: unknown) => void): () => void;
+  startWalMaintenance(intervalMs: number, onError?: (err: unknown) => void): () => Promise<void>;
   /** Run one maintenance pass now (see startWalMaintenance); null when the WAL was within the limit. */
   maintainWal(): CheckpointResult | null;
   close(): void;
 }
+
+const require = createRequire(import.meta.url);
 
 export const migrationsFolder = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'migrations');
 
@@ -238,15 +246,58 @@ export function openDatabase(dataDir: string, opts: { synchronous?: 'normal' | '
     probeStorage,
     maintainWal,
     startWalMaintenance(intervalMs, onError) {
-      const timer = setInterval(() => {
+      let worker: Worker | null = new Worker(CHECKPOINT_WORKER, { eval: true, workerData: { file } });
+      worker.unref();
+      let inFlight = false;
+      let backlog = false;
+      const endBacklog = (): void => {
+        if (backlog && open) sqlite.pragma(`wal_autocheckpoint = ${AUTOCHECKPOINT_PAGES}`);
+        backlog = false;
+      };
+      worker.on('message', (r: CheckpointResult | { error: string }) => {
+        inFlight = false;
+        if (!open) return;
+        if ('error' in r) return onError?.(new Error(`WAL checkpoint worker: ${r.error}`));
         try {
-          maintainWal();
+          // Every frame copied: truncate the file (no copying left); a reader may still hold it (busy).
+          if (r.busy === 0 && r.checkpointed >= r.log && checkpoint('TRUNCATE').busy === 0) endBacklog();
+        } catch (err) {
+          onError?.(err);
+        }
+      });
+      worker.on('error', (err) => {
+        // Without the worker, checkpoint here (blocking) rather than let the WAL grow.
+        onError?.(err);
+        worker = null;
+        inFlight = false;
+        endBacklog();
+      });
+      const timer = setInterval(() => {
+        if (!open || inFlight) return;
+        try {
+          if (walBytes() <= tuning.walLimitBytes) return endBacklog();
+          if (!worker) {
+            maintainWal();
+            return;
+          }
+          if (!backlog) {
+            backlog = true;
+            sqlite.pragma('wal_autocheckpoint = 0');
+          }
+          inFlight = true;
+          worker.postMessage('checkpoint');
         } catch (err) {
           onError?.(err);
         }
       }, intervalMs);
       timer.unref();
-      return () => clearInterval(timer);
+      return async () => {
+        clearInterval(timer);
+        endBacklog();
+        const w = worker;
+        worker = null;
+        if (w) await w.terminate();
+      };
     },
     close() {
       if (!open) return;
@@ -255,6 +306,28 @@ export function openDatabase(dataDir: string, opts: { synchronous?: 'normal' | '
     },
   };
 }
+
+/** SQLite's default `wal_autocheckpoint`, pages (a PASSIVE checkpoint at the commit that passes it). */
+const AUTOCHECKPOINT_PAGES = 1000;
+
+/**
+ * Source of the WAL checkpoint worker (run with `eval`, so it needs no file of its own under tsx or
+ * in the build): its own connection to `workerData.file`; each message runs one
+ * `wal_checkpoint(PASSIVE)` and answers its row, or `{ error }`.
+ */
+const CHECKPOINT_WORKER = `
+const { parentPort, workerData } = require('node:worker_threads');
+const Database = require(${JSON.stringify(require.resolve('better-sqlite3'))});
+let db = null;
+parentPort.on('message', () => {
+  try {
+    if (db === null) db = new Database(workerData.file, { fileMustExist: true });
+    parentPort.postMessage(db.pragma('wal_checkpoint(PASSIVE)')[0]);
+  } catch (err) {
+    parentPort.postMessage({ error: String(err && err.message || err) });
+  }
+});
+`;
 
 /** Thrown inside the storage probe's savepoint to undo its allocation. */
 class ProbeRollback extends Error {}

@@ -1,7 +1,8 @@
 /**
  * Decorates `app.db` (drizzle over better-sqlite3, src/db) and closes it last on shutdown.
  * Applies `config.database` to the connection: the busy timeout and WAL size limit, and the timer
- * that checkpoints an oversized WAL (LAMER_SQLITE_CHECKPOINT_INTERVAL_MS; stopped on close).
+ * (and worker thread) that checkpoints an oversized WAL (LAMER_SQLITE_CHECKPOINT_INTERVAL_MS;
+ * stopped, its connection closed, before the database closes).
  */
 import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
@@ -20,10 +21,10 @@ export default fp(
     const stopMaintenance =
       cfg.checkpointIntervalMs > 0
         ? opts.database.startWalMaintenance(cfg.checkpointIntervalMs, (err) => app.log.warn({ err }, 'WAL checkpoint failed'))
-        : () => {};
+        : async () => {};
     app.decorate('db', opts.database);
     app.addHook('onClose', async () => {
-      stopMaintenance();
+      await stopMaintenance();
       opts.database.close();
     });
   },
