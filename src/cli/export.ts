@@ -61,6 +61,11 @@ export interface ExportLine {
   /** Advantage used by the training job, null until computed. */
   advantage: number | null;
   createdAt: string;
+  /**
+   * Remote versions: the chat messages sent, which token arrays the server returned
+   * (`available`), the constraint used, `invalidChoice`, the sampling sent; null for local engines.
+   */
+  engine?: Record<string, unknown> | null;
 }
 
 export interface ExportFilter {
@@ -116,6 +121,7 @@ interface Row {
   return: number | null;
   advantage: number | null;
   created_at: number;
+  engine_record: string | null;
 }
 
 const json = <T>(s: string | null): T | null => (s === null ? null : (JSON.parse(s) as T));
@@ -151,6 +157,7 @@ function toLine(r: Row): ExportLine {
     return: r.return,
     advantage: r.advantage,
     createdAt: new Date(r.created_at).toISOString(),
+    engine: json<Record<string, unknown>>(r.engine_record),
   };
 }
 
@@ -188,7 +195,7 @@ export function* exportLines(dbFile: string, filter: ExportFilter = {}, chunkRow
         `SELECT st.session_id, s.tenant, s.task_id, s.env, s.mode, s.status, st.attempt, st.step, st.kind,
                 st.model_version, st.observation, st.available_actions, st.prompt, st.output, st.action,
                 st.prompt_token_ids, st.output_token_ids, st.logprobs, st.dropped_steps, st.prompt_truncated_chars, st.reward, st.done,
-                st.success, st.invalid_action, st.return, st.advantage, st.created_at
+                st.success, st.invalid_action, st.return, st.advantage, st.created_at, st.engine_record
            FROM steps st JOIN sessions s ON s.id = st.session_id
           ${[...where, ...(after ? ['(st.session_id, st.attempt, st.step, st.kind) > (?, ?, ?, ?)'] : [])]
             .map((w, i) => `${i === 0 ? 'WHERE' : 'AND'} ${w}`)

@@ -9,6 +9,8 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { Ajv } from 'ajv';
+import { exportLines } from '../../src/cli/export.js';
 import { constraintFields, matchChoice, toMessages } from '../../src/policy/openai-engine.js';
 import { dumpDb, startTestServer, type TestServer } from '../server/helpers.js';
 
@@ -176,6 +178,14 @@ describe('a remote version that misbehaves', () => {
     const row = db.prepare('SELECT engine_record FROM steps WHERE session_id = ?').get(id) as { engine_record: string };
     db.close();
     expect(JSON.parse(row.engine_record)).toMatchObject({ constraint: 'parse', invalidChoice: true, available: { logprobs: false } });
+    // lamer export carries the record, valid against docs/export.schema.json
+    const lines = [...exportLines(join(server.dataDir, 'lamer.db'))].filter((l) => l.sessionId === id);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]!.engine).toMatchObject({ engine: 'openai', invalidChoice: true, messages: [{ role: 'system', content: 'Rules.' }, { role: 'user' }] });
+    const ajv = new Ajv({ allErrors: true, strict: true });
+    ajv.addFormat('date-time', (x: string) => !Number.isNaN(Date.parse(x)));
+    const validate = ajv.compile(JSON.parse(readFileSync(join(import.meta.dirname, '..', '..', 'docs', 'export.schema.json'), 'utf8')));
+    expect(validate(lines[0]), JSON.stringify(validate.errors)).toBe(true);
   });
 });
 
