@@ -7,11 +7,11 @@ export { discountedReturns, sessionReturns, DEFAULT_RETURNS, type ReturnConfig, 
 export { computeAdvantages, type AdvantageOptions, type AdvantageResult, type Estimator, type Turn, type TurnAdvantage, type TurnKind } from './advantages.js';
 export { AdamW, clipByGlobalNorm, entropyFromLogits, logprobsFromLogits, ppoClipLoss, ppoObjective, sftLoss, tokenMean } from './losses.js';
 export {
-  buildRlSamples, buildSftSamples, parseDemoJsonl, sessionOutcomes,
-  type Algorithm, type DataStats, type DemoSession, type RlAlgorithm, type StepRecord, type TrainingSample, type TurnScore,
+  attemptOutcomes, behaviourOf, buildRlSamples, buildSftSamples, parseDemoJsonl, sessionOutcomes,
+  type Algorithm, type Behaviour, type SampleOutcome, type SamplerSettings, type DataStats, type DemoSession, type RlAlgorithm, type StepRecord, type TrainingSample, type TurnScore,
 } from './data.js';
 export {
-  JobCancelledError, lengthBucketedMinibatches, makeBatch, outputLogprobs, runTrainingJob, splitMicroBatches,
+  behaviourLogits, behaviourOutputs, effectiveBehaviour, JobCancelledError, lengthBucketedMinibatches, makeBatch, outputLogprobs, rolloutMetrics, runTrainingJob, splitMicroBatches,
   type IterationMetrics, type JobProgress, type JobResult, type TrainingHyper, type TrainingJobSpec,
 } from './job.js';
 export type { ModelIO, ModelIOModule, TrainableModel } from './model-api.js';
