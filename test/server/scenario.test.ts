@@ -295,6 +295,7 @@ describe('models and operations', () => {
     expect((await s.call('GET', '/readyz')).body).toEqual({
       status: 'ready',
       database: true,
+      storage: 'ok',
       model: { version: 'test', loaded: true },
       engine: 'test',
       backend: 'none',
