@@ -77,6 +77,9 @@ describe('registering remote versions', () => {
     const orphan = await server.call('POST', '/v1/models', { version: 'o', engine: 'openai', baseUrl: remoteUrl, model: 'q', parent: 'nope' });
     expect(orphan.status).toBe(400);
     expect((await server.call('POST', '/v1/models', { version: 'u', engine: 'openai', baseUrl: 'ftp://x', model: 'q' })).status).toBe(400);
+    const bad = await server.call('POST', '/v1/models', { version: 'u', engine: 'openai', baseUrl: 'http://[bad', model: 'q' });
+    expect(bad.status).toBe(400);
+    expect(bad.body.errors).toEqual([{ field: 'body/baseUrl', message: 'is not a URL' }]);
     expect((await server.call('GET', '/v1/models/o')).status).toBe(404);
   });
 });

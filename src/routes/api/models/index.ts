@@ -6,7 +6,7 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { ModelRow } from '../../../db/schema.js';
-import { notFound } from '../../../agent/problems.js';
+import { invalid, notFound } from '../../../agent/problems.js';
 import { bearer, errorResponses } from '../common.js';
 import { REMOTE_DEFAULTS } from '../../../policy/openai-engine.js';
 import type { RemoteVersionConfig } from '../../../policy/engine.js';
@@ -51,6 +51,7 @@ const modelsRoutes: FastifyPluginAsync = async (fastify) => {
     },
     async (req, reply) => {
       const b = req.body;
+      if (!URL.canParse(b.baseUrl)) throw invalid('body/baseUrl', 'is not a URL');
       const remote: RemoteVersionConfig = {
         baseUrl: b.baseUrl,
         model: b.model,
