@@ -21,8 +21,20 @@ export type MemoryMode = 'reflection_only' | 'history_only' | 'history_and_refle
 
 /** Steps of history shown to the policy (LAMER.md §1: "its last ~7 steps"). */
 export const HISTORY_STEPS = 7;
-/** Max characters of one reflection in the acting prompt (LAMER.md §1). */
+/** Max characters (code points) of one reflection in the acting prompt (LAMER.md §1). */
 export const REFLECTION_CHARS = 2000;
+
+/** The first `max` characters of `text`, counted in code points (a surrogate pair is never split). */
+function firstChars(text: string, max: number): string {
+  if (text.length <= max) return text;
+  let out = '';
+  let n = 0;
+  for (const ch of text) {
+    if (n++ === max) break;
+    out += ch;
+  }
+  return out;
+}
 
 /** One step as the prompt sees it: the observation and the action taken on it. */
 export interface PromptStep {
@@ -82,7 +94,7 @@ function memorySection(ctx: ActContext): string {
   }
   if (ctx.memory === 'reflection_only' || ctx.memory === 'history_and_reflection') {
     const refl = prev
-      .map((a, i) => (a.reflection === null ? '' : `\nAttempt ${i}: ${a.reflection.slice(0, REFLECTION_CHARS)}`))
+      .map((a, i) => (a.reflection === null ? '' : `\nAttempt ${i}: ${firstChars(a.reflection, REFLECTION_CHARS)}`))
       .join('');
     if (refl !== '') out += `\nReflections on earlier attempts:${refl}`;
   }

@@ -46,6 +46,12 @@ describe('renderActPrompt', () => {
     expect(p.head).toBe(`RULES\nInitial observation:\nO0\nReflections on earlier attempts:\nAttempt 0: R0\nAttempt 1: ${'x'.repeat(2000)}`);
   });
 
+  it('cuts a reflection by characters (code points): 2000 emoji stay whole, the 2001st is left out', () => {
+    const emoji = [{ steps: [], finalObservation: 'F', success: false, reflection: '😀'.repeat(2001) }];
+    const p = renderActPrompt({ ...base, attempt: 1, memory: 'reflection_only', previousAttempts: emoji });
+    expect(p.head).toBe(`RULES\nInitial observation:\nO0\nReflections on earlier attempts:\nAttempt 0: ${'😀'.repeat(2000)}`);
+  });
+
   it('history_only shows the previous attempt\'s last 7 steps and no reflection', () => {
     const p = renderActPrompt({ ...base, attempt: 2, memory: 'history_only', previousAttempts: prev });
     const shown = Array.from({ length: HISTORY_STEPS }, (_, k) => k + 2)
