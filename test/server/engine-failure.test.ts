@@ -16,6 +16,8 @@ import { initModel } from '../../src/model/gpt.js';
 import { saveCheckpoint } from '../../src/model/checkpoint.js';
 import { createBuiltinEngineInstance } from '../../src/policy/builtin-engine.js';
 import { TINY } from '../model/setup.js';
+import fc from 'fast-check';
+import { decode } from '../../src/model/tokenizer.js';
 import { TestEngine } from '../../src/policy/test-engine.js';
 import { call, dumpDb, tmpDir } from './helpers.js';
 
@@ -202,6 +204,46 @@ describe('the builtin engine over HTTP: a backend fault is one 503, then every s
       expect(retry.body.session.next).toEqual({ attempt: 0, step: 1 });
     } finally {
       await app2.close();
+    }
+  });
+});
+
+describe('the builtin engine over HTTP: the record is what the model saw', () => {
+  it('every recorded prompt is exactly decode(promptTokenIds) and every output valid UTF-8, for random long histories (property)', async () => {
+    const tmp = tmpDir();
+    const ckpt = path.join(tmp, 'model');
+    const m = initModel(TINY, 4);
+    await saveCheckpoint(m, ckpt, { version: 'base' });
+    m.dispose();
+    const builtin = await createBuiltinEngineInstance({ backend: 'wasm', batchWindowMs: 0, limits: { maxActionTokens: 8, maxReflectionTokens: 16 } });
+    const config = { ...loadConfig({}), engine: 'builtin' as const, logLevel: 'silent' as const, dataDir: path.join(tmp, 'data'), baseModelDir: ckpt, apiKeys: [] };
+    const app3 = await buildApp(config, { database: openDatabase(config.dataDir), engine: builtin });
+    const u = await app3.listen({ host: '127.0.0.1', port: 0 });
+    const fatal = new TextDecoder('utf-8', { fatal: true });
+    const text = (max: number) => fc.string({ unit: fc.constantFrom('binary', 'grapheme') as never, minLength: 1, maxLength: max });
+    try {
+      await fc.assert(
+        fc.asyncProperty(text(80), fc.array(text(40), { minLength: 2, maxLength: 5 }), fc.nat(1000), async (instructions, observations, seed) => {
+          const id = (await call(u, 'POST', '/v1/sessions', { taskId: 't', instructions, maxAttempts: 2, sampling: { temperature: 2, seed } })).body.id;
+          for (let t = 0; t < observations.length; t++) {
+            const last = t === observations.length - 1;
+            const r = await call(u, 'POST', `/v1/sessions/${id}/steps`, { attempt: 0, step: t, observation: observations[t], ...(last ? { done: true } : {}) });
+            expect(r.status).toBe(200);
+          }
+          const rows = (await call(u, 'GET', `/v1/sessions/${id}/trajectory`)).body.steps as Array<Record<string, any>>;
+          expect(rows.some((r) => r.kind === 'reflection')).toBe(true);
+          for (const r of rows.filter((x) => x.promptTokenIds !== null)) {
+            expect(decode(r.promptTokenIds)).toBe(r.prompt);
+            expect(r.promptTokenIds.length).toBeLessThanOrEqual(TINY.block_size);
+            expect(r.promptTruncatedChars).toBeGreaterThanOrEqual(0);
+            expect(() => fatal.decode(Uint8Array.from(r.outputTokenIds.filter((x: number) => x < 256)))).not.toThrow();
+            expect(r.output).not.toContain('\uFFFD');
+          }
+        }),
+        { numRuns: 8 },
+      );
+    } finally {
+      await app3.close();
     }
   });
 });
