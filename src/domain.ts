@@ -1,0 +1,76 @@
+/**
+ * The server's lists of names, each written out once. These constant arrays feed the TypeBox
+ * schemas (`StringEnum(ARR)` in src/routes), the drizzle column enums (`text('x', { enum: ARR })` in
+ * src/db/schema.ts), configuration checks (src/config.ts) and the CLI (src/cli); the union types
+ * below are derived from them. This module imports nothing, so every layer may import it.
+ *
+ * Order matters where a list reaches the outside: it is the order of `enum` in openapi/openapi.json
+ * and of the values named in error messages.
+ */
+
+/** Training algorithms of a job (shared/LAMER.md): LaMer meta-RL, the RL baselines, and SFT on demonstrations. */
+export const ALGORITHMS = ['lamer', 'gigpo', 'grpo', 'rloo', 'sft'] as const;
+export type Algorithm = (typeof ALGORITHMS)[number];
+
+/** The RL algorithms (every algorithm but 'sft'): trained on recorded sessions, and schedulable. */
+export const RL_ALGORITHMS = ['lamer', 'gigpo', 'grpo', 'rloo'] as const;
+export type RlAlgorithm = (typeof RL_ALGORITHMS)[number];
+
+/** What of the earlier attempts a session's acting prompt shows (shared/LAMER.md §1). */
+export const MEMORY_MODES = ['reflection_only', 'history_only', 'history_and_reflection'] as const;
+export type MemoryMode = (typeof MEMORY_MODES)[number];
+
+/** 'train' sessions are training data; 'eval' sessions are never trained on. */
+export const SESSION_MODES = ['train', 'eval'] as const;
+export type SessionMode = (typeof SESSION_MODES)[number];
+
+/** Life of a session: 'active' until its last attempt ends ('completed'), it is abandoned, or it expires. */
+export const SESSION_STATUSES = ['active', 'completed', 'abandoned', 'expired'] as const;
+export type SessionStatus = (typeof SESSION_STATUSES)[number];
+
+/** Life of one attempt inside a session. */
+export const ATTEMPT_STATUSES = ['running', 'succeeded', 'failed'] as const;
+export type AttemptStatus = (typeof ATTEMPT_STATUSES)[number];
+
+/** Why an attempt ended: the env said done, or the step cap (`maxSteps`) was reached. */
+export const END_REASONS = ['done', 'max_steps'] as const;
+export type EndReason = (typeof END_REASONS)[number];
+
+/** Kinds of recorded step rows: an acting turn, or the reflection written after a failed attempt. */
+export const STEP_KINDS = ['action', 'reflection'] as const;
+export type StepKind = (typeof STEP_KINDS)[number];
+
+/** Who wrote a reflection: the policy, or a person through the API. */
+export const REFLECTION_SOURCES = ['policy', 'human'] as const;
+export type ReflectionSource = (typeof REFLECTION_SOURCES)[number];
+
+/** Life of a training job. */
+export const JOB_STATUSES = ['queued', 'running', 'succeeded', 'failed', 'cancelled'] as const;
+export type JobStatus = (typeof JOB_STATUSES)[number];
+
+/** Job statuses from which a job never moves again. */
+export const FINISHED_JOB_STATUSES = ['succeeded', 'failed', 'cancelled'] as const satisfies readonly JobStatus[];
+
+/** Life of a model version: trained or registered ('candidate'), serving by default ('active'), replaced ('retired'). */
+export const MODEL_STATUSES = ['candidate', 'active', 'retired'] as const;
+export type ModelStatus = (typeof MODEL_STATUSES)[number];
+
+/** What serves a model version: a tfjs checkpoint here ('builtin'), or a remote OpenAI-compatible server ('openai'). */
+export const MODEL_ENGINES = ['builtin', 'openai'] as const;
+export type ModelEngine = (typeof MODEL_ENGINES)[number];
+
+/** The server's engine (LAMER_ENGINE): the model engines plus 'test', a scripted engine for tests. */
+export const SERVER_ENGINES = ['builtin', 'test', 'openai'] as const;
+export type ServerEngine = (typeof SERVER_ENGINES)[number];
+
+/** Built-in environment kinds (src/envs); full env names carry parameters, e.g. `minesweeper-6x6-3`. */
+export const ENV_KINDS = ['minesweeper', 'sokoban'] as const;
+export type EnvKind = (typeof ENV_KINDS)[number];
+
+/** Where PPO's old logprobs come from: recomputed from the loaded checkpoint, or those recorded at sampling time. */
+export const OLD_LOGPROB_SOURCES = ['recompute', 'stored'] as const;
+export type OldLogprobSource = (typeof OLD_LOGPROB_SOURCES)[number];
+
+/** Cross-episode return: LaMer Eq. 4 ('paper') or the reference code's recursion ('code'); shared/LAMER.md §2. */
+export const RETURN_MODES = ['paper', 'code'] as const;
+export type ReturnMode = (typeof RETURN_MODES)[number];
