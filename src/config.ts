@@ -21,7 +21,7 @@ export interface ApiKey {
   admin: boolean;
 }
 
-/** Size limits of request fields (DESIGN §3; issue 2 "Bad input"). */
+/** Size limits of request fields (DESIGN §3): larger input is a 4xx naming the field. */
 export interface Limits {
   /** Max HTTP body size in bytes for every route but the batch route. */
   bodyBytes: number;
@@ -92,9 +92,9 @@ export interface Config {
   sessionIdleTtlSeconds: number;
   /** Time limits of HTTP connections (slow or stalled clients). */
   http: HttpTimeouts;
-  /** Automatic training jobs (issue 5 item 5; src/training/scheduler.ts). */
+  /** Automatic training jobs (src/training/scheduler.ts). */
   training: TrainingConfig;
-  /** Overload protection (issue 6 item 7; README "Operations"). */
+  /** Overload protection (README "Operations"). */
   protection: ProtectionConfig;
   /** SQLite lock waits, WAL size and the answers to a busy or full database (src/db/index.ts). */
   database: DatabaseConfig;

@@ -1,5 +1,5 @@
 /**
- * `startServer(overrides)` (shared contract 1): configuration from the environment with
+ * `startServer(overrides)` (what the CLI, the tests and the client generators start): configuration from the environment with
  * `overrides` on top, database opened and migrated, engine created, routes registered, listening.
  * Returns the base URL (e.g. http://127.0.0.1:41234), the Fastify app and `close()` (stop
  * accepting, finish in-flight steps, dispose the engine, close the database, release the data

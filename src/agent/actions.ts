@@ -1,5 +1,5 @@
 /**
- * Action extraction (shared contract 4): the action to execute from the model's full output.
+ * Action extraction: the action to execute from the model's full output.
  * Rule: the first non-empty line, trimmed, with a leading "Action:" label removed; an output with
  * no non-empty line gives ''.
  * Examples: " up\nbecause..." -> "up"; "Action: (2, 3)" -> "(2, 3)".

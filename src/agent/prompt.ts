@@ -1,5 +1,5 @@
 /**
- * Prompt rendering (shared contract 4): the acting prompt and the reflection prompt of a LaMer
+ * Prompt rendering: the acting prompt and the reflection prompt of a LaMer
  * session, as `PromptParts` (src/policy/engine.ts). Pure functions over plain data, so the SFT job
  * renders demonstration sessions with exactly the prompts used when serving.
  *

@@ -19,7 +19,7 @@
  * - A write refused by the database (locked past the busy timeout, disk full, I/O error) throws
  *   DatabaseError (src/db/errors.ts; 503 over HTTP) and records nothing: the same request sent
  *   again is recorded exactly once. The model call of a refused step is simply made again.
- * - Overload (issue 6 item 7): at most `protection.maxQueuedSteps` model calls (act/reflect) wait
+ * - Overload: at most `protection.maxQueuedSteps` model calls (act/reflect) wait
  *   on or run in the engine at once; a step that would exceed it is 503 overloaded with
  *   Retry-After and records nothing, so the client retries the same step. A tenant may hold at
  *   most `protection.maxOpenSessionsPerTenant` active sessions; one more is 409 too-many-sessions.

@@ -1,7 +1,7 @@
 /**
  * `lamer demos --env minesweeper|sokoban --tasks N --seed S --out FILE.jsonl [--fail-rate 0.3]
  *  [--attempts 3] [--max-steps 7] [--params JSON]`: write solver demonstration sessions
- * (src/envs/demos.ts, contract 5) for the SFT warm start. Seeds come from the training range.
+ * (src/envs/demos.ts) for the SFT warm start. Seeds come from the training range.
  */
 import { generateDemos, writeDemos } from '../envs/demos.js';
 import { MAX_STEPS } from '../envs/index.js';

@@ -1,5 +1,6 @@
 /**
- * Demonstration sessions for the SFT warm start (cross-team contract 5), one JSON object per line:
+ * Demonstration sessions for the SFT warm start (written by `lamer demos`, read by sft training
+ * jobs), one JSON object per line:
  *   { env, taskId, instructions, memory: 'reflection_only',
  *     attempts: [{ steps: [{ observation, action, reward, done, success }], reflection }] }
  * steps[i].observation is what the env posted at step i, reward the reward of the previous action
@@ -69,7 +70,7 @@ export function generateDemos(opts: DemoOptions): DemoSession[] {
   for (let i = 0; i < opts.tasks; i++) {
     const seed = trainSeed(opts.seed, i);
     const rng = new Rng(seed ^ 0x5bd1e995);
-    rng.next(); // (was the per-session coin flip; kept so the sabotage draws stay as they were)
+    rng.next(); // one draw skipped so a seed keeps giving the same sabotaged tasks (reproducible demo files)
     const failFirst = maxAttempts > 1 && failing[i];
     out.push(opts.env === 'minesweeper'
       ? mineSweeperSession(new MineSweeperEnv(opts.params as object), seed, rng, failFirst, maxAttempts, maxSteps)

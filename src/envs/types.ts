@@ -1,5 +1,5 @@
 /**
- * The environment interface (cross-team contract 6): a text environment that an agent plays by
+ * The environment interface: a text environment that an agent plays by
  * reading observations and answering actions. Built-in envs (MineSweeper, Sokoban) implement it;
  * the eval harness and the demonstration generator drive it exactly as an external client of the
  * HTTP API would.

@@ -1,5 +1,5 @@
 /**
- * TensorFlow.js backend choice at start (shared/DESIGN.md §4, issue 3 item 5).
+ * TensorFlow.js backend choice at start (shared/DESIGN.md §4).
  *
  * Order for `auto`: `@tensorflow/tfjs-node-gpu` (CUDA) -> `@tensorflow/tfjs-node` (native CPU) ->
  * `wasm` (@tensorflow/tfjs-backend-wasm, single-threaded under Node) -> `cpu` (pure JS).

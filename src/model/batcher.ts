@@ -1,5 +1,5 @@
 /**
- * Dynamic batching of concurrent forward requests into one model forward pass (issue 3 item 7).
+ * Dynamic batching of concurrent forward requests into one model forward pass.
  *
  * Requests (each one or more `CachedRow`s: a prefill, one decode token, or a set of candidate
  * actions) are queued; a flush runs when `maxBatchSize` rows are waiting or `windowMs` after the

@@ -1,5 +1,6 @@
 /**
- * Checkpoints of the builtin model in tfjs format (shared contract 3): a folder with
+ * Checkpoints of the builtin model in tfjs format (what `ModelIO` loads and saves, and what a
+ * training job writes as a new version): a folder with
  * - `model.json`: `{ format: 'lamer-gpt', generatedBy, weightsManifest: [{ paths: ['weights.bin'],
  *   weights: [{name, shape, dtype}] }], userDefinedMetadata: { lamer: { config, tokenizer, version,
  *   meta } } }` — the standard tfjs weights manifest, so `tf.io.decodeWeights` reads it;

@@ -1,5 +1,5 @@
 /**
- * The builtin policy engine (shared contract 2; shared/DESIGN.md §4): the GPT of src/model/gpt.ts
+ * The builtin policy engine (shared/DESIGN.md §4): the GPT of src/model/gpt.ts
  * behind the `PolicyEngine` interface, with
  * - byte-level prompts fitted to the context by dropping the oldest steps (src/model/tokenizer.ts);
  * - sampling with temperature / top-p / top-k / seed, stop tokens and separate length caps for
@@ -777,7 +777,7 @@ export class BuiltinEngine implements PolicyEngine {
 }
 
 /**
- * Creates the builtin engine (shared contract 2): selects the tfjs backend (`auto` tries
+ * Creates the builtin engine: selects the tfjs backend (`auto` tries
  * tfjs-node-gpu, tfjs-node, wasm, cpu) and returns an engine with no version loaded yet; the
  * server calls `load('base', 'models/base')` (or the active version) next.
  */

@@ -1,5 +1,5 @@
 /**
- * Engine factory (shared contract 2): `createEngine(config)` returns the policy engine named by
+ * Engine factory: `createEngine(config)` returns the policy engine named by
  * `config.engine`: 'test' -> `TestEngine`; 'openai' -> `NoLocalEngine` (every version is remote);
  * 'builtin' -> `createBuiltinEngine` from
  * `./builtin-engine.js` (tfjs transformer), imported only when asked for.

@@ -6,7 +6,7 @@
  * unless the attempt ended there) plus one 'reflection' record per reflection turn. Token ids and
  * logprobs are used as stored (training never re-tokenises).
  *
- * SFT (`sft`): from demonstration sessions (shared contract 5, `DemoSession`), rendered with the
+ * SFT (`sft`): from demonstration sessions (`DemoSession` of src/envs/demos.ts), rendered with the
  * serving prompts (src/agent/prompt.ts) and the builtin byte tokenizer (src/model/tokenizer.ts).
  */
 import { renderActPrompt, renderReflectionPrompt, type PromptAttempt, type PromptStep } from '../agent/prompt.js';

@@ -1,5 +1,5 @@
 /**
- * Training jobs as a service (shared/DESIGN.md §3 `training/jobs`, issue 5 items 2-4), without the
+ * Training jobs as a service (shared/DESIGN.md §3 `training/jobs`), without the
  * HTTP layer: create / list / get / cancel jobs stored in the `training_jobs` table, run them one at
  * a time in a worker thread, and register each result as a new model version (status `candidate`,
  * or `active` when the job asked for activation).
@@ -35,7 +35,7 @@ export interface CreateJobRequest {
   algorithm: Algorithm;
   /** RL data filter; ignored for SFT. */
   data?: DataFilter;
-  /** SFT: path of a DemoSession JSONL file (shared contract 5). */
+  /** SFT: path of a DemoSession JSONL file (src/envs/demos.ts). */
   demosPath?: string;
   /** Version to start from; default: the active version. */
   baseVersion?: string;

@@ -21,7 +21,7 @@ export interface TrainableModel {
   dispose(): void;
 }
 
-/** Loading and saving checkpoints (tfjs format folders, shared contract 3). */
+/** Loading and saving checkpoints (tfjs format folders: `model.json` + `weights.bin`, src/model/checkpoint.ts). */
 export interface ModelIO {
   /** @throws when the folder is missing or not a checkpoint. */
   load(checkpointDir: string): Promise<TrainableModel>;

@@ -1,5 +1,5 @@
 /**
- * Automatic training (issue 5 item 5): start a job from a template every N completed training
+ * Automatic training (LAMER_TRAIN_* variables): start a job from a template every N completed training
  * sessions and/or on a cron expression (croner; 5 or 6 fields, seconds first when 6).
  * Only one job runs at a time: a trigger while the manager is busy is skipped (and logged).
  * RL jobs started by the schedule train on the sessions created since the previous trigger,

@@ -1,5 +1,5 @@
 /**
- * `lamer export` (issue 6 item 8) against a real server run: sessions played over HTTP, then
+ * `lamer export` against a real server run: sessions played over HTTP, then
  * exported as JSONL; every line validates against docs/export.schema.json (ajv), lines match the
  * trajectory exactly, filters select the right sessions, and the CLI writes to stdout.
  */

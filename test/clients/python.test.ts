@@ -3,7 +3,7 @@
  *  - against a recording stub HTTP server: request method, path, query, body and Bearer header,
  *    and a problem+json answer raised as `LamerProblem` with its type and Retry-After;
  *  - the MineSweeper example playing a full session against a live in-process server
- *    (`startServer({ engine: 'test' })`, contract 1).
+ *    (`startServer({ engine: 'test' })`).
  */
 import { execFile, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';

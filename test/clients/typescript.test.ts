@@ -1,7 +1,7 @@
 /**
  * The TypeScript client (clients/typescript: openapi-fetch over openapi-typescript's types):
  *  - against a stub server: Bearer header, paths and bodies, `unwrap` raising LamerProblemError;
- *  - against a live in-process server (`startServer({ engine: 'test' })`, contract 1): a session,
+ *  - against a live in-process server (`startServer({ engine: 'test' })`): a session,
  *    a short fake game of 2 attempts, then memory and trajectory.
  */
 import { execFileSync } from 'node:child_process';

@@ -1,4 +1,4 @@
-/** LAMER_TRAIN_* configuration (issue 5 item 5): defaults, parsing, and errors naming the variable. */
+/** LAMER_TRAIN_* configuration: defaults, parsing, and errors naming the variable. */
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config.js';
 

@@ -1,5 +1,5 @@
 /**
- * Training-job routes over real HTTP (issue 5 items 2-5): create, list with filters and cursor
+ * Training-job routes over real HTTP: create, list with filters and cursor
  * pagination, get with progress and per-iteration metrics, cancel (queued, running, finished),
  * validation errors that change nothing, admin-only access, a crashing job that fails without
  * taking the server down, and the schedule wired from the config.

@@ -1,5 +1,5 @@
 /**
- * Training next to serving (issue 5 items 3-4) over real HTTP: a server with the builtin engine on
+ * Training next to serving over real HTTP: a server with the builtin engine on
  * a tiny GPT records door-game sessions; a LaMer job trains on them in a worker thread while the
  * server keeps answering steps; the new version is registered with its parent and job, activated,
  * and pinned by new sessions.

@@ -1,5 +1,5 @@
 /**
- * Rate limits per API key (issue 6 item 7) with @fastify/rate-limit: at most
+ * Rate limits per API key with @fastify/rate-limit: at most
  * `protection.rateLimitMax` requests per `rateLimitWindowSeconds` on `/v1` routes (the route the
  * router matched, whatever the spelling of the URL), counted per
  * API key (the sha256 of the Bearer token; per client IP when the request has none). Operations

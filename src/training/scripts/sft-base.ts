@@ -1,6 +1,6 @@
 /**
  * `npm run model:sft-base [-- --out models/sft] [--tasks 160] [--epochs 2] ...`: the SFT warm start
- * (issue 5 item 3), reproducible end to end:
+ * (the shipped `models/base` checkpoint), reproducible end to end:
  *   1. the random initialisation is written again with `npm run model:init` (cpu backend, seed
  *      1337: the same bytes as the shipped random-init base) into a temporary folder;
  *   2. solver demonstrations are generated with `lamer demos` (MineSweeper only, board from

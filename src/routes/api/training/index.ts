@@ -1,5 +1,5 @@
 /**
- * Training-job routes (DESIGN §3 `training/jobs`; issue 5 items 2-4): create, list (filters, cursor
+ * Training-job routes (DESIGN §3 `training/jobs`): create, list (filters, cursor
  * pagination, newest first), get (status, progress, data counts with skipped groups, metrics per
  * iteration, result version, error), cancel. Admin key required when API keys are configured.
  * Dependencies by decoration: `app.training` (TrainingJobManager, src/plugins/app/training.ts).

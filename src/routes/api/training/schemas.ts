@@ -1,9 +1,9 @@
 /**
- * TypeBox schemas of the training-job resource (DESIGN §3 `training/jobs`; issue 5 items 2-4).
+ * TypeBox schemas of the training-job resource (DESIGN §3 `training/jobs`).
  *
  * Hyperparameter ranges are the ones the runner accepts (src/training/job.ts TrainingHyper) and the
  * returns/advantages take (src/training/returns.ts, advantages.ts; shared/LAMER.md §2-3).
- * SFT demonstrations (shared contract 5, `DemoSession` JSONL) come either as a `path` relative to
+ * SFT demonstrations (`DemoSession` JSONL, src/envs/demos.ts) come either as a `path` relative to
  * `<dataDir>/demos/` (large sets: write the file there, e.g. with `lamer demos --out`), or inline as
  * `sessions` (small sets; bounded by the request body limit); exactly one of the two.
  */
