@@ -5,7 +5,8 @@
  */
 import * as tf from '@tensorflow/tfjs';
 import { initBackend } from '../src/model/backend.js';
-import { DEFAULT_CONFIG, disposeCache, forwardCached, initModel, tokenLogprobs } from '../src/model/gpt.js';
+import { DEFAULT_CONFIG, initModel, tokenLogprobs } from '../src/model/gpt.js';
+import { disposeCache, forwardCached } from '../src/model/gpt-cached.js';
 
 const what = process.argv[2] ?? 'decode';
 const B = Number(process.argv[3] ?? 32);

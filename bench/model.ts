@@ -22,7 +22,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { initBackend, type BackendPreference } from '../src/model/backend.js';
 import { saveCheckpoint } from '../src/model/checkpoint.js';
-import { countParams, DEFAULT_CONFIG, disposeCache, forward, forwardCached, initModel, tokenLogprobs, type GPT } from '../src/model/gpt.js';
+import { countParams, DEFAULT_CONFIG, forward, initModel, tokenLogprobs, type GPT } from '../src/model/gpt.js';
+import { disposeCache, forwardCached } from '../src/model/gpt-cached.js';
 import { createBuiltinEngineInstance } from '../src/policy/builtin-engine.js';
 
 const args = process.argv.slice(2);

@@ -9,6 +9,7 @@
  *
  * On wasm, `installWasmPatches` (src/model/wasm-kernels.ts) is applied: transposed matmuls are
  * materialised first, and an `UnsortedSegmentSum` kernel (gradient of `gather`) is registered.
+ * Kernel choices that depend on the backend (`batchMatMul`) are made here, not in the model maths.
  */
 import * as tf from '@tensorflow/tfjs';
 import { createRequire } from 'node:module';
@@ -36,6 +37,22 @@ export function backendGeneration(): number {
 /** Name of the backend chosen by `initBackend` ('tensorflow' | 'wasm' | 'cpu'), or null before. */
 export function chosenBackend(): string | null {
   return chosen;
+}
+
+/**
+ * Batched matMul a `[K, M, I]` @ b `[K, I, N]` (or b^T when `transposeB`, b `[K, N, I]`) -> `[K, M, N]`,
+ * formulated for the active backend: on wasm the batched matMul kernel runs a naive loop
+ * (~1 GFLOP/s), so the K pairs are unstacked and multiplied as 2-D matMuls (XNNPACK path), 3-7x
+ * faster at attention sizes (bench/model-attn-micro.ts; shared/PERF-NOTES.md); other backends use
+ * one batched matMul. Same values either way up to float rounding of the kernels.
+ */
+export function batchMatMul(a: tf.Tensor3D, b: tf.Tensor3D, transposeB: boolean): tf.Tensor3D {
+  if (tf.getBackend() === 'wasm') {
+    const as = tf.unstack(a) as tf.Tensor2D[];
+    const bs = tf.unstack(b) as tf.Tensor2D[];
+    return tf.stack(as.map((ai, i) => tf.matMul(ai, bs[i], false, transposeB))) as tf.Tensor3D;
+  }
+  return tf.matMul(a, b, false, transposeB);
 }
 
 /** Tries the native packages in order; when none loads, logs one line with each one's reason. */

@@ -13,7 +13,7 @@
  * decode rows pay for 1,000 padded query positions. A single request larger than `maxBatchSize`
  * rows runs alone.
  */
-import type { CachedRow, CachedRowResult } from './gpt.js';
+import type { CachedRow, CachedRowResult } from './gpt-cached.js';
 
 /**
  * Cap on padded tokens when batching multi-token requests together. A prefill of N tokens is

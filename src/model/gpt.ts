@@ -15,13 +15,16 @@
  * Shapes: B batch, T sequence (<= block_size), C n_embd, H n_head, hd = C/H, V vocab_size.
  * Token ids are int32 of the byte tokenizer (src/model/tokenizer.ts). Logprobs are natural logs.
  *
+ * The block maths (LayerNorm, attention, MLP, block) are functions over typed per-layer
+ * parameters in src/model/layers.ts; the parameters are bound by name once, when the model is made.
+ *
  * Training API (used by src/training): `initModel`, `forward`, `tokenLogprobs`, `tokenEntropy`,
  * `model.trainableVariables`; checkpoints are in src/model/checkpoint.ts.
- * Serving API: `forwardCached` (per-row KV caches of src/model/kv-cache.ts, batched; used by
- * src/policy/builtin-engine.ts through src/model/batcher.ts).
+ * Serving API: `forwardCached` in src/model/gpt-cached.ts (per-row KV caches, batched).
  */
 import * as tf from '@tensorflow/tfjs';
-import { RowCache, SharedKV } from './kv-cache.js';
+import { block, layerNorm, type Dims, type LayerNormParams, type LayerParams, type PastKV } from './layers.js';
+import { entropyFromLogits, logprobsFromLogits } from './logprobs.js';
 import { VOCAB_SIZE } from './tokenizer.js';
 
 export interface GPTConfig {
@@ -49,10 +52,16 @@ export interface GPT {
   readonly params: Map<string, tf.Variable>;
   /** All parameters, in a fixed order (for optimizers and `tf.variableGrads`). */
   readonly trainableVariables: tf.Variable[];
+  /** Token embedding `[V, C]` (also the tied head). */
+  readonly wte: tf.Variable;
+  /** Position embedding `[block_size, C]`. */
+  readonly wpe: tf.Variable;
+  /** Per block, its parameters (the same variables as in `params`). */
+  readonly layers: LayerParams[];
+  /** Final LayerNorm. */
+  readonly lnF: LayerNormParams;
   dispose(): void;
 }
-
-export { RowCache, type LayerKV } from './kv-cache.js';
 
 /** Shape of every parameter of a config, in canonical order. */
 export function paramShapes(cfg: GPTConfig): Array<[string, number[]]> {
@@ -113,10 +122,31 @@ export function modelFromTensors(config: GPTConfig, tensors: Map<string, tf.Tens
     config,
     params,
     trainableVariables,
+    ...bindParams(config, params),
     dispose() {
       for (const v of trainableVariables) v.dispose();
     },
   };
+}
+
+/** Binds the named parameters to the typed fields of `GPT` (once per model). */
+function bindParams(config: GPTConfig, params: Map<string, tf.Variable>): Pick<GPT, 'wte' | 'wpe' | 'layers' | 'lnF'> {
+  const p = (name: string): tf.Variable => {
+    const v = params.get(name);
+    if (!v) throw new Error(`missing parameter ${name}`);
+    return v;
+  };
+  const layers: LayerParams[] = [];
+  for (let i = 0; i < config.n_layer; i++) {
+    const pre = `h.${i}.`;
+    layers.push({
+      ln1: { g: p(pre + 'ln_1.g'), b: p(pre + 'ln_1.b') },
+      attn: { cAttnW: p(pre + 'attn.c_attn.w'), cAttnB: p(pre + 'attn.c_attn.b'), cProjW: p(pre + 'attn.c_proj.w'), cProjB: p(pre + 'attn.c_proj.b') },
+      ln2: { g: p(pre + 'ln_2.g'), b: p(pre + 'ln_2.b') },
+      mlp: { cFcW: p(pre + 'mlp.c_fc.w'), cFcB: p(pre + 'mlp.c_fc.b'), cProjW: p(pre + 'mlp.c_proj.w'), cProjB: p(pre + 'mlp.c_proj.b') },
+    });
+  }
+  return { wte: p('wte'), wpe: p('wpe'), layers, lnF: { g: p('ln_f.g'), b: p('ln_f.b') } };
 }
 
 /**
@@ -137,71 +167,6 @@ export function initModel(config: GPTConfig, seed = 1337): GPT {
   return modelFromTensors(config, tensors);
 }
 
-function p(model: GPT, name: string): tf.Variable {
-  const v = model.params.get(name);
-  if (!v) throw new Error(`missing parameter ${name}`);
-  return v;
-}
-
-/** LayerNorm over the last axis, eps 1e-5. x `[..., C]`. */
-function layerNorm(x: tf.Tensor, g: tf.Tensor, b: tf.Tensor): tf.Tensor {
-  const { mean, variance } = tf.moments(x, -1, true);
-  return tf.add(tf.mul(tf.mul(tf.sub(x, mean), tf.rsqrt(tf.add(variance, 1e-5))), g), b);
-}
-
-/**
- * GELU, tanh approximation (GPT-2): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), computed with
- * the identity 0.5 (1 + tanh(z)) = sigmoid(2 z), i.e. x * sigmoid(2 sqrt(2/pi) (x + 0.044715 x^3)):
- * the same function, but wasm's Sigmoid is ~10x faster than its Tanh, and x*x*x than Pow.
- */
-function gelu(x: tf.Tensor): tf.Tensor {
-  const x3 = tf.mul(tf.mul(x, x), x);
-  const z = tf.mul(tf.add(x, tf.mul(x3, 0.044715)), 2 * Math.sqrt(2 / Math.PI));
-  return tf.mul(x, tf.sigmoid(z));
-}
-
-/**
- * Scaled dot-product attention over B*H independent (batch, head) pairs.
- * q `[B*H, N, hd]`, k and v `[B*H, L, hd]`, additive mask `[B or 1, 1, N, L]` -> `[B*H, N, hd]`:
- * softmax(q k^T * scale + mask) v.
- * Formulation by case, for speed on wasm (bench/model-attn-micro.ts; shared/PERF-NOTES.md):
- * - N = 1 (a decode step): scores by multiply + sum over hd, then one batched matMul with v.
- * - wasm, N > 1: the wasm batched matMul runs a naive loop (~1 GFLOP/s), so the pairs are
- *   unstacked and multiplied as 2-D matMuls (XNNPACK path), 3-7x faster at these sizes.
- * - other backends: plain batched matMuls.
- */
-function attention(q: tf.Tensor3D, k: tf.Tensor3D, v: tf.Tensor3D, mask: tf.Tensor4D, B: number, H: number, scale: number): tf.Tensor3D {
-  const [BH, N] = q.shape;
-  const L = k.shape[1];
-  const softmaxMasked = (scores: tf.Tensor) =>
-    tf.reshape(tf.softmax(tf.add(tf.reshape(tf.mul(scores, scale), [B, H, N, L]), mask), -1), [BH, N, L]) as tf.Tensor3D;
-  if (N === 1) {
-    const att = softmaxMasked(tf.sum(tf.mul(q, k), -1)); // [BH, L] -> [BH, 1, L]
-    return tf.matMul(att, v);
-  }
-  if (tf.getBackend() === 'wasm') {
-    const qs = tf.unstack(q) as tf.Tensor2D[];
-    const ks = tf.unstack(k) as tf.Tensor2D[];
-    const vs = tf.unstack(v) as tf.Tensor2D[];
-    const att = softmaxMasked(tf.stack(qs.map((qi, i) => tf.matMul(qi, ks[i], false, true))));
-    const atts = tf.unstack(att) as tf.Tensor2D[];
-    return tf.stack(atts.map((ai, i) => tf.matMul(ai, vs[i]))) as tf.Tensor3D;
-  }
-  const att = softmaxMasked(tf.matMul(q, k, false, true));
-  return tf.matMul(att, v);
-}
-
-/** x `[N, in]` @ w `[in, out]` + b `[out]`. */
-function linear(x: tf.Tensor2D, w: tf.Tensor, b: tf.Tensor): tf.Tensor2D {
-  return tf.add(tf.matMul(x, w as tf.Tensor2D), b) as tf.Tensor2D;
-}
-
-/** Past keys/values of a batch for one layer: `[B, H, P, hd]` each. */
-interface PastKV {
-  k: tf.Tensor4D;
-  v: tf.Tensor4D;
-}
-
 /**
  * Core forward shared by training and serving.
  * @param idx `[B, N]` int32 token ids (the new tokens).
@@ -209,60 +174,39 @@ interface PastKV {
  * @param past per layer `[B, H, P, hd]` keys/values before the new tokens, or null (P = 0).
  * @param mask additive attention mask `[B or 1, 1, N, P + N]` (0 allowed, -1e9 masked).
  * @returns hidden states after ln_f `[B, N, C]` and per layer the keys/values of past and new
- *   tokens `[B, H, P + N, hd]`.
+ *   tokens `[B, H, P + N, hd]`. Call inside tf.tidy.
  */
-function forwardHidden(
+export function forwardHidden(
   model: GPT,
   idx: tf.Tensor2D,
   pos: tf.Tensor2D | null,
   past: PastKV[] | null,
   mask: tf.Tensor4D,
 ): { h: tf.Tensor3D; present: PastKV[] } {
-  const { n_layer, n_head, n_embd } = model.config;
+  const { n_head, n_embd } = model.config;
   const [B, N] = idx.shape;
-  const H = n_head;
-  const hd = n_embd / n_head;
   const C = n_embd;
-  const tokEmb = tf.reshape(tf.gather(p(model, 'wte'), tf.reshape(idx, [-1])), [B, N, C]);
+  const d: Dims = { B, N, H: n_head, hd: n_embd / n_head, C };
+  const tokEmb = tf.reshape(tf.gather(model.wte, tf.reshape(idx, [-1])), [B, N, C]);
   const posEmb = pos
-    ? tf.reshape(tf.gather(p(model, 'wpe'), tf.reshape(pos, [-1])), [B, N, C])
-    : tf.slice(p(model, 'wpe'), [0, 0], [N, C]); // [N, C], broadcast over B
+    ? tf.reshape(tf.gather(model.wpe, tf.reshape(pos, [-1])), [B, N, C])
+    : tf.slice(model.wpe, [0, 0], [N, C]); // [N, C], broadcast over B
   let x = tf.reshape(tf.add(tokEmb, posEmb), [B * N, C]) as tf.Tensor2D;
-  const scale = 1 / Math.sqrt(hd);
   const present: PastKV[] = [];
-  // [B*N, C] -> [B, H, N, hd]
-  const heads = (t: tf.Tensor) => tf.transpose(tf.reshape(t, [B, N, H, hd]), [0, 2, 1, 3]) as tf.Tensor4D;
-  for (let l = 0; l < n_layer; l++) {
-    const pre = `h.${l}.`;
-    // --- causal self-attention ---
-    const a = layerNorm(x, p(model, pre + 'ln_1.g'), p(model, pre + 'ln_1.b')) as tf.Tensor2D;
-    const qkv = linear(a, p(model, pre + 'attn.c_attn.w'), p(model, pre + 'attn.c_attn.b')); // [B*N, 3C]
-    const [q2, k2, v2] = tf.split(qkv, 3, 1);
-    const q = heads(q2);
-    const kNew = heads(k2);
-    const vNew = heads(v2);
-    const k = past ? (tf.concat([past[l].k, kNew], 2) as tf.Tensor4D) : kNew; // [B, H, L, hd]
-    const v = past ? (tf.concat([past[l].v, vNew], 2) as tf.Tensor4D) : vNew;
-    present.push({ k, v });
-    const L = k.shape[2];
-    const y = attention(tf.reshape(q, [B * H, N, hd]) as tf.Tensor3D, tf.reshape(k, [B * H, L, hd]) as tf.Tensor3D,
-      tf.reshape(v, [B * H, L, hd]) as tf.Tensor3D, mask, B, H, scale); // [B*H, N, hd]
-    const yc = tf.reshape(tf.transpose(tf.reshape(y, [B, H, N, hd]), [0, 2, 1, 3]), [B * N, C]) as tf.Tensor2D;
-    x = tf.add(x, linear(yc, p(model, pre + 'attn.c_proj.w'), p(model, pre + 'attn.c_proj.b'))) as tf.Tensor2D;
-    // --- MLP ---
-    const m = layerNorm(x, p(model, pre + 'ln_2.g'), p(model, pre + 'ln_2.b')) as tf.Tensor2D;
-    const hid = gelu(linear(m, p(model, pre + 'mlp.c_fc.w'), p(model, pre + 'mlp.c_fc.b'))) as tf.Tensor2D;
-    x = tf.add(x, linear(hid, p(model, pre + 'mlp.c_proj.w'), p(model, pre + 'mlp.c_proj.b'))) as tf.Tensor2D;
-  }
-  const h = tf.reshape(layerNorm(x, p(model, 'ln_f.g'), p(model, 'ln_f.b')), [B, N, C]) as tf.Tensor3D;
+  model.layers.forEach((layer, l) => {
+    const out = block(x, layer, past ? past[l] : null, mask, d);
+    x = out.x;
+    present.push(out.present);
+  });
+  const h = tf.reshape(layerNorm(x, model.lnF), [B, N, C]) as tf.Tensor3D;
   return { h, present };
 }
 
 /** Weight-tied language-model head: h `[..., C]` -> logits `[..., V]` = h @ wte^T. */
-function lmHead(model: GPT, h: tf.Tensor): tf.Tensor {
+export function lmHead(model: GPT, h: tf.Tensor): tf.Tensor {
   const C = model.config.n_embd;
   const lead = h.shape.slice(0, -1);
-  const logits = tf.matMul(tf.reshape(h, [-1, C]) as tf.Tensor2D, p(model, 'wte') as tf.Tensor2D, false, true);
+  const logits = tf.matMul(tf.reshape(h, [-1, C]) as tf.Tensor2D, model.wte as tf.Tensor2D, false, true);
   return tf.reshape(logits, [...lead, model.config.vocab_size]);
 }
 
@@ -305,11 +249,7 @@ export function tokenLogprobs(model: GPT, tokens: tf.Tensor2D): tf.Tensor2D {
   return tf.tidy(() => {
     const [B, T] = tokens.shape;
     const logits = forward(model, tf.slice(tokens, [0, 0], [B, T - 1]));
-    const logp = tf.logSoftmax(logits, -1);
-    const targets = tf.slice(tokens, [0, 1], [B, T - 1]);
-    // oneHot in int32 then cast: the wasm OneHot kernel writes int32 bits when asked for float32.
-    const onehot = tf.cast(tf.oneHot(tf.cast(targets, 'int32'), model.config.vocab_size), 'float32');
-    return tf.sum(tf.mul(logp, onehot), -1) as tf.Tensor2D;
+    return logprobsFromLogits(logits, tf.slice(tokens, [0, 1], [B, T - 1]));
   });
 }
 
@@ -320,149 +260,6 @@ export function tokenLogprobs(model: GPT, tokens: tf.Tensor2D): tf.Tensor2D {
 export function tokenEntropy(model: GPT, tokens: tf.Tensor2D): tf.Tensor2D {
   return tf.tidy(() => {
     const [B, T] = tokens.shape;
-    const logp = tf.logSoftmax(forward(model, tf.slice(tokens, [0, 0], [B, T - 1])), -1);
-    return tf.neg(tf.sum(tf.mul(tf.exp(logp), logp), -1)) as tf.Tensor2D;
+    return entropyFromLogits(forward(model, tf.slice(tokens, [0, 0], [B, T - 1])));
   });
-}
-
-/** One row of a cached, batched forward (serving). */
-export interface CachedRow {
-  /** Cache of the row's previous c tokens, or null when c = 0 (src/model/kv-cache.ts). */
-  cache: RowCache | null;
-  /** New token ids, length n >= 1; positions are c .. c+n-1, and c + n <= block_size. */
-  tokens: number[];
-  /** true: return logprobs at every new position `[n, V]`; false: only at the last `[1, V]`. */
-  allPositions: boolean;
-  /** true: return the extended cache (c + n positions). */
-  keepCache: boolean;
-}
-
-export interface CachedRowResult {
-  /** Log-softmax rows, row-major `[n or 1, V]`; row j predicts the token after new token j. */
-  logprobs: Float32Array;
-  /** Extended cache when `keepCache` (a view of this forward's keys/values); the caller disposes it. */
-  cache: RowCache | null;
-}
-
-/** Counts of `forwardCached` calls by path (process-wide; for tests and benchmarks). */
-export const forwardCachedStats = { lockStep: 0, general: 0 };
-
-/** Number of cached positions of a row cache (0 for null). */
-export function cacheLength(cache: RowCache | null): number {
-  return cache ? cache.length : 0;
-}
-
-/**
- * Batched forward of rows with their own KV caches of different lengths (serving path).
- * Row i's keys are laid out `[padding, cache_i (c_i), new tokens (Nmax, right-padded)]` with the
- * cache ending at column Cmax (left-padded, so its extended cache is one contiguous range); the
- * additive mask lets query j of row i attend to its cached keys and to new keys <= j only, and
- * positions are c_i + j, so every row's result equals its unbatched, uncached computation up to
- * float rounding.
- * Lock-step fast path: when the rows are exactly the rows of one previous forward, in order, each
- * cache ending at that forward's last column, the previous keys/values are the past as they are.
- * Input caches are not disposed (the caller owns them). Synchronous (downloads the logprobs).
- * @throws Error when a row has no tokens or would exceed block_size.
- */
-export function forwardCached(model: GPT, rows: CachedRow[]): CachedRowResult[] {
-  const { block_size, n_head: H, n_embd, vocab_size: V, n_layer } = model.config;
-  const hd = n_embd / H;
-  const B = rows.length;
-  const cs = rows.map((r) => cacheLength(r.cache));
-  const ns = rows.map((r) => r.tokens.length);
-  rows.forEach((r, i) => {
-    if (ns[i] < 1) throw new Error('forwardCached: a row needs at least one new token');
-    if (cs[i] + ns[i] > block_size) throw new Error(`forwardCached: ${cs[i] + ns[i]} positions exceed block_size ${block_size}`);
-  });
-  const shared0 = rows[0].cache?.sharedKV ?? null;
-  const lockStep =
-    shared0 !== null &&
-    shared0.batch === B &&
-    rows.every((r, i) => r.cache !== null && r.cache.sharedKV === shared0 && r.cache.row === i && r.cache.start + r.cache.length === shared0.length);
-  if (lockStep) forwardCachedStats.lockStep++;
-  else forwardCachedStats.general++;
-  const Cmax = lockStep ? shared0.length : Math.max(...cs);
-  // first cached column of each row
-  const starts = rows.map((_, i) => Cmax - cs[i]);
-  const Nmax = Math.max(...ns);
-  const Ltot = Cmax + Nmax;
-  const idxVals = new Int32Array(B * Nmax);
-  const posVals = new Int32Array(B * Nmax);
-  const maskVals = new Float32Array(B * Nmax * Ltot).fill(-1e9);
-  for (let i = 0; i < B; i++) {
-    for (let j = 0; j < Nmax; j++) {
-      const o = (i * Nmax + j) * Ltot;
-      if (j < ns[i]) {
-        idxVals[i * Nmax + j] = rows[i].tokens[j];
-        posVals[i * Nmax + j] = cs[i] + j;
-        maskVals.fill(0, o + starts[i], o + Cmax);
-        maskVals.fill(0, o + Cmax, o + Cmax + j + 1);
-      } else {
-        maskVals[o + Cmax] = 0; // padding query: attend somewhere harmless; output ignored
-      }
-    }
-  }
-  const anyAll = rows.some((r) => r.allPositions);
-  let presentKV: PastKV[] = [];
-  const logpT = tf.tidy(() => {
-    const idx = tf.tensor2d(idxVals, [B, Nmax], 'int32');
-    const pos = tf.tensor2d(posVals, [B, Nmax], 'int32');
-    const mask = tf.tensor4d(maskVals, [B, 1, Nmax, Ltot]);
-    let past: PastKV[] | null = null;
-    if (lockStep) {
-      past = shared0.k.map((k, l) => ({ k, v: shared0.v[l] }));
-    } else if (Cmax > 0) {
-      past = [];
-      const layersOf = rows.map((r) => (r.cache ? r.cache.layers() : null));
-      for (let l = 0; l < n_layer; l++) {
-        const pad = (i: number, which: 'k' | 'v') => {
-          const c = layersOf[i];
-          if (!c) return tf.zeros([H, Cmax, hd]);
-          const t = c[l][which];
-          return cs[i] === Cmax ? t : tf.pad(t, [[0, 0], [Cmax - cs[i], 0], [0, 0]]);
-        };
-        const stackRows = (which: 'k' | 'v') =>
-          (B === 1 ? tf.expandDims(pad(0, which), 0) : tf.stack(rows.map((_, i) => pad(i, which)))) as tf.Tensor4D;
-        past.push({ k: stackRows('k'), v: stackRows('v') });
-      }
-    }
-    const { h, present } = forwardHidden(model, idx, pos, past, mask);
-    let hSel: tf.Tensor;
-    if (anyAll) hSel = h;
-    else {
-      const lastIdx = tf.tensor1d(rows.map((_, i) => i * Nmax + ns[i] - 1), 'int32');
-      hSel = tf.gather(tf.reshape(h, [B * Nmax, n_embd]), lastIdx);
-    }
-    if (rows.some((r) => r.keepCache)) {
-      presentKV = present.map((pr) => ({ k: tf.keep(pr.k), v: tf.keep(pr.v) }));
-    }
-    return tf.logSoftmax(lmHead(model, hSel), -1);
-  });
-  let shared: SharedKV | null = null;
-  if (presentKV.length > 0) {
-    shared = new SharedKV(presentKV.map((p) => p.k), presentKV.map((p) => p.v));
-    shared.retain(); // held while the views below are created
-  }
-  const vals = logpT.dataSync() as Float32Array;
-  logpT.dispose();
-  const results = rows.map((r, i) => {
-    let logprobs: Float32Array;
-    if (!anyAll) logprobs = vals.slice(i * V, (i + 1) * V);
-    else if (r.allPositions) logprobs = vals.slice(i * Nmax * V, (i * Nmax + ns[i]) * V);
-    else logprobs = vals.slice((i * Nmax + ns[i] - 1) * V, (i * Nmax + ns[i]) * V);
-    const cache = r.keepCache && shared ? RowCache.view(shared, i, starts[i], cs[i] + ns[i]) : null;
-    return { logprobs, cache };
-  });
-  shared?.release();
-  return results;
-}
-
-/** Disposes a row cache (null-safe). */
-export function disposeCache(cache: RowCache | null): void {
-  cache?.dispose();
-}
-
-/** A cache of the first `len` positions (null for len <= 0); the input stays valid. */
-export function truncateCache(cache: RowCache, len: number): RowCache | null {
-  return cache.truncate(len);
 }

@@ -25,9 +25,10 @@ import * as tf from '@tensorflow/tfjs';
 import { backendGeneration, initBackend, reinitBackend, type BackendPreference } from '../model/backend.js';
 import { ForwardBatcher, type BatcherStats } from '../model/batcher.js';
 import { loadCheckpoint } from '../model/checkpoint.js';
+import type { GPT } from '../model/gpt.js';
 import {
-  cacheLength, disposeCache, forwardCached, truncateCache, type CachedRow, type CachedRowResult, type GPT,
-} from '../model/gpt.js';
+  cacheLength, disposeCache, forwardCached, truncateCache, type CachedRow, type CachedRowResult,
+} from '../model/gpt-cached.js';
 import type { RowCache } from '../model/kv-cache.js';
 import {
   DEFAULT_LIMITS, drawIndex, rngFor, sampleIndex, samplingLogprobs, type GenerationLimits, type Rng,

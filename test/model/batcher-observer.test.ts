@@ -1,7 +1,7 @@
 /** ForwardBatcher's /metrics hooks: `onForward(rows, ms)` once per forward pass and `queuedRequests`. */
 import { describe, expect, it } from 'vitest';
 import { ForwardBatcher } from '../../src/model/batcher.js';
-import type { CachedRow, CachedRowResult } from '../../src/model/gpt.js';
+import type { CachedRow, CachedRowResult } from '../../src/model/gpt-cached.js';
 
 const row = (n: number) => ({ cache: null, tokens: new Array<number>(n).fill(1), allPositions: false, keepCache: false }) as unknown as CachedRow;
 

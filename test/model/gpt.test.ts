@@ -3,9 +3,8 @@ import * as tf from '@tensorflow/tfjs';
 import { mkdtemp, rm, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import {
-  countParams, disposeCache, forward, forwardCached, initModel, tokenEntropy, tokenLogprobs, type GPT,
-} from '../../src/model/gpt.js';
+import { countParams, forward, initModel, tokenEntropy, tokenLogprobs, type GPT } from '../../src/model/gpt.js';
+import { disposeCache, forwardCached } from '../../src/model/gpt-cached.js';
 import { loadCheckpoint, saveCheckpoint } from '../../src/model/checkpoint.js';
 import { TINY, useWasm } from './setup.js';
 

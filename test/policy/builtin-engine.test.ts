@@ -13,7 +13,7 @@ import path from 'node:path';
 import { initModel } from '../../src/model/gpt.js';
 import { saveCheckpoint } from '../../src/model/checkpoint.js';
 import { decode } from '../../src/model/tokenizer.js';
-import type { CachedRow } from '../../src/model/gpt.js';
+import type { CachedRow } from '../../src/model/gpt-cached.js';
 import { createBuiltinEngineInstance, isBackendFault, type BuiltinEngine } from '../../src/policy/builtin-engine.js';
 import { EngineError, EngineLimitError, type PromptParts } from '../../src/policy/engine.js';
 import { TINY } from '../model/setup.js';
