@@ -3,11 +3,11 @@
  * `active` (new sessions pin it); activation loads the version in the engine before flipping, so a
  * failed load leaves the active version unchanged.
  */
-import { eq } from 'drizzle-orm';
 import type { Db } from '../db/index.js';
-import { models, type ModelRow } from '../db/schema.js';
+import type { ModelRow } from '../db/schema.js';
+import { ModelsRepo } from '../db/models-repo.js';
 import { EngineError, type EngineSpec, type PolicyEngine, type RemoteVersionConfig } from '../policy/engine.js';
-import { ApiProblem, invalid, notFound } from './problems.js';
+import { DomainError, invalid, notFound } from './errors.js';
 
 /** How the engine serves a row's version: undefined for builtin (a checkpoint folder), else the remote spec. */
 export function specOf(row: ModelRow): EngineSpec | undefined {
@@ -25,11 +25,14 @@ export interface RemoteRegistration {
 export class ModelRegistry {
   private activeRow: ModelRow | null = null;
   private readonly loading = new Map<string, Promise<void>>();
+  private readonly repo: ModelsRepo;
 
   constructor(
-    private readonly db: Db,
+    db: Db,
     private readonly engine: PolicyEngine,
-  ) {}
+  ) {
+    this.repo = new ModelsRepo(db);
+  }
 
   /**
    * When the table is empty, register `version` at `checkpointDir` as active (first start). When
@@ -38,27 +41,23 @@ export class ModelRegistry {
    * version in the engine.
    */
   async init(version: string, checkpointDir: string, spec?: EngineSpec): Promise<void> {
-    const any = this.db.select({ v: models.version }).from(models).limit(1).all();
     const remote = spec?.engine === 'openai' ? spec.remote : null;
-    if (any.length === 0) {
-      this.db
-        .insert(models)
-        .values({
-          version, parent: null, jobId: null, checkpointDir, status: 'active', metrics: {}, createdAt: Date.now(),
-          engine: remote ? 'openai' : 'builtin', engineConfig: remote as unknown as Record<string, unknown> | null,
-        })
-        .run();
+    if (this.repo.isEmpty()) {
+      this.repo.insert({
+        version, parent: null, jobId: null, checkpointDir, status: 'active', metrics: {}, createdAt: Date.now(),
+        engine: remote ? 'openai' : 'builtin', engineConfig: remote as unknown as Record<string, unknown> | null,
+      });
     } else if (remote) {
       // The remote server of the configured version may have moved (URL, key, limits); its kind may not change.
       const row = this.get(version);
       if (row && row.engine !== 'openai') {
         throw new Error(`model version '${version}' is a builtin version in this database; LAMER_ENGINE=openai needs a new LAMER_DATA_DIR (or register the remote server with POST /v1/models)`);
       }
-      if (row) this.db.update(models).set({ engineConfig: remote as unknown as Record<string, unknown> }).where(eq(models.version, version)).run();
+      if (row) this.repo.setEngineConfig(version, remote as unknown as Record<string, unknown>);
     } else {
-      this.db.update(models).set({ checkpointDir }).where(eq(models.version, version)).run();
+      this.repo.setCheckpointDir(version, checkpointDir);
     }
-    this.activeRow = this.db.select().from(models).where(eq(models.status, 'active')).get() ?? null;
+    this.activeRow = this.repo.active() ?? null;
     if (!this.activeRow) throw new Error('no active model version in the models table');
     await this.ensureLoaded(this.activeRow.version);
   }
@@ -69,11 +68,11 @@ export class ModelRegistry {
   }
 
   list(): ModelRow[] {
-    return this.db.select().from(models).orderBy(models.createdAt, models.version).all();
+    return this.repo.list();
   }
 
   get(version: string): ModelRow | undefined {
-    return this.db.select().from(models).where(eq(models.version, version)).get();
+    return this.repo.get(version);
   }
 
   /** Load `version` in the engine if needed (one load at a time per version). */
@@ -92,10 +91,8 @@ export class ModelRegistry {
     try {
       await p;
     } catch (err) {
-      throw new ApiProblem(
-        503,
+      throw new DomainError(
         'engine-unavailable',
-        'Engine Unavailable',
         `model version '${version}' could not be loaded: ${err instanceof Error ? err.message : String(err)}`,
       );
     }
@@ -104,33 +101,27 @@ export class ModelRegistry {
   /**
    * Register a version served by a remote OpenAI-compatible server, as a `candidate` (activate it
    * like any version). `parent` is the version it was trained from, when known.
-   * @throws ApiProblem 409 conflict when the version exists; 400 when `parent` is not registered.
+   * @throws DomainError `conflict` when the version exists; `validation` when `parent` is not registered.
    */
   register(r: RemoteRegistration): ModelRow {
-    if (this.get(r.version)) throw new ApiProblem(409, 'conflict', 'Conflict', `model version '${r.version}' already exists`);
+    if (this.get(r.version)) throw new DomainError('conflict', `model version '${r.version}' already exists`);
     if (r.parent !== null && !this.get(r.parent)) throw invalid('body/parent', `is not a registered model version ('${r.parent}')`);
-    this.db
-      .insert(models)
-      .values({
-        version: r.version, parent: r.parent, jobId: null, checkpointDir: '', status: 'candidate', metrics: r.metrics ?? {},
-        createdAt: Date.now(), engine: 'openai', engineConfig: r.remote as unknown as Record<string, unknown>,
-      })
-      .run();
+    this.repo.insert({
+      version: r.version, parent: r.parent, jobId: null, checkpointDir: '', status: 'candidate', metrics: r.metrics ?? {},
+      createdAt: Date.now(), engine: 'openai', engineConfig: r.remote as unknown as Record<string, unknown>,
+    });
     return this.get(r.version)!;
   }
 
   /**
    * Make `version` the active one: load it, then mark it active and the previous one retired.
-   * @throws ApiProblem 404 for an unknown version, 503 when the engine cannot load it.
+   * @throws DomainError `not-found` for an unknown version, `engine-unavailable` when the engine cannot load it.
    */
   async activate(version: string): Promise<ModelRow> {
     const row = this.get(version);
     if (!row) throw notFound(`model version '${version}'`);
     await this.ensureLoaded(version);
-    this.db.transaction((tx) => {
-      tx.update(models).set({ status: 'retired' }).where(eq(models.status, 'active')).run();
-      tx.update(models).set({ status: 'active' }).where(eq(models.version, version)).run();
-    });
+    this.repo.activate(version);
     this.activeRow = this.get(version)!;
     return this.activeRow;
   }

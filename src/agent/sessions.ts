@@ -37,7 +37,8 @@ import { invalidChoiceAction } from '../policy/openai-engine.js';
 import type { ModelRegistry } from './models.js';
 import { KeyedMutex } from './mutex.js';
 import { passAtK, passAtKRate } from './passk.js';
-import { ApiProblem, invalid, notFound, overloaded } from './problems.js';
+import { ApiProblem } from './problems.js';
+import { invalid, notFound, overloaded } from './errors.js';
 import { renderActPrompt, renderReflectionPrompt, type MemoryMode, type PromptAttempt, type PromptStep } from './prompt.js';
 
 export interface CreateSessionInput {

@@ -1,15 +1,47 @@
 /**
- * Errors as RFC 9457 `application/problem+json` (docs/protocol.md "Errors"): domain problems
- * (ApiProblem), Fastify's validation errors (which field and why), body too large (413), bad JSON
- * (400), unsupported media type (415), unknown routes (404), a locked database or failing storage
- * (503 `database-busy`, `storage-full`, `storage-unavailable`, with Retry-After). Anything unexpected is a 500 whose
+ * Errors as RFC 9457 `application/problem+json` (docs/protocol.md "Errors"). This file alone maps
+ * error kinds to HTTP: domain errors (DomainError, src/agent/errors.ts) by their kind, Fastify's
+ * validation errors (which field and why), body too large (413), bad JSON (400), unsupported media
+ * type (415), unknown routes (404), a locked database or failing storage (503 `database-busy`,
+ * `storage-full`, `storage-unavailable`, with Retry-After). Anything unexpected is a 500 whose
  * detail does not leak internals; it is logged with the request id.
  */
 import fp from 'fastify-plugin';
 import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { ApiProblem, PROBLEM_BASE, type FieldError, type ProblemKind } from '../../agent/problems.js';
+import { DomainError, type ErrorKind, type FieldError } from '../../agent/errors.js';
 import { databaseErrorOf } from '../../db/errors.js';
+
+/** Problem `type` URIs are `${PROBLEM_BASE}<kind>`. */
+export const PROBLEM_BASE = 'https://lamer-server.dev/problems/';
+
+/** The HTTP status and problem title of each error kind. */
+export const PROBLEM_STATUS: Readonly<Record<ErrorKind, { status: number; title: string }>> = {
+  validation: { status: 400, title: 'Bad Request' },
+  'bad-request': { status: 400, title: 'Bad Request' },
+  unauthorized: { status: 401, title: 'Unauthorized' },
+  forbidden: { status: 403, title: 'Forbidden' },
+  'not-found': { status: 404, title: 'Not Found' },
+  'method-not-allowed': { status: 405, title: 'Method Not Allowed' },
+  'request-timeout': { status: 408, title: 'Request Timeout' },
+  'session-not-active': { status: 409, title: 'Session Not Active' },
+  'step-conflict': { status: 409, title: 'Step Conflict' },
+  'step-out-of-order': { status: 409, title: 'Step Out Of Order' },
+  conflict: { status: 409, title: 'Conflict' },
+  'too-many-sessions': { status: 409, title: 'Too Many Sessions' },
+  'payload-too-large': { status: 413, title: 'Payload Too Large' },
+  'uri-too-long': { status: 414, title: 'URI Too Long' },
+  'unsupported-media-type': { status: 415, title: 'Unsupported Media Type' },
+  'rate-limited': { status: 429, title: 'Too Many Requests' },
+  'header-too-large': { status: 431, title: 'Request Header Fields Too Large' },
+  internal: { status: 500, title: 'Internal Server Error' },
+  overloaded: { status: 503, title: 'Service Unavailable' },
+  'shutting-down': { status: 503, title: 'Service Unavailable' },
+  'engine-unavailable': { status: 503, title: 'Engine Unavailable' },
+  'database-busy': { status: 503, title: 'Service Unavailable' },
+  'storage-full': { status: 503, title: 'Service Unavailable' },
+  'storage-unavailable': { status: 503, title: 'Service Unavailable' },
+};
 
 /** `Retry-After` seconds of the database problems (config.database). */
 export interface DatabaseRetry {
@@ -20,29 +52,29 @@ export interface DatabaseRetry {
 const DEFAULT_DB_RETRY: DatabaseRetry = { busyRetryAfterSeconds: 1, storageRetryAfterSeconds: 30 };
 
 /**
- * The HTTP answer to a SQLite failure (src/db/errors.ts kinds), or null when `err` is none:
+ * The domain error of a SQLite failure (src/db/errors.ts kinds), or null when `err` is none:
  * - `busy` (another connection holds the lock past the busy timeout): 503 `database-busy`;
  * - `full` (no space for the write): 503 `storage-full`;
  * - `io`, `readonly`, `corrupt`: 503 `storage-unavailable`.
  * All carry `Retry-After`; in every case the write was rolled back, so the client sends the same
  * request again (a step is then recorded exactly once).
  */
-export function databaseProblem(err: unknown, retry: DatabaseRetry = DEFAULT_DB_RETRY): ApiProblem | null {
+export function databaseProblem(err: unknown, retry: DatabaseRetry = DEFAULT_DB_RETRY): DomainError | null {
   const de = databaseErrorOf(err);
   if (!de) return null;
   switch (de.kind) {
     case 'busy':
-      return new ApiProblem(503, 'database-busy', 'Service Unavailable',
+      return new DomainError('database-busy',
         'the database is locked by another connection; nothing was recorded, send the same request again', {
           retryAfterSeconds: retry.busyRetryAfterSeconds,
         });
     case 'full':
-      return new ApiProblem(503, 'storage-full', 'Service Unavailable',
+      return new DomainError('storage-full',
         'the disk holding the database is full; nothing was recorded, send the same request again once space is freed', {
           retryAfterSeconds: retry.storageRetryAfterSeconds,
         });
     default:
-      return new ApiProblem(503, 'storage-unavailable', 'Service Unavailable',
+      return new DomainError('storage-unavailable',
         `the database cannot be written (${de.code}); nothing was recorded, send the same request again later`, {
           retryAfterSeconds: retry.storageRetryAfterSeconds,
         });
@@ -50,12 +82,12 @@ export function databaseProblem(err: unknown, retry: DatabaseRetry = DEFAULT_DB_
 }
 
 /**
- * Seconds for the `Retry-After` header of a thrown problem (ApiProblem extras, or a database
+ * Seconds for the `Retry-After` header of a thrown error (DomainError details, or a database
  * problem: see databaseProblem), or null.
  */
 export function retryAfterOf(err: unknown, retry: DatabaseRetry = DEFAULT_DB_RETRY): number | null {
-  if (err instanceof ApiProblem) return err.extras.retryAfterSeconds ?? null;
-  return databaseProblem(err, retry)?.extras.retryAfterSeconds ?? null;
+  if (err instanceof DomainError) return err.details.retryAfterSeconds ?? null;
+  return databaseProblem(err, retry)?.details.retryAfterSeconds ?? null;
 }
 
 export interface ProblemDocument {
@@ -88,48 +120,50 @@ function fieldErrors(validation: AjvLikeError[], context: string | undefined): F
   });
 }
 
-const doc = (status: number, kind: ProblemKind, title: string, detail: string, instance: string, requestId?: string): ProblemDocument => {
-  const d: ProblemDocument = { type: PROBLEM_BASE + kind, title, status, detail, instance };
+/** A problem document of `kind` (status and title from PROBLEM_STATUS unless `status` is given). */
+const doc = (kind: ErrorKind, detail: string, instance: string, requestId?: string, status?: number): ProblemDocument => {
+  const k = PROBLEM_STATUS[kind];
+  const d: ProblemDocument = { type: PROBLEM_BASE + kind, title: k.title, status: status ?? k.status, detail, instance };
   if (requestId !== undefined) d.requestId = requestId;
   return d;
 };
 
 /** Map any thrown value to a problem document (`retry`: Retry-After seconds of database problems). */
 export function toProblem(err: unknown, instance: string, requestId?: string, retry: DatabaseRetry = DEFAULT_DB_RETRY): ProblemDocument {
-  if (!(err instanceof ApiProblem)) err = databaseProblem(err, retry) ?? err;
-  if (err instanceof ApiProblem) {
-    const d = doc(err.status, err.kind, err.title, err.detail, instance, requestId);
-    if (err.extras.errors) d.errors = err.extras.errors;
-    if (err.extras.expected !== undefined) d.expected = err.extras.expected;
+  if (!(err instanceof DomainError)) err = databaseProblem(err, retry) ?? err;
+  if (err instanceof DomainError) {
+    const d = doc(err.kind, err.message, instance, requestId);
+    if (err.details.errors) d.errors = err.details.errors;
+    if (err.details.expected !== undefined) d.expected = err.details.expected;
     return d;
   }
   const e = err as Partial<FastifyError> & { validation?: AjvLikeError[]; validationContext?: string };
   if (e && Array.isArray(e.validation)) {
     const errors = fieldErrors(e.validation, e.validationContext);
     const detail = errors.map((x) => `${x.field} ${x.message}`).join('; ');
-    return { ...doc(400, 'validation', 'Bad Request', detail, instance, requestId), errors };
+    return { ...doc('validation', detail, instance, requestId), errors };
   }
   switch (e?.code) {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
-      return doc(413, 'payload-too-large', 'Payload Too Large', 'request body is larger than the limit', instance, requestId);
+      return doc('payload-too-large', 'request body is larger than the limit', instance, requestId);
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
-      return doc(415, 'unsupported-media-type', 'Unsupported Media Type', 'send the body as application/json', instance, requestId);
+      return doc('unsupported-media-type', 'send the body as application/json', instance, requestId);
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
-      return doc(400, 'bad-request', 'Bad Request', 'body is empty but content-type is application/json', instance, requestId);
+      return doc('bad-request', 'body is empty but content-type is application/json', instance, requestId);
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
-      return doc(400, 'bad-request', 'Bad Request', 'body is not valid JSON', instance, requestId);
+      return doc('bad-request', 'body is not valid JSON', instance, requestId);
     default:
       break;
   }
   const status = typeof e?.statusCode === 'number' ? e.statusCode : 500;
-  if (status === 429) return doc(429, 'rate-limited', 'Too Many Requests', e.message ?? 'rate limited', instance, requestId);
-  if (status === 503) return doc(503, 'overloaded', 'Service Unavailable', e.message ?? 'overloaded', instance, requestId);
+  if (status === 429) return doc('rate-limited', e.message ?? 'rate limited', instance, requestId);
+  if (status === 503) return doc('overloaded', e.message ?? 'overloaded', instance, requestId);
   if (status >= 400 && status < 500) {
     // JSON.parse errors and other client errors reported by Fastify.
     const detail = err instanceof SyntaxError ? `body is not valid JSON: ${err.message}` : (e.message ?? 'bad request');
-    return doc(status, 'bad-request', 'Bad Request', detail, instance, requestId);
+    return doc('bad-request', detail, instance, requestId, status);
   }
-  return doc(500, 'internal', 'Internal Server Error', 'internal error; see the server log for this request id', instance, requestId);
+  return doc('internal', 'internal error; see the server log for this request id', instance, requestId);
 }
 
 /**
@@ -141,9 +175,9 @@ export function frameworkErrorProblem(err: FastifyError, req: FastifyRequest, re
   const path = req.url.split('?')[0];
   const p =
     err.code === 'FST_ERR_MAX_PARAM_LENGTH'
-      ? doc(414, 'uri-too-long', 'URI Too Long', `a path parameter of ${path} is longer than 256 characters`, req.url, req.id)
+      ? doc('uri-too-long', `a path parameter of ${path} is longer than 256 characters`, req.url, req.id)
       : err.code === 'FST_ERR_BAD_URL'
-        ? doc(400, 'bad-request', 'Bad Request', `${path} is not a valid URL path`, req.url, req.id)
+        ? doc('bad-request', `${path} is not a valid URL path`, req.url, req.id)
         : toProblem(err, req.url, req.id);
   req.log.info({ problem: p.type, status: p.status }, 'request rejected');
   reply.header('x-request-id', req.id).code(p.status).type('application/problem+json').send(p);
@@ -159,10 +193,10 @@ export function clientErrorProblem(err: NodeJS.ErrnoException, socket: Duplex): 
   if (err.code === 'ECONNRESET' || socket.destroyed) return;
   const p =
     err.code === 'HPE_HEADER_OVERFLOW'
-      ? doc(431, 'header-too-large', 'Request Header Fields Too Large', 'the request line and headers are larger than 16 KiB (a long query string counts)', '')
+      ? doc('header-too-large', 'the request line and headers are larger than 16 KiB (a long query string counts)', '')
       : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-        ? doc(408, 'request-timeout', 'Request Timeout', 'the request was not received in time', '')
-        : doc(400, 'bad-request', 'Bad Request', 'the request is not valid HTTP/1.1', '');
+        ? doc('request-timeout', 'the request was not received in time', '')
+        : doc('bad-request', 'the request is not valid HTTP/1.1', '');
   if (socket.writable) {
     const body = JSON.stringify(p);
     socket.write(
@@ -190,7 +224,7 @@ export default fp(
       // A locked or full database is a condition, not a bug: one line without a stack.
       if (db) req.log.warn({ problem: p.type, code: db.code }, 'request refused: database busy or storage failing');
       // Refusing a request because the server is stopping is routine: one info line, no stack.
-      else if (err instanceof ApiProblem && err.kind === 'shutting-down') req.log.info({ problem: p.type, status: p.status }, 'request refused: shutting down');
+      else if (err instanceof DomainError && err.kind === 'shutting-down') req.log.info({ problem: p.type, status: p.status }, 'request refused: shutting down');
       else if (p.status >= 500) req.log.error({ err }, 'request failed');
       else req.log.info({ problem: p.type, status: p.status, detail: p.detail }, 'request rejected');
       if (p.status === 401) reply.header('www-authenticate', 'Bearer');
@@ -209,11 +243,11 @@ export default fp(
       const path = req.url.split('?')[0]!;
       const allow = [...new Set(routes.filter((r) => r.re.test(path)).flatMap((r) => r.methods))].sort();
       if (allow.length > 0) {
-        const p = doc(405, 'method-not-allowed', 'Method Not Allowed', `${req.method} is not allowed on ${path}; allowed: ${allow.join(', ')}`, req.url, req.id);
+        const p = doc('method-not-allowed', `${req.method} is not allowed on ${path}; allowed: ${allow.join(', ')}`, req.url, req.id);
         reply.code(405).header('allow', allow.join(', ')).type('application/problem+json').send(p);
         return;
       }
-      const p = doc(404, 'not-found', 'Not Found', `no route ${req.method} ${path}`, req.url, req.id);
+      const p = doc('not-found', `no route ${req.method} ${path}`, req.url, req.id);
       reply.code(404).type('application/problem+json').send(p);
     });
   },

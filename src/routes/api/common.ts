@@ -3,7 +3,7 @@
  * the RFC 9457 problem document. Plain JSON Schema (OpenAPI 3.1 dialect) built with TypeBox.
  */
 import { Type, type TSchema, type Static } from 'typebox';
-import { invalid } from '../../agent/problems.js';
+import { invalid } from '../../agent/errors.js';
 
 /** `T | null` as `{type: [T, 'null']}` (fast to serialise; valid OpenAPI 3.1). */
 export function Nullable<T extends TSchema>(schema: T, opts: Record<string, unknown> = {}) {
@@ -27,7 +27,7 @@ export function FreeObject(opts: Record<string, unknown> = {}) {
 /**
  * Refuse a free-form JSON value (`info`, `metadata`) whose JSON text is longer than `maxBytes`
  * (UTF-8 bytes of `JSON.stringify(value)`); `undefined` (absent) passes.
- * @throws ApiProblem 400 `validation` naming `field` (e.g. `body/items/3/info`) and `variable`, the
+ * @throws DomainError `validation` naming `field` (e.g. `body/items/3/info`) and `variable`, the
  * setting that holds the limit.
  */
 export function checkJsonBytes(value: unknown, maxBytes: number, field: string, variable: string): void {

@@ -24,7 +24,7 @@ import { randomUUID } from 'node:crypto';
 import type { FastifyPluginAsync, FastifyReply } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Static } from 'typebox';
-import { ApiProblem, invalid, notFound } from '../../agent/problems.js';
+import { DomainError, invalid, notFound } from '../../agent/errors.js';
 import type { CompleteRequest, Completion as EngineCompletion, SamplingParams } from '../../policy/engine.js';
 import { BOS, EOS, PAD, SEP } from '../../model/tokenizer.js';
 import { bearer, errorResponses, stepErrorResponses } from '../api/common.js';
@@ -83,7 +83,7 @@ const openaiRoutes: FastifyPluginAsync = async (fastify) => {
 
   async function run(req: CompleteRequest): Promise<EngineCompletion> {
     const engine = app.engine;
-    if (!engine.complete) throw new ApiProblem(503, 'engine-unavailable', 'Engine Unavailable', 'this engine does not serve completions');
+    if (!engine.complete) throw new DomainError('engine-unavailable', 'this engine does not serve completions');
     return app.agent.modelCall(() => engine.complete!(req));
   }
 

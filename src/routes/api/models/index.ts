@@ -6,7 +6,7 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { ModelRow } from '../../../db/schema.js';
-import { invalid, notFound } from '../../../agent/problems.js';
+import { invalid, notFound } from '../../../agent/errors.js';
 import { bearer, errorResponses } from '../common.js';
 import { REMOTE_DEFAULTS } from '../../../policy/openai-engine.js';
 import type { RemoteVersionConfig } from '../../../policy/engine.js';

@@ -11,75 +11,130 @@
 import { randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import type { FastifyPluginAsync } from 'fastify';
+import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { and, desc, eq, lt, or, type SQL } from 'drizzle-orm';
-import { trainingJobs, type TrainingJobRow } from '../../../db/schema.js';
-import { ApiProblem, invalid, notFound } from '../../../agent/problems.js';
+import type { Static } from 'typebox';
+import type { TrainingJobRow } from '../../../db/schema.js';
+import { listJobs } from '../../../db/jobs-repo.js';
+import { DomainError, invalid, notFound } from '../../../agent/errors.js';
 import { JobRequestError, type CreateJobRequest } from '../../../training/manager.js';
 import type { DataFilter } from '../../../training/select.js';
 import type { IterationMetrics } from '../../../training/job.js';
 import { bearer, errorResponses } from '../common.js';
 import { CreateJob, Job, JobList, JobParams, ListJobsQuery } from './schemas.js';
 
+const tags = ['training'];
+
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 
-const trainingRoutes: FastifyPluginAsync = async (fastify) => {
-  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
-  const tags = ['training'];
-  const demosDir = path.join(app.config.dataDir, 'demos');
-  app.addHook('onRequest', app.requireAdmin);
+/** `<dataDir>/demos`: where sft demonstrations are read from (and inline ones written to). */
+const demosDirOf = (app: FastifyInstance) => path.join(app.config.dataDir, 'demos');
 
-  const summary = (r: TrainingJobRow) => {
-    const c = r.config as Partial<CreateJobRequest> & { baseVersion?: string; dataStats?: unknown };
-    const metrics = (r.metrics ?? []) as IterationMetrics[];
-    const data = c.data ? { ...c.data, ...(c.data.since !== undefined ? { since: iso(c.data.since) } : {}) } : null;
-    return {
-      id: r.id,
-      algorithm: r.algorithm,
-      status: r.status,
-      progress: r.progress,
-      baseVersion: c.baseVersion ?? '',
-      version: c.version ?? null,
-      resultVersion: r.resultVersion,
-      activateWhenDone: c.activate === true,
-      data: r.algorithm === 'sft' ? null : data,
-      demonstrations: c.demosPath ? path.relative(demosDir, c.demosPath) : null,
-      hyperparameters: (c.hyper ?? {}) as Record<string, unknown>,
-      dataStats: (c.dataStats ?? null) as never,
-      iterations: metrics.length,
-      lastMetrics: metrics.length > 0 ? metrics[metrics.length - 1]! : null,
-      error: r.error,
-      createdAt: iso(r.createdAt)!,
-      startedAt: iso(r.startedAt),
-      finishedAt: iso(r.finishedAt),
-    };
+/** A job as listed: everything but the per-iteration metrics. */
+function summaryOf(r: TrainingJobRow, demosDir: string) {
+  const c = r.config as Partial<CreateJobRequest> & { baseVersion?: string; dataStats?: unknown };
+  const metrics = (r.metrics ?? []) as IterationMetrics[];
+  const data = c.data ? { ...c.data, ...(c.data.since !== undefined ? { since: iso(c.data.since) } : {}) } : null;
+  return {
+    id: r.id,
+    algorithm: r.algorithm,
+    status: r.status,
+    progress: r.progress,
+    baseVersion: c.baseVersion ?? '',
+    version: c.version ?? null,
+    resultVersion: r.resultVersion,
+    activateWhenDone: c.activate === true,
+    data: r.algorithm === 'sft' ? null : data,
+    demonstrations: c.demosPath ? path.relative(demosDir, c.demosPath) : null,
+    hyperparameters: (c.hyper ?? {}) as Record<string, unknown>,
+    dataStats: (c.dataStats ?? null) as never,
+    iterations: metrics.length,
+    lastMetrics: metrics.length > 0 ? metrics[metrics.length - 1]! : null,
+    error: r.error,
+    createdAt: iso(r.createdAt)!,
+    startedAt: iso(r.startedAt),
+    finishedAt: iso(r.finishedAt),
   };
-  const view = (r: TrainingJobRow) => ({ ...summary(r), metrics: (r.metrics ?? []) as IterationMetrics[] });
-  const find = (id: string) => {
-    const r = app.training.get(id);
-    if (!r) throw notFound(`training job '${id}'`);
-    return r;
-  };
+}
 
-  /** The JSONL file an sft job reads: an existing file under <dataDir>/demos/, or the inline sessions written there. */
-  const demosFile = (d: { path?: string; sessions?: unknown[] } | undefined): string => {
-    if (!d || (d.path === undefined) === (d.sessions === undefined)) {
-      throw invalid('body/demonstrations', 'an sft job needs exactly one of demonstrations.path or demonstrations.sessions');
-    }
-    if (d.path !== undefined) {
-      const rel = d.path;
-      if (rel.startsWith('/') || rel.split('/').includes('..')) throw invalid('body/demonstrations/path', 'must be relative to the demos folder, without ..');
-      const file = path.join(demosDir, rel);
-      if (!existsSync(file) || !statSync(file).isFile()) throw invalid('body/demonstrations/path', `no file '${rel}' in the data directory's demos/ folder`);
-      return file;
-    }
-    mkdirSync(path.join(demosDir, 'inline'), { recursive: true });
-    const file = path.join(demosDir, 'inline', `${randomUUID()}.jsonl`);
-    writeFileSync(file, d.sessions!.map((s) => JSON.stringify(s)).join('\n') + '\n');
+/** A job with its metrics per iteration. */
+const viewOf = (r: TrainingJobRow, demosDir: string) => ({ ...summaryOf(r, demosDir), metrics: (r.metrics ?? []) as IterationMetrics[] });
+
+/** The job `id`. @throws DomainError `not-found`. */
+function findJob(app: FastifyInstance, id: string): TrainingJobRow {
+  const r = app.training.get(id);
+  if (!r) throw notFound(`training job '${id}'`);
+  return r;
+}
+
+/**
+ * The JSONL file an sft job reads: an existing file under <dataDir>/demos/, or the inline sessions
+ * written there. @throws DomainError `validation` naming the demonstrations field at fault.
+ */
+function demosFile(demosDir: string, d: { path?: string; sessions?: unknown[] } | undefined): string {
+  if (!d || (d.path === undefined) === (d.sessions === undefined)) {
+    throw invalid('body/demonstrations', 'an sft job needs exactly one of demonstrations.path or demonstrations.sessions');
+  }
+  if (d.path !== undefined) {
+    const rel = d.path;
+    if (rel.startsWith('/') || rel.split('/').includes('..')) throw invalid('body/demonstrations/path', 'must be relative to the demos folder, without ..');
+    const file = path.join(demosDir, rel);
+    if (!existsSync(file) || !statSync(file).isFile()) throw invalid('body/demonstrations/path', `no file '${rel}' in the data directory's demos/ folder`);
     return file;
-  };
+  }
+  mkdirSync(path.join(demosDir, 'inline'), { recursive: true });
+  const file = path.join(demosDir, 'inline', `${randomUUID()}.jsonl`);
+  writeFileSync(file, d.sessions!.map((s) => JSON.stringify(s)).join('\n') + '\n');
+  return file;
+}
 
+/** The data filter of a request body (`since` as ms since the epoch). @throws DomainError `validation`. */
+function dataFilterOf(data: Static<typeof CreateJob>['data']): DataFilter | undefined {
+  if (!data) return undefined;
+  const { since, ...rest } = data;
+  const filter: DataFilter = { ...rest };
+  if (since !== undefined) {
+    const ms = Date.parse(since);
+    if (!Number.isFinite(ms)) throw invalid('body/data/since', 'must be a date-time');
+    filter.since = ms;
+  }
+  return filter;
+}
+
+/** The manager's request for a create body. @throws DomainError `validation` for a body that mixes sft and RL fields. */
+function jobRequestOf(b: Static<typeof CreateJob>, demosDir: string): CreateJobRequest {
+  const isSft = b.algorithm === 'sft';
+  if (!isSft && b.demonstrations !== undefined) throw invalid('body/demonstrations', `only sft jobs take demonstrations, not ${b.algorithm}`);
+  if (isSft && b.data !== undefined) throw invalid('body/data', 'sft jobs train on demonstrations, not on recorded sessions');
+  const data = dataFilterOf(b.data);
+  return {
+    algorithm: b.algorithm,
+    ...(data ? { data } : {}),
+    ...(isSft ? { demosPath: demosFile(demosDir, b.demonstrations) } : {}),
+    ...(b.baseVersion !== undefined ? { baseVersion: b.baseVersion } : {}),
+    ...(b.version !== undefined ? { version: b.version } : {}),
+    activate: b.activateWhenDone ?? false,
+    ...(b.hyperparameters ? { hyper: b.hyperparameters } : {}),
+  };
+}
+
+/**
+ * The domain error of a refused job request: DomainErrors pass through; a JobRequestError is
+ * mapped by what it says (version taken: `conflict`; unknown base: `validation` on baseVersion;
+ * manager closed: `overloaded`; else `validation` on the body).
+ */
+function jobRequestProblem(err: unknown): unknown {
+  if (!(err instanceof JobRequestError)) return err;
+  if (/already exists/.test(err.message)) return new DomainError('conflict', err.message);
+  if (/unknown base version/.test(err.message)) return invalid('body/baseVersion', err.message);
+  if (/closed/.test(err.message)) return new DomainError('overloaded', 'the server is shutting down');
+  return invalid('body', err.message);
+}
+
+/** POST /v1/training/jobs: queue a job (201 with Location). */
+function createRoute(fastify: FastifyInstance): void {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+  const demosDir = demosDirOf(app);
   app.post(
     '/v1/training/jobs',
     {
@@ -95,45 +150,24 @@ const trainingRoutes: FastifyPluginAsync = async (fastify) => {
       },
     },
     async (req, reply) => {
-      const b = req.body;
-      const isSft = b.algorithm === 'sft';
-      if (!isSft && b.demonstrations !== undefined) throw invalid('body/demonstrations', `only sft jobs take demonstrations, not ${b.algorithm}`);
-      if (isSft && b.data !== undefined) throw invalid('body/data', 'sft jobs train on demonstrations, not on recorded sessions');
-      let data: DataFilter | undefined;
-      if (b.data) {
-        const { since, ...rest } = b.data;
-        data = { ...rest };
-        if (since !== undefined) {
-          const ms = Date.parse(since);
-          if (!Number.isFinite(ms)) throw invalid('body/data/since', 'must be a date-time');
-          data.since = ms;
-        }
-      }
-      const request: CreateJobRequest = {
-        algorithm: b.algorithm,
-        ...(data ? { data } : {}),
-        ...(isSft ? { demosPath: demosFile(b.demonstrations) } : {}),
-        ...(b.baseVersion !== undefined ? { baseVersion: b.baseVersion } : {}),
-        ...(b.version !== undefined ? { version: b.version } : {}),
-        activate: b.activateWhenDone ?? false,
-        ...(b.hyperparameters ? { hyper: b.hyperparameters } : {}),
-      };
+      const request = jobRequestOf(req.body, demosDir);
       let row: TrainingJobRow;
       try {
         row = app.training.create(request);
       } catch (err) {
-        if (!(err instanceof JobRequestError)) throw err;
-        if (/already exists/.test(err.message)) throw new ApiProblem(409, 'conflict', 'Conflict', err.message);
-        if (/unknown base version/.test(err.message)) throw invalid('body/baseVersion', err.message);
-        if (/closed/.test(err.message)) throw new ApiProblem(503, 'overloaded', 'Service Unavailable', 'the server is shutting down');
-        throw invalid('body', err.message);
+        throw jobRequestProblem(err);
       }
       req.log.info({ jobId: row.id, algorithm: row.algorithm }, 'training job created');
       reply.code(201).header('location', `/v1/training/jobs/${row.id}`);
-      return view(row);
+      return viewOf(row, demosDir);
     },
   );
+}
 
+/** GET /v1/training/jobs: newest first, filters, cursor pagination. */
+function listRoute(fastify: FastifyInstance): void {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+  const demosDir = demosDirOf(app);
   app.get(
     '/v1/training/jobs',
     {
@@ -148,21 +182,18 @@ const trainingRoutes: FastifyPluginAsync = async (fastify) => {
     async (req) => {
       const { status, algorithm, cursor } = req.query;
       const limit = req.query.limit ?? 50;
-      const conds: SQL[] = [];
-      if (status) conds.push(eq(trainingJobs.status, status));
-      if (algorithm) conds.push(eq(trainingJobs.algorithm, algorithm));
-      if (cursor) {
-        const [t, id] = cursor.split('~') as [string, string];
-        conds.push(or(lt(trainingJobs.createdAt, Number(t)), and(eq(trainingJobs.createdAt, Number(t)), lt(trainingJobs.id, id)))!);
-      }
-      const rows = app.db.db.select().from(trainingJobs).where(conds.length ? and(...conds) : undefined)
-        .orderBy(desc(trainingJobs.createdAt), desc(trainingJobs.id)).limit(limit + 1).all();
+      const rows = listJobs(app.db.db, { ...(status ? { status } : {}), ...(algorithm ? { algorithm } : {}), ...(cursor ? { cursor } : {}), limit });
       const page = rows.slice(0, limit);
       const last = page[page.length - 1];
-      return { items: page.map(summary), nextCursor: rows.length > limit && last ? `${last.createdAt}~${last.id}` : null };
+      return { items: page.map((r) => summaryOf(r, demosDir)), nextCursor: rows.length > limit && last ? `${last.createdAt}~${last.id}` : null };
     },
   );
+}
 
+/** GET /v1/training/jobs/:id. */
+function getRoute(fastify: FastifyInstance): void {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+  const demosDir = demosDirOf(app);
   app.get(
     '/v1/training/jobs/:id',
     {
@@ -174,9 +205,14 @@ const trainingRoutes: FastifyPluginAsync = async (fastify) => {
         response: { 200: Job, ...errorResponses },
       },
     },
-    async (req) => view(find(req.params.id)),
+    async (req) => viewOf(findJob(app, req.params.id), demosDir),
   );
+}
 
+/** POST /v1/training/jobs/:id/cancel. @throws DomainError `conflict` for a job that already finished. */
+function cancelRoute(fastify: FastifyInstance): void {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+  const demosDir = demosDirOf(app);
   app.post(
     '/v1/training/jobs/:id/cancel',
     {
@@ -189,16 +225,24 @@ const trainingRoutes: FastifyPluginAsync = async (fastify) => {
       },
     },
     async (req, reply) => {
-      const before = find(req.params.id);
+      const before = findJob(app, req.params.id);
       if (before.status === 'succeeded' || before.status === 'failed') {
-        throw new ApiProblem(409, 'conflict', 'Conflict', `training job '${before.id}' already ${before.status}`);
+        throw new DomainError('conflict', `training job '${before.id}' already ${before.status}`);
       }
       const after = app.training.cancel(before.id) ?? before;
       if (after.status === 'running') reply.code(202);
       req.log.info({ jobId: before.id, status: after.status }, 'training job cancel requested');
-      return view(after);
+      return viewOf(after, demosDir);
     },
   );
+}
+
+const trainingRoutes: FastifyPluginAsync = async (app) => {
+  app.addHook('onRequest', app.requireAdmin);
+  createRoute(app);
+  listRoute(app);
+  getRoute(app);
+  cancelRoute(app);
 };
 
 export default trainingRoutes;
