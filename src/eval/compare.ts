@@ -2,12 +2,13 @@
  * Comparing trained methods on the same held-out tasks (bench/lamer-vs-gigpo.sh, docs/RESULTS.md):
  * mean +- std over training seeds, a paired bootstrap interval over tasks, reflection statistics,
  * and the markdown report. Pure functions over eval reports (src/eval/harness.ts) and learning
- * curves (src/training/experiment.ts).
+ * curves (src/eval/experiment.ts).
  *
  * Units: pass rates are fractions in [0, 1] (the report prints percent); entropies in nats.
  */
 import { Rng } from '../model/sampling.js';
-import { passAtK, summarize, type SessionRecord } from './metrics.js';
+import { passAtKRate } from '../agent/passk.js';
+import { summarize, type SessionRecord } from './metrics.js';
 
 /** Mean and sample standard deviation (n - 1; 0 for fewer than 2 values). NaN mean for none. */
 export function meanStd(xs: readonly number[]): { mean: number; std: number; n: number } {
@@ -79,7 +80,7 @@ export function pairedBootstrap(diffs: readonly number[], opts: { resamples?: nu
 export function taskPassAtK(sessions: readonly SessionRecord[], k: number): Map<string, number> {
   const by = new Map<string, SessionRecord[]>();
   for (const s of sessions) by.set(s.taskId, [...(by.get(s.taskId) ?? []), s]);
-  return new Map([...by].map(([t, ss]) => [t, passAtK(ss, k)]));
+  return new Map([...by].map(([t, ss]) => [t, passAtKRate(ss.map((s) => s.attempts), k)[String(k)] ?? 0]));
 }
 
 /**

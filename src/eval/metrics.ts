@@ -2,8 +2,12 @@
  * Evaluation metrics (shared/LAMER.md §4), pure functions over played sessions.
  *
  * A session is one LaMer trial: up to K attempts at one task, stopping at the first success.
- * Attempts are 0-based; pass@k counts attempts 0..k-1.
+ * Attempts are 0-based and recorded in order (`attempts[n].attempt === n`); pass@k counts attempts
+ * 0..k-1 (src/agent/passk.ts). A session with an error counts as unsolved unless an attempt before
+ * the error succeeded.
  */
+import type { EndReason } from '../domain.js';
+import { passAtKRate } from '../agent/passk.js';
 
 /** One played attempt as the harness records it. */
 export interface AttemptRecord {
@@ -16,7 +20,7 @@ export interface AttemptRecord {
   /** Actions the env rejected (`invalidAction`). */
   invalidActions: number;
   /** 'done' (the env ended it) or 'max_steps' (turn cap). */
-  endReason: 'done' | 'max_steps';
+  endReason: EndReason;
   /** The attempt's actions in canonical form (see the harness), used for trajectory diversity. */
   trajectory: string[];
   /** The reflection the server wrote after this attempt (failed attempts with one to follow). */
@@ -33,23 +37,6 @@ export interface SessionRecord {
   attempts: AttemptRecord[];
   /** Set when the session could not be played to the end (HTTP or engine error). */
   error?: string;
-}
-
-/**
- * pass@k: fraction of sessions solved in any of their first k attempts (LAMER.md §4). Sessions
- * with an error count as unsolved unless an attempt before the error succeeded. 0 sessions -> 0.
- * @throws RangeError for k < 1.
- */
-export function passAtK(sessions: readonly SessionRecord[], k: number): number {
-  if (!Number.isInteger(k) || k < 1) throw new RangeError(`k must be a positive integer, got ${k}`);
-  if (sessions.length === 0) return 0;
-  const solved = sessions.filter((s) => s.attempts.some((a) => a.attempt < k && a.success)).length;
-  return solved / sessions.length;
-}
-
-/** [pass@1, ..., pass@K]. */
-export function passAtKCurve(sessions: readonly SessionRecord[], K: number): number[] {
-  return Array.from({ length: K }, (_, i) => passAtK(sessions, i + 1));
 }
 
 export interface AttemptStats {
@@ -133,7 +120,7 @@ export interface EvalMetrics {
   sessions: number;
   tasks: number;
   errors: number;
-  /** {"1": pass@1, ..., "K": pass@K}, fractions in [0, 1]. */
+  /** {"1": pass@1, ..., "K": pass@K}, fractions in [0, 1] (src/agent/passk.ts). */
   passAtK: Record<string, number>;
   meanReturnByAttempt: AttemptStats[];
   invalidActionRate: number;
@@ -144,13 +131,12 @@ export interface EvalMetrics {
 
 /** All metrics of a run with K attempts per session. */
 export function summarize(sessions: readonly SessionRecord[], K: number): EvalMetrics {
-  const curve = passAtKCurve(sessions, K);
   const attempts = sessions.flatMap((s) => s.attempts);
   return {
     sessions: sessions.length,
     tasks: new Set(sessions.map((s) => s.taskId)).size,
     errors: sessions.filter((s) => s.error !== undefined).length,
-    passAtK: Object.fromEntries(curve.map((v, i) => [String(i + 1), v])),
+    passAtK: passAtKRate(sessions.map((s) => s.attempts), K),
     meanReturnByAttempt: meanReturnByAttempt(sessions, K),
     invalidActionRate: invalidActionRate(sessions),
     trajectoryDiversity: trajectoryDiversity(sessions),

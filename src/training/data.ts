@@ -9,6 +9,7 @@
  * SFT (`sft`): from demonstration sessions (`DemoSession` of src/envs/demos.ts), rendered with the
  * serving prompts (src/agent/prompt.ts) and the builtin byte tokenizer (src/model/tokenizer.ts).
  */
+import { passAtKRate } from '../agent/passk.js';
 import { renderActPrompt, renderReflectionPrompt, type PromptAttempt, type PromptStep } from '../agent/prompt.js';
 import type { DemoSession } from '../envs/demos.js';
 import { DEFAULT_LIMITS } from '../model/sampling.js';
@@ -163,14 +164,9 @@ export function sessionOutcomes(records: readonly StepRecord[]): { meanReturn: n
   for (const attempts of bySession.values()) {
     for (const [n, a] of attempts) { maxAttempts = Math.max(maxAttempts, n + 1); sumRet += a.ret; nAttempts++; }
   }
-  const passAtK: Record<string, number> = {};
-  for (let k = 1; k <= maxAttempts; k++) {
-    let solved = 0;
-    for (const attempts of bySession.values()) {
-      if ([...attempts].some(([n, a]) => n < k && a.success)) solved++;
-    }
-    passAtK[String(k)] = bySession.size > 0 ? solved / bySession.size : 0;
-  }
+  // Attempts in order by number (an attempt with no record counts as failed), for src/agent/passk.ts.
+  const ordered = [...bySession.values()].map((attempts) => Array.from({ length: maxAttempts }, (_, n) => ({ success: attempts.get(n)?.success ?? false })));
+  const passAtK = passAtKRate(ordered, maxAttempts);
   return { meanReturn: nAttempts > 0 ? sumRet / nAttempts : 0, passAtK, sessions: bySession.size };
 }
 

@@ -3,8 +3,6 @@ import {
   empiricalEntropy,
   invalidActionRate,
   meanReturnByAttempt,
-  passAtK,
-  passAtKCurve,
   summarize,
   trajectoryDiversity,
   type AttemptRecord,
@@ -23,20 +21,13 @@ const S: SessionRecord[] = [
   { taskId: 't3', trial: 0, attempts: [att(0, false, -3, ['x'], 1), att(1, false, -1, ['x']), att(2, false, 1, ['q'])] },
 ];
 
-describe('pass@k', () => {
-  it.each([
-    [1, 0.25],
-    [2, 0.5],
-    [3, 0.75],
-    [4, 0.75],
-  ])('pass@%i = %f', (k, want) => {
-    expect(passAtK(S, k)).toBe(want);
+describe('pass@k of played sessions (summarize, src/agent/passk.ts)', () => {
+  it('pass@1..4 over four sessions', () => {
+    expect(summarize(S, 4).passAtK).toEqual({ '1': 0.25, '2': 0.5, '3': 0.75, '4': 0.75 });
   });
 
-  it('curve, empty input and bad k', () => {
-    expect(passAtKCurve(S, 3)).toEqual([0.25, 0.5, 0.75]);
-    expect(passAtK([], 1)).toBe(0);
-    expect(() => passAtK(S, 0)).toThrow(RangeError);
+  it('empty input', () => {
+    expect(summarize([], 1).passAtK).toEqual({ '1': 0 });
   });
 
   it('an errored session counts as unsolved unless solved before the error', () => {
@@ -44,7 +35,7 @@ describe('pass@k', () => {
       { taskId: 'a', trial: 0, attempts: [], error: 'HTTP 500' },
       { taskId: 'b', trial: 0, attempts: [att(0, true, 10)], error: 'late' },
     ];
-    expect(passAtK(e, 1)).toBe(0.5);
+    expect(summarize(e, 1).passAtK).toEqual({ '1': 0.5 });
   });
 });
 
