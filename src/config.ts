@@ -9,8 +9,9 @@ import path from 'node:path';
 import { isIP } from 'node:net';
 import { Cron } from 'croner';
 import { REMOTE_KINDS, type RemoteVersionConfig } from './policy/engine.js';
+import { RL_ALGORITHMS, SERVER_ENGINES, type RlAlgorithm, type ServerEngine } from './domain.js';
 
-export type EngineKind = 'builtin' | 'test' | 'openai';
+export type EngineKind = ServerEngine;
 export type TfjsBackend = 'auto' | 'tensorflow' | 'wasm' | 'cpu';
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 
@@ -142,7 +143,7 @@ export interface ProtectionConfig {
 }
 
 /** RL algorithms a schedule may start (SFT needs a demonstrations file, so it is HTTP-only). */
-export type ScheduledAlgorithm = 'lamer' | 'gigpo' | 'grpo' | 'rloo';
+export type ScheduledAlgorithm = RlAlgorithm;
 
 export interface TrainingConfig {
   /** Start a job after this many newly completed training sessions; 0 = off. */
@@ -262,7 +263,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     host,
     port: int(env, 'LAMER_PORT', 8080, 0, 65535),
     dataDir: path.resolve(env.LAMER_DATA_DIR && env.LAMER_DATA_DIR !== '' ? env.LAMER_DATA_DIR : 'data'),
-    engine: oneOf(env, 'LAMER_ENGINE', 'builtin', ['builtin', 'test', 'openai'] as const),
+    engine: oneOf(env, 'LAMER_ENGINE', 'builtin', SERVER_ENGINES),
     openai: remoteEngine(env),
     tfjsBackend: oneOf(env, 'LAMER_TFJS_BACKEND', 'auto', ['auto', 'tensorflow', 'wasm', 'cpu'] as const),
     apiKeys,
@@ -352,7 +353,7 @@ function trainingSchedule(env: Record<string, string | undefined>): TrainingConf
   return {
     everySessions: int(env, 'LAMER_TRAIN_EVERY_SESSIONS', 0, 0, 100_000_000),
     cron,
-    algorithm: oneOf(env, 'LAMER_TRAIN_ALGORITHM', 'lamer', ['lamer', 'gigpo', 'grpo', 'rloo'] as const),
+    algorithm: oneOf(env, 'LAMER_TRAIN_ALGORITHM', 'lamer', RL_ALGORITHMS),
     activate: oneOf(env, 'LAMER_TRAIN_ACTIVATE', 'false', ['true', 'false'] as const) === 'true',
     env: env.LAMER_TRAIN_ENV && env.LAMER_TRAIN_ENV !== '' ? env.LAMER_TRAIN_ENV : null,
   };

@@ -6,17 +6,30 @@
  * Indices are 0-based (attempt 0 is the first).
  */
 import { sqliteTable, text, integer, real, index, uniqueIndex, primaryKey } from 'drizzle-orm/sqlite-core';
+import {
+  ALGORITHMS,
+  JOB_STATUSES,
+  MEMORY_MODES,
+  MODEL_ENGINES,
+  MODEL_STATUSES,
+  REFLECTION_SOURCES,
+  SESSION_MODES,
+  SESSION_STATUSES,
+  STEP_KINDS,
+  type AttemptStatus,
+  type EndReason,
+} from '../domain.js';
 
 /** Summary of one attempt, kept on the session row (rebuilt from steps if ever needed). */
 export interface AttemptSummary {
   attempt: number;
-  status: 'running' | 'succeeded' | 'failed';
+  status: AttemptStatus;
   /** Number of steps posted in this attempt (observations, including the final one). */
   steps: number;
   /** Undiscounted sum of the attempt's rewards as given by the environment. */
   return: number;
   success: boolean;
-  endReason: 'done' | 'max_steps' | null;
+  endReason: EndReason | null;
 }
 
 export const sessions = sqliteTable(
@@ -26,12 +39,12 @@ export const sessions = sqliteTable(
     tenant: text('tenant').notNull(),
     taskId: text('task_id').notNull(),
     env: text('env'),
-    mode: text('mode', { enum: ['train', 'eval'] }).notNull(),
-    status: text('status', { enum: ['active', 'completed', 'abandoned', 'expired'] }).notNull(),
+    mode: text('mode', { enum: SESSION_MODES }).notNull(),
+    status: text('status', { enum: SESSION_STATUSES }).notNull(),
     instructions: text('instructions').notNull(),
     maxAttempts: integer('max_attempts').notNull(),
     maxSteps: integer('max_steps').notNull(),
-    memory: text('memory', { enum: ['reflection_only', 'history_only', 'history_and_reflection'] }).notNull(),
+    memory: text('memory', { enum: MEMORY_MODES }).notNull(),
     sampling: text('sampling', { mode: 'json' }).notNull(),
     modelVersion: text('model_version').notNull(),
     metadata: text('metadata', { mode: 'json' }).notNull(),
@@ -59,7 +72,7 @@ export const steps = sqliteTable(
     step: integer('step').notNull(),
     /** 'action': one posted observation (and the sampled action unless the attempt ended);
      *  'reflection': the reflection turn written after a failed attempt (same attempt/step as its last observation). */
-    kind: text('kind', { enum: ['action', 'reflection'] }).notNull(),
+    kind: text('kind', { enum: STEP_KINDS }).notNull(),
     observation: text('observation').notNull(),
     /** Reward of the previous action, as given by the environment. */
     reward: real('reward').notNull(),
@@ -105,7 +118,7 @@ export const reflections = sqliteTable(
       .references(() => sessions.id),
     attempt: integer('attempt').notNull(),
     text: text('text').notNull(),
-    source: text('source', { enum: ['policy', 'human'] }).notNull(),
+    source: text('source', { enum: REFLECTION_SOURCES }).notNull(),
     updatedAt: integer('updated_at').notNull(),
   },
   (t) => [primaryKey({ columns: [t.sessionId, t.attempt] })],
@@ -117,18 +130,18 @@ export const models = sqliteTable('models', {
   jobId: text('job_id'),
   checkpointDir: text('checkpoint_dir').notNull(),
   /** `builtin`: tfjs checkpoint in `checkpointDir`; `openai`: served by a remote OpenAI-compatible server (`engineConfig`). */
-  engine: text('engine', { enum: ['builtin', 'openai'] }).notNull().default('builtin'),
+  engine: text('engine', { enum: MODEL_ENGINES }).notNull().default('builtin'),
   /** Remote versions: RemoteVersionConfig (src/policy/engine.ts); null for builtin. */
   engineConfig: text('engine_config', { mode: 'json' }).$type<Record<string, unknown> | null>(),
-  status: text('status', { enum: ['candidate', 'active', 'retired'] }).notNull(),
+  status: text('status', { enum: MODEL_STATUSES }).notNull(),
   metrics: text('metrics', { mode: 'json' }).$type<Record<string, unknown>>().notNull(),
   createdAt: integer('created_at').notNull(),
 });
 
 export const trainingJobs = sqliteTable('training_jobs', {
   id: text('id').primaryKey(),
-  algorithm: text('algorithm', { enum: ['lamer', 'gigpo', 'grpo', 'rloo', 'sft'] }).notNull(),
-  status: text('status', { enum: ['queued', 'running', 'succeeded', 'failed', 'cancelled'] }).notNull(),
+  algorithm: text('algorithm', { enum: ALGORITHMS }).notNull(),
+  status: text('status', { enum: JOB_STATUSES }).notNull(),
   config: text('config', { mode: 'json' }).$type<Record<string, unknown>>().notNull(),
   /** Fraction done in [0, 1]. */
   progress: real('progress').notNull().default(0),

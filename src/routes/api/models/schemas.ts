@@ -2,6 +2,7 @@
 import { Type } from 'typebox';
 import { REMOTE_KINDS } from '../../../policy/engine.js';
 import { FreeObject, Nullable, StringEnum } from '../common.js';
+import { MODEL_ENGINES, MODEL_STATUSES } from '../../../domain.js';
 
 /** Where a remote version is served (the API key is never shown, only whether one is set). */
 export const RemoteView = Type.Object({
@@ -40,11 +41,11 @@ export const Model = Type.Object({
   version: Type.String(),
   parent: Nullable(Type.String()),
   jobId: Nullable(Type.String(), { description: 'training job that produced it' }),
-  status: StringEnum(['candidate', 'active', 'retired'] as const),
+  status: StringEnum(MODEL_STATUSES),
   metrics: FreeObject(),
   createdAt: Type.String({ format: 'date-time' }),
   loaded: Type.Boolean({ description: 'loaded in the engine now (remote: its client is set up)' }),
-  engine: StringEnum(['builtin', 'openai'] as const, { description: 'builtin: tfjs checkpoint served here; openai: a remote OpenAI-compatible server' }),
+  engine: StringEnum(MODEL_ENGINES, { description: 'builtin: tfjs checkpoint served here; openai: a remote OpenAI-compatible server' }),
   remote: Nullable(RemoteView),
 });
 

@@ -5,10 +5,15 @@
 import { Type, type Static } from 'typebox';
 import type { Limits } from '../../../config.js';
 import { FreeObject, Nullable, Position, StringEnum } from '../common.js';
-
-export const MEMORY_MODES = ['reflection_only', 'history_only', 'history_and_reflection'] as const;
-export const MODES = ['train', 'eval'] as const;
-export const SESSION_STATUSES = ['active', 'completed', 'abandoned', 'expired'] as const;
+import {
+  ATTEMPT_STATUSES,
+  END_REASONS,
+  MEMORY_MODES,
+  REFLECTION_SOURCES,
+  SESSION_MODES,
+  SESSION_STATUSES,
+  STEP_KINDS,
+} from '../../../domain.js';
 
 const MAX_REWARD = 1e9;
 
@@ -26,17 +31,17 @@ export const SessionParams = Type.Object({ id: Type.String({ minLength: 1, maxLe
 
 export const AttemptSummary = Type.Object({
   attempt: Type.Integer({ minimum: 0 }),
-  status: StringEnum(['running', 'succeeded', 'failed'] as const),
+  status: StringEnum(ATTEMPT_STATUSES),
   steps: Type.Integer({ minimum: 0, description: 'observations posted in this attempt, the final one included' }),
   return: Type.Number({ description: 'undiscounted sum of the rewards as given by the environment' }),
   success: Type.Boolean(),
-  endReason: Nullable(StringEnum(['done', 'max_steps'] as const)),
+  endReason: Nullable(StringEnum(END_REASONS)),
 });
 
 export const Reflection = Type.Object({
   attempt: Type.Integer({ minimum: 0 }),
   text: Type.String(),
-  source: StringEnum(['policy', 'human'] as const),
+  source: StringEnum(REFLECTION_SOURCES),
   updatedAt: Type.String({ format: 'date-time' }),
 });
 
@@ -44,7 +49,7 @@ export const Session = Type.Object({
   id: Type.String(),
   taskId: Type.String(),
   env: Nullable(Type.String()),
-  mode: StringEnum(MODES),
+  mode: StringEnum(SESSION_MODES),
   status: StringEnum(SESSION_STATUSES),
   maxAttempts: Type.Integer(),
   maxSteps: Type.Integer(),
@@ -75,7 +80,7 @@ export const ListQuery = Type.Object(
     status: Type.Optional(StringEnum(SESSION_STATUSES)),
     taskId: Type.Optional(Type.String({ maxLength: 1024 })),
     env: Type.Optional(Type.String({ maxLength: 256 })),
-    mode: Type.Optional(StringEnum(MODES)),
+    mode: Type.Optional(StringEnum(SESSION_MODES)),
     modelVersion: Type.Optional(Type.String({ maxLength: 256 })),
     limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200, default: 50 })),
     cursor: Type.Optional(Type.String({ maxLength: 64, pattern: '^ses_[0-9a-z]{9}[0-9a-f]{12}$', description: 'nextCursor of the previous page' })),
@@ -88,7 +93,7 @@ export const AttemptResult = Type.Object({
   success: Type.Boolean(),
   return: Type.Number(),
   steps: Type.Integer(),
-  endReason: StringEnum(['done', 'max_steps'] as const),
+  endReason: StringEnum(END_REASONS),
 });
 
 export const StepAnswer = Type.Object({
@@ -113,7 +118,7 @@ export function makeSessionSchemas(limits: Limits) {
         Type.Integer({ minimum: 1, maximum: limits.maxStepsCap, description: `step cap per attempt; default ${limits.defaultMaxSteps}` }),
       ),
       memory: Type.Optional(StringEnum(MEMORY_MODES, { description: 'default reflection_only' })),
-      mode: Type.Optional(StringEnum(MODES, { description: 'default train' })),
+      mode: Type.Optional(StringEnum(SESSION_MODES, { description: 'default train' })),
       sampling: Type.Optional(Type.Partial(Sampling, { additionalProperties: false })),
       modelVersion: Type.Optional(Type.String({ minLength: 1, maxLength: 256, description: 'default: the active version' })),
       env: Type.Optional(Type.String({ minLength: 1, maxLength: 256 })),
@@ -155,7 +160,7 @@ export type CreateSessionBody = Static<ReturnType<typeof makeSessionSchemas>['Cr
 export const TrajectoryStep = Type.Object({
   attempt: Type.Integer(),
   step: Type.Integer(),
-  kind: StringEnum(['action', 'reflection'] as const),
+  kind: StringEnum(STEP_KINDS),
   observation: Type.String(),
   reward: Type.Number(),
   done: Type.Boolean(),

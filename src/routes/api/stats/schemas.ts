@@ -1,12 +1,13 @@
 /** TypeBox schemas of `GET /v1/stats` (shared/LAMER.md §4 metrics). */
 import { Type } from 'typebox';
 import { Nullable, StringEnum } from '../common.js';
+import { SESSION_MODES } from '../../../domain.js';
 
 export const StatsQuery = Type.Object(
   {
     taskId: Type.Optional(Type.String({ maxLength: 1024 })),
     env: Type.Optional(Type.String({ maxLength: 256 })),
-    mode: Type.Optional(StringEnum(['train', 'eval'] as const)),
+    mode: Type.Optional(StringEnum(SESSION_MODES)),
     modelVersion: Type.Optional(Type.String({ maxLength: 256 })),
   },
   { additionalProperties: false },
@@ -26,7 +27,7 @@ export const Stats = Type.Object({
     Type.Object({
       modelVersion: Type.String(),
       env: Nullable(Type.String()),
-      mode: StringEnum(['train', 'eval'] as const),
+      mode: StringEnum(SESSION_MODES),
       ...summary,
     }),
   ),

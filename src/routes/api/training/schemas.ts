@@ -9,9 +9,7 @@
  */
 import { Type } from 'typebox';
 import { FreeObject, Nullable, StringEnum } from '../common.js';
-
-export const ALGORITHMS = ['lamer', 'gigpo', 'grpo', 'rloo', 'sft'] as const;
-export const JOB_STATUSES = ['queued', 'running', 'succeeded', 'failed', 'cancelled'] as const;
+import { ALGORITHMS, JOB_STATUSES, OLD_LOGPROB_SOURCES, RETURN_MODES } from '../../../domain.js';
 
 export const DataFilter = Type.Object(
   {
@@ -67,12 +65,12 @@ export const Hyperparameters = Type.Object(
     entCoef: Type.Optional(Type.Number({ minimum: 0, maximum: 1 })),
     maxGradNorm: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 1e6 })),
     weightDecay: Type.Optional(Type.Number({ minimum: 0, maximum: 1 })),
-    oldLogprobs: Type.Optional(StringEnum(['recompute', 'stored'] as const)),
+    oldLogprobs: Type.Optional(StringEnum(OLD_LOGPROB_SOURCES)),
     microBatchTokens: Type.Optional(Type.Integer({ minimum: 16, maximum: 1_048_576 })),
     seed: Type.Optional(Type.Integer({ minimum: 0, maximum: 4_294_967_295 })),
     gammaStep: Type.Optional(Type.Number({ minimum: 0, maximum: 1 })),
     gammaTraj: Type.Optional(Type.Number({ minimum: 0, maximum: 1 })),
-    returnMode: Type.Optional(StringEnum(['paper', 'code'] as const, { description: "cross-episode return: LaMer Eq. 4 ('paper') or the reference code's recursion ('code')" })),
+    returnMode: Type.Optional(StringEnum(RETURN_MODES, { description: "cross-episode return: LaMer Eq. 4 ('paper') or the reference code's recursion ('code')" })),
     invalidPenalty: Type.Optional(Type.Number({ minimum: 0, maximum: 100 })),
     stepCoef: Type.Optional(Type.Number({ minimum: 0, maximum: 100, description: 'GiGPO step-term weight' })),
   },
