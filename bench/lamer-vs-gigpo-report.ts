@@ -13,7 +13,8 @@ import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { comparisonMarkdown, replaceSection, type ArmResult, type RunResult } from '../src/eval/compare.js';
 import type { EvalReport } from '../src/eval/harness.js';
-import { learningCurveSvg, type CurvePoint } from '../src/training/experiment.js';
+import { learningCurveSvg } from '../src/eval/chart-svg.js';
+import type { CurvePoint } from '../src/eval/experiment.js';
 
 const args = process.argv.slice(2);
 const out = args[0];

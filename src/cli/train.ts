@@ -1,7 +1,7 @@
 /**
  * `lamer train --env minesweeper|sokoban --algorithm lamer|gigpo|grpo|rloo --iterations I
  *  --tasks-per-iter T --group G [--server URL] [--out DIR] ...`: the experiment driver
- * (src/training/experiment.ts). Each iteration plays rollouts through the HTTP API, trains on
+ * (src/eval/experiment.ts). Each iteration plays rollouts through the HTTP API, trains on
  * exactly those sessions with a training job, activates the new version, and adds a point to
  * `<out>/learning-curve.json` and `<out>/learning-curve.svg` (rewritten after every iteration).
  * Without --server a server is started in-process (builtin engine, data in --data-dir or a
@@ -12,7 +12,8 @@ import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import cliProgress from 'cli-progress';
-import { learningCurveSvg, runExperiment, type CurvePoint, type ExperimentAlgorithm } from '../training/experiment.js';
+import { learningCurveSvg } from '../eval/chart-svg.js';
+import { runExperiment, type CurvePoint, type ExperimentAlgorithm } from '../eval/experiment.js';
 import { envOpt, intOpt, parseCommand, usageError, UsageError } from './args.js';
 
 const HELP = `usage: lamer train --env minesweeper|sokoban --algorithm lamer|gigpo|grpo|rloo [options]

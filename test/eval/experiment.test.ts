@@ -1,6 +1,6 @@
 /**
- * The experiment driver (issue 5 item 6) and the harness modes it needs: independent retries
- * regrouped for pass@k (exact values), the SVG plot, the harness's `mode: 'train'` and
+ * The experiment driver and the harness modes it needs: independent retries
+ * regrouped for pass@k (exact values), the harness's `mode: 'train'` and
  * `independentAttempts` against a real server (test engine), and two LaMer iterations plus one
  * GiGPO iteration against a server with the builtin engine on a tiny GPT (rollouts -> job on
  * exactly those sessions -> activation -> next rollouts on the new version).
@@ -15,8 +15,8 @@ import { DEFAULT_MODEL_IO } from '../../src/training/worker.js';
 import { runEval } from '../../src/eval/harness.js';
 import type { AttemptRecord, SessionRecord } from '../../src/eval/metrics.js';
 import { summarize } from '../../src/eval/metrics.js';
-import { asIndependentRetries, learningCurveSvg, runExperiment, type CurvePoint } from '../../src/training/experiment.js';
-import { startTestServer, tmpDir, type TestServer } from '../server/helpers.js';
+import { asIndependentRetries, runExperiment, type CurvePoint } from '../../src/eval/experiment.js';
+import { startTestServer, tmpDir, type TestServer } from '../helpers/index.js';
 
 const att = (success: boolean, ret: number): AttemptRecord => ({ attempt: 0, success, return: ret, actions: 1, invalidActions: 0, endReason: 'done', trajectory: ['(1, 1)'] });
 const single = (taskId: string, trial: number, success: boolean): SessionRecord => ({ taskId, trial, attempts: [att(success, success ? 10 : -1)] });
@@ -38,21 +38,6 @@ describe('asIndependentRetries', () => {
 
   it('drops an incomplete last triple', () => {
     expect(asIndependentRetries([0, 1, 2, 3].map((i) => single('a', i, false))).length).toBe(1);
-  });
-});
-
-describe('learningCurveSvg', () => {
-  it('draws one polyline per series and panel, with the labels escaped', () => {
-    const p = (i: number, p1: number, p3: number): CurvePoint => ({
-      iteration: i, rolloutVersion: 'v', trainedVersion: 'w', jobId: 'j', jobStatus: 'succeeded', sessions: 4, meanReturn: i, meanReturnFirstAttempt: i,
-      passAtK: { '1': p1, '2': p1, '3': p3 }, invalidActionRate: 0, loss: 1 / (i + 1), entropy: 1, clipFrac: 0, groups: 1, skippedGroups: 0, samples: 3,
-      tokensTrained: 10, rolloutSeconds: 1, trainSeconds: 1, wallSeconds: i, rolloutErrors: 0,
-    });
-    const svg = learningCurveSvg([{ label: 'a<b', points: [p(0, 0.1, 0.2), p(1, 0.2, 0.4)] }, { label: 'c', points: [p(0, 0.3, 0.3), p(1, 0.3, 0.5)] }], 'cap');
-    expect(svg.startsWith('<svg xmlns="http://www.w3.org/2000/svg"')).toBe(true);
-    expect(svg.match(/<polyline/g)!.length).toBe(4 + 2 + 2);
-    expect(svg).toContain('a&lt;b pass@3');
-    expect(svg).not.toContain('a<b');
   });
 });
 
