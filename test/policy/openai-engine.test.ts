@@ -12,7 +12,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { Ajv } from 'ajv';
 import { exportLines } from '../../src/cli/export.js';
 import { constraintFields, matchChoice, toMessages } from '../../src/policy/openai-engine.js';
-import { dumpDb, startTestServer, type TestServer } from '../server/helpers.js';
+import { dumpDb, startTestServer, type TestServer } from '../helpers/index.js';
 
 type Behaviour = (body: any, res: http.ServerResponse, hit: number) => void;
 

@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { saveCheckpoint } from '../../src/model/checkpoint.js';
 import { initModel } from '../../src/model/gpt.js';
 import { BOS } from '../../src/model/tokenizer.js';
-import { startTestServer, type TestServer } from '../server/helpers.js';
+import { startTestServer, type TestServer } from '../helpers/index.js';
 
 const DOORS = ['door 1', 'door 2', 'door 3'];
 let dir: string;

@@ -13,7 +13,7 @@ import { saveCheckpoint } from '../../src/model/checkpoint.js';
 import { initModel } from '../../src/model/gpt.js';
 import { loadConfig } from '../../src/config.js';
 import { DEFAULT_MODEL_IO } from '../../src/training/worker.js';
-import { dumpDb, startTestServer, tmpDir, type TestServer } from '../server/helpers.js';
+import { dumpDb, startTestServer, tmpDir, type TestServer } from '../helpers/index.js';
 
 const DOORS = ['door 1', 'door 2', 'door 3'];
 const PROBLEM = 'https://lamer-server.dev/problems/';
