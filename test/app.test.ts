@@ -5,7 +5,7 @@
  * content type is no body on DELETE and on routes that take none.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { dumpDb, rawCall, startTestServer, type TestServer } from './server/helpers.js';
+import { dumpDb, rawCall, startTestServer, type TestServer } from './helpers/index.js';
 
 let s: TestServer;
 let id: string;
@@ -171,7 +171,7 @@ describe('the request timeout bounds receiving a request, not answering it', () 
     const { loadConfig } = await import('../src/config.js');
     const { openDatabase } = await import('../src/db/index.js');
     const { TestEngine } = await import('../src/policy/test-engine.js');
-    const { tmpDir, call } = await import('./server/helpers.js');
+    const { tmpDir, call } = await import('./helpers/index.js');
     const dir = tmpDir();
     const config = { ...loadConfig({}), engine: 'test' as const, logLevel: 'silent' as const, dataDir: dir, http: { headersTimeoutMs: 300, requestTimeoutMs: 600, keepAliveTimeoutMs: 5000 } };
     const app = await buildApp(config, { database: openDatabase(dir), engine: new TestEngine() });

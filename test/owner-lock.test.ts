@@ -1,12 +1,12 @@
 /** src/owner-lock.ts in one process: exclusive, names the owner, released for the next owner. */
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { acquireOwnerLock, OwnerLockError, readOwnerPid } from '../src/owner-lock.js';
 import { startServer, StartupError } from '../src/server.js';
+import { tmpDir } from './helpers/index.js';
 
-const tmp = () => fs.mkdtempSync(path.join(os.tmpdir(), 'lamer-lock-'));
+const tmp = () => tmpDir('lamer-lock-');
 
 describe('owner lock', () => {
   it('is exclusive, names the owner pid, and is free again after release', () => {

@@ -4,23 +4,21 @@
  * draws from its own stream, so a seeded session's actions follow the sampling distribution instead
  * of repeating step 0's draw.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { saveCheckpoint } from '../../src/model/checkpoint.js';
 import { initModel } from '../../src/model/gpt.js';
 import { startServer } from '../../src/server.js';
+import { tmpDir } from '../helpers/index.js';
 
 let dir: string;
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'lamer-streams-'));
+  dir = tmpDir('lamer-streams-');
   const m = initModel({ vocab_size: 260, block_size: 512, n_layer: 1, n_head: 2, n_embd: 16 }, 5);
   await saveCheckpoint(m, join(dir, 'base-model'), { version: 'base' });
   m.dispose();
 });
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 /** A fresh server over its own database; plays one 24-step session and returns its actions. */
 async function playOnce(run: string, sampling: Record<string, number>): Promise<string[]> {

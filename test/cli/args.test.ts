@@ -1,8 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createServer, type Server } from 'node:http';
 import { once } from 'node:events';
-import { mkdtempSync, readFileSync, existsSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { run as evalRun } from '../../src/cli/eval.js';
 import { run as demosRun } from '../../src/cli/demos.js';
@@ -10,25 +9,14 @@ import { run as exportRun } from '../../src/cli/export.js';
 import { run as trainRun } from '../../src/cli/train.js';
 import { writeFileSync } from 'node:fs';
 import { joinNegativeValues } from '../../src/cli/args.js';
-
-function quietConsole() {
-  const err = vi.spyOn(console, 'error').mockImplementation(() => {});
-  const log = vi.spyOn(console, 'log').mockImplementation(() => {});
-  return {
-    err,
-    log,
-    lastErr: () => String(err.mock.calls.at(-1)?.[0] ?? ''),
-    errLines: () => err.mock.calls.length,
-    restore: () => (err.mockRestore(), log.mockRestore()),
-  };
-}
+import { quietConsole, tmpDir } from '../helpers/index.js';
 
 /** Run a command with console captured: exit code, the error lines, the log lines. */
 async function cli(fn: (a: string[]) => Promise<number>, argv: string[]): Promise<{ code: number; err: string[]; log: string[] }> {
   const c = quietConsole();
   try {
     const code = await fn(argv);
-    return { code, err: c.err.mock.calls.map((x) => String(x[0])), log: c.log.mock.calls.map((x) => String(x[0])) };
+    return { code, err: c.errors(), log: c.logs() };
   } finally {
     c.restore();
   }
@@ -78,7 +66,7 @@ describe('lamer eval / demos option checks (src/cli/args.ts)', () => {
   });
 
   it('--env accepts sized names (minesweeper-4x4-2) as a shorthand for --params', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'args-'));
+    const dir = tmpDir('args-');
     const out = join(dir, 'r.json');
     const r = await cli(evalRun, ['--env', 'minesweeper-4x4-2', '--policy', 'solver', '--tasks', '2', '--attempts', '1', '--quiet', '--out', out]);
     expect(r.code).toBe(0);
@@ -90,7 +78,7 @@ describe('lamer eval / demos option checks (src/cli/args.ts)', () => {
   });
 
   it('--out is checked before playing: missing directory or a directory is exit 2, nothing played', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'args-out-'));
+    const dir = tmpDir('args-out-');
     for (const [out, msg] of [
       [join(dir, 'nope', 'r.json'), `lamer eval: --out ${join(dir, 'nope', 'r.json')}: directory ${join(dir, 'nope')} does not exist`],
       [dir, `lamer eval: --out ${dir} is a directory`],
@@ -106,7 +94,7 @@ describe('lamer eval / demos option checks (src/cli/args.ts)', () => {
 
 describe('lamer export / train use the same option module', () => {
   it('export: --out into a missing directory is exit 2 before reading; --mode checked', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'args-export-'));
+    const dir = tmpDir('args-export-');
     writeFileSync(join(dir, 'lamer.db'), '');
     const out = join(dir, 'nope', 'x.jsonl');
     expect(await cli(exportRun, ['--data-dir', dir, '--out', out])).toEqual({ code: 2, err: [`lamer export: --out ${out}: directory ${join(dir, 'nope')} does not exist`], log: [] });

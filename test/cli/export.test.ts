@@ -10,9 +10,10 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Ajv } from 'ajv';
 import { Writable } from 'node:stream';
-import { run, exportLines, parseSince, writeJsonl, type ExportLine } from '../../src/cli/export.js';
+import { run, parseSince, writeJsonl } from '../../src/cli/export.js';
+import { exportLines, type ExportLine } from '../../src/db/export.js';
 import { writeTurnScores } from '../../src/training/select.js';
-import { startTestServer, type TestServer } from '../server/helpers.js';
+import { startTestServer, type TestServer } from '../helpers/index.js';
 
 const repo = path.resolve(import.meta.dirname, '../..');
 const schema = JSON.parse(fs.readFileSync(path.join(repo, 'docs/export.schema.json'), 'utf8'));

@@ -9,9 +9,10 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { run } from '../../src/cli/serve.js';
-import { root, serveOnce, startDetached, tmpDataDir, type Started } from './helpers.js';
+import { root, serveOnce, startDetached, tmpDataDir, type Started } from '../helpers/cli.js';
+import { quietConsole } from '../helpers/index.js';
 
 const running: Started[] = [];
 afterEach(() => {
@@ -122,13 +123,13 @@ describe('lamer serve options', () => {
     [['--host', ''], /^lamer serve: --host must not be empty$/],
     [['extra'], /^lamer serve: Unexpected argument 'extra'.*$/],
   ])('%j -> one line, exit 2, nothing started', async (args, message) => {
-    const errors: string[] = [];
-    const spy = vi.spyOn(console, 'error').mockImplementation((m: unknown) => void errors.push(String(m)));
+    const c = quietConsole();
     try {
       expect(await run(args)).toBe(2);
     } finally {
-      spy.mockRestore();
+      c.restore();
     }
+    const errors = c.errors();
     expect(errors).toHaveLength(1);
     expect(errors[0]).not.toContain('\n');
     expect(errors[0]).toMatch(message);

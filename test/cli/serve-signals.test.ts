@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { startDetached, type How } from './helpers.js';
+import { startDetached, type How } from '../helpers/cli.js';
 
 interface Outcome {
   status?: number;

@@ -5,9 +5,9 @@
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
-import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { tmpDir } from '../helpers/index.js';
 
 function serve(env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
   return new Promise((resolve) => {
@@ -21,7 +21,7 @@ function serve(env: Record<string, string>): Promise<{ code: number | null; stde
   });
 }
 
-const tmp = () => fs.mkdtempSync(path.join(os.tmpdir(), 'lamer-startup-'));
+const tmp = () => tmpDir('lamer-startup-');
 
 describe('lamer serve start-up errors', () => {
   it('LAMER_DATA_DIR pointing at a file -> one line naming LAMER_DATA_DIR, exit 1', async () => {

@@ -4,12 +4,12 @@
  * type mapping rules hold.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { generatePythonClient, OPERATION_NAMES, pascalCase, snakeCase, type OpenApiDoc } from '../../scripts/generate-python-client.js';
 import { FIXTURE_SPEC_PATH, generateClients, ROOT, specSource } from '../../scripts/generate.js';
+import { tmpDir } from '../helpers/index.js';
 
 describe('npm run generate', () => {
   it('committed clients equal a fresh generation from the OpenAPI document', async () => {
@@ -29,7 +29,7 @@ describe('npm run generate', () => {
   });
 
   it.each([...new Set([specSource(), FIXTURE_SPEC_PATH])])('the Python module generated from %s compiles and has one method per operation', (source) => {
-    const dir = mkdtempSync(join(tmpdir(), 'lamer-py-'));
+    const dir = tmpDir('lamer-py-');
     try {
       const doc = JSON.parse(readFileSync(join(ROOT, source), 'utf8')) as OpenApiDoc;
       writeFileSync(join(dir, 'client.py'), generatePythonClient(doc, source));

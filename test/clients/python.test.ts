@@ -6,13 +6,13 @@
  *    (`startServer({ engine: 'test' })`).
  */
 import { execFile, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, rmSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
+import { tmpDir } from '../helpers/index.js';
 
 const run = promisify(execFile);
 const ROOT = join(import.meta.dirname, '..', '..');
@@ -160,7 +160,7 @@ describe.skipIf(!hasServer)('MineSweeper example against a live server', () => {
     const { startServer } = (await import('../../src/server.js' as string)) as {
       startServer: (o: object) => Promise<{ url: string; close(): Promise<void> }>;
     };
-    const dataDir = mkdtempSync(join(tmpdir(), 'lamer-pyex-'));
+    const dataDir = tmpDir('lamer-pyex-');
     const server = await startServer({ port: 0, dataDir, engine: 'test', logLevel: 'silent' });
     try {
       const { stdout } = await run('python3', [join(PY_DIR, 'examples', 'play_minesweeper.py'), '--url', server.url, '--seed', '7', '--json', '--quiet'], {

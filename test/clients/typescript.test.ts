@@ -5,13 +5,13 @@
  *    a short fake game of 2 attempts, then memory and trajectory.
  */
 import { execFileSync } from 'node:child_process';
-import { copyFileSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { createLamerClient, LamerProblemError, unwrap, type StepRequest, type StepResponse } from '../../clients/typescript/src/index.js';
+import { tmpDir } from '../helpers/index.js';
 
 const ROOT = join(import.meta.dirname, '..', '..');
 const hasServer = existsSync(join(ROOT, 'src', 'server.ts'));
@@ -58,7 +58,7 @@ describe('TypeScript client against a stub server', () => {
 describe('TypeScript client package', () => {
   it('compiles to JavaScript + declarations (clients/typescript/tsconfig.json) and the output runs', async () => {
     const pkg = join(ROOT, 'clients', 'typescript');
-    const out = mkdtempSync(join(pkg, '.build-test-'));
+    const out = tmpDir('.build-test-', pkg);
     try {
       execFileSync(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(pkg, 'tsconfig.json'), '--outDir', out], { stdio: 'pipe' });
       copyFileSync(join(pkg, 'src', 'schema.d.ts'), join(out, 'schema.d.ts'));
@@ -78,7 +78,7 @@ describe.skipIf(!hasServer)('TypeScript client against a live server', () => {
     const { startServer } = (await import('../../src/server.js' as string)) as {
       startServer: (o: object) => Promise<{ url: string; close(): Promise<void> }>;
     };
-    const dataDir = mkdtempSync(join(tmpdir(), 'lamer-tsc-'));
+    const dataDir = tmpDir('lamer-tsc-');
     const server = await startServer({ port: 0, dataDir, engine: 'test', logLevel: 'silent' });
     try {
       const lamer = createLamerClient({ baseUrl: server.url });

@@ -4,11 +4,11 @@
  * connection and for a database at its size limit.
  */
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { DatabaseError, databaseErrorOf, sqliteErrorKind } from '../../src/db/errors.js';
+import { tmpDir } from '../helpers/index.js';
 
 describe('sqliteErrorKind', () => {
   it('maps primary and extended codes by kind; programming errors are none', () => {
@@ -48,7 +48,7 @@ describe('sqliteErrorKind', () => {
   });
 
   it('classifies what better-sqlite3 really raises: a held lock is busy, no room is full', () => {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lamer-dberr-'));
+    const dir = tmpDir('lamer-dberr-');
     const file = path.join(dir, 'x.db');
     const a = new Database(file);
     const b = new Database(file);

@@ -6,12 +6,12 @@
  * space is back the same commits succeed once each.
  */
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openDatabase, type Database_ } from '../../src/db/index.js';
 import { HotQueries, type StepCommit } from '../../src/db/queries.js';
 import { DatabaseError } from '../../src/db/errors.js';
+import { tmpDir } from '../helpers/index.js';
 
 let d: Database_ | null = null;
 afterEach(() => {
@@ -49,7 +49,7 @@ function commit(id: string, observation: string): StepCommit {
 
 describe('HotQueries.commitStep', () => {
   it('refuses the whole batch and records nothing when SQLITE_FULL loses the transaction; records each once after', async () => {
-    d = openDatabase(fs.mkdtempSync(path.join(os.tmpdir(), 'lamer-q-')));
+    d = openDatabase(tmpDir('lamer-q-'));
     const { sqlite } = d;
     for (const id of ['a', 'b', 'c']) session(sqlite, id);
     const hot = new HotQueries(sqlite);

@@ -3,19 +3,19 @@
  * open and writing is a consistent, complete copy (rows still in the WAL included).
  */
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync, existsSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
+import { tmpDir } from '../helpers/index.js';
 
 const run = promisify(execFile);
 const SCRIPT = join(import.meta.dirname, '..', '..', 'docker', 'backup.mjs');
 
 describe('docker/backup.mjs', () => {
   it('copies a live WAL database, uncheckpointed rows included, and refuses to overwrite', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'lamer-backup-'));
+    const dir = tmpDir('lamer-backup-');
     try {
       const live = new Database(join(dir, 'lamer.db'));
       live.pragma('journal_mode = WAL');

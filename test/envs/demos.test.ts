@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { mkdtempSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { generateDemos, writeDemos, type DemoSession } from '../../src/envs/demos.js';
 import { makeEnv, parseTaskId } from '../../src/envs/index.js';
 import { MineSweeperEnv } from '../../src/envs/minesweeper.js';
+import { tmpDir } from '../helpers/index.js';
 
 /** Replays every attempt of a session in a fresh env and checks the recorded steps. */
 function replay(s: DemoSession): void {
@@ -75,7 +75,7 @@ describe('demonstration sessions', () => {
     a.forEach(replay);
     const b = generateDemos({ env: 'sokoban', tasks: 5, seed: 7, failRate: 0 });
     expect(b).toEqual(a);
-    const dir = mkdtempSync(join(tmpdir(), 'demos-'));
+    const dir = tmpDir('demos-');
     const file = join(dir, 'd.jsonl');
     writeDemos(file, a);
     const lines = readFileSync(file, 'utf8').trimEnd().split('\n');

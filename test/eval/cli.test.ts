@@ -1,15 +1,9 @@
-import { describe, expect, it, vi } from 'vitest';
-import { mkdtempSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { describe, expect, it } from 'vitest';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { run as evalRun } from '../../src/cli/eval.js';
 import { run as demosRun } from '../../src/cli/demos.js';
-
-function quietConsole() {
-  const err = vi.spyOn(console, 'error').mockImplementation(() => {});
-  const log = vi.spyOn(console, 'log').mockImplementation(() => {});
-  return { err, log, restore: () => (err.mockRestore(), log.mockRestore()) };
-}
+import { quietConsole, startTestServer, tmpDir } from '../helpers/index.js';
 
 describe('lamer eval / lamer demos command lines', () => {
   it('bad values are exit code 2 with a message naming the option', async () => {
@@ -32,12 +26,12 @@ describe('lamer eval / lamer demos command lines', () => {
   });
 
   it('a solver run prints pass@k and writes the JSON report', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'eval-cli-'));
+    const dir = tmpDir('eval-cli-');
     const out = join(dir, 'r.json');
     const c = quietConsole();
     try {
       expect(await evalRun(['--env', 'sokoban', '--policy', 'solver', '--tasks', '3', '--attempts', '2', '--out', out, '--quiet'])).toBe(0);
-      expect(c.log.mock.calls.map((x) => String(x[0])).join('\n')).toContain('pass@1 100.0%  pass@2 100.0%');
+      expect(c.logs().join('\n')).toContain('pass@1 100.0%  pass@2 100.0%');
     } finally {
       c.restore();
     }
@@ -47,7 +41,7 @@ describe('lamer eval / lamer demos command lines', () => {
   });
 
   it('lamer demos writes JSONL sessions', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'demos-cli-'));
+    const dir = tmpDir('demos-cli-');
     const out = join(dir, 'd.jsonl');
     const c = quietConsole();
     try {
@@ -62,7 +56,6 @@ describe('lamer eval / lamer demos command lines', () => {
 
 describe('lamer eval exit status and clean-up', () => {
   it('exits 1 and says how many when some sessions (not all) failed with errors; the report is still written', async () => {
-    const { startTestServer } = await import('../server/helpers.js');
     const http = await import('node:http');
     const real = await startTestServer();
     // A proxy in front of the real server: the steps of every second session answer 500.
@@ -83,11 +76,11 @@ describe('lamer eval exit status and clean-up', () => {
     });
     await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', () => r()));
     const url = `http://127.0.0.1:${(proxy.address() as import('node:net').AddressInfo).port}`;
-    const out = join(mkdtempSync(join(tmpdir(), 'eval-cli-')), 'r.json');
+    const out = join(tmpDir('eval-cli-'), 'r.json');
     const c = quietConsole();
     try {
       expect(await evalRun(['--env', 'minesweeper', '--tasks', '4', '--attempts', '1', '--concurrency', '1', '--server', url, '--out', out, '--quiet'])).toBe(1);
-      expect(c.err.mock.calls.map((x) => String(x[0]))).toContainEqual(expect.stringMatching(/^lamer eval: 2 of 4 sessions failed with errors \(first: .*500.*\)$/));
+      expect(c.errors()).toContainEqual(expect.stringMatching(/^lamer eval: 2 of 4 sessions failed with errors \(first: .*500.*\)$/));
     } finally {
       c.restore();
       proxy.close();
@@ -99,7 +92,7 @@ describe('lamer eval exit status and clean-up', () => {
   it('Ctrl-C during an in-process eval removes its temporary data directory (exit 130)', async () => {
     const { spawn } = await import('node:child_process');
     const fs = await import('node:fs');
-    const tmp = mkdtempSync(join(tmpdir(), 'eval-sigint-'));
+    const tmp = tmpDir('eval-sigint-');
     const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/index.ts', 'eval', '--env', 'minesweeper', '--tasks', '100000', '--engine', 'test'], {
       cwd: join(import.meta.dirname, '..', '..'),
       env: { ...process.env, TMPDIR: tmp },

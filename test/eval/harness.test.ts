@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { createServer } from 'node:http';
 import { once } from 'node:events';
 import { canonicalAction, EvalAbortError, runEval } from '../../src/eval/harness.js';
 import { startServer } from '../../src/server.js';
+import { tmpDir } from '../helpers/index.js';
 
 describe('eval harness with the reference policies (local)', () => {
   it('solver solves every Sokoban task on attempt 0; results are deterministic', async () => {
@@ -45,7 +45,7 @@ describe('eval harness against a real in-process server (engine test)', () => {
   let srv: Awaited<ReturnType<typeof startServer>>;
   let dir: string;
   beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'lamer-eval-test-'));
+    dir = tmpDir('lamer-eval-test-');
     srv = await startServer({ port: 0, host: '127.0.0.1', dataDir: dir, engine: 'test', apiKeys: [], logLevel: 'silent' });
   });
   afterAll(async () => {

@@ -3,7 +3,7 @@
  * never a 500, and the database is byte-for-byte unchanged afterwards.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestServer, dumpDb, type TestServer } from './helpers.js';
+import { startTestServer, dumpDb, type TestServer } from '../helpers/index.js';
 
 let s: TestServer;
 let id: string;

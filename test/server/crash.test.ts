@@ -8,7 +8,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { call, startTestServer, tmpDir } from './helpers.js';
+import { call, startTestServer, tmpDir } from '../helpers/index.js';
 
 const root = path.resolve(import.meta.dirname, '..', '..');
 

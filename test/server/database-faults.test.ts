@@ -15,7 +15,7 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig, type DatabaseConfig } from '../../src/config.js';
-import { countRows, dumpDb, startTestServer, type TestServer } from './helpers.js';
+import { countRows, dumpDb, startTestServer, type TestServer } from '../helpers/index.js';
 
 const TYPE = 'https://lamer-server.dev/problems/';
 

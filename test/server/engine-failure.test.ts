@@ -19,7 +19,7 @@ import { TINY } from '../model/setup.js';
 import fc from 'fast-check';
 import { decode } from '../../src/model/tokenizer.js';
 import { TestEngine } from '../../src/policy/test-engine.js';
-import { call, dumpDb, tmpDir } from './helpers.js';
+import { call, dumpDb, tmpDir } from '../helpers/index.js';
 
 class FlakyEngine extends TestEngine {
   failing = false;

@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { trainingJobs } from '../../src/db/schema.js';
-import { startTestServer, type TestServer } from './helpers.js';
+import { startTestServer, type TestServer } from '../helpers/index.js';
 
 let s: TestServer;
 beforeAll(async () => {

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { ModelRegistry } from '../../src/agent/models.js';
 import { openDatabase } from '../../src/db/index.js';
 import { TestEngine } from '../../src/policy/test-engine.js';
-import { tmpDir } from './helpers.js';
+import { tmpDir } from '../helpers/index.js';
 
 describe('ModelRegistry', () => {
   it('registers the initial version once and keeps its folder in line with the configuration', async () => {

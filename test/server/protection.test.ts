@@ -15,7 +15,7 @@ import type { ActRequest, ReflectRequest } from '../../src/policy/engine.js';
 import { TestEngine } from '../../src/policy/test-engine.js';
 import { rateLimitKey } from '../../src/plugins/app/protection.js';
 import { selectTrainingRecords } from '../../src/training/select.js';
-import { call, tmpDir, type Res } from './helpers.js';
+import { call, tmpDir, type Res } from '../helpers/index.js';
 
 /** TestEngine whose model calls take `delayMs`, so that concurrent steps queue up. */
 class SlowEngine extends TestEngine {

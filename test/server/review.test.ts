@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { countRows, startTestServer, type TestServer } from './helpers.js';
+import { countRows, startTestServer, type TestServer } from '../helpers/index.js';
 
 let s: TestServer;
 let id: string;

@@ -4,7 +4,7 @@
  * the retry / conflict / ordering rules of DESIGN §2.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestServer, countRows, type TestServer } from './helpers.js';
+import { startTestServer, countRows, type TestServer } from '../helpers/index.js';
 
 let s: TestServer;
 beforeAll(async () => {

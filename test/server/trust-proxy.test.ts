@@ -6,7 +6,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { ConfigError, parseTrustProxy } from '../../src/config.js';
-import { call, startTestServer, type TestServer } from './helpers.js';
+import { call, startTestServer, type TestServer } from '../helpers/index.js';
 
 const protection = { rateLimitMax: 1, rateLimitWindowSeconds: 60, maxOpenSessionsPerTenant: 0, maxQueuedSteps: 0, overloadRetryAfterSeconds: 1 };
 let server: TestServer | undefined;

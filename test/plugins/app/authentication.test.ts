@@ -5,7 +5,7 @@
  * without a key (403 with a non-admin key on admin routes), and nothing is read or written.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { countRows, dumpDb, rawCall, startTestServer, type TestServer } from '../../server/helpers.js';
+import { countRows, dumpDb, rawCall, startTestServer, type TestServer } from '../../helpers/index.js';
 
 let s: TestServer;
 const A = { authorization: 'Bearer key-tenant-a' };
@@ -226,7 +226,7 @@ describe('no default tenant while keys are configured', () => {
     const { loadConfig } = await import('../../../src/config.js');
     const { openDatabase } = await import('../../../src/db/index.js');
     const { TestEngine } = await import('../../../src/policy/test-engine.js');
-    const { tmpDir, call } = await import('../../server/helpers.js');
+    const { tmpDir, call } = await import('../../helpers/index.js');
     const dir = tmpDir();
     const config = { ...loadConfig({}), engine: 'test' as const, logLevel: 'silent' as const, dataDir: dir, apiKeys: [{ key: 'key-tenant-a', tenant: 'a', admin: false }] };
     const app = await buildApp(config, { database: openDatabase(dir), engine: new TestEngine() });

@@ -4,7 +4,7 @@
  * every spelling is 429; a spelling no route matches is 404 and reaches no handler.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { rawCall, startTestServer, type TestServer } from '../../server/helpers.js';
+import { rawCall, startTestServer, type TestServer } from '../../helpers/index.js';
 
 const RATE_MAX = 12;
 const KEY = { authorization: 'Bearer key-rate-0123' };

@@ -6,7 +6,7 @@
  */
 import net from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { startTestServer } from '../../server/helpers.js';
+import { startTestServer } from '../../helpers/index.js';
 
 /** A raw socket that collects everything it receives and how it ended. */
 function rawSocket(port: number): Promise<{ sock: net.Socket; text: () => string; ended: Promise<string | null> }> {

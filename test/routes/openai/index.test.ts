@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
-import { startTestServer, type TestServer } from '../../server/helpers.js';
+import { startTestServer, type TestServer } from '../../helpers/index.js';
 
 const LOG_UNIFORM = Math.log(1 / 256);
 let server: TestServer;

@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defaultLimits } from '../../../../src/config.js';
-import { dumpDb, startTestServer, type TestServer } from '../../../server/helpers.js';
+import { dumpDb, startTestServer, type TestServer } from '../../../helpers/index.js';
 
 const INFO_BYTES = 20_000;
 const METADATA_BYTES = 1_000;

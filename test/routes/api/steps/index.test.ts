@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defaultLimits } from '../../../../src/config.js';
-import { startTestServer, type TestServer } from '../../../server/helpers.js';
+import { startTestServer, type TestServer } from '../../../helpers/index.js';
 
 let s: TestServer;
 beforeAll(async () => {

@@ -1,0 +1,75 @@
+/** Helpers of the CLI tests: `lamer serve` as a real child process, in its own process group. */
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import { tmpDir } from './index.js';
+
+export const root = path.resolve(import.meta.dirname, '..', '..');
+
+export type How = 'npm' | 'bin' | 'node';
+
+const COMMANDS: Record<How, [string, string[]]> = {
+  npm: ['npm', ['start']],
+  bin: [process.execPath, ['bin/lamer.js', 'serve']],
+  node: [process.execPath, ['--import', 'tsx', 'src/cli/index.ts', 'serve']],
+};
+
+export interface Started {
+  child: ChildProcess;
+  url: string;
+  dataDir: string;
+  out: () => string;
+  exited: Promise<number | null>;
+}
+
+/** Start the server `how` in its own process group (detached) on a fresh data directory. */
+export function startDetached(how: How, env: Record<string, string> = {}, args: string[] = []): Promise<Started> {
+  const dataDir = env.LAMER_DATA_DIR ?? tmpDir('lamer-signal-');
+  const [cmd, base] = COMMANDS[how];
+  const child = spawn(cmd, [...base, ...args], {
+    cwd: root,
+    detached: true,
+    env: { ...process.env, LAMER_ENGINE: 'test', LAMER_PORT: '0', LAMER_HOST: '127.0.0.1', LAMER_DATA_DIR: dataDir, LAMER_LOG_LEVEL: 'info', LAMER_API_KEYS: '', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
+  const exited = new Promise<number | null>((r) => child.once('exit', (code, sig) => r(code ?? (sig ? -1 : null))));
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`server did not start:\n${out}`)), 30_000);
+    const check = () => {
+      const m = /"url":"(http:\/\/[^"]+)".*"msg":"lamer-server ready"/.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        child.stdout!.off('data', check);
+        resolve({ child, url: m[1]!, dataDir, out: () => out, exited });
+      }
+    };
+    child.stdout!.on('data', check);
+    void exited.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`server exited early (${code}):\n${out}`));
+    });
+  });
+}
+
+
+/** Run `lamer serve` (node --import tsx src/cli/index.ts serve) to its end: exit code and output. */
+export function serveOnce(env: Record<string, string>, args: string[] = []): Promise<{ code: number | null; stdout: string; stderr: string; ms: number }> {
+  const t0 = performance.now();
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/index.ts', 'serve', ...args], {
+      cwd: root,
+      env: { ...process.env, LAMER_ENGINE: 'test', LAMER_HOST: '127.0.0.1', LAMER_PORT: '0', LAMER_LOG_LEVEL: 'info', LAMER_API_KEYS: '', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.once('exit', (code) => resolve({ code, stdout, stderr, ms: performance.now() - t0 }));
+  });
+}
+
+/** A fresh data directory, removed after the test file. */
+export const tmpDataDir = (): string => tmpDir('lamer-cli-');
