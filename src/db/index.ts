@@ -133,6 +133,8 @@ export interface Database_ {
   tune(t: ConnectionTuning): void;
   /** Size of the `-wal` file now, bytes (0 when there is none). */
   walBytes(): number;
+  /** Readiness: true when the connection is open and answers a trivial read (`SELECT 1`); never throws. */
+  ping(): boolean;
   /**
    * While the storage is failed, try a small write that allocates a page and commits (at most once
    * per `minIntervalMs`); on success the storage is writable again. Never waits for a lock.
@@ -236,6 +238,14 @@ export function openDatabase(dataDir: string, opts: { synchronous?: 'normal' | '
     return storage.state();
   };
 
+  const ping = (): boolean => {
+    try {
+      return sqlite.open && sqlite.prepare('SELECT 1 AS ok').get() !== undefined;
+    } catch {
+      return false;
+    }
+  };
+
   return {
     db,
     sqlite,
@@ -243,6 +253,7 @@ export function openDatabase(dataDir: string, opts: { synchronous?: 'normal' | '
     storage,
     tune,
     walBytes,
+    ping,
     probeStorage,
     maintainWal,
     startWalMaintenance(intervalMs, onError) {

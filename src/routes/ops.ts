@@ -34,12 +34,7 @@ const opsRoutes: FastifyPluginAsync = async (fastify) => {
     '/readyz',
     { schema: { tags, summary: 'Database open and writable, the active model loaded', response: { 200: Ready, 503: Ready } } },
     async (_req, reply) => {
-      let database = false;
-      try {
-        database = app.db.sqlite.open && app.db.sqlite.prepare('SELECT 1 AS ok').get() !== undefined;
-      } catch {
-        database = false;
-      }
+      const database = app.db.ping();
       // After a failed write (disk full, I/O error) a small probe write (at most once a second,
       // never waiting for a lock) finds out whether writes succeed again.
       const st = database ? app.db.probeStorage(1000) : app.db.storage.state();

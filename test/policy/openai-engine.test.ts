@@ -10,7 +10,7 @@ import Database from 'better-sqlite3';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { Ajv } from 'ajv';
-import { exportLines } from '../../src/cli/export.js';
+import { exportLines } from '../../src/db/export.js';
 import { constraintFields, matchChoice, toMessages } from '../../src/policy/openai-engine.js';
 import { dumpDb, startTestServer, type TestServer } from '../helpers/index.js';
 
