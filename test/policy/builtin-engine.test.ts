@@ -14,7 +14,8 @@ import { initModel } from '../../src/model/gpt.js';
 import { saveCheckpoint } from '../../src/model/checkpoint.js';
 import { decode } from '../../src/model/tokenizer.js';
 import type { CachedRow } from '../../src/model/gpt-cached.js';
-import { createBuiltinEngineInstance, isBackendFault, type BuiltinEngine } from '../../src/policy/builtin-engine.js';
+import { createBuiltinEngineInstance, type BuiltinEngine } from '../../src/policy/builtin-engine.js';
+import { isBackendFault } from '../../src/policy/builtin/recovery.js';
 import { EngineError, EngineLimitError, type PromptParts } from '../../src/policy/engine.js';
 import { TINY } from '../model/setup.js';
 
