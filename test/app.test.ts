@@ -5,7 +5,7 @@
  * content type is no body on DELETE and on routes that take none.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { dumpDb, rawCall, startTestServer, type TestServer } from './helpers/index.js';
+import { countRows, dumpDb, rawCall, startTestServer, type TestServer } from './helpers/index.js';
 
 let s: TestServer;
 let id: string;
@@ -200,5 +200,85 @@ describe('HTTP timeout configuration', () => {
     ).toEqual({ headersTimeoutMs: 2000, requestTimeoutMs: 0, keepAliveTimeoutMs: 5000 });
     expect(() => loadConfig({ LAMER_HEADERS_TIMEOUT_MS: '20000', LAMER_REQUEST_TIMEOUT_MS: '10000' })).toThrow(/LAMER_HEADERS_TIMEOUT_MS=20000 exceeds/);
     expect(() => loadConfig({ LAMER_HEADERS_TIMEOUT_MS: '5' })).toThrow(/LAMER_HEADERS_TIMEOUT_MS/);
+  });
+});
+
+const VALIDATION = 'https://lamer-server.dev/problems/validation';
+const nested = (depth: number): string => '{"a":'.repeat(depth - 1) + '{}' + '}'.repeat(depth - 1);
+
+describe('JSON nesting depth (LAMER_MAX_JSON_DEPTH, default 64)', () => {
+  it('metadata nested 5,000 levels -> 400 validation naming the path, nothing stored', async () => {
+    const before = countRows(s.dataDir, 'SELECT count(*) AS n FROM sessions');
+    const r = await s.call('POST', '/v1/sessions', `{"taskId":"t","instructions":"x","metadata":${nested(5000)}}`);
+    expect(r.status).toBe(400);
+    expect(r.type).toContain('application/problem+json');
+    expect(r.body.type).toBe(VALIDATION);
+    // body = level 1, metadata = level 2, ... the first object at level 65 is 63 "a"s below metadata.
+    expect(r.body.errors[0].field).toBe('body/metadata' + '/a'.repeat(63));
+    expect(countRows(s.dataDir, 'SELECT count(*) AS n FROM sessions')).toBe(before);
+  });
+
+  it('info nested 5,000 levels on a step -> 400; 64 levels in all is accepted', async () => {
+    const deep = await s.call('POST', `/v1/sessions/${id}/steps`, `{"attempt":0,"step":1,"observation":"o","info":${nested(5000)}}`);
+    expect(deep.status).toBe(400);
+    expect(deep.body.errors[0].field).toBe('body/info' + '/a'.repeat(63));
+    const ok = await s.call('POST', '/v1/sessions', `{"taskId":"t","instructions":"x","metadata":${nested(63)}}`);
+    expect(ok.status).toBe(201);
+  });
+
+  it('the batch route too', async () => {
+    const r = await s.call('POST', '/v1/steps:batch', `{"items":[{"sessionId":"${id}","attempt":0,"step":1,"observation":"o","info":${nested(5000)}}]}`);
+    expect(r.status).toBe(400);
+    expect(r.body.errors[0].field).toBe('body/items/0/info' + '/a'.repeat(61));
+  });
+});
+
+describe('lone UTF-16 surrogates', () => {
+  it.each<[string, () => string, string, string]>([
+    ['observation', () => `/v1/sessions/${id}/steps`, '{"attempt":0,"step":1,"observation":"a\\ud800b"}', 'body/observation'],
+    ['available action', () => `/v1/sessions/${id}/steps`, '{"attempt":0,"step":1,"observation":"o","availableActions":["x","\\udc00"]}', 'body/availableActions/1'],
+    ['instructions', () => '/v1/sessions', '{"taskId":"t","instructions":"\\ud83d"}', 'body/instructions'],
+    ['reflection text', () => `/v1/sessions/${id}/memory/0`, '{"text":"ok \\udfff"}', 'body/text'],
+  ])('%s -> 400 naming the field', async (_name, path, body, field) => {
+    const r = await s.call(_name === 'reflection text' ? 'PUT' : 'POST', path(), body);
+    expect(r.status).toBe(400);
+    expect(r.body.type).toBe(VALIDATION);
+    expect(r.body.errors[0].field).toBe(field);
+  });
+
+  it('a well-formed surrogate pair (an emoji) is kept as sent', async () => {
+    const r = await s.call('POST', '/v1/sessions', '{"taskId":"t","instructions":"go \\ud83d\\ude00"}');
+    expect(r.status).toBe(201);
+    const got = await s.call('GET', `/v1/sessions/${r.body.id}`);
+    expect(got.status).toBe(200);
+  });
+});
+
+describe('clearer errors', () => {
+  it('a __proto__ key -> 400 saying it is a forbidden key, with its path', async () => {
+    const r = await s.call('POST', '/v1/sessions', '{"taskId":"t","instructions":"x","metadata":{"__proto__":{"admin":true}}}');
+    expect(r.status).toBe(400);
+    expect(r.body.detail).toBe('body/metadata/__proto__ is a forbidden key (prototype poisoning)');
+  });
+
+  it('a constructor.prototype key -> 400 forbidden key', async () => {
+    const r = await s.call('POST', '/v1/sessions', '{"taskId":"t","instructions":"x","metadata":{"constructor":{"prototype":{}}}}');
+    expect(r.status).toBe(400);
+    expect(r.body.detail).toBe('body/metadata/constructor is a forbidden key (prototype poisoning)');
+  });
+});
+
+describe('content encodings and types, methods', () => {
+  it('content-encoding: gzip -> 415 saying encodings are not supported', async () => {
+    const r = await s.call('POST', '/v1/sessions', { taskId: 't', instructions: 'x' }, { 'content-encoding': 'gzip' });
+    expect(r.status).toBe(415);
+    expect(r.body.type).toBe('https://lamer-server.dev/problems/unsupported-media-type');
+    expect(r.body.detail).toBe('content-encoding gzip is not supported; send the body uncompressed');
+  });
+
+  it('content-type: text/plain with a JSON body -> 415', async () => {
+    const r = await s.call('POST', '/v1/sessions', JSON.stringify({ taskId: 't', instructions: 'x' }), { 'content-type': 'text/plain' });
+    expect(r.status).toBe(415);
+    expect(r.body.type).toBe('https://lamer-server.dev/problems/unsupported-media-type');
   });
 });

@@ -4,9 +4,12 @@
  * and is refused with the 503 problem, an idle keep-alive connection is closed without a reset,
  * and once the listener is closed new connections are refused (not reset).
  */
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
 import net from 'node:net';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { startTestServer } from '../../helpers/index.js';
+import { startTestServer, tmpDir } from '../../helpers/index.js';
 
 /** A raw socket that collects everything it receives and how it ended. */
 function rawSocket(port: number): Promise<{ sock: net.Socket; text: () => string; ended: Promise<string | null> }> {
@@ -62,4 +65,62 @@ describe('graceful shutdown over real sockets', () => {
     expect(await idle.ended).toBeNull();
     expect(refused).toBe('ECONNREFUSED');
   }, 30_000);
+});
+
+/** Raw HTTP/1.1 exchange on one socket: the whole answer text until the server closes. */
+function rawExchange(port: number, onConnected: (sock: import('node:net').Socket) => void): Promise<{ text: string; error: string | null }> {
+  return new Promise((resolve) => {
+    const sock = net.connect(port, '127.0.0.1', () => onConnected(sock));
+    let text = '';
+    sock.on('data', (d) => (text += d.toString('utf8')));
+    sock.on('error', (e) => resolve({ text, error: (e as NodeJS.ErrnoException).code ?? e.message }));
+    sock.on('close', () => resolve({ text, error: null }));
+  });
+}
+
+describe('graceful shutdown at the edge of the event loop', () => {
+  it('a request whose bytes arrived just before close gets 503 shutting-down problem+json with Retry-After, not a reset', async () => {
+    const t = await startTestServer();
+    const port = Number(new URL(t.url).port);
+    const req = 'GET /v1/sessions HTTP/1.1\r\nhost: x\r\n\r\n';
+    let closed: Promise<void> | undefined;
+    const answer = await rawExchange(port, (sock) => {
+      // Connected and idle; then the request bytes reach the server in the same turn as close().
+      setTimeout(() => {
+        sock.write(req);
+        const until = Date.now() + 30;
+        while (Date.now() < until); // the event loop is busy (a forward pass): the bytes wait unread
+        closed = t.close();
+      }, 50);
+    });
+    await closed;
+    expect(answer.error).toBeNull();
+    expect(answer.text).toMatch(/^HTTP\/1\.1 503 /);
+    expect(answer.text).toMatch(/content-type: application\/problem\+json/i);
+    expect(answer.text).toMatch(/retry-after: 1\r\n/i);
+    expect(answer.text).toContain('"type":"https://lamer-server.dev/problems/shutting-down"');
+  });
+
+  it('a connection still in the accept backlog (event loop busy) at close gets the 503 answer, not a reset', async () => {
+    const t = await startTestServer();
+    const port = Number(new URL(t.url).port);
+    // A client in another process connects and sends a request while this process is busy.
+    const marker = path.join(tmpDir('lamer-backlog-'), 'sent');
+    const client = spawn(process.execPath, ['-e', `
+      const s = require('node:net').connect(${port}, '127.0.0.1', () => { s.write('GET /healthz HTTP/1.1\\r\\nhost: x\\r\\n\\r\\n'); console.log('SENT'); require('node:fs').writeFileSync(${JSON.stringify(marker)}, ''); });
+      let t = ''; s.on('data', (d) => t += d); s.on('error', (e) => { console.log('ERROR ' + e.code); });
+      s.on('close', () => console.log('ANSWER ' + t.split('\\r\\n')[0]));
+    `]);
+    let out = '';
+    client.stdout.on('data', (d) => (out += d));
+    const exited = new Promise((r) => client.once('exit', r));
+    // Busy until the client has sent (its bytes sit in the backlog, unread), then close. The client
+    // says so with a file (this event loop cannot read its output); a slow machine may need seconds.
+    const until = Date.now() + 20_000;
+    while (!fs.existsSync(marker) && Date.now() < until);
+    await t.close();
+    await exited;
+    expect(out).not.toContain('ERROR');
+    expect(out).toContain('ANSWER HTTP/1.1 503 Service Unavailable');
+  });
 });

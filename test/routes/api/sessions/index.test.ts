@@ -152,3 +152,38 @@ describe('trajectory pages', () => {
     }
   });
 });
+
+const VALIDATION = 'https://lamer-server.dev/problems/validation';
+
+describe('GET /v1/sessions cursor', () => {
+  let s: TestServer;
+  beforeAll(async () => {
+    s = await startTestServer();
+    // two sessions: a page of one has a next cursor
+    for (let i = 0; i < 2; i++) await s.call('POST', '/v1/sessions', { taskId: 't', instructions: 'x' });
+  });
+  afterAll(async () => {
+    await s.close();
+  });
+
+  it.each([
+    ['garbage', 'garbage'],
+    ['a tampered cursor (right shape, no such session)', 'ses_000000000000000000000'],
+  ])('%s -> 400 naming querystring/cursor', async (_name, cursor) => {
+    const r = await s.call('GET', `/v1/sessions?cursor=${cursor}`);
+    expect(r.status).toBe(400);
+    expect(r.body.type).toBe(VALIDATION);
+    expect(r.body.errors[0].field).toBe('querystring/cursor');
+  });
+
+  it('a tampered real cursor -> 400; the real one pages on', async () => {
+    const page = await s.call('GET', '/v1/sessions?limit=1');
+    const cursor: string = page.body.nextCursor;
+    expect(cursor).toMatch(/^ses_/);
+    const tampered = cursor.slice(0, -1) + (cursor.endsWith('0') ? '1' : '0');
+    expect((await s.call('GET', `/v1/sessions?limit=1&cursor=${tampered}`)).status).toBe(400);
+    const next = await s.call('GET', `/v1/sessions?limit=1&cursor=${cursor}`);
+    expect(next.status).toBe(200);
+    expect(next.body.items).toHaveLength(1);
+  });
+});

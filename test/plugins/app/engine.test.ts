@@ -6,20 +6,20 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
-import { buildApp } from '../../src/app.js';
-import { loadConfig } from '../../src/config.js';
-import { openDatabase } from '../../src/db/index.js';
-import { EngineError, EngineLimitError, type ActRequest, type ReflectRequest } from '../../src/policy/engine.js';
-import { exitOnEngineFailure } from '../../src/policy/index.js';
+import { buildApp } from '../../../src/app.js';
+import { loadConfig } from '../../../src/config.js';
+import { openDatabase } from '../../../src/db/index.js';
+import { EngineError, EngineLimitError, type ActRequest, type ReflectRequest } from '../../../src/policy/engine.js';
+import { exitOnEngineFailure } from '../../../src/policy/index.js';
 import path from 'node:path';
-import { initModel } from '../../src/model/gpt.js';
-import { saveCheckpoint } from '../../src/model/checkpoint.js';
-import { createBuiltinEngineInstance } from '../../src/policy/builtin-engine.js';
-import { TINY } from '../model/setup.js';
+import { initModel } from '../../../src/model/gpt.js';
+import { saveCheckpoint } from '../../../src/model/checkpoint.js';
+import { createBuiltinEngineInstance } from '../../../src/policy/builtin-engine.js';
+import { TINY } from '../../model/setup.js';
 import fc from 'fast-check';
-import { decode } from '../../src/model/tokenizer.js';
-import { TestEngine } from '../../src/policy/test-engine.js';
-import { call, dumpDb, tmpDir } from '../helpers/index.js';
+import { decode } from '../../../src/model/tokenizer.js';
+import { TestEngine } from '../../../src/policy/test-engine.js';
+import { call, dumpDb, tmpDir } from '../../helpers/index.js';
 
 class FlakyEngine extends TestEngine {
   failing = false;

@@ -1,11 +1,11 @@
 /**
- * /metrics over HTTP (issue 6 item 6): after a played session the per-route latency histogram,
+ * /metrics over HTTP (src/plugins/app/metrics.ts): after a played session the per-route latency histogram,
  * step counters, batch-size histogram, queue gauges, active sessions, loaded versions, engine /
  * backend info and training-job gauges have the exact values the traffic implies.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { trainingJobs } from '../../src/db/schema.js';
-import { startTestServer, type TestServer } from '../helpers/index.js';
+import { trainingJobs } from '../../../src/db/schema.js';
+import { startTestServer, type TestServer } from '../../helpers/index.js';
 
 let s: TestServer;
 beforeAll(async () => {
@@ -99,5 +99,59 @@ describe('/metrics', () => {
     expect(get(m, 'lamer_training_jobs{status="running"}')).toBe(1);
     expect(get(m, 'lamer_training_jobs{status="succeeded"}')).toBe(1);
     expect(get(m, 'lamer_training_jobs{status="queued"}')).toBe(0);
+  });
+});
+
+/** One sample of /metrics, 0 when absent. */
+async function metric(s: TestServer, name: string): Promise<number> {
+  const text = await (await fetch(`${s.url}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith(name + ' '));
+  return line ? Number(line.slice(name.length + 1)) : 0;
+}
+
+describe('step metrics', () => {
+  let s: TestServer;
+  let id: string;
+  beforeAll(async () => {
+    s = await startTestServer();
+    id = (await s.call('POST', '/v1/sessions', { taskId: 't', instructions: 'x' })).body.id;
+    await s.call('POST', `/v1/sessions/${id}/steps`, { attempt: 0, step: 0, observation: 'o' });
+  });
+  afterAll(async () => {
+    await s.close();
+  });
+
+  const REJECTED = 'lamer_step_requests_total{outcome="rejected"}';
+
+  it('every 4xx answer of the step routes counts as rejected once', async () => {
+    const url = `/v1/sessions/${id}/steps`;
+    const cases: Array<[unknown, Record<string, string>, number]> = [
+      [{ attempt: '0', step: 1, observation: 'o' }, {}, 400], // schema validation
+      ['{"attempt":0,"step":1,"observation":"' + 'x'.repeat(3 * 1024 * 1024) + '"}', {}, 413],
+      ['{"attempt":0,"step":1,"observation":"o"}', { 'content-type': 'text/plain' }, 415],
+      [{ attempt: 0, step: 7, observation: 'o' }, {}, 409], // out of order (from the agent)
+    ];
+    for (const [body, headers, status] of cases) {
+      const before = await metric(s, REJECTED);
+      expect((await s.call('POST', url, body, headers)).status).toBe(status);
+      expect(await metric(s, REJECTED), `status ${status}`).toBe(before + 1);
+    }
+  });
+
+  it('batch: a whole-batch 400 counts once, each rejected item once; the route label is /v1/steps:batch', async () => {
+    let before = await metric(s, REJECTED);
+    expect((await s.call('POST', '/v1/steps:batch', { items: [] })).status).toBe(400);
+    expect(await metric(s, REJECTED)).toBe(before + 1);
+    before = await metric(s, REJECTED);
+    const items = [
+      { sessionId: id, attempt: 0, step: 9, observation: 'o' },
+      { sessionId: 'ses_nope', attempt: 0, step: 0, observation: 'o' },
+    ];
+    const r = await s.call('POST', '/v1/steps:batch', { items });
+    expect(r.status).toBe(200);
+    expect(r.body.results.map((x: { error: { status: number } }) => x.error.status)).toEqual([409, 404]);
+    expect(await metric(s, REJECTED)).toBe(before + 2);
+    expect(await metric(s, 'http_request_duration_seconds_count{method="POST",route="/v1/steps:batch",status_code="200"}')).toBeGreaterThanOrEqual(1);
+    expect(await metric(s, 'http_request_duration_seconds_count{method="POST",route="/v1/steps::batch",status_code="200"}')).toBe(0);
   });
 });

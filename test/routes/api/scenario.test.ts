@@ -1,10 +1,10 @@
 /**
- * The curl-like scenario of issue 2 over real HTTP: a toy door game played for three attempts
+ * The whole API in one curl-like scenario over real HTTP: a toy door game played for three attempts
  * (fail, fail, succeed), reflections in the done answers, memory, pass@k, stats, trajectory, and
  * the retry / conflict / ordering rules of DESIGN §2.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestServer, countRows, type TestServer } from '../helpers/index.js';
+import { startTestServer, countRows, type TestServer } from '../../helpers/index.js';
 
 let s: TestServer;
 beforeAll(async () => {

@@ -1,9 +1,10 @@
 /**
- * Bad input (issue 2 "Bad input"): every class is a 4xx application/problem+json naming the field,
- * never a 500, and the database is byte-for-byte unchanged afterwards.
+ * Bad input (validation errors mapped by src/plugins/app/errors.ts): every class is a 4xx
+ * application/problem+json naming the field, never a 500, and the database is byte-for-byte
+ * unchanged afterwards.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestServer, dumpDb, type TestServer } from '../helpers/index.js';
+import { startTestServer, dumpDb, type TestServer } from '../../helpers/index.js';
 
 let s: TestServer;
 let id: string;
@@ -127,5 +128,52 @@ describe('bad input', () => {
     const r = await s.call('POST', `/v1/sessions/${id}/steps`, step({}));
     expect(r.status).toBe(200);
     expect(r.body.session.next).toEqual({ attempt: 0, step: 2 });
+  });
+});
+
+describe('answers from the router and the HTTP parser are problem+json', () => {
+  let s: TestServer;
+  let id: string;
+  beforeAll(async () => {
+    s = await startTestServer();
+    id = (await s.call('POST', '/v1/sessions', { taskId: 't', instructions: 'x' })).body.id;
+    await s.call('POST', `/v1/sessions/${id}/steps`, { attempt: 0, step: 0, observation: 'o' });
+  });
+  afterAll(async () => {
+    await s.close();
+  });
+
+  it('a path parameter over 256 characters -> 414 uri-too-long', async () => {
+    const r = await s.call('GET', `/v1/sessions/${'x'.repeat(300)}`);
+    expect(r.status).toBe(414);
+    expect(r.type).toContain('application/problem+json');
+    expect(r.body.type).toBe('https://lamer-server.dev/problems/uri-too-long');
+    expect(r.body.status).toBe(414);
+    expect(r.body.title).toBe('URI Too Long');
+  });
+
+  it('a 20 KB query string -> 431 header-too-large', async () => {
+    const r = await s.call('GET', `/v1/sessions?taskId=${'x'.repeat(20_000)}`);
+    expect(r.status).toBe(431);
+    expect(r.type).toContain('application/problem+json');
+    expect(r.body.type).toBe('https://lamer-server.dev/problems/header-too-large');
+    expect(r.body.status).toBe(431);
+  });
+
+  it('a 20 KB header -> 431 header-too-large', async () => {
+    const r = await s.call('GET', '/v1/sessions', undefined, { 'x-pad': 'y'.repeat(20_000) });
+    expect(r.status).toBe(431);
+    expect(r.body.type).toBe('https://lamer-server.dev/problems/header-too-large');
+  });
+
+  it('a known path with the wrong method -> 405 method-not-allowed with Allow', async () => {
+    const r = await s.call('PUT', `/v1/sessions/${id}`, {});
+    expect(r.status).toBe(405);
+    expect(r.body.type).toBe('https://lamer-server.dev/problems/method-not-allowed');
+    expect(r.headers.get('allow')).toBe('DELETE, GET, HEAD');
+    const batch = await s.call('GET', '/v1/steps:batch');
+    expect(batch.status).toBe(405);
+    expect(batch.headers.get('allow')).toBe('POST');
+    expect((await s.call('GET', '/v1/nothing-here')).status).toBe(404);
   });
 });

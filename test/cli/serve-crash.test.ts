@@ -1,5 +1,5 @@
 /**
- * Durability (issue 2 acceptance): the server runs as a real child process (tsx src/cli/serve.ts,
+ * Durability of `lamer serve`: the server runs as a real child process (tsx src/cli/serve.ts,
  * engine test); many sessions are driven concurrently; the process is killed with SIGKILL in the
  * middle; a new server on the same data directory must hold every step whose answer a client
  * received, with the same action. Also: SIGTERM shuts down gracefully (exit 0) and keeps the same

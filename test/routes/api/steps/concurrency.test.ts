@@ -3,7 +3,7 @@
  * sessions do not interfere; the batch route answers per item.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { countRows, startTestServer, type TestServer } from '../helpers/index.js';
+import { countRows, startTestServer, type TestServer } from '../../../helpers/index.js';
 
 let s: TestServer;
 beforeAll(async () => {

@@ -1,5 +1,5 @@
 /**
- * Protection (issue 6 item 7) over real HTTP with small limits: a load test past the rate limit
+ * Protection (src/plugins/external/rate-limit.ts, the agent's queue bound) over real HTTP with small limits: a load test past the rate limit
  * (per API key), the bound on queued model calls and the cap on open sessions gets 429 / 503 /
  * 409 problem+json answers (429 and 503 with Retry-After), /healthz stays up, and every step that
  * was answered 200 is recorded, while refused steps left no record and succeed when retried.
@@ -8,14 +8,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import Database from 'better-sqlite3';
 import path from 'node:path';
-import { buildApp } from '../../src/app.js';
-import { loadConfig } from '../../src/config.js';
-import { openDatabase } from '../../src/db/index.js';
-import type { ActRequest, ReflectRequest } from '../../src/policy/engine.js';
-import { TestEngine } from '../../src/policy/test-engine.js';
-import { rateLimitKey } from '../../src/plugins/app/protection.js';
-import { selectTrainingRecords } from '../../src/training/select.js';
-import { call, tmpDir, type Res } from '../helpers/index.js';
+import { buildApp } from '../../../src/app.js';
+import { loadConfig } from '../../../src/config.js';
+import { openDatabase } from '../../../src/db/index.js';
+import type { ActRequest, ReflectRequest } from '../../../src/policy/engine.js';
+import { TestEngine } from '../../../src/policy/test-engine.js';
+import { rateLimitKey } from '../../../src/plugins/external/rate-limit.js';
+import { selectTrainingRecords } from '../../../src/training/select.js';
+import { call, tmpDir, type Res } from '../../helpers/index.js';
 
 /** TestEngine whose model calls take `delayMs`, so that concurrent steps queue up. */
 class SlowEngine extends TestEngine {

@@ -3,9 +3,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import SwaggerParser from '@apidevtools/swagger-parser';
-import { buildOpenApiDocument, formatOpenApi } from '../../src/app.js';
+import { buildOpenApiDocument, formatOpenApi } from '../../../src/app.js';
 
-const file = path.resolve(import.meta.dirname, '..', '..', 'openapi', 'openapi.json');
+const file = path.resolve(import.meta.dirname, '..', '..', '..', 'openapi', 'openapi.json');
 
 describe('openapi/openapi.json', () => {
   it('matches the document generated from the route schemas (run `npm run openapi` when this fails)', async () => {
