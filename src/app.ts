@@ -2,24 +2,26 @@
  * `buildApp(config, deps)`: the Fastify application with every plugin and route (DESIGN §5-6),
  * not listening. Dependencies (database, engine) are passed in and reach the routes by decoration.
  *
- * Requests: bodies up to `config.limits.bodyBytes` (batch route: `batchBodyBytes`); JSON only;
- * TypeBox schemas validate every field (ajv, no extra properties, no type coercion of bodies).
+ * Requests: bodies up to `config.limits.bodyBytes` (batch route: `batchBodyBytes`); JSON only,
+ * hardened (src/plugins/app/json-body.ts); TypeBox schemas validate every field (ajv, no extra
+ * properties, no type coercion of bodies: src/plugins/app/validation.ts).
  * Request ids: an incoming `x-request-id` (1-128 of [A-Za-z0-9._:-]) is kept, else a UUID; every
  * answer carries it in `x-request-id` and it is in every log line of the request.
  */
 import { randomUUID } from 'node:crypto';
-import Fastify, { type FastifyInstance } from 'fastify';
-import { Ajv } from 'ajv';
+import type { Server } from 'node:http';
+import Fastify, { type FastifyHttpOptions, type FastifyInstance } from 'fastify';
 import type { Config } from './config.js';
-import { ApiProblem, invalid } from './agent/problems.js';
 import type { Database_ } from './db/index.js';
 import type { PolicyEngine } from './policy/engine.js';
 import swagger from './plugins/external/swagger.js';
+import rateLimit from './plugins/external/rate-limit.js';
 import errors, { clientErrorProblem, frameworkErrorProblem } from './plugins/app/errors.js';
+import validation from './plugins/app/validation.js';
+import jsonBody from './plugins/app/json-body.js';
 import shutdown from './plugins/app/shutdown.js';
 import authentication from './plugins/app/authentication.js';
 import metricsPlugin, { createMetrics } from './plugins/app/metrics.js';
-import protection from './plugins/app/protection.js';
 import dbPlugin from './plugins/app/db.js';
 import enginePlugin from './plugins/app/engine.js';
 import trainingPlugin from './plugins/app/training.js';
@@ -34,8 +36,6 @@ import openaiRoutes from './routes/openai/index.js';
 declare module 'fastify' {
   interface FastifyInstance {
     config: Config;
-    /** The ajv instance that validates bodies (no coercion, no removal, defaults applied). */
-    bodyAjv: Ajv;
   }
 }
 
@@ -45,61 +45,10 @@ export interface AppDeps {
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
-/** A `\uD800`-`\uDFFF` escape: the only way JSON.parse yields a lone UTF-16 surrogate. */
-const SURROGATE_CANDIDATE = /\\u[dD][89a-fA-F]/;
 
-/** What {@link bodyProblem} checks besides depth. */
-interface BodyChecks {
-  /** Most nesting levels of objects/arrays; the body itself is level 1. */
-  maxDepth: number;
-  /** Look for numbers that overflowed to +-Infinity (`1e400`, or an integer literal of 309+ digits). */
-  numbers: boolean;
-  /** Look for strings (values and keys) that are not well-formed UTF-16 (a lone surrogate). */
-  strings: boolean;
-  /** Look for `__proto__` keys and `constructor` objects with a `prototype` key. */
-  forbiddenKeys: boolean;
-}
-
-const isWellFormed = (s: string): boolean => (s as unknown as { isWellFormed(): boolean }).isWellFormed();
-
-/**
- * The first problem of a parsed JSON body, as a 400 validation problem naming its path
- * ('body/info/x'), or null. Walks iteratively (an explicit stack), so a body nested deeper than
- * the call stack allows is reported, not a RangeError: nesting beyond `maxDepth` levels, a
- * non-finite number, a lone surrogate, a forbidden prototype key.
- */
-function bodyProblem(root: unknown, checks: BodyChecks): ApiProblem | null {
-  const stack: Array<[value: unknown, path: string, depth: number]> = [[root, 'body', 1]];
-  while (stack.length > 0) {
-    const [v, path, depth] = stack.pop()!;
-    if (typeof v === 'number') {
-      if (checks.numbers && !Number.isFinite(v)) return invalid(path, 'must be a finite number');
-      continue;
-    }
-    if (typeof v === 'string') {
-      if (checks.strings && !isWellFormed(v)) return invalid(path, 'contains a lone UTF-16 surrogate (not valid Unicode text)');
-      continue;
-    }
-    if (v === null || typeof v !== 'object') continue;
-    if (depth > checks.maxDepth) return invalid(path, `is nested deeper than ${checks.maxDepth} levels (LAMER_MAX_JSON_DEPTH)`);
-    const entries = Array.isArray(v) ? v.map((x, i) => [String(i), x] as const) : Object.entries(v as Record<string, unknown>);
-    for (let i = entries.length - 1; i >= 0; i--) {
-      const [k, x] = entries[i]!;
-      const p = `${path}/${k}`;
-      if (checks.strings && !isWellFormed(k)) return invalid(p, 'key contains a lone UTF-16 surrogate (not valid Unicode text)');
-      if (checks.forbiddenKeys && (k === '__proto__' || (k === 'constructor' && x !== null && typeof x === 'object' && 'prototype' in x))) {
-        return new ApiProblem(400, 'bad-request', 'Bad Request', `${p} is a forbidden key (prototype poisoning)`, {
-          errors: [{ field: p, message: 'is a forbidden key' }],
-        });
-      }
-      stack.push([x, p, depth + 1]);
-    }
-  }
-  return null;
-}
-
-export async function buildApp(config: Config, deps: AppDeps): Promise<FastifyInstance> {
-  const app = Fastify({
+/** Fastify's server options from the configuration: body limit, request ids, timeouts, proxies. */
+function serverOptions(config: Config): FastifyHttpOptions<Server> {
+  return {
     logger: { level: config.logLevel },
     bodyLimit: config.limits.bodyBytes,
     genReqId: (req) => {
@@ -125,84 +74,38 @@ export async function buildApp(config: Config, deps: AppDeps): Promise<FastifyIn
       requestTimeout: config.http.requestTimeoutMs,
       connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(config.http.headersTimeoutMs / 4))),
     },
-  });
-  // Bodies are validated as sent (a string "1" is not an integer); path and query strings are
-  // coerced to the schema's types (they are always strings on the wire).
-  const ajvOptions = { removeAdditional: false, useDefaults: true, allErrors: false, strict: false } as const;
-  const ajvBody = new Ajv({ ...ajvOptions, coerceTypes: false });
-  const ajvCoerce = new Ajv({ ...ajvOptions, coerceTypes: 'array' });
-  app.decorate('bodyAjv', ajvBody);
-  app.setValidatorCompiler(({ schema, httpPart }) =>
-    (httpPart === 'body' ? ajvBody : ajvCoerce).compile(schema as object),
-  );
-  // JSON bodies: Fastify's parser (rejects __proto__/constructor poisoning), then one iterative
-  // walk: nesting depth (LAMER_MAX_JSON_DEPTH), numbers that are not finite after parsing (1e400,
-  // a 400-digit integer: JSON.parse gives Infinity, which would be stored as null), lone UTF-16
-  // surrogates ("\ud800"), anywhere, also inside free-form `info`/`metadata` and batch items.
-  // An empty body with a JSON content type is no body on a DELETE/OPTIONS or a route that takes
-  // none (clients often send the header on every request); elsewhere it is a 400.
-  const jsonParser = app.getDefaultJsonParser('error', 'error');
-  const maxDepth = config.limits.jsonDepth;
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, raw, done) => {
-    const body = typeof raw === 'string' ? raw : raw.toString('utf8');
-    if (body === '' && (req.method === 'DELETE' || req.method === 'OPTIONS' || req.routeOptions.schema?.body === undefined)) {
-      return done(null, undefined);
-    }
-    jsonParser(req, body, (err: Error | null, value?: unknown) => {
-      if (err) {
-        // Valid JSON refused by the parser: a forbidden key; say which.
-        if ((err as { code?: string }).code === 'FST_ERR_CTP_INVALID_JSON_BODY') {
-          let plain: unknown;
-          try {
-            plain = JSON.parse(body);
-          } catch {
-            return done(err, undefined);
-          }
-          const p = bodyProblem(plain, { maxDepth: Infinity, numbers: false, strings: false, forbiddenKeys: true });
-          if (p) return done(p, undefined);
-        }
-        return done(err, undefined);
-      }
-      const p = bodyProblem(value, {
-        maxDepth,
-        numbers: true,
-        strings: SURROGATE_CANDIDATE.test(body),
-        forbiddenKeys: false,
-      });
-      if (p) return done(p, undefined);
-      done(null, value);
-    });
-  });
+  };
+}
+
+/** The model version the engine loads first: the test engine's, the remote base, or the builtin base checkpoint. */
+function initialVersion(config: Config) {
+  if (config.engine === 'test') return { version: 'test', checkpointDir: '' };
+  if (config.engine === 'openai' && config.openai) {
+    return { version: 'base', checkpointDir: '', spec: { engine: 'openai' as const, remote: config.openai } };
+  }
+  return { version: 'base', checkpointDir: config.baseModelDir };
+}
+
+export async function buildApp(config: Config, deps: AppDeps): Promise<FastifyInstance> {
+  const app = Fastify(serverOptions(config));
   app.decorate('config', config);
+  await app.register(validation);
+  await app.register(jsonBody, { maxDepth: config.limits.jsonDepth });
   app.addHook('onRequest', async (req, reply) => {
     reply.header('x-request-id', req.id);
   });
   // Graceful shutdown: 503 `shutting-down` for new requests, drain without resets (app.drainAndClose).
   await app.register(shutdown, { retryAfterSeconds: config.protection.overloadRetryAfterSeconds });
-  // Content-encoded bodies (gzip, br, ...) are not decoded: refuse them instead of parsing bytes.
-  app.addHook('preParsing', async (req) => {
-    const enc = req.headers['content-encoding'];
-    if (enc !== undefined && enc.trim().toLowerCase() !== 'identity') {
-      throw new ApiProblem(415, 'unsupported-media-type', 'Unsupported Media Type', `content-encoding ${enc} is not supported; send the body uncompressed`);
-    }
-  });
-  // text/plain is not JSON: 415 like any other non-JSON type (Fastify parses it as a string by default).
-  app.removeContentTypeParser('text/plain');
 
   await app.register(errors);
   await app.register(metricsPlugin, { metrics: createMetrics() });
   await app.register(authentication, { apiKeys: config.apiKeys });
-  await app.register(protection, { protection: config.protection });
+  await app.register(rateLimit, { protection: config.protection });
   await app.register(swagger);
   await app.register(dbPlugin, { database: deps.database });
   await app.register(enginePlugin, {
     engine: deps.engine,
-    initialVersion:
-      config.engine === 'test'
-        ? { version: 'test', checkpointDir: '' }
-        : config.engine === 'openai' && config.openai
-          ? { version: 'base', checkpointDir: '', spec: { engine: 'openai', remote: config.openai } }
-          : { version: 'base', checkpointDir: config.baseModelDir },
+    initialVersion: initialVersion(config),
     limits: config.limits,
     sessionIdleTtlSeconds: config.sessionIdleTtlSeconds,
     protection: config.protection,

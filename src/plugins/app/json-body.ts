@@ -1,0 +1,108 @@
+/**
+ * JSON request bodies, hardened: Fastify's parser (it refuses `__proto__`/`constructor` prototype
+ * poisoning), then one iterative walk of the parsed value that refuses, anywhere (also inside the
+ * free-form `info`/`metadata` and batch items), with a 400 naming the path (`body/info/x`):
+ * - nesting deeper than `maxDepth` levels (LAMER_MAX_JSON_DEPTH; the body itself is level 1);
+ * - numbers that are not finite after parsing (`1e400`, a 400-digit integer: JSON.parse gives
+ *   Infinity, which would be stored as null);
+ * - strings and keys that are not well-formed UTF-16 (a lone surrogate, `"\ud800"`).
+ * An empty body with a JSON content type is no body on a DELETE/OPTIONS or a route that takes
+ * none (clients often send the header on every request); elsewhere it is a 400.
+ * Content-encoded bodies (gzip, br, ...) are not decoded: 415 instead of parsing bytes. text/plain
+ * is not JSON: 415 like any other non-JSON type (Fastify parses it as a string by default).
+ */
+import fp from 'fastify-plugin';
+import type { FastifyInstance } from 'fastify';
+import { DomainError, invalid } from '../../agent/errors.js';
+
+/** A `\uD800`-`\uDFFF` escape: the only way JSON.parse yields a lone UTF-16 surrogate. */
+const SURROGATE_CANDIDATE = /\\u[dD][89a-fA-F]/;
+
+/** What {@link bodyProblem} checks besides depth. */
+interface BodyChecks {
+  /** Most nesting levels of objects/arrays; the body itself is level 1. */
+  maxDepth: number;
+  /** Look for numbers that overflowed to +-Infinity (`1e400`, or an integer literal of 309+ digits). */
+  numbers: boolean;
+  /** Look for strings (values and keys) that are not well-formed UTF-16 (a lone surrogate). */
+  strings: boolean;
+  /** Look for `__proto__` keys and `constructor` objects with a `prototype` key. */
+  forbiddenKeys: boolean;
+}
+
+const isWellFormed = (s: string): boolean => (s as unknown as { isWellFormed(): boolean }).isWellFormed();
+
+/**
+ * The first problem of a parsed JSON body, as a `validation` (or, for a forbidden key,
+ * `bad-request`) error naming its path ('body/info/x'), or null. Walks iteratively (an explicit
+ * stack), so a body nested deeper than the call stack allows is reported, not a RangeError:
+ * nesting beyond `maxDepth` levels, a non-finite number, a lone surrogate, a forbidden prototype key.
+ */
+function bodyProblem(root: unknown, checks: BodyChecks): DomainError | null {
+  const stack: Array<[value: unknown, path: string, depth: number]> = [[root, 'body', 1]];
+  while (stack.length > 0) {
+    const [v, path, depth] = stack.pop()!;
+    if (typeof v === 'number') {
+      if (checks.numbers && !Number.isFinite(v)) return invalid(path, 'must be a finite number');
+      continue;
+    }
+    if (typeof v === 'string') {
+      if (checks.strings && !isWellFormed(v)) return invalid(path, 'contains a lone UTF-16 surrogate (not valid Unicode text)');
+      continue;
+    }
+    if (v === null || typeof v !== 'object') continue;
+    if (depth > checks.maxDepth) return invalid(path, `is nested deeper than ${checks.maxDepth} levels (LAMER_MAX_JSON_DEPTH)`);
+    const entries = Array.isArray(v) ? v.map((x, i) => [String(i), x] as const) : Object.entries(v as Record<string, unknown>);
+    for (let i = entries.length - 1; i >= 0; i--) {
+      const [k, x] = entries[i]!;
+      const p = `${path}/${k}`;
+      if (checks.strings && !isWellFormed(k)) return invalid(p, 'key contains a lone UTF-16 surrogate (not valid Unicode text)');
+      if (checks.forbiddenKeys && (k === '__proto__' || (k === 'constructor' && x !== null && typeof x === 'object' && 'prototype' in x))) {
+        return new DomainError('bad-request', `${p} is a forbidden key (prototype poisoning)`, {
+          errors: [{ field: p, message: 'is a forbidden key' }],
+        });
+      }
+      stack.push([x, p, depth + 1]);
+    }
+  }
+  return null;
+}
+
+export default fp(
+  async function jsonBody(app: FastifyInstance, opts: { maxDepth: number }) {
+    const jsonParser = app.getDefaultJsonParser('error', 'error');
+    app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, raw, done) => {
+      const body = typeof raw === 'string' ? raw : raw.toString('utf8');
+      if (body === '' && (req.method === 'DELETE' || req.method === 'OPTIONS' || req.routeOptions.schema?.body === undefined)) {
+        return done(null, undefined);
+      }
+      jsonParser(req, body, (err: Error | null, value?: unknown) => {
+        if (err) {
+          // Valid JSON refused by the parser: a forbidden key; say which.
+          if ((err as { code?: string }).code === 'FST_ERR_CTP_INVALID_JSON_BODY') {
+            let plain: unknown;
+            try {
+              plain = JSON.parse(body);
+            } catch {
+              return done(err, undefined);
+            }
+            const p = bodyProblem(plain, { maxDepth: Infinity, numbers: false, strings: false, forbiddenKeys: true });
+            if (p) return done(p, undefined);
+          }
+          return done(err, undefined);
+        }
+        const p = bodyProblem(value, { maxDepth: opts.maxDepth, numbers: true, strings: SURROGATE_CANDIDATE.test(body), forbiddenKeys: false });
+        if (p) return done(p, undefined);
+        done(null, value);
+      });
+    });
+    app.addHook('preParsing', async (req) => {
+      const enc = req.headers['content-encoding'];
+      if (enc !== undefined && enc.trim().toLowerCase() !== 'identity') {
+        throw new DomainError('unsupported-media-type', `content-encoding ${enc} is not supported; send the body uncompressed`);
+      }
+    });
+    app.removeContentTypeParser('text/plain');
+  },
+  { name: 'json-body' },
+);
