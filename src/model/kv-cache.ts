@@ -1,5 +1,5 @@
 /**
- * Per-sequence KV caches of the serving path (src/model/gpt.ts `forwardCached`).
+ * Per-sequence KV caches of the serving path (src/model/gpt-cached.ts `forwardCached`).
  *
  * A `RowCache` holds the keys/values of one sequence's first `length` positions for every layer,
  * in one of two forms:

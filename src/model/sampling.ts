@@ -7,8 +7,20 @@
  * softmax (temperature 1, no top-k/top-p), as src/policy/engine.ts requires for PPO ratios —
  * not under the truncated/tempered sampling distribution.
  */
-import type { SamplingParams } from '../policy/engine.js';
 import { EOS } from './tokenizer.js';
+
+/** Sampling settings of one generation (DESIGN §2 `sampling`). */
+export interface SamplingParams {
+  /** > 0; 0 means greedy (argmax). */
+  temperature: number;
+  /** (0, 1]; nucleus sampling mass. 1 disables. */
+  topP: number;
+  /** >= 0; 0 disables. */
+  topK: number;
+  /** Optional integer seed: one seed gives one output for one prompt and model version. A session
+   *  derives each call's seed from its own seed, attempt, step and call kind (callSeed). */
+  seed?: number;
+}
 
 /**
  * Small seeded PRNG (mulberry32, Tommy Ettinger): 32-bit state, uniform floats in [0, 1).

@@ -8,11 +8,23 @@
  * - `SEP` (258): separator reserved for training layouts (not emitted by the engine's prompts).
  * - `PAD` (259): padding in batched training tensors (never attended to as a target).
  *
- * A prompt (`PromptParts`, src/policy/engine.ts) is encoded as
+ * A prompt (`PromptParts`) is encoded as
  * `[BOS] + bytes(head) + bytes(steps[d]) + ... + bytes(tail)` where `d` is the number of steps dropped
  * from the front so that the prompt fits `maxPromptTokens` (see `encodePrompt`).
  */
-import type { PromptParts } from '../policy/engine.js';
+/**
+ * A prompt in parts so that the engine can fit it to its context window by tokens:
+ * - `head`: instructions, initial observation and memory; never dropped.
+ * - `steps`: the current attempt's earlier steps, oldest first, one rendered string each; when the
+ *   whole prompt exceeds the context, whole steps are dropped from the front.
+ * - `tail`: the current observation and the answer cue; never dropped.
+ * The full prompt text is `head + steps.join('') + tail`.
+ */
+export interface PromptParts {
+  head: string;
+  steps: string[];
+  tail: string;
+}
 
 export const BYTE_VOCAB = 256;
 export const BOS = 256;
@@ -102,7 +114,7 @@ const byteLength = (s: string): number => Buffer.byteLength(s, 'utf8');
  * Cuts in 2-3 fall on character boundaries (a multi-byte UTF-8 character at the cut is dropped
  * whole), so `text === decode(ids)` is the prompt shown and `truncatedChars` counts what was cut.
  * `opts.minDroppedSteps` drops at least that many steps even when fewer would fit (the engine uses
- * it to keep a session's prompt prefix stable between steps, see src/policy/builtin-engine.ts).
+ * it to keep a session's prompt prefix stable between steps, see src/policy/builtin/generate.ts `fitPrompt`).
  *
  * @throws Error when maxPromptTokens < 2 (no room for BOS and one byte).
  */

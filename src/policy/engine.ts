@@ -12,32 +12,11 @@
  * temperature 1.
  */
 
-/** Sampling settings of one generation (DESIGN §2 `sampling`). */
-export interface SamplingParams {
-  /** > 0; 0 means greedy (argmax). */
-  temperature: number;
-  /** (0, 1]; nucleus sampling mass. 1 disables. */
-  topP: number;
-  /** >= 0; 0 disables. */
-  topK: number;
-  /** Optional integer seed: one seed gives one output for one prompt and model version. A session
-   *  derives each call's seed from its own seed, attempt, step and call kind (callSeed). */
-  seed?: number;
-}
-
-/**
- * A prompt in parts so that the engine can fit it to its context window by tokens:
- * - `head`: instructions, initial observation and memory; never dropped.
- * - `steps`: the current attempt's earlier steps, oldest first, one rendered string each; when the
- *   whole prompt exceeds the context, whole steps are dropped from the front.
- * - `tail`: the current observation and the answer cue; never dropped.
- * The full prompt text is `head + steps.join('') + tail`.
- */
-export interface PromptParts {
-  head: string;
-  steps: string[];
-  tail: string;
-}
+// The sampling settings and prompt parts are defined next to the model code that reads them
+// (src/model/sampling.ts, src/model/tokenizer.ts), so that model/ does not import policy/.
+import type { SamplingParams } from '../model/sampling.js';
+import type { PromptParts } from '../model/tokenizer.js';
+export type { PromptParts, SamplingParams };
 
 export interface ActRequest {
   /** Session id: the key for a per-session KV cache. */

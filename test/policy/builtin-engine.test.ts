@@ -15,7 +15,6 @@ import { saveCheckpoint } from '../../src/model/checkpoint.js';
 import { decode } from '../../src/model/tokenizer.js';
 import type { CachedRow } from '../../src/model/gpt-cached.js';
 import { createBuiltinEngineInstance, type BuiltinEngine } from '../../src/policy/builtin-engine.js';
-import { isBackendFault } from '../../src/policy/builtin/recovery.js';
 import { EngineError, EngineLimitError, type PromptParts } from '../../src/policy/engine.js';
 import { TINY } from '../model/setup.js';
 
@@ -138,12 +137,6 @@ describe('what is recorded is what the model saw', () => {
 });
 
 describe('backend faults', () => {
-  it('recognises WebAssembly traps and aborts as backend faults', () => {
-    expect(isBackendFault(new WebAssembly.RuntimeError('memory access out of bounds'))).toBe(true);
-    expect(isBackendFault(new Error('Aborted(). Build with -sASSERTIONS for more info.'))).toBe(true);
-    expect(isBackendFault(new Error('forwardCached: 70 positions exceed block_size 64'))).toBe(false);
-  });
-
   it('a fault inside a forward re-initialises the backend and reloads the versions: the next step of another session succeeds', async () => {
     const before = await engine.act({ sessionId: 'f0', modelVersion: 'v1', prompt: small, sampling: S(5, 0) });
     engine.release('f0');
