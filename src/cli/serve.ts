@@ -11,7 +11,7 @@
  * listens) exits at once with 128 + the signal number; nothing has been served yet.
  */
 import { constants } from 'node:os';
-import { ApiProblem } from '../agent/problems.js';
+import { DomainError } from '../agent/errors.js';
 import { ConfigError, type Config } from '../config.js';
 import { EngineError } from '../policy/engine.js';
 import { StartupError, startServer, type RunningServer } from '../server.js';
@@ -85,7 +85,7 @@ export async function run(argv: string[]): Promise<number> {
       console.error(`lamer serve: cannot start: ${err.message}`);
       return 1;
     }
-    if (err instanceof ApiProblem || err instanceof EngineError) {
+    if (err instanceof DomainError || err instanceof EngineError) {
       console.error(`lamer serve: cannot start: ${err.message}\n(LAMER_ENGINE=test serves without a model)`);
       return 1;
     }

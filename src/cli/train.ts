@@ -14,6 +14,7 @@ import path from 'node:path';
 import cliProgress from 'cli-progress';
 import { learningCurveSvg } from '../eval/chart-svg.js';
 import { runExperiment, type CurvePoint, type ExperimentAlgorithm } from '../eval/experiment.js';
+import { RL_ALGORITHMS } from '../domain.js';
 import { envOpt, intOpt, parseCommand, usageError, UsageError } from './args.js';
 
 const HELP = `usage: lamer train --env minesweeper|sokoban --algorithm lamer|gigpo|grpo|rloo [options]
@@ -73,7 +74,9 @@ export async function run(argv: string[]): Promise<number> {
   try {
     const { kind: env, params } = envOpt(values.env, values.params);
     const algorithm = (values.algorithm ?? '') as ExperimentAlgorithm;
-    if (!['lamer', 'gigpo', 'grpo', 'rloo'].includes(algorithm)) throw new UsageError(`--algorithm must be lamer, gigpo, grpo or rloo, got '${values.algorithm ?? ''}'`);
+    if (!(RL_ALGORITHMS as readonly string[]).includes(algorithm)) {
+      throw new UsageError(`--algorithm must be ${RL_ALGORITHMS.slice(0, -1).join(', ')} or ${RL_ALGORITHMS.at(-1)}, got '${values.algorithm ?? ''}'`);
+    }
     if (values.server !== undefined && !/^https?:\/\/\S+$/.test(values.server)) throw new UsageError(`--server must be an http(s) URL, got '${values.server}'`);
     const hyper: Record<string, number> = {};
     for (const [flag, key, lo, hi] of [['lr', 'lr', 1e-12, 1], ['epochs', 'epochs', 1, 100], ['minibatch', 'minibatchSize', 1, 4096], ['gamma-traj', 'gammaTraj', 0, 1], ['ent-coef', 'entCoef', 0, 1]] as const) {

@@ -19,3 +19,15 @@ describe('lamer train --data-dir', () => {
     ]);
   }, 60_000);
 });
+
+describe('lamer train --algorithm', () => {
+  it('an algorithm outside lamer, gigpo, grpo, rloo is one usage line naming them, exit 2', async () => {
+    const c = quietConsole();
+    try {
+      expect(await run(['--env', 'minesweeper', '--algorithm', 'sft', '--quiet'])).toBe(2);
+    } finally {
+      c.restore();
+    }
+    expect(c.errors()).toEqual(["lamer train: --algorithm must be lamer, gigpo, grpo or rloo, got 'sft'"]);
+  });
+});

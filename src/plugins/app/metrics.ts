@@ -20,6 +20,7 @@
 import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { JOB_STATUSES } from '../../domain.js';
 
 /** What the gauges read when /metrics is scraped; set by the engine and training plugins. */
 export interface MetricSources {
@@ -51,8 +52,6 @@ export interface Metrics {
   sources: MetricSources;
 }
 
-/** Training job statuses, always exported (0 when none). */
-const JOB_STATUSES = ['queued', 'running', 'succeeded', 'failed', 'cancelled'] as const;
 
 declare module 'fastify' {
   interface FastifyInstance {
