@@ -140,7 +140,7 @@ function mineSweeperSession(env: MineSweeperEnv, seed: number, rng: Rng, failFir
  * (empty cells, which open an area, before numbered ones). Every attempt starts from the same
  * initial observation, so each suggested click is a legal, safe move.
  */
-export function mineSweeperReflection(played: PlayedAttempt, memory: MineMemory, cols: number, attempt: number): string {
+function mineSweeperReflection(played: PlayedAttempt, memory: MineMemory, cols: number, attempt: number): string {
   const name = (i: number) => cellAction(Math.floor(i / cols), i % cols);
   const mines = [...memory].filter(([, s]) => s === '*').map(([i]) => name(i));
   const initial = parseMineSweeperObservation(played.steps[0].observation).flat();
@@ -195,7 +195,7 @@ function sokobanSession(env: SokobanEnv, seed: number, rng: Rng, failFirst: bool
  * Shortest move sequence from `s` whose last move pushes a box into a dead position (BFS over
  * moves, pushes that keep the puzzle solvable continue the search). Null when none within 9 moves.
  */
-export function deadWalk(env: SokobanEnv, s: SokobanState): Move[] | null {
+function deadWalk(env: SokobanEnv, s: SokobanState): Move[] | null {
   const seen = new Set<string>([`${s.player}|${s.boxes}`]);
   let frontier: Array<{ s: SokobanState; path: Move[] }> = [{ s, path: [] }];
   for (let depth = 0; depth < 9 && frontier.length; depth++) {
@@ -223,7 +223,7 @@ export function deadWalk(env: SokobanEnv, s: SokobanState): Move[] | null {
  * of it and no target anywhere in its column. Such a box can only slide along that line (it cannot
  * be pushed off the wall: the player cannot stand on the wall side), so it never reaches a target.
  */
-export function isAgainstWallNoTarget(s: SokobanState, b: number): boolean {
+function isAgainstWallNoTarget(s: SokobanState, b: number): boolean {
   if (s.target[b]) return false;
   const r = Math.floor(b / s.cols);
   const c = b % s.cols;

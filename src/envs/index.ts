@@ -17,9 +17,9 @@ import type { BuiltinEnv } from './types.js';
 export type EnvKind = 'minesweeper' | 'sokoban';
 export const ENV_KINDS: readonly EnvKind[] = ['minesweeper', 'sokoban'];
 
-export const TRAIN_SEED_START = 0;
+const TRAIN_SEED_START = 0;
 export const EVAL_SEED_START = 1_000_000_000;
-export const SEED_END = 2 ** 32;
+const SEED_END = 2 ** 32;
 
 /** Turns per attempt (`maxSteps` of a session). */
 export const MAX_STEPS: Record<EnvKind, number> = { minesweeper: 7, sokoban: 7 };

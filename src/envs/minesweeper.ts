@@ -24,7 +24,7 @@ export interface MineSweeperParams {
 
 export const MINESWEEPER_DEFAULTS: MineSweeperParams = { rows: 6, cols: 6, mines: 3 };
 
-export const MS_REWARD = { invalid: -1, single: 0.5, cascade: 2, win: 10, mine: -0.1 } as const;
+const MS_REWARD = { invalid: -1, single: 0.5, cascade: 2, win: 10, mine: -0.1 } as const;
 
 /** A cell, 0-based internally. */
 export interface Cell {
@@ -51,7 +51,7 @@ export function cellAction(row: number, col: number): string {
 }
 
 /** Validate params. @throws RangeError with the offending field. */
-export function checkMineSweeperParams(p: MineSweeperParams): void {
+function checkMineSweeperParams(p: MineSweeperParams): void {
   for (const k of ['rows', 'cols', 'mines'] as const) {
     if (!Number.isInteger(p[k]) || p[k] < 1) throw new RangeError(`minesweeper: ${k} must be a positive integer, got ${p[k]}`);
   }
@@ -59,7 +59,7 @@ export function checkMineSweeperParams(p: MineSweeperParams): void {
   if (p.mines > p.rows * p.cols - 2) throw new RangeError(`minesweeper: at most rows*cols-2 = ${p.rows * p.cols - 2} mines`);
 }
 
-export function mineSweeperInstructions(p: MineSweeperParams): string {
+function mineSweeperInstructions(p: MineSweeperParams): string {
   return (
     `MineSweeper on a ${p.rows}x${p.cols} grid with ${p.mines} hidden mines. ` +
     `Rows are numbered 1-${p.rows}, columns 1-${p.cols}. ` +

@@ -22,7 +22,7 @@ export interface LocalPolicy {
 }
 
 /** A uniformly random hidden cell. */
-export function randomMineSweeperMove(observation: string, rng: Rng): string {
+function randomMineSweeperMove(observation: string, rng: Rng): string {
   const cells = parseMineSweeperObservation(observation);
   const cols = cells[0].length;
   const hidden = cells.flat().map((s, i) => (s === '?' ? i : -1)).filter((i) => i >= 0);
@@ -31,7 +31,7 @@ export function randomMineSweeperMove(observation: string, rng: Rng): string {
 }
 
 /** Three moves, each uniform among the moves not blocked at that point of the turn. */
-export function randomSokobanMove(observation: string, rng: Rng): string {
+function randomSokobanMove(observation: string, rng: Rng): string {
   let s = parseSokoban(observation);
   const seq: Move[] = [];
   for (let k = 0; k < MOVES_PER_TURN; k++) {

@@ -29,7 +29,7 @@ export interface SokobanParams {
 
 export const SOKOBAN_DEFAULTS: SokobanParams = { rows: 6, cols: 6, boxes: 2, minMoves: 5, maxMoves: 21 };
 
-export const SOKOBAN_REWARD = { step: -0.1, boxOn: 1, boxOff: -1, solved: 10 } as const;
+const SOKOBAN_REWARD = { step: -0.1, boxOn: 1, boxOff: -1, solved: 10 } as const;
 
 /** Moves a turn. */
 export const MOVES_PER_TURN = 3;
@@ -88,13 +88,8 @@ export function applyMove(s: SokobanState, m: Move): MoveOutcome {
   return { state: { ...s, player: next, boxes }, moved: true, push: { from: next, to: beyond } };
 }
 
-export function isSolved(s: SokobanState): boolean {
+function isSolved(s: SokobanState): boolean {
   return s.boxes.every((b) => s.target[b]);
-}
-
-/** Number of boxes on targets. */
-export function boxesOnTarget(s: SokobanState): number {
-  return s.boxes.filter((b) => s.target[b]).length;
 }
 
 /**
@@ -119,7 +114,7 @@ export function solveSokoban(s: SokobanState, maxNodes = 200_000): Move[] | null
   return solveSokobanDetailed(s, maxNodes).moves;
 }
 
-export function solveSokobanDetailed(s: SokobanState, maxNodes = 200_000): { moves: Move[] | null; exhausted: boolean } {
+function solveSokobanDetailed(s: SokobanState, maxNodes = 200_000): { moves: Move[] | null; exhausted: boolean } {
   if (isSolved(s)) return { moves: [], exhausted: false };
   const parent = new Map<string, { prev: string; move: Move } | null>();
   parent.set(key(s), null);
@@ -218,12 +213,7 @@ export function parseMoves(text: string, limit = MOVES_PER_TURN): Move[] {
   return out;
 }
 
-/** "(row, col)" with 0-based row and col as in the observation. */
-export function cellName(s: { cols: number }, i: number): string {
-  return `(${Math.floor(i / s.cols)}, ${i % s.cols})`;
-}
-
-export function sokobanInstructions(p: SokobanParams): string {
+function sokobanInstructions(p: SokobanParams): string {
   return (
     `Sokoban on a ${p.rows}x${p.cols} grid, rows numbered from 0. ` +
     `Symbols: # wall, _ floor, O target, X box, P player, √ box on target, S player on target. ` +
@@ -234,7 +224,7 @@ export function sokobanInstructions(p: SokobanParams): string {
 }
 
 /** Check params. @throws RangeError naming the field. */
-export function checkSokobanParams(p: SokobanParams): void {
+function checkSokobanParams(p: SokobanParams): void {
   for (const k of ['rows', 'cols', 'boxes', 'minMoves', 'maxMoves'] as const) {
     if (!Number.isInteger(p[k]) || p[k] < 1) throw new RangeError(`sokoban: ${k} must be a positive integer, got ${p[k]}`);
   }

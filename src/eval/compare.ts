@@ -77,7 +77,7 @@ export function pairedBootstrap(diffs: readonly number[], opts: { resamples?: nu
  * Per task: the share of `sessions` of that task solved within the first k attempts (over the
  * seeds' or trials' sessions of the task). Keyed by taskId.
  */
-export function taskPassAtK(sessions: readonly SessionRecord[], k: number): Map<string, number> {
+function taskPassAtK(sessions: readonly SessionRecord[], k: number): Map<string, number> {
   const by = new Map<string, SessionRecord[]>();
   for (const s of sessions) by.set(s.taskId, [...(by.get(s.taskId) ?? []), s]);
   return new Map([...by].map(([t, ss]) => [t, passAtKRate(ss.map((s) => s.attempts), k)[String(k)] ?? 0]));

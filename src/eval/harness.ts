@@ -109,7 +109,7 @@ export class HttpError extends Error {
 export class EvalAbortError extends Error {}
 
 /** One line for a failed request: "connection refused", "HTTP 400 validation: ...", etc. */
-export function describeHttpFailure(err: unknown): string {
+function describeHttpFailure(err: unknown): string {
   if (err instanceof HttpError) {
     let detail = err.body.slice(0, 300);
     try {

@@ -6,7 +6,7 @@
 import { MOVES_PER_TURN, parseSokoban, solveSokoban, type Move } from '../sokoban.js';
 
 /** Shortest plan from an observation; null when the position is unsolvable. */
-export function sokobanPlan(observation: string): Move[] | null {
+function sokobanPlan(observation: string): Move[] | null {
   return solveSokoban(parseSokoban(observation));
 }
 
