@@ -61,6 +61,14 @@ export class DomainError extends Error {
   }
 }
 
+/** Kinds that are the server's condition rather than the caller's fault (sending the same request later may succeed). */
+const SERVER_KINDS: ReadonlySet<ErrorKind> = new Set<ErrorKind>([
+  'internal', 'overloaded', 'shutting-down', 'engine-unavailable', 'database-busy', 'storage-full', 'storage-unavailable',
+]);
+
+/** True when an error of `kind` is the caller's fault (bad input, unknown resource, wrong state, refused credentials). */
+export const isCallerFault = (kind: ErrorKind): boolean => !SERVER_KINDS.has(kind);
+
 /** `overloaded`: the bound on queued model calls is reached; nothing was recorded, retry the same request. */
 export const overloaded = (detail: string, retryAfterSeconds: number): DomainError =>
   new DomainError('overloaded', detail, { retryAfterSeconds });

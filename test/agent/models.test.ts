@@ -32,7 +32,7 @@ describe('ModelRegistry', () => {
     expect((await r.activate('v1')).status).toBe('active');
     expect(r.get('base')!.status).toBe('retired');
     expect(r.active().version).toBe('v1');
-    await expect(r.activate('nope')).rejects.toMatchObject({ status: 404, kind: 'not-found' });
+    await expect(r.activate('nope')).rejects.toMatchObject({ name: 'DomainError', kind: 'not-found' });
     d.close();
   });
 });

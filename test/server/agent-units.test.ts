@@ -4,7 +4,7 @@ import { renderActPrompt, renderReflectionPrompt, HISTORY_STEPS } from '../../sr
 import { extractAction } from '../../src/agent/actions.js';
 import { passAtK, passAtKRate } from '../../src/agent/passk.js';
 import { KeyedMutex } from '../../src/agent/mutex.js';
-import { canonicalJson, stepHash } from '../../src/agent/sessions.js';
+import { canonicalJson, stepHash } from '../../src/agent/step-hash.js';
 import { ConfigError, loadConfig, parseApiKeys } from '../../src/config.js';
 import { TestEngine } from '../../src/policy/test-engine.js';
 

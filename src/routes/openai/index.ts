@@ -21,7 +21,7 @@
  *   nothing is recorded.
  */
 import { randomUUID } from 'node:crypto';
-import type { FastifyPluginAsync, FastifyReply } from 'fastify';
+import type { FastifyInstance, FastifyPluginAsync, FastifyReply } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Static } from 'typebox';
 import { DomainError, invalid, notFound } from '../../agent/errors.js';
@@ -67,39 +67,42 @@ function sse(reply: FastifyReply, chunks: unknown[]): FastifyReply {
   return reply.header('content-type', 'text/event-stream; charset=utf-8').header('cache-control', 'no-cache').send(text);
 }
 
-const openaiRoutes: FastifyPluginAsync = async (fastify) => {
+const tags = ['openai'];
+
+/** The version a request names, loaded. @throws DomainError `not-found` when it is unknown or not served by this process. */
+async function served(app: FastifyInstance, model: string): Promise<string> {
+  const row = app.models.get(model);
+  if (!row || (row.engine ?? 'builtin') !== 'builtin') {
+    throw notFound(`model '${model}' (GET /openai/v1/models lists the versions served here)`);
+  }
+  await app.models.ensureLoaded(model);
+  return model;
+}
+
+/** One completion under the agent's bound on queued model calls. @throws DomainError `engine-unavailable`, `overloaded`. */
+async function run(app: FastifyInstance, req: CompleteRequest): Promise<EngineCompletion> {
+  const engine = app.engine;
+  if (!engine.complete) throw new DomainError('engine-unavailable', 'this engine does not serve completions');
+  return app.agent.modelCall(() => engine.complete!(req));
+}
+
+/** The engine request of a body with prompt text `prompt`. @throws DomainError `validation` for n other than 1. */
+function request(model: string, prompt: string, b: ChatBody | CompletionBody, maxTokens: number): CompleteRequest {
+  if (b.n !== undefined && b.n !== null && b.n !== 1) throw invalid('body/n', 'must be 1');
+  const r: CompleteRequest = { modelVersion: model, prompt: { head: prompt, steps: [], tail: '' }, sampling: sampling(b), maxTokens, stop: stops(b.stop) };
+  if (b.guided_choice) r.choices = b.guided_choice;
+  return r;
+}
+
+const usage = (g: EngineCompletion) => ({
+  prompt_tokens: g.promptTokenIds.length,
+  completion_tokens: g.outputTokenIds.length,
+  total_tokens: g.promptTokenIds.length + g.outputTokenIds.length,
+});
+
+/** GET /openai/v1/models: the builtin versions. */
+function modelsRoute(fastify: FastifyInstance): void {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
-  const tags = ['openai'];
-
-  /** The version a request names, loaded; 404 when it is unknown or not served by this process. */
-  async function served(model: string): Promise<string> {
-    const row = app.models.get(model);
-    if (!row || (row.engine ?? 'builtin') !== 'builtin') {
-      throw notFound(`model '${model}' (GET /openai/v1/models lists the versions served here)`);
-    }
-    await app.models.ensureLoaded(model);
-    return model;
-  }
-
-  async function run(req: CompleteRequest): Promise<EngineCompletion> {
-    const engine = app.engine;
-    if (!engine.complete) throw new DomainError('engine-unavailable', 'this engine does not serve completions');
-    return app.agent.modelCall(() => engine.complete!(req));
-  }
-
-  function request(model: string, prompt: string, b: ChatBody | CompletionBody, maxTokens: number): CompleteRequest {
-    if (b.n !== undefined && b.n !== null && b.n !== 1) throw invalid('body/n', 'must be 1');
-    const r: CompleteRequest = { modelVersion: model, prompt: { head: prompt, steps: [], tail: '' }, sampling: sampling(b), maxTokens, stop: stops(b.stop) };
-    if (b.guided_choice) r.choices = b.guided_choice;
-    return r;
-  }
-
-  const usage = (g: EngineCompletion) => ({
-    prompt_tokens: g.promptTokenIds.length,
-    completion_tokens: g.outputTokenIds.length,
-    total_tokens: g.promptTokenIds.length + g.outputTokenIds.length,
-  });
-
   app.get(
     '/openai/v1/models',
     { schema: { tags, summary: 'OpenAI-compatible: the model versions served here', security: bearer, response: { 200: OpenAiModelList, ...errorResponses } } },
@@ -111,7 +114,11 @@ const openaiRoutes: FastifyPluginAsync = async (fastify) => {
         .map((m) => ({ id: m.version, object: 'model' as const, created: Math.floor(m.createdAt / 1000), owned_by: 'lamer-server', parent: m.parent })),
     }),
   );
+}
 
+/** POST /openai/v1/chat/completions. */
+function chatRoute(fastify: FastifyInstance): void {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   app.post(
     '/openai/v1/chat/completions',
     {
@@ -125,8 +132,8 @@ const openaiRoutes: FastifyPluginAsync = async (fastify) => {
     },
     async (req, reply) => {
       const b = req.body;
-      const model = await served(b.model);
-      const g = await run(request(model, renderChat(b.messages), b, b.max_completion_tokens ?? b.max_tokens ?? 256));
+      const model = await served(app, b.model);
+      const g = await run(app, request(model, renderChat(b.messages), b, b.max_completion_tokens ?? b.max_tokens ?? 256));
       const asIds = b.return_tokens_as_token_ids === true;
       const id = `chatcmpl-${randomUUID()}`;
       const created = Math.floor(Date.now() / 1000);
@@ -167,7 +174,11 @@ const openaiRoutes: FastifyPluginAsync = async (fastify) => {
       };
     },
   );
+}
 
+/** POST /openai/v1/completions. */
+function completionsRoute(fastify: FastifyInstance): void {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   app.post(
     '/openai/v1/completions',
     {
@@ -182,9 +193,9 @@ const openaiRoutes: FastifyPluginAsync = async (fastify) => {
     async (req, reply) => {
       const b = req.body;
       if (b.echo) throw invalid('body/echo', 'must be false (echo is not supported)');
-      const model = await served(b.model);
+      const model = await served(app, b.model);
       const prompt = typeof b.prompt === 'string' ? b.prompt : b.prompt[0]!;
-      const g = await run(request(model, prompt, b, b.max_tokens ?? 16));
+      const g = await run(app, request(model, prompt, b, b.max_tokens ?? 16));
       const asIds = b.return_tokens_as_token_ids === true;
       const withIds = b.return_token_ids === true;
       let offset = 0;
@@ -222,6 +233,12 @@ const openaiRoutes: FastifyPluginAsync = async (fastify) => {
       };
     },
   );
+}
+
+const openaiRoutes: FastifyPluginAsync = async (app) => {
+  modelsRoute(app);
+  chatRoute(app);
+  completionsRoute(app);
 };
 
 export default openaiRoutes;

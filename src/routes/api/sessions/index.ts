@@ -2,7 +2,7 @@
  * Session routes (DESIGN §3): create, list, get, close, post a step (the hot path), trajectory,
  * memory (read; edit a reflection). Dependencies come by decoration: `app.agent` (SessionService).
  */
-import type { FastifyPluginAsync } from 'fastify';
+import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { bearer, checkJsonBytes, errorResponses, stepErrorResponses } from '../common.js';
 import {
@@ -19,12 +19,16 @@ import {
   makeSessionSchemas,
 } from './schemas.js';
 
-const sessionsRoutes: FastifyPluginAsync = async (fastify) => {
-  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
-  const limits = app.config.limits;
-  const { CreateSession, StepBody, EditReflection } = makeSessionSchemas(limits);
-  const tags = ['sessions'];
+const tags = ['sessions'];
 
+/** The request-size limits the routes check and the body schemas made from them. */
+type Ctx = { limits: FastifyInstance['config']['limits']; schemas: ReturnType<typeof makeSessionSchemas> };
+
+/** POST /v1/sessions: open a session (201 with Location). */
+function createRoute(fastify: FastifyInstance, ctx: Ctx): void {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+  const { limits } = ctx;
+  const { CreateSession } = ctx.schemas;
   app.post(
     '/v1/sessions',
     {
@@ -44,7 +48,11 @@ const sessionsRoutes: FastifyPluginAsync = async (fastify) => {
       return s;
     },
   );
+}
 
+/** GET /v1/sessions: newest first, filters, cursor pagination. */
+function listRoute(fastify: FastifyInstance, ctx: Ctx): void {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   app.get(
     '/v1/sessions',
     {
@@ -61,7 +69,11 @@ const sessionsRoutes: FastifyPluginAsync = async (fastify) => {
       return app.agent.list(req.tenant, filters, limit ?? 50, cursor);
     },
   );
+}
 
+/** GET /v1/sessions/:id. */
+function getRoute(fastify: FastifyInstance, ctx: Ctx): void {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   app.get(
     '/v1/sessions/:id',
     {
@@ -75,7 +87,11 @@ const sessionsRoutes: FastifyPluginAsync = async (fastify) => {
     },
     async (req) => app.agent.get(req.tenant, req.params.id),
   );
+}
 
+/** DELETE /v1/sessions/:id: close (abandoned). */
+function closeRoute(fastify: FastifyInstance, ctx: Ctx): void {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   app.delete(
     '/v1/sessions/:id',
     {
@@ -89,7 +105,13 @@ const sessionsRoutes: FastifyPluginAsync = async (fastify) => {
     },
     async (req) => app.agent.close(req.tenant, req.params.id),
   );
+}
 
+/** POST /v1/sessions/:id/steps: the hot path. */
+function stepRoute(fastify: FastifyInstance, ctx: Ctx): void {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+  const { limits } = ctx;
+  const { StepBody } = ctx.schemas;
   app.post(
     '/v1/sessions/:id/steps',
     {
@@ -109,7 +131,12 @@ const sessionsRoutes: FastifyPluginAsync = async (fastify) => {
       return app.agent.step(req.tenant, req.params.id, req.body);
     },
   );
+}
 
+/** GET /v1/sessions/:id/trajectory: recorded steps in pages. */
+function trajectoryRoute(fastify: FastifyInstance, ctx: Ctx): void {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+  const { limits } = ctx;
   app.get(
     '/v1/sessions/:id/trajectory',
     {
@@ -127,7 +154,11 @@ const sessionsRoutes: FastifyPluginAsync = async (fastify) => {
     async (req) =>
       app.agent.trajectory(req.tenant, req.params.id, { limit: req.query.limit ?? 100, cursor: req.query.cursor, maxBytes: limits.trajectoryPageBytes }),
   );
+}
 
+/** GET /v1/sessions/:id/memory: the session's reflections. */
+function memoryRoute(fastify: FastifyInstance, ctx: Ctx): void {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   app.get(
     '/v1/sessions/:id/memory',
     {
@@ -141,7 +172,12 @@ const sessionsRoutes: FastifyPluginAsync = async (fastify) => {
     },
     async (req) => app.agent.memory(req.tenant, req.params.id),
   );
+}
 
+/** PUT /v1/sessions/:id/memory/:attempt: a human edit of a reflection. */
+function editReflectionRoute(fastify: FastifyInstance, ctx: Ctx): void {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+  const { EditReflection } = ctx.schemas;
   app.put(
     '/v1/sessions/:id/memory/:attempt',
     {
@@ -156,6 +192,12 @@ const sessionsRoutes: FastifyPluginAsync = async (fastify) => {
     },
     async (req) => app.agent.editReflection(req.tenant, req.params.id, req.params.attempt, req.body.text),
   );
+}
+
+const sessionsRoutes: FastifyPluginAsync = async (fastify) => {
+  const limits = fastify.config.limits;
+  const ctx: Ctx = { limits, schemas: makeSessionSchemas(limits) };
+  for (const route of [createRoute, listRoute, getRoute, closeRoute, stepRoute, trajectoryRoute, memoryRoute, editReflectionRoute]) route(fastify, ctx);
 };
 
 export default sessionsRoutes;

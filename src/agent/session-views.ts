@@ -1,0 +1,92 @@
+/**
+ * Session rows as the service answers them: new rows with defaults filled in, the session view
+ * (ISO dates, next position, pass@k, reflections) and trajectory rows.
+ */
+import type { ReflectionRow, SessionRow, StepRow } from '../db/schema.js';
+import type { SamplingParams } from '../policy/engine.js';
+import { passAtK } from './passk.js';
+import type { CreateSessionInput, SessionView } from './session-types.js';
+import { newSessionId } from './step-hash.js';
+
+export const iso = (ms: number): string => new Date(ms).toISOString();
+
+/** A new active session row of `tenant` at `now` (ms), with the defaults of `input` filled in. */
+export function newSessionRow(tenant: string, input: CreateSessionInput, limits: { maxAttempts: number; maxSteps: number; modelVersion: string }, now: number): SessionRow {
+  const sampling: SamplingParams = {
+    temperature: input.sampling?.temperature ?? 1,
+    topP: input.sampling?.topP ?? 1,
+    topK: input.sampling?.topK ?? 0,
+  };
+  if (input.sampling?.seed !== undefined) sampling.seed = input.sampling.seed;
+  return {
+    id: newSessionId(now),
+    tenant,
+    taskId: input.taskId,
+    env: input.env ?? null,
+    mode: input.mode ?? 'train',
+    status: 'active',
+    instructions: input.instructions,
+    maxAttempts: limits.maxAttempts,
+    maxSteps: limits.maxSteps,
+    memory: input.memory ?? 'reflection_only',
+    sampling,
+    modelVersion: limits.modelVersion,
+    metadata: input.metadata ?? {},
+    nextAttempt: 0,
+    nextStep: 0,
+    attempts: [],
+    createdAt: now,
+    updatedAt: now,
+  };
+}
+
+/** The session resource of `row` with its reflections. */
+export function sessionView(row: SessionRow, refl: ReadonlyArray<Pick<ReflectionRow, 'attempt' | 'text' | 'source' | 'updatedAt'>>): SessionView {
+  return {
+    id: row.id,
+    taskId: row.taskId,
+    env: row.env,
+    mode: row.mode,
+    status: row.status,
+    maxAttempts: row.maxAttempts,
+    maxSteps: row.maxSteps,
+    memory: row.memory,
+    sampling: row.sampling as SamplingParams,
+    modelVersion: row.modelVersion,
+    metadata: row.metadata as Record<string, unknown>,
+    createdAt: iso(row.createdAt),
+    updatedAt: iso(row.updatedAt),
+    next: row.status === 'active' ? { attempt: row.nextAttempt, step: row.nextStep } : null,
+    attempts: row.attempts,
+    passAtK: passAtK(row.attempts, row.maxAttempts),
+    reflections: refl.map((r) => ({ attempt: r.attempt, text: r.text, source: r.source, updatedAt: iso(r.updatedAt) })),
+  };
+}
+
+/** One recorded row of a trajectory page, as sent. */
+export function trajectoryStep(r: StepRow) {
+  return {
+    attempt: r.attempt,
+    step: r.step,
+    kind: r.kind,
+    observation: r.observation,
+    reward: r.reward,
+    done: r.done,
+    success: r.success,
+    invalidAction: r.invalidAction,
+    availableActions: r.availableActions ?? null,
+    info: r.info ?? null,
+    prompt: r.prompt,
+    output: r.output,
+    action: r.action,
+    promptTokenIds: r.promptTokenIds ?? null,
+    outputTokenIds: r.outputTokenIds ?? null,
+    logprobs: r.logprobs ?? null,
+    droppedSteps: r.droppedSteps,
+    promptTruncatedChars: r.promptTruncatedChars ?? null,
+    modelVersion: r.modelVersion,
+    return: r.return,
+    advantage: r.advantage,
+    createdAt: iso(r.createdAt),
+  };
+}

@@ -1,0 +1,41 @@
+/**
+ * Identities of sessions and steps: time-ordered session ids, and the hash of a step body that
+ * tells an identical retry (answered from the stored answer) from a conflicting one.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import type { StepInput } from './session-types.js';
+
+/** JSON with object keys sorted, so equal values give equal text. */
+export function canonicalJson(v: unknown): string {
+  if (v === null || typeof v !== 'object') return JSON.stringify(v) ?? 'null';
+  if (Array.isArray(v)) return `[${v.map(canonicalJson).join(',')}]`;
+  const o = v as Record<string, unknown>;
+  const keys = Object.keys(o)
+    .filter((k) => o[k] !== undefined)
+    .sort();
+  return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson(o[k])}`).join(',')}}`;
+}
+
+/** sha256 (hex) of the step body with defaults filled in: equal retries hash equal. */
+export function stepHash(b: StepInput): string {
+  const norm = {
+    attempt: b.attempt,
+    step: b.step,
+    observation: b.observation,
+    reward: b.reward ?? 0,
+    done: b.done ?? false,
+    success: b.success ?? false,
+    availableActions: b.availableActions ?? null,
+    invalidAction: b.invalidAction ?? false,
+    info: b.info ?? null,
+  };
+  return createHash('sha256').update(canonicalJson(norm)).digest('hex');
+}
+
+/** Shape of a session id (see newSessionId). */
+export const SESSION_ID = /^ses_[0-9a-z]{9}[0-9a-f]{12}$/;
+
+/** Time-ordered session id: `ses_` + 9 base-36 digits of ms + 12 hex random. */
+export function newSessionId(now = Date.now()): string {
+  return `ses_${now.toString(36).padStart(9, '0')}${randomBytes(6).toString('hex')}`;
+}

@@ -1,0 +1,97 @@
+/**
+ * Queries of the `sessions` and `reflections` tables outside the step hot path (which uses the
+ * prepared statements of src/db/queries.ts): create, list, close, expire, count, statistics rows,
+ * human edits of reflections. The rules (who may do what, when) live in src/agent/sessions.ts.
+ */
+import { and, desc, eq, lt, sql, type SQL } from 'drizzle-orm';
+import type { Db } from './index.js';
+import { reflections, sessions, type SessionRow } from './schema.js';
+
+/** Filters of a session listing (every given field must match). */
+export interface SessionFilters {
+  status?: SessionRow['status'];
+  taskId?: string;
+  env?: string;
+  mode?: SessionRow['mode'];
+  modelVersion?: string;
+}
+
+/** The columns of a completed session that statistics read. */
+export type StatsRow = Pick<SessionRow, 'attempts' | 'maxAttempts' | 'modelVersion' | 'env' | 'mode'>;
+
+/** Conditions of `f` on the sessions table, after `first`. */
+function filterConds(first: SQL[], f: SessionFilters): SQL[] {
+  const conds = [...first];
+  if (f.status) conds.push(eq(sessions.status, f.status));
+  if (f.taskId) conds.push(eq(sessions.taskId, f.taskId));
+  if (f.env) conds.push(eq(sessions.env, f.env));
+  if (f.mode) conds.push(eq(sessions.mode, f.mode));
+  if (f.modelVersion) conds.push(eq(sessions.modelVersion, f.modelVersion));
+  return conds;
+}
+
+export class SessionsRepo {
+  constructor(private readonly db: Db) {}
+
+  insert(row: SessionRow): void {
+    this.db.insert(sessions).values(row).run();
+  }
+
+  /** The tenant's sessions matching `f`, newest id first, with ids below `cursor`: at most `limit + 1` rows. */
+  list(tenant: string, f: SessionFilters, limit: number, cursor?: string): SessionRow[] {
+    const conds = filterConds([eq(sessions.tenant, tenant)], f);
+    if (cursor) conds.push(lt(sessions.id, cursor));
+    return this.db.select().from(sessions).where(and(...conds)).orderBy(desc(sessions.id)).limit(limit + 1).all();
+  }
+
+  /** Mark session `id` abandoned at `now` (ms). */
+  abandon(id: string, now: number): void {
+    this.db.update(sessions).set({ status: 'abandoned', updatedAt: now }).where(eq(sessions.id, id)).run();
+  }
+
+  /** Replace the reflection of `attempt` with a human text; returns the rows changed (0: no such reflection). */
+  editReflection(sessionId: string, attempt: number, text: string, now: number): number {
+    return this.db
+      .update(reflections)
+      .set({ text, source: 'human', updatedAt: now })
+      .where(and(eq(reflections.sessionId, sessionId), eq(reflections.attempt, attempt)))
+      .run().changes;
+  }
+
+  /** Ids of active sessions last changed before `cutoff` (ms). */
+  idleIds(cutoff: number): string[] {
+    return this.db
+      .select({ id: sessions.id })
+      .from(sessions)
+      .where(and(eq(sessions.status, 'active'), lt(sessions.updatedAt, cutoff)))
+      .all()
+      .map((r) => r.id);
+  }
+
+  /** Mark `id` expired at `now` if it is still active and idle since before `cutoff`; true when it was. */
+  expire(id: string, cutoff: number, now: number): boolean {
+    const res = this.db
+      .update(sessions)
+      .set({ status: 'expired', updatedAt: now })
+      .where(and(eq(sessions.id, id), eq(sessions.status, 'active'), lt(sessions.updatedAt, cutoff)))
+      .run();
+    return res.changes === 1;
+  }
+
+  /** Number of active sessions of `tenant`, or of all tenants. */
+  activeCount(tenant?: string): number {
+    const where = tenant === undefined ? eq(sessions.status, 'active') : and(eq(sessions.tenant, tenant), eq(sessions.status, 'active'));
+    const r = this.db.select({ n: sql<number>`count(*)` }).from(sessions).where(where).get();
+    return r?.n ?? 0;
+  }
+
+  /** The tenant's completed sessions matching `f` (status ignored), as statistics read them. */
+  completed(tenant: string, f: Omit<SessionFilters, 'status'>): StatsRow[] {
+    const conds = filterConds([eq(sessions.tenant, tenant), eq(sessions.status, 'completed')], f);
+    return this.db
+      .select({ attempts: sessions.attempts, maxAttempts: sessions.maxAttempts, modelVersion: sessions.modelVersion, env: sessions.env, mode: sessions.mode })
+      .from(sessions)
+      .where(and(...conds))
+      .all();
+  }
+}
