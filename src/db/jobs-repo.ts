@@ -2,7 +2,7 @@
  * Queries of the `training_jobs` table for the HTTP layer (the job manager, src/training/manager.ts,
  * owns the writes).
  */
-import { and, desc, eq, lt, or, type SQL } from 'drizzle-orm';
+import { and, desc, eq, lt, or, sql, type SQL } from 'drizzle-orm';
 import type { Db } from './index.js';
 import { trainingJobs, type TrainingJobRow } from './schema.js';
 
@@ -28,4 +28,19 @@ export function listJobs(db: Db, q: JobListQuery): TrainingJobRow[] {
   }
   return db.select().from(trainingJobs).where(conds.length ? and(...conds) : undefined)
     .orderBy(desc(trainingJobs.createdAt), desc(trainingJobs.id)).limit(q.limit + 1).all();
+}
+
+/** Jobs with status `running`: id, algorithm and progress in [0, 1] (for /metrics). */
+export function runningJobs(db: Db): Array<{ id: string; algorithm: TrainingJobRow['algorithm']; progress: number }> {
+  return db
+    .select({ id: trainingJobs.id, algorithm: trainingJobs.algorithm, progress: trainingJobs.progress })
+    .from(trainingJobs)
+    .where(eq(trainingJobs.status, 'running'))
+    .all();
+}
+
+/** Number of jobs of each status present in the table (statuses with no job are absent). */
+export function jobCountsByStatus(db: Db): Record<string, number> {
+  const rows = db.select({ status: trainingJobs.status, n: sql<number>`count(*)` }).from(trainingJobs).groupBy(trainingJobs.status).all();
+  return Object.fromEntries(rows.map((r) => [r.status, r.n]));
 }

@@ -13,9 +13,8 @@
  */
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { inArray } from 'drizzle-orm';
 import type { Db } from '../db/index.js';
-import { steps } from '../db/schema.js';
+import { stepOutputs } from '../db/training-data.js';
 import { buildRlSamples, type DataStats, type RlAlgorithm, type StepRecord, type TurnScore } from './data.js';
 import type { ReturnConfig } from './returns.js';
 import { selectTrainingRecords, type DataFilter } from './select.js';
@@ -63,14 +62,7 @@ export function buildRemoteBatch(db: Db, opts: RemoteBatchOptions): { lines: Rem
   const key = (s: string, a: number, t: number, k: string) => `${s}\u0000${a}\u0000${t}\u0000${k}`;
   const extra = new Map<string, { output: string | null; engineRecord: Record<string, unknown> | null }>();
   const ids = [...new Set(records.map((r) => r.sessionId))];
-  for (let i = 0; i < ids.length; i += 500) {
-    const rows = db
-      .select({ sessionId: steps.sessionId, attempt: steps.attempt, step: steps.step, kind: steps.kind, output: steps.output, engineRecord: steps.engineRecord })
-      .from(steps)
-      .where(inArray(steps.sessionId, ids.slice(i, i + 500)))
-      .all();
-    for (const r of rows) extra.set(key(r.sessionId, r.attempt, r.step, r.kind), { output: r.output, engineRecord: r.engineRecord });
-  }
+  for (const r of stepOutputs(db, ids)) extra.set(key(r.sessionId, r.attempt, r.step, r.kind), { output: r.output, engineRecord: r.engineRecord });
   // A model turn whose server returned no token ids still is a turn: give it one placeholder token
   // so that the advantage computation keeps it; the line reports the arrays as null.
   const placeholder = new Set<string>();

@@ -6,9 +6,8 @@
  * unless the template sets its own `data.since`.
  */
 import { Cron } from 'croner';
-import { and, count, eq, gte } from 'drizzle-orm';
 import type { Db } from '../db/index.js';
-import { sessions } from '../db/schema.js';
+import { countCompletedTrainSessions } from '../db/training-data.js';
 import type { CreateJobRequest, ManagerLogger } from './manager.js';
 
 export interface ScheduleConfig {
@@ -103,8 +102,6 @@ export class TrainingScheduler {
   }
 
   private completedSince(since: number): number {
-    const r = this.db.select({ n: count() }).from(sessions)
-      .where(and(eq(sessions.mode, 'train'), eq(sessions.status, 'completed'), gte(sessions.createdAt, since))).get();
-    return r?.n ?? 0;
+    return countCompletedTrainSessions(this.db, since);
   }
 }

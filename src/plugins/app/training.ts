@@ -9,9 +9,8 @@
  */
 import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
-import { eq, sql } from 'drizzle-orm';
 import type { Config } from '../../config.js';
-import { trainingJobs } from '../../db/schema.js';
+import { jobCountsByStatus, runningJobs } from '../../db/jobs-repo.js';
 import { TrainingJobManager } from '../../training/manager.js';
 import { TrainingScheduler } from '../../training/scheduler.js';
 import { DEFAULT_MODEL_IO } from '../../training/worker.js';
@@ -46,21 +45,8 @@ export default fp(
       logger.info({ everySessions: t.everySessions || null, cron: t.cron, algorithm: t.algorithm, activate: t.activate, nextRun: scheduler.nextRun() }, 'training schedule started');
     }
     // /metrics: progress of running jobs and job counts by status, read from the jobs table.
-    app.metrics.sources.runningJobs = () =>
-      app.db.db
-        .select({ id: trainingJobs.id, algorithm: trainingJobs.algorithm, progress: trainingJobs.progress })
-        .from(trainingJobs)
-        .where(eq(trainingJobs.status, 'running'))
-        .all();
-    app.metrics.sources.jobsByStatus = () =>
-      Object.fromEntries(
-        app.db.db
-          .select({ status: trainingJobs.status, n: sql<number>`count(*)` })
-          .from(trainingJobs)
-          .groupBy(trainingJobs.status)
-          .all()
-          .map((r) => [r.status, r.n]),
-      );
+    app.metrics.sources.runningJobs = () => runningJobs(app.db.db);
+    app.metrics.sources.jobsByStatus = () => jobCountsByStatus(app.db.db);
     app.decorate('training', manager);
     app.decorate('trainingScheduler', scheduler);
     app.addHook('onClose', async () => {
