@@ -6,18 +6,16 @@
  *    (`startServer({ engine: 'test' })`).
  */
 import { execFile, spawnSync } from 'node:child_process';
-import { existsSync, rmSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
-import { tmpDir } from '../helpers/index.js';
+import { startTestServer } from '../helpers/index.js';
 
 const run = promisify(execFile);
 const ROOT = join(import.meta.dirname, '..', '..');
 const PY_DIR = join(ROOT, 'clients', 'python');
-const hasServer = existsSync(join(ROOT, 'src', 'server.ts'));
 const hasMypy = spawnSync('python3', ['-m', 'mypy', '--version']).status === 0;
 
 interface Seen {
@@ -140,7 +138,7 @@ describe.skipIf(!hasMypy)('Python client typing', () => {
   });
 });
 
-describe.skipIf(!hasServer)('MineSweeper example against a live server', () => {
+describe('MineSweeper example against a live server', () => {
   it('prints one clean line and exits 1 when the server is down', async () => {
     // A port that was free a moment ago: nothing listens there.
     const probe = createServer();
@@ -157,11 +155,7 @@ describe.skipIf(!hasServer)('MineSweeper example against a live server', () => {
   });
 
   it('plays a full session: 3 attempts, or fewer ending in a success', async () => {
-    const { startServer } = (await import('../../src/server.js' as string)) as {
-      startServer: (o: object) => Promise<{ url: string; close(): Promise<void> }>;
-    };
-    const dataDir = tmpDir('lamer-pyex-');
-    const server = await startServer({ port: 0, dataDir, engine: 'test', logLevel: 'silent' });
+    const server = await startTestServer();
     try {
       const { stdout } = await run('python3', [join(PY_DIR, 'examples', 'play_minesweeper.py'), '--url', server.url, '--seed', '7', '--json', '--quiet'], {
         timeout: 60_000,
@@ -182,7 +176,6 @@ describe.skipIf(!hasServer)('MineSweeper example against a live server', () => {
       for (const a of session.attempts) expect(a.steps).toBeGreaterThanOrEqual(1);
     } finally {
       await server.close();
-      rmSync(dataDir, { recursive: true, force: true });
     }
   });
 });

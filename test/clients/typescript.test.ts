@@ -11,10 +11,9 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { createLamerClient, LamerProblemError, unwrap, type StepRequest, type StepResponse } from '../../clients/typescript/src/index.js';
-import { tmpDir } from '../helpers/index.js';
+import { startTestServer, tmpDir } from '../helpers/index.js';
 
 const ROOT = join(import.meta.dirname, '..', '..');
-const hasServer = existsSync(join(ROOT, 'src', 'server.ts'));
 
 describe('TypeScript client against a stub server', () => {
   it('sends the Bearer key and typed bodies; unwrap throws problems with Retry-After', async () => {
@@ -73,13 +72,9 @@ describe('TypeScript client package', () => {
   });
 });
 
-describe.skipIf(!hasServer)('TypeScript client against a live server', () => {
+describe('TypeScript client against a live server', () => {
   it('creates a session, plays 2 failing attempts, reads memory and trajectory', async () => {
-    const { startServer } = (await import('../../src/server.js' as string)) as {
-      startServer: (o: object) => Promise<{ url: string; close(): Promise<void> }>;
-    };
-    const dataDir = tmpDir('lamer-tsc-');
-    const server = await startServer({ port: 0, dataDir, engine: 'test', logLevel: 'silent' });
+    const server = await startTestServer();
     try {
       const lamer = createLamerClient({ baseUrl: server.url });
       const session = await unwrap(
@@ -123,7 +118,6 @@ describe.skipIf(!hasServer)('TypeScript client against a live server', () => {
       expect((missing as LamerProblemError).status).toBe(404);
     } finally {
       await server.close();
-      rmSync(dataDir, { recursive: true, force: true });
     }
   });
 });

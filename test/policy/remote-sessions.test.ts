@@ -5,15 +5,12 @@
  * 3-attempt sessions through B (fail, reflect, fail, reflect, succeed), and every model call B
  * recorded carries the token ids and logprobs that A gives for the same request.
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { saveCheckpoint } from '../../src/model/checkpoint.js';
-import { initModel } from '../../src/model/gpt.js';
 import { BOS } from '../../src/model/tokenizer.js';
-import { startTestServer, type TestServer } from '../helpers/index.js';
+import { startTestServer, tmpDir, writeTinyGptCheckpoint, type TestServer } from '../helpers/index.js';
 
 const DOORS = ['door 1', 'door 2', 'door 3'];
 let dir: string;
@@ -21,10 +18,8 @@ let a: TestServer;
 let b: TestServer;
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'lamer-remote-'));
-  const m = initModel({ vocab_size: 260, block_size: 384, n_layer: 1, n_head: 2, n_embd: 16 }, 5);
-  await saveCheckpoint(m, join(dir, 'base-model'), { version: 'base' });
-  m.dispose();
+  dir = tmpDir('lamer-remote-');
+  await writeTinyGptCheckpoint(join(dir, 'base-model'), 5);
   a = await startTestServer({ engine: 'builtin', tfjsBackend: 'wasm', baseModelDir: join(dir, 'base-model'), dataDir: join(dir, 'a') });
   b = await startTestServer({
     engine: 'openai',
@@ -38,7 +33,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await b?.close();
   await a?.close();
-  if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
 /** One session through B: attempts 0 and 1 fail whatever the agent does, attempt 2 succeeds. */

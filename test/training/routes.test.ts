@@ -7,13 +7,10 @@
  * Server B: test engine, API keys, a worker model I/O that exits at start (crash), a schedule.
  */
 import { join } from 'node:path';
-import { rmSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { saveCheckpoint } from '../../src/model/checkpoint.js';
-import { initModel } from '../../src/model/gpt.js';
 import { loadConfig } from '../../src/config.js';
 import { DEFAULT_MODEL_IO } from '../../src/training/worker.js';
-import { dumpDb, startTestServer, tmpDir, type TestServer } from '../helpers/index.js';
+import { dumpDb, startTestServer, tmpDir, writeTinyGptCheckpoint, type TestServer } from '../helpers/index.js';
 
 const DOORS = ['door 1', 'door 2', 'door 3'];
 const PROBLEM = 'https://lamer-server.dev/problems/';
@@ -51,9 +48,7 @@ const demo = (seed: number) => ({
 
 beforeAll(async () => {
   dir = tmpDir('lamer-trainroutes-');
-  const m = initModel({ vocab_size: 260, block_size: 384, n_layer: 1, n_head: 2, n_embd: 16 }, 5);
-  await saveCheckpoint(m, join(dir, 'base-model'), { version: 'base' });
-  m.dispose();
+  await writeTinyGptCheckpoint(join(dir, 'base-model'), 5);
   const cfg = loadConfig({});
   a = await startTestServer({ dataDir: join(dir, 'a'), engine: 'builtin', tfjsBackend: 'wasm', baseModelDir: join(dir, 'base-model'), training: { ...cfg.training, modelIO: { ...DEFAULT_MODEL_IO, options: { backend: 'wasm' } } } });
   b = await startTestServer({
@@ -65,7 +60,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await a?.close();
   await b?.close();
-  if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
 describe('POST /v1/training/jobs validation', () => {

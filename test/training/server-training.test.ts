@@ -4,17 +4,14 @@
  * server keeps answering steps; the new version is registered with its parent and job, activated,
  * and pinned by new sessions.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { saveCheckpoint } from '../../src/model/checkpoint.js';
-import { initModel } from '../../src/model/gpt.js';
 import { startServer, type RunningServer } from '../../src/server.js';
 import type { Database_ } from '../../src/db/index.js';
 import type { ModelRegistry } from '../../src/agent/models.js';
 import { TrainingJobManager } from '../../src/training/manager.js';
 import { DEFAULT_MODEL_IO } from '../../src/training/worker.js';
+import { tmpDir, writeTinyGptCheckpoint } from '../helpers/index.js';
 
 let dir: string;
 let server: RunningServer;
@@ -43,15 +40,12 @@ async function playSession(seed: number): Promise<{ steps: number; modelVersion:
 }
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'lamer-srvtrain-'));
-  const m = initModel({ vocab_size: 260, block_size: 384, n_layer: 1, n_head: 2, n_embd: 16 }, 3);
-  await saveCheckpoint(m, join(dir, 'base-model'), { version: 'base' });
-  m.dispose();
+  dir = tmpDir('lamer-srvtrain-');
+  await writeTinyGptCheckpoint(join(dir, 'base-model'), 3);
   server = await startServer({ port: 0, host: '127.0.0.1', dataDir: join(dir, 'data'), engine: 'builtin', tfjsBackend: 'wasm', logLevel: 'silent', apiKeys: [], baseModelDir: join(dir, 'base-model') });
 });
 afterAll(async () => {
   await server?.close();
-  rmSync(dir, { recursive: true, force: true });
 });
 
 describe('a LaMer job next to a serving server', () => {
