@@ -2,7 +2,7 @@
  * Prepared statements of the step hot path (one session read, one position lookup, the current
  * attempt's steps, the step insert, the session update), prepared once per connection. Drizzle
  * builds and prepares SQL on every call; these skip that (src/db/schema.ts is the source of the
- * column names; test/server covers every statement).
+ * column names; the HTTP tests under test/routes cover every statement).
  */
 import type Database from 'better-sqlite3';
 import type { AttemptSummary, SessionRow } from './schema.js';
