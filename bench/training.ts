@@ -11,7 +11,8 @@ import { parseArgs } from 'node:util';
 import { BOS, encode, EOS } from '../src/model/tokenizer.js';
 import type { TrainingSample } from '../src/training/data.js';
 import { createModelIO } from '../src/training/gpt-adapter.js';
-import { outputLogprobs, runTrainingJob } from '../src/training/job.js';
+import { outputLogprobs } from '../src/training/behaviour.js';
+import { runTrainingJob } from '../src/training/job.js';
 import { DEFAULT_MODEL_IO, startTrainingWorker } from '../src/training/worker.js';
 
 const { values } = parseArgs({ options: {

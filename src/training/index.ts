@@ -5,13 +5,17 @@
  */
 export { discountedReturns, sessionReturns, DEFAULT_RETURNS, type ReturnConfig, type ReturnMode, type SessionReturns } from './returns.js';
 export { computeAdvantages, type AdvantageOptions, type AdvantageResult, type Estimator, type Turn, type TurnAdvantage, type TurnKind } from './advantages.js';
-export { AdamW, clipByGlobalNorm, entropyFromLogits, logprobsFromLogits, ppoClipLoss, ppoObjective, sftLoss, tokenMean } from './losses.js';
+export { AdamW, clipByGlobalNorm, ppoClipLoss, ppoObjective, sftLoss, tokenMean } from './losses.js';
 export {
   attemptOutcomes, behaviourOf, buildRlSamples, buildSftSamples, parseDemoJsonl, sessionOutcomes,
   type Algorithm, type Behaviour, type SampleOutcome, type SamplerSettings, type DataStats, type DemoSession, type RlAlgorithm, type StepRecord, type TrainingSample, type TurnScore,
 } from './data.js';
+export { behaviourLogits, effectiveBehaviour, makeBatch, type Batch, type Supports } from './batch.js';
+export { behaviourOutputs, outputLogprobs, recomputeOldLogprobs, type OldPolicy } from './behaviour.js';
+export { lengthBucketedMinibatches, minibatchOrder, splitMicroBatches } from './minibatches.js';
+export { ppoLoss, ppoUpdate, sftObjective, type Objective, type StepLosses } from './ppo.js';
 export {
-  behaviourLogits, behaviourOutputs, effectiveBehaviour, JobCancelledError, lengthBucketedMinibatches, makeBatch, outputLogprobs, rolloutMetrics, runTrainingJob, splitMicroBatches,
+  JobCancelledError, rolloutMetrics, runTrainingJob,
   type IterationMetrics, type JobProgress, type JobResult, type TrainingHyper, type TrainingJobSpec,
 } from './job.js';
 export type { ModelIO, ModelIOModule, TrainableModel } from './model-api.js';

@@ -1,7 +1,7 @@
 /**
  * Losses and the optimiser for policy training, in TensorFlow.js (shared/LAMER.md §3):
  * PPO clipped surrogate with dual clip, token-mean aggregation under a mask, entropy bonus, SFT
- * cross-entropy, global grad-norm clipping and AdamW (tfjs has none; decoupled weight decay as in
+ * cross-entropy (token logprobs and entropies from src/model/logprobs.ts), global grad-norm clipping and AdamW (tfjs has none; decoupled weight decay as in
  * Loshchilov & Hutter 2019 / torch.optim.AdamW).
  *
  * Shapes: B = batch of turns, T = sequence positions, V = vocabulary.
@@ -12,28 +12,11 @@
  * Functions that return tensors do not dispose their inputs; call them inside tf.tidy.
  */
 import * as tf from '@tensorflow/tfjs';
+import { entropyFromLogits, logprobsFromLogits } from '../model/logprobs.js';
 
 /** Token-mean: sum(x * mask) / max(sum(mask), 1); a scalar. */
 export function tokenMean(x: tf.Tensor, mask: tf.Tensor): tf.Scalar {
   return tf.tidy(() => tf.div(tf.sum(tf.mul(x, mask)), tf.maximum(tf.sum(mask), 1)) as tf.Scalar);
-}
-
-/** log pi(target | context) from logits: `[B, T, V]`, `[B, T]` -> `[B, T]`. */
-export function logprobsFromLogits(logits: tf.Tensor3D, targets: tf.Tensor2D): tf.Tensor2D {
-  return tf.tidy(() => {
-    const logp = tf.logSoftmax(logits, -1); // log softmax over the vocabulary
-    // oneHot in int32 then cast (the wasm OneHot kernel is unreliable when asked for float32)
-    const onehot = tf.cast(tf.oneHot(tf.cast(targets, 'int32'), logits.shape[2]), 'float32');
-    return tf.sum(tf.mul(logp, onehot), -1) as tf.Tensor2D; // gather logp[target]
-  });
-}
-
-/** Entropy of the policy at each position: H = -sum_v p_v log p_v, `[B, T, V]` -> `[B, T]`. */
-export function entropyFromLogits(logits: tf.Tensor3D): tf.Tensor2D {
-  return tf.tidy(() => {
-    const logp = tf.logSoftmax(logits, -1);
-    return tf.neg(tf.sum(tf.mul(tf.exp(logp), logp), -1)) as tf.Tensor2D;
-  });
 }
 
 export interface PpoLossInput {
@@ -53,7 +36,9 @@ export interface PpoLossInput {
 export interface PpoLossOutput {
   /** Scalar, differentiable. */
   pgLoss: tf.Scalar;
-  /** Fraction of tokens where the clipped branch was taken (verl pg_clipfrac). */
+  /** Fraction of tokens where the clipped branch is the larger loss, mean(L2 > L1) (verl
+   *  pg_clipfrac; CleanRL's mean(|ratio - 1| > eps) also counts tokens outside the range whose
+   *  loss the clip does not change). */
   clipFrac: tf.Scalar;
   /** Fraction of tokens bounded by the dual clip (A < 0, verl pg_clipfrac_lower). */
   dualClipFrac: tf.Scalar;
@@ -76,19 +61,19 @@ export function ppoClipLoss(inp: PpoLossInput): PpoLossOutput {
   return tf.tidy(() => {
     const { logprobs, oldLogprobs, mask } = inp;
     const advantages = inp.advantages.rank === 1 ? tf.expandDims(inp.advantages, 1) : inp.advantages;
-    const logratio = tf.sub(logprobs, oldLogprobs);
-    const ratio = tf.exp(logratio); // ratio = pi / pi_old
-    const pgLosses1 = tf.mul(tf.neg(advantages), ratio); // -A * ratio
-    const pgLosses2 = tf.mul(tf.neg(advantages), tf.clipByValue(ratio, 1 - clipCoef, 1 + clipCoef)); // -A * clip(ratio)
+    const logratio = tf.sub(logprobs, oldLogprobs); // log pi - log pi_old
+    const ratio = tf.exp(logratio); // ratio = pi / pi_old (LAMER.md §3: PPO clipped surrogate)
+    const pgLosses1 = tf.mul(tf.neg(advantages), ratio); // L1 = -A * ratio
+    const pgLosses2 = tf.mul(tf.neg(advantages), tf.clipByValue(ratio, 1 - clipCoef, 1 + clipCoef)); // L2 = -A * clip(ratio, 1-eps, 1+eps) (LAMER.md §3: eps 0.2)
     const clipped = tf.maximum(pgLosses1, pgLosses2); // max(L1, L2)
-    const pgLosses3 = tf.mul(tf.neg(advantages), dualClip); // -A * c
-    const dual = tf.minimum(clipped, pgLosses3); // min(L, -A c)
+    const pgLosses3 = tf.mul(tf.neg(advantages), dualClip); // L3 = -A * c (LAMER.md §3: dual clip c = 3.0)
+    const dual = tf.minimum(clipped, pgLosses3); // min(max(L1, L2), L3)
     const negAdv = tf.less(advantages, 0);
-    const pgLosses = tf.where(tf.broadcastTo(negAdv, ratio.shape), dual, clipped);
-    const pgLoss = tokenMean(pgLosses, mask);
-    const clipFrac = tokenMean(tf.cast(tf.greater(pgLosses2, pgLosses1), 'float32'), mask);
-    const dualClipFrac = tokenMean(tf.mul(tf.cast(tf.greater(clipped, pgLosses3), 'float32'), tf.cast(negAdv, 'float32')), mask);
-    const approxKl = tokenMean(tf.sub(tf.sub(ratio, 1), logratio), mask); // (r - 1) - log r
+    const pgLosses = tf.where(tf.broadcastTo(negAdv, ratio.shape), dual, clipped); // dual clip only where A < 0
+    const pgLoss = tokenMean(pgLosses, mask); // pg_loss = token-mean(L) (LAMER.md §3: token-mean)
+    const clipFrac = tokenMean(tf.cast(tf.greater(pgLosses2, pgLosses1), 'float32'), mask); // verl pg_clipfrac: mean(L2 > L1)
+    const dualClipFrac = tokenMean(tf.mul(tf.cast(tf.greater(clipped, pgLosses3), 'float32'), tf.cast(negAdv, 'float32')), mask); // verl pg_clipfrac_lower
+    const approxKl = tokenMean(tf.sub(tf.sub(ratio, 1), logratio), mask); // approx_kl = mean((ratio - 1) - log ratio)
     return { pgLoss, clipFrac, dualClipFrac, approxKl };
   });
 }
@@ -202,8 +187,8 @@ export function ppoObjective(
   return tf.tidy(() => {
     const logprobs = logprobsFromLogits(logits, targets);
     const out = ppoClipLoss({ logprobs, oldLogprobs, advantages, mask, clipCoef: opts.clipCoef, dualClip: opts.dualClip });
-    const entropy = tokenMean(entropyFromLogits(logits), mask);
-    const loss = tf.sub(out.pgLoss, tf.mul(entropy, entCoef)) as tf.Scalar; // loss = pg_loss - ent_coef * entropy
+    const entropy = tokenMean(entropyFromLogits(logits), mask); // entropy = token-mean(H)
+    const loss = tf.sub(out.pgLoss, tf.mul(entropy, entCoef)) as tf.Scalar; // loss = pg_loss - ent_coef * entropy (LAMER.md §3: ent_coef 0.001)
     return { ...out, loss, entropy };
   });
 }

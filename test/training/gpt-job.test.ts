@@ -8,7 +8,8 @@ import { initModel } from '../../src/model/gpt.js';
 import { BOS, encode, EOS } from '../../src/model/tokenizer.js';
 import type { TrainingSample } from '../../src/training/data.js';
 import { createModelIO } from '../../src/training/gpt-adapter.js';
-import { outputLogprobs, runTrainingJob } from '../../src/training/job.js';
+import { outputLogprobs } from '../../src/training/behaviour.js';
+import { runTrainingJob } from '../../src/training/job.js';
 import { DEFAULT_MODEL_IO, startTrainingWorker } from '../../src/training/worker.js';
 
 // The training job on the builtin GPT (src/model), with a tiny config so that it runs in seconds.
@@ -59,7 +60,7 @@ describe('PPO on the builtin GPT', () => {
 describe('the trained policy is the sampling policy', () => {
   it('recomputed logprobs at the recorded temperature / top-p / top-k and support equal the sampler\'s, free and constrained; the first PPO ratio is 1', async () => {
     const { createBuiltinEngineInstance } = await import('../../src/policy/builtin-engine.js');
-    const { behaviourOutputs } = await import('../../src/training/job.js');
+    const { behaviourOutputs } = await import('../../src/training/behaviour.js');
     const { encodeCandidate } = await import('../../src/model/tokenizer.js');
     const engine = await createBuiltinEngineInstance({ backend: 'cpu', limits: { maxActionTokens: 8, maxReflectionTokens: 8 } });
     await engine.load('base', join(dir, 'base'));

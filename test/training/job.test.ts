@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TrainingSample } from '../../src/training/data.js';
-import { JobCancelledError, lengthBucketedMinibatches, makeBatch, minibatchOrder, outputLogprobs, rolloutMetrics, runTrainingJob, splitMicroBatches } from '../../src/training/job.js';
+import { outputLogprobs } from '../../src/training/behaviour.js';
+import { JobCancelledError, rolloutMetrics, runTrainingJob } from '../../src/training/job.js';
 import { createModelIO, TinyModel, writeTinyCheckpoint } from './tiny-model.js';
 
 let dir: string;
@@ -18,30 +19,6 @@ afterAll(async () => { await rm(dir, { recursive: true, force: true }); });
 
 const sample = (prompt: number[], output: number[], advantage = 0, oldLogprobs: number[] | null = null): TrainingSample =>
   ({ sessionId: 's', taskId: 't', attempt: 0, step: 0, kind: 'action', promptTokenIds: prompt, outputTokenIds: output, oldLogprobs, advantage, return: 0 });
-
-describe('makeBatch', () => {
-  it('shifts, masks output targets and right-pads', () => {
-    const b = makeBatch([sample([1, 2, 3], [4, 5], 0.5, [-1, -2]), sample([6], [7], -1, [-3])], { blockSize: 10, padId: 0, vocabSize: 8 });
-    expect(b.inputs.arraySync()).toEqual([[1, 2, 3, 4], [6, 0, 0, 0]]);
-    expect(b.targets.arraySync()).toEqual([[2, 3, 4, 5], [7, 0, 0, 0]]);
-    expect(b.mask.arraySync()).toEqual([[0, 0, 1, 1], [1, 0, 0, 0]]);
-    expect(b.storedLogprobs.arraySync()).toEqual([[0, 0, -1, -2], [-3, 0, 0, 0]]);
-    expect(Array.from(b.advantages.dataSync())).toEqual([0.5, -1]);
-    expect(b.tokens).toBe(5);
-    expect(b.padFrac).toBeCloseTo(3 / 8, 9);
-    tf.dispose([b.inputs, b.targets, b.mask, b.storedLogprobs, b.advantages]);
-  });
-  it('cuts long sequences from the left to blockSize', () => {
-    const b = makeBatch([sample([1, 2, 3], [4, 5])], { blockSize: 3, padId: 0, vocabSize: 8 });
-    expect(b.inputs.arraySync()).toEqual([[2, 3, 4]]);
-    expect(b.mask.arraySync()).toEqual([[0, 1, 1]]);
-    tf.dispose([b.inputs, b.targets, b.mask, b.storedLogprobs, b.advantages]);
-  });
-  it('rejects empty outputs and out-of-vocabulary ids', () => {
-    expect(() => makeBatch([sample([1], [])], { blockSize: 3, padId: 0, vocabSize: 8 })).toThrow(/no output tokens/);
-    expect(() => makeBatch([sample([1], [9])], { blockSize: 3, padId: 0, vocabSize: 8 })).toThrow(/outside/);
-  });
-});
 
 describe('runTrainingJob', () => {
   const io = createModelIO();
@@ -100,26 +77,7 @@ describe('runTrainingJob', () => {
   });
 });
 
-describe('lengthBucketedMinibatches', () => {
-  it('covers every sample once, ceil(n / mb) batches, similar lengths together', () => {
-    const lengths = Array.from({ length: 37 }, (_, i) => (i * 7919) % 100);
-    const batches = lengthBucketedMinibatches(lengths, 4, 3);
-    expect(batches).toHaveLength(10);
-    expect(batches.flat().sort((a, b) => a - b)).toEqual(Array.from({ length: 37 }, (_, i) => i));
-    // within a window of 8 batches the lengths are sorted: a batch's spread is small
-    const spread = (b: number[]) => Math.max(...b.map((i) => lengths[i])) - Math.min(...b.map((i) => lengths[i]));
-    const mean = batches.reduce((a, b) => a + spread(b), 0) / batches.length;
-    expect(mean).toBeLessThan(25);
-    expect(lengthBucketedMinibatches(lengths, 4, 3)).toEqual(batches); // deterministic per seed
-  });
-});
-
 describe('micro-batches with gradient accumulation', () => {
-  it('splitMicroBatches keeps count x longest within the budget, longest first', () => {
-    const lengths = [10, 40, 25, 5, 40];
-    expect(splitMicroBatches([0, 1, 2, 3, 4], lengths, 80)).toEqual([[1, 4], [2, 0, 3]]);
-    expect(splitMicroBatches([0, 1], lengths, 10)).toEqual([[1], [0]]); // one sample even over budget
-  });
   it('the update is the same whatever the micro-batch budget', async () => {
     const io = createModelIO();
     const samples = [sample([1, 2, 3, 4, 5], [3], 1, [-2]), sample([1], [4, 5], -0.5, [-2, -2]), sample([2, 6], [7], 2, [-2]), sample([5, 5, 5], [1, 2, 3], -1, [-2, -2, -2])];
@@ -137,39 +95,6 @@ describe('micro-batches with gradient accumulation', () => {
       expect(Math.max(...a.map((x, i) => Math.abs(x - b[i])))).toBeLessThan(1e-5);
       expect(Math.max(...a.map((x, i) => Math.abs(x - flat(TinyModel.init(8, 8, 16) as never)[i])))).toBeGreaterThan(1e-3); // it did train
     }
-  });
-});
-
-describe('outputLogprobs under a token budget', () => {
-  it('gives the same logprobs in the same order, in batches of at most maxTokens padded positions', async () => {
-    const io = createModelIO();
-    const m = await io.load(base());
-    const samples = [sample([1, 2, 3, 4, 5], [3]), sample([1], [4, 5]), sample([2, 6, 1, 1, 1, 1, 1], [7, 2]), sample([5], [1])];
-    const calls: number[][] = [];
-    const spy = { ...m, blockSize: m.blockSize, padId: m.padId, vocabSize: m.vocabSize, logits: (t: tf.Tensor2D, tr: boolean) => { calls.push(t.shape); return m.logits(t, tr); } } as typeof m;
-    const all = outputLogprobs(spy, samples, 16);
-    expect(calls).toEqual([[4, 8]]);
-    calls.length = 0;
-    const capped = outputLogprobs(spy, samples, 16, 10);
-    // lengths (prompt + output - 1): 5, 2, 8, 1 -> [5, 2] (2 x 5 = 10), [8], [1]
-    expect(calls).toEqual([[2, 5], [1, 8], [1, 1]]);
-    expect(capped.map((x) => x.length)).toEqual([1, 2, 2, 1]);
-    capped.flat().forEach((x, i) => expect(x).toBeCloseTo(all.flat()[i]!, 6));
-    m.dispose();
-  });
-});
-
-describe('minibatchOrder', () => {
-  const lengths = [900, 10, 900, 10, 900, 10, 900, 10];
-  it('RL: shuffled chunks in order of a seeded permutation, lengths mixed', () => {
-    const b = minibatchOrder(false, lengths, 4, 3);
-    expect(b.length).toBe(2);
-    expect(b.flat().sort((x, y) => x - y)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
-    expect(minibatchOrder(false, lengths, 4, 3)).toEqual(b);
-    expect(b.map((x) => x.every((i) => lengths[i] === 900))).toEqual([false, false]);
-    // what length buckets do: the four long samples form one minibatch
-    expect(lengthBucketedMinibatches(lengths, 4, 3).map((x) => x.map((i) => lengths[i]).sort().join())).toContain('900,900,900,900');
-    expect(minibatchOrder(true, lengths, 4, 3)).toEqual(lengthBucketedMinibatches(lengths, 4, 3));
   });
 });
 

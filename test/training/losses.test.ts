@@ -1,8 +1,7 @@
 import * as tf from '@tensorflow/tfjs';
 import { beforeAll, describe, expect, it } from 'vitest';
-import {
-  AdamW, clipByGlobalNorm, entropyFromLogits, logprobsFromLogits, ppoClipLoss, ppoObjective, sftLoss, tokenMean,
-} from '../../src/training/losses.js';
+import { entropyFromLogits, logprobsFromLogits } from '../../src/model/logprobs.js';
+import { AdamW, clipByGlobalNorm, ppoClipLoss, ppoObjective, sftLoss, tokenMean } from '../../src/training/losses.js';
 
 beforeAll(async () => { await tf.setBackend('cpu'); await tf.ready(); });
 const num = (t: tf.Tensor) => t.dataSync()[0];

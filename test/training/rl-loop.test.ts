@@ -14,7 +14,8 @@ import { initModel } from '../../src/model/gpt.js';
 import { BOS, encode, encodeCandidate } from '../../src/model/tokenizer.js';
 import { buildRlSamples, type StepRecord, type TrainingSample } from '../../src/training/data.js';
 import { createModelIO } from '../../src/training/gpt-adapter.js';
-import { outputLogprobs, runTrainingJob } from '../../src/training/job.js';
+import { outputLogprobs } from '../../src/training/behaviour.js';
+import { runTrainingJob } from '../../src/training/job.js';
 
 let dir: string;
 const DOORS = ['door 1', 'door 2', 'door 3'];

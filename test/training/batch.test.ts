@@ -1,0 +1,34 @@
+/** Samples as training tensors: next-token rows, output mask, old logprobs, left truncation. */
+import * as tf from '@tensorflow/tfjs';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { makeBatch } from '../../src/training/batch.js';
+import type { TrainingSample } from '../../src/training/data.js';
+
+beforeAll(async () => { await tf.setBackend('cpu'); });
+
+const sample = (prompt: number[], output: number[], advantage = 0, oldLogprobs: number[] | null = null): TrainingSample =>
+  ({ sessionId: 's', taskId: 't', attempt: 0, step: 0, kind: 'action', promptTokenIds: prompt, outputTokenIds: output, oldLogprobs, advantage, return: 0 });
+
+describe('makeBatch', () => {
+  it('shifts, masks output targets and right-pads', () => {
+    const b = makeBatch([sample([1, 2, 3], [4, 5], 0.5, [-1, -2]), sample([6], [7], -1, [-3])], { blockSize: 10, padId: 0, vocabSize: 8 });
+    expect(b.inputs.arraySync()).toEqual([[1, 2, 3, 4], [6, 0, 0, 0]]);
+    expect(b.targets.arraySync()).toEqual([[2, 3, 4, 5], [7, 0, 0, 0]]);
+    expect(b.mask.arraySync()).toEqual([[0, 0, 1, 1], [1, 0, 0, 0]]);
+    expect(b.oldLogprobs.arraySync()).toEqual([[0, 0, -1, -2], [-3, 0, 0, 0]]);
+    expect(Array.from(b.advantages.dataSync())).toEqual([0.5, -1]);
+    expect(b.tokens).toBe(5);
+    expect(b.padFrac).toBeCloseTo(3 / 8, 9);
+    tf.dispose([b.inputs, b.targets, b.mask, b.oldLogprobs, b.advantages]);
+  });
+  it('cuts long sequences from the left to blockSize', () => {
+    const b = makeBatch([sample([1, 2, 3], [4, 5])], { blockSize: 3, padId: 0, vocabSize: 8 });
+    expect(b.inputs.arraySync()).toEqual([[2, 3, 4]]);
+    expect(b.mask.arraySync()).toEqual([[0, 1, 1]]);
+    tf.dispose([b.inputs, b.targets, b.mask, b.oldLogprobs, b.advantages]);
+  });
+  it('rejects empty outputs and out-of-vocabulary ids', () => {
+    expect(() => makeBatch([sample([1], [])], { blockSize: 3, padId: 0, vocabSize: 8 })).toThrow(/no output tokens/);
+    expect(() => makeBatch([sample([1], [9])], { blockSize: 3, padId: 0, vocabSize: 8 })).toThrow(/outside/);
+  });
+});
