@@ -16,8 +16,7 @@
  *   tail  = "\nObservation:\n" + obs_t + "\nAction:"
  */
 import type { PromptParts } from '../policy/engine.js';
-
-export type MemoryMode = 'reflection_only' | 'history_only' | 'history_and_reflection';
+import type { MemoryMode } from '../domain.js';
 
 /** Steps of history shown to the policy (LAMER.md §1: "its last ~7 steps"). */
 export const HISTORY_STEPS = 7;

@@ -1,11 +1,20 @@
 /**
  * Shapes of the session service (src/agent/sessions.ts): what it takes, what it answers, its
- * limits, protection bounds and event hooks.
+ * limits, protection bounds and event hooks. The answers are the wire shapes, so their types are
+ * derived from the TypeBox schemas of the session routes (type-only imports: no runtime edge).
  */
-import type { AttemptSummary, SessionRow } from '../db/schema.js';
+import type { SessionRow } from '../db/schema.js';
 import type { SamplingParams } from '../policy/engine.js';
-import type { EndReason, ReflectionSource, SessionMode } from '../domain.js';
-import type { MemoryMode } from './prompt.js';
+import type { MemoryMode, SessionMode } from '../domain.js';
+import type { Static } from 'typebox';
+import type { Position as PositionSchema } from '../routes/api/common.js';
+import type {
+  AttemptResult as AttemptResultSchema,
+  Memory,
+  Reflection,
+  Session,
+  StepAnswer as StepAnswerSchema,
+} from '../routes/api/sessions/schemas.js';
 
 export interface CreateSessionInput {
   taskId: string;
@@ -32,64 +41,23 @@ export interface StepInput {
   info?: Record<string, unknown>;
 }
 
-export interface Position {
-  attempt: number;
-  step: number;
-}
+/** An (attempt, step) position of a session. */
+export type Position = Static<typeof PositionSchema>;
 
-export interface ReflectionView {
-  attempt: number;
-  text: string;
-  source: ReflectionSource;
-  updatedAt: string;
-}
+/** A reflection as answered (the Reflection schema). */
+export type ReflectionView = Static<typeof Reflection>;
 
-export interface SessionView {
-  id: string;
-  taskId: string;
-  env: string | null;
-  mode: SessionMode;
-  status: SessionRow['status'];
-  maxAttempts: number;
-  maxSteps: number;
-  memory: MemoryMode;
-  sampling: SamplingParams;
-  modelVersion: string;
-  metadata: Record<string, unknown>;
-  createdAt: string;
-  updatedAt: string;
-  next: Position | null;
-  attempts: AttemptSummary[];
-  passAtK: Record<string, boolean>;
-  reflections: ReflectionView[];
-}
+/** The session resource (the Session schema). */
+export type SessionView = Static<typeof Session>;
 
-/** The memory resource: the session's memory mode and its reflections. */
-export interface MemoryView {
-  sessionId: string;
-  memory: MemoryMode;
-  reflections: ReflectionView[];
-}
+/** The memory resource: the session's memory mode and its reflections (the Memory schema). */
+export type MemoryView = Static<typeof Memory>;
 
-export interface AttemptResult {
-  attempt: number;
-  success: boolean;
-  return: number;
-  steps: number;
-  endReason: EndReason;
-}
+/** How an attempt ended (the AttemptResult schema). */
+export type AttemptResult = Static<typeof AttemptResultSchema>;
 
-export interface StepAnswer {
-  sessionId: string;
-  attempt: number;
-  step: number;
-  action: string | null;
-  output: string | null;
-  modelVersion: string;
-  attemptResult: AttemptResult | null;
-  reflection: { attempt: number; text: string } | null;
-  session: { status: SessionRow['status']; next: Position | null };
-}
+/** The answer to a step (the StepAnswer schema). */
+export type StepAnswer = Static<typeof StepAnswerSchema>;
 
 export interface Limits {
   maxAttempts: number;
