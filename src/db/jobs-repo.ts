@@ -1,6 +1,6 @@
 /**
- * Queries of the `training_jobs` table for the HTTP layer (the job manager, src/training/manager.ts,
- * owns the writes).
+ * Queries of the `training_jobs` table: the listing and /metrics reads of the HTTP layer, and the
+ * reads and writes of the job manager (src/training/manager.ts decides what is written when).
  */
 import { and, desc, eq, lt, or, sql, type SQL } from 'drizzle-orm';
 import type { Db } from './index.js';
@@ -43,4 +43,37 @@ export function runningJobs(db: Db): Array<{ id: string; algorithm: TrainingJobR
 export function jobCountsByStatus(db: Db): Record<string, number> {
   const rows = db.select({ status: trainingJobs.status, n: sql<number>`count(*)` }).from(trainingJobs).groupBy(trainingJobs.status).all();
   return Object.fromEntries(rows.map((r) => [r.status, r.n]));
+}
+
+/** A job row to insert (times in ms since the epoch). */
+export type JobInsert = typeof trainingJobs.$inferInsert;
+
+/** Insert one job row. */
+export function insertJob(db: Db, row: JobInsert): void {
+  db.insert(trainingJobs).values(row).run();
+}
+
+/** The job `id`, if any. */
+export function getJob(db: Db, id: string): TrainingJobRow | undefined {
+  return db.select().from(trainingJobs).where(eq(trainingJobs.id, id)).get();
+}
+
+/** The `limit` newest jobs (createdAt descending). */
+export function recentJobs(db: Db, limit: number): TrainingJobRow[] {
+  return db.select().from(trainingJobs).orderBy(desc(trainingJobs.createdAt)).limit(limit).all();
+}
+
+/** Set the given columns of job `id`. */
+export function updateJob(db: Db, id: string, set: Partial<JobInsert>): void {
+  db.update(trainingJobs).set(set).where(eq(trainingJobs.id, id)).run();
+}
+
+/** Every `running` job becomes `failed` with `error`, finished at `finishedAt` (ms). */
+export function failRunningJobs(db: Db, error: string, finishedAt: number): void {
+  db.update(trainingJobs).set({ status: 'failed', error, finishedAt }).where(eq(trainingJobs.status, 'running')).run();
+}
+
+/** Ids of the `queued` jobs, oldest first. */
+export function queuedJobIds(db: Db): string[] {
+  return db.select({ id: trainingJobs.id }).from(trainingJobs).where(eq(trainingJobs.status, 'queued')).orderBy(trainingJobs.createdAt).all().map((r) => r.id);
 }

@@ -41,6 +41,11 @@ export class ModelsRepo {
     return this.db.select().from(models).orderBy(models.createdAt, models.version).all();
   }
 
+  /** Names of the versions served by a remote OpenAI-compatible server (engine `openai`). */
+  remoteVersions(): string[] {
+    return this.db.select({ v: models.version }).from(models).where(eq(models.engine, 'openai')).all().map((r) => r.v);
+  }
+
   get(version: string): ModelRow | undefined {
     return this.db.select().from(models).where(eq(models.version, version)).get();
   }

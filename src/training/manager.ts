@@ -18,9 +18,10 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
-import { desc, eq } from 'drizzle-orm';
 import type { Db } from '../db/index.js';
-import { models, trainingJobs, type ModelRow, type TrainingJobRow } from '../db/schema.js';
+import { failRunningJobs, getJob, insertJob, queuedJobIds, recentJobs, updateJob } from '../db/jobs-repo.js';
+import { ModelsRepo } from '../db/models-repo.js';
+import type { ModelRow, TrainingJobRow } from '../db/schema.js';
 import { readCheckpointMetadata } from '../model/checkpoint.js';
 import { buildRlSamples, buildSftSamples, parseDemoJsonl, type Algorithm, type DataStats, type TrainingSample } from './data.js';
 import { JobCancelledError, type IterationMetrics, type JobResult, type TrainingHyper } from './job.js';
@@ -88,11 +89,8 @@ export class TrainingJobManager {
   constructor(private readonly opts: ManagerOptions) {
     // jobs left by a previous process: running ones failed with it, queued ones run again
     const db = opts.db;
-    db.update(trainingJobs).set({ status: 'failed', error: 'server stopped while the job was running', finishedAt: Date.now() })
-      .where(eq(trainingJobs.status, 'running')).run();
-    for (const r of db.select({ id: trainingJobs.id }).from(trainingJobs).where(eq(trainingJobs.status, 'queued')).orderBy(trainingJobs.createdAt).all()) {
-      this.queue.push(r.id);
-    }
+    failRunningJobs(db, 'server stopped while the job was running', Date.now());
+    this.queue.push(...queuedJobIds(db));
     this.pump();
   }
 
@@ -111,18 +109,18 @@ export class TrainingJobManager {
       id, algorithm: req.algorithm, status: 'queued' as const, config: { ...req, baseVersion: base } as Record<string, unknown>,
       progress: 0, metrics: [] as unknown[], resultVersion: null, error: null, createdAt: Date.now(), startedAt: null, finishedAt: null,
     };
-    this.opts.db.insert(trainingJobs).values(row).run();
+    insertJob(this.opts.db, row);
     this.queue.push(id);
     this.pump();
     return this.get(id)!;
   }
 
   get(id: string): TrainingJobRow | undefined {
-    return this.opts.db.select().from(trainingJobs).where(eq(trainingJobs.id, id)).get();
+    return getJob(this.opts.db, id);
   }
 
   list(limit = 50): TrainingJobRow[] {
-    return this.opts.db.select().from(trainingJobs).orderBy(desc(trainingJobs.createdAt)).limit(limit).all();
+    return recentJobs(this.opts.db, limit);
   }
 
   /** Whether a job is queued or running. */
@@ -179,7 +177,7 @@ export class TrainingJobManager {
   }
 
   private finish(id: string, set: Partial<Pick<TrainingJobRow, 'status' | 'error' | 'resultVersion' | 'progress'>>): void {
-    this.opts.db.update(trainingJobs).set({ ...set, finishedAt: Date.now() }).where(eq(trainingJobs.id, id)).run();
+    updateJob(this.opts.db, id, { ...set, finishedAt: Date.now() });
   }
 
   private async runJob(id: string): Promise<void> {
@@ -187,7 +185,7 @@ export class TrainingJobManager {
     const row = this.get(id);
     if (!row) return;
     const req = row.config as unknown as CreateJobRequest & { baseVersion: string };
-    db.update(trainingJobs).set({ status: 'running', startedAt: Date.now() }).where(eq(trainingJobs.id, id)).run();
+    updateJob(db, id, { status: 'running', startedAt: Date.now() });
     logger?.info({ jobId: id, algorithm: req.algorithm, baseVersion: req.baseVersion }, 'training job started');
     try {
       const base = this.opts.registry.get(req.baseVersion);
@@ -197,7 +195,7 @@ export class TrainingJobManager {
         return;
       }
       const { samples, stats } = await this.prepare(req, base.checkpointDir);
-      db.update(trainingJobs).set({ config: { ...row.config, dataStats: stats } }).where(eq(trainingJobs.id, id)).run();
+      updateJob(db, id, { config: { ...row.config, dataStats: stats } });
       logger?.info({ jobId: id, ...stats }, 'training data ready');
       if (samples.length === 0) {
         throw new JobRequestError(`no training samples: ${stats.sessions} sessions, ${stats.groups} groups, ${stats.skippedGroups} skipped without signal`);
@@ -213,17 +211,17 @@ export class TrainingJobManager {
         modelIO: this.opts.modelIO,
       }, (p) => {
         metrics.push(p.metrics);
-        db.update(trainingJobs).set({ progress: p.progress, metrics }).where(eq(trainingJobs.id, id)).run();
+        updateJob(db, id, { progress: p.progress, metrics });
         logger?.info({ jobId: id, iteration: p.iteration, of: p.totalIterations, loss: p.metrics.loss, entropy: p.metrics.entropy, clipFrac: p.metrics.clipFrac, approxKl: p.metrics.approxKl, tokensPerSec: Math.round(p.metrics.tokensPerSec) }, 'training iteration');
       });
       if (this.running) this.running.handle = handle;
       if (this.running?.cancelled) handle.cancel();
       const result: JobResult = await handle.done;
-      db.insert(models).values({
+      new ModelsRepo(db).insert({
         version, parent: base.version, jobId: id, checkpointDir: outputDir, status: 'candidate',
         metrics: { algorithm: req.algorithm, data: stats, iterations: result.iterations, final: result.metrics[result.metrics.length - 1] ?? null, seconds: result.seconds, behaviorLogprobGap: result.behaviorLogprobGap },
         createdAt: Date.now(),
-      }).run();
+      });
       // activate before the job reads as succeeded, so a client that waits for the job sees the
       // new version active
       let activationError: string | null = null;
@@ -269,7 +267,7 @@ export class TrainingJobManager {
     const dir = path.join(this.opts.dataDir, 'datasets', id);
     const file = await writeRemoteBatch(dir, lines, { jobId: id, algorithm: req.algorithm, baseVersion: base.version, remote, returns, invalidPenalty: h.invalidPenalty ?? null, stepCoef: h.stepCoef ?? null, data: stats });
     const row = this.get(id)!;
-    this.opts.db.update(trainingJobs).set({ config: { ...row.config, dataStats: stats, dataset: { path: file, samples: lines.length } } }).where(eq(trainingJobs.id, id)).run();
+    updateJob(this.opts.db, id, { config: { ...row.config, dataStats: stats, dataset: { path: file, samples: lines.length } } });
     this.finish(id, { status: 'succeeded', resultVersion: null, progress: 1 });
     this.opts.logger?.info({ jobId: id, path: file, samples: lines.length }, 'remote base version: training batch written for an external trainer');
   }
@@ -282,7 +280,7 @@ export class TrainingJobManager {
     }
     const h = req.hyper ?? {};
     // Sessions of remote versions hold another model's token ids: never train the local model on them.
-    const remote = new Set(this.opts.db.select({ v: models.version }).from(models).where(eq(models.engine, 'openai')).all().map((r) => r.v));
+    const remote = new Set(new ModelsRepo(this.opts.db).remoteVersions());
     const records = selectTrainingRecords(this.opts.db, req.data ?? {}).filter((r) => !remote.has(r.modelVersion));
     const built = buildRlSamples(records, {
       algorithm: req.algorithm,
