@@ -15,11 +15,11 @@ import { createHash } from 'node:crypto';
 import fp from 'fastify-plugin';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ApiKey } from '../../config.js';
-import { ApiProblem } from '../../agent/problems.js';
+import { DomainError } from '../../agent/errors.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
-    /** The tenant of the request's API key (`default` without keys). @throws ApiProblem 401 when not authenticated. */
+    /** The tenant of the request's API key (`default` without keys). @throws DomainError `unauthorized` when not authenticated. */
     tenant: string;
     isAdmin: boolean;
     /** The authenticated tenant, or null before/without authentication (read `tenant` instead). */
@@ -44,7 +44,7 @@ export function isApiRoute(pattern: string | undefined): boolean {
   );
 }
 
-const unauthorized = (detail: string) => new ApiProblem(401, 'unauthorized', 'Unauthorized', detail);
+const unauthorized = (detail: string) => new DomainError('unauthorized', detail);
 
 export default fp(
   async function authentication(app: FastifyInstance, opts: { apiKeys: ApiKey[] }) {
@@ -76,7 +76,7 @@ export default fp(
     });
     app.decorate('requireAdmin', async (req: FastifyRequest) => {
       if (req.authTenant === null) throw unauthorized('send an API key as "Authorization: Bearer <key>"');
-      if (!req.isAdmin) throw new ApiProblem(403, 'forbidden', 'Forbidden', 'this route needs an admin API key');
+      if (!req.isAdmin) throw new DomainError('forbidden', 'this route needs an admin API key');
     });
   },
   { name: 'authentication' },

@@ -25,7 +25,7 @@
 import net from 'node:net';
 import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
-import { ApiProblem } from '../../agent/problems.js';
+import { DomainError } from '../../agent/errors.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -111,7 +111,7 @@ export default fp(
       if (closing) {
         // Ask keep-alive clients to reconnect (elsewhere) after this answer.
         reply.header('connection', 'close');
-        throw new ApiProblem(503, 'shutting-down', 'Service Unavailable', 'the server is shutting down; send the same request again (to another instance)', {
+        throw new DomainError('shutting-down', 'the server is shutting down; send the same request again (to another instance)', {
           retryAfterSeconds: opts.retryAfterSeconds,
         });
       }
