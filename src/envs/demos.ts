@@ -22,27 +22,7 @@ import { mineSweeperSolverMove, rememberMines, type MineMemory } from './solvers
 import { sokobanSolverMove } from './solvers/sokoban-solver.js';
 import { playAttempt, type PlayedAttempt } from './play.js';
 import { Rng } from './rng.js';
-
-export interface DemoStep {
-  observation: string;
-  action: string | null;
-  reward: number;
-  done: boolean;
-  success: boolean;
-}
-
-export interface DemoAttempt {
-  steps: DemoStep[];
-  reflection: string | null;
-}
-
-export interface DemoSession {
-  env: string;
-  taskId: string;
-  instructions: string;
-  memory: 'reflection_only';
-  attempts: DemoAttempt[];
-}
+import type { DemoAttempt, DemoSession, DemoStep } from '../training/data.js';
 
 export interface DemoOptions {
   env: EnvKind;

@@ -6,18 +6,45 @@
  * unless the attempt ended there) plus one 'reflection' record per reflection turn. Token ids and
  * logprobs are used as stored (training never re-tokenises).
  *
- * SFT (`sft`): from demonstration sessions (`DemoSession` of src/envs/demos.ts), rendered with the
+ * SFT (`sft`): from demonstration sessions (`DemoSession` below, written by src/envs/demos.ts), rendered with the
  * serving prompts (src/agent/prompt.ts) and the builtin byte tokenizer (src/model/tokenizer.ts).
  */
 import { passAtKRate } from '../agent/passk.js';
 import { renderActPrompt, renderReflectionPrompt, type PromptAttempt, type PromptStep } from '../agent/prompt.js';
-import type { DemoSession } from '../envs/demos.js';
 import { DEFAULT_LIMITS } from '../model/sampling.js';
 import { encode, encodeCandidate, encodePrompt, EOS } from '../model/tokenizer.js';
 import { computeAdvantages, type Estimator, type Turn, type TurnKind } from './advantages.js';
 import type { ReturnConfig } from './returns.js';
 
-export type { DemoSession };
+/**
+ * One step of a demonstration: the observation the env posted, the action taken (null at the last
+ * step), the reward of the previous action (0 at step 0), and whether the attempt ended / succeeded.
+ */
+export interface DemoStep {
+  observation: string;
+  action: string | null;
+  reward: number;
+  done: boolean;
+  success: boolean;
+}
+
+/** One attempt of a demonstration; `reflection` follows a failed attempt when another follows, else null. */
+export interface DemoAttempt {
+  steps: DemoStep[];
+  reflection: string | null;
+}
+
+/**
+ * A demonstration session, one JSON object per line of the SFT demonstration file (written by
+ * `lamer demos`, src/envs/demos.ts; read by `parseDemoJsonl`).
+ */
+export interface DemoSession {
+  env: string;
+  taskId: string;
+  instructions: string;
+  memory: 'reflection_only';
+  attempts: DemoAttempt[];
+}
 
 export type RlAlgorithm = 'lamer' | 'gigpo' | 'grpo' | 'rloo';
 export type Algorithm = RlAlgorithm | 'sft';

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { generateDemos, writeDemos, type DemoSession } from '../../src/envs/demos.js';
+import { generateDemos, writeDemos } from '../../src/envs/demos.js';
+import type { DemoSession } from '../../src/training/data.js';
 import { makeEnv, parseTaskId } from '../../src/envs/index.js';
 import { MineSweeperEnv } from '../../src/envs/minesweeper.js';
 import { tmpDir } from '../helpers/index.js';
