@@ -1,12 +1,13 @@
 /**
- * Reads of recorded sessions and steps for training: how many training sessions completed since a
- * time (the training schedule's trigger, src/training/scheduler.ts), and the model output and
- * engine record of each step of some sessions (the remote-engine training batch,
- * src/training/remote-dataset.ts).
+ * Recorded sessions and steps as training reads them, and the scores it writes back: the completed
+ * training sessions matching a filter and their step rows (src/training/select.ts), the returns
+ * and advantages stored on step rows, how many training sessions completed since a time (the
+ * training schedule's trigger, src/training/scheduler.ts), and the model output and engine record
+ * of each step of some sessions (the remote-engine training batch, src/training/remote-dataset.ts).
  */
-import { and, count, eq, gte, inArray } from 'drizzle-orm';
+import { and, asc, count, eq, gte, inArray, type SQL } from 'drizzle-orm';
 import type { Db } from './index.js';
-import { sessions, steps, type StepRow } from './schema.js';
+import { sessions, steps, type SessionRow, type StepRow } from './schema.js';
 
 /** Sessions bound in one `IN (...)` list: stays under SQLite's bound-parameter limit. */
 const IN_CHUNK = 500;
@@ -36,4 +37,66 @@ export function stepOutputs(db: Db, sessionIds: readonly string[]): StepOutput[]
     out.push(...rows);
   }
   return out;
+}
+
+/** Which completed training sessions to read (every given field must match). */
+export interface TrainingSessionFilter {
+  /** Sessions created at or after this time, ms since the Unix epoch. */
+  since?: number;
+  env?: string;
+  /** An empty list matches nothing. */
+  taskIds?: string[];
+  modelVersion?: string;
+}
+
+/** Sessions with mode `train` and status `completed` matching `filter`: id, task, creation time and sampling settings (any order). */
+export function completedTrainSessions(
+  db: Db,
+  filter: TrainingSessionFilter,
+): Array<Pick<SessionRow, 'id' | 'taskId' | 'createdAt' | 'sampling'>> {
+  const where: SQL[] = [eq(sessions.mode, 'train'), eq(sessions.status, 'completed')];
+  if (filter.since !== undefined) where.push(gte(sessions.createdAt, filter.since));
+  if (filter.env !== undefined) where.push(eq(sessions.env, filter.env));
+  if (filter.taskIds !== undefined) {
+    if (filter.taskIds.length === 0) return [];
+    where.push(inArray(sessions.taskId, filter.taskIds));
+  }
+  if (filter.modelVersion !== undefined) where.push(eq(sessions.modelVersion, filter.modelVersion));
+  return db.select({ id: sessions.id, taskId: sessions.taskId, createdAt: sessions.createdAt, sampling: sessions.sampling }).from(sessions).where(and(...where)).all();
+}
+
+/**
+ * The step rows of `sessionIds` in (session id, attempt, step, kind) order within each chunk of
+ * 500 sessions (chunks in the order of `sessionIds`).
+ */
+export function stepRowsOf(db: Db, sessionIds: readonly string[]): StepRow[] {
+  const out: StepRow[] = [];
+  for (let i = 0; i < sessionIds.length; i += IN_CHUNK) {
+    out.push(
+      ...db.select().from(steps).where(inArray(steps.sessionId, sessionIds.slice(i, i + IN_CHUNK)))
+        .orderBy(asc(steps.sessionId), asc(steps.attempt), asc(steps.step), asc(steps.kind)).all(),
+    );
+  }
+  return out;
+}
+
+/** The return and advantage of one step row, by its position. */
+export interface StepScore {
+  sessionId: string;
+  attempt: number;
+  step: number;
+  kind: StepRow['kind'];
+  return: number;
+  advantage: number;
+}
+
+/** Store each score on its step row, all in one transaction. */
+export function writeStepScores(db: Db, scores: readonly StepScore[]): void {
+  db.transaction((tx) => {
+    for (const s of scores) {
+      tx.update(steps).set({ return: s.return, advantage: s.advantage })
+        .where(and(eq(steps.sessionId, s.sessionId), eq(steps.attempt, s.attempt), eq(steps.step, s.step), eq(steps.kind, s.kind)))
+        .run();
+    }
+  });
 }
