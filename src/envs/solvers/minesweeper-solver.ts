@@ -26,6 +26,29 @@ export interface MineAnalysis {
   exact: boolean;
 }
 
+/** Constraint of one revealed number: exactly `need` of the hidden cells `vars` are mines. */
+interface NumberConstraint {
+  vars: number[];
+  need: number;
+}
+
+/**
+ * One constraint per revealed number ('.' is 0) that touches hidden cells ('?'): its hidden
+ * neighbours hold its number minus the known mines ('*') around it. `known`: row-major symbols.
+ */
+function numberConstraints(known: string[], rows: number, cols: number): NumberConstraint[] {
+  const constraints: NumberConstraint[] = [];
+  for (let i = 0; i < known.length; i++) {
+    if (!/^[0-8.]$/.test(known[i])) continue;
+    const v = known[i] === '.' ? 0 : Number(known[i]);
+    const nb = neighbours(i, rows, cols);
+    const vars = nb.filter((j) => known[j] === '?');
+    if (vars.length === 0) continue;
+    constraints.push({ vars, need: v - nb.filter((j) => known[j] === '*').length });
+  }
+  return constraints;
+}
+
 /**
  * Analyse a board. `cells`: rows of symbols ('?', '.', '1'-'8', '*'); `mines`: total mines;
  * `memory`: symbols known from earlier attempts (filled into hidden cells as knowledge).
@@ -40,15 +63,7 @@ export function analyseMines(cells: string[][], mines: number, memory: MineMemor
   const isHidden = (i: number) => known[i] === '?';
   const knownMines = known.filter((s) => s === '*').length;
   const remaining = mines - knownMines;
-  const constraints: Array<{ vars: number[]; need: number }> = [];
-  for (let i = 0; i < n; i++) {
-    if (!/^[0-8.]$/.test(known[i])) continue;
-    const v = known[i] === '.' ? 0 : Number(known[i]);
-    const nb = neighbours(i, rows, cols);
-    const vars = nb.filter(isHidden);
-    if (vars.length === 0) continue;
-    constraints.push({ vars, need: v - nb.filter(isMine).length });
-  }
+  const constraints = numberConstraints(known, rows, cols);
   const frontier = [...new Set(constraints.flatMap((c) => c.vars))].sort((a, b) => a - b);
   const hidden = known.map((_, i) => i).filter(isHidden);
   const others = hidden.filter((i) => !frontier.includes(i));
