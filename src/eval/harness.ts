@@ -20,6 +20,7 @@ import { parseMoves } from '../envs/sokoban.js';
 import { makePolicy } from '../envs/policies.js';
 import type { BuiltinEnv } from '../envs/types.js';
 import { summarize, type AttemptRecord, type EvalMetrics, type SessionRecord } from './metrics.js';
+import { describeHttpFailure, Http, HttpError } from './http.js';
 
 export type EvalPolicy = 'model' | 'random' | 'solver';
 
@@ -95,43 +96,11 @@ export function canonicalAction(kind: EnvKind, action: string): string {
   return m.length ? m.join(',') : 'invalid';
 }
 
-/** An HTTP answer that was not 2xx (after retries for 429/503). */
-export class HttpError extends Error {
-  constructor(message: string, readonly status: number, readonly body: string) {
-    super(message);
-  }
-}
-
 /**
  * The run cannot go on (server unreachable, or it rejected session creation with a 4xx): thrown by
  * runEval instead of recording the same failure for every session.
  */
 export class EvalAbortError extends Error {}
-
-/** One line for a failed request: "connection refused", "HTTP 400 validation: ...", etc. */
-function describeHttpFailure(err: unknown): string {
-  if (err instanceof HttpError) {
-    let detail = err.body.slice(0, 300);
-    try {
-      // problem+json (docs/protocol.md): "<last segment of type>: <detail>"; else error / message
-      const j = JSON.parse(err.body) as { type?: unknown; detail?: unknown; error?: unknown; message?: unknown };
-      const kind = typeof j.type === 'string' ? j.type.split('/').pop() : typeof j.error === 'string' ? j.error : null;
-      const what = typeof j.detail === 'string' ? j.detail : typeof j.message === 'string' ? j.message : null;
-      const parts = [kind, what].filter(Boolean);
-      if (parts.length) detail = parts.join(': ');
-    } catch {
-      /* not JSON: keep the text */
-    }
-    return `${err.status}${detail ? ` ${detail}` : ''}`;
-  }
-  const e = err as { name?: string; message?: string; cause?: { code?: string; message?: string } };
-  const code = e?.cause?.code;
-  if (code === 'ECONNREFUSED') return 'connection refused';
-  if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') return 'host not found';
-  if (code) return code;
-  if (e?.name === 'TimeoutError') return 'timed out';
-  return e?.cause?.message ?? e?.message ?? String(err);
-}
 
 /**
  * GET /healthz of `base` (3 s timeout). @throws EvalAbortError "cannot reach <base> (<why>)" when
@@ -368,55 +337,6 @@ function avail(opts: EvalOptions, env: BuiltinEnv): { availableActions?: string[
   if (!opts.availableActions) return {};
   const a = env.legalActions();
   return a.length > 0 && a.length <= 512 ? { availableActions: a } : {};
-}
-
-/**
- * Minimal JSON client: up to 5 retries for 429/503 (waiting Retry-After seconds, at most 30, else
- * exponential backoff from 0.5 s) and for network errors; safe because steps are idempotent.
- */
-class Http {
-  constructor(private base: string, private apiKey: string | undefined, private timeoutMs: number) {
-    this.base = base.replace(/\/+$/, '');
-  }
-
-  async post<T>(path: string, body: unknown): Promise<T> {
-    return this.request<T>('POST', path, body);
-  }
-
-  async del(path: string): Promise<void> {
-    await this.request('DELETE', path);
-  }
-
-  private async request<T>(method: string, path: string, body?: unknown): Promise<T> {
-    const headers: Record<string, string> = {};
-    if (body !== undefined) headers['content-type'] = 'application/json';
-    if (this.apiKey) headers.authorization = `Bearer ${this.apiKey}`;
-    let lastErr: unknown;
-    let waitMs = 0;
-    for (let tryNo = 0; tryNo < 6; tryNo++) {
-      if (tryNo > 0) await new Promise((r) => setTimeout(r, waitMs || 250 * 2 ** tryNo));
-      waitMs = 0;
-      let res: Response;
-      try {
-        res = await fetch(this.base + path, {
-          method,
-          headers,
-          body: body === undefined ? undefined : JSON.stringify(body),
-          signal: AbortSignal.timeout(this.timeoutMs),
-        });
-      } catch (e) {
-        lastErr = e;
-        continue;
-      }
-      const text = await res.text();
-      if (res.ok) return (text ? JSON.parse(text) : undefined) as T;
-      lastErr = new HttpError(`${method} ${path}: HTTP ${res.status} ${text.slice(0, 500)}`, res.status, text);
-      const retryAfter = Number(res.headers.get('retry-after'));
-      if (Number.isFinite(retryAfter) && retryAfter > 0) waitMs = Math.min(retryAfter, 30) * 1000;
-      if (res.status !== 429 && res.status !== 503) break;
-    }
-    throw lastErr instanceof Error ? lastErr : new Error(String(lastErr));
-  }
 }
 
 function round6(x: number): number {
