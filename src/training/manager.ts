@@ -18,6 +18,7 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
+import { DomainError, invalid } from '../agent/errors.js';
 import type { Db } from '../db/index.js';
 import { failRunningJobs, getJob, insertJob, queuedJobIds, recentJobs, updateJob } from '../db/jobs-repo.js';
 import { ModelsRepo } from '../db/models-repo.js';
@@ -75,7 +76,7 @@ export interface ManagerOptions {
   modelIO?: ModelIOModule;
 }
 
-/** A job request the manager refuses (unknown base version, missing demosPath, taken version name), or a job without data. */
+/** A queued job that cannot run as requested (base version gone, version name taken meanwhile, no training data): the job fails with this message. */
 export class JobRequestError extends Error {
   constructor(message: string) { super(message); this.name = 'JobRequestError'; }
 }
@@ -95,15 +96,17 @@ export class TrainingJobManager {
   }
 
   /**
-   * Queue a job. @throws JobRequestError for an unknown base version, an SFT job without
-   * demosPath, or a version name already taken.
+   * Queue a job.
+   * @throws DomainError `overloaded` once the manager is closed (the server is shutting down);
+   *   `validation` for an unknown base version (body/baseVersion) or an SFT job without demosPath;
+   *   `conflict` for a version name already taken.
    */
   create(req: CreateJobRequest): TrainingJobRow {
-    if (this.closed) throw new JobRequestError('training job manager is closed');
+    if (this.closed) throw new DomainError('overloaded', 'the server is shutting down');
     const base = req.baseVersion ?? this.opts.registry.active().version;
-    if (!this.opts.registry.get(base)) throw new JobRequestError(`unknown base version '${base}'`);
-    if (req.algorithm === 'sft' && !req.demosPath) throw new JobRequestError('an sft job needs demosPath');
-    if (req.version !== undefined && this.opts.registry.get(req.version)) throw new JobRequestError(`model version '${req.version}' already exists`);
+    if (!this.opts.registry.get(base)) throw invalid('body/baseVersion', `unknown base version '${base}'`);
+    if (req.algorithm === 'sft' && !req.demosPath) throw invalid('body', 'an sft job needs demosPath');
+    if (req.version !== undefined && this.opts.registry.get(req.version)) throw new DomainError('conflict', `model version '${req.version}' already exists`);
     const id = `job_${randomUUID().replace(/-/g, '').slice(0, 16)}`;
     const row = {
       id, algorithm: req.algorithm, status: 'queued' as const, config: { ...req, baseVersion: base } as Record<string, unknown>,

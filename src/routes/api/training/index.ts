@@ -17,7 +17,7 @@ import type { Static } from 'typebox';
 import type { TrainingJobRow } from '../../../db/schema.js';
 import { listJobs } from '../../../db/jobs-repo.js';
 import { DomainError, invalid, notFound } from '../../../agent/errors.js';
-import { JobRequestError, type CreateJobRequest } from '../../../training/manager.js';
+import type { CreateJobRequest } from '../../../training/manager.js';
 import type { DataFilter } from '../../../training/select.js';
 import type { IterationMetrics } from '../../../training/job.js';
 import { bearer, errorResponses } from '../common.js';
@@ -118,19 +118,6 @@ function jobRequestOf(b: Static<typeof CreateJob>, demosDir: string): CreateJobR
   };
 }
 
-/**
- * The domain error of a refused job request: DomainErrors pass through; a JobRequestError is
- * mapped by what it says (version taken: `conflict`; unknown base: `validation` on baseVersion;
- * manager closed: `overloaded`; else `validation` on the body).
- */
-function jobRequestProblem(err: unknown): unknown {
-  if (!(err instanceof JobRequestError)) return err;
-  if (/already exists/.test(err.message)) return new DomainError('conflict', err.message);
-  if (/unknown base version/.test(err.message)) return invalid('body/baseVersion', err.message);
-  if (/closed/.test(err.message)) return new DomainError('overloaded', 'the server is shutting down');
-  return invalid('body', err.message);
-}
-
 /** POST /v1/training/jobs: queue a job (201 with Location). */
 function createRoute(fastify: FastifyInstance): void {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
@@ -151,12 +138,8 @@ function createRoute(fastify: FastifyInstance): void {
     },
     async (req, reply) => {
       const request = jobRequestOf(req.body, demosDir);
-      let row: TrainingJobRow;
-      try {
-        row = app.training.create(request);
-      } catch (err) {
-        throw jobRequestProblem(err);
-      }
+      // refusals are DomainErrors by kind: conflict (version taken), validation, overloaded (closing)
+      const row = app.training.create(request);
       req.log.info({ jobId: row.id, algorithm: row.algorithm }, 'training job created');
       reply.code(201).header('location', `/v1/training/jobs/${row.id}`);
       return viewOf(row, demosDir);
