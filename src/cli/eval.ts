@@ -16,6 +16,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { constants as osConstants, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { parseArgs } from 'node:util';
 import cliProgress from 'cli-progress';
 import { runEval, checkServer, EvalAbortError, PAPER_EVAL_SAMPLING, type EvalPolicy, type EvalReport } from '../eval/harness.js';
 import { checkOutPath, choiceOpt, envOpt, intOpt, numOpt, parseCommand, usageError, UsageError } from './args.js';
@@ -58,99 +59,109 @@ export function formatReport(r: EvalReport): string {
   return lines.join('\n');
 }
 
-export async function run(argv: string[]): Promise<number> {
-  const parsed = parseCommand('eval', argv, {
-    env: { type: 'string' }, tasks: { type: 'string' }, attempts: { type: 'string' }, concurrency: { type: 'string' },
-    seed: { type: 'string' }, out: { type: 'string' }, policy: { type: 'string' }, server: { type: 'string' },
-    'api-key': { type: 'string' }, engine: { type: 'string' }, trials: { type: 'string' }, 'max-steps': { type: 'string' },
-    temperature: { type: 'string' }, 'top-p': { type: 'string' }, 'top-k': { type: 'string' },
-    'available-actions': { type: 'boolean' }, 'independent-attempts': { type: 'boolean' }, 'model-version': { type: 'string' }, params: { type: 'string' },
-    quiet: { type: 'boolean' },
-  }, HELP);
-  if ('code' in parsed) return parsed.code;
-  const values = parsed.values;
-  let opts;
-  let engine: 'builtin' | 'test';
-  try {
-    const { kind: env, params } = envOpt(values.env, values.params);
-    const policy = choiceOpt<EvalPolicy>('policy', values.policy, ['model', 'random', 'solver'], 'model');
-    engine = choiceOpt('engine', values.engine, ['builtin', 'test'] as const, 'builtin');
-    if (values.server !== undefined && !/^https?:\/\/\S+$/.test(values.server)) throw new UsageError(`--server must be an http(s) URL, got '${values.server}'`);
-    opts = {
-      env, policy, params,
-      tasks: intOpt('tasks', values.tasks, 128, 1),
-      attempts: intOpt('attempts', values.attempts, 3, 1),
-      concurrency: intOpt('concurrency', values.concurrency, 8, 1),
-      seed: intOpt('seed', values.seed, 0),
-      trials: intOpt('trials', values.trials, 1, 1),
-      maxSteps: values['max-steps'] === undefined ? undefined : intOpt('max-steps', values['max-steps'], 7, 1),
-      server: values.server,
-      apiKey: values['api-key'] ?? process.env.LAMER_API_KEY,
-      sampling: {
-        temperature: numOpt('temperature', values.temperature, PAPER_EVAL_SAMPLING.temperature, 0, 10),
-        topP: numOpt('top-p', values['top-p'], PAPER_EVAL_SAMPLING.topP, 1e-9, 1),
-        topK: intOpt('top-k', values['top-k'], PAPER_EVAL_SAMPLING.topK),
-      },
-      availableActions: values['available-actions'] ?? false,
-      independentAttempts: values['independent-attempts'] ?? false,
-      modelVersion: values['model-version'],
-    };
-    if (opts.seed + opts.tasks > 2 ** 32 - 1e9) throw new UsageError('--seed + --tasks exceeds the eval seed range');
-    if (values.out !== undefined) checkOutPath('out', values.out);
-  } catch (e) {
-    return usageError('eval', e);
-  }
+const OPTIONS = {
+  env: { type: 'string' }, tasks: { type: 'string' }, attempts: { type: 'string' }, concurrency: { type: 'string' },
+  seed: { type: 'string' }, out: { type: 'string' }, policy: { type: 'string' }, server: { type: 'string' },
+  'api-key': { type: 'string' }, engine: { type: 'string' }, trials: { type: 'string' }, 'max-steps': { type: 'string' },
+  temperature: { type: 'string' }, 'top-p': { type: 'string' }, 'top-k': { type: 'string' },
+  'available-actions': { type: 'boolean' }, 'independent-attempts': { type: 'boolean' }, 'model-version': { type: 'string' }, params: { type: 'string' },
+  quiet: { type: 'boolean' },
+} as const;
 
-  if (opts.policy === 'model' && opts.server) {
-    try {
-      await checkServer(opts.server);
-    } catch (e) {
-      console.error(`lamer eval: ${(e as Error).message}`);
-      return 1;
-    }
-  }
-  let inProcess: { close(): Promise<void>; dir: string } | null = null;
-  let removeSignalHandlers = () => {};
-  if (opts.policy === 'model' && !opts.server) {
-    const dir = mkdtempSync(join(tmpdir(), 'lamer-eval-'));
-    // Ctrl-C / SIGTERM: stop the in-process server, remove its temporary data directory, exit
-    // 128 + the signal number (the run is abandoned; no report is written).
-    let server: { close(): Promise<void> } | null = null;
-    let stopping = false;
-    const onSignal = (signal: 'SIGINT' | 'SIGTERM') => {
-      if (stopping) return;
-      stopping = true;
-      console.error(`lamer eval: ${signal}: stopping, removing ${dir}`);
-      const closed = server ? server.close().catch(() => {}) : Promise.resolve();
-      void closed.finally(() => {
-        rmSync(dir, { recursive: true, force: true });
-        process.exit(128 + osConstants.signals[signal]);
-      });
-    };
-    process.on('SIGINT', onSignal);
-    process.on('SIGTERM', onSignal);
-    removeSignalHandlers = () => {
-      process.off('SIGINT', onSignal);
-      process.off('SIGTERM', onSignal);
-    };
-    const { startServer } = await import('../server.js');
-    let srv;
-    try {
-      srv = await startServer({ port: 0, host: '127.0.0.1', dataDir: dir, engine, apiKeys: [], logLevel: 'error' });
-    } catch (e) {
-      removeSignalHandlers();
+type Values = ReturnType<typeof parseArgs<{ options: typeof OPTIONS; strict: true }>>['values'];
+
+/** The harness options and the in-process engine from the command line. @throws UsageError naming the bad option. */
+function evalOptions(values: Values) {
+  const { kind: env, params } = envOpt(values.env, values.params);
+  const policy = choiceOpt<EvalPolicy>('policy', values.policy, ['model', 'random', 'solver'], 'model');
+  const engine = choiceOpt('engine', values.engine, ['builtin', 'test'] as const, 'builtin');
+  if (values.server !== undefined && !/^https?:\/\/\S+$/.test(values.server)) throw new UsageError(`--server must be an http(s) URL, got '${values.server}'`);
+  const opts = {
+    env, policy, params,
+    tasks: intOpt('tasks', values.tasks, 128, 1),
+    attempts: intOpt('attempts', values.attempts, 3, 1),
+    concurrency: intOpt('concurrency', values.concurrency, 8, 1),
+    seed: intOpt('seed', values.seed, 0),
+    trials: intOpt('trials', values.trials, 1, 1),
+    maxSteps: values['max-steps'] === undefined ? undefined : intOpt('max-steps', values['max-steps'], 7, 1),
+    server: values.server,
+    apiKey: values['api-key'] ?? process.env.LAMER_API_KEY,
+    sampling: {
+      temperature: numOpt('temperature', values.temperature, PAPER_EVAL_SAMPLING.temperature, 0, 10),
+      topP: numOpt('top-p', values['top-p'], PAPER_EVAL_SAMPLING.topP, 1e-9, 1),
+      topK: intOpt('top-k', values['top-k'], PAPER_EVAL_SAMPLING.topK),
+    },
+    availableActions: values['available-actions'] ?? false,
+    independentAttempts: values['independent-attempts'] ?? false,
+    modelVersion: values['model-version'],
+  };
+  if (opts.seed + opts.tasks > 2 ** 32 - 1e9) throw new UsageError('--seed + --tasks exceeds the eval seed range');
+  if (values.out !== undefined) checkOutPath('out', values.out);
+  return { opts, engine };
+}
+
+/** A server started in this process on a temporary data directory; `close` stops it and removes the directory. */
+interface InProcessServer {
+  url: string;
+  close(): Promise<void>;
+}
+
+/**
+ * Start a server in this process (port 0, engine `engine`, a temporary data directory). Until it is
+ * closed, Ctrl-C / SIGTERM stop it, remove its directory and exit 128 + the signal number (the run
+ * is abandoned; no report is written). @throws what startServer throws (the directory is removed).
+ */
+async function startInProcessServer(engine: 'builtin' | 'test', quiet: boolean): Promise<InProcessServer> {
+  const dir = mkdtempSync(join(tmpdir(), 'lamer-eval-'));
+  let server: { close(): Promise<void> } | null = null;
+  let stopping = false;
+  const onSignal = (signal: 'SIGINT' | 'SIGTERM') => {
+    if (stopping) return;
+    stopping = true;
+    console.error(`lamer eval: ${signal}: stopping, removing ${dir}`);
+    const closed = server ? server.close().catch(() => {}) : Promise.resolve();
+    void closed.finally(() => {
       rmSync(dir, { recursive: true, force: true });
-      throw e;
-    }
-    server = srv;
-    inProcess = { close: srv.close, dir };
-    opts.server = srv.url;
-    opts.apiKey = undefined;
-    if (!values.quiet) console.error(`started an in-process server at ${srv.url} (engine ${engine}, data ${dir})`);
+      process.exit(128 + osConstants.signals[signal]);
+    });
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  const removeSignalHandlers = () => {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  };
+  const { startServer } = await import('../server.js');
+  let srv;
+  try {
+    srv = await startServer({ port: 0, host: '127.0.0.1', dataDir: dir, engine, apiKeys: [], logLevel: 'error' });
+  } catch (e) {
+    removeSignalHandlers();
+    rmSync(dir, { recursive: true, force: true });
+    throw e;
   }
+  server = srv;
+  if (!quiet) console.error(`started an in-process server at ${srv.url} (engine ${engine}, data ${dir})`);
+  return {
+    url: srv.url,
+    async close() {
+      try {
+        await srv.close();
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+        removeSignalHandlers();
+      }
+    },
+  };
+}
 
-  const showBar = !values.quiet && process.stderr.isTTY === true;
-  const bar = showBar
+/**
+ * Play the sessions (progress bar on a TTY unless quiet), print the summary, write the report to
+ * `out` when given. @returns the exit code: 1 when the report cannot be written, any session
+ * failed with an error, or the harness gave up (EvalAbortError); else 0.
+ */
+async function playAndReport(opts: Parameters<typeof runEval>[0], out: string | undefined, quiet: boolean): Promise<number> {
+  const bar = !quiet && process.stderr.isTTY === true
     ? new cliProgress.SingleBar(
         { stream: process.stderr, format: 'eval {bar} {value}/{total} sessions | solved {solved} | {duration_formatted} elapsed, eta {eta_formatted}', hideCursor: true },
         cliProgress.Presets.shades_classic,
@@ -158,7 +169,7 @@ export async function run(argv: string[]): Promise<number> {
     : null;
   let solved = 0;
   try {
-    bar?.start(opts.tasks * opts.trials, 0, { solved: 0 });
+    bar?.start(opts.tasks * (opts.trials ?? 1), 0, { solved: 0 });
     const report = await runEval({
       ...opts,
       onSession: (done, _total, s) => {
@@ -168,15 +179,15 @@ export async function run(argv: string[]): Promise<number> {
     });
     bar?.stop();
     console.log(formatReport(report));
-    if (values.out) {
+    if (out) {
       try {
-        writeFileSync(values.out, JSON.stringify(report, null, 2) + '\n');
+        writeFileSync(out, JSON.stringify(report, null, 2) + '\n');
       } catch (e) {
         // checked before playing, but the disk can still refuse (full, read-only, removed meanwhile)
-        console.error(`lamer eval: could not write the report to ${values.out}: ${(e as Error).message}`);
+        console.error(`lamer eval: could not write the report to ${out}: ${(e as Error).message}`);
         return 1;
       }
-      console.log(`wrote ${values.out}`);
+      console.log(`wrote ${out}`);
     }
     // Any session that failed with an error (not a lost game) makes the run a failure.
     if (report.metrics.errors > 0) {
@@ -185,19 +196,42 @@ export async function run(argv: string[]): Promise<number> {
     }
     return 0;
   } catch (e) {
-    bar?.stop();
     if (!(e instanceof EvalAbortError)) throw e;
     console.error(`lamer eval: ${e.message}`);
     return 1;
   } finally {
     bar?.stop();
-    if (inProcess) {
-      try {
-        await inProcess.close();
-      } finally {
-        rmSync(inProcess.dir, { recursive: true, force: true });
-        removeSignalHandlers();
-      }
+  }
+}
+
+export async function run(argv: string[]): Promise<number> {
+  const parsed = parseCommand('eval', argv, OPTIONS, HELP);
+  if ('code' in parsed) return parsed.code;
+  const values = parsed.values;
+  let opts;
+  let engine: 'builtin' | 'test';
+  try {
+    ({ opts, engine } = evalOptions(values));
+  } catch (e) {
+    return usageError('eval', e);
+  }
+  if (opts.policy === 'model' && opts.server) {
+    try {
+      await checkServer(opts.server);
+    } catch (e) {
+      console.error(`lamer eval: ${(e as Error).message}`);
+      return 1;
     }
+  }
+  let inProcess: InProcessServer | null = null;
+  if (opts.policy === 'model' && !opts.server) {
+    inProcess = await startInProcessServer(engine, values.quiet ?? false);
+    opts.server = inProcess.url;
+    opts.apiKey = undefined;
+  }
+  try {
+    return await playAndReport(opts, values.out, values.quiet ?? false);
+  } finally {
+    await inProcess?.close();
   }
 }
