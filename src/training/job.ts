@@ -14,6 +14,11 @@
  * the first PPO ratio is exactly 1 and the gradient moves the probabilities within it. Entropy is
  * that distribution's entropy.
  * Units: seconds for durations; tokens/s counts every non-padding position of the batch.
+ *
+ * The pieces, in the order a job uses them: ./behaviour.ts (pi_old and the supports under the
+ * starting weights), ./minibatches.ts (which samples each step trains on), ./batch.ts (samples as
+ * tensors), ./ppo.ts (one optimiser step: loss, gradient accumulation, clip, AdamW), ./losses.ts
+ * (the PPO and SFT equations).
  */
 import { makeBatch, disposeBatch, type Batch, type Supports } from './batch.js';
 import { recomputeOldLogprobs } from './behaviour.js';
@@ -60,16 +65,11 @@ export interface TrainingJobSpec {
   meta?: Record<string, unknown>;
 }
 
-export interface IterationMetrics {
+/** One optimiser step's metrics: its losses by name (definitions in ./ppo.ts) and more. */
+export interface IterationMetrics extends StepLosses {
   iteration: number;
   epoch: number;
-  loss: number;
-  /** RL only: clipped surrogate; SFT: equals loss. */
-  pgLoss: number;
-  entropy: number;
-  clipFrac: number;
-  dualClipFrac: number;
-  approxKl: number;
+  /** Global L2 norm of the minibatch's gradient before clipping. */
   gradNorm: number;
   /** Mean undiscounted return of the attempts this minibatch has samples of (its own rollouts;
    *  the data's mean when samples carry no outcome). */
