@@ -148,6 +148,90 @@ interface JobView {
 
 const mean = (xs: number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : null);
 
+/** One iteration's rollouts, summarised (pass@k of single-attempt baselines as independent retries). */
+interface Rollouts {
+  sessions: number;
+  errors: number;
+  meanReturn: number;
+  firstReturn: number | null;
+  summary: ReturnType<typeof summarize>;
+  seconds: number;
+}
+
+/** Play iteration `it`'s rollouts with the eval harness (mode 'train') and summarise them. */
+async function playRollouts(opts: ExperimentOptions, it: number, seed: number, active: string, log: (line: string) => void): Promise<Rollouts> {
+  const lamer = opts.algorithm === 'lamer';
+  const t0 = Date.now();
+  const trials = lamer ? opts.group : ATTEMPTS * opts.group;
+  log(`iteration ${it}: rollouts of ${active}: ${opts.tasksPerIter} tasks x ${trials} sessions x ${lamer ? ATTEMPTS : 1} attempts`);
+  const report = await runEval({
+    env: opts.env, params: opts.params, tasks: opts.tasksPerIter, attempts: lamer ? ATTEMPTS : 1, trials,
+    concurrency: opts.concurrency ?? 32, seed, policy: 'model', server: opts.server, apiKey: opts.apiKey,
+    maxSteps: opts.maxSteps, sampling: opts.sampling ?? { temperature: 1, topP: 1, topK: 0 }, availableActions: opts.availableActions, mode: 'train',
+    onSession: (done, total) => opts.onRollout?.(done, total),
+  });
+  const seconds = (Date.now() - t0) / 1000;
+  const ok = report.sessions.filter((s) => !s.error);
+  const summary = summarize(lamer ? ok : asIndependentRetries(ok), ATTEMPTS);
+  const meanReturn = mean(ok.flatMap((s) => s.attempts).map((a) => a.return)) ?? 0;
+  const firstReturn = mean(ok.map((s) => s.attempts[0]?.return).filter((x): x is number => x !== undefined));
+  const errors = report.sessions.length - ok.length;
+  log(`iteration ${it}: rollouts done in ${seconds.toFixed(1)} s: mean return ${meanReturn.toFixed(2)}, pass@1..3 ${summary.passAtK['1']?.toFixed(3)} ${summary.passAtK['2']?.toFixed(3)} ${summary.passAtK['3']?.toFixed(3)}, ${errors} errors`);
+  return { sessions: ok.length, errors, meanReturn, firstReturn, summary, seconds };
+}
+
+/**
+ * Start a training job on exactly the iteration's sessions (its task ids, created since `since`,
+ * played by `active`) with activateWhenDone, and poll it until it ends.
+ * @throws Error when the job does not succeed (a job with no training samples is returned).
+ */
+async function trainOnRollouts(api: Api, opts: ExperimentOptions, it: number, taskIds: string[], since: string, active: string): Promise<{ job: JobView; seconds: number }> {
+  const t1 = Date.now();
+  const created = await api.call<JobView>('POST', '/v1/training/jobs', {
+    algorithm: opts.algorithm,
+    data: { taskIds, since, modelVersion: active },
+    activateWhenDone: true,
+    ...(opts.hyperparameters ? { hyperparameters: opts.hyperparameters } : {}),
+  });
+  let job = created;
+  while (!['succeeded', 'failed', 'cancelled'].includes(job.status)) {
+    await new Promise((r) => setTimeout(r, opts.pollMs ?? 1000));
+    job = await api.call<JobView>('GET', `/v1/training/jobs/${created.id}`);
+    opts.onJob?.(job.progress, it);
+  }
+  const seconds = (Date.now() - t1) / 1000;
+  const failedNoData = job.status === 'failed' && /no training samples/.test(job.error ?? '');
+  if (job.status !== 'succeeded' && !failedNoData) throw new Error(`training job ${job.id} ${job.status}: ${job.error ?? ''}`);
+  return { job, seconds };
+}
+
+/** The learning-curve point of one iteration. */
+function curvePoint(it: number, active: string, r: Rollouts, job: JobView, trainSeconds: number, started: number): CurvePoint {
+  return {
+    iteration: it,
+    rolloutVersion: active,
+    trainedVersion: job.resultVersion,
+    jobId: job.id,
+    jobStatus: job.status,
+    sessions: r.sessions,
+    meanReturn: r.meanReturn,
+    meanReturnFirstAttempt: r.firstReturn,
+    passAtK: r.summary.passAtK,
+    invalidActionRate: r.summary.invalidActionRate,
+    loss: mean(job.metrics.map((x) => x.loss)),
+    entropy: mean(job.metrics.map((x) => x.entropy)),
+    clipFrac: mean(job.metrics.map((x) => x.clipFrac)),
+    groups: job.dataStats?.groups ?? null,
+    skippedGroups: job.dataStats?.skippedGroups ?? null,
+    samples: job.dataStats?.samples ?? null,
+    tokensTrained: job.metrics.reduce((a, x) => a + x.tokens, 0),
+    rolloutSeconds: r.seconds,
+    trainSeconds,
+    wallSeconds: (Date.now() - started) / 1000,
+    rolloutErrors: r.errors,
+  };
+}
+
 /**
  * Run the experiment. @throws RangeError for bad options; Error when the server refuses a job or a
  * job fails (the points so far have been passed to onPoint).
@@ -158,9 +242,7 @@ export async function runExperiment(opts: ExperimentOptions): Promise<Experiment
   }
   const api = new Api(opts.server, opts.apiKey);
   const log = opts.log ?? (() => undefined);
-  const lamer = opts.algorithm === 'lamer';
   const seed0 = opts.seed ?? 0;
-  const sampling = opts.sampling ?? { temperature: 1, topP: 1, topK: 0 };
   const envName = makeEnv(opts.env, opts.params).name;
   const started = Date.now();
   const points: CurvePoint[] = [];
@@ -177,63 +259,9 @@ export async function runExperiment(opts: ExperimentOptions): Promise<Experiment
     const active = (await api.call<{ active: string }>('GET', '/v1/models')).active;
     // the server's clock decides `since`; one second of slack for clock granularity
     const since = new Date(Date.now() - 1000).toISOString();
-    const t0 = Date.now();
-    const trials = lamer ? opts.group : ATTEMPTS * opts.group;
-    log(`iteration ${it}: rollouts of ${active}: ${opts.tasksPerIter} tasks x ${trials} sessions x ${lamer ? ATTEMPTS : 1} attempts`);
-    const report = await runEval({
-      env: opts.env, params: opts.params, tasks: opts.tasksPerIter, attempts: lamer ? ATTEMPTS : 1, trials,
-      concurrency: opts.concurrency ?? 32, seed, policy: 'model', server: opts.server, apiKey: opts.apiKey,
-      maxSteps: opts.maxSteps, sampling, availableActions: opts.availableActions, mode: 'train',
-      onSession: (done, total) => opts.onRollout?.(done, total),
-    });
-    const rolloutSeconds = (Date.now() - t0) / 1000;
-    const ok = report.sessions.filter((s) => !s.error);
-    const asSessions = lamer ? ok : asIndependentRetries(ok);
-    const m = summarize(asSessions, ATTEMPTS);
-    const allAttempts = ok.flatMap((s) => s.attempts);
-    const meanReturn = mean(allAttempts.map((a) => a.return)) ?? 0;
-    const firstReturn = mean(ok.map((s) => s.attempts[0]?.return).filter((x): x is number => x !== undefined));
-    log(`iteration ${it}: rollouts done in ${rolloutSeconds.toFixed(1)} s: mean return ${meanReturn.toFixed(2)}, pass@1..3 ${m.passAtK['1']?.toFixed(3)} ${m.passAtK['2']?.toFixed(3)} ${m.passAtK['3']?.toFixed(3)}, ${report.sessions.length - ok.length} errors`);
-
-    const t1 = Date.now();
-    const created = await api.call<JobView>('POST', '/v1/training/jobs', {
-      algorithm: opts.algorithm,
-      data: { taskIds, since, modelVersion: active },
-      activateWhenDone: true,
-      ...(opts.hyperparameters ? { hyperparameters: opts.hyperparameters } : {}),
-    });
-    let job = created;
-    while (!['succeeded', 'failed', 'cancelled'].includes(job.status)) {
-      await new Promise((r) => setTimeout(r, opts.pollMs ?? 1000));
-      job = await api.call<JobView>('GET', `/v1/training/jobs/${created.id}`);
-      opts.onJob?.(job.progress, it);
-    }
-    const trainSeconds = (Date.now() - t1) / 1000;
-    const failedNoData = job.status === 'failed' && /no training samples/.test(job.error ?? '');
-    if (job.status !== 'succeeded' && !failedNoData) throw new Error(`training job ${job.id} ${job.status}: ${job.error ?? ''}`);
-    const point: CurvePoint = {
-      iteration: it,
-      rolloutVersion: active,
-      trainedVersion: job.resultVersion,
-      jobId: job.id,
-      jobStatus: job.status,
-      sessions: ok.length,
-      meanReturn,
-      meanReturnFirstAttempt: firstReturn,
-      passAtK: m.passAtK,
-      invalidActionRate: m.invalidActionRate,
-      loss: mean(job.metrics.map((x) => x.loss)),
-      entropy: mean(job.metrics.map((x) => x.entropy)),
-      clipFrac: mean(job.metrics.map((x) => x.clipFrac)),
-      groups: job.dataStats?.groups ?? null,
-      skippedGroups: job.dataStats?.skippedGroups ?? null,
-      samples: job.dataStats?.samples ?? null,
-      tokensTrained: job.metrics.reduce((a, x) => a + x.tokens, 0),
-      rolloutSeconds,
-      trainSeconds,
-      wallSeconds: (Date.now() - started) / 1000,
-      rolloutErrors: report.sessions.length - ok.length,
-    };
+    const rollouts = await playRollouts(opts, it, seed, active, log);
+    const { job, seconds: trainSeconds } = await trainOnRollouts(api, opts, it, taskIds, since, active);
+    const point = curvePoint(it, active, rollouts, job, trainSeconds, started);
     points.push(point);
     longest = Math.max(longest, point.rolloutSeconds + point.trainSeconds);
     log(`iteration ${it}: job ${job.id} ${job.status} in ${trainSeconds.toFixed(1)} s -> ${job.resultVersion ?? '(no new version: every group without signal)'}; loss ${point.loss?.toFixed(4) ?? '-'}, entropy ${point.entropy?.toFixed(3) ?? '-'}, skipped groups ${point.skippedGroups ?? '-'}/${(point.groups ?? 0) + (point.skippedGroups ?? 0)}, ${point.tokensTrained} tokens`);
