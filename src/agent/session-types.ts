@@ -5,7 +5,7 @@
  */
 import type { SessionRow } from '../db/schema.js';
 import type { SamplingParams } from '../policy/engine.js';
-import type { MemoryMode, SessionMode } from '../domain.js';
+import type { MemoryMode, SessionMode, StepKind } from '../domain.js';
 import type { Static } from 'typebox';
 import type { Position as PositionSchema } from '../routes/api/common.js';
 import type {
@@ -80,7 +80,7 @@ export type StepOutcome = 'recorded' | 'replayed' | 'overloaded' | 'engine_error
 
 export interface StepEvents {
   /** Called after each committed step record; kind 'action' or 'reflection'. */
-  onStep?(kind: 'action' | 'reflection', modelVersion: string): void;
+  onStep?(kind: StepKind, modelVersion: string): void;
   onSessionEnd?(status: SessionRow['status']): void;
   /** Called once per step request when it ends; not for 4xx problems (counted by the step routes). */
   onStepOutcome?(outcome: StepOutcome): void;

@@ -32,7 +32,7 @@ import type { HotQueries } from '../db/queries.js';
 import { DatabaseError } from '../db/errors.js';
 import type { SessionRow } from '../db/schema.js';
 import { SessionsRepo, type SessionFilters } from '../db/sessions-repo.js';
-import { stepPage } from '../db/steps-repo.js';
+import { stepPage, type StepPosition } from '../db/steps-repo.js';
 import { callSeed, type CallKind } from '../model/sampling.js';
 import { EngineError, EngineLimitError, type PolicyEngine, type PromptParts, type SamplingParams } from '../policy/engine.js';
 import type { ModelRegistry } from './models.js';
@@ -66,7 +66,7 @@ function callSampling(row: SessionRow, input: StepInput, kind: CallKind): Sampli
 }
 
 /** The position of a trajectory cursor `<attempt>.<step>.<a|r>`. @throws DomainError `validation`. */
-function trajectoryCursor(cursor: string): { attempt: number; step: number; kind: 'action' | 'reflection' } {
+function trajectoryCursor(cursor: string): StepPosition {
   const m = /^(\d{1,9})\.(\d{1,9})\.([ar])$/.exec(cursor);
   if (!m) throw invalid('querystring/cursor', 'is not a trajectory cursor (pass nextCursor of the previous page)');
   return { attempt: Number(m[1]), step: Number(m[2]), kind: m[3] === 'a' ? 'action' : 'reflection' };

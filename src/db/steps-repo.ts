@@ -3,6 +3,7 @@
  * are the prepared statements of src/db/queries.ts.
  */
 import { and, asc, eq, sql, type SQL, type SQLWrapper } from 'drizzle-orm';
+import type { StepKind } from '../domain.js';
 import type { Db } from './index.js';
 import { steps, type StepRow } from './schema.js';
 
@@ -10,7 +11,7 @@ import { steps, type StepRow } from './schema.js';
 export interface StepPosition {
   attempt: number;
   step: number;
-  kind: 'action' | 'reflection';
+  kind: StepKind;
 }
 
 /** One page of rows and the position of the last row when more follow (else null). */

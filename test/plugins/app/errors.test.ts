@@ -5,6 +5,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, dumpDb, type TestServer } from '../../helpers/index.js';
+import { DomainError, invalid, overloaded } from '../../../src/agent/errors.js';
+import { PROBLEM_STATUS, retryAfterOf, toProblem } from '../../../src/plugins/app/errors.js';
 
 let s: TestServer;
 let id: string;
@@ -175,5 +177,30 @@ describe('answers from the router and the HTTP parser are problem+json', () => {
     expect(batch.status).toBe(405);
     expect(batch.headers.get('allow')).toBe('POST');
     expect((await s.call('GET', '/v1/nothing-here')).status).toBe(404);
+  });
+});
+
+describe('domain errors are mapped by kind, in this plugin alone', () => {
+  it('kind -> status, title, type; details -> errors, expected; Retry-After from details', () => {
+    const expected = { attempt: 1, step: 0 };
+    expect(toProblem(new DomainError('step-out-of-order', 'expected attempt 1 step 0, got attempt 0 step 3', { expected }), '/v1/sessions/x/steps', 'req-1')).toEqual({
+      type: 'https://lamer-server.dev/problems/step-out-of-order',
+      title: 'Step Out Of Order',
+      status: 409,
+      detail: 'expected attempt 1 step 0, got attempt 0 step 3',
+      instance: '/v1/sessions/x/steps',
+      requestId: 'req-1',
+      expected,
+    });
+    expect(toProblem(invalid('body/n', 'must be 1'), '/i')).toEqual({
+      type: 'https://lamer-server.dev/problems/validation', title: 'Bad Request', status: 400, detail: 'body/n must be 1', instance: '/i',
+      errors: [{ field: 'body/n', message: 'must be 1' }],
+    });
+    const busy = overloaded('2 model calls are queued (limit 2); retry this step later', 3);
+    expect(toProblem(busy, '/i')).toMatchObject({ type: 'https://lamer-server.dev/problems/overloaded', title: 'Service Unavailable', status: 503 });
+    expect(retryAfterOf(busy)).toBe(3);
+    expect(retryAfterOf(new DomainError('conflict', 'x'))).toBeNull();
+    expect(PROBLEM_STATUS['engine-unavailable']).toEqual({ status: 503, title: 'Engine Unavailable' });
+    expect(PROBLEM_STATUS['too-many-sessions']).toEqual({ status: 409, title: 'Too Many Sessions' });
   });
 });
