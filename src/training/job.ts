@@ -20,6 +20,7 @@
  * tensors), ./ppo.ts (one optimiser step: loss, gradient accumulation, clip, AdamW), ./losses.ts
  * (the PPO and SFT equations).
  */
+import { passAtKRate } from '../agent/passk.js';
 import { makeBatch, disposeBatch, type Batch, type Supports } from './batch.js';
 import { recomputeOldLogprobs } from './behaviour.js';
 import type { Algorithm, DataStats, TrainingSample } from './data.js';
@@ -116,7 +117,7 @@ export interface RunOptions {
 /**
  * Mean return and pass@k of the rollouts behind `samples` (a minibatch): each distinct
  * (session, attempt) counts once in the mean of attempt returns; each distinct session once in
- * pass@k = share of sessions whose first success is at an attempt < k, k = 1..maxK.
+ * pass@k = share of sessions whose first success is at an attempt < k, k = 1..maxK (LAMER.md §4).
  * @returns null when no sample carries an outcome.
  */
 export function rolloutMetrics(samples: readonly TrainingSample[], maxK: number): { meanReturn: number; passAtK: Record<string, number> } | null {
@@ -128,8 +129,9 @@ export function rolloutMetrics(samples: readonly TrainingSample[], maxK: number)
     sessions.set(s.sessionId, s.outcome.firstSuccess);
   }
   if (sessions.size === 0) return null;
-  const passAtK: Record<string, number> = {};
-  for (let k = 1; k <= maxK; k++) passAtK[String(k)] = [...sessions.values()].filter((f) => f !== null && f < k).length / sessions.size;
+  // each session's attempts up to its first success (none: no success), for src/agent/passk.ts
+  const ordered = [...sessions.values()].map((f) => (f === null ? [] : Array.from({ length: f + 1 }, (_, n) => ({ success: n === f }))));
+  const passAtK = passAtKRate(ordered, maxK);
   const rets = [...attempts.values()];
   return { meanReturn: rets.reduce((a, b) => a + b, 0) / rets.length, passAtK };
 }
