@@ -11,6 +11,7 @@
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import type { parseArgs } from 'node:util';
 import cliProgress from 'cli-progress';
 import { learningCurveSvg } from '../eval/chart-svg.js';
 import { runExperiment, type CurvePoint, type ExperimentAlgorithm } from '../eval/experiment.js';
@@ -59,46 +60,114 @@ export function formatCurve(points: CurvePoint[]): string {
   return [head, ...rows].join('\n');
 }
 
+const OPTIONS = {
+  env: { type: 'string' }, algorithm: { type: 'string' }, iterations: { type: 'string' }, 'tasks-per-iter': { type: 'string' },
+  group: { type: 'string' }, server: { type: 'string' }, out: { type: 'string' }, params: { type: 'string' }, seed: { type: 'string' },
+  concurrency: { type: 'string' }, temperature: { type: 'string' }, 'top-p': { type: 'string' }, 'top-k': { type: 'string' }, 'available-actions': { type: 'boolean' }, lr: { type: 'string' },
+  epochs: { type: 'string' }, minibatch: { type: 'string' }, 'gamma-traj': { type: 'string' }, 'ent-coef': { type: 'string' },
+  'data-dir': { type: 'string' }, 'base-model-dir': { type: 'string' }, 'api-key': { type: 'string' }, 'max-minutes': { type: 'string' }, quiet: { type: 'boolean' },
+} as const;
+
+type Values = ReturnType<typeof parseArgs<{ options: typeof OPTIONS; strict: true }>>['values'];
+
+/** The experiment options and the output folder from the command line. @throws UsageError naming the bad option. */
+function trainOptions(values: Values) {
+  const { kind: env, params } = envOpt(values.env, values.params);
+  const algorithm = (values.algorithm ?? '') as ExperimentAlgorithm;
+  if (!(RL_ALGORITHMS as readonly string[]).includes(algorithm)) {
+    throw new UsageError(`--algorithm must be ${RL_ALGORITHMS.slice(0, -1).join(', ')} or ${RL_ALGORITHMS.at(-1)}, got '${values.algorithm ?? ''}'`);
+  }
+  if (values.server !== undefined && !/^https?:\/\/\S+$/.test(values.server)) throw new UsageError(`--server must be an http(s) URL, got '${values.server}'`);
+  const hyper: Record<string, number> = {};
+  for (const [flag, key, lo, hi] of [['lr', 'lr', 1e-12, 1], ['epochs', 'epochs', 1, 100], ['minibatch', 'minibatchSize', 1, 4096], ['gamma-traj', 'gammaTraj', 0, 1], ['ent-coef', 'entCoef', 0, 1]] as const) {
+    const v = num(flag, values[flag], lo, hi);
+    if (v !== undefined) hyper[key] = v;
+  }
+  const temperature = num('temperature', values.temperature, 0, 10) ?? 1;
+  const opts = {
+    env, algorithm, params,
+    iterations: intOpt('iterations', values.iterations, 10, 1),
+    tasksPerIter: intOpt('tasks-per-iter', values['tasks-per-iter'], 16, 1),
+    group: intOpt('group', values.group, 8, 1),
+    seed: intOpt('seed', values.seed, 0),
+    concurrency: intOpt('concurrency', values.concurrency, 32, 1),
+    sampling: { temperature, topP: num('top-p', values['top-p'], 1e-9, 1) ?? 1, topK: intOpt('top-k', values['top-k'], 0, 0) },
+    availableActions: values['available-actions'] ?? false,
+    hyperparameters: hyper,
+    server: values.server ?? '',
+    ...(values['max-minutes'] !== undefined ? { maxWallSeconds: 60 * num('max-minutes', values['max-minutes'], 0.01, 1e6)! } : {}),
+    apiKey: values['api-key'] ?? process.env.LAMER_API_KEY,
+  };
+  return { opts, out: path.resolve(values.out ?? `train-${algorithm}`) };
+}
+
+type TrainOptions = ReturnType<typeof trainOptions>['opts'];
+
+/**
+ * Progress callbacks of the experiment: a bar per phase (rollouts, training job) on a TTY unless
+ * `quiet`, else a line every quarter of a phase; log lines are timestamped on stderr.
+ * `stop` ends the current bar.
+ */
+function progress(quiet: boolean) {
+  const bars = !quiet && process.stderr.isTTY === true;
+  let bar: cliProgress.SingleBar | null = null;
+  const startBar = (format: string, total: number) => {
+    bar?.stop();
+    bar = bars ? new cliProgress.SingleBar({ stream: process.stderr, format, hideCursor: true }, cliProgress.Presets.shades_classic) : null;
+    bar?.start(total, 0);
+  };
+  const stop = () => {
+    bar?.stop();
+    bar = null;
+  };
+  let phase = '';
+  let lastPct = -1;
+  return {
+    stop,
+    log: (line: string) => {
+      stop();
+      phase = '';
+      console.error(`[${new Date().toISOString().slice(11, 19)}] ${line}`);
+    },
+    onRollout: (done: number, total: number) => {
+      if (phase !== 'rollout') {
+        phase = 'rollout';
+        startBar('rollouts {bar} {value}/{total} sessions | {duration_formatted}', total);
+      }
+      bar?.update(done);
+      if (!bars && (done === total || done % Math.max(1, Math.floor(total / 4)) === 0)) console.error(`  rollouts ${done}/${total}`);
+    },
+    onJob: (fraction: number) => {
+      if (phase !== 'job') {
+        phase = 'job';
+        lastPct = -1;
+        startBar('training {bar} {percentage}% | {duration_formatted}', 100);
+      }
+      const pct = Math.round(100 * fraction);
+      bar?.update(pct);
+      if (!bars && pct >= lastPct + 25) {
+        lastPct = pct;
+        console.error(`  training ${pct}%`);
+      }
+    },
+  };
+}
+
+/** Write the learning curve so far as `<out>/learning-curve.json` and `.svg`. */
+function writeCurve(out: string, opts: TrainOptions, points: CurvePoint[]): void {
+  const curve = { config: { ...opts, apiKey: undefined }, points };
+  writeFileSync(path.join(out, 'learning-curve.json'), JSON.stringify(curve, null, 2) + '\n');
+  writeFileSync(path.join(out, 'learning-curve.svg'), learningCurveSvg([{ label: opts.algorithm, points }], `${opts.algorithm} on ${opts.env}: ${opts.tasksPerIter} tasks/iteration, G=${opts.group}`));
+}
+
 export async function run(argv: string[]): Promise<number> {
-  const parsed = parseCommand('train', argv, {
-    env: { type: 'string' }, algorithm: { type: 'string' }, iterations: { type: 'string' }, 'tasks-per-iter': { type: 'string' },
-    group: { type: 'string' }, server: { type: 'string' }, out: { type: 'string' }, params: { type: 'string' }, seed: { type: 'string' },
-    concurrency: { type: 'string' }, temperature: { type: 'string' }, 'top-p': { type: 'string' }, 'top-k': { type: 'string' }, 'available-actions': { type: 'boolean' }, lr: { type: 'string' },
-    epochs: { type: 'string' }, minibatch: { type: 'string' }, 'gamma-traj': { type: 'string' }, 'ent-coef': { type: 'string' },
-    'data-dir': { type: 'string' }, 'base-model-dir': { type: 'string' }, 'api-key': { type: 'string' }, 'max-minutes': { type: 'string' }, quiet: { type: 'boolean' },
-  }, HELP);
+  const parsed = parseCommand('train', argv, OPTIONS, HELP);
   if ('code' in parsed) return parsed.code;
   const values = parsed.values;
-  let opts;
+  let opts: TrainOptions;
   let out: string;
   try {
-    const { kind: env, params } = envOpt(values.env, values.params);
-    const algorithm = (values.algorithm ?? '') as ExperimentAlgorithm;
-    if (!(RL_ALGORITHMS as readonly string[]).includes(algorithm)) {
-      throw new UsageError(`--algorithm must be ${RL_ALGORITHMS.slice(0, -1).join(', ')} or ${RL_ALGORITHMS.at(-1)}, got '${values.algorithm ?? ''}'`);
-    }
-    if (values.server !== undefined && !/^https?:\/\/\S+$/.test(values.server)) throw new UsageError(`--server must be an http(s) URL, got '${values.server}'`);
-    const hyper: Record<string, number> = {};
-    for (const [flag, key, lo, hi] of [['lr', 'lr', 1e-12, 1], ['epochs', 'epochs', 1, 100], ['minibatch', 'minibatchSize', 1, 4096], ['gamma-traj', 'gammaTraj', 0, 1], ['ent-coef', 'entCoef', 0, 1]] as const) {
-      const v = num(flag, values[flag], lo, hi);
-      if (v !== undefined) hyper[key] = v;
-    }
-    const temperature = num('temperature', values.temperature, 0, 10) ?? 1;
-    opts = {
-      env, algorithm, params,
-      iterations: intOpt('iterations', values.iterations, 10, 1),
-      tasksPerIter: intOpt('tasks-per-iter', values['tasks-per-iter'], 16, 1),
-      group: intOpt('group', values.group, 8, 1),
-      seed: intOpt('seed', values.seed, 0),
-      concurrency: intOpt('concurrency', values.concurrency, 32, 1),
-      sampling: { temperature, topP: num('top-p', values['top-p'], 1e-9, 1) ?? 1, topK: intOpt('top-k', values['top-k'], 0, 0) },
-      availableActions: values['available-actions'] ?? false,
-      hyperparameters: hyper,
-      server: values.server ?? '',
-      ...(values['max-minutes'] !== undefined ? { maxWallSeconds: 60 * num('max-minutes', values['max-minutes'], 0.01, 1e6)! } : {}),
-      apiKey: values['api-key'] ?? process.env.LAMER_API_KEY,
-    };
-    out = path.resolve(values.out ?? `train-${algorithm}`);
+    ({ opts, out } = trainOptions(values));
   } catch (e) {
     return usageError('train', e);
   }
@@ -126,61 +195,16 @@ export async function run(argv: string[]): Promise<number> {
     console.error(`started an in-process server at ${srv.url} (data ${dataDir})`);
   }
 
-  const bars = !values.quiet && process.stderr.isTTY === true;
-  let bar: cliProgress.SingleBar | null = null;
-  const startBar = (format: string, total: number) => {
-    bar?.stop();
-    bar = bars ? new cliProgress.SingleBar({ stream: process.stderr, format, hideCursor: true }, cliProgress.Presets.shades_classic) : null;
-    bar?.start(total, 0);
-  };
-  const stopBar = () => {
-    bar?.stop();
-    bar = null;
-  };
-  let phase = '';
-  let lastPct = -1;
+  const p = progress(values.quiet ?? false);
   try {
-    const result = await runExperiment({
-      ...opts,
-      log: (line) => {
-        stopBar();
-        phase = '';
-        console.error(`[${new Date().toISOString().slice(11, 19)}] ${line}`);
-      },
-      onRollout: (done, total) => {
-        if (phase !== 'rollout') {
-          phase = 'rollout';
-          startBar('rollouts {bar} {value}/{total} sessions | {duration_formatted}', total);
-        }
-        bar?.update(done);
-        if (!bars && (done === total || done % Math.max(1, Math.floor(total / 4)) === 0)) console.error(`  rollouts ${done}/${total}`);
-      },
-      onJob: (progress) => {
-        if (phase !== 'job') {
-          phase = 'job';
-          lastPct = -1;
-          startBar('training {bar} {percentage}% | {duration_formatted}', 100);
-        }
-        const pct = Math.round(100 * progress);
-        bar?.update(pct);
-        if (!bars && pct >= lastPct + 25) {
-          lastPct = pct;
-          console.error(`  training ${pct}%`);
-        }
-      },
-      onPoint: (points) => {
-        const curve = { config: { ...opts, apiKey: undefined }, points };
-        writeFileSync(path.join(out, 'learning-curve.json'), JSON.stringify(curve, null, 2) + '\n');
-        writeFileSync(path.join(out, 'learning-curve.svg'), learningCurveSvg([{ label: opts.algorithm, points }], `${opts.algorithm} on ${opts.env}: ${opts.tasksPerIter} tasks/iteration, G=${opts.group}`));
-      },
-    });
-    stopBar();
+    const result = await runExperiment({ ...opts, log: p.log, onRollout: p.onRollout, onJob: p.onJob, onPoint: (points) => writeCurve(out, opts, points) });
+    p.stop();
     writeFileSync(path.join(out, 'learning-curve.json'), JSON.stringify(result, null, 2) + '\n');
     console.log(formatCurve(result.points));
     console.log(`wrote ${path.join(out, 'learning-curve.json')} and learning-curve.svg (${result.wallSeconds.toFixed(0)} s)`);
     return 0;
   } catch (err) {
-    stopBar();
+    p.stop();
     console.error(`lamer train: ${err instanceof Error ? err.message : String(err)}`);
     return 1;
   } finally {
