@@ -212,38 +212,8 @@ export function openDatabase(dataDir: string, opts: { synchronous?: 'normal' | '
     const now = Date.now();
     if (!open || storage.state().writable || now - lastProbe < minIntervalMs) return storage.state();
     lastProbe = now;
-    sqlite.pragma('busy_timeout = 0');
-    try {
-      guardedWrite(sqlite, () => {
-        const version = sqlite.pragma('user_version', { simple: true }) as number;
-        sqlite.transaction(() => {
-          // Allocate pages (SQLITE_FULL when there is no room), undone before the commit...
-          try {
-            sqlite.transaction(() => {
-              sqlite.exec('CREATE TABLE lamer_storage_probe (pad BLOB); INSERT INTO lamer_storage_probe VALUES (zeroblob(16384))');
-              throw new ProbeRollback();
-            })();
-          } catch (err) {
-            if (!(err instanceof ProbeRollback)) throw err;
-          }
-          // ...then commit one rewritten page (the header, same user_version) through the WAL.
-          sqlite.pragma(`user_version = ${version}`);
-        }).immediate();
-      });
-    } catch {
-      // Still failing (guardedWrite recorded it), busy (try again later) or another error.
-    } finally {
-      sqlite.pragma(`busy_timeout = ${tuning.busyTimeoutMs}`);
-    }
+    probeWrite(sqlite, tuning.busyTimeoutMs);
     return storage.state();
-  };
-
-  const ping = (): boolean => {
-    try {
-      return sqlite.open && sqlite.prepare('SELECT 1 AS ok').get() !== undefined;
-    } catch {
-      return false;
-    }
   };
 
   return {
@@ -253,69 +223,128 @@ export function openDatabase(dataDir: string, opts: { synchronous?: 'normal' | '
     storage,
     tune,
     walBytes,
-    ping,
+    ping: () => pingSqlite(sqlite),
     probeStorage,
     maintainWal,
-    startWalMaintenance(intervalMs, onError) {
-      let worker: Worker | null = new Worker(CHECKPOINT_WORKER, { eval: true, workerData: { file } });
-      worker.unref();
-      let inFlight = false;
-      let backlog = false;
-      const endBacklog = (): void => {
-        if (backlog && open) sqlite.pragma(`wal_autocheckpoint = ${AUTOCHECKPOINT_PAGES}`);
-        backlog = false;
-      };
-      worker.on('message', (r: CheckpointResult | { error: string }) => {
-        inFlight = false;
-        if (!open) return;
-        if ('error' in r) return onError?.(new Error(`WAL checkpoint worker: ${r.error}`));
-        try {
-          // Every frame copied: truncate the file (no copying left); a reader may still hold it (busy).
-          if (r.busy === 0 && r.checkpointed >= r.log && checkpoint('TRUNCATE').busy === 0) endBacklog();
-        } catch (err) {
-          onError?.(err);
-        }
-      });
-      worker.on('error', (err) => {
-        // Without the worker, checkpoint here (blocking) rather than let the WAL grow.
-        onError?.(err);
-        worker = null;
-        inFlight = false;
-        endBacklog();
-      });
-      const timer = setInterval(() => {
-        if (!open || inFlight) return;
-        try {
-          if (walBytes() <= tuning.walLimitBytes) return endBacklog();
-          if (!worker) {
-            maintainWal();
-            return;
-          }
-          if (!backlog) {
-            backlog = true;
-            sqlite.pragma('wal_autocheckpoint = 0');
-          }
-          inFlight = true;
-          worker.postMessage('checkpoint');
-        } catch (err) {
-          onError?.(err);
-        }
-      }, intervalMs);
-      timer.unref();
-      return async () => {
-        clearInterval(timer);
-        endBacklog();
-        const w = worker;
-        worker = null;
-        if (w) await w.terminate();
-      };
-    },
+    startWalMaintenance: (intervalMs, onError) =>
+      startWalMaintenance(
+        { sqlite, file, isOpen: () => open, overLimit: () => walBytes() > tuning.walLimitBytes, checkpoint, maintainWal },
+        intervalMs,
+        onError,
+      ),
     close() {
       if (!open) return;
       open = false;
       sqlite.close();
     },
   };
+}
+
+/** What the WAL maintenance of one open database uses (see Database_.startWalMaintenance). */
+interface WalContext {
+  sqlite: Database.Database;
+  file: string;
+  isOpen(): boolean;
+  /** The `-wal` file is over the configured limit now. */
+  overLimit(): boolean;
+  checkpoint(mode: 'PASSIVE' | 'TRUNCATE'): CheckpointResult;
+  maintainWal(): CheckpointResult | null;
+}
+
+/** Database_.startWalMaintenance of one database (documented there). */
+function startWalMaintenance(ctx: WalContext, intervalMs: number, onError?: (err: unknown) => void): () => Promise<void> {
+  let worker: Worker | null = new Worker(CHECKPOINT_WORKER, { eval: true, workerData: { file: ctx.file } });
+  worker.unref();
+  let inFlight = false;
+  let backlog = false;
+  const endBacklog = (): void => {
+    if (backlog && ctx.isOpen()) ctx.sqlite.pragma(`wal_autocheckpoint = ${AUTOCHECKPOINT_PAGES}`);
+    backlog = false;
+  };
+  worker.on('message', (r: CheckpointResult | { error: string }) => {
+    inFlight = false;
+    if (!ctx.isOpen()) return;
+    if ('error' in r) return onError?.(new Error(`WAL checkpoint worker: ${r.error}`));
+    try {
+      // Every frame copied: truncate the file (no copying left); a reader may still hold it (busy).
+      if (r.busy === 0 && r.checkpointed >= r.log && ctx.checkpoint('TRUNCATE').busy === 0) endBacklog();
+    } catch (err) {
+      onError?.(err);
+    }
+  });
+  worker.on('error', (err) => {
+    // Without the worker, checkpoint here (blocking) rather than let the WAL grow.
+    onError?.(err);
+    worker = null;
+    inFlight = false;
+    endBacklog();
+  });
+  const timer = setInterval(() => {
+    if (!ctx.isOpen() || inFlight) return;
+    try {
+      if (!ctx.overLimit()) return endBacklog();
+      if (!worker) {
+        ctx.maintainWal();
+        return;
+      }
+      if (!backlog) {
+        backlog = true;
+        ctx.sqlite.pragma('wal_autocheckpoint = 0');
+      }
+      inFlight = true;
+      worker.postMessage('checkpoint');
+    } catch (err) {
+      onError?.(err);
+    }
+  }, intervalMs);
+  timer.unref();
+  return async () => {
+    clearInterval(timer);
+    endBacklog();
+    const w = worker;
+    worker = null;
+    if (w) await w.terminate();
+  };
+}
+
+/** Readiness: true when the connection is open and answers `SELECT 1`; never throws. */
+function pingSqlite(sqlite: Database.Database): boolean {
+  try {
+    return sqlite.open && sqlite.prepare('SELECT 1 AS ok').get() !== undefined;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The storage probe's write (see Database_.probeStorage): allocate pages and undo them, then commit
+ * one rewritten header page, without waiting for a lock; a failure is recorded by guardedWrite and
+ * otherwise ignored. The busy timeout is `busyTimeoutMs` again afterwards.
+ */
+function probeWrite(sqlite: Database.Database, busyTimeoutMs: number): void {
+  sqlite.pragma('busy_timeout = 0');
+  try {
+    guardedWrite(sqlite, () => {
+      const version = sqlite.pragma('user_version', { simple: true }) as number;
+      sqlite.transaction(() => {
+        // Allocate pages (SQLITE_FULL when there is no room), undone before the commit...
+        try {
+          sqlite.transaction(() => {
+            sqlite.exec('CREATE TABLE lamer_storage_probe (pad BLOB); INSERT INTO lamer_storage_probe VALUES (zeroblob(16384))');
+            throw new ProbeRollback();
+          })();
+        } catch (err) {
+          if (!(err instanceof ProbeRollback)) throw err;
+        }
+        // ...then commit one rewritten page (the header, same user_version) through the WAL.
+        sqlite.pragma(`user_version = ${version}`);
+      }).immediate();
+    });
+  } catch {
+    // Still failing (guardedWrite recorded it), busy (try again later) or another error.
+  } finally {
+    sqlite.pragma(`busy_timeout = ${busyTimeoutMs}`);
+  }
 }
 
 /** SQLite's default `wal_autocheckpoint`, pages (a PASSIVE checkpoint at the commit that passes it). */
