@@ -10,7 +10,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { ENV_KINDS, makeEnv, parseEnvName, type EnvKind, type EnvParams } from '../envs/index.js';
+import { ENV_KINDS, type EnvKind } from '../domain.js';
+import { makeEnv, parseEnvName, type EnvParams } from '../envs/index.js';
 import { MINESWEEPER_DEFAULTS } from '../envs/minesweeper.js';
 import { SOKOBAN_DEFAULTS } from '../envs/sokoban.js';
 

@@ -15,7 +15,8 @@
  * that hit a mine, running out of turns) get the same kind of reflection.
  */
 import { writeFileSync } from 'node:fs';
-import { makeEnv, MAX_STEPS, taskId, trainSeed, type EnvKind, type EnvParams } from './index.js';
+import type { EnvKind } from '../domain.js';
+import { makeEnv, MAX_STEPS, taskId, trainSeed, type EnvParams } from './index.js';
 import { cellAction, MineSweeperEnv, parseMineSweeperObservation } from './minesweeper.js';
 import { applyMove, isCornered, MOVES, MOVES_PER_TURN, parseSokoban, renderSokoban, SokobanEnv, type Move, type SokobanState } from './sokoban.js';
 import { mineSweeperSolverMove, rememberMines, type MineMemory } from './solvers/minesweeper-solver.js';

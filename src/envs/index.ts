@@ -13,9 +13,7 @@
 import { MineSweeperEnv, MINESWEEPER_DEFAULTS, type MineSweeperParams } from './minesweeper.js';
 import { SokobanEnv, SOKOBAN_DEFAULTS, type SokobanParams } from './sokoban.js';
 import type { BuiltinEnv } from './types.js';
-
-export type EnvKind = 'minesweeper' | 'sokoban';
-export const ENV_KINDS: readonly EnvKind[] = ['minesweeper', 'sokoban'];
+import type { EnvKind } from '../domain.js';
 
 const TRAIN_SEED_START = 0;
 export const EVAL_SEED_START = 1_000_000_000;

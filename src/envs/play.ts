@@ -4,6 +4,7 @@
  * the previous action (0 at step 0); the attempt ends on `done` or after `maxSteps` actions, and
  * its last step has action null.
  */
+import type { EndReason } from '../domain.js';
 import type { TextEnv } from './types.js';
 
 export interface PlayedStep {
@@ -24,7 +25,7 @@ export interface PlayedAttempt {
   return: number;
   success: boolean;
   /** 'done' when the env ended the attempt, 'max_steps' when the turn cap did. */
-  endReason: 'done' | 'max_steps';
+  endReason: EndReason;
   /** Number of actions taken and how many of them the env rejected. */
   actions: number;
   invalidActions: number;

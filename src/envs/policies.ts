@@ -10,7 +10,7 @@ import { applyMove, MOVES, MOVES_PER_TURN, parseSokoban, type Move } from './sok
 import { mineSweeperSolverMove, rememberMines, type MineMemory } from './solvers/minesweeper-solver.js';
 import { sokobanSolverMove } from './solvers/sokoban-solver.js';
 import { Rng } from './rng.js';
-import type { EnvKind } from './index.js';
+import type { EnvKind } from '../domain.js';
 
 export type PolicyName = 'random' | 'solver';
 

@@ -20,7 +20,8 @@
  * Units: seconds; returns are undiscounted sums of the env's rewards. The learning-curve chart is
  * drawn by ./chart-svg.ts.
  */
-import { makeEnv, taskId as makeTaskId, trainSeed, type EnvKind, type EnvParams } from '../envs/index.js';
+import type { EnvKind } from '../domain.js';
+import { makeEnv, taskId as makeTaskId, trainSeed, type EnvParams } from '../envs/index.js';
 import { runEval } from './harness.js';
 import { summarize, type SessionRecord } from './metrics.js';
 

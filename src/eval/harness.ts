@@ -14,7 +14,8 @@
  * Task i (0-based) uses seed evalSeed(seed, i) from the held-out range [1e9, 2^32)
  * (src/envs/index.ts); trial r of it uses sampling seed (seed * 1_000_003 + i * 131 + r) mod 2^32.
  */
-import { evalSeed, makeEnv, MAX_STEPS, taskId as makeTaskId, trainSeed, type EnvKind, type EnvParams } from '../envs/index.js';
+import type { EndReason, EnvKind, SessionMode } from '../domain.js';
+import { evalSeed, makeEnv, MAX_STEPS, taskId as makeTaskId, trainSeed, type EnvParams } from '../envs/index.js';
 import { parseCellAction } from '../envs/minesweeper.js';
 import { parseMoves } from '../envs/sokoban.js';
 import { makePolicy } from '../envs/policies.js';
@@ -55,7 +56,7 @@ export interface EvalOptions {
   /** 'eval' (default): held-out eval seeds, sessions never trained on. 'train': seeds from the
    *  training range (trainSeed(seed, i)) and sessions with `mode: "train"` (training rollouts,
    *  e.g. `lamer train`). */
-  mode?: 'eval' | 'train';
+  mode?: SessionMode;
   /** Independent retries without memory (how the paper evaluates single-attempt baselines): each
    *  attempt is its own `maxAttempts: 1` session (no reflection, no earlier attempt in the prompt),
    *  attempt n with sampling seed + n * 7919, played until one succeeds; recorded as one
@@ -252,7 +253,7 @@ function playLocal(env: BuiltinEnv, seed: number, trial: number, policySeed: num
 interface StepAnswer {
   action: string | null;
   modelVersion: string;
-  attemptResult: { attempt: number; success: boolean; return: number; steps: number; endReason: 'done' | 'max_steps' } | null;
+  attemptResult: { attempt: number; success: boolean; return: number; steps: number; endReason: EndReason } | null;
   reflection?: { attempt: number; text: string } | null;
   session: { status: string; next: { attempt: number; step: number } | null };
 }
