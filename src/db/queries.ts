@@ -5,6 +5,7 @@
  * column names; the HTTP tests under test/routes cover every statement).
  */
 import type Database from 'better-sqlite3';
+import type { ReflectionSource, StepKind } from '../domain.js';
 import type { AttemptSummary, SessionRow } from './schema.js';
 import { connectionTuning, guardedWrite, storageHealth, type StorageHealth } from './index.js';
 import { DatabaseError } from './errors.js';
@@ -34,7 +35,7 @@ export interface StepInsert {
   sessionId: string;
   attempt: number;
   step: number;
-  kind: 'action' | 'reflection';
+  kind: StepKind;
   observation: string;
   reward: number;
   done: boolean;
@@ -76,7 +77,7 @@ export class HotQueries {
   private readonly insertStep: Database.Statement;
   private readonly updateSession: Database.Statement;
   private readonly insertReflection: Database.Statement;
-  private readonly reflectionsOf: Database.Statement<[string], { attempt: number; text: string; source: 'policy' | 'human'; updated_at: number }>;
+  private readonly reflectionsOf: Database.Statement<[string], { attempt: number; text: string; source: ReflectionSource; updated_at: number }>;
 
   private readonly health: StorageHealth;
 
@@ -115,7 +116,7 @@ export class HotQueries {
   }
 
   /** Reflections of a session, attempt order. */
-  reflections(sessionId: string): Array<{ sessionId: string; attempt: number; text: string; source: 'policy' | 'human'; updatedAt: number }> {
+  reflections(sessionId: string): Array<{ sessionId: string; attempt: number; text: string; source: ReflectionSource; updatedAt: number }> {
     return this.reflectionsOf.all(sessionId).map((r) => ({ sessionId, attempt: r.attempt, text: r.text, source: r.source, updatedAt: r.updated_at }));
   }
 

@@ -7,6 +7,8 @@
  * Units: rewards are as given by the environment (shared/LAMER.md §5); one `step` call is one
  * turn (one action string, which for Sokoban may hold up to 3 moves).
  */
+import type { EnvKind } from '../domain.js';
+
 export interface ResetResult {
   /** The initial observation of the task instance named by the seed. */
   observation: string;
@@ -42,7 +44,7 @@ export interface TextEnv {
  * the random reference policy and for `availableActions`) and a kind tag.
  */
 export interface BuiltinEnv extends TextEnv {
-  readonly kind: 'minesweeper' | 'sokoban';
+  readonly kind: EnvKind;
   /** Legal actions of the current state in canonical form; [] when done. */
   legalActions(): string[];
 }

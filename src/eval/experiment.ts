@@ -20,12 +20,12 @@
  * Units: seconds; returns are undiscounted sums of the env's rewards. The learning-curve chart is
  * drawn by ./chart-svg.ts.
  */
-import type { EnvKind } from '../domain.js';
+import { FINISHED_JOB_STATUSES, type EnvKind, type RlAlgorithm } from '../domain.js';
 import { makeEnv, taskId as makeTaskId, trainSeed, type EnvParams } from '../envs/index.js';
 import { runEval } from './harness.js';
 import { summarize, type SessionRecord } from './metrics.js';
 
-export type ExperimentAlgorithm = 'lamer' | 'gigpo' | 'grpo' | 'rloo';
+export type ExperimentAlgorithm = RlAlgorithm;
 
 export interface ExperimentOptions {
   env: EnvKind;
@@ -195,7 +195,7 @@ async function trainOnRollouts(api: Api, opts: ExperimentOptions, it: number, ta
     ...(opts.hyperparameters ? { hyperparameters: opts.hyperparameters } : {}),
   });
   let job = created;
-  while (!['succeeded', 'failed', 'cancelled'].includes(job.status)) {
+  while (!(FINISHED_JOB_STATUSES as readonly string[]).includes(job.status)) {
     await new Promise((r) => setTimeout(r, opts.pollMs ?? 1000));
     job = await api.call<JobView>('GET', `/v1/training/jobs/${created.id}`);
     opts.onJob?.(job.progress, it);

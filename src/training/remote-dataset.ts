@@ -13,6 +13,7 @@
  */
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import type { StepKind } from '../domain.js';
 import type { Db } from '../db/index.js';
 import { stepOutputs } from '../db/training-data.js';
 import { buildRlSamples, type DataStats, type RlAlgorithm, type StepRecord, type TurnScore } from './data.js';
@@ -26,7 +27,7 @@ export interface RemoteBatchLine {
   taskId: string;
   attempt: number;
   step: number;
-  kind: 'action' | 'reflection';
+  kind: StepKind;
   modelVersion: string;
   /** Chat messages sent (system: instructions; user: the LaMer prompt), or null for a turn of a local version. */
   messages: Array<{ role: string; content: string }> | null;
