@@ -92,8 +92,11 @@ export async function run(argv: string[]): Promise<number> {
     throw err;
   }
   await stopped;
-  // The handlers stay: a late signal while the process winds down is ignored, not fatal.
-  return 0;
+  // Exit now rather than when the event loop drains: Node restores the default signal action
+  // while it tears down, so a signal landing in a slow teardown would end the process as killed
+  // (exit 143/130) after a clean shutdown. The log lines are written synchronously (pino), and
+  // nothing else is left to do. Until then the handlers stay: a late signal is ignored, not fatal.
+  process.exit(0);
 }
 
 // Run when executed directly (tsx src/cli/serve.ts), not when imported by src/cli/index.ts.

@@ -74,7 +74,7 @@ async function load(url: string, clients: number, outcomes: Outcome[]): Promise<
 const SHUTTING_DOWN = 'https://lamer-server.dev/problems/shutting-down';
 
 /** Start, load, signal, and check everything the shutdown promises. */
-async function stopUnderLoad(how: How, target: 'group' | 'pid', signals: NodeJS.Signals[]): Promise<void> {
+async function stopUnderLoad(how: How, target: 'group' | 'pid', signals: NodeJS.Signals[], untilExit = false): Promise<void> {
   const s = await startDetached(how);
   const pid = s.child.pid!;
   try {
@@ -86,7 +86,22 @@ async function stopUnderLoad(how: How, target: 'group' | 'pid', signals: NodeJS.
       process.kill(target === 'group' ? -pid : pid, sig);
     }
     const t0 = performance.now();
+    let exited = false;
+    // With `untilExit`, the last signal is sent again every 25 ms until the process is gone, so
+    // some land after the shutdown finished, while the process winds down.
+    const repeating = (async () => {
+      for (let n = 0; untilExit && !exited && n < 400; n++) {
+        await new Promise((r) => setTimeout(r, 25));
+        try {
+          if (!exited) process.kill(target === 'group' ? -pid : pid, signals.at(-1)!);
+        } catch {
+          break; // already gone
+        }
+      }
+    })();
     const code = await s.exited;
+    exited = true;
+    await repeating;
     const t1 = performance.now();
     await loading;
     if (process.env.LAMER_TEST_VERBOSE) console.log(how, target, signals.join('+'), `exit after ${(t1 - t0).toFixed(0)} ms, answers: ${outcomes.filter((o) => o.status === 200 || o.status === 201).length} 2xx, ${outcomes.filter((o) => o.status === 503).length} 503, ${outcomes.filter((o) => o.error).length} refused`);
@@ -123,4 +138,6 @@ describe('graceful stop on signals, under load, no connection reset', () => {
   it('node --import tsx src/cli/index.ts serve, SIGTERM to its pid, repeated twice during the shutdown (ignored)', async () => {
     await stopUnderLoad('node', 'pid', ['SIGTERM', 'SIGINT', 'SIGTERM']);
   }, 60_000);
+  it('bin/lamer.js serve, SIGTERM to its pid again every 25 ms until it exits (late signals ignored, exit 0)', () =>
+    stopUnderLoad('bin', 'pid', ['SIGTERM'], true), 60_000);
 });
