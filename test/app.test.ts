@@ -43,12 +43,34 @@ describe('numbers that are not finite after parsing', () => {
     });
   }
 
-  it('large but finite numbers are kept as sent', async () => {
-    const big = '9'.repeat(300);
-    const r = await s.call('POST', '/v1/sessions', `{"taskId":"t","instructions":"x","metadata":{"big":${big},"small":1e-400,"max":1.7976931348623157e308}}`);
+  it('large but finite floats and safe integers are kept as sent', async () => {
+    const r = await s.call(
+      'POST',
+      '/v1/sessions',
+      `{"taskId":"t","instructions":"x","metadata":{"small":1e-400,"max":1.7976931348623157e308,"e":1.5e300,"safe":9007199254740991,"neg":-9007199254740991,"s":"12345678901234567890123"}}`,
+    );
     expect(r.status).toBe(201);
-    expect(r.body.metadata).toEqual({ big: Number(big), small: 0, max: 1.7976931348623157e308 });
+    expect(r.body.metadata).toEqual({ small: 0, max: 1.7976931348623157e308, e: 1.5e300, safe: 9007199254740991, neg: -9007199254740991, s: '12345678901234567890123' });
   });
+});
+
+describe('integer literals a double cannot hold exactly', () => {
+  const cases: Array<[name: string, path: () => string, body: () => string, field: string]> = [
+    ['2^60 + 1 in info', () => `/v1/sessions/${id}/steps`, () => `{"attempt":0,"step":1,"observation":"o","info":{"n":1152921504606846977}}`, 'body/info/n'],
+    ['2^53 + 1, negative, in metadata', () => '/v1/sessions', () => `{"taskId":"t","instructions":"x","metadata":{"a":[-9007199254740993]}}`, 'body/metadata/a/0'],
+    ['a 300-digit integer in metadata', () => '/v1/sessions', () => `{"taskId":"t","instructions":"x","metadata":{"big":${'9'.repeat(300)}}}`, 'body/metadata/big'],
+    ['a batch item info', () => '/v1/steps:batch', () => `{"items":[{"sessionId":"${id}","attempt":0,"step":1,"observation":"o","info":{"id":12345678901234567890}}]}`, 'body/items/0/info/id'],
+  ];
+  for (const [name, path, body, field] of cases) {
+    it(`${name}: 400 naming ${field}, nothing stored`, async () => {
+      const before = dumpDb(s.dataDir);
+      const r = await s.call('POST', path(), body());
+      expect(r.status).toBe(400);
+      expect(r.body.type).toBe('https://lamer-server.dev/problems/validation');
+      expect(r.body.errors).toEqual([{ field, message: 'is an integer beyond +-(2^53 - 1), which cannot be stored exactly; send it as a string' }]);
+      expect(dumpDb(s.dataDir)).toBe(before);
+    });
+  }
 });
 
 describe('empty bodies with a JSON content type', () => {

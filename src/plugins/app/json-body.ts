@@ -5,6 +5,8 @@
  * - nesting deeper than `maxDepth` levels (LAMER_MAX_JSON_DEPTH; the body itself is level 1);
  * - numbers that are not finite after parsing (`1e400`, a 400-digit integer: JSON.parse gives
  *   Infinity, which would be stored as null);
+ * - integer literals beyond +-(2^53 - 1) (`1152921504606846977`): JSON.parse rounds them to
+ *   another integer, a value silently changed (a float such as `1.5e300` is kept as written);
  * - strings and keys that are not well-formed UTF-16 (a lone surrogate, `"\ud800"`).
  * An empty body with a JSON content type is no body on a DELETE/OPTIONS or a route that takes
  * none (clients often send the header on every request); elsewhere it is a 400.
@@ -18,12 +20,36 @@ import { DomainError, invalid } from '../../agent/errors.js';
 /** A `\uD800`-`\uDFFF` escape: the only way JSON.parse yields a lone UTF-16 surrogate. */
 const SURROGATE_CANDIDATE = /\\u[dD][89a-fA-F]/;
 
+/**
+ * An integer literal of 16 or more digits (no fraction, no exponent): the only spelling whose value
+ * JSON.parse can silently change into another integer (2^53 + 1 becomes 2^53).
+ */
+const LONG_INTEGER = /(?<![\d.])-?\d{16,}(?![\d.eE])/g;
+const JSON_STRING = /"(?:[^"\\]|\\.)*"/g;
+
+/**
+ * The parsed values of the integer literals in a JSON text that a double cannot hold exactly
+ * (beyond +-(2^53 - 1)), or null when there are none. Strings are blanked first, so digits inside
+ * a string are not numbers.
+ */
+function unsafeIntegerValues(body: string): Set<number> | null {
+  if (!/\d{16}/.test(body)) return null;
+  let found: Set<number> | null = null;
+  for (const m of body.replace(JSON_STRING, '""').matchAll(LONG_INTEGER)) {
+    const v = Number(m[0]);
+    if (!Number.isSafeInteger(v) && Number.isFinite(v)) (found ??= new Set()).add(v);
+  }
+  return found;
+}
+
 /** What {@link bodyProblem} checks besides depth. */
 interface BodyChecks {
   /** Most nesting levels of objects/arrays; the body itself is level 1. */
   maxDepth: number;
   /** Look for numbers that overflowed to +-Infinity (`1e400`, or an integer literal of 309+ digits). */
   numbers: boolean;
+  /** Values that were written as integer literals beyond +-(2^53 - 1) (see {@link unsafeIntegerValues}), or null. */
+  unsafeIntegers: Set<number> | null;
   /** Look for strings (values and keys) that are not well-formed UTF-16 (a lone surrogate). */
   strings: boolean;
   /** Look for `__proto__` keys and `constructor` objects with a `prototype` key. */
@@ -44,6 +70,9 @@ function bodyProblem(root: unknown, checks: BodyChecks): DomainError | null {
     const [v, path, depth] = stack.pop()!;
     if (typeof v === 'number') {
       if (checks.numbers && !Number.isFinite(v)) return invalid(path, 'must be a finite number');
+      if (checks.unsafeIntegers?.has(v)) {
+        return invalid(path, 'is an integer beyond +-(2^53 - 1), which cannot be stored exactly; send it as a string');
+      }
       continue;
     }
     if (typeof v === 'string') {
@@ -86,12 +115,18 @@ export default fp(
             } catch {
               return done(err, undefined);
             }
-            const p = bodyProblem(plain, { maxDepth: Infinity, numbers: false, strings: false, forbiddenKeys: true });
+            const p = bodyProblem(plain, { maxDepth: Infinity, numbers: false, unsafeIntegers: null, strings: false, forbiddenKeys: true });
             if (p) return done(p, undefined);
           }
           return done(err, undefined);
         }
-        const p = bodyProblem(value, { maxDepth: opts.maxDepth, numbers: true, strings: SURROGATE_CANDIDATE.test(body), forbiddenKeys: false });
+        const p = bodyProblem(value, {
+          maxDepth: opts.maxDepth,
+          numbers: true,
+          unsafeIntegers: unsafeIntegerValues(body),
+          strings: SURROGATE_CANDIDATE.test(body),
+          forbiddenKeys: false,
+        });
         if (p) return done(p, undefined);
         done(null, value);
       });
