@@ -265,7 +265,11 @@ export class SessionService {
       if (err instanceof DomainError) throw err;
       if (err instanceof EngineLimitError) throw invalid(err.field, err.message);
       const msg = err instanceof Error ? err.message : String(err);
-      throw new DomainError('engine-unavailable', err instanceof EngineError ? msg : `engine failed: ${msg}`);
+      // Retry-After as for an overloaded server: the same step can be sent again once the engine
+      // (or the remote server) answers.
+      throw new DomainError('engine-unavailable', err instanceof EngineError ? msg : `engine failed: ${msg}`, {
+        retryAfterSeconds: this.protection.overloadRetryAfterSeconds,
+      });
     } finally {
       this.modelCalls--;
     }

@@ -138,6 +138,7 @@ describe('a remote version that misbehaves', () => {
     const r = await step0(id);
     expect(r.status).toBe(503);
     expect(r.body.type).toContain('engine-unavailable');
+    expect(r.headers.get('retry-after')).toBe('1');
     expect(r.body.detail).toContain('HTTP 500');
     expect(hits).toHaveLength(3); // 1 + maxRetries
     expect(dumpDb(server.dataDir)).toBe(before);

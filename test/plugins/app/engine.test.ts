@@ -74,6 +74,7 @@ describe('engine failures', () => {
     expect(r.status).toBe(503);
     expect(r.type).toContain('application/problem+json');
     expect(r.body).toMatchObject({ type: 'https://lamer-server.dev/problems/engine-unavailable', detail: 'out of memory' });
+    expect(r.headers.get('retry-after')).toBe('1');
     expect(dumpDb(dir)).toBe(before);
     engine.failing = false;
     const ok = await call(url, 'POST', `/v1/sessions/${id}/steps`, { attempt: 0, step: 0, observation: 'o' });
