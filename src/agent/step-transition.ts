@@ -9,7 +9,7 @@ import type { StepCommit, StepInsert } from '../db/queries.js';
 import type { AttemptSummary, SessionRow } from '../db/schema.js';
 import type { Generation } from '../policy/engine.js';
 import { invalidChoiceAction } from '../policy/openai-engine.js';
-import { extractAction } from './actions.js';
+import { extractAction } from '../policy/actions.js';
 import { DomainError, invalid } from './errors.js';
 import { candidateTokenCount } from './prompt-seen.js';
 import type { AttemptResult, Position, StepAnswer, StepInput } from './session-types.js';

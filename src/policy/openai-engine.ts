@@ -21,7 +21,7 @@
  *   `EngineError`, which the agent answers 503 engine-unavailable with nothing recorded.
  * - At most `concurrency` requests per version are in flight; more wait in FIFO order.
  */
-import { extractAction } from '../agent/actions.js';
+import { extractAction } from './actions.js';
 import {
   EngineError, type ActRequest, type Generation, type GenerationRecord, type PromptParts, type ReflectRequest,
   type RemoteVersionConfig, type SamplingParams,
@@ -95,7 +95,7 @@ export function constraintFields(kind: RemoteVersionConfig['kind'], actions: str
 
 /**
  * Index of the candidate an answer names, or -1: the answer trimmed; else, for JSON-schema answers,
- * its `action` field; else the first line without an "Action:" label (src/agent/actions.ts); each
+ * its `action` field; else the first line without an "Action:" label (src/policy/actions.ts); each
  * compared exactly, then ignoring case and surrounding spaces.
  */
 export function matchChoice(output: string, actions: string[]): number {

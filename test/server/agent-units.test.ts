@@ -1,7 +1,7 @@
 /** Pure parts of the agent: prompts, action extraction, pass@k, the keyed mutex, request hashing, config. */
 import { describe, expect, it } from 'vitest';
 import { renderActPrompt, renderReflectionPrompt, HISTORY_STEPS } from '../../src/agent/prompt.js';
-import { extractAction } from '../../src/agent/actions.js';
+import { extractAction } from '../../src/policy/actions.js';
 import { passAtK, passAtKRate } from '../../src/agent/passk.js';
 import { KeyedMutex } from '../../src/agent/mutex.js';
 import { canonicalJson, stepHash } from '../../src/agent/step-hash.js';
