@@ -1,0 +1,15 @@
+/** Request identity of a step (src/agent/step-hash.ts): canonical JSON and the step hash. */
+import { describe, expect, it } from 'vitest';
+import { canonicalJson, stepHash } from '../../src/agent/step-hash.js';
+
+describe('request identity', () => {
+  it('canonical JSON sorts keys and drops undefined', () => {
+    expect(canonicalJson({ b: 1, a: [{ d: 2, c: undefined }], e: null })).toBe('{"a":[{"d":2}],"b":1,"e":null}');
+  });
+  it('explicit defaults hash like omitted fields; any change hashes differently', () => {
+    const h = stepHash({ attempt: 0, step: 1, observation: 'o' });
+    expect(stepHash({ attempt: 0, step: 1, observation: 'o', reward: 0, done: false, success: false, invalidAction: false })).toBe(h);
+    expect(stepHash({ attempt: 0, step: 1, observation: 'o', reward: 1 })).not.toBe(h);
+    expect(stepHash({ attempt: 0, step: 1, observation: 'o', info: { a: 1 } })).not.toBe(h);
+  });
+});

@@ -1,0 +1,34 @@
+/** Configuration from the environment (src/config.ts): defaults, API keys, errors naming the variable. */
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig, parseApiKeys } from '../src/config.js';
+
+describe('config', () => {
+  it('defaults', () => {
+    const c = loadConfig({});
+    expect(c).toMatchObject({ host: '127.0.0.1', port: 8080, engine: 'builtin', tfjsBackend: 'auto', apiKeys: [], logLevel: 'info' });
+    expect(c.limits.observationChars).toBe(65536);
+    expect(c.limits.availableActions).toBe(512);
+    expect(c.limits.actionChars).toBe(1024);
+  });
+  it('parses API keys', () => {
+    expect(parseApiKeys('key1abcd:tenantA, key2abcd:tenantB:admin')).toEqual([
+      { key: 'key1abcd', tenant: 'tenantA', admin: false },
+      { key: 'key2abcd', tenant: 'tenantB', admin: true },
+    ]);
+  });
+  it.each([
+    [{ LAMER_PORT: 'abc' }, /LAMER_PORT="abc": expected an integer in \[0, 65535\]/],
+    [{ LAMER_PORT: '70000' }, /LAMER_PORT=70000/],
+    [{ LAMER_ENGINE: 'gpt' }, /LAMER_ENGINE="gpt": expected one of builtin, test/],
+    [{ LAMER_TFJS_BACKEND: 'cuda' }, /LAMER_TFJS_BACKEND/],
+    [{ LAMER_LOG_LEVEL: 'loud' }, /LAMER_LOG_LEVEL/],
+    [{ LAMER_API_KEYS: 'onlykey' }, /LAMER_API_KEYS: bad entry/],
+    [{ LAMER_API_KEYS: 'short:t' }, /at least 8 characters/],
+    [{ LAMER_API_KEYS: 'key1abcd:a,key1abcd:b' }, /duplicate key/],
+    [{ LAMER_MAX_OBSERVATION_CHARS: '-5' }, /LAMER_MAX_OBSERVATION_CHARS/],
+    [{ LAMER_DEFAULT_MAX_STEPS: '500', LAMER_MAX_STEPS_CAP: '100' }, /exceeds LAMER_MAX_STEPS_CAP/],
+  ])('%j is rejected', (env, msg) => {
+    expect(() => loadConfig(env)).toThrow(ConfigError);
+    expect(() => loadConfig(env)).toThrow(msg);
+  });
+});
