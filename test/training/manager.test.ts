@@ -1,5 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync, existsSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { eq } from 'drizzle-orm';
 import Database from 'better-sqlite3';
@@ -8,6 +7,7 @@ import { openDatabase, type Database_ } from '../../src/db/index.js';
 import { models, sessions, steps } from '../../src/db/schema.js';
 import { TrainingJobManager, type VersionRegistry } from '../../src/training/manager.js';
 import { TinyModel, writeTinyCheckpoint } from './tiny-model.js';
+import { tmpDir } from '../helpers/index.js';
 
 let dir: string;
 let d: Database_;
@@ -40,7 +40,7 @@ function addSession(id: string, taskId: string, attempts: Array<Array<[string, n
 }
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'lamer-manager-'));
+  dir = tmpDir('lamer-manager-');
   d = openDatabase(dir);
   await writeTinyCheckpoint(join(dir, 'base'), TinyModel.init(300, 4, 16));
   d.db.insert(models).values({ version: 'base', parent: null, jobId: null, checkpointDir: join(dir, 'base'), status: 'active', metrics: {}, createdAt: 1 }).run();
@@ -50,7 +50,7 @@ beforeAll(async () => {
   addSession('s4', 'U', [[['A', 0, [13]], ['B', 1, null]]], false);
   writeFileSync(join(dir, 'demos.jsonl'), JSON.stringify({ env: 'minesweeper', taskId: 'm', instructions: 'P', memory: 'reflection_only', attempts: [{ steps: [{ observation: 'o', action: 'a', reward: 0, done: false, success: false }, { observation: 'p', action: null, reward: 10, done: true, success: true }], reflection: null }] }) + '\n');
 });
-afterAll(() => { d.close(); rmSync(dir, { recursive: true, force: true }); });
+afterAll(() => { d.close(); });
 
 describe('TrainingJobManager', () => {
   it('runs a lamer job: skipped groups reported, metrics recorded, new version registered and activated', async () => {

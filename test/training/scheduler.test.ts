@@ -1,6 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { tmpDir } from '../helpers/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase, type Database_ } from '../../src/db/index.js';
 import { sessions } from '../../src/db/schema.js';
@@ -21,8 +19,8 @@ function fakeStarter() {
   return { created, setBusy: (b: boolean) => { busy = b; }, create(req: CreateJobRequest) { created.push(req); return { id: `job${created.length}` }; }, busy: () => busy };
 }
 
-beforeAll(() => { dir = mkdtempSync(join(tmpdir(), 'lamer-sched-')); d = openDatabase(dir); addSession(); });
-afterAll(() => { d.close(); rmSync(dir, { recursive: true, force: true }); });
+beforeAll(() => { dir = tmpDir('lamer-sched-'); d = openDatabase(dir); addSession(); });
+afterAll(() => { d.close(); });
 
 describe('TrainingScheduler', () => {
   it('starts a job every N newly completed training sessions, with the data window since the last trigger', () => {

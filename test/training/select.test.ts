@@ -1,6 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { tmpDir } from '../helpers/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase, type Database_ } from '../../src/db/index.js';
 import { sessions, steps } from '../../src/db/schema.js';
@@ -26,7 +24,7 @@ function addSession(id: string, o: { taskId?: string; env?: string; mode?: 'trai
 }
 
 beforeAll(() => {
-  dir = mkdtempSync(join(tmpdir(), 'lamer-select-'));
+  dir = tmpDir('lamer-select-');
   d = openDatabase(dir);
   // a: fails then succeeds (reflection between); b: succeeds at once; both task T
   addSession('a', {}, [[0, 0, 'action', 'A', 0, false, false, [65]], [0, 1, 'action', 'C', -1, true, false, null], [0, 1, 'reflection', 'C', 0, true, false, [66, 67]],
@@ -36,7 +34,7 @@ beforeAll(() => {
   addSession('d', { status: 'active' }, [[0, 0, 'action', 'A', 0, false, false, [71]]]);
   addSession('e', { env: 'sokoban', taskId: 'S', modelVersion: 'v2' }, [[0, 0, 'action', 'X', 0, false, false, [72]]]);
 });
-afterAll(() => { d.close(); rmSync(dir, { recursive: true, force: true }); });
+afterAll(() => { d.close(); });
 
 describe('selectTrainingRecords', () => {
   it('takes completed training sessions only, ordered by session, attempt, step, kind', () => {
