@@ -59,6 +59,64 @@ declare module 'fastify' {
   }
 }
 
+/**
+ * The gauges read at scrape time from `sources()` (the engine's queue depth and model calls in
+ * flight, the loaded versions, running training jobs and jobs by status), registered on `registry`.
+ */
+function registerSourceGauges(registry: Registry, sources: () => Metrics['sources']): void {
+  new Gauge({
+    name: 'lamer_engine_queue_depth',
+    help: "Requests queued in the engine's batchers, waiting for a forward pass",
+    registers: [registry],
+    collect() {
+      this.set(sources().engineQueueDepth());
+    },
+  });
+  new Gauge({
+    name: 'lamer_model_calls_in_flight',
+    help: 'Model calls (act/reflect) waiting on or running in the engine (bounded by LAMER_MAX_QUEUED_STEPS)',
+    registers: [registry],
+    collect() {
+      this.set(sources().modelCallsInFlight());
+    },
+  });
+  new Gauge({
+    name: 'lamer_model_loaded',
+    help: 'Model versions loaded in memory (value 1 per version)',
+    labelNames: ['version'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const v of sources().loadedVersions()) this.set({ version: v }, 1);
+    },
+  });
+  new Gauge({
+    name: 'lamer_training_job_progress',
+    help: 'Progress of each running training job, 0..1',
+    labelNames: ['job_id', 'algorithm'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const j of sources().runningJobs()) this.set({ job_id: j.id, algorithm: j.algorithm }, j.progress);
+    },
+  });
+  new Gauge({
+    name: 'lamer_training_jobs',
+    help: 'Training jobs by status',
+    labelNames: ['status'],
+    registers: [registry],
+    collect() {
+      const counts = sources().jobsByStatus();
+      for (const s of JOB_STATUSES) this.set({ status: s }, counts[s] ?? 0);
+    },
+  });
+}
+
+/**
+ * A fresh Prometheus registry with the server's metrics (HTTP latency by route, steps, sessions,
+ * engine batches and forward seconds, rate limiting, training jobs); gauges read their values
+ * from `sources` at scrape time, which the server fills in once the db and engine exist.
+ */
 export function createMetrics(): Metrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
@@ -135,52 +193,7 @@ export function createMetrics(): Metrics {
       jobsByStatus: () => ({}),
     },
   };
-  new Gauge({
-    name: 'lamer_engine_queue_depth',
-    help: "Requests queued in the engine's batchers, waiting for a forward pass",
-    registers: [registry],
-    collect() {
-      this.set(m.sources.engineQueueDepth());
-    },
-  });
-  new Gauge({
-    name: 'lamer_model_calls_in_flight',
-    help: 'Model calls (act/reflect) waiting on or running in the engine (bounded by LAMER_MAX_QUEUED_STEPS)',
-    registers: [registry],
-    collect() {
-      this.set(m.sources.modelCallsInFlight());
-    },
-  });
-  new Gauge({
-    name: 'lamer_model_loaded',
-    help: 'Model versions loaded in memory (value 1 per version)',
-    labelNames: ['version'],
-    registers: [registry],
-    collect() {
-      this.reset();
-      for (const v of m.sources.loadedVersions()) this.set({ version: v }, 1);
-    },
-  });
-  new Gauge({
-    name: 'lamer_training_job_progress',
-    help: 'Progress of each running training job, 0..1',
-    labelNames: ['job_id', 'algorithm'],
-    registers: [registry],
-    collect() {
-      this.reset();
-      for (const j of m.sources.runningJobs()) this.set({ job_id: j.id, algorithm: j.algorithm }, j.progress);
-    },
-  });
-  new Gauge({
-    name: 'lamer_training_jobs',
-    help: 'Training jobs by status',
-    labelNames: ['status'],
-    registers: [registry],
-    collect() {
-      const counts = m.sources.jobsByStatus();
-      for (const s of JOB_STATUSES) this.set({ status: s }, counts[s] ?? 0);
-    },
-  });
+  registerSourceGauges(registry, () => m.sources);
   return m;
 }
 
