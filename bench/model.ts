@@ -12,11 +12,17 @@
  *    for 64-token reflections (decode-heavy) at concurrency 1 and 32;
  * 4. training tokens/s (Adam, [8, 128] tokens) and achieved GFLOP/s with nanoGPT's estimate
  *    6 N + 12 L T C FLOPs per token (N = parameters without wpe), and its ratio to (1).
+ * 5. the limit: `reference.matmulGflopsOneCore` (backend matMul 1024^3, one thread: the wasm backend
+ *    runs single-threaded under Node), `reference.nativeMatmulGflops` (numpy/OpenBLAS fp32 2048^3 on
+ *    all cores, run in a python3 child whose environment drops OPENBLAS_CORETYPE and
+ *    OPENBLAS_L2_SIZE; null when python3 or numpy is missing), training tokens/s and serving
+ *    steps/s (concurrency 32, batching on) by worker count, and training GFLOP/s over both references.
  * Prints a table and writes bench/results/model.json.
  * Flags: --backend wasm|cpu|auto (default auto), --quick (fewer iterations).
  * Model: DEFAULT_CONFIG of src/model/gpt.ts (2 layers, 128 wide, 4 heads, block 1024).
  */
 import * as tf from '@tensorflow/tfjs';
+import { spawnSync } from 'node:child_process';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -64,6 +70,29 @@ function matmulGflops(m: number, k: number, n: number): number {
   a.dispose();
   b.dispose();
   return (2 * m * k * n) / s / 1e9;
+}
+
+/**
+ * fp32 matmul GFLOP/s of numpy (OpenBLAS, all cores) on n x n, best of 5 after one warm-up, or null
+ * when python3 or numpy is unavailable or the child fails. OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are
+ * removed from the child's environment only, so OpenBLAS picks its kernel for the real CPU.
+ */
+function nativeMatmulGflops(n: number): number | null {
+  const env = { ...process.env };
+  delete env.OPENBLAS_CORETYPE;
+  delete env.OPENBLAS_L2_SIZE;
+  const code = [
+    'import time, numpy as np',
+    `n = ${n}`,
+    'a = np.random.rand(n, n).astype(np.float32); b = np.random.rand(n, n).astype(np.float32)',
+    'a @ b',
+    'best = min((lambda t0: (a @ b, time.perf_counter() - t0)[1])(time.perf_counter()) for _ in range(5))',
+    'print(2 * n ** 3 / best / 1e9)',
+  ].join('\n');
+  const r = spawnSync('python3', ['-c', code], { env, encoding: 'utf8', timeout: 120_000 });
+  if (r.status !== 0) return null;
+  const v = Number(r.stdout.trim());
+  return Number.isFinite(v) && v > 0 ? v : null;
 }
 
 function forwardTokensPerSec(model: GPT, B: number, T: number): number {
@@ -189,6 +218,10 @@ async function main(): Promise<void> {
   const matmul = { m1024x128x384: matmulGflops(1024, 128, 384), m512: matmulGflops(512, 512, 512) };
   const matmulRef = Math.max(matmul.m1024x128x384, matmul.m512);
   console.log(`\nplain matMul GFLOP/s: [1024,128]x[128,384] ${matmul.m1024x128x384.toFixed(2)}, 512^3 ${matmul.m512.toFixed(2)}`);
+  // The limit: one large square matmul on the backend (one thread) and numpy/OpenBLAS on all cores.
+  const matmulGflopsOneCore = matmulGflops(1024, 1024, 1024);
+  const nativeMatmul = nativeMatmulGflops(2048);
+  console.log(`reference: ${backend} matMul 1024^3 one thread ${matmulGflopsOneCore.toFixed(2)} GFLOP/s; numpy/OpenBLAS 2048^3 all cores ${nativeMatmul === null ? 'n/a (no python3 with numpy)' : nativeMatmul.toFixed(2) + ' GFLOP/s'}`);
 
   const fwd: Array<{ batch: number; fullSeqTokensPerSec: number; decodeTokensPerSec: number }> = [];
   for (const B of [1, 8, 32]) {
@@ -221,6 +254,23 @@ async function main(): Promise<void> {
     });
   console.log('batched/unbatched throughput: ' + ratios.map((r) => `${r.kind} c=${r.concurrency}: ${r.throughputRatio.toFixed(2)}x`).join(', '));
 
+  const serving32 = lat.find((r) => r.kind === 'act' && r.concurrency === 32 && r.batching)!;
+  const limit = {
+    reference: { matmulGflopsOneCore, nativeMatmulGflops: nativeMatmul, matmulShape: '1024x1024x1024 (backend), 2048x2048x2048 (numpy fp32)' },
+    ratios: {
+      trainingToMatmulOneCore: train.gflops / matmulGflopsOneCore,
+      trainingToNative: nativeMatmul === null ? null : train.gflops / nativeMatmul,
+    },
+  };
+  console.log('\nlimit                                   value');
+  console.log(`reference matMul one core (GFLOP/s)     ${matmulGflopsOneCore.toFixed(2)}`);
+  console.log(`reference native all cores (GFLOP/s)    ${nativeMatmul === null ? 'null' : nativeMatmul.toFixed(2)}`);
+  console.log(`training (GFLOP/s)                      ${train.gflops.toFixed(2)}`);
+  console.log(`training / one-core matMul              ${(100 * limit.ratios.trainingToMatmulOneCore).toFixed(1)}%`);
+  console.log(`training / native                       ${limit.ratios.trainingToNative === null ? 'null' : (100 * limit.ratios.trainingToNative).toFixed(1) + '%'}`);
+  console.log(`training tokens/s by workers            1: ${train.tokensPerSec.toFixed(0)}`);
+  console.log(`serving steps/s at c=32 by workers      1: ${serving32.stepsPerSec.toFixed(1)}`);
+
   const result = {
     date: new Date().toISOString(),
     backend,
@@ -230,7 +280,24 @@ async function main(): Promise<void> {
     quick: QUICK,
     matmulGflops: matmul,
     forward: fwd,
-    training: { batch: 8, seq: 128, ...train, matmulRefGflops: matmulRef, ratioToMatmul: trainRatio, flopsPerToken: trainFlopsPerToken(model, 128) },
+    reference: limit.reference,
+    training: {
+      batch: 8,
+      seq: 128,
+      ...train,
+      matmulRefGflops: matmulRef,
+      ratioToMatmul: trainRatio,
+      flopsPerToken: trainFlopsPerToken(model, 128),
+      tokensPerSecondByWorkers: { '1': train.tokensPerSec },
+      note: 'training runs on one worker (one wasm backend, one thread) today, so only the 1-worker figure exists',
+    },
+    serving: {
+      concurrency: 32,
+      batching: true,
+      stepsPerSecondByWorkers: { '1': serving32.stepsPerSec },
+      note: 'serving runs one engine on one worker today, so only the 1-worker figure exists; act steps, batching on',
+    },
+    ratios: limit.ratios,
     latency: lat,
     batchingThroughputRatio: ratios,
   };
