@@ -12,7 +12,7 @@ import { REMOTE_KINDS, type RemoteVersionConfig } from './policy/engine.js';
 import { RL_ALGORITHMS, SERVER_ENGINES, type RlAlgorithm, type ServerEngine } from './domain.js';
 
 export type EngineKind = ServerEngine;
-export type TfjsBackend = 'auto' | 'tensorflow' | 'wasm' | 'cpu';
+export type TfjsBackend = 'auto' | 'tensorflow' | 'webgpu' | 'wasm' | 'cpu';
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 
 /** One API key: a Bearer token, the tenant it belongs to and whether it may use admin routes. */
@@ -265,7 +265,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     dataDir: path.resolve(env.LAMER_DATA_DIR && env.LAMER_DATA_DIR !== '' ? env.LAMER_DATA_DIR : 'data'),
     engine: oneOf(env, 'LAMER_ENGINE', 'builtin', SERVER_ENGINES),
     openai: remoteEngine(env),
-    tfjsBackend: oneOf(env, 'LAMER_TFJS_BACKEND', 'auto', ['auto', 'tensorflow', 'wasm', 'cpu'] as const),
+    tfjsBackend: oneOf(env, 'LAMER_TFJS_BACKEND', 'auto', ['auto', 'tensorflow', 'webgpu', 'wasm', 'cpu'] as const),
     apiKeys,
     logLevel: oneOf(env, 'LAMER_LOG_LEVEL', 'info', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const),
     limits,

@@ -6,6 +6,11 @@
  * The native packages are optional: they are imported dynamically inside try/catch, so their
  * absence (their install downloads libtensorflow and fails offline) only moves on to wasm.
  * `tensorflow` forces a native backend (throws when none loads); `wasm` / `cpu` force those.
+ * `webgpu` is optional and fails soft: it tries `@tensorflow/tfjs-backend-webgpu` on Dawn for Node
+ * (the `webgpu` npm package), both imported dynamically and not dependencies of this project
+ * (install them with `npm install --no-save webgpu @tensorflow/tfjs-backend-webgpu@<tfjs version>`;
+ * see bench/gpu-check.sh); when either is missing or no GPU adapter exists it logs one line and
+ * goes on with wasm, then cpu.
  *
  * On wasm, `installWasmPatches` (src/model/wasm-kernels.ts) is applied: transposed matmuls are
  * materialised first, and an `UnsortedSegmentSum` kernel (gradient of `gather`) is registered.
@@ -16,7 +21,7 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import { installWasmPatches } from './wasm-kernels.js';
 
-export type BackendPreference = 'auto' | 'tensorflow' | 'wasm' | 'cpu';
+export type BackendPreference = 'auto' | 'tensorflow' | 'webgpu' | 'wasm' | 'cpu';
 
 export interface BackendLogger {
   info(o: object, msg?: string): void;
@@ -34,7 +39,7 @@ export function backendGeneration(): number {
   return generation;
 }
 
-/** Name of the backend chosen by `initBackend` ('tensorflow' | 'wasm' | 'cpu'), or null before. */
+/** Name of the backend chosen by `initBackend` ('tensorflow' | 'webgpu' | 'wasm' | 'cpu'), or null before. */
 export function chosenBackend(): string | null {
   return chosen;
 }
@@ -76,6 +81,37 @@ async function tryNative(logger?: BackendLogger): Promise<boolean> {
   return false;
 }
 
+/**
+ * Tries the WebGPU backend on Dawn for Node: imports `webgpu` (Dawn bindings), exposes its globals
+ * and `navigator.gpu`, checks that an adapter exists, then imports `@tensorflow/tfjs-backend-webgpu`
+ * and selects it. Any failure (package missing, native binding not loading, no adapter) logs one
+ * line and returns false, so the caller moves on to wasm.
+ */
+async function tryWebgpu(logger?: BackendLogger): Promise<boolean> {
+  try {
+    // Variable specifiers keep TypeScript from requiring the optional packages.
+    const dawnSpec: string = 'webgpu';
+    const dawn = (await import(dawnSpec)) as { create(flags: string[]): { requestAdapter(): Promise<unknown> }; globals: object };
+    const gpu = dawn.create([]);
+    const adapter = await gpu.requestAdapter();
+    if (!adapter) throw new Error('no WebGPU adapter (no GPU, or no Vulkan driver for it)');
+    Object.assign(globalThis, dawn.globals);
+    const nav = (globalThis as { navigator?: object }).navigator;
+    if (nav) Object.defineProperty(nav, 'gpu', { value: gpu, configurable: true });
+    else Object.defineProperty(globalThis, 'navigator', { value: { gpu }, configurable: true, writable: true });
+    const tfSpec: string = '@tensorflow/tfjs-backend-webgpu';
+    await import(tfSpec);
+    if (await tf.setBackend('webgpu')) {
+      logger?.info({ backend: 'webgpu' }, 'tfjs webgpu backend loaded');
+      return true;
+    }
+    throw new Error('backend "webgpu" did not initialise');
+  } catch (err) {
+    logger?.info({ reason: String(err).split('\n')[0]!.slice(0, 200) }, 'tfjs webgpu backend unavailable (optional webgpu + @tensorflow/tfjs-backend-webgpu not installed, or no GPU adapter); trying wasm');
+    return false;
+  }
+}
+
 async function tryWasm(logger?: BackendLogger): Promise<boolean> {
   try {
     const wasm = await import('@tensorflow/tfjs-backend-wasm');
@@ -105,8 +141,9 @@ export async function initBackend(pref: BackendPreference = 'auto', logger?: Bac
     pending = (async () => {
       let ok = false;
       if (pref === 'auto' || pref === 'tensorflow') ok = await tryNative(logger);
+      if (pref === 'webgpu') ok = await tryWebgpu(logger);
       if (!ok && pref === 'tensorflow') throw new Error('tfjs backend "tensorflow" forced but @tensorflow/tfjs-node(-gpu) did not load');
-      if (!ok && (pref === 'auto' || pref === 'wasm')) ok = await tryWasm(logger);
+      if (!ok && (pref === 'auto' || pref === 'webgpu' || pref === 'wasm')) ok = await tryWasm(logger);
       if (!ok && pref === 'wasm') throw new Error('tfjs backend "wasm" forced but it did not initialise');
       if (!ok) {
         await tf.setBackend('cpu');

@@ -46,7 +46,7 @@ export function exitOnEngineFailure(logger?: EngineLogger, proc: ExitingProcess 
 }
 
 type BuiltinFactory = (opts: {
-  backend?: 'auto' | 'tensorflow' | 'wasm' | 'cpu';
+  backend?: 'auto' | 'tensorflow' | 'webgpu' | 'wasm' | 'cpu';
   batchWindowMs?: number;
   maxBatchSize?: number;
   maxLoadedVersions?: number;

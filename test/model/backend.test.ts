@@ -1,0 +1,38 @@
+/**
+ * Backend choice: `webgpu` is optional and fails soft. On a machine without the optional packages
+ * (`webgpu`, `@tensorflow/tfjs-backend-webgpu`) or without a GPU adapter, `initBackend('webgpu')`
+ * logs exactly one line about webgpu and selects wasm without throwing.
+ */
+import * as tf from '@tensorflow/tfjs';
+import { describe, expect, it } from 'vitest';
+import { chosenBackend, initBackend, type BackendLogger } from '../../src/model/backend.js';
+import { loadConfig } from '../../src/config.js';
+
+describe('initBackend webgpu', () => {
+  it('falls back to wasm with one log line and no throw when webgpu is unavailable', async () => {
+    const lines: Array<{ level: string; o: object; msg?: string }> = [];
+    const logger: BackendLogger = {
+      info: (o, msg) => lines.push({ level: 'info', o, msg }),
+      warn: (o, msg) => lines.push({ level: 'warn', o, msg }),
+    };
+    const name = await initBackend('webgpu', logger);
+    expect(name).toBe('wasm');
+    expect(chosenBackend()).toBe('wasm');
+    expect(tf.getBackend()).toBe('wasm');
+    const webgpuLines = lines.filter((l) => (l.msg ?? '').includes('webgpu'));
+    expect(webgpuLines).toHaveLength(1);
+    expect(webgpuLines[0]!.msg).toMatch(/^tfjs webgpu backend unavailable .*; trying wasm$/);
+    expect(typeof (webgpuLines[0]!.o as { reason?: unknown }).reason).toBe('string');
+    // the other line is the usual selection line; nothing was logged as a warning
+    expect(lines.filter((l) => l.level === 'warn')).toHaveLength(0);
+    expect(lines.map((l) => l.msg)).toEqual([webgpuLines[0]!.msg, 'tfjs backend selected']);
+    // and the wasm backend computes
+    const y = tf.matMul(tf.tensor2d([[1, 2]]), tf.tensor2d([[3], [4]]));
+    expect(Array.from(y.dataSync())).toEqual([11]);
+    y.dispose();
+  });
+
+  it('LAMER_TFJS_BACKEND accepts webgpu', () => {
+    expect(loadConfig({ LAMER_TFJS_BACKEND: 'webgpu' }).tfjsBackend).toBe('webgpu');
+  });
+});
