@@ -18,7 +18,8 @@
  *    OPENBLAS_L2_SIZE; null when python3 or numpy is missing), training tokens/s and serving
  *    steps/s (concurrency 32, batching on) by worker count, and training GFLOP/s over both references.
  * Prints a table and writes bench/results/model.json.
- * Flags: --backend wasm|cpu|auto (default auto), --quick (fewer iterations).
+ * Flags: --backend auto|tensorflow|webgpu|wasm|cpu (default auto), --quick (fewer iterations, ~1-2 min),
+ * --out PATH (default bench/results/model.json).
  * Model: DEFAULT_CONFIG of src/model/gpt.ts (2 layers, 128 wide, 4 heads, block 1024).
  */
 import * as tf from '@tensorflow/tfjs';
@@ -301,9 +302,10 @@ async function main(): Promise<void> {
     latency: lat,
     batchingThroughputRatio: ratios,
   };
-  await mkdir('bench/results', { recursive: true });
-  await writeFile('bench/results/model.json', JSON.stringify(result, null, 2) + '\n');
-  console.log('\nwrote bench/results/model.json');
+  const out = flag('--out') ?? 'bench/results/model.json';
+  await mkdir(path.dirname(out), { recursive: true });
+  await writeFile(out, JSON.stringify(result, null, 2) + '\n');
+  console.log(`\nwrote ${out}`);
   model.dispose();
   await rm(dir, { recursive: true, force: true });
 }
