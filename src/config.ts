@@ -302,12 +302,16 @@ function remoteEngine(env: Record<string, string | undefined>): RemoteVersionCon
   if (env.LAMER_ENGINE !== 'openai') return null;
   const baseUrl = env.LAMER_OPENAI_BASE_URL ?? '';
   let ok = false;
+  let credentials = false;
   try {
-    ok = ['http:', 'https:'].includes(new URL(baseUrl).protocol);
+    const u = new URL(baseUrl);
+    ok = ['http:', 'https:'].includes(u.protocol);
+    credentials = u.username !== '' || u.password !== '';
   } catch {
     ok = false;
   }
   if (!ok) throw new ConfigError(`LAMER_OPENAI_BASE_URL=${JSON.stringify(baseUrl)}: expected an http(s) URL such as http://gpu-host:8000/v1 (needed with LAMER_ENGINE=openai)`);
+  if (credentials) throw new ConfigError('LAMER_OPENAI_BASE_URL must not contain a user name or password: set LAMER_OPENAI_API_KEY instead');
   const model = env.LAMER_OPENAI_MODEL ?? '';
   if (model.trim() === '') throw new ConfigError('LAMER_OPENAI_MODEL: expected the remote model name (needed with LAMER_ENGINE=openai)');
   const apiKey = env.LAMER_OPENAI_API_KEY && env.LAMER_OPENAI_API_KEY !== '' ? env.LAMER_OPENAI_API_KEY : undefined;

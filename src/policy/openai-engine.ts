@@ -245,7 +245,8 @@ export class RemoteVersion {
         await this.sleep(wait);
       }
     }
-    throw new EngineError(`remote model version '${this.version}' (${this.config.model} at ${this.config.baseUrl}) failed: ${last}`);
+    // The detail reaches any tenant's client: it names the version, not the server's address.
+    throw new EngineError(`remote model version '${this.version}' failed: ${last}`);
   }
 
   private async tryOnce(url: string, headers: Record<string, string>, payload: string): Promise<unknown> {

@@ -80,6 +80,10 @@ describe('registering remote versions', () => {
     const bad = await server.call('POST', '/v1/models', { version: 'u', engine: 'openai', baseUrl: 'http://[bad', model: 'q' });
     expect(bad.status).toBe(400);
     expect(bad.body.errors).toEqual([{ field: 'body/baseUrl', message: 'is not a URL' }]);
+    const creds = await server.call('POST', '/v1/models', { version: 'c', engine: 'openai', baseUrl: 'http://user:pw@127.0.0.1:1/v1', model: 'q' });
+    expect(creds.status).toBe(400);
+    expect(creds.body.errors).toEqual([{ field: 'body/baseUrl', message: 'must not contain a user name or password (send the key as apiKey)' }]);
+    expect((await server.call('GET', '/v1/models/c')).status).toBe(404);
     expect((await server.call('GET', '/v1/models/o')).status).toBe(404);
   });
 });
@@ -140,6 +144,7 @@ describe('a remote version that misbehaves', () => {
     expect(r.body.type).toContain('engine-unavailable');
     expect(r.headers.get('retry-after')).toBe('1');
     expect(r.body.detail).toContain('HTTP 500');
+    expect(r.body.detail).not.toContain(remoteUrl); // the server's address is not shown to tenants
     expect(hits).toHaveLength(3); // 1 + maxRetries
     expect(dumpDb(server.dataDir)).toBe(before);
     behaviour = (_b, res) => send(res, 200, answer('door 2'));
@@ -248,6 +253,7 @@ describe('configuration (LAMER_ENGINE=openai)', () => {
     });
     expect(loadConfig({}).openai).toBeNull();
     expect(() => loadConfig({ ...env, LAMER_OPENAI_BASE_URL: 'gpu:8000' })).toThrow(/LAMER_OPENAI_BASE_URL/);
+    expect(() => loadConfig({ ...env, LAMER_OPENAI_BASE_URL: 'http://u:secret@gpu:8000/v1' })).toThrow(/must not contain a user name or password/);
     expect(() => loadConfig({ ...env, LAMER_OPENAI_MODEL: '' })).toThrow(/LAMER_OPENAI_MODEL/);
     expect(() => loadConfig({ ...env, LAMER_OPENAI_KIND: 'tgi' })).toThrow(/LAMER_OPENAI_KIND/);
   });

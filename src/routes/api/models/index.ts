@@ -76,6 +76,9 @@ function registerRoute(fastify: FastifyInstance): void {
     async (req, reply) => {
       const b = req.body;
       if (!URL.canParse(b.baseUrl)) throw invalid('body/baseUrl', 'is not a URL');
+      const u = new URL(b.baseUrl);
+      // fetch refuses URLs with credentials, and a URL is shown in listings and logs: the key goes in apiKey.
+      if (u.username !== '' || u.password !== '') throw invalid('body/baseUrl', 'must not contain a user name or password (send the key as apiKey)');
       const remote = remoteConfigOf(b);
       const m = app.models.register({ version: b.version, parent: b.parent ?? null, remote, ...(b.metrics ? { metrics: b.metrics } : {}) });
       req.log.info({ version: m.version, baseUrl: remote.baseUrl, model: remote.model }, 'remote model version registered');
