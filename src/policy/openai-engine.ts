@@ -22,6 +22,7 @@
  * - At most `concurrency` requests per version are in flight; more wait in FIFO order.
  */
 import { extractAction } from './actions.js';
+import { decode } from '../model/tokenizer.js';
 import {
   EngineError, type ActRequest, type Generation, type GenerationRecord, type PromptParts, type ReflectRequest,
   type RemoteVersionConfig, type SamplingParams,
@@ -179,6 +180,20 @@ class TryError extends Error {
 }
 
 /** One remote model version: its settings, a concurrency gate and the HTTP calls. */
+
+/**
+ * What a lamer-server behind `/openai/v1` saw of the prompt: its byte-level token ids decode to the
+ * text it kept (the messages joined with newlines, as its chat template renders them, cut from the
+ * start when longer than its context). Recording that text and the number of characters (code
+ * points) cut keeps `decode(promptTokenIds) === prompt` true for remote versions of kind `lamer`.
+ */
+function lamerPromptSeen(messages: readonly ChatMessage[], promptTokenIds: readonly number[]): { promptText: string; promptTruncatedChars: number } {
+  const seen = decode(promptTokenIds);
+  const full = messages.map((m) => m.content).join('\n');
+  const cut = full.endsWith(seen) ? [...full].length - [...seen].length : 0;
+  return { promptText: seen, promptTruncatedChars: cut };
+}
+
 export class RemoteVersion {
   private inFlight = 0;
   private readonly waiters: Array<() => void> = [];
@@ -310,6 +325,7 @@ export class RemoteVersion {
       modelVersion: this.version,
       record,
     };
+    if (this.config.kind === 'lamer' && a.promptTokenIds !== null) Object.assign(g, lamerPromptSeen(messages, a.promptTokenIds));
     if (actions && actions.length > 0 && c) {
       record.constraint = c.constraint;
       const i = matchChoice(a.content, actions);

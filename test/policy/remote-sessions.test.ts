@@ -182,6 +182,18 @@ describe('a lamer-server using another as its remote engine', () => {
     expect(j.error).toContain('no training samples: 0 sessions');
   }, 60_000);
 
+  it('a prompt longer than the serving model\'s context: the record is the text it kept, with the characters cut', async () => {
+    const s = await b.call('POST', '/v1/sessions', { taskId: 'long:1', instructions: 'Open the door with the prize.', maxAttempts: 1, maxSteps: 2 });
+    const r = await b.call('POST', `/v1/sessions/${s.body.id}/steps`, { attempt: 0, step: 0, observation: 'y'.repeat(3000) });
+    expect(r.status).toBe(200);
+    const traj = await b.call('GET', `/v1/sessions/${s.body.id}/trajectory`);
+    const row = traj.body.steps[0];
+    expect(row.promptTokenIds[0]).toBe(BOS);
+    expect(Buffer.from(row.promptTokenIds.slice(1)).toString('utf8')).toBe(row.prompt);
+    expect(row.promptTruncatedChars).toBeGreaterThan(0);
+    expect(row.prompt.length + row.promptTruncatedChars).toBeGreaterThan(3000);
+  }, 60_000);
+
   it('the builtin endpoint cuts at a stop string: text, token ids and logprobs are the prefix before it', async () => {
     const req = { model: 'base', prompt: 'Observation:\nThree doors.\nAction:', seed: 9, temperature: 1, max_tokens: 24, logprobs: 0, return_token_ids: true };
     const full = await a.call('POST', '/openai/v1/completions', req);
