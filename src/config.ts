@@ -8,8 +8,8 @@
 import path from 'node:path';
 import { isIP } from 'node:net';
 import { Cron } from 'croner';
-import { REMOTE_KINDS, type RemoteVersionConfig } from './policy/engine.js';
-import { RL_ALGORITHMS, SERVER_ENGINES, type RlAlgorithm, type ServerEngine } from './domain.js';
+import type { RemoteVersionConfig } from './policy/engine.js';
+import { REMOTE_KINDS, RL_ALGORITHMS, SERVER_ENGINES, type RlAlgorithm, type ServerEngine } from './domain.js';
 
 export type EngineKind = ServerEngine;
 export type TfjsBackend = 'auto' | 'tensorflow' | 'webgpu' | 'wasm' | 'cpu';

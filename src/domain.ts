@@ -74,3 +74,7 @@ export type OldLogprobSource = (typeof OLD_LOGPROB_SOURCES)[number];
 /** Cross-episode return: LaMer Eq. 4 ('paper') or the reference code's recursion ('code'); shared/LAMER.md §2. */
 export const RETURN_MODES = ['paper', 'code'] as const;
 export type ReturnMode = (typeof RETURN_MODES)[number];
+
+/** Kinds of OpenAI-compatible server a remote version can live on: how actions are kept inside availableActions (docs/remote-engines.md). */
+export const REMOTE_KINDS = ['vllm', 'vllm-legacy', 'lamer', 'llamacpp', 'openai', 'plain'] as const;
+export type RemoteKind = (typeof REMOTE_KINDS)[number];

@@ -16,6 +16,7 @@
 // (src/model/sampling.ts, src/model/tokenizer.ts), so that model/ does not import policy/.
 import type { SamplingParams } from '../model/sampling.js';
 import type { PromptParts } from '../model/tokenizer.js';
+import type { RemoteKind } from '../domain.js';
 export type { PromptParts, SamplingParams };
 
 export interface ActRequest {
@@ -96,8 +97,7 @@ export interface RemoteVersionConfig {
   maxReflectionTokens: number;
 }
 
-export const REMOTE_KINDS = ['vllm', 'vllm-legacy', 'lamer', 'llamacpp', 'openai', 'plain'] as const;
-export type RemoteKind = (typeof REMOTE_KINDS)[number];
+
 
 /**
  * What a remote engine could and could not record for one generation (stored with the step, so

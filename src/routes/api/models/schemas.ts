@@ -1,6 +1,6 @@
 /** TypeBox schemas of the model-version resource (DESIGN §3 `models`). */
 import { Type } from 'typebox';
-import { REMOTE_KINDS } from '../../../policy/engine.js';
+import { REMOTE_KINDS } from '../../../domain.js';
 import { FreeObject, Nullable, StringEnum } from '../common.js';
 import { MODEL_ENGINES, MODEL_STATUSES } from '../../../domain.js';
 
