@@ -104,7 +104,7 @@ export async function run(argv: string[]): Promise<number> {
       out.end();
       await once(out, 'finish');
     }
-    console.error(`lamer export: ${r.lines} steps of ${r.sessions} sessions${toFile ? ` to ${values.out}` : ''}`);
+    console.error(`lamer export: ${r.lines} step${r.lines === 1 ? '' : 's'} of ${r.sessions} session${r.sessions === 1 ? '' : 's'}${toFile ? ` to ${values.out}` : ''}`);
     return 0;
   } catch (e) {
     const err = e as NodeJS.ErrnoException;
