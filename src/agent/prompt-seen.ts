@@ -18,18 +18,6 @@ export function promptTokenCount(p: PromptParts): number {
   return n;
 }
 
-/** The first `max` characters (code points, as JSON Schema's maxLength counts) of `text`. */
-export function cutChars(text: string, max: number): string {
-  if (text.length <= max) return text;
-  let out = '';
-  let n = 0;
-  for (const ch of text) {
-    if (n++ === max) break;
-    out += ch;
-  }
-  return out;
-}
-
 /** A generation's token array as stored: null when a remote engine did not return it (record.available). */
 export function recorded(g: Generation, k: 'promptTokenIds' | 'outputTokenIds' | 'logprobs'): number[] | null {
   return g.record && !g.record.available[k] ? null : g[k];

@@ -23,8 +23,8 @@ export const HISTORY_STEPS = 7;
 /** Max characters (code points) of one reflection in the acting prompt (LAMER.md §1). */
 export const REFLECTION_CHARS = 2000;
 
-/** The first `max` characters of `text`, counted in code points (a surrogate pair is never split). */
-function firstChars(text: string, max: number): string {
+/** The first `max` characters (code points, as JSON Schema's maxLength counts) of `text`. */
+export function cutChars(text: string, max: number): string {
   if (text.length <= max) return text;
   let out = '';
   let n = 0;
@@ -93,7 +93,7 @@ function memorySection(ctx: ActContext): string {
   }
   if (ctx.memory === 'reflection_only' || ctx.memory === 'history_and_reflection') {
     const refl = prev
-      .map((a, i) => (a.reflection === null ? '' : `\nAttempt ${i}: ${firstChars(a.reflection, REFLECTION_CHARS)}`))
+      .map((a, i) => (a.reflection === null ? '' : `\nAttempt ${i}: ${cutChars(a.reflection, REFLECTION_CHARS)}`))
       .join('');
     if (refl !== '') out += `\nReflections on earlier attempts:${refl}`;
   }

@@ -38,8 +38,8 @@ import { EngineError, EngineLimitError, type PolicyEngine, type PromptParts, typ
 import type { ModelRegistry } from './models.js';
 import { KeyedMutex } from './mutex.js';
 import { DomainError, invalid, isCallerFault, notFound, overloaded } from './errors.js';
-import { renderActPrompt, renderReflectionPrompt, type PromptAttempt, type PromptStep } from './prompt.js';
-import { cutChars, promptAsSeen, promptTokenCount } from './prompt-seen.js';
+import { cutChars, renderActPrompt, renderReflectionPrompt, type PromptAttempt, type PromptStep } from './prompt.js';
+import { promptAsSeen, promptTokenCount } from './prompt-seen.js';
 import { sessionStats } from './session-stats.js';
 import { iso, newSessionRow, sessionView, trajectoryStep } from './session-views.js';
 import type { AgentProtection, CreateSessionInput, Limits, MemoryView, ReflectionView, SessionView, StepAnswer, StepEvents, StepInput, StepOutcome } from './session-types.js';
