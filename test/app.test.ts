@@ -6,7 +6,7 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, parseTrustProxy } from '../src/config.js';
-import { call, countRows, dumpDb, rawCall, startTestServer, type TestServer } from './helpers/index.js';
+import { call, countRows, dumpDb, rawCall, sessionAfterFirstStep, startTestServer, type TestServer } from './helpers/index.js';
 
 let s: TestServer;
 let id: string;
@@ -14,8 +14,7 @@ const BIG = '1' + '0'.repeat(400); // 401 digits: JSON.parse gives Infinity
 
 beforeAll(async () => {
   s = await startTestServer();
-  id = (await s.call('POST', '/v1/sessions', { taskId: 't', instructions: 'x' })).body.id;
-  expect((await s.call('POST', `/v1/sessions/${id}/steps`, { attempt: 0, step: 0, observation: 'o' })).status).toBe(200);
+  id = await sessionAfterFirstStep(s);
 });
 afterAll(async () => {
   await s.close();

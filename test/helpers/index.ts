@@ -115,6 +115,20 @@ export async function startTestServer(overrides: Partial<Config> = {}): Promise<
   };
 }
 
+/**
+ * Opens a session (task `t`) on `s` and records its first step (attempt 0, step 0, observation
+ * `o`), so the next expected step is (0, 1). Returns the session id; throws when either answer is
+ * not a success.
+ */
+export async function sessionAfterFirstStep(s: TestServer): Promise<string> {
+  const created = await s.call('POST', '/v1/sessions', { taskId: 't', instructions: 'x' });
+  if (created.status !== 201) throw new Error(`session create answered ${created.status}`);
+  const id = created.body.id as string;
+  const first = await s.call('POST', `/v1/sessions/${id}/steps`, { attempt: 0, step: 0, observation: 'o' });
+  if (first.status !== 200) throw new Error(`step 0 answered ${first.status}`);
+  return id;
+}
+
 /** Every row of every table, as one string: equal strings mean an unchanged database. */
 export function dumpDb(dataDir: string): string {
   const db = new Database(path.join(dataDir, 'lamer.db'), { readonly: true });

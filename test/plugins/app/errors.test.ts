@@ -4,7 +4,7 @@
  * unchanged afterwards.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestServer, dumpDb, type TestServer } from '../../helpers/index.js';
+import { sessionAfterFirstStep, startTestServer, dumpDb, type TestServer } from '../../helpers/index.js';
 import { DomainError, invalid, overloaded } from '../../../src/agent/errors.js';
 import { PROBLEM_STATUS, retryAfterOf, toProblem } from '../../../src/plugins/app/errors.js';
 
@@ -138,8 +138,7 @@ describe('answers from the router and the HTTP parser are problem+json', () => {
   let id: string;
   beforeAll(async () => {
     s = await startTestServer();
-    id = (await s.call('POST', '/v1/sessions', { taskId: 't', instructions: 'x' })).body.id;
-    await s.call('POST', `/v1/sessions/${id}/steps`, { attempt: 0, step: 0, observation: 'o' });
+    id = await sessionAfterFirstStep(s);
   });
   afterAll(async () => {
     await s.close();

@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { trainingJobs } from '../../../src/db/schema.js';
-import { startTestServer, type TestServer } from '../../helpers/index.js';
+import { sessionAfterFirstStep, startTestServer, type TestServer } from '../../helpers/index.js';
 
 let s: TestServer;
 beforeAll(async () => {
@@ -114,8 +114,7 @@ describe('step metrics', () => {
   let id: string;
   beforeAll(async () => {
     s = await startTestServer();
-    id = (await s.call('POST', '/v1/sessions', { taskId: 't', instructions: 'x' })).body.id;
-    await s.call('POST', `/v1/sessions/${id}/steps`, { attempt: 0, step: 0, observation: 'o' });
+    id = await sessionAfterFirstStep(s);
   });
   afterAll(async () => {
     await s.close();

@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defaultLimits } from '../../../../src/config.js';
-import { countRows, startTestServer, type TestServer } from '../../../helpers/index.js';
+import { countRows, sessionAfterFirstStep, startTestServer, type TestServer } from '../../../helpers/index.js';
 
 let s: TestServer;
 beforeAll(async () => {
@@ -43,8 +43,7 @@ describe('POST /v1/steps:batch validates each item on its own', () => {
   let id: string;
   beforeAll(async () => {
     s = await startTestServer();
-    id = (await s.call('POST', '/v1/sessions', { taskId: 't', instructions: 'x' })).body.id;
-    await s.call('POST', `/v1/sessions/${id}/steps`, { attempt: 0, step: 0, observation: 'o' });
+    id = await sessionAfterFirstStep(s);
   });
   afterAll(async () => {
     await s.close();
