@@ -5,14 +5,17 @@
  *   click uniformly at random, places the mines uniformly among the other cells and applies that
  *   click (so the first click is always safe); boards that this click already wins are redrawn
  *   from the same random stream.
- * - Observation: one line per row, rows and columns numbered from 1:
- *   `Row 1: ? ? . 1 ? ?`, cells `?` hidden, `.` empty (no adjacent mine), `1`-`8` adjacent-mine
- *   count, `*` the mine that was clicked (shown only after a loss).
+ * - Observation (compact, one byte per cell for a small byte-level model): a header line of column
+ *   numbers, then one line per row: its number, a space and one symbol per cell, so that a cell's
+ *   column is its position in the row (rows and columns numbered from 1; `gridText`):
+ *     `  123456` / `1 ??1.??` / ...; cells `?` hidden, `.` empty (no adjacent mine), `1`-`8`
+ *   adjacent-mine count, `*` the mine that was clicked (shown only after a loss).
  * - Action: "(row, col)", 1-indexed; the last "(r, c)" pattern anywhere in the text is used.
  * - Rewards: invalid (no pattern, out of range) or useless (already revealed) click -1 and the game
  *   goes on; revealing one cell +0.5; a cascade (an empty cell opening several) +2; the click that
  *   reveals the last safe cell +10 and done with success; a mine -0.1 and done.
  */
+import { gridText, parseGridRows } from './grid.js';
 import { Rng } from './rng.js';
 import type { BuiltinEnv, ResetResult, StepResult } from './types.js';
 
@@ -59,14 +62,12 @@ function checkMineSweeperParams(p: MineSweeperParams): void {
   if (p.mines > p.rows * p.cols - 2) throw new RangeError(`minesweeper: at most rows*cols-2 = ${p.rows * p.cols - 2} mines`);
 }
 
+/** The rules in about 200 bytes: symbols, coordinates, goal and the answer format with an example. */
 function mineSweeperInstructions(p: MineSweeperParams): string {
   return (
-    `MineSweeper on a ${p.rows}x${p.cols} grid with ${p.mines} hidden mines. ` +
-    `Rows are numbered 1-${p.rows}, columns 1-${p.cols}. ` +
-    `Symbols: ? hidden, . empty (no mine next to it), 1-8 number of mines in the 8 neighbouring cells, * mine. ` +
-    `Each turn reveal one hidden cell. An empty cell also reveals its neighbours. ` +
-    `Reveal every safe cell to win; revealing a mine loses. ` +
-    `Answer with the cell as (row, col), for example (2, 3).`
+    `MineSweeper ${p.rows}x${p.cols}, ${p.mines} mines. Rows left, columns on top, from 1. ` +
+    `? hidden, . no mine around, 1-8 mines around, * mine. ` +
+    `Reveal all safe cells; a mine loses. Answer one hidden cell as (row, col), e.g. (2, 3)`
   );
 }
 
@@ -178,16 +179,16 @@ export class MineSweeperEnv implements BuiltinEnv {
     const { rows, cols } = this.params;
     const lines: string[] = [];
     for (let r = 0; r < rows; r++) {
-      const cells: string[] = [];
+      let line = '';
       for (let c = 0; c < cols; c++) {
         const i = r * cols + c;
-        if (i === this.hit) cells.push('*');
-        else if (!this.revealed[i]) cells.push('?');
-        else cells.push(this.count[i] === 0 ? '.' : String(this.count[i]));
+        if (i === this.hit) line += '*';
+        else if (!this.revealed[i]) line += '?';
+        else line += this.count[i] === 0 ? '.' : String(this.count[i]);
       }
-      lines.push(`Row ${r + 1}: ${cells.join(' ')}`);
+      lines.push(line);
     }
-    return lines.join('\n');
+    return gridText(lines, 1);
   }
 
   private load(m: boolean[]): void {
@@ -237,14 +238,11 @@ export function neighbours(i: number, rows: number, cols: number): number[] {
 
 /**
  * Parse a MineSweeper observation back into cells: returns rows of symbols ('?', '.', '1'-'8', '*').
- * @throws Error when the text has no "Row k:" lines.
+ * Accepts the compact form of `render` and the older `Row k: ? ? ...` lines.
+ * @throws Error when the text has no row lines.
  */
 export function parseMineSweeperObservation(obs: string): string[][] {
-  const rows = obs
-    .split('\n')
-    .map((l) => /^\s*Row\s+\d+:\s*(.*)$/.exec(l))
-    .filter((m): m is RegExpExecArray => m !== null)
-    .map((m) => m[1].trim().split(/\s+/));
-  if (rows.length === 0) throw new Error('minesweeper: observation has no "Row k:" lines');
+  const rows = parseGridRows(obs);
+  if (rows.length === 0) throw new Error('minesweeper: observation has no row lines');
   return rows;
 }

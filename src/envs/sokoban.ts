@@ -5,8 +5,11 @@
  *   targets. `reset(seed)` draws rooms from the seed's random stream (a few interior walls, then
  *   targets, boxes and player on distinct floor cells) until the BFS shortest solution has
  *   `minMoves`..`maxMoves` moves (default 5..21).
- * - Observation: one line per row, rows numbered from 0, e.g. `0: # # # # # #`; symbols `#` wall,
- *   `_` floor, `O` target, `X` box, `P` player, `√` box on target, `S` player on target.
+ * - Observation (compact, one byte per cell; src/envs/grid.ts): a header line of column numbers,
+ *   then per row its number, a space and its cells, rows and columns numbered from 0, e.g.
+ *   `  012345` / `0 ######` / `1 #_P__#`; symbols `#` wall, `_` floor, `O` target, `X` box, `P`
+ *   player, `*` box on target, `S` player on target (`√`, the reference code's box on target, is
+ *   still read by `parseSokoban`).
  * - Action: up to 3 moves a turn from `up`, `down`, `left`, `right`, comma-separated ("up,left");
  *   every such word in the text counts, in order, and moves after the third are ignored.
  * - Rewards per move: -0.1; +1 box pushed onto a target; -1 box pushed off one; +10 when every box
@@ -15,6 +18,7 @@
  *   leaves the puzzle unsolvable (a dead state, checked exactly by search) the attempt ends (done,
  *   no success). The turn stops at the move that ends the attempt.
  */
+import { gridText } from './grid.js';
 import { Rng } from './rng.js';
 import type { BuiltinEnv, ResetResult, StepResult } from './types.js';
 
@@ -152,28 +156,30 @@ function solveSokobanDetailed(s: SokobanState, maxNodes = 200_000): { moves: Mov
 export function renderSokoban(s: SokobanState): string {
   const lines: string[] = [];
   for (let r = 0; r < s.rows; r++) {
-    const cells: string[] = [];
+    let line = '';
     for (let c = 0; c < s.cols; c++) {
       const i = r * s.cols + c;
       const box = s.boxes.includes(i);
-      if (s.wall[i]) cells.push('#');
-      else if (i === s.player) cells.push(s.target[i] ? 'S' : 'P');
-      else if (box) cells.push(s.target[i] ? '√' : 'X');
-      else cells.push(s.target[i] ? 'O' : '_');
+      if (s.wall[i]) line += '#';
+      else if (i === s.player) line += s.target[i] ? 'S' : 'P';
+      else if (box) line += s.target[i] ? '*' : 'X';
+      else line += s.target[i] ? 'O' : '_';
     }
-    lines.push(`${r}: ${cells.join(' ')}`);
+    lines.push(line);
   }
-  return lines.join('\n');
+  return gridText(lines, 0);
 }
 
 /**
- * Parse a grid, either an observation (`0: # # # ...`) or compact rows (`######`, `#_P__#`).
+ * Parse a grid: an observation (`renderSokoban`: header `  012345`, rows `0 ######`), the older
+ * spaced form (`0: # # # ...`), or bare rows (`######`, `#_P__#`). Digit-only lines (column
+ * headers) are skipped.
  * @throws Error when rows differ in length, a symbol is unknown, or there is not exactly one player.
  */
 export function parseSokoban(text: string | string[]): SokobanState {
-  const raw = (Array.isArray(text) ? text : text.split('\n')).map((l) => l.trim()).filter((l) => l.length > 0);
+  const raw = (Array.isArray(text) ? text : text.split('\n')).map((l) => l.trim()).filter((l) => l.length > 0 && !/^\d+$/.test(l));
   const grid = raw.map((l) => {
-    const m = /^\d+:\s*(.*)$/.exec(l);
+    const m = /^\d+:\s*(.*)$/.exec(l) ?? /^\d+ (\S+)$/.exec(l);
     const body = m ? m[1] : l;
     return body.includes(' ') ? body.split(/\s+/) : [...body];
   });
@@ -188,6 +194,7 @@ export function parseSokoban(text: string | string[]): SokobanState {
       case '_': break;
       case 'O': s.target[i] = true; break;
       case 'X': s.boxes.push(i); break;
+      case '*':
       case '√': s.boxes.push(i); s.target[i] = true; break;
       case 'P':
       case 'S':
@@ -213,13 +220,14 @@ export function parseMoves(text: string, limit = MOVES_PER_TURN): Move[] {
   return out;
 }
 
+/** The rules in about 220 bytes: symbols, coordinates, goal and the answer format with an example. */
 function sokobanInstructions(p: SokobanParams): string {
+  const boxes = p.boxes === 1 ? '1 box' : `${p.boxes} boxes`;
   return (
-    `Sokoban on a ${p.rows}x${p.cols} grid, rows numbered from 0. ` +
-    `Symbols: # wall, _ floor, O target, X box, P player, √ box on target, S player on target. ` +
-    `Push every box onto a target. You move up, down, left or right; walking into a box pushes it ` +
-    `if the cell behind it is free. Boxes cannot be pulled, so a box in a corner is stuck and ends the game. ` +
-    `Answer with 1 to 3 moves separated by commas, for example: up, left, left`
+    `Sokoban ${p.rows}x${p.cols}, ${boxes}. Rows left, columns on top, from 0. ` +
+    `# wall, _ floor, O target, X box, * box on target, P you, S you on target. ` +
+    `Push all boxes onto targets. Boxes can't be pulled: a box in a corner is stuck. ` +
+    `Answer 1-3 moves, e.g. up, left, left`
   );
 }
 

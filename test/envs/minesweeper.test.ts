@@ -9,11 +9,11 @@ describe('MineSweeper rules on a hand-made board', () => {
   it('a click on an empty cell cascades (+2) and shows counts', () => {
     const env = new MineSweeperEnv();
     const r0 = env.setBoard(LAYOUT_A);
-    expect(r0.observation.split('\n')[0]).toBe('Row 1: ? ? ? ? ? ?');
+    expect(r0.observation.split('\n').slice(0, 2)).toEqual(['  123456', '1 ??????']);
     const r = env.step('(3, 3)');
     expect(r).toMatchObject({ reward: 2, done: false, success: false, invalidAction: false });
     expect(r.observation).toBe(
-      ['Row 1: ? 1 . . . .', 'Row 2: 1 1 . . . .', 'Row 3: . . . . . .', 'Row 4: . . . 1 2 2', 'Row 5: . . . 1 ? ?', 'Row 6: . . . 1 ? ?'].join('\n'),
+      ['  123456', '1 ?1....', '2 11....', '3 ......', '4 ...122', '5 ...1??', '6 ...1??'].join('\n'),
     );
     expect(env.legalActions()).toEqual(['(1, 1)', '(5, 5)', '(5, 6)', '(6, 5)', '(6, 6)']);
   });
@@ -32,7 +32,7 @@ describe('MineSweeper rules on a hand-made board', () => {
     env.setBoard(LAYOUT_A);
     const r = env.step('(1, 2)');
     expect(r.reward).toBe(0.5);
-    expect(r.observation.split('\n')[0]).toBe('Row 1: ? 1 ? ? ? ?');
+    expect(r.observation.split('\n')[1]).toBe('1 ?1????');
     expect(env.legalActions()).toHaveLength(35);
   });
 
@@ -41,8 +41,8 @@ describe('MineSweeper rules on a hand-made board', () => {
     env.setBoard(LAYOUT_A, [[3, 3]]);
     const r = env.step('I choose (1, 1)');
     expect(r).toMatchObject({ reward: -0.1, done: true, success: false, invalidAction: false });
-    expect(r.observation.split('\n')[0]).toBe('Row 1: * 1 . . . .');
-    expect(r.observation.split('\n')[4]).toBe('Row 5: . . . 1 ? ?');
+    expect(r.observation.split('\n')[1]).toBe('1 *1....');
+    expect(r.observation.split('\n')[5]).toBe('5 ...1??');
     expect(env.legalActions()).toEqual([]);
   });
 
@@ -121,7 +121,21 @@ describe('MineSweeper seeded boards', () => {
 
   it('instructions are short and state the answer format', () => {
     const env = new MineSweeperEnv();
-    expect(env.instructions.length).toBeLessThan(500);
-    expect(env.instructions).toContain('(row, col)');
+    expect(env.instructions.length).toBeLessThanOrEqual(210);
+    expect(env.instructions).toContain('(row, col), e.g. (2, 3)');
+  });
+
+  it('the compact observation puts each cell at its column; wide boards get a tens header line', () => {
+    const env = new MineSweeperEnv({ rows: 10, cols: 12, mines: 1 });
+    const layout = Array.from({ length: 10 }, () => '.'.repeat(12));
+    layout[0] = '*' + '.'.repeat(11);
+    const obs = env.setBoard(layout, [[10, 12]]).observation.split('\n');
+    expect(obs.slice(0, 3)).toEqual(['            111', '   123456789012', ' 1 ?1..........']);
+    expect(obs[11]).toBe('10 ............');
+    const cells = parseMineSweeperObservation(obs.join('\n'));
+    expect(cells).toHaveLength(10);
+    expect(cells[0]!.slice(0, 3)).toEqual(['?', '1', '.']);
+    // the older spaced form is still read
+    expect(parseMineSweeperObservation('Row 1: ? 1\nRow 2: . *')).toEqual([['?', '1'], ['.', '*']]);
   });
 });

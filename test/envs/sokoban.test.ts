@@ -22,16 +22,18 @@ describe('Sokoban rules on hand-made boards', () => {
     const rows = ['######', '#____#', '#PXO_#', '#__X_#', '#__O_#', '######'];
     const s = parseSokoban(rows);
     const obs = renderSokoban(s);
-    expect(obs.split('\n')[2]).toBe('2: # P X O _ #');
+    expect(obs.split('\n').slice(0, 4)).toEqual(['  012345', '0 ######', '1 #____#', '2 #PXO_#']);
     expect(parseSokoban(obs)).toEqual(s);
-    expect(renderSokoban(parseSokoban(['######', '#S√__#', '#_XO_#', '#____#', '#____#', '######'])).split('\n')[1]).toBe('1: # S √ _ _ #');
+    expect(renderSokoban(parseSokoban(['######', '#S√__#', '#_XO_#', '#____#', '#____#', '######'])).split('\n')[2]).toBe('1 #S*__#');
+    // the older spaced observation is still read
+    expect(parseSokoban(['0: # # # # # #', '1: # _ _ _ _ #', '2: # P X O _ #', '3: # _ _ X _ #', '4: # _ _ O _ #', '5: # # # # # #'].join('\n'))).toEqual(s);
   });
 
   it('a box pushed into a corner ends the attempt as dead', () => {
     const env = envFrom(['######', '#_XP_#', '#____#', '#__O_#', '#____#', '######'], 1);
     const r = env.step('left');
     expect(r).toMatchObject({ reward: -0.1, done: true, success: false, invalidAction: false });
-    expect(r.observation.split('\n')[1]).toBe('1: # X P _ _ #');
+    expect(r.observation.split('\n')[2]).toBe('1 #XP__#');
     expect(env.lastDead).toEqual({ box: 7, cornered: true });
     expect(() => env.step('up')).toThrow(/after done/);
   });
@@ -48,16 +50,16 @@ describe('Sokoban rules on hand-made boards', () => {
     const env = envFrom(['#######', '#__P__#', '#__X__#', '#__O__#', '#_____#', '#_XO__#', '#######'], 2);
     const on = env.step('down');
     expect(on).toMatchObject({ reward: 0.9, done: false, invalidAction: false });
-    expect(on.observation.split('\n')[3]).toBe('3: # _ _ √ _ _ #');
+    expect(on.observation.split('\n')[4]).toBe('3 #__*__#');
     const off = env.step('down');
     expect(off).toMatchObject({ reward: -1.1, done: false, invalidAction: false });
-    expect(off.observation.split('\n')[3]).toBe('3: # _ _ S _ _ #');
+    expect(off.observation.split('\n')[4]).toBe('3 #__S__#');
   });
 
   it('solving gives -0.1 + 1 + 10 on the last push', () => {
     const env = envFrom(['######', '#____#', '#_PXO#', '#____#', '#____#', '######'], 1);
     expect(env.step('right')).toEqual({
-      observation: ['0: # # # # # #', '1: # _ _ _ _ #', '2: # _ _ P √ #', '3: # _ _ _ _ #', '4: # _ _ _ _ #', '5: # # # # # #'].join('\n'),
+      observation: ['  012345', '0 ######', '1 #____#', '2 #__P*#', '3 #____#', '4 #____#', '5 ######'].join('\n'),
       reward: 10.9,
       done: true,
       success: true,
@@ -78,7 +80,7 @@ describe('Sokoban rules on hand-made boards', () => {
     const env = envFrom(['######', '#__P_#', '#____#', '#_X__#', '#_O__#', '######'], 1);
     const r = env.step('left, left, left');
     expect(r).toMatchObject({ reward: -0.3, done: false, invalidAction: true });
-    expect(r.observation.split('\n')[1]).toBe('1: # P _ _ _ #');
+    expect(r.observation.split('\n')[2]).toBe('1 #P___#');
     const r2 = env.step('right,down,down,down');
     // right -> (1,2); down -> (2,2); down pushes the box (3,2) onto the target (4,2): 3 x -0.1 + 1 + 10; the 4th move is ignored
     expect(r2).toMatchObject({ reward: 10.7, done: true, success: true, invalidAction: false });
