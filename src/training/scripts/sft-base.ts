@@ -1,94 +1,430 @@
 /**
- * `npm run model:sft-base [-- --out models/sft] [--tasks 160] [--epochs 2] ...`: the SFT warm start
- * (the shipped `models/base` checkpoint), reproducible end to end:
- *   1. the random initialisation is written again with `npm run model:init` (cpu backend, seed
- *      1337: the same bytes as the shipped random-init base) into a temporary folder;
- *   2. solver demonstrations are generated with `lamer demos` (MineSweeper only, board from
- *      --params, default 4x4 with 2 mines: the board of the experiment in docs/RESULTS.md; seeds
- *      from the training range, so no held-out eval task is seen);
- *   3. an `sft` training job (src/training/job.ts runTrainingJob, the same runner the server's
- *      jobs use) trains on them from the random init, and the checkpoint is written to --out
- *      (which must not exist or be empty), with the data, commands and hyperparameters in its
- *      metadata and a `sft-demos.jsonl` copy of the demonstrations beside it.
- * Progress: one JSON line per iteration on stderr. Units: seconds; tokens are byte tokens.
+ * `npm run model:sft-base -- --out DIR [options]`: the SFT warm start (the shipped `models/base`
+ * checkpoint), rebuilt from scratch and reproducibly:
+ *   1. a random initialisation of the chosen config (`--layers --embd --heads --block`, GPT-2 init
+ *      on the cpu backend, `--init-seed`, src/model/scripts/init-base.ts) in a temporary folder;
+ *   2. solver demonstrations for each stage of `--curriculum` (`lamer demos`, one child process per
+ *      stage, `--sessions` split evenly over the stages; seeds from the training range, each stage
+ *      its own block of seeds after `--seed`, so no held-out eval task is seen);
+ *   3. an `sft` training job (src/training/job.ts runTrainingJob, the runner of the server's jobs)
+ *      from the random init, for a FIXED number of optimiser steps (`--steps`, each on `--minibatch`
+ *      samples drawn as consecutive seeded permutations of the samples) or whole epochs
+ *      (`--epochs`), at a constant learning rate (`--lr`; the job has no schedule);
+ *   4. the checkpoint in `--out` (refused unless new or empty), with the config, curriculum, demo
+ *      commands, their sha256 and the hyperparameters in its metadata, and beside it
+ *      `learning-curve.json` (per step: step, tokens, seconds, loss) and `learning-curve.svg`.
+ * Progress on stderr: a bar (loss, tokens/s, ETA) when stderr is a TTY, else one JSON line per
+ * `--log-every` steps. The last line on stdout is the summary JSON (`SftBaseSummary`).
+ * `--dry-run` stops after the demonstrations and prints the plan (samples, tokens) instead.
+ * The temporary folder is removed at the end, on error and on SIGINT / SIGTERM.
+ * Units: seconds; tokens are byte tokens (non-padding positions); bytes on disk of model.json +
+ * weights.bin.
  */
 import { spawnSync } from 'node:child_process';
-import { copyFile, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
-import { existsSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
-import { readCheckpointMetadata } from '../../model/checkpoint.js';
-import { buildSftSamples, parseDemoJsonl } from '../data.js';
+import cliProgress from 'cli-progress';
+import { chartPanel, svgDocument, type Series } from '../../eval/chart-svg.js';
+import { countParams, DEFAULT_CONFIG, type GPTConfig } from '../../model/gpt.js';
+import { configFromOptions, INIT_SEED, writeInitCheckpoint } from '../../model/scripts/init-base.js';
+import { buildSftSamples, parseDemoJsonl, type TrainingSample } from '../data.js';
 import { createModelIO } from '../gpt-adapter.js';
-import { runTrainingJob } from '../job.js';
+import { runTrainingJob, type TrainingHyper } from '../job.js';
 
 const repoRoot = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..', '..', '..');
 
-const { values } = parseArgs({
-  options: {
-    out: { type: 'string', default: 'models/sft' },
-    env: { type: 'string', default: 'minesweeper' },
-    params: { type: 'string', default: '{"rows":4,"cols":4,"mines":2}' },
-    tasks: { type: 'string', default: '160' },
-    'fail-rate': { type: 'string', default: '0.5' },
-    seed: { type: 'string', default: '0' },
-    epochs: { type: 'string', default: '2' },
-    lr: { type: 'string', default: '1e-3' },
-    minibatch: { type: 'string', default: '16' },
-    backend: { type: 'string', default: 'wasm' },
-  },
-});
+/** Model config of the shipped base when no `--layers/--embd/--heads/--block` is given. */
+export const SFT_BASE_CONFIG: GPTConfig = { ...DEFAULT_CONFIG };
 
-function run(cmd: string, args: string[]): void {
-  process.stderr.write(`$ ${cmd} ${args.join(' ')}\n`);
-  const r = spawnSync(cmd, args, { cwd: repoRoot, stdio: ['ignore', 'inherit', 'inherit'] });
-  if (r.status !== 0) throw new Error(`${cmd} ${args.join(' ')} exited with ${r.status}`);
+/** Default curriculum: both games, small boards to the eval boards (MineSweeper 6x6/3, Sokoban 6x6/2). */
+export const DEFAULT_CURRICULUM = 'minesweeper:4x4/2,minesweeper:5x5/2,minesweeper:6x6/3,sokoban:5x5/1,sokoban:6x6/1,sokoban:6x6/2';
+
+/** One stage of a curriculum: an env name of src/envs/index.ts parseEnvName and its share of sessions. */
+export interface CurriculumStage {
+  /** `minesweeper-4x4-2`, `sokoban-6x6-2`. */
+  env: string;
+  sessions: number;
 }
 
-async function main(): Promise<void> {
-  const out = path.resolve(values.out!);
-  if (existsSync(out) && (await readdir(out)).length > 0) throw new Error(`${out} exists and is not empty`);
-  const work = await mkdtemp(path.join(tmpdir(), 'lamer-sft-base-'));
+/**
+ * Parse `kind:RxC/N,...` (N = mines for minesweeper, boxes for sokoban) and split `sessions` evenly
+ * over the stages (the first `sessions mod stages` stages get one more).
+ * @throws RangeError for a malformed stage, an unknown kind, or fewer sessions than stages.
+ */
+export function parseCurriculum(spec: string, sessions: number): CurriculumStage[] {
+  const parts = spec.split(',').map((s) => s.trim()).filter((s) => s !== '');
+  if (parts.length === 0) throw new RangeError('--curriculum is empty');
+  const envs = parts.map((p) => {
+    const m = /^(minesweeper|sokoban):(\d+)x(\d+)\/(\d+)$/.exec(p);
+    if (!m) throw new RangeError(`--curriculum: bad stage '${p}', expected minesweeper:RxC/MINES or sokoban:RxC/BOXES`);
+    return `${m[1]}-${m[2]}x${m[3]}-${m[4]}`;
+  });
+  if (!(Number.isInteger(sessions) && sessions >= envs.length)) throw new RangeError(`--sessions (${sessions}) must be an integer >= the number of curriculum stages (${envs.length})`);
+  const base = Math.floor(sessions / envs.length);
+  return envs.map((env, i) => ({ env, sessions: base + (i < sessions % envs.length ? 1 : 0) }));
+}
+
+/**
+ * The samples of `steps` optimiser steps of `minibatch` samples each: consecutive seeded
+ * permutations of `samples` (every sample once per pass, passes back to back), cut to
+ * steps x minibatch. The job then runs one epoch over this list, exactly `steps` steps.
+ */
+export function samplesForSteps<T>(samples: readonly T[], steps: number, minibatch: number, seed: number): T[] {
+  const need = steps * minibatch;
+  const out: T[] = [];
+  let a = (seed ^ 0x5bd1e995) >>> 0;
+  const rand = () => { // mulberry32
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+  while (out.length < need) {
+    const idx = samples.map((_, i) => i);
+    for (let i = idx.length - 1; i > 0; i--) {
+      const j = Math.floor(rand() * (i + 1));
+      [idx[i], idx[j]] = [idx[j], idx[i]];
+    }
+    for (const i of idx) {
+      if (out.length === need) break;
+      out.push(samples[i]);
+    }
+  }
+  return out;
+}
+
+export interface SftBaseOptions {
+  out: string;
+  config: GPTConfig;
+  initSeed: number;
+  curriculum: string;
+  sessions: number;
+  failRate: number;
+  seed: number;
+  /** Exactly one of steps / epochs. */
+  steps: number | null;
+  epochs: number | null;
+  lr: number;
+  minibatch: number;
+  microBatchTokens: number;
+  backend: 'wasm' | 'cpu' | 'auto';
+  logEvery: number;
+  keepDemos: boolean;
+  dryRun: boolean;
+}
+
+/** One point of the learning curve: after optimiser step `step` (1-based). */
+export interface CurvePoint {
+  step: number;
+  /** Non-padding tokens trained on so far. */
+  tokens: number;
+  /** Seconds since the job started (loading included). */
+  seconds: number;
+  loss: number;
+}
+
+/** The summary printed last on stdout. */
+export interface SftBaseSummary {
+  out: string;
+  config: GPTConfig;
+  parameters: number;
+  sessions: number;
+  samples: number;
+  steps: number;
+  epochs: number;
+  tokens: number;
+  seconds: number;
+  tokensPerSec: number;
+  lossFirst: number;
+  lossLast: number;
+  /** Means of the first / last min(10, steps) steps' losses. */
+  lossFirst10: number;
+  lossLast10: number;
+  bytesOnDisk: number;
+}
+
+const HELP = `usage: npm run model:sft-base -- --out DIR [options]
+
+  --out DIR              new or empty checkpoint folder (default models/sft)
+  --layers N --embd C --heads H --block T
+                         model config (default ${SFT_BASE_CONFIG.n_layer} x ${SFT_BASE_CONFIG.n_embd}, ${SFT_BASE_CONFIG.n_head} heads, block ${SFT_BASE_CONFIG.block_size})
+  --init-seed S          seed of the random initialisation (default ${INIT_SEED})
+  --curriculum LIST      demonstration stages, kind:RxC/N comma-separated
+                         (default ${DEFAULT_CURRICULUM})
+  --sessions N           demonstration sessions, split evenly over the stages (default 1200)
+  --fail-rate P          share of sessions whose first attempt fails on purpose (default 0.5)
+  --seed S               training-range seed offset of the demos and minibatch seed (default 0)
+  --steps N              optimiser steps (default 2000) ...
+  --epochs E             ... or whole passes over the samples instead
+  --lr X                 learning rate, constant (default 1e-3)
+  --minibatch N          samples per optimiser step (default 16)
+  --micro-batch-tokens N memory cap per forward pass in [B, T] positions (default 4096)
+  --backend NAME         wasm | cpu | auto (default wasm)
+  --log-every N          steps between JSON progress lines when stderr is not a TTY (default 10)
+  --keep-demos           copy the demonstrations (sft-demos.jsonl) into --out
+  --dry-run              generate the demos, print the plan, train nothing, write nothing`;
+
+/** Thrown for a bad command line (exit code 2). */
+export class SftBaseUsageError extends Error {}
+
+/**
+ * Parse the command line. @returns the options, or null after printing --help.
+ * @throws SftBaseUsageError naming the bad option.
+ */
+export function parseSftBaseArgs(argv: string[]): SftBaseOptions | null {
+  let values;
   try {
+    values = parseArgs({
+      args: argv,
+      strict: true,
+      options: {
+        out: { type: 'string', default: 'models/sft' },
+        layers: { type: 'string' }, embd: { type: 'string' }, heads: { type: 'string' }, block: { type: 'string' },
+        'init-seed': { type: 'string' },
+        curriculum: { type: 'string', default: DEFAULT_CURRICULUM },
+        sessions: { type: 'string', default: '1200' },
+        'fail-rate': { type: 'string', default: '0.5' },
+        seed: { type: 'string', default: '0' },
+        steps: { type: 'string' },
+        epochs: { type: 'string' },
+        lr: { type: 'string', default: '1e-3' },
+        minibatch: { type: 'string', default: '16' },
+        'micro-batch-tokens': { type: 'string', default: '4096' },
+        backend: { type: 'string', default: 'wasm' },
+        'log-every': { type: 'string', default: '10' },
+        'keep-demos': { type: 'boolean', default: false },
+        'dry-run': { type: 'boolean', default: false },
+        help: { type: 'boolean', short: 'h' },
+      },
+    }).values;
+  } catch (e) {
+    throw new SftBaseUsageError((e as Error).message.split('\n')[0]);
+  }
+  if (values.help) {
+    console.log(HELP);
+    return null;
+  }
+  const int = (name: string, v: string | undefined, min: number): number => {
+    if (v === undefined || !/^\d+$/.test(v) || !Number.isSafeInteger(Number(v)) || Number(v) < min) throw new SftBaseUsageError(`--${name} must be an integer >= ${min}, got '${v}'`);
+    return Number(v);
+  };
+  const num = (name: string, v: string, lo: number, hi: number): number => {
+    const n = Number(v);
+    if (v.trim() === '' || !Number.isFinite(n) || n < lo || n > hi) throw new SftBaseUsageError(`--${name} must be a number in [${lo}, ${hi}], got '${v}'`);
+    return n;
+  };
+  if (values.steps !== undefined && values.epochs !== undefined) throw new SftBaseUsageError('give --steps or --epochs, not both');
+  let config: GPTConfig;
+  try {
+    config = configFromOptions(values, SFT_BASE_CONFIG);
+  } catch (e) {
+    throw new SftBaseUsageError((e as Error).message);
+  }
+  if (!['wasm', 'cpu', 'auto'].includes(values.backend)) throw new SftBaseUsageError(`--backend must be wasm, cpu or auto, got '${values.backend}'`);
+  const opts: SftBaseOptions = {
+    out: path.resolve(values.out),
+    config,
+    initSeed: values['init-seed'] === undefined ? INIT_SEED : int('init-seed', values['init-seed'], 0),
+    curriculum: values.curriculum,
+    sessions: int('sessions', values.sessions, 1),
+    failRate: num('fail-rate', values['fail-rate'], 0, 1),
+    seed: int('seed', values.seed, 0),
+    steps: values.epochs === undefined ? int('steps', values.steps ?? '2000', 1) : null,
+    epochs: values.epochs === undefined ? null : int('epochs', values.epochs, 1),
+    lr: num('lr', values.lr, 0, 1),
+    minibatch: int('minibatch', values.minibatch, 1),
+    microBatchTokens: int('micro-batch-tokens', values['micro-batch-tokens'], 1),
+    backend: values.backend as SftBaseOptions['backend'],
+    logEvery: int('log-every', values['log-every'], 1),
+    keepDemos: values['keep-demos'],
+    dryRun: values['dry-run'],
+  };
+  try {
+    parseCurriculum(opts.curriculum, opts.sessions);
+  } catch (e) {
+    throw new SftBaseUsageError((e as Error).message);
+  }
+  if (existsSync(opts.out) && (!statSync(opts.out).isDirectory() || readdirSync(opts.out).length > 0)) {
+    throw new SftBaseUsageError(`--out ${opts.out} exists and is not an empty folder; give a new or empty one`);
+  }
+  return opts;
+}
+
+const log = (line: string) => process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${line}\n`);
+
+/** Run `lamer demos ARGS` as a child process (its stdout goes to our stderr). @throws Error on a non-zero exit. */
+function runDemos(args: string[]): void {
+  log(`lamer demos ${args.join(' ')}`);
+  const r = spawnSync(process.execPath, ['--import', 'tsx', 'src/cli/index.ts', 'demos', ...args], { cwd: repoRoot, stdio: ['ignore', 2, 2] });
+  if (r.status !== 0) throw new Error(`lamer demos ${args.join(' ')} exited with ${r.status ?? r.signal}`);
+}
+
+/** The learning curve as SVG: per-step loss with its 20-step moving mean, and tokens/s. */
+export function sftCurveSvg(points: readonly CurvePoint[], caption?: string): string {
+  const movingMean = (k: number): Array<[number, number]> => points.map((p, i) => {
+    const w = points.slice(Math.max(0, i - k + 1), i + 1);
+    return [p.step, w.reduce((a, q) => a + q.loss, 0) / w.length];
+  });
+  const loss: Series[] = [
+    { label: 'loss (step)', color: '#9ecae1', points: points.map((p) => [p.step, p.loss]) },
+    { label: 'loss (20-step mean)', color: '#1f77b4', points: movingMean(20) },
+  ];
+  const speed: Series[] = [{
+    label: 'tokens/s (since start)', color: '#d62728',
+    points: points.map((p) => [p.step, p.seconds > 0 ? p.tokens / p.seconds : null]),
+  }];
+  return svgDocument([
+    (x, y, w, h) => chartPanel('SFT training loss (nats/token)', 'optimiser step', loss, x, y, w, h),
+    (x, y, w, h) => chartPanel('throughput', 'optimiser step', speed, x, y, w, h),
+  ], 420, 280, caption);
+}
+
+const mean = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
+const round = (x: number, d = 4) => Number(x.toFixed(d));
+
+/**
+ * Make the SFT base checkpoint (see the file comment). Work files live in a temporary folder that
+ * is removed at the end.
+ * @returns the summary, or the plan for a dry run.
+ * @throws Error when `lamer demos` fails, the data is empty, or training fails (nothing is left in
+ *   `opts.out` but what the job wrote).
+ */
+export async function runSftBase(opts: SftBaseOptions): Promise<SftBaseSummary | Record<string, unknown>> {
+  const stages = parseCurriculum(opts.curriculum, opts.sessions);
+  const work = mkdtempSync(path.join(tmpdir(), 'lamer-sft-base-'));
+  const cleanup = () => rmSync(work, { recursive: true, force: true });
+  const onSignal = (sig: NodeJS.Signals) => {
+    cleanup();
+    process.exit(sig === 'SIGINT' ? 130 : 143);
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  try {
+    // 1. demonstrations, one `lamer demos` per stage, each on its own block of training seeds
+    const demoCommands: string[] = [];
+    const texts: string[] = [];
+    let seedOffset = opts.seed;
+    for (const [i, st] of stages.entries()) {
+      const file = path.join(work, `demos-${i}.jsonl`);
+      const args = ['--env', st.env, '--tasks', String(st.sessions), '--seed', String(seedOffset), '--fail-rate', String(opts.failRate), '--out', file];
+      runDemos(args);
+      demoCommands.push(`lamer demos ${args.slice(0, -2).join(' ')}`);
+      texts.push(readFileSync(file, 'utf8'));
+      seedOffset += st.sessions;
+    }
+    const demosText = texts.map((t) => (t.endsWith('\n') || t === '' ? t : t + '\n')).join('');
+    const demosSha256 = createHash('sha256').update(demosText).digest('hex');
+    const demos = parseDemoJsonl(demosText);
+    const { samples, stats } = buildSftSamples(demos, { blockSize: opts.config.block_size });
+    if (samples.length === 0) throw new Error('the demonstrations gave no training samples');
+    const sampleTokens = (s: TrainingSample) => Math.min(s.promptTokenIds.length + s.outputTokenIds.length - 1, opts.config.block_size);
+    const tokensPerPass = samples.reduce((a, s) => a + sampleTokens(s), 0);
+    const trainSamples = opts.steps !== null ? samplesForSteps(samples, opts.steps, opts.minibatch, opts.seed) : samples;
+    const epochs = opts.epochs ?? 1;
+    const steps = opts.steps ?? Math.ceil(samples.length / opts.minibatch) * epochs;
+    const parameters = countParams(opts.config);
+    const plan = {
+      config: opts.config, parameters, stages, demos: demos.length, samples: samples.length,
+      reflections: samples.filter((s) => s.kind === 'reflection').length, tokensPerPass,
+      steps, passes: round((steps * opts.minibatch) / samples.length, 3),
+      tokensToTrain: opts.steps !== null ? trainSamples.reduce((a, s) => a + sampleTokens(s), 0) : tokensPerPass * epochs,
+    };
+    log(`plan ${JSON.stringify(plan)}`);
+    if (opts.dryRun) return { dryRun: true, ...plan };
+
+    // 2. random initialisation, 3. the sft job
     const initDir = path.join(work, 'init');
-    run('npx', ['tsx', 'src/model/scripts/init-base.ts', initDir]);
-    const demosPath = path.join(work, 'demos.jsonl');
-    const demoArgs = ['--env', values.env!, '--tasks', values.tasks!, '--seed', values.seed!, '--fail-rate', values['fail-rate']!, '--params', values.params!, '--out', demosPath];
-    run('npx', ['tsx', 'src/cli/index.ts', 'demos', ...demoArgs]);
-    const demos = parseDemoJsonl(await readFile(demosPath, 'utf8'));
-    const { config } = await readCheckpointMetadata(initDir);
-    const { samples, stats } = buildSftSamples(demos, { blockSize: config.block_size });
-    const promptTokens = samples.reduce((a, s) => a + s.promptTokenIds.length, 0);
-    process.stderr.write(JSON.stringify({ demos: demos.length, samples: samples.length, reflections: samples.filter((s) => s.kind === 'reflection').length, promptTokens, outputTokens: stats.outputTokens }) + '\n');
-    const hyper = { lr: Number(values.lr), epochs: Number(values.epochs), minibatchSize: Number(values.minibatch), seed: 1 };
-    const io = await createModelIO({ backend: values.backend as 'wasm' | 'cpu' });
-    const res = await runTrainingJob(
-      {
-        algorithm: 'sft', baseCheckpointDir: initDir, outputDir: out, hyper, dataStats: stats,
-        meta: {
-          version: 'base', source: 'sft', parent: 'random-init (npm run model:init, seed 1337)', script: 'npm run model:sft-base',
-          demos: { command: `lamer demos ${demoArgs.slice(0, -2).join(' ')}`, sessions: demos.length, samples: samples.length },
-          hyper,
+    await writeInitCheckpoint(initDir, opts.config, opts.initSeed);
+    const io = await createModelIO({ backend: opts.backend });
+    const hyper: TrainingHyper = { lr: opts.lr, epochs, minibatchSize: opts.minibatch, microBatchTokens: opts.microBatchTokens, seed: opts.seed };
+    const points: CurvePoint[] = [];
+    const bar = process.stderr.isTTY === true
+      ? new cliProgress.SingleBar({ stream: process.stderr, hideCursor: true, etaBuffer: 50, format: 'sft {bar} {value}/{total} steps | loss {loss} | {tps} tok/s | ETA {eta_formatted}' }, cliProgress.Presets.shades_classic)
+      : null;
+    bar?.start(steps, 0, { loss: '-', tps: '-' });
+    const t0 = performance.now();
+    let tokens = 0;
+    let res;
+    try {
+      res = await runTrainingJob(
+        {
+          algorithm: 'sft', baseCheckpointDir: initDir, outputDir: opts.out, hyper, dataStats: stats,
+          meta: {
+            version: 'base', source: 'sft', script: 'npm run model:sft-base', argv: process.argv.slice(2),
+            parent: { source: 'random-init', config: opts.config, seed: opts.initSeed },
+            curriculum: opts.curriculum,
+            demos: { commands: demoCommands, sessions: demos.length, samples: samples.length, sha256: demosSha256, failRate: opts.failRate },
+            schedule: opts.steps !== null ? { steps: opts.steps, drawing: 'consecutive seeded permutations of the samples' } : { epochs },
+            lrSchedule: 'constant',
+          },
         },
-      },
-      samples,
-      {
-        io,
-        onProgress: (p) => process.stderr.write(JSON.stringify({ iteration: p.iteration, of: p.totalIterations, loss: +p.metrics.loss.toFixed(4), tokensPerSec: Math.round(p.metrics.tokensPerSec), seconds: +p.metrics.seconds.toFixed(2) }) + '\n'),
-      },
-    );
-    await copyFile(demosPath, path.join(out, 'sft-demos.jsonl'));
-    const tokens = res.metrics.reduce((a, m) => a + m.tokens, 0);
-    const first = res.metrics.slice(0, 5).reduce((a, m) => a + m.loss, 0) / Math.min(5, res.metrics.length);
-    const last = res.metrics.slice(-5).reduce((a, m) => a + m.loss, 0) / Math.min(5, res.metrics.length);
-    console.log(JSON.stringify({ out, iterations: res.iterations, samples: res.samples, tokens, seconds: +res.seconds.toFixed(1), tokensPerSec: Math.round(tokens / res.seconds), lossFirst5: +first.toFixed(4), lossLast5: +last.toFixed(4) }));
+        trainSamples,
+        {
+          io,
+          onProgress: (p) => {
+            tokens += p.metrics.tokens;
+            const seconds = (performance.now() - t0) / 1000;
+            points.push({ step: p.iteration, tokens, seconds: round(seconds, 3), loss: round(p.metrics.loss) });
+            if (bar) bar.update(p.iteration, { loss: p.metrics.loss.toFixed(3), tps: Math.round(tokens / seconds) });
+            else if (p.iteration % opts.logEvery === 0 || p.iteration === p.totalIterations) {
+              const window = points.slice(-opts.logEvery);
+              process.stderr.write(JSON.stringify({
+                step: p.iteration, of: p.totalIterations, loss: round(mean(window.map((q) => q.loss))), tokens, seconds: round(seconds, 1),
+                tokensPerSec: Math.round(tokens / seconds), etaSeconds: Math.round((seconds / p.iteration) * (p.totalIterations - p.iteration)),
+              }) + '\n');
+            }
+          },
+        },
+      );
+    } finally {
+      bar?.stop();
+    }
+    const seconds = (performance.now() - t0) / 1000;
+
+    // 4. the curve and the summary
+    const curve = { config: opts.config, parameters, hyper, curriculum: opts.curriculum, sessions: demos.length, samples: samples.length, points };
+    writeFileSync(path.join(opts.out, 'learning-curve.json'), JSON.stringify(curve) + '\n');
+    writeFileSync(path.join(opts.out, 'learning-curve.svg'), sftCurveSvg(points, `SFT base: ${opts.config.n_layer} x ${opts.config.n_embd}, ${parameters} parameters; ${demos.length} sessions, ${samples.length} samples; minibatch ${opts.minibatch}, lr ${opts.lr}`));
+    if (opts.keepDemos) writeFileSync(path.join(opts.out, 'sft-demos.jsonl'), demosText);
+    const losses = res.metrics.map((m) => m.loss);
+    const k = Math.min(10, losses.length);
+    const bytesOnDisk = ['model.json', 'weights.bin'].reduce((a, f) => a + statSync(path.join(opts.out, f)).size, 0);
+    return {
+      out: opts.out, config: opts.config, parameters, sessions: demos.length, samples: samples.length,
+      steps: res.iterations, epochs: round((res.iterations * opts.minibatch) / samples.length, 3), tokens, seconds: round(seconds, 1),
+      tokensPerSec: Math.round(tokens / seconds), lossFirst: round(losses[0]), lossLast: round(losses[losses.length - 1]),
+      lossFirst10: round(mean(losses.slice(0, k))), lossLast10: round(mean(losses.slice(-k))), bytesOnDisk,
+    };
   } finally {
-    await rm(work, { recursive: true, force: true });
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+    cleanup();
   }
 }
 
-main().catch((err) => {
-  console.error(err);
-  process.exit(1);
-});
+async function main(): Promise<number> {
+  let opts: SftBaseOptions | null;
+  try {
+    opts = parseSftBaseArgs(process.argv.slice(2));
+  } catch (e) {
+    if (!(e instanceof SftBaseUsageError)) throw e;
+    console.error(`model:sft-base: ${e.message}`);
+    return 2;
+  }
+  if (opts === null) return 0;
+  const summary = await runSftBase(opts);
+  console.log(JSON.stringify(summary));
+  return 0;
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  main().then((code) => { process.exitCode = code; }, (err) => {
+    console.error(err);
+    process.exit(1);
+  });
+}

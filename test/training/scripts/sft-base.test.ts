@@ -1,0 +1,100 @@
+/**
+ * `npm run model:sft-base` end to end on a tiny config (1 layer x 32, 4 sessions over two stages,
+ * 2 steps), plus its pure pieces: the curriculum split and the fixed-steps sample drawing.
+ */
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { loadCheckpoint } from '../../../src/model/checkpoint.js';
+import { countParams, DEFAULT_CONFIG } from '../../../src/model/gpt.js';
+import { parseCurriculum, parseSftBaseArgs, samplesForSteps, SftBaseUsageError } from '../../../src/training/scripts/sft-base.js';
+import { root } from '../../helpers/cli.js';
+import { tmpDir } from '../../helpers/index.js';
+
+const script = (args: string[]) => spawnSync(process.execPath, ['--import', 'tsx', 'src/training/scripts/sft-base.ts', ...args], { cwd: root, encoding: 'utf8' });
+const sftTempDirs = () => fs.readdirSync(os.tmpdir()).filter((f) => f.startsWith('lamer-sft-base-')).sort();
+
+describe('model:sft-base script', () => {
+  it('trains a tiny config end to end: checkpoint, learning curve (json + svg) and the summary line', async () => {
+    const out = path.join(tmpDir('lamer-sft-'), 'ckpt');
+    const before = sftTempDirs();
+    const r = script(['--out', out, '--layers', '1', '--embd', '32', '--heads', '2', '--block', '512', '--sessions', '4',
+      '--curriculum', 'minesweeper:4x4/2,sokoban:5x5/1', '--steps', '2', '--minibatch', '4', '--log-every', '1']);
+    expect(r.status, r.stderr).toBe(0);
+    const summary = JSON.parse(r.stdout.trim().split('\n').at(-1)!);
+    const config = { ...DEFAULT_CONFIG, n_layer: 1, n_embd: 32, n_head: 2, block_size: 512 };
+    expect(summary).toMatchObject({ out, config, parameters: countParams(config), sessions: 4, steps: 2 });
+    expect(summary.bytesOnDisk).toBe(fs.statSync(path.join(out, 'model.json')).size + fs.statSync(path.join(out, 'weights.bin')).size);
+    // the stderr progress: one JSON line per step (stderr is not a TTY here)
+    const progress = r.stderr.split('\n').filter((l) => l.startsWith('{"step"')).map((l) => JSON.parse(l));
+    expect(progress.map((p) => [p.step, p.of])).toEqual([[1, 2], [2, 2]]);
+
+    const { model, metadata } = await loadCheckpoint(out);
+    expect(metadata.config).toEqual(config);
+    expect(metadata.meta).toMatchObject({ source: 'sft', curriculum: 'minesweeper:4x4/2,sokoban:5x5/1', lrSchedule: 'constant' });
+    expect((metadata.meta.demos as { commands: string[] }).commands).toEqual([
+      'lamer demos --env minesweeper-4x4-2 --tasks 2 --seed 0 --fail-rate 0.5',
+      'lamer demos --env sokoban-5x5-1 --tasks 2 --seed 2 --fail-rate 0.5',
+    ]);
+    model.dispose();
+    const curve = JSON.parse(fs.readFileSync(path.join(out, 'learning-curve.json'), 'utf8'));
+    expect(curve.points.map((p: { step: number }) => p.step)).toEqual([1, 2]);
+    expect(curve.points[1].tokens).toBe(summary.tokens);
+    expect(curve.points[0].loss).toBe(summary.lossFirst);
+    expect(fs.readFileSync(path.join(out, 'learning-curve.svg'), 'utf8')).toMatch(/^<svg [^>]*>.*SFT training loss.*<\/svg>\n$/s);
+    expect(fs.readdirSync(out).sort()).toEqual(['learning-curve.json', 'learning-curve.svg', 'model.json', 'weights.bin']);
+    expect(sftTempDirs().filter((d) => !before.includes(d))).toEqual([]); // its temp folder is gone
+  });
+
+  it('refuses a non-empty --out with exit code 2 and leaves it as it was', () => {
+    const out = tmpDir('lamer-sft-');
+    fs.writeFileSync(path.join(out, 'keep.txt'), 'x');
+    const r = script(['--out', out, '--steps', '1']);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toContain('exists and is not an empty folder');
+    expect(fs.readdirSync(out)).toEqual(['keep.txt']);
+  });
+});
+
+describe('parseSftBaseArgs', () => {
+  it('reads the config, the fixed step count and the defaults', () => {
+    const o = parseSftBaseArgs(['--out', '/nonexistent/x', '--layers', '3', '--embd', '96', '--heads', '3', '--steps', '7'])!;
+    expect(o.config).toEqual({ ...DEFAULT_CONFIG, n_layer: 3, n_embd: 96, n_head: 3 });
+    expect([o.steps, o.epochs, o.minibatch, o.lr, o.sessions, o.failRate]).toEqual([7, null, 16, 1e-3, 1200, 0.5]);
+    expect(parseSftBaseArgs(['--out', '/nonexistent/x', '--epochs', '2'])!).toMatchObject({ steps: null, epochs: 2 });
+  });
+
+  it('rejects bad options with a message naming them', () => {
+    expect(() => parseSftBaseArgs(['--steps', '1', '--epochs', '1'])).toThrow(new SftBaseUsageError('give --steps or --epochs, not both'));
+    expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--embd', '30', '--heads', '4'])).toThrow(/n_embd \(30\) must be divisible by n_head \(4\)/);
+    expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--steps', '0'])).toThrow(/--steps must be an integer >= 1, got '0'/);
+    expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--curriculum', 'chess:8x8/2'])).toThrow(/bad stage 'chess:8x8\/2'/);
+    expect(() => parseSftBaseArgs(['--bogus'])).toThrow(SftBaseUsageError);
+  });
+});
+
+describe('parseCurriculum', () => {
+  it('maps kind:RxC/N to env names and splits the sessions evenly, the remainder to the first stages', () => {
+    expect(parseCurriculum('minesweeper:4x4/2, minesweeper:6x6/3,sokoban:6x6/2', 11)).toEqual([
+      { env: 'minesweeper-4x4-2', sessions: 4 },
+      { env: 'minesweeper-6x6-3', sessions: 4 },
+      { env: 'sokoban-6x6-2', sessions: 3 },
+    ]);
+    expect(() => parseCurriculum('minesweeper:4x4/2,sokoban:6x6/2', 1)).toThrow(/must be an integer >= the number of curriculum stages \(2\)/);
+    expect(() => parseCurriculum('', 5)).toThrow('--curriculum is empty');
+  });
+});
+
+describe('samplesForSteps', () => {
+  it('draws steps x minibatch samples as back-to-back permutations, each sample once per pass', () => {
+    const xs = [0, 1, 2, 3, 4];
+    const drawn = samplesForSteps(xs, 3, 4, 7);
+    expect(drawn).toHaveLength(12);
+    expect([...drawn.slice(0, 5)].sort()).toEqual(xs);
+    expect([...drawn.slice(5, 10)].sort()).toEqual(xs);
+    expect(samplesForSteps(xs, 3, 4, 7)).toEqual(drawn); // deterministic from the seed
+    expect(samplesForSteps(xs, 3, 4, 8)).not.toEqual(drawn);
+  });
+});
