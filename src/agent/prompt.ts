@@ -7,18 +7,25 @@
  * - `reflection_only`: the acting prompt lists all previous reflections (each cut to 2000 chars);
  * - `history_only`: the acting prompt shows the previous attempt's last 7 steps;
  * - `history_and_reflection`: both.
- * The reflection prompt sees only the most recent attempt: its initial state, its last 7 steps and
+ * The reflection prompt continues the acting prompt of the attempt that failed: the same head
+ * (instructions and memory), every step of that attempt that fits the context (not only the last
+ * ~7 of shared/LAMER.md: the whole attempt is at most the turn cap, and a prompt that extends the
+ * last acting prompt lets the builtin engine reuse its KV cache, src/policy/builtin/generate.ts),
  * the final observation, and says the task was not completed.
  *
  * Layout (compact, for a small byte-level model):
- *   head  = instructions + "\nInitial observation:\n" + obs_0 + memory section
+ *   head  = instructions + memory section
  *   steps = "\nObservation:\n" + obs_i + "\nAction: " + action_i      (earlier steps of this attempt)
  *   tail  = "\nObservation:\n" + obs_t + "\nAction:"
+ * The first observation of the attempt is steps[0] (or the tail at step 0); it is not repeated in
+ * the head (the builtin games' observations are Markov). The layout is append-only: while the
+ * context drops nothing, prompt(step t+1) = prompt(step t) + " " + action_t + tail(t+1), and the
+ * reflection prompt = prompt(last step) + " " + last action + reflection tail.
  */
 import type { PromptParts } from '../policy/engine.js';
 import type { MemoryMode } from '../domain.js';
 
-/** Steps of history shown to the policy (LAMER.md §1: "its last ~7 steps"). */
+/** Steps of the previous attempt shown by the `history_*` memory modes (LAMER.md §1: "its last ~7 steps"). */
 export const HISTORY_STEPS = 7;
 /** Max characters (code points) of one reflection in the acting prompt (LAMER.md §1). */
 export const REFLECTION_CHARS = 2000;
@@ -66,11 +73,15 @@ export interface ActContext {
   observation: string;
 }
 
-/** Everything the reflection prompt depends on: the attempt that just failed. */
+/** Everything the reflection prompt depends on: the attempt that just failed, and the memory its
+ *  acting prompts showed (so that the reflection prompt extends them). */
 export interface ReflectContext {
   instructions: string;
+  memory: MemoryMode;
   /** 0-based index of the attempt that failed. */
   attempt: number;
+  /** Attempts before it, attempt 0 first. */
+  previousAttempts: PromptAttempt[];
   /** Its steps with actions (the final observation excluded). */
   steps: PromptStep[];
   finalObservation: string;
@@ -80,7 +91,7 @@ function renderStep(s: PromptStep): string {
   return `\nObservation:\n${s.observation}\nAction: ${s.action}`;
 }
 
-function memorySection(ctx: ActContext): string {
+function memorySection(ctx: Pick<ActContext, 'memory' | 'previousAttempts'>): string {
   const prev = ctx.previousAttempts;
   if (prev.length === 0) return '';
   let out = '';
@@ -100,22 +111,20 @@ function memorySection(ctx: ActContext): string {
   return out;
 }
 
-/** The acting prompt for the current step. */
+/** The acting prompt for the current step (layout above). */
 export function renderActPrompt(ctx: ActContext): PromptParts {
-  const initial = ctx.steps.length > 0 ? ctx.steps[0]!.observation : ctx.observation;
   return {
-    head: `${ctx.instructions}\nInitial observation:\n${initial}${memorySection(ctx)}`,
+    head: `${ctx.instructions}${memorySection(ctx)}`,
     steps: ctx.steps.map(renderStep),
     tail: `\nObservation:\n${ctx.observation}\nAction:`,
   };
 }
 
-/** The reflection prompt after a failed attempt. */
+/** The reflection prompt after a failed attempt: the acting head, all its steps, then the end. */
 export function renderReflectionPrompt(ctx: ReflectContext): PromptParts {
-  const initial = ctx.steps.length > 0 ? ctx.steps[0]!.observation : ctx.finalObservation;
   return {
-    head: `${ctx.instructions}\nInitial observation:\n${initial}`,
-    steps: ctx.steps.slice(-HISTORY_STEPS).map(renderStep),
+    head: `${ctx.instructions}${memorySection(ctx)}`,
+    steps: ctx.steps.map(renderStep),
     tail:
       `\nObservation:\n${ctx.finalObservation}\nAttempt ${ctx.attempt} ended: the task was not completed.` +
       `\nReflect on what went wrong and write a plan for the next attempt.\nReflection:`,

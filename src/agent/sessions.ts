@@ -304,7 +304,14 @@ export class SessionService {
       return { ...none, act, actPrompt: act.promptText ?? promptAsSeen(prompt, act.droppedSteps) };
     }
     if (!plan.reflects) return none;
-    const prompt = renderReflectionPrompt({ instructions: row.instructions, attempt: input.attempt, steps, finalObservation: input.observation });
+    const prompt = renderReflectionPrompt({
+      instructions: row.instructions,
+      memory: row.memory,
+      attempt: input.attempt,
+      previousAttempts: input.attempt > 0 ? this.previousAttempts(row, input.attempt) : [],
+      steps,
+      finalObservation: input.observation,
+    });
     this.checkPrompt(prompt);
     const refl = await this.generate(() => this.engine.reflect({ ...base, prompt, sampling: callSampling(row, input, 'reflect') }));
     // the model's reflection is cut to the limit (a human edit over it is refused instead)

@@ -14,7 +14,7 @@
  */
 /**
  * A prompt in parts so that the engine can fit it to its context window by tokens:
- * - `head`: instructions, initial observation and memory; never dropped.
+ * - `head`: instructions and memory (src/agent/prompt.ts); never dropped.
  * - `steps`: the current attempt's earlier steps, oldest first, one rendered string each; when the
  *   whole prompt exceeds the context, whole steps are dropped from the front.
  * - `tail`: the current observation and the answer cue; never dropped.

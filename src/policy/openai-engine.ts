@@ -4,7 +4,7 @@
  * the `PolicyEngine` interface. docs/remote-engines.md has the table of server kinds.
  *
  * - Prompts are sent as chat messages: `system` = the session's instructions, `user` = the rest of
- *   the LaMer prompt (initial observation, memory: reflections and/or history, this attempt's
+ *   the LaMer prompt (memory: reflections and/or history, this attempt's
  *   steps, the current observation and the answer cue), see {@link toMessages}.
  * - Sampling: the call's temperature, top_p, seed (and top_k where the kind accepts it); token caps
  *   `maxActionTokens` / `maxReflectionTokens` of the version.

@@ -337,7 +337,7 @@ export function buildSftSamples(demos: readonly DemoSession[], opts: SftDataOpti
       const last = att.steps[att.steps.length - 1];
       const success = att.steps.some((s) => s.success);
       if (att.reflection !== null && last) {
-        const parts = renderReflectionPrompt({ instructions: d.instructions, attempt: n, steps: done, finalObservation: last.observation });
+        const parts = renderReflectionPrompt({ instructions: d.instructions, memory: d.memory ?? 'reflection_only', attempt: n, previousAttempts, steps: done, finalObservation: last.observation });
         samples.push(sftSample(sessionId, d.taskId, n, att.steps.length - 1, 'reflection', encodePrompt(parts, reflBudget).ids, prefix + att.reflection));
       }
       previousAttempts.push({ steps: done, finalObservation: last ? last.observation : '', success, reflection: att.reflection });

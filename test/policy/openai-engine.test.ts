@@ -100,7 +100,7 @@ describe('a remote version that misbehaves', () => {
     expect(h.auth).toBe('Bearer sk-remote-1');
     expect(h.body.messages).toEqual([
       { role: 'system', content: 'Rules.' },
-      { role: 'user', content: 'Initial observation:\nThree doors.\nObservation:\nThree doors.\nAction:' },
+      { role: 'user', content: 'Observation:\nThree doors.\nAction:' },
     ]);
     expect(h.body).toMatchObject({ model: 'qwen', temperature: 0.7, top_p: 0.8, logprobs: true, max_tokens: 64 });
     expect(h.body.top_k).toBeUndefined(); // plain OpenAI servers refuse unknown fields
@@ -230,7 +230,7 @@ describe('training data of a remote version without token ids', () => {
 
 describe('pure parts', () => {
   it('splits the prompt into system and user messages that join back with a newline', () => {
-    const p = { head: 'Rules.\nInitial observation:\nx', steps: ['\nObservation:\ny\nAction: a'], tail: '\nObservation:\nz\nAction:' };
+    const p = { head: 'Rules.\nReflections on earlier attempts:\nAttempt 0: x', steps: ['\nObservation:\ny\nAction: a'], tail: '\nObservation:\nz\nAction:' };
     const msgs = toMessages(p, 'Rules.');
     expect(msgs.map((m) => m.content).join('\n')).toBe(p.head + p.steps.join('') + p.tail);
     expect(toMessages(p)).toEqual([{ role: 'user', content: p.head + p.steps.join('') + p.tail }]);

@@ -84,7 +84,7 @@ describe('buildSftSamples', () => {
     const join = (p: { head: string; steps: string[]; tail: string }) => p.head + p.steps.join('') + p.tail;
     expect(samples[0].promptTokenIds[0]).toBe(BOS);
     expect(decode(samples[0].promptTokenIds)).toBe(join(renderActPrompt({ instructions: 'Play.', memory: 'reflection_only', attempt: 0, previousAttempts: [], steps: [], observation: 'o0' })));
-    expect(decode(samples[1].promptTokenIds)).toBe(join(renderReflectionPrompt({ instructions: 'Play.', attempt: 0, steps: [{ observation: 'o0', action: 'a' }], finalObservation: 'o1' })));
+    expect(decode(samples[1].promptTokenIds)).toBe(join(renderReflectionPrompt({ instructions: 'Play.', memory: 'reflection_only', attempt: 0, previousAttempts: [], steps: [{ observation: 'o0', action: 'a' }], finalObservation: 'o1' })));
     expect(decode(samples[2].promptTokenIds)).toContain('Attempt 0: r');
     expect(samples[0].outputTokenIds).toEqual([...encode('a'), EOS]);
     expect(samples[1].outputTokenIds).toEqual([...encode('r'), EOS]);

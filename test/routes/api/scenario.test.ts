@@ -130,13 +130,13 @@ describe('a three-attempt LaMer session', () => {
     const [r0, r1] = mem.body.reflections;
     const p20 = rows[8]!.prompt as string;
     expect(p20).toBe(
-      `${INSTRUCTIONS}\nInitial observation:\nThree closed doors.` +
+      `${INSTRUCTIONS}` +
         `\nReflections on earlier attempts:\nAttempt 0: ${r0.text}\nAttempt 1: ${r1.text}` +
         `\nObservation:\nThree closed doors.\nAction:`,
     );
     const p01 = rows[1]!.prompt as string;
     expect(p01).toBe(
-      `${INSTRUCTIONS}\nInitial observation:\nThree closed doors.` +
+      `${INSTRUCTIONS}` +
         `\nObservation:\nThree closed doors.\nAction: ${rows[0]!.action}` +
         `\nObservation:\nYou opened ${rows[0]!.action}: empty.\nAction:`,
     );
