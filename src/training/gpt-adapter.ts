@@ -39,6 +39,7 @@ export class GptTrainable implements TrainableModel {
 export async function createModelIO(options: { backend?: BackendPreference } = {}): Promise<ModelIO> {
   await initBackend(options.backend ?? 'auto');
   return {
+    replica: { module: import.meta.url, exportName: 'createModelIO', options: { ...options } },
     async load(dir) {
       const { model } = await loadCheckpoint(dir);
       return new GptTrainable(model);

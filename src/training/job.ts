@@ -20,14 +20,17 @@
  * tensors), ./ppo.ts (one optimiser step: loss, gradient accumulation, clip, AdamW), ./losses.ts
  * (the PPO and SFT equations).
  */
+import { availableParallelism } from 'node:os';
+import * as tf from '@tensorflow/tfjs';
 import { passAtKRate } from '../agent/passk.js';
 import { makeBatch, disposeBatch, type Batch, type Supports } from './batch.js';
 import { recomputeOldLogprobs } from './behaviour.js';
 import type { Algorithm, DataStats, TrainingSample } from './data.js';
 import { AdamW } from './losses.js';
+import { balanceShards, combineGradients, LOSS_KEYS, objectiveOf, ReplicaPool, shardGradients, type ObjectiveSpec } from './data-parallel.js';
 import { minibatchOrder, splitMicroBatches } from './minibatches.js';
 import type { ModelIO, TrainableModel } from './model-api.js';
-import { ppoLoss, ppoUpdate, sftObjective, type StepLosses } from './ppo.js';
+import { applyUpdate, ppoUpdate, type StepLosses } from './ppo.js';
 
 export interface TrainingHyper {
   /** Learning rate (constant). Default 1e-4 for RL, 1e-3 for SFT: sized for the small CPU models
@@ -51,6 +54,11 @@ export interface TrainingHyper {
   microBatchTokens?: number;
   /** Seed of the minibatch shuffle. */
   seed?: number;
+  /** CPU workers (data parallelism over worker threads, ./data-parallel.ts): each optimiser step's
+   *  minibatch is split across this many model replicas. 1 trains in this thread alone. Default:
+   *  env LAMER_TRAIN_WORKERS, else every core (os.availableParallelism()); never more than
+   *  minibatchSize, and 1 when the model I/O has no `replica` module. */
+  workers?: number;
 }
 
 export interface TrainingJobSpec {
@@ -156,6 +164,36 @@ function withDefaults(algorithm: Algorithm, h: TrainingHyper) {
 }
 
 /**
+ * LAMER_TRAIN_WORKERS: training worker threads per job (1..256), or unset / '' / 0 for every core.
+ * @returns the count, or null for every core.
+ * @throws RangeError for any other value.
+ */
+export function trainWorkersFromEnv(env: Record<string, string | undefined> = process.env): number | null {
+  const raw = env.LAMER_TRAIN_WORKERS?.trim();
+  if (raw === undefined || raw === '' || raw === '0') return null;
+  const n = Number(raw);
+  if (!(Number.isInteger(n) && n >= 1 && n <= 256)) throw new RangeError(`LAMER_TRAIN_WORKERS must be an integer 0..256 (0: every core), got ${JSON.stringify(raw)}`);
+  return n;
+}
+
+/**
+ * Workers of a job: `hyper.workers`, else LAMER_TRAIN_WORKERS, else every core (training is the
+ * heaviest CPU work of the process and the server's serving keeps answering from its own thread
+ * while a job runs); at most `minibatchSize`. 1 when `io` has no replica module, unless asked for
+ * explicitly in `hyper.workers` (then a RangeError).
+ */
+function resolveWorkers(asked: number | undefined, io: ModelIO, minibatchSize: number): number {
+  if (asked !== undefined && !(Number.isInteger(asked) && asked >= 1)) throw new RangeError(`workers must be an integer >= 1, got ${asked}`);
+  const n = Math.min(asked ?? trainWorkersFromEnv() ?? availableParallelism(), minibatchSize);
+  if (n <= 1) return 1;
+  if (!io.replica) {
+    if (asked !== undefined) throw new RangeError('workers > 1 needs a model I/O that worker threads can make (ModelIO.replica)');
+    return 1;
+  }
+  return n;
+}
+
+/**
  * Run one training job in this thread: PPO (RL algorithms) or SFT epochs over minibatches, one
  * optimiser step per minibatch (CleanRL ppo.py's update loop; LAMER.md §3).
  * @param samples RL samples (with advantages and the sampler's logprobs) or SFT samples.
@@ -172,8 +210,10 @@ export async function runTrainingJob(spec: TrainingJobSpec, samples: readonly Tr
   const checkAbort = () => { if (opts.signal?.aborted) throw new JobCancelledError(); };
   checkAbort();
 
+  const workers = resolveWorkers(spec.hyper?.workers, opts.io, h.minibatchSize);
   const model = await opts.io.load(spec.baseCheckpointDir);
   const optimizer = new AdamW(model.trainableVariables(), { lr: h.lr, weightDecay: h.weightDecay });
+  let pool: ReplicaPool | null = null;
   try {
     // pi_old: the behaviour policy under the starting weights (LAMER.md §3), so the first ratio is 1
     const old = h.isSft ? null : recomputeOldLogprobs(model, samples, h.oldLogprobs, h.minibatchSize, h.microBatchTokens);
@@ -182,18 +222,33 @@ export async function runTrainingJob(spec: TrainingJobSpec, samples: readonly Tr
       checkAbort();
       if (old.oldLogprobs.some((x) => x === null)) throw new RangeError('RL samples need logprobs');
     }
-    const objective = h.isSft ? sftObjective : ppoLoss(h.ppo); // loss = pg_loss - ent_coef * entropy (LAMER.md §3)
+    const objectiveSpec: ObjectiveSpec = h.isSft ? { kind: 'sft' } : { kind: 'ppo', coef: h.ppo };
+    const objective = objectiveOf(objectiveSpec); // loss = pg_loss - ent_coef * entropy (LAMER.md §3)
     const seqLens = samples.map((x) => Math.min(x.promptTokenIds.length + x.outputTokenIds.length - 1, model.blockSize));
+    if (workers > 1) {
+      pool = await ReplicaPool.start(workers - 1, {
+        modelIO: opts.io.replica!, checkpointDir: spec.baseCheckpointDir, objective: objectiveSpec, samples,
+        oldLogprobs: old?.oldLogprobs ?? null, supports: old?.supports ?? null, microBatchTokens: h.microBatchTokens,
+      }, optimizer.variables);
+      checkAbort();
+    }
     const total = Math.ceil(samples.length / h.minibatchSize) * h.epochs;
     const metrics: IterationMetrics[] = [];
     for (let epoch = 0; epoch < h.epochs; epoch++) {
       for (const idx of minibatchOrder(h.isSft, seqLens, h.minibatchSize, h.seed + epoch)) {
         checkAbort();
         const tStep = performance.now();
-        const micro = microBatches(model, samples, idx, seqLens, h.microBatchTokens, old?.oldLogprobs, old?.supports);
-        const update = ppoUpdate(model, optimizer, micro, objective, h.maxGradNorm);
-        micro.forEach(disposeBatch);
-        const m = iterationMetrics(spec, samples, idx, micro, update, { iteration: metrics.length, epoch, seconds: (performance.now() - tStep) / 1000 });
+        let update: StepLosses & { gradNorm: number };
+        let sizes: { tokens: number; positions: number };
+        if (pool) {
+          ({ update, sizes } = await parallelStep(pool, model, optimizer, objective, samples, balanceShards(idx, seqLens, workers), seqLens, h, old));
+        } else {
+          const micro = microBatches(model, samples, idx, seqLens, h.microBatchTokens, old?.oldLogprobs, old?.supports);
+          update = ppoUpdate(model, optimizer, micro, objective, h.maxGradNorm);
+          sizes = microSizes(micro);
+          micro.forEach(disposeBatch);
+        }
+        const m = iterationMetrics(spec, samples, idx, sizes, update, { iteration: metrics.length, epoch, seconds: (performance.now() - tStep) / 1000 });
         metrics.push(m);
         opts.onProgress?.({ progress: metrics.length / total, iteration: metrics.length, totalIterations: total, metrics: m });
         await yieldToEventLoop(); // let cancel and messages through
@@ -206,9 +261,54 @@ export async function runTrainingJob(spec: TrainingJobSpec, samples: readonly Tr
     });
     return { checkpointDir: spec.outputDir, iterations: metrics.length, samples: samples.length, metrics, behaviorLogprobGap: old?.behaviorLogprobGap ?? null, seconds: (performance.now() - t0) / 1000 };
   } finally {
+    await pool?.close();
     optimizer.dispose();
     model.dispose();
   }
+}
+
+/**
+ * One optimiser step with data parallelism: shard 0 here, shards 1.. on the replicas (at the same
+ * time), the token-sum gradients added and divided by the minibatch's output tokens, one AdamW
+ * update here, and the new weights published to the replicas. The losses are the minibatch's
+ * token-means (the shards' token-sums over the output tokens).
+ */
+async function parallelStep(
+  pool: ReplicaPool, model: TrainableModel, optimizer: AdamW, objective: ReturnType<typeof objectiveOf>, samples: readonly TrainingSample[],
+  shards: number[][], seqLens: readonly number[], h: ReturnType<typeof withDefaults>, old: { oldLogprobs: ReadonlyArray<number[] | null>; supports: Supports } | null,
+): Promise<{ update: StepLosses & { gradNorm: number }; sizes: { tokens: number; positions: number } }> {
+  const remote = pool.computeShards(shards.slice(1)); // posted first, so the replicas work while this thread does shard 0
+  let own: ReturnType<typeof shardGradients>;
+  try {
+    own = shardGradients(model, optimizer.variables, objective, samples, shards[0], seqLens, h.microBatchTokens, old?.oldLogprobs, old?.supports);
+  } catch (err) {
+    await remote.catch(() => undefined);
+    throw err;
+  }
+  let others: Awaited<typeof remote>;
+  try {
+    others = await remote;
+  } catch (err) {
+    tf.dispose(own.grads);
+    throw err;
+  }
+  const parts = [own, ...others];
+  const outTokens = parts.reduce((a, p) => a + p.outTokens, 0);
+  const grads = combineGradients(optimizer.variables, own.grads, others.map((o) => o.grads), outTokens);
+  tf.dispose(own.grads);
+  const gradNorm = applyUpdate(optimizer, grads, h.maxGradNorm);
+  tf.dispose(grads);
+  pool.publish(optimizer.variables);
+  const losses = Object.fromEntries(LOSS_KEYS.map((k) => [k, parts.reduce((a, p) => a + p.losses[k], 0) / outTokens])) as unknown as StepLosses;
+  return {
+    update: { ...losses, gradNorm },
+    sizes: { tokens: parts.reduce((a, p) => a + p.tokens, 0), positions: parts.reduce((a, p) => a + p.positions, 0) },
+  };
+}
+
+/** Non-padding and padded positions of micro-batches. */
+function microSizes(micro: readonly Batch[]): { tokens: number; positions: number } {
+  return { tokens: micro.reduce((a, b) => a + b.tokens, 0), positions: micro.reduce((a, b) => a + b.tokens / (1 - b.padFrac || 1), 0) };
 }
 
 /**
@@ -226,11 +326,10 @@ function microBatches(
 
 /** One iteration's metrics: the step's losses, its tokens and speed, and its own rollouts' returns. */
 function iterationMetrics(
-  spec: TrainingJobSpec, samples: readonly TrainingSample[], idx: readonly number[], micro: readonly Batch[],
+  spec: TrainingJobSpec, samples: readonly TrainingSample[], idx: readonly number[], sizes: { tokens: number; positions: number },
   update: StepLosses & { gradNorm: number }, at: { iteration: number; epoch: number; seconds: number },
 ): IterationMetrics {
-  const tokens = micro.reduce((a, b) => a + b.tokens, 0);
-  const positions = micro.reduce((a, b) => a + b.tokens / (1 - b.padFrac || 1), 0);
+  const { tokens, positions } = sizes;
   // the rollouts this step trains on (not the whole job's data, which is the same every step)
   const own = rolloutMetrics(idx.map((i) => samples[i]), Math.max(1, Object.keys(spec.dataStats?.passAtK ?? {}).length, ...idx.map((i) => samples[i].attempt + 1)));
   const { loss, pgLoss, entropy, clipFrac, dualClipFrac, approxKl, gradNorm } = update;

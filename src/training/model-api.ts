@@ -27,6 +27,9 @@ export interface ModelIO {
   load(checkpointDir: string): Promise<TrainableModel>;
   /** Write `model` to a new folder `checkpointDir` with `meta` stored beside the weights. */
   save(model: TrainableModel, checkpointDir: string, meta: Record<string, unknown>): Promise<void>;
+  /** How another worker thread makes the same ModelIO (data-parallel training replicas,
+   *  src/training/data-parallel.ts); absent: the job trains in this thread only. */
+  readonly replica?: ModelIOModule;
 }
 
 /**

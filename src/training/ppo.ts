@@ -64,27 +64,26 @@ export const sftObjective: Objective = (logits, batch) => {
 const LOSS_NAMES = ['loss', 'pgLoss', 'entropy', 'clipFrac', 'dualClipFrac', 'approxKl'] as const;
 
 /** Output tokens of a batch (the positions its mask trains). */
-const outputTokens = (b: Batch) => b.outputPositions.reduce((a, p) => a + p.length, 0);
+export const outputTokens = (b: Batch): number => b.outputPositions.reduce((a, p) => a + p.length, 0);
 
 /**
- * One optimiser step on one minibatch given as micro-batches (`makeBatch`; together they are the
- * minibatch): gradient accumulation, where each micro-batch's token-mean loss is weighted by its
- * share of the minibatch's output tokens, so the summed gradient is the gradient of the
- * minibatch's token-mean loss; then the global grad-norm clip and one AdamW update of
- * `optimizer.variables` (the model's trainable variables). Disposes every tensor it makes, not
- * the batches.
- * @returns the step's losses (the minibatch's token-means, from the weighted micro-batches) and the
- *   gradient's global L2 norm before clipping.
+ * Weighted gradient accumulation over micro-batches: g = sum_k weights[k] * grad(loss_k), and the
+ * same weighted sums of the losses (each micro-batch's losses are token-means over its output
+ * tokens). With weights[k] = outTokens_k / totalOut the result is the gradient of the minibatch's
+ * token-mean loss; with weights[k] = outTokens_k it is the gradient of the token-sum loss (what a
+ * data-parallel shard returns, src/training/data-parallel.ts). Disposes every tensor it makes
+ * except the returned gradients (one per `vars[i]`, the caller disposes them).
+ * @throws RangeError when the micro-batch and weight counts differ, or `micro` is empty.
  */
-export function ppoUpdate(model: TrainableModel, optimizer: AdamW, micro: readonly Batch[], objective: Objective, maxGradNorm: number): StepLosses & { gradNorm: number } {
-  const vars = optimizer.variables;
-  const outTokens = micro.map(outputTokens);
-  const totalOut = outTokens.reduce((a, b) => a + b, 0);
+export function accumulateGradients(
+  model: TrainableModel, vars: tf.Variable[], micro: readonly Batch[], weights: readonly number[], objective: Objective,
+): { grads: tf.Tensor[]; losses: StepLosses } {
+  if (micro.length === 0 || micro.length !== weights.length) throw new RangeError(`expected as many weights as micro-batches (>= 1), got ${weights.length} and ${micro.length}`);
   const losses: StepLosses = { loss: 0, pgLoss: 0, entropy: 0, clipFrac: 0, dualClipFrac: 0, approxKl: 0 };
   let acc: tf.Tensor[] | null = null;
   for (let k = 0; k < micro.length; k++) {
     const batch = micro[k];
-    const w = outTokens[k] / totalOut; // micro-batch weight = its share of the output tokens
+    const w = weights[k];
     let stats: tf.Tensor1D | null = null;
     const { value, grads } = tf.variableGrads(() => {
       const l = objective(model.logits(batch.inputs, true), batch);
@@ -97,10 +96,39 @@ export function ppoUpdate(model: TrainableModel, optimizer: AdamW, micro: readon
     acc = acc === null ? gradList : accumulate(acc, gradList); // g = sum_k w_k grad(loss_k)
     tf.dispose([value, stats as unknown as tf.Tensor]);
   }
-  const clipped = clipByGlobalNorm(acc!, maxGradNorm); // g <- g * min(1, max_grad_norm / ||g||)  (LAMER.md §3: 1.0)
+  return { grads: acc!, losses };
+}
+
+/**
+ * The update of one step from the minibatch's gradient: the global grad-norm clip and one AdamW
+ * step of `optimizer.variables`. Disposes the tensors it makes, not `grads`.
+ * @returns the gradient's global L2 norm before clipping.
+ */
+export function applyUpdate(optimizer: AdamW, grads: tf.Tensor[], maxGradNorm: number): number {
+  const clipped = clipByGlobalNorm(grads, maxGradNorm); // g <- g * min(1, max_grad_norm / ||g||)  (LAMER.md §3: 1.0)
   optimizer.applyGradients(clipped.grads); // AdamW, decoupled weight decay (LAMER.md §3: 0.01)
-  tf.dispose([...acc!, ...clipped.grads]);
-  return { ...losses, gradNorm: clipped.norm };
+  tf.dispose(clipped.grads);
+  return clipped.norm;
+}
+
+/**
+ * One optimiser step on one minibatch given as micro-batches (`makeBatch`; together they are the
+ * minibatch): gradient accumulation, where each micro-batch's token-mean loss is weighted by its
+ * share of the minibatch's output tokens, so the summed gradient is the gradient of the
+ * minibatch's token-mean loss; then the global grad-norm clip and one AdamW update of
+ * `optimizer.variables` (the model's trainable variables). Disposes every tensor it makes, not
+ * the batches.
+ * @returns the step's losses (the minibatch's token-means, from the weighted micro-batches) and the
+ *   gradient's global L2 norm before clipping.
+ */
+export function ppoUpdate(model: TrainableModel, optimizer: AdamW, micro: readonly Batch[], objective: Objective, maxGradNorm: number): StepLosses & { gradNorm: number } {
+  const outTokens = micro.map(outputTokens);
+  const totalOut = outTokens.reduce((a, b) => a + b, 0);
+  // micro-batch weight = its share of the output tokens
+  const { grads, losses } = accumulateGradients(model, optimizer.variables, micro, outTokens.map((n) => n / totalOut), objective);
+  const gradNorm = applyUpdate(optimizer, grads, maxGradNorm);
+  tf.dispose(grads);
+  return { ...losses, gradNorm };
 }
 
 /** `acc + grads` elementwise, disposing both inputs. */

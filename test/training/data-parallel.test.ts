@@ -1,0 +1,152 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import * as tf from '@tensorflow/tfjs';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { balanceShards, liveReplicaThreads } from '../../src/training/data-parallel.js';
+import type { TrainingSample } from '../../src/training/data.js';
+import { createModelIO } from '../../src/training/gpt-adapter.js';
+import { JobCancelledError, runTrainingJob, trainWorkersFromEnv, type JobResult, type TrainingJobSpec } from '../../src/training/job.js';
+import type { ModelIO } from '../../src/training/model-api.js';
+import { writeTinyGptCheckpoint } from '../helpers/index.js';
+import { createModelIO as createTinyIO, TinyModel, writeTinyCheckpoint } from './tiny-model.js';
+
+// Data-parallel training: 2 workers (this thread + one replica thread) give the parameters and
+// losses of 1 worker, for SFT and PPO; a failing or cancelled job leaves no replica thread behind.
+let dir: string;
+let io: ModelIO;
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'lamer-dp-'));
+  await writeTinyGptCheckpoint(join(dir, 'base'), 3);
+  await writeTinyCheckpoint(join(dir, 'tiny'), TinyModel.init(8, 8, 16));
+  io = await createModelIO({ backend: 'wasm' });
+});
+afterAll(async () => { await rm(dir, { recursive: true, force: true }); });
+
+/** n samples of varied lengths (deterministic), output tokens in the byte range. */
+function samples(n: number, rl: boolean): TrainingSample[] {
+  let s = 12345;
+  const rnd = (k: number) => { s = (s * 16807) % 2147483647; return s % k; };
+  return Array.from({ length: n }, (_, i) => ({
+    sessionId: `s${i % 3}`, taskId: 't', attempt: 0, step: i, kind: 'action' as const,
+    promptTokenIds: Array.from({ length: 4 + rnd(40) }, () => 32 + rnd(90)),
+    outputTokenIds: Array.from({ length: 1 + rnd(12) }, () => 32 + rnd(90)),
+    oldLogprobs: null, advantage: rl ? rnd(200) / 100 - 1 : 0, return: 0,
+    ...(rl && i % 2 === 0 ? { behaviour: { temperature: 0.8, topP: 0.9, topK: 0 } } : {}),
+  }));
+}
+
+async function weights(checkpointDir: string): Promise<Float32Array[]> {
+  const m = await io.load(checkpointDir);
+  const w = m.trainableVariables().map((v) => v.dataSync() as Float32Array);
+  m.dispose();
+  return w;
+}
+
+function maxAbsDiff(a: Float32Array[], b: Float32Array[]): number {
+  let d = 0;
+  a.forEach((x, i) => x.forEach((v, j) => { d = Math.max(d, Math.abs(v - b[i][j])); }));
+  return d;
+}
+
+async function oneVsTwo(algorithm: 'sft' | 'lamer', data: TrainingSample[], name: string): Promise<[JobResult, JobResult]> {
+  // 18 samples / 6 per step = 3 optimiser steps; 96-position micro-batches make several per shard
+  const spec = (workers: number): TrainingJobSpec => ({
+    algorithm, baseCheckpointDir: join(dir, 'base'), outputDir: join(dir, `${name}-${workers}`),
+    hyper: { lr: 0.01, minibatchSize: 6, microBatchTokens: 96, workers },
+  });
+  const one = await runTrainingJob(spec(1), data, { io });
+  const two = await runTrainingJob(spec(2), data, { io });
+  return [one, two];
+}
+
+function expectSame(one: JobResult, two: JobResult): void {
+  expect(two.iterations).toBe(3);
+  one.metrics.forEach((m, i) => {
+    const p = two.metrics[i];
+    for (const k of ['loss', 'pgLoss', 'entropy', 'clipFrac', 'dualClipFrac', 'approxKl', 'gradNorm'] as const) expect(Math.abs(p[k] - m[k]), k).toBeLessThan(1e-5);
+    expect(p.tokens).toBe(m.tokens);
+    expect(p.padFrac).toBeGreaterThanOrEqual(0);
+  });
+}
+
+describe('data-parallel training', () => {
+  it('SFT: 2 workers give the parameters and losses of 1 worker', async () => {
+    const [one, two] = await oneVsTwo('sft', samples(18, false), 'sft');
+    expectSame(one, two);
+    expect(maxAbsDiff(await weights(one.checkpointDir), await weights(two.checkpointDir))).toBeLessThan(1e-5);
+    // the parameters did move (the comparison is not of two untouched copies)
+    expect(maxAbsDiff(await weights(join(dir, 'base')), await weights(two.checkpointDir))).toBeGreaterThan(1e-3);
+    expect(liveReplicaThreads()).toBe(0);
+  }, 30_000);
+
+  it('PPO (recomputed pi_old, sampler supports): 2 workers give the parameters and losses of 1 worker', async () => {
+    const [one, two] = await oneVsTwo('lamer', samples(18, true), 'ppo');
+    expectSame(one, two);
+    // the second and third steps are off-policy, so the clip statistics are exercised
+    expect(two.metrics[2].approxKl).toBeGreaterThan(0);
+    expect(maxAbsDiff(await weights(one.checkpointDir), await weights(two.checkpointDir))).toBeLessThan(1e-5);
+    expect(liveReplicaThreads()).toBe(0);
+  }, 30_000);
+
+  it('a replica that crashes rejects the job and leaves no thread behind', async () => {
+    const tinyModule = pathToFileURL(join(import.meta.dirname, 'tiny-model.ts')).href;
+    const data = samples(8, false).map((s) => ({ ...s, promptTokenIds: s.promptTokenIds.map((t) => t % 8), outputTokenIds: s.outputTokenIds.map((t) => t % 8) }));
+    await tf.setBackend('cpu');
+    try {
+      for (const crash of ['exit', 'uncaught'] as const) {
+        const crashing: ModelIO = { ...createTinyIO({ slowMs: 20 }), replica: { module: tinyModule, options: { crash } } };
+        const spec: TrainingJobSpec = { algorithm: 'sft', baseCheckpointDir: join(dir, 'tiny'), outputDir: join(dir, `crash-${crash}`), hyper: { minibatchSize: 4, epochs: 3, workers: 2 } };
+        await expect(runTrainingJob(spec, data, { io: crashing })).rejects.toThrow(/training replica 1 (exited with code 3|crashed: tiny model: uncaught crash)/);
+        await vi.waitFor(() => expect(liveReplicaThreads()).toBe(0));
+      }
+    } finally {
+      await tf.setBackend('wasm');
+    }
+  }, 30_000);
+
+  it('cancelling a data-parallel job rejects with JobCancelledError and ends the replicas', async () => {
+    const abort = new AbortController();
+    const spec: TrainingJobSpec = { algorithm: 'sft', baseCheckpointDir: join(dir, 'base'), outputDir: join(dir, 'cancelled'), hyper: { minibatchSize: 6, epochs: 3, workers: 2 } };
+    const seen: number[] = [];
+    await expect(runTrainingJob(spec, samples(18, false), { io, signal: abort.signal, onProgress: (p) => { seen.push(p.iteration); abort.abort(); } })).rejects.toBeInstanceOf(JobCancelledError);
+    expect(seen).toEqual([1]);
+    await vi.waitFor(() => expect(liveReplicaThreads()).toBe(0));
+  }, 30_000);
+
+  it('workers > 1 with a model I/O that threads cannot make is refused; the default falls back to this thread', async () => {
+    const tiny = createTinyIO();
+    const data = samples(4, false).map((s) => ({ ...s, promptTokenIds: [1, 2], outputTokenIds: [3] }));
+    await tf.setBackend('cpu');
+    try {
+      const spec: TrainingJobSpec = { algorithm: 'sft', baseCheckpointDir: join(dir, 'tiny'), outputDir: join(dir, 'tiny-2'), hyper: { minibatchSize: 4, workers: 2 } };
+      await expect(runTrainingJob(spec, data, { io: tiny })).rejects.toThrow(/workers > 1 needs a model I\/O/);
+      const res = await runTrainingJob({ ...spec, hyper: { minibatchSize: 4 } }, data, { io: tiny });
+      expect(res.iterations).toBe(1);
+    } finally {
+      await tf.setBackend('wasm');
+    }
+  });
+});
+
+describe('balanceShards', () => {
+  it('cuts a minibatch into non-empty shards of about equal token count, each index once', () => {
+    const lens = [100, 90, 50, 40, 30, 10, 5];
+    const shards = balanceShards([0, 1, 2, 3, 4, 5, 6], lens, 2);
+    expect(shards).toEqual([[0, 3, 4], [1, 2, 5, 6]]);
+    expect(shards.map((s) => s.reduce((a, i) => a + lens[i], 0))).toEqual([170, 155]);
+    expect(balanceShards([4], lens, 3)).toEqual([[4]]);
+  });
+});
+
+describe('trainWorkersFromEnv', () => {
+  it('reads LAMER_TRAIN_WORKERS: a count, or null (every core) for unset, empty or 0; refuses the rest', () => {
+    expect(trainWorkersFromEnv({})).toBeNull();
+    expect(trainWorkersFromEnv({ LAMER_TRAIN_WORKERS: '' })).toBeNull();
+    expect(trainWorkersFromEnv({ LAMER_TRAIN_WORKERS: '0' })).toBeNull();
+    expect(trainWorkersFromEnv({ LAMER_TRAIN_WORKERS: '3' })).toBe(3);
+    expect(() => trainWorkersFromEnv({ LAMER_TRAIN_WORKERS: '1.5' })).toThrow(RangeError);
+    expect(() => trainWorkersFromEnv({ LAMER_TRAIN_WORKERS: 'many' })).toThrow(/LAMER_TRAIN_WORKERS/);
+  });
+});
