@@ -159,7 +159,7 @@ const HELP = `usage: npm run model:sft-base -- --out DIR [options]
   --sessions N           demonstration sessions, split evenly over the stages (default 1200)
   --fail-rate P          share of sessions whose first attempt fails on purpose (default 0.5)
   --seed S               training-range seed offset of the demos and minibatch seed (default 0)
-  --steps N              optimiser steps (default 2000) ...
+  --steps N              optimiser steps (default 1000) ...
   --epochs E             ... or whole passes over the samples instead
   --lr X                 learning rate, constant (default 1e-3)
   --minibatch N          samples per optimiser step (default 16)
@@ -234,7 +234,7 @@ export function parseSftBaseArgs(argv: string[]): SftBaseOptions | null {
     sessions: int('sessions', values.sessions, 1),
     failRate: num('fail-rate', values['fail-rate'], 0, 1),
     seed: int('seed', values.seed, 0),
-    steps: values.epochs === undefined ? int('steps', values.steps ?? '2000', 1) : null,
+    steps: values.epochs === undefined ? int('steps', values.steps ?? '1000', 1) : null,
     epochs: values.epochs === undefined ? null : int('epochs', values.epochs, 1),
     lr: num('lr', values.lr, 0, 1),
     minibatch: int('minibatch', values.minibatch, 1),
@@ -344,7 +344,7 @@ export async function runSftBase(opts: SftBaseOptions): Promise<SftBaseSummary |
     const hyper: TrainingHyper = { lr: opts.lr, epochs, minibatchSize: opts.minibatch, microBatchTokens: opts.microBatchTokens, seed: opts.seed };
     const points: CurvePoint[] = [];
     const bar = process.stderr.isTTY === true
-      ? new cliProgress.SingleBar({ stream: process.stderr, hideCursor: true, etaBuffer: 50, format: 'sft {bar} {value}/{total} steps | loss {loss} | {tps} tok/s | ETA {eta_formatted}' }, cliProgress.Presets.shades_classic)
+      ? new cliProgress.SingleBar({ stream: process.stderr, hideCursor: true, etaBuffer: 50, format: 'sft {bar} {value}/{total} steps | loss {loss} (20-step mean) | {tps} tok/s | {duration_formatted} | ETA {eta_formatted}' }, cliProgress.Presets.shades_classic)
       : null;
     bar?.start(steps, 0, { loss: '-', tps: '-' });
     const t0 = performance.now();
@@ -370,7 +370,7 @@ export async function runSftBase(opts: SftBaseOptions): Promise<SftBaseSummary |
             tokens += p.metrics.tokens;
             const seconds = (performance.now() - t0) / 1000;
             points.push({ step: p.iteration, tokens, seconds: round(seconds, 3), loss: round(p.metrics.loss) });
-            if (bar) bar.update(p.iteration, { loss: p.metrics.loss.toFixed(3), tps: Math.round(tokens / seconds) });
+            if (bar) bar.update(p.iteration, { loss: mean(points.slice(-20).map((q) => q.loss)).toFixed(3), tps: Math.round(tokens / seconds) });
             else if (p.iteration % opts.logEvery === 0 || p.iteration === p.totalIterations) {
               const window = points.slice(-opts.logEvery);
               process.stderr.write(JSON.stringify({

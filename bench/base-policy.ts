@@ -1,0 +1,153 @@
+/**
+ * `npm run eval:base [-- options]`: the held-out rows of a base checkpoint (default models/base)
+ * on MineSweeper 6x6/3 and Sokoban 6x6/2, played by the eval harness (src/eval/harness.ts runEval,
+ * what `lamer eval` runs) against one in-process server on that checkpoint:
+ *   (a) K-attempt LaMer sessions with reflection_only memory, no availableActions;
+ *   (b) the same with availableActions;
+ *   (c) independent retries (K single-attempt sessions, no memory; `lamer eval --independent-attempts`);
+ * on the same held-out tasks (eval seeds from --seed), with the paper's eval sampling 0.7 / 0.8 / 20.
+ * Prints a markdown table (pass@1..K, invalid-action rate, reflections: share naming the MineSweeper
+ * cell that ended the attempt, share repeating the previous one verbatim) and the paired bootstrap
+ * interval of pass@K (a) - (c) per game (maths: src/eval/base-policy.ts, src/eval/compare.ts);
+ * writes the figures as JSON (--out, default bench/results/base-policy.json; runs with fewer than
+ * 128 tasks write to the temp folder unless --out is given, so a quick run never replaces the
+ * full one), the full eval reports with --reports DIR, and with --results FILE replaces the marked
+ * section `base-policy` of FILE (docs/RESULTS.md).
+ *
+ * Options: --model DIR, --tasks N (128), --attempts K (3), --seed S (0), --concurrency C (8),
+ * --games LIST (minesweeper-6x6-3,sokoban-6x6-2), --rows LIST (lamer,lamer-avail,independent),
+ * --out FILE, --reports DIR, --results FILE, --resamples B (10000).
+ * Exit code: 0; 1 when a session failed with an error (the figures are still written); 2 for bad
+ * options.
+ */
+import { createHash } from 'node:crypto';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { parseEnvName } from '../src/envs/index.js';
+import { basePolicyMarkdown, BASE_ROWS, BASE_ROW_SPECS, rowDifference, rowSummary, type BaseRow, type GameResult } from '../src/eval/base-policy.js';
+import { replaceSection } from '../src/eval/compare.js';
+import { PAPER_EVAL_SAMPLING, runEval, type EvalReport } from '../src/eval/harness.js';
+import { readCheckpointMetadata } from '../src/model/checkpoint.js';
+import { countParams } from '../src/model/gpt.js';
+import { startServer } from '../src/server.js';
+
+const repoRoot = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
+
+function fail(msg: string): never {
+  console.error(`eval:base: ${msg}`);
+  process.exit(2);
+}
+
+const { values } = (() => {
+  try {
+    return parseArgs({
+      strict: true,
+      options: {
+        model: { type: 'string', default: path.join(repoRoot, 'models', 'base') },
+        tasks: { type: 'string', default: '128' },
+        attempts: { type: 'string', default: '3' },
+        seed: { type: 'string', default: '0' },
+        concurrency: { type: 'string', default: '8' },
+        games: { type: 'string', default: 'minesweeper-6x6-3,sokoban-6x6-2' },
+        rows: { type: 'string', default: BASE_ROWS.join(',') },
+        out: { type: 'string' },
+        reports: { type: 'string' },
+        results: { type: 'string' },
+        resamples: { type: 'string', default: '10000' },
+      },
+    });
+  } catch (e) {
+    return fail((e as Error).message.split('\n')[0]);
+  }
+})();
+
+const int = (name: string, v: string, min: number): number => {
+  if (!/^\d+$/.test(v) || Number(v) < min) fail(`--${name} must be an integer >= ${min}, got '${v}'`);
+  return Number(v);
+};
+const tasks = int('tasks', values.tasks, 1);
+const K = int('attempts', values.attempts, 1);
+const seed = int('seed', values.seed, 0);
+const concurrency = int('concurrency', values.concurrency, 1);
+const resamples = int('resamples', values.resamples, 1);
+const games = values.games.split(',').map((g) => g.trim()).filter(Boolean);
+for (const g of games) {
+  try { parseEnvName(g); } catch (e) { fail(`--games: ${(e as Error).message}`); }
+}
+const rows = values.rows.split(',').map((r) => r.trim()).filter(Boolean) as BaseRow[];
+for (const r of rows) if (!BASE_ROWS.includes(r)) fail(`--rows: '${r}' is not one of ${BASE_ROWS.join(', ')}`);
+const modelDir = path.resolve(values.model);
+const out = values.out ?? (tasks >= 128 ? path.join(repoRoot, 'bench', 'results', 'base-policy.json') : path.join(tmpdir(), `base-policy-${tasks}tasks.json`));
+
+const meta = await readCheckpointMetadata(modelDir).catch((e: Error) => fail(`--model: ${e.message}`));
+const weightsSha256 = createHash('sha256').update(readFileSync(path.join(modelDir, 'weights.bin'))).digest('hex');
+const log = (line: string) => process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${line}\n`);
+
+const dataDir = mkdtempSync(path.join(tmpdir(), 'lamer-eval-base-'));
+const server = await startServer({ port: 0, host: '127.0.0.1', dataDir, engine: 'builtin', apiKeys: [], logLevel: 'error', baseModelDir: modelDir });
+const stop = async () => { await server.close().catch(() => undefined); rmSync(dataDir, { recursive: true, force: true }); };
+for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => void stop().finally(() => process.exit(sig === 'SIGINT' ? 130 : 143)));
+
+const t0 = performance.now();
+const results: GameResult[] = [];
+const examples: Record<string, string[]> = {};
+let errors = 0;
+try {
+  if (values.reports) mkdirSync(values.reports, { recursive: true });
+  for (const env of games) {
+    const { kind, params } = parseEnvName(env);
+    const reports = new Map<BaseRow, EvalReport>();
+    for (const row of rows) {
+      const spec = BASE_ROW_SPECS[row];
+      log(`${env} ${spec.label}: ${tasks} tasks x ${K} attempts`);
+      const report = await runEval({
+        env: kind, params, tasks, attempts: K, concurrency, seed, policy: 'model', server: server.url,
+        sampling: PAPER_EVAL_SAMPLING, availableActions: spec.availableActions, independentAttempts: spec.independentAttempts,
+        onSession: (done, total) => { if (done % 16 === 0 || done === total) log(`  ${done}/${total} sessions`); },
+      });
+      reports.set(row, report);
+      errors += report.metrics.errors;
+      if (values.reports) writeFileSync(path.join(values.reports, `${env}-${row}.json`), JSON.stringify(report) + '\n');
+      log(`  pass@k ${JSON.stringify(report.metrics.passAtK)}, invalid ${(100 * report.metrics.invalidActionRate).toFixed(1)}%, ${report.durationS.toFixed(0)} s`);
+    }
+    const a = reports.get('lamer');
+    const c = reports.get('independent');
+    results.push({
+      env,
+      rows: [...reports].map(([row, r]) => rowSummary(row, r)),
+      lamerMinusIndependent: a && c ? rowDifference(a.sessions, c.sessions, K, resamples) : null,
+    });
+    examples[env] = (a ?? reports.get('lamer-avail'))?.sessions.flatMap((s) => s.attempts.flatMap((x) => (x.reflection ? [x.reflection] : []))).slice(0, 3) ?? [];
+  }
+} finally {
+  await stop();
+}
+const seconds = (performance.now() - t0) / 1000;
+
+const header = [
+  `Measured by \`npm run eval:base\` (bench/base-policy.ts) on ${new Date().toISOString().slice(0, 10)}: checkpoint \`${path.relative(repoRoot, modelDir) || modelDir}\``
+    + ` (${meta.config.n_layer} layers x ${meta.config.n_embd}, ${countParams(meta.config)} parameters, weights.bin sha256 ${weightsSha256.slice(0, 12)}...),`
+    + ` ${tasks} held-out tasks per game (eval seeds from offset ${seed}), ${K} attempts, sampling ${JSON.stringify(PAPER_EVAL_SAMPLING)}; the same tasks in every row; ${(seconds / 60).toFixed(1)} minutes.`,
+  '',
+].join('\n');
+const exampleLines = Object.entries(examples).filter(([, xs]) => xs.length > 0).flatMap(([env, xs]) => ['', `First reflections written on ${env} (row a):`, '', ...xs.map((x) => `> ${x.replace(/\n/g, ' ')}`)]);
+const markdown = header + '\n' + basePolicyMarkdown(results, K) + (exampleLines.length ? exampleLines.join('\n') + '\n' : '');
+console.log(markdown);
+
+mkdirSync(path.dirname(out), { recursive: true });
+writeFileSync(out, JSON.stringify({
+  generatedAt: new Date().toISOString(), seconds: Math.round(seconds),
+  model: { dir: modelDir, config: meta.config, parameters: countParams(meta.config), weightsSha256, meta: meta.meta },
+  tasks, attempts: K, seed, sampling: PAPER_EVAL_SAMPLING, games: results, exampleReflections: examples,
+}, null, 1) + '\n');
+log(`wrote ${out}`);
+if (values.results) {
+  writeFileSync(values.results, replaceSection(readFileSync(values.results, 'utf8'), 'base-policy', markdown));
+  log(`updated the base-policy section of ${values.results}`);
+}
+if (errors > 0) {
+  console.error(`eval:base: ${errors} sessions failed with errors`);
+  process.exitCode = 1;
+}

@@ -1,0 +1,106 @@
+/**
+ * The held-out rows of a base checkpoint (bench/base-policy.ts, `npm run eval:base`): per game, the
+ * same tasks played three ways by the same model,
+ *   (a) 'lamer':       K-attempt sessions with reflection_only memory, no availableActions;
+ *   (b) 'lamer-avail': the same with the env's legal actions sent as availableActions;
+ *   (c) 'independent': K independent single-attempt sessions (no memory), as the paper evaluates
+ *                      single-attempt baselines;
+ * summarised as pass@1..K, the invalid-action rate and reflection statistics (./compare.ts
+ * reflectionStats), with a paired bootstrap interval over tasks of the pass@K difference (a) - (c).
+ * Pure functions over eval reports (./harness.ts). Units: rates are fractions in [0, 1] (the
+ * markdown prints percent and percentage points).
+ */
+import { firstSuccess } from '../agent/passk.js';
+import { pairedBootstrap, pairedDiffs, reflectionStats, type BootstrapInterval, type ReflectionStats } from './compare.js';
+import type { EvalReport } from './harness.js';
+import { summarize, type SessionRecord } from './metrics.js';
+
+/** The rows, in table order. */
+export const BASE_ROWS = ['lamer', 'lamer-avail', 'independent'] as const;
+export type BaseRow = (typeof BASE_ROWS)[number];
+
+/** How each row is played (EvalOptions fields) and labelled. */
+export const BASE_ROW_SPECS: Record<BaseRow, { label: string; availableActions: boolean; independentAttempts: boolean }> = {
+  lamer: { label: '(a) LaMer session, reflections, no availableActions', availableActions: false, independentAttempts: false },
+  'lamer-avail': { label: '(b) LaMer session, reflections, availableActions', availableActions: true, independentAttempts: false },
+  independent: { label: '(c) independent retries, no memory', availableActions: false, independentAttempts: true },
+};
+
+/** One row's figures. */
+export interface RowSummary {
+  row: BaseRow;
+  env: string;
+  tasks: number;
+  sessions: number;
+  errors: number;
+  /** {"1": pass@1, ..., "K": pass@K}. */
+  passAtK: Record<string, number>;
+  invalidActionRate: number;
+  meanActionsPerAttempt: number;
+  /** Reflection statistics; `namesEndingCell` counts MineSweeper mines only (null elsewhere). */
+  reflections: ReflectionStats;
+  /** Per task (sorted by taskId): the 0-based attempt of its first success, -1 for none; enough to
+   *  recompute pass@k and the paired differences. */
+  firstSuccess: Array<[string, number]>;
+}
+
+/**
+ * The figures of one played row. @param report an eval report of one env (sessions of any trials).
+ */
+export function rowSummary(row: BaseRow, report: Pick<EvalReport, 'env' | 'attempts' | 'sessions'>): RowSummary {
+  const m = summarize(report.sessions, report.attempts);
+  return {
+    row, env: report.env, tasks: m.tasks, sessions: m.sessions, errors: m.errors, passAtK: m.passAtK,
+    invalidActionRate: m.invalidActionRate, meanActionsPerAttempt: m.meanActionsPerAttempt,
+    reflections: reflectionStats(report.sessions),
+    firstSuccess: [...report.sessions].sort((x, y) => (x.taskId < y.taskId ? -1 : x.taskId > y.taskId ? 1 : x.trial - y.trial)).map((s) => [s.taskId, firstSuccess(s.attempts)]),
+  };
+}
+
+/**
+ * Paired percentile bootstrap (./compare.ts pairedBootstrap, fixed seed) over the tasks both
+ * played of pass@K(a) - pass@K(b). @returns null when no task is shared.
+ */
+export function rowDifference(a: readonly SessionRecord[], b: readonly SessionRecord[], K: number, resamples = 10_000): BootstrapInterval | null {
+  const d = pairedDiffs(a, b, K);
+  return d.length === 0 ? null : pairedBootstrap(d, { resamples });
+}
+
+/** One game's rows and the (a) - (c) difference. */
+export interface GameResult {
+  env: string;
+  rows: RowSummary[];
+  /** pass@K of (a) minus (c), paired over tasks; null when either row is missing. */
+  lamerMinusIndependent: BootstrapInterval | null;
+}
+
+const pct = (x: number | null) => (x === null ? '-' : (100 * x).toFixed(1));
+
+/**
+ * The markdown table of every game's rows (pass@1..K and the invalid-action rate in percent,
+ * reflections written, share of MineSweeper reflections after a mine that name that cell, share
+ * repeating the session's previous reflection verbatim), then one line per game with the paired
+ * bootstrap interval of pass@K (a) - (c) in percentage points.
+ */
+export function basePolicyMarkdown(games: readonly GameResult[], K: number): string {
+  const ks = Array.from({ length: K }, (_, k) => k + 1);
+  const out: string[] = [];
+  out.push(`| game | row | tasks | ${ks.map((k) => `pass@${k} (%)`).join(' | ')} | invalid actions (%) | reflections | names the ending cell (%) | repeats the previous reflection (%) |`);
+  out.push(`|---|---|---|${ks.map(() => '---|').join('')}---|---|---|---|`);
+  for (const g of games) {
+    for (const r of g.rows) {
+      const spec = BASE_ROW_SPECS[r.row];
+      const refl = r.row === 'independent' ? ['-', '-', '-'] : [String(r.reflections.reflections), pct(r.reflections.namesEndingCell), pct(r.reflections.repeatsPrevious)];
+      out.push(`| ${g.env} | ${spec.label} | ${r.tasks}${r.errors ? ` (${r.errors} errors)` : ''} | ${ks.map((k) => pct(r.passAtK[String(k)] ?? 0)).join(' | ')} | ${pct(r.invalidActionRate)} | ${refl.join(' | ')} |`);
+    }
+  }
+  const diffs = games.filter((g) => g.lamerMinusIndependent);
+  if (diffs.length > 0) {
+    out.push('');
+    for (const g of diffs) {
+      const ci = g.lamerMinusIndependent!;
+      out.push(`- ${g.env}: pass@${K} (a) - (c) = ${(100 * ci.mean).toFixed(1)} pts, 95% paired bootstrap interval [${(100 * ci.lo).toFixed(1)}, ${(100 * ci.hi).toFixed(1)}] over ${ci.tasks} tasks (${ci.resamples} resamples).`);
+    }
+  }
+  return out.join('\n') + '\n';
+}

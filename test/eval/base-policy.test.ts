@@ -1,0 +1,77 @@
+import { describe, expect, it } from 'vitest';
+import { basePolicyMarkdown, rowDifference, rowSummary } from '../../src/eval/base-policy.js';
+import type { AttemptRecord, SessionRecord } from '../../src/eval/metrics.js';
+
+const att = (attempt: number, success: boolean, trajectory: string[], o: { reflection?: string; invalid?: number; endReason?: 'done' | 'max_steps' } = {}): AttemptRecord => ({
+  attempt, success, return: success ? 1 : 0, actions: trajectory.length, invalidActions: o.invalid ?? 0, endReason: o.endReason ?? 'done', trajectory,
+  ...(o.reflection !== undefined ? { reflection: o.reflection } : {}),
+});
+
+// MineSweeper, row (a): three tasks
+const ms: SessionRecord[] = [
+  { taskId: 'minesweeper-6x6-3:seed=2', trial: 0, attempts: [
+    att(0, false, ['(1, 1)', '(2, 3)'], { reflection: 'Attempt 1 failed: (2,3) was a mine. Known mines: (2, 3).' }), // names the mine (any spacing)
+    att(1, true, ['(1, 1)', '(4, 4)']),
+  ] },
+  { taskId: 'minesweeper-6x6-3:seed=1', trial: 0, attempts: [
+    att(0, false, ['(5, 5)'], { reflection: 'Avoid (1, 1).' }), // wrong cell
+    att(1, false, ['(6, 2)'], { reflection: 'Avoid (1, 1).' }), // wrong cell, and verbatim the previous one
+    att(2, false, ['invalid', '(3, 3)'], { invalid: 1, endReason: 'max_steps' }), // turn cap: not a losing action
+  ] },
+  { taskId: 'minesweeper-6x6-3:seed=3', trial: 0, attempts: [att(0, true, ['(2, 2)'])] },
+];
+
+describe('rowSummary', () => {
+  it('pass@k, invalid actions, reflections naming the mine that ended the attempt and verbatim repeats, exactly', () => {
+    const r = rowSummary('lamer', { env: 'minesweeper-6x6-3', attempts: 3, sessions: ms });
+    expect(r).toEqual({
+      row: 'lamer', env: 'minesweeper-6x6-3', tasks: 3, sessions: 3, errors: 0,
+      passAtK: { 1: 1 / 3, 2: 2 / 3, 3: 2 / 3 },
+      invalidActionRate: 1 / 9, // 9 actions, 1 rejected
+      meanActionsPerAttempt: 9 / 6,
+      // 3 reflections, all after a mine; 1 names it; of the 1 that had a previous one, 1 repeats it
+      reflections: { reflections: 3, afterLosingAction: 3, namesEndingCell: 1 / 3, repeatsPrevious: 1, sharedAcrossTasks: 0 },
+      firstSuccess: [['minesweeper-6x6-3:seed=1', -1], ['minesweeper-6x6-3:seed=2', 1], ['minesweeper-6x6-3:seed=3', 0]],
+    });
+  });
+
+  it('Sokoban: no cell to name (null), repeats still counted', () => {
+    const sk: SessionRecord[] = [{ taskId: 'sokoban-6x6-2:seed=1', trial: 0, attempts: [
+      att(0, false, ['up,left'], { reflection: 'Box stuck in a corner.', endReason: 'max_steps' }),
+      att(1, false, ['down'], { reflection: 'Push the box right first.' }),
+      att(2, false, ['right']),
+    ] }];
+    expect(rowSummary('lamer', { env: 'sokoban-6x6-2', attempts: 3, sessions: sk }).reflections)
+      .toEqual({ reflections: 2, afterLosingAction: 0, namesEndingCell: null, repeatsPrevious: 0, sharedAcrossTasks: 0 });
+  });
+});
+
+describe('rowDifference and the markdown', () => {
+  const indep: SessionRecord[] = [
+    { taskId: 'minesweeper-6x6-3:seed=1', trial: 0, attempts: [att(0, false, ['(1, 1)']), att(1, false, ['(1, 1)']), att(2, false, ['(1, 1)'])] },
+    { taskId: 'minesweeper-6x6-3:seed=2', trial: 0, attempts: [att(0, false, ['(1, 1)']), att(1, false, ['(1, 1)']), att(2, false, ['(1, 1)'])] },
+    { taskId: 'minesweeper-6x6-3:seed=3', trial: 0, attempts: [att(0, true, ['(2, 2)'])] },
+  ];
+
+  it('pairs the tasks: pass@3 differences [0, 1, 0] -> mean 1/3, interval [0, 1]', () => {
+    const ci = rowDifference(ms, indep, 3, 20_000)!;
+    expect(ci.mean).toBeCloseTo(1 / 3, 12);
+    expect([ci.lo, ci.hi, ci.tasks]).toEqual([0, 1, 3]);
+    expect(rowDifference(ms, [], 3)).toBeNull();
+  });
+
+  it('prints one line per row (percent) and the (a) - (c) interval in points', () => {
+    const a = rowSummary('lamer', { env: 'minesweeper-6x6-3', attempts: 3, sessions: ms });
+    const c = rowSummary('independent', { env: 'minesweeper-6x6-3', attempts: 3, sessions: indep });
+    const md = basePolicyMarkdown([{ env: 'minesweeper-6x6-3', rows: [a, c], lamerMinusIndependent: { mean: 1 / 3, lo: 0, hi: 1, level: 0.95, resamples: 100, tasks: 3 } }], 3);
+    expect(md.split('\n')).toEqual([
+      '| game | row | tasks | pass@1 (%) | pass@2 (%) | pass@3 (%) | invalid actions (%) | reflections | names the ending cell (%) | repeats the previous reflection (%) |',
+      '|---|---|---|---|---|---|---|---|---|---|',
+      '| minesweeper-6x6-3 | (a) LaMer session, reflections, no availableActions | 3 | 33.3 | 66.7 | 66.7 | 11.1 | 3 | 33.3 | 100.0 |',
+      '| minesweeper-6x6-3 | (c) independent retries, no memory | 3 | 33.3 | 33.3 | 33.3 | 0.0 | - | - | - |',
+      '',
+      '- minesweeper-6x6-3: pass@3 (a) - (c) = 33.3 pts, 95% paired bootstrap interval [0.0, 100.0] over 3 tasks (100 resamples).',
+      '',
+    ]);
+  });
+});
