@@ -80,6 +80,12 @@ export interface Config {
   batchWindowMs: number;
   /** Max requests per forward pass of the builtin engine. */
   maxBatchSize: number;
+  /**
+   * Serving worker threads of the builtin engine (src/policy/serving-pool.ts): 1 = one engine in
+   * the server's own thread; N > 1 = N worker threads, each with its own engine and tfjs backend,
+   * sessions pinned to one of them. Optional in code (absent = 1).
+   */
+  serveWorkers?: number;
   /** Directory of the base checkpoint (registered as version `base`). */
   baseModelDir: string;
   /** `LAMER_ENGINE=openai`: the remote server of version `base` (LAMER_OPENAI_*); null otherwise. */
@@ -271,6 +277,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     limits,
     batchWindowMs: int(env, 'LAMER_BATCH_WINDOW_MS', 2, 0, 1000),
     maxBatchSize: int(env, 'LAMER_MAX_BATCH_SIZE', 32, 1, 4096),
+    serveWorkers: int(env, 'LAMER_SERVE_WORKERS', 1, 1, 256),
     sessionIdleTtlSeconds: int(env, 'LAMER_SESSION_IDLE_TTL_SECONDS', 86_400, 0, 10 * 365 * 86_400),
     http: httpTimeouts(env),
     training: trainingSchedule(env),

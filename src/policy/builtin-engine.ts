@@ -179,6 +179,11 @@ export class BuiltinEngine implements PolicyEngine {
     this.sessions.release(sessionId);
   }
 
+  /** Sessions holding a KV cache now (for tests and the serving pool's statistics). */
+  cachedSessions(): number {
+    return this.sessions.size;
+  }
+
   async act(req: ActRequest): Promise<Generation> {
     return this.withModel(req.modelVersion, (m) => {
       const actions = req.availableActions;

@@ -2,7 +2,9 @@
  * Engine factory: `createEngine(config)` returns the policy engine named by
  * `config.engine`: 'test' -> `TestEngine`; 'openai' -> `NoLocalEngine` (every version is remote);
  * 'builtin' -> `createBuiltinEngine` from
- * `./builtin-engine.js` (tfjs transformer), imported only when asked for.
+ * `./builtin-engine.js` (tfjs transformer), imported only when asked for; with
+ * `serveWorkers` (LAMER_SERVE_WORKERS) > 1, a `ServingPool` (./serving-pool.js) of that many worker
+ * threads, each with its own builtin engine.
  *
  * @throws EngineError with a clear message when the builtin engine module cannot be loaded.
  */
@@ -56,7 +58,7 @@ type BuiltinFactory = (opts: {
 }) => Promise<PolicyEngine>;
 
 export async function createEngine(
-  config: Pick<Config, 'engine' | 'tfjsBackend' | 'batchWindowMs' | 'maxBatchSize'> & { limits?: Pick<Config['limits'], 'candidateTokens'> },
+  config: Pick<Config, 'engine' | 'tfjsBackend' | 'batchWindowMs' | 'maxBatchSize' | 'serveWorkers'> & { limits?: Pick<Config['limits'], 'candidateTokens'> },
   logger?: EngineLogger,
   onFatal: (err: Error) => void = exitOnEngineFailure(logger),
 ): Promise<PolicyEngine> {
@@ -64,6 +66,20 @@ export async function createEngine(
   // Remote versions only: the routing engine (src/plugins/app/engine.ts) sends them to their server.
   if (config.engine === 'openai') return new NoLocalEngine();
   if (config.engine !== 'builtin') throw new EngineError(`unknown engine '${String(config.engine)}'`);
+  const workers = config.serveWorkers ?? 1;
+  if (workers > 1) {
+    // LAMER_SERVE_WORKERS > 1: one builtin engine per worker thread (src/policy/serving-pool.ts)
+    const { createServingPool } = await import('./serving-pool.js');
+    return createServingPool({
+      workers,
+      backend: config.tfjsBackend,
+      batchWindowMs: config.batchWindowMs,
+      maxBatchSize: config.maxBatchSize,
+      ...(config.limits ? { maxCandidateTokens: config.limits.candidateTokens } : {}),
+      onFatal,
+      ...(logger ? { logger } : {}),
+    });
+  }
   let mod: { createBuiltinEngine?: BuiltinFactory };
   try {
     // A variable specifier keeps TypeScript from requiring the module at compile time.

@@ -90,6 +90,11 @@ export class SessionCaches {
     }
   }
 
+  /** Sessions holding a cache now. */
+  get size(): number {
+    return this.sessions.size;
+  }
+
   /** Drops a session's cache; a request of it running now will not put one back. */
   release(sessionId: string): void {
     const st = this.sessions.get(sessionId);
