@@ -16,7 +16,7 @@
  */
 import { writeFileSync } from 'node:fs';
 import type { EnvKind } from '../domain.js';
-import { makeEnv, MAX_STEPS, taskId, trainSeed, type EnvParams } from './index.js';
+import { MAX_STEPS, parseEnvName, taskId, trainSeed, type EnvParams } from './index.js';
 import { cellAction, MineSweeperEnv, parseMineSweeperObservation } from './minesweeper.js';
 import { applyMove, isCornered, MOVES, MOVES_PER_TURN, parseSokoban, renderSokoban, SokobanEnv, type Move, type SokobanState } from './sokoban.js';
 import { mineSweeperSolverMove, rememberMines, type MineMemory } from './solvers/minesweeper-solver.js';
@@ -58,6 +58,126 @@ export function generateDemos(opts: DemoOptions): DemoSession[] {
       : sokobanSession(new SokobanEnv(opts.params as object), seed, rng, failFirst, maxAttempts, maxSteps));
   }
   return out;
+}
+
+/** One env of a curriculum: a kind with params, and its share of the sessions. */
+export interface CurriculumItem {
+  env: EnvKind;
+  params: EnvParams;
+  /** Exact number of sessions, or null to take a `weight` share of the remaining tasks. */
+  count: number | null;
+  /** Relative share of the tasks not given by counts (default 1). */
+  weight: number;
+}
+
+const ITEM_RE = /^(minesweeper|sokoban)(?::(\d+)x(\d+)\/(\d+))?(?:=(\d+)|@(\d+(?:\.\d+)?))?$/;
+
+/**
+ * Parse a curriculum: a comma-separated list of `kind[:RxC/N][=COUNT|@WEIGHT]` (N = mines or boxes;
+ * e.g. `minesweeper:4x4/2@2,sokoban:6x6/2=50`), or a JSON array of
+ * `{ "env": "minesweeper" | "minesweeper-4x4-2" | ..., "params"?: {...}, "count"?: n, "weight"?: w }`.
+ * @throws RangeError naming the bad item.
+ */
+export function parseCurriculum(text: string): CurriculumItem[] {
+  const t = text.trim();
+  const items: CurriculumItem[] = [];
+  if (t.startsWith('[')) {
+    let raw: unknown;
+    try { raw = JSON.parse(t); } catch (e) { throw new RangeError(`curriculum: bad JSON: ${(e as Error).message}`); }
+    if (!Array.isArray(raw)) throw new RangeError('curriculum: expected a JSON array');
+    for (const [k, x] of raw.entries()) {
+      const o = x as { env?: unknown; params?: unknown; count?: unknown; weight?: unknown };
+      if (typeof o !== 'object' || o === null || typeof o.env !== 'string') throw new RangeError(`curriculum item ${k}: needs "env"`);
+      const parsed = parseEnvName(o.env);
+      if (o.params !== undefined && (typeof o.params !== 'object' || o.params === null || Array.isArray(o.params))) throw new RangeError(`curriculum item ${k}: "params" must be an object`);
+      const count = o.count === undefined ? null : Number(o.count);
+      const weight = o.weight === undefined ? 1 : Number(o.weight);
+      items.push(checkItem({ env: parsed.kind, params: { ...parsed.params, ...(o.params as object | undefined) }, count, weight }, String(k)));
+    }
+  } else {
+    for (const part of t.split(',').map((x) => x.trim()).filter((x) => x !== '')) {
+      const m = ITEM_RE.exec(part);
+      if (!m) throw new RangeError(`curriculum item '${part}': expected kind[:RxC/N][=COUNT|@WEIGHT], e.g. minesweeper:6x6/3@2`);
+      const env = m[1] as EnvKind;
+      const params: EnvParams = m[2] === undefined ? {} : env === 'minesweeper' ? { rows: +m[2], cols: +m[3], mines: +m[4] } : { rows: +m[2], cols: +m[3], boxes: +m[4] };
+      items.push(checkItem({ env, params, count: m[5] === undefined ? null : +m[5], weight: m[6] === undefined ? 1 : +m[6] }, part));
+    }
+  }
+  if (items.length === 0) throw new RangeError('curriculum: no items');
+  return items;
+}
+
+function checkItem(it: CurriculumItem, name: string): CurriculumItem {
+  if (it.count !== null && !(Number.isInteger(it.count) && it.count >= 0)) throw new RangeError(`curriculum item ${name}: count must be a non-negative integer`);
+  if (!(Number.isFinite(it.weight) && it.weight > 0)) throw new RangeError(`curriculum item ${name}: weight must be > 0`);
+  if (it.env === 'minesweeper') new MineSweeperEnv(it.params as object); // validates, @throws RangeError
+  else new SokobanEnv(it.params as object);
+  return it;
+}
+
+/**
+ * Sessions per curriculum item: the exact counts, and `tasks` minus their sum shared among the
+ * other items by weight (largest remainder, ties to the earlier item).
+ * @throws RangeError when weighted items exist but the counts leave no tasks to share (or tasks is missing).
+ */
+export function curriculumCounts(items: readonly CurriculumItem[], tasks?: number): number[] {
+  const fixed = items.reduce((a, it) => a + (it.count ?? 0), 0);
+  const weighted = items.filter((it) => it.count === null);
+  if (weighted.length === 0) return items.map((it) => it.count!);
+  if (tasks === undefined) throw new RangeError('curriculum: items without a count need a total number of tasks');
+  const rest = tasks - fixed;
+  if (rest < 0) throw new RangeError(`curriculum: counts (${fixed}) exceed tasks (${tasks})`);
+  const W = weighted.reduce((a, it) => a + it.weight, 0);
+  const exact = items.map((it) => (it.count === null ? (rest * it.weight) / W : 0));
+  const out = items.map((it, k) => (it.count === null ? Math.floor(exact[k]!) : it.count));
+  let left = rest - weighted.reduce((a, it) => a + out[items.indexOf(it)]!, 0);
+  const order = items.map((_, k) => k).filter((k) => items[k]!.count === null).sort((a, b) => (exact[b]! - out[b]!) - (exact[a]! - out[a]!) || a - b);
+  for (const k of order) if (left-- > 0) out[k]!++;
+  return out;
+}
+
+export interface CurriculumOptions {
+  /** Total sessions shared by weight among items without a count. */
+  tasks?: number;
+  /** Offset into the training seed range; the sessions of all items use distinct consecutive train seeds from it. */
+  seed: number;
+  failRate?: number;
+  maxAttempts?: number;
+  /** Turns per attempt; default MAX_STEPS of each item's kind. */
+  maxSteps?: number;
+}
+
+/**
+ * Demonstrations for a curriculum: per item, `generateDemos` for its share of sessions (in the
+ * item order) on training seeds that no other item uses (item k starts after the seeds of items
+ * 0..k-1). Returns the sessions and the count per item.
+ * @throws RangeError for bad counts or a seed range past the training seeds.
+ */
+export function generateCurriculum(items: readonly CurriculumItem[], opts: CurriculumOptions): { sessions: DemoSession[]; counts: number[] } {
+  const counts = curriculumCounts(items, opts.tasks);
+  const sessions: DemoSession[] = [];
+  let offset = opts.seed;
+  items.forEach((it, k) => {
+    const n = counts[k]!;
+    sessions.push(...generateDemos({ env: it.env, params: it.params, tasks: n, seed: offset, failRate: opts.failRate, maxAttempts: opts.maxAttempts, maxSteps: opts.maxSteps }));
+    offset += n;
+  });
+  return { sessions, counts };
+}
+
+/** Size of demonstration sessions: sessions, attempts, actions (steps with an action), reflections, solved, JSONL bytes. */
+export function demoStats(sessions: readonly DemoSession[]): { sessions: number; attempts: number; steps: number; reflections: number; solved: number; bytes: number } {
+  let attempts = 0, steps = 0, reflections = 0, solved = 0, bytes = 0;
+  for (const s of sessions) {
+    attempts += s.attempts.length;
+    for (const a of s.attempts) {
+      steps += a.steps.filter((x) => x.action !== null).length;
+      if (a.reflection !== null) reflections++;
+    }
+    if (s.attempts.at(-1)?.steps.at(-1)?.success) solved++;
+    bytes += Buffer.byteLength(JSON.stringify(s)) + 1;
+  }
+  return { sessions: sessions.length, attempts, steps, reflections, solved, bytes };
 }
 
 /**
@@ -108,10 +228,18 @@ function mineSweeperSession(env: MineSweeperEnv, seed: number, rng: Rng, failFir
     const last = played.steps[played.steps.length - 1];
     rememberMines(memory, last.observation);
     const more = !played.success && n + 1 < maxAttempts;
-    attempts.push({ steps: toDemo(played), reflection: more ? mineSweeperReflection(played, memory, env.params.cols, n) : null });
+    attempts.push({ steps: toDemo(played), reflection: more ? mineSweeperReflection(played, memory, env.params.cols, n, rng) : null });
     if (played.success) break;
   }
   return sessionOf(env, seed, attempts);
+}
+
+/**
+ * One of several phrasings: `rng.pick(options)`, or the first when there is no rng (hand-made
+ * cases in tests). Every phrasing states the same facts.
+ */
+function say(rng: Rng | undefined, options: readonly string[]): string {
+  return rng ? rng.pick(options) : options[0]!;
 }
 
 /**
@@ -119,9 +247,11 @@ function mineSweeperSession(env: MineSweeperEnv, seed: number, rng: Rng, failFir
  * (`memory`: cell index -> symbol seen revealed, over this session's attempts), and up to two cells
  * to open early next time: cells hidden in the attempt's initial observation that are known safe
  * (empty cells, which open an area, before numbered ones). Every attempt starts from the same
- * initial observation, so each suggested click is a legal, safe move.
+ * initial observation, so each suggested click is a legal, safe move. Attempts are numbered from 0
+ * as in the API and the acting prompt. Phrasings vary with `rng`; a sentence that names cells says
+ * "mine" exactly when those cells are mines.
  */
-function mineSweeperReflection(played: PlayedAttempt, memory: MineMemory, cols: number, attempt: number): string {
+function mineSweeperReflection(played: PlayedAttempt, memory: MineMemory, cols: number, attempt: number, rng?: Rng): string {
   const name = (i: number) => cellAction(Math.floor(i / cols), i % cols);
   const mines = [...memory].filter(([, s]) => s === '*').map(([i]) => name(i));
   const initial = parseMineSweeperObservation(played.steps[0].observation).flat();
@@ -130,23 +260,42 @@ function mineSweeperReflection(played: PlayedAttempt, memory: MineMemory, cols: 
   const empty = safeHidden((s) => s === '.');
   const numbered = safeHidden((s) => /^[1-8]$/.test(s));
   const last = played.steps[played.steps.length - 1];
-  const lastAction = played.steps[played.steps.length - 2]?.action ?? '';
+  const cell = (played.steps[played.steps.length - 2]?.action ?? '').trim();
   const parts: string[] = [];
   if (last.done && !last.success) {
-    parts.push(`Attempt ${attempt + 1} failed: ${lastAction.trim()} was a mine.`);
+    parts.push(say(rng, [
+      `Attempt ${attempt} failed: ${cell} was a mine.`,
+      `Attempt ${attempt} failed: I clicked ${cell} and it was a mine.`,
+      `Attempt ${attempt} failed because ${cell} hid a mine.`,
+    ]));
   } else {
     const hidden = parseMineSweeperObservation(last.observation).flat().filter((s) => s === '?').length;
-    parts.push(`Attempt ${attempt + 1} ran out of turns with ${hidden} cells still hidden.`);
+    parts.push(say(rng, [
+      `Attempt ${attempt} ran out of turns with ${hidden} cells still hidden.`,
+      `Attempt ${attempt} used all its turns; ${hidden} cells were still hidden.`,
+      `Attempt ${attempt} hit the turn limit with ${hidden} hidden cells left.`,
+    ]));
   }
-  if (mines.length) parts.push(`Known mines: ${mines.join(', ')}. Never click them.`);
+  if (mines.length) {
+    const list = mines.join(', ');
+    const them = mines.length === 1 ? 'it' : 'them';
+    parts.push(say(rng, [`Known mines: ${list}. Never click ${them}.`, `The mines I know: ${list}. Avoid ${them}.`, `Mines are at ${list}. Do not click ${them}.`]));
+  }
+  const rule = say(rng, ['Then click only cells the numbers prove safe.', 'After that, only click cells that the numbers prove safe.', 'Then reveal only cells the numbers show are safe.']);
   if (empty.length) {
-    parts.push(`Click known empty cells first to open large areas, e.g. ${empty.slice(0, 2).map(name).join(', ')}.`);
-    parts.push('Then click only cells the numbers prove safe.');
+    const list = empty.slice(0, 2).map(name).join(', ');
+    parts.push(say(rng, [
+      `Click known empty cells first to open large areas, such as ${list}.`,
+      `Start with the empty cells ${list}: they open large areas.`,
+      `Open ${list} first; they are empty and reveal a whole region.`,
+    ]));
+    parts.push(rule);
   } else if (numbered.length) {
-    parts.push(`Known safe cells: ${numbered.slice(0, 2).map(name).join(', ')}.`);
-    parts.push('Then click only cells the numbers prove safe.');
+    const list = numbered.slice(0, 2).map(name).join(', ');
+    parts.push(say(rng, [`Known safe cells: ${list}.`, `${list} are safe to click.`, `Safe cells to start with: ${list}.`]));
+    parts.push(rule);
   } else {
-    parts.push('Click only cells the numbers prove safe.');
+    parts.push(say(rng, ['Click only cells the numbers prove safe.', 'Only click cells that the numbers prove safe.', 'Reveal only cells the numbers show are safe.']));
   }
   return parts.join(' ');
 }
@@ -166,7 +315,7 @@ function sokobanSession(env: SokobanEnv, seed: number, rng: Rng, failFirst: bool
       return sokobanSolverMove(obs) ?? 'up';
     });
     const more = !played.success && n + 1 < maxAttempts;
-    attempts.push({ steps: toDemo(played), reflection: more ? sokobanReflection(env, played, n) : null });
+    attempts.push({ steps: toDemo(played), reflection: more ? sokobanReflection(env, played, n, rng) : null });
     if (played.success) break;
   }
   return sessionOf(env, seed, attempts);
@@ -215,30 +364,65 @@ function isAgainstWallNoTarget(s: SokobanState, b: number): boolean {
 }
 
 /**
- * A reflection from the facts of a failed Sokoban attempt. The cause of a dead end is named only
- * when it holds on the final board (box in a corner; box against a wall with no target on its
- * line, `isAgainstWallNoTarget`); otherwise it says what is true of every dead state: after that
- * push the boxes could no longer all reach targets.
+ * A reflection from the facts of a failed Sokoban attempt (attempts numbered from 0, as in the
+ * API). The cause of a dead end is named only when it holds on the final board (box in a corner;
+ * box against a wall with no target on its line, `isAgainstWallNoTarget`); otherwise it says what
+ * is true of every dead state: after that push the boxes could no longer all reach targets. The
+ * first sentence always names the pushed box as "row R, column C" and its cause with the words
+ * "corner", "no target on its line" or "could no longer all reach targets". Phrasings vary with
+ * `rng` (the first of each when absent).
  */
-export function sokobanReflection(env: SokobanEnv, played: PlayedAttempt, attempt: number): string {
+export function sokobanReflection(env: SokobanEnv, played: PlayedAttempt, attempt: number, rng?: Rng): string {
   const init = env.initialState;
   const last = played.steps[played.steps.length - 1];
   const end = parseSokoban(last.observation);
   const at = (i: number) => `row ${Math.floor(i / init.cols)}, column ${i % init.cols}`;
   const parts: string[] = [];
+  const n = attempt;
   if (last.done && !last.success && env.lastDead) {
-    const b = env.lastDead.box;
-    if (isCornered(end, b)) parts.push(`Attempt ${attempt + 1} failed: I pushed a box to ${at(b)}, in a corner, where it is stuck.`);
-    else if (isAgainstWallNoTarget(end, b)) parts.push(`Attempt ${attempt + 1} failed: I pushed a box to ${at(b)}, against a wall with no target on its line, so it can never reach a target.`);
-    else parts.push(`Attempt ${attempt + 1} failed: after I pushed a box to ${at(b)}, the boxes could no longer all reach targets.`);
+    const b = at(env.lastDead.box);
+    if (isCornered(end, env.lastDead.box)) {
+      parts.push(say(rng, [
+        `Attempt ${n} failed: I pushed a box to ${b}, in a corner, where it is stuck.`,
+        `Attempt ${n} failed: the box I pushed to ${b} is stuck in a corner.`,
+        `Attempt ${n} failed: a box got stuck in the corner at ${b}.`,
+      ]));
+    } else if (isAgainstWallNoTarget(end, env.lastDead.box)) {
+      parts.push(say(rng, [
+        `Attempt ${n} failed: I pushed a box to ${b}, against a wall with no target on its line, so it can never reach a target.`,
+        `Attempt ${n} failed: the box at ${b} is against a wall with no target on its line and can never reach a target.`,
+        `Attempt ${n} failed: I pushed a box against a wall at ${b}; there is no target on its line, so it is lost.`,
+      ]));
+    } else {
+      parts.push(say(rng, [
+        `Attempt ${n} failed: after I pushed a box to ${b}, the boxes could no longer all reach targets.`,
+        `Attempt ${n} failed: once a box was at ${b}, the boxes could no longer all reach targets.`,
+      ]));
+    }
   } else {
-    parts.push(`Attempt ${attempt + 1} ran out of turns with ${end.boxes.filter((b) => !end.target[b]).length} boxes off target.`);
+    const off = end.boxes.filter((b) => !end.target[b]).length;
+    parts.push(say(rng, [
+      `Attempt ${n} ran out of turns with ${off} ${off === 1 ? 'box' : 'boxes'} off target.`,
+      `Attempt ${n} used all its turns; ${off} ${off === 1 ? 'box was' : 'boxes were'} still off target.`,
+    ]));
   }
   const targets = init.target.map((t, i) => (t ? i : -1)).filter((i) => i >= 0);
-  parts.push(`Boxes start at ${init.boxes.map(at).join(' and ')}; targets are at ${targets.map(at).join(' and ')}.`);
+  const boxes = init.boxes.map(at).join(' and ');
+  const goals = targets.map(at).join(' and ');
+  parts.push(init.boxes.length === 1
+    ? say(rng, [`The box starts at ${boxes}; the target is at ${goals}.`, `The target is at ${goals} and the box starts at ${boxes}.`])
+    : say(rng, [
+      `Boxes start at ${boxes}; targets are at ${goals}.`,
+      `The boxes start at ${boxes} and the targets are at ${goals}.`,
+      `Targets: ${goals}. Boxes start at ${boxes}.`,
+    ]));
   const plan = sokobanSolverMove(renderSokoban(init));
-  if (plan) parts.push(`Never push a box into a corner or along a wall away from the targets. Start with: ${plan}.`);
+  if (plan) {
+    parts.push(say(rng, [
+      `Never push a box into a corner or along a wall away from the targets. Start with: ${plan}.`,
+      `Keep boxes out of corners and off walls without targets. First moves: ${plan}.`,
+      `Avoid corners and walls with no target. Begin with: ${plan}.`,
+    ]));
+  }
   return parts.join(' ');
 }
-
-

@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { generateDemos, writeDemos } from '../../src/envs/demos.js';
+import { curriculumCounts, demoStats, generateCurriculum, generateDemos, parseCurriculum, writeDemos } from '../../src/envs/demos.js';
 import type { DemoSession } from '../../src/training/data.js';
-import { makeEnv, parseTaskId } from '../../src/envs/index.js';
+import { EVAL_SEED_START, makeEnv, parseTaskId } from '../../src/envs/index.js';
 import { MineSweeperEnv } from '../../src/envs/minesweeper.js';
 import { tmpDir } from '../helpers/index.js';
 
@@ -47,7 +47,10 @@ describe('demonstration sessions', () => {
       const last = first.steps[first.steps.length - 1];
       expect(last).toMatchObject({ done: true, success: false, reward: -0.1 });
       const hit = first.steps[first.steps.length - 2].action!;
-      expect(first.reflection).toContain(`${hit} was a mine`);
+      // attempts are numbered from 0, as in the API; the first sentence names the clicked mine
+      const opening = /^Attempt 0 failed(?::| because) (?:I clicked )?(\(\d+, \d+\))(?: and it)? (?:was a mine|hid a mine)\./.exec(first.reflection!);
+      expect(opening, first.reflection!).not.toBeNull();
+      expect(opening![1]).toBe(hit);
       const env = new MineSweeperEnv();
       env.reset(parseTaskId(s.taskId).seed);
       expect(env.mineCells().map((c) => `(${c.row + 1}, ${c.col + 1})`)).toContain(hit);
@@ -65,7 +68,7 @@ describe('demonstration sessions', () => {
       replay(s);
       expect(s.attempts).toHaveLength(2);
       expect(s.attempts[0].steps.at(-1)).toMatchObject({ done: true, success: false });
-      expect(s.attempts[0].reflection).toMatch(/^Attempt 1 failed: (I pushed a box to row \d, column \d, (in a corner, where it is stuck|against a wall with no target on its line, so it can never reach a target)|after I pushed a box to row \d, column \d, the boxes could no longer all reach targets)\./);
+      expect(s.attempts[0].reflection).toMatch(/^Attempt 0 failed: (?=[^.]*row \d, column \d)(?=[^.]*(corner|no target on its line|could no longer all reach targets))/);
       expect(s.attempts[1].steps.at(-1)).toMatchObject({ done: true, success: true });
     }
   });
@@ -83,5 +86,54 @@ describe('demonstration sessions', () => {
     expect(lines).toHaveLength(5);
     expect(JSON.parse(lines[0])).toEqual(a[0]);
     expect(() => generateDemos({ env: 'sokoban', tasks: 1, seed: 0, failRate: 2 })).toThrow(/failRate/);
+  });
+});
+
+describe('curriculum', () => {
+  it('parses the compact list and the JSON list; bad items are refused with their name', () => {
+    expect(parseCurriculum('minesweeper:4x4/2, sokoban:6x6/2=5,minesweeper@2.5,sokoban')).toEqual([
+      { env: 'minesweeper', params: { rows: 4, cols: 4, mines: 2 }, count: null, weight: 1 },
+      { env: 'sokoban', params: { rows: 6, cols: 6, boxes: 2 }, count: 5, weight: 1 },
+      { env: 'minesweeper', params: {}, count: null, weight: 2.5 },
+      { env: 'sokoban', params: {}, count: null, weight: 1 },
+    ]);
+    expect(parseCurriculum('[{"env":"minesweeper-5x5-2","weight":3},{"env":"sokoban","params":{"rows":5,"cols":5,"boxes":1},"count":4}]')).toEqual([
+      { env: 'minesweeper', params: { rows: 5, cols: 5, mines: 2 }, count: null, weight: 3 },
+      { env: 'sokoban', params: { rows: 5, cols: 5, boxes: 1, minMoves: 5, maxMoves: 21 }, count: 4, weight: 1 },
+    ]);
+    expect(() => parseCurriculum('chess:8x8/2')).toThrow(/chess/);
+    expect(() => parseCurriculum('minesweeper:2x2/9')).toThrow(/mines/);
+    expect(() => parseCurriculum('minesweeper@0')).toThrow(/weight/);
+    expect(() => parseCurriculum('')).toThrow(/no items/);
+  });
+
+  it('counts: exact counts first, the rest of the tasks by weight (largest remainder)', () => {
+    const items = parseCurriculum('minesweeper:4x4/2,minesweeper:6x6/3@2,sokoban:6x6/2=3');
+    expect(curriculumCounts(items, 10)).toEqual([2, 5, 3]);
+    expect(curriculumCounts(items, 11)).toEqual([3, 5, 3]);
+    expect(curriculumCounts(parseCurriculum('minesweeper=2,sokoban=4'))).toEqual([2, 4]);
+    expect(() => curriculumCounts(items)).toThrow(/total/);
+    expect(() => curriculumCounts(items, 2)).toThrow(/exceed/);
+  });
+
+  it('every session is a valid replay on its own training seed; wording varies; stats count steps and bytes', () => {
+    const items = parseCurriculum('minesweeper:4x4/2,minesweeper:5x5/2,minesweeper:6x6/3,sokoban:5x5/1,sokoban:6x6/1,sokoban:6x6/2');
+    const { sessions, counts } = generateCurriculum(items, { tasks: 36, seed: 100, failRate: 1 });
+    expect(counts).toEqual([6, 6, 6, 6, 6, 6]);
+    expect(sessions.map((s) => parseTaskId(s.taskId).envName)).toEqual(
+      ['minesweeper-4x4-2', 'minesweeper-5x5-2', 'minesweeper-6x6-3', 'sokoban-5x5-1', 'sokoban-6x6-1', 'sokoban-6x6-2'].flatMap((n) => Array(6).fill(n)),
+    );
+    const seeds = sessions.map((s) => parseTaskId(s.taskId).seed);
+    expect(new Set(seeds).size).toBe(36);
+    expect(seeds.every((x) => x >= 100 && x < EVAL_SEED_START)).toBe(true);
+    sessions.forEach(replay);
+    const reflections = sessions.map((s) => s.attempts[0].reflection).filter((r): r is string => r !== null);
+    expect(reflections.length).toBeGreaterThanOrEqual(30);
+    const openings = new Set(reflections.map((r) => r.split('. ')[0]!.replace(/\d+/g, 'N')));
+    expect(openings.size).toBeGreaterThanOrEqual(4);
+    const st = demoStats(sessions);
+    expect(st.sessions).toBe(36);
+    expect(st.steps).toBe(sessions.reduce((a, s) => a + s.attempts.reduce((b, x) => b + x.steps.length - 1, 0), 0));
+    expect(st.bytes).toBe(sessions.reduce((a, s) => a + Buffer.byteLength(JSON.stringify(s)) + 1, 0));
   });
 });
