@@ -23,7 +23,7 @@
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -33,7 +33,7 @@ import { countParams, DEFAULT_CONFIG, type GPTConfig } from '../../model/gpt.js'
 import { configFromOptions, INIT_SEED, writeInitCheckpoint } from '../../model/scripts/init-base.js';
 import { buildSftSamples, parseDemoJsonl, type TrainingSample } from '../data.js';
 import { createModelIO } from '../gpt-adapter.js';
-import { runTrainingJob, type TrainingHyper } from '../job.js';
+import { runTrainingJob, trainWorkersFromEnv, type TrainingHyper } from '../job.js';
 
 const repoRoot = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..', '..', '..');
 
@@ -112,6 +112,9 @@ export interface SftBaseOptions {
   lr: number;
   minibatch: number;
   microBatchTokens: number;
+  /** Data-parallel training threads (TrainingHyper.workers); null: the job's default
+   *  (LAMER_TRAIN_WORKERS, else every core). */
+  workers: number | null;
   backend: 'wasm' | 'cpu' | 'auto';
   logEvery: number;
   keepDemos: boolean;
@@ -137,6 +140,8 @@ export interface SftBaseSummary {
   samples: number;
   steps: number;
   epochs: number;
+  /** Training threads (the job's rule: --workers, else LAMER_TRAIN_WORKERS, else every core; at most the minibatch). */
+  workers: number;
   tokens: number;
   seconds: number;
   tokensPerSec: number;
@@ -164,6 +169,8 @@ const HELP = `usage: npm run model:sft-base -- --out DIR [options]
   --lr X                 learning rate, constant (default 1e-3)
   --minibatch N          samples per optimiser step (default 16)
   --micro-batch-tokens N memory cap per forward pass in [B, T] positions (default 4096)
+  --workers N            training threads, data parallel (default: $LAMER_TRAIN_WORKERS, else
+                         every core)
   --backend NAME         wasm | cpu | auto (default wasm)
   --log-every N          steps between JSON progress lines when stderr is not a TTY (default 10)
   --keep-demos           copy the demonstrations (sft-demos.jsonl) into --out
@@ -195,6 +202,7 @@ export function parseSftBaseArgs(argv: string[]): SftBaseOptions | null {
         lr: { type: 'string', default: '1e-3' },
         minibatch: { type: 'string', default: '16' },
         'micro-batch-tokens': { type: 'string', default: '4096' },
+        workers: { type: 'string' },
         backend: { type: 'string', default: 'wasm' },
         'log-every': { type: 'string', default: '10' },
         'keep-demos': { type: 'boolean', default: false },
@@ -239,6 +247,7 @@ export function parseSftBaseArgs(argv: string[]): SftBaseOptions | null {
     lr: num('lr', values.lr, 0, 1),
     minibatch: int('minibatch', values.minibatch, 1),
     microBatchTokens: int('micro-batch-tokens', values['micro-batch-tokens'], 1),
+    workers: values.workers === undefined ? null : int('workers', values.workers, 1),
     backend: values.backend as SftBaseOptions['backend'],
     logEvery: int('log-every', values['log-every'], 1),
     keepDemos: values['keep-demos'],
@@ -341,7 +350,7 @@ export async function runSftBase(opts: SftBaseOptions): Promise<SftBaseSummary |
     const initDir = path.join(work, 'init');
     await writeInitCheckpoint(initDir, opts.config, opts.initSeed);
     const io = await createModelIO({ backend: opts.backend });
-    const hyper: TrainingHyper = { lr: opts.lr, epochs, minibatchSize: opts.minibatch, microBatchTokens: opts.microBatchTokens, seed: opts.seed };
+    const hyper: TrainingHyper = { lr: opts.lr, epochs, minibatchSize: opts.minibatch, microBatchTokens: opts.microBatchTokens, seed: opts.seed, ...(opts.workers !== null ? { workers: opts.workers } : {}) };
     const points: CurvePoint[] = [];
     const bar = process.stderr.isTTY === true
       ? new cliProgress.SingleBar({ stream: process.stderr, hideCursor: true, etaBuffer: 50, format: 'sft {bar} {value}/{total} steps | loss {loss} (20-step mean) | {tps} tok/s | {duration_formatted} | ETA {eta_formatted}' }, cliProgress.Presets.shades_classic)
@@ -396,7 +405,8 @@ export async function runSftBase(opts: SftBaseOptions): Promise<SftBaseSummary |
     const bytesOnDisk = ['model.json', 'weights.bin'].reduce((a, f) => a + statSync(path.join(opts.out, f)).size, 0);
     return {
       out: opts.out, config: opts.config, parameters, sessions: demos.length, samples: samples.length,
-      steps: res.iterations, epochs: round((res.iterations * opts.minibatch) / samples.length, 3), tokens, seconds: round(seconds, 1),
+      steps: res.iterations, epochs: round((res.iterations * opts.minibatch) / samples.length, 3),
+      workers: Math.min(opts.workers ?? trainWorkersFromEnv() ?? availableParallelism(), opts.minibatch), tokens, seconds: round(seconds, 1),
       tokensPerSec: Math.round(tokens / seconds), lossFirst: round(losses[0]), lossLast: round(losses[losses.length - 1]),
       lossFirst10: round(mean(losses.slice(0, k))), lossLast10: round(mean(losses.slice(-k))), bytesOnDisk,
     };

@@ -21,11 +21,11 @@ describe('model:sft-base script', () => {
     const out = path.join(tmpDir('lamer-sft-'), 'ckpt');
     const before = sftTempDirs();
     const r = script(['--out', out, '--layers', '1', '--embd', '32', '--heads', '2', '--block', '512', '--sessions', '4',
-      '--curriculum', 'minesweeper:4x4/2,sokoban:5x5/1', '--steps', '2', '--minibatch', '4', '--log-every', '1']);
+      '--curriculum', 'minesweeper:4x4/2,sokoban:5x5/1', '--steps', '2', '--minibatch', '4', '--log-every', '1', '--workers', '1']);
     expect(r.status, r.stderr).toBe(0);
     const summary = JSON.parse(r.stdout.trim().split('\n').at(-1)!);
     const config = { ...DEFAULT_CONFIG, n_layer: 1, n_embd: 32, n_head: 2, block_size: 512 };
-    expect(summary).toMatchObject({ out, config, parameters: countParams(config), sessions: 4, steps: 2 });
+    expect(summary).toMatchObject({ out, config, parameters: countParams(config), sessions: 4, steps: 2, workers: 1 });
     expect(summary.bytesOnDisk).toBe(fs.statSync(path.join(out, 'model.json')).size + fs.statSync(path.join(out, 'weights.bin')).size);
     // the stderr progress: one JSON line per step (stderr is not a TTY here)
     const progress = r.stderr.split('\n').filter((l) => l.startsWith('{"step"')).map((l) => JSON.parse(l));
