@@ -16,11 +16,13 @@
  * Layout (compact, for a small byte-level model):
  *   head  = instructions + memory section
  *   steps = "\nObservation:\n" + obs_i + "\nAction: " + action_i      (earlier steps of this attempt)
- *   tail  = "\nObservation:\n" + obs_t + "\nAction:"
+ *   tail  = "\nObservation:\n" + obs_t + "\nAction: "
  * The first observation of the attempt is steps[0] (or the tail at step 0); it is not repeated in
  * the head (the builtin games' observations are Markov). The layout is append-only: while the
- * context drops nothing, prompt(step t+1) = prompt(step t) + " " + action_t + tail(t+1), and the
- * reflection prompt = prompt(last step) + " " + last action + reflection tail.
+ * context drops nothing, prompt(step t+1) = prompt(step t) + action_t + tail(t+1) (the cue ends
+ * with "Action: ", so the action the model writes right after it is the text the next prompt
+ * shows; a training sequence can hold a whole attempt, src/training/data.ts), and the reflection
+ * prompt = prompt(last step) + last action + reflection tail.
  */
 import type { PromptParts } from '../policy/engine.js';
 import type { MemoryMode } from '../domain.js';
@@ -116,7 +118,7 @@ export function renderActPrompt(ctx: ActContext): PromptParts {
   return {
     head: `${ctx.instructions}${memorySection(ctx)}`,
     steps: ctx.steps.map(renderStep),
-    tail: `\nObservation:\n${ctx.observation}\nAction:`,
+    tail: `\nObservation:\n${ctx.observation}\nAction: `,
   };
 }
 

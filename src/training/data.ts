@@ -292,7 +292,7 @@ export interface SftDataOptions {
   maxActionTokens?: number;
   maxReflectionTokens?: number;
   /** Prepended to each action/reflection before encoding. Default '' (the engine scores candidates
-   *  as their bytes + EOS right after "Action:", src/model/tokenizer.ts encodeCandidate). */
+   *  as their bytes + EOS right after the cue "Action: ", src/model/tokenizer.ts encodeCandidate). */
   outputPrefix?: string;
 }
 

@@ -7,7 +7,7 @@ describe('renderActPrompt', () => {
 
   it('step 0 of attempt 0: instructions, then the observation and the cue (shown once)', () => {
     const p = renderActPrompt({ ...base, memory: 'reflection_only' });
-    expect(p).toEqual({ head: 'RULES', steps: [], tail: '\nObservation:\nO0\nAction:' });
+    expect(p).toEqual({ head: 'RULES', steps: [], tail: '\nObservation:\nO0\nAction: ' });
   });
 
   it('later steps render each earlier step, oldest first', () => {
@@ -22,7 +22,7 @@ describe('renderActPrompt', () => {
     });
     expect(p.head).toBe('RULES');
     expect(p.steps).toEqual(['\nObservation:\nO0\nAction: up', '\nObservation:\nO1\nAction: left']);
-    expect(p.tail).toBe('\nObservation:\nO2\nAction:');
+    expect(p.tail).toBe('\nObservation:\nO2\nAction: ');
   });
 
   const prev = [
@@ -81,19 +81,19 @@ describe('append-only layout', () => {
   const prev = [{ steps: [{ observation: 'a', action: '1' }], finalObservation: 'lostA', success: false, reflection: 'R0' }];
 
   for (const memory of ['reflection_only', 'history_only', 'history_and_reflection'] as const) {
-    it(`${memory}: prompt(k+1) = prompt(k) + ' ' + action_k + tail(k+1); the reflection prompt extends the last one`, () => {
+    it(`${memory}: prompt(k+1) = prompt(k) + action_k + tail(k+1); the reflection prompt extends the last one`, () => {
       const obs = ['  123\n1 ???', '  123\n1 1??', '  123\n1 11?', '  123\n1 11*'];
       const actions = ['(1, 1)', '(1, 2)', '(1, 3)'];
       const ctx = (k: number) => ({ instructions: 'RULES', memory, attempt: 1, previousAttempts: prev, steps: actions.slice(0, k).map((a, i) => ({ observation: obs[i]!, action: a })) });
       for (let k = 0; k + 1 < actions.length; k++) {
         const pk = renderActPrompt({ ...ctx(k), observation: obs[k]! });
         const pk1 = renderActPrompt({ ...ctx(k + 1), observation: obs[k + 1]! });
-        expect(join(pk1)).toBe(join(pk) + ' ' + actions[k] + pk1.tail);
+        expect(join(pk1)).toBe(join(pk) + actions[k] + pk1.tail);
         expect(pk1.head).toBe(pk.head);
       }
       const last = renderActPrompt({ ...ctx(2), observation: obs[2]! });
       const refl = renderReflectionPrompt({ ...ctx(3), finalObservation: obs[3]! });
-      expect(join(refl)).toBe(join(last) + ' ' + actions[2] + refl.tail);
+      expect(join(refl)).toBe(join(last) + actions[2] + refl.tail);
       // the first observation appears once at step 0
       expect(join(renderActPrompt({ ...ctx(0), observation: obs[0]! })).split(obs[0]!)).toHaveLength(2);
     });

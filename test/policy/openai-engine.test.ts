@@ -100,7 +100,7 @@ describe('a remote version that misbehaves', () => {
     expect(h.auth).toBe('Bearer sk-remote-1');
     expect(h.body.messages).toEqual([
       { role: 'system', content: 'Rules.' },
-      { role: 'user', content: 'Observation:\nThree doors.\nAction:' },
+      { role: 'user', content: 'Observation:\nThree doors.\nAction: ' },
     ]);
     expect(h.body).toMatchObject({ model: 'qwen', temperature: 0.7, top_p: 0.8, logprobs: true, max_tokens: 64 });
     expect(h.body.top_k).toBeUndefined(); // plain OpenAI servers refuse unknown fields

@@ -91,7 +91,7 @@ describe('engine failures', () => {
     engine.drop = 0;
     const rows = (await call(url, 'GET', `/v1/sessions/${id}/trajectory`)).body.steps;
     expect(rows.map((r: any) => r.droppedSteps)).toEqual([0, 1, 1]);
-    expect(rows[2].prompt).toBe(`RULES\nObservation:\nO1\nAction: ${rows[1].action}\nObservation:\nO2\nAction:`);
+    expect(rows[2].prompt).toBe(`RULES\nObservation:\nO1\nAction: ${rows[1].action}\nObservation:\nO2\nAction: `);
   });
 
   it('/readyz is 503 while the active model is not loaded', async () => {
@@ -129,7 +129,7 @@ describe('engine failures', () => {
     const rows = (await call(url, 'GET', `/v1/sessions/${id}/trajectory`)).body.steps;
     expect(rows[0]).toMatchObject({ prompt: 'TIONS\nObservation:\nO0\nAction:', promptTruncatedChars: 7, droppedSteps: 0 });
     expect(rows[1].promptTruncatedChars).toBe(0);
-    expect(rows[1].prompt).toBe(`INSTRUCTIONS\nObservation:\nO0\nAction: ${rows[0].action}\nObservation:\nO1\nAction:`);
+    expect(rows[1].prompt).toBe(`INSTRUCTIONS\nObservation:\nO0\nAction: ${rows[0].action}\nObservation:\nO1\nAction: `);
   });
 
   it("cuts the model's reflection to LAMER_MAX_REFLECTION_CHARS characters (code points) and refuses a longer human edit", async () => {

@@ -132,13 +132,13 @@ describe('a three-attempt LaMer session', () => {
     expect(p20).toBe(
       `${INSTRUCTIONS}` +
         `\nReflections on earlier attempts:\nAttempt 0: ${r0.text}\nAttempt 1: ${r1.text}` +
-        `\nObservation:\nThree closed doors.\nAction:`,
+        `\nObservation:\nThree closed doors.\nAction: `,
     );
     const p01 = rows[1]!.prompt as string;
     expect(p01).toBe(
       `${INSTRUCTIONS}` +
         `\nObservation:\nThree closed doors.\nAction: ${rows[0]!.action}` +
-        `\nObservation:\nYou opened ${rows[0]!.action}: empty.\nAction:`,
+        `\nObservation:\nYou opened ${rows[0]!.action}: empty.\nAction: `,
     );
     // Token ids are the prompt's bytes (TestEngine), logprobs log(1/256) per output byte.
     expect(rows[1]!.promptTokenIds).toEqual(Array.from(Buffer.from(p01, 'utf8')));
