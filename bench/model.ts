@@ -15,7 +15,8 @@
  * 5. the limit: `reference.matmulGflopsOneCore` (backend matMul 1024^3, one thread: the wasm backend
  *    runs single-threaded under Node), `reference.nativeMatmulGflops` (numpy/OpenBLAS fp32 2048^3 on
  *    all cores, run in a python3 child whose environment drops OPENBLAS_CORETYPE and
- *    OPENBLAS_L2_SIZE; null when python3 or numpy is missing), training tokens/s and serving
+ *    OPENBLAS_L2_SIZE; null when python3 or numpy is missing), training tokens/s (the job runner
+ *    with 1 and 2 data-parallel workers, bench/training-workers.ts; ratio trainingWorkers2over1) and serving
  *    steps/s (concurrency 32, batching on) by worker count, and training GFLOP/s over both references.
  * Prints a table and writes bench/results/model.json.
  * Flags: --backend auto|tensorflow|webgpu|wasm|cpu (default auto), --quick (fewer iterations, ~1-2 min),
@@ -32,6 +33,7 @@ import { saveCheckpoint } from '../src/model/checkpoint.js';
 import { countParams, DEFAULT_CONFIG, forward, initModel, tokenLogprobs, type GPT } from '../src/model/gpt.js';
 import { disposeCache, forwardCached } from '../src/model/gpt-cached.js';
 import { createBuiltinEngineInstance } from '../src/policy/builtin-engine.js';
+import { trainingTokensPerSecByWorkers } from './training-workers.js';
 
 const args = process.argv.slice(2);
 const flag = (name: string) => {
@@ -232,6 +234,8 @@ async function main(): Promise<void> {
   for (const f of fwd) console.log(`                    ${String(f.batch).padStart(5)}   ${f.fullSeqTokensPerSec.toFixed(0).padStart(23)}   ${f.decodeTokensPerSec.toFixed(0).padStart(19)}`);
 
   const train = trainBench(model, 8, 128);
+  // the job runner (SFT, minibatch 16 x 128 tokens) with 1 and 2 data-parallel workers, back to back
+  const trainByWorkers = await trainingTokensPerSecByWorkers({ backend: backendPref, checkpointDir: dir, workers: [1, 2], steps: QUICK ? 4 : 8 });
   const trainRatio = train.gflops / matmulRef;
   console.log(`\ntraining [8,128] Adam: ${train.tokensPerSec.toFixed(0)} tokens/s, step ${(train.stepSec * 1000).toFixed(0)} ms (forward ${(train.forwardSec * 1000).toFixed(0)} ms, backward+update ${(1000 * (train.stepSec - train.forwardSec)).toFixed(0)} ms), ${train.gflops.toFixed(2)} GFLOP/s = ${(100 * trainRatio).toFixed(0)}% of plain matMul ${matmulRef.toFixed(2)} GFLOP/s`);
 
@@ -261,6 +265,7 @@ async function main(): Promise<void> {
     ratios: {
       trainingToMatmulOneCore: train.gflops / matmulGflopsOneCore,
       trainingToNative: nativeMatmul === null ? null : train.gflops / nativeMatmul,
+      trainingWorkers2over1: trainByWorkers['2'] / trainByWorkers['1'],
     },
   };
   console.log('\nlimit                                   value');
@@ -269,7 +274,7 @@ async function main(): Promise<void> {
   console.log(`training (GFLOP/s)                      ${train.gflops.toFixed(2)}`);
   console.log(`training / one-core matMul              ${(100 * limit.ratios.trainingToMatmulOneCore).toFixed(1)}%`);
   console.log(`training / native                       ${limit.ratios.trainingToNative === null ? 'null' : (100 * limit.ratios.trainingToNative).toFixed(1) + '%'}`);
-  console.log(`training tokens/s by workers            1: ${train.tokensPerSec.toFixed(0)}`);
+  console.log(`training job tokens/s by workers        1: ${trainByWorkers['1'].toFixed(0)}, 2: ${trainByWorkers['2'].toFixed(0)} (${limit.ratios.trainingWorkers2over1.toFixed(2)}x)`);
   console.log(`serving steps/s at c=32 by workers      1: ${serving32.stepsPerSec.toFixed(1)}`);
 
   const result = {
@@ -289,8 +294,8 @@ async function main(): Promise<void> {
       matmulRefGflops: matmulRef,
       ratioToMatmul: trainRatio,
       flopsPerToken: trainFlopsPerToken(model, 128),
-      tokensPerSecondByWorkers: { '1': train.tokensPerSec },
-      note: 'training runs on one worker (one wasm backend, one thread) today, so only the 1-worker figure exists',
+      tokensPerSecondByWorkers: trainByWorkers,
+      note: 'tokensPerSecondByWorkers: runTrainingJob (SFT, minibatch 16 x 128 tokens, steps after the first) with 1 and 2 data-parallel workers (threads, one backend each), measured back to back; tokensPerSec above: one raw Adam step [8, 128] in this thread',
     },
     serving: {
       concurrency: 32,

@@ -161,6 +161,10 @@ export interface TrainingConfig {
   activate: boolean;
   /** Train only on sessions with this env label; null = all. */
   env: string | null;
+  /** LAMER_TRAIN_WORKERS: data-parallel training threads per job; 0 = every core. Checked here so
+   *  that a bad value stops the server at start; every job reads it from the environment
+   *  (src/training/job.ts trainWorkersFromEnv), as do the training scripts. */
+  workers: number;
   /** Model I/O module of the training worker (not from the environment: for tests and embedding);
    *  default the builtin GPT adapter on `tfjsBackend`. */
   modelIO?: { module: string; exportName?: string; options?: Record<string, unknown> };
@@ -367,6 +371,7 @@ function trainingSchedule(env: Record<string, string | undefined>): TrainingConf
     algorithm: oneOf(env, 'LAMER_TRAIN_ALGORITHM', 'lamer', RL_ALGORITHMS),
     activate: oneOf(env, 'LAMER_TRAIN_ACTIVATE', 'false', ['true', 'false'] as const) === 'true',
     env: env.LAMER_TRAIN_ENV && env.LAMER_TRAIN_ENV !== '' ? env.LAMER_TRAIN_ENV : null,
+    workers: int(env, 'LAMER_TRAIN_WORKERS', 0, 0, 256),
   };
 }
 

@@ -171,8 +171,8 @@ function withDefaults(algorithm: Algorithm, h: TrainingHyper) {
 export function trainWorkersFromEnv(env: Record<string, string | undefined> = process.env): number | null {
   const raw = env.LAMER_TRAIN_WORKERS?.trim();
   if (raw === undefined || raw === '' || raw === '0') return null;
-  const n = Number(raw);
-  if (!(Number.isInteger(n) && n >= 1 && n <= 256)) throw new RangeError(`LAMER_TRAIN_WORKERS must be an integer 0..256 (0: every core), got ${JSON.stringify(raw)}`);
+  const n = /^\d+$/.test(raw) ? Number(raw) : NaN;
+  if (!(n >= 1 && n <= 256)) throw new RangeError(`LAMER_TRAIN_WORKERS must be an integer 0..256 (0: every core), got ${JSON.stringify(raw)}`);
   return n;
 }
 

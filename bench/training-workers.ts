@@ -1,0 +1,72 @@
+/**
+ * Training throughput of the job runner (src/training/job.ts runTrainingJob, SFT) by worker count
+ * (data parallelism over worker threads, src/training/data-parallel.ts), measured back to back on
+ * the same checkpoint and samples. Used by bench/model.ts; also runs alone:
+ *   npx tsx bench/training-workers.ts [--backend wasm] [--workers 1,2] [--steps 6]
+ * Samples: `minibatch` SFT samples of `seq` tokens each (96-token prompt, the rest output) per step;
+ * tokens/s = non-padding positions of the steps after the first (warm-up) over their seconds.
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import type { BackendPreference } from '../src/model/backend.js';
+import { saveCheckpoint } from '../src/model/checkpoint.js';
+import { DEFAULT_CONFIG, initModel } from '../src/model/gpt.js';
+import type { TrainingSample } from '../src/training/data.js';
+import { createModelIO } from '../src/training/gpt-adapter.js';
+import { runTrainingJob } from '../src/training/job.js';
+
+export interface WorkersBenchOptions {
+  backend: BackendPreference;
+  /** Checkpoint folder to train from. */
+  checkpointDir: string;
+  workers: readonly number[];
+  /** Optimiser steps per measurement (the first is warm-up). Default 6. */
+  steps?: number;
+  minibatch?: number;
+  seq?: number;
+}
+
+/** @returns tokens/s of the training job by worker count (keys: the counts as strings). */
+export async function trainingTokensPerSecByWorkers(o: WorkersBenchOptions): Promise<Record<string, number>> {
+  const steps = o.steps ?? 6;
+  const mb = o.minibatch ?? 16;
+  const seq = o.seq ?? 128;
+  const samples: TrainingSample[] = Array.from({ length: steps * mb }, (_, i) => ({
+    sessionId: `s${i}`, taskId: 't', attempt: 0, step: 0, kind: 'action',
+    promptTokenIds: Array.from({ length: 96 }, (_, j) => 32 + ((i * 31 + j * 7) % 90)),
+    outputTokenIds: Array.from({ length: seq + 1 - 96 }, (_, j) => 32 + ((i * 13 + j * 11) % 90)),
+    oldLogprobs: null, advantage: 0, return: 0,
+  }));
+  const io = await createModelIO({ backend: o.backend });
+  const out: Record<string, number> = {};
+  for (const w of o.workers) {
+    const outDir = await mkdtemp(path.join(os.tmpdir(), 'lamer-bench-train-'));
+    await rm(outDir, { recursive: true, force: true });
+    try {
+      const res = await runTrainingJob({ algorithm: 'sft', baseCheckpointDir: o.checkpointDir, outputDir: outDir, hyper: { minibatchSize: mb, workers: w, seed: 1 } }, samples, { io });
+      const timed = res.metrics.slice(1);
+      out[String(w)] = timed.reduce((a, m) => a + m.tokens, 0) / timed.reduce((a, m) => a + m.seconds, 0);
+    } finally {
+      await rm(outDir, { recursive: true, force: true });
+    }
+  }
+  return out;
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  const args = process.argv.slice(2);
+  const flag = (name: string) => { const i = args.indexOf(name); return i >= 0 ? args[i + 1] : undefined; };
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'lamer-bench-ckpt-'));
+  const model = initModel(DEFAULT_CONFIG, 1337);
+  await saveCheckpoint(model, dir, { version: 'bench' });
+  model.dispose();
+  const before = os.loadavg();
+  const r = await trainingTokensPerSecByWorkers({
+    backend: (flag('--backend') ?? 'wasm') as BackendPreference, checkpointDir: dir,
+    workers: (flag('--workers') ?? '1,2').split(',').map(Number), steps: Number(flag('--steps') ?? 6),
+  });
+  console.log(JSON.stringify({ tokensPerSecondByWorkers: r, ratio2over1: r['2'] && r['1'] ? r['2'] / r['1'] : null, loadavgBefore: before, loadavgAfter: os.loadavg() }));
+  await rm(dir, { recursive: true, force: true });
+}
