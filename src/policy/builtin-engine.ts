@@ -179,6 +179,15 @@ export class BuiltinEngine implements PolicyEngine {
     this.sessions.release(sessionId);
   }
 
+  /**
+   * Marks the loaded ones among `versions` most recently used, in that order (the last one most
+   * recent); the others are ignored. The serving pool applies its global order with this, so that
+   * every worker evicts the same version.
+   */
+  touchVersions(versions: readonly string[]): void {
+    for (const v of versions) this.versions.touch(v);
+  }
+
   /** Sessions holding a KV cache now (for tests and the serving pool's statistics). */
   cachedSessions(): number {
     return this.sessions.size;

@@ -78,12 +78,16 @@ export interface ServingWorkerStats {
   cachedSessions: number;
 }
 
+/**
+ * `order`: the pool's version recency (oldest first), applied by the worker before the call
+ * (`BuiltinEngine.touchVersions`) so that its LRU evicts what the in-process engine would.
+ */
 type Op =
-  | { op: 'act'; req: ActRequest }
-  | { op: 'reflect'; req: ReflectRequest }
-  | { op: 'score'; req: ScoreRequest }
-  | { op: 'complete'; req: CompleteRequest }
-  | { op: 'load'; version: string; dir: string }
+  | { op: 'act'; req: ActRequest; order: string[] }
+  | { op: 'reflect'; req: ReflectRequest; order: string[] }
+  | { op: 'score'; req: ScoreRequest; order: string[] }
+  | { op: 'complete'; req: CompleteRequest; order: string[] }
+  | { op: 'load'; version: string; dir: string; order: string[] }
   | { op: 'release'; sessionId: string }
   | { op: 'observe' }
   | { op: 'stats' }
@@ -161,6 +165,8 @@ function spawn(data: ServingWorkerData): Worker {
 export class ServingPool implements PolicyEngine {
   private readonly slots: Slot[] = [];
   private readonly assigned = new Map<string, Slot>();
+  /** Versions by last use across all workers, oldest first (loaded ones only ever enter). */
+  private readonly recency: string[] = [];
   private nextId = 1;
   private disposed = false;
   private fatalCalled = false;
@@ -273,6 +279,14 @@ export class ServingPool implements PolicyEngine {
     });
   }
 
+  /** Marks `version` most recently used (when `add`, also a version not seen yet); returns the order. */
+  private use(version: string, add = false): string[] {
+    const i = this.recency.indexOf(version);
+    if (i >= 0) this.recency.splice(i, 1);
+    if (i >= 0 || add) this.recency.push(version);
+    return [...this.recency];
+  }
+
   /** A model call on `slot`, counted in its in-flight calls. */
   private async model<T>(slot: Slot, op: Op): Promise<T> {
     slot.inFlight++;
@@ -343,26 +357,29 @@ export class ServingPool implements PolicyEngine {
   async load(version: string, checkpointDir: string, spec?: EngineSpec): Promise<void> {
     if (spec && spec.engine !== 'builtin') throw new EngineError(`the serving pool serves builtin versions only, not '${spec.engine}'`);
     if (this.disposed) throw new EngineError('engine disposed');
-    const results = await Promise.allSettled(this.slots.map((s) => this.call<void>(s, { op: 'load', version, dir: checkpointDir })));
+    // the order before this load: a new version enters last, after the evictions it causes
+    const order = this.use(version);
+    const results = await Promise.allSettled(this.slots.map((s) => this.call<void>(s, { op: 'load', version, dir: checkpointDir, order })));
     const bad = results.find((r) => r.status === 'rejected');
     if (bad) throw (bad as PromiseRejectedResult).reason;
+    this.use(version, true);
   }
 
   act(req: ActRequest): Promise<Generation> {
-    return this.model(this.slotFor(req.sessionId), { op: 'act', req });
+    return this.model(this.slotFor(req.sessionId), { op: 'act', req, order: this.use(req.modelVersion) });
   }
 
   reflect(req: ReflectRequest): Promise<Generation> {
-    return this.model(this.slotFor(req.sessionId), { op: 'reflect', req });
+    return this.model(this.slotFor(req.sessionId), { op: 'reflect', req, order: this.use(req.modelVersion) });
   }
 
   async score(req: ScoreRequest): Promise<number[]> {
     if (req.candidates.length === 0) return [];
-    return this.model(this.leastLoaded(false), { op: 'score', req });
+    return this.model(this.leastLoaded(false), { op: 'score', req, order: this.use(req.modelVersion) });
   }
 
   complete(req: CompleteRequest): Promise<Completion> {
-    return this.model(this.leastLoaded(false), { op: 'complete', req });
+    return this.model(this.leastLoaded(false), { op: 'complete', req, order: this.use(req.modelVersion) });
   }
 
   /** Frees the session's worker assignment and its KV cache there. */

@@ -53,6 +53,7 @@ function postStateIfChanged(): void {
 }
 
 async function handle(msg: ToWorker): Promise<unknown> {
+  if ('order' in msg) engine.touchVersions(msg.order);
   switch (msg.op) {
     case 'act':
       return engine.act(msg.req);
