@@ -3,15 +3,16 @@
  * checkpoint), rebuilt from scratch and reproducibly:
  *   1. a random initialisation of the chosen config (`--layers --embd --heads --block`, GPT-2 init
  *      on the cpu backend, `--init-seed`, src/model/scripts/init-base.ts) in a temporary folder;
- *   2. solver demonstrations for each stage of `--curriculum` (`lamer demos`, one child process per
- *      stage, `--sessions` split evenly over the stages; seeds from the training range, each stage
- *      its own block of seeds after `--seed`, so no held-out eval task is seen);
+ *   2. solver demonstrations of the `--curriculum` mix of boards (`lamer demos --curriculum`, a
+ *      child process, which also checks the list: `--sessions` in all, shared by weight among the
+ *      items without an exact count; distinct seeds of the training range after `--seed`, so no
+ *      held-out eval task is seen);
  *   3. an `sft` training job (src/training/job.ts runTrainingJob, the runner of the server's jobs)
  *      from the random init, for a FIXED number of optimiser steps (`--steps`, each on `--minibatch`
  *      samples drawn as consecutive seeded permutations of the samples) or whole epochs
  *      (`--epochs`), at a constant learning rate (`--lr`; the job has no schedule);
  *   4. the checkpoint in `--out` (refused unless new or empty), with the config, curriculum, demo
- *      commands, their sha256 and the hyperparameters in its metadata, and beside it
+ *      command, the demonstrations' sha256 and the hyperparameters in its metadata, and beside it
  *      `learning-curve.json` (per step: step, tokens, seconds, loss) and `learning-curve.svg`.
  * Progress on stderr: a bar (loss, tokens/s, ETA) when stderr is a TTY, else one JSON line per
  * `--log-every` steps. The last line on stdout is the summary JSON (`SftBaseSummary`).
@@ -43,29 +44,14 @@ export const SFT_BASE_CONFIG: GPTConfig = { ...DEFAULT_CONFIG };
 /** Default curriculum: both games, small boards to the eval boards (MineSweeper 6x6/3, Sokoban 6x6/2). */
 export const DEFAULT_CURRICULUM = 'minesweeper:4x4/2,minesweeper:5x5/2,minesweeper:6x6/3,sokoban:5x5/1,sokoban:6x6/1,sokoban:6x6/2';
 
-/** One stage of a curriculum: an env name of src/envs/index.ts parseEnvName and its share of sessions. */
-export interface CurriculumStage {
-  /** `minesweeper-4x4-2`, `sokoban-6x6-2`. */
-  env: string;
-  sessions: number;
-}
-
-/**
- * Parse `kind:RxC/N,...` (N = mines for minesweeper, boxes for sokoban) and split `sessions` evenly
- * over the stages (the first `sessions mod stages` stages get one more).
- * @throws RangeError for a malformed stage, an unknown kind, or fewer sessions than stages.
- */
-export function parseCurriculum(spec: string, sessions: number): CurriculumStage[] {
-  const parts = spec.split(',').map((s) => s.trim()).filter((s) => s !== '');
-  if (parts.length === 0) throw new RangeError('--curriculum is empty');
-  const envs = parts.map((p) => {
-    const m = /^(minesweeper|sokoban):(\d+)x(\d+)\/(\d+)$/.exec(p);
-    if (!m) throw new RangeError(`--curriculum: bad stage '${p}', expected minesweeper:RxC/MINES or sokoban:RxC/BOXES`);
-    return `${m[1]}-${m[2]}x${m[3]}-${m[4]}`;
-  });
-  if (!(Number.isInteger(sessions) && sessions >= envs.length)) throw new RangeError(`--sessions (${sessions}) must be an integer >= the number of curriculum stages (${envs.length})`);
-  const base = Math.floor(sessions / envs.length);
-  return envs.map((env, i) => ({ env, sessions: base + (i < sessions % envs.length ? 1 : 0) }));
+/** Sessions per board of the demonstrations, in order of first appearance (from their task ids). */
+export function sessionsPerEnv(demos: ReadonlyArray<{ taskId: string }>): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const d of demos) {
+    const env = d.taskId.replace(/:seed=\d+$/, '');
+    out[env] = (out[env] ?? 0) + 1;
+  }
+  return out;
 }
 
 /**
@@ -159,9 +145,11 @@ const HELP = `usage: npm run model:sft-base -- --out DIR [options]
   --layers N --embd C --heads H --block T
                          model config (default ${SFT_BASE_CONFIG.n_layer} x ${SFT_BASE_CONFIG.n_embd}, ${SFT_BASE_CONFIG.n_head} heads, block ${SFT_BASE_CONFIG.block_size})
   --init-seed S          seed of the random initialisation (default ${INIT_SEED})
-  --curriculum LIST      demonstration stages, kind:RxC/N comma-separated
+  --curriculum LIST      boards of the demonstrations (lamer demos --curriculum): comma-separated
+                         kind[:RxC/N][=COUNT|@WEIGHT], N = mines or boxes
                          (default ${DEFAULT_CURRICULUM})
-  --sessions N           demonstration sessions, split evenly over the stages (default 1200)
+  --sessions N           demonstration sessions in all, shared by weight among the items
+                         without =COUNT (default 1200)
   --fail-rate P          share of sessions whose first attempt fails on purpose (default 0.5)
   --seed S               training-range seed offset of the demos and minibatch seed (default 0)
   --steps N              optimiser steps (default 1000) ...
@@ -253,11 +241,6 @@ export function parseSftBaseArgs(argv: string[]): SftBaseOptions | null {
     keepDemos: values['keep-demos'],
     dryRun: values['dry-run'],
   };
-  try {
-    parseCurriculum(opts.curriculum, opts.sessions);
-  } catch (e) {
-    throw new SftBaseUsageError((e as Error).message);
-  }
   if (existsSync(opts.out) && (!statSync(opts.out).isDirectory() || readdirSync(opts.out).length > 0)) {
     throw new SftBaseUsageError(`--out ${opts.out} exists and is not an empty folder; give a new or empty one`);
   }
@@ -266,10 +249,15 @@ export function parseSftBaseArgs(argv: string[]): SftBaseOptions | null {
 
 const log = (line: string) => process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${line}\n`);
 
-/** Run `lamer demos ARGS` as a child process (its stdout goes to our stderr). @throws Error on a non-zero exit. */
+/**
+ * Run `lamer demos ARGS` as a child process (its stdout goes to our stderr).
+ * @throws SftBaseUsageError when it rejects the options (exit 2; its message is on stderr), Error
+ *   for any other non-zero exit.
+ */
 function runDemos(args: string[]): void {
   log(`lamer demos ${args.join(' ')}`);
   const r = spawnSync(process.execPath, ['--import', 'tsx', 'src/cli/index.ts', 'demos', ...args], { cwd: repoRoot, stdio: ['ignore', 2, 2] });
+  if (r.status === 2) throw new SftBaseUsageError('lamer demos refused the curriculum options (its message is above)');
   if (r.status !== 0) throw new Error(`lamer demos ${args.join(' ')} exited with ${r.status ?? r.signal}`);
 }
 
@@ -304,7 +292,6 @@ const round = (x: number, d = 4) => Number(x.toFixed(d));
  *   `opts.out` but what the job wrote).
  */
 export async function runSftBase(opts: SftBaseOptions): Promise<SftBaseSummary | Record<string, unknown>> {
-  const stages = parseCurriculum(opts.curriculum, opts.sessions);
   const work = mkdtempSync(path.join(tmpdir(), 'lamer-sft-base-'));
   const cleanup = () => rmSync(work, { recursive: true, force: true });
   const onSignal = (sig: NodeJS.Signals) => {
@@ -314,19 +301,12 @@ export async function runSftBase(opts: SftBaseOptions): Promise<SftBaseSummary |
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
   try {
-    // 1. demonstrations, one `lamer demos` per stage, each on its own block of training seeds
-    const demoCommands: string[] = [];
-    const texts: string[] = [];
-    let seedOffset = opts.seed;
-    for (const [i, st] of stages.entries()) {
-      const file = path.join(work, `demos-${i}.jsonl`);
-      const args = ['--env', st.env, '--tasks', String(st.sessions), '--seed', String(seedOffset), '--fail-rate', String(opts.failRate), '--out', file];
-      runDemos(args);
-      demoCommands.push(`lamer demos ${args.slice(0, -2).join(' ')}`);
-      texts.push(readFileSync(file, 'utf8'));
-      seedOffset += st.sessions;
-    }
-    const demosText = texts.map((t) => (t.endsWith('\n') || t === '' ? t : t + '\n')).join('');
+    // 1. demonstrations (lamer demos checks the curriculum; a bad one exits 2 with its message)
+    const demosPath = path.join(work, 'demos.jsonl');
+    const demoArgs = ['--curriculum', opts.curriculum, '--tasks', String(opts.sessions), '--seed', String(opts.seed), '--fail-rate', String(opts.failRate), '--out', demosPath];
+    runDemos(demoArgs);
+    const demoCommand = `lamer demos ${demoArgs.slice(0, -2).map((a) => (/^[\w.:/@=,-]+$/.test(a) ? a : `'${a}'`)).join(' ')}`;
+    const demosText = readFileSync(demosPath, 'utf8');
     const demosSha256 = createHash('sha256').update(demosText).digest('hex');
     const demos = parseDemoJsonl(demosText);
     const { samples, stats } = buildSftSamples(demos, { blockSize: opts.config.block_size });
@@ -338,7 +318,7 @@ export async function runSftBase(opts: SftBaseOptions): Promise<SftBaseSummary |
     const steps = opts.steps ?? Math.ceil(samples.length / opts.minibatch) * epochs;
     const parameters = countParams(opts.config);
     const plan = {
-      config: opts.config, parameters, stages, demos: demos.length, samples: samples.length,
+      config: opts.config, parameters, sessionsPerEnv: sessionsPerEnv(demos), demos: demos.length, samples: samples.length,
       reflections: samples.filter((s) => s.kind === 'reflection').length, tokensPerPass,
       steps, passes: round((steps * opts.minibatch) / samples.length, 3),
       tokensToTrain: opts.steps !== null ? trainSamples.reduce((a, s) => a + sampleTokens(s), 0) : tokensPerPass * epochs,
@@ -367,7 +347,7 @@ export async function runSftBase(opts: SftBaseOptions): Promise<SftBaseSummary |
             version: 'base', source: 'sft', script: 'npm run model:sft-base', argv: process.argv.slice(2),
             parent: { source: 'random-init', config: opts.config, seed: opts.initSeed },
             curriculum: opts.curriculum,
-            demos: { commands: demoCommands, sessions: demos.length, samples: samples.length, sha256: demosSha256, failRate: opts.failRate },
+            demos: { command: demoCommand, sessionsPerEnv: sessionsPerEnv(demos), sessions: demos.length, samples: samples.length, sha256: demosSha256, failRate: opts.failRate },
             schedule: opts.steps !== null ? { steps: opts.steps, drawing: 'consecutive seeded permutations of the samples' } : { epochs },
             lrSchedule: 'constant',
           },
@@ -427,7 +407,14 @@ async function main(): Promise<number> {
     return 2;
   }
   if (opts === null) return 0;
-  const summary = await runSftBase(opts);
+  let summary;
+  try {
+    summary = await runSftBase(opts);
+  } catch (e) {
+    if (!(e instanceof SftBaseUsageError)) throw e;
+    console.error(`model:sft-base: ${e.message}`);
+    return 2;
+  }
   console.log(JSON.stringify(summary));
   return 0;
 }

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadCheckpoint } from '../../../src/model/checkpoint.js';
 import { countParams, DEFAULT_CONFIG } from '../../../src/model/gpt.js';
-import { parseCurriculum, parseSftBaseArgs, samplesForSteps, SftBaseUsageError } from '../../../src/training/scripts/sft-base.js';
+import { parseSftBaseArgs, samplesForSteps, sessionsPerEnv, SftBaseUsageError } from '../../../src/training/scripts/sft-base.js';
 import { root } from '../../helpers/cli.js';
 import { tmpDir } from '../../helpers/index.js';
 
@@ -34,10 +34,11 @@ describe('model:sft-base script', () => {
     const { model, metadata } = await loadCheckpoint(out);
     expect(metadata.config).toEqual(config);
     expect(metadata.meta).toMatchObject({ source: 'sft', curriculum: 'minesweeper:4x4/2,sokoban:5x5/1', lrSchedule: 'constant' });
-    expect((metadata.meta.demos as { commands: string[] }).commands).toEqual([
-      'lamer demos --env minesweeper-4x4-2 --tasks 2 --seed 0 --fail-rate 0.5',
-      'lamer demos --env sokoban-5x5-1 --tasks 2 --seed 2 --fail-rate 0.5',
-    ]);
+    expect(metadata.meta.demos).toMatchObject({
+      command: 'lamer demos --curriculum minesweeper:4x4/2,sokoban:5x5/1 --tasks 4 --seed 0 --fail-rate 0.5',
+      sessionsPerEnv: { 'minesweeper-4x4-2': 2, 'sokoban-5x5-1': 2 },
+      sessions: 4,
+    });
     model.dispose();
     const curve = JSON.parse(fs.readFileSync(path.join(out, 'learning-curve.json'), 'utf8'));
     expect(curve.points.map((p: { step: number }) => p.step)).toEqual([1, 2]);
@@ -56,6 +57,17 @@ describe('model:sft-base script', () => {
     expect(r.stderr).toContain('exists and is not an empty folder');
     expect(fs.readdirSync(out)).toEqual(['keep.txt']);
   });
+
+  it('a curriculum that lamer demos refuses: exit code 2, nothing written, temp folder removed', () => {
+    const out = path.join(tmpDir('lamer-sft-'), 'ckpt');
+    const before = sftTempDirs();
+    const r = script(['--out', out, '--curriculum', 'chess:8x8/2', '--sessions', '2', '--steps', '1']);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toContain("curriculum item 'chess:8x8/2'");
+    expect(r.stderr).toContain('model:sft-base: lamer demos refused the curriculum options');
+    expect(fs.existsSync(out)).toBe(false);
+    expect(sftTempDirs().filter((d) => !before.includes(d))).toEqual([]);
+  });
 });
 
 describe('parseSftBaseArgs', () => {
@@ -70,20 +82,14 @@ describe('parseSftBaseArgs', () => {
     expect(() => parseSftBaseArgs(['--steps', '1', '--epochs', '1'])).toThrow(new SftBaseUsageError('give --steps or --epochs, not both'));
     expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--embd', '30', '--heads', '4'])).toThrow(/n_embd \(30\) must be divisible by n_head \(4\)/);
     expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--steps', '0'])).toThrow(/--steps must be an integer >= 1, got '0'/);
-    expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--curriculum', 'chess:8x8/2'])).toThrow(/bad stage 'chess:8x8\/2'/);
     expect(() => parseSftBaseArgs(['--bogus'])).toThrow(SftBaseUsageError);
   });
 });
 
-describe('parseCurriculum', () => {
-  it('maps kind:RxC/N to env names and splits the sessions evenly, the remainder to the first stages', () => {
-    expect(parseCurriculum('minesweeper:4x4/2, minesweeper:6x6/3,sokoban:6x6/2', 11)).toEqual([
-      { env: 'minesweeper-4x4-2', sessions: 4 },
-      { env: 'minesweeper-6x6-3', sessions: 4 },
-      { env: 'sokoban-6x6-2', sessions: 3 },
-    ]);
-    expect(() => parseCurriculum('minesweeper:4x4/2,sokoban:6x6/2', 1)).toThrow(/must be an integer >= the number of curriculum stages \(2\)/);
-    expect(() => parseCurriculum('', 5)).toThrow('--curriculum is empty');
+describe('sessionsPerEnv', () => {
+  it('counts sessions per board from the task ids, in order of first appearance', () => {
+    const ids = ['sokoban-6x6-2:seed=5', 'minesweeper-4x4-2:seed=0', 'sokoban-6x6-2:seed=6'];
+    expect(sessionsPerEnv(ids.map((taskId) => ({ taskId })))).toEqual({ 'sokoban-6x6-2': 2, 'minesweeper-4x4-2': 1 });
   });
 });
 
