@@ -17,7 +17,8 @@
  *    all cores, run in a python3 child whose environment drops OPENBLAS_CORETYPE and
  *    OPENBLAS_L2_SIZE; null when python3 or numpy is missing), training tokens/s (the job runner
  *    with 1 and 2 data-parallel workers, bench/training-workers.ts; ratio trainingWorkers2over1) and serving
- *    steps/s (concurrency 32, batching on) by worker count, and training GFLOP/s over both references.
+ *    steps/s (concurrency 32, batching on) with 1 and 2 serving workers (bench/serving-workers.ts;
+ *    ratio servingWorkers2over1), and training GFLOP/s over both references.
  * Prints a table and writes bench/results/model.json.
  * Flags: --backend auto|tensorflow|webgpu|wasm|cpu (default auto), --quick (fewer iterations, ~1-2 min),
  * --out PATH (default bench/results/model.json).
@@ -34,6 +35,7 @@ import { countParams, DEFAULT_CONFIG, forward, initModel, tokenLogprobs, type GP
 import { disposeCache, forwardCached } from '../src/model/gpt-cached.js';
 import { createBuiltinEngineInstance } from '../src/policy/builtin-engine.js';
 import { trainingTokensPerSecByWorkers } from './training-workers.js';
+import { servingStepsPerSecByWorkers } from './serving-workers.js';
 
 const args = process.argv.slice(2);
 const flag = (name: string) => {
@@ -259,13 +261,16 @@ async function main(): Promise<void> {
     });
   console.log('batched/unbatched throughput: ' + ratios.map((r) => `${r.kind} c=${r.concurrency}: ${r.throughputRatio.toFixed(2)}x`).join(', '));
 
-  const serving32 = lat.find((r) => r.kind === 'act' && r.concurrency === 32 && r.batching)!;
+  // act steps at concurrency 32 with 1 worker (the in-process engine) and 2 (the serving pool,
+  // LAMER_SERVE_WORKERS=2), back to back (bench/serving-workers.ts)
+  const serveByWorkers = await servingStepsPerSecByWorkers({ backend: backendPref, checkpointDir: dir, workers: [1, 2], concurrency: 32, steps: QUICK ? 4 : 8 });
   const limit = {
     reference: { matmulGflopsOneCore, nativeMatmulGflops: nativeMatmul, matmulShape: '1024x1024x1024 (backend), 2048x2048x2048 (numpy fp32)' },
     ratios: {
       trainingToMatmulOneCore: train.gflops / matmulGflopsOneCore,
       trainingToNative: nativeMatmul === null ? null : train.gflops / nativeMatmul,
       trainingWorkers2over1: trainByWorkers['2'] / trainByWorkers['1'],
+      servingWorkers2over1: serveByWorkers['2'] / serveByWorkers['1'],
     },
   };
   console.log('\nlimit                                   value');
@@ -275,7 +280,7 @@ async function main(): Promise<void> {
   console.log(`training / one-core matMul              ${(100 * limit.ratios.trainingToMatmulOneCore).toFixed(1)}%`);
   console.log(`training / native                       ${limit.ratios.trainingToNative === null ? 'null' : (100 * limit.ratios.trainingToNative).toFixed(1) + '%'}`);
   console.log(`training job tokens/s by workers        1: ${trainByWorkers['1'].toFixed(0)}, 2: ${trainByWorkers['2'].toFixed(0)} (${limit.ratios.trainingWorkers2over1.toFixed(2)}x)`);
-  console.log(`serving steps/s at c=32 by workers      1: ${serving32.stepsPerSec.toFixed(1)}`);
+  console.log(`serving steps/s at c=32 by workers      1: ${serveByWorkers['1'].toFixed(1)}, 2: ${serveByWorkers['2'].toFixed(1)} (${limit.ratios.servingWorkers2over1.toFixed(2)}x)`);
 
   const result = {
     date: new Date().toISOString(),
@@ -300,8 +305,8 @@ async function main(): Promise<void> {
     serving: {
       concurrency: 32,
       batching: true,
-      stepsPerSecondByWorkers: { '1': serving32.stepsPerSec },
-      note: 'serving runs one engine on one worker today, so only the 1-worker figure exists; act steps, batching on',
+      stepsPerSecondByWorkers: serveByWorkers,
+      note: 'stepsPerSecondByWorkers: act steps (8-token actions, batching on) at concurrency 32 with 1 worker (the in-process engine) and 2 (the serving pool, LAMER_SERVE_WORKERS=2), measured back to back after one warm-up step per session (bench/serving-workers.ts)',
     },
     ratios: limit.ratios,
     latency: lat,

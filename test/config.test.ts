@@ -10,6 +10,11 @@ describe('config', () => {
     expect(c.limits.availableActions).toBe(512);
     expect(c.limits.actionChars).toBe(1024);
   });
+  it('LAMER_SERVE_WORKERS: 1 (in-process engine) unless set, an integer in [1, 256]', () => {
+    expect(loadConfig({}).serveWorkers).toBe(1);
+    expect(loadConfig({ LAMER_SERVE_WORKERS: '2' }).serveWorkers).toBe(2);
+    expect(() => loadConfig({ LAMER_SERVE_WORKERS: '0' })).toThrow('LAMER_SERVE_WORKERS=0: expected an integer in [1, 256]');
+  });
   it('parses API keys', () => {
     expect(parseApiKeys('key1abcd:tenantA, key2abcd:tenantB:admin')).toEqual([
       { key: 'key1abcd', tenant: 'tenantA', admin: false },
