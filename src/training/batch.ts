@@ -14,7 +14,8 @@ export interface Batch {
   inputs: tf.Tensor2D;
   /** `[B, T]` int32 target ids (inputs shifted by one). */
   targets: tf.Tensor2D;
-  /** `[B, T]` float32, 1 at output-token targets. */
+  /** `[B, T]` float32, 1 at trained targets: output tokens (all of them, or those a packed
+   *  sample's `lossTargets` trains). */
   mask: tf.Tensor2D;
   /** `[B, T]` float32 log pi_old(target) at output positions (0 elsewhere): the old logprobs of the
    *  PPO ratio, as given to `makeBatch` (the job passes the ones recomputed with the starting
@@ -25,6 +26,8 @@ export interface Batch {
   advantages: tf.Tensor1D;
   /** Non-padding positions. */
   tokens: number;
+  /** Positions with mask 1: the trained output tokens (what token-mean losses average over). */
+  trainedTokens: number;
   /** Fraction of the [B, T] positions that are padding. */
   padFrac: number;
   /** Per sample: positions of its output targets, for writing recomputed logprobs back. */
@@ -48,7 +51,10 @@ export function effectiveBehaviour(s: Pick<TrainingSample, 'behaviour'>): Behavi
 
 /**
  * Lay samples out as next-token training rows: sequence s = prompt ++ output (length L);
- * inputs = s[0..L-2], targets = s[1..L-1]; mask = 1 where the target is an output token.
+ * inputs = s[0..L-2], targets = s[1..L-1]; mask = 1 where the target is an output token. A sample
+ * with `lossTargets` (packed SFT) instead trains, at the position that predicts output token i,
+ * the target lossTargets[i] (mask 1), or nothing where it is -1 (mask 0, target s[j+1]); the
+ * inputs stay the sequence, so a causal model's logits there are those of the prefix alone.
  * Sequences longer than blockSize + 1 lose tokens from the left (prompt first). Right-padded.
  * `oldLogprobs[b]` (when given and not null) is sample b's log pi_old per output token, else its
  * recorded `oldLogprobs`; `supports[b]` its sampler support per output token (null: whole vocabulary).
@@ -65,7 +71,9 @@ export function makeBatch(samples: readonly TrainingSample[], model: Pick<Traina
     for (const id of seq) if (!(Number.isInteger(id) && id >= 0 && id < model.vocabSize)) throw new RangeError(`token id ${id} outside [0, ${model.vocabSize})`);
     const firstOut = Math.max(0, promptLen - 1); // targets index j predicts seq[j+1]
     const lp = oldLogprobs?.[b] ?? s.oldLogprobs;
-    return { seq, firstOut, lp, support: supports?.[b] ?? null };
+    const lt = s.lossTargets ?? null;
+    if (lt && lt.length !== s.outputTokenIds.length) throw new RangeError(`sample ${s.sessionId}/${s.attempt}/${s.step}: lossTargets must be [outLen]`);
+    return { seq, firstOut, lp, lt, support: supports?.[b] ?? null };
   });
   const V = model.vocabSize;
   const T = Math.max(...rows.map((r) => r.seq.length - 1));
@@ -75,18 +83,26 @@ export function makeBatch(samples: readonly TrainingSample[], model: Pick<Traina
   const mask = new Float32Array(B * T);
   const oldLp = new Float32Array(B * T);
   let tokens = 0;
+  let trainedTokens = 0;
   const outputPositions: Batch['outputPositions'] = [];
   const restricted = rows.some((r) => r.support?.some((x) => x !== null));
   const maskAdd = restricted ? new Float32Array(B * T * V) : null;
   rows.forEach((r, b) => {
     const n = r.seq.length - 1;
     tokens += n;
+    const outLen = n - r.firstOut;
+    const ltOff = r.lt ? r.lt.length - outLen : 0; // left-truncated outputs keep their last targets
     for (let j = 0; j < n; j++) {
       inputs[b * T + j] = r.seq[j];
       targets[b * T + j] = r.seq[j + 1];
-      if (j >= r.firstOut) mask[b * T + j] = 1;
+      if (j < r.firstOut) continue;
+      const want = r.lt ? r.lt[ltOff + j - r.firstOut]! : r.seq[j + 1];
+      if (want < 0) continue;
+      if (!(Number.isInteger(want) && want < model.vocabSize)) throw new RangeError(`loss target ${want} outside [0, ${model.vocabSize})`);
+      targets[b * T + j] = want;
+      mask[b * T + j] = 1;
+      trainedTokens++;
     }
-    const outLen = n - r.firstOut;
     outputPositions.push({ start: r.firstOut, length: outLen });
     if (r.lp) {
       const off = r.lp.length - outLen; // left-truncated outputs keep their last logprobs
@@ -110,6 +126,7 @@ export function makeBatch(samples: readonly TrainingSample[], model: Pick<Traina
     oldLogprobs: tf.tensor2d(oldLp, [B, T]),
     advantages: tf.tensor1d(samples.map((s) => s.advantage)),
     tokens,
+    trainedTokens,
     padFrac: 1 - tokens / (B * T),
     outputPositions,
     temperatures: tf.tensor1d(samples.map((s) => effectiveBehaviour(s).temperature)),

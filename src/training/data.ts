@@ -104,6 +104,12 @@ export interface TrainingSample {
   outputTokenIds: number[];
   /** Logprobs of the output tokens under the sampling policy, `[outLen]`; null for SFT. */
   oldLogprobs: number[] | null;
+  /** Packed SFT samples (several actions of one attempt in one sequence, `buildSftSamples`):
+   *  `[outLen]`, the token trained at the position that predicts output token i: the token itself
+   *  inside an action, EOS right after an action (where the sequence goes on with the next
+   *  observation), -1 (not trained) for the observations between actions. Absent or null: every
+   *  output token is trained as its own target (src/training/batch.ts makeBatch). */
+  lossTargets?: number[] | null;
   /** The sampler's policy (RL samples); absent or null: temperature 1, no truncation, free text. */
   behaviour?: Behaviour | null;
   /** How the sample's session went, for per-iteration metrics of the rollouts a minibatch trains on. */
@@ -294,6 +300,9 @@ export interface SftDataOptions {
   /** Prepended to each action/reflection before encoding. Default '' (the engine scores candidates
    *  as their bytes + EOS right after the cue "Action: ", src/model/tokenizer.ts encodeCandidate). */
   outputPrefix?: string;
+  /** Pack each attempt's acting steps into one sequence (default true; only with an empty
+   *  `outputPrefix`, whose actions are then exactly the text the next prompt shows). */
+  pack?: boolean;
 }
 
 /** Parse JSONL text into demonstration sessions. @throws SyntaxError naming the bad line. */
@@ -310,9 +319,18 @@ export function parseDemoJsonl(text: string): DemoSession[] {
 }
 
 /**
- * SFT samples from demonstrations: every step with an action becomes (acting prompt -> action + EOS)
+ * SFT samples from demonstrations: every step with an action trains (acting prompt -> action + EOS)
  * and every reflection (reflection prompt -> reflection + EOS), rendered and fitted to the context
  * exactly as when serving.
+ *
+ * Packing (`pack`, default): the acting prompt is append-only (src/agent/prompt.ts: prompt(t+1) =
+ * prompt(t) + action_t + tail(t+1)), so one sequence BOS + head + step 0 + action 0 + ... + action k
+ * + EOS holds the served prompt of every step 0..k as a prefix. Per attempt the longest run of
+ * steps from the first whose served prompts drop nothing and whose sequence fits the block becomes
+ * one sample, with `lossTargets` training each action's tokens and, at its last token, EOS (what
+ * the per-step sample trains there): the same per-token losses as the per-step samples at O(k)
+ * instead of O(k^2) tokens. The attempt's remaining steps are per-step samples as served
+ * (encodePrompt). Reflection samples stay separate.
  * @throws RangeError when blockSize leaves no room for a prompt.
  */
 export function buildSftSamples(demos: readonly DemoSession[], opts: SftDataOptions): { samples: TrainingSample[]; stats: DataStats } {
@@ -322,23 +340,32 @@ export function buildSftSamples(demos: readonly DemoSession[], opts: SftDataOpti
   if (!(actBudget >= 2 && reflBudget >= 2)) throw new RangeError(`blockSize ${opts.blockSize} leaves no room for prompts`);
   const samples: TrainingSample[] = [];
   const records: StepRecord[] = [];
+  const pack = (opts.pack ?? true) && prefix === '';
+  let turns = 0;
   demos.forEach((d, di) => {
     const sessionId = `demo-${di}`;
     const previousAttempts: PromptAttempt[] = [];
     d.attempts.forEach((att, n) => {
       const done: PromptStep[] = [];
+      const acts: Array<{ step: number; prompt: number[]; action: string; exact: boolean }> = [];
       att.steps.forEach((s, t) => {
         records.push({ sessionId, taskId: d.taskId, attempt: n, step: t, kind: 'action', observation: s.observation, reward: s.reward, done: s.done, success: s.success, invalidAction: false, promptTokenIds: null, outputTokenIds: null, logprobs: null, modelVersion: 'demo' });
         if (s.action === null) return;
         const parts = renderActPrompt({ instructions: d.instructions, memory: d.memory ?? 'reflection_only', attempt: n, previousAttempts, steps: done, observation: s.observation });
-        samples.push(sftSample(sessionId, d.taskId, n, t, 'action', encodePrompt(parts, actBudget).ids, prefix + s.action));
+        const enc = encodePrompt(parts, actBudget);
+        acts.push({ step: t, prompt: enc.ids, action: prefix + s.action, exact: enc.droppedSteps === 0 && enc.truncatedChars === 0 });
         done.push({ observation: s.observation, action: s.action });
       });
+      turns += acts.length;
+      const packed = pack ? packSteps(acts, opts.blockSize) : 0;
+      if (packed > 0) samples.push(packedSample(sessionId, d.taskId, n, acts.slice(0, packed)));
+      for (const a of acts.slice(packed)) samples.push(sftSample(sessionId, d.taskId, n, a.step, 'action', a.prompt, a.action));
       const last = att.steps[att.steps.length - 1];
       const success = att.steps.some((s) => s.success);
       if (att.reflection !== null && last) {
         const parts = renderReflectionPrompt({ instructions: d.instructions, memory: d.memory ?? 'reflection_only', attempt: n, previousAttempts, steps: done, finalObservation: last.observation });
         samples.push(sftSample(sessionId, d.taskId, n, att.steps.length - 1, 'reflection', encodePrompt(parts, reflBudget).ids, prefix + att.reflection));
+        turns++;
       }
       previousAttempts.push({ steps: done, finalObservation: last ? last.observation : '', success, reflection: att.reflection });
     });
@@ -347,11 +374,54 @@ export function buildSftSamples(demos: readonly DemoSession[], opts: SftDataOpti
   return {
     samples,
     stats: {
-      sessions: demos.length, tasks: new Set(demos.map((d) => d.taskId)).size, turns: samples.length, samples: samples.length,
+      sessions: demos.length, tasks: new Set(demos.map((d) => d.taskId)).size, turns, samples: samples.length,
       groups: 0, skippedGroups: 0, skippedTurns: 0, meanReturn: outcomes.meanReturn, passAtK: outcomes.passAtK,
-      outputTokens: samples.reduce((n, s) => n + s.outputTokenIds.length, 0),
+      outputTokens: samples.reduce((n, s) => n + (s.lossTargets ? s.lossTargets.filter((x) => x >= 0).length : s.outputTokenIds.length), 0),
     },
   };
+}
+
+/**
+ * How many acting steps of an attempt, from its first, go into one packed sequence: each step's
+ * served prompt must be whole (`exact`) and extend the previous prompt + action token for token,
+ * and the sequence (its last prompt + action + EOS) must fit `blockSize` + 1 tokens (makeBatch
+ * trains on at most blockSize positions). 0 or 1 means no packing is worth it.
+ */
+function packSteps(acts: ReadonlyArray<{ prompt: number[]; action: string; exact: boolean }>, blockSize: number): number {
+  let prev: number[] | null = null;
+  let k = 0;
+  for (const a of acts) {
+    if (!a.exact) break;
+    if (prev !== null && (a.prompt.length < prev.length || prev.some((id, i) => a.prompt[i] !== id))) break;
+    const out = encode(a.action);
+    if (a.prompt.length + out.length + 1 > blockSize + 1) break;
+    prev = [...a.prompt, ...out];
+    k++;
+  }
+  return k >= 2 ? k : 0;
+}
+
+/**
+ * One sample for acting steps whose served prompts extend each other (`packSteps`): prompt = the
+ * first step's prompt; output = the rest of the last step's prompt, its action and EOS, with
+ * `lossTargets` training every action's tokens and an EOS where each action ends.
+ */
+function packedSample(sessionId: string, taskId: string, attempt: number, acts: ReadonlyArray<{ step: number; prompt: number[]; action: string }>): TrainingSample {
+  const first = acts[0]!.prompt;
+  const seq: number[] = [];
+  const targets: number[] = [];
+  acts.forEach((a, k) => {
+    const ctx = a.prompt.slice(first.length + seq.length);
+    seq.push(...ctx);
+    targets.push(...ctx.map(() => -1));
+    if (k > 0 && ctx.length > 0) targets[targets.length - ctx.length] = EOS; // the previous action ends here
+    const out = encode(a.action);
+    seq.push(...out);
+    targets.push(...out);
+  });
+  seq.push(EOS);
+  targets.push(EOS);
+  return { sessionId, taskId, attempt, step: acts[0]!.step, kind: 'action', promptTokenIds: first, outputTokenIds: seq, lossTargets: targets, oldLogprobs: null, advantage: 0, return: 0 };
 }
 
 function sftSample(sessionId: string, taskId: string, attempt: number, step: number, kind: TurnKind, promptTokenIds: number[], output: string): TrainingSample {

@@ -63,8 +63,9 @@ export const sftObjective: Objective = (logits, batch) => {
 
 const LOSS_NAMES = ['loss', 'pgLoss', 'entropy', 'clipFrac', 'dualClipFrac', 'approxKl'] as const;
 
-/** Output tokens of a batch (the positions its mask trains). */
-export const outputTokens = (b: Batch): number => b.outputPositions.reduce((a, p) => a + p.length, 0);
+/** Output tokens of a batch (the positions its mask trains; a packed SFT sample's context between
+ *  its actions is not counted). */
+export const outputTokens = (b: Batch): number => b.trainedTokens;
 
 /**
  * Weighted gradient accumulation over micro-batches: g = sum_k weights[k] * grad(loss_k), and the

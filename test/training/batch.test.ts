@@ -27,6 +27,19 @@ describe('makeBatch', () => {
     expect(b.mask.arraySync()).toEqual([[0, 1, 1]]);
     tf.dispose([b.inputs, b.targets, b.mask, b.oldLogprobs, b.advantages]);
   });
+  it('lossTargets: trains the given target at the position predicting each output token, nothing at -1', () => {
+    // prompt [1, 2]; output [3, 4, 5, 6]: action 3, context 4 5 (EOS=7 trained where 4 follows), action 6
+    const packed = { ...sample([1, 2], [3, 4, 5, 6]), lossTargets: [3, 7, -1, 6] };
+    const b = makeBatch([packed, sample([1], [2])], { blockSize: 10, padId: 0, vocabSize: 8 });
+    expect(b.inputs.arraySync()).toEqual([[1, 2, 3, 4, 5], [1, 0, 0, 0, 0]]);
+    expect(b.targets.arraySync()).toEqual([[2, 3, 7, 5, 6], [2, 0, 0, 0, 0]]);
+    expect(b.mask.arraySync()).toEqual([[0, 1, 1, 0, 1], [1, 0, 0, 0, 0]]);
+    expect(b.trainedTokens).toBe(4);
+    expect(b.tokens).toBe(6);
+    tf.dispose([b.inputs, b.targets, b.mask, b.oldLogprobs, b.advantages, b.temperatures]);
+    expect(() => makeBatch([{ ...packed, lossTargets: [3] }], { blockSize: 10, padId: 0, vocabSize: 8 })).toThrow(/lossTargets/);
+    expect(() => makeBatch([{ ...packed, lossTargets: [3, 9, -1, 6] }], { blockSize: 10, padId: 0, vocabSize: 8 })).toThrow(/outside/);
+  });
   it('rejects empty outputs and out-of-vocabulary ids', () => {
     expect(() => makeBatch([sample([1], [])], { blockSize: 3, padId: 0, vocabSize: 8 })).toThrow(/no output tokens/);
     expect(() => makeBatch([sample([1], [9])], { blockSize: 3, padId: 0, vocabSize: 8 })).toThrow(/outside/);

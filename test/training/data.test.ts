@@ -1,8 +1,17 @@
-import { describe, expect, it } from 'vitest';
-import { renderActPrompt, renderReflectionPrompt } from '../../src/agent/prompt.js';
-import { generateDemos } from '../../src/envs/demos.js';
-import { BOS, decode, encode, EOS } from '../../src/model/tokenizer.js';
-import { buildRlSamples, buildSftSamples, parseDemoJsonl, type DemoSession, type StepRecord } from '../../src/training/data.js';
+import * as tf from '@tensorflow/tfjs';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { renderActPrompt, renderReflectionPrompt, type PromptAttempt, type PromptStep } from '../../src/agent/prompt.js';
+import { generateCurriculum, generateDemos, parseCurriculum } from '../../src/envs/demos.js';
+import { initModel } from '../../src/model/gpt.js';
+import { DEFAULT_LIMITS } from '../../src/model/sampling.js';
+import { BOS, decode, encode, encodePrompt, EOS } from '../../src/model/tokenizer.js';
+import { disposeBatch, makeBatch } from '../../src/training/batch.js';
+import { buildRlSamples, buildSftSamples, parseDemoJsonl, type DemoSession, type StepRecord, type TrainingSample } from '../../src/training/data.js';
+import { GptTrainable } from '../../src/training/gpt-adapter.js';
+import { sftLoss } from '../../src/training/losses.js';
+import { outputTokens } from '../../src/training/ppo.js';
+
+beforeAll(async () => { await tf.setBackend('cpu'); });
 
 const rec = (sessionId: string, attempt: number, step: number, observation: string, reward: number, o: Partial<StepRecord> = {}): StepRecord => ({
   sessionId, taskId: 'T', attempt, step, kind: 'action', observation, reward, done: false, success: false, invalidAction: false,
@@ -92,7 +101,7 @@ describe('buildSftSamples', () => {
   });
   it('fits prompts to blockSize minus the output reserve, dropping old steps first', () => {
     const long: DemoSession = { ...demo, attempts: [{ steps: Array.from({ length: 6 }, (_, i) => ({ observation: 'x'.repeat(40) + i, action: 'go', reward: 0, done: false, success: false })), reflection: null }] };
-    const { samples } = buildSftSamples([long], { blockSize: 200, maxActionTokens: 48, maxReflectionTokens: 100 });
+    const { samples } = buildSftSamples([long], { blockSize: 200, maxActionTokens: 48, maxReflectionTokens: 100, pack: false });
     expect(Math.max(...samples.map((s) => s.promptTokenIds.length))).toBeLessThanOrEqual(152);
     expect(decode(samples[5].promptTokenIds)).toContain('x'.repeat(40) + '5');
     expect(() => buildSftSamples([long], { blockSize: 100 })).toThrow(/no room/);
@@ -107,5 +116,92 @@ describe('buildSftSamples', () => {
   it('parseDemoJsonl names the bad line', () => {
     expect(() => parseDemoJsonl('\n{"x":1}\n')).toThrow(/line 2/);
     expect(() => parseDemoJsonl('{oops')).toThrow(/line 1/);
+  });
+});
+
+/** Trained positions of a sample: position j of prompt ++ output -> the target trained there. */
+function trainedMap(s: TrainingSample): Map<number, number> {
+  const m = new Map<number, number>();
+  const P = s.promptTokenIds.length;
+  s.outputTokenIds.forEach((id, i) => {
+    const t = s.lossTargets ? s.lossTargets[i]! : id;
+    if (t >= 0) m.set(P + i - 1, t);
+  });
+  return m;
+}
+
+describe('packed SFT samples', () => {
+  const demos = generateCurriculum(parseCurriculum('minesweeper:4x4/2=3,sokoban:5x5/1=3'), { seed: 3, failRate: 0.7 }).sessions;
+
+  it('one sequence per attempt whose trained targets are the union of the per-step samples\' (each prefix the served prompt)', () => {
+    const packed = buildSftSamples(demos, { blockSize: 1024 });
+    const plain = buildSftSamples(demos, { blockSize: 1024, pack: false });
+    expect(plain.samples.every((s) => !s.lossTargets)).toBe(true);
+    const packs = packed.samples.filter((s) => s.lossTargets);
+    expect(packs.length).toBeGreaterThan(6);
+    expect(packed.stats.turns).toBe(plain.stats.turns);
+    expect(packed.stats.outputTokens).toBe(plain.stats.outputTokens);
+    expect(packed.samples.filter((s) => s.kind === 'reflection')).toEqual(plain.samples.filter((s) => s.kind === 'reflection'));
+    let covered = 0;
+    for (const p of packs) {
+      const d = demos[Number(p.sessionId.slice(5))]!;
+      const steps = plain.samples.filter((s) => s.sessionId === p.sessionId && s.attempt === p.attempt && s.kind === 'action');
+      const inPack = steps.filter((s) => s.promptTokenIds.length + s.outputTokenIds.length - 1 <= p.promptTokenIds.length + p.outputTokenIds.length - 1);
+      expect(inPack[0]!.step).toBe(p.step);
+      const full = [...p.promptTokenIds, ...p.outputTokenIds];
+      const union = new Map<number, number>();
+      const previousAttempts: PromptAttempt[] = d.attempts.slice(0, p.attempt).map((a) => ({
+        steps: a.steps.filter((x) => x.action !== null).map((x) => ({ observation: x.observation, action: x.action! })),
+        finalObservation: a.steps.at(-1)!.observation, success: a.steps.some((x) => x.success), reflection: a.reflection,
+      }));
+      for (const s of inPack) {
+        // the tokens before the action are the prompt served at that step
+        const done: PromptStep[] = d.attempts[p.attempt]!.steps.slice(0, s.step).map((x) => ({ observation: x.observation, action: x.action! }));
+        const served = encodePrompt(renderActPrompt({ instructions: d.instructions, memory: d.memory, attempt: p.attempt, previousAttempts, steps: done, observation: d.attempts[p.attempt]!.steps[s.step]!.observation }), 1024 - DEFAULT_LIMITS.maxActionTokens);
+        expect(served.droppedSteps).toBe(0);
+        expect(full.slice(0, served.ids.length)).toEqual(served.ids);
+        expect(s.promptTokenIds).toEqual(served.ids);
+        for (const [j, t] of trainedMap(s)) union.set(j, t);
+        covered++;
+      }
+      expect(trainedMap(p)).toEqual(union);
+      // the steps that did not fit stay per-step samples, identical to the unpacked ones
+      const rest = steps.slice(inPack.length);
+      expect(packed.samples.filter((s) => s.sessionId === p.sessionId && s.attempt === p.attempt && s.kind === 'action' && !s.lossTargets)).toEqual(rest);
+    }
+    expect(covered).toBeGreaterThan(12);
+    // total tokens: packing is cheaper
+    const tokens = (xs: TrainingSample[]) => xs.reduce((a, s) => a + s.promptTokenIds.length + s.outputTokenIds.length, 0);
+    expect(tokens(packed.samples)).toBeLessThan(tokens(plain.samples) / 1.5);
+  });
+
+  it('a small block keeps the longest fitting prefix of steps packed and the rest per-step', () => {
+    const small = buildSftSamples(demos, { blockSize: 400 });
+    const plain = buildSftSamples(demos, { blockSize: 400, pack: false });
+    for (const s of small.samples) expect(s.promptTokenIds.length + s.outputTokenIds.length - 1).toBeLessThanOrEqual(400);
+    expect(small.stats.outputTokens).toBe(plain.stats.outputTokens);
+    const packedSteps = small.samples.filter((s) => s.lossTargets).length;
+    expect(packedSteps).toBeGreaterThan(0);
+    expect(small.samples.filter((s) => !s.lossTargets && s.kind === 'action').length).toBeGreaterThan(0);
+  });
+
+  it('the SFT loss of the packed samples on a GPT equals the token-weighted mean of the per-step losses', () => {
+    const model = new GptTrainable(initModel({ vocab_size: 260, block_size: 1024, n_layer: 1, n_head: 2, n_embd: 16 }, 11));
+    const one = [demos[0]!, demos[3]!];
+    const packed = buildSftSamples(one, { blockSize: 1024 }).samples.filter((s) => s.kind === 'action');
+    const plain = buildSftSamples(one, { blockSize: 1024, pack: false }).samples.filter((s) => s.kind === 'action');
+    expect(packed.length).toBeLessThan(plain.length);
+    const loss = (xs: TrainingSample[]) => {
+      const b = makeBatch(xs, model);
+      const v = tf.tidy(() => sftLoss(model.logits(b.inputs, false), b.targets, b.mask).dataSync()[0]!);
+      const n = outputTokens(b);
+      disposeBatch(b);
+      return { v, n };
+    };
+    const p = loss(packed);
+    const q = loss(plain);
+    expect(p.n).toBe(q.n);
+    expect(Math.abs(p.v - q.v)).toBeLessThan(1e-5);
+    model.dispose();
   });
 });
