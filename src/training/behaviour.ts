@@ -112,6 +112,14 @@ export interface OldPolicy {
  */
 export function recomputeOldLogprobs(model: TrainableModel, samples: readonly TrainingSample[], source: 'recompute' | 'stored', batchSize: number, maxTokens: number): OldPolicy {
   const { logprobs: recomputed, supports } = behaviourOutputs(model, samples, batchSize, maxTokens);
+  return oldPolicyFrom(samples, recomputed, supports, source);
+}
+
+/**
+ * The old policy from the behaviour outputs of every sample under the starting weights
+ * (`behaviourOutputs`, computed here or by data-parallel replicas): see `recomputeOldLogprobs`.
+ */
+export function oldPolicyFrom(samples: readonly TrainingSample[], recomputed: number[][], supports: Supports, source: 'recompute' | 'stored'): OldPolicy {
   let gap = 0, n = 0;
   samples.forEach((s, i) => {
     const sampler = s.oldLogprobs;

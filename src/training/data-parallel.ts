@@ -13,10 +13,15 @@
  * optimiser state (no AdamW moments in the replicas, nothing that can drift) and the replicas'
  * weight copy (an assign per variable) costs less than an AdamW step.
  *
- * Messages: parent -> replica `init` (model I/O module, checkpoint, objective, the job's samples
- * with old logprobs and supports, weight buffer), then `step` (sample indices of its shard);
- * replica -> parent `ready`, `grads` (a transferred Float32Array, all trainable variables
- * concatenated in `trainableVariables()` order) or `error`.
+ * PPO's pi_old pass (the behaviour policy of every sample under the starting weights) is split the
+ * same way: each worker computes a share of the samples, the coordinator merges them and gives
+ * every replica the whole pi_old.
+ *
+ * Messages: parent -> replica `init` (model I/O module, checkpoint, objective, the job's samples,
+ * weight buffer), `behaviour` (its share of the pi_old pass), `policy` (the merged pi_old), then
+ * `step` (sample indices of its shard); replica -> parent `ready`, `behaviour`, `ok`, `grads` (a
+ * transferred Float32Array, all trainable variables concatenated in `trainableVariables()` order)
+ * or `error`.
  */
 import * as tf from '@tensorflow/tfjs';
 import { Worker } from 'node:worker_threads';
@@ -43,18 +48,29 @@ export interface ReplicaInit {
   checkpointDir: string;
   objective: ObjectiveSpec;
   samples: readonly TrainingSample[];
-  /** Per sample, pi_old's logprobs (RL), or null (SFT). */
-  oldLogprobs: ReadonlyArray<number[] | null> | null;
-  supports: Supports | null;
   /** Cap of padded [B, T] positions per micro-batch (`TrainingHyper.microBatchTokens`). */
   microBatchTokens: number;
+  /** Samples per forward pass of the pi_old computation (the job's minibatchSize). */
+  behaviourBatchSize: number;
   /** Float32 weights, all trainable variables concatenated; written by the coordinator. */
   weights: SharedArrayBuffer;
 }
 
-export type ToReplica = ({ type: 'init' } & ReplicaInit) | { type: 'step'; idx: number[]; syncWeights: boolean };
+/** pi_old of a PPO job: per sample, its old logprobs and sampler support (./behaviour.ts). */
+export interface ReplicaPolicy {
+  oldLogprobs: ReadonlyArray<number[] | null>;
+  supports: Supports;
+}
+
+export type ToReplica =
+  | ({ type: 'init' } & ReplicaInit)
+  | { type: 'behaviour'; idx: number[] }
+  | ({ type: 'policy' } & ReplicaPolicy)
+  | { type: 'step'; idx: number[]; syncWeights: boolean };
 export type FromReplica =
   | { type: 'ready'; params: number }
+  | { type: 'behaviour'; logprobs: number[][]; supports: Array<Array<number[] | null> | null> }
+  | { type: 'ok' }
   | { type: 'grads'; grads: Float32Array; outTokens: number; tokens: number; positions: number; losses: number[] }
   | { type: 'error'; name: string; message: string; stack?: string };
 
@@ -224,6 +240,24 @@ export class ReplicaPool {
 
   /** Number of replica threads. */
   get size(): number { return this.replicas.length; }
+
+  /**
+   * The behaviour outputs (`behaviourOutputs` of ./behaviour.ts under the starting weights) of the
+   * samples `parts[k]`, computed by replica k (k < size), in part order.
+   * @throws ReplicaError when a replica fails.
+   */
+  behaviour(parts: readonly number[][]): Promise<Array<{ logprobs: number[][]; supports: Array<Array<number[] | null> | null> }>> {
+    return Promise.all(parts.map(async (idx, k) => {
+      const m = await this.replicas[k].request({ type: 'behaviour', idx: [...idx] });
+      if (m.type !== 'behaviour') throw new ReplicaError(`training replica ${k + 1} answered ${m.type} to a behaviour request`);
+      return { logprobs: m.logprobs, supports: m.supports };
+    }));
+  }
+
+  /** Give every replica the job's pi_old (PPO); resolves when all have it. */
+  async setPolicy(policy: ReplicaPolicy): Promise<void> {
+    await Promise.all(this.replicas.map((r) => r.request({ type: 'policy', oldLogprobs: policy.oldLogprobs, supports: policy.supports })));
+  }
 
   /**
    * Send shard `k` to replica k-1 (k >= 1; at most `size` shards), with the newest weights when it

@@ -24,7 +24,7 @@ import { availableParallelism } from 'node:os';
 import * as tf from '@tensorflow/tfjs';
 import { passAtKRate } from '../agent/passk.js';
 import { makeBatch, disposeBatch, type Batch, type Supports } from './batch.js';
-import { recomputeOldLogprobs } from './behaviour.js';
+import { behaviourOutputs, oldPolicyFrom, recomputeOldLogprobs, type OldPolicy } from './behaviour.js';
 import type { Algorithm, DataStats, TrainingSample } from './data.js';
 import { AdamW } from './losses.js';
 import { balanceShards, combineGradients, LOSS_KEYS, objectiveOf, ReplicaPool, shardGradients, type ObjectiveSpec } from './data-parallel.js';
@@ -215,22 +215,25 @@ export async function runTrainingJob(spec: TrainingJobSpec, samples: readonly Tr
   const optimizer = new AdamW(model.trainableVariables(), { lr: h.lr, weightDecay: h.weightDecay });
   let pool: ReplicaPool | null = null;
   try {
-    // pi_old: the behaviour policy under the starting weights (LAMER.md §3), so the first ratio is 1
-    const old = h.isSft ? null : recomputeOldLogprobs(model, samples, h.oldLogprobs, h.minibatchSize, h.microBatchTokens);
-    if (old) {
-      await yieldToEventLoop();
-      checkAbort();
-      if (old.oldLogprobs.some((x) => x === null)) throw new RangeError('RL samples need logprobs');
-    }
     const objectiveSpec: ObjectiveSpec = h.isSft ? { kind: 'sft' } : { kind: 'ppo', coef: h.ppo };
     const objective = objectiveOf(objectiveSpec); // loss = pg_loss - ent_coef * entropy (LAMER.md §3)
     const seqLens = samples.map((x) => Math.min(x.promptTokenIds.length + x.outputTokenIds.length - 1, model.blockSize));
     if (workers > 1) {
       pool = await ReplicaPool.start(workers - 1, {
         modelIO: opts.io.replica!, checkpointDir: spec.baseCheckpointDir, objective: objectiveSpec, samples,
-        oldLogprobs: old?.oldLogprobs ?? null, supports: old?.supports ?? null, microBatchTokens: h.microBatchTokens,
+        microBatchTokens: h.microBatchTokens, behaviourBatchSize: h.minibatchSize,
       }, optimizer.variables);
       checkAbort();
+    }
+    // pi_old: the behaviour policy under the starting weights (LAMER.md §3), so the first ratio is 1
+    const old = h.isSft ? null
+      : pool ? await parallelOldPolicy(pool, model, samples, seqLens, h)
+      : recomputeOldLogprobs(model, samples, h.oldLogprobs, h.minibatchSize, h.microBatchTokens);
+    if (old) {
+      await yieldToEventLoop();
+      checkAbort();
+      if (old.oldLogprobs.some((x) => x === null)) throw new RangeError('RL samples need logprobs');
+      await pool?.setPolicy(old);
     }
     const total = Math.ceil(samples.length / h.minibatchSize) * h.epochs;
     const metrics: IterationMetrics[] = [];
@@ -304,6 +307,29 @@ async function parallelStep(
     update: { ...losses, gradNorm },
     sizes: { tokens: parts.reduce((a, p) => a + p.tokens, 0), positions: parts.reduce((a, p) => a + p.positions, 0) },
   };
+}
+
+/**
+ * pi_old with data parallelism: the samples cut into balanced parts (`balanceShards`), part 0
+ * computed here and the others by the replicas at the same time, merged in sample order
+ * (as `recomputeOldLogprobs`, whose chunks they follow within each part).
+ */
+async function parallelOldPolicy(
+  pool: ReplicaPool, model: TrainableModel, samples: readonly TrainingSample[], seqLens: readonly number[], h: ReturnType<typeof withDefaults>,
+): Promise<OldPolicy> {
+  const parts = balanceShards(samples.map((_, i) => i), seqLens, pool.size + 1);
+  const remote = pool.behaviour(parts.slice(1));
+  let own: ReturnType<typeof behaviourOutputs>;
+  try {
+    own = behaviourOutputs(model, parts[0].map((i) => samples[i]), h.minibatchSize, h.microBatchTokens);
+  } catch (err) {
+    await remote.catch(() => undefined);
+    throw err;
+  }
+  const logprobs: number[][] = new Array(samples.length);
+  const supports: Array<Array<number[] | null> | null> = new Array(samples.length);
+  [own, ...(await remote)].forEach((r, k) => parts[k].forEach((i, j) => { logprobs[i] = r.logprobs[j]; supports[i] = r.supports[j]; }));
+  return oldPolicyFrom(samples, logprobs, supports, h.oldLogprobs);
 }
 
 /** Non-padding and padded positions of micro-batches. */

@@ -8,7 +8,8 @@
 import type * as tf from '@tensorflow/tfjs';
 import { pathToFileURL } from 'node:url';
 import { parentPort } from 'node:worker_threads';
-import { LOSS_KEYS, objectiveOf, paramCount, shardGradients, writeWeights, type FromReplica, type ReplicaInit, type ToReplica } from './data-parallel.js';
+import { behaviourOutputs } from './behaviour.js';
+import { LOSS_KEYS, objectiveOf, paramCount, shardGradients, writeWeights, type FromReplica, type ReplicaInit, type ReplicaPolicy, type ToReplica } from './data-parallel.js';
 import type { ModelIO, TrainableModel } from './model-api.js';
 import type { Objective } from './ppo.js';
 
@@ -16,7 +17,7 @@ if (!parentPort) throw new Error('replica-entry.ts must run in a worker thread')
 const port = parentPort;
 const post = (m: FromReplica, transfer: ArrayBuffer[] = []) => port.postMessage(m, transfer);
 
-let state: { init: ReplicaInit; model: TrainableModel; vars: tf.Variable[]; objective: Objective; seqLens: number[]; weights: Float32Array } | null = null;
+let state: { init: ReplicaInit; model: TrainableModel; vars: tf.Variable[]; objective: Objective; seqLens: number[]; weights: Float32Array; policy: ReplicaPolicy | null } | null = null;
 
 async function init(msg: ReplicaInit): Promise<void> {
   const spec = msg.modelIO;
@@ -28,15 +29,28 @@ async function init(msg: ReplicaInit): Promise<void> {
   const model = await io.load(msg.checkpointDir);
   const vars = model.trainableVariables();
   const seqLens = msg.samples.map((x) => Math.min(x.promptTokenIds.length + x.outputTokenIds.length - 1, model.blockSize));
-  state = { init: msg, model, vars, objective: objectiveOf(msg.objective), seqLens, weights: new Float32Array(msg.weights) };
+  state = { init: msg, model, vars, objective: objectiveOf(msg.objective), seqLens, weights: new Float32Array(msg.weights), policy: null };
   post({ type: 'ready', params: paramCount(vars) });
 }
 
+function ready(): NonNullable<typeof state> {
+  if (!state) throw new Error('replica got a request before init');
+  return state;
+}
+
+/** pi_old's share of this replica: the behaviour outputs of samples `idx` under the starting weights. */
+function behaviour(idx: number[]): void {
+  const s = ready();
+  // chunked like the job's recomputeOldLogprobs: minibatch-sized chunks within the micro-batch cap
+  const minibatch = s.init.behaviourBatchSize;
+  const r = behaviourOutputs(s.model, idx.map((i) => s.init.samples[i]), minibatch, s.init.microBatchTokens);
+  post({ type: 'behaviour', logprobs: r.logprobs, supports: r.supports });
+}
+
 function step(idx: number[], syncWeights: boolean): void {
-  if (!state) throw new Error('replica got a step before init');
-  const s = state;
+  const s = ready();
   if (syncWeights) writeWeights(s.vars, s.weights);
-  const r = shardGradients(s.model, s.vars, s.objective, s.init.samples, idx, s.seqLens, s.init.microBatchTokens, s.init.oldLogprobs, s.init.supports);
+  const r = shardGradients(s.model, s.vars, s.objective, s.init.samples, idx, s.seqLens, s.init.microBatchTokens, s.policy?.oldLogprobs, s.policy?.supports);
   const flat = new Float32Array(paramCount(s.vars));
   let off = 0;
   for (const g of r.grads) {
@@ -51,6 +65,11 @@ port.on('message', (msg: ToReplica) => {
   const run = async () => {
     if (msg.type === 'init') await init(msg);
     else if (msg.type === 'step') step(msg.idx, msg.syncWeights);
+    else if (msg.type === 'behaviour') behaviour(msg.idx);
+    else if (msg.type === 'policy') {
+      ready().policy = { oldLogprobs: msg.oldLogprobs, supports: msg.supports };
+      post({ type: 'ok' });
+    }
   };
   run().catch((err: unknown) => {
     const e = err instanceof Error ? err : new Error(String(err));

@@ -28,13 +28,16 @@ afterAll(async () => { await rm(dir, { recursive: true, force: true }); });
 function samples(n: number, rl: boolean): TrainingSample[] {
   let s = 12345;
   const rnd = (k: number) => { s = (s * 16807) % 2147483647; return s % k; };
-  return Array.from({ length: n }, (_, i) => ({
-    sessionId: `s${i % 3}`, taskId: 't', attempt: 0, step: i, kind: 'action' as const,
-    promptTokenIds: Array.from({ length: 4 + rnd(40) }, () => 32 + rnd(90)),
-    outputTokenIds: Array.from({ length: 1 + rnd(12) }, () => 32 + rnd(90)),
-    oldLogprobs: null, advantage: rl ? rnd(200) / 100 - 1 : 0, return: 0,
-    ...(rl && i % 2 === 0 ? { behaviour: { temperature: 0.8, topP: 0.9, topK: 0 } } : {}),
-  }));
+  return Array.from({ length: n }, (_, i) => {
+    const promptTokenIds = Array.from({ length: 4 + rnd(40) }, () => 32 + rnd(90));
+    const outputTokenIds = Array.from({ length: 1 + rnd(12) }, () => 32 + rnd(90));
+    return {
+      sessionId: `s${i % 3}`, taskId: 't', attempt: 0, step: i, kind: 'action' as const, promptTokenIds, outputTokenIds,
+      // some RL samples carry the sampler's logprobs, so the job reports the sampler's drift
+      oldLogprobs: rl && i % 3 === 0 ? outputTokenIds.map(() => -5) : null, advantage: rl ? rnd(200) / 100 - 1 : 0, return: 0,
+      ...(rl && i % 2 === 0 ? { behaviour: { temperature: 0.8, topP: 0.9, topK: 0 } } : {}),
+    };
+  });
 }
 
 async function weights(checkpointDir: string): Promise<Float32Array[]> {
@@ -86,6 +89,9 @@ describe('data-parallel training', () => {
     expectSame(one, two);
     // the second and third steps are off-policy, so the clip statistics are exercised
     expect(two.metrics[2].approxKl).toBeGreaterThan(0);
+    // pi_old is computed in parts by both workers: the same drift of the sampler as one worker's
+    expect(one.behaviorLogprobGap).not.toBeNull();
+    expect(Math.abs(two.behaviorLogprobGap! - one.behaviorLogprobGap!)).toBeLessThan(1e-5);
     expect(maxAbsDiff(await weights(one.checkpointDir), await weights(two.checkpointDir))).toBeLessThan(1e-5);
     expect(liveReplicaThreads()).toBe(0);
   }, 30_000);
