@@ -47,7 +47,7 @@ export interface ServingWorkerData {
   options: WorkerEngineOptions;
   /** Period of the worker's state check between calls, ms. */
   statePeriodMs: number;
-  /** Enables the `poison` request (tests only). */
+  /** Enables the `poison` and `crash` requests (tests only). */
   testHooks: boolean;
 }
 
@@ -92,6 +92,7 @@ type Op =
   | { op: 'observe' }
   | { op: 'stats' }
   | { op: 'poison'; on: boolean }
+  | { op: 'crash'; code: number }
   | { op: 'dispose' };
 
 export type ToWorker = Op & { id: number };
@@ -120,7 +121,7 @@ export interface ServingPoolOptions extends WorkerEngineOptions {
   onFatal?: (err: Error) => void;
   /** Period of each worker's state check between calls, ms (default 50). */
   statePeriodMs?: number;
-  /** Test hook: enables `poison()`. */
+  /** Test hook: enables `poison()` and `crash()`. */
   testHooks?: boolean;
 }
 
@@ -303,6 +304,7 @@ export class ServingPool implements PolicyEngine {
 
   /** The live worker with the fewest sessions, then the fewest calls in flight, then the lowest index. */
   private leastLoaded(bySessions: boolean): Slot {
+    if (this.disposed) throw new EngineError('engine disposed');
     const live = this.live();
     if (live.length === 0) throw new EngineError('every serving worker stopped; the server restarts');
     let best = live[0]!;
@@ -316,6 +318,7 @@ export class ServingPool implements PolicyEngine {
 
   /** The session's worker, assigned at its first call (a session of a dead worker moves). */
   private slotFor(sessionId: string): Slot {
+    if (this.disposed) throw new EngineError('engine disposed');
     const cur = this.assigned.get(sessionId);
     if (cur && cur.dead === null) return cur;
     if (cur) cur.sessions--;
@@ -365,11 +368,11 @@ export class ServingPool implements PolicyEngine {
     this.use(version, true);
   }
 
-  act(req: ActRequest): Promise<Generation> {
+  async act(req: ActRequest): Promise<Generation> {
     return this.model(this.slotFor(req.sessionId), { op: 'act', req, order: this.use(req.modelVersion) });
   }
 
-  reflect(req: ReflectRequest): Promise<Generation> {
+  async reflect(req: ReflectRequest): Promise<Generation> {
     return this.model(this.slotFor(req.sessionId), { op: 'reflect', req, order: this.use(req.modelVersion) });
   }
 
@@ -378,7 +381,7 @@ export class ServingPool implements PolicyEngine {
     return this.model(this.leastLoaded(false), { op: 'score', req, order: this.use(req.modelVersion) });
   }
 
-  complete(req: CompleteRequest): Promise<Completion> {
+  async complete(req: CompleteRequest): Promise<Completion> {
     return this.model(this.leastLoaded(false), { op: 'complete', req, order: this.use(req.modelVersion) });
   }
 
@@ -429,6 +432,18 @@ export class ServingPool implements PolicyEngine {
     return this.call(s, { op: 'poison', on });
   }
 
+  /** Test hook (pool created with `testHooks`): worker `index` exits with `code` at once, as a crashed thread. */
+  crash(index: number, code = 3): Promise<void> {
+    const s = this.slots[index];
+    if (!s) return Promise.reject(new RangeError(`no worker ${index}`));
+    return this.call(s, { op: 'crash', code });
+  }
+
+  /** Worker threads running now (0 after `dispose`). */
+  liveWorkers(): number {
+    return this.live().length;
+  }
+
   /** Disposes every worker's engine (5 s at most each) and terminates the threads. */
   async dispose(): Promise<void> {
     if (this.disposed) return;
@@ -441,6 +456,7 @@ export class ServingPool implements PolicyEngine {
     this.disposed = true;
     this.assigned.clear();
     await Promise.all(this.slots.map((s) => s.worker.terminate()));
+    for (const s of this.slots) this.onDeath(s, 'disposed');
   }
 }
 

@@ -77,6 +77,10 @@ async function handle(msg: ToWorker): Promise<unknown> {
       if (!data.testHooks) throw new Error('test hooks are off');
       poisoned = msg.on;
       return undefined;
+    case 'crash':
+      if (!data.testHooks) throw new Error('test hooks are off');
+      process.exit(msg.code); // in a worker thread: ends this thread only
+      return undefined;
     case 'dispose':
       await engine.dispose();
       return undefined;

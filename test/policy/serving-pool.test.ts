@@ -21,13 +21,14 @@ let v2: string;
 let v3: string;
 let local: BuiltinEngine;
 let pool: ServingPool;
+const fatal: Error[] = [];
 
 beforeAll(async () => {
   root = tmpDir('lamer-pool-');
   [v1, v2, v3] = await Promise.all([1, 2, 3].map((seed) => writeTinyGptCheckpoint(join(root, `v${seed}`), seed)));
   [local, pool] = await Promise.all([
     createBuiltinEngineInstance(OPTS),
-    createServingPool({ ...OPTS, workers: 2, testHooks: true, statePeriodMs: 10 }),
+    createServingPool({ ...OPTS, workers: 2, testHooks: true, statePeriodMs: 10, onFatal: (e) => fatal.push(e) }),
   ]);
   await local.load('v1', v1);
   await pool.load('v1', v1);
@@ -172,6 +173,27 @@ describe('a pool of 2 workers', () => {
     expect(await pool.act(req)).toEqual({ ...want });
     for (const s of ['f0', 'f1']) pool.release(s);
     local.release('f0');
+    expect(fatal).toEqual([]);
+  }, 60_000);
+
+  it('a worker thread that dies fails its calls with an EngineError, makes the pool failed and not ready, and calls onFatal once', async () => {
+    await pool.act({ sessionId: 'c0', modelVersion: 'v3', prompt: prompt([]), sampling: S(1) });
+    const w = pool.workerOf('c0')!;
+    const crashed = await pool.crash(w).catch((e: unknown) => e);
+    expect(crashed).toBeInstanceOf(EngineError);
+    expect((crashed as Error).message).toBe(`serving worker ${w} exited with code 3; retry the request`);
+    expect(pool.liveWorkers()).toBe(1);
+    expect(pool.health()).toMatchObject({ state: 'failed', detail: 'serving worker exited with code 3' });
+    expect(pool.isLoaded('v3')).toBe(false);
+    expect(fatal.map((e) => e.message)).toEqual([`serving worker ${w} exited with code 3`]);
+    // the session moves to the live worker meanwhile (the server is shutting down)
+    await pool.act({ sessionId: 'c0', modelVersion: 'v3', prompt: prompt([]), sampling: S(1) });
+    expect(pool.workerOf('c0')).toBe(1 - w);
+    pool.release('c0');
+    await pool.dispose();
+    expect(pool.liveWorkers()).toBe(0);
+    await expect(pool.act({ sessionId: 'c1', modelVersion: 'v3', prompt: prompt([]), sampling: S(1) })).rejects.toThrow('engine disposed');
+    expect(fatal).toHaveLength(1);
   }, 60_000);
 });
 
@@ -217,6 +239,9 @@ describe('LAMER_SERVE_WORKERS=2 over HTTP', () => {
       const tooLarge = await two.call('POST', `/v1/sessions/${b.ids[0]}/steps`, { attempt: 0, step: 3, observation: 'o', availableActions: ['ok', 'y'.repeat(300)] });
       expect(tooLarge.status).toBe(400);
       expect(tooLarge.body.errors).toEqual([{ field: 'body/availableActions/1', message: 'is 301 tokens (UTF-8 bytes + 1); model version base takes candidates of at most 192 tokens (half its context of 384)' }]);
+      // shutdown terminates the workers
+      await two.close();
+      expect(pooled.liveWorkers()).toBe(0);
     } finally {
       await Promise.all([one.close(), two.close()]);
     }
