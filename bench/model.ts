@@ -269,7 +269,7 @@ async function main(): Promise<void> {
     ratios: {
       trainingToMatmulOneCore: train.gflops / matmulGflopsOneCore,
       trainingToNative: nativeMatmul === null ? null : train.gflops / nativeMatmul,
-      trainingWorkers2over1: trainByWorkers['2'] / trainByWorkers['1'],
+      trainingWorkers2over1: trainByWorkers.tokensPerSec['2'] / trainByWorkers.tokensPerSec['1'],
       servingWorkers2over1: serveByWorkers['2'] / serveByWorkers['1'],
     },
   };
@@ -279,7 +279,7 @@ async function main(): Promise<void> {
   console.log(`training (GFLOP/s)                      ${train.gflops.toFixed(2)}`);
   console.log(`training / one-core matMul              ${(100 * limit.ratios.trainingToMatmulOneCore).toFixed(1)}%`);
   console.log(`training / native                       ${limit.ratios.trainingToNative === null ? 'null' : (100 * limit.ratios.trainingToNative).toFixed(1) + '%'}`);
-  console.log(`training job tokens/s by workers        1: ${trainByWorkers['1'].toFixed(0)}, 2: ${trainByWorkers['2'].toFixed(0)} (${limit.ratios.trainingWorkers2over1.toFixed(2)}x)`);
+  console.log(`training job tokens/s by workers        1: ${trainByWorkers.tokensPerSec['1'].toFixed(0)}, 2: ${trainByWorkers.tokensPerSec['2'].toFixed(0)} (${limit.ratios.trainingWorkers2over1.toFixed(2)}x; CPU ms per 1k tokens 1: ${(1e6 * trainByWorkers.cpuSecondsPerToken['1']).toFixed(0)}, 2: ${(1e6 * trainByWorkers.cpuSecondsPerToken['2']).toFixed(0)})`);
   console.log(`serving steps/s at c=32 by workers      1: ${serveByWorkers['1'].toFixed(1)}, 2: ${serveByWorkers['2'].toFixed(1)} (${limit.ratios.servingWorkers2over1.toFixed(2)}x)`);
 
   const result = {
@@ -299,8 +299,9 @@ async function main(): Promise<void> {
       matmulRefGflops: matmulRef,
       ratioToMatmul: trainRatio,
       flopsPerToken: trainFlopsPerToken(model, 128),
-      tokensPerSecondByWorkers: trainByWorkers,
-      note: 'tokensPerSecondByWorkers: runTrainingJob (SFT, minibatch 16 x 128 tokens, steps after the first) with 1 and 2 data-parallel workers (threads, one backend each), measured back to back; tokensPerSec above: one raw Adam step [8, 128] in this thread',
+      tokensPerSecondByWorkers: trainByWorkers.tokensPerSec,
+      cpuSecondsPerTokenByWorkers: trainByWorkers.cpuSecondsPerToken,
+      note: 'tokensPerSecondByWorkers: runTrainingJob (SFT, minibatch 16 x 128 tokens, steps after the first) with 1 and 2 data-parallel workers (threads, one backend each), measured back to back; cpuSecondsPerTokenByWorkers: CPU time of the process (all threads) per token over the same steps; tokensPerSec above: one raw Adam step [8, 128] in this thread',
     },
     serving: {
       concurrency: 32,

@@ -4,7 +4,10 @@
  * the same checkpoint and samples. Used by bench/model.ts; also runs alone:
  *   npx tsx bench/training-workers.ts [--backend wasm] [--workers 1,2] [--steps 6]
  * Samples: `minibatch` SFT samples of `seq` tokens each (96-token prompt, the rest output) per step;
- * tokens/s = non-padding positions of the steps after the first (warm-up) over their seconds.
+ * tokens/s = non-padding positions of the steps after the first (warm-up) over their seconds;
+ * CPU seconds per token = the process's CPU time (all threads, user + system) over the same steps
+ * per token: on a machine shared with other work the wall-clock ratio mostly measures the other
+ * work, while equal CPU per token for 1 and 2 workers says that splitting the step costs little.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
@@ -28,8 +31,14 @@ export interface WorkersBenchOptions {
   seq?: number;
 }
 
-/** @returns tokens/s of the training job by worker count (keys: the counts as strings). */
-export async function trainingTokensPerSecByWorkers(o: WorkersBenchOptions): Promise<Record<string, number>> {
+export interface WorkersBenchResult {
+  /** Keys: the worker counts as strings. */
+  tokensPerSec: Record<string, number>;
+  cpuSecondsPerToken: Record<string, number>;
+}
+
+/** @returns tokens/s and CPU seconds per token of the training job by worker count. */
+export async function trainingTokensPerSecByWorkers(o: WorkersBenchOptions): Promise<WorkersBenchResult> {
   const steps = o.steps ?? 6;
   const mb = o.minibatch ?? 16;
   const seq = o.seq ?? 128;
@@ -40,14 +49,21 @@ export async function trainingTokensPerSecByWorkers(o: WorkersBenchOptions): Pro
     oldLogprobs: null, advantage: 0, return: 0,
   }));
   const io = await createModelIO({ backend: o.backend });
-  const out: Record<string, number> = {};
+  const out: WorkersBenchResult = { tokensPerSec: {}, cpuSecondsPerToken: {} };
   for (const w of o.workers) {
     const outDir = await mkdtemp(path.join(os.tmpdir(), 'lamer-bench-train-'));
     await rm(outDir, { recursive: true, force: true });
     try {
-      const res = await runTrainingJob({ algorithm: 'sft', baseCheckpointDir: o.checkpointDir, outputDir: outDir, hyper: { minibatchSize: mb, workers: w, seed: 1 } }, samples, { io });
+      let cpu0: NodeJS.CpuUsage | null = null;
+      let cpu1: NodeJS.CpuUsage | null = null;
+      const res = await runTrainingJob({ algorithm: 'sft', baseCheckpointDir: o.checkpointDir, outputDir: outDir, hyper: { minibatchSize: mb, workers: w, seed: 1 } }, samples, {
+        io, onProgress: (p) => { if (p.iteration === 1) cpu0 = process.cpuUsage(); if (p.iteration === p.totalIterations) cpu1 = process.cpuUsage(cpu0!); },
+      });
       const timed = res.metrics.slice(1);
-      out[String(w)] = timed.reduce((a, m) => a + m.tokens, 0) / timed.reduce((a, m) => a + m.seconds, 0);
+      const tokens = timed.reduce((a, m) => a + m.tokens, 0);
+      out.tokensPerSec[String(w)] = tokens / timed.reduce((a, m) => a + m.seconds, 0);
+      const used = cpu1 as NodeJS.CpuUsage | null;
+      out.cpuSecondsPerToken[String(w)] = used ? (used.user + used.system) / 1e6 / tokens : NaN;
     } finally {
       await rm(outDir, { recursive: true, force: true });
     }
@@ -67,6 +83,7 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
     backend: (flag('--backend') ?? 'wasm') as BackendPreference, checkpointDir: dir,
     workers: (flag('--workers') ?? '1,2').split(',').map(Number), steps: Number(flag('--steps') ?? 6),
   });
-  console.log(JSON.stringify({ tokensPerSecondByWorkers: r, ratio2over1: r['2'] && r['1'] ? r['2'] / r['1'] : null, loadavgBefore: before, loadavgAfter: os.loadavg() }));
+  const t = r.tokensPerSec;
+  console.log(JSON.stringify({ ...r, ratio2over1: t['2'] && t['1'] ? t['2'] / t['1'] : null, loadavgBefore: before, loadavgAfter: os.loadavg() }));
   await rm(dir, { recursive: true, force: true });
 }
