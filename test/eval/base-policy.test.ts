@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import { generateDemos } from '../../src/envs/demos.js';
 import { basePolicyMarkdown, rowDifference, rowSummary } from '../../src/eval/base-policy.js';
+import { canonicalAction } from '../../src/eval/harness.js';
 import type { AttemptRecord, SessionRecord } from '../../src/eval/metrics.js';
 
 const att = (attempt: number, success: boolean, trajectory: string[], o: { reflection?: string; invalid?: number; endReason?: 'done' | 'max_steps' } = {}): AttemptRecord => ({
@@ -43,6 +45,23 @@ describe('rowSummary', () => {
     ] }];
     expect(rowSummary('lamer', { env: 'sokoban-6x6-2', attempts: 3, sessions: sk }).reflections)
       .toEqual({ reflections: 2, afterLosingAction: 0, namesEndingCell: null, repeatsPrevious: 0, sharedAcrossTasks: 0 });
+  });
+});
+
+describe('the demonstrations the base is trained on', () => {
+  it('every MineSweeper demo reflection after a mine names that cell (the SFT target scores 100% here)', () => {
+    const demos = generateDemos({ env: 'minesweeper', params: { rows: 6, cols: 6, mines: 3 }, tasks: 12, seed: 0, failRate: 1 });
+    const sessions: SessionRecord[] = demos.map((d) => ({
+      taskId: d.taskId, trial: 0,
+      attempts: d.attempts.map((a, n) => {
+        const last = a.steps[a.steps.length - 1]!;
+        const actions = a.steps.flatMap((x) => (x.action === null ? [] : [canonicalAction('minesweeper', x.action)]));
+        return att(n, last.success, actions, { endReason: last.done ? 'done' : 'max_steps', ...(a.reflection !== null ? { reflection: a.reflection } : {}) });
+      }),
+    }));
+    const r = rowSummary('lamer', { env: 'minesweeper-6x6-3', attempts: 3, sessions }).reflections;
+    expect(r.afterLosingAction).toBeGreaterThan(0);
+    expect(r.namesEndingCell).toBe(1);
   });
 });
 
