@@ -161,7 +161,8 @@ export interface TrainingConfig {
   activate: boolean;
   /** Train only on sessions with this env label; null = all. */
   env: string | null;
-  /** LAMER_TRAIN_WORKERS: data-parallel training threads per job; 0 = every core. Checked here so
+  /** LAMER_TRAIN_WORKERS: data-parallel training threads per job; 0 = every core on wasm/cpu, 1 on
+   *  the multi-threaded backends (src/training/job.ts resolveTrainWorkers). Checked here so
    *  that a bad value stops the server at start; every job reads it from the environment
    *  (src/training/job.ts trainWorkersFromEnv), as do the training scripts. */
   workers: number;

@@ -18,7 +18,7 @@
  * The pieces, in the order a job uses them: ./behaviour.ts (pi_old and the supports under the
  * starting weights), ./minibatches.ts (which samples each step trains on), ./batch.ts (samples as
  * tensors), ./ppo.ts (one optimiser step: loss, gradient accumulation, clip, AdamW), ./losses.ts
- * (the PPO and SFT equations).
+ * (the PPO and SFT equations), ./data-parallel.ts (the same step split over worker threads).
  */
 import { availableParallelism } from 'node:os';
 import * as tf from '@tensorflow/tfjs';
@@ -56,8 +56,9 @@ export interface TrainingHyper {
   seed?: number;
   /** CPU workers (data parallelism over worker threads, ./data-parallel.ts): each optimiser step's
    *  minibatch is split across this many model replicas. 1 trains in this thread alone. Default:
-   *  env LAMER_TRAIN_WORKERS, else every core (os.availableParallelism()); never more than
-   *  minibatchSize, and 1 when the model I/O has no `replica` module. */
+   *  env LAMER_TRAIN_WORKERS, else every core (os.availableParallelism()) on the wasm and cpu
+   *  backends and 1 on the multi-threaded ones; never more than minibatchSize, and 1 when the
+   *  model I/O has no `replica` module. */
   workers?: number;
 }
 
@@ -177,14 +178,18 @@ export function trainWorkersFromEnv(env: Record<string, string | undefined> = pr
 }
 
 /**
- * Workers of a job: `hyper.workers`, else LAMER_TRAIN_WORKERS, else every core (training is the
- * heaviest CPU work of the process and the server's serving keeps answering from its own thread
- * while a job runs); at most `minibatchSize`. 1 when `io` has no replica module, unless asked for
- * explicitly in `hyper.workers` (then a RangeError).
+ * Workers of a job: `hyper.workers`, else LAMER_TRAIN_WORKERS, else every core on the
+ * single-threaded backends (wasm, cpu: a job is the heaviest CPU work of the process, and it
+ * yields between steps so the server's thread keeps answering) and 1 on the others (tensorflow
+ * already uses every core, webgpu the GPU); at most `minibatchSize`. 1 when `io` has no replica
+ * module, unless asked for explicitly in `hyper.workers` (then a RangeError). Uses the backend
+ * active in this thread (tf.getBackend()).
+ * @throws RangeError for `asked` not an integer >= 1, or > 1 without `io.replica`; a bad LAMER_TRAIN_WORKERS.
  */
-function resolveWorkers(asked: number | undefined, io: ModelIO, minibatchSize: number): number {
+export function resolveTrainWorkers(asked: number | undefined, io: Pick<ModelIO, 'replica'>, minibatchSize: number): number {
   if (asked !== undefined && !(Number.isInteger(asked) && asked >= 1)) throw new RangeError(`workers must be an integer >= 1, got ${asked}`);
-  const n = Math.min(asked ?? trainWorkersFromEnv() ?? availableParallelism(), minibatchSize);
+  const allCores = ['wasm', 'cpu'].includes(tf.getBackend()) ? availableParallelism() : 1;
+  const n = Math.min(asked ?? trainWorkersFromEnv() ?? allCores, minibatchSize);
   if (n <= 1) return 1;
   if (!io.replica) {
     if (asked !== undefined) throw new RangeError('workers > 1 needs a model I/O that worker threads can make (ModelIO.replica)');
@@ -194,8 +199,10 @@ function resolveWorkers(asked: number | undefined, io: ModelIO, minibatchSize: n
 }
 
 /**
- * Run one training job in this thread: PPO (RL algorithms) or SFT epochs over minibatches, one
- * optimiser step per minibatch (CleanRL ppo.py's update loop; LAMER.md §3).
+ * Run one training job from this thread: PPO (RL algorithms) or SFT epochs over minibatches, one
+ * optimiser step per minibatch (CleanRL ppo.py's update loop; LAMER.md §3). With `hyper.workers`
+ * > 1 this thread coordinates workers - 1 replica threads (./data-parallel.ts), which it ends
+ * before returning or throwing.
  * @param samples RL samples (with advantages and the sampler's logprobs) or SFT samples.
  * @returns the new checkpoint folder and per-iteration metrics.
  * @throws RangeError for no samples, bad epochs / minibatchSize, or RL samples without logprobs;
@@ -210,7 +217,7 @@ export async function runTrainingJob(spec: TrainingJobSpec, samples: readonly Tr
   const checkAbort = () => { if (opts.signal?.aborted) throw new JobCancelledError(); };
   checkAbort();
 
-  const workers = resolveWorkers(spec.hyper?.workers, opts.io, h.minibatchSize);
+  const workers = resolveTrainWorkers(spec.hyper?.workers, opts.io, h.minibatchSize);
   const model = await opts.io.load(spec.baseCheckpointDir);
   const optimizer = new AdamW(model.trainableVariables(), { lr: h.lr, weightDecay: h.weightDecay });
   let pool: ReplicaPool | null = null;

@@ -1,5 +1,5 @@
 import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import * as tf from '@tensorflow/tfjs';
@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { balanceShards, liveReplicaThreads } from '../../src/training/data-parallel.js';
 import type { TrainingSample } from '../../src/training/data.js';
 import { createModelIO } from '../../src/training/gpt-adapter.js';
-import { JobCancelledError, runTrainingJob, trainWorkersFromEnv, type JobResult, type TrainingJobSpec } from '../../src/training/job.js';
+import { JobCancelledError, resolveTrainWorkers, runTrainingJob, trainWorkersFromEnv, type JobResult, type TrainingJobSpec } from '../../src/training/job.js';
 import type { ModelIO } from '../../src/training/model-api.js';
 import { writeTinyGptCheckpoint } from '../helpers/index.js';
 import { createModelIO as createTinyIO, TinyModel, writeTinyCheckpoint } from './tiny-model.js';
@@ -143,6 +143,27 @@ describe('balanceShards', () => {
     expect(shards).toEqual([[0, 3, 4], [1, 2, 5, 6]]);
     expect(shards.map((s) => s.reduce((a, i) => a + lens[i], 0))).toEqual([170, 155]);
     expect(balanceShards([4], lens, 3)).toEqual([[4]]);
+  });
+});
+
+describe('resolveTrainWorkers', () => {
+  it('defaults to every core on wasm, else LAMER_TRAIN_WORKERS; at most the minibatch; 1 without a replica module', async () => {
+    const replica = { module: 'x' };
+    const saved = process.env.LAMER_TRAIN_WORKERS;
+    try {
+      delete process.env.LAMER_TRAIN_WORKERS;
+      expect(tf.getBackend()).toBe('wasm');
+      expect(resolveTrainWorkers(undefined, { replica }, 64)).toBe(Math.min(64, availableParallelism()));
+      expect(resolveTrainWorkers(undefined, { replica }, 1)).toBe(1);
+      expect(resolveTrainWorkers(undefined, {}, 64)).toBe(1);
+      expect(resolveTrainWorkers(3, { replica }, 64)).toBe(3);
+      process.env.LAMER_TRAIN_WORKERS = '5';
+      expect(resolveTrainWorkers(undefined, { replica }, 64)).toBe(5);
+      expect(resolveTrainWorkers(2, { replica }, 64)).toBe(2);
+      expect(() => resolveTrainWorkers(0, { replica }, 64)).toThrow(RangeError);
+    } finally {
+      if (saved === undefined) delete process.env.LAMER_TRAIN_WORKERS; else process.env.LAMER_TRAIN_WORKERS = saved;
+    }
   });
 });
 
