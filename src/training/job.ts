@@ -205,8 +205,9 @@ export function resolveTrainWorkers(asked: number | undefined, io: Pick<ModelIO,
  * before returning or throwing.
  * @param samples RL samples (with advantages and the sampler's logprobs) or SFT samples.
  * @returns the new checkpoint folder and per-iteration metrics.
- * @throws RangeError for no samples, bad epochs / minibatchSize, or RL samples without logprobs;
- *   JobCancelledError when `signal` aborts (no checkpoint is written); errors of model I/O.
+ * @throws RangeError for no samples, bad epochs / minibatchSize / workers, or RL samples without
+ *   logprobs; JobCancelledError when `signal` aborts (no checkpoint is written); ReplicaError
+ *   (./data-parallel.ts) when a replica thread fails or exits; errors of model I/O.
  */
 export async function runTrainingJob(spec: TrainingJobSpec, samples: readonly TrainingSample[], opts: RunOptions): Promise<JobResult> {
   const t0 = performance.now();
