@@ -1,6 +1,6 @@
 /**
  * Training (shared/DESIGN.md §4, shared/LAMER.md §2-3): returns, advantages, losses, samples from
- * recorded sessions and demonstrations, the job runner (in-thread and worker thread), the job
+ * recorded sessions and demonstrations, the job runner (in-thread and worker thread, data-parallel over replica threads), the job
  * manager over the `training_jobs` table, and the schedule.
  */
 export { discountedReturns, sessionReturns, DEFAULT_RETURNS, type ReturnConfig, type ReturnMode, type SessionReturns } from './returns.js';
@@ -15,9 +15,10 @@ export { behaviourOutputs, outputLogprobs, recomputeOldLogprobs, type OldPolicy 
 export { lengthBucketedMinibatches, minibatchOrder, splitMicroBatches } from './minibatches.js';
 export { ppoLoss, ppoUpdate, sftObjective, type Objective, type StepLosses } from './ppo.js';
 export {
-  JobCancelledError, rolloutMetrics, runTrainingJob,
+  JobCancelledError, resolveTrainWorkers, rolloutMetrics, runTrainingJob, trainWorkersFromEnv,
   type IterationMetrics, type JobProgress, type JobResult, type TrainingHyper, type TrainingJobSpec,
 } from './job.js';
+export { balanceShards, liveReplicaThreads, ReplicaError } from './data-parallel.js';
 export type { ModelIO, ModelIOModule, TrainableModel } from './model-api.js';
 export { DEFAULT_MODEL_IO, startTrainingWorker, TrainingJobError, type TrainingWorkerHandle, type WorkerJobRequest } from './worker.js';
 export { TrainingJobManager, JobRequestError, type CreateJobRequest, type ManagerOptions, type VersionRegistry } from './manager.js';
