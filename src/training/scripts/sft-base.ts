@@ -24,7 +24,7 @@
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { availableParallelism, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -34,7 +34,7 @@ import { countParams, DEFAULT_CONFIG, type GPTConfig } from '../../model/gpt.js'
 import { configFromOptions, INIT_SEED, writeInitCheckpoint } from '../../model/scripts/init-base.js';
 import { buildSftSamples, parseDemoJsonl, type TrainingSample } from '../data.js';
 import { createModelIO } from '../gpt-adapter.js';
-import { runTrainingJob, trainWorkersFromEnv, type TrainingHyper } from '../job.js';
+import { resolveTrainWorkers, runTrainingJob, type TrainingHyper } from '../job.js';
 
 const repoRoot = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..', '..', '..');
 
@@ -99,7 +99,7 @@ export interface SftBaseOptions {
   minibatch: number;
   microBatchTokens: number;
   /** Data-parallel training threads (TrainingHyper.workers); null: the job's default
-   *  (LAMER_TRAIN_WORKERS, else every core). */
+   *  (LAMER_TRAIN_WORKERS, else every core on wasm or cpu). */
   workers: number | null;
   backend: 'wasm' | 'cpu' | 'auto';
   logEvery: number;
@@ -126,7 +126,8 @@ export interface SftBaseSummary {
   samples: number;
   steps: number;
   epochs: number;
-  /** Training threads (the job's rule: --workers, else LAMER_TRAIN_WORKERS, else every core; at most the minibatch). */
+  /** Training threads the job used (src/training/job.ts resolveTrainWorkers: --workers, else
+   *  LAMER_TRAIN_WORKERS, else every core on wasm / cpu; at most the minibatch). */
   workers: number;
   tokens: number;
   seconds: number;
@@ -158,7 +159,7 @@ const HELP = `usage: npm run model:sft-base -- --out DIR [options]
   --minibatch N          samples per optimiser step (default 16)
   --micro-batch-tokens N memory cap per forward pass in [B, T] positions (default 4096)
   --workers N            training threads, data parallel (default: $LAMER_TRAIN_WORKERS, else
-                         every core)
+                         every core on wasm or cpu)
   --backend NAME         wasm | cpu | auto (default wasm)
   --log-every N          steps between JSON progress lines when stderr is not a TTY (default 10)
   --keep-demos           copy the demonstrations (sft-demos.jsonl) into --out
@@ -331,6 +332,7 @@ export async function runSftBase(opts: SftBaseOptions): Promise<SftBaseSummary |
     await writeInitCheckpoint(initDir, opts.config, opts.initSeed);
     const io = await createModelIO({ backend: opts.backend });
     const hyper: TrainingHyper = { lr: opts.lr, epochs, minibatchSize: opts.minibatch, microBatchTokens: opts.microBatchTokens, seed: opts.seed, ...(opts.workers !== null ? { workers: opts.workers } : {}) };
+    const workers = resolveTrainWorkers(opts.workers ?? undefined, io, opts.minibatch); // what the job will use
     const points: CurvePoint[] = [];
     const bar = process.stderr.isTTY === true
       ? new cliProgress.SingleBar({ stream: process.stderr, hideCursor: true, etaBuffer: 50, format: 'sft {bar} {value}/{total} steps | loss {loss} (20-step mean) | {tps} tok/s | {duration_formatted} | ETA {eta_formatted}' }, cliProgress.Presets.shades_classic)
@@ -386,7 +388,7 @@ export async function runSftBase(opts: SftBaseOptions): Promise<SftBaseSummary |
     return {
       out: opts.out, config: opts.config, parameters, sessions: demos.length, samples: samples.length,
       steps: res.iterations, epochs: round((res.iterations * opts.minibatch) / samples.length, 3),
-      workers: Math.min(opts.workers ?? trainWorkersFromEnv() ?? availableParallelism(), opts.minibatch), tokens, seconds: round(seconds, 1),
+      workers, tokens, seconds: round(seconds, 1),
       tokensPerSec: Math.round(tokens / seconds), lossFirst: round(losses[0]), lossLast: round(losses[losses.length - 1]),
       lossFirst10: round(mean(losses.slice(0, k))), lossLast10: round(mean(losses.slice(-k))), bytesOnDisk,
     };
