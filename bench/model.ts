@@ -270,7 +270,7 @@ async function main(): Promise<void> {
       trainingToMatmulOneCore: train.gflops / matmulGflopsOneCore,
       trainingToNative: nativeMatmul === null ? null : train.gflops / nativeMatmul,
       trainingWorkers2over1: trainByWorkers.tokensPerSec['2'] / trainByWorkers.tokensPerSec['1'],
-      servingWorkers2over1: serveByWorkers['2'] / serveByWorkers['1'],
+      servingWorkers2over1: serveByWorkers.stepsPerSec['2'] / serveByWorkers.stepsPerSec['1'],
     },
   };
   console.log('\nlimit                                   value');
@@ -280,7 +280,7 @@ async function main(): Promise<void> {
   console.log(`training / one-core matMul              ${(100 * limit.ratios.trainingToMatmulOneCore).toFixed(1)}%`);
   console.log(`training / native                       ${limit.ratios.trainingToNative === null ? 'null' : (100 * limit.ratios.trainingToNative).toFixed(1) + '%'}`);
   console.log(`training job tokens/s by workers        1: ${trainByWorkers.tokensPerSec['1'].toFixed(0)}, 2: ${trainByWorkers.tokensPerSec['2'].toFixed(0)} (${limit.ratios.trainingWorkers2over1.toFixed(2)}x; CPU ms per 1k tokens 1: ${(1e6 * trainByWorkers.cpuSecondsPerToken['1']).toFixed(0)}, 2: ${(1e6 * trainByWorkers.cpuSecondsPerToken['2']).toFixed(0)})`);
-  console.log(`serving steps/s at c=32 by workers      1: ${serveByWorkers['1'].toFixed(1)}, 2: ${serveByWorkers['2'].toFixed(1)} (${limit.ratios.servingWorkers2over1.toFixed(2)}x)`);
+  console.log(`serving steps/s at c=32 by workers      1: ${serveByWorkers.stepsPerSec['1'].toFixed(1)}, 2: ${serveByWorkers.stepsPerSec['2'].toFixed(1)} (${limit.ratios.servingWorkers2over1.toFixed(2)}x; CPU ms per step 1: ${serveByWorkers.cpuMsPerStep['1'].toFixed(1)}, 2: ${serveByWorkers.cpuMsPerStep['2'].toFixed(1)})`);
 
   const result = {
     date: new Date().toISOString(),
@@ -306,8 +306,9 @@ async function main(): Promise<void> {
     serving: {
       concurrency: 32,
       batching: true,
-      stepsPerSecondByWorkers: serveByWorkers,
-      note: 'stepsPerSecondByWorkers: act steps (8-token actions, batching on) at concurrency 32 with 1 worker (the in-process engine) and 2 (the serving pool, LAMER_SERVE_WORKERS=2), measured back to back after one warm-up step per session (bench/serving-workers.ts)',
+      stepsPerSecondByWorkers: serveByWorkers.stepsPerSec,
+      cpuMsPerStepByWorkers: serveByWorkers.cpuMsPerStep,
+      note: 'stepsPerSecondByWorkers: act steps (8-token actions, batching on) at concurrency 32 with 1 worker (the in-process engine) and 2 (the serving pool, LAMER_SERVE_WORKERS=2), measured back to back after one untimed run of the same workload (bench/serving-workers.ts); cpuMsPerStepByWorkers: CPU time of the process (all threads) per step over the same steps',
     },
     ratios: limit.ratios,
     latency: lat,
