@@ -210,6 +210,10 @@ export class ServingPool implements PolicyEngine {
       pool.slots.push(slot);
     });
     opts.logger?.info({ workers: opts.workers, backend: first.backend }, 'serving pool started');
+    if (first.backend !== 'wasm' && first.backend !== 'cpu') {
+      // native and GPU backends already use every core (or the GPU): N copies only cost memory
+      opts.logger?.warn({ workers: opts.workers, backend: first.backend }, `LAMER_SERVE_WORKERS=${opts.workers} with the ${first.backend} backend, which is not single-threaded: each worker holds its own copy of every loaded version; 1 is usually better here`);
+    }
     return pool;
   }
 
