@@ -16,9 +16,11 @@ export class GptTrainable implements TrainableModel {
   readonly vocabSize: number;
   readonly blockSize: number;
   readonly padId = PAD;
+  readonly attentionMaps: number;
   constructor(readonly gpt: GPT) {
     this.vocabSize = gpt.config.vocab_size;
     this.blockSize = gpt.config.block_size;
+    this.attentionMaps = gpt.config.n_layer * gpt.config.n_head;
   }
   /** `[B, T]` int32 -> `[B, T, V]` (no dropout in this model, `training` is ignored). */
   logits(tokens: tf.Tensor2D, _training: boolean): tf.Tensor3D {

@@ -145,6 +145,27 @@ export function rolloutMetrics(samples: readonly TrainingSample[], maxK: number)
   return { meanReturn: rets.reduce((a, b) => a + b, 0) / rets.length, passAtK };
 }
 
+/**
+ * Attention cells (`[T, T]` map entries over all layers and heads) one micro-batch may hold:
+ * 2^25. Training keeps several float32 copies of each map for the backward pass, and the wasm
+ * backend's heap faults ("memory access out of bounds") past about 2 GB: measured on this code,
+ * 4 layers x 4 heads at 4096 tokens of T = 1024 (2^26 cells) fault, 2 x 4 at the same size and
+ * 4 x 4 at 2048 tokens (2^25 cells) train.
+ */
+export const ATTENTION_CELLS_PER_MICRO_BATCH = 2 ** 25;
+
+/**
+ * The micro-batch size (padded `[B, T]` positions) a job uses: `requested`, lowered so that
+ * B x T x T x `attentionMaps` <= ATTENTION_CELLS_PER_MICRO_BATCH for sequences of `maxSeqLen`
+ * tokens, and never below one sequence. Unchanged when the model reports no attention maps.
+ * Example: (4096, 16 maps, T 1024) -> 2048; (4096, 8, 1024) -> 4096; (4096, 64, 1024) -> 1024.
+ */
+export function fitMicroBatchTokens(requested: number, attentionMaps: number | undefined, maxSeqLen: number): number {
+  if (!attentionMaps || attentionMaps <= 0 || maxSeqLen <= 0) return requested;
+  const sequences = Math.max(1, Math.floor(ATTENTION_CELLS_PER_MICRO_BATCH / (attentionMaps * maxSeqLen * maxSeqLen)));
+  return Math.max(maxSeqLen, Math.min(requested, sequences * maxSeqLen));
+}
+
 const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /** The hyperparameters with their defaults applied (see `TrainingHyper`). */
@@ -226,6 +247,7 @@ export async function runTrainingJob(spec: TrainingJobSpec, samples: readonly Tr
     const objectiveSpec: ObjectiveSpec = h.isSft ? { kind: 'sft' } : { kind: 'ppo', coef: h.ppo };
     const objective = objectiveOf(objectiveSpec); // loss = pg_loss - ent_coef * entropy (LAMER.md §3)
     const seqLens = samples.map((x) => Math.min(x.promptTokenIds.length + x.outputTokenIds.length - 1, model.blockSize));
+    h.microBatchTokens = fitMicroBatchTokens(h.microBatchTokens, model.attentionMaps, seqLens.reduce((a, b) => Math.max(a, b), 0));
     if (workers > 1) {
       pool = await ReplicaPool.start(workers - 1, {
         modelIO: opts.io.replica!, checkpointDir: spec.baseCheckpointDir, objective: objectiveSpec, samples,

@@ -14,6 +14,12 @@ export interface TrainableModel {
   readonly blockSize: number;
   /** Token id used to pad batched sequences (never a training target). */
   readonly padId: number;
+  /**
+   * Attention probability maps a sequence makes in one forward pass (layers x heads), when the
+   * model has attention; each map is `[T, T]` float32. Used to keep a micro-batch's activations
+   * inside the wasm heap (see `fitMicroBatchTokens` in ./job.ts).
+   */
+  readonly attentionMaps?: number;
   /** Forward pass: `[B, T]` int32 -> `[B, T, V]` logits. `training` enables dropout if the model has any. */
   logits(tokens: tf.Tensor2D, training: boolean): tf.Tensor3D;
   /** The variables the optimiser updates. */

@@ -5,7 +5,7 @@ import * as tf from '@tensorflow/tfjs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TrainingSample } from '../../src/training/data.js';
 import { outputLogprobs } from '../../src/training/behaviour.js';
-import { JobCancelledError, rolloutMetrics, runTrainingJob } from '../../src/training/job.js';
+import { fitMicroBatchTokens, JobCancelledError, rolloutMetrics, runTrainingJob } from '../../src/training/job.js';
 import { createModelIO, TinyModel, writeTinyCheckpoint } from './tiny-model.js';
 
 let dir: string;
@@ -115,5 +115,20 @@ describe('per-iteration rollout metrics', () => {
     const res = await runTrainingJob({ algorithm: 'gigpo', baseCheckpointDir: base(), outputDir: join(dir, 'own'), dataStats, hyper: { lr: 0.01, epochs: 1, minibatchSize: 1 } }, samples, { io });
     expect(res.metrics.map((m) => m.meanReturn).sort((x, y) => x - y)).toEqual([-1, 10]);
     expect(res.metrics.map((m) => m.passAtK['1']).sort()).toEqual([0, 1]);
+  });
+});
+
+describe('fitMicroBatchTokens', () => {
+  it.each([
+    // requested, attention maps (layers x heads), longest sequence, expected
+    [4096, 16, 1024, 2048], // 4 x 4 model: 2 sequences of 1024 = 2^25 cells
+    [4096, 8, 1024, 4096], // 2 x 4 model: 4 sequences fit
+    [4096, 64, 1024, 1024], // never below one sequence
+    [4096, 18, 1000, 1000], // 2^25 / (18 * 1000^2) = 1.86 -> 1 sequence
+    [2048, 16, 512, 2048], // the request is below the cap (cap 8 x 512)
+    [4096, undefined, 1024, 4096], // a model without attention maps: unchanged
+    [4096, 16, 0, 4096],
+  ])('(%d, %s maps, T %d) -> %d', (requested, maps, maxSeqLen, expected) => {
+    expect(fitMicroBatchTokens(requested, maps, maxSeqLen)).toBe(expected);
   });
 });
