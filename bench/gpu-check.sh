@@ -10,7 +10,9 @@
 #    linux-x64 binary ships inside the npm package, no download at install time) and
 #    @tensorflow/tfjs-backend-webgpu at the same version as @tensorflow/tfjs;
 # 2. prints the WebGPU adapter info (or says there is none and stops);
-# 3. runs `bench/model.ts --quick` on webgpu and on wasm, writing
+# 3. checks the model's kernels on webgpu against wasm on small shapes (bench/backend-kernels.ts;
+#    `--backend cpu` runs the same check here, on a CPU-only machine);
+# 4. runs `bench/model.ts --quick` on webgpu and on wasm, writing
 #    bench/results/gpu-check-webgpu.json and bench/results/gpu-check-wasm.json, and prints
 #    matMul GFLOP/s, forward tokens/s and training tokens/s side by side.
 # The first line of each bench run says which backend really loaded: if it says wasm for the
@@ -37,6 +39,9 @@ const info = adapter.info ?? (adapter.requestAdapterInfo ? await adapter.request
 console.log(JSON.stringify({ vendor: info.vendor, architecture: info.architecture, device: info.device, description: info.description }));
 console.log('features:', [...adapter.features].join(' '));
 "
+
+echo "== kernels on webgpu vs wasm (bench/backend-kernels.ts: matMul forms, softmax, GELU, moments, GPT logits and gradients)"
+npx tsx bench/backend-kernels.ts --backend webgpu || echo "kernel check exited $? (1: a kernel out of tolerance; 2: webgpu did not load)"
 
 mkdir -p bench/results
 for b in webgpu wasm; do
