@@ -97,28 +97,35 @@ export async function buildApp(config: Config, deps: AppDeps): Promise<FastifyIn
   // Graceful shutdown: 503 `shutting-down` for new requests, drain without resets (app.drainAndClose).
   await app.register(shutdown, { retryAfterSeconds: config.protection.overloadRetryAfterSeconds });
 
-  await app.register(errors);
-  await app.register(metricsPlugin, { metrics: createMetrics() });
-  await app.register(authentication, { apiKeys: config.apiKeys });
-  await app.register(rateLimit, { protection: config.protection });
-  await app.register(swagger);
-  await app.register(dbPlugin, { database: deps.database });
-  await app.register(enginePlugin, {
-    engine: deps.engine,
-    initialVersion: initialVersion(config),
-    limits: config.limits,
-    sessionIdleTtlSeconds: config.sessionIdleTtlSeconds,
-    protection: config.protection,
-  });
-  await app.register(trainingPlugin, { config });
+  // A plugin that fails to register (the base model does not load, say) must not leave the ones
+  // before it running (the WAL checkpoint worker keeps the process alive): close what started.
+  try {
+    await app.register(errors);
+    await app.register(metricsPlugin, { metrics: createMetrics() });
+    await app.register(authentication, { apiKeys: config.apiKeys });
+    await app.register(rateLimit, { protection: config.protection });
+    await app.register(swagger);
+    await app.register(dbPlugin, { database: deps.database });
+    await app.register(enginePlugin, {
+      engine: deps.engine,
+      initialVersion: initialVersion(config),
+      limits: config.limits,
+      sessionIdleTtlSeconds: config.sessionIdleTtlSeconds,
+      protection: config.protection,
+    });
+    await app.register(trainingPlugin, { config });
 
-  await app.register(opsRoutes);
-  await app.register(sessionsRoutes);
-  await app.register(stepsRoutes);
-  await app.register(modelsRoutes);
-  await app.register(statsRoutes);
-  await app.register(trainingRoutes);
-  await app.register(openaiRoutes);
+    await app.register(opsRoutes);
+    await app.register(sessionsRoutes);
+    await app.register(stepsRoutes);
+    await app.register(modelsRoutes);
+    await app.register(statsRoutes);
+    await app.register(trainingRoutes);
+    await app.register(openaiRoutes);
+  } catch (err) {
+    await app.close().catch(() => {});
+    throw err;
+  }
   return app;
 }
 

@@ -105,6 +105,7 @@ export async function startServer(overrides: Partial<Config> = {}): Promise<Runn
   }
   let database: ReturnType<typeof openDatabase> | undefined;
   let app: FastifyInstance | undefined;
+  let engine: Awaited<ReturnType<typeof createEngine>> | undefined;
   try {
     try {
       database = openDatabase(config.dataDir, { synchronous: process.env.LAMER_SQLITE_SYNC === 'full' ? 'full' : 'normal' });
@@ -115,7 +116,7 @@ export async function startServer(overrides: Partial<Config> = {}): Promise<Runn
     }
     await probePort(host, config.port);
     // The engine logs before the app exists (backend choice, model loaded): same level, same stream.
-    const engine = await createEngine(config, pino({ level: config.logLevel }).child({ component: 'engine' }));
+    engine = await createEngine(config, pino({ level: config.logLevel }).child({ component: 'engine' }));
     app = await buildApp({ ...config, host }, { database, engine });
     if (config.apiKeys.length === 0) {
       app.log.warn(
@@ -131,7 +132,11 @@ export async function startServer(overrides: Partial<Config> = {}): Promise<Runn
     }
   } catch (err) {
     if (app) await app.close();
-    else database?.close();
+    else {
+      // buildApp closed what it had started; the engine (threads, backend) and database are ours.
+      await Promise.resolve(engine?.dispose()).catch(() => {});
+      database?.close();
+    }
     lock.release();
     throw err;
   }

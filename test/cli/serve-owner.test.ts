@@ -3,7 +3,8 @@
  * (a second server is refused with one line naming the directory and the owner pid, and touches
  * nothing; a kill -9'd owner does not block the next start; `lamer export` still reads); a busy
  * port or an owned directory is reported before the model is loaded; --port / --host / --data-dir
- * override the environment; unknown options are one line, exit 2.
+ * override the environment; unknown options are one line, exit 2; a model that does not load is
+ * exit 1, with nothing left running.
  */
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -96,6 +97,13 @@ describe('start-up checks come before the model is loaded', () => {
       blocker.close();
     }
   }, 60_000);
+
+  it('a base model that does not load ends the process with exit 1 and one line (nothing started is left running)', async () => {
+    const missing = path.join(tmpDataDir(), 'no-such-model');
+    const r = await serveOnce({ LAMER_ENGINE: 'builtin', LAMER_TFJS_BACKEND: 'wasm', LAMER_DATA_DIR: tmpDataDir(), LAMER_BASE_MODEL_DIR: missing });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/^lamer serve: cannot start: model version 'base' could not be loaded: .*ENOENT.*\n\(LAMER_ENGINE=test serves without a model\)\n$/s);
+  }, 90_000);
 });
 
 describe('lamer serve options', () => {

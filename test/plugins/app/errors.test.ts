@@ -120,7 +120,7 @@ describe('bad input', () => {
     const mid = dumpDb(s.dataDir);
     const p = await s.call('POST', `/v1/sessions/${big}/steps`, { attempt: 0, step: 0, observation: 'o' });
     expect(p.status).toBe(400);
-    expect(p.body.errors).toEqual([{ field: 'body', message: 'makes a prompt of 3346 tokens (UTF-8 bytes of the instructions, observations, actions and reflections it shows); at most 3000 (LAMER_MAX_PROMPT_TOKENS)' }]);
+    expect(p.body.errors).toEqual([{ field: 'body', message: 'makes a prompt of 3324 tokens (UTF-8 bytes of the instructions, observations, actions and reflections it shows); at most 3000 (LAMER_MAX_PROMPT_TOKENS)' }]);
     expect(dumpDb(s.dataDir)).toBe(mid);
     expect(before).not.toBe(mid);
     expect((await s.call('DELETE', `/v1/sessions/${big}`)).status).toBe(200);
