@@ -95,7 +95,11 @@ export function parseCurriculum(text: string): CurriculumItem[] {
       items.push(checkItem({ env: parsed.kind, params: { ...parsed.params, ...(o.params as object | undefined) }, count, weight }, String(k)));
     }
   } else {
-    for (const part of t.split(',').map((x) => x.trim()).filter((x) => x !== '')) {
+    if (t === '') throw new RangeError('curriculum: no items');
+    for (const [k, part] of t.split(',').map((x) => x.trim()).entries()) {
+      if (part === '') throw new RangeError(`curriculum item ${k}: empty (two commas in a row, or a comma at an end)`);
+      const kind = /^[a-z]+/i.exec(part)?.[0] ?? '';
+      if (kind !== 'minesweeper' && kind !== 'sokoban') throw new RangeError(`curriculum item '${part}': unknown env '${kind}' (minesweeper or sokoban)`);
       const m = ITEM_RE.exec(part);
       if (!m) throw new RangeError(`curriculum item '${part}': expected kind[:RxC/N][=COUNT|@WEIGHT], e.g. minesweeper:6x6/3@2`);
       const env = m[1] as EnvKind;
@@ -108,7 +112,7 @@ export function parseCurriculum(text: string): CurriculumItem[] {
 }
 
 function checkItem(it: CurriculumItem, name: string): CurriculumItem {
-  if (it.count !== null && !(Number.isInteger(it.count) && it.count >= 0)) throw new RangeError(`curriculum item ${name}: count must be a non-negative integer`);
+  if (it.count !== null && !(Number.isInteger(it.count) && it.count >= 1)) throw new RangeError(`curriculum item ${name}: count must be a positive integer`);
   if (!(Number.isFinite(it.weight) && it.weight > 0)) throw new RangeError(`curriculum item ${name}: weight must be > 0`);
   if (it.env === 'minesweeper') new MineSweeperEnv(it.params as object); // validates, @throws RangeError
   else new SokobanEnv(it.params as object);

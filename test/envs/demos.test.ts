@@ -105,6 +105,10 @@ describe('curriculum', () => {
     expect(() => parseCurriculum('minesweeper:2x2/9')).toThrow(/mines/);
     expect(() => parseCurriculum('minesweeper@0')).toThrow(/weight/);
     expect(() => parseCurriculum('')).toThrow(/no items/);
+    expect(() => parseCurriculum('chess:4x4/2')).toThrow("unknown env 'chess' (minesweeper or sokoban)");
+    expect(() => parseCurriculum('sokoban:6x6/2=0')).toThrow(/count must be a positive integer/);
+    expect(() => parseCurriculum('minesweeper:4x4/2,,sokoban')).toThrow('curriculum item 1: empty');
+    expect(() => parseCurriculum('minesweeper:4x4/2,')).toThrow('curriculum item 1: empty');
   });
 
   it('counts: exact counts first, the rest of the tasks by weight (largest remainder)', () => {
