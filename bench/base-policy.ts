@@ -130,7 +130,7 @@ const rel = path.relative(repoRoot, modelDir);
 const shownModel = rel === '' || rel.startsWith('..') || path.isAbsolute(rel) ? modelDir : rel;
 const header = [
   `Measured by \`npm run eval:base\` (bench/base-policy.ts) on ${new Date().toISOString().slice(0, 10)}: checkpoint \`${shownModel}\``
-    + ` (${meta.config.n_layer} layers x ${meta.config.n_embd}, ${countParams(meta.config)} parameters, weights.bin sha256 ${weightsSha256.slice(0, 12)}...),`
+    + ` (${meta.config.n_layer} layer${meta.config.n_layer === 1 ? '' : 's'} x ${meta.config.n_embd}, ${countParams(meta.config)} parameters, weights.bin sha256 ${weightsSha256.slice(0, 12)}...),`
     + ` ${tasks} held-out tasks per game (eval seeds from offset ${seed}), ${K} attempts, sampling ${JSON.stringify(PAPER_EVAL_SAMPLING)}; the same tasks in every row; ${(seconds / 60).toFixed(1)} minutes.`,
   '',
 ].join('\n');

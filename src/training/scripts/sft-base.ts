@@ -200,7 +200,10 @@ export function parseSftBaseArgs(argv: string[]): SftBaseOptions | null {
       },
     }).values;
   } catch (e) {
-    throw new SftBaseUsageError((e as Error).message.split('\n')[0]);
+    const msg = (e as Error).message.split('\n')[0]!;
+    // parseArgs reads a value that starts with '-' (e.g. --workers -1) as an option: say what to write.
+    const ambiguous = /^Option '(--[a-z-]+)' argument is ambiguous/.exec(msg);
+    throw new SftBaseUsageError(ambiguous ? `${ambiguous[1]} needs a value (one that starts with '-' must be written ${ambiguous[1]}=VALUE)` : msg);
   }
   if (values.help) {
     console.log(HELP);

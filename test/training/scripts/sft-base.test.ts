@@ -83,6 +83,7 @@ describe('parseSftBaseArgs', () => {
     expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--embd', '30', '--heads', '4'])).toThrow(/n_embd \(30\) must be divisible by n_head \(4\)/);
     expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--steps', '0'])).toThrow(/--steps must be an integer >= 1, got '0'/);
     expect(() => parseSftBaseArgs(['--bogus'])).toThrow(SftBaseUsageError);
+    expect(() => parseSftBaseArgs(['--workers', '-1'])).toThrow(new SftBaseUsageError("--workers needs a value (one that starts with '-' must be written --workers=VALUE)"));
   });
 });
 
