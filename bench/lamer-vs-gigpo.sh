@@ -19,6 +19,9 @@
 # Usage: bench/lamer-vs-gigpo.sh OUT_DIR
 # Settings (environment): ITER=30 SEEDS="0 1 2" ARMS="lamer gigpo gigpo-ref" T=8 G=4 GREF=3*G
 #   LR=5e-5 EVAL_TASKS=256 BASE=models/base RESULTS=docs/RESULTS.md CONCURRENCY=32 PORT0=18431
+#   FINAL=1 (0: only the runs of $SEEDS x $ARMS and their evals; no SFT evals, no report)
+# Two cores: run two invocations on the same OUT_DIR with disjoint SEEDS/ARMS, FINAL=0, distinct
+# PORT0 and LAMER_TRAIN_WORKERS=1, then one plain invocation (it finds those runs done).
 # Tiny check: ITER=1 SEEDS=0 T=2 G=2 EVAL_TASKS=8 RESULTS= bench/lamer-vs-gigpo.sh /tmp/lvg-tiny
 set -euo pipefail
 OUT=${1:?usage: bench/lamer-vs-gigpo.sh OUT_DIR}
@@ -31,6 +34,7 @@ BASE=${BASE:-models/base}
 RESULTS=${RESULTS-docs/RESULTS.md}
 CONCURRENCY=${CONCURRENCY:-32}
 PORT=${PORT0:-18431}
+FINAL=${FINAL:-1}
 SAMPLING=(--temperature 0.7 --top-p 0.8 --top-k 20)
 PARAMS='{"rows":4,"cols":4,"mines":2}'
 mkdir -p "$OUT"
@@ -78,6 +82,7 @@ for seed in $SEEDS; do
     esac
   done
 done
+[ "$FINAL" = 1 ] || { say "runs of seeds '$SEEDS' x arms '$ARMS' done (FINAL=0: no SFT evals, no report)"; exit 0; }
 # the common starting point, both ways
 evaluate sft-lamer-mode "$OUT/sft-data"
 evaluate sft-independent "$OUT/sft-data" --independent-attempts
