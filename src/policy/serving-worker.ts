@@ -1,16 +1,17 @@
 /**
- * Worker-thread side of the serving pool (src/policy/serving-pool.ts): one `BuiltinEngine` on this
- * thread's own tfjs backend (a worker thread has its own module instances, so its own tfjs engine
- * and wasm heap). It answers the parent's requests (`ToWorker`) with one `reply` each, carrying the
- * result or the error (name, message, field) and a snapshot of its state (loaded versions, health,
- * queued requests); it also posts `state` when that snapshot changes between requests (a backend
- * recovery that finished), `forward` per forward pass while the parent observes, `log` lines and
- * `fatal` when its backend could not be re-initialised.
+ * Worker-thread side of the serving pool (src/policy/serving-pool.ts, messages in
+ * src/policy/serving/protocol.ts): one `BuiltinEngine` on this thread's own tfjs backend (a worker
+ * thread has its own module instances, so its own tfjs engine and wasm heap). It answers the
+ * parent's requests (`ToWorker`) with one `reply` each, carrying the result or the error (name,
+ * message, field) and a snapshot of its state (loaded versions, health, queued requests); it also
+ * posts `state` when that snapshot changes between requests (a backend recovery that finished),
+ * `forward` per forward pass while the parent observes, `log` lines and `fatal` when its backend
+ * could not be re-initialised.
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { createBuiltinEngineInstance, BuiltinEngine } from './builtin-engine.js';
 import { EngineLimitError } from './engine.js';
-import type { ServingWorkerData, ToWorker, FromWorker, WorkerState, WireError } from './serving-pool.js';
+import type { ServingWorkerData, ToWorker, FromWorker, WorkerState, WireError } from './serving/protocol.js';
 
 if (!parentPort) throw new Error('serving-worker.ts must run in a worker thread');
 const port = parentPort;
