@@ -22,8 +22,9 @@ export interface Batch {
    *  weights, or the sampler's when `hyper.oldLogprobs` is 'stored'), else the sample's recorded
    *  `oldLogprobs` (the sampler's). */
   oldLogprobs: tf.Tensor2D;
-  /** `[B]` float32. */
-  advantages: tf.Tensor1D;
+  /** `[B]` float32, one per sample; `[B, T]` (the advantage of the turn each output position
+   *  trains, 0 elsewhere) when a sample of the batch has per-token `advantages` (packed RL). */
+  advantages: tf.Tensor1D | tf.Tensor2D;
   /** Non-padding positions. */
   tokens: number;
   /** Positions with mask 1: the trained output tokens (what token-mean losses average over). */
@@ -58,6 +59,8 @@ export function effectiveBehaviour(s: Pick<TrainingSample, 'behaviour'>): Behavi
  * Sequences longer than blockSize + 1 lose tokens from the left (prompt first). Right-padded.
  * `oldLogprobs[b]` (when given and not null) is sample b's log pi_old per output token, else its
  * recorded `oldLogprobs`; `supports[b]` its sampler support per output token (null: whole vocabulary).
+ * Advantages are `[B]`, or `[B, T]` when a sample has per-token `advantages` (packed RL: each
+ * output position gets its turn's; samples without get their `advantage` at every position).
  * @throws RangeError when a sample has no output tokens or a token id outside [0, V).
  */
 export function makeBatch(samples: readonly TrainingSample[], model: Pick<TrainableModel, 'blockSize' | 'padId' | 'vocabSize'>, oldLogprobs?: ReadonlyArray<number[] | null>, supports?: Supports): Batch {
@@ -73,7 +76,9 @@ export function makeBatch(samples: readonly TrainingSample[], model: Pick<Traina
     const lp = oldLogprobs?.[b] ?? s.oldLogprobs;
     const lt = s.lossTargets ?? null;
     if (lt && lt.length !== s.outputTokenIds.length) throw new RangeError(`sample ${s.sessionId}/${s.attempt}/${s.step}: lossTargets must be [outLen]`);
-    return { seq, firstOut, lp, lt, support: supports?.[b] ?? null };
+    const adv = s.advantages ?? null;
+    if (adv && adv.length !== s.outputTokenIds.length) throw new RangeError(`sample ${s.sessionId}/${s.attempt}/${s.step}: advantages must be [outLen]`);
+    return { seq, firstOut, lp, lt, adv, support: supports?.[b] ?? null };
   });
   const V = model.vocabSize;
   const T = Math.max(...rows.map((r) => r.seq.length - 1));
@@ -85,6 +90,8 @@ export function makeBatch(samples: readonly TrainingSample[], model: Pick<Traina
   let tokens = 0;
   let trainedTokens = 0;
   const outputPositions: Batch['outputPositions'] = [];
+  const perToken = rows.some((r) => r.adv !== null);
+  const advs = perToken ? new Float32Array(B * T) : null;
   const restricted = rows.some((r) => r.support?.some((x) => x !== null));
   const maskAdd = restricted ? new Float32Array(B * T * V) : null;
   rows.forEach((r, b) => {
@@ -108,6 +115,10 @@ export function makeBatch(samples: readonly TrainingSample[], model: Pick<Traina
       const off = r.lp.length - outLen; // left-truncated outputs keep their last logprobs
       for (let k = 0; k < outLen; k++) oldLp[b * T + r.firstOut + k] = r.lp[off + k] ?? 0;
     }
+    if (advs) {
+      const off = r.adv ? r.adv.length - outLen : 0;
+      for (let k = 0; k < outLen; k++) advs[b * T + r.firstOut + k] = r.adv ? r.adv[off + k] : samples[b].advantage;
+    }
     if (maskAdd && r.support) {
       const off = r.support.length - outLen;
       for (let k = 0; k < outLen; k++) {
@@ -124,7 +135,7 @@ export function makeBatch(samples: readonly TrainingSample[], model: Pick<Traina
     targets: tf.tensor2d(targets, [B, T], 'int32'),
     mask: tf.tensor2d(mask, [B, T]),
     oldLogprobs: tf.tensor2d(oldLp, [B, T]),
-    advantages: tf.tensor1d(samples.map((s) => s.advantage)),
+    advantages: advs ? tf.tensor2d(advs, [B, T]) : tf.tensor1d(samples.map((s) => s.advantage)),
     tokens,
     trainedTokens,
     padFrac: 1 - tokens / (B * T),

@@ -60,14 +60,16 @@ export function behaviourOutputs(model: TrainableModel, samples: readonly Traini
       batch.outputPositions.forEach((p, b) => {
         const s = chunk[b];
         const beh = behaviours[b];
-        const outIds = s.outputTokenIds.slice(s.outputTokenIds.length - p.length);
-        // the sampler's restriction: the candidates' trie, or the UTF-8 guard of free generations
-        const allowedAll = (beh.candidates ? candidateSupport(beh.candidates, s.outputTokenIds) : utf8Support(s.outputTokenIds, V)).slice(s.outputTokenIds.length - p.length);
+        const { targets, allowed: allowedOf } = trainedOutputs(s, beh.candidates, V);
+        const off = s.outputTokenIds.length - p.length; // left-truncated outputs keep their last tokens
+        const outIds = targets.slice(off);
+        const allowedAll = allowedOf.slice(off);
         const lps: number[] = [];
         const sup: Array<number[] | null> = [];
         for (let k = 0; k < p.length; k++) {
           const row = rows.subarray((b * T + p.start + k) * V, (b * T + p.start + k + 1) * V);
           const t = outIds[k];
+          if (t < 0) { lps.push(0); sup.push(null); continue; } // not trained (a packed sample's context)
           if (plain[b]) { lps.push(row[t]); sup.push(null); continue; }
           const allowed = allowedAll[k];
           const dist = samplingLogprobs(row, beh, allowed && allowed.length > 0 ? allowed : undefined);
@@ -89,6 +91,27 @@ export function behaviourOutputs(model: TrainableModel, samples: readonly Traini
     disposeBatch(batch);
   }
   return { logprobs: out, supports };
+}
+
+/**
+ * Per output position of a sample: the token it trains (`lossTargets`, else the output token; -1:
+ * none) and the sampler's restriction there (the candidates' trie, else the UTF-8 guard of free
+ * generations; null where nothing is trained). A packed RL sample's turns each get their own,
+ * from their own output tokens and candidates, exactly as their per-step samples.
+ */
+function trainedOutputs(s: TrainingSample, candidates: number[][] | undefined, V: number): { targets: number[]; allowed: Array<number[] | null> } {
+  const support = (ids: readonly number[], cands: number[][] | undefined) => (cands ? candidateSupport(cands, ids) : utf8Support(ids, V));
+  if (!s.packedTurns) {
+    const targets = s.lossTargets ?? s.outputTokenIds;
+    return { targets: [...targets], allowed: s.lossTargets ? targets.map(() => null) : support(s.outputTokenIds, candidates) };
+  }
+  const targets = s.outputTokenIds.map(() => -1);
+  const allowed: Array<number[] | null> = s.outputTokenIds.map(() => null);
+  for (const t of s.packedTurns) {
+    const ids = s.lossTargets!.slice(t.start, t.start + t.length);
+    support(ids, t.candidates).forEach((a, k) => { targets[t.start + k] = ids[k]; allowed[t.start + k] = a; });
+  }
+  return { targets, allowed };
 }
 
 /** pi_old of a PPO job: per sample, the old logprob of each output token, and the sampler's support. */
@@ -125,7 +148,8 @@ export function oldPolicyFrom(samples: readonly TrainingSample[], recomputed: nu
     const sampler = s.oldLogprobs;
     if (!sampler) return;
     const off = sampler.length - recomputed[i].length; // left-truncated outputs keep their last logprobs
-    recomputed[i].forEach((x, k) => { gap += sampler[off + k] - x; n++; }); // recorded - recomputed
+    const lt = s.lossTargets;
+    recomputed[i].forEach((x, k) => { if (lt && lt[off + k] < 0) return; gap += sampler[off + k] - x; n++; }); // recorded - recomputed, trained tokens
   });
   const oldLogprobs = source === 'recompute' ? recomputed : samples.map((s) => s.oldLogprobs);
   return { oldLogprobs, supports, behaviorLogprobGap: n > 0 ? gap / n : null };

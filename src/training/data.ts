@@ -114,10 +114,33 @@ export interface TrainingSample {
   behaviour?: Behaviour | null;
   /** How the sample's session went, for per-iteration metrics of the rollouts a minibatch trains on. */
   outcome?: SampleOutcome;
-  /** Per-turn advantage (0 for SFT). */
+  /** Packed RL samples (`buildRlSamples`): `[outLen]`, the advantage of the turn whose output token
+   *  position i trains (0 where `lossTargets` is -1). Absent or null: `advantage` for every token. */
+  advantages?: number[] | null;
+  /** Packed RL samples: the trained turns in the sequence, in order (see `PackedTurn`); with
+   *  `lossTargets`, `advantages` and `oldLogprobs` they give back each turn's per-step sample
+   *  exactly (`unpackSample`). Absent or null: the sample is one turn. */
+  packedTurns?: PackedTurn[] | null;
+  /** Per-turn advantage (0 for SFT; a packed RL sample: its first trained turn's). */
   advantage: number;
   /** Cross-episode return (0 for SFT). */
   return: number;
+}
+
+/**
+ * One trained acting turn inside a packed RL sample: output positions start .. start + length - 1
+ * (indices into `outputTokenIds`, `lossTargets`, `advantages`, `oldLogprobs`) train the turn's
+ * recorded output tokens, `lossTargets.slice(start, start + length)`; its served prompt is
+ * `promptTokenIds ++ outputTokenIds.slice(0, start)`.
+ */
+export interface PackedTurn {
+  step: number;
+  start: number;
+  length: number;
+  advantage: number;
+  return: number;
+  /** Token ids of the step's allowed candidates (its bytes + EOS), when the output was constrained. */
+  candidates?: number[][];
 }
 
 /** The outcome of a sample's attempt and session (undiscounted env rewards). */
@@ -162,6 +185,12 @@ export interface RlDataOptions {
   returns: ReturnConfig;
   invalidPenalty?: number;
   stepCoef?: number;
+  /** Pack each attempt's acting turns into one sample where the recorded prompts allow it (default
+   *  true; see `buildRlSamples`). Needs `blockSize`: without it nothing is packed. */
+  pack?: boolean;
+  /** The model's context length (GPTConfig.block_size): a packed sequence holds at most
+   *  blockSize + 1 tokens (makeBatch trains on at most blockSize positions). */
+  blockSize?: number;
 }
 
 const ESTIMATOR: Record<RlAlgorithm, Estimator> = { lamer: 'gigpo', gigpo: 'gigpo', grpo: 'grpo', rloo: 'rloo' };
@@ -248,10 +277,35 @@ export function buildRlSamples(records: readonly StepRecord[], opts: RlDataOptio
   const samples: TrainingSample[] = [];
   const scores: TurnScore[] = [];
   const outcomesOf = attemptOutcomes(records);
+  // packing: turn index -> the packed sample that replaces it (its run's first turn) or null (a
+  // later turn of a run: trained inside that sample)
+  const packedAt = new Map<number, TrainingSample | null>();
+  if ((opts.pack ?? true) && opts.blockSize !== undefined) {
+    const byAttempt = new Map<string, number[]>();
+    sources.forEach((r, i) => {
+      if (r.kind !== 'action') return;
+      const k = `${r.sessionId}\u0000${r.attempt}`;
+      const list = byAttempt.get(k);
+      if (list) list.push(i); else byAttempt.set(k, [i]);
+    });
+    for (const list of byAttempt.values()) {
+      list.sort((x, y) => sources[x].step - sources[y].step);
+      const run = packRlRun(list.map((i) => sources[i]), opts.blockSize);
+      // trailing turns that are not trained add nothing; a run needs two trained turns to pay
+      while (run.length > 0 && !adv.turns[list[run.length - 1]].kept) run.pop();
+      const idx = list.slice(0, run.length);
+      if (idx.filter((i) => adv.turns[i].kept).length < 2) continue;
+      const packed = packedRlSample(idx.map((i, j) => ({ r: sources[i], shown: run[j], kept: adv.turns[i].kept, advantage: adv.turns[i].advantage, return: adv.turns[i].return })));
+      packed.outcome = outcomeOf(outcomesOf, sources[idx[0]]);
+      idx.forEach((i, j) => packedAt.set(i, j === 0 ? packed : null));
+    }
+  }
   adv.turns.forEach((a, i) => {
     const r = sources[i];
     scores.push({ sessionId: r.sessionId, attempt: r.attempt, step: r.step, kind: r.kind, return: a.return, advantage: a.advantage, kept: a.kept });
-    if (!a.kept) return;
+    const packed = packedAt.get(i);
+    if (packed) samples.push(packed);
+    if (packed !== undefined || !a.kept) return;
     samples.push({
       sessionId: r.sessionId, taskId: r.taskId, attempt: r.attempt, step: r.step, kind: r.kind,
       promptTokenIds: r.promptTokenIds!, outputTokenIds: r.outputTokenIds!, oldLogprobs: r.logprobs,
@@ -272,9 +326,117 @@ export function buildRlSamples(records: readonly StepRecord[], opts: RlDataOptio
       skippedTurns: adv.skippedTurns,
       meanReturn: outcomes.meanReturn,
       passAtK: outcomes.passAtK,
-      outputTokens: samples.reduce((n, s) => n + s.outputTokenIds.length, 0),
+      outputTokens: samples.reduce((n, s) => n + trainedTokens(s), 0),
     },
   };
+}
+
+/** Output tokens a sample trains: those its `lossTargets` trains (>= 0), else all of them. */
+export function trainedTokens(s: Pick<TrainingSample, 'outputTokenIds' | 'lossTargets'>): number {
+  return s.lossTargets ? s.lossTargets.filter((x) => x >= 0).length : s.outputTokenIds.length;
+}
+
+const sameSampler = (a: SamplerSettings, b: SamplerSettings) => a.temperature === b.temperature && a.topP === b.topP && a.topK === b.topK;
+const startsWith = (xs: readonly number[], prefix: readonly number[], at = 0) => xs.length >= at + prefix.length && prefix.every((id, i) => xs[at + i] === id);
+
+/**
+ * The packable run of an attempt's acting turns (`turns` in step order, each with a model call):
+ * for each turn of the run from the first, how many of its output tokens the next turn's served
+ * prompt shows (all of them for the run's last turn). Turn j+1 joins when, by exact token-id
+ * comparison, its recorded prompt is turn j's prompt + turn j's output tokens + a tail, or turn
+ * j's prompt + its output without the last token (the EOS that ended the answer, which the
+ * next prompt does not show) + a non-empty tail (whose first position then trains that last
+ * token); when its sampler settings (temperature, top-p, top-k) are the first turn's; and when its
+ * prompt + output fits blockSize + 1 tokens. Candidates may differ from turn to turn.
+ */
+function packRlRun(turns: readonly StepRecord[], blockSize: number): number[] {
+  const shown: number[] = [];
+  const s0 = behaviourOf(turns[0]);
+  for (let j = 0; j < turns.length; j++) {
+    const r = turns[j];
+    const prompt = r.promptTokenIds!;
+    const out = r.outputTokenIds!;
+    if (prompt.length + out.length > blockSize + 1 || !sameSampler(behaviourOf(r), s0)) break;
+    if (j > 0) {
+      const p = turns[j - 1];
+      const prev = p.promptTokenIds!;
+      const pout = p.outputTokenIds!;
+      if (!startsWith(prompt, prev)) break;
+      if (startsWith(prompt, pout, prev.length)) shown[j - 1] = pout.length;
+      else if (prompt.length > prev.length + pout.length - 1 && startsWith(prompt, pout.slice(0, -1), prev.length)) shown[j - 1] = pout.length - 1;
+      else break;
+    }
+    shown.push(out.length);
+  }
+  return shown;
+}
+
+/**
+ * One sample for a packable run (`packRlRun`): prompt = the first turn's served prompt; output =
+ * the rest of the last turn's prompt and its output; `lossTargets` train each trained (kept)
+ * turn's recorded output tokens at the positions the per-step sample trains them (a last token the
+ * next prompt does not show at the first position of that prompt's tail), -1 elsewhere (the
+ * observations between actions and untrained turns, which stay as context); `advantages` and
+ * `oldLogprobs` carry each trained position's turn advantage and recorded logprob (0 elsewhere).
+ */
+function packedRlSample(run: ReadonlyArray<{ r: StepRecord; shown: number; kept: boolean; advantage: number; return: number }>): TrainingSample {
+  const r0 = run[0]!.r;
+  const first = r0.promptTokenIds!;
+  const seq: number[] = [];
+  const targets: number[] = [];
+  const advs: number[] = [];
+  const lps: number[] = [];
+  const turns: PackedTurn[] = [];
+  const put = (at: number, target: number, a: number, lp: number) => { targets[at] = target; advs[at] = a; lps[at] = lp; };
+  let pending: { target: number; advantage: number; lp: number } | null = null;
+  for (const t of run) {
+    const prompt = t.r.promptTokenIds!;
+    const out = t.r.outputTokenIds!;
+    const lp = t.r.logprobs!;
+    const ctx = prompt.slice(first.length + seq.length);
+    const ctxAt = seq.length;
+    for (const id of ctx) { seq.push(id); put(seq.length - 1, -1, 0, 0); }
+    if (pending) put(ctxAt, pending.target, pending.advantage, pending.lp); // the previous turn's unshown last token
+    pending = null;
+    const start = seq.length;
+    for (let k = 0; k < t.shown; k++) {
+      seq.push(out[k]);
+      if (t.kept) put(seq.length - 1, out[k], t.advantage, lp[k]); else put(seq.length - 1, -1, 0, 0);
+    }
+    if (t.shown < out.length && t.kept) pending = { target: out[out.length - 1], advantage: t.advantage, lp: lp[out.length - 1] };
+    if (t.kept) {
+      const cands = behaviourOf(t.r).candidates;
+      turns.push({ step: t.r.step, start, length: out.length, advantage: t.advantage, return: t.return, ...(cands ? { candidates: cands } : {}) });
+    }
+  }
+  const head = turns[0]!;
+  const { candidates: _, ...sampler } = behaviourOf(r0);
+  return {
+    sessionId: r0.sessionId, taskId: r0.taskId, attempt: r0.attempt, step: r0.step, kind: 'action',
+    promptTokenIds: first, outputTokenIds: seq, lossTargets: targets, advantages: advs, oldLogprobs: lps, packedTurns: turns,
+    advantage: head.advantage, return: head.return, behaviour: sampler,
+  };
+}
+
+/**
+ * The per-step samples of a packed RL sample (`packedTurns`), exactly as `buildRlSamples` without
+ * packing makes them: per trained turn, its served prompt, recorded output tokens, logprobs,
+ * advantage, return and behaviour. A sample without `packedTurns` is returned as is.
+ */
+export function unpackSample(s: TrainingSample): TrainingSample[] {
+  if (!s.packedTurns || !s.lossTargets) return [s];
+  const { packedTurns, lossTargets, advantages: _a, ...rest } = s;
+  const sampler = s.behaviour ? { temperature: s.behaviour.temperature, topP: s.behaviour.topP, topK: s.behaviour.topK } : null;
+  return packedTurns.map((t) => ({
+    ...rest,
+    step: t.step,
+    promptTokenIds: [...s.promptTokenIds, ...s.outputTokenIds.slice(0, t.start)],
+    outputTokenIds: lossTargets.slice(t.start, t.start + t.length),
+    oldLogprobs: s.oldLogprobs ? s.oldLogprobs.slice(t.start, t.start + t.length) : null,
+    advantage: t.advantage,
+    return: t.return,
+    behaviour: sampler ? { ...sampler, ...(t.candidates ? { candidates: t.candidates } : {}) } : null,
+  }));
 }
 
 function outcomeOf(m: ReturnType<typeof attemptOutcomes>, r: Pick<StepRecord, 'sessionId' | 'attempt'>): SampleOutcome {
@@ -376,7 +538,7 @@ export function buildSftSamples(demos: readonly DemoSession[], opts: SftDataOpti
     stats: {
       sessions: demos.length, tasks: new Set(demos.map((d) => d.taskId)).size, turns, samples: samples.length,
       groups: 0, skippedGroups: 0, skippedTurns: 0, meanReturn: outcomes.meanReturn, passAtK: outcomes.passAtK,
-      outputTokens: samples.reduce((n, s) => n + (s.lossTargets ? s.lossTargets.filter((x) => x >= 0).length : s.outputTokenIds.length), 0),
+      outputTokens: samples.reduce((n, s) => n + trainedTokens(s), 0),
     },
   };
 }

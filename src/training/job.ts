@@ -25,7 +25,7 @@ import * as tf from '@tensorflow/tfjs';
 import { passAtKRate } from '../agent/passk.js';
 import { makeBatch, disposeBatch, type Batch, type Supports } from './batch.js';
 import { behaviourOutputs, oldPolicyFrom, recomputeOldLogprobs, type OldPolicy } from './behaviour.js';
-import type { Algorithm, DataStats, TrainingSample } from './data.js';
+import { unpackSample, type Algorithm, type DataStats, type TrainingSample } from './data.js';
 import { AdamW } from './losses.js';
 import { balanceShards, combineGradients, LOSS_KEYS, objectiveOf, ReplicaPool, shardGradients, type ObjectiveSpec } from './data-parallel.js';
 import { minibatchOrder, splitMicroBatches } from './minibatches.js';
@@ -38,8 +38,13 @@ export interface TrainingHyper {
   lr?: number;
   /** Passes over the samples (LaMer CODE: 1 PPO epoch). Default 1. */
   epochs?: number;
-  /** Samples per optimiser step. Default 16. */
+  /** Turns per optimiser step: samples, a packed RL sample counting as its turns (`packedTurns`),
+   *  so that packing changes the cost of a step and not the number of steps. Default 16. */
   minibatchSize?: number;
+  /** Train packed RL samples packed (default true). false: each is trained as the per-step samples
+   *  of its turns (`unpackSample`, src/training/data.ts), as is a packed sample longer than the
+   *  model's block in any case. (Whether samples are packed at all is `RlDataOptions.pack`.) */
+  pack?: boolean;
   clipCoef?: number;
   dualClip?: number;
   entCoef?: number;
@@ -182,7 +187,37 @@ function withDefaults(algorithm: Algorithm, h: TrainingHyper) {
     oldLogprobs: h.oldLogprobs ?? 'recompute',
     ppo: { clipCoef: h.clipCoef ?? 0.2, dualClip: h.dualClip ?? 3.0, entCoef: h.entCoef ?? 0.001 },
     seed: h.seed ?? 0,
+    pack: h.pack ?? true,
   };
+}
+
+/**
+ * The samples a job trains: packed RL samples (`packedTurns`) whose sequence does not fit the
+ * model's block (prompt + output > blockSize + 1 tokens: makeBatch would cut their first turns
+ * from the left), and all of them when `pack` is false, are replaced by their turns' per-step
+ * samples (`unpackSample`); the others are kept as given.
+ */
+export function fitPacked(samples: readonly TrainingSample[], blockSize: number, pack: boolean): TrainingSample[] {
+  return samples.flatMap((s) => (s.packedTurns && (!pack || s.promptTokenIds.length + s.outputTokenIds.length > blockSize + 1) ? unpackSample(s) : [s]));
+}
+
+/**
+ * Re-cut an epoch's minibatches (sample indices, in order) so that each holds about `size` turns
+ * (`turns[i]` of sample i; a packed RL sample has several): samples in the same order, a new
+ * minibatch once `size` turns are reached. Unchanged when every sample is one turn.
+ */
+export function byTurns(minibatches: readonly number[][], turns: readonly number[], size: number): number[][] {
+  if (turns.every((n) => n === 1)) return minibatches.map((m) => [...m]);
+  const out: number[][] = [];
+  let cur: number[] = [];
+  let n = 0;
+  for (const i of minibatches.flat()) {
+    cur.push(i);
+    n += turns[i];
+    if (n >= size) { out.push(cur); cur = []; n = 0; }
+  }
+  if (cur.length > 0) out.push(cur);
+  return out;
 }
 
 /**
@@ -230,10 +265,10 @@ export function resolveTrainWorkers(asked: number | undefined, io: Pick<ModelIO,
  *   logprobs; JobCancelledError when `signal` aborts (no checkpoint is written); ReplicaError
  *   (./data-parallel.ts) when a replica thread fails or exits; errors of model I/O.
  */
-export async function runTrainingJob(spec: TrainingJobSpec, samples: readonly TrainingSample[], opts: RunOptions): Promise<JobResult> {
+export async function runTrainingJob(spec: TrainingJobSpec, given: readonly TrainingSample[], opts: RunOptions): Promise<JobResult> {
   const t0 = performance.now();
   const h = withDefaults(spec.algorithm, spec.hyper ?? {});
-  if (samples.length === 0) throw new RangeError('no training samples (all groups skipped or no data)');
+  if (given.length === 0) throw new RangeError('no training samples (all groups skipped or no data)');
   if (!(h.epochs >= 1 && Number.isInteger(h.epochs))) throw new RangeError(`epochs must be an integer >= 1, got ${h.epochs}`);
   if (!(h.minibatchSize >= 1 && Number.isInteger(h.minibatchSize))) throw new RangeError(`minibatchSize must be an integer >= 1, got ${h.minibatchSize}`);
   const checkAbort = () => { if (opts.signal?.aborted) throw new JobCancelledError(); };
@@ -241,6 +276,7 @@ export async function runTrainingJob(spec: TrainingJobSpec, samples: readonly Tr
 
   const workers = resolveTrainWorkers(spec.hyper?.workers, opts.io, h.minibatchSize);
   const model = await opts.io.load(spec.baseCheckpointDir);
+  const samples = fitPacked(given, model.blockSize, h.pack);
   const optimizer = new AdamW(model.trainableVariables(), { lr: h.lr, weightDecay: h.weightDecay });
   let pool: ReplicaPool | null = null;
   try {
@@ -265,10 +301,12 @@ export async function runTrainingJob(spec: TrainingJobSpec, samples: readonly Tr
       if (old.oldLogprobs.some((x) => x === null)) throw new RangeError('RL samples need logprobs');
       await pool?.setPolicy(old);
     }
-    const total = Math.ceil(samples.length / h.minibatchSize) * h.epochs;
+    const turns = samples.map((x) => x.packedTurns?.length ?? 1);
+    const epochs = Array.from({ length: h.epochs }, (_, epoch) => byTurns(minibatchOrder(h.isSft, seqLens, h.minibatchSize, h.seed + epoch), turns, h.minibatchSize));
+    const total = epochs.reduce((a, e) => a + e.length, 0);
     const metrics: IterationMetrics[] = [];
     for (let epoch = 0; epoch < h.epochs; epoch++) {
-      for (const idx of minibatchOrder(h.isSft, seqLens, h.minibatchSize, h.seed + epoch)) {
+      for (const idx of epochs[epoch]) {
         checkAbort();
         const tStep = performance.now();
         let update: StepLosses & { gradNorm: number };

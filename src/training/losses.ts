@@ -177,7 +177,8 @@ export interface PpoObjectiveOptions {
 /**
  * The full PPO objective from logits (CleanRL ppo.py: loss = pg_loss - ent_coef * entropy):
  *   loss = token-mean(L_clip) - ent_coef * token-mean(H)
- * @param logits `[B, T, V]`; targets `[B, T]`; oldLogprobs `[B, T]`; advantages `[B]`; mask `[B, T]`.
+ * @param logits `[B, T, V]`; targets `[B, T]`; oldLogprobs `[B, T]`; advantages `[B]` (one per
+ *   sample) or `[B, T]` (per token: packed RL samples); mask `[B, T]`.
  */
 export function ppoObjective(
   logits: tf.Tensor3D, targets: tf.Tensor2D, oldLogprobs: tf.Tensor2D, advantages: tf.Tensor1D | tf.Tensor2D, mask: tf.Tensor2D,

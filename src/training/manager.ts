@@ -290,6 +290,10 @@ export class TrainingJobManager {
       returns: { gammaStep: h.gammaStep ?? DEFAULT_RETURNS.gammaStep, gammaTraj: h.gammaTraj ?? DEFAULT_RETURNS.gammaTraj, mode: h.returnMode ?? DEFAULT_RETURNS.mode },
       invalidPenalty: h.invalidPenalty,
       stepCoef: h.stepCoef,
+      // each attempt's acting turns in one sample where the served prompts extend each other (the
+      // job unpacks any that do not fit the loaded model's block)
+      pack: h.pack ?? true,
+      blockSize: await this.blockSize(checkpointDir),
     });
     writeTurnScores(this.opts.db, built.scores);
     return built;

@@ -6,10 +6,11 @@ import { initModel } from '../../src/model/gpt.js';
 import { DEFAULT_LIMITS } from '../../src/model/sampling.js';
 import { BOS, decode, encode, encodePrompt, EOS } from '../../src/model/tokenizer.js';
 import { disposeBatch, makeBatch } from '../../src/training/batch.js';
-import { buildRlSamples, buildSftSamples, parseDemoJsonl, type DemoSession, type StepRecord, type TrainingSample } from '../../src/training/data.js';
+import { behaviourOutputs } from '../../src/training/behaviour.js';
+import { buildRlSamples, buildSftSamples, parseDemoJsonl, unpackSample, type DemoSession, type StepRecord, type TrainingSample } from '../../src/training/data.js';
 import { GptTrainable } from '../../src/training/gpt-adapter.js';
 import { sftLoss } from '../../src/training/losses.js';
-import { outputTokens } from '../../src/training/ppo.js';
+import { accumulateGradients, outputTokens, ppoLoss } from '../../src/training/ppo.js';
 
 beforeAll(async () => { await tf.setBackend('cpu'); });
 
@@ -203,5 +204,164 @@ describe('packed SFT samples', () => {
     expect(p.n).toBe(q.n);
     expect(Math.abs(p.v - q.v)).toBeLessThan(1e-5);
     model.dispose();
+  });
+});
+
+/**
+ * Recorded sessions as the builtin engine serves them: per acting step the served prompt
+ * (renderActPrompt + encodePrompt, as the engine fits it) and the output = the action's bytes +
+ * EOS, logprobs made up (distinct per token), the session's sampling settings and, when
+ * `constrained`, per-step availableActions. Session g of task T: actions acts[g], rewards r[g].
+ */
+function recordedSessions(acts: string[][], rewards: number[][], opts: { constrained?: boolean; blockSize?: number } = {}): StepRecord[] {
+  const budget = (opts.blockSize ?? 1024) - DEFAULT_LIMITS.maxActionTokens;
+  const sampling = { temperature: 0.8, topP: 0.95, topK: 0 };
+  const recs: StepRecord[] = [];
+  acts.forEach((actions, g) => {
+    const done: PromptStep[] = [];
+    actions.forEach((a, t) => {
+      const observation = `board ${g}.${t}\n#..\n.#.`;
+      const enc = encodePrompt(renderActPrompt({ instructions: 'Reveal cells.', memory: 'reflection_only', attempt: 0, previousAttempts: [], steps: done, observation }), budget);
+      const output = [...encode(a), EOS];
+      const available = opts.constrained ? [a, `flag ${t} ${g}`, ...(t % 2 === 0 ? ['reveal 9 9'] : [])] : null;
+      recs.push(rec(`G${g}`, 0, t, observation, t === 0 ? 0 : rewards[g][t - 1], {
+        promptTokenIds: enc.ids, outputTokenIds: output, logprobs: output.map((_, k) => -0.3 - 0.1 * k - 0.05 * t), sampling, availableActions: available,
+      }));
+      done.push({ observation, action: a });
+    });
+    const n = actions.length;
+    recs.push(rec(`G${g}`, 0, n, `board ${g}.${n}`, rewards[g][n - 1], { done: true, success: rewards[g][n - 1] > 0, sampling }));
+  });
+  return recs;
+}
+
+describe('packed RL samples', () => {
+  // two sessions of one task, 3 acting steps each, different returns: every turn has an advantage
+  const acts = [['reveal 0 0', 'reveal 1 2', 'flag 3 3'], ['reveal 0 0', 'reveal 2 1', 'reveal 3 0']];
+  const rewards = [[0.1, 0.2, 1], [0.1, -0.5, -1]];
+  const opts = { algorithm: 'lamer' as const, returns, blockSize: 1024 };
+
+  it("one sample per attempt whose turns give back the per-step samples exactly; the same scores and trained tokens", () => {
+    const records = recordedSessions(acts, rewards);
+    // the served prompt of step t+1 is step t's prompt + its output without EOS + the next tail
+    const [s0, s1] = records;
+    expect(s1.promptTokenIds!.slice(0, s0.promptTokenIds!.length + s0.outputTokenIds!.length - 1)).toEqual([...s0.promptTokenIds!, ...s0.outputTokenIds!.slice(0, -1)]);
+    const packed = buildRlSamples(records, opts);
+    const plain = buildRlSamples(records, { ...opts, pack: false });
+    expect(plain.samples).toHaveLength(6);
+    expect(packed.samples).toHaveLength(2);
+    expect(packed.scores).toEqual(plain.scores);
+    expect(packed.stats.outputTokens).toBe(plain.stats.outputTokens);
+    const p = packed.samples[0];
+    expect(p.packedTurns!.map((t) => t.step)).toEqual([0, 1, 2]);
+    // the sequence is the last step's prompt + output; the first step's EOS is trained where the next tail starts
+    expect([...p.promptTokenIds, ...p.outputTokenIds]).toEqual([...records[2].promptTokenIds!, ...records[2].outputTokenIds!]);
+    const t0 = p.packedTurns![0];
+    const eos = t0.start + t0.length - 1;
+    expect(p.lossTargets![eos]).toBe(EOS);
+    expect(p.outputTokenIds[eos]).toBe(encode('\n')[0]); // the next tail's first token
+    expect(p.lossTargets![eos + 1]).toBe(-1);
+    expect(p.advantages!.filter((a, i) => p.lossTargets![i] < 0 && a !== 0)).toEqual([]);
+    expect(packed.samples.flatMap(unpackSample)).toEqual(plain.samples);
+    // tokens trained (non-padding positions): the per-step sum of prompt + output - 1, O(k^2), vs one sequence per attempt
+    const positions = (xs: TrainingSample[]) => xs.reduce((n, s) => n + s.promptTokenIds.length + s.outputTokenIds.length - 1, 0);
+    expect(positions(packed.samples)).toBeLessThan(positions(plain.samples) / 2);
+  });
+
+  it('on a GPT: the same per-token logprobs, PPO loss and gradients as the per-step samples (within 1e-5)', () => {
+    const model = new GptTrainable(initModel({ vocab_size: 260, block_size: 1024, n_layer: 1, n_head: 2, n_embd: 16 }, 5));
+    const records = recordedSessions(acts, rewards);
+    const packed = buildRlSamples(records, opts).samples;
+    const plain = buildRlSamples(records, { ...opts, pack: false }).samples;
+    // per-token logprobs under the behaviour policy (temperature 0.8, top-p 0.95, the UTF-8 guard)
+    const pb = behaviourOutputs(model, packed);
+    const qb = behaviourOutputs(model, plain);
+    const fromPacked = packed.flatMap((s, i) => s.packedTurns!.map((t) => ({ lp: pb.logprobs[i].slice(t.start, t.start + t.length), sup: pb.supports[i]!.slice(t.start, t.start + t.length) })));
+    expect(fromPacked).toHaveLength(plain.length);
+    fromPacked.forEach((x, j) => {
+      x.lp.forEach((v, k) => expect(Math.abs(v - qb.logprobs[j][k])).toBeLessThan(1e-5));
+      expect(x.sup).toEqual(qb.supports[j]);
+    });
+    // PPO loss and gradients against the sampler's recorded logprobs (ratios away from 1: clipping shows)
+    const coef = { clipCoef: 0.2, dualClip: 3, entCoef: 0.01 };
+    const vars = model.trainableVariables();
+    const run = (xs: TrainingSample[], sup: typeof pb.supports) => {
+      const b = makeBatch(xs, model, undefined, sup);
+      const r = accumulateGradients(model, vars, [b], [1], ppoLoss(coef));
+      const g = r.grads.map((x) => x.dataSync() as Float32Array);
+      tf.dispose(r.grads);
+      const n = outputTokens(b);
+      disposeBatch(b);
+      return { losses: r.losses, g, n };
+    };
+    const a = run(packed, pb.supports);
+    const b = run(plain, qb.supports);
+    expect(a.n).toBe(b.n);
+    for (const k of ['loss', 'pgLoss', 'entropy', 'clipFrac', 'dualClipFrac', 'approxKl'] as const) expect(Math.abs(a.losses[k] - b.losses[k]), k).toBeLessThan(1e-5);
+    expect(b.losses.clipFrac).toBeGreaterThan(0);
+    let d = 0;
+    let norm = 0;
+    a.g.forEach((x, i) => x.forEach((v, j) => { d = Math.max(d, Math.abs(v - b.g[i][j])); norm = Math.max(norm, Math.abs(v)); }));
+    expect(d).toBeLessThan(1e-5);
+    expect(norm).toBeGreaterThan(1e-4);
+    model.dispose();
+  });
+
+  it('constrained steps: each turn keeps its own candidates; the support per position is the per-step one', () => {
+    const model = new GptTrainable(initModel({ vocab_size: 260, block_size: 1024, n_layer: 1, n_head: 2, n_embd: 16 }, 6));
+    const records = recordedSessions(acts, rewards, { constrained: true });
+    const packed = buildRlSamples(records, opts).samples;
+    const plain = buildRlSamples(records, { ...opts, pack: false }).samples;
+    expect(packed).toHaveLength(2);
+    expect(packed[0].packedTurns!.map((t) => t.candidates)).toEqual(plain.slice(0, 3).map((s) => s.behaviour!.candidates));
+    expect(packed[0].behaviour).toEqual({ temperature: 0.8, topP: 0.95, topK: 0 });
+    const pb = behaviourOutputs(model, packed);
+    const qb = behaviourOutputs(model, plain);
+    const pm = makeBatch(packed, model, undefined, pb.supports);
+    const qm = makeBatch(plain, model, undefined, qb.supports);
+    const pmask = pm.supportMask!.arraySync();
+    const qmask = qm.supportMask!.arraySync();
+    let j = 0;
+    packed.forEach((s, i) => s.packedTurns!.forEach((t) => {
+      const q = plain[j];
+      const qStart = qm.outputPositions[j].start;
+      expect(pb.supports[i]!.slice(t.start, t.start + t.length)).toEqual(qb.supports[j]);
+      for (let k = 0; k < t.length; k++) {
+        const pr = pmask[i][pm.outputPositions[i].start + t.start + k];
+        const qr = qmask[j][qStart + k];
+        expect(pr.map((x) => x === 0)).toEqual(qr.map((x) => x === 0));
+      }
+      expect(q.outputTokenIds).toEqual(s.lossTargets!.slice(t.start, t.start + t.length));
+      j++;
+    }));
+    // the observations between the actions allow the whole vocabulary (their mask is 0 anyway)
+    const obs = packed[0].lossTargets!.findIndex((x, i) => x < 0 && i > 0);
+    expect(pmask[0][pm.outputPositions[0].start + obs].every((x) => x === 0)).toBe(true);
+    expect(pm.mask.arraySync()[0][pm.outputPositions[0].start + obs]).toBe(0);
+    [pm, qm].forEach(disposeBatch);
+    model.dispose();
+  });
+
+  it('falls back to per-step samples from the first turn whose prompt does not extend the previous one', () => {
+    const records = recordedSessions(acts, rewards);
+    // session G0: step 1 served another prompt (e.g. steps dropped): nothing packs; G1: step 2 did: steps 0-1 pack
+    const broken = records.map((r) => {
+      if (r.sessionId === 'G0' && r.step === 1) return { ...r, promptTokenIds: [BOS, ...r.promptTokenIds!.slice(2)] };
+      if (r.sessionId === 'G1' && r.step === 2) return { ...r, promptTokenIds: [...r.promptTokenIds!.slice(0, 30), 32, ...r.promptTokenIds!.slice(30)] };
+      return r;
+    });
+    const { samples } = buildRlSamples(broken, opts);
+    expect(samples.map((s) => [s.sessionId, s.step, s.packedTurns?.map((t) => t.step) ?? null])).toEqual([
+      ['G0', 0, null], ['G0', 1, null], ['G0', 2, null], ['G1', 0, [0, 1]], ['G1', 2, null],
+    ]);
+    const plain = buildRlSamples(broken, { ...opts, pack: false }).samples;
+    expect(samples.flatMap(unpackSample)).toEqual(plain);
+    // an output whose text the next prompt does not show (free text: the action is its first line) does not pack
+    const chatty = records.map((r) => (r.sessionId === 'G0' && r.step === 0 ? { ...r, outputTokenIds: [...encode('reveal 0 0\nbecause'), EOS], logprobs: new Array(19).fill(-1) } : r));
+    expect(buildRlSamples(chatty, opts).samples.filter((s) => s.sessionId === 'G0').map((s) => s.packedTurns ?? null)).toEqual([null, null, null]);
+    // a block too small for the whole attempt packs the steps that fit; no blockSize or pack: false packs nothing
+    const small = buildRlSamples(records, { ...opts, blockSize: records[1].promptTokenIds!.length + records[1].outputTokenIds!.length - 1 }).samples;
+    expect(small[0].packedTurns!.map((t) => t.step)).toEqual([0, 1]);
+    expect(buildRlSamples(records, { algorithm: 'lamer', returns }).samples).toEqual(buildRlSamples(records, { ...opts, pack: false }).samples);
   });
 });
