@@ -40,6 +40,18 @@ describe('makeBatch', () => {
     expect(() => makeBatch([{ ...packed, lossTargets: [3] }], { blockSize: 10, padId: 0, vocabSize: 8 })).toThrow(/lossTargets/);
     expect(() => makeBatch([{ ...packed, lossTargets: [3, 9, -1, 6] }], { blockSize: 10, padId: 0, vocabSize: 8 })).toThrow(/outside/);
   });
+  it('per-token advantages (packed RL): [B, T], each output position its own, the others their sample\'s advantage', () => {
+    const packed = { ...sample([1, 2], [3, 4, 5, 6], 0.5), lossTargets: [3, 7, -1, 6], advantages: [0.5, 0.5, 0, -2] };
+    const b = makeBatch([packed, sample([1, 2, 3], [2], 1.5)], { blockSize: 10, padId: 0, vocabSize: 8 });
+    expect(b.advantages.shape).toEqual([2, 5]);
+    expect(b.advantages.arraySync()).toEqual([[0, 0.5, 0.5, 0, -2], [0, 0, 1.5, 0, 0]]);
+    // left truncation keeps the last advantages, as it keeps the last logprobs
+    const cut = makeBatch([packed], { blockSize: 3, padId: 0, vocabSize: 8 });
+    expect(cut.advantages.arraySync()).toEqual([[0.5, 0, -2]]);
+    expect(cut.mask.arraySync()).toEqual([[1, 0, 1]]);
+    tf.dispose([b.inputs, b.targets, b.mask, b.oldLogprobs, b.advantages, b.temperatures, cut.inputs, cut.targets, cut.mask, cut.oldLogprobs, cut.advantages, cut.temperatures]);
+    expect(() => makeBatch([{ ...packed, advantages: [1] }], { blockSize: 10, padId: 0, vocabSize: 8 })).toThrow(/advantages/);
+  });
   it('rejects empty outputs and out-of-vocabulary ids', () => {
     expect(() => makeBatch([sample([1], [])], { blockSize: 3, padId: 0, vocabSize: 8 })).toThrow(/no output tokens/);
     expect(() => makeBatch([sample([1], [9])], { blockSize: 3, padId: 0, vocabSize: 8 })).toThrow(/outside/);

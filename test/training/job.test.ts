@@ -5,7 +5,7 @@ import * as tf from '@tensorflow/tfjs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TrainingSample } from '../../src/training/data.js';
 import { outputLogprobs } from '../../src/training/behaviour.js';
-import { fitMicroBatchTokens, JobCancelledError, rolloutMetrics, runTrainingJob } from '../../src/training/job.js';
+import { byTurns, fitMicroBatchTokens, fitPacked, JobCancelledError, rolloutMetrics, runTrainingJob } from '../../src/training/job.js';
 import { createModelIO, TinyModel, writeTinyCheckpoint } from './tiny-model.js';
 
 let dir: string;
@@ -130,5 +130,29 @@ describe('fitMicroBatchTokens', () => {
     [4096, 16, 0, 4096],
   ])('(%d, %s maps, T %d) -> %d', (requested, maps, maxSeqLen, expected) => {
     expect(fitMicroBatchTokens(requested, maps, maxSeqLen)).toBe(expected);
+  });
+});
+
+describe('packed samples in a job', () => {
+  // prompt [1, 2]; turn 0 trains [3, 7] (7 where the tail 4 follows), turn 1 trains [6, 7]
+  const packed: TrainingSample = {
+    ...sample([1, 2], [3, 4, 5, 6, 7], 0.5, [-1, -2, 0, -3, -4]), step: 0, lossTargets: [3, 7, -1, 6, 7], advantages: [0.5, 0.5, 0, -1, -1],
+    packedTurns: [{ step: 0, start: 0, length: 2, advantage: 0.5, return: 1 }, { step: 1, start: 3, length: 2, advantage: -1, return: 0 }],
+    behaviour: { temperature: 0.9, topP: 1, topK: 0 },
+  };
+  it('fitPacked: a packed sample longer than the block, or any with pack false, becomes its per-step samples', () => {
+    const plain = sample([1], [2]);
+    expect(fitPacked([packed, plain], 6, true)).toEqual([packed, plain]); // 2 + 5 <= 6 + 1
+    const steps = fitPacked([packed, plain], 5, true);
+    expect(steps.map((x) => [x.step, x.promptTokenIds, x.outputTokenIds, x.oldLogprobs, x.advantage, x.return])).toEqual([
+      [0, [1, 2], [3, 7], [-1, -2], 0.5, 1], [1, [1, 2, 3, 4, 5], [6, 7], [-3, -4], -1, 0], [0, [1], [2], null, 0, 0],
+    ]);
+    expect(steps[0].packedTurns).toBeUndefined();
+    expect(fitPacked([packed], 100, false)).toEqual(steps.slice(0, 2));
+  });
+  it('byTurns: minibatches of about minibatchSize turns, a packed sample counting as its turns', () => {
+    expect(byTurns([[0, 1], [2, 3]], [1, 1, 1, 1], 2)).toEqual([[0, 1], [2, 3]]);
+    // turns 1 + 2 + 3 reach 4 at sample 0; the rest make the last minibatch
+    expect(byTurns([[1, 2], [0, 3]], [3, 1, 2, 1], 4)).toEqual([[1, 2, 0], [3]]);
   });
 });
