@@ -19,15 +19,18 @@
 # Usage: bench/lamer-vs-gigpo.sh OUT_DIR
 # Settings (environment): ITER=30 SEEDS="0 1 2" ARMS="lamer gigpo gigpo-ref" T=8 G=4 GREF=3*G
 #   LR=5e-5 EVAL_TASKS=256 BASE=models/base RESULTS=docs/RESULTS.md CONCURRENCY=32 PORT0=18431
-#   FINAL=1 (0: only the runs of $SEEDS x $ARMS and their evals; no SFT evals, no report)
+#   FINAL=1 (0: only the runs of $SEEDS x $ARMS and their evals; no SFT evals, no report).
+#   SEEDS= or ARMS= (set and empty) trains nothing: with FINAL=1, only the SFT evals and the report.
+# OUT_DIR/meta.json records the commit and settings of the first invocation (what
+# bench/lamer-vs-gigpo-verify.sh re-runs); a later invocation with other settings is refused.
 # Two cores: run two invocations on the same OUT_DIR with disjoint SEEDS/ARMS, FINAL=0, distinct
 # PORT0 and LAMER_TRAIN_WORKERS=1, then one plain invocation (it finds those runs done).
 # Tiny check: ITER=1 SEEDS=0 T=2 G=2 EVAL_TASKS=8 RESULTS= bench/lamer-vs-gigpo.sh /tmp/lvg-tiny
 set -euo pipefail
 OUT=${1:?usage: bench/lamer-vs-gigpo.sh OUT_DIR}
 ITER=${ITER:-30}
-SEEDS=${SEEDS:-"0 1 2"}
-ARMS=${ARMS:-"lamer gigpo gigpo-ref"}
+SEEDS=${SEEDS-"0 1 2"}
+ARMS=${ARMS-"lamer gigpo gigpo-ref"}
 T=${T:-8}; G=${G:-4}; GREF=${GREF:-$((3 * G))}; LR=${LR:-5e-5}
 EVAL_TASKS=${EVAL_TASKS:-256}
 BASE=${BASE:-models/base}
@@ -39,6 +42,18 @@ SAMPLING=(--temperature 0.7 --top-p 0.8 --top-k 20)
 PARAMS='{"rows":4,"cols":4,"mines":2}'
 mkdir -p "$OUT"
 LOG="$OUT/progress.log"
+META=$(node -e '
+  const [commit, dirty, ...kv] = process.argv.slice(1);
+  const settings = Object.fromEntries(kv.map((x) => [x.slice(0, x.indexOf("=")), x.slice(x.indexOf("=") + 1)]));
+  console.log(JSON.stringify({ commit, dirty: dirty !== "", settings }, null, 1));
+' "$(git rev-parse HEAD 2>/dev/null || echo unknown)" "$(git status --porcelain -- src bench models 2>/dev/null)" \
+  ITER="$ITER" T="$T" G="$G" GREF="$GREF" LR="$LR" EVAL_TASKS="$EVAL_TASKS" BASE="$BASE" CONCURRENCY="$CONCURRENCY")
+if [ -s "$OUT/meta.json" ]; then
+  same=$(node -e 'const a=require(process.argv[1]), b=JSON.parse(process.argv[2]); console.log(JSON.stringify(a.settings)===JSON.stringify(b.settings) ? 1 : 0)' "$(realpath "$OUT/meta.json")" "$META")
+  [ "$same" = 1 ] || { echo "$OUT/meta.json records other settings; use another OUT_DIR (recorded: $(cat "$OUT/meta.json"))" >&2; exit 2; }
+else
+  echo "$META" >"$OUT/meta.json"
+fi
 lamer() { node_modules/.bin/tsx src/cli/index.ts "$@"; }
 say() { echo "$(date -u +%FT%TZ) $*" | tee -a "$LOG"; }
 points() { node -e "try{console.log(require(process.argv[1]).points.length)}catch{console.log(0)}" "$(realpath -m "$1")"; }

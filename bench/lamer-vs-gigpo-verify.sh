@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Re-runs the first training iteration of each arm of a recorded bench/lamer-vs-gigpo.sh run and
+# checks that it reproduces the recorded curve's first point (bench/lamer-vs-gigpo-verify.ts).
+# The recorded run names the commit that trained it (RECORDED_DIR/meta.json "commit"); the check
+# runs that commit's code, from a temporary git worktree of this repository sharing this
+# checkout's node_modules, with one training worker per job as the recorded runs had.
+#
+# Usage: bench/lamer-vs-gigpo-verify.sh [RECORDED_DIR] [WORK_DIR]
+#   RECORDED_DIR default bench/results/lamer-vs-gigpo; WORK_DIR default a new temporary folder.
+# Settings (environment): SEED=0 ARMS="lamer gigpo gigpo-ref" (the arms recorded for that seed).
+# meta.json: {"commit": sha, "settings": {"T": 8, "G": 4, ...}} (bench/lamer-vs-gigpo.sh's settings
+# that were not defaults; values without spaces). Each run is also evaluated on 1 task (the script's
+# own step after training; cheap).
+# Cost: one iteration per arm on one core, about 4 (lamer), 2 (gigpo) and 12 (gigpo-ref) minutes.
+set -euo pipefail
+REC=$(realpath "${1:-bench/results/lamer-vs-gigpo}")
+WORK=${2:-$(mktemp -d /tmp/lvg-verify.XXXXXX)}
+SEED=${SEED:-0}
+ARMS=${ARMS:-"lamer gigpo gigpo-ref"}
+ROOT=$(git rev-parse --show-toplevel)
+META="$REC/meta.json"
+[ -s "$META" ] || { echo "no $META: not a recorded run" >&2; exit 2; }
+COMMIT=$(node -e 'console.log(require(process.argv[1]).commit)' "$META")
+SETTINGS=$(node -e 'const m=require(process.argv[1]).settings;console.log(Object.entries(m).filter(([,v])=>!/\s/.test(String(v))).map(([k,v])=>k+"="+v).join(" "))' "$META")
+mkdir -p "$WORK"
+TREE="$WORK/tree"
+echo "recorded run: $REC (commit $COMMIT, settings $SETTINGS); work dir $WORK"
+git -C "$ROOT" worktree add --detach "$TREE" "$COMMIT" >/dev/null
+trap 'git -C "$ROOT" worktree remove --force "$TREE" >/dev/null 2>&1 || true' EXIT
+ln -s "$ROOT/node_modules" "$TREE/node_modules"
+(cd "$TREE" && env $SETTINGS ITER=1 SEEDS="$SEED" ARMS="$ARMS" FINAL=0 RESULTS= LAMER_TRAIN_WORKERS=1 EVAL_TASKS=1 \
+  bash bench/lamer-vs-gigpo.sh "$WORK/runs")
+cd "$ROOT" && node_modules/.bin/tsx bench/lamer-vs-gigpo-verify.ts "$REC" "$WORK/runs" "$SEED" $ARMS
