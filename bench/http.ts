@@ -33,6 +33,24 @@ const STEPS = 8;
 const CLIENT = process.env.BENCH_CLIENT === 'http' ? 'http' : 'autocannon';
 const ACTIONS = ['up', 'down', 'left', 'right'];
 
+/**
+ * Body of step `t` (0..STEPS) of attempt `a` (0..2) in both clients' workload: a Sokoban-like board;
+ * reward 0 at step 0, then -0.1 a step, except +10 at the last step of the third attempt, which
+ * succeeds.
+ */
+function stepBody(a: number, t: number) {
+  const last = t === STEPS;
+  return {
+    attempt: a,
+    step: t,
+    observation: `0: # # # # # #\n1: # _ P _ _ #\n2: # _ X _ O #\n3: # _ _ _ _ #\n4: # # # # # #\nstep ${t}`,
+    reward: t === 0 ? 0 : last && a === 2 ? 10 : -0.1,
+    done: last,
+    success: last && a === 2,
+    availableActions: ACTIONS,
+  };
+}
+
 async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const srv = net.createServer();
@@ -116,16 +134,7 @@ async function runLevel(port: number, concurrency: number, serverPid: number | u
       const id = created.json.id as string;
       for (let a = 0; a < 3 && !stop; a++) {
         for (let t = 0; t <= STEPS && !stop; t++) {
-          const last = t === STEPS;
-          const body = {
-            attempt: a,
-            step: t,
-            observation: `0: # # # # # #\n1: # _ P _ _ #\n2: # _ X _ O #\n3: # _ _ _ _ #\n4: # # # # # #\nstep ${t}`,
-            reward: t === 0 ? 0 : last && a === 2 ? 10 : -0.1,
-            done: last,
-            success: last && a === 2,
-            availableActions: ACTIONS,
-          };
+          const body = stepBody(a, t);
           const t0 = performance.now();
           const r = await request(agent, port, 'POST', `/v1/sessions/${id}/steps`, body);
           const dt = performance.now() - t0;
@@ -176,16 +185,7 @@ async function runLevelAutocannon(port: number, concurrency: number, serverPid: 
   const stepRequests = [];
   for (let a = 0; a < 3; a++) {
     for (let t = 0; t <= STEPS; t++) {
-      const last = t === STEPS;
-      const body = JSON.stringify({
-        attempt: a,
-        step: t,
-        observation: `0: # # # # # #\n1: # _ P _ _ #\n2: # _ X _ O #\n3: # _ _ _ _ #\n4: # # # # # #\nstep ${t}`,
-        reward: t === 0 ? 0 : last && a === 2 ? 10 : -0.1,
-        done: last,
-        success: last && a === 2,
-        availableActions: ACTIONS,
-      });
+      const body = JSON.stringify(stepBody(a, t));
       stepRequests.push({
         method: 'POST',
         headers: { 'content-type': 'application/json' },

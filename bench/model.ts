@@ -26,24 +26,19 @@
  */
 import * as tf from '@tensorflow/tfjs';
 import { spawnSync } from 'node:child_process';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { initBackend, type BackendPreference } from '../src/model/backend.js';
-import { saveCheckpoint } from '../src/model/checkpoint.js';
+import { initBackend } from '../src/model/backend.js';
 import { countParams, DEFAULT_CONFIG, forward, initModel, tokenLogprobs, type GPT } from '../src/model/gpt.js';
 import { disposeCache, forwardCached } from '../src/model/gpt-cached.js';
 import { createBuiltinEngineInstance } from '../src/policy/builtin-engine.js';
+import { backendFlag, BENCH_SEED, flag, saveBenchCheckpoint } from './cli.js';
 import { trainingTokensPerSecByWorkers } from './training-workers.js';
-import { servingStepsPerSecByWorkers } from './serving-workers.js';
+import { board, HEAD, servingStepsPerSecByWorkers } from './serving-workers.js';
 
-const args = process.argv.slice(2);
-const flag = (name: string) => {
-  const i = args.indexOf(name);
-  return i >= 0 ? args[i + 1] : undefined;
-};
-const QUICK = args.includes('--quick');
-const backendPref = (flag('--backend') ?? 'auto') as BackendPreference;
+const QUICK = process.argv.slice(2).includes('--quick');
+const backendPref = backendFlag('auto');
 
 function percentile(xs: number[], p: number): number {
   const s = xs.slice().sort((a, b) => a - b);
@@ -173,11 +168,6 @@ async function latencyBench(dir: string, concurrency: number, batching: boolean,
   });
   await engine.load('bench', dir);
   const lat: number[] = [];
-  const head =
-    'You are playing MineSweeper on a 6x6 board with 3 mines. Reveal every safe cell without revealing a mine. ' +
-    'Each turn, answer with the cell to reveal as (row, col), 1-based. Numbers count adjacent mines; ? is hidden.\n' +
-    'Reflection from attempt 0: I revealed a corner first and hit a mine; start from the centre next time.\n';
-  const board = (i: number) => `Turn ${i}. Board:\n? ? 1 . . ?\n? ? 1 . . ?\n1 1 1 . . ?\n. . . . 1 ?\n. . . . 1 ?\n? ? ? ? ? ?\n`;
   const t0 = performance.now();
   await Promise.all(
     Array.from({ length: concurrency }, async (_, s) => {
@@ -187,7 +177,7 @@ async function latencyBench(dir: string, concurrency: number, batching: boolean,
         const req = {
           sessionId: `s${s}`,
           modelVersion: 'bench',
-          prompt: { head, steps, tail: board(i) + (kind === 'act' ? 'Action: ' : 'Reflection: ') },
+          prompt: { head: HEAD, steps, tail: board(i) + (kind === 'act' ? 'Action: ' : 'Reflection: ') },
           sampling: { temperature: 1, topP: 1, topK: 0, seed: s * 1000 + i },
         };
         const g = kind === 'act' ? await engine.act(req) : await engine.reflect(req);
@@ -215,9 +205,8 @@ async function latencyBench(dir: string, concurrency: number, batching: boolean,
 
 async function main(): Promise<void> {
   const backend = await initBackend(backendPref);
-  const model = initModel(DEFAULT_CONFIG, 1337);
-  const dir = await mkdtemp(path.join(os.tmpdir(), 'lamer-bench-'));
-  await saveCheckpoint(model, dir, { version: 'bench' });
+  const model = initModel(DEFAULT_CONFIG, BENCH_SEED);
+  const dir = await saveBenchCheckpoint(model);
   console.log(`backend ${backend}, model ${JSON.stringify(DEFAULT_CONFIG)} (${countParams(DEFAULT_CONFIG)} params), node ${process.version}, ${os.cpus().length} cpus, load ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`);
 
   const matmul = { m1024x128x384: matmulGflops(1024, 128, 384), m512: matmulGflops(512, 512, 512) };

@@ -15,16 +15,11 @@
  * CPU per step for 1 and N workers means the pool costs nothing extra, and its wall-clock gain is
  * bounded by the idle cores.
  */
-import { mkdtemp, rm } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
-import { pathToFileURL } from 'node:url';
 import type { BackendPreference } from '../src/model/backend.js';
-import { saveCheckpoint } from '../src/model/checkpoint.js';
-import { DEFAULT_CONFIG, initModel } from '../src/model/gpt.js';
 import { createBuiltinEngineInstance } from '../src/policy/builtin-engine.js';
 import type { PolicyEngine } from '../src/policy/engine.js';
 import { createServingPool } from '../src/policy/serving-pool.js';
+import { backendFlag, flag, isMain, printWithLoad, ratio2over1, withBenchCheckpoint, workersFlag } from './cli.js';
 
 export interface ServingBenchOptions {
   backend: BackendPreference;
@@ -37,11 +32,13 @@ export interface ServingBenchOptions {
   steps?: number;
 }
 
-const HEAD =
+/** The workload's prompt head: a MineSweeper task and one reflection (~330 bytes); bench/model.ts plays it too. */
+export const HEAD =
   'You are playing MineSweeper on a 6x6 board with 3 mines. Reveal every safe cell without revealing a mine. ' +
   'Each turn, answer with the cell to reveal as (row, col), 1-based. Numbers count adjacent mines; ? is hidden.\n' +
   'Reflection from attempt 0: I revealed a corner first and hit a mine; start from the centre next time.\n';
-const board = (i: number) => `Turn ${i}. Board:\n? ? 1 . . ?\n? ? 1 . . ?\n1 1 1 . . ?\n. . . . 1 ?\n. . . . 1 ?\n? ? ? ? ? ?\n`;
+/** The workload's observation at turn `i` (~80 bytes). */
+export const board = (i: number) => `Turn ${i}. Board:\n? ? 1 . . ?\n? ? 1 . . ?\n1 1 1 . . ?\n. . . . 1 ?\n. . . . 1 ?\n? ? ? ? ? ?\n`;
 
 /** Plays `concurrency` sessions of `steps` act steps; returns the number of steps. */
 async function playAll(engine: PolicyEngine, prefix: string, concurrency: number, steps: number): Promise<number> {
@@ -95,20 +92,14 @@ export async function servingStepsPerSecByWorkers(o: ServingBenchOptions): Promi
   return out;
 }
 
-if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
-  const args = process.argv.slice(2);
-  const flag = (name: string) => { const i = args.indexOf(name); return i >= 0 ? args[i + 1] : undefined; };
-  const dir = await mkdtemp(path.join(os.tmpdir(), 'lamer-bench-ckpt-'));
-  const model = initModel(DEFAULT_CONFIG, 1337);
-  await saveCheckpoint(model, dir, { version: 'bench' });
-  model.dispose();
-  const before = os.loadavg();
-  const r = await servingStepsPerSecByWorkers({
-    backend: (flag('--backend') ?? 'wasm') as BackendPreference, checkpointDir: dir,
-    workers: (flag('--workers') ?? '1,2').split(',').map(Number),
-    concurrency: Number(flag('--concurrency') ?? 32), steps: Number(flag('--steps') ?? 8),
-  });
-  const s = r.stepsPerSec;
-  console.log(JSON.stringify({ stepsPerSecondByWorkers: s, cpuMsPerStepByWorkers: r.cpuMsPerStep, ratio2over1: s['2'] && s['1'] ? s['2'] / s['1'] : null, loadavgBefore: before, loadavgAfter: os.loadavg() }));
-  await rm(dir, { recursive: true, force: true });
+if (isMain(import.meta.url)) {
+  await withBenchCheckpoint((dir) =>
+    printWithLoad(async () => {
+      const r = await servingStepsPerSecByWorkers({
+        backend: backendFlag('wasm'), checkpointDir: dir, workers: workersFlag(),
+        concurrency: Number(flag('--concurrency') ?? 32), steps: Number(flag('--steps') ?? 8),
+      });
+      return { stepsPerSecondByWorkers: r.stepsPerSec, cpuMsPerStepByWorkers: r.cpuMsPerStep, ratio2over1: ratio2over1(r.stepsPerSec) };
+    }),
+  );
 }

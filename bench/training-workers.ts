@@ -12,13 +12,11 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { pathToFileURL } from 'node:url';
 import type { BackendPreference } from '../src/model/backend.js';
-import { saveCheckpoint } from '../src/model/checkpoint.js';
-import { DEFAULT_CONFIG, initModel } from '../src/model/gpt.js';
 import type { TrainingSample } from '../src/training/data.js';
 import { createModelIO } from '../src/training/gpt-adapter.js';
 import { runTrainingJob } from '../src/training/job.js';
+import { backendFlag, flag, isMain, printWithLoad, ratio2over1, withBenchCheckpoint, workersFlag } from './cli.js';
 
 export interface WorkersBenchOptions {
   backend: BackendPreference;
@@ -71,19 +69,13 @@ export async function trainingTokensPerSecByWorkers(o: WorkersBenchOptions): Pro
   return out;
 }
 
-if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
-  const args = process.argv.slice(2);
-  const flag = (name: string) => { const i = args.indexOf(name); return i >= 0 ? args[i + 1] : undefined; };
-  const dir = await mkdtemp(path.join(os.tmpdir(), 'lamer-bench-ckpt-'));
-  const model = initModel(DEFAULT_CONFIG, 1337);
-  await saveCheckpoint(model, dir, { version: 'bench' });
-  model.dispose();
-  const before = os.loadavg();
-  const r = await trainingTokensPerSecByWorkers({
-    backend: (flag('--backend') ?? 'wasm') as BackendPreference, checkpointDir: dir,
-    workers: (flag('--workers') ?? '1,2').split(',').map(Number), steps: Number(flag('--steps') ?? 6),
-  });
-  const t = r.tokensPerSec;
-  console.log(JSON.stringify({ ...r, ratio2over1: t['2'] && t['1'] ? t['2'] / t['1'] : null, loadavgBefore: before, loadavgAfter: os.loadavg() }));
-  await rm(dir, { recursive: true, force: true });
+if (isMain(import.meta.url)) {
+  await withBenchCheckpoint((dir) =>
+    printWithLoad(async () => {
+      const r = await trainingTokensPerSecByWorkers({
+        backend: backendFlag('wasm'), checkpointDir: dir, workers: workersFlag(), steps: Number(flag('--steps') ?? 6),
+      });
+      return { ...r, ratio2over1: ratio2over1(r.tokensPerSec) };
+    }),
+  );
 }
