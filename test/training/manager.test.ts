@@ -94,6 +94,38 @@ describe('TrainingJobManager', () => {
     expect(crashing.get(j.id)).toMatchObject({ status: 'failed', error: expect.stringMatching(/exited with code 3/) });
     await crashing.close();
   });
+  it('packs each attempt whose recorded prompts extend each other into one sample (pack: false: one per turn); scores stay per turn', async () => {
+    // task P: two sessions of 3 acting turns; prompt(t+1) = prompt(t) + output(t) without its last token (EOS 257) + a tail
+    for (const [id, rewards] of [['p1', [0, 1, 2, 5]], ['p2', [0, -1, 0, -2]]] as const) {
+      d.db.insert(sessions).values({
+        id, tenant: 'default', taskId: 'P', env: 'minesweeper', mode: 'train', status: 'completed', instructions: 'Play.', maxAttempts: 1, maxSteps: 7,
+        memory: 'reflection_only', sampling: {}, modelVersion: 'base', metadata: {}, nextAttempt: 0, nextStep: 0, attempts: [], createdAt: 2000, updatedAt: 2000,
+      }).run();
+      let prompt = [256, 5, 6];
+      rewards.forEach((reward, t) => {
+        const out = t < 3 ? [40 + t, 257] : null;
+        d.db.insert(steps).values({
+          sessionId: id, attempt: 0, step: t, kind: 'action', observation: `o${t}`, reward, done: t === 3, success: false, invalidAction: false,
+          promptTokenIds: out ? prompt : null, outputTokenIds: out, logprobs: out ? [-1, -0.5] : null, modelVersion: 'base', requestHash: `${id}${t}`, createdAt: 2000,
+        }).run();
+        if (out) prompt = [...prompt, out[0], 7, 8];
+      });
+    }
+    const m = new TrainingJobManager({ db: d.db, dataDir: dir, registry: registry(), modelIO: tiny() });
+    const packed = m.create({ algorithm: 'gigpo', version: 'packed', data: { taskIds: ['P'] }, hyper: { lr: 0.01, minibatchSize: 3 } });
+    const plain = m.create({ algorithm: 'gigpo', version: 'unpacked', data: { taskIds: ['P'] }, hyper: { lr: 0.01, minibatchSize: 3, pack: false } });
+    await m.whenIdle();
+    const stats = (id: string) => (m.get(id)!.config as { dataStats: { turns: number; samples: number; outputTokens: number } }).dataStats;
+    expect(m.get(packed.id)).toMatchObject({ status: 'succeeded', resultVersion: 'packed' });
+    expect(stats(packed.id)).toMatchObject({ turns: 6, samples: 2, outputTokens: 12 });
+    expect(stats(plain.id)).toMatchObject({ turns: 6, samples: 6, outputTokens: 12 });
+    // minibatches of 3 turns: 2 steps either way
+    expect(m.get(packed.id)!.metrics).toHaveLength(2);
+    expect(m.get(plain.id)!.metrics).toHaveLength(2);
+    const rows = d.db.select().from(steps).where(eq(steps.sessionId, 'p1')).all().filter((r) => r.outputTokenIds);
+    expect(rows.map((r) => r.advantage === null)).toEqual([false, false, false]);
+    await m.close();
+  });
   it('cancels a running job', async () => {
     const m = new TrainingJobManager({ db: d.db, dataDir: dir, registry: registry(), modelIO: tiny({ slowMs: 30 }) });
     const j = m.create({ algorithm: 'lamer', version: 'slow', hyper: { epochs: 200, minibatchSize: 1 } });
