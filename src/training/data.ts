@@ -238,6 +238,15 @@ export function sessionOutcomes(records: readonly StepRecord[]): { meanReturn: n
  * advantages (LaMer: GiGPO over cross-episode returns; baselines: every attempt is its own
  * episode, gamma_traj plays no role and reflection turns are not trained), and drop groups without
  * signal.
+ *
+ * Packing (`pack`, default, with `blockSize`): the acting prompt is append-only
+ * (src/agent/prompt.ts), so per attempt the longest run of acting turns from the first whose
+ * recorded prompts extend each other (`packRlRun`: exact token-id comparison, same sampler
+ * settings, fits the block) becomes one sample (`packedRlSample`) with per-token `advantages`,
+ * `oldLogprobs` and `lossTargets` and the turns' candidates in `packedTurns`: the same per-token
+ * losses and gradient as the per-step samples at O(k) instead of O(k^2) positions. Turns not kept
+ * inside the run stay as untrained context; a run needs two kept turns. Every other turn, and every
+ * reflection, is a per-step sample (prompt + output). `scores` are per turn either way.
  * @throws RangeError when a record has output token ids but no logprobs of the same length.
  */
 export function buildRlSamples(records: readonly StepRecord[], opts: RlDataOptions): { samples: TrainingSample[]; stats: DataStats; scores: TurnScore[] } {
