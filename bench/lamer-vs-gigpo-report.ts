@@ -11,7 +11,7 @@
  */
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { comparisonMarkdown, replaceSection, type ArmResult, type RunResult } from '../src/eval/compare.js';
+import { comparisonMarkdown, pairedBootstrap, pairedDiffs, replaceSection, summarizeArm, type ArmResult, type RunResult } from '../src/eval/compare.js';
 import type { EvalReport } from '../src/eval/harness.js';
 import { learningCurveSvg } from '../src/eval/chart-svg.js';
 import type { CurvePoint } from '../src/eval/experiment.js';
@@ -35,6 +35,8 @@ const readJson = <T>(f: string): T | null => (existsSync(f) ? (JSON.parse(readFi
 
 const arms: ArmResult[] = [];
 const compute: string[] = [];
+/** Per arm, how its runs trained (from the first run's curve config): the setup line of the report. */
+const setups: string[] = [];
 for (const a of ARMS) {
   const dir = path.join(out, a.key);
   const seeds = existsSync(dir) ? readdirSync(dir).filter((d) => /^seed-\d+$/.test(d)).map((d) => Number(d.slice(5))).sort((x, y) => x - y) : [];
@@ -44,6 +46,11 @@ for (const a of ARMS) {
     const ev = readJson<EvalReport>(path.join(out, `eval-${a.key}-seed${s}.json`));
     if (!ev) continue;
     runs.push({ seed: s, sessions: ev.sessions, curve: curve?.points, trainSeconds: curve?.wallSeconds });
+    const c = curve?.config as { algorithm?: string; group?: number; tasksPerIter?: number; hyperparameters?: { gammaTraj?: number; lr?: number } } | undefined;
+    if (c && runs.length === 1) {
+      const sessions = c.algorithm === 'lamer' ? `${c.group} sessions x 3 attempts (reflections) per task, gamma_traj ${c.hyperparameters?.gammaTraj ?? 'default'}` : `${3 * (c.group ?? 0)} single-attempt sessions per task`;
+      setups.push(`- ${a.label}: \`--algorithm ${c.algorithm}\`, ${sessions}, ${c.tasksPerIter} tasks an iteration, lr ${c.hyperparameters?.lr ?? 'default'}.`);
+    }
     if (curve) {
       const pts = curve.points;
       const sum = (f: (p: CurvePoint) => number) => pts.reduce((acc, p) => acc + f(p), 0);
@@ -66,8 +73,25 @@ const anyEval = arms[0]?.runs[0] ? readJson<EvalReport>(path.join(out, arms[0].k
 const lines: string[] = [];
 lines.push(`Measured by \`bench/lamer-vs-gigpo.sh\` (report: \`bench/lamer-vs-gigpo-report.ts\`), ${new Date().toISOString().slice(0, 10)}.`);
 if (anyEval) lines.push(`Evaluation: ${anyEval.tasks} held-out tasks (eval seeds ${anyEval.seeds.first}..${anyEval.seeds.last}), ${anyEval.attempts} attempts, sampling ${JSON.stringify(anyEval.sampling)}; the same tasks for every method (paired).`);
+const meta = readJson<{ commit: string; dirty?: boolean; settings: Record<string, string> }>(path.join(out, 'meta.json'));
+if (meta) lines.push(`Code: commit \`${meta.commit.slice(0, 12)}\`${meta.dirty ? ' (with uncommitted changes)' : ''}; settings ${Object.entries(meta.settings).map(([k, v]) => `${k}=${v}`).join(' ')}; each seed's curve and eval are in this folder.`);
+if (setups.length) lines.push('', 'How each arm trained (the same SFT start, fixed iterations, fresh training tasks per iteration and seed):', '', ...setups);
 lines.push('');
 lines.push(comparisonMarkdown(arms, pairs, { curveEvery }));
+// The issue's aims, checked against the paper's baseline arm (LaMer - GiGPO on the same tasks).
+const lamerArm = arms.find((a) => a.key === 'lamer');
+const gigpoArm = arms.find((a) => a.key === 'gigpo');
+if (lamerArm && gigpoArm) {
+  const d = pairedDiffs(lamerArm.runs.flatMap((r) => r.sessions), gigpoArm.runs.flatMap((r) => r.sessions), 3);
+  const ci = pairedBootstrap(d);
+  const gl = summarizeArm(lamerArm).gain.mean, gg = summarizeArm(gigpoArm).gain.mean;
+  const yes = (b: boolean) => (b ? 'met' : 'not met');
+  lines.push('Aims (LaMer against the paper-setting GiGPO, same tasks):', '');
+  lines.push('| aim | measured | |', '|---|---|---|');
+  lines.push(`| pass@3 at least 10 points above GiGPO, 95% interval excluding 0 | ${(100 * ci.mean).toFixed(1)} pts, [${(100 * ci.lo).toFixed(1)}, ${(100 * ci.hi).toFixed(1)}] | ${yes(ci.mean >= 0.1 && ci.lo > 0)} |`);
+  lines.push(`| pass@1 -> pass@3 gain at least twice GiGPO's | ${(100 * gl).toFixed(1)} vs ${(100 * gg).toFixed(1)} pts (${gg > 0 ? (gl / gg).toFixed(2) + 'x' : 'GiGPO gain <= 0'}) | ${yes(gl >= 2 * gg && gl > 0)} |`);
+  lines.push('');
+}
 lines.push('Compute (per training run; seconds on this machine):');
 lines.push('');
 lines.push('| method | seed | iterations | rollout sessions | tokens trained | rollout s | train s | s / iteration | eval s |');
