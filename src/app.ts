@@ -10,6 +10,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Server } from 'node:http';
+import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
 import Fastify, { type FastifyHttpOptions, type FastifyInstance } from 'fastify';
 import type { Config } from './config.js';
 import type { Database_ } from './db/index.js';
@@ -46,6 +48,44 @@ export interface AppDeps {
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
+/**
+ * Wraps the client-error handler so that a 408 `request-timeout` verdict waits one event-loop turn
+ * and is dropped when the request had in fact arrived.
+ *
+ * Why: Node starts a new connection's headers clock when it accepts the connection, and its
+ * periodic check (`connectionsCheckingInterval`) runs in the timers phase, before the poll phase
+ * that reads what arrived meanwhile. When the event loop is blocked for longer than the headers
+ * timeout (a synchronous tfjs forward pass on a loaded machine) right after a client connected,
+ * the client's request sits complete in the kernel's socket buffer yet is judged "not received in
+ * time" (seen: 1 step in 256 sessions of `lamer eval` with 32 in flight). Idle keep-alive
+ * connections are not affected (Node does not check them between requests).
+ *
+ * What: on `ERR_HTTP_REQUEST_TIMEOUT` the verdict is deferred with `setImmediate`, which runs after
+ * this turn's poll phase has read every socket. If the socket read bytes meanwhile and Node's
+ * parser has restarted its clock (a new message began: its age is under `headersTimeoutMs`) or
+ * finished the message (age 0), the request is served normally and Node checks the connection
+ * again from that message's start; otherwise (nothing arrived, a dribble that continues an old
+ * message, leading blank lines only) the 408 is sent one turn late, as before. Slow clients are
+ * therefore still cut off; the grace is one loop turn, not a longer limit.
+ * @param handler the problem+json writer for client errors (writes the answer, destroys the socket)
+ * @param headersTimeoutMs LAMER_HEADERS_TIMEOUT_MS, milliseconds
+ */
+function timeoutVerdictAfterReads(handler: (err: NodeJS.ErrnoException, socket: Duplex) => void, headersTimeoutMs: number) {
+  return (err: NodeJS.ErrnoException, socket: Duplex): void => {
+    if (err.code !== 'ERR_HTTP_REQUEST_TIMEOUT' || socket.destroyed) return handler(err, socket);
+    const s = socket as Socket & { parser?: { duration?: () => number } | null };
+    const readBefore = s.bytesRead;
+    setImmediate(() => {
+      if (s.destroyed) return;
+      // `parser.duration()`: ms since the current message began, 0 between messages (Node's
+      // HTTPParser; without it, no grace).
+      const age = typeof s.parser?.duration === 'function' ? s.parser.duration() : Infinity;
+      if (s.bytesRead > readBefore && age < headersTimeoutMs) return;
+      handler(err, socket);
+    });
+  };
+}
+
 /** Fastify's server options from the configuration: body limit, request ids, timeouts, proxies. */
 function serverOptions(config: Config): FastifyHttpOptions<Server> {
   return {
@@ -62,7 +102,7 @@ function serverOptions(config: Config): FastifyHttpOptions<Server> {
     routerOptions: { maxParamLength: 256 },
     // Router and HTTP-parser errors (414 long path parameter, 431 huge headers) as problem+json too.
     frameworkErrors: frameworkErrorProblem,
-    clientErrorHandler: clientErrorProblem,
+    clientErrorHandler: timeoutVerdictAfterReads(clientErrorProblem, config.http.headersTimeoutMs),
     // Slow or stalled clients (one byte a second) must not hold connections open: the headers must
     // arrive within LAMER_HEADERS_TIMEOUT_MS and the whole request within LAMER_REQUEST_TIMEOUT_MS,
     // else 408 `request-timeout` and the connection is closed. Node checks the open connections

@@ -174,6 +174,28 @@ describe('slow clients are cut off (LAMER_HEADERS_TIMEOUT_MS, LAMER_REQUEST_TIME
     sock.destroy();
   });
 
+  it('a request sent on a new connection while the event loop is blocked longer than the headers timeout is answered, not 408', async () => {
+    // Node starts a connection's headers clock when it accepts it, and its periodic check runs in
+    // the timers phase, before the poll phase reads what arrived during a block (a long synchronous
+    // forward pass): without the server's grace turn this request, whose bytes were all there, got 408.
+    const net = await import('node:net');
+    const u = new URL(slow.url);
+    const accepted = new Promise<void>((r) => slow.app.server.once('connection', () => r()));
+    const sock = net.connect(Number(u.port), u.hostname);
+    let got = '';
+    sock.on('data', (d: Buffer) => (got += d.toString('utf8')));
+    sock.on('error', () => {});
+    const closed = new Promise<void>((r) => sock.on('close', () => r()));
+    await accepted;
+    sock.write('GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+    const until = Date.now() + 2 * HEADERS_MS;
+    while (Date.now() < until) {
+      /* blocks the event loop: the request waits in the kernel's socket buffer */
+    }
+    await closed;
+    expect(got).toMatch(/^HTTP\/1\.1 200 /);
+  });
+
   it('a connection that sends nothing is closed; 100 dribbling connections are all closed while others are served', async () => {
     const idle = dribble('', '', 1000);
     const many = Array.from({ length: 100 }, () => dribble('POST /v1/sessions HTTP/1.1\r\n', 'Host: x\r\n', 300));
