@@ -23,6 +23,7 @@
 import { FINISHED_JOB_STATUSES, type EnvKind, type RlAlgorithm } from '../domain.js';
 import { makeEnv, taskId as makeTaskId, trainSeed, type EnvParams } from '../envs/index.js';
 import { runEval } from './harness.js';
+import { Http } from './http.js';
 import { summarize, type SessionRecord } from './metrics.js';
 
 export type ExperimentAlgorithm = RlAlgorithm;
@@ -122,11 +123,21 @@ export function asIndependentRetries(sessions: readonly SessionRecord[], k = ATT
   return out;
 }
 
+/**
+ * The experiment's calls besides rollouts (which go through the eval harness): GETs (job polls,
+ * the active model) retry like the harness does (408/429/503, network errors: `Http`), so one
+ * refused poll does not end a run of many iterations; POST (creating a training job) is sent once,
+ * since a retry after a lost answer could start a second job.
+ * @throws Error "METHOD path: HTTP status body" for a non-2xx answer
+ */
 class Api {
+  private readonly http: Http;
   constructor(private base: string, private apiKey?: string) {
     this.base = base.replace(/\/+$/, '');
+    this.http = new Http(this.base, apiKey, 120_000);
   }
   async call<T>(method: string, path: string, body?: unknown): Promise<T> {
+    if (method === 'GET') return this.http.get<T>(path);
     const headers: Record<string, string> = {};
     if (body !== undefined) headers['content-type'] = 'application/json';
     if (this.apiKey) headers.authorization = `Bearer ${this.apiKey}`;

@@ -3,7 +3,7 @@
  * descriptions of failed requests.
  */
 
-/** An HTTP answer that was not 2xx (after retries for 429/503). */
+/** An HTTP answer that was not 2xx (after retries for 408/429/503). */
 export class HttpError extends Error {
   constructor(message: string, readonly status: number, readonly body: string) {
     super(message);
@@ -36,12 +36,27 @@ export function describeHttpFailure(err: unknown): string {
 }
 
 /**
- * Minimal JSON client: up to 5 retries for 429/503 (waiting Retry-After seconds, at most 30, else
- * exponential backoff from 0.5 s) and for network errors; safe because steps are idempotent.
+ * Statuses retried: 408 `request-timeout` (the server closed the connection before it had the whole
+ * request, so it processed nothing; a loaded server can also misjudge a request that arrived during a
+ * long model call), 429 `rate-limited`, 503 (`overloaded`, `engine-unavailable`, `database-busy`,
+ * `shutting-down`, ...: nothing recorded). docs/protocol.md, "Errors".
+ */
+export const RETRYABLE_STATUSES: ReadonlySet<number> = new Set([408, 429, 503]);
+
+/**
+ * Minimal JSON client: up to 5 retries for 408/429/503 (waiting Retry-After seconds, at most 30,
+ * else exponential backoff from 0.5 s) and for network errors; safe because steps are idempotent
+ * (the same (attempt, step) with the same body returns the stored answer: docs/protocol.md) and
+ * session deletion is too. Throws HttpError for any other non-2xx answer or when retries run out.
  */
 export class Http {
   constructor(private base: string, private apiKey: string | undefined, private timeoutMs: number) {
     this.base = base.replace(/\/+$/, '');
+  }
+
+  /** GET `path`; resolves with the parsed JSON answer. */
+  async get<T>(path: string): Promise<T> {
+    return this.request<T>('GET', path);
   }
 
   async post<T>(path: string, body: unknown): Promise<T> {
@@ -78,7 +93,7 @@ export class Http {
       lastErr = new HttpError(`${method} ${path}: HTTP ${res.status} ${text.slice(0, 500)}`, res.status, text);
       const retryAfter = Number(res.headers.get('retry-after'));
       if (Number.isFinite(retryAfter) && retryAfter > 0) waitMs = Math.min(retryAfter, 30) * 1000;
-      if (res.status !== 429 && res.status !== 503) break;
+      if (!RETRYABLE_STATUSES.has(res.status)) break;
     }
     throw lastErr instanceof Error ? lastErr : new Error(String(lastErr));
   }
