@@ -55,7 +55,13 @@ export function formatReport(r: EvalReport): string {
     `invalid actions:   ${pct(m.invalidActionRate)}`,
     `trajectory diversity: ${m.trajectoryDiversity.toFixed(3)} nats (mean over tasks)`,
   ];
-  if (m.errors) lines.push(`errors: ${m.errors} sessions (first: ${r.sessions.find((s) => s.error)?.error})`);
+  // An errored session stays in the denominators: its interrupted attempt counts as a failure of
+  // the policy in pass@k and its partial return in the mean returns. Say so next to the numbers.
+  if (m.errors) {
+    lines.push(
+      `errors: ${m.errors} of ${m.sessions} sessions failed with errors; pass@k and mean returns above count each as a failed attempt (first: ${r.sessions.find((s) => s.error)?.error})`,
+    );
+  }
   return lines.join('\n');
 }
 

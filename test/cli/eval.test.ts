@@ -81,12 +81,17 @@ describe('lamer eval exit status and clean-up', () => {
     try {
       expect(await evalRun(['--env', 'minesweeper', '--tasks', '4', '--attempts', '1', '--concurrency', '1', '--server', url, '--out', out, '--quiet'])).toBe(1);
       expect(c.errors()).toContainEqual(expect.stringMatching(/^lamer eval: 2 of 4 sessions failed with errors \(first: .*500.*\)$/));
+      // The summary says that the errored sessions are in the pass@k denominators.
+      expect(c.logs().join('\n')).toMatch(/\nerrors: 2 of 4 sessions failed with errors; pass@k and mean returns above count each as a failed attempt \(first: .*500.*\)/);
     } finally {
       c.restore();
       proxy.close();
       await real.close();
     }
-    expect(JSON.parse(readFileSync(out, 'utf8')).metrics.errors).toBe(2);
+    const report = JSON.parse(readFileSync(out, 'utf8')) as { metrics: { errors: number; sessions: number }; sessions: Array<{ error?: string; attempts: unknown[] }> };
+    expect(report.metrics.errors).toBe(2);
+    expect(report.metrics.sessions).toBe(4);
+    expect(report.sessions.filter((x) => x.error !== undefined).map((x) => x.attempts.length)).toEqual([1, 1]);
   }, 60_000);
 
   it('Ctrl-C during an in-process eval removes its temporary data directory (exit 130)', async () => {
