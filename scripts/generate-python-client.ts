@@ -525,8 +525,9 @@ const CLIENT_BASE = (authHeader: string, authPrefix: string) => `class LamerClie
 
     base_url: e.g. 'http://127.0.0.1:8080'. api_key: sent as the '${authHeader}' header${authPrefix ? ` (as '${authPrefix}<key>')` : ''}.
     timeout: seconds per request (a step that writes a reflection takes longer than an action).
-    retries: how many times a 429/503 answer is retried after its Retry-After (steps are safe
-    to retry: the server answers a repeated (attempt, step) with the stored answer).
+    retries: how many times a 408/429/503 answer is retried after its Retry-After (1 s without
+    one); the server processed none of them (steps are safe to retry: the server answers a
+    repeated (attempt, step) with the stored answer).
     """
 
     def __init__(self, base_url: str, api_key: Optional[str] = None, timeout: float = 120.0,
@@ -566,7 +567,7 @@ const CLIENT_BASE = (authHeader: string, authPrefix: string) => `class LamerClie
                     return raw.decode("utf-8", "replace")  # e.g. /metrics (Prometheus text)
             except urllib.error.HTTPError as err:
                 problem = _problem_of(err)
-                if problem.status in (429, 503) and attempt < self.retries:
+                if problem.status in (408, 429, 503) and attempt < self.retries:
                     attempt += 1
                     time.sleep(problem.retry_after if problem.retry_after is not None else 1.0)
                     continue

@@ -126,6 +126,32 @@ print(json.dumps(out))`,
   });
 });
 
+describe('Python client retries', () => {
+  it('retries a 408 request-timeout (no Retry-After) when asked, and returns the answer', async () => {
+    let calls = 0;
+    await withStub(
+      (_req, res) => {
+        calls++;
+        if (calls === 1) {
+          res.writeHead(408, { 'content-type': 'application/problem+json', connection: 'close' });
+          res.end(JSON.stringify({ type: 'https://lamer-server.dev/problems/request-timeout', title: 'Request Timeout', status: 408, detail: 'the request was not received in time' }));
+        } else {
+          res.writeHead(200, { 'content-type': 'application/json' });
+          res.end(JSON.stringify({ status: 'ok' }));
+        }
+      },
+      async (url) => {
+        const { stdout } = await python(
+          `import json; from lamer_client import LamerClient
+print(json.dumps(LamerClient(${JSON.stringify(url)}, retries=1).get_healthz()))`,
+        );
+        expect(JSON.parse(stdout)).toEqual({ status: 'ok' });
+        expect(calls).toBe(2);
+      },
+    );
+  });
+});
+
 // mypy is not installed on every machine (pip install mypy); where it is, the generated client
 // and the example must type-check strictly for the oldest and the current Python it supports.
 describe.skipIf(!hasMypy)('Python client typing', () => {
