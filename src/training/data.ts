@@ -135,11 +135,15 @@ export interface TrainingSample {
  */
 export interface PackedTurn {
   step: number;
+  /** 'reflection' for the reflection written after the attempt (packed last, when its recorded
+   *  prompt extends the attempt's sequence); absent: an acting turn. */
+  kind?: TurnKind;
   start: number;
   length: number;
   advantage: number;
   return: number;
-  /** Token ids of the step's allowed candidates (its bytes + EOS), when the output was constrained. */
+  /** Token ids of the step's allowed candidates (its bytes + EOS), when the output was constrained
+   *  (never for a reflection: free text). */
   candidates?: number[][];
 }
 
@@ -239,14 +243,18 @@ export function sessionOutcomes(records: readonly StepRecord[]): { meanReturn: n
  * episode, gamma_traj plays no role and reflection turns are not trained), and drop groups without
  * signal.
  *
- * Packing (`pack`, default, with `blockSize`): the acting prompt is append-only
- * (src/agent/prompt.ts), so per attempt the longest run of acting turns from the first whose
+ * Packing (`pack`, default, with `blockSize`): the acting prompt is append-only and the
+ * reflection prompt continues the attempt's last acting prompt (src/agent/prompt.ts), so per
+ * attempt the longest run of its acting turns from the first, then its reflection (LaMer), whose
  * recorded prompts extend each other (`packRlRun`: exact token-id comparison, same sampler
  * settings, fits the block) becomes one sample (`packedRlSample`) with per-token `advantages`,
- * `oldLogprobs` and `lossTargets` and the turns' candidates in `packedTurns`: the same per-token
- * losses and gradient as the per-step samples at O(k) instead of O(k^2) positions. Turns not kept
- * inside the run stay as untrained context; a run needs two kept turns. Every other turn, and every
- * reflection, is a per-step sample (prompt + output). `scores` are per turn either way.
+ * `oldLogprobs` and `lossTargets` and the turns' kinds and candidates in `packedTurns`: the same
+ * per-token losses and gradient as the per-step samples at O(k) instead of O(k^2) positions. The
+ * reflection joins only a run holding every acting turn of the attempt (it is the last turn
+ * compared). Turns not kept inside the run stay as untrained context; a run needs two kept turns.
+ * Every other turn, and a reflection whose prompt does not extend the run (steps dropped from its
+ * smaller prompt budget, another sampler), is a per-step sample (prompt + output). `scores` are
+ * per turn either way.
  * @throws RangeError when a record has output token ids but no logprobs of the same length.
  */
 export function buildRlSamples(records: readonly StepRecord[], opts: RlDataOptions): { samples: TrainingSample[]; stats: DataStats; scores: TurnScore[] } {
@@ -291,14 +299,18 @@ export function buildRlSamples(records: readonly StepRecord[], opts: RlDataOptio
   const packedAt = new Map<number, TrainingSample | null>();
   if ((opts.pack ?? true) && opts.blockSize !== undefined) {
     const byAttempt = new Map<string, number[]>();
+    const reflectionOf = new Map<string, number>();
     sources.forEach((r, i) => {
-      if (r.kind !== 'action') return;
       const k = `${r.sessionId}\u0000${r.attempt}`;
+      if (r.kind === 'reflection') { reflectionOf.set(k, i); return; }
       const list = byAttempt.get(k);
       if (list) list.push(i); else byAttempt.set(k, [i]);
     });
-    for (const list of byAttempt.values()) {
+    for (const [k, list] of byAttempt) {
       list.sort((x, y) => sources[x].step - sources[y].step);
+      // the reflection after the attempt comes last: its prompt continues the last acting prompt
+      const refl = reflectionOf.get(k);
+      if (refl !== undefined) list.push(refl);
       const run = packRlRun(list.map((i) => sources[i]), opts.blockSize);
       // trailing turns that are not trained add nothing; a run needs two trained turns to pay
       while (run.length > 0 && !adv.turns[list[run.length - 1]].kept) run.pop();
@@ -349,13 +361,14 @@ const sameSampler = (a: SamplerSettings, b: SamplerSettings) => a.temperature ==
 const startsWith = (xs: readonly number[], prefix: readonly number[], at = 0) => xs.length >= at + prefix.length && prefix.every((id, i) => xs[at + i] === id);
 
 /**
- * The packable run of an attempt's acting turns (`turns` in step order, each with a model call):
- * for each turn of the run from the first, how many of its output tokens the next turn's served
- * prompt shows (all of them for the run's last turn). Turn j+1 joins when, by exact token-id
- * comparison, its recorded prompt is turn j's prompt + turn j's output tokens + a tail, or turn
- * j's prompt + its output without the last token (the EOS that ended the answer, which the
- * next prompt does not show) + a non-empty tail (whose first position then trains that last
- * token); when its sampler settings (temperature, top-p, top-k) are the first turn's; and when its
+ * The packable run of an attempt's turns (`turns`: its acting turns in step order, each with a
+ * model call, then its reflection if any): for each turn of the run from the first, how many of
+ * its output tokens the next turn's served prompt shows (all of them for the run's last turn).
+ * Turn j+1 joins when, by exact token-id comparison, its recorded prompt is turn j's prompt + turn
+ * j's output tokens + a tail, or turn j's prompt + its output without the last token (the EOS that
+ * ended the answer, which the next prompt does not show) + a non-empty tail (whose first position
+ * then trains that last token); when its sampler settings (temperature, top-p, top-k) are the
+ * first turn's (one temperature per sample: batch.ts scales a row's logits by one); and when its
  * prompt + output fits blockSize + 1 tokens. Candidates may differ from turn to turn.
  */
 function packRlRun(turns: readonly StepRecord[], blockSize: number): number[] {
@@ -382,7 +395,7 @@ function packRlRun(turns: readonly StepRecord[], blockSize: number): number[] {
 
 /**
  * One sample for a packable run (`packRlRun`): prompt = the first turn's served prompt; output =
- * the rest of the last turn's prompt and its output; `lossTargets` train each trained (kept)
+ * the rest of the last turn's prompt and its output (the last turn may be the reflection); `lossTargets` train each trained (kept)
  * turn's recorded output tokens at the positions the per-step sample trains them (a last token the
  * next prompt does not show at the first position of that prompt's tail), -1 elsewhere (the
  * observations between actions and untrained turns, which stay as context); `advantages` and
@@ -415,7 +428,10 @@ function packedRlSample(run: ReadonlyArray<{ r: StepRecord; shown: number; kept:
     if (t.shown < out.length && t.kept) pending = { target: out[out.length - 1], advantage: t.advantage, lp: lp[out.length - 1] };
     if (t.kept) {
       const cands = behaviourOf(t.r).candidates;
-      turns.push({ step: t.r.step, start, length: out.length, advantage: t.advantage, return: t.return, ...(cands ? { candidates: cands } : {}) });
+      turns.push({
+        step: t.r.step, ...(t.r.kind === 'reflection' ? { kind: 'reflection' as const } : {}), start, length: out.length,
+        advantage: t.advantage, return: t.return, ...(cands ? { candidates: cands } : {}),
+      });
     }
   }
   const head = turns[0]!;
@@ -429,8 +445,9 @@ function packedRlSample(run: ReadonlyArray<{ r: StepRecord; shown: number; kept:
 
 /**
  * The per-step samples of a packed RL sample (`packedTurns`), exactly as `buildRlSamples` without
- * packing makes them: per trained turn, its served prompt, recorded output tokens, logprobs,
- * advantage, return and behaviour. A sample without `packedTurns` is returned as is.
+ * packing makes them: per trained turn (acting turns and a packed reflection), its kind, served
+ * prompt, recorded output tokens, logprobs, advantage, return and behaviour. A sample without
+ * `packedTurns` is returned as is.
  */
 export function unpackSample(s: TrainingSample): TrainingSample[] {
   if (!s.packedTurns || !s.lossTargets) return [s];
@@ -439,6 +456,7 @@ export function unpackSample(s: TrainingSample): TrainingSample[] {
   return packedTurns.map((t) => ({
     ...rest,
     step: t.step,
+    kind: t.kind ?? 'action',
     promptTokenIds: [...s.promptTokenIds, ...s.outputTokenIds.slice(0, t.start)],
     outputTokenIds: lossTargets.slice(t.start, t.start + t.length),
     oldLogprobs: s.oldLogprobs ? s.oldLogprobs.slice(t.start, t.start + t.length) : null,

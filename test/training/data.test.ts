@@ -235,6 +235,88 @@ function recordedSessions(acts: string[][], rewards: number[][], opts: { constra
   return recs;
 }
 
+/**
+ * Packed RL samples against their per-step samples on `model`: the same per-token logprobs and
+ * supports under the behaviour policy, and the same PPO losses and gradients (within 1e-5), with
+ * clipping active.
+ */
+function expectSamePpo(model: GptTrainable, packed: TrainingSample[], plain: TrainingSample[]): void {
+  // per-token logprobs under the behaviour policy (temperature 0.8, top-p 0.95, the UTF-8 guard)
+  const pb = behaviourOutputs(model, packed);
+  const qb = behaviourOutputs(model, plain);
+  const fromPacked = packed.flatMap((s, i) => s.packedTurns!.map((t) => ({ lp: pb.logprobs[i].slice(t.start, t.start + t.length), sup: pb.supports[i]!.slice(t.start, t.start + t.length) })));
+  expect(fromPacked).toHaveLength(plain.length);
+  fromPacked.forEach((x, j) => {
+    x.lp.forEach((v, k) => expect(Math.abs(v - qb.logprobs[j][k])).toBeLessThan(1e-5));
+    expect(x.sup).toEqual(qb.supports[j]);
+  });
+  // PPO loss and gradients against the sampler's recorded logprobs (ratios away from 1: clipping shows)
+  const coef = { clipCoef: 0.2, dualClip: 3, entCoef: 0.01 };
+  const vars = model.trainableVariables();
+  const run = (xs: TrainingSample[], sup: typeof pb.supports) => {
+    const b = makeBatch(xs, model, undefined, sup);
+    const r = accumulateGradients(model, vars, [b], [1], ppoLoss(coef));
+    const g = r.grads.map((x) => x.dataSync() as Float32Array);
+    tf.dispose(r.grads);
+    const n = outputTokens(b);
+    disposeBatch(b);
+    return { losses: r.losses, g, n };
+  };
+  const a = run(packed, pb.supports);
+  const b = run(plain, qb.supports);
+  expect(a.n).toBe(b.n);
+  for (const k of ['loss', 'pgLoss', 'entropy', 'clipFrac', 'dualClipFrac', 'approxKl'] as const) expect(Math.abs(a.losses[k] - b.losses[k]), k).toBeLessThan(1e-5);
+  expect(b.losses.clipFrac).toBeGreaterThan(0);
+  let d = 0;
+  let norm = 0;
+  a.g.forEach((x, i) => x.forEach((v, j) => { d = Math.max(d, Math.abs(v - b.g[i][j])); norm = Math.max(norm, Math.abs(v)); }));
+  expect(d).toBeLessThan(1e-5);
+  expect(norm).toBeGreaterThan(1e-4);
+}
+
+/**
+ * Recorded LaMer sessions of one task with a reflection: per session, attempt 0 (its actions
+ * fail), the reflection written after it, and attempt 1 (whose prompts show the reflection), with
+ * the serving prompts token for token (acting budget block - 48, reflection budget
+ * `reflectionBudget`, default block - 256) and the session's sampler.
+ */
+function reflectedSessions(plans: ReadonlyArray<{ attempts: Array<{ acts: string[]; rewards: number[] }>; reflection: string }>, opts: { reflectionBudget?: number } = {}): StepRecord[] {
+  const sampling = { temperature: 0.8, topP: 0.95, topK: 0 };
+  const actBudget = 1024 - DEFAULT_LIMITS.maxActionTokens;
+  const reflBudget = opts.reflectionBudget ?? 1024 - DEFAULT_LIMITS.maxReflectionTokens;
+  const base = { instructions: 'Reveal cells.', memory: 'reflection_only' as const };
+  const recs: StepRecord[] = [];
+  plans.forEach((plan, g) => {
+    const previousAttempts: PromptAttempt[] = [];
+    plan.attempts.forEach(({ acts, rewards }, n) => {
+      const done: PromptStep[] = [];
+      acts.forEach((a, t) => {
+        const observation = `board ${g}.${n}.${t}\n#..\n.#.`;
+        const enc = encodePrompt(renderActPrompt({ ...base, attempt: n, previousAttempts, steps: done, observation }), actBudget);
+        const output = [...encode(a), EOS];
+        recs.push(rec(`G${g}`, n, t, observation, t === 0 ? 0 : rewards[t - 1], {
+          promptTokenIds: enc.ids, outputTokenIds: output, logprobs: output.map((_, k) => -0.3 - 0.1 * k - 0.05 * t), sampling,
+        }));
+        done.push({ observation, action: a });
+      });
+      const k = acts.length;
+      const finalObservation = `board ${g}.${n}.${k}`;
+      const success = rewards[k - 1] > 0;
+      recs.push(rec(`G${g}`, n, k, finalObservation, rewards[k - 1], { done: true, success, sampling }));
+      const last = n === plan.attempts.length - 1;
+      if (!success && !last) {
+        const enc = encodePrompt(renderReflectionPrompt({ ...base, attempt: n, previousAttempts, steps: done, finalObservation }), reflBudget);
+        const output = [...encode(plan.reflection), EOS];
+        recs.push(rec(`G${g}`, n, k, finalObservation, 0, {
+          kind: 'reflection', promptTokenIds: enc.ids, outputTokenIds: output, logprobs: output.map((_, j) => -0.9 - 0.02 * j), sampling,
+        }));
+      }
+      previousAttempts.push({ steps: done, finalObservation, success, reflection: !success && !last ? plan.reflection : null });
+    });
+  });
+  return recs;
+}
+
 describe('packed RL samples', () => {
   // two sessions of one task, 3 acting steps each, different returns: every turn has an advantage
   const acts = [['reveal 0 0', 'reveal 1 2', 'flag 3 3'], ['reveal 0 0', 'reveal 2 1', 'reveal 3 0']];
@@ -271,39 +353,7 @@ describe('packed RL samples', () => {
   it('on a GPT: the same per-token logprobs, PPO loss and gradients as the per-step samples (within 1e-5)', () => {
     const model = new GptTrainable(initModel({ vocab_size: 260, block_size: 1024, n_layer: 1, n_head: 2, n_embd: 16 }, 5));
     const records = recordedSessions(acts, rewards);
-    const packed = buildRlSamples(records, opts).samples;
-    const plain = buildRlSamples(records, { ...opts, pack: false }).samples;
-    // per-token logprobs under the behaviour policy (temperature 0.8, top-p 0.95, the UTF-8 guard)
-    const pb = behaviourOutputs(model, packed);
-    const qb = behaviourOutputs(model, plain);
-    const fromPacked = packed.flatMap((s, i) => s.packedTurns!.map((t) => ({ lp: pb.logprobs[i].slice(t.start, t.start + t.length), sup: pb.supports[i]!.slice(t.start, t.start + t.length) })));
-    expect(fromPacked).toHaveLength(plain.length);
-    fromPacked.forEach((x, j) => {
-      x.lp.forEach((v, k) => expect(Math.abs(v - qb.logprobs[j][k])).toBeLessThan(1e-5));
-      expect(x.sup).toEqual(qb.supports[j]);
-    });
-    // PPO loss and gradients against the sampler's recorded logprobs (ratios away from 1: clipping shows)
-    const coef = { clipCoef: 0.2, dualClip: 3, entCoef: 0.01 };
-    const vars = model.trainableVariables();
-    const run = (xs: TrainingSample[], sup: typeof pb.supports) => {
-      const b = makeBatch(xs, model, undefined, sup);
-      const r = accumulateGradients(model, vars, [b], [1], ppoLoss(coef));
-      const g = r.grads.map((x) => x.dataSync() as Float32Array);
-      tf.dispose(r.grads);
-      const n = outputTokens(b);
-      disposeBatch(b);
-      return { losses: r.losses, g, n };
-    };
-    const a = run(packed, pb.supports);
-    const b = run(plain, qb.supports);
-    expect(a.n).toBe(b.n);
-    for (const k of ['loss', 'pgLoss', 'entropy', 'clipFrac', 'dualClipFrac', 'approxKl'] as const) expect(Math.abs(a.losses[k] - b.losses[k]), k).toBeLessThan(1e-5);
-    expect(b.losses.clipFrac).toBeGreaterThan(0);
-    let d = 0;
-    let norm = 0;
-    a.g.forEach((x, i) => x.forEach((v, j) => { d = Math.max(d, Math.abs(v - b.g[i][j])); norm = Math.max(norm, Math.abs(v)); }));
-    expect(d).toBeLessThan(1e-5);
-    expect(norm).toBeGreaterThan(1e-4);
+    expectSamePpo(model, buildRlSamples(records, opts).samples, buildRlSamples(records, { ...opts, pack: false }).samples);
     model.dispose();
   });
 
@@ -363,5 +413,91 @@ describe('packed RL samples', () => {
     const small = buildRlSamples(records, { ...opts, blockSize: records[1].promptTokenIds!.length + records[1].outputTokenIds!.length - 1 }).samples;
     expect(small[0].packedTurns!.map((t) => t.step)).toEqual([0, 1]);
     expect(buildRlSamples(records, { algorithm: 'lamer', returns }).samples).toEqual(buildRlSamples(records, { ...opts, pack: false }).samples);
+  });
+
+  describe('with the reflection', () => {
+    // two sessions whose attempt 0 fails and whose attempt 1 goes differently: the reflections
+    // (returns G_0 of attempt 1) and the acting turns all have advantages
+    const plans = [
+      { attempts: [{ acts: ['reveal 0 0', 'reveal 1 2'], rewards: [0.1, -1] }, { acts: ['reveal 0 0', 'flag 1 2'], rewards: [0.1, 1] }], reflection: 'Row 1 hides a mine: flag it.' },
+      { attempts: [{ acts: ['reveal 0 0', 'reveal 2 1'], rewards: [0.2, -1] }, { acts: ['reveal 3 3', 'reveal 2 1'], rewards: [0.1, -1] }], reflection: 'Start from a corner.' },
+    ];
+
+    it("packs the reflection last into its attempt's sequence; unpacking gives back the per-step samples exactly", () => {
+      const records = reflectedSessions(plans);
+      const refl = records.find((r) => r.sessionId === 'G0' && r.kind === 'reflection')!;
+      const lastAct = records.find((r) => r.sessionId === 'G0' && r.attempt === 0 && r.step === 1)!;
+      // the recorded reflection prompt is the last acting prompt + its action without EOS + the reflection tail
+      expect(refl.promptTokenIds!.slice(0, lastAct.promptTokenIds!.length + lastAct.outputTokenIds!.length - 1)).toEqual([...lastAct.promptTokenIds!, ...lastAct.outputTokenIds!.slice(0, -1)]);
+      const packed = buildRlSamples(records, opts);
+      const plain = buildRlSamples(records, { ...opts, pack: false });
+      expect(plain.samples.map((s) => [s.sessionId, s.attempt, s.step, s.kind])).toEqual([
+        ['G0', 0, 0, 'action'], ['G0', 0, 1, 'action'], ['G0', 0, 2, 'reflection'], ['G0', 1, 0, 'action'], ['G0', 1, 1, 'action'],
+        ['G1', 0, 0, 'action'], ['G1', 0, 1, 'action'], ['G1', 0, 2, 'reflection'], ['G1', 1, 0, 'action'], ['G1', 1, 1, 'action'],
+      ]);
+      expect(packed.samples.map((s) => [s.sessionId, s.attempt, s.kind, s.packedTurns!.map((t) => t.kind ?? t.step)])).toEqual([
+        ['G0', 0, 'action', [0, 1, 'reflection']], ['G0', 1, 'action', [0, 1]], ['G1', 0, 'action', [0, 1, 'reflection']], ['G1', 1, 'action', [0, 1]],
+      ]);
+      expect(packed.scores).toEqual(plain.scores);
+      expect(packed.stats.outputTokens).toBe(plain.stats.outputTokens);
+      // the sequence is the reflection's prompt + output; the last action's EOS trains where the reflection tail starts
+      const p = packed.samples[0];
+      expect([...p.promptTokenIds, ...p.outputTokenIds]).toEqual([...refl.promptTokenIds!, ...refl.outputTokenIds!]);
+      const [t1, tr] = p.packedTurns!.slice(1);
+      expect(p.lossTargets![t1.start + t1.length - 1]).toBe(EOS);
+      expect(p.outputTokenIds[t1.start + t1.length - 1]).toBe(encode('\n')[0]);
+      expect(tr).toEqual({ step: 2, kind: 'reflection', start: p.outputTokenIds.length - refl.outputTokenIds!.length, length: refl.outputTokenIds!.length, advantage: tr.advantage, return: tr.return });
+      expect(p.lossTargets!.slice(tr.start)).toEqual(refl.outputTokenIds);
+      expect(p.oldLogprobs!.slice(tr.start)).toEqual(refl.logprobs);
+      // its own advantage at its positions, not the acting turns'
+      const reflScore = plain.scores.find((x) => x.sessionId === 'G0' && x.kind === 'reflection')!;
+      expect(reflScore.advantage).not.toBe(0);
+      expect(tr.advantage).toBe(reflScore.advantage);
+      expect(p.advantages!.slice(tr.start)).toEqual(refl.outputTokenIds!.map(() => reflScore.advantage));
+      expect(p.advantages![t1.start]).not.toBe(reflScore.advantage);
+      expect(packed.samples.flatMap(unpackSample)).toEqual(plain.samples);
+      // gigpo trains no reflection: its packed samples are the acting turns alone
+      const gigpo = buildRlSamples(records, { ...opts, algorithm: 'gigpo' });
+      expect(gigpo.samples.flatMap((s) => s.packedTurns!.map((t) => t.kind ?? 'action'))).toEqual(new Array(8).fill('action'));
+      expect(gigpo.samples.flatMap(unpackSample)).toEqual(buildRlSamples(records, { ...opts, algorithm: 'gigpo', pack: false }).samples);
+    });
+
+    it('on a GPT: the same per-token logprobs, PPO loss and gradients as the per-step samples with the reflection (within 1e-5)', () => {
+      const model = new GptTrainable(initModel({ vocab_size: 260, block_size: 1024, n_layer: 1, n_head: 2, n_embd: 16 }, 7));
+      const records = reflectedSessions(plans);
+      // the failed attempts with their reflections (attempt 1 only sets the reflections' returns)
+      const packed = buildRlSamples(records, opts).samples.filter((s) => s.attempt === 0);
+      expect(packed.map((s) => s.packedTurns!.map((t) => t.kind ?? t.step))).toEqual([[0, 1, 'reflection'], [0, 1, 'reflection']]);
+      expectSamePpo(model, packed, buildRlSamples(records, { ...opts, pack: false }).samples.filter((s) => s.attempt === 0));
+      model.dispose();
+    });
+
+    it('stays a separate sample when its prompt does not extend the sequence, uses another sampler, or does not fit the block', () => {
+      const kinds = (xs: TrainingSample[]) => xs.map((s) => [s.sessionId, s.attempt, s.kind, s.packedTurns?.map((t) => t.kind ?? t.step) ?? null]);
+      const check = (records: StepRecord[], o: typeof opts = opts) => {
+        const { samples } = buildRlSamples(records, o);
+        expect(samples.flatMap(unpackSample)).toEqual(buildRlSamples(records, { ...o, pack: false }).samples);
+        return kinds(samples);
+      };
+      const separate = [
+        ['G0', 0, 'action', [0, 1]], ['G0', 0, 'reflection', null], ['G0', 1, 'action', [0, 1]],
+        ['G1', 0, 'action', [0, 1]], ['G1', 0, 'reflection', null], ['G1', 1, 'action', [0, 1]],
+      ];
+      // a reflection budget so small that its prompt drops the attempt's first step
+      const records = reflectedSessions(plans);
+      const reflLen = records.find((r) => r.kind === 'reflection')!.promptTokenIds!.length;
+      const dropped = reflectedSessions(plans, { reflectionBudget: reflLen - 5 });
+      expect(dropped.find((r) => r.kind === 'reflection')!.promptTokenIds!.length).toBeLessThan(reflLen - 5);
+      expect(check(dropped)).toEqual(separate);
+      // another temperature for the reflection (one temperature per packed sequence)
+      expect(check(records.map((r) => (r.kind === 'reflection' ? { ...r, sampling: { temperature: 1, topP: 0.95, topK: 0 } } : r)))).toEqual(separate);
+      // a block that holds attempt 0's acting turns but not its reflection's prompt + output
+      const refl0 = records.find((r) => r.sessionId === 'G0' && r.kind === 'reflection')!;
+      const small = check(records, { ...opts, blockSize: refl0.promptTokenIds!.length + refl0.outputTokenIds!.length - 2 });
+      expect(small.slice(0, 3)).toEqual(separate.slice(0, 3));
+      // an acting turn that breaks the run: the reflection is compared only after every acting turn
+      const broken = records.map((r) => (r.sessionId === 'G0' && r.attempt === 0 && r.step === 1 ? { ...r, promptTokenIds: [BOS, ...r.promptTokenIds!.slice(2)] } : r));
+      expect(check(broken).slice(0, 4)).toEqual([['G0', 0, 'action', null], ['G0', 0, 'action', null], ['G0', 0, 'reflection', null], ['G0', 1, 'action', [0, 1]]]);
+    });
   });
 });
