@@ -33,6 +33,8 @@ const HELP = `usage: lamer train --env minesweeper|sokoban --algorithm lamer|gig
   --temperature X --top-p X --top-k N   rollout sampling (default 1.0 / 1 / 0, LaMer's training setting)
   --available-actions   send the env's legal actions with each step
   --lr X --epochs N --minibatch N --gamma-traj X --ent-coef X   job hyperparameters
+  --no-pack             train one sequence per turn (default: an attempt's turns, then its reflection,
+                        in one sequence where the recorded prompts extend each other; same losses)
   --data-dir DIR        in-process server: data directory (checkpoints and database are kept there)
   --base-model-dir DIR  in-process server: base checkpoint (default models/base)
   --max-minutes M       wall-clock budget: start no iteration that would end after M minutes
@@ -65,6 +67,7 @@ const OPTIONS = {
   group: { type: 'string' }, server: { type: 'string' }, out: { type: 'string' }, params: { type: 'string' }, seed: { type: 'string' },
   concurrency: { type: 'string' }, temperature: { type: 'string' }, 'top-p': { type: 'string' }, 'top-k': { type: 'string' }, 'available-actions': { type: 'boolean' }, lr: { type: 'string' },
   epochs: { type: 'string' }, minibatch: { type: 'string' }, 'gamma-traj': { type: 'string' }, 'ent-coef': { type: 'string' },
+  'no-pack': { type: 'boolean' },
   'data-dir': { type: 'string' }, 'base-model-dir': { type: 'string' }, 'api-key': { type: 'string' }, 'max-minutes': { type: 'string' }, quiet: { type: 'boolean' },
 } as const;
 
@@ -78,11 +81,12 @@ function trainOptions(values: Values) {
     throw new UsageError(`--algorithm must be ${RL_ALGORITHMS.slice(0, -1).join(', ')} or ${RL_ALGORITHMS.at(-1)}, got '${values.algorithm ?? ''}'`);
   }
   if (values.server !== undefined && !/^https?:\/\/\S+$/.test(values.server)) throw new UsageError(`--server must be an http(s) URL, got '${values.server}'`);
-  const hyper: Record<string, number> = {};
+  const hyper: Record<string, number | boolean> = {};
   for (const [flag, key, lo, hi] of [['lr', 'lr', 1e-12, 1], ['epochs', 'epochs', 1, 100], ['minibatch', 'minibatchSize', 1, 4096], ['gamma-traj', 'gammaTraj', 0, 1], ['ent-coef', 'entCoef', 0, 1]] as const) {
     const v = num(flag, values[flag], lo, hi);
     if (v !== undefined) hyper[key] = v;
   }
+  if (values['no-pack']) hyper.pack = false;
   const temperature = num('temperature', values.temperature, 0, 10) ?? 1;
   const opts = {
     env, algorithm, params,
@@ -160,17 +164,25 @@ function writeCurve(out: string, opts: TrainOptions, points: CurvePoint[]): void
   writeFileSync(path.join(out, 'learning-curve.svg'), learningCurveSvg([{ label: opts.algorithm, points }], `${opts.algorithm} on ${opts.env}: ${opts.tasksPerIter} tasks/iteration, G=${opts.group}`));
 }
 
-export async function run(argv: string[]): Promise<number> {
+/**
+ * The command line of `lamer train` (arguments after the command) as experiment options, the
+ * output folder and the parsed flags; or the exit code when it asked for --help (printed, 0) or
+ * was wrong (one usage line on stderr, 2).
+ */
+export function trainCommand(argv: string[]): { code: number } | { opts: TrainOptions; out: string; values: Values } {
   const parsed = parseCommand('train', argv, OPTIONS, HELP);
-  if ('code' in parsed) return parsed.code;
-  const values = parsed.values;
-  let opts: TrainOptions;
-  let out: string;
+  if ('code' in parsed) return parsed;
   try {
-    ({ opts, out } = trainOptions(values));
+    return { ...trainOptions(parsed.values), values: parsed.values };
   } catch (e) {
-    return usageError('train', e);
+    return { code: usageError('train', e) };
   }
+}
+
+export async function run(argv: string[]): Promise<number> {
+  const cmd = trainCommand(argv);
+  if ('code' in cmd) return cmd.code;
+  const { opts, out, values } = cmd;
   mkdirSync(out, { recursive: true });
 
   let inProcess: { close(): Promise<void> } | null = null;

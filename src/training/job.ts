@@ -43,7 +43,8 @@ export interface TrainingHyper {
   minibatchSize?: number;
   /** Train packed RL samples packed (default true). false: each is trained as the per-step samples
    *  of its turns (`unpackSample`, src/training/data.ts), as is a packed sample longer than the
-   *  model's block in any case. (Whether samples are packed at all is `RlDataOptions.pack`.) */
+   *  model's block in any case. (Whether samples are packed at all is `RlDataOptions.pack` /
+   *  `SftDataOptions.pack`; the manager sets both from this, the API's `hyperparameters.pack`.) */
   pack?: boolean;
   clipCoef?: number;
   dualClip?: number;

@@ -276,12 +276,12 @@ export class TrainingJobManager {
   }
 
   private async prepare(req: CreateJobRequest, checkpointDir: string): Promise<{ samples: TrainingSample[]; stats: DataStats }> {
+    const h = req.hyper ?? {};
     if (req.algorithm === 'sft') {
       const demos = parseDemoJsonl(await readFile(req.demosPath!, 'utf8'));
       const blockSize = await this.blockSize(checkpointDir);
-      return buildSftSamples(demos, { blockSize });
+      return buildSftSamples(demos, { blockSize, pack: h.pack ?? true });
     }
-    const h = req.hyper ?? {};
     // Sessions of remote versions hold another model's token ids: never train the local model on them.
     const remote = new Set(new ModelsRepo(this.opts.db).remoteVersions());
     const records = selectTrainingRecords(this.opts.db, req.data ?? {}).filter((r) => !remote.has(r.modelVersion));
@@ -290,8 +290,8 @@ export class TrainingJobManager {
       returns: { gammaStep: h.gammaStep ?? DEFAULT_RETURNS.gammaStep, gammaTraj: h.gammaTraj ?? DEFAULT_RETURNS.gammaTraj, mode: h.returnMode ?? DEFAULT_RETURNS.mode },
       invalidPenalty: h.invalidPenalty,
       stepCoef: h.stepCoef,
-      // each attempt's acting turns in one sample where the served prompts extend each other (the
-      // job unpacks any that do not fit the loaded model's block)
+      // each attempt's acting turns, then its reflection, in one sample where the served prompts
+      // extend each other (the job unpacks any that do not fit the loaded model's block)
       pack: h.pack ?? true,
       blockSize: await this.blockSize(checkpointDir),
     });

@@ -1,6 +1,6 @@
 /** `lamer train` with an in-process server on a --data-dir that a running server owns: one line, exit 1. */
 import { describe, expect, it } from 'vitest';
-import { run } from '../../src/cli/train.js';
+import { run, trainCommand } from '../../src/cli/train.js';
 import { quietConsole, startTestServer, tmpDir } from '../helpers/index.js';
 
 describe('lamer train --data-dir', () => {
@@ -29,5 +29,29 @@ describe('lamer train --algorithm', () => {
       c.restore();
     }
     expect(c.errors()).toEqual(["lamer train: --algorithm must be lamer, gigpo, grpo or rloo, got 'sft'"]);
+  });
+});
+
+describe('lamer train --no-pack', () => {
+  it("sends hyperparameters.pack false with the job; without it the server's default (packed) applies", () => {
+    const base = ['--env', 'minesweeper', '--algorithm', 'lamer', '--lr', '0.001', '--quiet'];
+    const packed = trainCommand(base);
+    const perTurn = trainCommand([...base, '--no-pack']);
+    if ('code' in packed || 'code' in perTurn) throw new Error('usage error');
+    expect(packed.opts.hyperparameters).toEqual({ lr: 0.001 });
+    expect(perTurn.opts.hyperparameters).toEqual({ lr: 0.001, pack: false });
+  });
+
+  it('takes no value: --no-pack=yes is one usage line, exit 2', () => {
+    const c = quietConsole();
+    let r;
+    try {
+      r = trainCommand(['--env', 'minesweeper', '--algorithm', 'lamer', '--no-pack=yes']);
+    } finally {
+      c.restore();
+    }
+    expect(r).toEqual({ code: 2 });
+    expect(c.errors()).toHaveLength(1);
+    expect(c.errors()[0]).toMatch(/^lamer train: .*--no-pack.*\(lamer train --help for the options\)$/);
   });
 });

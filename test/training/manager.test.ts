@@ -124,6 +124,14 @@ describe('TrainingJobManager', () => {
     expect(m.get(plain.id)!.metrics).toHaveLength(2);
     const rows = d.db.select().from(steps).where(eq(steps.sessionId, 'p1')).all().filter((r) => r.outputTokenIds);
     expect(rows.map((r) => r.advantage === null)).toEqual([false, false, false]);
+    // sft: a demonstration of 3 actions is one packed sequence, or 3 with pack: false
+    const demoSteps = ['a', 'b', 'c', null].map((action, t) => ({ observation: `o${t}`, action, reward: 0, done: action === null, success: false }));
+    writeFileSync(join(dir, 'demos3.jsonl'), JSON.stringify({ env: 'minesweeper', taskId: 'm', instructions: 'P', memory: 'reflection_only', attempts: [{ steps: demoSteps, reflection: null }] }) + '\n');
+    const sftPacked = m.create({ algorithm: 'sft', demosPath: join(dir, 'demos3.jsonl'), version: 'sft-packed', hyper: { epochs: 1 } });
+    const sftPlain = m.create({ algorithm: 'sft', demosPath: join(dir, 'demos3.jsonl'), version: 'sft-unpacked', hyper: { epochs: 1, pack: false } });
+    await m.whenIdle();
+    expect(stats(sftPacked.id)).toMatchObject({ turns: 3, samples: 1 });
+    expect(stats(sftPlain.id)).toMatchObject({ turns: 3, samples: 3 });
     await m.close();
   });
   it('cancels a running job', async () => {

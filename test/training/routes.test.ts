@@ -71,6 +71,7 @@ describe('POST /v1/training/jobs validation', () => {
     ['gammaTraj above 1', { algorithm: 'lamer', hyperparameters: { gammaTraj: 1.5 } }, 'body/hyperparameters/gammaTraj'],
     ['unknown returnMode', { algorithm: 'lamer', hyperparameters: { returnMode: 'other' } }, 'body/hyperparameters/returnMode'],
     ['unknown hyperparameter', { algorithm: 'lamer', hyperparameters: { momentum: 0.9 } }, 'body/hyperparameters/momentum'],
+    ['pack not a boolean', { algorithm: 'lamer', hyperparameters: { pack: 'yes' } }, 'body/hyperparameters/pack'],
     ['maxSessions 0', { algorithm: 'grpo', data: { maxSessions: 0 } }, 'body/data/maxSessions'],
     ['since not a date', { algorithm: 'rloo', data: { since: 'yesterday' } }, 'body/data/since'],
     ['sft without demonstrations', { algorithm: 'sft' }, 'body/demonstrations'],
@@ -105,6 +106,7 @@ describe('training jobs on a serving server', () => {
     expect(created.status).toBe(201);
     expect(created.headers.get('location')).toBe(`/v1/training/jobs/${created.body.id}`);
     expect(created.body).toMatchObject({ algorithm: 'lamer', status: expect.stringMatching(/^(queued|running)$/), progress: 0, baseVersion: 'base', version: 'v1', resultVersion: null, activateWhenDone: true, data: { env: 'doors' }, hyperparameters: { lr: 1e-3, epochs: 2, minibatchSize: 4, gammaTraj: 0.6 }, metrics: [], error: null });
+    expect(created.body.hyperparameters.pack).toBe(true); // the default, stored with the job
     const done = await waitFor(a, created.body.id, ['succeeded', 'failed', 'cancelled']);
     expect(done.error).toBeNull();
     expect(done).toMatchObject({ status: 'succeeded', progress: 1, resultVersion: 'v1' });

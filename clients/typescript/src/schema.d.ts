@@ -2704,6 +2704,11 @@ export interface paths {
                             lr?: number;
                             epochs?: number;
                             minibatchSize?: number;
+                            /**
+                             * @description train each attempt as one sequence where the recorded prompts extend each other (RL: its acting turns, then its reflection; sft: its steps), the same per-token losses at fewer positions; false: one sequence per turn
+                             * @default true
+                             */
+                            pack?: boolean;
                             clipCoef?: number;
                             dualClip?: number;
                             entCoef?: number;

@@ -60,6 +60,10 @@ export const Hyperparameters = Type.Object(
     lr: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 1, description: 'learning rate (default 1e-4 RL, 1e-3 SFT)' })),
     epochs: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })),
     minibatchSize: Type.Optional(Type.Integer({ minimum: 1, maximum: 4096 })),
+    pack: Type.Optional(Type.Boolean({
+      default: true,
+      description: "train each attempt as one sequence where the recorded prompts extend each other (RL: its acting turns, then its reflection; sft: its steps), the same per-token losses at fewer positions; false: one sequence per turn",
+    })),
     clipCoef: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 1 })),
     dualClip: Type.Optional(Type.Number({ exclusiveMinimum: 1, maximum: 100 })),
     entCoef: Type.Optional(Type.Number({ minimum: 0, maximum: 1 })),
