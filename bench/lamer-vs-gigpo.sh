@@ -76,17 +76,25 @@ train() { # arm seed
 }
 
 evaluate() { # name data-dir extra-eval-flags... (a server over the data dir: its last trained version is active)
-  local name=$1 data=$2; shift 2
+  local name=$1 data=$2 rc=0; shift 2
   if [ -s "$OUT/eval-$name.json" ]; then say "eval $name: done already"; return; fi
   PORT=$((PORT + 1))
   LAMER_DATA_DIR="$data" LAMER_BASE_MODEL_DIR="$BASE" LAMER_PORT=$PORT LAMER_LOG_LEVEL=warn node_modules/.bin/tsx src/cli/index.ts serve &
-  local pid=$!
+  SERVER_PID=$!
   for _ in $(seq 1 120); do curl -sf "http://127.0.0.1:$PORT/readyz" >/dev/null && break; sleep 1; done
   say "eval $name"
+  # lamer eval exits 1 when some sessions ended with an error but still writes its report (the
+  # errors are in it and in the log): keep going then; stop only when no report was written.
   lamer eval --env minesweeper --params "$PARAMS" --tasks "$EVAL_TASKS" --attempts 3 --concurrency "$CONCURRENCY" --seed 0 \
-    --available-actions --quiet --server "http://127.0.0.1:$PORT" --out "$OUT/eval-$name.json" "$@" >>"$LOG" 2>&1
-  kill "$pid"; wait "$pid" || true
+    --available-actions --quiet --server "http://127.0.0.1:$PORT" --out "$OUT/eval-$name.json" "$@" >>"$LOG" 2>&1 || rc=$?
+  kill "$SERVER_PID"; wait "$SERVER_PID" || true; SERVER_PID=
+  if [ "$rc" != 0 ]; then
+    [ -s "$OUT/eval-$name.json" ] || { say "eval $name failed (exit $rc), no report: see $LOG"; exit 1; }
+    say "eval $name: exit $rc (some sessions ended with errors; counted in the report, see $LOG)"
+  fi
 }
+SERVER_PID=
+trap '[ -z "$SERVER_PID" ] || kill "$SERVER_PID" 2>/dev/null || true' EXIT
 
 for seed in $SEEDS; do
   for arm in $ARMS; do
