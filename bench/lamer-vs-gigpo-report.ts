@@ -68,6 +68,10 @@ for (const [file, key, label, evalMode] of [
   if (ev) arms.push({ key, label: `${label} (${evalMode})`, evalMode, runs: [{ seed: 0, sessions: ev.sessions }] });
 }
 
+// Sessions that ended with a server or network error count as failed attempts in pass@k (as
+// lamer eval counts them); list them so a reader can see how many results they touch.
+const errored = readdirSync(out).filter((f) => /^eval-.*\.json$/.test(f)).map((f) => [f, readJson<EvalReport>(path.join(out, f))?.metrics.errors ?? 0] as const).filter(([, n]) => n > 0);
+
 const pairs: Array<[string, string]> = [['lamer', 'gigpo'], ['lamer', 'gigpo-ref'], ['lamer', 'sft-lamer-mode'], ['gigpo', 'sft-independent'], ['gigpo-ref', 'sft-independent']];
 const anyEval = arms[0]?.runs[0] ? readJson<EvalReport>(path.join(out, arms[0].key.startsWith('sft') ? `eval-${arms[0].key}.json` : `eval-${arms[0].key}-seed${arms[0].runs[0].seed}.json`)) : null;
 const lines: string[] = [];
@@ -76,6 +80,7 @@ if (anyEval) lines.push(`Evaluation: ${anyEval.tasks} held-out tasks (eval seeds
 const meta = readJson<{ commit: string; dirty?: boolean; settings: Record<string, string> }>(path.join(out, 'meta.json'));
 if (meta) lines.push(`Code: commit \`${meta.commit.slice(0, 12)}\`${meta.dirty ? ' (with uncommitted changes)' : ''}; settings ${Object.entries(meta.settings).map(([k, v]) => `${k}=${v}`).join(' ')}; each seed's curve and eval are in this folder.`);
 if (setups.length) lines.push('', 'How each arm trained (the same SFT start, fixed iterations, fresh training tasks per iteration and seed):', '', ...setups);
+if (errored.length) lines.push('', `Sessions ended by an error (counted as failed attempts): ${errored.map(([f, n]) => `${f.replace(/^eval-|\.json$/g, '')} ${n}`).join(', ')}.`);
 lines.push('');
 lines.push(comparisonMarkdown(arms, pairs, { curveEvery }));
 // The issue's aims, checked against the paper's baseline arm (LaMer - GiGPO on the same tasks).
