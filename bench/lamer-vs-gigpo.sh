@@ -27,7 +27,12 @@
 # PORT0 and LAMER_TRAIN_WORKERS=1, then one plain invocation (it finds those runs done).
 # Tiny check: ITER=1 SEEDS=0 T=2 G=2 EVAL_TASKS=8 RESULTS= bench/lamer-vs-gigpo.sh /tmp/lvg-tiny
 set -euo pipefail
-OUT=${1:?usage: bench/lamer-vs-gigpo.sh OUT_DIR}
+case "${1:-}" in
+  ''|-h|--help) echo "usage: bench/lamer-vs-gigpo.sh OUT_DIR (settings through the environment: see the header of this file)" >&2; exit 2 ;;
+esac
+OUT=$(realpath -m "$1")
+# Paths below (node_modules, src, models) are the repository's: run from its root wherever called from.
+cd "$(dirname "$0")/.."
 ITER=${ITER:-30}
 SEEDS=${SEEDS-"0 1 2"}
 ARMS=${ARMS-"lamer gigpo gigpo-ref"}
