@@ -8,10 +8,10 @@ import { selectTrainingRecords, writeTurnScores } from '../../src/training/selec
 let dir: string;
 let d: Database_;
 
-function addSession(id: string, o: { taskId?: string; env?: string; mode?: 'train' | 'eval'; status?: 'completed' | 'active'; createdAt?: number; modelVersion?: string }, rows: Array<[number, number, 'action' | 'reflection', string, number, boolean, boolean, number[] | null]>) {
+function addSession(id: string, o: { taskId?: string; env?: string; mode?: 'train' | 'eval'; status?: 'completed' | 'active'; createdAt?: number; modelVersion?: string; sampling?: Record<string, unknown> }, rows: Array<[number, number, 'action' | 'reflection', string, number, boolean, boolean, number[] | null]>) {
   d.db.insert(sessions).values({
     id, tenant: 'default', taskId: o.taskId ?? 'T', env: o.env ?? 'minesweeper', mode: o.mode ?? 'train', status: o.status ?? 'completed',
-    instructions: 'Play.', maxAttempts: 3, maxSteps: 7, memory: 'reflection_only', sampling: {}, modelVersion: o.modelVersion ?? 'base',
+    instructions: 'Play.', maxAttempts: 3, maxSteps: 7, memory: 'reflection_only', sampling: o.sampling ?? {}, modelVersion: o.modelVersion ?? 'base',
     metadata: {}, nextAttempt: 0, nextStep: 0, attempts: [], createdAt: o.createdAt ?? 1000, updatedAt: 1000,
   }).run();
   for (const [attempt, step, kind, observation, reward, done, success, out] of rows) {
@@ -37,11 +37,11 @@ beforeAll(() => {
 afterAll(() => { d.close(); });
 
 describe('selectTrainingRecords', () => {
-  it('takes completed training sessions only, ordered by session, attempt, step, kind', () => {
+  it('takes completed training sessions only, ordered by task, seed, creation time, session, then attempt, step, kind', () => {
     const recs = selectTrainingRecords(d.db);
-    expect([...new Set(recs.map((r) => r.sessionId))]).toEqual(['a', 'b', 'e']);
+    expect([...new Set(recs.map((r) => r.sessionId))]).toEqual(['e', 'a', 'b']);
     expect(recs.filter((r) => r.sessionId === 'a').map((r) => `${r.attempt}/${r.step}/${r.kind}`)).toEqual(['0/0/action', '0/1/action', '0/1/reflection', '1/0/action', '1/1/action']);
-    expect(recs[2].outputTokenIds).toEqual([66, 67]);
+    expect(recs[3].outputTokenIds).toEqual([66, 67]);
   });
   it('filters by since, env, task ids, model version and count', () => {
     const ids = (f: Parameters<typeof selectTrainingRecords>[1]) => [...new Set(selectTrainingRecords(d.db, f).map((r) => r.sessionId))];
@@ -68,5 +68,37 @@ describe('selectTrainingRecords', () => {
     const recs = selectTrainingRecords(d.db, { taskIds: ['T'] });
     expect(recs[0].sampling).toEqual({ temperature: 1, topP: 1, topK: 0 });
     expect(recs[0].availableActions).toBeNull();
+  });
+});
+
+describe('selectTrainingRecords order', () => {
+  // The same seeded rollouts recorded twice, their sessions started in another order (so their
+  // time-ordered ids and creation times differ): the records, and so the samples, come out the same.
+  const play = (seed: number, first: number) => [[0, 0, 'action', 'A', 0, false, false, [first]], [0, 1, 'action', seed % 2 ? 'W' : 'C', seed % 2 ? 10 : -1, true, seed % 2 === 1, null]] as Array<[number, number, 'action', string, number, boolean, boolean, number[] | null]>;
+  const runs = [
+    // run 1: sessions start in seed order
+    [['s1', 'U', 7, 100], ['s2', 'U', 8, 101], ['s3', 'T', 7, 102], ['s4', 'T', 8, 103], ['s5', 'T', null, 104]],
+    // run 2: reversed start order, other ids, two sessions started in the same millisecond
+    [['r1', 'T', null, 200], ['r3', 'T', 8, 201], ['r2', 'T', 7, 201], ['r4', 'U', 8, 202], ['r5', 'U', 7, 203]],
+  ] as const;
+  it('does not depend on session ids or start times when the sessions are seeded', () => {
+    const orders: string[][] = [];
+    const samples: unknown[] = [];
+    for (const run of runs) {
+      const dbDir = tmpDir('lamer-select-order-');
+      d = openDatabase(dbDir);
+      for (const [id, task, seed, at] of run) {
+        addSession(id, { taskId: task, createdAt: at, sampling: seed === null ? {} : { seed, temperature: 0.7 } }, play(seed ?? 3, 60 + (seed ?? 0) + (task === 'T' ? 10 : 0)));
+      }
+      const recs = selectTrainingRecords(d.db);
+      orders.push(recs.map((r) => `${r.taskId}/${r.observation}/${r.outputTokenIds?.[0] ?? '-'}`));
+      const built = buildRlSamples(recs, { algorithm: 'gigpo', returns: { gammaStep: 0.95, gammaTraj: 0 } });
+      samples.push(built.samples.map((s) => [s.taskId, s.outputTokenIds, s.advantage]));
+      d.close();
+    }
+    // task T before U; within a task seed 7, seed 8, then the unseeded session
+    expect(orders[0]).toEqual(['T/A/77', 'T/W/-', 'T/A/78', 'T/C/-', 'T/A/70', 'T/W/-', 'U/A/67', 'U/W/-', 'U/A/68', 'U/C/-']);
+    expect(orders[1]).toEqual(orders[0]);
+    expect(samples[1]).toEqual(samples[0]);
   });
 });
