@@ -19,7 +19,8 @@ import { actionRecord, reflectionRecord } from './step-records.js';
  * Admit a step request against the session row and the record at its position, if any.
  * @returns `{ replay }`, the stored answer of an identical retry (same body hash), or null for a new step.
  * @throws DomainError `step-conflict` (position recorded with another body), `session-not-active`,
- *   `step-out-of-order` (with `expected`), `validation` (success without done; done at step 0).
+ *   `step-out-of-order` (with `expected`), `validation` (success without done; done, or a non-zero
+ *   reward, at step 0: the step-0 observation follows a reset, not an action, so it has no reward).
  */
 export function admitStep(row: SessionRow, existing: { requestHash: string; answer: string | null } | undefined, input: StepInput, hash: string): { replay: StepAnswer } | null {
   if (existing) {
@@ -37,6 +38,7 @@ export function admitStep(row: SessionRow, existing: { requestHash: string; answ
   }
   if (input.success === true && input.done !== true) throw invalid('body/success', 'may be true only with done: true');
   if (input.step === 0 && input.done === true) throw invalid('body/done', 'must be false at step 0 (no action was taken yet)');
+  if (input.step === 0 && (input.reward ?? 0) !== 0) throw invalid('body/reward', 'must be 0 or absent at step 0 (no action was taken yet)');
   return null;
 }
 

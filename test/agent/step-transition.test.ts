@@ -64,6 +64,15 @@ describe('admitStep', () => {
     );
     expect(admitStep(row(), undefined, { attempt: 0, step: 1, observation: 'o' }, 'h')).toBeNull();
   });
+
+  it('refuses a non-zero reward at step 0 (no action was taken yet); 0 or absent is admitted', () => {
+    const fresh = row({ nextStep: 0, attempts: [] });
+    expect(() => admitStep(fresh, undefined, { attempt: 0, step: 0, observation: 'o', reward: -2 }, 'h')).toThrow(
+      expect.objectContaining({ kind: 'validation', details: { errors: [{ field: 'body/reward', message: 'must be 0 or absent at step 0 (no action was taken yet)' }] } }),
+    );
+    expect(admitStep(fresh, undefined, { attempt: 0, step: 0, observation: 'o', reward: 0 }, 'h')).toBeNull();
+    expect(admitStep(fresh, undefined, { attempt: 0, step: 0, observation: 'o' }, 'h')).toBeNull();
+  });
 });
 
 describe('planStep', () => {

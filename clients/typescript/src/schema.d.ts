@@ -885,7 +885,7 @@ export interface paths {
                         attempt: number;
                         step: number;
                         observation: string;
-                        /** @description reward of the previous action; absent/0 at step 0 */
+                        /** @description reward of the previous action; 0 or absent at step 0 (anything else is a 400) */
                         reward?: number;
                         done?: boolean;
                         /** @description only with done: true */
@@ -1506,7 +1506,7 @@ export interface paths {
                             attempt: number;
                             step: number;
                             observation: string;
-                            /** @description reward of the previous action; absent/0 at step 0 */
+                            /** @description reward of the previous action; 0 or absent at step 0 (anything else is a 400) */
                             reward?: number;
                             done?: boolean;
                             /** @description only with done: true */

@@ -132,7 +132,7 @@ export function makeSessionSchemas(limits: Limits) {
     step: Type.Integer({ minimum: 0, maximum: limits.maxStepsCap }),
     observation: Type.String({ maxLength: limits.observationChars }),
     reward: Type.Optional(
-      Type.Number({ minimum: -MAX_REWARD, maximum: MAX_REWARD, description: 'reward of the previous action; absent/0 at step 0' }),
+      Type.Number({ minimum: -MAX_REWARD, maximum: MAX_REWARD, description: 'reward of the previous action; 0 or absent at step 0 (anything else is a 400)' }),
     ),
     done: Type.Optional(Type.Boolean()),
     success: Type.Optional(Type.Boolean({ description: 'only with done: true' })),

@@ -1,10 +1,12 @@
 /**
- * `POST /v1/steps:batch` under the `info` size limit: an item whose `info` is over
- * LAMER_MAX_INFO_BYTES fails alone with a 400 naming `body/items/<i>/info`; the others succeed.
+ * Step validation over real HTTP: `POST /v1/steps:batch` under the `info` size limit (an item whose
+ * `info` is over LAMER_MAX_INFO_BYTES fails alone with a 400 naming `body/items/<i>/info`; the
+ * others succeed), each batch item validated on its own, and the reward at step 0 (none: 0 or
+ * absent; anything else is a 400 that records nothing).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defaultLimits } from '../../../../src/config.js';
-import { countRows, sessionAfterFirstStep, startTestServer, type TestServer } from '../../../helpers/index.js';
+import { countRows, dumpDb, sessionAfterFirstStep, startTestServer, type TestServer } from '../../../helpers/index.js';
 
 let s: TestServer;
 beforeAll(async () => {
@@ -72,5 +74,63 @@ describe('POST /v1/steps:batch validates each item on its own', () => {
     expect(rc.error.errors).toEqual([{ field: 'body/items/2/extra', message: 'is not an allowed property' }]);
     expect(countRows(s.dataDir, 'SELECT count(*) AS n FROM steps WHERE session_id IN (?, ?, ?)', a, b, c)).toBe(1);
     expect(countRows(s.dataDir, 'SELECT count(*) AS n FROM steps WHERE session_id = ?', a)).toBe(1);
+  });
+});
+
+describe('the reward at step 0', () => {
+  let s: TestServer;
+  beforeAll(async () => {
+    s = await startTestServer();
+  });
+  afterAll(async () => {
+    await s.close();
+  });
+  const open = async (): Promise<string> => (await s.call('POST', '/v1/sessions', { taskId: 'r', instructions: 'x', maxAttempts: 2, maxSteps: 3 })).body.id;
+  const REFUSED = { field: 'body/reward', message: 'must be 0 or absent at step 0 (no action was taken yet)' };
+
+  it.each([1, -0.5, 1e-9])('reward %s at step 0 is a 400 naming body/reward; nothing is recorded; the step can then be posted', async (reward) => {
+    const id = await open();
+    const before = dumpDb(s.dataDir);
+    const r = await s.call('POST', `/v1/sessions/${id}/steps`, { attempt: 0, step: 0, observation: 'o', reward });
+    expect(r.status).toBe(400);
+    expect(r.type).toContain('application/problem+json');
+    expect(r.body.type).toBe(VALIDATION);
+    expect(r.body.detail).toBe('body/reward must be 0 or absent at step 0 (no action was taken yet)');
+    expect(r.body.errors).toEqual([REFUSED]);
+    expect(dumpDb(s.dataDir)).toBe(before);
+    const ok = await s.call('POST', `/v1/sessions/${id}/steps`, { attempt: 0, step: 0, observation: 'o' });
+    expect(ok.status).toBe(200);
+    expect(ok.body.session.next).toEqual({ attempt: 0, step: 1 });
+  });
+
+  it('also at step 0 of a later attempt, and for a batch item alone', async () => {
+    const id = await open();
+    await s.call('POST', `/v1/sessions/${id}/steps`, { attempt: 0, step: 0, observation: 'o' });
+    const end = await s.call('POST', `/v1/sessions/${id}/steps`, { attempt: 0, step: 1, observation: 'o', reward: -1, done: true });
+    expect(end.body.session.next).toEqual({ attempt: 1, step: 0 });
+    const before = dumpDb(s.dataDir);
+    const r = await s.call('POST', `/v1/sessions/${id}/steps`, { attempt: 1, step: 0, observation: 'o', reward: 2 });
+    expect(r.status).toBe(400);
+    expect(r.body.errors).toEqual([REFUSED]);
+    expect(dumpDb(s.dataDir)).toBe(before);
+    const other = await open();
+    const b = await s.call('POST', '/v1/steps:batch', {
+      items: [
+        { sessionId: id, attempt: 1, step: 0, observation: 'o' },
+        { sessionId: other, attempt: 0, step: 0, observation: 'o', reward: 3 },
+      ],
+    });
+    expect(b.status).toBe(200);
+    expect(b.body.results[0].ok).toBe(true);
+    expect(b.body.results[1]).toMatchObject({ ok: false, error: { status: 400, type: VALIDATION, errors: [REFUSED] } });
+    expect(countRows(s.dataDir, 'SELECT count(*) AS n FROM steps WHERE session_id = ?', other)).toBe(0);
+  });
+
+  it('reward 0 or absent at step 0 is accepted, and the return counts the rewards of actions only', async () => {
+    const id = await open();
+    expect((await s.call('POST', `/v1/sessions/${id}/steps`, { attempt: 0, step: 0, observation: 'o', reward: 0 })).status).toBe(200);
+    const end = await s.call('POST', `/v1/sessions/${id}/steps`, { attempt: 0, step: 1, observation: 'o', reward: 0.5, done: true, success: true });
+    expect(end.status).toBe(200);
+    expect(end.body.attemptResult).toMatchObject({ success: true, return: 0.5, steps: 2 });
   });
 });
