@@ -7,14 +7,21 @@
  * Without --server a server is started in-process (builtin engine, data in --data-dir or a
  * temporary folder, base checkpoint --base-model-dir). Progress goes to stderr; the final curve
  * table to stdout.
+ *
+ * Before any work: --out must be (or be creatable as) a writable directory, and --server must
+ * answer GET /healthz; either failure is one line on stderr and exit 1. A temporary data directory
+ * is kept at the end (it holds the checkpoints of the versions the run trained) and its path is
+ * printed; it is removed only when the in-process server could not start in it.
  */
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { accessSync, constants as fsConstants, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { parseArgs } from 'node:util';
 import cliProgress from 'cli-progress';
 import { learningCurveSvg } from '../eval/chart-svg.js';
 import { runExperiment, type CurvePoint, type ExperimentAlgorithm } from '../eval/experiment.js';
+import { checkServer } from '../eval/harness.js';
+import { describeHttpFailure, HttpError } from '../eval/http.js';
 import { RL_ALGORITHMS } from '../domain.js';
 import { envOpt, intOpt, parseCommand, usageError, UsageError } from './args.js';
 
@@ -35,7 +42,8 @@ const HELP = `usage: lamer train --env minesweeper|sokoban --algorithm lamer|gig
   --lr X --epochs N --minibatch N --gamma-traj X --ent-coef X   job hyperparameters
   --no-pack             train one sequence per turn (default: an attempt's turns, then its reflection,
                         in one sequence where the recorded prompts extend each other; same losses)
-  --data-dir DIR        in-process server: data directory (checkpoints and database are kept there)
+  --data-dir DIR        in-process server: data directory (checkpoints and database are kept there;
+                        default: a new temporary directory, also kept, its path printed at the end)
   --base-model-dir DIR  in-process server: base checkpoint (default models/base)
   --max-minutes M       wall-clock budget: start no iteration that would end after M minutes
   --quiet               no progress bars`;
@@ -165,6 +173,47 @@ function writeCurve(out: string, opts: TrainOptions, points: CurvePoint[]): void
 }
 
 /**
+ * Check that `out` (an absolute path) is a writable directory or can be created as one: the path
+ * itself when it exists, else its nearest existing ancestor, must be a directory the process may
+ * write in. Nothing is created. @throws Error with a one-line message naming --out.
+ */
+export function checkOutDir(out: string): void {
+  let dir = out;
+  for (;;) {
+    let st;
+    try {
+      st = statSync(dir);
+    } catch {
+      const up = path.dirname(dir);
+      if (up === dir) throw new Error(`--out ${out}: no existing parent directory`);
+      dir = up;
+      continue;
+    }
+    if (!st.isDirectory()) throw new Error(dir === out ? `--out ${out} is not a directory` : `--out ${out}: ${dir} is not a directory`);
+    try {
+      accessSync(dir, fsConstants.W_OK);
+    } catch {
+      throw new Error(dir === out ? `--out ${out} is not writable` : `--out ${out}: ${dir} is not writable`);
+    }
+    return;
+  }
+}
+
+/**
+ * One line for an error that ended the run: an HTTP answer as "METHOD path: HTTP status body", a
+ * request that got no answer as "cannot reach <server> (<why>)" (fetch's own message is only
+ * "fetch failed"), anything else by its message.
+ */
+export function describeTrainFailure(err: unknown, server: string): string {
+  if (err instanceof HttpError) return err.message;
+  const e = err as { name?: string; message?: string };
+  if ((err instanceof TypeError && e.message === 'fetch failed') || e?.name === 'TimeoutError') {
+    return `cannot reach ${server} (${describeHttpFailure(err)})`;
+  }
+  return err instanceof Error ? err.message : String(err);
+}
+
+/**
  * The command line of `lamer train` (arguments after the command) as experiment options, the
  * output folder and the parsed flags; or the exit code when it asked for --help (printed, 0) or
  * was wrong (one usage line on stderr, 2).
@@ -183,11 +232,22 @@ export async function run(argv: string[]): Promise<number> {
   const cmd = trainCommand(argv);
   if ('code' in cmd) return cmd.code;
   const { opts, out, values } = cmd;
-  mkdirSync(out, { recursive: true });
+  // Checked before any work, so that a wrong --out or --server costs no rollouts or training.
+  try {
+    checkOutDir(out);
+    if (opts.server) await checkServer(opts.server);
+    mkdirSync(out, { recursive: true });
+  } catch (e) {
+    console.error(`lamer train: ${e instanceof Error ? e.message : String(e)}`);
+    return 1;
+  }
 
   let inProcess: { close(): Promise<void> } | null = null;
+  // A temporary data directory (no --data-dir): kept, and named when the run ends.
+  let keptTmpDir: string | null = null;
   if (!opts.server) {
-    const dataDir = path.resolve(values['data-dir'] ?? mkdtempSync(path.join(tmpdir(), 'lamer-train-')));
+    const tmp = values['data-dir'] === undefined ? mkdtempSync(path.join(tmpdir(), 'lamer-train-')) : null;
+    const dataDir = tmp ?? path.resolve(values['data-dir']!);
     const { startServer, StartupError } = await import('../server.js');
     let srv;
     try {
@@ -196,12 +256,14 @@ export async function run(argv: string[]): Promise<number> {
         ...(values['base-model-dir'] ? { baseModelDir: path.resolve(values['base-model-dir']) } : {}),
       });
     } catch (e) {
+      if (tmp) rmSync(tmp, { recursive: true, force: true });
       // --data-dir owned by a running server (one owner per directory) or unusable: one line.
       if (!(e instanceof StartupError)) throw e;
       console.error(`lamer train: cannot start the in-process server: ${e.message.replace(/^LAMER_DATA_DIR=/, '--data-dir ')}`);
       return 1;
     }
     inProcess = srv;
+    keptTmpDir = tmp;
     opts.server = srv.url;
     opts.apiKey = undefined;
     console.error(`started an in-process server at ${srv.url} (data ${dataDir})`);
@@ -214,12 +276,18 @@ export async function run(argv: string[]): Promise<number> {
     writeFileSync(path.join(out, 'learning-curve.json'), JSON.stringify(result, null, 2) + '\n');
     console.log(formatCurve(result.points));
     console.log(`wrote ${path.join(out, 'learning-curve.json')} and learning-curve.svg (${result.wallSeconds.toFixed(0)} s)`);
+    if (keptTmpDir) console.log(keptDirNote(keptTmpDir));
     return 0;
   } catch (err) {
     p.stop();
-    console.error(`lamer train: ${err instanceof Error ? err.message : String(err)}`);
+    console.error(`lamer train: ${describeTrainFailure(err, opts.server)}`);
+    if (keptTmpDir) console.error(keptDirNote(keptTmpDir));
     return 1;
   } finally {
     await inProcess?.close();
   }
 }
+
+/** The line that names a kept temporary data directory. */
+const keptDirNote = (dir: string): string =>
+  `kept the temporary data directory ${dir} (checkpoints of the trained versions and the database; --data-dir chooses one; remove it when done)`;

@@ -1,7 +1,132 @@
-/** `lamer train` with an in-process server on a --data-dir that a running server owns: one line, exit 1. */
+/**
+ * `lamer train`'s command line and its failures before any work: a --data-dir that a running server
+ * owns, a dead or wrong --server, an unusable --out (each one line on stderr, exit 1, nothing
+ * created); a failure mid-run names the server; and a temporary data directory is kept and named.
+ * The failure tests spawn the CLI as a user runs it (node --import tsx src/cli/index.ts train).
+ */
+import { spawn } from 'node:child_process';
+import { chmodSync, existsSync, readdirSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import net from 'node:net';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { run, trainCommand } from '../../src/cli/train.js';
-import { quietConsole, startTestServer, tmpDir } from '../helpers/index.js';
+import { describeTrainFailure, run, trainCommand } from '../../src/cli/train.js';
+import { quietConsole, startTestServer, tmpDir, writeTinyGptCheckpoint } from '../helpers/index.js';
+import { root } from '../helpers/cli.js';
+
+/** Run `lamer train <args>` as a child process to its end: exit code, stdout, stderr. */
+function train(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/index.ts', 'train', '--env', 'minesweeper', '--algorithm', 'lamer', '--quiet', ...args], {
+      cwd: root,
+      env: { ...process.env, LAMER_API_KEY: '', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.once('exit', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+/** A loopback port nothing listens on (bound, then closed). */
+async function deadPort(): Promise<number> {
+  const srv = net.createServer();
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  const port = (srv.address() as net.AddressInfo).port;
+  await new Promise<void>((r) => srv.close(() => r()));
+  return port;
+}
+
+/** An HTTP server that answers 404 to everything and counts the requests it got. */
+async function notLamer(): Promise<{ url: string; requests: () => number; close: () => Promise<void> }> {
+  let n = 0;
+  const srv = http.createServer((_req, res) => {
+    n++;
+    res.writeHead(404, { 'content-type': 'text/plain' }).end('not here');
+  });
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  const url = `http://127.0.0.1:${(srv.address() as net.AddressInfo).port}`;
+  return { url, requests: () => n, close: () => new Promise<void>((r) => srv.close(() => r())) };
+}
+
+describe('lamer train: a dead or wrong --server', () => {
+  it('a server that is not listening: one line naming the URL, exit 1, --out not created', async () => {
+    const port = await deadPort();
+    const out = path.join(tmpDir('lamer-train-out-'), 'curve');
+    const r = await train(['--server', `http://127.0.0.1:${port}`, '--out', out]);
+    expect(r).toEqual({ code: 1, stdout: '', stderr: `lamer train: cannot reach http://127.0.0.1:${port} (connection refused)\n` });
+    expect(existsSync(out)).toBe(false);
+  }, 60_000);
+
+  it('a URL that is not a lamer server: one line naming the URL it asked, exit 1', async () => {
+    const fake = await notLamer();
+    try {
+      const r = await train(['--server', `${fake.url}/`, '--out', path.join(tmpDir('lamer-train-out-'), 'curve')]);
+      expect(r).toEqual({ code: 1, stdout: '', stderr: `lamer train: ${fake.url}/healthz answered HTTP 404\n` });
+      expect(fake.requests()).toBe(1);
+    } finally {
+      await fake.close();
+    }
+  }, 60_000);
+
+  it('a server lost during the run is named with the reason, not as "fetch failed"', async () => {
+    const url = `http://127.0.0.1:${await deadPort()}`;
+    const err = await fetch(`${url}/v1/models`).catch((e: unknown) => e);
+    expect(describeTrainFailure(err, url)).toBe(`cannot reach ${url} (connection refused)`);
+    expect(describeTrainFailure(new Error('job job_1 failed: boom'), url)).toBe('job job_1 failed: boom');
+  });
+});
+
+describe('lamer train: an unusable --out is refused before any work', () => {
+  it('under a regular file: one line, exit 1, the server never asked', async () => {
+    const dir = tmpDir('lamer-train-out-');
+    const file = path.join(dir, 'file');
+    writeFileSync(file, 'x');
+    const fake = await notLamer();
+    try {
+      const sub = await train(['--server', fake.url, '--out', path.join(file, 'curve')]);
+      expect(sub).toEqual({ code: 1, stdout: '', stderr: `lamer train: --out ${path.join(file, 'curve')}: ${file} is not a directory\n` });
+      const itself = await train(['--server', fake.url, '--out', file]);
+      expect(itself).toEqual({ code: 1, stdout: '', stderr: `lamer train: --out ${file} is not a directory\n` });
+      expect(fake.requests()).toBe(0);
+    } finally {
+      await fake.close();
+    }
+  }, 60_000);
+
+  it.skipIf(process.getuid?.() === 0)('in a directory without write permission: one line, exit 1, nothing created', async () => {
+    const dir = tmpDir('lamer-train-out-');
+    chmodSync(dir, 0o555);
+    try {
+      const r = await train(['--server', 'http://127.0.0.1:1', '--out', path.join(dir, 'a', 'b')]);
+      expect(r).toEqual({ code: 1, stdout: '', stderr: `lamer train: --out ${path.join(dir, 'a', 'b')}: ${dir} is not writable\n` });
+      expect(readdirSync(dir)).toEqual([]);
+    } finally {
+      chmodSync(dir, 0o755);
+    }
+  }, 60_000);
+});
+
+describe('lamer train without --data-dir', () => {
+  it('keeps the temporary data directory (the trained checkpoints are there) and prints where it is', async () => {
+    const base = await writeTinyGptCheckpoint(tmpDir('lamer-train-base-'), 9);
+    const tmp = tmpDir('lamer-train-tmp-');
+    const out = path.join(tmpDir('lamer-train-out-'), 'curve');
+    const r = await train(['--iterations', '1', '--tasks-per-iter', '1', '--group', '2', '--base-model-dir', base, '--out', out], { TMPDIR: tmp, LAMER_TFJS_BACKEND: 'wasm' });
+    expect(r.code).toBe(0);
+    const [dataDir] = readdirSync(tmp);
+    expect(dataDir).toMatch(/^lamer-train-/);
+    const kept = path.join(tmp, dataDir!);
+    expect(r.stdout.trimEnd().split('\n').at(-1)).toBe(
+      `kept the temporary data directory ${kept} (checkpoints of the trained versions and the database; --data-dir chooses one; remove it when done)`,
+    );
+    expect(r.stderr).toContain(`(data ${kept})`);
+    expect(existsSync(path.join(kept, 'lamer.db'))).toBe(true);
+    expect(existsSync(path.join(out, 'learning-curve.json'))).toBe(true);
+  }, 180_000);
+});
 
 describe('lamer train --data-dir', () => {
   it('a directory owned by a running server is refused with one line naming it and the owner pid, exit 1', async () => {
