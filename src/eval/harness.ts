@@ -295,7 +295,7 @@ async function playHttp(
       attempts.push(rec);
       let body: Record<string, unknown> = { attempt: n, step: 0, observation: first.observation, ...avail(opts, env) };
       for (let t = 0; ; t++) {
-        const ans = await http.post<StepAnswer>(`/v1/sessions/${sessionId}/steps`, body);
+        const ans = await http.post<StepAnswer>(`/v1/sessions/${sessionId}/steps`, body, { idempotent: true });
         status = ans.session.status;
         if (ans.action === null) {
           if (ans.attemptResult) rec.endReason = ans.attemptResult.endReason;

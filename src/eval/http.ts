@@ -44,10 +44,36 @@ export function describeHttpFailure(err: unknown): string {
 export const RETRYABLE_STATUSES: ReadonlySet<number> = new Set([408, 429, 503]);
 
 /**
- * Minimal JSON client: up to 5 retries for 408/429/503 (waiting Retry-After seconds, at most 30,
- * else exponential backoff from 0.5 s) and for network errors; safe because steps are idempotent
- * (the same (attempt, step) with the same body returns the stored answer: docs/protocol.md) and
- * session deletion is too. Throws HttpError for any other non-2xx answer or when retries run out.
+ * Error codes of a request that never reached a server (no connection was made), so sending it
+ * again cannot repeat its effect: connection refused, host name not resolved.
+ */
+const NOT_SENT_CODES: ReadonlySet<string> = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN']);
+
+/** True when fetch's error `err` says the request never reached a server (see NOT_SENT_CODES). */
+export function neverSent(err: unknown): boolean {
+  const code = (err as { cause?: { code?: unknown } } | null)?.cause?.code;
+  return typeof code === 'string' && NOT_SENT_CODES.has(code);
+}
+
+/** Options of a POST. */
+export interface PostOptions {
+  /**
+   * Sending the request twice has the effect of sending it once, so it may be sent again after a
+   * network error (the answer lost, the request maybe processed). Steps are (the same (attempt,
+   * step) with the same body returns the stored answer: docs/protocol.md); creating a session is
+   * not (the server takes no idempotency key: a resend after a lost answer would open a second
+   * session). Default false.
+   */
+  idempotent?: boolean;
+}
+
+/**
+ * Minimal JSON client: up to 5 retries (waiting Retry-After seconds, at most 30, else exponential
+ * backoff from 0.5 s) for 408/429/503, which the server answers without processing the request;
+ * for network errors of GET, DELETE and POSTs marked idempotent; and for other POSTs only when the
+ * connection was never made (`neverSent`), since one that timed out or lost its connection may
+ * have been processed. Throws HttpError for any other non-2xx answer or when retries run out, and
+ * fetch's error for a network error that is not retried.
  */
 export class Http {
   constructor(private base: string, private apiKey: string | undefined, private timeoutMs: number) {
@@ -59,15 +85,17 @@ export class Http {
     return this.request<T>('GET', path);
   }
 
-  async post<T>(path: string, body: unknown): Promise<T> {
-    return this.request<T>('POST', path, body);
+  /** POST `body` as JSON to `path`; resolves with the parsed JSON answer. */
+  async post<T>(path: string, body: unknown, opts: PostOptions = {}): Promise<T> {
+    return this.request<T>('POST', path, body, opts.idempotent ?? false);
   }
 
+  /** DELETE `path` (idempotent: deleting twice leaves the same state). */
   async del(path: string): Promise<void> {
     await this.request('DELETE', path);
   }
 
-  private async request<T>(method: string, path: string, body?: unknown): Promise<T> {
+  private async request<T>(method: string, path: string, body?: unknown, idempotent = true): Promise<T> {
     const headers: Record<string, string> = {};
     if (body !== undefined) headers['content-type'] = 'application/json';
     if (this.apiKey) headers.authorization = `Bearer ${this.apiKey}`;
@@ -86,7 +114,8 @@ export class Http {
         });
       } catch (e) {
         lastErr = e;
-        continue;
+        if (idempotent || neverSent(e)) continue;
+        break;
       }
       const text = await res.text();
       if (res.ok) return (text ? JSON.parse(text) : undefined) as T;
