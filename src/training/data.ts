@@ -121,6 +121,9 @@ export function buildRlSamples(records: readonly StepRecord[], opts: RlDataOptio
       const run = packRlRun(list.map((i) => sources[i]), opts.blockSize);
       // trailing turns that are not trained add nothing; a run needs two trained turns to pay
       while (run.length > 0 && !adv.turns[list[run.length - 1]].kept) run.pop();
+      // the run's last turn shows its whole output: a last token (EOS) left for a dropped next
+      // turn's tail to train would otherwise not be trained at all
+      if (run.length > 0) run[run.length - 1] = sources[list[run.length - 1]].outputTokenIds!.length;
       const idx = list.slice(0, run.length);
       if (idx.filter((i) => adv.turns[i].kept).length < 2) continue;
       const packed = packedRlSample(idx.map((i, j) => ({ r: sources[i], shown: run[j], kept: adv.turns[i].kept, advantage: adv.turns[i].advantage, return: adv.turns[i].return })));

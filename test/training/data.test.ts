@@ -280,7 +280,7 @@ function expectSamePpo(model: GptTrainable, packed: TrainingSample[], plain: Tra
  * the serving prompts token for token (acting budget block - 48, reflection budget
  * `reflectionBudget`, default block - 256) and the session's sampler.
  */
-function reflectedSessions(plans: ReadonlyArray<{ attempts: Array<{ acts: string[]; rewards: number[] }>; reflection: string }>, opts: { reflectionBudget?: number } = {}): StepRecord[] {
+function reflectedSessions(plans: ReadonlyArray<{ attempts: Array<{ acts: string[]; rewards: number[] }>; reflection: string }>, opts: { reflectionBudget?: number; reflectAfterLast?: boolean } = {}): StepRecord[] {
   const sampling = { temperature: 0.8, topP: 0.95, topK: 0 };
   const actBudget = 1024 - DEFAULT_LIMITS.maxActionTokens;
   const reflBudget = opts.reflectionBudget ?? 1024 - DEFAULT_LIMITS.maxReflectionTokens;
@@ -304,7 +304,7 @@ function reflectedSessions(plans: ReadonlyArray<{ attempts: Array<{ acts: string
       const success = rewards[k - 1] > 0;
       recs.push(rec(`G${g}`, n, k, finalObservation, rewards[k - 1], { done: true, success, sampling }));
       const last = n === plan.attempts.length - 1;
-      if (!success && !last) {
+      if (!success && (!last || opts.reflectAfterLast)) {
         const enc = encodePrompt(renderReflectionPrompt({ ...base, attempt: n, previousAttempts, steps: done, finalObservation }), reflBudget);
         const output = [...encode(plan.reflection), EOS];
         recs.push(rec(`G${g}`, n, k, finalObservation, 0, {
@@ -460,6 +460,22 @@ describe('packed RL samples', () => {
       const gigpo = buildRlSamples(records, { ...opts, algorithm: 'gigpo' });
       expect(gigpo.samples.flatMap((s) => s.packedTurns!.map((t) => t.kind ?? 'action'))).toEqual(new Array(8).fill('action'));
       expect(gigpo.samples.flatMap(unpackSample)).toEqual(buildRlSamples(records, { ...opts, algorithm: 'gigpo', pack: false }).samples);
+    });
+
+    it("a reflection after the session's last attempt (not trained) leaves the last action's EOS trained in the sequence", () => {
+      const records = reflectedSessions(plans, { reflectAfterLast: true });
+      const late = records.filter((r) => r.kind === 'reflection' && r.attempt === 1);
+      expect(late.map((r) => r.sessionId)).toEqual(['G1']);
+      const packed = buildRlSamples(records, opts);
+      const plain = buildRlSamples(records, { ...opts, pack: false });
+      expect(plain.scores.find((x) => x.sessionId === 'G1' && x.attempt === 1 && x.kind === 'reflection')!.kept).toBe(false);
+      const g1 = packed.samples.find((s) => s.sessionId === 'G1' && s.attempt === 1)!;
+      expect(g1.packedTurns!.map((t) => t.kind ?? t.step)).toEqual([0, 1]);
+      const last = g1.packedTurns![1];
+      expect(last.start + last.length).toBe(g1.outputTokenIds.length);
+      expect(g1.lossTargets!.at(-1)).toBe(EOS);
+      expect(packed.stats.outputTokens).toBe(plain.stats.outputTokens);
+      expect(packed.samples.flatMap(unpackSample)).toEqual(plain.samples);
     });
 
     it('on a GPT: the same per-token logprobs, PPO loss and gradients as the per-step samples with the reflection (within 1e-5)', () => {
