@@ -15,7 +15,9 @@
  *
  * Options (env): BENCH_SECONDS (default 8 per level), BENCH_WARMUP_SECONDS (1),
  * BENCH_CONCURRENCY (comma list, default 1,16,64), BENCH_NODE_ARGS (extra node flags for the
- * server, e.g. --cpu-prof). Writes bench/results/http.json.
+ * server, e.g. --cpu-prof). Writes bench/results/http.json. The server's output is passed through;
+ * if it exits before it is ready (or is not ready within 60 s) the bench stops at once, exit 1,
+ * with the server's exit status and the last lines of its output.
  */
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -230,25 +232,46 @@ async function runLevelAutocannon(port: number, concurrency: number, serverPid: 
   };
 }
 
+/** The bench cannot go on: the server it started exited or never got ready (message: why, and the server's last output). */
+class ServerNotReady extends Error {}
+
 async function main(): Promise<void> {
   const port = await freePort();
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'lamer-bench-'));
   const child = spawn(process.execPath, [...(process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean), '--import', 'tsx', 'src/cli/serve.ts'], {
     cwd: root,
     env: { ...process.env, LAMER_ENGINE: 'test', LAMER_PORT: String(port), LAMER_HOST: '127.0.0.1', LAMER_DATA_DIR: dataDir, LAMER_LOG_LEVEL: 'error', LAMER_API_KEYS: '' },
-    stdio: ['ignore', 'inherit', 'inherit'],
+    stdio: ['ignore', 'pipe', 'pipe'],
   });
+  // The server's output goes on to ours; its last 8 KB are kept to show if it stops.
+  let tail = '';
+  const pass = (to: NodeJS.WriteStream) => (d: Buffer) => {
+    to.write(d);
+    tail = (tail + d.toString('utf8')).slice(-8192);
+  };
+  child.stdout!.on('data', pass(process.stdout));
+  child.stderr!.on('data', pass(process.stderr));
+  let exitedWith: string | null = null;
+  const exited = new Promise<void>((resolve) =>
+    child.once('exit', (code, signal) => {
+      exitedWith = signal ? `signal ${signal}` : `status ${code}`;
+      resolve();
+    }),
+  );
+  const lastLines = () => tail.trimEnd().split('\n').slice(-20).join('\n') || '(no output)';
   try {
     const agent = new http.Agent({ keepAlive: true });
     const deadline = Date.now() + 60_000;
     for (;;) {
+      if (exitedWith) throw new ServerNotReady(`the server exited (${exitedWith}) before it was ready; its last output:\n${lastLines()}`);
       try {
         if ((await request(agent, port, 'GET', '/readyz')).status === 200) break;
       } catch {
         /* not up yet */
       }
-      if (Date.now() > deadline) throw new Error('server did not become ready');
-      await new Promise((r) => setTimeout(r, 200));
+      if (Date.now() > deadline) throw new ServerNotReady(`the server was not ready within 60 s; its last output:\n${lastLines()}`);
+      // wake at once when the server exits
+      await Promise.race([new Promise((r) => setTimeout(r, 200)), exited]);
     }
     agent.destroy();
     const results: LevelResult[] = [];
@@ -278,13 +301,13 @@ async function main(): Promise<void> {
     fs.writeFileSync(path.join(root, 'bench', 'results', 'http.json'), JSON.stringify(out, null, 2) + '\n');
     console.log('wrote bench/results/http.json');
   } finally {
-    child.kill('SIGTERM');
-    await new Promise((r) => child.once('exit', r));
+    if (!exitedWith) child.kill('SIGTERM');
+    await exited;
     fs.rmSync(dataDir, { recursive: true, force: true });
   }
 }
 
 main().catch((err: unknown) => {
-  console.error(err);
+  console.error(err instanceof ServerNotReady ? `bench:http: ${err.message}` : err);
   process.exitCode = 1;
 });

@@ -15,6 +15,9 @@
 # Rollouts and evaluation sample at 0.7 / top-p 0.8 / top-k 20 with the env's legal actions
 # (availableActions); training recomputes that same sampling distribution (src/training/job.ts).
 # Finished pieces (a curve with $ITER points, an eval file) are kept when the command is rerun.
+# Each eval's server writes its output to OUT_DIR/server-<eval>.log; if it exits before it is
+# ready (or is not ready within 120 s) the run stops at once, exit 1, with its exit status and the
+# log's last lines.
 #
 # Usage: bench/lamer-vs-gigpo.sh OUT_DIR
 # Settings (environment): ITER=30 SEEDS="0 1 2" ARMS="lamer gigpo gigpo-ref" T=8 G=4 GREF=3*G
@@ -80,13 +83,34 @@ train() { # arm seed
     --out "$dir" --data-dir "$dir/data" --base-model-dir "$BASE" >>"$LOG" 2>&1
 }
 
+# Wait for the server just started ($SERVER_PID, log $2) to answer /readyz on port $1, for eval $3.
+# If it exits first, stop at once: its exit status and the last lines of its log, exit 1; the same
+# (the server stopped by the EXIT trap) when it is not ready within 120 s.
+wait_ready() {
+  local port=$1 slog=$2 name=$3 status
+  for _ in $(seq 1 240); do
+    if ! kill -0 "$SERVER_PID" 2>/dev/null; then
+      status=0; wait "$SERVER_PID" || status=$?; SERVER_PID=
+      say "eval $name: its server exited (status $status) before it was ready; last lines of $slog:"
+      tail -n 20 "$slog" | awk 1 | tee -a "$LOG" >&2
+      exit 1
+    fi
+    curl -sf "http://127.0.0.1:$port/readyz" >/dev/null && return 0
+    sleep 0.5
+  done
+  say "eval $name: its server was not ready within 120 s; last lines of $slog:"
+  tail -n 20 "$slog" | awk 1 | tee -a "$LOG" >&2
+  exit 1
+}
+
 evaluate() { # name data-dir extra-eval-flags... (a server over the data dir: its last trained version is active)
   local name=$1 data=$2 rc=0; shift 2
   if [ -s "$OUT/eval-$name.json" ]; then say "eval $name: done already"; return; fi
   PORT=$((PORT + 1))
-  LAMER_DATA_DIR="$data" LAMER_BASE_MODEL_DIR="$BASE" LAMER_PORT=$PORT LAMER_LOG_LEVEL=warn node_modules/.bin/tsx src/cli/index.ts serve &
+  LAMER_DATA_DIR="$data" LAMER_BASE_MODEL_DIR="$BASE" LAMER_PORT=$PORT LAMER_LOG_LEVEL=warn node_modules/.bin/tsx src/cli/index.ts serve \
+    >"$OUT/server-$name.log" 2>&1 &
   SERVER_PID=$!
-  for _ in $(seq 1 120); do curl -sf "http://127.0.0.1:$PORT/readyz" >/dev/null && break; sleep 1; done
+  wait_ready "$PORT" "$OUT/server-$name.log" "$name"
   say "eval $name"
   # lamer eval exits 1 when some sessions ended with an error but still writes its report (the
   # errors are in it and in the log): keep going then; stop only when no report was written.
