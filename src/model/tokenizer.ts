@@ -114,7 +114,7 @@ const byteLength = (s: string): number => Buffer.byteLength(s, 'utf8');
  * Cuts in 2-3 fall on character boundaries (a multi-byte UTF-8 character at the cut is dropped
  * whole), so `text === decode(ids)` is the prompt shown and `truncatedChars` counts what was cut.
  * `opts.minDroppedSteps` drops at least that many steps even when fewer would fit (the engine uses
- * it to keep a session's prompt prefix stable between steps, see src/policy/builtin/generate.ts `fitPrompt`).
+ * it to keep a session's prompt prefix stable between steps, see `fitPrompt`).
  *
  * @throws Error when maxPromptTokens < 2 (no room for BOS and one byte).
  */
@@ -163,6 +163,34 @@ export function encodePrompt(parts: PromptParts, maxPromptTokens: number, opts: 
     tailTruncatedBytes: tail.length - tailKept.length,
     truncatedChars,
   };
+}
+
+/** Fit of a session's last prompt: its head and step count, and how many steps were dropped. */
+export interface PromptFit {
+  head: string;
+  steps: number;
+  dropped: number;
+}
+
+/**
+ * Fits a prompt to `blockSize - reserve` tokens as the builtin engine does for a session
+ * (src/policy/builtin/generate.ts), oldest steps dropped first (`encodePrompt`), with hysteresis so
+ * that a long attempt does not recompute its whole prompt every step once it overflows: when the
+ * prompt extends the session's previous one (`prev`: same head, no fewer steps), at least as many
+ * steps are dropped as last time; when it newly overflows, steps are dropped until a quarter of
+ * the context is free, so the next steps append to a stable, cached prefix. The SFT data
+ * (src/training/sft-data.ts) fits demonstration prompts with it too, so that it trains the prompts
+ * served. @throws Error as `encodePrompt` when the budget is under 2 tokens.
+ */
+export function fitPrompt(prompt: PromptParts, blockSize: number, reserve: number, prev?: PromptFit): EncodedPrompt {
+  const budget = blockSize - reserve;
+  const carry = prev && prev.head === prompt.head && prompt.steps.length >= prev.steps ? prev.dropped : 0;
+  let enc = encodePrompt(prompt, budget, { minDroppedSteps: carry });
+  if (enc.droppedSteps > carry) {
+    const slack = encodePrompt(prompt, budget - Math.floor(blockSize / 4), { minDroppedSteps: enc.droppedSteps });
+    if (slack.headTruncatedBytes === 0 && slack.tailTruncatedBytes === 0) enc = encodePrompt(prompt, budget, { minDroppedSteps: slack.droppedSteps });
+  }
+  return enc;
 }
 
 /** Token ids of one candidate continuation (an action): its bytes followed by EOS. */

@@ -7,7 +7,7 @@
  */
 import { renderActPrompt, renderReflectionPrompt, type PromptAttempt, type PromptStep } from '../agent/prompt.js';
 import { DEFAULT_LIMITS } from '../model/sampling.js';
-import { encode, encodePrompt, EOS } from '../model/tokenizer.js';
+import { encode, EOS, fitPrompt, type PromptFit, type PromptParts } from '../model/tokenizer.js';
 import type { TurnKind } from './advantages.js';
 import { packRun } from './packing.js';
 import { sessionOutcomes, trainedTokens, type DataStats, type StepRecord, type TrainingSample } from './samples.js';
@@ -44,8 +44,9 @@ export interface DemoSession {
 
 /** Options of `buildSftSamples`. */
 export interface SftDataOptions {
-  /** The model's context length (GPTConfig.block_size). Prompts get the budget the builtin engine
-   *  gives them: blockSize - maxActionTokens (acting) or blockSize - maxReflectionTokens. */
+  /** The model's context length (GPTConfig.block_size). Prompts are fitted as the builtin engine
+   *  fits a session's prompts when it generates freely (no availableActions): to blockSize -
+   *  maxActionTokens (acting) or blockSize - maxReflectionTokens, by the tokenizer's `fitPrompt`. */
   blockSize: number;
   /** Default: src/model/sampling.ts DEFAULT_LIMITS (48 / 256). */
   maxActionTokens?: number;
@@ -74,7 +75,10 @@ export function parseDemoJsonl(text: string): DemoSession[] {
 /**
  * SFT samples from demonstrations: every step with an action trains (acting prompt -> action + EOS)
  * and every reflection (reflection prompt -> reflection + EOS), rendered and fitted to the context
- * exactly as when serving.
+ * exactly as when serving: each session's prompts go through `fitPrompt` in order, each with the
+ * fit of the one before, as the builtin engine does for one session (once a prompt overflows, old
+ * steps are dropped until a quarter of the context is free, and the attempt's later prompts,
+ * its reflection's included, drop at least as many).
  *
  * Packing (`pack`, default): the acting prompt is append-only (src/agent/prompt.ts: prompt(t+1) =
  * prompt(t) + action_t + tail(t+1)), so one sequence BOS + head + step 0 + action 0 + ... + action k
@@ -83,13 +87,15 @@ export function parseDemoJsonl(text: string): DemoSession[] {
  * one sample, with `lossTargets` training each action's tokens and, at its last token, EOS (what
  * the per-step sample trains there): the same per-token losses as the per-step samples at O(k)
  * instead of O(k^2) tokens. The attempt's remaining steps are per-step samples as served
- * (encodePrompt). Reflection samples stay separate.
+ * (`fitPrompt`). Reflection samples stay separate.
  * @throws RangeError when blockSize leaves no room for a prompt.
  */
 export function buildSftSamples(demos: readonly DemoSession[], opts: SftDataOptions): { samples: TrainingSample[]; stats: DataStats } {
   const prefix = opts.outputPrefix ?? '';
-  const actBudget = opts.blockSize - (opts.maxActionTokens ?? DEFAULT_LIMITS.maxActionTokens);
-  const reflBudget = opts.blockSize - (opts.maxReflectionTokens ?? DEFAULT_LIMITS.maxReflectionTokens);
+  const actReserve = opts.maxActionTokens ?? DEFAULT_LIMITS.maxActionTokens;
+  const reflReserve = opts.maxReflectionTokens ?? DEFAULT_LIMITS.maxReflectionTokens;
+  const actBudget = opts.blockSize - actReserve;
+  const reflBudget = opts.blockSize - reflReserve;
   if (!(actBudget >= 2 && reflBudget >= 2)) throw new RangeError(`blockSize ${opts.blockSize} leaves no room for prompts`);
   const samples: TrainingSample[] = [];
   const records: StepRecord[] = [];
@@ -98,6 +104,12 @@ export function buildSftSamples(demos: readonly DemoSession[], opts: SftDataOpti
   demos.forEach((d, di) => {
     const sessionId = `demo-${di}`;
     const previousAttempts: PromptAttempt[] = [];
+    let fit: PromptFit | undefined; // the fit of the session's last prompt, as the engine keeps it
+    const fitted = (parts: PromptParts, reserve: number) => {
+      const enc = fitPrompt(parts, opts.blockSize, reserve, fit);
+      fit = { head: parts.head, steps: parts.steps.length, dropped: enc.droppedSteps };
+      return enc;
+    };
     d.attempts.forEach((att, n) => {
       const done: PromptStep[] = [];
       const acts: Array<{ step: number; prompt: number[]; action: string; exact: boolean }> = [];
@@ -105,7 +117,7 @@ export function buildSftSamples(demos: readonly DemoSession[], opts: SftDataOpti
         records.push({ sessionId, taskId: d.taskId, attempt: n, step: t, kind: 'action', observation: s.observation, reward: s.reward, done: s.done, success: s.success, invalidAction: false, promptTokenIds: null, outputTokenIds: null, logprobs: null, modelVersion: 'demo' });
         if (s.action === null) return;
         const parts = renderActPrompt({ instructions: d.instructions, memory: d.memory ?? 'reflection_only', attempt: n, previousAttempts, steps: done, observation: s.observation });
-        const enc = encodePrompt(parts, actBudget);
+        const enc = fitted(parts, actReserve);
         acts.push({ step: t, prompt: enc.ids, action: prefix + s.action, exact: enc.droppedSteps === 0 && enc.truncatedChars === 0 });
         done.push({ observation: s.observation, action: s.action });
       });
@@ -117,7 +129,7 @@ export function buildSftSamples(demos: readonly DemoSession[], opts: SftDataOpti
       const success = att.steps.some((s) => s.success);
       if (att.reflection !== null && last) {
         const parts = renderReflectionPrompt({ instructions: d.instructions, memory: d.memory ?? 'reflection_only', attempt: n, previousAttempts, steps: done, finalObservation: last.observation });
-        samples.push(sftSample(sessionId, d.taskId, n, att.steps.length - 1, 'reflection', encodePrompt(parts, reflBudget).ids, prefix + att.reflection));
+        samples.push(sftSample(sessionId, d.taskId, n, att.steps.length - 1, 'reflection', fitted(parts, reflReserve).ids, prefix + att.reflection));
         turns++;
       }
       previousAttempts.push({ steps: done, finalObservation: last ? last.observation : '', success, reflection: att.reflection });

@@ -9,10 +9,10 @@ import { cacheLength, disposeCache, truncateCache } from '../../model/gpt-cached
 import type { RowCache } from '../../model/kv-cache.js';
 import { drawIndex, rngFor, samplingLogprobs } from '../../model/sampling.js';
 import {
-  completeUtf8Prefix, decode, encodePrompt, UTF8_START, utf8Allowed, utf8Next, type EncodedPrompt,
+  completeUtf8Prefix, decode, fitPrompt, UTF8_START, utf8Allowed, utf8Next, type EncodedPrompt, type PromptFit,
 } from '../../model/tokenizer.js';
 import { EngineError, type Generation, type PromptParts, type SamplingParams } from '../engine.js';
-import type { PromptFit, SessionCaches, SessionState } from './kv-lru.js';
+import type { SessionCaches, SessionState } from './kv-lru.js';
 import type { LoadedModel } from './versions.js';
 
 /** What a generation needs from the engine: the session caches and the stop tokens. */
@@ -55,24 +55,6 @@ export function firstStop(out: readonly number[], stops: readonly string[]): num
 }
 
 /**
- * Fits the prompt to `block_size - reserve` tokens (oldest steps dropped first, tokenizer.ts).
- * Hysteresis, so that a long attempt does not recompute its whole prompt every step once it
- * overflows: when the prompt extends the session's previous one (same head, no fewer steps), at
- * least as many steps are dropped as last time; when it newly overflows, steps are dropped until
- * a quarter of the context is free, so the next steps append to a stable, cached prefix.
- */
-export function fitPrompt(prompt: PromptParts, blockSize: number, reserve: number, prev?: PromptFit): EncodedPrompt {
-  const budget = blockSize - reserve;
-  const carry = prev && prev.head === prompt.head && prompt.steps.length >= prev.steps ? prev.dropped : 0;
-  let enc = encodePrompt(prompt, budget, { minDroppedSteps: carry });
-  if (enc.droppedSteps > carry) {
-    const slack = encodePrompt(prompt, budget - Math.floor(blockSize / 4), { minDroppedSteps: enc.droppedSteps });
-    if (slack.headTruncatedBytes === 0 && slack.tailTruncatedBytes === 0) enc = encodePrompt(prompt, budget, { minDroppedSteps: slack.droppedSteps });
-  }
-  return enc;
-}
-
-/**
  * Runs the prompt through the model reusing the session's cache for the common prefix.
  * @returns the cache now holding `ids` and the logprob row predicting the token after `ids`.
  */
@@ -111,7 +93,7 @@ export async function onPrompt<T>(
   body: (p: Prefilled) => Promise<{ value: T; tokens: number[] }>,
 ): Promise<T> {
   const st = ctx.sessions.take(sessionId, m.version);
-  const enc = fitPrompt(prompt, m.model.config.block_size, reserve, st?.fit);
+  const enc = fitPrompt(prompt, m.model.config.block_size, reserve, st?.fit); // tokenizer.ts: oldest steps dropped first, with hysteresis
   const fit: PromptFit = { head: prompt.head, steps: prompt.steps.length, dropped: enc.droppedSteps };
   const p: Prefilled = { enc, cache: null, last: new Float32Array(0) };
   try {

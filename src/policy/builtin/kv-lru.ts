@@ -7,13 +7,10 @@
 import { backendGeneration } from '../../model/backend.js';
 import { disposeCache } from '../../model/gpt-cached.js';
 import type { RowCache } from '../../model/kv-cache.js';
+import type { PromptFit } from '../../model/tokenizer.js';
 
-/** Fit of a session's last prompt: its head and step count, and how many steps were dropped. */
-export interface PromptFit {
-  head: string;
-  steps: number;
-  dropped: number;
-}
+/** Fit of a session's last prompt (defined with `fitPrompt` in the tokenizer). */
+export type { PromptFit };
 
 export interface SessionState {
   version: string;
