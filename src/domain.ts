@@ -71,6 +71,10 @@ export type EnvKind = (typeof ENV_KINDS)[number];
 export const OLD_LOGPROB_SOURCES = ['recompute', 'stored'] as const;
 export type OldLogprobSource = (typeof OLD_LOGPROB_SOURCES)[number];
 
+/** Where SFT training starts each sample's positions: at 0, as served, or at a random offset (src/training/job.ts TrainingHyper.positionOffset). */
+export const POSITION_OFFSETS = ['none', 'random'] as const;
+export type PositionOffset = (typeof POSITION_OFFSETS)[number];
+
 /** Cross-episode return: LaMer Eq. 4 ('paper') or the reference code's recursion ('code'); shared/LAMER.md §2. */
 export const RETURN_MODES = ['paper', 'code'] as const;
 export type ReturnMode = (typeof RETURN_MODES)[number];

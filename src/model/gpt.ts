@@ -5,6 +5,7 @@
  *
  * Architecture (Radford et al. 2019, GPT-2; nanoGPT):
  *   x = wte[idx] + wpe[pos]                                   [B, T, C]
+ *   (pos = 0..T-1 as served; training may start each row at an offset, see `forward`)
  *   for each block: x = x + attn(ln_1(x)); x = x + mlp(ln_2(x))   (pre-LayerNorm)
  *   logits = ln_f(x) @ wte^T                                  [B, T, V]  (weight-tied head)
  * attn: causal multi-head self-attention, fused qkv projection, scale 1/sqrt(head_size).
@@ -170,7 +171,7 @@ export function initModel(config: GPTConfig, seed = 1337): GPT {
 /**
  * Core forward shared by training and serving.
  * @param idx `[B, N]` int32 token ids (the new tokens).
- * @param pos `[B, N]` int32 positions, or null for 0..N-1 in every row (training).
+ * @param pos `[B, N]` int32 positions, or null for 0..N-1 in every row (training at offset 0).
  * @param past per layer `[B, H, P, hd]` keys/values before the new tokens, or null (P = 0).
  * @param mask additive attention mask `[B or 1, 1, N, P + N]` (0 allowed, -1e9 masked).
  * @returns hidden states after ln_f `[B, N, C]` and per layer the keys/values of past and new
@@ -224,17 +225,35 @@ function causalMaskValues(T: number): Float32Array {
 }
 
 /**
+ * Positions of a full-sequence forward with per-row offsets: pos[b, t] = min(offsets[b] + t,
+ * block_size - 1), `[B, T]` int32. The clamp only reaches positions past a row's last token (its
+ * right padding) when offsets[b] + (row length) <= block_size, as the training batches guarantee
+ * (src/training/batch.ts makeBatch); under the causal mask those positions never change the
+ * logits of the tokens before them. Call inside tf.tidy.
+ */
+function offsetPositions(offsets: tf.Tensor1D, T: number, blockSize: number): tf.Tensor2D {
+  const pos = tf.add(tf.reshape(tf.cast(offsets, 'int32'), [-1, 1]), tf.reshape(tf.range(0, T, 1, 'int32'), [1, T]));
+  return tf.maximum(tf.minimum(pos, tf.scalar(blockSize - 1, 'int32')), tf.scalar(0, 'int32')) as tf.Tensor2D;
+}
+
+/**
  * Full-sequence forward (training and reference).
  * @param idx `[B, T]` int32 token ids, T <= block_size.
+ * @param positionOffsets `[B]` int32 start position of each row (training's random position
+ *   offsets): row b's token t is at position offsets[b] + t (clamped to block_size - 1, see
+ *   `offsetPositions`). null or absent: positions 0..T-1 in every row, as served
+ *   (src/model/gpt-cached.ts); that path is the one this function always had.
  * @returns logits `[B, T, V]`; logits[b, t] predicts token t+1. Differentiable.
- * @throws Error when T > block_size.
+ * @throws Error when T > block_size, or positionOffsets is not `[B]`.
  */
-export function forward(model: GPT, idx: tf.Tensor2D): tf.Tensor3D {
+export function forward(model: GPT, idx: tf.Tensor2D, positionOffsets: tf.Tensor1D | null = null): tf.Tensor3D {
   return tf.tidy(() => {
-    const T = idx.shape[1];
+    const [B, T] = idx.shape;
     if (T > model.config.block_size) throw new Error(`sequence length ${T} exceeds block_size ${model.config.block_size}`);
+    if (positionOffsets && (positionOffsets.rank !== 1 || positionOffsets.shape[0] !== B)) throw new Error(`positionOffsets must be [${B}], got [${positionOffsets.shape}]`);
     const mask = tf.tensor4d(causalMaskValues(T), [1, 1, T, T]);
-    const { h } = forwardHidden(model, idx, null, null, mask);
+    const pos = positionOffsets ? offsetPositions(positionOffsets, T, model.config.block_size) : null;
+    const { h } = forwardHidden(model, idx, pos, null, mask);
     return lmHead(model, h) as tf.Tensor3D;
   });
 }

@@ -38,6 +38,9 @@ export interface Batch {
   /** `[B, T, V]` float32 additive support mask (0 allowed, -1e9 outside the sampler's support), or
    *  null when every position of the batch allows the whole vocabulary. */
   supportMask: tf.Tensor3D | null;
+  /** `[B]` int32 absolute position of each row's first input (the model's `positionOffsets`), or
+   *  null: every row starts at position 0, as served. */
+  positionOffsets: tf.Tensor1D | null;
 }
 
 /** Per sample, per output position: the allowed token ids, or null for the whole vocabulary. */
@@ -61,9 +64,17 @@ export function effectiveBehaviour(s: Pick<TrainingSample, 'behaviour'>): Behavi
  * recorded `oldLogprobs`; `supports[b]` its sampler support per output token (null: whole vocabulary).
  * Advantages are `[B]`, or `[B, T]` when a sample has per-token `advantages` (packed RL: each
  * output position gets its turn's; samples without get their `advantage` at every position).
- * @throws RangeError when a sample has no output tokens or a token id outside [0, V).
+ * `positionOffsets[b]` (when given) is the absolute position of row b's first input: its n inputs
+ * sit at positions offset..offset+n-1, so offset + n <= blockSize (n = the row's length after the
+ * left cut).
+ * @throws RangeError when a sample has no output tokens or a token id outside [0, V), or
+ *   positionOffsets is not one integer per sample with 0 <= offset <= blockSize - n.
  */
-export function makeBatch(samples: readonly TrainingSample[], model: Pick<TrainableModel, 'blockSize' | 'padId' | 'vocabSize'>, oldLogprobs?: ReadonlyArray<number[] | null>, supports?: Supports): Batch {
+export function makeBatch(
+  samples: readonly TrainingSample[], model: Pick<TrainableModel, 'blockSize' | 'padId' | 'vocabSize'>, oldLogprobs?: ReadonlyArray<number[] | null>, supports?: Supports,
+  positionOffsets?: readonly number[],
+): Batch {
+  if (positionOffsets && positionOffsets.length !== samples.length) throw new RangeError(`positionOffsets must have one offset per sample (${samples.length}), got ${positionOffsets.length}`);
   const rows = samples.map((s, b) => {
     if (s.outputTokenIds.length === 0) throw new RangeError(`sample ${s.sessionId}/${s.attempt}/${s.step} has no output tokens`);
     let seq = [...s.promptTokenIds, ...s.outputTokenIds];
@@ -78,6 +89,10 @@ export function makeBatch(samples: readonly TrainingSample[], model: Pick<Traina
     if (lt && lt.length !== s.outputTokenIds.length) throw new RangeError(`sample ${s.sessionId}/${s.attempt}/${s.step}: lossTargets must be [outLen]`);
     const adv = s.advantages ?? null;
     if (adv && adv.length !== s.outputTokenIds.length) throw new RangeError(`sample ${s.sessionId}/${s.attempt}/${s.step}: advantages must be [outLen]`);
+    const off = positionOffsets?.[b];
+    if (off !== undefined && !(Number.isInteger(off) && off >= 0 && off + seq.length - 1 <= model.blockSize)) {
+      throw new RangeError(`sample ${s.sessionId}/${s.attempt}/${s.step}: position offset ${off} outside [0, ${model.blockSize - (seq.length - 1)}] (blockSize ${model.blockSize} - ${seq.length - 1} inputs)`);
+    }
     return { seq, firstOut, lp, lt, adv, support: supports?.[b] ?? null };
   });
   const V = model.vocabSize;
@@ -142,6 +157,7 @@ export function makeBatch(samples: readonly TrainingSample[], model: Pick<Traina
     outputPositions,
     temperatures: tf.tensor1d(samples.map((s) => effectiveBehaviour(s).temperature)),
     supportMask: maskAdd ? tf.tensor3d(maskAdd, [B, T, V]) : null,
+    positionOffsets: positionOffsets ? tf.tensor1d(Int32Array.from(positionOffsets), 'int32') : null,
   };
 }
 
@@ -160,4 +176,5 @@ export function behaviourLogits(logits: tf.Tensor3D, batch: Pick<Batch, 'tempera
 export function disposeBatch(b: Batch): void {
   tf.dispose([b.inputs, b.targets, b.mask, b.oldLogprobs, b.advantages, b.temperatures]);
   if (b.supportMask) b.supportMask.dispose();
+  if (b.positionOffsets) b.positionOffsets.dispose();
 }

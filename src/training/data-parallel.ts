@@ -19,9 +19,9 @@
  *
  * Messages: parent -> replica `init` (model I/O module, checkpoint, objective, the job's samples,
  * weight buffer), `behaviour` (its share of the pi_old pass), `policy` (the merged pi_old), then
- * `step` (sample indices of its shard); replica -> parent `ready`, `behaviour`, `ok`, `grads` (a
- * transferred Float32Array, all trainable variables concatenated in `trainableVariables()` order)
- * or `error`.
+ * `step` (sample indices of its shard, with their position offsets when the job draws them);
+ * replica -> parent `ready`, `behaviour`, `ok`, `grads` (a transferred Float32Array, all trainable
+ * variables concatenated in `trainableVariables()` order) or `error`.
  */
 import * as tf from '@tensorflow/tfjs';
 import { Worker } from 'node:worker_threads';
@@ -66,7 +66,7 @@ export type ToReplica =
   | ({ type: 'init' } & ReplicaInit)
   | { type: 'behaviour'; idx: number[] }
   | ({ type: 'policy' } & ReplicaPolicy)
-  | { type: 'step'; idx: number[]; syncWeights: boolean };
+  | { type: 'step'; idx: number[]; syncWeights: boolean; positionOffsets: number[] | null };
 export type FromReplica =
   | { type: 'ready'; params: number }
   | { type: 'behaviour'; logprobs: number[][]; supports: Array<Array<number[] | null> | null> }
@@ -89,14 +89,18 @@ export interface ShardSums {
 /**
  * The gradient of a shard's token-sum loss: sum over its micro-batches of outTokens_k *
  * grad(token-mean loss_k), one tensor per `vars[i]` (the caller disposes them), and its sums.
- * Micro-batches as the job's (`splitMicroBatches` within `microBatchTokens`).
+ * Micro-batches as the job's (`splitMicroBatches` within `microBatchTokens`). `oldLogprobs`,
+ * `supports` and `positionOffsets` (the epoch's random position offsets, ./minibatches.ts) are
+ * indexed by sample index, like `samples`.
  */
 export function shardGradients(
   model: TrainableModel, vars: tf.Variable[], objective: Objective, samples: readonly TrainingSample[], idx: readonly number[],
   seqLens: readonly number[], microBatchTokens: number, oldLogprobs: ReadonlyArray<number[] | null> | null | undefined, supports: Supports | null | undefined,
+  positionOffsets?: ArrayLike<number> | null,
 ): { grads: tf.Tensor[] } & ShardSums {
   const micro = splitMicroBatches(idx, seqLens, microBatchTokens).map((m) => makeBatch(
     m.map((i) => samples[i]), model, oldLogprobs ? m.map((i) => oldLogprobs[i]) : undefined, supports ? m.map((i) => supports[i]) : undefined,
+    positionOffsets ? m.map((i) => positionOffsets[i]) : undefined,
   ));
   try {
     const outs = micro.map(outputTokens);
@@ -261,13 +265,14 @@ export class ReplicaPool {
 
   /**
    * Send shard `k` to replica k-1 (k >= 1; at most `size` shards), with the newest weights when it
-   * has not seen them; resolves with their sums and flat gradients, in shard order.
+   * has not seen them and the position offsets of its samples (`positionOffsets`, by sample index,
+   * or null); resolves with their sums and flat gradients, in shard order.
    * @throws ReplicaError when a replica fails.
    */
-  computeShards(shards: readonly number[][]): Promise<Array<ShardSums & { grads: Float32Array }>> {
+  computeShards(shards: readonly number[][], positionOffsets: readonly number[] | null = null): Promise<Array<ShardSums & { grads: Float32Array }>> {
     return Promise.all(shards.map(async (idx, k) => {
       const r = this.replicas[k];
-      const m = await r.request({ type: 'step', idx: [...idx], syncWeights: r.stale });
+      const m = await r.request({ type: 'step', idx: [...idx], syncWeights: r.stale, positionOffsets: positionOffsets && idx.map((i) => positionOffsets[i]) });
       r.stale = false;
       if (m.type !== 'grads') throw new ReplicaError(`training replica ${r.index} answered ${m.type} to a step`);
       const losses = Object.fromEntries(LOSS_KEYS.map((key, j) => [key, m.losses[j]])) as unknown as StepLosses;

@@ -22,9 +22,10 @@ export class GptTrainable implements TrainableModel {
     this.blockSize = gpt.config.block_size;
     this.attentionMaps = gpt.config.n_layer * gpt.config.n_head;
   }
-  /** `[B, T]` int32 -> `[B, T, V]` (no dropout in this model, `training` is ignored). */
-  logits(tokens: tf.Tensor2D, _training: boolean): tf.Tensor3D {
-    return forward(this.gpt, tokens);
+  /** `[B, T]` int32 -> `[B, T, V]` (no dropout in this model, `training` is ignored); row b at
+   *  positions positionOffsets[b] + t when given (src/model/gpt.ts forward). */
+  logits(tokens: tf.Tensor2D, _training: boolean, positionOffsets: tf.Tensor1D | null = null): tf.Tensor3D {
+    return forward(this.gpt, tokens, positionOffsets);
   }
   trainableVariables(): tf.Variable[] {
     return this.gpt.trainableVariables;

@@ -28,7 +28,7 @@ import { behaviourOutputs, oldPolicyFrom, recomputeOldLogprobs, type OldPolicy }
 import { unpackSample, type Algorithm, type DataStats, type TrainingSample } from './data.js';
 import { AdamW } from './losses.js';
 import { balanceShards, combineGradients, LOSS_KEYS, objectiveOf, ReplicaPool, shardGradients, type ObjectiveSpec } from './data-parallel.js';
-import { minibatchOrder, splitMicroBatches } from './minibatches.js';
+import { minibatchOrder, randomPositionOffsets, splitMicroBatches } from './minibatches.js';
 import type { ModelIO, TrainableModel } from './model-api.js';
 import { applyUpdate, ppoUpdate, type StepLosses } from './ppo.js';
 
@@ -58,8 +58,16 @@ export interface TrainingHyper {
    *  least one sample each) with gradient accumulation; the update is the same. Default 4096 (8192
    *  ran the wasm heap out of memory at 1000-token prompts on the 0.56M base model). */
   microBatchTokens?: number;
-  /** Seed of the minibatch shuffle. */
+  /** Seed of the minibatch shuffle and of the random position offsets. */
   seed?: number;
+  /** SFT only. 'random': in epoch e each sample is trained at positions offset..offset+n-1 (n its
+   *  input positions, at most the block), offset uniform in [0, blockSize - n] from mulberry32
+   *  seeded by `seed + e` (./minibatches.ts randomPositionOffsets; deterministic given the seed),
+   *  so a learned position embedding cannot tie a format to an absolute position of fixed-layout
+   *  prompts. 'none' (default): position 0, as served. RL refuses 'random': the sampler served at
+   *  offset 0, so pi_old is the offset-0 policy; PPO at other offsets would start from ratios != 1,
+   *  or, with pi_old recomputed there, clip and move a policy the server never runs. */
+  positionOffset?: 'none' | 'random';
   /** CPU workers (data parallelism over worker threads, ./data-parallel.ts): each optimiser step's
    *  minibatch is split across this many model replicas. 1 trains in this thread alone. Default:
    *  env LAMER_TRAIN_WORKERS, else every core (os.availableParallelism()) on the wasm and cpu
@@ -189,6 +197,7 @@ function withDefaults(algorithm: Algorithm, h: TrainingHyper) {
     ppo: { clipCoef: h.clipCoef ?? 0.2, dualClip: h.dualClip ?? 3.0, entCoef: h.entCoef ?? 0.001 },
     seed: h.seed ?? 0,
     pack: h.pack ?? true,
+    positionOffset: h.positionOffset ?? 'none',
   };
 }
 
@@ -262,9 +271,10 @@ export function resolveTrainWorkers(asked: number | undefined, io: Pick<ModelIO,
  * before returning or throwing.
  * @param samples RL samples (with advantages and the sampler's logprobs) or SFT samples.
  * @returns the new checkpoint folder and per-iteration metrics.
- * @throws RangeError for no samples, bad epochs / minibatchSize / workers, or RL samples without
- *   logprobs; JobCancelledError when `signal` aborts (no checkpoint is written); ReplicaError
- *   (./data-parallel.ts) when a replica thread fails or exits; errors of model I/O.
+ * @throws RangeError for no samples, bad epochs / minibatchSize / workers / positionOffset ('random'
+ *   on an RL job), or RL samples without logprobs; JobCancelledError when `signal` aborts (no
+ *   checkpoint is written); ReplicaError (./data-parallel.ts) when a replica thread fails or exits;
+ *   errors of model I/O.
  */
 export async function runTrainingJob(spec: TrainingJobSpec, given: readonly TrainingSample[], opts: RunOptions): Promise<JobResult> {
   const t0 = performance.now();
@@ -272,6 +282,8 @@ export async function runTrainingJob(spec: TrainingJobSpec, given: readonly Trai
   if (given.length === 0) throw new RangeError('no training samples (all groups skipped or no data)');
   if (!(h.epochs >= 1 && Number.isInteger(h.epochs))) throw new RangeError(`epochs must be an integer >= 1, got ${h.epochs}`);
   if (!(h.minibatchSize >= 1 && Number.isInteger(h.minibatchSize))) throw new RangeError(`minibatchSize must be an integer >= 1, got ${h.minibatchSize}`);
+  if (!['none', 'random'].includes(h.positionOffset)) throw new RangeError(`positionOffset must be 'none' or 'random', got ${JSON.stringify(h.positionOffset)}`);
+  if (h.positionOffset === 'random' && !h.isSft) throw new RangeError(`positionOffset 'random' is for sft jobs only (${spec.algorithm} trains at the positions the sampler served)`);
   const checkAbort = () => { if (opts.signal?.aborted) throw new JobCancelledError(); };
   checkAbort();
 
@@ -304,18 +316,20 @@ export async function runTrainingJob(spec: TrainingJobSpec, given: readonly Trai
     }
     const turns = samples.map((x) => x.packedTurns?.length ?? 1);
     const epochs = Array.from({ length: h.epochs }, (_, epoch) => byTurns(minibatchOrder(h.isSft, seqLens, h.minibatchSize, h.seed + epoch), turns, h.minibatchSize));
+    const offsetsOf = (epoch: number) => (h.positionOffset === 'random' ? randomPositionOffsets(seqLens, model.blockSize, h.seed + epoch) : null);
     const total = epochs.reduce((a, e) => a + e.length, 0);
     const metrics: IterationMetrics[] = [];
     for (let epoch = 0; epoch < h.epochs; epoch++) {
+      const offsets = offsetsOf(epoch); // per sample index, this epoch's
       for (const idx of epochs[epoch]) {
         checkAbort();
         const tStep = performance.now();
         let update: StepLosses & { gradNorm: number };
         let sizes: { tokens: number; positions: number };
         if (pool) {
-          ({ update, sizes } = await parallelStep(pool, model, optimizer, objective, samples, balanceShards(idx, seqLens, workers), seqLens, h, old));
+          ({ update, sizes } = await parallelStep(pool, model, optimizer, objective, samples, balanceShards(idx, seqLens, workers), seqLens, h, old, offsets));
         } else {
-          const micro = microBatches(model, samples, idx, seqLens, h.microBatchTokens, old?.oldLogprobs, old?.supports);
+          const micro = microBatches(model, samples, idx, seqLens, h.microBatchTokens, old?.oldLogprobs, old?.supports, offsets);
           update = ppoUpdate(model, optimizer, micro, objective, h.maxGradNorm);
           sizes = microSizes(micro);
           micro.forEach(disposeBatch);
@@ -328,7 +342,7 @@ export async function runTrainingJob(spec: TrainingJobSpec, given: readonly Trai
     }
     checkAbort();
     await opts.io.save(model, spec.outputDir, {
-      ...spec.meta, algorithm: spec.algorithm, hyper: { ...spec.hyper, lr: h.lr, epochs: h.epochs, minibatchSize: h.minibatchSize }, dataStats: spec.dataStats ?? null,
+      ...spec.meta, algorithm: spec.algorithm, hyper: { ...spec.hyper, lr: h.lr, epochs: h.epochs, minibatchSize: h.minibatchSize, positionOffset: h.positionOffset }, dataStats: spec.dataStats ?? null,
       iterations: metrics.length, finalMetrics: metrics[metrics.length - 1] ?? null,
     });
     return { checkpointDir: spec.outputDir, iterations: metrics.length, samples: samples.length, metrics, behaviorLogprobGap: old?.behaviorLogprobGap ?? null, seconds: (performance.now() - t0) / 1000 };
@@ -348,11 +362,12 @@ export async function runTrainingJob(spec: TrainingJobSpec, given: readonly Trai
 async function parallelStep(
   pool: ReplicaPool, model: TrainableModel, optimizer: AdamW, objective: ReturnType<typeof objectiveOf>, samples: readonly TrainingSample[],
   shards: number[][], seqLens: readonly number[], h: ReturnType<typeof withDefaults>, old: { oldLogprobs: ReadonlyArray<number[] | null>; supports: Supports } | null,
+  offsets: readonly number[] | null,
 ): Promise<{ update: StepLosses & { gradNorm: number }; sizes: { tokens: number; positions: number } }> {
-  const remote = pool.computeShards(shards.slice(1)); // posted first, so the replicas work while this thread does shard 0
+  const remote = pool.computeShards(shards.slice(1), offsets); // posted first, so the replicas work while this thread does shard 0
   let own: ReturnType<typeof shardGradients>;
   try {
-    own = shardGradients(model, optimizer.variables, objective, samples, shards[0], seqLens, h.microBatchTokens, old?.oldLogprobs, old?.supports);
+    own = shardGradients(model, optimizer.variables, objective, samples, shards[0], seqLens, h.microBatchTokens, old?.oldLogprobs, old?.supports, offsets);
   } catch (err) {
     await remote.catch(() => undefined);
     throw err;
@@ -408,14 +423,14 @@ function microSizes(micro: readonly Batch[]): { tokens: number; positions: numbe
 
 /**
  * The minibatch `idx` as micro-batches of at most `budget` padded [B, T] positions (memory cap;
- * `splitMicroBatches`), each with its samples' old logprobs and supports.
+ * `splitMicroBatches`), each with its samples' old logprobs, supports and position offsets.
  */
 function microBatches(
   model: TrainableModel, samples: readonly TrainingSample[], idx: readonly number[], seqLens: readonly number[], budget: number,
-  oldLogprobs: ReadonlyArray<number[] | null> | undefined, supports: Supports | undefined,
+  oldLogprobs: ReadonlyArray<number[] | null> | undefined, supports: Supports | undefined, offsets: readonly number[] | null,
 ): Batch[] {
   return splitMicroBatches(idx, seqLens, budget).map((m) => makeBatch(
-    m.map((i) => samples[i]), model, oldLogprobs && m.map((i) => oldLogprobs[i]), supports && m.map((i) => supports[i]),
+    m.map((i) => samples[i]), model, oldLogprobs && m.map((i) => oldLogprobs[i]), supports && m.map((i) => supports[i]), offsets ? m.map((i) => offsets[i]) : undefined,
   ));
 }
 

@@ -1,18 +1,27 @@
 /**
  * Minibatches and micro-batches of sample indices (deterministic from a seed): which samples each
- * optimiser step trains on, and how a minibatch is cut to bound memory.
+ * optimiser step trains on, how a minibatch is cut to bound memory, and the random position
+ * offsets SFT samples are trained at.
  */
 
-/** Deterministic Fisher-Yates shuffle (mulberry32). */
-function shuffled(n: number, seed: number): number[] {
+/**
+ * mulberry32 (Tommy Ettinger's 32-bit generator): a seeded stream of uniform numbers in [0, 1),
+ * 2^32 apart. The same seed gives the same stream on every platform.
+ */
+export function mulberry32(seed: number): () => number {
   let a = seed >>> 0;
-  const rand = () => {
+  return () => {
     a = (a + 0x6d2b79f5) >>> 0;
     let t = a;
     t = Math.imul(t ^ (t >>> 15), t | 1);
     t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
+}
+
+/** Deterministic Fisher-Yates shuffle (mulberry32). */
+function shuffled(n: number, seed: number): number[] {
+  const rand = mulberry32(seed);
   const idx = Array.from({ length: n }, (_, i) => i);
   for (let i = n - 1; i > 0; i--) {
     const j = Math.floor(rand() * (i + 1));
@@ -67,4 +76,23 @@ export function splitMicroBatches(idx: readonly number[], lengths: readonly numb
   }
   if (cur.length > 0) out.push(cur);
   return out;
+}
+
+/** Mixed into the seed of the position offsets, so that their stream is not the shuffle's. */
+const OFFSET_SEED_MIX = 0x85ebca6b;
+
+/**
+ * Random position offsets (TrainingHyper `positionOffset: 'random'`, ./job.ts): for the sample of
+ * `lengths[i]` input positions, an integer offset uniform in [0, blockSize - lengths[i]], so that
+ * its positions offset..offset+lengths[i]-1 stay inside the model's block. Drawn in sample order
+ * from mulberry32(seed ^ OFFSET_SEED_MIX): the same lengths, block size and seed give the same
+ * offsets.
+ * @throws RangeError when a length is not an integer in [1, blockSize].
+ */
+export function randomPositionOffsets(lengths: readonly number[], blockSize: number, seed: number): number[] {
+  const rand = mulberry32(seed ^ OFFSET_SEED_MIX);
+  return lengths.map((n) => {
+    if (!(Number.isInteger(n) && n >= 1 && n <= blockSize)) throw new RangeError(`sample length ${n} outside [1, ${blockSize}]`);
+    return Math.floor(rand() * (blockSize - n + 1));
+  });
 }

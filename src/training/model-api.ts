@@ -20,8 +20,13 @@ export interface TrainableModel {
    * inside the wasm heap (see `fitMicroBatchTokens` in ./job.ts).
    */
   readonly attentionMaps?: number;
-  /** Forward pass: `[B, T]` int32 -> `[B, T, V]` logits. `training` enables dropout if the model has any. */
-  logits(tokens: tf.Tensor2D, training: boolean): tf.Tensor3D;
+  /**
+   * Forward pass: `[B, T]` int32 -> `[B, T, V]` logits. `training` enables dropout if the model has
+   * any. `positionOffsets` `[B]` int32 (training's random position offsets, TrainingHyper
+   * `positionOffset` in ./job.ts): row b's token t is at absolute position offsets[b] + t; null or
+   * absent: position t, as served. A model without absolute positions ignores it.
+   */
+  logits(tokens: tf.Tensor2D, training: boolean, positionOffsets?: tf.Tensor1D | null): tf.Tensor3D;
   /** The variables the optimiser updates. */
   trainableVariables(): tf.Variable[];
   dispose(): void;

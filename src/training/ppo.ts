@@ -87,7 +87,7 @@ export function accumulateGradients(
     const w = weights[k];
     let stats: tf.Tensor1D | null = null;
     const { value, grads } = tf.variableGrads(() => {
-      const l = objective(model.logits(batch.inputs, true), batch);
+      const l = objective(model.logits(batch.inputs, true, batch.positionOffsets), batch);
       stats = tf.keep(tf.stack(LOSS_NAMES.map((name) => l[name])) as tf.Tensor1D);
       return tf.mul(l.loss, w) as tf.Scalar;
     }, vars);

@@ -47,10 +47,13 @@ function behaviour(idx: number[]): void {
   post({ type: 'behaviour', logprobs: r.logprobs, supports: r.supports });
 }
 
-function step(idx: number[], syncWeights: boolean): void {
+/** One shard: `positionOffsets[j]` (when given) is the position offset of sample idx[j]. */
+function step(idx: number[], syncWeights: boolean, positionOffsets: number[] | null): void {
   const s = ready();
   if (syncWeights) writeWeights(s.vars, s.weights);
-  const r = shardGradients(s.model, s.vars, s.objective, s.init.samples, idx, s.seqLens, s.init.microBatchTokens, s.policy?.oldLogprobs, s.policy?.supports);
+  const offsets: number[] = []; // by sample index, as shardGradients reads them
+  if (positionOffsets) idx.forEach((i, j) => { offsets[i] = positionOffsets[j]; });
+  const r = shardGradients(s.model, s.vars, s.objective, s.init.samples, idx, s.seqLens, s.init.microBatchTokens, s.policy?.oldLogprobs, s.policy?.supports, positionOffsets && offsets);
   const flat = new Float32Array(paramCount(s.vars));
   let off = 0;
   for (const g of r.grads) {
@@ -64,7 +67,7 @@ function step(idx: number[], syncWeights: boolean): void {
 port.on('message', (msg: ToReplica) => {
   const run = async () => {
     if (msg.type === 'init') await init(msg);
-    else if (msg.type === 'step') step(msg.idx, msg.syncWeights);
+    else if (msg.type === 'step') step(msg.idx, msg.syncWeights, msg.positionOffsets);
     else if (msg.type === 'behaviour') behaviour(msg.idx);
     else if (msg.type === 'policy') {
       ready().policy = { oldLogprobs: msg.oldLogprobs, supports: msg.supports };

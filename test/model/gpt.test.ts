@@ -3,7 +3,8 @@ import * as tf from '@tensorflow/tfjs';
 import { mkdtemp, rm, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { countParams, forward, initModel, tokenEntropy, tokenLogprobs, type GPT } from '../../src/model/gpt.js';
+import { countParams, forward, initModel, modelFromTensors, tokenEntropy, tokenLogprobs, type GPT } from '../../src/model/gpt.js';
+import { block, layerNorm } from '../../src/model/layers.js';
 import { disposeCache, forwardCached } from '../../src/model/gpt-cached.js';
 import { loadCheckpoint, saveCheckpoint } from '../../src/model/checkpoint.js';
 import { TINY, useWasm } from './setup.js';
@@ -152,5 +153,94 @@ describe('GPT model', () => {
     expect(Array.from(logitsOf(a, ids))).toEqual(Array.from(logitsOf(b, ids)));
     expect(Array.from(logitsOf(a, ids))).not.toEqual(Array.from(logitsOf(c, ids)));
     a.dispose(); b.dispose(); c.dispose();
+  });
+});
+
+/**
+ * The forward pass written out by hand (nanoGPT's model.py), with every row's positions given:
+ * x = wte[ids] + wpe[offsets[b] + t], the blocks, ln_f, the tied head. `[B, T]` -> logits `[B, T, V]`.
+ */
+function referenceLogits(m: GPT, ids: number[][], offsets: number[]): Float32Array {
+  return tf.tidy(() => {
+    const B = ids.length;
+    const T = ids[0].length;
+    const C = m.config.n_embd;
+    const pos = ids.flatMap((_, b) => Array.from({ length: T }, (_, t) => offsets[b] + t));
+    let x = tf.add(tf.gather(m.wte, tf.tensor1d(ids.flat(), 'int32')), tf.gather(m.wpe, tf.tensor1d(pos, 'int32'))) as tf.Tensor2D;
+    const maskValues = new Float32Array(T * T);
+    for (let i = 0; i < T; i++) for (let j = i + 1; j < T; j++) maskValues[i * T + j] = -1e9;
+    const mask = tf.tensor4d(maskValues, [1, 1, T, T]);
+    for (const layer of m.layers) x = block(x, layer, null, mask, { B, N: T, H: m.config.n_head, hd: C / m.config.n_head, C }).x;
+    return tf.matMul(layerNorm(x, m.lnF) as tf.Tensor2D, m.wte, false, true).dataSync() as Float32Array;
+  });
+}
+
+/** A copy of `m` whose position embedding is shifted by k rows: wpe'[p] = wpe[(p + k) mod block_size]. */
+function shiftedModel(m: GPT, k: number): GPT {
+  const tensors = new Map<string, tf.Tensor>();
+  for (const [name, v] of m.params) {
+    tensors.set(name, name === 'wpe' ? tf.concat([tf.slice(v, [k, 0], [-1, -1]), tf.slice(v, [0, 0], [k, -1])]) : tf.clone(v));
+  }
+  return modelFromTensors(m.config, tensors);
+}
+
+function forwardRows(m: GPT, ids: number[][], offsets: number[] | null): Float32Array {
+  return tf.tidy(() => {
+    const idx = tf.tensor2d(ids, [ids.length, ids[0].length], 'int32');
+    return forward(m, idx, offsets && tf.tensor1d(offsets, 'int32')).dataSync() as Float32Array;
+  });
+}
+
+describe('position offsets of the training forward', () => {
+  const rows = [[256, 10, 20, 30, 40, 50, 60, 70], [256, 99, 98, 97, 96, 95, 94, 93], [256, 1, 2, 3, 4, 5, 6, 7]];
+
+  it('without offsets (as served) and with offsets 0 the logits are exactly the hand-built forward at positions 0..T-1', () => {
+    const ref = Array.from(referenceLogits(model, rows, [0, 0, 0]));
+    expect(Array.from(forwardRows(model, rows, null))).toEqual(ref);
+    expect(Array.from(forwardRows(model, rows, [0, 0, 0]))).toEqual(ref);
+  });
+
+  it('with offset k a row\'s logits are exactly those of the hand-built forward at k..k+T-1, and of a model whose wpe is shifted by k', () => {
+    const offsets = [5, 0, TINY.block_size - rows[2].length]; // the last row ends at the last position
+    const got = forwardRows(model, rows, offsets);
+    expect(Array.from(got)).toEqual(Array.from(referenceLogits(model, rows, offsets)));
+    const V = TINY.vocab_size;
+    const T = rows[0].length;
+    rows.forEach((row, b) => {
+      const shifted = shiftedModel(model, offsets[b]);
+      expect(Array.from(got.subarray(b * T * V, (b + 1) * T * V)), `row ${b}`).toEqual(Array.from(forwardRows(shifted, [row], null)));
+      shifted.dispose();
+    });
+    // the offsets matter: row 0 at offset 5 differs from row 0 at offset 0
+    expect(Array.from(got.subarray(0, T * V))).not.toEqual(Array.from(forwardRows(model, [rows[0]], null)));
+  });
+
+  it('right padding past the last position (clamped) leaves the row\'s own tokens\' logits unchanged', () => {
+    // a 3-token row at the last 3 positions, padded to 8 tokens: its padding would sit past block_size
+    const short = [256, 7, 9];
+    const k = TINY.block_size - short.length;
+    const padded = forwardRows(model, [rows[0], [...short, 0, 0, 0, 0, 0]], [0, k]);
+    const V = TINY.vocab_size;
+    const alone = forwardRows(model, [short], [k]);
+    const T = rows[0].length;
+    expect(Array.from(padded.subarray(T * V, T * V + short.length * V))).toEqual(Array.from(alone));
+  });
+
+  it('refuses offsets that are not one per row; the training step with offsets keeps the tensor count', () => {
+    const idx = tf.tensor2d(rows, [3, 8], 'int32');
+    const bad = tf.tensor1d([0, 1], 'int32');
+    expect(() => forward(model, idx, bad)).toThrow(/positionOffsets must be \[3\]/);
+    const offsets = tf.tensor1d([3, 0, 11], 'int32');
+    const before = tf.memory().numTensors;
+    for (let i = 0; i < 3; i++) {
+      const { value, grads } = tf.variableGrads(() => tf.mean(forward(model, idx, offsets)) as tf.Scalar, model.trainableVariables);
+      // the position embedding gets gradient at the offset rows only: rows 3..10, 0..7 and 11..18
+      const gw = tf.tidy(() => tf.sum(tf.abs(grads[model.wpe.name]), 1).dataSync());
+      const touched = Array.from(gw).flatMap((g, p) => (g > 0 ? [p] : []));
+      expect(touched).toEqual(Array.from({ length: 19 }, (_, p) => p));
+      tf.dispose([value, ...Object.values(grads)]);
+    }
+    expect(tf.memory().numTensors).toBe(before);
+    tf.dispose([idx, bad, offsets]);
   });
 });

@@ -1,7 +1,7 @@
 /** Samples as training tensors: next-token rows, output mask, old logprobs, left truncation. */
 import * as tf from '@tensorflow/tfjs';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { makeBatch } from '../../src/training/batch.js';
+import { disposeBatch, makeBatch } from '../../src/training/batch.js';
 import type { TrainingSample } from '../../src/training/data.js';
 
 beforeAll(async () => { await tf.setBackend('cpu'); });
@@ -51,6 +51,27 @@ describe('makeBatch', () => {
     expect(cut.mask.arraySync()).toEqual([[1, 0, 1]]);
     tf.dispose([b.inputs, b.targets, b.mask, b.oldLogprobs, b.advantages, b.temperatures, cut.inputs, cut.targets, cut.mask, cut.oldLogprobs, cut.advantages, cut.temperatures]);
     expect(() => makeBatch([{ ...packed, advantages: [1] }], { blockSize: 10, padId: 0, vocabSize: 8 })).toThrow(/advantages/);
+  });
+  it('position offsets: one int32 start position per row, null without; each row must fit the block from its offset', () => {
+    const m = { blockSize: 6, padId: 0, vocabSize: 8 };
+    const plain = makeBatch([sample([1, 2, 3], [4, 5]), sample([6], [7])], m);
+    expect(plain.positionOffsets).toBeNull();
+    // rows of 4 and 1 inputs: offsets up to 6 - 4 = 2 and 6 - 1 = 5
+    const b = makeBatch([sample([1, 2, 3], [4, 5]), sample([6], [7])], m, undefined, undefined, [2, 5]);
+    expect(b.positionOffsets!.dtype).toBe('int32');
+    expect(Array.from(b.positionOffsets!.dataSync())).toEqual([2, 5]);
+    expect(b.inputs.arraySync()).toEqual(plain.inputs.arraySync()); // the rows themselves are unchanged
+    disposeBatch(plain);
+    disposeBatch(b);
+    expect(() => makeBatch([sample([1, 2, 3], [4, 5])], m, undefined, undefined, [3])).toThrow(/position offset 3 outside \[0, 2\]/);
+    expect(() => makeBatch([sample([1], [2])], m, undefined, undefined, [-1])).toThrow(/position offset -1/);
+    expect(() => makeBatch([sample([1], [2])], m, undefined, undefined, [0.5])).toThrow(/position offset 0.5/);
+    expect(() => makeBatch([sample([1], [2])], m, undefined, undefined, [0, 1])).toThrow(/one offset per sample \(1\), got 2/);
+    // a row cut from the left fills the block: offset 0 only
+    const cut = makeBatch([sample([1, 2, 3, 4, 5], [6, 7, 1])], m, undefined, undefined, [0]);
+    expect(cut.inputs.shape).toEqual([1, 6]);
+    disposeBatch(cut);
+    expect(() => makeBatch([sample([1, 2, 3, 4, 5], [6, 7, 1])], m, undefined, undefined, [1])).toThrow(/outside \[0, 0\]/);
   });
   it('rejects empty outputs and out-of-vocabulary ids', () => {
     expect(() => makeBatch([sample([1], [])], { blockSize: 3, padId: 0, vocabSize: 8 })).toThrow(/no output tokens/);

@@ -1,15 +1,17 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { saveCheckpoint } from '../../src/model/checkpoint.js';
 import { initModel } from '../../src/model/gpt.js';
-import { BOS, encode, EOS } from '../../src/model/tokenizer.js';
+import { BOS, encode, EOS, PAD } from '../../src/model/tokenizer.js';
 import type { TrainingSample } from '../../src/training/data.js';
-import { createModelIO } from '../../src/training/gpt-adapter.js';
+import { createModelIO, GptTrainable } from '../../src/training/gpt-adapter.js';
 import { outputLogprobs } from '../../src/training/behaviour.js';
 import { runTrainingJob } from '../../src/training/job.js';
+import { randomPositionOffsets } from '../../src/training/minibatches.js';
+import type { ModelIO } from '../../src/training/model-api.js';
 import { DEFAULT_MODEL_IO, startTrainingWorker } from '../../src/training/worker.js';
 
 // The training job on the builtin GPT (src/model), with a tiny config so that it runs in seconds.
@@ -87,5 +89,80 @@ describe('the trained policy is the sampling policy', () => {
     expect(res.metrics[0].approxKl).toBeLessThan(1e-8);
     expect(res.metrics[0].clipFrac).toBe(0);
     expect(Math.abs(res.behaviorLogprobGap!)).toBeLessThan(1e-5);
+  });
+});
+
+describe('SFT with random position offsets on the builtin GPT', () => {
+  const actions = [' up', ' down', ' left', ' right', ' (1, 2)'];
+  const data = actions.map((a) => mk(a, 0)); // distinct lengths: 19..23 inputs, offsets in [0, 32 - n]
+  const seqLens = data.map((s) => s.promptTokenIds.length + s.outputTokenIds.length - 1);
+
+  /** The cpu GPT I/O, recording each training forward's (row length, offset) pairs, sorted. */
+  async function spyIO(calls: Array<Array<[number, number]>>): Promise<ModelIO> {
+    const io = await createModelIO({ backend: 'cpu' });
+    return {
+      ...io,
+      replica: undefined,
+      async load(d) {
+        const m = (await io.load(d)) as GptTrainable;
+        const inner = m.logits.bind(m);
+        m.logits = (tokens, training, offsets) => {
+          if (training) {
+            const lens = (tokens.arraySync() as number[][]).map((row) => row.filter((t) => t !== PAD).length);
+            const offs = offsets ? Array.from(offsets.dataSync()) : lens.map(() => 0);
+            calls.push(lens.map((n, b): [number, number] => [n, offs[b]]).sort((x, y) => x[0] - y[0] || x[1] - y[1]));
+          }
+          return inner(tokens, training, offsets);
+        };
+        return m;
+      },
+    };
+  }
+
+  it('trains every sample at the offsets drawn for its epoch from the seed, lowers the loss, keeps the tensor count, records the hyperparameter', async () => {
+    const calls: Array<Array<[number, number]>> = [];
+    const io = await spyIO(calls);
+    const counts: number[] = [];
+    const before = tf.memory().numTensors;
+    const hyper = { lr: 0.01, epochs: 25, minibatchSize: data.length, seed: 3, positionOffset: 'random' as const };
+    const res = await runTrainingJob({ algorithm: 'sft', baseCheckpointDir: join(dir, 'base'), outputDir: join(dir, 'sft-rand'), hyper }, data, {
+      io, onProgress: () => counts.push(tf.memory().numTensors),
+    });
+    expect(tf.memory().numTensors).toBe(before);
+    expect(new Set(counts).size).toBe(1); // nothing accumulates from one step to the next
+    expect(res.iterations).toBe(25);
+    expect(calls).toHaveLength(25); // one micro-batch per step
+    calls.forEach((got, epoch) => {
+      const want = randomPositionOffsets(seqLens, cfg.block_size, 3 + epoch).map((o, i): [number, number] => [seqLens[i], o]).sort((x, y) => x[0] - y[0] || x[1] - y[1]);
+      expect(got, `epoch ${epoch}`).toEqual(want);
+    });
+    expect(new Set(calls.flatMap((c) => c.map(([, o]) => o))).size).toBeGreaterThan(5); // offsets vary
+    const first = res.metrics[0].loss;
+    const last = res.metrics[res.metrics.length - 1].loss;
+    expect(first).toBeGreaterThan(5);
+    expect(last).toBeLessThan(first * 0.6);
+    const meta = JSON.parse(await readFile(join(res.checkpointDir, 'model.json'), 'utf8'));
+    expect(JSON.stringify(meta)).toContain('"positionOffset":"random"');
+
+    // deterministic given the seed: the same weights again; another seed, other weights
+    const short = (name: string, seed: number) => runTrainingJob({ algorithm: 'sft', baseCheckpointDir: join(dir, 'base'), outputDir: join(dir, name), hyper: { ...hyper, epochs: 3, seed } }, data, { io });
+    const w = async (d: string) => { const m = await io.load(d); const x = m.trainableVariables().map((v) => Array.from(v.dataSync())); m.dispose(); return x; };
+    const [a, b, c] = [await short('seed3-a', 3), await short('seed3-b', 3), await short('seed4', 4)];
+    expect(await w(b.checkpointDir)).toEqual(await w(a.checkpointDir));
+    expect(await w(c.checkpointDir)).not.toEqual(await w(a.checkpointDir));
+  }, 60_000);
+
+  it('positionOffset none (the default) trains at position 0; RL jobs refuse random offsets and write nothing', async () => {
+    const calls: Array<Array<[number, number]>> = [];
+    const io = await spyIO(calls);
+    const res = await runTrainingJob({ algorithm: 'sft', baseCheckpointDir: join(dir, 'base'), outputDir: join(dir, 'sft-none'), hyper: { lr: 0.01, minibatchSize: data.length } }, data, { io });
+    expect(calls).toEqual([seqLens.map((n): [number, number] => [n, 0]).sort((x, y) => x[0] - y[0] || x[1] - y[1])]);
+    expect(JSON.stringify(JSON.parse(await readFile(join(res.checkpointDir, 'model.json'), 'utf8')))).toContain('"positionOffset":"none"');
+    const rl = data.map((s) => ({ ...s, advantage: 1, oldLogprobs: s.outputTokenIds.map(() => -1) }));
+    await expect(runTrainingJob({ algorithm: 'lamer', baseCheckpointDir: join(dir, 'base'), outputDir: join(dir, 'rl-rand'), hyper: { positionOffset: 'random' } }, rl, { io }))
+      .rejects.toThrow(/positionOffset 'random' is for sft jobs only/);
+    await expect(runTrainingJob({ algorithm: 'sft', baseCheckpointDir: join(dir, 'base'), outputDir: join(dir, 'bad'), hyper: { positionOffset: 'sometimes' as 'random' } }, data, { io }))
+      .rejects.toThrow(/positionOffset must be 'none' or 'random'/);
+    await expect(stat(join(dir, 'rl-rand'))).rejects.toThrow(/ENOENT/);
   });
 });

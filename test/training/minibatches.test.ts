@@ -1,6 +1,6 @@
 /** Minibatch orders and micro-batch splits: coverage, determinism per seed, the memory budget. */
 import { describe, expect, it } from 'vitest';
-import { lengthBucketedMinibatches, minibatchOrder, splitMicroBatches } from '../../src/training/minibatches.js';
+import { lengthBucketedMinibatches, minibatchOrder, mulberry32, randomPositionOffsets, splitMicroBatches } from '../../src/training/minibatches.js';
 
 describe('lengthBucketedMinibatches', () => {
   it('covers every sample once, ceil(n / mb) batches, similar lengths together', () => {
@@ -35,5 +35,32 @@ describe('minibatchOrder', () => {
     // what length buckets do: the four long samples form one minibatch
     expect(lengthBucketedMinibatches(lengths, 4, 3).map((x) => x.map((i) => lengths[i]).sort().join())).toContain('900,900,900,900');
     expect(minibatchOrder(true, lengths, 4, 3)).toEqual(lengthBucketedMinibatches(lengths, 4, 3));
+  });
+});
+
+describe('randomPositionOffsets', () => {
+  it('one integer offset per sample in [0, blockSize - length], deterministic for a seed, uniform over the range', () => {
+    const lengths = Array.from({ length: 4000 }, (_, i) => [1, 10, 61, 64][i % 4]);
+    const offsets = randomPositionOffsets(lengths, 64, 7);
+    expect(offsets).toHaveLength(4000);
+    offsets.forEach((o, i) => expect(Number.isInteger(o) && o >= 0 && o <= 64 - lengths[i], `sample ${i}: ${o}`).toBe(true));
+    expect(randomPositionOffsets(lengths, 64, 7)).toEqual(offsets);
+    expect(randomPositionOffsets(lengths, 64, 8)).not.toEqual(offsets);
+    // a sample as long as the block has offset 0; one of 61 tokens each of 0..3 about equally often
+    expect(offsets.filter((_, i) => lengths[i] === 64).every((o) => o === 0)).toBe(true);
+    const counts = [0, 0, 0, 0];
+    offsets.forEach((o, i) => { if (lengths[i] === 61) counts[o]++; });
+    for (const c of counts) expect(Math.abs(c - 250)).toBeLessThan(60);
+    // length 1: every offset 0..63 is drawn, mean about 31.5
+    const ones = offsets.filter((_, i) => lengths[i] === 1);
+    expect(new Set(ones).size).toBe(64);
+    expect(Math.abs(ones.reduce((a, b) => a + b, 0) / ones.length - 31.5)).toBeLessThan(2);
+    // exactly floor(u * (blockSize - length + 1)) of the documented stream
+    const rand = mulberry32(7 ^ 0x85ebca6b);
+    expect(randomPositionOffsets([1, 10, 61], 64, 7)).toEqual([64, 55, 4].map((n) => Math.floor(rand() * n)));
+  });
+  it('refuses a length outside [1, blockSize]', () => {
+    expect(() => randomPositionOffsets([65], 64, 0)).toThrow(/sample length 65 outside \[1, 64\]/);
+    expect(() => randomPositionOffsets([0], 64, 0)).toThrow(RangeError);
   });
 });

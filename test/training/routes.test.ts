@@ -72,6 +72,8 @@ describe('POST /v1/training/jobs validation', () => {
     ['unknown returnMode', { algorithm: 'lamer', hyperparameters: { returnMode: 'other' } }, 'body/hyperparameters/returnMode'],
     ['unknown hyperparameter', { algorithm: 'lamer', hyperparameters: { momentum: 0.9 } }, 'body/hyperparameters/momentum'],
     ['pack not a boolean', { algorithm: 'lamer', hyperparameters: { pack: 'yes' } }, 'body/hyperparameters/pack'],
+    ['unknown positionOffset', { algorithm: 'sft', demonstrations: { sessions: [demo(0)] }, hyperparameters: { positionOffset: 'sometimes' } }, 'body/hyperparameters/positionOffset'],
+    ['random position offsets on an RL job', { algorithm: 'lamer', hyperparameters: { positionOffset: 'random' } }, 'body/hyperparameters/positionOffset'],
     ['maxSessions 0', { algorithm: 'grpo', data: { maxSessions: 0 } }, 'body/data/maxSessions'],
     ['since not a date', { algorithm: 'rloo', data: { since: 'yesterday' } }, 'body/data/since'],
     ['sft without demonstrations', { algorithm: 'sft' }, 'body/demonstrations'],
@@ -143,9 +145,9 @@ describe('training jobs on a serving server', () => {
     expect(end.status).toBe('cancelled');
     expect(end.resultVersion).toBeNull();
     // a short SFT job succeeds and produces a candidate version
-    const sft = await a.call('POST', '/v1/training/jobs', { algorithm: 'sft', version: 'sft1', demonstrations: { sessions: [demo(0), demo(1)] }, hyperparameters: { epochs: 1, minibatchSize: 2 } });
+    const sft = await a.call('POST', '/v1/training/jobs', { algorithm: 'sft', version: 'sft1', demonstrations: { sessions: [demo(0), demo(1)] }, hyperparameters: { epochs: 1, minibatchSize: 2, positionOffset: 'random' } });
     const sftDone = await waitFor(a, sft.body.id, ['succeeded', 'failed', 'cancelled']);
-    expect(sftDone).toMatchObject({ status: 'succeeded', resultVersion: 'sft1', iterations: 1, dataStats: { sessions: 2, samples: 2 } });
+    expect(sftDone).toMatchObject({ status: 'succeeded', resultVersion: 'sft1', iterations: 1, dataStats: { sessions: 2, samples: 2 }, hyperparameters: { positionOffset: 'random' } });
     expect((await a.call('GET', '/v1/models/sft1')).body).toMatchObject({ status: 'candidate', parent: 'v1' });
   }, 120_000);
 

@@ -2718,6 +2718,11 @@ export interface paths {
                             oldLogprobs?: "recompute" | "stored";
                             microBatchTokens?: number;
                             seed?: number;
+                            /**
+                             * @description sft only: 'random' trains each sample, each epoch, at a uniform random start position in [0, block - its length] drawn from seed (so the model cannot learn where a format goes by absolute position); 'none' (default) at position 0, as served
+                             * @enum {string}
+                             */
+                            positionOffset?: "none" | "random";
                             gammaStep?: number;
                             gammaTraj?: number;
                             /**

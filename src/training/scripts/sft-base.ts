@@ -10,7 +10,10 @@
  *   3. an `sft` training job (src/training/job.ts runTrainingJob, the runner of the server's jobs)
  *      from the random init, for a FIXED number of optimiser steps (`--steps`, each on `--minibatch`
  *      samples drawn as consecutive seeded permutations of the samples) or whole epochs
- *      (`--epochs`), at a constant learning rate (`--lr`; the job has no schedule);
+ *      (`--epochs`), at a constant learning rate (`--lr`; the job has no schedule), each sample at
+ *      a random start position (`--position-offset random`, the default: TrainingHyper
+ *      `positionOffset`, so that the model cannot learn where a format goes by absolute position
+ *      in the fixed-layout prompts; `none` trains at position 0 as served);
  *   4. the checkpoint in `--out` (refused unless new or empty), with the config, curriculum, demo
  *      command, the demonstrations' sha256 and the hyperparameters in its metadata, and beside it
  *      `learning-curve.json` (per step: step, tokens, seconds, loss) and `learning-curve.svg`.
@@ -98,6 +101,8 @@ export interface SftBaseOptions {
   lr: number;
   minibatch: number;
   microBatchTokens: number;
+  /** TrainingHyper.positionOffset of the job: 'random' (default) or 'none'. */
+  positionOffset: 'random' | 'none';
   /** Data-parallel training threads (TrainingHyper.workers); null: the job's default
    *  (LAMER_TRAIN_WORKERS, else every core on wasm or cpu). */
   workers: number | null;
@@ -158,6 +163,8 @@ const HELP = `usage: npm run model:sft-base -- --out DIR [options]
   --lr X                 learning rate, constant (default 1e-3)
   --minibatch N          samples per optimiser step (default 16)
   --micro-batch-tokens N memory cap per forward pass in [B, T] positions (default 4096)
+  --position-offset M    random: each sample trained at a uniform random start position, drawn
+                         per epoch from --seed (default); none: at position 0, as served
   --workers N            training threads, data parallel (default: $LAMER_TRAIN_WORKERS, else
                          every core on wasm or cpu)
   --backend NAME         wasm | cpu | auto (default wasm)
@@ -191,6 +198,7 @@ export function parseSftBaseArgs(argv: string[]): SftBaseOptions | null {
         lr: { type: 'string', default: '1e-3' },
         minibatch: { type: 'string', default: '16' },
         'micro-batch-tokens': { type: 'string', default: '4096' },
+        'position-offset': { type: 'string', default: 'random' },
         workers: { type: 'string' },
         backend: { type: 'string', default: 'wasm' },
         'log-every': { type: 'string', default: '10' },
@@ -226,6 +234,7 @@ export function parseSftBaseArgs(argv: string[]): SftBaseOptions | null {
     throw new SftBaseUsageError((e as Error).message);
   }
   if (!['wasm', 'cpu', 'auto'].includes(values.backend)) throw new SftBaseUsageError(`--backend must be wasm, cpu or auto, got '${values.backend}'`);
+  if (!['random', 'none'].includes(values['position-offset'])) throw new SftBaseUsageError(`--position-offset must be random or none, got '${values['position-offset']}'`);
   const opts: SftBaseOptions = {
     out: path.resolve(values.out),
     config,
@@ -239,6 +248,7 @@ export function parseSftBaseArgs(argv: string[]): SftBaseOptions | null {
     lr: num('lr', values.lr, 0, 1),
     minibatch: int('minibatch', values.minibatch, 1),
     microBatchTokens: int('micro-batch-tokens', values['micro-batch-tokens'], 1),
+    positionOffset: values['position-offset'] as SftBaseOptions['positionOffset'],
     workers: values.workers === undefined ? null : int('workers', values.workers, 1),
     backend: values.backend as SftBaseOptions['backend'],
     logEvery: int('log-every', values['log-every'], 1),
@@ -334,7 +344,10 @@ export async function runSftBase(opts: SftBaseOptions): Promise<SftBaseSummary |
     const initDir = path.join(work, 'init');
     await writeInitCheckpoint(initDir, opts.config, opts.initSeed);
     const io = await createModelIO({ backend: opts.backend });
-    const hyper: TrainingHyper = { lr: opts.lr, epochs, minibatchSize: opts.minibatch, microBatchTokens: opts.microBatchTokens, seed: opts.seed, ...(opts.workers !== null ? { workers: opts.workers } : {}) };
+    const hyper: TrainingHyper = {
+      lr: opts.lr, epochs, minibatchSize: opts.minibatch, microBatchTokens: opts.microBatchTokens, seed: opts.seed, positionOffset: opts.positionOffset,
+      ...(opts.workers !== null ? { workers: opts.workers } : {}),
+    };
     const workers = resolveTrainWorkers(opts.workers ?? undefined, io, opts.minibatch); // what the job will use
     const points: CurvePoint[] = [];
     const bar = process.stderr.isTTY === true

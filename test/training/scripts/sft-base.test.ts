@@ -34,6 +34,7 @@ describe('model:sft-base script', () => {
     const { model, metadata } = await loadCheckpoint(out);
     expect(metadata.config).toEqual(config);
     expect(metadata.meta).toMatchObject({ source: 'sft', curriculum: 'minesweeper:4x4/2,sokoban:5x5/1', lrSchedule: 'constant' });
+    expect(metadata.meta.hyper).toMatchObject({ positionOffset: 'random', seed: 0 }); // the default: random start positions
     expect(metadata.meta.demos).toMatchObject({
       command: 'lamer demos --curriculum minesweeper:4x4/2,sokoban:5x5/1 --tasks 4 --seed 0 --fail-rate 0.5',
       sessionsPerEnv: { 'minesweeper-4x4-2': 2, 'sokoban-5x5-1': 2 },
@@ -76,6 +77,8 @@ describe('parseSftBaseArgs', () => {
     expect(o.config).toEqual({ ...DEFAULT_CONFIG, n_layer: 3, n_embd: 96, n_head: 3 });
     expect([o.steps, o.epochs, o.minibatch, o.lr, o.sessions, o.failRate]).toEqual([7, null, 16, 1e-3, 1200, 0.5]);
     expect(parseSftBaseArgs(['--out', '/nonexistent/x', '--epochs', '2'])!).toMatchObject({ steps: null, epochs: 2 });
+    expect(o.positionOffset).toBe('random');
+    expect(parseSftBaseArgs(['--out', '/nonexistent/x', '--position-offset', 'none'])!.positionOffset).toBe('none');
   });
 
   it('rejects bad options with a message naming them', () => {
@@ -83,6 +86,7 @@ describe('parseSftBaseArgs', () => {
     expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--embd', '30', '--heads', '4'])).toThrow(/n_embd \(30\) must be divisible by n_head \(4\)/);
     expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--steps', '0'])).toThrow(/--steps must be an integer >= 1, got '0'/);
     expect(() => parseSftBaseArgs(['--bogus'])).toThrow(SftBaseUsageError);
+    expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--position-offset', 'sometimes'])).toThrow(new SftBaseUsageError("--position-offset must be random or none, got 'sometimes'"));
     expect(() => parseSftBaseArgs(['--workers', '-1'])).toThrow(new SftBaseUsageError("--workers needs a value (one that starts with '-' must be written --workers=VALUE)"));
   });
 });

@@ -105,6 +105,8 @@ function dataFilterOf(data: Static<typeof CreateJob>['data']): DataFilter | unde
 function jobRequestOf(b: Static<typeof CreateJob>, demosDir: string): CreateJobRequest {
   const isSft = b.algorithm === 'sft';
   if (!isSft && b.demonstrations !== undefined) throw invalid('body/demonstrations', `only sft jobs take demonstrations, not ${b.algorithm}`);
+  // RL trains at the positions the sampler served (offset 0): see TrainingHyper.positionOffset
+  if (!isSft && b.hyperparameters?.positionOffset === 'random') throw invalid('body/hyperparameters/positionOffset', `random position offsets are for sft jobs only, not ${b.algorithm}`);
   if (isSft && b.data !== undefined) throw invalid('body/data', 'sft jobs train on demonstrations, not on recorded sessions');
   const data = dataFilterOf(b.data);
   return {

@@ -9,7 +9,7 @@
  */
 import { Type } from 'typebox';
 import { FreeObject, Nullable, StringEnum } from '../common.js';
-import { ALGORITHMS, JOB_STATUSES, OLD_LOGPROB_SOURCES, RETURN_MODES } from '../../../domain.js';
+import { ALGORITHMS, JOB_STATUSES, OLD_LOGPROB_SOURCES, POSITION_OFFSETS, RETURN_MODES } from '../../../domain.js';
 
 export const DataFilter = Type.Object(
   {
@@ -72,6 +72,9 @@ export const Hyperparameters = Type.Object(
     oldLogprobs: Type.Optional(StringEnum(OLD_LOGPROB_SOURCES)),
     microBatchTokens: Type.Optional(Type.Integer({ minimum: 16, maximum: 1_048_576 })),
     seed: Type.Optional(Type.Integer({ minimum: 0, maximum: 4_294_967_295 })),
+    positionOffset: Type.Optional(StringEnum(POSITION_OFFSETS, {
+      description: "sft only: 'random' trains each sample, each epoch, at a uniform random start position in [0, block - its length] drawn from seed (so the model cannot learn where a format goes by absolute position); 'none' (default) at position 0, as served",
+    })),
     gammaStep: Type.Optional(Type.Number({ minimum: 0, maximum: 1 })),
     gammaTraj: Type.Optional(Type.Number({ minimum: 0, maximum: 1 })),
     returnMode: Type.Optional(StringEnum(RETURN_MODES, { description: "cross-episode return: LaMer Eq. 4 ('paper') or the reference code's recursion ('code')" })),
