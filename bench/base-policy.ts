@@ -21,10 +21,11 @@
  * options.
  */
 import { createHash } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
+import { ensureDirSync } from '../src/ensure-dir.js';
 import { parseEnvName } from '../src/envs/index.js';
 import { basePolicyMarkdown, BASE_ROWS, BASE_ROW_SPECS, rowDifference, rowSummary, type BaseRow, type GameResult } from '../src/eval/base-policy.js';
 import { replaceSection } from '../src/eval/compare.js';
@@ -95,7 +96,7 @@ const results: GameResult[] = [];
 const examples: Record<string, string[]> = {};
 let errors = 0;
 try {
-  if (values.reports) mkdirSync(values.reports, { recursive: true });
+  if (values.reports) ensureDirSync(values.reports);
   for (const env of games) {
     const { kind, params } = parseEnvName(env);
     const reports = new Map<BaseRow, EvalReport>();
@@ -138,7 +139,7 @@ const exampleLines = Object.entries(examples).filter(([, xs]) => xs.length > 0).
 const markdown = header + '\n' + basePolicyMarkdown(results, K) + (exampleLines.length ? exampleLines.join('\n') + '\n' : '');
 console.log(markdown);
 
-mkdirSync(path.dirname(out), { recursive: true });
+ensureDirSync(path.dirname(out));
 writeFileSync(out, JSON.stringify({
   generatedAt: new Date().toISOString(), seconds: Math.round(seconds),
   model: { dir: modelDir, config: meta.config, parameters: countParams(meta.config), weightsSha256, meta: meta.meta },

@@ -26,6 +26,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { ensureDirSync } from '../src/ensure-dir.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
@@ -297,7 +298,7 @@ async function main(): Promise<void> {
       stepsPerAttempt: STEPS + 1,
       results,
     };
-    fs.mkdirSync(path.join(root, 'bench', 'results'), { recursive: true });
+    ensureDirSync(path.join(root, 'bench', 'results'));
     fs.writeFileSync(path.join(root, 'bench', 'results', 'http.json'), JSON.stringify(out, null, 2) + '\n');
     console.log('wrote bench/results/http.json');
   } finally {

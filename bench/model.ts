@@ -26,9 +26,10 @@
  */
 import * as tf from '@tensorflow/tfjs';
 import { spawnSync } from 'node:child_process';
-import { mkdir, rm, writeFile } from 'node:fs/promises';
+import { rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { ensureDir } from '../src/ensure-dir.js';
 import { initBackend } from '../src/model/backend.js';
 import { countParams, DEFAULT_CONFIG, forward, initModel, tokenLogprobs, type GPT } from '../src/model/gpt.js';
 import { disposeCache, forwardCached } from '../src/model/gpt-cached.js';
@@ -304,7 +305,7 @@ async function main(): Promise<void> {
     batchingThroughputRatio: ratios,
   };
   const out = flag('--out') ?? 'bench/results/model.json';
-  await mkdir(path.dirname(out), { recursive: true });
+  await ensureDir(path.dirname(out));
   await writeFile(out, JSON.stringify(result, null, 2) + '\n');
   console.log(`\nwrote ${out}`);
   model.dispose();

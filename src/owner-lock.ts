@@ -15,6 +15,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
+import { ensureDirSync } from './ensure-dir.js';
 
 /** The lock is held by another live process (or another server in this process). */
 export class OwnerLockError extends Error {
@@ -51,11 +52,12 @@ export function readOwnerPid(dataDir: string): number | null {
 /**
  * Take the owner lock of `dataDir` (created if needed) for this process.
  * @throws OwnerLockError when another process or server holds it.
- * @throws the file system's error (ENOTDIR, EACCES, ...) or SQLite's when the lock file cannot be
- *   created or opened.
+ * @throws DirectoryError (src/ensure-dir.ts, with the file system's code: ENOTDIR, EACCES, ...)
+ *   when the directory cannot be created; the file system's error or SQLite's when the lock file
+ *   cannot be created or opened.
  */
 export function acquireOwnerLock(dataDir: string): OwnerLock {
-  fs.mkdirSync(dataDir, { recursive: true });
+  ensureDirSync(dataDir);
   const file = path.join(dataDir, LOCK_FILE);
   const db = new Database(file);
   try {

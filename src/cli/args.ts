@@ -149,7 +149,8 @@ export function envOpt(env: string | undefined, params: string | undefined): { k
 
 /**
  * Check, before any work, that `file` can be written: not a directory, its directory exists, and
- * both are writable. @throws UsageError naming the problem.
+ * both are writable; a file that does not exist yet is created and removed again (an existing one
+ * is left untouched). @throws UsageError naming the problem.
  */
 export function checkOutPath(name: string, file: string): void {
   const dir = path.dirname(path.resolve(file));
@@ -172,4 +173,17 @@ export function checkOutPath(name: string, file: string): void {
   } catch {
     throw new UsageError(`--${name} ${file} is not writable`);
   }
+  if (st) return;
+  // access() passes where creating the file still fails (procfs and other special file systems
+  // for root): create it for real, then remove it again, so the run fails now and not at its end.
+  let fd: number;
+  try {
+    fd = fs.openSync(file, 'wx');
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'EEXIST') return; // created meanwhile by someone else: not ours to remove
+    throw new UsageError(`--${name} ${file} cannot be created (${code ?? (e as Error).message})`);
+  }
+  fs.closeSync(fd);
+  fs.rmSync(file, { force: true });
 }

@@ -13,7 +13,7 @@
  * is kept at the end (it holds the checkpoints of the versions the run trained) and its path is
  * printed; it is removed only when the in-process server could not start in it.
  */
-import { accessSync, constants as fsConstants, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { accessSync, constants as fsConstants, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { parseArgs } from 'node:util';
@@ -23,6 +23,7 @@ import { runExperiment, type CurvePoint, type ExperimentAlgorithm } from '../eva
 import { checkServer } from '../eval/harness.js';
 import { describeHttpFailure, HttpError } from '../eval/http.js';
 import { RL_ALGORITHMS } from '../domain.js';
+import { ensureDirSync } from '../ensure-dir.js';
 import { envOpt, intOpt, parseCommand, usageError, UsageError } from './args.js';
 
 const HELP = `usage: lamer train --env minesweeper|sokoban --algorithm lamer|gigpo|grpo|rloo [options]
@@ -236,7 +237,11 @@ export async function run(argv: string[]): Promise<number> {
   try {
     checkOutDir(out);
     if (opts.server) await checkServer(opts.server);
-    mkdirSync(out, { recursive: true });
+    try {
+      ensureDirSync(out);
+    } catch (e) {
+      throw new Error(`--out: ${(e as Error).message}`);
+    }
   } catch (e) {
     console.error(`lamer train: ${e instanceof Error ? e.message : String(e)}`);
     return 1;

@@ -25,6 +25,7 @@ import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { drizzle, type BetterSQLite3Database } from 'drizzle-orm/better-sqlite3';
 import { migrate } from 'drizzle-orm/better-sqlite3/migrator';
+import { ensureDirSync } from '../ensure-dir.js';
 import * as schema from './schema.js';
 import { databaseErrorOf, STORAGE_FAILURE_KINDS, type DatabaseErrorKind } from './errors.js';
 
@@ -165,10 +166,11 @@ export const migrationsFolder = path.resolve(path.dirname(fileURLToPath(import.m
 /**
  * Open (creating if needed) the database in `dataDir` and apply pending migrations. Migrations
  * wait up to 5 s for a lock (start-up only); then the busy timeout is `opts.busyTimeoutMs`.
- * @throws when the directory cannot be created or a migration fails.
+ * @throws DirectoryError (src/ensure-dir.ts) when the directory cannot be created; SQLite's error
+ *   when a migration fails.
  */
 export function openDatabase(dataDir: string, opts: { synchronous?: 'normal' | 'full' } & Partial<ConnectionTuning> = {}): Database_ {
-  fs.mkdirSync(dataDir, { recursive: true });
+  ensureDirSync(dataDir);
   const file = path.join(dataDir, 'lamer.db');
   const walFile = `${file}-wal`;
   const sqlite = new Database(file);

@@ -8,8 +8,9 @@
  * Written and read with plain file IO (tfjs-node's `file://` handler is not available here).
  */
 import * as tf from '@tensorflow/tfjs';
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { readFile, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import { ensureDir } from '../ensure-dir.js';
 import { modelFromTensors, paramShapes, validateConfig, type GPT, type GPTConfig } from './gpt.js';
 import { TOKENIZER_SPEC, type TokenizerSpec } from './tokenizer.js';
 
@@ -32,7 +33,7 @@ export interface LamerMetadata {
  * crash never leaves a half-written model.json next to old weights.
  */
 export async function saveCheckpoint(model: GPT, dir: string, meta: CheckpointMeta): Promise<void> {
-  await mkdir(dir, { recursive: true });
+  await ensureDir(dir);
   const named = paramShapes(model.config).map(([name]) => ({ name, tensor: model.params.get(name)! }));
   const { data, specs } = await tf.io.encodeWeights(named);
   const { version, ...rest } = meta;

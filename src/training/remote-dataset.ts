@@ -11,9 +11,10 @@
  * - `meta.json`: job id, algorithm, base version and its remote server (no API key), return and
  *   advantage settings, data counts.
  */
-import { mkdir, writeFile } from 'node:fs/promises';
+import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { StepKind } from '../domain.js';
+import { ensureDir } from '../ensure-dir.js';
 import type { Db } from '../db/index.js';
 import { stepOutputs } from '../db/training-data.js';
 import { buildRlSamples, type DataStats, type RlAlgorithm, type StepRecord, type TurnScore } from './data.js';
@@ -107,7 +108,7 @@ export function buildRemoteBatch(db: Db, opts: RemoteBatchOptions): { lines: Rem
  * @returns the path of `batch.jsonl`.
  */
 export async function writeRemoteBatch(dir: string, lines: readonly RemoteBatchLine[], meta: Record<string, unknown>): Promise<string> {
-  await mkdir(dir, { recursive: true });
+  await ensureDir(dir);
   const file = path.join(dir, 'batch.jsonl');
   await writeFile(file, lines.map((l) => JSON.stringify(l)).join('\n') + (lines.length > 0 ? '\n' : ''));
   await writeFile(path.join(dir, 'meta.json'), JSON.stringify({ schemaVersion: 1, ...meta }, null, 2) + '\n');

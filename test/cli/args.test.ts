@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createServer, type Server } from 'node:http';
 import { once } from 'node:events';
-import { readFileSync, existsSync } from 'node:fs';
+import { readdirSync, readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { run as evalRun } from '../../src/cli/eval.js';
 import { run as demosRun } from '../../src/cli/demos.js';
@@ -90,6 +90,29 @@ describe('lamer eval / demos option checks (src/cli/args.ts)', () => {
     expect(d.code).toBe(2);
     expect(existsSync(join(dir, 'nope'))).toBe(false);
   });
+
+  it('--out is created and removed again by the check: a run that fails later leaves no file; an existing file is untouched', async () => {
+    const dir = tmpDir('args-out-');
+    const out = join(dir, 'r.json');
+    // The check passes, then the server is unreachable (exit 1): no report file is left behind.
+    const r = await cli(evalRun, ['--env', 'sokoban', '--tasks', '2', '--quiet', '--server', 'http://127.0.0.1:1', '--out', out]);
+    expect(r.code).toBe(1);
+    expect(r.err).toHaveLength(1);
+    expect(r.err[0]).toMatch(/^lamer eval: cannot reach http:\/\/127\.0\.0\.1:1/);
+    expect(readdirSync(dir)).toEqual([]);
+    writeFileSync(out, 'old');
+    expect((await cli(evalRun, ['--env', 'sokoban', '--tasks', '2', '--quiet', '--server', 'http://127.0.0.1:1', '--out', out])).code).toBe(1);
+    expect(readFileSync(out, 'utf8')).toBe('old');
+  });
+
+  // As root, access(W_OK) allows /proc, but creating /proc/ms.json is ENOENT: found before playing.
+  it.skipIf(process.platform !== 'linux' || process.getuid?.() !== 0 || !existsSync('/proc/self'))(
+    '--out where the file system refuses the file (/proc/ms.json as root): exit 2 before playing',
+    async () => {
+      const r = await cli(evalRun, ['--env', 'sokoban', '--policy', 'solver', '--tasks', '2', '--quiet', '--out', '/proc/ms.json']);
+      expect(r).toEqual({ code: 2, err: ['lamer eval: --out /proc/ms.json cannot be created (ENOENT)'], log: [] });
+    },
+  );
 });
 
 describe('lamer export / train use the same option module', () => {

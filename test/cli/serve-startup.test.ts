@@ -1,6 +1,6 @@
 /**
  * `lamer serve` start-up errors are one clear line naming the variable, exit 1 (not a stack trace):
- * LAMER_DATA_DIR is a file, LAMER_DATA_DIR is below a file, the port is already in use.
+ * LAMER_DATA_DIR is a file, is below a file or cannot be created, the port is already in use.
  */
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -14,6 +14,9 @@ function serve(env: Record<string, string>): Promise<{ code: number | null; stde
     const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/serve.ts'], {
       env: { ...process.env, LAMER_ENGINE: 'test', LAMER_HOST: '127.0.0.1', LAMER_PORT: '0', LAMER_LOG_LEVEL: 'silent', LAMER_API_KEYS: '', ...env },
       stdio: ['ignore', 'ignore', 'pipe'],
+      // A start-up that blocks its event loop ignores SIGTERM: killed, the exit code is null.
+      timeout: 25_000,
+      killSignal: 'SIGKILL',
     });
     let stderr = '';
     child.stderr.on('data', (d) => (stderr += d));
@@ -39,6 +42,19 @@ describe('lamer serve start-up errors', () => {
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/^lamer serve: cannot start: LAMER_DATA_DIR=\S+ cannot be used: a file is in the way \(it must be a directory\) \((ENOTDIR|EEXIST)\)\n$/);
   }, 30_000);
+
+  // As root, procfs answers ENOENT to mkdir /proc/x, which a recursive mkdir retried forever.
+  it.skipIf(process.platform !== 'linux' || process.getuid?.() !== 0 || !fs.existsSync('/proc/self'))(
+    'LAMER_DATA_DIR the file system refuses (/proc/x as root) -> one line, exit 1, at once',
+    async () => {
+      const r = await serve({ LAMER_DATA_DIR: '/proc/lamer-serve-x' });
+      expect(r).toEqual({
+        code: 1,
+        stderr: 'lamer serve: cannot start: LAMER_DATA_DIR=/proc/lamer-serve-x cannot be used: cannot create directory /proc/lamer-serve-x: ENOENT (ENOENT)\n',
+      });
+    },
+    30_000,
+  );
 
   it('the port already in use -> one line naming the port and LAMER_PORT, exit 1', async () => {
     const blocker = net.createServer();

@@ -1,7 +1,7 @@
 /**
  * `lamer train`'s command line and its failures before any work: a --data-dir that a running server
- * owns, a dead or wrong --server, an unusable --out (each one line on stderr, exit 1, nothing
- * created); a failure mid-run names the server; and a temporary data directory is kept and named.
+ * owns or that cannot be created, a dead or wrong --server, an unusable --out (each one line on
+ * stderr, exit 1, nothing created); a failure mid-run names the server; and a temporary data directory is kept and named.
  * The failure tests spawn the CLI as a user runs it (node --import tsx src/cli/index.ts train).
  */
 import { spawn } from 'node:child_process';
@@ -14,13 +14,18 @@ import { describeTrainFailure, run, trainCommand } from '../../src/cli/train.js'
 import { quietConsole, startTestServer, tmpDir, writeTinyGptCheckpoint } from '../helpers/index.js';
 import { root } from '../helpers/cli.js';
 
-/** Run `lamer train <args>` as a child process to its end: exit code, stdout, stderr. */
-function train(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+/**
+ * Run `lamer train <args>` as a child process to its end: exit code, stdout, stderr. With
+ * `killAfterMs` a run still going then is killed with SIGKILL (code null): a process whose event
+ * loop is blocked does not handle SIGTERM.
+ */
+function train(args: string[], env: Record<string, string> = {}, killAfterMs?: number): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/index.ts', 'train', '--env', 'minesweeper', '--algorithm', 'lamer', '--quiet', ...args], {
       cwd: root,
       env: { ...process.env, LAMER_API_KEY: '', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
+      ...(killAfterMs !== undefined ? { timeout: killAfterMs, killSignal: 'SIGKILL' as const } : {}),
     });
     let stdout = '';
     let stderr = '';
@@ -107,6 +112,18 @@ describe('lamer train: an unusable --out is refused before any work', () => {
       chmodSync(dir, 0o755);
     }
   }, 60_000);
+
+  // As root, procfs answers ENOENT to mkdir /proc/x: a recursive mkdir retried it forever.
+  it.skipIf(process.platform !== 'linux' || process.getuid?.() !== 0 || !existsSync('/proc/self'))(
+    'a directory the file system refuses (/proc/x as root): one line, exit 1, at once',
+    async () => {
+      const t0 = performance.now();
+      const r = await train(['--out', '/proc/lamer-train-x'], {}, 30_000);
+      expect(r).toEqual({ code: 1, stdout: '', stderr: 'lamer train: --out: cannot create directory /proc/lamer-train-x: ENOENT\n' });
+      expect(performance.now() - t0).toBeLessThan(15_000);
+    },
+    60_000,
+  );
 });
 
 describe('lamer train without --data-dir', () => {
@@ -143,6 +160,19 @@ describe('lamer train --data-dir', () => {
       `lamer train: cannot start the in-process server: --data-dir ${s.dataDir} is in use by another lamer server (pid ${process.pid}); stop it first, or use another directory`,
     ]);
   }, 60_000);
+
+  it.skipIf(process.platform !== 'linux' || process.getuid?.() !== 0 || !existsSync('/proc/self'))(
+    'a directory the file system refuses (/proc/x as root): one line naming --data-dir, exit 1',
+    async () => {
+      const out = tmpDir('lamer-train-out-');
+      const r = await train(['--data-dir', '/proc/lamer-train-x', '--out', out], {}, 30_000);
+      expect(r).toEqual({
+        code: 1, stdout: '',
+        stderr: 'lamer train: cannot start the in-process server: --data-dir /proc/lamer-train-x cannot be used: cannot create directory /proc/lamer-train-x: ENOENT (ENOENT)\n',
+      });
+    },
+    60_000,
+  );
 });
 
 describe('lamer train --algorithm', () => {

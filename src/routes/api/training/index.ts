@@ -9,7 +9,7 @@
  * returned unchanged (200); a succeeded or failed one is a 409 problem.
  */
 import { randomUUID } from 'node:crypto';
-import { existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
@@ -17,6 +17,7 @@ import type { Static } from 'typebox';
 import type { TrainingJobRow } from '../../../db/schema.js';
 import { listJobs } from '../../../db/jobs-repo.js';
 import { DomainError, invalid, notFound } from '../../../agent/errors.js';
+import { ensureDirSync } from '../../../ensure-dir.js';
 import type { CreateJobRequest } from '../../../training/manager.js';
 import type { DataFilter } from '../../../training/select.js';
 import type { IterationMetrics } from '../../../training/job.js';
@@ -82,7 +83,7 @@ function demosFile(demosDir: string, d: { path?: string; sessions?: unknown[] } 
     if (!existsSync(file) || !statSync(file).isFile()) throw invalid('body/demonstrations/path', `no file '${rel}' in the data directory's demos/ folder`);
     return file;
   }
-  mkdirSync(path.join(demosDir, 'inline'), { recursive: true });
+  ensureDirSync(path.join(demosDir, 'inline'));
   const file = path.join(demosDir, 'inline', `${randomUUID()}.jsonl`);
   writeFileSync(file, d.sessions!.map((s) => JSON.stringify(s)).join('\n') + '\n');
   return file;
