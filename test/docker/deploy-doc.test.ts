@@ -1,6 +1,7 @@
 /**
  * docs/deploy.md stays true to the code: every LAMER_* variable in its configuration table is
- * read by the server's sources, with the default the table states where src/config.ts gives one.
+ * read by the server's sources, every variable src/config.ts reads has a row, and the table states
+ * the default src/config.ts gives.
  */
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
@@ -27,6 +28,14 @@ describe('docs/deploy.md configuration table', () => {
     expect(unread).toEqual([]);
     const names = rows.map((r) => r.name);
     expect(names.filter((n, i) => names.indexOf(n) !== i), 'duplicate rows').toEqual([]);
+  });
+
+  it('has a row for every variable src/config.ts reads', () => {
+    const config = readFileSync(join(ROOT, 'src', 'config.ts'), 'utf8');
+    // Reads are env.LAMER_X and the names passed to int()/oneOf() as 'LAMER_X'.
+    const read = new Set([...config.matchAll(/(?:env\.|')(LAMER_[A-Z0-9_]*[A-Z0-9])\b/g)].map((m) => m[1]!));
+    expect(read.size).toBeGreaterThanOrEqual(50);
+    expect([...read].filter((n) => !rows.some((r) => r.name === n))).toEqual([]);
   });
 
   it('states the defaults that loadConfig applies', () => {
@@ -59,13 +68,23 @@ describe('docs/deploy.md configuration table', () => {
       LAMER_MAX_OPEN_SESSIONS_PER_TENANT: c.protection.maxOpenSessionsPerTenant,
       LAMER_MAX_QUEUED_STEPS: c.protection.maxQueuedSteps,
       LAMER_OVERLOAD_RETRY_AFTER_SECONDS: c.protection.overloadRetryAfterSeconds,
+      LAMER_MAX_CANDIDATE_TOKENS: c.limits.candidateTokens,
+      LAMER_MAX_PROMPT_TOKENS: c.limits.promptTokens,
     };
+    const remote = loadConfig({ LAMER_ENGINE: 'openai', LAMER_OPENAI_BASE_URL: 'http://gpu-host:8000/v1', LAMER_OPENAI_MODEL: 'm' }).openai!;
+    Object.assign(numeric, {
+      LAMER_OPENAI_CONCURRENCY: remote.concurrency,
+      LAMER_OPENAI_TIMEOUT_MS: remote.timeoutMs,
+      LAMER_OPENAI_MAX_RETRIES: remote.maxRetries,
+      LAMER_OPENAI_MAX_ACTION_TOKENS: remote.maxActionTokens,
+      LAMER_OPENAI_MAX_REFLECTION_TOKENS: remote.maxReflectionTokens,
+    });
     for (const [name, value] of Object.entries(numeric)) {
       const row = rows.find((r) => r.name === name);
       expect(row, name).toBeDefined();
       expect(row!.def, name).toBe(`\`${value}\``);
     }
-    const text: Record<string, string> = { LAMER_HOST: c.host, LAMER_ENGINE: c.engine, LAMER_TFJS_BACKEND: c.tfjsBackend, LAMER_LOG_LEVEL: c.logLevel };
+    const text: Record<string, string> = { LAMER_HOST: c.host, LAMER_ENGINE: c.engine, LAMER_TFJS_BACKEND: c.tfjsBackend, LAMER_LOG_LEVEL: c.logLevel, LAMER_OPENAI_KIND: remote.kind };
     for (const [name, value] of Object.entries(text)) expect(rows.find((r) => r.name === name)!.def.startsWith(`\`${value}\``), name).toBe(true);
   });
 });
