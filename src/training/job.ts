@@ -23,6 +23,7 @@
 import { availableParallelism } from 'node:os';
 import * as tf from '@tensorflow/tfjs';
 import { passAtKRate } from '../agent/passk.js';
+import { POSITION_OFFSETS, type PositionOffset } from '../domain.js';
 import { makeBatch, disposeBatch, type Batch, type Supports } from './batch.js';
 import { behaviourOutputs, oldPolicyFrom, recomputeOldLogprobs, type OldPolicy } from './behaviour.js';
 import { unpackSample, type Algorithm, type DataStats, type TrainingSample } from './data.js';
@@ -60,14 +61,13 @@ export interface TrainingHyper {
   microBatchTokens?: number;
   /** Seed of the minibatch shuffle and of the random position offsets. */
   seed?: number;
-  /** SFT only. 'random': in epoch e each sample is trained at positions offset..offset+n-1 (n its
-   *  input positions, at most the block), offset uniform in [0, blockSize - n] from mulberry32
-   *  seeded by `seed + e` (./minibatches.ts randomPositionOffsets; deterministic given the seed),
-   *  so a learned position embedding cannot tie a format to an absolute position of fixed-layout
-   *  prompts. 'none' (default): position 0, as served. RL refuses 'random': the sampler served at
-   *  offset 0, so pi_old is the offset-0 policy; PPO at other offsets would start from ratios != 1,
-   *  or, with pi_old recomputed there, clip and move a policy the server never runs. */
-  positionOffset?: 'none' | 'random';
+  /** SFT only. 'random': in epoch e each sample starts at a random position drawn with seed
+   *  `seed + e` (./minibatches.ts randomPositionOffsets), so a learned position embedding cannot
+   *  tie a format to an absolute position of fixed-layout prompts. 'none' (default): position 0, as
+   *  served. RL refuses 'random': the sampler served at offset 0, so pi_old is the offset-0 policy;
+   *  PPO at other offsets would start from ratios != 1, or, with pi_old recomputed there, clip and
+   *  move a policy the server never runs. */
+  positionOffset?: PositionOffset;
   /** CPU workers (data parallelism over worker threads, ./data-parallel.ts): each optimiser step's
    *  minibatch is split across this many model replicas. 1 trains in this thread alone. Default:
    *  env LAMER_TRAIN_WORKERS, else every core (os.availableParallelism()) on the wasm and cpu
@@ -282,7 +282,7 @@ export async function runTrainingJob(spec: TrainingJobSpec, given: readonly Trai
   if (given.length === 0) throw new RangeError('no training samples (all groups skipped or no data)');
   if (!(h.epochs >= 1 && Number.isInteger(h.epochs))) throw new RangeError(`epochs must be an integer >= 1, got ${h.epochs}`);
   if (!(h.minibatchSize >= 1 && Number.isInteger(h.minibatchSize))) throw new RangeError(`minibatchSize must be an integer >= 1, got ${h.minibatchSize}`);
-  if (!['none', 'random'].includes(h.positionOffset)) throw new RangeError(`positionOffset must be 'none' or 'random', got ${JSON.stringify(h.positionOffset)}`);
+  if (!POSITION_OFFSETS.includes(h.positionOffset)) throw new RangeError(`positionOffset must be 'none' or 'random', got ${JSON.stringify(h.positionOffset)}`);
   if (h.positionOffset === 'random' && !h.isSft) throw new RangeError(`positionOffset 'random' is for sft jobs only (${spec.algorithm} trains at the positions the sampler served)`);
   const checkAbort = () => { if (opts.signal?.aborted) throw new JobCancelledError(); };
   checkAbort();

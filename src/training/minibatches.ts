@@ -3,21 +3,7 @@
  * optimiser step trains on, how a minibatch is cut to bound memory, and the random position
  * offsets SFT samples are trained at.
  */
-
-/**
- * mulberry32 (Tommy Ettinger's 32-bit generator): a seeded stream of uniform numbers in [0, 1),
- * 2^32 apart. The same seed gives the same stream on every platform.
- */
-export function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { mulberry32 } from '../model/sampling.js';
 
 /** Deterministic Fisher-Yates shuffle (mulberry32). */
 function shuffled(n: number, seed: number): number[] {

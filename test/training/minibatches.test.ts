@@ -1,6 +1,7 @@
 /** Minibatch orders and micro-batch splits: coverage, determinism per seed, the memory budget. */
 import { describe, expect, it } from 'vitest';
-import { lengthBucketedMinibatches, minibatchOrder, mulberry32, randomPositionOffsets, splitMicroBatches } from '../../src/training/minibatches.js';
+import { mulberry32 } from '../../src/model/sampling.js';
+import { lengthBucketedMinibatches, minibatchOrder, randomPositionOffsets, splitMicroBatches } from '../../src/training/minibatches.js';
 
 describe('lengthBucketedMinibatches', () => {
   it('covers every sample once, ceil(n / mb) batches, similar lengths together', () => {

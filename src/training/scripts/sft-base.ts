@@ -34,6 +34,7 @@ import { parseArgs } from 'node:util';
 import cliProgress from 'cli-progress';
 import { chartPanel, svgDocument, type Series } from '../../eval/chart-svg.js';
 import { countParams, DEFAULT_CONFIG, type GPTConfig } from '../../model/gpt.js';
+import { mulberry32 } from '../../model/sampling.js';
 import { configFromOptions, INIT_SEED, writeInitCheckpoint } from '../../model/scripts/init-base.js';
 import { buildSftSamples, parseDemoJsonl, type TrainingSample } from '../data.js';
 import { createModelIO } from '../gpt-adapter.js';
@@ -65,14 +66,7 @@ export function sessionsPerEnv(demos: ReadonlyArray<{ taskId: string }>): Record
 export function samplesForSteps<T>(samples: readonly T[], steps: number, minibatch: number, seed: number): T[] {
   const need = steps * minibatch;
   const out: T[] = [];
-  let a = (seed ^ 0x5bd1e995) >>> 0;
-  const rand = () => { // mulberry32
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const rand = mulberry32(seed ^ 0x5bd1e995);
   while (out.length < need) {
     const idx = samples.map((_, i) => i);
     for (let i = idx.length - 1; i > 0; i--) {
