@@ -232,7 +232,7 @@ function mineSweeperSession(env: MineSweeperEnv, seed: number, rng: Rng, failFir
     const last = played.steps[played.steps.length - 1];
     rememberMines(memory, last.observation);
     const more = !played.success && n + 1 < maxAttempts;
-    attempts.push({ steps: toDemo(played), reflection: more ? mineSweeperReflection(played, memory, env.params.cols, n, rng) : null });
+    attempts.push({ steps: toDemo(played), reflection: more ? mineSweeperReflection(played, memory, env.params.cols, rng) : null });
     if (played.success) break;
   }
   return sessionOf(env, seed, attempts);
@@ -251,11 +251,12 @@ function say(rng: Rng | undefined, options: readonly string[]): string {
  * (`memory`: cell index -> symbol seen revealed, over this session's attempts), and up to two cells
  * to open early next time: cells hidden in the attempt's initial observation that are known safe
  * (empty cells, which open an area, before numbered ones). Every attempt starts from the same
- * initial observation, so each suggested click is a legal, safe move. Attempts are numbered from 0
- * as in the API and the acting prompt. Phrasings vary with `rng`; a sentence that names cells says
- * "mine" exactly when those cells are mines.
+ * initial observation, so each suggested click is a legal, safe move. The text never names the
+ * attempt: the acting prompt labels each reflection "Attempt i: ..." (src/agent/prompt.ts). The
+ * first sentence names the cell that ended the attempt when it was a mine. Phrasings vary with
+ * `rng`; a sentence that names cells says "mine" exactly when those cells are mines.
  */
-function mineSweeperReflection(played: PlayedAttempt, memory: MineMemory, cols: number, attempt: number, rng?: Rng): string {
+function mineSweeperReflection(played: PlayedAttempt, memory: MineMemory, cols: number, rng?: Rng): string {
   const name = (i: number) => cellAction(Math.floor(i / cols), i % cols);
   const mines = [...memory].filter(([, s]) => s === '*').map(([i]) => name(i));
   const initial = parseMineSweeperObservation(played.steps[0].observation).flat();
@@ -268,16 +269,16 @@ function mineSweeperReflection(played: PlayedAttempt, memory: MineMemory, cols: 
   const parts: string[] = [];
   if (last.done && !last.success) {
     parts.push(say(rng, [
-      `Attempt ${attempt} failed: ${cell} was a mine.`,
-      `Attempt ${attempt} failed: I clicked ${cell} and it was a mine.`,
-      `Attempt ${attempt} failed because ${cell} hid a mine.`,
+      `${cell} was a mine.`,
+      `I clicked ${cell} and it was a mine.`,
+      `${cell} hid a mine; clicking it ended the attempt.`,
     ]));
   } else {
     const hidden = parseMineSweeperObservation(last.observation).flat().filter((s) => s === '?').length;
     parts.push(say(rng, [
-      `Attempt ${attempt} ran out of turns with ${hidden} cells still hidden.`,
-      `Attempt ${attempt} used all its turns; ${hidden} cells were still hidden.`,
-      `Attempt ${attempt} hit the turn limit with ${hidden} hidden cells left.`,
+      `I ran out of turns with ${hidden} cells still hidden.`,
+      `I used all my turns; ${hidden} cells were still hidden.`,
+      `I hit the turn limit with ${hidden} hidden cells left.`,
     ]));
   }
   if (mines.length) {
@@ -319,7 +320,7 @@ function sokobanSession(env: SokobanEnv, seed: number, rng: Rng, failFirst: bool
       return sokobanSolverMove(obs) ?? 'up';
     });
     const more = !played.success && n + 1 < maxAttempts;
-    attempts.push({ steps: toDemo(played), reflection: more ? sokobanReflection(env, played, n, rng) : null });
+    attempts.push({ steps: toDemo(played), reflection: more ? sokobanReflection(env, played, rng) : null });
     if (played.success) break;
   }
   return sessionOf(env, seed, attempts);
@@ -368,46 +369,46 @@ function isAgainstWallNoTarget(s: SokobanState, b: number): boolean {
 }
 
 /**
- * A reflection from the facts of a failed Sokoban attempt (attempts numbered from 0, as in the
- * API). The cause of a dead end is named only when it holds on the final board (box in a corner;
- * box against a wall with no target on its line, `isAgainstWallNoTarget`); otherwise it says what
- * is true of every dead state: after that push the boxes could no longer all reach targets. The
+ * A reflection from the facts of a failed Sokoban attempt. The text never names the attempt: the
+ * acting prompt labels each reflection "Attempt i: ..." (src/agent/prompt.ts). The cause of a
+ * dead end is named only when it holds on the final board (box in a corner; box against a wall
+ * with no target on its line, `isAgainstWallNoTarget`); otherwise it says what is true of every
+ * dead state: after that push the boxes could no longer all reach targets. The
  * first sentence always names the pushed box as "row R, column C" and its cause with the words
  * "corner", "no target on its line" or "could no longer all reach targets". Phrasings vary with
  * `rng` (the first of each when absent).
  */
-export function sokobanReflection(env: SokobanEnv, played: PlayedAttempt, attempt: number, rng?: Rng): string {
+export function sokobanReflection(env: SokobanEnv, played: PlayedAttempt, rng?: Rng): string {
   const init = env.initialState;
   const last = played.steps[played.steps.length - 1];
   const end = parseSokoban(last.observation);
   const at = (i: number) => `row ${Math.floor(i / init.cols)}, column ${i % init.cols}`;
   const parts: string[] = [];
-  const n = attempt;
   if (last.done && !last.success && env.lastDead) {
     const b = at(env.lastDead.box);
     if (isCornered(end, env.lastDead.box)) {
       parts.push(say(rng, [
-        `Attempt ${n} failed: I pushed a box to ${b}, in a corner, where it is stuck.`,
-        `Attempt ${n} failed: the box I pushed to ${b} is stuck in a corner.`,
-        `Attempt ${n} failed: a box got stuck in the corner at ${b}.`,
+        `I pushed a box to ${b}, in a corner, where it is stuck.`,
+        `The box I pushed to ${b} is stuck in a corner.`,
+        `A box got stuck in the corner at ${b}.`,
       ]));
     } else if (isAgainstWallNoTarget(end, env.lastDead.box)) {
       parts.push(say(rng, [
-        `Attempt ${n} failed: I pushed a box to ${b}, against a wall with no target on its line, so it can never reach a target.`,
-        `Attempt ${n} failed: the box at ${b} is against a wall with no target on its line and can never reach a target.`,
-        `Attempt ${n} failed: I pushed a box against a wall at ${b}; there is no target on its line, so it is lost.`,
+        `I pushed a box to ${b}, against a wall with no target on its line, so it can never reach a target.`,
+        `The box at ${b} is against a wall with no target on its line and can never reach a target.`,
+        `I pushed a box against a wall at ${b}; there is no target on its line, so it is lost.`,
       ]));
     } else {
       parts.push(say(rng, [
-        `Attempt ${n} failed: after I pushed a box to ${b}, the boxes could no longer all reach targets.`,
-        `Attempt ${n} failed: once a box was at ${b}, the boxes could no longer all reach targets.`,
+        `After I pushed a box to ${b}, the boxes could no longer all reach targets.`,
+        `Once a box was at ${b}, the boxes could no longer all reach targets.`,
       ]));
     }
   } else {
     const off = end.boxes.filter((b) => !end.target[b]).length;
     parts.push(say(rng, [
-      `Attempt ${n} ran out of turns with ${off} ${off === 1 ? 'box' : 'boxes'} off target.`,
-      `Attempt ${n} used all its turns; ${off} ${off === 1 ? 'box was' : 'boxes were'} still off target.`,
+      `I ran out of turns with ${off} ${off === 1 ? 'box' : 'boxes'} off target.`,
+      `I used all my turns; ${off} ${off === 1 ? 'box was' : 'boxes were'} still off target.`,
     ]));
   }
   const targets = init.target.map((t, i) => (t ? i : -1)).filter((i) => i >= 0);
