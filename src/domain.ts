@@ -75,6 +75,10 @@ export type OldLogprobSource = (typeof OLD_LOGPROB_SOURCES)[number];
 export const POSITION_OFFSETS = ['none', 'random'] as const;
 export type PositionOffset = (typeof POSITION_OFFSETS)[number];
 
+/** Learning-rate schedules of a training job (src/training/lr-schedule.ts). */
+export const LR_SCHEDULES = ['constant', 'cosine'] as const;
+export type LrSchedule = (typeof LR_SCHEDULES)[number];
+
 /** Cross-episode return: LaMer Eq. 4 ('paper') or the reference code's recursion ('code'); shared/LAMER.md §2. */
 export const RETURN_MODES = ['paper', 'code'] as const;
 export type ReturnMode = (typeof RETURN_MODES)[number];

@@ -23,20 +23,28 @@
 import { availableParallelism } from 'node:os';
 import * as tf from '@tensorflow/tfjs';
 import { passAtKRate } from '../agent/passk.js';
-import { POSITION_OFFSETS, type PositionOffset } from '../domain.js';
+import { POSITION_OFFSETS, type LrSchedule, type PositionOffset } from '../domain.js';
 import { makeBatch, disposeBatch, type Batch, type Supports } from './batch.js';
 import { behaviourOutputs, oldPolicyFrom, recomputeOldLogprobs, type OldPolicy } from './behaviour.js';
 import { unpackSample, type Algorithm, type DataStats, type TrainingSample } from './data.js';
 import { AdamW } from './losses.js';
+import { learningRateAt, validateLrSchedule } from './lr-schedule.js';
 import { balanceShards, combineGradients, LOSS_KEYS, objectiveOf, ReplicaPool, shardGradients, type ObjectiveSpec } from './data-parallel.js';
 import { minibatchOrder, randomPositionOffsets, splitMicroBatches } from './minibatches.js';
 import type { ModelIO, TrainableModel } from './model-api.js';
 import { applyUpdate, ppoUpdate, type StepLosses } from './ppo.js';
 
 export interface TrainingHyper {
-  /** Learning rate (constant). Default 1e-4 for RL, 1e-3 for SFT: sized for the small CPU models
-   *  (CleanRL's ppo.py uses 2.5e-4 for small nets; LaMer's 1e-6 is for a 4B model). */
+  /** Learning rate (the peak of a schedule). Default 1e-4 for RL, 1e-3 for SFT: sized for the small
+   *  CPU models (CleanRL's ppo.py uses 2.5e-4 for small nets; LaMer's 1e-6 is for a 4B model). */
   lr?: number;
+  /** 'constant' (default): `lr` at every step. 'cosine': linear warm-up over `warmupSteps`, then
+   *  cosine decay to `lr x minLrRatio` at the job's last optimiser step (./lr-schedule.ts). */
+  lrSchedule?: LrSchedule;
+  /** Warm-up steps of the 'cosine' schedule (default 0). */
+  warmupSteps?: number;
+  /** Final learning rate of the 'cosine' schedule as a fraction of `lr` (default 0.1). */
+  minLrRatio?: number;
   /** Passes over the samples (LaMer CODE: 1 PPO epoch). Default 1. */
   epochs?: number;
   /** Turns per optimiser step: samples, a packed RL sample counting as its turns (`packedTurns`),
@@ -93,6 +101,8 @@ export interface TrainingJobSpec {
 export interface IterationMetrics extends StepLosses {
   iteration: number;
   epoch: number;
+  /** Learning rate this step's update used (the schedule's value). */
+  lr: number;
   /** Global L2 norm of the minibatch's gradient before clipping. */
   gradNorm: number;
   /** Mean undiscounted return of the attempts this minibatch has samples of (its own rollouts;
@@ -188,6 +198,9 @@ function withDefaults(algorithm: Algorithm, h: TrainingHyper) {
   return {
     isSft,
     lr: h.lr ?? (isSft ? 1e-3 : 1e-4),
+    lrSchedule: h.lrSchedule ?? 'constant',
+    warmupSteps: h.warmupSteps ?? 0,
+    minLrRatio: h.minLrRatio ?? 0.1,
     epochs: h.epochs ?? 1,
     minibatchSize: h.minibatchSize ?? 16,
     maxGradNorm: h.maxGradNorm ?? 1.0,
@@ -271,7 +284,8 @@ export function resolveTrainWorkers(asked: number | undefined, io: Pick<ModelIO,
  * before returning or throwing.
  * @param samples RL samples (with advantages and the sampler's logprobs) or SFT samples.
  * @returns the new checkpoint folder and per-iteration metrics.
- * @throws RangeError for no samples, bad epochs / minibatchSize / workers / positionOffset ('random'
+ * @throws RangeError for no samples, bad epochs / minibatchSize / workers / learning-rate schedule
+ *   (./lr-schedule.ts validateLrSchedule) / positionOffset ('random'
  *   on an RL job), or RL samples without logprobs; JobCancelledError when `signal` aborts (no
  *   checkpoint is written); ReplicaError (./data-parallel.ts) when a replica thread fails or exits;
  *   errors of model I/O.
@@ -318,12 +332,15 @@ export async function runTrainingJob(spec: TrainingJobSpec, given: readonly Trai
     const epochs = Array.from({ length: h.epochs }, (_, epoch) => byTurns(minibatchOrder(h.isSft, seqLens, h.minibatchSize, h.seed + epoch), turns, h.minibatchSize));
     const offsetsOf = (epoch: number) => (h.positionOffset === 'random' ? randomPositionOffsets(seqLens, model.blockSize, h.seed + epoch) : null);
     const total = epochs.reduce((a, e) => a + e.length, 0);
+    const schedule = { lr: h.lr, schedule: h.lrSchedule, warmupSteps: h.warmupSteps, minLrRatio: h.minLrRatio };
+    validateLrSchedule(schedule, total);
     const metrics: IterationMetrics[] = [];
     for (let epoch = 0; epoch < h.epochs; epoch++) {
       const offsets = offsetsOf(epoch); // per sample index, this epoch's
       for (const idx of epochs[epoch]) {
         checkAbort();
         const tStep = performance.now();
+        optimizer.lr = learningRateAt(schedule, metrics.length, total);
         let update: StepLosses & { gradNorm: number };
         let sizes: { tokens: number; positions: number };
         if (pool) {
@@ -334,7 +351,7 @@ export async function runTrainingJob(spec: TrainingJobSpec, given: readonly Trai
           sizes = microSizes(micro);
           micro.forEach(disposeBatch);
         }
-        const m = iterationMetrics(spec, samples, idx, sizes, update, { iteration: metrics.length, epoch, seconds: (performance.now() - tStep) / 1000 });
+        const m = iterationMetrics(spec, samples, idx, sizes, update, { iteration: metrics.length, epoch, lr: optimizer.lr, seconds: (performance.now() - tStep) / 1000 });
         metrics.push(m);
         opts.onProgress?.({ progress: metrics.length / total, iteration: metrics.length, totalIterations: total, metrics: m });
         await yieldToEventLoop(); // let cancel and messages through
@@ -342,7 +359,7 @@ export async function runTrainingJob(spec: TrainingJobSpec, given: readonly Trai
     }
     checkAbort();
     await opts.io.save(model, spec.outputDir, {
-      ...spec.meta, algorithm: spec.algorithm, hyper: { ...spec.hyper, lr: h.lr, epochs: h.epochs, minibatchSize: h.minibatchSize, positionOffset: h.positionOffset }, dataStats: spec.dataStats ?? null,
+      ...spec.meta, algorithm: spec.algorithm, hyper: { ...spec.hyper, lr: h.lr, lrSchedule: h.lrSchedule, ...(h.lrSchedule === 'cosine' ? { warmupSteps: h.warmupSteps, minLrRatio: h.minLrRatio } : {}), epochs: h.epochs, minibatchSize: h.minibatchSize, positionOffset: h.positionOffset }, dataStats: spec.dataStats ?? null,
       iterations: metrics.length, finalMetrics: metrics[metrics.length - 1] ?? null,
     });
     return { checkpointDir: spec.outputDir, iterations: metrics.length, samples: samples.length, metrics, behaviorLogprobGap: old?.behaviorLogprobGap ?? null, seconds: (performance.now() - t0) / 1000 };
@@ -437,14 +454,14 @@ function microBatches(
 /** One iteration's metrics: the step's losses, its tokens and speed, and its own rollouts' returns. */
 function iterationMetrics(
   spec: TrainingJobSpec, samples: readonly TrainingSample[], idx: readonly number[], sizes: { tokens: number; positions: number },
-  update: StepLosses & { gradNorm: number }, at: { iteration: number; epoch: number; seconds: number },
+  update: StepLosses & { gradNorm: number }, at: { iteration: number; epoch: number; lr: number; seconds: number },
 ): IterationMetrics {
   const { tokens, positions } = sizes;
   // the rollouts this step trains on (not the whole job's data, which is the same every step)
   const own = rolloutMetrics(idx.map((i) => samples[i]), Math.max(1, Object.keys(spec.dataStats?.passAtK ?? {}).length, ...idx.map((i) => samples[i].attempt + 1)));
   const { loss, pgLoss, entropy, clipFrac, dualClipFrac, approxKl, gradNorm } = update;
   return {
-    iteration: at.iteration, epoch: at.epoch, loss, pgLoss, entropy, clipFrac, dualClipFrac, approxKl, gradNorm,
+    iteration: at.iteration, epoch: at.epoch, lr: at.lr, loss, pgLoss, entropy, clipFrac, dualClipFrac, approxKl, gradNorm,
     meanReturn: own?.meanReturn ?? spec.dataStats?.meanReturn ?? 0, passAtK: own?.passAtK ?? spec.dataStats?.passAtK ?? {},
     tokens, padFrac: 1 - tokens / positions, tokensPerSec: tokens / Math.max(at.seconds, 1e-9), seconds: at.seconds,
   };

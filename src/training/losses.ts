@@ -121,7 +121,8 @@ function zerosVariable(x: tf.Tensor): tf.Variable {
  *   theta <- theta - lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
  */
 export class AdamW {
-  readonly lr: number;
+  /** Learning rate of the next update (a job's schedule sets it before each step). */
+  lr: number;
   readonly beta1: number;
   readonly beta2: number;
   readonly eps: number;

@@ -60,6 +60,26 @@ describe('runTrainingJob', () => {
     expect(last).toBeLessThan(first * 0.5);
     expect(res.metrics.every((m) => m.tokensPerSec > 0)).toBe(true);
   });
+  it("a cosine schedule sets each step's learning rate (reported per iteration, stored in the checkpoint)", async () => {
+    const samples = [sample([1, 2], [3, 7]), sample([1, 5], [6, 7])];
+    const hyper = { lr: 0.01, epochs: 6, minibatchSize: 2, lrSchedule: 'cosine' as const, warmupSteps: 2, minLrRatio: 0.1 };
+    const res = await runTrainingJob({ algorithm: 'sft', baseCheckpointDir: base(), outputDir: join(dir, 'sft-cosine'), hyper }, samples, { io });
+    // warm-up 0.005, 0.01; then p = 0, 1/3, 2/3, 1 of the decay from 0.01 to 0.001 (hand-computed)
+    const want = [0.005, 0.01, 0.01, 0.00775, 0.00325, 0.001];
+    res.metrics.forEach((m, i) => expect(m.lr).toBeCloseTo(want[i]!, 12));
+    const meta = JSON.parse(await readFile(join(res.checkpointDir, 'tiny.json'), 'utf8')).meta;
+    expect(meta.hyper).toMatchObject({ lr: 0.01, lrSchedule: 'cosine', warmupSteps: 2, minLrRatio: 0.1 });
+    const constant = await runTrainingJob({ algorithm: 'sft', baseCheckpointDir: base(), outputDir: join(dir, 'sft-constant'), hyper: { lr: 0.01, epochs: 2, minibatchSize: 2 } }, samples, { io });
+    expect(constant.metrics.map((m) => m.lr)).toEqual([0.01, 0.01]);
+  });
+
+  it('refuses a warm-up as long as the job, writing no checkpoint', async () => {
+    const out = join(dir, 'sft-bad-warmup');
+    await expect(runTrainingJob({ algorithm: 'sft', baseCheckpointDir: base(), outputDir: out, hyper: { epochs: 2, minibatchSize: 1, lrSchedule: 'cosine', warmupSteps: 2 } }, [sample([1], [2])], { io }))
+      .rejects.toThrow(/warmupSteps \(2\) must be below the job's 2 optimiser steps/);
+    await expect(stat(out)).rejects.toThrow();
+  });
+
   it('cancel stops the job and writes no checkpoint', async () => {
     const ac = new AbortController();
     const samples = Array.from({ length: 8 }, (_, i) => sample([1], [2 + (i % 3)], i % 2 ? 1 : -1, [-2]));

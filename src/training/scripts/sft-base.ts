@@ -10,7 +10,8 @@
  *   3. an `sft` training job (src/training/job.ts runTrainingJob, the runner of the server's jobs)
  *      from the random init, for a FIXED number of optimiser steps (`--steps`, each on `--minibatch`
  *      samples drawn as consecutive seeded permutations of the samples) or whole epochs
- *      (`--epochs`), at a constant learning rate (`--lr`; the job has no schedule), each sample at
+ *      (`--epochs`), at the learning rate `--lr` with linear warm-up and cosine decay to
+ *      `--min-lr-ratio` of it (`--lr-schedule cosine`, the default; `constant` keeps `--lr`), each sample at
  *      a random start position (`--position-offset random`, the default: TrainingHyper
  *      `positionOffset`, so that the model cannot learn where a format goes by absolute position
  *      in the fixed-layout prompts; `none` trains at position 0 as served);
@@ -33,6 +34,7 @@ import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import cliProgress from 'cli-progress';
 import { chartPanel, svgDocument, type Series } from '../../eval/chart-svg.js';
+import { LR_SCHEDULES, type LrSchedule } from '../../domain.js';
 import { countParams, DEFAULT_CONFIG, type GPTConfig } from '../../model/gpt.js';
 import { mulberry32 } from '../../model/sampling.js';
 import { configFromOptions, INIT_SEED, writeInitCheckpoint } from '../../model/scripts/init-base.js';
@@ -93,6 +95,12 @@ export interface SftBaseOptions {
   steps: number | null;
   epochs: number | null;
   lr: number;
+  /** TrainingHyper.lrSchedule of the job: 'cosine' (default) or 'constant'. */
+  lrSchedule: LrSchedule;
+  /** Warm-up steps of the cosine schedule; null: 5% of the job's steps, rounded down. */
+  warmupSteps: number | null;
+  /** Final learning rate of the cosine schedule as a fraction of `lr` (default 0.1). */
+  minLrRatio: number;
   minibatch: number;
   microBatchTokens: number;
   /** TrainingHyper.positionOffset of the job: 'random' (default) or 'none'. */
@@ -114,6 +122,8 @@ export interface CurvePoint {
   /** Seconds since the job started (loading included). */
   seconds: number;
   loss: number;
+  /** Learning rate of this step (the schedule's value). */
+  lr: number;
 }
 
 /** The summary printed last on stdout. */
@@ -154,7 +164,11 @@ const HELP = `usage: npm run model:sft-base -- --out DIR [options]
   --seed S               training-range seed offset of the demos and minibatch seed (default 0)
   --steps N              optimiser steps (default 1000) ...
   --epochs E             ... or whole passes over the samples instead
-  --lr X                 learning rate, constant (default 1e-3)
+  --lr X                 peak learning rate (default 1e-3)
+  --lr-schedule S        cosine: linear warm-up, then cosine decay to --min-lr-ratio x --lr at
+                         the last step (default); constant: --lr at every step
+  --warmup-steps N       warm-up steps of the cosine schedule (default 5% of the steps)
+  --min-lr-ratio R       last step's learning rate / --lr, cosine only (default 0.1)
   --minibatch N          samples per optimiser step (default 16)
   --micro-batch-tokens N memory cap per forward pass in [B, T] positions (default 4096)
   --position-offset M    random: each sample trained at a uniform random start position, drawn
@@ -190,6 +204,9 @@ export function parseSftBaseArgs(argv: string[]): SftBaseOptions | null {
         steps: { type: 'string' },
         epochs: { type: 'string' },
         lr: { type: 'string', default: '1e-3' },
+        'lr-schedule': { type: 'string', default: 'cosine' },
+        'warmup-steps': { type: 'string' },
+        'min-lr-ratio': { type: 'string' },
         minibatch: { type: 'string', default: '16' },
         'micro-batch-tokens': { type: 'string', default: '4096' },
         'position-offset': { type: 'string', default: 'random' },
@@ -228,6 +245,8 @@ export function parseSftBaseArgs(argv: string[]): SftBaseOptions | null {
     throw new SftBaseUsageError((e as Error).message);
   }
   if (!['wasm', 'cpu', 'auto'].includes(values.backend)) throw new SftBaseUsageError(`--backend must be wasm, cpu or auto, got '${values.backend}'`);
+  if (!(LR_SCHEDULES as readonly string[]).includes(values['lr-schedule'])) throw new SftBaseUsageError(`--lr-schedule must be ${LR_SCHEDULES.join(' or ')}, got '${values['lr-schedule']}'`);
+  if (values['lr-schedule'] !== 'cosine' && (values['warmup-steps'] !== undefined || values['min-lr-ratio'] !== undefined)) throw new SftBaseUsageError('--warmup-steps and --min-lr-ratio apply to --lr-schedule cosine only');
   if (!['random', 'none'].includes(values['position-offset'])) throw new SftBaseUsageError(`--position-offset must be random or none, got '${values['position-offset']}'`);
   const opts: SftBaseOptions = {
     out: path.resolve(values.out),
@@ -240,6 +259,9 @@ export function parseSftBaseArgs(argv: string[]): SftBaseOptions | null {
     steps: values.epochs === undefined ? int('steps', values.steps ?? '1000', 1) : null,
     epochs: values.epochs === undefined ? null : int('epochs', values.epochs, 1),
     lr: num('lr', values.lr, 0, 1),
+    lrSchedule: values['lr-schedule'] as LrSchedule,
+    warmupSteps: values['warmup-steps'] === undefined ? null : int('warmup-steps', values['warmup-steps'], 0),
+    minLrRatio: values['min-lr-ratio'] === undefined ? 0.1 : num('min-lr-ratio', values['min-lr-ratio'], 0, 1),
     minibatch: int('minibatch', values.minibatch, 1),
     microBatchTokens: int('micro-batch-tokens', values['micro-batch-tokens'], 1),
     positionOffset: values['position-offset'] as SftBaseOptions['positionOffset'],
@@ -249,6 +271,7 @@ export function parseSftBaseArgs(argv: string[]): SftBaseOptions | null {
     keepDemos: values['keep-demos'],
     dryRun: values['dry-run'],
   };
+  if (opts.warmupSteps !== null && opts.steps !== null && opts.warmupSteps >= opts.steps) throw new SftBaseUsageError(`--warmup-steps (${opts.warmupSteps}) must be below --steps (${opts.steps})`);
   if (existsSync(opts.out) && (!statSync(opts.out).isDirectory() || readdirSync(opts.out).length > 0)) {
     throw new SftBaseUsageError(`--out ${opts.out} exists and is not an empty folder; give a new or empty one`);
   }
@@ -340,6 +363,8 @@ export async function runSftBase(opts: SftBaseOptions): Promise<SftBaseSummary |
     const io = await createModelIO({ backend: opts.backend });
     const hyper: TrainingHyper = {
       lr: opts.lr, epochs, minibatchSize: opts.minibatch, microBatchTokens: opts.microBatchTokens, seed: opts.seed, positionOffset: opts.positionOffset,
+      lrSchedule: opts.lrSchedule,
+      ...(opts.lrSchedule === 'cosine' ? { warmupSteps: opts.warmupSteps ?? Math.floor(steps * 0.05), minLrRatio: opts.minLrRatio } : {}),
       ...(opts.workers !== null ? { workers: opts.workers } : {}),
     };
     const workers = resolveTrainWorkers(opts.workers ?? undefined, io, opts.minibatch); // what the job will use
@@ -370,7 +395,7 @@ export async function runSftBase(opts: SftBaseOptions): Promise<SftBaseSummary |
           onProgress: (p) => {
             tokens += p.metrics.tokens;
             const seconds = (performance.now() - t0) / 1000;
-            points.push({ step: p.iteration, tokens, seconds: round(seconds, 3), loss: round(p.metrics.loss) });
+            points.push({ step: p.iteration, tokens, seconds: round(seconds, 3), loss: round(p.metrics.loss), lr: p.metrics.lr });
             if (bar) bar.update(p.iteration, { loss: mean(points.slice(-20).map((q) => q.loss)).toFixed(3), tps: Math.round(tokens / seconds) });
             else if (p.iteration % opts.logEvery === 0 || p.iteration === p.totalIterations) {
               const window = points.slice(-opts.logEvery);

@@ -108,6 +108,11 @@ function jobRequestOf(b: Static<typeof CreateJob>, demosDir: string): CreateJobR
   if (!isSft && b.demonstrations !== undefined) throw invalid('body/demonstrations', `only sft jobs take demonstrations, not ${b.algorithm}`);
   // RL trains at the positions the sampler served (offset 0): see TrainingHyper.positionOffset
   if (!isSft && b.hyperparameters?.positionOffset === 'random') throw invalid('body/hyperparameters/positionOffset', `random position offsets are for sft jobs only, not ${b.algorithm}`);
+  // warm-up and final ratio shape the cosine schedule; with a constant lr they would be silently ignored
+  const hp = b.hyperparameters;
+  for (const k of ['warmupSteps', 'minLrRatio'] as const) {
+    if (hp?.[k] !== undefined && hp.lrSchedule !== 'cosine') throw invalid(`body/hyperparameters/${k}`, `${k} applies to lrSchedule 'cosine' only (lrSchedule is ${hp.lrSchedule ?? "'constant' by default"})`);
+  }
   if (isSft && b.data !== undefined) throw invalid('body/data', 'sft jobs train on demonstrations, not on recorded sessions');
   const data = dataFilterOf(b.data);
   return {

@@ -9,7 +9,7 @@
  */
 import { Type } from 'typebox';
 import { FreeObject, Nullable, StringEnum } from '../common.js';
-import { ALGORITHMS, JOB_STATUSES, OLD_LOGPROB_SOURCES, POSITION_OFFSETS, RETURN_MODES } from '../../../domain.js';
+import { ALGORITHMS, JOB_STATUSES, OLD_LOGPROB_SOURCES, LR_SCHEDULES, POSITION_OFFSETS, RETURN_MODES } from '../../../domain.js';
 
 export const DataFilter = Type.Object(
   {
@@ -58,6 +58,11 @@ export const Demonstrations = Type.Object(
 export const Hyperparameters = Type.Object(
   {
     lr: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 1, description: 'learning rate (default 1e-4 RL, 1e-3 SFT)' })),
+    lrSchedule: Type.Optional(StringEnum(LR_SCHEDULES, {
+      description: "'constant' (default): lr at every optimiser step; 'cosine': linear warm-up over warmupSteps, then cosine decay to lr x minLrRatio at the job's last step",
+    })),
+    warmupSteps: Type.Optional(Type.Integer({ minimum: 0, maximum: 1_000_000, description: "'cosine' only: steps of linear warm-up (default 0); must be below the job's number of optimiser steps" })),
+    minLrRatio: Type.Optional(Type.Number({ minimum: 0, maximum: 1, description: "'cosine' only: learning rate at the last step as a fraction of lr (default 0.1)" })),
     epochs: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })),
     minibatchSize: Type.Optional(Type.Integer({ minimum: 1, maximum: 4096 })),
     pack: Type.Optional(Type.Boolean({
@@ -100,6 +105,7 @@ export const CreateJob = Type.Object(
 export const IterationMetrics = Type.Object({
   iteration: Type.Integer(),
   epoch: Type.Integer(),
+  lr: Type.Number({ description: 'learning rate of this step (the schedule\'s value)' }),
   loss: Type.Number(),
   pgLoss: Type.Number(),
   entropy: Type.Number(),
