@@ -2531,6 +2531,8 @@ export interface paths {
                                 lastMetrics: {
                                     iteration: number;
                                     epoch: number;
+                                    /** @description learning rate of this step (the schedule's value) */
+                                    lr: number;
                                     loss: number;
                                     pgLoss: number;
                                     entropy: number;
@@ -2702,6 +2704,15 @@ export interface paths {
                         hyperparameters?: {
                             /** @description learning rate (default 1e-4 RL, 1e-3 SFT) */
                             lr?: number;
+                            /**
+                             * @description 'constant' (default): lr at every optimiser step; 'cosine': linear warm-up over warmupSteps, then cosine decay to lr x minLrRatio at the job's last step
+                             * @enum {string}
+                             */
+                            lrSchedule?: "constant" | "cosine";
+                            /** @description 'cosine' only: steps of linear warm-up (default 0); must be below the job's number of optimiser steps */
+                            warmupSteps?: number;
+                            /** @description 'cosine' only: learning rate at the last step as a fraction of lr (default 0.1) */
+                            minLrRatio?: number;
                             epochs?: number;
                             minibatchSize?: number;
                             /**
@@ -2786,6 +2797,8 @@ export interface paths {
                             lastMetrics: {
                                 iteration: number;
                                 epoch: number;
+                                /** @description learning rate of this step (the schedule's value) */
+                                lr: number;
                                 loss: number;
                                 pgLoss: number;
                                 entropy: number;
@@ -2813,6 +2826,8 @@ export interface paths {
                             metrics: {
                                 iteration: number;
                                 epoch: number;
+                                /** @description learning rate of this step (the schedule's value) */
+                                lr: number;
                                 loss: number;
                                 pgLoss: number;
                                 entropy: number;
@@ -2988,6 +3003,8 @@ export interface paths {
                             lastMetrics: {
                                 iteration: number;
                                 epoch: number;
+                                /** @description learning rate of this step (the schedule's value) */
+                                lr: number;
                                 loss: number;
                                 pgLoss: number;
                                 entropy: number;
@@ -3015,6 +3032,8 @@ export interface paths {
                             metrics: {
                                 iteration: number;
                                 epoch: number;
+                                /** @description learning rate of this step (the schedule's value) */
+                                lr: number;
                                 loss: number;
                                 pgLoss: number;
                                 entropy: number;
@@ -3194,6 +3213,8 @@ export interface paths {
                             lastMetrics: {
                                 iteration: number;
                                 epoch: number;
+                                /** @description learning rate of this step (the schedule's value) */
+                                lr: number;
                                 loss: number;
                                 pgLoss: number;
                                 entropy: number;
@@ -3221,6 +3242,8 @@ export interface paths {
                             metrics: {
                                 iteration: number;
                                 epoch: number;
+                                /** @description learning rate of this step (the schedule's value) */
+                                lr: number;
                                 loss: number;
                                 pgLoss: number;
                                 entropy: number;
@@ -3288,6 +3311,8 @@ export interface paths {
                             lastMetrics: {
                                 iteration: number;
                                 epoch: number;
+                                /** @description learning rate of this step (the schedule's value) */
+                                lr: number;
                                 loss: number;
                                 pgLoss: number;
                                 entropy: number;
@@ -3315,6 +3340,8 @@ export interface paths {
                             metrics: {
                                 iteration: number;
                                 epoch: number;
+                                /** @description learning rate of this step (the schedule's value) */
+                                lr: number;
                                 loss: number;
                                 pgLoss: number;
                                 entropy: number;
