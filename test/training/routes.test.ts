@@ -73,6 +73,10 @@ describe('POST /v1/training/jobs validation', () => {
     ['unknown hyperparameter', { algorithm: 'lamer', hyperparameters: { momentum: 0.9 } }, 'body/hyperparameters/momentum'],
     ['pack not a boolean', { algorithm: 'lamer', hyperparameters: { pack: 'yes' } }, 'body/hyperparameters/pack'],
     ['unknown positionOffset', { algorithm: 'sft', demonstrations: { sessions: [demo(0)] }, hyperparameters: { positionOffset: 'sometimes' } }, 'body/hyperparameters/positionOffset'],
+    ['unknown lrSchedule', { algorithm: 'lamer', hyperparameters: { lrSchedule: 'linear' } }, 'body/hyperparameters/lrSchedule'],
+    ['negative warmupSteps', { algorithm: 'lamer', hyperparameters: { lrSchedule: 'cosine', warmupSteps: -1 } }, 'body/hyperparameters/warmupSteps'],
+    ['warmupSteps with the constant schedule', { algorithm: 'lamer', hyperparameters: { warmupSteps: 5 } }, 'body/hyperparameters/warmupSteps'],
+    ['minLrRatio with the constant schedule', { algorithm: 'sft', demonstrations: { sessions: [demo(0)] }, hyperparameters: { lrSchedule: 'constant', minLrRatio: 0.5 } }, 'body/hyperparameters/minLrRatio'],
     ['random position offsets on an RL job', { algorithm: 'lamer', hyperparameters: { positionOffset: 'random' } }, 'body/hyperparameters/positionOffset'],
     ['maxSessions 0', { algorithm: 'grpo', data: { maxSessions: 0 } }, 'body/data/maxSessions'],
     ['since not a date', { algorithm: 'rloo', data: { since: 'yesterday' } }, 'body/data/since'],
@@ -118,7 +122,7 @@ describe('training jobs on a serving server', () => {
     expect(done.iterations).toBe(2 * Math.ceil(done.dataStats.samples / 4));
     expect(done.lastMetrics).toEqual(done.metrics[done.metrics.length - 1]);
     expect(done.metrics.map((m: { iteration: number }) => m.iteration)).toEqual(Array.from({ length: done.iterations }, (_, i) => i));
-    for (const m of done.metrics) expect(Number.isFinite(m.loss) && m.tokens > 0).toBe(true);
+    for (const m of done.metrics) expect(Number.isFinite(m.loss) && m.tokens > 0 && m.lr === 1e-3).toBe(true); // constant schedule by default
     const model = await a.call('GET', '/v1/models/v1');
     expect(model.body).toMatchObject({ version: 'v1', parent: 'base', jobId: created.body.id, status: 'active' });
     // cancelling a finished job is a conflict; an unknown job is 404
@@ -145,9 +149,10 @@ describe('training jobs on a serving server', () => {
     expect(end.status).toBe('cancelled');
     expect(end.resultVersion).toBeNull();
     // a short SFT job succeeds and produces a candidate version
-    const sft = await a.call('POST', '/v1/training/jobs', { algorithm: 'sft', version: 'sft1', demonstrations: { sessions: [demo(0), demo(1)] }, hyperparameters: { epochs: 1, minibatchSize: 2, positionOffset: 'random' } });
+    const sft = await a.call('POST', '/v1/training/jobs', { algorithm: 'sft', version: 'sft1', demonstrations: { sessions: [demo(0), demo(1)] }, hyperparameters: { epochs: 1, minibatchSize: 2, positionOffset: 'random', lr: 0.002, lrSchedule: 'cosine', minLrRatio: 0.25 } });
     const sftDone = await waitFor(a, sft.body.id, ['succeeded', 'failed', 'cancelled']);
-    expect(sftDone).toMatchObject({ status: 'succeeded', resultVersion: 'sft1', iterations: 1, dataStats: { sessions: 2, samples: 2 }, hyperparameters: { positionOffset: 'random' } });
+    expect(sftDone).toMatchObject({ status: 'succeeded', resultVersion: 'sft1', iterations: 1, dataStats: { sessions: 2, samples: 2 }, hyperparameters: { positionOffset: 'random', lrSchedule: 'cosine' } });
+    expect(sftDone.metrics[0].lr).toBeCloseTo(0.0005, 12); // a one-step cosine job trains at lr x minLrRatio
     expect((await a.call('GET', '/v1/models/sft1')).body).toMatchObject({ status: 'candidate', parent: 'v1' });
   }, 120_000);
 

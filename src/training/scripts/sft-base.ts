@@ -386,7 +386,7 @@ export async function runSftBase(opts: SftBaseOptions): Promise<SftBaseSummary |
             curriculum: opts.curriculum,
             demos: { command: demoCommand, sessionsPerEnv: sessionsPerEnv(demos), sessions: demos.length, samples: samples.length, sha256: demosSha256, failRate: opts.failRate },
             schedule: opts.steps !== null ? { steps: opts.steps, drawing: 'consecutive seeded permutations of the samples' } : { epochs },
-            lrSchedule: 'constant',
+            lrSchedule: opts.lrSchedule,
           },
         },
         trainSamples,

@@ -33,8 +33,9 @@ describe('model:sft-base script', () => {
 
     const { model, metadata } = await loadCheckpoint(out);
     expect(metadata.config).toEqual(config);
-    expect(metadata.meta).toMatchObject({ source: 'sft', curriculum: 'minesweeper:4x4/2,sokoban:5x5/1', lrSchedule: 'constant' });
-    expect(metadata.meta.hyper).toMatchObject({ positionOffset: 'random', seed: 0 }); // the default: random start positions
+    expect(metadata.meta).toMatchObject({ source: 'sft', curriculum: 'minesweeper:4x4/2,sokoban:5x5/1', lrSchedule: 'cosine' });
+    // the defaults: random start positions; cosine decay, warm-up 5% of 2 steps = 0
+    expect(metadata.meta.hyper).toMatchObject({ positionOffset: 'random', seed: 0, lrSchedule: 'cosine', warmupSteps: 0, minLrRatio: 0.1 });
     expect(metadata.meta.demos).toMatchObject({
       command: 'lamer demos --curriculum minesweeper:4x4/2,sokoban:5x5/1 --tasks 4 --seed 0 --fail-rate 0.5',
       sessionsPerEnv: { 'minesweeper-4x4-2': 2, 'sokoban-5x5-1': 2 },
@@ -79,6 +80,10 @@ describe('parseSftBaseArgs', () => {
     expect(parseSftBaseArgs(['--out', '/nonexistent/x', '--epochs', '2'])!).toMatchObject({ steps: null, epochs: 2 });
     expect(o.positionOffset).toBe('random');
     expect(parseSftBaseArgs(['--out', '/nonexistent/x', '--position-offset', 'none'])!.positionOffset).toBe('none');
+    expect([o.lrSchedule, o.warmupSteps, o.minLrRatio]).toEqual(['cosine', null, 0.1]);
+    expect(parseSftBaseArgs(['--out', '/nonexistent/x', '--steps', '50', '--warmup-steps', '5', '--min-lr-ratio', '0']))
+      .toMatchObject({ lrSchedule: 'cosine', warmupSteps: 5, minLrRatio: 0 });
+    expect(parseSftBaseArgs(['--out', '/nonexistent/x', '--lr-schedule', 'constant'])!.lrSchedule).toBe('constant');
   });
 
   it('rejects bad options with a message naming them', () => {
@@ -87,6 +92,10 @@ describe('parseSftBaseArgs', () => {
     expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--steps', '0'])).toThrow(/--steps must be an integer >= 1, got '0'/);
     expect(() => parseSftBaseArgs(['--bogus'])).toThrow(SftBaseUsageError);
     expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--position-offset', 'sometimes'])).toThrow(new SftBaseUsageError("--position-offset must be random or none, got 'sometimes'"));
+    expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--lr-schedule', 'linear'])).toThrow(new SftBaseUsageError("--lr-schedule must be constant or cosine, got 'linear'"));
+    expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--lr-schedule', 'constant', '--warmup-steps', '3'])).toThrow(new SftBaseUsageError('--warmup-steps and --min-lr-ratio apply to --lr-schedule cosine only'));
+    expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--steps', '10', '--warmup-steps', '10'])).toThrow(new SftBaseUsageError('--warmup-steps (10) must be below --steps (10)'));
+    expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--min-lr-ratio', '2'])).toThrow(/--min-lr-ratio must be a number in \[0, 1\], got '2'/);
     expect(() => parseSftBaseArgs(['--workers', '-1'])).toThrow(new SftBaseUsageError("--workers needs a value (one that starts with '-' must be written --workers=VALUE)"));
   });
 });
