@@ -347,6 +347,8 @@ export async function runSftBase(opts: SftBaseOptions): Promise<SftBaseSummary |
     const trainSamples = opts.steps !== null ? samplesForSteps(samples, opts.steps, opts.minibatch, opts.seed) : samples;
     const epochs = opts.epochs ?? 1;
     const steps = opts.steps ?? Math.ceil(samples.length / opts.minibatch) * epochs;
+    // with --epochs the step count is known only now: refuse a warm-up as long as the run before any training
+    if (opts.warmupSteps !== null && opts.warmupSteps >= steps) throw new SftBaseUsageError(`--warmup-steps (${opts.warmupSteps}) must be below the run's ${steps} optimiser steps`);
     const parameters = countParams(opts.config);
     const plan = {
       config: opts.config, parameters, sessionsPerEnv: sessionsPerEnv(demos), demos: demos.length, samples: samples.length,

@@ -60,6 +60,14 @@ describe('model:sft-base script', () => {
     expect(fs.readdirSync(out)).toEqual(['keep.txt']);
   });
 
+  it('with --epochs, a warm-up as long as the run is refused once the step count is known: exit 2, one line, nothing written', () => {
+    const out = path.join(tmpDir('lamer-sft-'), 'ckpt');
+    const r = script(['--out', out, '--curriculum', 'minesweeper:4x4/2', '--sessions', '2', '--minibatch', '4', '--epochs', '1', '--warmup-steps', '100', '--dry-run']);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(/model:sft-base: --warmup-steps \(100\) must be below the run's \d+ optimiser steps\n$/);
+    expect(fs.existsSync(out)).toBe(false);
+  });
+
   it('a curriculum that lamer demos refuses: exit code 2, nothing written, temp folder removed', () => {
     const out = path.join(tmpDir('lamer-sft-'), 'ckpt');
     const before = sftTempDirs();

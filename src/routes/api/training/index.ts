@@ -111,7 +111,7 @@ function jobRequestOf(b: Static<typeof CreateJob>, demosDir: string): CreateJobR
   // warm-up and final ratio shape the cosine schedule; with a constant lr they would be silently ignored
   const hp = b.hyperparameters;
   for (const k of ['warmupSteps', 'minLrRatio'] as const) {
-    if (hp?.[k] !== undefined && hp.lrSchedule !== 'cosine') throw invalid(`body/hyperparameters/${k}`, `${k} applies to lrSchedule 'cosine' only (lrSchedule is ${hp.lrSchedule ?? "'constant' by default"})`);
+    if (hp?.[k] !== undefined && hp.lrSchedule !== 'cosine') throw invalid(`body/hyperparameters/${k}`, `applies to lrSchedule 'cosine' only (lrSchedule is ${hp.lrSchedule ?? "'constant' by default"})`);
   }
   if (isSft && b.data !== undefined) throw invalid('body/data', 'sft jobs train on demonstrations, not on recorded sessions');
   const data = dataFilterOf(b.data);
