@@ -98,6 +98,12 @@ describe('POST /v1/training/jobs validation', () => {
     expect(dumpDb(a.dataDir)).toBe(before);
   });
 
+  it('an enum 400 lists the allowed values', async () => {
+    const r = await a.call('POST', '/v1/training/jobs', { algorithm: 'lamer', hyperparameters: { lrSchedule: 'linear' } });
+    expect(r.status).toBe(400);
+    expect(r.body.errors).toContainEqual({ field: 'body/hyperparameters/lrSchedule', message: 'must be one of "constant", "cosine"' });
+  });
+
   it('a version name already taken is a 409', async () => {
     const r = await a.call('POST', '/v1/training/jobs', { algorithm: 'lamer', version: 'base' });
     expect(r.status).toBe(409);

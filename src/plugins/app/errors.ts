@@ -116,6 +116,10 @@ function fieldErrors(validation: AjvLikeError[], context: string | undefined): F
     if (e.keyword === 'additionalProperties' && typeof p.additionalProperty === 'string') {
       return { field: `${field}/${p.additionalProperty}`, message: 'is not an allowed property' };
     }
+    // ajv says only "must be equal to one of the allowed values": name them
+    if (e.keyword === 'enum' && Array.isArray(p.allowedValues)) {
+      return { field, message: `must be one of ${p.allowedValues.map((v) => JSON.stringify(v)).join(', ')}` };
+    }
     return { field, message: e.message ?? 'is invalid' };
   });
 }
