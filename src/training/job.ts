@@ -18,21 +18,23 @@
  * The pieces, in the order a job uses them: ./behaviour.ts (pi_old and the supports under the
  * starting weights), ./minibatches.ts (which samples each step trains on), ./batch.ts (samples as
  * tensors), ./ppo.ts (one optimiser step: loss, gradient accumulation, clip, AdamW), ./losses.ts
- * (the PPO and SFT equations), ./data-parallel.ts (the same step split over worker threads).
+ * (the PPO and SFT equations), ./data-parallel.ts and ./parallel-step.ts (the same step split over
+ * worker threads).
  */
 import { availableParallelism } from 'node:os';
 import * as tf from '@tensorflow/tfjs';
 import { passAtKRate } from '../agent/passk.js';
 import { POSITION_OFFSETS, type LrSchedule, type PositionOffset } from '../domain.js';
 import { makeBatch, disposeBatch, type Batch, type Supports } from './batch.js';
-import { behaviourOutputs, oldPolicyFrom, recomputeOldLogprobs, type OldPolicy } from './behaviour.js';
+import { recomputeOldLogprobs } from './behaviour.js';
 import { unpackSample, type Algorithm, type DataStats, type TrainingSample } from './data.js';
 import { AdamW } from './losses.js';
 import { learningRateAt, validateLrSchedule } from './lr-schedule.js';
-import { balanceShards, combineGradients, LOSS_KEYS, objectiveOf, ReplicaPool, shardGradients, type ObjectiveSpec } from './data-parallel.js';
+import { balanceShards, objectiveOf, ReplicaPool, type ObjectiveSpec } from './data-parallel.js';
+import { parallelOldPolicy, parallelStep } from './parallel-step.js';
 import { minibatchOrder, randomPositionOffsets, splitMicroBatches } from './minibatches.js';
 import type { ModelIO, TrainableModel } from './model-api.js';
-import { applyUpdate, ppoUpdate, type StepLosses } from './ppo.js';
+import { ppoUpdate, type StepLosses } from './ppo.js';
 
 export interface TrainingHyper {
   /** Learning rate (the peak of a schedule). Default 1e-4 for RL, 1e-3 for SFT: sized for the small
@@ -368,69 +370,6 @@ export async function runTrainingJob(spec: TrainingJobSpec, given: readonly Trai
     optimizer.dispose();
     model.dispose();
   }
-}
-
-/**
- * One optimiser step with data parallelism: shard 0 here, shards 1.. on the replicas (at the same
- * time), the token-sum gradients added and divided by the minibatch's output tokens, one AdamW
- * update here, and the new weights published to the replicas. The losses are the minibatch's
- * token-means (the shards' token-sums over the output tokens).
- */
-async function parallelStep(
-  pool: ReplicaPool, model: TrainableModel, optimizer: AdamW, objective: ReturnType<typeof objectiveOf>, samples: readonly TrainingSample[],
-  shards: number[][], seqLens: readonly number[], h: ReturnType<typeof withDefaults>, old: { oldLogprobs: ReadonlyArray<number[] | null>; supports: Supports } | null,
-  offsets: readonly number[] | null,
-): Promise<{ update: StepLosses & { gradNorm: number }; sizes: { tokens: number; positions: number } }> {
-  const remote = pool.computeShards(shards.slice(1), offsets); // posted first, so the replicas work while this thread does shard 0
-  let own: ReturnType<typeof shardGradients>;
-  try {
-    own = shardGradients(model, optimizer.variables, objective, samples, shards[0], seqLens, h.microBatchTokens, old?.oldLogprobs, old?.supports, offsets);
-  } catch (err) {
-    await remote.catch(() => undefined);
-    throw err;
-  }
-  let others: Awaited<typeof remote>;
-  try {
-    others = await remote;
-  } catch (err) {
-    tf.dispose(own.grads);
-    throw err;
-  }
-  const parts = [own, ...others];
-  const outTokens = parts.reduce((a, p) => a + p.outTokens, 0);
-  const grads = combineGradients(optimizer.variables, own.grads, others.map((o) => o.grads), outTokens);
-  tf.dispose(own.grads);
-  const gradNorm = applyUpdate(optimizer, grads, h.maxGradNorm);
-  tf.dispose(grads);
-  pool.publish(optimizer.variables);
-  const losses = Object.fromEntries(LOSS_KEYS.map((k) => [k, parts.reduce((a, p) => a + p.losses[k], 0) / outTokens])) as unknown as StepLosses;
-  return {
-    update: { ...losses, gradNorm },
-    sizes: { tokens: parts.reduce((a, p) => a + p.tokens, 0), positions: parts.reduce((a, p) => a + p.positions, 0) },
-  };
-}
-
-/**
- * pi_old with data parallelism: the samples cut into balanced parts (`balanceShards`), part 0
- * computed here and the others by the replicas at the same time, merged in sample order
- * (as `recomputeOldLogprobs`, whose chunks they follow within each part).
- */
-async function parallelOldPolicy(
-  pool: ReplicaPool, model: TrainableModel, samples: readonly TrainingSample[], seqLens: readonly number[], h: ReturnType<typeof withDefaults>,
-): Promise<OldPolicy> {
-  const parts = balanceShards(samples.map((_, i) => i), seqLens, pool.size + 1);
-  const remote = pool.behaviour(parts.slice(1));
-  let own: ReturnType<typeof behaviourOutputs>;
-  try {
-    own = behaviourOutputs(model, parts[0].map((i) => samples[i]), h.minibatchSize, h.microBatchTokens);
-  } catch (err) {
-    await remote.catch(() => undefined);
-    throw err;
-  }
-  const logprobs: number[][] = new Array(samples.length);
-  const supports: Array<Array<number[] | null> | null> = new Array(samples.length);
-  [own, ...(await remote)].forEach((r, k) => parts[k].forEach((i, j) => { logprobs[i] = r.logprobs[j]; supports[i] = r.supports[j]; }));
-  return oldPolicyFrom(samples, logprobs, supports, h.oldLogprobs);
 }
 
 /** Non-padding and padded positions of micro-batches. */
