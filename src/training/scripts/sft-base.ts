@@ -17,7 +17,7 @@
  *      in the fixed-layout prompts; `none` trains at position 0 as served);
  *   4. the checkpoint in `--out` (refused unless new or empty), with the config, curriculum, demo
  *      command, the demonstrations' sha256 and the hyperparameters in its metadata, and beside it
- *      `learning-curve.json` (per step: step, tokens, seconds, loss) and `learning-curve.svg`.
+ *      `learning-curve.json` (per step: step, tokens, seconds, loss, lr) and `learning-curve.svg` (./sft-curve.ts).
  * Progress on stderr: a bar (loss, tokens/s, ETA) when stderr is a TTY, else one JSON line per
  * `--log-every` steps. The last line on stdout is the summary JSON (`SftBaseSummary`).
  * `--dry-run` stops after the demonstrations and prints the plan (samples, tokens) instead.
@@ -33,13 +33,13 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import cliProgress from 'cli-progress';
-import { chartPanel, svgDocument, type Series } from '../../eval/chart-svg.js';
 import { LR_SCHEDULES, type LrSchedule } from '../../domain.js';
 import { countParams, DEFAULT_CONFIG, type GPTConfig } from '../../model/gpt.js';
 import { mulberry32 } from '../../model/sampling.js';
 import { configFromOptions, INIT_SEED, writeInitCheckpoint } from '../../model/scripts/init-base.js';
 import { buildSftSamples, parseDemoJsonl, type TrainingSample } from '../data.js';
 import { createModelIO } from '../gpt-adapter.js';
+import { sftCurveSvg, type CurvePoint } from './sft-curve.js';
 import { resolveTrainWorkers, runTrainingJob, type TrainingHyper } from '../job.js';
 
 const repoRoot = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..', '..', '..');
@@ -112,18 +112,6 @@ export interface SftBaseOptions {
   logEvery: number;
   keepDemos: boolean;
   dryRun: boolean;
-}
-
-/** One point of the learning curve: after optimiser step `step` (1-based). */
-export interface CurvePoint {
-  step: number;
-  /** Non-padding tokens trained on so far. */
-  tokens: number;
-  /** Seconds since the job started (loading included). */
-  seconds: number;
-  loss: number;
-  /** Learning rate of this step (the schedule's value). */
-  lr: number;
 }
 
 /** The summary printed last on stdout. */
@@ -290,26 +278,6 @@ function runDemos(args: string[]): void {
   const r = spawnSync(process.execPath, ['--import', 'tsx', 'src/cli/index.ts', 'demos', ...args], { cwd: repoRoot, stdio: ['ignore', 2, 2] });
   if (r.status === 2) throw new SftBaseUsageError('lamer demos refused the curriculum options (its message is above)');
   if (r.status !== 0) throw new Error(`lamer demos ${args.join(' ')} exited with ${r.status ?? r.signal}`);
-}
-
-/** The learning curve as SVG: per-step loss with its 20-step moving mean, and tokens/s. */
-export function sftCurveSvg(points: readonly CurvePoint[], caption?: string): string {
-  const movingMean = (k: number): Array<[number, number]> => points.map((p, i) => {
-    const w = points.slice(Math.max(0, i - k + 1), i + 1);
-    return [p.step, w.reduce((a, q) => a + q.loss, 0) / w.length];
-  });
-  const loss: Series[] = [
-    { label: 'loss (step)', color: '#9ecae1', points: points.map((p) => [p.step, p.loss]) },
-    { label: 'loss (20-step mean)', color: '#1f77b4', points: movingMean(20) },
-  ];
-  const speed: Series[] = [{
-    label: 'tokens/s (since start)', color: '#d62728',
-    points: points.map((p) => [p.step, p.seconds > 0 ? p.tokens / p.seconds : null]),
-  }];
-  return svgDocument([
-    (x, y, w, h) => chartPanel('SFT training loss (nats/token)', 'optimiser step', loss, x, y, w, h),
-    (x, y, w, h) => chartPanel('throughput', 'optimiser step', speed, x, y, w, h),
-  ], 420, 280, caption);
 }
 
 const mean = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
