@@ -11,7 +11,7 @@
  * markdown prints percent and percentage points).
  */
 import { firstSuccess } from '../agent/passk.js';
-import { pairedBootstrap, pairedDiffs, reflectionStats, type BootstrapInterval, type ReflectionStats } from './compare.js';
+import { pairedBootstrap, pairedDiffs, pct, reflectionStats, type BootstrapInterval, type ReflectionStats } from './compare.js';
 import type { EvalReport } from './harness.js';
 import { summarize, type SessionRecord } from './metrics.js';
 
@@ -73,8 +73,6 @@ export interface GameResult {
   /** pass@K of (a) minus (c), paired over tasks; null when either row is missing. */
   lamerMinusIndependent: BootstrapInterval | null;
 }
-
-const pct = (x: number | null) => (x === null ? '-' : (100 * x).toFixed(1));
 
 /**
  * The markdown table of every game's rows (pass@1..K and the invalid-action rate in percent,

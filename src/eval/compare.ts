@@ -198,7 +198,8 @@ export function summarizeArm(arm: ArmResult, K = 3): ArmSummary {
   };
 }
 
-const pct = (x: number) => (100 * x).toFixed(1);
+/** A rate in [0, 1] as a percentage with one decimal ("12.5"); '-' for a missing one. */
+export const pct = (x: number | null | undefined): string => (x === null || x === undefined ? '-' : (100 * x).toFixed(1));
 const pm = (m: { mean: number; std: number }, scale = 100, digits = 1) => `${(scale * m.mean).toFixed(digits)} ± ${(scale * m.std).toFixed(digits)}`;
 const share = (x: number | null) => (x === null ? '-' : `${pct(x)}%`);
 

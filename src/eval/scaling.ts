@@ -9,6 +9,7 @@
  */
 import { chartPanel, svgDocument, type Series } from './chart-svg.js';
 import type { GameResult } from './base-policy.js';
+import { pct } from './compare.js';
 
 /** A bad `--points`, `--existing` or `--sft-args` value; the message names it. */
 export class ScalingUsageError extends Error {}
@@ -190,7 +191,6 @@ export function sortRecords(records: readonly ScalingRecord[]): ScalingRecord[] 
   return [...records].sort((a, b) => a.parameters - b.parameters || (a.tokens ?? Infinity) - (b.tokens ?? Infinity) || (a.point < b.point ? -1 : a.point > b.point ? 1 : 0));
 }
 
-const pct = (x: number | null | undefined) => (x === null || x === undefined ? '-' : (100 * x).toFixed(1));
 
 /** Tokens for people: 950, 12.3k, 7.47M. */
 export function formatTokens(n: number | null): string {
