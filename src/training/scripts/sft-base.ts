@@ -2,13 +2,15 @@
  * `npm run model:sft-base -- --out DIR [options]`: the SFT warm start (the shipped `models/base`
  * checkpoint), rebuilt from scratch and reproducibly:
  *   1. a random initialisation of the chosen config (`--layers --embd --heads --block`, GPT-2 init
- *      on the cpu backend, `--init-seed`, src/model/scripts/init-base.ts) in a temporary folder;
+ *      on the cpu backend, `--init-seed`, src/model/scripts/init-base.ts) in a temporary folder,
+ *      or with `--from DIR` an existing checkpoint (its config; e.g. the shipped base, trained on
+ *      for more steps on fresh demonstrations: give a `--seed` past the earlier run's sessions);
  *   2. solver demonstrations of the `--curriculum` mix of boards (`lamer demos --curriculum`, a
  *      child process, which also checks the list: `--sessions` in all, shared by weight among the
  *      items without an exact count; distinct seeds of the training range after `--seed`, so no
  *      held-out eval task is seen);
  *   3. an `sft` training job (src/training/job.ts runTrainingJob, the runner of the server's jobs)
- *      from the random init, for a FIXED number of optimiser steps (`--steps`, each on `--minibatch`
+ *      from that start (a fresh AdamW state and learning-rate schedule), for a FIXED number of optimiser steps (`--steps`, each on `--minibatch`
  *      samples drawn as consecutive seeded permutations of the samples) or whole epochs
  *      (`--epochs`), at the learning rate `--lr` with linear warm-up and cosine decay to
  *      `--min-lr-ratio` of it (`--lr-schedule cosine`, the default; `constant` keeps `--lr`), each sample at
@@ -34,7 +36,7 @@ import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import cliProgress from 'cli-progress';
 import { LR_SCHEDULES, type LrSchedule } from '../../domain.js';
-import { countParams, DEFAULT_CONFIG, type GPTConfig } from '../../model/gpt.js';
+import { countParams, DEFAULT_CONFIG, validateConfig, type GPTConfig } from '../../model/gpt.js';
 import { mulberry32 } from '../../model/sampling.js';
 import { configFromOptions, INIT_SEED, writeInitCheckpoint } from '../../model/scripts/init-base.js';
 import { buildSftSamples, parseDemoJsonl, type TrainingSample } from '../data.js';
@@ -86,6 +88,8 @@ export function samplesForSteps<T>(samples: readonly T[], steps: number, minibat
 export interface SftBaseOptions {
   out: string;
   config: GPTConfig;
+  /** Checkpoint folder to start from instead of a random init (its config is `config`); null: random init. */
+  from: string | null;
   initSeed: number;
   curriculum: string;
   sessions: number;
@@ -143,6 +147,9 @@ const HELP = `usage: npm run model:sft-base -- --out DIR [options]
   --layers N --embd C --heads H --block T
                          model config (default ${SFT_BASE_CONFIG.n_layer} x ${SFT_BASE_CONFIG.n_embd}, ${SFT_BASE_CONFIG.n_head} heads, block ${SFT_BASE_CONFIG.block_size})
   --init-seed S          seed of the random initialisation (default ${INIT_SEED})
+  --from DIR             start from this checkpoint instead of a random init (its config; not
+                         with --layers/--embd/--heads/--block/--init-seed); with a --seed past
+                         the sessions it was trained on, the demonstrations are new ones
   --curriculum LIST      boards of the demonstrations (lamer demos --curriculum): comma-separated
                          kind[:RxC/N][=COUNT|@WEIGHT], N = mines or boxes
                          (default ${DEFAULT_CURRICULUM})
@@ -185,6 +192,7 @@ export function parseSftBaseArgs(argv: string[]): SftBaseOptions | null {
         out: { type: 'string', default: 'models/sft' },
         layers: { type: 'string' }, embd: { type: 'string' }, heads: { type: 'string' }, block: { type: 'string' },
         'init-seed': { type: 'string' },
+        from: { type: 'string' },
         curriculum: { type: 'string', default: DEFAULT_CURRICULUM },
         sessions: { type: 'string', default: '1200' },
         'fail-rate': { type: 'string', default: '0.5' },
@@ -227,10 +235,16 @@ export function parseSftBaseArgs(argv: string[]): SftBaseOptions | null {
   };
   if (values.steps !== undefined && values.epochs !== undefined) throw new SftBaseUsageError('give --steps or --epochs, not both');
   let config: GPTConfig;
+  let from: string | null = null;
   try {
-    config = configFromOptions(values, SFT_BASE_CONFIG);
+    if (values.from !== undefined) {
+      const given = (['layers', 'embd', 'heads', 'block', 'init-seed'] as const).filter((k) => values[k] !== undefined);
+      if (given.length > 0) throw new SftBaseUsageError(`--from takes the model config of its checkpoint: drop ${given.map((k) => `--${k}`).join(', ')}`);
+      from = path.resolve(values.from);
+      config = checkpointConfig(from);
+    } else config = configFromOptions(values, SFT_BASE_CONFIG);
   } catch (e) {
-    throw new SftBaseUsageError((e as Error).message);
+    throw e instanceof SftBaseUsageError ? e : new SftBaseUsageError((e as Error).message);
   }
   if (!['wasm', 'cpu', 'auto'].includes(values.backend)) throw new SftBaseUsageError(`--backend must be wasm, cpu or auto, got '${values.backend}'`);
   if (!(LR_SCHEDULES as readonly string[]).includes(values['lr-schedule'])) throw new SftBaseUsageError(`--lr-schedule must be ${LR_SCHEDULES.join(' or ')}, got '${values['lr-schedule']}'`);
@@ -239,6 +253,7 @@ export function parseSftBaseArgs(argv: string[]): SftBaseOptions | null {
   const opts: SftBaseOptions = {
     out: path.resolve(values.out),
     config,
+    from,
     initSeed: values['init-seed'] === undefined ? INIT_SEED : int('init-seed', values['init-seed'], 0),
     curriculum: values.curriculum,
     sessions: int('sessions', values.sessions, 1),
@@ -260,10 +275,34 @@ export function parseSftBaseArgs(argv: string[]): SftBaseOptions | null {
     dryRun: values['dry-run'],
   };
   if (opts.warmupSteps !== null && opts.steps !== null && opts.warmupSteps >= opts.steps) throw new SftBaseUsageError(`--warmup-steps (${opts.warmupSteps}) must be below --steps (${opts.steps})`);
+  if (from !== null && from === opts.out) throw new SftBaseUsageError('--from and --out must be different folders');
   if (existsSync(opts.out) && (!statSync(opts.out).isDirectory() || readdirSync(opts.out).length > 0)) {
     throw new SftBaseUsageError(`--out ${opts.out} exists and is not an empty folder; give a new or empty one`);
   }
   return opts;
+}
+
+/**
+ * The model config of the checkpoint in `dir` (its model.json metadata, checked as
+ * src/model/checkpoint.ts readCheckpointMetadata does).
+ * @throws Error naming the folder when model.json is missing, unreadable or not a lamer-gpt checkpoint.
+ */
+function checkpointConfig(dir: string): GPTConfig {
+  const file = path.join(dir, 'model.json');
+  if (!existsSync(file) || !existsSync(path.join(dir, 'weights.bin'))) throw new Error(`--from ${dir}: no checkpoint there (model.json and weights.bin expected)`);
+  let cfg: GPTConfig | undefined;
+  try {
+    cfg = JSON.parse(readFileSync(file, 'utf8'))?.userDefinedMetadata?.lamer?.config;
+  } catch (e) {
+    throw new Error(`--from ${dir}: model.json is not JSON (${(e as Error).message})`);
+  }
+  if (cfg === undefined) throw new Error(`--from ${dir}: model.json has no userDefinedMetadata.lamer.config`);
+  try {
+    validateConfig(cfg);
+  } catch (e) {
+    throw new Error(`--from ${dir}: ${(e as Error).message}`);
+  }
+  return cfg;
 }
 
 const log = (line: string) => process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${line}\n`);
@@ -319,7 +358,7 @@ export async function runSftBase(opts: SftBaseOptions): Promise<SftBaseSummary |
     if (opts.warmupSteps !== null && opts.warmupSteps >= steps) throw new SftBaseUsageError(`--warmup-steps (${opts.warmupSteps}) must be below the run's ${steps} optimiser steps`);
     const parameters = countParams(opts.config);
     const plan = {
-      config: opts.config, parameters, sessionsPerEnv: sessionsPerEnv(demos), demos: demos.length, samples: samples.length,
+      start: opts.from ?? 'random init', config: opts.config, parameters, sessionsPerEnv: sessionsPerEnv(demos), demos: demos.length, samples: samples.length,
       reflections: samples.filter((s) => s.kind === 'reflection').length, tokensPerPass,
       steps, passes: round((steps * opts.minibatch) / samples.length, 3),
       tokensToTrain: opts.steps !== null ? trainSamples.reduce((a, s) => a + sampleTokens(s), 0) : tokensPerPass * epochs,
@@ -327,9 +366,12 @@ export async function runSftBase(opts: SftBaseOptions): Promise<SftBaseSummary |
     log(`plan ${JSON.stringify(plan)}`);
     if (opts.dryRun) return { dryRun: true, ...plan };
 
-    // 2. random initialisation, 3. the sft job
-    const initDir = path.join(work, 'init');
-    await writeInitCheckpoint(initDir, opts.config, opts.initSeed);
+    // 2. the start: a random initialisation or --from; 3. the sft job
+    const initDir = opts.from ?? path.join(work, 'init');
+    if (opts.from === null) await writeInitCheckpoint(initDir, opts.config, opts.initSeed);
+    const parent = opts.from === null
+      ? { source: 'random-init', config: opts.config, seed: opts.initSeed }
+      : { source: 'checkpoint', dir: opts.from, weightsSha256: createHash('sha256').update(readFileSync(path.join(opts.from, 'weights.bin'))).digest('hex') };
     const io = await createModelIO({ backend: opts.backend });
     const hyper: TrainingHyper = {
       lr: opts.lr, epochs, minibatchSize: opts.minibatch, microBatchTokens: opts.microBatchTokens, seed: opts.seed, positionOffset: opts.positionOffset,
@@ -352,7 +394,7 @@ export async function runSftBase(opts: SftBaseOptions): Promise<SftBaseSummary |
           algorithm: 'sft', baseCheckpointDir: initDir, outputDir: opts.out, hyper, dataStats: stats,
           meta: {
             version: 'base', source: 'sft', script: 'npm run model:sft-base', argv: process.argv.slice(2),
-            parent: { source: 'random-init', config: opts.config, seed: opts.initSeed },
+            parent,
             curriculum: opts.curriculum,
             demos: { command: demoCommand, sessionsPerEnv: sessionsPerEnv(demos), sessions: demos.length, samples: samples.length, sha256: demosSha256, failRate: opts.failRate },
             schedule: opts.steps !== null ? { steps: opts.steps, drawing: 'consecutive seeded permutations of the samples' } : { epochs },
