@@ -16,7 +16,10 @@
  *    runs single-threaded under Node), `reference.nativeMatmulGflops` (numpy/OpenBLAS fp32 2048^3 on
  *    all cores, run in a python3 child whose environment drops OPENBLAS_CORETYPE and
  *    OPENBLAS_L2_SIZE; null when python3 or numpy is missing), training tokens/s (the job runner
- *    with 1 and 2 data-parallel workers, bench/training-workers.ts; ratio trainingWorkers2over1) and serving
+ *    with 1 and 2 data-parallel workers, bench/training-workers.ts; ratio trainingWorkers2over1), the
+ *    ceiling for that ratio on this machine (two independent 1-worker copies of the same job run at
+ *    the same time as two processes; ratios trainingIndependentJobs2over1, their summed tokens/s over
+ *    the 1-worker figure, and trainingWorkers2overCeiling, the worker ratio over that one) and serving
  *    steps/s (concurrency 32, batching on) with 1 and 2 serving workers (bench/serving-workers.ts;
  *    ratio servingWorkers2over1), and training GFLOP/s over both references.
  * Prints a table and writes bench/results/model.json.
@@ -35,7 +38,7 @@ import { countParams, DEFAULT_CONFIG, forward, initModel, tokenLogprobs, type GP
 import { disposeCache, forwardCached } from '../src/model/gpt-cached.js';
 import { createBuiltinEngineInstance } from '../src/policy/builtin-engine.js';
 import { backendFlag, BENCH_SEED, flag, saveBenchCheckpoint } from './cli.js';
-import { trainingTokensPerSecByWorkers } from './training-workers.js';
+import { independentJobsTokensPerSec, trainingTokensPerSecByWorkers } from './training-workers.js';
 import { board, HEAD, servingStepsPerSecByWorkers } from './serving-workers.js';
 
 const QUICK = process.argv.slice(2).includes('--quick');
@@ -228,6 +231,8 @@ async function main(): Promise<void> {
   const train = trainBench(model, 8, 128);
   // the job runner (SFT, minibatch 16 x 128 tokens) with 1 and 2 data-parallel workers, back to back
   const trainByWorkers = await trainingTokensPerSecByWorkers({ backend: backendPref, checkpointDir: dir, workers: [1, 2], steps: QUICK ? 4 : 8 });
+  // the ceiling for 2 workers: two independent 1-worker copies of the same job at once, as two processes
+  const trainIndependent = await independentJobsTokensPerSec({ backend: backendPref, checkpointDir: dir, steps: QUICK ? 4 : 8 }, 2);
   const trainRatio = train.gflops / matmulRef;
   console.log(`\ntraining [8,128] Adam: ${train.tokensPerSec.toFixed(0)} tokens/s, step ${(train.stepSec * 1000).toFixed(0)} ms (forward ${(train.forwardSec * 1000).toFixed(0)} ms, backward+update ${(1000 * (train.stepSec - train.forwardSec)).toFixed(0)} ms), ${train.gflops.toFixed(2)} GFLOP/s = ${(100 * trainRatio).toFixed(0)}% of plain matMul ${matmulRef.toFixed(2)} GFLOP/s`);
 
@@ -260,6 +265,8 @@ async function main(): Promise<void> {
       trainingToMatmulOneCore: train.gflops / matmulGflopsOneCore,
       trainingToNative: nativeMatmul === null ? null : train.gflops / nativeMatmul,
       trainingWorkers2over1: trainByWorkers.tokensPerSec['2'] / trainByWorkers.tokensPerSec['1'],
+      trainingIndependentJobs2over1: trainIndependent.sum / trainByWorkers.tokensPerSec['1'],
+      trainingWorkers2overCeiling: trainByWorkers.tokensPerSec['2'] / trainIndependent.sum,
       servingWorkers2over1: serveByWorkers.stepsPerSec['2'] / serveByWorkers.stepsPerSec['1'],
     },
   };
@@ -270,6 +277,7 @@ async function main(): Promise<void> {
   console.log(`training / one-core matMul              ${(100 * limit.ratios.trainingToMatmulOneCore).toFixed(1)}%`);
   console.log(`training / native                       ${limit.ratios.trainingToNative === null ? 'null' : (100 * limit.ratios.trainingToNative).toFixed(1) + '%'}`);
   console.log(`training job tokens/s by workers        1: ${trainByWorkers.tokensPerSec['1'].toFixed(0)}, 2: ${trainByWorkers.tokensPerSec['2'].toFixed(0)} (${limit.ratios.trainingWorkers2over1.toFixed(2)}x; CPU ms per 1k tokens 1: ${(1e6 * trainByWorkers.cpuSecondsPerToken['1']).toFixed(0)}, 2: ${(1e6 * trainByWorkers.cpuSecondsPerToken['2']).toFixed(0)})`);
+  console.log(`training 2 independent jobs tokens/s    ${trainIndependent.each.map((x) => x.toFixed(0)).join(' + ')} = ${trainIndependent.sum.toFixed(0)} (${limit.ratios.trainingIndependentJobs2over1.toFixed(2)}x the 1-worker job, timed overlap ${(100 * trainIndependent.timedOverlap).toFixed(0)}%; 2 workers reach ${(100 * limit.ratios.trainingWorkers2overCeiling).toFixed(0)}% of it)`);
   console.log(`serving steps/s at c=32 by workers      1: ${serveByWorkers.stepsPerSec['1'].toFixed(1)}, 2: ${serveByWorkers.stepsPerSec['2'].toFixed(1)} (${limit.ratios.servingWorkers2over1.toFixed(2)}x; CPU ms per step 1: ${serveByWorkers.cpuMsPerStep['1'].toFixed(1)}, 2: ${serveByWorkers.cpuMsPerStep['2'].toFixed(1)})`);
 
   const result = {
@@ -291,7 +299,8 @@ async function main(): Promise<void> {
       flopsPerToken: trainFlopsPerToken(model, 128),
       tokensPerSecondByWorkers: trainByWorkers.tokensPerSec,
       cpuSecondsPerTokenByWorkers: trainByWorkers.cpuSecondsPerToken,
-      note: 'tokensPerSecondByWorkers: runTrainingJob (SFT, minibatch 16 x 128 tokens, steps after the first) with 1 and 2 data-parallel workers (threads, one backend each), measured back to back; cpuSecondsPerTokenByWorkers: CPU time of the process (all threads) per token over the same steps; tokensPerSec above: one raw Adam step [8, 128] in this thread',
+      tokensPerSecondIndependentJobs: trainIndependent,
+      note: 'tokensPerSecondByWorkers: runTrainingJob (SFT, minibatch 16 x 128 tokens, steps after the first) with 1 and 2 data-parallel workers (threads, one backend each), measured back to back; cpuSecondsPerTokenByWorkers: CPU time of the process (all threads) per token over the same steps; tokensPerSecondIndependentJobs: right after, `copies` independent 1-worker copies of the same job started together as separate processes, each copy\'s tokens/s (`each`), their `sum` (what this machine gives that many training streams at once: the ceiling for data parallelism, below copies x one job when the streams contend for memory bandwidth) and `timedOverlap` (share of the span of their timed steps during which all ran); ratios.trainingIndependentJobs2over1 = sum / tokensPerSecondByWorkers[1], ratios.trainingWorkers2overCeiling = tokensPerSecondByWorkers[2] / sum (= trainingWorkers2over1 / trainingIndependentJobs2over1); tokensPerSec above: one raw Adam step [8, 128] in this thread',
     },
     serving: {
       concurrency: 32,
