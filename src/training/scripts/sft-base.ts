@@ -241,6 +241,7 @@ export function parseSftBaseArgs(argv: string[]): SftBaseOptions | null {
       const given = (['layers', 'embd', 'heads', 'block', 'init-seed'] as const).filter((k) => values[k] !== undefined);
       if (given.length > 0) throw new SftBaseUsageError(`--from takes the model config of its checkpoint: drop ${given.map((k) => `--${k}`).join(', ')}`);
       from = path.resolve(values.from);
+      if (from === path.resolve(values.out)) throw new SftBaseUsageError('--from and --out must be different folders');
       config = checkpointConfig(from);
     } else config = configFromOptions(values, SFT_BASE_CONFIG);
   } catch (e) {
@@ -275,7 +276,6 @@ export function parseSftBaseArgs(argv: string[]): SftBaseOptions | null {
     dryRun: values['dry-run'],
   };
   if (opts.warmupSteps !== null && opts.steps !== null && opts.warmupSteps >= opts.steps) throw new SftBaseUsageError(`--warmup-steps (${opts.warmupSteps}) must be below --steps (${opts.steps})`);
-  if (from !== null && from === opts.out) throw new SftBaseUsageError('--from and --out must be different folders');
   if (existsSync(opts.out) && (!statSync(opts.out).isDirectory() || readdirSync(opts.out).length > 0)) {
     throw new SftBaseUsageError(`--out ${opts.out} exists and is not an empty folder; give a new or empty one`);
   }

@@ -1,14 +1,16 @@
 /**
  * `npm run model:sft-base` end to end on a tiny config (1 layer x 32, 4 sessions over two stages,
- * 2 steps), plus its pure pieces: the curriculum split and the fixed-steps sample drawing.
+ * 2 steps; and one step on from an existing checkpoint), plus its pure pieces: the curriculum split and the fixed-steps sample drawing.
  */
 import { spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadCheckpoint } from '../../../src/model/checkpoint.js';
 import { countParams, DEFAULT_CONFIG } from '../../../src/model/gpt.js';
+import { writeInitCheckpoint } from '../../../src/model/scripts/init-base.js';
 import { parseSftBaseArgs, samplesForSteps, sessionsPerEnv, SftBaseUsageError } from '../../../src/training/scripts/sft-base.js';
 import { root } from '../../helpers/cli.js';
 import { tmpDir } from '../../helpers/index.js';
@@ -51,6 +53,25 @@ describe('model:sft-base script', () => {
     expect(sftTempDirs().filter((d) => !before.includes(d))).toEqual([]); // its temp folder is gone
   });
 
+  it('--from trains on from an existing checkpoint: its config, recorded as the parent with its weights\' sha256', async () => {
+    const dir = tmpDir('lamer-sft-');
+    const from = path.join(dir, 'start');
+    const config = { ...DEFAULT_CONFIG, n_layer: 1, n_embd: 32, n_head: 2, block_size: 512 };
+    await writeInitCheckpoint(from, config, 7);
+    const startBytes = fs.readFileSync(path.join(from, 'weights.bin'));
+    const out = path.join(dir, 'next');
+    const r = script(['--from', from, '--out', out, '--sessions', '2', '--curriculum', 'minesweeper:4x4/2', '--steps', '1', '--minibatch', '2', '--workers', '1', '--seed', '100']);
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stderr).toContain(`"start":"${from}"`);
+    const { model, metadata } = await loadCheckpoint(out);
+    model.dispose();
+    expect(metadata.config).toEqual(config);
+    expect(metadata.meta.parent).toEqual({ source: 'checkpoint', dir: from, weightsSha256: createHash('sha256').update(startBytes).digest('hex') });
+    expect(metadata.meta.demos).toMatchObject({ command: 'lamer demos --curriculum minesweeper:4x4/2 --tasks 2 --seed 100 --fail-rate 0.5' });
+    expect(fs.readFileSync(path.join(out, 'weights.bin')).equals(startBytes)).toBe(false); // one step moved the weights
+    expect(fs.readFileSync(path.join(from, 'weights.bin')).equals(startBytes)).toBe(true); // the start is left as it was
+  });
+
   it('refuses a non-empty --out with exit code 2 and leaves it as it was', () => {
     const out = tmpDir('lamer-sft-');
     fs.writeFileSync(path.join(out, 'keep.txt'), 'x');
@@ -81,6 +102,14 @@ describe('model:sft-base script', () => {
 });
 
 describe('parseSftBaseArgs', () => {
+  it('--from reads the config of its checkpoint', async () => {
+    const from = path.join(tmpDir('lamer-sft-'), 'start');
+    const config = { ...DEFAULT_CONFIG, n_layer: 1, n_embd: 32, n_head: 2, block_size: 256 };
+    await writeInitCheckpoint(from, config, 1);
+    expect(parseSftBaseArgs(['--out', '/nonexistent/x', '--from', from])).toMatchObject({ from, config });
+    expect(parseSftBaseArgs(['--out', '/nonexistent/x'])!.from).toBeNull();
+  });
+
   it('reads the config, the fixed step count and the defaults', () => {
     const o = parseSftBaseArgs(['--out', '/nonexistent/x', '--layers', '3', '--embd', '96', '--heads', '3', '--steps', '7'])!;
     expect(o.config).toEqual({ ...DEFAULT_CONFIG, n_layer: 3, n_embd: 96, n_head: 3 });
@@ -104,6 +133,13 @@ describe('parseSftBaseArgs', () => {
     expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--lr-schedule', 'constant', '--warmup-steps', '3'])).toThrow(new SftBaseUsageError('--warmup-steps and --min-lr-ratio apply to --lr-schedule cosine only'));
     expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--steps', '10', '--warmup-steps', '10'])).toThrow(new SftBaseUsageError('--warmup-steps (10) must be below --steps (10)'));
     expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--min-lr-ratio', '2'])).toThrow(/--min-lr-ratio must be a number in \[0, 1\], got '2'/);
+    const from = tmpDir('lamer-sft-');
+    expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--from', from])).toThrow(new SftBaseUsageError(`--from ${from}: no checkpoint there (model.json and weights.bin expected)`));
+    expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--from', from, '--layers', '2', '--init-seed', '3'])).toThrow(new SftBaseUsageError('--from takes the model config of its checkpoint: drop --layers, --init-seed'));
+    fs.writeFileSync(path.join(from, 'model.json'), '{"format":"lamer-gpt"}');
+    fs.writeFileSync(path.join(from, 'weights.bin'), '');
+    expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--from', from])).toThrow(new SftBaseUsageError(`--from ${from}: model.json has no userDefinedMetadata.lamer.config`));
+    expect(() => parseSftBaseArgs(['--out', from, '--from', from])).toThrow(new SftBaseUsageError('--from and --out must be different folders'));
     expect(() => parseSftBaseArgs(['--workers', '-1'])).toThrow(new SftBaseUsageError("--workers needs a value (one that starts with '-' must be written --workers=VALUE)"));
   });
 });
