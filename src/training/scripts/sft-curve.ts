@@ -36,3 +36,20 @@ export function sftCurveSvg(points: readonly CurvePoint[], caption?: string): st
     (x, y, w, h) => chartPanel('throughput', 'optimiser step', speed, x, y, w, h),
   ], 420, 280, caption);
 }
+
+/**
+ * The learning curve of a checkpoint trained on from another one (`model:sft-base --from`): the
+ * start checkpoint's points, then this run's with step, tokens and seconds counted on from its
+ * last point, so the curve and its last point describe all the training the checkpoint has had
+ * (seconds: the runs' wall times added, not the time between them). `parent` empty: `points`
+ * unchanged.
+ * @throws RangeError when `parent`'s steps are not 1, 2, ... in order.
+ */
+export function continueCurve(parent: readonly CurvePoint[], points: readonly CurvePoint[]): CurvePoint[] {
+  parent.forEach((p, i) => {
+    if (p.step !== i + 1) throw new RangeError(`the start checkpoint's learning curve has step ${p.step} at position ${i + 1}`);
+  });
+  const last = parent.at(-1);
+  if (!last) return [...points];
+  return [...parent, ...points.map((p) => ({ ...p, step: last.step + p.step, tokens: last.tokens + p.tokens, seconds: Number((last.seconds + p.seconds).toFixed(3)) }))];
+}

@@ -11,7 +11,8 @@ import { describe, expect, it } from 'vitest';
 import { loadCheckpoint } from '../../../src/model/checkpoint.js';
 import { countParams, DEFAULT_CONFIG } from '../../../src/model/gpt.js';
 import { writeInitCheckpoint } from '../../../src/model/scripts/init-base.js';
-import { parseSftBaseArgs, samplesForSteps, sessionsPerEnv, SftBaseUsageError } from '../../../src/training/scripts/sft-base.js';
+import { samplesForSteps, sessionsPerEnv } from '../../../src/training/scripts/sft-base.js';
+import { parseSftBaseArgs, SftBaseUsageError } from '../../../src/training/scripts/sft-base-args.js';
 import { root } from '../../helpers/cli.js';
 import { tmpDir } from '../../helpers/index.js';
 
@@ -59,6 +60,8 @@ describe('model:sft-base script', () => {
     const config = { ...DEFAULT_CONFIG, n_layer: 1, n_embd: 32, n_head: 2, block_size: 512 };
     await writeInitCheckpoint(from, config, 7);
     const startBytes = fs.readFileSync(path.join(from, 'weights.bin'));
+    const startPoints = [{ step: 1, tokens: 500, seconds: 4, loss: 5, lr: 1e-3 }, { step: 2, tokens: 1000, seconds: 8, loss: 4, lr: 1e-4 }];
+    fs.writeFileSync(path.join(from, 'learning-curve.json'), JSON.stringify({ points: startPoints }));
     const out = path.join(dir, 'next');
     const r = script(['--from', from, '--out', out, '--sessions', '2', '--curriculum', 'minesweeper:4x4/2', '--steps', '1', '--minibatch', '2', '--workers', '1', '--seed', '100']);
     expect(r.status, r.stderr).toBe(0);
@@ -69,6 +72,13 @@ describe('model:sft-base script', () => {
     expect(metadata.meta.parent).toEqual({ source: 'checkpoint', dir: from, weightsSha256: createHash('sha256').update(startBytes).digest('hex') });
     expect(metadata.meta.demos).toMatchObject({ command: 'lamer demos --curriculum minesweeper:4x4/2 --tasks 2 --seed 100 --fail-rate 0.5' });
     expect(fs.readFileSync(path.join(out, 'weights.bin')).equals(startBytes)).toBe(false); // one step moved the weights
+    // the curve goes on from the start checkpoint's: its 2 steps, then this run's step as step 3
+    const summary = JSON.parse(r.stdout.trim().split('\n').at(-1)!);
+    const curve = JSON.parse(fs.readFileSync(path.join(out, 'learning-curve.json'), 'utf8'));
+    expect(curve.continues).toEqual({ from, step: 2, tokens: 1000, seconds: 8 });
+    expect(curve.points.slice(0, 2)).toEqual(startPoints);
+    expect(curve.points.slice(2).map((p: { step: number; tokens: number }) => [p.step, p.tokens])).toEqual([[3, 1000 + summary.tokens]]);
+    expect(summary.steps).toBe(1); // the summary counts this run only
     expect(fs.readFileSync(path.join(from, 'weights.bin')).equals(startBytes)).toBe(true); // the start is left as it was
   });
 
