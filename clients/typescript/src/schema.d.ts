@@ -890,6 +890,7 @@ export interface paths {
                         done?: boolean;
                         /** @description only with done: true */
                         success?: boolean;
+                        /** @description the actions the policy may choose from, each once (a duplicate is a 400) */
                         availableActions?: string[];
                         /** @description the env rejected the previous action */
                         invalidAction?: boolean;
@@ -1511,6 +1512,7 @@ export interface paths {
                             done?: boolean;
                             /** @description only with done: true */
                             success?: boolean;
+                            /** @description the actions the policy may choose from, each once (a duplicate is a 400) */
                             availableActions?: string[];
                             /** @description the env rejected the previous action */
                             invalidAction?: boolean;

@@ -137,7 +137,10 @@ export function makeSessionSchemas(limits: Limits) {
     done: Type.Optional(Type.Boolean()),
     success: Type.Optional(Type.Boolean({ description: 'only with done: true' })),
     availableActions: Type.Optional(
-      Type.Array(Type.String({ minLength: 1, maxLength: limits.actionChars }), { minItems: 1, maxItems: limits.availableActions }),
+      Type.Array(Type.String({ minLength: 1, maxLength: limits.actionChars }), {
+        minItems: 1, maxItems: limits.availableActions, uniqueItems: true,
+        description: 'the actions the policy may choose from, each once (a duplicate is a 400)',
+      }),
     ),
     invalidAction: Type.Optional(Type.Boolean({ description: 'the env rejected the previous action' })),
     info: Type.Optional(FreeObject({ description: 'free JSON stored with the step' })),

@@ -103,6 +103,16 @@ describe('the reward at step 0', () => {
     expect(ok.body.session.next).toEqual({ attempt: 0, step: 1 });
   });
 
+  it('availableActions with a duplicate is a 400 naming the field; nothing is recorded', async () => {
+    const id = await open();
+    const before = dumpDb(s.dataDir);
+    const r = await s.call('POST', `/v1/sessions/${id}/steps`, { attempt: 0, step: 0, observation: 'o', availableActions: ['(1, 1)', '(1, 2)', '(1, 1)'] });
+    expect(r.status).toBe(400);
+    expect(r.body.type).toBe(VALIDATION);
+    expect(r.body.errors).toEqual([{ field: 'body/availableActions', message: 'must NOT have duplicate items (items ## 2 and 0 are identical)' }]);
+    expect(dumpDb(s.dataDir)).toBe(before);
+  });
+
   it('also at step 0 of a later attempt, and for a batch item alone', async () => {
     const id = await open();
     await s.call('POST', `/v1/sessions/${id}/steps`, { attempt: 0, step: 0, observation: 'o' });
