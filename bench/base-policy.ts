@@ -8,7 +8,11 @@
  * on the same held-out tasks (eval seeds from --seed), with the paper's eval sampling 0.7 / 0.8 / 20.
  * Prints a markdown table (pass@1..K, invalid-action rate, reflections: share naming the MineSweeper
  * cell that ended the attempt, share repeating the previous one verbatim) and the paired bootstrap
- * interval of pass@K (a) - (c) per game (maths: src/eval/base-policy.ts, src/eval/compare.ts);
+ * interval of pass@K (a) - (c) per game (maths: src/eval/base-policy.ts, src/eval/compare.ts), and
+ * per game the checkpoint's held-out loss: nats per trained token of the reflection and the action
+ * text of solver demonstrations of the first --loss-sessions held-out tasks (the same eval seeds),
+ * laid out as SFT trains them (src/eval/heldout-loss.ts heldOutDemoLoss), a number that moves with
+ * training even while pass@k is near 0;
  * writes the figures as JSON (--out, default bench/results/base-policy.json; runs with fewer than
  * 128 tasks write to the temp folder unless --out is given, so a quick run never replaces the
  * full one), the full eval reports with --reports DIR, and with --results FILE replaces the marked
@@ -16,7 +20,8 @@
  *
  * Options: --model DIR, --tasks N (128), --attempts K (3), --seed S (0), --concurrency C (8),
  * --games LIST (minesweeper-6x6-3,sokoban-6x6-2), --rows LIST (lamer,lamer-avail,independent),
- * --out FILE, --reports DIR, --results FILE, --resamples B (10000).
+ * --out FILE, --reports DIR, --results FILE, --resamples B (10000), --loss-sessions N (32; 0: no
+ * held-out loss).
  * Exit code: 0; 1 when a session failed with an error (the figures are still written); 2 for bad
  * options.
  */
@@ -30,9 +35,11 @@ import { parseEnvName } from '../src/envs/index.js';
 import { basePolicyMarkdown, BASE_ROWS, BASE_ROW_SPECS, rowDifference, rowSummary, type BaseRow, type GameResult } from '../src/eval/base-policy.js';
 import { replaceSection } from '../src/eval/compare.js';
 import { PAPER_EVAL_SAMPLING, runEval, type EvalReport } from '../src/eval/harness.js';
+import { heldOutDemoLoss } from '../src/eval/heldout-loss.js';
 import { readCheckpointMetadata } from '../src/model/checkpoint.js';
 import { countParams } from '../src/model/gpt.js';
 import { startServer } from '../src/server.js';
+import { createModelIO } from '../src/training/gpt-adapter.js';
 
 const repoRoot = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
 
@@ -57,6 +64,7 @@ const { values } = (() => {
         reports: { type: 'string' },
         results: { type: 'string' },
         resamples: { type: 'string', default: '10000' },
+        'loss-sessions': { type: 'string', default: '32' },
       },
     });
   } catch (e) {
@@ -73,6 +81,7 @@ const K = int('attempts', values.attempts, 1);
 const seed = int('seed', values.seed, 0);
 const concurrency = int('concurrency', values.concurrency, 1);
 const resamples = int('resamples', values.resamples, 1);
+const lossSessions = int('loss-sessions', values['loss-sessions'], 0);
 const games = values.games.split(',').map((g) => g.trim()).filter(Boolean);
 for (const g of games) {
   try { parseEnvName(g); } catch (e) { fail(`--games: ${(e as Error).message}`); }
@@ -125,6 +134,22 @@ try {
 } finally {
   await stop();
 }
+
+// The held-out loss, with the server stopped so that it has the cores alone.
+if (lossSessions > 0) {
+  const model = await (await createModelIO()).load(modelDir);
+  try {
+    for (const g of results) {
+      const { kind, params } = parseEnvName(g.env);
+      const l0 = performance.now();
+      g.heldOutLoss = await heldOutDemoLoss(model, { env: kind, params, sessions: lossSessions, seed });
+      const nats = (x: number | null) => (x === null ? '-' : x.toFixed(3));
+      log(`${g.env} held-out loss on ${lossSessions} demonstration sessions: reflection ${nats(g.heldOutLoss.reflection.natsPerToken)} nats/token (${g.heldOutLoss.reflection.tokens} tokens), action ${nats(g.heldOutLoss.action.natsPerToken)} (${g.heldOutLoss.action.tokens} tokens), ${((performance.now() - l0) / 1000).toFixed(0)} s`);
+    }
+  } finally {
+    model.dispose();
+  }
+}
 const seconds = (performance.now() - t0) / 1000;
 
 const rel = path.relative(repoRoot, modelDir);
@@ -143,7 +168,7 @@ ensureDirSync(path.dirname(out));
 writeFileSync(out, JSON.stringify({
   generatedAt: new Date().toISOString(), seconds: Math.round(seconds),
   model: { dir: modelDir, config: meta.config, parameters: countParams(meta.config), weightsSha256, meta: meta.meta },
-  tasks, attempts: K, seed, sampling: PAPER_EVAL_SAMPLING, games: results, exampleReflections: examples,
+  tasks, attempts: K, seed, sampling: PAPER_EVAL_SAMPLING, lossSessions, games: results, exampleReflections: examples,
 }, null, 1) + '\n');
 log(`wrote ${out}`);
 if (values.results) {

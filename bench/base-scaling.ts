@@ -16,7 +16,8 @@
  * seconds from the learning-curve.json beside it; its config must be the point's).
  * At the end (alone with --report-only) it writes DIR/scaling.json (per point: layers, embd, heads,
  * parameters, steps, tokens trained, training seconds, per game pass@1..3, invalid-action rate,
- * share of reflections naming the ending cell; src/eval/scaling.ts), DIR/scaling.md (the table,
+ * share of reflections naming the ending cell, held-out loss of the reflection and the action text
+ * in nats per token as eval:base measures it; src/eval/scaling.ts), DIR/scaling.md (the table,
  * also printed on stdout) and DIR/scaling.svg (pass@1 / pass@3 per game against log10 tokens
  * trained, one series per model size, the aims as grey lines).
  *

@@ -7,7 +7,9 @@
  * (0 at step 0); the last step has action null (done true, or false when the turn cap ended it).
  * `reflection` follows a failed attempt when another attempt follows, else null.
  *
- * Sessions are solver play on training seeds (see ./index.ts). round(failRate * tasks) sessions,
+ * Sessions are solver play on training seeds (see ./index.ts), or on the held-out eval seeds with
+ * `seedRange: 'eval'` (demonstrations of the eval tasks, to measure a checkpoint's held-out loss,
+ * src/eval/heldout-loss.ts; never to train on). round(failRate * tasks) sessions,
  * spread evenly over the tasks (`deliberateFailures`), start with a deliberately failed attempt (MineSweeper: the solver's moves then a click on a mine;
  * Sokoban: the solver's turns then the shortest walk that pushes a box into a dead position),
  * followed by a reflection written from the facts of the failure (which cell was a mine, which box
@@ -16,7 +18,7 @@
  */
 import { writeFileSync } from 'node:fs';
 import type { EnvKind } from '../domain.js';
-import { MAX_STEPS, parseEnvName, taskId, trainSeed, type EnvParams } from './index.js';
+import { evalSeed, MAX_STEPS, parseEnvName, taskId, trainSeed, type EnvParams } from './index.js';
 import { cellAction, MineSweeperEnv, parseMineSweeperObservation } from './minesweeper.js';
 import { applyMove, isCornered, MOVES, MOVES_PER_TURN, parseSokoban, renderSokoban, SokobanEnv, type Move, type SokobanState } from './sokoban.js';
 import { mineSweeperSolverMove, rememberMines, type MineMemory } from './solvers/minesweeper-solver.js';
@@ -30,15 +32,24 @@ export interface DemoOptions {
   params?: EnvParams;
   /** Number of sessions (tasks). */
   tasks: number;
-  /** Offset into the training seed range; task i uses trainSeed(seed, i). */
+  /** Offset into the seed range; task i uses trainSeed(seed, i), or evalSeed(seed, i) with seedRange 'eval'. */
   seed: number;
+  /** Which seeds the tasks come from: 'train' (default) or 'eval' (the held-out tasks of `lamer eval`
+   *  and eval:base with the same seed offset). */
+  seedRange?: SeedRange;
   /** Fraction of sessions whose first attempt fails on purpose, in [0, 1]. Default 0.3. */
   failRate?: number;
   maxAttempts?: number;
   maxSteps?: number;
 }
 
-/** Generate demonstration sessions. @throws RangeError for bad options. */
+/** The seed range of demonstrations (src/envs/index.ts: disjoint train and eval seeds). */
+export type SeedRange = 'train' | 'eval';
+
+/**
+ * Generate demonstration sessions.
+ * @throws RangeError for bad options (seedRange included), or a seed outside its range.
+ */
 export function generateDemos(opts: DemoOptions): DemoSession[] {
   const failRate = opts.failRate ?? 0.3;
   const maxAttempts = opts.maxAttempts ?? 3;
@@ -46,10 +57,13 @@ export function generateDemos(opts: DemoOptions): DemoSession[] {
   if (!Number.isInteger(opts.tasks) || opts.tasks < 0) throw new RangeError(`tasks must be a non-negative integer, got ${opts.tasks}`);
   if (!(failRate >= 0 && failRate <= 1)) throw new RangeError(`failRate must be in [0, 1], got ${failRate}`);
   if (!Number.isInteger(maxAttempts) || maxAttempts < 1) throw new RangeError('maxAttempts must be a positive integer');
+  const range = opts.seedRange ?? 'train';
+  if (range !== 'train' && range !== 'eval') throw new RangeError(`seedRange must be 'train' or 'eval', got ${JSON.stringify(range)}`);
+  const seedOf = range === 'eval' ? evalSeed : trainSeed;
   const out: DemoSession[] = [];
   const failing = deliberateFailures(opts.tasks, failRate);
   for (let i = 0; i < opts.tasks; i++) {
-    const seed = trainSeed(opts.seed, i);
+    const seed = seedOf(opts.seed, i);
     const rng = new Rng(seed ^ 0x5bd1e995);
     rng.next(); // one draw skipped so a seed keeps giving the same sabotaged tasks (reproducible demo files)
     const failFirst = maxAttempts > 1 && failing[i];
@@ -143,8 +157,10 @@ export function curriculumCounts(items: readonly CurriculumItem[], tasks?: numbe
 export interface CurriculumOptions {
   /** Total sessions shared by weight among items without a count. */
   tasks?: number;
-  /** Offset into the training seed range; the sessions of all items use distinct consecutive train seeds from it. */
+  /** Offset into the seed range; the sessions of all items use distinct consecutive seeds from it. */
   seed: number;
+  /** 'train' (default) or 'eval' seeds, as in DemoOptions. */
+  seedRange?: SeedRange;
   failRate?: number;
   maxAttempts?: number;
   /** Turns per attempt; default MAX_STEPS of each item's kind. */
@@ -153,9 +169,9 @@ export interface CurriculumOptions {
 
 /**
  * Demonstrations for a curriculum: per item, `generateDemos` for its share of sessions (in the
- * item order) on training seeds that no other item uses (item k starts after the seeds of items
+ * item order) on seeds (of `seedRange`, default training) that no other item uses (item k starts after the seeds of items
  * 0..k-1). Returns the sessions and the count per item.
- * @throws RangeError for bad counts or a seed range past the training seeds.
+ * @throws RangeError for bad counts or a seed range past the end of its seeds.
  */
 export function generateCurriculum(items: readonly CurriculumItem[], opts: CurriculumOptions): { sessions: DemoSession[]; counts: number[] } {
   const counts = curriculumCounts(items, opts.tasks);
@@ -163,7 +179,7 @@ export function generateCurriculum(items: readonly CurriculumItem[], opts: Curri
   let offset = opts.seed;
   items.forEach((it, k) => {
     const n = counts[k]!;
-    sessions.push(...generateDemos({ env: it.env, params: it.params, tasks: n, seed: offset, failRate: opts.failRate, maxAttempts: opts.maxAttempts, maxSteps: opts.maxSteps }));
+    sessions.push(...generateDemos({ env: it.env, params: it.params, tasks: n, seed: offset, seedRange: opts.seedRange, failRate: opts.failRate, maxAttempts: opts.maxAttempts, maxSteps: opts.maxSteps }));
     offset += n;
   });
   return { sessions, counts };

@@ -6,13 +6,15 @@
  *   (c) 'independent': K independent single-attempt sessions (no memory), as the paper evaluates
  *                      single-attempt baselines;
  * summarised as pass@1..K, the invalid-action rate and reflection statistics (./compare.ts
- * reflectionStats), with a paired bootstrap interval over tasks of the pass@K difference (a) - (c).
- * Pure functions over eval reports (./harness.ts). Units: rates are fractions in [0, 1] (the
- * markdown prints percent and percentage points).
+ * reflectionStats), with a paired bootstrap interval over tasks of the pass@K difference (a) - (c),
+ * and, when measured, the checkpoint's held-out loss on demonstrations of the same held-out tasks
+ * (./heldout-loss.ts). Pure functions over eval reports (./harness.ts). Units: rates are fractions
+ * in [0, 1] (the markdown prints percent and percentage points); losses are nats per token.
  */
 import { firstSuccess } from '../agent/passk.js';
 import { pairedBootstrap, pairedDiffs, pct, reflectionStats, type BootstrapInterval, type ReflectionStats } from './compare.js';
 import type { EvalReport } from './harness.js';
+import type { HeldOutDemoLoss } from './heldout-loss.js';
 import { summarize, type SessionRecord } from './metrics.js';
 
 /** The rows, in table order. */
@@ -72,13 +74,17 @@ export interface GameResult {
   rows: RowSummary[];
   /** pass@K of (a) minus (c), paired over tasks; null when either row is missing. */
   lamerMinusIndependent: BootstrapInterval | null;
+  /** Nats per trained token of the checkpoint on held-out demonstration sessions of this game
+   *  (./heldout-loss.ts heldOutDemoLoss); absent or null when not measured. */
+  heldOutLoss?: HeldOutDemoLoss | null;
 }
 
 /**
  * The markdown table of every game's rows (pass@1..K and the invalid-action rate in percent,
  * reflections written, share of MineSweeper reflections after a mine that name that cell, share
  * repeating the session's previous reflection verbatim), then one line per game with the paired
- * bootstrap interval of pass@K (a) - (c) in percentage points.
+ * bootstrap interval of pass@K (a) - (c) in percentage points, then, when a game has its held-out
+ * loss, a table of it per game (nats per trained token to 3 decimals, and the tokens counted).
  */
 export function basePolicyMarkdown(games: readonly GameResult[], K: number): string {
   const ks = Array.from({ length: K }, (_, k) => k + 1);
@@ -98,6 +104,15 @@ export function basePolicyMarkdown(games: readonly GameResult[], K: number): str
     for (const g of diffs) {
       const ci = g.lamerMinusIndependent!;
       out.push(`- ${g.env}: pass@${K} (a) - (c) = ${(100 * ci.mean).toFixed(1)} pts, 95% paired bootstrap interval [${(100 * ci.lo).toFixed(1)}, ${(100 * ci.hi).toFixed(1)}] over ${ci.tasks} tasks (${ci.resamples} resamples).`);
+    }
+  }
+  const losses = games.filter((g) => g.heldOutLoss);
+  if (losses.length > 0) {
+    const nats = (x: number | null) => (x === null ? '-' : x.toFixed(3));
+    out.push('', '| game | held-out demonstration sessions | reflection loss (nats/token) | reflection tokens | action loss (nats/token) | action tokens |', '|---|---|---|---|---|---|');
+    for (const g of losses) {
+      const l = g.heldOutLoss!;
+      out.push(`| ${g.env} | ${l.sessions} | ${nats(l.reflection.natsPerToken)} | ${l.reflection.tokens} | ${nats(l.action.natsPerToken)} | ${l.action.tokens} |`);
     }
   }
   return out.join('\n') + '\n';

@@ -2,13 +2,16 @@
  * The pure parts of the base-model scaling grid (bench/base-scaling.ts, `npm run
  * bench:base-scaling`): the grid's points from the command line (`LxE[hH]:S`, layers x n_embd
  * [heads] : optimiser steps), the per-point record built from the sft-base summary and the
- * eval:base JSON (bench/base-policy.ts, row (a) 'lamer'), the markdown table of the records, and
+ * eval:base JSON (bench/base-policy.ts, row (a) 'lamer', and the held-out loss when measured), the
+ * markdown table of the records, and
  * the SVG of pass@1 / pass@3 against the tokens trained (log10 x), one series per model size.
  * Units: rates are fractions in [0, 1] (the table and the chart show percent); tokens are byte
- * tokens trained on (non-padding positions); seconds of wall time.
+ * tokens trained on (non-padding positions); seconds of wall time; held-out losses in nats per
+ * trained token.
  */
 import { chartPanel, svgDocument, type Series } from './chart-svg.js';
 import type { GameResult } from './base-policy.js';
+import type { HeldOutLoss } from './heldout-loss.js';
 import { pct } from './compare.js';
 
 /** A bad `--points`, `--existing` or `--sft-args` value; the message names it. */
@@ -149,6 +152,10 @@ export interface ScalingGame {
   invalidActionRate: number;
   /** Share of reflections after a losing MineSweeper click that name that cell; null elsewhere. */
   namesEndingCell: number | null;
+  /** Held-out loss of the checkpoint on demonstrations of this game's held-out tasks, nats per
+   *  trained token of the reflection and the action text (null: no such tokens); absent when the
+   *  eval did not measure it (src/eval/heldout-loss.ts). */
+  heldOutLoss?: { reflection: number | null; action: number | null };
 }
 
 /** One point of scaling.json. */
@@ -165,13 +172,17 @@ export interface ScalingRecord extends PointTraining {
 /** The part of eval:base's JSON (bench/base-policy.ts --out) that a record reads. */
 export interface BaseEvalJson {
   model: { config: { n_layer: number; n_embd: number; n_head: number }; parameters: number };
-  games: Array<Pick<GameResult, 'env'> & { rows: Array<Pick<GameResult['rows'][number], 'row' | 'tasks' | 'errors' | 'passAtK' | 'invalidActionRate' | 'reflections'>> }>;
+  games: Array<Pick<GameResult, 'env'> & {
+    rows: Array<Pick<GameResult['rows'][number], 'row' | 'tasks' | 'errors' | 'passAtK' | 'invalidActionRate' | 'reflections'>>;
+    heldOutLoss?: Pick<HeldOutLoss, 'reflection' | 'action'> | null;
+  }>;
 }
 
 /**
  * The record of one point: the model config and parameter count of the evaluated checkpoint (from
  * the eval JSON, which read the checkpoint's metadata), the training figures, and per game the
- * 'lamer' row. @throws Error when a game of the eval JSON has no 'lamer' row.
+ * 'lamer' row and the held-out loss (when the eval JSON has it).
+ * @throws Error when a game of the eval JSON has no 'lamer' row.
  */
 export function scalingRecord(spec: Pick<PointSpec, 'name' | 'steps'>, training: PointTraining, evalJson: BaseEvalJson): ScalingRecord {
   const c = evalJson.model.config;
@@ -181,7 +192,8 @@ export function scalingRecord(spec: Pick<PointSpec, 'name' | 'steps'>, training:
     games: evalJson.games.map((g) => {
       const r = g.rows.find((x) => x.row === 'lamer');
       if (!r) throw new Error(`point ${spec.name}: the eval of ${g.env} has no 'lamer' row`);
-      return { env: g.env, tasks: r.tasks, errors: r.errors, passAtK: r.passAtK, invalidActionRate: r.invalidActionRate, namesEndingCell: r.reflections.namesEndingCell };
+      const loss = g.heldOutLoss ? { heldOutLoss: { reflection: g.heldOutLoss.reflection.natsPerToken, action: g.heldOutLoss.action.natsPerToken } } : {};
+      return { env: g.env, tasks: r.tasks, errors: r.errors, passAtK: r.passAtK, invalidActionRate: r.invalidActionRate, namesEndingCell: r.reflections.namesEndingCell, ...loss };
     }),
   };
 }
@@ -209,20 +221,22 @@ function maxK(records: readonly ScalingRecord[]): number {
 /**
  * The markdown table, one line per point and game in the records' order: model (LxE, heads),
  * parameters, steps, tokens trained, training seconds, tasks, pass@1..K (%), invalid actions (%),
- * reflections naming the ending cell (%), and whether the game's aim (AIMS: pass@1 and pass@3) is
- * reached ('-' for a game without an aim).
+ * reflections naming the ending cell (%), the held-out loss of the reflection and the action text
+ * (nats/token, 3 decimals; '-' when not measured), and whether the game's aim (AIMS: pass@1 and
+ * pass@3) is reached ('-' for a game without an aim).
  */
 export function scalingMarkdown(records: readonly ScalingRecord[], aims: Readonly<Record<string, { passAt1: number; passAt3: number }>> = AIMS): string {
   const ks = Array.from({ length: maxK(records) }, (_, i) => i + 1);
+  const nats = (x: number | null | undefined) => (x === null || x === undefined ? '-' : x.toFixed(3));
   const out = [
-    `| model | parameters | steps | tokens trained | training (s) | game | tasks | ${ks.map((k) => `pass@${k} (%)`).join(' | ')} | invalid actions (%) | names the ending cell (%) | aim pass@1 / pass@3 (%) |`,
-    `|---|---|---|---|---|---|---|${ks.map(() => '---|').join('')}---|---|---|`,
+    `| model | parameters | steps | tokens trained | training (s) | game | tasks | ${ks.map((k) => `pass@${k} (%)`).join(' | ')} | invalid actions (%) | names the ending cell (%) | held-out reflection loss (nats/token) | held-out action loss (nats/token) | aim pass@1 / pass@3 (%) |`,
+    `|---|---|---|---|---|---|---|${ks.map(() => '---|').join('')}---|---|---|---|---|`,
   ];
   for (const r of records) {
     for (const g of r.games) {
       const aim = aims[g.env];
       const reached = aim ? `${(g.passAtK['1'] ?? 0) >= aim.passAt1 && (g.passAtK['3'] ?? 0) >= aim.passAt3 ? 'reached' : 'not reached'} (${pct(aim.passAt1)} / ${pct(aim.passAt3)})` : '-';
-      out.push(`| ${r.layers}x${r.embd}, ${r.heads} head${r.heads === 1 ? '' : 's'} | ${r.parameters.toLocaleString('en-US')} | ${r.steps} | ${formatTokens(r.tokens)} | ${r.trainSeconds === null ? '-' : Math.round(r.trainSeconds)} | ${g.env} | ${g.tasks}${g.errors ? ` (${g.errors} errors)` : ''} | ${ks.map((k) => pct(g.passAtK[String(k)] ?? 0)).join(' | ')} | ${pct(g.invalidActionRate)} | ${pct(g.namesEndingCell)} | ${reached} |`);
+      out.push(`| ${r.layers}x${r.embd}, ${r.heads} head${r.heads === 1 ? '' : 's'} | ${r.parameters.toLocaleString('en-US')} | ${r.steps} | ${formatTokens(r.tokens)} | ${r.trainSeconds === null ? '-' : Math.round(r.trainSeconds)} | ${g.env} | ${g.tasks}${g.errors ? ` (${g.errors} errors)` : ''} | ${ks.map((k) => pct(g.passAtK[String(k)] ?? 0)).join(' | ')} | ${pct(g.invalidActionRate)} | ${pct(g.namesEndingCell)} | ${nats(g.heldOutLoss?.reflection)} | ${nats(g.heldOutLoss?.action)} | ${reached} |`);
     }
   }
   return out.join('\n') + '\n';

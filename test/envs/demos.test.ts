@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { curriculumCounts, demoStats, generateCurriculum, generateDemos, parseCurriculum, writeDemos } from '../../src/envs/demos.js';
 import type { DemoSession } from '../../src/training/data.js';
-import { EVAL_SEED_START, makeEnv, parseTaskId } from '../../src/envs/index.js';
+import { EVAL_SEED_START, evalSeed, makeEnv, parseTaskId, trainSeed } from '../../src/envs/index.js';
 import { MineSweeperEnv } from '../../src/envs/minesweeper.js';
 import { tmpDir } from '../helpers/index.js';
 
@@ -87,6 +87,25 @@ describe('demonstration sessions', () => {
     expect(lines).toHaveLength(5);
     expect(JSON.parse(lines[0])).toEqual(a[0]);
     expect(() => generateDemos({ env: 'sokoban', tasks: 1, seed: 0, failRate: 2 })).toThrow(/failRate/);
+  });
+
+  it("seedRange 'eval' plays the held-out eval tasks (evalSeed(seed, i)); the default stays on training seeds", () => {
+    const held = generateDemos({ env: 'minesweeper', tasks: 4, seed: 5, failRate: 1, seedRange: 'eval' });
+    expect(held.map((s) => s.taskId)).toEqual([0, 1, 2, 3].map((i) => `minesweeper-6x6-3:seed=${evalSeed(5, i)}`));
+    expect(held.map((s) => parseTaskId(s.taskId).seed)).toEqual([1_000_000_005, 1_000_000_006, 1_000_000_007, 1_000_000_008]);
+    held.forEach(replay);
+    // the first board is cleared before its sabotage step comes; the others fail first and reflect
+    expect(held.map((s) => s.attempts.length)).toEqual([1, 2, 2, 2]);
+    expect(held.slice(1).every((s) => /was a mine|hid a mine/.test(s.attempts[0].reflection!))).toBe(true);
+    const plain = generateDemos({ env: 'sokoban', tasks: 3, seed: 5, failRate: 0.5 });
+    expect(plain.map((s) => s.taskId)).toEqual([0, 1, 2].map((i) => `sokoban-6x6-2:seed=${trainSeed(5, i)}`));
+    expect(generateDemos({ env: 'sokoban', tasks: 3, seed: 5, failRate: 0.5, seedRange: 'train' })).toEqual(plain);
+    const cur = generateCurriculum(parseCurriculum('minesweeper=2,sokoban=2'), { seed: 0, failRate: 1, seedRange: 'eval' });
+    expect(cur.sessions.map((s) => s.taskId)).toEqual([
+      `minesweeper-6x6-3:seed=${EVAL_SEED_START}`, `minesweeper-6x6-3:seed=${EVAL_SEED_START + 1}`,
+      `sokoban-6x6-2:seed=${EVAL_SEED_START + 2}`, `sokoban-6x6-2:seed=${EVAL_SEED_START + 3}`,
+    ]);
+    expect(() => generateDemos({ env: 'sokoban', tasks: 1, seed: 0, seedRange: 'test' as 'eval' })).toThrow("seedRange must be 'train' or 'eval', got \"test\"");
   });
 });
 

@@ -93,4 +93,25 @@ describe('rowDifference and the markdown', () => {
       '',
     ]);
   });
+
+  it('adds a held-out loss table for the games that have one (nats per token, 3 decimals; - without tokens)', () => {
+    const a = rowSummary('lamer', { env: 'minesweeper-6x6-3', attempts: 3, sessions: ms });
+    const loss = (reflection: number | null) => ({
+      sessions: 32, seed: 0, samples: { action: 40, reflection: reflection === null ? 0 : 30 },
+      action: { natsPerToken: 0.31249, tokens: 5000 }, reflection: { natsPerToken: reflection, tokens: reflection === null ? 0 : 4096 },
+    });
+    const md = basePolicyMarkdown([
+      { env: 'minesweeper-6x6-3', rows: [a], lamerMinusIndependent: null, heldOutLoss: loss(1.5126) },
+      { env: 'sokoban-6x6-2', rows: [], lamerMinusIndependent: null, heldOutLoss: loss(null) },
+      { env: 'minesweeper-5x5-2', rows: [], lamerMinusIndependent: null, heldOutLoss: null },
+    ], 3);
+    expect(md.split('\n').slice(3)).toEqual([
+      '',
+      '| game | held-out demonstration sessions | reflection loss (nats/token) | reflection tokens | action loss (nats/token) | action tokens |',
+      '|---|---|---|---|---|---|',
+      '| minesweeper-6x6-3 | 32 | 1.513 | 4096 | 0.312 | 5000 |',
+      '| sokoban-6x6-2 | 32 | - | 0 | 0.312 | 5000 |',
+      '',
+    ]);
+  });
 });

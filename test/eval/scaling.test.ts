@@ -119,6 +119,15 @@ describe('scalingRecord', () => {
     });
   });
 
+  it("takes each game's held-out loss (nats per token) when the eval JSON has it", () => {
+    const j = evalJson(1, 32, 1, 10, [['minesweeper-6x6-3', { 1: 0 }, 0, null], ['sokoban-6x6-2', { 1: 0 }, 0, null]]);
+    j.games[0]!.heldOutLoss = { reflection: { natsPerToken: 1.5, tokens: 4000 }, action: { natsPerToken: 0.25, tokens: 9000 } };
+    j.games[1]!.heldOutLoss = null;
+    const r = scalingRecord({ name: '1x32-s2', steps: 2 }, { source: 'trained', modelDir: 'm', tokens: 1, trainSeconds: 1 }, j);
+    expect(r.games.map((g) => g.heldOutLoss)).toEqual([{ reflection: 1.5, action: 0.25 }, undefined]);
+    expect('heldOutLoss' in r.games[1]!).toBe(false);
+  });
+
   it('throws when a game has no lamer row', () => {
     const j = evalJson(1, 32, 1, 10, [['minesweeper-6x6-3', { 1: 0 }, 0, null]]);
     j.games[0]!.rows[0]!.row = 'independent';
@@ -133,8 +142,8 @@ const ms = (p1: number, p2: number, p3: number, invalid: number, names: number |
 const sk = (p1: number, p2: number, p3: number, invalid: number) => ({ env: 'sokoban-6x6-2', tasks: 64, errors: 0, passAtK: { 1: p1, 2: p2, 3: p3 }, invalidActionRate: invalid, namesEndingCell: null });
 
 const HEAD = [
-  '| model | parameters | steps | tokens trained | training (s) | game | tasks | pass@1 (%) | pass@2 (%) | pass@3 (%) | invalid actions (%) | names the ending cell (%) | aim pass@1 / pass@3 (%) |',
-  '|---|---|---|---|---|---|---|---|---|---|---|---|---|',
+  '| model | parameters | steps | tokens trained | training (s) | game | tasks | pass@1 (%) | pass@2 (%) | pass@3 (%) | invalid actions (%) | names the ending cell (%) | held-out reflection loss (nats/token) | held-out action loss (nats/token) | aim pass@1 / pass@3 (%) |',
+  '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|',
 ];
 
 describe('scalingMarkdown', () => {
@@ -142,20 +151,27 @@ describe('scalingMarkdown', () => {
     ['no records', [], [...HEAD]],
     ['one point, both games', [rec('2x64-s200', 2, 64, 2, 115_000, 200, 123_456, 98.7, [ms(0.125, 0.25, 0.3125, 0.05, 0.5), sk(0, 0, 0.015625, 0.2)])], [
       ...HEAD,
-      '| 2x64, 2 heads | 115,000 | 200 | 123.5k | 99 | minesweeper-6x6-3 | 64 | 12.5 | 25.0 | 31.3 | 5.0 | 50.0 | not reached (40.0 / 60.0) |',
-      '| 2x64, 2 heads | 115,000 | 200 | 123.5k | 99 | sokoban-6x6-2 | 64 | 0.0 | 0.0 | 1.6 | 20.0 | - | not reached (30.0 / 45.0) |',
+      '| 2x64, 2 heads | 115,000 | 200 | 123.5k | 99 | minesweeper-6x6-3 | 64 | 12.5 | 25.0 | 31.3 | 5.0 | 50.0 | - | - | not reached (40.0 / 60.0) |',
+      '| 2x64, 2 heads | 115,000 | 200 | 123.5k | 99 | sokoban-6x6-2 | 64 | 0.0 | 0.0 | 1.6 | 20.0 | - | - | - | not reached (30.0 / 45.0) |',
     ]],
     ['aim reached only with both pass@1 and pass@3; errors; unknown tokens; 1 head', [
       rec('4x128-s700', 4, 128, 4, 957_696, 700, 7_474_113, 4593.8, [ms(0.4, 0.5, 0.6, 0, 0.75, 2)]),
       rec('1x32-s2', 1, 32, 1, 42_000, 2, null, null, [ms(0.5, 0.6, 0.59, 0.9, null)]),
     ], [
       ...HEAD,
-      '| 4x128, 4 heads | 957,696 | 700 | 7.47M | 4594 | minesweeper-6x6-3 | 64 (2 errors) | 40.0 | 50.0 | 60.0 | 0.0 | 75.0 | reached (40.0 / 60.0) |',
-      '| 1x32, 1 head | 42,000 | 2 | - | - | minesweeper-6x6-3 | 64 | 50.0 | 60.0 | 59.0 | 90.0 | - | not reached (40.0 / 60.0) |',
+      '| 4x128, 4 heads | 957,696 | 700 | 7.47M | 4594 | minesweeper-6x6-3 | 64 (2 errors) | 40.0 | 50.0 | 60.0 | 0.0 | 75.0 | - | - | reached (40.0 / 60.0) |',
+      '| 1x32, 1 head | 42,000 | 2 | - | - | minesweeper-6x6-3 | 64 | 50.0 | 60.0 | 59.0 | 90.0 | - | - | - | not reached (40.0 / 60.0) |',
+    ]],
+    ['the held-out loss when the eval measured it (3 decimals; - for a kind without tokens)', [
+      rec('4x128-s700', 4, 128, 4, 957_696, 700, 7_474_113, 4593.8, [{ ...ms(0.4, 0.5, 0.6, 0, 0.75), heldOutLoss: { reflection: 1.51249, action: 0.3126 } }, { ...sk(0, 0, 0, 0.1), heldOutLoss: { reflection: null, action: 0.25 } }]),
+    ], [
+      ...HEAD,
+      '| 4x128, 4 heads | 957,696 | 700 | 7.47M | 4594 | minesweeper-6x6-3 | 64 | 40.0 | 50.0 | 60.0 | 0.0 | 75.0 | 1.512 | 0.313 | reached (40.0 / 60.0) |',
+      '| 4x128, 4 heads | 957,696 | 700 | 7.47M | 4594 | sokoban-6x6-2 | 64 | 0.0 | 0.0 | 0.0 | 10.0 | - | - | 0.250 | not reached (30.0 / 45.0) |',
     ]],
     ['a game without an aim', [rec('1x32-s2', 1, 32, 1, 42_000, 2, 950, 3, [{ env: 'minesweeper-5x5-2', tasks: 2, errors: 0, passAtK: { 1: 1, 2: 1, 3: 1 }, invalidActionRate: 0, namesEndingCell: null }])], [
       ...HEAD,
-      '| 1x32, 1 head | 42,000 | 2 | 950 | 3 | minesweeper-5x5-2 | 2 | 100.0 | 100.0 | 100.0 | 0.0 | - | - |',
+      '| 1x32, 1 head | 42,000 | 2 | 950 | 3 | minesweeper-5x5-2 | 2 | 100.0 | 100.0 | 100.0 | 0.0 | - | - | - | - |',
     ]],
   ])('%s', (_, records, lines) => {
     expect(scalingMarkdown(records as ScalingRecord[])).toBe(lines.join('\n') + '\n');
