@@ -6,8 +6,9 @@ import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { LR_SCHEDULES, type LrSchedule } from '../../domain.js';
-import { DEFAULT_CONFIG, validateConfig, type GPTConfig } from '../../model/gpt.js';
+import { countParams, DEFAULT_CONFIG, validateConfig, type GPTConfig } from '../../model/gpt.js';
 import { configFromOptions, INIT_SEED } from '../../model/scripts/init-base.js';
+import type { CurvePoint } from './sft-curve.js';
 /** Model config of the shipped base when no `--layers/--embd/--heads/--block` is given. */
 export const SFT_BASE_CONFIG: GPTConfig = { ...DEFAULT_CONFIG };
 
@@ -19,6 +20,10 @@ export interface SftBaseOptions {
   config: GPTConfig;
   /** Checkpoint folder to start from instead of a random init (its config is `config`); null: random init. */
   from: string | null;
+  /** The `from` checkpoint's learning curve (its learning-curve.json; [] without one or without --from). */
+  fromCurve: CurvePoint[];
+  /** The training seeds [start, end) of the `from` checkpoint's demonstrations, from its metadata; null when unknown. */
+  fromDemoSeeds: [number, number] | null;
   initSeed: number;
   curriculum: string;
   sessions: number;
@@ -142,13 +147,15 @@ export function parseSftBaseArgs(argv: string[]): SftBaseOptions | null {
   if (values.steps !== undefined && values.epochs !== undefined) throw new SftBaseUsageError('give --steps or --epochs, not both');
   let config: GPTConfig;
   let from: string | null = null;
+  let fromCurve: CurvePoint[] = [];
+  let fromDemoSeeds: [number, number] | null = null;
   try {
     if (values.from !== undefined) {
       const given = (['layers', 'embd', 'heads', 'block', 'init-seed'] as const).filter((k) => values[k] !== undefined);
       if (given.length > 0) throw new SftBaseUsageError(`--from takes the model config of its checkpoint: drop ${given.map((k) => `--${k}`).join(', ')}`);
       from = path.resolve(values.from);
       if (from === path.resolve(values.out)) throw new SftBaseUsageError('--from and --out must be different folders');
-      config = checkpointConfig(from);
+      ({ config, curve: fromCurve, demoSeeds: fromDemoSeeds } = readStartCheckpoint(from));
     } else config = configFromOptions(values, SFT_BASE_CONFIG);
   } catch (e) {
     throw e instanceof SftBaseUsageError ? e : new SftBaseUsageError((e as Error).message);
@@ -161,6 +168,8 @@ export function parseSftBaseArgs(argv: string[]): SftBaseOptions | null {
     out: path.resolve(values.out),
     config,
     from,
+    fromCurve,
+    fromDemoSeeds,
     initSeed: values['init-seed'] === undefined ? INIT_SEED : int('init-seed', values['init-seed'], 0),
     curriculum: values.curriculum,
     sessions: int('sessions', values.sessions, 1),
@@ -189,24 +198,46 @@ export function parseSftBaseArgs(argv: string[]): SftBaseOptions | null {
 }
 
 /**
- * The model config of the checkpoint in `dir` (its model.json metadata, checked as
- * src/model/checkpoint.ts readCheckpointMetadata does).
- * @throws Error naming the folder when model.json is missing, unreadable or not a lamer-gpt checkpoint.
+ * What `--from` needs of the checkpoint in `dir`, checked before any work: its model config (its
+ * model.json metadata, checked as src/model/checkpoint.ts readCheckpointMetadata does; weights.bin
+ * must hold the config's float32 parameters), its learning curve (learning-curve.json when there is
+ * one: steps 1, 2, ... in order) and the training seeds of its demonstrations (meta.hyper.seed and
+ * meta.demos.sessions, when recorded).
+ * @throws Error naming the folder and the file when one is missing, unreadable or inconsistent.
  */
-function checkpointConfig(dir: string): GPTConfig {
+function readStartCheckpoint(dir: string): { config: GPTConfig; curve: CurvePoint[]; demoSeeds: [number, number] | null } {
   const file = path.join(dir, 'model.json');
   if (!existsSync(file) || !existsSync(path.join(dir, 'weights.bin'))) throw new Error(`--from ${dir}: no checkpoint there (model.json and weights.bin expected)`);
-  let cfg: GPTConfig | undefined;
+  let lamer: { config?: GPTConfig; meta?: { hyper?: { seed?: unknown }; demos?: { sessions?: unknown } } } | undefined;
   try {
-    cfg = JSON.parse(readFileSync(file, 'utf8'))?.userDefinedMetadata?.lamer?.config;
+    lamer = JSON.parse(readFileSync(file, 'utf8'))?.userDefinedMetadata?.lamer;
   } catch (e) {
     throw new Error(`--from ${dir}: model.json is not JSON (${(e as Error).message})`);
   }
+  const cfg = lamer?.config;
   if (cfg === undefined) throw new Error(`--from ${dir}: model.json has no userDefinedMetadata.lamer.config`);
   try {
     validateConfig(cfg);
   } catch (e) {
     throw new Error(`--from ${dir}: ${(e as Error).message}`);
   }
-  return cfg;
+  const weightBytes = statSync(path.join(dir, 'weights.bin')).size;
+  if (weightBytes !== countParams(cfg) * 4) throw new Error(`--from ${dir}: weights.bin has ${weightBytes} bytes, the config's ${countParams(cfg)} float32 parameters need ${countParams(cfg) * 4}`);
+  let curve: CurvePoint[] = [];
+  const curveFile = path.join(dir, 'learning-curve.json');
+  if (existsSync(curveFile)) {
+    let points: unknown;
+    try {
+      points = JSON.parse(readFileSync(curveFile, 'utf8'))?.points;
+    } catch (e) {
+      throw new Error(`--from ${dir}: learning-curve.json is not JSON (${(e as Error).message})`);
+    }
+    const ok = Array.isArray(points) && points.every((p, i) => p !== null && typeof p === 'object' && p.step === i + 1 && ['tokens', 'seconds', 'loss', 'lr'].every((k) => typeof p[k] === 'number'));
+    if (!ok) throw new Error(`--from ${dir}: learning-curve.json must have points {step, tokens, seconds, loss, lr} with steps 1, 2, ... in order (move it away to start a new curve)`);
+    curve = points as CurvePoint[];
+  }
+  const seed = lamer?.meta?.hyper?.seed;
+  const sessions = lamer?.meta?.demos?.sessions;
+  const demoSeeds: [number, number] | null = Number.isInteger(seed) && Number.isInteger(sessions) ? [seed as number, (seed as number) + (sessions as number)] : null;
+  return { config: cfg, curve, demoSeeds };
 }

@@ -103,13 +103,6 @@ export interface SftBaseSummary {
   bytesOnDisk: number;
 }
 
-/** The points of `dir`/learning-curve.json, or [] when it has none. @throws Error for one that is not JSON. */
-function readCurvePoints(dir: string): CurvePoint[] {
-  const file = path.join(dir, 'learning-curve.json');
-  if (!existsSync(file)) return [];
-  return (JSON.parse(readFileSync(file, 'utf8')) as { points?: CurvePoint[] }).points ?? [];
-}
-
 const log = (line: string) => process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${line}\n`);
 
 /**
@@ -147,6 +140,10 @@ export async function runSftBase(opts: SftBaseOptions): Promise<SftBaseSummary |
     // 1. demonstrations (lamer demos checks the curriculum; a bad one exits 2 with its message)
     const demosPath = path.join(work, 'demos.jsonl');
     const demoArgs = ['--curriculum', opts.curriculum, '--tasks', String(opts.sessions), '--seed', String(opts.seed), '--fail-rate', String(opts.failRate), '--out', demosPath];
+    const seen = opts.fromDemoSeeds;
+    if (seen && opts.seed < seen[1] && seen[0] < opts.seed + opts.sessions) {
+      log(`warning: demonstration seeds [${opts.seed}, ${opts.seed + opts.sessions}) overlap the [${seen[0]}, ${seen[1]}) that --from ${opts.from} was trained on; give --seed ${seen[1]} or more for new ones`);
+    }
     runDemos(demoArgs);
     const demoCommand = `lamer demos ${demoArgs.slice(0, -2).map((a) => (/^[\w.:/@=,-]+$/.test(a) ? a : `'${a}'`)).join(' ')}`;
     const demosText = readFileSync(demosPath, 'utf8');
@@ -231,7 +228,7 @@ export async function runSftBase(opts: SftBaseOptions): Promise<SftBaseSummary |
 
     // 4. the curve and the summary
     // with --from, the curve goes on from the start checkpoint's (when it has one): the whole training of this checkpoint
-    const parentCurve = opts.from === null ? [] : readCurvePoints(opts.from);
+    const parentCurve = opts.fromCurve;
     const start = parentCurve.at(-1);
     const curve = {
       config: opts.config, parameters, hyper, curriculum: opts.curriculum, sessions: demos.length, samples: samples.length,

@@ -62,10 +62,15 @@ describe('model:sft-base script', () => {
     const startBytes = fs.readFileSync(path.join(from, 'weights.bin'));
     const startPoints = [{ step: 1, tokens: 500, seconds: 4, loss: 5, lr: 1e-3 }, { step: 2, tokens: 1000, seconds: 8, loss: 4, lr: 1e-4 }];
     fs.writeFileSync(path.join(from, 'learning-curve.json'), JSON.stringify({ points: startPoints }));
+    // as if trained on the demonstrations of training seeds [90, 102)
+    const json = JSON.parse(fs.readFileSync(path.join(from, 'model.json'), 'utf8'));
+    json.userDefinedMetadata.lamer.meta = { ...json.userDefinedMetadata.lamer.meta, hyper: { seed: 90 }, demos: { sessions: 12 } };
+    fs.writeFileSync(path.join(from, 'model.json'), JSON.stringify(json));
     const out = path.join(dir, 'next');
     const r = script(['--from', from, '--out', out, '--sessions', '2', '--curriculum', 'minesweeper:4x4/2', '--steps', '1', '--minibatch', '2', '--workers', '1', '--seed', '100']);
     expect(r.status, r.stderr).toBe(0);
     expect(r.stderr).toContain(`"start":"${from}"`);
+    expect(r.stderr).toContain(`warning: demonstration seeds [100, 102) overlap the [90, 102) that --from ${from} was trained on; give --seed 102 or more for new ones`);
     const { model, metadata } = await loadCheckpoint(out);
     model.dispose();
     expect(metadata.config).toEqual(config);
@@ -116,8 +121,33 @@ describe('parseSftBaseArgs', () => {
     const from = path.join(tmpDir('lamer-sft-'), 'start');
     const config = { ...DEFAULT_CONFIG, n_layer: 1, n_embd: 32, n_head: 2, block_size: 256 };
     await writeInitCheckpoint(from, config, 1);
-    expect(parseSftBaseArgs(['--out', '/nonexistent/x', '--from', from])).toMatchObject({ from, config });
-    expect(parseSftBaseArgs(['--out', '/nonexistent/x'])!.from).toBeNull();
+    expect(parseSftBaseArgs(['--out', '/nonexistent/x', '--from', from])).toMatchObject({ from, config, fromCurve: [], fromDemoSeeds: null });
+    expect(parseSftBaseArgs(['--out', '/nonexistent/x'])!).toMatchObject({ from: null, fromCurve: [], fromDemoSeeds: null });
+    // its curve and the seeds of its demonstrations (meta.hyper.seed + meta.demos.sessions)
+    const points = [{ step: 1, tokens: 10, seconds: 1, loss: 3, lr: 1e-3 }];
+    fs.writeFileSync(path.join(from, 'learning-curve.json'), JSON.stringify({ points }));
+    const json = JSON.parse(fs.readFileSync(path.join(from, 'model.json'), 'utf8'));
+    json.userDefinedMetadata.lamer.meta = { ...json.userDefinedMetadata.lamer.meta, hyper: { seed: 0 }, demos: { sessions: 6000 } };
+    fs.writeFileSync(path.join(from, 'model.json'), JSON.stringify(json));
+    expect(parseSftBaseArgs(['--out', '/nonexistent/x', '--from', from])).toMatchObject({ fromCurve: points, fromDemoSeeds: [0, 6000] });
+  });
+
+  it('--from refuses, before any work, a checkpoint whose weights or learning curve do not fit', async () => {
+    const from = path.join(tmpDir('lamer-sft-'), 'start');
+    await writeInitCheckpoint(from, { ...DEFAULT_CONFIG, n_layer: 1, n_embd: 32, n_head: 2, block_size: 256 }, 1);
+    const args = ['--out', '/nonexistent/x', '--from', from];
+    const bytes = fs.statSync(path.join(from, 'weights.bin')).size;
+    const curve = (text: string) => fs.writeFileSync(path.join(from, 'learning-curve.json'), text);
+    const CURVE = new SftBaseUsageError(`--from ${from}: learning-curve.json must have points {step, tokens, seconds, loss, lr} with steps 1, 2, ... in order (move it away to start a new curve)`);
+    curve('notjson');
+    expect(() => parseSftBaseArgs(args)).toThrow(/learning-curve\.json is not JSON/);
+    curve('{"points":"garbage"}');
+    expect(() => parseSftBaseArgs(args)).toThrow(CURVE);
+    curve(JSON.stringify({ points: [{ step: 2, tokens: 1, seconds: 1, loss: 1, lr: 1 }] }));
+    expect(() => parseSftBaseArgs(args)).toThrow(CURVE);
+    fs.rmSync(path.join(from, 'learning-curve.json'));
+    fs.truncateSync(path.join(from, 'weights.bin'), 1000);
+    expect(() => parseSftBaseArgs(args)).toThrow(new SftBaseUsageError(`--from ${from}: weights.bin has 1000 bytes, the config's ${bytes / 4} float32 parameters need ${bytes}`));
   });
 
   it('reads the config, the fixed step count and the defaults', () => {
