@@ -21,15 +21,16 @@
  * Options: --model DIR, --tasks N (128), --attempts K (3), --seed S (0), --concurrency C (8),
  * --games LIST (minesweeper-6x6-3,sokoban-6x6-2), --rows LIST (lamer,lamer-avail,independent),
  * --out FILE, --reports DIR, --results FILE, --resamples B (10000), --loss-sessions N (32; 0: no
- * held-out loss).
+ * held-out loss), -h / --help (the usage text on stdout, exit 0, nothing run).
  * Exit code: 0; 1 when a session failed with an error (the figures are still written); 2 for bad
- * options.
+ * options (one line; a value that starts with '-' is written --option=VALUE).
  */
 import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
+import { parseArgsMessage } from '../src/cli/args.js';
 import { ensureDirSync } from '../src/ensure-dir.js';
 import { parseEnvName } from '../src/envs/index.js';
 import { basePolicyMarkdown, BASE_ROWS, BASE_ROW_SPECS, rowDifference, rowSummary, type BaseRow, type GameResult } from '../src/eval/base-policy.js';
@@ -48,6 +49,32 @@ function fail(msg: string): never {
   process.exit(2);
 }
 
+const HELP = `usage: npm run eval:base -- [options]
+
+Plays the held-out tasks of a base checkpoint: (a) K-attempt LaMer sessions with reflections,
+(b) the same with availableActions, (c) K independent single attempts; prints the markdown table
+and the per-game held-out loss; writes the figures as JSON.
+
+  --model DIR            checkpoint folder (default models/base)
+  --tasks N              held-out tasks per game (default 128)
+  --attempts K           attempts per session (default 3)
+  --seed S               eval seed offset of the held-out tasks (default 0)
+  --concurrency C        sessions played at once (default 8)
+  --games LIST           comma-separated envs (default minesweeper-6x6-3,sokoban-6x6-2)
+  --rows LIST            comma-separated rows (a), (b), (c) (default ${BASE_ROWS.join(',')})
+  --out FILE             the figures as JSON (default bench/results/base-policy.json; with
+                         fewer than 128 tasks, base-policy-<N>tasks.json in the temp folder)
+  --reports DIR          also write each row's full eval report there (default: none)
+  --results FILE         replace the marked section base-policy of FILE, e.g. docs/RESULTS.md
+                         (default: none)
+  --resamples B          bootstrap resamples of the pass@K (a) - (c) interval (default 10000)
+  --loss-sessions N      held-out demonstration sessions per game for the held-out loss
+                         (default 32; 0: no held-out loss)
+  -h, --help             print this text and exit
+
+Exit code: 0; 1 when a session failed with an error (the figures are still written); 2 for bad
+options.`;
+
 const { values } = (() => {
   try {
     return parseArgs({
@@ -65,12 +92,17 @@ const { values } = (() => {
         results: { type: 'string' },
         resamples: { type: 'string', default: '10000' },
         'loss-sessions': { type: 'string', default: '32' },
+        help: { type: 'boolean', short: 'h' },
       },
     });
   } catch (e) {
-    return fail((e as Error).message.split('\n')[0]);
+    return fail(parseArgsMessage(e));
   }
 })();
+if (values.help) {
+  console.log(HELP);
+  process.exit(0);
+}
 
 const int = (name: string, v: string, min: number): number => {
   if (!/^\d+$/.test(v) || Number(v) < min) fail(`--${name} must be an integer >= ${min}, got '${v}'`);

@@ -28,14 +28,17 @@
  * --seed S (0: the eval seed offset of the held-out tasks; the training seed goes in --sft-args),
  * shared training options --sessions (6000), --curriculum (the shipped mix), --block (1024),
  * --micro-batch-tokens (2048), --minibatch (16), --lr (1e-3), --sft-args '...' (more
- * model:sft-base options, split on whitespace; they override the shared ones), --report-only.
+ * model:sft-base options, split on whitespace; they override the shared ones), --report-only,
+ * -h / --help (the usage text on stdout, exit 0, nothing run).
  * Exit code: 0; 1 when a point failed to train or evaluate (the others still run and are
- * reported); 2 for bad options (one line), or when model:sft-base or eval:base refuses its options.
+ * reported); 2 for bad options (one line; a value that starts with '-' is written
+ * --option=VALUE), or when model:sft-base or eval:base refuses its options.
  */
 import { spawn } from 'node:child_process';
 import { closeSync, existsSync, openSync, readdirSync, readFileSync, readSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
+import { parseArgsMessage } from '../src/cli/args.js';
 import { ensureDirSync } from '../src/ensure-dir.js';
 import { parseEnvName } from '../src/envs/index.js';
 import {
@@ -54,6 +57,36 @@ function fail(msg: string): never {
   process.exit(2);
 }
 const log = (line: string) => process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${line}\n`);
+
+const HELP = `usage: npm run bench:base-scaling -- --out DIR --points 2x64:200,4x128:800 [options]
+
+Trains (npm run model:sft-base) and evaluates (npm run eval:base, row lamer) one SFT base model per
+point of the grid; writes DIR/scaling.json, DIR/scaling.md (also printed) and DIR/scaling.svg. A
+point whose eval.json exists is skipped, so an interrupted grid resumes where it stopped.
+
+  --out DIR              grid folder, required: new, or holding only a grid's own files
+  --points LIST          comma-separated LAYERSxEMBD[hHEADS]:STEPS to train from scratch
+                         (heads n_embd/32, at least 1, unless given; default: none)
+  --existing LIST        comma-separated POINT=CHECKPOINT_DIR, already trained: evaluated only, its
+                         tokens and seconds from its learning-curve.json (default: none)
+  --tasks N              held-out tasks per game (default 64)
+  --games LIST           comma-separated envs (default minesweeper-6x6-3,sokoban-6x6-2)
+  --seed S               eval seed offset of the held-out tasks (default 0; the training seed
+                         goes in --sft-args)
+  --sessions N           demonstration sessions of each training (default 6000)
+  --curriculum LIST      boards of the demonstrations (default the shipped mix,
+                         ${SHIPPED_CURRICULUM})
+  --block T              context length of each model (default 1024)
+  --micro-batch-tokens N memory cap per forward pass in [B, T] positions (default 2048)
+  --minibatch N          samples per optimiser step (default 16)
+  --lr X                 peak learning rate (default 1e-3)
+  --sft-args '...'       more model:sft-base options, split on whitespace; they override the
+                         shared ones above (default: none)
+  --report-only          train and evaluate nothing: rebuild the report from DIR's points
+  -h, --help             print this text and exit
+
+Exit code: 0; 1 when a point failed to train or evaluate (the others still run and are reported);
+2 for bad options (one line), or when model:sft-base or eval:base refuses its options.`;
 
 // `--sft-args '--sessions 8 ...'`: its value starts with '-', which parseArgs would read as an
 // option; join it to the flag as `--sft-args=...`.
@@ -78,12 +111,17 @@ const { values } = (() => {
         lr: { type: 'string', default: '1e-3' },
         'sft-args': { type: 'string', default: '' },
         'report-only': { type: 'boolean', default: false },
+        help: { type: 'boolean', short: 'h' },
       },
     });
   } catch (e) {
-    return fail((e as Error).message.split('\n')[0]!);
+    return fail(parseArgsMessage(e));
   }
 })();
+if (values.help) {
+  console.log(HELP);
+  process.exit(0);
+}
 
 const int = (name: string, v: string, min: number): number => {
   if (!/^\d+$/.test(v) || !Number.isSafeInteger(Number(v)) || Number(v) < min) fail(`--${name} must be an integer >= ${min}, got '${v}'`);

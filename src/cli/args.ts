@@ -39,6 +39,19 @@ export function joinNegativeValues(argv: string[], options: Options): string[] {
 }
 
 /**
+ * The one-line message of an error thrown by node:util parseArgs, for scripts that take values
+ * starting with '-' as they are (model:sft-base, eval:base, bench:base-scaling): parseArgs reads
+ * `--workers -1` as `--workers` without its value ("Option '--workers' argument is ambiguous"
+ * plus two lines of advice), which becomes "--workers needs a value (one that starts with '-'
+ * must be written --workers=VALUE)". Any other error gives the first line of its message.
+ */
+export function parseArgsMessage(e: unknown): string {
+  const msg = (e instanceof Error ? e.message : String(e)).split('\n')[0]!;
+  const ambiguous = /^Option '(--[a-z0-9-]+)' argument is ambiguous/.exec(msg);
+  return ambiguous ? `${ambiguous[1]} needs a value (one that starts with '-' must be written ${ambiguous[1]}=VALUE)` : msg;
+}
+
+/**
  * Parse `argv` of command `cmd` (strict). Returns the values, or an exit code: 0 after printing
  * `help` for --help / -h, 2 after printing `lamer <cmd>: <message>` for an unknown option or a
  * missing value.

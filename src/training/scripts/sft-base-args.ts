@@ -5,6 +5,7 @@
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
+import { parseArgsMessage } from '../../cli/args.js';
 import { LR_SCHEDULES, type LrSchedule } from '../../domain.js';
 import { countParams, DEFAULT_CONFIG, validateConfig, type GPTConfig } from '../../model/gpt.js';
 import { configFromOptions, INIT_SEED } from '../../model/scripts/init-base.js';
@@ -126,10 +127,8 @@ export function parseSftBaseArgs(argv: string[]): SftBaseOptions | null {
       },
     }).values;
   } catch (e) {
-    const msg = (e as Error).message.split('\n')[0]!;
-    // parseArgs reads a value that starts with '-' (e.g. --workers -1) as an option: say what to write.
-    const ambiguous = /^Option '(--[a-z-]+)' argument is ambiguous/.exec(msg);
-    throw new SftBaseUsageError(ambiguous ? `${ambiguous[1]} needs a value (one that starts with '-' must be written ${ambiguous[1]}=VALUE)` : msg);
+    // A value that starts with '-' (e.g. --workers -1) is read as an option: the message says what to write.
+    throw new SftBaseUsageError(parseArgsMessage(e));
   }
   if (values.help) {
     console.log(HELP);

@@ -1,0 +1,68 @@
+/**
+ * The command lines of `npm run eval:base` (bench/base-policy.ts) and `npm run bench:base-scaling`
+ * (bench/base-scaling.ts), run as child processes: --help / -h print the usage text listing every
+ * option and exit 0 without doing any work; a value starting with '-' given as a separate argument
+ * is a one-line usage error, exit 2.
+ */
+import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { root } from '../helpers/cli.js';
+import { tmpDir } from '../helpers/index.js';
+
+// Each run starts node with tsx: a few seconds on a busy machine.
+const run = (script: string, args: string[]) => spawnSync(process.execPath, ['--import', 'tsx', script, ...args], { cwd: root, encoding: 'utf8' });
+/** The options a usage text lists: the first `--name` of each indented option line, in order. */
+const listed = (help: string) => help.split('\n').flatMap((l) => /^ {2}(?:-h, )?(--[a-z-]+)/.exec(l)?.[1] ?? []);
+
+describe('eval:base command line', () => {
+  it('--help and -h: the usage text with every option, exit 0, nothing written', () => {
+    const out = path.join(tmpDir('lamer-eval-base-help-'), 'figures.json');
+    for (const flag of ['--help', '-h']) {
+      const r = run('bench/base-policy.ts', [flag, '--out', out]);
+      expect(r.status, r.stderr).toBe(0);
+      expect(r.stderr).toBe('');
+      expect(r.stdout.startsWith('usage: npm run eval:base -- [options]\n')).toBe(true);
+      expect(listed(r.stdout)).toEqual([
+        '--model', '--tasks', '--attempts', '--seed', '--concurrency', '--games', '--rows', '--out', '--reports', '--results',
+        '--resamples', '--loss-sessions', '--help',
+      ]);
+      expect(r.stdout).toContain('  --loss-sessions N      held-out demonstration sessions per game for the held-out loss\n                         (default 32; 0: no held-out loss)\n');
+      expect(r.stdout).toContain('(default lamer,lamer-avail,independent)');
+    }
+    expect(existsSync(out)).toBe(false);
+  }, 60_000);
+
+  it('--loss-sessions -1: says to write --loss-sessions=VALUE, exit 2', () => {
+    const r = run('bench/base-policy.ts', ['--loss-sessions', '-1']);
+    expect(r.status).toBe(2);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toBe("eval:base: --loss-sessions needs a value (one that starts with '-' must be written --loss-sessions=VALUE)\n");
+  }, 30_000);
+});
+
+describe('bench:base-scaling command line', () => {
+  it('--help and -h: the usage text with every option, exit 0, no grid folder made', () => {
+    const out = path.join(tmpDir('lamer-scaling-help-'), 'grid');
+    for (const flag of ['--help', '-h']) {
+      const r = run('bench/base-scaling.ts', ['--out', out, '--points', '1x32:2', flag]);
+      expect(r.status, r.stderr).toBe(0);
+      expect(r.stderr).toBe('');
+      expect(r.stdout.startsWith('usage: npm run bench:base-scaling -- --out DIR --points 2x64:200,4x128:800 [options]\n')).toBe(true);
+      expect(listed(r.stdout)).toEqual([
+        '--out', '--points', '--existing', '--tasks', '--games', '--seed', '--sessions', '--curriculum', '--block', '--micro-batch-tokens',
+        '--minibatch', '--lr', '--sft-args', '--report-only', '--help',
+      ]);
+      expect(r.stdout).toContain('  --tasks N              held-out tasks per game (default 64)\n');
+    }
+    expect(existsSync(out)).toBe(false);
+  }, 60_000);
+
+  it('--tasks -1: says to write --tasks=VALUE, exit 2', () => {
+    const r = run('bench/base-scaling.ts', ['--out', path.join(tmpDir('lamer-scaling-neg-'), 'grid'), '--tasks', '-1']);
+    expect(r.status).toBe(2);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toBe("bench:base-scaling: --tasks needs a value (one that starts with '-' must be written --tasks=VALUE)\n");
+  }, 30_000);
+});
