@@ -10,7 +10,8 @@
  *      items without an exact count; distinct seeds of the training range after `--seed`, so no
  *      held-out eval task is seen);
  *   3. an `sft` training job (src/training/job.ts runTrainingJob, the runner of the server's jobs)
- *      from that start (a fresh AdamW state and learning-rate schedule), for a FIXED number of optimiser steps (`--steps`, each on `--minibatch`
+ *      from that start (a fresh AdamW state and learning-rate schedule), for a FIXED number of
+ *      optimiser steps (`--steps`, each on `--minibatch`
  *      samples drawn as consecutive seeded permutations of the samples) or whole epochs
  *      (`--epochs`), at the learning rate `--lr` with linear warm-up and cosine decay to
  *      `--min-lr-ratio` of it (`--lr-schedule cosine`, the default; `constant` keeps `--lr`), each sample at
