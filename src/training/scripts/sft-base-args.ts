@@ -9,7 +9,7 @@ import { parseArgsMessage } from '../../cli/args.js';
 import { LR_SCHEDULES, type LrSchedule } from '../../domain.js';
 import { countParams, DEFAULT_CONFIG, validateConfig, type GPTConfig } from '../../model/gpt.js';
 import { configFromOptions, INIT_SEED } from '../../model/scripts/init-base.js';
-import type { CurvePoint } from './sft-curve.js';
+import { checkCurvePoints, type CurvePoint } from './sft-curve.js';
 /** Model config of the shipped base when no `--layers/--embd/--heads/--block` is given. */
 export const SFT_BASE_CONFIG: GPTConfig = { ...DEFAULT_CONFIG };
 
@@ -231,9 +231,11 @@ function readStartCheckpoint(dir: string): { config: GPTConfig; curve: CurvePoin
     } catch (e) {
       throw new Error(`--from ${dir}: learning-curve.json is not JSON (${(e as Error).message})`);
     }
-    const ok = Array.isArray(points) && points.every((p, i) => p !== null && typeof p === 'object' && p.step === i + 1 && ['tokens', 'seconds', 'loss', 'lr'].every((k) => typeof p[k] === 'number'));
-    if (!ok) throw new Error(`--from ${dir}: learning-curve.json must have points {step, tokens, seconds, loss, lr} with steps 1, 2, ... in order (move it away to start a new curve)`);
-    curve = points as CurvePoint[];
+    try {
+      curve = checkCurvePoints(points);
+    } catch {
+      throw new Error(`--from ${dir}: learning-curve.json must have points {step, tokens, seconds, loss, lr} with steps 1, 2, ... in order (move it away to start a new curve)`);
+    }
   }
   const seed = lamer?.meta?.hyper?.seed;
   const sessions = lamer?.meta?.demos?.sessions;

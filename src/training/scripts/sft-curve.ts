@@ -38,17 +38,32 @@ export function sftCurveSvg(points: readonly CurvePoint[], caption?: string): st
 }
 
 /**
+ * `points` as the points of a learning curve that another one can continue: objects with numeric
+ * step, tokens, seconds, loss and lr, the steps 1, 2, ... in order.
+ * @throws RangeError naming the first point that is not.
+ */
+export function checkCurvePoints(points: unknown): CurvePoint[] {
+  if (!Array.isArray(points)) throw new RangeError('a learning curve\'s points must be an array');
+  points.forEach((p: unknown, i) => {
+    const q = p as Record<string, unknown> | null;
+    if (q === null || typeof q !== 'object' || !['step', 'tokens', 'seconds', 'loss', 'lr'].every((k) => typeof q[k] === 'number')) {
+      throw new RangeError(`the start checkpoint's learning curve has no numeric step, tokens, seconds, loss and lr at position ${i + 1}`);
+    }
+    if (q.step !== i + 1) throw new RangeError(`the start checkpoint's learning curve has step ${q.step} at position ${i + 1}`);
+  });
+  return points as CurvePoint[];
+}
+
+/**
  * The learning curve of a checkpoint trained on from another one (`model:sft-base --from`): the
  * start checkpoint's points, then this run's with step, tokens and seconds counted on from its
  * last point, so the curve and its last point describe all the training the checkpoint has had
  * (seconds: the runs' wall times added, not the time between them). `parent` empty: `points`
  * unchanged.
- * @throws RangeError when `parent`'s steps are not 1, 2, ... in order.
+ * @throws RangeError when `parent` is not a curve to continue (`checkCurvePoints`).
  */
 export function continueCurve(parent: readonly CurvePoint[], points: readonly CurvePoint[]): CurvePoint[] {
-  parent.forEach((p, i) => {
-    if (p.step !== i + 1) throw new RangeError(`the start checkpoint's learning curve has step ${p.step} at position ${i + 1}`);
-  });
+  checkCurvePoints(parent);
   const last = parent.at(-1);
   if (!last) return [...points];
   return [...parent, ...points.map((p) => ({ ...p, step: last.step + p.step, tokens: last.tokens + p.tokens, seconds: Number((last.seconds + p.seconds).toFixed(3)) }))];

@@ -1,6 +1,6 @@
 /** The learning curve of model:sft-base: going on from a start checkpoint's curve. */
 import { describe, expect, it } from 'vitest';
-import { continueCurve, type CurvePoint } from '../../../src/training/scripts/sft-curve.js';
+import { checkCurvePoints, continueCurve, type CurvePoint } from '../../../src/training/scripts/sft-curve.js';
 
 const pt = (step: number, tokens: number, seconds: number, loss = 1, lr = 1e-3): CurvePoint => ({ step, tokens, seconds, loss, lr });
 
@@ -21,5 +21,8 @@ describe('continueCurve', () => {
 
   it('refuses a start curve whose steps are not 1, 2, ... in order', () => {
     expect(() => continueCurve([pt(1, 1, 1), pt(3, 2, 2)], [pt(1, 1, 1)])).toThrow(new RangeError("the start checkpoint's learning curve has step 3 at position 2"));
+    expect(() => checkCurvePoints([pt(1, 1, 1), { step: 2, tokens: 2 }])).toThrow(new RangeError("the start checkpoint's learning curve has no numeric step, tokens, seconds, loss and lr at position 2"));
+    expect(() => checkCurvePoints('garbage')).toThrow(new RangeError("a learning curve's points must be an array"));
+    expect(checkCurvePoints([pt(1, 1, 1)])).toEqual([pt(1, 1, 1)]);
   });
 });
