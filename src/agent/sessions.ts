@@ -289,8 +289,11 @@ export class SessionService {
     const none: StepGenerations = { act: null, actPrompt: null, refl: null, reflPrompt: null, reflectionText: null };
     const steps = this.promptSteps(row.id, input.attempt);
     const base = { sessionId: row.id, modelVersion: row.modelVersion, instructions: row.instructions };
+    // the version's prompt layout (a compact checkpoint reads a short one) and the env it may name
+    const layout = { format: await this.models.promptFormat(row.modelVersion), env: row.env };
     if (!plan.ends) {
       const prompt = renderActPrompt({
+        ...layout,
         instructions: row.instructions,
         memory: row.memory,
         attempt: input.attempt,
@@ -305,6 +308,7 @@ export class SessionService {
     }
     if (!plan.reflects) return none;
     const prompt = renderReflectionPrompt({
+      ...layout,
       instructions: row.instructions,
       memory: row.memory,
       attempt: input.attempt,

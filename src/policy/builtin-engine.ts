@@ -31,7 +31,6 @@ import { initBackend, type BackendPreference } from '../model/backend.js';
 import type { BatcherStats } from '../model/batcher.js';
 import type { CachedRow } from '../model/gpt-cached.js';
 import { DEFAULT_LIMITS, type GenerationLimits } from '../model/sampling.js';
-import { decode } from '../model/tokenizer.js';
 import {
   EngineError, type ActRequest, type CompleteRequest, type Completion, type EngineHealth, type EngineInfo, type EngineObserver,
   type Generation, type PolicyEngine, type ReflectRequest, type ScoreRequest,
@@ -220,8 +219,8 @@ export class BuiltinEngine implements PolicyEngine {
    * A sessionless completion (the OpenAI-compatible endpoint): with `choices`, the constrained
    * path of `act` with `availableActions` (same tokens, logprobs and choice); otherwise up to
    * `min(maxTokens, block_size / 2)` sampled tokens. Stop strings cut the output before their first
-   * occurrence; the token ids and logprobs are cut at the same byte (tokens are bytes), so they
-   * are exactly those of the returned text. finishReason 'stop' when EOS, a stop string or a
+   * occurrence; the token ids and logprobs are cut at the token where it begins (for the byte
+   * tokenizer the same byte), so they are exactly those of the returned text. finishReason 'stop' when EOS, a stop string or a
    * choice ended it, else 'length'.
    */
   async complete(req: CompleteRequest): Promise<Completion> {
@@ -233,11 +232,11 @@ export class BuiltinEngine implements PolicyEngine {
       const g = await generate(this.ctx, m, null, req.prompt, cap, req.sampling);
       const last = g.outputTokenIds[g.outputTokenIds.length - 1];
       let finishReason: Completion['finishReason'] = last !== undefined && this.ctx.stopSet.has(last) ? 'stop' : 'length';
-      const cut = firstStop(g.outputTokenIds, req.stop ?? []);
+      const cut = firstStop(g.outputTokenIds, req.stop ?? [], m.tokenizer);
       if (cut >= 0) {
         g.outputTokenIds = g.outputTokenIds.slice(0, cut);
         g.logprobs = g.logprobs.slice(0, cut);
-        g.output = decode(g.outputTokenIds);
+        g.output = m.tokenizer.decode(g.outputTokenIds);
         finishReason = 'stop';
       }
       return { ...g, finishReason };

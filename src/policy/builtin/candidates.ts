@@ -11,7 +11,7 @@
 import { MULTI_TOKEN_BATCH_TOKENS } from '../../model/batcher.js';
 import { disposeCache } from '../../model/gpt-cached.js';
 import { drawIndex, rngFor, samplingLogprobs, type Rng } from '../../model/sampling.js';
-import { encodeCandidate, type EncodedPrompt } from '../../model/tokenizer.js';
+import type { EncodedPrompt } from '../../model/tokenizer.js';
 import { EngineError, EngineLimitError, type Generation, type PromptParts, type SamplingParams } from '../engine.js';
 import { onPrompt, type GenContext, type Prefilled } from './generate.js';
 import type { LoadedModel } from './versions.js';
@@ -51,16 +51,16 @@ export function candidateReserve(m: LoadedModel, candidates: string[], caps: Can
   let longest = 0;
   let total = 0;
   for (let i = 0; i < candidates.length; i++) {
-    const n = Buffer.byteLength(candidates[i]!, 'utf8') + 1;
+    const n = m.tokenizer.encode(candidates[i]!).length + 1;
     if (n > half) {
-      throw new EngineLimitError(`body/availableActions/${i}`, `is ${n} tokens (UTF-8 bytes + 1); model version ${m.version} takes candidates of at most ${half} tokens (half its context of ${m.model.config.block_size})`);
+      throw new EngineLimitError(`body/availableActions/${i}`, `is ${n} tokens (its tokens + EOS); model version ${m.version} takes candidates of at most ${half} tokens (half its context of ${m.model.config.block_size})`);
     }
     longest = Math.max(longest, n);
     total += n;
   }
   if (total > cap) {
     const which = cap === candidateCap ? 'LAMER_MAX_CANDIDATE_TOKENS' : 'when every candidate is scored';
-    throw new EngineLimitError('body/availableActions', `total ${total} tokens (UTF-8 bytes + 1 per action); at most ${cap} per call (${which})`);
+    throw new EngineLimitError('body/availableActions', `total ${total} tokens (each action's tokens + EOS); at most ${cap} per call (${which})`);
   }
   return longest;
 }
@@ -119,7 +119,7 @@ async function walkTrie(m: LoadedModel, p: Prefilled, tokens: number[][], sampli
 export async function sampleCandidate(
   ctx: GenContext, m: LoadedModel, caps: CandidateCaps, sessionId: string | null, prompt: PromptParts, candidates: string[], sampling: SamplingParams,
 ): Promise<Generation> {
-  const tokens = candidates.map(encodeCandidate);
+  const tokens = candidates.map((c) => m.tokenizer.encodeCandidate(c));
   const reserve = candidateReserve(m, candidates, caps);
   const rng: Rng = rngFor(sampling);
   return onPrompt(ctx, m, sessionId, prompt, reserve, 'constrained sampling failed', async (p) => {
@@ -160,7 +160,7 @@ export async function scoreCandidates(
 ): Promise<{ enc: EncodedPrompt; tokens: number[][]; logprobs: number[][] }> {
   const V = m.model.config.vocab_size;
   const reserve = candidateReserve(m, candidates, caps, true);
-  const tokens = candidates.map(encodeCandidate);
+  const tokens = candidates.map((c) => m.tokenizer.encodeCandidate(c));
   return onPrompt(ctx, m, sessionId, prompt, reserve, 'scoring failed', async (p) => {
     const chunks = scoringChunks(tokens);
     const results = new Map<number, Float32Array>();

@@ -9,7 +9,7 @@ import { cacheLength, disposeCache, truncateCache } from '../../model/gpt-cached
 import type { RowCache } from '../../model/kv-cache.js';
 import { drawIndex, rngFor, samplingLogprobs } from '../../model/sampling.js';
 import {
-  completeUtf8Prefix, decode, fitPrompt, UTF8_START, utf8Allowed, utf8Next, type EncodedPrompt, type PromptFit,
+  completeUtf8Prefix, UTF8_START, utf8Allowed, utf8Next, type EncodedPrompt, type PromptFit, type Tokenizer,
 } from '../../model/tokenizer.js';
 import { EngineError, type Generation, type PromptParts, type SamplingParams } from '../engine.js';
 import type { SessionCaches, SessionState } from './kv-lru.js';
@@ -37,18 +37,31 @@ export function commonPrefix(a: readonly number[], b: readonly number[]): number
 }
 
 /**
- * Index of the first output token where any of `stops` (UTF-8) begins, or -1. Output tokens are
- * bytes (< 256) except special tokens, which end the scan.
+ * Index of the first output token where any of `stops` (UTF-8) begins, or -1. Tokens are read as
+ * the bytes they stand for (`tokenizer.tokenBytes`; byte tokenizer by default); a special token
+ * ends the scan. A stop that begins inside a multi-byte token (a game-vocabulary piece) stops at
+ * that token, which is then not part of the output.
  */
-export function firstStop(out: readonly number[], stops: readonly string[]): number {
+export function firstStop(out: readonly number[], stops: readonly string[], tokenizer?: Pick<Tokenizer, 'tokenBytes'>): number {
   const pats = stops.filter((x) => x.length > 0).map((x) => Array.from(new TextEncoder().encode(x)));
   if (pats.length === 0) return -1;
-  for (let i = 0; i < out.length && out[i]! < 256; i++) {
+  const bytes: number[] = [];
+  const owner: number[] = [];
+  for (let i = 0; i < out.length; i++) {
+    const t = out[i]!;
+    const b = tokenizer ? tokenizer.tokenBytes(t) : t >= 0 && t < 256 ? [t] : [];
+    if (b.length === 0) break;
+    for (const x of b) {
+      bytes.push(x);
+      owner.push(i);
+    }
+  }
+  for (let i = 0; i < bytes.length; i++) {
     for (const p of pats) {
-      if (i + p.length > out.length) continue;
+      if (i + p.length > bytes.length) continue;
       let ok = true;
-      for (let j = 0; j < p.length && ok; j++) ok = out[i + j] === p[j];
-      if (ok) return i;
+      for (let j = 0; j < p.length && ok; j++) ok = bytes[i + j] === p[j];
+      if (ok) return owner[i]!;
     }
   }
   return -1;
@@ -93,7 +106,7 @@ export async function onPrompt<T>(
   body: (p: Prefilled) => Promise<{ value: T; tokens: number[] }>,
 ): Promise<T> {
   const st = ctx.sessions.take(sessionId, m.version);
-  const enc = fitPrompt(prompt, m.model.config.block_size, reserve, st?.fit); // tokenizer.ts: oldest steps dropped first, with hysteresis
+  const enc = m.tokenizer.fitPrompt(prompt, m.model.config.block_size, reserve, st?.fit); // tokenizer.ts: oldest steps dropped first, with hysteresis
   const fit: PromptFit = { head: prompt.head, steps: prompt.steps.length, dropped: enc.droppedSteps };
   const p: Prefilled = { enc, cache: null, last: new Float32Array(0) };
   try {
@@ -146,7 +159,7 @@ export async function generate(ctx: GenContext, m: LoadedModel, sessionId: strin
   }
   const textIds = out.length > 0 && ctx.stopSet.has(out[out.length - 1]) ? out.slice(0, -1) : out;
   return {
-    output: decode(textIds),
+    output: m.tokenizer.decode(textIds),
     promptTokenIds: enc.ids,
     promptText: enc.text,
     promptTruncatedChars: enc.truncatedChars,

@@ -6,7 +6,8 @@
  */
 import { backendGeneration } from '../../model/backend.js';
 import { ForwardBatcher } from '../../model/batcher.js';
-import { loadCheckpoint } from '../../model/checkpoint.js';
+import { checkpointText, loadCheckpoint } from '../../model/checkpoint.js';
+import type { Tokenizer } from '../../model/tokenizer.js';
 import type { CachedRow, CachedRowResult } from '../../model/gpt-cached.js';
 import type { GPT } from '../../model/gpt.js';
 import { EngineError } from '../engine.js';
@@ -17,6 +18,8 @@ export interface LoadedModel {
   version: string;
   dir: string;
   model: GPT;
+  /** The checkpoint's tokenizer (byte or game vocabulary; src/model/tokenizer.ts). */
+  tokenizer: Tokenizer;
   batcher: ForwardBatcher;
   inFlight: number;
   evicted: boolean;
@@ -69,8 +72,11 @@ export class VersionCache {
    */
   async doLoad(version: string, dir: string): Promise<void> {
     let model: GPT;
+    let tokenizer: Tokenizer;
     try {
-      ({ model } = await loadCheckpoint(dir));
+      const loaded = await loadCheckpoint(dir);
+      model = loaded.model;
+      tokenizer = checkpointText(loaded.metadata).tokenizer;
     } catch (err) {
       throw new EngineError(`cannot load model version ${version} from ${dir}: ${(err as Error).message}`, { cause: err });
     }
@@ -79,7 +85,7 @@ export class VersionCache {
       model.dispose();
       throw new EngineError(`model version ${version}: block_size ${model.config.block_size} too small for the generation caps (needs >= ${minBlock})`);
     }
-    const entry: LoadedModel = { generation: backendGeneration(), version, dir, model, batcher: undefined as unknown as ForwardBatcher, inFlight: 0, evicted: false };
+    const entry: LoadedModel = { generation: backendGeneration(), version, dir, model, tokenizer, batcher: undefined as unknown as ForwardBatcher, inFlight: 0, evicted: false };
     entry.batcher = new ForwardBatcher((rows) => this.opts.runForward(entry, rows), {
       windowMs: this.opts.batchWindowMs,
       maxBatchSize: this.opts.maxBatchSize,
