@@ -22,7 +22,7 @@ import type { CreateJobRequest } from '../../../training/manager.js';
 import type { DataFilter } from '../../../training/select.js';
 import type { IterationMetrics } from '../../../training/job.js';
 import { bearer, errorResponses } from '../common.js';
-import { CreateJob, Job, JobList, JobParams, ListJobsQuery } from './schemas.js';
+import { CreateJob, Job, JobList, JobParams, ListJobsQuery } from '../../../training/schemas.js';
 
 const tags = ['training'];
 

@@ -8,8 +8,8 @@
  * `sessions` (small sets; bounded by the request body limit); exactly one of the two.
  */
 import { Type } from 'typebox';
-import { FreeObject, Nullable, StringEnum } from '../common.js';
-import { ALGORITHMS, JOB_STATUSES, OLD_LOGPROB_SOURCES, LR_SCHEDULES, POSITION_OFFSETS, RETURN_MODES } from '../../../domain.js';
+import { FreeObject, Nullable, StringEnum } from '../schema-helpers.js';
+import { ALGORITHMS, JOB_STATUSES, OLD_LOGPROB_SOURCES, LR_SCHEDULES, POSITION_OFFSETS, RETURN_MODES } from '../domain.js';
 
 export const DataFilter = Type.Object(
   {
