@@ -87,9 +87,7 @@ export class SessionService {
     private readonly events: StepEvents = {},
     private readonly protection: AgentProtection = NO_PROTECTION,
   ) {
-    this.repo = repos.sessions;
-    this.steps = repos.steps;
-    this.hot = repos.hot;
+    ({ sessions: this.repo, steps: this.steps, hot: this.hot } = repos);
   }
 
   /** Model calls (act/reflect) waiting on or running in the engine now. */
