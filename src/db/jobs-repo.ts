@@ -1,6 +1,6 @@
 /**
- * Queries of the `training_jobs` table: the listing and /metrics reads of the HTTP layer, and the
- * reads and writes of the job manager (src/training/manager.ts decides what is written when).
+ * Queries of the `training_jobs` table: the training service's listing, the /metrics reads, and
+ * the reads and writes of the job manager (src/training/manager.ts decides what is written when).
  */
 import { and, desc, eq, lt, or, sql, type SQL } from 'drizzle-orm';
 import type { Db } from './index.js';
@@ -13,9 +13,6 @@ export interface JobListQuery {
   cursor?: string;
   limit: number;
 }
-
-
-
 
 /** A job row to insert (times in ms since the epoch). */
 export type JobInsert = typeof trainingJobs.$inferInsert;

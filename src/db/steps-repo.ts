@@ -1,5 +1,5 @@
 /**
- * Paged reads of the `steps` table (a session's trajectory) for the HTTP layer; the step writes
+ * Paged reads of the `steps` table (a session's trajectory, for the session service); the step writes
  * are the prepared statements of src/db/queries.ts.
  */
 import { and, asc, eq, sql, type SQL, type SQLWrapper } from 'drizzle-orm';
