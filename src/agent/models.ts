@@ -3,9 +3,8 @@
  * `active` (new sessions pin it); activation loads the version in the engine before flipping, so a
  * failed load leaves the active version unchanged.
  */
-import type { Db } from '../db/index.js';
 import type { ModelRow } from '../db/schema.js';
-import { ModelsRepo } from '../db/models-repo.js';
+import type { ModelsRepo } from '../db/models-repo.js';
 import { EngineError, type EngineSpec, type PolicyEngine, type RemoteVersionConfig } from '../policy/engine.js';
 import { DomainError, invalid, notFound } from './errors.js';
 import { readCheckpointMetadata } from '../model/checkpoint.js';
@@ -29,14 +28,11 @@ export class ModelRegistry {
   private readonly loading = new Map<string, Promise<void>>();
   /** Prompt format per `version|checkpointDir` (a checkpoint folder is immutable once registered). */
   private readonly formats = new Map<string, Promise<PromptFormat>>();
-  private readonly repo: ModelsRepo;
-
+  /** @param repo the `models` table (`app.repos.models`). */
   constructor(
-    db: Db,
+    private readonly repo: ModelsRepo,
     private readonly engine: PolicyEngine,
-  ) {
-    this.repo = new ModelsRepo(db);
-  }
+  ) {}
 
   /**
    * When the table is empty, register `version` at `checkpointDir` as active (first start). When

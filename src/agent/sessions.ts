@@ -27,12 +27,11 @@
  *   Retry-After and records nothing, so the client retries the same step. A tenant may hold at
  *   most `protection.maxOpenSessionsPerTenant` active sessions; one more is 409 too-many-sessions.
  */
-import type { Db } from '../db/index.js';
-import type { HotQueries } from '../db/queries.js';
 import { DatabaseError } from '../db/errors.js';
 import type { SessionRow } from '../db/schema.js';
-import { SessionsRepo, type SessionFilters } from '../db/sessions-repo.js';
-import { stepPage, type StepPosition } from '../db/steps-repo.js';
+import type { Repositories } from '../db/repositories.js';
+import type { SessionFilters } from '../db/sessions-repo.js';
+import type { StepPosition } from '../db/steps-repo.js';
 import { callSeed, type CallKind } from '../model/sampling.js';
 import { EngineError, EngineLimitError, type PolicyEngine, type PromptParts, type SamplingParams } from '../policy/engine.js';
 import type { ModelRegistry } from './models.js';
@@ -74,19 +73,21 @@ function trajectoryCursor(cursor: string): StepPosition {
 
 export class SessionService {
   private readonly mutex = new KeyedMutex();
-  private readonly repo: SessionsRepo;
+  private readonly repo: Repositories['sessions'];
+  private readonly steps: Repositories['steps'];
+  private readonly hot: Repositories['hot'];
   private modelCalls = 0;
 
+  /** @param repos the repositories of the server's database (`app.repos`): sessions, steps and the step hot path. */
   constructor(
-    private readonly db: Db,
-    private readonly hot: HotQueries,
+    repos: Pick<Repositories, 'sessions' | 'steps' | 'hot'>,
     private readonly engine: PolicyEngine,
     private readonly models: ModelRegistry,
     private readonly limits: Limits,
     private readonly events: StepEvents = {},
     private readonly protection: AgentProtection = NO_PROTECTION,
   ) {
-    this.repo = new SessionsRepo(db);
+    ({ sessions: this.repo, steps: this.steps, hot: this.hot } = repos);
   }
 
   /** Model calls (act/reflect) waiting on or running in the engine now. */
@@ -351,7 +352,7 @@ export class SessionService {
   /**
    * One page of a session's recorded steps, in order (attempt, step, then the action before the
    * reflection of the same position). A page holds at most `page.limit` rows and at most
-   * `page.maxBytes` bytes of row text (src/db/steps-repo.ts stepPage), but always at least one row,
+   * `page.maxBytes` bytes of row text (src/db/steps-repo.ts StepsRepo.page), but always at least one row,
    * so no answer grows with the session. `page.cursor` is the `nextCursor` of the previous page
    * (`<attempt>.<step>.<a|r>`); `nextCursor` is null on the last.
    * @throws DomainError `not-found` for a session of another tenant or none; `validation` for a malformed cursor.
@@ -359,7 +360,7 @@ export class SessionService {
   trajectory(tenant: string, id: string, page: { limit: number; cursor?: string; maxBytes: number }) {
     this.row(tenant, id);
     const after = page.cursor !== undefined ? trajectoryCursor(page.cursor) : undefined;
-    const { rows, last } = stepPage(this.db, id, after, page.limit, page.maxBytes);
+    const { rows, last } = this.steps.page(id, after, page.limit, page.maxBytes);
     const nextCursor = last ? `${last.attempt}.${last.step}.${last.kind === 'action' ? 'a' : 'r'}` : null;
     return { sessionId: id, nextCursor, steps: rows.map(trajectoryStep) };
   }

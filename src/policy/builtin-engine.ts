@@ -17,7 +17,7 @@
  *   to it steps again.
  *
  * Its parts live in src/policy/builtin/: `versions.ts` (the loaded-version LRU), `kv-lru.ts` (the
- * session KV caches), `generate.ts` (prompt fit, prefill, the sampling loop), `candidates.ts`
+ * session KV caches; one `SessionCache` owns a session's cache while a request runs), `generate.ts` (prompt fit, prefill, the sampling loop), `candidates.ts`
  * (trie sampling and scoring of candidates), `recovery.ts` (backend-fault recovery); this file
  * composes them behind `PolicyEngine`.
  *
@@ -100,7 +100,7 @@ export class BuiltinEngine implements PolicyEngine {
       onEvict: (version) => this.sessions.dropVersion(version),
       logger: opts.logger,
     });
-    this.sessions = new SessionCaches(opts.maxCachedSessions, (version) => !this.disposed && this.versions.models.has(version));
+    this.sessions = new SessionCaches(opts.maxCachedSessions, (version) => !this.disposed && this.versions.has(version));
     this.recovery = new BackendRecovery({
       versions: this.versions,
       sessions: this.sessions,
@@ -119,13 +119,13 @@ export class BuiltinEngine implements PolicyEngine {
   }
 
   info(): EngineInfo {
-    return { engine: 'builtin', backend: this.backend, loadedVersions: [...this.versions.models.keys()] };
+    return { engine: 'builtin', backend: this.backend, loadedVersions: this.versions.loaded().map((m) => m.version) };
   }
 
   /** Batching counters per loaded version (for /metrics and benchmarks). */
   stats(): Record<string, BatcherStats> {
     const out: Record<string, BatcherStats> = {};
-    for (const [v, m] of this.versions.models) out[v] = { ...m.batcher.stats };
+    for (const m of this.versions.loaded()) out[m.version] = { ...m.batcher.stats };
     return out;
   }
 
@@ -137,17 +137,17 @@ export class BuiltinEngine implements PolicyEngine {
   /** Requests queued in all loaded versions' batchers now. */
   queueDepth(): number {
     let n = 0;
-    for (const m of this.versions.models.values()) n += m.batcher.queuedRequests;
+    for (const m of this.versions.loaded()) n += m.batcher.queuedRequests;
     return n;
   }
 
   isLoaded(version: string): boolean {
-    return this.versions.models.has(version);
+    return this.versions.has(version);
   }
 
   async load(version: string, checkpointDir: string): Promise<void> {
     if (this.disposed) throw new EngineError('engine disposed');
-    this.versions.dirs.set(version, checkpointDir);
+    this.versions.setDir(version, checkpointDir);
     await this.recovery.usable();
     return this.versions.loadOrJoin(version, checkpointDir);
   }
@@ -156,8 +156,8 @@ export class BuiltinEngine implements PolicyEngine {
   private async acquire(version: string): Promise<LoadedModel> {
     if (this.disposed) throw new EngineError('engine disposed');
     await this.recovery.usable();
-    if (!this.versions.models.has(version)) {
-      const dir = this.versions.dirs.get(version);
+    if (!this.versions.has(version)) {
+      const dir = this.versions.dirOf(version);
       if (!dir) throw new EngineError(`model version ${version} is not loaded`);
       await this.load(version, dir);
     }

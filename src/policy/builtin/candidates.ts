@@ -9,7 +9,6 @@
  * Sizes are checked before any model work (`candidateReserve`, EngineLimitError).
  */
 import { MULTI_TOKEN_BATCH_TOKENS } from '../../model/batcher.js';
-import { disposeCache } from '../../model/gpt-cached.js';
 import { drawIndex, rngFor, samplingLogprobs, type Rng } from '../../model/sampling.js';
 import type { EncodedPrompt } from '../../model/tokenizer.js';
 import { EngineError, EngineLimitError, type Generation, type PromptParts, type SamplingParams } from '../engine.js';
@@ -67,12 +66,11 @@ export function candidateReserve(m: LoadedModel, candidates: string[], caps: Can
 
 /**
  * Walks the candidates' trie from the prefilled prompt (see `sampleCandidate`); the forced tokens
- * pending before a sampled position run in the same forward. `p.cache` ends holding `seq`.
- * @returns the chosen index, the output tokens and their logprobs, and the tokens in the cache.
+ * pending before a sampled position run in the same forward (`p.cache.extend`).
+ * @returns the chosen index, the output tokens and their logprobs.
  */
 async function walkTrie(m: LoadedModel, p: Prefilled, tokens: number[][], sampling: SamplingParams, rng: Rng) {
   let row = p.last;
-  const seq = p.enc.ids.slice(); // tokens in the cache
   const out: number[] = [];
   const logprobs: number[] = [];
   let pending: number[] = [];
@@ -87,12 +85,8 @@ async function walkTrie(m: LoadedModel, p: Prefilled, tokens: number[][], sampli
       t = allowed[0];
     } else {
       if (pending.length > 0) {
-        const [r] = await m.batcher.submit([{ cache: p.cache, tokens: pending, allPositions: false, keepCache: true }]);
-        disposeCache(p.cache);
-        p.cache = r.cache;
-        seq.push(...pending);
+        row = await p.cache.extend(pending);
         pending = [];
-        row = r.logprobs;
       }
       const dist = samplingLogprobs(row, sampling, allowed);
       t = drawIndex(dist, sampling.temperature, rng);
@@ -104,7 +98,7 @@ async function walkTrie(m: LoadedModel, p: Prefilled, tokens: number[][], sampli
     choice = live.find((c) => tokens[c].length === j + 1) ?? -1;
     if (choice < 0) pending.push(t);
   }
-  return { choice, out, logprobs, seq };
+  return { choice, out, logprobs };
 }
 
 /**
@@ -123,13 +117,13 @@ export async function sampleCandidate(
   const reserve = candidateReserve(m, candidates, caps);
   const rng: Rng = rngFor(sampling);
   return onPrompt(ctx, m, sessionId, prompt, reserve, 'constrained sampling failed', async (p) => {
-    const { choice, out, logprobs, seq } = await walkTrie(m, p, tokens, sampling, rng);
+    const { choice, out, logprobs } = await walkTrie(m, p, tokens, sampling, rng);
     const { enc } = p;
     const value: Generation = {
       output: candidates[choice], promptTokenIds: enc.ids, promptText: enc.text, promptTruncatedChars: enc.truncatedChars, outputTokenIds: out, logprobs,
       droppedSteps: enc.droppedSteps, modelVersion: m.version, choiceIndex: choice,
     };
-    return { value, tokens: seq };
+    return value;
   });
 }
 
@@ -165,10 +159,10 @@ export async function scoreCandidates(
     const chunks = scoringChunks(tokens);
     const results = new Map<number, Float32Array>();
     const done = await Promise.all(
-      chunks.map((ids) => m.batcher.submit(ids.map((i) => ({ cache: p.cache, tokens: tokens[i].slice(0, -1), allPositions: true, keepCache: false })))),
+      chunks.map((ids) => m.batcher.submit(ids.map((i) => ({ cache: p.cache.rows, tokens: tokens[i].slice(0, -1), allPositions: true, keepCache: false })))),
     );
     chunks.forEach((ids, k) => ids.forEach((i, r) => results.set(i, done[k][r].logprobs)));
     const logprobs = tokens.map((c, i) => c.map((t, j) => (j === 0 ? p.last[t] : results.get(i)![(j - 1) * V + t])));
-    return { value: { enc: p.enc, tokens, logprobs }, tokens: p.enc.ids.slice() };
+    return { enc: p.enc, tokens, logprobs };
   });
 }

@@ -1,18 +1,17 @@
 /**
  * Free generation of the builtin engine: the prompt fitted to the context
- * (src/model/tokenizer.ts), prefilled through the session's KV cache, then sampled token by token
+ * (src/model/tokenizer.ts), prefilled through the session's KV cache (./kv-lru.ts SessionCache,
+ * which alone owns the cache's tensors during the request), then sampled token by token
  * (src/model/sampling.ts) until a stop token or a length cap; only tokens that keep the output
  * valid UTF-8 are sampled. Recorded logprobs are those of the sampling distribution
  * (`samplingLogprobs`), the behaviour policy that training recomputes.
  */
-import { cacheLength, disposeCache, truncateCache } from '../../model/gpt-cached.js';
-import type { RowCache } from '../../model/kv-cache.js';
 import { drawIndex, rngFor, samplingLogprobs } from '../../model/sampling.js';
 import {
   completeUtf8Prefix, UTF8_START, utf8Allowed, utf8Next, type EncodedPrompt, type PromptFit, type Tokenizer,
 } from '../../model/tokenizer.js';
 import { EngineError, type Generation, type PromptParts, type SamplingParams } from '../engine.js';
-import type { SessionCaches, SessionState } from './kv-lru.js';
+import type { SessionCache, SessionCaches } from './kv-lru.js';
 import type { LoadedModel } from './versions.js';
 
 /** What a generation needs from the engine: the session caches and the stop tokens. */
@@ -21,19 +20,14 @@ export interface GenContext {
   stopSet: ReadonlySet<number>;
 }
 
-/** A fitted prompt run through the model: `cache` holds `enc.ids`, `last` predicts the next token. */
+/**
+ * A fitted prompt run through the model: `cache` (owned by `onPrompt`) holds `enc.ids` and grows
+ * with `cache.extend`; `last` is the logprob row predicting the token after the prompt.
+ */
 export interface Prefilled {
   enc: EncodedPrompt;
-  cache: RowCache | null;
+  cache: SessionCache;
   last: Float32Array;
-}
-
-/** Length of the common prefix of two token arrays. */
-export function commonPrefix(a: readonly number[], b: readonly number[]): number {
-  const n = Math.min(a.length, b.length);
-  let i = 0;
-  while (i < n && a[i] === b[i]) i++;
-  return i;
 }
 
 /**
@@ -68,58 +62,32 @@ export function firstStop(out: readonly number[], stops: readonly string[], toke
 }
 
 /**
- * Runs the prompt through the model reusing the session's cache for the common prefix.
- * @returns the cache now holding `ids` and the logprob row predicting the token after `ids`.
- */
-async function prefill(m: LoadedModel, st: SessionState | null, ids: number[]): Promise<{ cache: RowCache; last: Float32Array }> {
-  let base: RowCache | null = null;
-  let reuse = 0;
-  if (st && st.cache) {
-    // at least one new token is needed to get the next-token logprobs
-    reuse = Math.min(commonPrefix(st.tokens, ids), ids.length - 1);
-    if (reuse === cacheLength(st.cache)) {
-      base = st.cache;
-      st.cache = null;
-    } else if (reuse > 0) {
-      base = truncateCache(st.cache, reuse);
-    }
-    disposeCache(st.cache);
-    st.cache = null;
-    if (!base) reuse = 0;
-  }
-  try {
-    const [r] = await m.batcher.submit([{ cache: base, tokens: ids.slice(reuse), allPositions: false, keepCache: true }]);
-    return { cache: r.cache!, last: r.logprobs };
-  } finally {
-    disposeCache(base);
-  }
-}
-
-/**
- * Runs `body` on the session's prompt: takes the session's state, fits the prompt (keeping
- * `reserve` tokens free), prefills it, and puts the session back with the tokens `body` reports
- * in `p.cache`. On failure the cache `body` left in `p.cache` is disposed, the session loses its
- * cache, and a non-engine error becomes an EngineError prefixed with `what`.
+ * Runs `body` on the session's prompt: opens the session's cache (src/policy/builtin/kv-lru.ts
+ * SessionCache), fits the prompt (keeping `reserve` tokens free), prefills it, and commits the
+ * cache, holding whatever `body` extended it with, back to the session. On failure the cache is
+ * disposed (the session keeps none), and an error of the model work that is not an EngineError
+ * becomes one prefixed with `what`.
  */
 export async function onPrompt<T>(
   ctx: GenContext, m: LoadedModel, sessionId: string | null, prompt: PromptParts, reserve: number, what: string,
-  body: (p: Prefilled) => Promise<{ value: T; tokens: number[] }>,
+  body: (p: Prefilled) => Promise<T>,
 ): Promise<T> {
-  const st = ctx.sessions.take(sessionId, m.version);
-  const enc = m.tokenizer.fitPrompt(prompt, m.model.config.block_size, reserve, st?.fit); // tokenizer.ts: oldest steps dropped first, with hysteresis
-  const fit: PromptFit = { head: prompt.head, steps: prompt.steps.length, dropped: enc.droppedSteps };
-  const p: Prefilled = { enc, cache: null, last: new Float32Array(0) };
+  const cache = ctx.sessions.open(sessionId, m);
+  let enc: EncodedPrompt;
   try {
-    const pre = await prefill(m, st, enc.ids);
-    p.cache = pre.cache;
-    p.last = pre.last;
-    const { value, tokens } = await body(p);
-    ctx.sessions.put(sessionId, { version: m.version, gen: m.generation, tokens, cache: p.cache, fit });
-    p.cache = null;
+    enc = m.tokenizer.fitPrompt(prompt, m.model.config.block_size, reserve, cache.priorFit); // tokenizer.ts: oldest steps dropped first, with hysteresis
+  } catch (err) {
+    cache.dispose();
+    throw err;
+  }
+  const fit: PromptFit = { head: prompt.head, steps: prompt.steps.length, dropped: enc.droppedSteps };
+  try {
+    const last = await cache.prefill(enc.ids);
+    const value = await body({ enc, cache, last });
+    cache.commit(fit);
     return value;
   } catch (err) {
-    disposeCache(p.cache);
-    ctx.sessions.put(sessionId, null);
+    cache.dispose();
     throw err instanceof EngineError ? err : new EngineError(`${what}: ${(err as Error).message}`, { cause: err });
   }
 }
@@ -128,11 +96,8 @@ export async function onPrompt<T>(
 export async function generate(ctx: GenContext, m: LoadedModel, sessionId: string | null, prompt: PromptParts, maxNew: number, sampling: SamplingParams): Promise<Generation> {
   const rng = rngFor(sampling);
   const V = m.model.config.vocab_size;
-  let enc!: EncodedPrompt;
-  let { out, logprobs } = await onPrompt(ctx, m, sessionId, prompt, maxNew, 'generation failed', async (p) => {
-    enc = p.enc;
-    const seq = enc.ids.slice();
-    const res = { out: [] as number[], logprobs: [] as number[] };
+  const { enc, out: sampled, logprobs: sampledLogprobs } = await onPrompt(ctx, m, sessionId, prompt, maxNew, 'generation failed', async (p) => {
+    const res = { enc: p.enc, out: [] as number[], logprobs: [] as number[] };
     // only tokens that keep the output valid UTF-8 are sampled (tokenizer.ts utf8Allowed)
     let u8 = UTF8_START;
     let row = p.last;
@@ -142,15 +107,13 @@ export async function generate(ctx: GenContext, m: LoadedModel, sessionId: strin
       u8 = utf8Next(u8, t);
       res.out.push(t);
       res.logprobs.push(dist[t]);
-      if (ctx.stopSet.has(t) || res.out.length >= maxNew || seq.length >= m.model.config.block_size) break;
-      const [r] = await m.batcher.submit([{ cache: p.cache, tokens: [t], allPositions: false, keepCache: true }]);
-      disposeCache(p.cache);
-      p.cache = r.cache;
-      seq.push(t);
-      row = r.logprobs;
+      if (ctx.stopSet.has(t) || res.out.length >= maxNew || p.cache.tokens.length >= m.model.config.block_size) break;
+      row = await p.cache.extend([t]);
     }
-    return { value: res, tokens: seq };
+    return res;
   });
+  let out = sampled;
+  let logprobs = sampledLogprobs;
   // a length cap reached inside a character: its leading bytes are not part of the answer
   const complete = completeUtf8Prefix(out);
   if (complete < out.length) {

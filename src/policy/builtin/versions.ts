@@ -43,13 +43,38 @@ export interface VersionCacheOptions {
 
 export class VersionCache {
   /** LRU order: oldest first. */
-  readonly models = new Map<string, LoadedModel>();
-  /** Checkpoint folder of every version ever loaded (for reloads). */
-  readonly dirs = new Map<string, string>();
+  private readonly models = new Map<string, LoadedModel>();
+  /** Checkpoint folder of every version ever asked for (for reloads). */
+  private readonly dirs = new Map<string, string>();
   private readonly loading = new Map<string, Promise<void>>();
 
   constructor(private readonly opts: VersionCacheOptions) {
     if (opts.maxLoadedVersions < 1) throw new Error('maxLoadedVersions must be >= 1');
+  }
+
+  /** Whether `version` is loaded now. */
+  has(version: string): boolean {
+    return this.models.has(version);
+  }
+
+  /** Whether `m` is the loaded entry of its version now (not evicted, not replaced by a reload). */
+  isCurrent(m: LoadedModel): boolean {
+    return this.models.get(m.version) === m;
+  }
+
+  /** Checkpoint folder `version` loads from (set by `setDir`), loaded now or not. */
+  dirOf(version: string): string | undefined {
+    return this.dirs.get(version);
+  }
+
+  /** Records the checkpoint folder of `version`, for its next load or reload. */
+  setDir(version: string, dir: string): void {
+    this.dirs.set(version, dir);
+  }
+
+  /** The loaded versions, least recently used first. */
+  loaded(): LoadedModel[] {
+    return [...this.models.values()];
   }
 
   /** Loads `version` unless loaded (marking it most recent) or loading (joining that load). */
