@@ -21,7 +21,9 @@ import { randomUUID } from 'node:crypto';
 import { DomainError, invalid } from '../agent/errors.js';
 import type { Repositories } from '../db/repositories.js';
 import type { ModelRow, TrainingJobRow } from '../db/schema.js';
-import { readCheckpointMetadata } from '../model/checkpoint.js';
+import { checkpointText, readCheckpointMetadata } from '../model/checkpoint.js';
+import type { PromptFormat } from '../model/prompt-format.js';
+import type { Tokenizer } from '../model/tokenizer.js';
 import { buildRlSamples, buildSftSamples, parseDemoJsonl, type Algorithm, type DataStats, type TrainingSample } from './data.js';
 import { JobCancelledError, type IterationMetrics, type JobResult, type TrainingHyper } from './job.js';
 import type { ModelIOModule } from './model-api.js';
@@ -280,7 +282,7 @@ export class TrainingJobManager {
     if (req.algorithm === 'sft') {
       const demos = parseDemoJsonl(await readFile(req.demosPath!, 'utf8'));
       const blockSize = await this.blockSize(checkpointDir);
-      return buildSftSamples(demos, { blockSize, pack: h.pack ?? true });
+      return buildSftSamples(demos, { blockSize, pack: h.pack ?? true, ...(await this.text(checkpointDir)) });
     }
     // Sessions of remote versions hold another model's token ids: never train the local model on them.
     const remote = new Set(this.opts.repos.models.remoteVersions());
@@ -297,6 +299,18 @@ export class TrainingJobManager {
     });
     writeTurnScores(this.opts.repos.trainingData, built.scores);
     return built;
+  }
+
+  /** Tokenizer and prompt format of a checkpoint; none (byte, chat) when the folder is not one. */
+  private async text(dir: string): Promise<{ tokenizer?: Tokenizer; format?: PromptFormat }> {
+    let meta;
+    try {
+      meta = await readCheckpointMetadata(dir);
+    } catch {
+      return {};
+    }
+    const t = checkpointText(meta);
+    return { tokenizer: t.tokenizer, format: t.promptFormat };
   }
 
   /** Context length of a checkpoint: the builtin GPT's block_size, or 1024 when the folder is not one. */
