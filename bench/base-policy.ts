@@ -40,7 +40,7 @@ import { heldOutDemoLoss } from '../src/eval/heldout-loss.js';
 import { readCheckpointMetadata } from '../src/model/checkpoint.js';
 import { countParams } from '../src/model/gpt.js';
 import { startServer } from '../src/server.js';
-import { createModelIO } from '../src/training/gpt-adapter.js';
+import { createModelIO } from '../src/training/run/gpt-adapter.js';
 
 const repoRoot = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
 

@@ -99,7 +99,7 @@ export interface Config {
   sessionIdleTtlSeconds: number;
   /** Time limits of HTTP connections (slow or stalled clients). */
   http: HttpTimeouts;
-  /** Automatic training jobs (src/training/scheduler.ts). */
+  /** Automatic training jobs (src/training/run/scheduler.ts). */
   training: TrainingConfig;
   /** Overload protection (README "Operations"). */
   protection: ProtectionConfig;
@@ -162,9 +162,9 @@ export interface TrainingConfig {
   /** Train only on sessions with this env label; null = all. */
   env: string | null;
   /** LAMER_TRAIN_WORKERS: data-parallel training threads per job; 0 = every core on wasm/cpu, 1 on
-   *  the multi-threaded backends (src/training/job.ts resolveTrainWorkers). Checked here so
+   *  the multi-threaded backends (src/training/run/job.ts resolveTrainWorkers). Checked here so
    *  that a bad value stops the server at start; every job reads it from the environment
-   *  (src/training/job.ts trainWorkersFromEnv), as do the training scripts. */
+   *  (src/training/run/job.ts trainWorkersFromEnv), as do the training scripts. */
   workers: number;
   /** Model I/O module of the training worker (not from the environment: for tests and embedding);
    *  default the builtin GPT adapter on `tfjsBackend`. */

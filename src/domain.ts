@@ -71,11 +71,11 @@ export type EnvKind = (typeof ENV_KINDS)[number];
 export const OLD_LOGPROB_SOURCES = ['recompute', 'stored'] as const;
 export type OldLogprobSource = (typeof OLD_LOGPROB_SOURCES)[number];
 
-/** Where SFT training starts each sample's positions: at 0, as served, or at a random offset (src/training/job.ts TrainingHyper.positionOffset). */
+/** Where SFT training starts each sample's positions: at 0, as served, or at a random offset (src/training/run/job.ts TrainingHyper.positionOffset). */
 export const POSITION_OFFSETS = ['none', 'random'] as const;
 export type PositionOffset = (typeof POSITION_OFFSETS)[number];
 
-/** Learning-rate schedules of a training job (src/training/lr-schedule.ts). */
+/** Learning-rate schedules of a training job (src/training/maths/lr-schedule.ts). */
 export const LR_SCHEDULES = ['constant', 'cosine'] as const;
 export type LrSchedule = (typeof LR_SCHEDULES)[number];
 

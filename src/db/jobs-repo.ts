@@ -1,6 +1,6 @@
 /**
  * Queries of the `training_jobs` table: the listing and /metrics reads of the HTTP layer, and the
- * reads and writes of the job manager (src/training/manager.ts decides what is written when).
+ * reads and writes of the job manager (src/training/run/manager.ts decides what is written when).
  */
 import { and, desc, eq, lt, or, sql, type SQL } from 'drizzle-orm';
 import type { Db } from './index.js';

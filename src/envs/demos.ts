@@ -25,7 +25,7 @@ import { mineSweeperSolverMove, rememberMines, type MineMemory } from './solvers
 import { sokobanSolverMove } from './solvers/sokoban-solver.js';
 import { playAttempt, type PlayedAttempt } from './play.js';
 import { Rng } from './rng.js';
-import type { DemoAttempt, DemoSession, DemoStep } from '../training/data.js';
+import type { DemoAttempt, DemoSession, DemoStep } from '../training/data/data.js';
 
 export interface DemoOptions {
   env: EnvKind;

@@ -11,7 +11,7 @@
  * (./heldout-loss.ts). Pure functions over eval reports (./harness.ts). Units: rates are fractions
  * in [0, 1] (the markdown prints percent and percentage points); losses are nats per token.
  */
-import { firstSuccess } from '../agent/passk.js';
+import { firstSuccess } from '../shared/passk.js';
 import { pairedBootstrap, pairedDiffs, pct, reflectionStats, type BootstrapInterval, type ReflectionStats } from './compare.js';
 import type { EvalReport } from './harness.js';
 import type { HeldOutDemoLoss } from './heldout-loss.js';

@@ -13,12 +13,12 @@ import type { EnvKind } from '../domain.js';
 import { generateDemos } from '../envs/demos.js';
 import type { EnvParams } from '../envs/index.js';
 import { logprobsFromLogits } from '../model/logprobs.js';
-import { disposeBatch, makeBatch } from '../training/batch.js';
-import { unpackSample, type TrainingSample } from '../training/data.js';
-import { fitMicroBatchTokens, fitPacked } from '../training/job.js';
-import { splitMicroBatches } from '../training/minibatches.js';
-import type { TrainableModel } from '../training/model-api.js';
-import { buildSftSamples } from '../training/sft-data.js';
+import { disposeBatch, makeBatch } from '../training/data/batch.js';
+import { unpackSample, type TrainingSample } from '../training/data/data.js';
+import { fitMicroBatchTokens, fitPacked } from '../training/run/job.js';
+import { splitMicroBatches } from '../training/data/minibatches.js';
+import type { TrainableModel } from '../training/run/model-api.js';
+import { buildSftSamples } from '../training/data/sft-data.js';
 
 /** The loss of one kind of output. */
 export interface KindLoss {
@@ -42,7 +42,7 @@ export const HELD_OUT_MICRO_BATCH_TOKENS = 4096;
  * The mean negative log-likelihood of the trained target tokens of `samples`, per sample kind.
  *
  * The layout is the SFT job's: packed samples that do not fit the model's block are unpacked as
- * the job does (training/job.ts fitPacked), and so are packed RL samples that hold a reflection
+ * the job does (training/run/job.ts fitPacked), and so are packed RL samples that hold a reflection
  * turn (so each token counts under its own turn's kind); `makeBatch` lays the samples out (inputs
  * `[B, T]` int32, targets `[B, T]`, mask `[B, T]` of the trained targets; sequences longer than
  * blockSize + 1 lose their first tokens). Samples are cut into micro-batches of at most
@@ -121,7 +121,7 @@ export interface HeldOutDemoLoss extends HeldOutLoss {
  * The held-out loss on solver demonstrations of the held-out eval tasks (src/envs/demos.ts
  * generateDemos with seedRange 'eval' and failRate 1: every session whose board the solver does
  * not clear before the sabotage step starts with a failed attempt and a reflection), made into the
- * samples SFT trains on (src/training/sft-data.ts buildSftSamples: the served prompts, packed
+ * samples SFT trains on (src/training/data/sft-data.ts buildSftSamples: the served prompts, packed
  * acting steps, one sample per reflection) and scored by `heldOutLoss`.
  * @throws RangeError for a bad session count or blockSize (outside [1, model.blockSize], or too
  *   small for a prompt), and what heldOutLoss throws.

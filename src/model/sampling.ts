@@ -149,7 +149,7 @@ export function callSeed(seed: number, attempt: number, step: number, kind: Call
  * (a log-softmax row of the model, or any log-weights): restricted to `allowed` (indices; all when
  * omitted), then tempered, then top-k, then top-p, renormalised. Entries outside the support are
  * -Infinity. This is the behaviour policy whose logprobs are recorded and trained
- * (src/training/behaviour.ts recomputes it with logits / temperature and the same support):
+ * (src/training/data/behaviour.ts recomputes it with logits / temperature and the same support):
  *   p_i = exp(s_i / T) / sum_{j in S} exp(s_j / T)  for i in S, 0 otherwise,
  * with S = the allowed indices, cut to the k highest (k > 0), then to the smallest prefix (by
  * descending p, ties by lower index) whose mass reaches top-p. Temperature 0 (greedy) is scored

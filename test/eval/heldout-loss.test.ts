@@ -4,13 +4,13 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { generateDemos } from '../../src/envs/demos.js';
 import { heldOutDemoLoss, heldOutLoss } from '../../src/eval/heldout-loss.js';
 import { initModel } from '../../src/model/gpt.js';
-import { disposeBatch, makeBatch } from '../../src/training/batch.js';
-import type { TrainingSample } from '../../src/training/data.js';
-import { GptTrainable } from '../../src/training/gpt-adapter.js';
-import { sftLoss } from '../../src/training/losses.js';
-import type { TrainableModel } from '../../src/training/model-api.js';
-import { trainedTokens } from '../../src/training/samples.js';
-import { buildSftSamples } from '../../src/training/sft-data.js';
+import { disposeBatch, makeBatch } from '../../src/training/data/batch.js';
+import type { TrainingSample } from '../../src/training/data/data.js';
+import { GptTrainable } from '../../src/training/run/gpt-adapter.js';
+import { sftLoss } from '../../src/training/maths/losses.js';
+import type { TrainableModel } from '../../src/training/run/model-api.js';
+import { trainedTokens } from '../../src/training/data/samples.js';
+import { buildSftSamples } from '../../src/training/data/sft-data.js';
 
 beforeAll(async () => { await tf.setBackend('cpu'); });
 
@@ -142,7 +142,7 @@ describe('heldOutDemoLoss on a tiny real GPT', () => {
         expect(r[kind].tokens).toBe(byKind(kind).reduce((a, s) => a + trainedTokens(s), 0));
         expect(Number.isFinite(r[kind].natsPerToken)).toBe(true);
         expect(Math.abs(r[kind].natsPerToken! - Math.log(260))).toBeLessThan(0.5);
-        // the token-mean SFT loss (src/training/losses.ts) of the same samples in one batch
+        // the token-mean SFT loss (src/training/maths/losses.ts) of the same samples in one batch
         const b = makeBatch(byKind(kind), model);
         const sft = tf.tidy(() => sftLoss(model.logits(b.inputs, false), b.targets, b.mask).dataSync()[0]!);
         disposeBatch(b);

@@ -9,8 +9,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startServer, type RunningServer } from '../../src/server.js';
 import type { Database_ } from '../../src/db/index.js';
 import type { ModelRegistry } from '../../src/agent/models.js';
-import { TrainingJobManager } from '../../src/training/manager.js';
-import { DEFAULT_MODEL_IO } from '../../src/training/worker.js';
+import { TrainingJobManager } from '../../src/training/run/manager.js';
+import { DEFAULT_MODEL_IO } from '../../src/training/run/worker.js';
 import { tmpDir, writeTinyGptCheckpoint } from '../helpers/index.js';
 
 let dir: string;

@@ -11,9 +11,9 @@ import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
 import type { Config } from '../../config.js';
 import { jobCountsByStatus, runningJobs } from '../../db/jobs-repo.js';
-import { TrainingJobManager } from '../../training/manager.js';
-import { TrainingScheduler } from '../../training/scheduler.js';
-import { DEFAULT_MODEL_IO } from '../../training/worker.js';
+import { TrainingJobManager } from '../../training/run/manager.js';
+import { TrainingScheduler } from '../../training/run/scheduler.js';
+import { DEFAULT_MODEL_IO } from '../../training/run/worker.js';
 
 declare module 'fastify' {
   interface FastifyInstance {

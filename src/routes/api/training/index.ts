@@ -18,9 +18,9 @@ import type { TrainingJobRow } from '../../../db/schema.js';
 import { listJobs } from '../../../db/jobs-repo.js';
 import { DomainError, invalid, notFound } from '../../../agent/errors.js';
 import { ensureDirSync } from '../../../ensure-dir.js';
-import type { CreateJobRequest } from '../../../training/manager.js';
-import type { DataFilter } from '../../../training/select.js';
-import type { IterationMetrics } from '../../../training/job.js';
+import type { CreateJobRequest } from '../../../training/run/manager.js';
+import type { DataFilter } from '../../../training/data/select.js';
+import type { IterationMetrics } from '../../../training/run/job.js';
 import { bearer, errorResponses } from '../common.js';
 import { CreateJob, Job, JobList, JobParams, ListJobsQuery } from './schemas.js';
 
