@@ -6,7 +6,7 @@
  *
  * Units: pass rates are fractions in [0, 1] (the report prints percent); entropies in nats.
  */
-import { Rng } from '../model/sampling.js';
+import { Rng } from '../shared/rng.js';
 import { passAtKRate } from '../shared/passk.js';
 import { summarize, type SessionRecord } from './metrics.js';
 

@@ -38,7 +38,7 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import cliProgress from 'cli-progress';
 import { countParams, type GPTConfig } from '../../model/gpt.js';
-import { mulberry32 } from '../../model/sampling.js';
+import { mulberry32 } from '../../shared/rng.js';
 import { writeInitCheckpoint } from '../../model/scripts/init-base.js';
 import { buildSftSamples, parseDemoJsonl, type TrainingSample } from '../../training/data/data.js';
 import { createModelIO } from '../../training/run/gpt-adapter.js';

@@ -10,7 +10,8 @@
  */
 import { MULTI_TOKEN_BATCH_TOKENS } from '../../model/batcher.js';
 import { disposeCache } from '../../model/gpt-cached.js';
-import { drawIndex, rngFor, samplingLogprobs, type Rng } from '../../model/sampling.js';
+import { drawIndex, rngFor, samplingLogprobs } from '../../model/sampling.js';
+import type { Rng } from '../../shared/rng.js';
 import { encodeCandidate, type EncodedPrompt } from '../../model/tokenizer.js';
 import { EngineError, EngineLimitError, type Generation, type PromptParts, type SamplingParams } from '../engine.js';
 import { onPrompt, type GenContext, type Prefilled } from './generate.js';

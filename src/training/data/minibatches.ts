@@ -3,7 +3,7 @@
  * optimiser step trains on, how a minibatch is cut to bound memory, and the random position
  * offsets SFT samples are trained at.
  */
-import { mulberry32 } from '../../model/sampling.js';
+import { mulberry32 } from '../../shared/rng.js';
 
 /** Deterministic Fisher-Yates shuffle (mulberry32). */
 function shuffled(n: number, seed: number): number[] {

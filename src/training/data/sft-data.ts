@@ -11,36 +11,9 @@ import { encode, EOS, fitPrompt, type PromptFit, type PromptParts } from '../../
 import type { TurnKind } from '../maths/advantages.js';
 import { packRun } from './packing.js';
 import { sessionOutcomes, trainedTokens, type DataStats, type StepRecord, type TrainingSample } from './samples.js';
+import type { DemoSession } from '../../shared/demos.js';
 
-/**
- * One step of a demonstration: the observation the env posted, the action taken (null at the last
- * step), the reward of the previous action (0 at step 0), and whether the attempt ended / succeeded.
- */
-export interface DemoStep {
-  observation: string;
-  action: string | null;
-  reward: number;
-  done: boolean;
-  success: boolean;
-}
-
-/** One attempt of a demonstration; `reflection` follows a failed attempt when another follows, else null. */
-export interface DemoAttempt {
-  steps: DemoStep[];
-  reflection: string | null;
-}
-
-/**
- * A demonstration session, one JSON object per line of the SFT demonstration file (written by
- * `lamer demos`, src/envs/demos.ts; read by `parseDemoJsonl`).
- */
-export interface DemoSession {
-  env: string;
-  taskId: string;
-  instructions: string;
-  memory: 'reflection_only';
-  attempts: DemoAttempt[];
-}
+export type { DemoAttempt, DemoSession, DemoStep } from '../../shared/demos.js';
 
 /** Options of `buildSftSamples`. */
 export interface SftDataOptions {

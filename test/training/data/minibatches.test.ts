@@ -1,6 +1,6 @@
 /** Minibatch orders and micro-batch splits: coverage, determinism per seed, the memory budget. */
 import { describe, expect, it } from 'vitest';
-import { mulberry32 } from '../../../src/model/sampling.js';
+import { mulberry32 } from '../../../src/shared/rng.js';
 import { lengthBucketedMinibatches, minibatchOrder, randomPositionOffsets, splitMicroBatches } from '../../../src/training/data/minibatches.js';
 
 describe('lengthBucketedMinibatches', () => {

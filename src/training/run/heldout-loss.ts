@@ -9,31 +9,15 @@
  * (temperature 1, whole vocabulary) with every row at position 0, as served.
  */
 import * as tf from '@tensorflow/tfjs';
-import type { EnvKind } from '../domain.js';
-import { generateDemos } from '../envs/demos.js';
-import type { EnvParams } from '../envs/index.js';
-import { logprobsFromLogits } from '../model/logprobs.js';
-import { disposeBatch, makeBatch } from '../training/data/batch.js';
-import { unpackSample, type TrainingSample } from '../training/data/data.js';
-import { fitMicroBatchTokens, fitPacked } from '../training/run/job.js';
-import { splitMicroBatches } from '../training/data/minibatches.js';
-import type { TrainableModel } from '../training/run/model-api.js';
-import { buildSftSamples } from '../training/data/sft-data.js';
+import { logprobsFromLogits } from '../../model/logprobs.js';
+import type { HeldOutLoss, KindLoss } from '../../shared/heldout-loss.js';
+import { disposeBatch, makeBatch } from '../data/batch.js';
+import { unpackSample, type TrainingSample } from '../data/data.js';
+import { splitMicroBatches } from '../data/minibatches.js';
+import { fitMicroBatchTokens, fitPacked } from './job.js';
+import type { TrainableModel } from './model-api.js';
 
-/** The loss of one kind of output. */
-export interface KindLoss {
-  /** Mean -ln p(target) over the trained target tokens, nats per token; null when there are none. */
-  natsPerToken: number | null;
-  /** Trained target tokens of this kind (makeBatch's mask: all output tokens, or a packed
-   *  sample's `lossTargets` >= 0). */
-  tokens: number;
-}
-
-/** Held-out loss per sample kind: acting turns ('action') and reflections ('reflection'). */
-export interface HeldOutLoss {
-  action: KindLoss;
-  reflection: KindLoss;
-}
+export type { HeldOutLoss, KindLoss } from '../../shared/heldout-loss.js';
 
 /** Default micro-batch size, padded `[B, T]` positions per forward pass (the training job's). */
 export const HELD_OUT_MICRO_BATCH_TOKENS = 4096;
@@ -94,44 +78,4 @@ export async function heldOutLoss(model: TrainableModel, samples: readonly Train
   }
   const kindLoss = (x: { nats: number; tokens: number }): KindLoss => ({ natsPerToken: x.tokens > 0 ? x.nats / x.tokens : null, tokens: x.tokens });
   return { action: kindLoss(sums.action), reflection: kindLoss(sums.reflection) };
-}
-
-/** Options of `heldOutDemoLoss`. */
-export interface HeldOutDemoOptions {
-  env: EnvKind;
-  params?: EnvParams;
-  /** Demonstration sessions: the held-out tasks evalSeed(seed, 0..sessions-1). */
-  sessions: number;
-  /** Eval seed offset (eval:base's --seed: the same tasks its rows play). */
-  seed: number;
-  /** Context the prompts are fitted to (buildSftSamples); default and at most the model's blockSize. */
-  blockSize?: number;
-  microBatchTokens?: number;
-}
-
-/** `heldOutLoss` on held-out demonstrations, with what it was measured on. */
-export interface HeldOutDemoLoss extends HeldOutLoss {
-  sessions: number;
-  seed: number;
-  /** Samples per kind (a packed acting sample holds several turns). */
-  samples: { action: number; reflection: number };
-}
-
-/**
- * The held-out loss on solver demonstrations of the held-out eval tasks (src/envs/demos.ts
- * generateDemos with seedRange 'eval' and failRate 1: every session whose board the solver does
- * not clear before the sabotage step starts with a failed attempt and a reflection), made into the
- * samples SFT trains on (src/training/data/sft-data.ts buildSftSamples: the served prompts, packed
- * acting steps, one sample per reflection) and scored by `heldOutLoss`.
- * @throws RangeError for a bad session count or blockSize (outside [1, model.blockSize], or too
- *   small for a prompt), and what heldOutLoss throws.
- */
-export async function heldOutDemoLoss(model: TrainableModel, opts: HeldOutDemoOptions): Promise<HeldOutDemoLoss> {
-  const blockSize = opts.blockSize ?? model.blockSize;
-  if (!(Number.isInteger(blockSize) && blockSize >= 1 && blockSize <= model.blockSize)) throw new RangeError(`blockSize must be an integer in [1, ${model.blockSize}], got ${blockSize}`);
-  const demos = generateDemos({ env: opts.env, params: opts.params, tasks: opts.sessions, seed: opts.seed, failRate: 1, seedRange: 'eval' });
-  const { samples } = buildSftSamples(demos, { blockSize });
-  const loss = await heldOutLoss(model, samples, { microBatchTokens: opts.microBatchTokens });
-  const count = (kind: string) => samples.filter((s) => s.kind === kind).length;
-  return { sessions: opts.sessions, seed: opts.seed, samples: { action: count('action'), reflection: count('reflection') }, ...loss };
 }
