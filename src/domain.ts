@@ -83,6 +83,15 @@ export type LrSchedule = (typeof LR_SCHEDULES)[number];
 export const RETURN_MODES = ['paper', 'code'] as const;
 export type ReturnMode = (typeof RETURN_MODES)[number];
 
+/** The advantage estimators (shared/LAMER.md §3): each RL algorithm's, `lamer` using GiGPO's. */
+export const ADVANTAGE_ESTIMATORS = ['gigpo', 'grpo', 'rloo'] as const satisfies readonly RlAlgorithm[];
+export type AdvantageEstimator = (typeof ADVANTAGE_ESTIMATORS)[number];
+
+/** TensorFlow.js backends a process can ask for (LAMER_TFJS_BACKEND, src/model/backend.ts): 'auto'
+ *  tries tensorflow (tfjs-node-gpu, tfjs-node), then wasm, then cpu. */
+export const TFJS_BACKENDS = ['auto', 'tensorflow', 'webgpu', 'wasm', 'cpu'] as const;
+export type TfjsBackend = (typeof TFJS_BACKENDS)[number];
+
 /** Kinds of OpenAI-compatible server a remote version can live on: how actions are kept inside availableActions (docs/remote-engines.md). */
 export const REMOTE_KINDS = ['vllm', 'vllm-legacy', 'lamer', 'llamacpp', 'openai', 'plain'] as const;
 export type RemoteKind = (typeof REMOTE_KINDS)[number];

@@ -8,6 +8,7 @@ import * as tf from '@tensorflow/tfjs';
 import { candidateSupport, samplingLogprobs } from '../../model/sampling.js';
 import { utf8Support } from '../../model/tokenizer.js';
 import { logprobsFromLogits } from '../../model/logprobs.js';
+import type { OldLogprobSource } from '../../domain.js';
 import { disposeBatch, effectiveBehaviour, makeBatch, type Supports } from './batch.js';
 import type { TrainingSample } from './data.js';
 import type { TrainableModel } from '../run/model-api.js';
@@ -133,7 +134,7 @@ export interface OldPolicy {
  * unless `source` is 'stored' (then the sampler's recorded logprobs are). Chunks as
  * `behaviourOutputs` (`batchSize` samples, `maxTokens` padded positions at most).
  */
-export function recomputeOldLogprobs(model: TrainableModel, samples: readonly TrainingSample[], source: 'recompute' | 'stored', batchSize: number, maxTokens: number): OldPolicy {
+export function recomputeOldLogprobs(model: TrainableModel, samples: readonly TrainingSample[], source: OldLogprobSource, batchSize: number, maxTokens: number): OldPolicy {
   const { logprobs: recomputed, supports } = behaviourOutputs(model, samples, batchSize, maxTokens);
   return oldPolicyFrom(samples, recomputed, supports, source);
 }
@@ -142,7 +143,7 @@ export function recomputeOldLogprobs(model: TrainableModel, samples: readonly Tr
  * The old policy from the behaviour outputs of every sample under the starting weights
  * (`behaviourOutputs`, computed here or by data-parallel replicas): see `recomputeOldLogprobs`.
  */
-export function oldPolicyFrom(samples: readonly TrainingSample[], recomputed: number[][], supports: Supports, source: 'recompute' | 'stored'): OldPolicy {
+export function oldPolicyFrom(samples: readonly TrainingSample[], recomputed: number[][], supports: Supports, source: OldLogprobSource): OldPolicy {
   let gap = 0, n = 0;
   samples.forEach((s, i) => {
     const sampler = s.oldLogprobs;

@@ -24,8 +24,9 @@ export {
 export { unpackSample } from './rl-packing.js';
 export { buildSftSamples, parseDemoJsonl, type DemoAttempt, type DemoSession, type DemoStep, type SftDataOptions } from './sft-data.js';
 
-export type RlAlgorithm = 'lamer' | 'gigpo' | 'grpo' | 'rloo';
-export type Algorithm = RlAlgorithm | 'sft';
+import type { RlAlgorithm } from '../../domain.js';
+
+export type { Algorithm, RlAlgorithm } from '../../domain.js';
 
 /** Options of `buildRlSamples`. */
 export interface RlDataOptions {

@@ -21,6 +21,7 @@
  *   mean like every other turn of the batch. A reflection with no recorded attempt n+1 is dropped
  *   (not trained).
  */
+import type { AdvantageEstimator } from '../../domain.js';
 import { sessionReturns, type ReturnConfig } from './returns.js';
 
 export type TurnKind = 'action' | 'reflection';
@@ -40,7 +41,8 @@ export interface Turn {
   invalidAction: boolean;
 }
 
-export type Estimator = 'gigpo' | 'grpo' | 'rloo';
+/** An advantage estimator (src/domain.ts ADVANTAGE_ESTIMATORS). */
+export type Estimator = AdvantageEstimator;
 
 export interface AdvantageOptions {
   estimator: Estimator;

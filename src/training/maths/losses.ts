@@ -19,6 +19,13 @@ export function tokenMean(x: tf.Tensor, mask: tf.Tensor): tf.Scalar {
   return tf.tidy(() => tf.div(tf.sum(tf.mul(x, mask)), tf.maximum(tf.sum(mask), 1)) as tf.Scalar);
 }
 
+/**
+ * Defaults of the PPO coefficients (LaMer CODE, shared/LAMER.md §3): clip epsilon 0.2, dual-clip
+ * constant c 3.0, entropy bonus 0.001. Written once: the losses below and the job's
+ * hyperparameters (../run/job.ts) take them from here.
+ */
+export const PPO_DEFAULTS = { clipCoef: 0.2, dualClip: 3.0, entCoef: 0.001 } as const;
+
 export interface PpoLossInput {
   /** New logprobs (differentiable), `[B, T]`. */
   logprobs: tf.Tensor2D;
@@ -55,8 +62,8 @@ export interface PpoLossOutput {
  *   pg_loss = token-mean(L)
  */
 export function ppoClipLoss(inp: PpoLossInput): PpoLossOutput {
-  const clipCoef = inp.clipCoef ?? 0.2;
-  const dualClip = inp.dualClip ?? 3.0;
+  const clipCoef = inp.clipCoef ?? PPO_DEFAULTS.clipCoef;
+  const dualClip = inp.dualClip ?? PPO_DEFAULTS.dualClip;
   if (!(dualClip > 1)) throw new RangeError(`dualClip must be > 1, got ${dualClip}`);
   return tf.tidy(() => {
     const { logprobs, oldLogprobs, mask } = inp;
@@ -185,7 +192,7 @@ export function ppoObjective(
   logits: tf.Tensor3D, targets: tf.Tensor2D, oldLogprobs: tf.Tensor2D, advantages: tf.Tensor1D | tf.Tensor2D, mask: tf.Tensor2D,
   opts: PpoObjectiveOptions = {},
 ): PpoLossOutput & { loss: tf.Scalar; entropy: tf.Scalar } {
-  const entCoef = opts.entCoef ?? 0.001;
+  const entCoef = opts.entCoef ?? PPO_DEFAULTS.entCoef;
   return tf.tidy(() => {
     const logprobs = logprobsFromLogits(logits, targets);
     const out = ppoClipLoss({ logprobs, oldLogprobs, advantages, mask, clipCoef: opts.clipCoef, dualClip: opts.dualClip });

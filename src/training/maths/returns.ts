@@ -8,8 +8,10 @@
  * Indices are 0-based (attempt 0 is the first).
  */
 
-/** How the cross-episode return is computed. */
-export type ReturnMode = 'paper' | 'code';
+import type { ReturnMode } from '../../domain.js';
+
+/** How the cross-episode return is computed (src/domain.ts RETURN_MODES). */
+export type { ReturnMode } from '../../domain.js';
 
 export interface ReturnConfig {
   /** Discount between turns of one attempt, gamma_step in [0, 1] (LaMer: 0.95). */

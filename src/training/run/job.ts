@@ -23,12 +23,13 @@
  */
 import { availableParallelism } from 'node:os';
 import * as tf from '@tensorflow/tfjs';
+import { ConfigError, parseTrainWorkers } from '../../config.js';
 import { passAtKRate } from '../../shared/passk.js';
-import { POSITION_OFFSETS, type LrSchedule, type PositionOffset } from '../../domain.js';
+import { POSITION_OFFSETS, type LrSchedule, type OldLogprobSource, type PositionOffset } from '../../domain.js';
 import { makeBatch, disposeBatch, type Batch, type Supports } from '../data/batch.js';
 import { recomputeOldLogprobs } from '../data/behaviour.js';
 import { unpackSample, type Algorithm, type DataStats, type TrainingSample } from '../data/data.js';
-import { AdamW } from '../maths/losses.js';
+import { AdamW, PPO_DEFAULTS } from '../maths/losses.js';
 import { learningRateAt, validateLrSchedule } from '../maths/lr-schedule.js';
 import { balanceShards, objectiveOf, ReplicaPool, type ObjectiveSpec } from './data-parallel.js';
 import { parallelOldPolicy, parallelStep } from './parallel-step.js';
@@ -64,7 +65,7 @@ export interface TrainingHyper {
   weightDecay?: number;
   /** 'recompute' (default): old logprobs from the loaded checkpoint before any update (verl);
    *  'stored': the logprobs recorded when sampling. */
-  oldLogprobs?: 'recompute' | 'stored';
+  oldLogprobs?: OldLogprobSource;
   /** Memory cap: a minibatch is run as micro-batches of at most this many [B, T] positions (at
    *  least one sample each) with gradient accumulation; the update is the same. Default 4096 (8192
    *  ran the wasm heap out of memory at 1000-token prompts on the 0.56M base model). */
@@ -194,6 +195,19 @@ export function fitMicroBatchTokens(requested: number, attentionMaps: number | u
 
 const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
 
+/**
+ * The job's rule for `TrainingHyper.positionOffset`, checked here once (the job runner and the
+ * training route both ask it): one of POSITION_OFFSETS (src/domain.ts) or absent, and 'random'
+ * only for 'sft' (RL trains at the positions the sampler served; see `TrainingHyper`).
+ * @returns null when the value is allowed, else the reason it is not.
+ */
+export function positionOffsetProblem(algorithm: Algorithm, positionOffset: unknown): string | null {
+  if (positionOffset === undefined) return null;
+  if (!(POSITION_OFFSETS as readonly unknown[]).includes(positionOffset)) return `positionOffset must be 'none' or 'random', got ${JSON.stringify(positionOffset)}`;
+  if (positionOffset === 'random' && algorithm !== 'sft') return `positionOffset 'random' is for sft jobs only (${algorithm} trains at the positions the sampler served)`;
+  return null;
+}
+
 /** The hyperparameters with their defaults applied (see `TrainingHyper`). */
 function withDefaults(algorithm: Algorithm, h: TrainingHyper) {
   const isSft = algorithm === 'sft';
@@ -209,7 +223,7 @@ function withDefaults(algorithm: Algorithm, h: TrainingHyper) {
     microBatchTokens: h.microBatchTokens ?? 4096,
     weightDecay: h.weightDecay ?? 0.01,
     oldLogprobs: h.oldLogprobs ?? 'recompute',
-    ppo: { clipCoef: h.clipCoef ?? 0.2, dualClip: h.dualClip ?? 3.0, entCoef: h.entCoef ?? 0.001 },
+    ppo: { clipCoef: h.clipCoef ?? PPO_DEFAULTS.clipCoef, dualClip: h.dualClip ?? PPO_DEFAULTS.dualClip, entCoef: h.entCoef ?? PPO_DEFAULTS.entCoef },
     seed: h.seed ?? 0,
     pack: h.pack ?? true,
     positionOffset: h.positionOffset ?? 'none',
@@ -251,11 +265,13 @@ export function byTurns(minibatches: readonly number[][], turns: readonly number
  * @throws RangeError for any other value.
  */
 export function trainWorkersFromEnv(env: Record<string, string | undefined> = process.env): number | null {
-  const raw = env.LAMER_TRAIN_WORKERS?.trim();
-  if (raw === undefined || raw === '' || raw === '0') return null;
-  const n = /^\d+$/.test(raw) ? Number(raw) : NaN;
-  if (!(n >= 1 && n <= 256)) throw new RangeError(`LAMER_TRAIN_WORKERS must be an integer 0..256 (0: every core), got ${JSON.stringify(raw)}`);
-  return n;
+  let n: number;
+  try {
+    n = parseTrainWorkers(env); // the one parser of LAMER_TRAIN_WORKERS (src/config.ts)
+  } catch (err) {
+    throw err instanceof ConfigError ? new RangeError(err.message) : err;
+  }
+  return n === 0 ? null : n;
 }
 
 /**
@@ -298,8 +314,8 @@ export async function runTrainingJob(spec: TrainingJobSpec, given: readonly Trai
   if (given.length === 0) throw new RangeError('no training samples (all groups skipped or no data)');
   if (!(h.epochs >= 1 && Number.isInteger(h.epochs))) throw new RangeError(`epochs must be an integer >= 1, got ${h.epochs}`);
   if (!(h.minibatchSize >= 1 && Number.isInteger(h.minibatchSize))) throw new RangeError(`minibatchSize must be an integer >= 1, got ${h.minibatchSize}`);
-  if (!POSITION_OFFSETS.includes(h.positionOffset)) throw new RangeError(`positionOffset must be 'none' or 'random', got ${JSON.stringify(h.positionOffset)}`);
-  if (h.positionOffset === 'random' && !h.isSft) throw new RangeError(`positionOffset 'random' is for sft jobs only (${spec.algorithm} trains at the positions the sampler served)`);
+  const offsetProblem = positionOffsetProblem(spec.algorithm, h.positionOffset);
+  if (offsetProblem !== null) throw new RangeError(offsetProblem);
   const checkAbort = () => { if (opts.signal?.aborted) throw new JobCancelledError(); };
   checkAbort();
 

@@ -6,6 +6,7 @@
  * the minibatch's output tokens.
  */
 import * as tf from '@tensorflow/tfjs';
+import type { OldLogprobSource } from '../../domain.js';
 import type { Supports } from '../data/batch.js';
 import { behaviourOutputs, oldPolicyFrom, type OldPolicy } from '../data/behaviour.js';
 import type { TrainingSample } from '../data/data.js';
@@ -61,7 +62,7 @@ export async function parallelStep(
  */
 export async function parallelOldPolicy(
   pool: ReplicaPool, model: TrainableModel, samples: readonly TrainingSample[], seqLens: readonly number[],
-  h: { minibatchSize: number; microBatchTokens: number; oldLogprobs: 'recompute' | 'stored' },
+  h: { minibatchSize: number; microBatchTokens: number; oldLogprobs: OldLogprobSource },
 ): Promise<OldPolicy> {
   const parts = balanceShards(samples.map((_, i) => i), seqLens, pool.size + 1);
   const remote = pool.behaviour(parts.slice(1));

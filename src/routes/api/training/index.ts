@@ -20,7 +20,7 @@ import { DomainError, invalid, notFound } from '../../../agent/errors.js';
 import { ensureDirSync } from '../../../ensure-dir.js';
 import type { CreateJobRequest } from '../../../training/run/manager.js';
 import type { DataFilter } from '../../../training/data/select.js';
-import type { IterationMetrics } from '../../../training/run/job.js';
+import { positionOffsetProblem, type IterationMetrics } from '../../../training/run/job.js';
 import { bearer, errorResponses } from '../common.js';
 import { CreateJob, Job, JobList, JobParams, ListJobsQuery } from './schemas.js';
 
@@ -106,8 +106,8 @@ function dataFilterOf(data: Static<typeof CreateJob>['data']): DataFilter | unde
 function jobRequestOf(b: Static<typeof CreateJob>, demosDir: string): CreateJobRequest {
   const isSft = b.algorithm === 'sft';
   if (!isSft && b.demonstrations !== undefined) throw invalid('body/demonstrations', `only sft jobs take demonstrations, not ${b.algorithm}`);
-  // RL trains at the positions the sampler served (offset 0): see TrainingHyper.positionOffset
-  if (!isSft && b.hyperparameters?.positionOffset === 'random') throw invalid('body/hyperparameters/positionOffset', `random position offsets are for sft jobs only, not ${b.algorithm}`);
+  const offsetProblem = positionOffsetProblem(b.algorithm, b.hyperparameters?.positionOffset);
+  if (offsetProblem !== null) throw invalid('body/hyperparameters/positionOffset', offsetProblem);
   // warm-up and final ratio shape the cosine schedule; with a constant lr they would be silently ignored
   const hp = b.hyperparameters;
   for (const k of ['warmupSteps', 'minLrRatio'] as const) {
