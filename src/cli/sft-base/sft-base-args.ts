@@ -6,10 +6,14 @@ import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { parseArgsMessage } from '../args.js';
-import { LR_SCHEDULES, type LrSchedule } from '../../domain.js';
+import { LR_SCHEDULES, POSITION_OFFSETS, type LrSchedule, type PositionOffset, type TfjsBackend } from '../../domain.js';
 import { countParams, DEFAULT_CONFIG, validateConfig, type GPTConfig } from '../../model/gpt.js';
 import { configFromOptions, INIT_SEED } from '../../model/scripts/init-base.js';
 import { checkCurvePoints, type CurvePoint } from './sft-curve.js';
+
+/** The tfjs backends `--backend` accepts (a subset of src/domain.ts TFJS_BACKENDS). */
+export const SFT_BASE_BACKENDS = ['wasm', 'cpu', 'auto'] as const satisfies readonly TfjsBackend[];
+
 /** Model config of the shipped base when no `--layers/--embd/--heads/--block` is given. */
 export const SFT_BASE_CONFIG: GPTConfig = { ...DEFAULT_CONFIG };
 
@@ -43,11 +47,11 @@ export interface SftBaseOptions {
   minibatch: number;
   microBatchTokens: number;
   /** TrainingHyper.positionOffset of the job: 'random' (default) or 'none'. */
-  positionOffset: 'random' | 'none';
+  positionOffset: PositionOffset;
   /** Data-parallel training threads (TrainingHyper.workers); null: the job's default
    *  (LAMER_TRAIN_WORKERS, else every core on wasm or cpu). */
   workers: number | null;
-  backend: 'wasm' | 'cpu' | 'auto';
+  backend: (typeof SFT_BASE_BACKENDS)[number];
   logEvery: number;
   keepDemos: boolean;
   dryRun: boolean;
@@ -90,85 +94,102 @@ const HELP = `usage: npm run model:sft-base -- --out DIR [options]
 /** Thrown for a bad command line (exit code 2). */
 export class SftBaseUsageError extends Error {}
 
+/** The options of the command line (node:util parseArgs), with their defaults. */
+const OPTIONS = {
+  out: { type: 'string', default: 'models/sft' },
+  layers: { type: 'string' }, embd: { type: 'string' }, heads: { type: 'string' }, block: { type: 'string' },
+  'init-seed': { type: 'string' },
+  from: { type: 'string' },
+  curriculum: { type: 'string', default: DEFAULT_CURRICULUM },
+  sessions: { type: 'string', default: '1200' },
+  'fail-rate': { type: 'string', default: '0.5' },
+  seed: { type: 'string', default: '0' },
+  steps: { type: 'string' },
+  epochs: { type: 'string' },
+  lr: { type: 'string', default: '1e-3' },
+  'lr-schedule': { type: 'string', default: 'cosine' },
+  'warmup-steps': { type: 'string' },
+  'min-lr-ratio': { type: 'string' },
+  minibatch: { type: 'string', default: '16' },
+  'micro-batch-tokens': { type: 'string', default: '4096' },
+  'position-offset': { type: 'string', default: 'random' },
+  workers: { type: 'string' },
+  backend: { type: 'string', default: 'wasm' },
+  'log-every': { type: 'string', default: '10' },
+  'keep-demos': { type: 'boolean', default: false },
+  'dry-run': { type: 'boolean', default: false },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+/** The raw option values. @throws SftBaseUsageError for an unknown option or a missing value. */
+function readArgv(argv: string[]) {
+  try {
+    return parseArgs({ args: argv, strict: true, options: OPTIONS }).values;
+  } catch (e) {
+    // A value that starts with '-' (e.g. --workers -1) is read as an option: the message says what to write.
+    throw new SftBaseUsageError(parseArgsMessage(e));
+  }
+}
+
+type ArgValues = ReturnType<typeof readArgv>;
+
+/** `--name v` as an integer >= min. @throws SftBaseUsageError */
+function int(name: string, v: string | undefined, min: number): number {
+  if (v === undefined || !/^\d+$/.test(v) || !Number.isSafeInteger(Number(v)) || Number(v) < min) throw new SftBaseUsageError(`--${name} must be an integer >= ${min}, got '${v}'`);
+  return Number(v);
+}
+
+/** `--name v` as a number in [lo, hi]. @throws SftBaseUsageError */
+function num(name: string, v: string, lo: number, hi: number): number {
+  const n = Number(v);
+  if (v.trim() === '' || !Number.isFinite(n) || n < lo || n > hi) throw new SftBaseUsageError(`--${name} must be a number in [${lo}, ${hi}], got '${v}'`);
+  return n;
+}
+
+/**
+ * The start of the run: the model config of `--layers/--embd/--heads/--block`, or the `--from`
+ * checkpoint with its config, learning curve and demonstration seeds.
+ * @throws SftBaseUsageError for --from with config options, --from equal to --out, or a start
+ *   checkpoint or config that cannot be used.
+ */
+function startOf(values: ArgValues): Pick<SftBaseOptions, 'config' | 'from' | 'fromCurve' | 'fromDemoSeeds'> {
+  try {
+    if (values.from === undefined) return { config: configFromOptions(values, SFT_BASE_CONFIG), from: null, fromCurve: [], fromDemoSeeds: null };
+    const given = (['layers', 'embd', 'heads', 'block', 'init-seed'] as const).filter((k) => values[k] !== undefined);
+    if (given.length > 0) throw new SftBaseUsageError(`--from takes the model config of its checkpoint: drop ${given.map((k) => `--${k}`).join(', ')}`);
+    const from = path.resolve(values.from);
+    if (from === path.resolve(values.out)) throw new SftBaseUsageError('--from and --out must be different folders');
+    const { config, curve, demoSeeds } = readStartCheckpoint(from);
+    return { config, from, fromCurve: curve, fromDemoSeeds: demoSeeds };
+  } catch (e) {
+    throw e instanceof SftBaseUsageError ? e : new SftBaseUsageError((e as Error).message);
+  }
+}
+
+/** The named choices: --backend, --lr-schedule (with its cosine-only options), --position-offset. @throws SftBaseUsageError */
+function checkChoices(values: ArgValues): void {
+  if (!(SFT_BASE_BACKENDS as readonly string[]).includes(values.backend)) throw new SftBaseUsageError(`--backend must be wasm, cpu or auto, got '${values.backend}'`);
+  if (!(LR_SCHEDULES as readonly string[]).includes(values['lr-schedule'])) throw new SftBaseUsageError(`--lr-schedule must be ${LR_SCHEDULES.join(' or ')}, got '${values['lr-schedule']}'`);
+  if (values['lr-schedule'] !== 'cosine' && (values['warmup-steps'] !== undefined || values['min-lr-ratio'] !== undefined)) throw new SftBaseUsageError('--warmup-steps and --min-lr-ratio apply to --lr-schedule cosine only');
+  if (!(POSITION_OFFSETS as readonly string[]).includes(values['position-offset'])) throw new SftBaseUsageError(`--position-offset must be random or none, got '${values['position-offset']}'`);
+}
+
 /**
  * Parse the command line. @returns the options, or null after printing --help.
  * @throws SftBaseUsageError naming the bad option.
  */
 export function parseSftBaseArgs(argv: string[]): SftBaseOptions | null {
-  let values;
-  try {
-    values = parseArgs({
-      args: argv,
-      strict: true,
-      options: {
-        out: { type: 'string', default: 'models/sft' },
-        layers: { type: 'string' }, embd: { type: 'string' }, heads: { type: 'string' }, block: { type: 'string' },
-        'init-seed': { type: 'string' },
-        from: { type: 'string' },
-        curriculum: { type: 'string', default: DEFAULT_CURRICULUM },
-        sessions: { type: 'string', default: '1200' },
-        'fail-rate': { type: 'string', default: '0.5' },
-        seed: { type: 'string', default: '0' },
-        steps: { type: 'string' },
-        epochs: { type: 'string' },
-        lr: { type: 'string', default: '1e-3' },
-        'lr-schedule': { type: 'string', default: 'cosine' },
-        'warmup-steps': { type: 'string' },
-        'min-lr-ratio': { type: 'string' },
-        minibatch: { type: 'string', default: '16' },
-        'micro-batch-tokens': { type: 'string', default: '4096' },
-        'position-offset': { type: 'string', default: 'random' },
-        workers: { type: 'string' },
-        backend: { type: 'string', default: 'wasm' },
-        'log-every': { type: 'string', default: '10' },
-        'keep-demos': { type: 'boolean', default: false },
-        'dry-run': { type: 'boolean', default: false },
-        help: { type: 'boolean', short: 'h' },
-      },
-    }).values;
-  } catch (e) {
-    // A value that starts with '-' (e.g. --workers -1) is read as an option: the message says what to write.
-    throw new SftBaseUsageError(parseArgsMessage(e));
-  }
+  const values = readArgv(argv);
   if (values.help) {
     console.log(HELP);
     return null;
   }
-  const int = (name: string, v: string | undefined, min: number): number => {
-    if (v === undefined || !/^\d+$/.test(v) || !Number.isSafeInteger(Number(v)) || Number(v) < min) throw new SftBaseUsageError(`--${name} must be an integer >= ${min}, got '${v}'`);
-    return Number(v);
-  };
-  const num = (name: string, v: string, lo: number, hi: number): number => {
-    const n = Number(v);
-    if (v.trim() === '' || !Number.isFinite(n) || n < lo || n > hi) throw new SftBaseUsageError(`--${name} must be a number in [${lo}, ${hi}], got '${v}'`);
-    return n;
-  };
   if (values.steps !== undefined && values.epochs !== undefined) throw new SftBaseUsageError('give --steps or --epochs, not both');
-  let config: GPTConfig;
-  let from: string | null = null;
-  let fromCurve: CurvePoint[] = [];
-  let fromDemoSeeds: [number, number] | null = null;
-  try {
-    if (values.from !== undefined) {
-      const given = (['layers', 'embd', 'heads', 'block', 'init-seed'] as const).filter((k) => values[k] !== undefined);
-      if (given.length > 0) throw new SftBaseUsageError(`--from takes the model config of its checkpoint: drop ${given.map((k) => `--${k}`).join(', ')}`);
-      from = path.resolve(values.from);
-      if (from === path.resolve(values.out)) throw new SftBaseUsageError('--from and --out must be different folders');
-      ({ config, curve: fromCurve, demoSeeds: fromDemoSeeds } = readStartCheckpoint(from));
-    } else config = configFromOptions(values, SFT_BASE_CONFIG);
-  } catch (e) {
-    throw e instanceof SftBaseUsageError ? e : new SftBaseUsageError((e as Error).message);
-  }
-  if (!['wasm', 'cpu', 'auto'].includes(values.backend)) throw new SftBaseUsageError(`--backend must be wasm, cpu or auto, got '${values.backend}'`);
-  if (!(LR_SCHEDULES as readonly string[]).includes(values['lr-schedule'])) throw new SftBaseUsageError(`--lr-schedule must be ${LR_SCHEDULES.join(' or ')}, got '${values['lr-schedule']}'`);
-  if (values['lr-schedule'] !== 'cosine' && (values['warmup-steps'] !== undefined || values['min-lr-ratio'] !== undefined)) throw new SftBaseUsageError('--warmup-steps and --min-lr-ratio apply to --lr-schedule cosine only');
-  if (!['random', 'none'].includes(values['position-offset'])) throw new SftBaseUsageError(`--position-offset must be random or none, got '${values['position-offset']}'`);
+  const start = startOf(values);
+  checkChoices(values);
   const opts: SftBaseOptions = {
     out: path.resolve(values.out),
-    config,
-    from,
-    fromCurve,
-    fromDemoSeeds,
+    ...start,
     initSeed: values['init-seed'] === undefined ? INIT_SEED : int('init-seed', values['init-seed'], 0),
     curriculum: values.curriculum,
     sessions: int('sessions', values.sessions, 1),
@@ -182,7 +203,7 @@ export function parseSftBaseArgs(argv: string[]): SftBaseOptions | null {
     minLrRatio: values['min-lr-ratio'] === undefined ? 0.1 : num('min-lr-ratio', values['min-lr-ratio'], 0, 1),
     minibatch: int('minibatch', values.minibatch, 1),
     microBatchTokens: int('micro-batch-tokens', values['micro-batch-tokens'], 1),
-    positionOffset: values['position-offset'] as SftBaseOptions['positionOffset'],
+    positionOffset: values['position-offset'] as PositionOffset,
     workers: values.workers === undefined ? null : int('workers', values.workers, 1),
     backend: values.backend as SftBaseOptions['backend'],
     logEvery: int('log-every', values['log-every'], 1),

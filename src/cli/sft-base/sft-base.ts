@@ -44,7 +44,7 @@ import { buildSftSamples, parseDemoJsonl, type TrainingSample } from '../../trai
 import { createModelIO } from '../../training/run/gpt-adapter.js';
 import { parseSftBaseArgs, SftBaseUsageError, type SftBaseOptions } from './sft-base-args.js';
 import { continueCurve, sftCurveSvg, type CurvePoint } from './sft-curve.js';
-import { resolveTrainWorkers, runTrainingJob, type TrainingHyper } from '../../training/run/job.js';
+import { resolveTrainWorkers, runTrainingJob, type JobProgress, type TrainingHyper } from '../../training/run/job.js';
 
 const repoRoot = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..', '..', '..');
 
@@ -121,6 +121,151 @@ function runDemos(args: string[]): void {
 const mean = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
 const round = (x: number, d = 4) => Number(x.toFixed(d));
 
+/** The demonstrations of a run and the samples made of them (step 1 of the file comment). */
+interface SftData {
+  demos: ReturnType<typeof parseDemoJsonl>;
+  demosText: string;
+  demosSha256: string;
+  /** The `lamer demos` command line without its `--out`, for the checkpoint's metadata. */
+  demoCommand: string;
+  samples: TrainingSample[];
+  stats: ReturnType<typeof buildSftSamples>['stats'];
+  /** What the job trains on: `samples`, or with --steps the drawn list of steps x minibatch. */
+  trainSamples: TrainingSample[];
+  epochs: number;
+  steps: number;
+  parameters: number;
+  /** What a dry run prints (and every run logs). */
+  plan: Record<string, unknown>;
+}
+
+/**
+ * Step 1: the demonstrations (`lamer demos` checks the curriculum; a bad one exits 2 with its
+ * message), their samples, the step count and the plan.
+ * @throws SftBaseUsageError for a curriculum `lamer demos` refuses or a warm-up of at least the
+ *   run's steps; Error when there are no samples.
+ */
+function prepareSftData(opts: SftBaseOptions, work: string): SftData {
+  const demosPath = path.join(work, 'demos.jsonl');
+  const demoArgs = ['--curriculum', opts.curriculum, '--tasks', String(opts.sessions), '--seed', String(opts.seed), '--fail-rate', String(opts.failRate), '--out', demosPath];
+  const seen = opts.fromDemoSeeds;
+  if (seen && opts.seed < seen[1] && seen[0] < opts.seed + opts.sessions) {
+    log(`warning: demonstration seeds [${opts.seed}, ${opts.seed + opts.sessions}) overlap the [${seen[0]}, ${seen[1]}) that --from ${opts.from} was trained on; give --seed ${seen[1]} or more for new ones`);
+  }
+  runDemos(demoArgs);
+  const demoCommand = `lamer demos ${demoArgs.slice(0, -2).map((a) => (/^[\w.:/@=,-]+$/.test(a) ? a : `'${a}'`)).join(' ')}`;
+  const demosText = readFileSync(demosPath, 'utf8');
+  const demosSha256 = createHash('sha256').update(demosText).digest('hex');
+  const demos = parseDemoJsonl(demosText);
+  const { samples, stats } = buildSftSamples(demos, { blockSize: opts.config.block_size });
+  if (samples.length === 0) throw new Error('the demonstrations gave no training samples');
+  const sampleTokens = (s: TrainingSample) => Math.min(s.promptTokenIds.length + s.outputTokenIds.length - 1, opts.config.block_size);
+  const tokensPerPass = samples.reduce((a, s) => a + sampleTokens(s), 0);
+  const trainSamples = opts.steps !== null ? samplesForSteps(samples, opts.steps, opts.minibatch, opts.seed) : samples;
+  const epochs = opts.epochs ?? 1;
+  const steps = opts.steps ?? Math.ceil(samples.length / opts.minibatch) * epochs;
+  // with --epochs the step count is known only now: refuse a warm-up as long as the run before any training
+  if (opts.warmupSteps !== null && opts.warmupSteps >= steps) throw new SftBaseUsageError(`--warmup-steps (${opts.warmupSteps}) must be below the run's ${steps} optimiser steps`);
+  const parameters = countParams(opts.config);
+  const plan = {
+    start: opts.from ?? 'random init', config: opts.config, parameters, sessionsPerEnv: sessionsPerEnv(demos), demos: demos.length, samples: samples.length,
+    reflections: samples.filter((s) => s.kind === 'reflection').length, tokensPerPass,
+    steps, passes: round((steps * opts.minibatch) / samples.length, 3),
+    tokensToTrain: opts.steps !== null ? trainSamples.reduce((a, s) => a + sampleTokens(s), 0) : tokensPerPass * epochs,
+  };
+  return { demos, demosText, demosSha256, demoCommand, samples, stats, trainSamples, epochs, steps, parameters, plan };
+}
+
+/**
+ * Progress of the job on stderr: a bar when stderr is a TTY, else one JSON line per `--log-every`
+ * steps; collects the learning-curve points (step, tokens so far, seconds since `t0`, loss, lr).
+ */
+function sftProgress(opts: SftBaseOptions, steps: number) {
+  const points: CurvePoint[] = [];
+  const bar = process.stderr.isTTY === true
+    ? new cliProgress.SingleBar({ stream: process.stderr, hideCursor: true, etaBuffer: 50, format: 'sft {bar} {value}/{total} steps | loss {loss} (20-step mean) | {tps} tok/s | {duration_formatted} | ETA {eta_formatted}' }, cliProgress.Presets.shades_classic)
+    : null;
+  bar?.start(steps, 0, { loss: '-', tps: '-' });
+  const t0 = performance.now();
+  let tokens = 0;
+  const onProgress = (p: JobProgress) => {
+    tokens += p.metrics.tokens;
+    const seconds = (performance.now() - t0) / 1000;
+    points.push({ step: p.iteration, tokens, seconds: round(seconds, 3), loss: round(p.metrics.loss), lr: p.metrics.lr });
+    if (bar) bar.update(p.iteration, { loss: mean(points.slice(-20).map((q) => q.loss)).toFixed(3), tps: Math.round(tokens / seconds) });
+    else if (p.iteration % opts.logEvery === 0 || p.iteration === p.totalIterations) {
+      const window = points.slice(-opts.logEvery);
+      process.stderr.write(JSON.stringify({
+        step: p.iteration, of: p.totalIterations, loss: round(mean(window.map((q) => q.loss))), tokens, seconds: round(seconds, 1),
+        tokensPerSec: Math.round(tokens / seconds), etaSeconds: Math.round((seconds / p.iteration) * (p.totalIterations - p.iteration)),
+      }) + '\n');
+    }
+  };
+  return { points, onProgress, stop: () => bar?.stop(), tokens: () => tokens, seconds: () => (performance.now() - t0) / 1000 };
+}
+
+/**
+ * Steps 2-3: the start (a random initialisation in `work`, or --from) and the sft job on it.
+ * @returns the job's result, its hyperparameters, the threads it used, the curve points, tokens
+ *   trained and seconds taken.
+ */
+async function trainSftBase(opts: SftBaseOptions, data: SftData, work: string) {
+  const initDir = opts.from ?? path.join(work, 'init');
+  if (opts.from === null) await writeInitCheckpoint(initDir, opts.config, opts.initSeed);
+  const parent = opts.from === null
+    ? { source: 'random-init', config: opts.config, seed: opts.initSeed }
+    : { source: 'checkpoint', dir: opts.from, weightsSha256: createHash('sha256').update(readFileSync(path.join(opts.from, 'weights.bin'))).digest('hex') };
+  const io = await createModelIO({ backend: opts.backend });
+  const hyper: TrainingHyper = {
+    lr: opts.lr, epochs: data.epochs, minibatchSize: opts.minibatch, microBatchTokens: opts.microBatchTokens, seed: opts.seed, positionOffset: opts.positionOffset,
+    lrSchedule: opts.lrSchedule,
+    ...(opts.lrSchedule === 'cosine' ? { warmupSteps: opts.warmupSteps ?? Math.floor(data.steps * 0.05), minLrRatio: opts.minLrRatio } : {}),
+    ...(opts.workers !== null ? { workers: opts.workers } : {}),
+  };
+  const workers = resolveTrainWorkers(opts.workers ?? undefined, io, opts.minibatch); // what the job will use
+  const { demos, samples } = data;
+  const progress = sftProgress(opts, data.steps);
+  let res;
+  try {
+    res = await runTrainingJob(
+      {
+        algorithm: 'sft', baseCheckpointDir: initDir, outputDir: opts.out, hyper, dataStats: data.stats,
+        meta: {
+          version: 'base', source: 'sft', script: 'npm run model:sft-base', argv: process.argv.slice(2),
+          parent,
+          curriculum: opts.curriculum,
+          demos: { command: data.demoCommand, sessionsPerEnv: sessionsPerEnv(demos), sessions: demos.length, samples: samples.length, sha256: data.demosSha256, failRate: opts.failRate },
+          schedule: opts.steps !== null ? { steps: opts.steps, drawing: 'consecutive seeded permutations of the samples' } : { epochs: data.epochs },
+          lrSchedule: opts.lrSchedule,
+        },
+      },
+      data.trainSamples,
+      { io, onProgress: progress.onProgress },
+    );
+  } finally {
+    progress.stop();
+  }
+  return { res, hyper, workers, points: progress.points, tokens: progress.tokens(), seconds: progress.seconds() };
+}
+
+/**
+ * Step 4: `learning-curve.json` and `.svg` beside the checkpoint (with --from, the curve goes on
+ * from the start checkpoint's when it has one: the whole training of this checkpoint), and the
+ * demonstrations with --keep-demos.
+ */
+function writeSftCurve(opts: SftBaseOptions, data: SftData, hyper: TrainingHyper, points: readonly CurvePoint[]): void {
+  const parentCurve = opts.fromCurve;
+  const start = parentCurve.at(-1);
+  const curve = {
+    config: opts.config, parameters: data.parameters, hyper, curriculum: opts.curriculum, sessions: data.demos.length, samples: data.samples.length,
+    ...(start ? { continues: { from: opts.from, step: start.step, tokens: start.tokens, seconds: start.seconds } } : {}),
+    points: continueCurve(parentCurve, points),
+  };
+  writeFileSync(path.join(opts.out, 'learning-curve.json'), JSON.stringify(curve) + '\n');
+  writeFileSync(path.join(opts.out, 'learning-curve.svg'), sftCurveSvg(curve.points, `SFT base: ${opts.config.n_layer} x ${opts.config.n_embd}, ${data.parameters} parameters; ${data.demos.length} sessions, ${data.samples.length} samples; minibatch ${opts.minibatch}, lr ${opts.lr}${start ? `; steps after ${start.step} trained on from ${path.basename(opts.from!)}` : ''}`));
+  if (opts.keepDemos) writeFileSync(path.join(opts.out, 'sft-demos.jsonl'), data.demosText);
+}
+
 /**
  * Make the SFT base checkpoint (see the file comment). Work files live in a temporary folder that
  * is removed at the end.
@@ -138,113 +283,17 @@ export async function runSftBase(opts: SftBaseOptions): Promise<SftBaseSummary |
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
   try {
-    // 1. demonstrations (lamer demos checks the curriculum; a bad one exits 2 with its message)
-    const demosPath = path.join(work, 'demos.jsonl');
-    const demoArgs = ['--curriculum', opts.curriculum, '--tasks', String(opts.sessions), '--seed', String(opts.seed), '--fail-rate', String(opts.failRate), '--out', demosPath];
-    const seen = opts.fromDemoSeeds;
-    if (seen && opts.seed < seen[1] && seen[0] < opts.seed + opts.sessions) {
-      log(`warning: demonstration seeds [${opts.seed}, ${opts.seed + opts.sessions}) overlap the [${seen[0]}, ${seen[1]}) that --from ${opts.from} was trained on; give --seed ${seen[1]} or more for new ones`);
-    }
-    runDemos(demoArgs);
-    const demoCommand = `lamer demos ${demoArgs.slice(0, -2).map((a) => (/^[\w.:/@=,-]+$/.test(a) ? a : `'${a}'`)).join(' ')}`;
-    const demosText = readFileSync(demosPath, 'utf8');
-    const demosSha256 = createHash('sha256').update(demosText).digest('hex');
-    const demos = parseDemoJsonl(demosText);
-    const { samples, stats } = buildSftSamples(demos, { blockSize: opts.config.block_size });
-    if (samples.length === 0) throw new Error('the demonstrations gave no training samples');
-    const sampleTokens = (s: TrainingSample) => Math.min(s.promptTokenIds.length + s.outputTokenIds.length - 1, opts.config.block_size);
-    const tokensPerPass = samples.reduce((a, s) => a + sampleTokens(s), 0);
-    const trainSamples = opts.steps !== null ? samplesForSteps(samples, opts.steps, opts.minibatch, opts.seed) : samples;
-    const epochs = opts.epochs ?? 1;
-    const steps = opts.steps ?? Math.ceil(samples.length / opts.minibatch) * epochs;
-    // with --epochs the step count is known only now: refuse a warm-up as long as the run before any training
-    if (opts.warmupSteps !== null && opts.warmupSteps >= steps) throw new SftBaseUsageError(`--warmup-steps (${opts.warmupSteps}) must be below the run's ${steps} optimiser steps`);
-    const parameters = countParams(opts.config);
-    const plan = {
-      start: opts.from ?? 'random init', config: opts.config, parameters, sessionsPerEnv: sessionsPerEnv(demos), demos: demos.length, samples: samples.length,
-      reflections: samples.filter((s) => s.kind === 'reflection').length, tokensPerPass,
-      steps, passes: round((steps * opts.minibatch) / samples.length, 3),
-      tokensToTrain: opts.steps !== null ? trainSamples.reduce((a, s) => a + sampleTokens(s), 0) : tokensPerPass * epochs,
-    };
-    log(`plan ${JSON.stringify(plan)}`);
-    if (opts.dryRun) return { dryRun: true, ...plan };
-
-    // 2. the start: a random initialisation or --from; 3. the sft job
-    const initDir = opts.from ?? path.join(work, 'init');
-    if (opts.from === null) await writeInitCheckpoint(initDir, opts.config, opts.initSeed);
-    const parent = opts.from === null
-      ? { source: 'random-init', config: opts.config, seed: opts.initSeed }
-      : { source: 'checkpoint', dir: opts.from, weightsSha256: createHash('sha256').update(readFileSync(path.join(opts.from, 'weights.bin'))).digest('hex') };
-    const io = await createModelIO({ backend: opts.backend });
-    const hyper: TrainingHyper = {
-      lr: opts.lr, epochs, minibatchSize: opts.minibatch, microBatchTokens: opts.microBatchTokens, seed: opts.seed, positionOffset: opts.positionOffset,
-      lrSchedule: opts.lrSchedule,
-      ...(opts.lrSchedule === 'cosine' ? { warmupSteps: opts.warmupSteps ?? Math.floor(steps * 0.05), minLrRatio: opts.minLrRatio } : {}),
-      ...(opts.workers !== null ? { workers: opts.workers } : {}),
-    };
-    const workers = resolveTrainWorkers(opts.workers ?? undefined, io, opts.minibatch); // what the job will use
-    const points: CurvePoint[] = [];
-    const bar = process.stderr.isTTY === true
-      ? new cliProgress.SingleBar({ stream: process.stderr, hideCursor: true, etaBuffer: 50, format: 'sft {bar} {value}/{total} steps | loss {loss} (20-step mean) | {tps} tok/s | {duration_formatted} | ETA {eta_formatted}' }, cliProgress.Presets.shades_classic)
-      : null;
-    bar?.start(steps, 0, { loss: '-', tps: '-' });
-    const t0 = performance.now();
-    let tokens = 0;
-    let res;
-    try {
-      res = await runTrainingJob(
-        {
-          algorithm: 'sft', baseCheckpointDir: initDir, outputDir: opts.out, hyper, dataStats: stats,
-          meta: {
-            version: 'base', source: 'sft', script: 'npm run model:sft-base', argv: process.argv.slice(2),
-            parent,
-            curriculum: opts.curriculum,
-            demos: { command: demoCommand, sessionsPerEnv: sessionsPerEnv(demos), sessions: demos.length, samples: samples.length, sha256: demosSha256, failRate: opts.failRate },
-            schedule: opts.steps !== null ? { steps: opts.steps, drawing: 'consecutive seeded permutations of the samples' } : { epochs },
-            lrSchedule: opts.lrSchedule,
-          },
-        },
-        trainSamples,
-        {
-          io,
-          onProgress: (p) => {
-            tokens += p.metrics.tokens;
-            const seconds = (performance.now() - t0) / 1000;
-            points.push({ step: p.iteration, tokens, seconds: round(seconds, 3), loss: round(p.metrics.loss), lr: p.metrics.lr });
-            if (bar) bar.update(p.iteration, { loss: mean(points.slice(-20).map((q) => q.loss)).toFixed(3), tps: Math.round(tokens / seconds) });
-            else if (p.iteration % opts.logEvery === 0 || p.iteration === p.totalIterations) {
-              const window = points.slice(-opts.logEvery);
-              process.stderr.write(JSON.stringify({
-                step: p.iteration, of: p.totalIterations, loss: round(mean(window.map((q) => q.loss))), tokens, seconds: round(seconds, 1),
-                tokensPerSec: Math.round(tokens / seconds), etaSeconds: Math.round((seconds / p.iteration) * (p.totalIterations - p.iteration)),
-              }) + '\n');
-            }
-          },
-        },
-      );
-    } finally {
-      bar?.stop();
-    }
-    const seconds = (performance.now() - t0) / 1000;
-
-    // 4. the curve and the summary
-    // with --from, the curve goes on from the start checkpoint's (when it has one): the whole training of this checkpoint
-    const parentCurve = opts.fromCurve;
-    const start = parentCurve.at(-1);
-    const curve = {
-      config: opts.config, parameters, hyper, curriculum: opts.curriculum, sessions: demos.length, samples: samples.length,
-      ...(start ? { continues: { from: opts.from, step: start.step, tokens: start.tokens, seconds: start.seconds } } : {}),
-      points: continueCurve(parentCurve, points),
-    };
-    writeFileSync(path.join(opts.out, 'learning-curve.json'), JSON.stringify(curve) + '\n');
-    writeFileSync(path.join(opts.out, 'learning-curve.svg'), sftCurveSvg(curve.points, `SFT base: ${opts.config.n_layer} x ${opts.config.n_embd}, ${parameters} parameters; ${demos.length} sessions, ${samples.length} samples; minibatch ${opts.minibatch}, lr ${opts.lr}${start ? `; steps after ${start.step} trained on from ${path.basename(opts.from!)}` : ''}`));
-    if (opts.keepDemos) writeFileSync(path.join(opts.out, 'sft-demos.jsonl'), demosText);
+    const data = prepareSftData(opts, work);
+    log(`plan ${JSON.stringify(data.plan)}`);
+    if (opts.dryRun) return { dryRun: true, ...data.plan };
+    const { res, hyper, workers, points, tokens, seconds } = await trainSftBase(opts, data, work);
+    writeSftCurve(opts, data, hyper, points);
     const losses = res.metrics.map((m) => m.loss);
     const k = Math.min(10, losses.length);
     const bytesOnDisk = ['model.json', 'weights.bin'].reduce((a, f) => a + statSync(path.join(opts.out, f)).size, 0);
     return {
-      out: opts.out, config: opts.config, parameters, sessions: demos.length, samples: samples.length,
-      steps: res.iterations, epochs: round((res.iterations * opts.minibatch) / samples.length, 3),
+      out: opts.out, config: opts.config, parameters: data.parameters, sessions: data.demos.length, samples: data.samples.length,
+      steps: res.iterations, epochs: round((res.iterations * opts.minibatch) / data.samples.length, 3),
       workers, tokens, seconds: round(seconds, 1),
       tokensPerSec: Math.round(tokens / seconds), lossFirst: round(losses[0]), lossLast: round(losses[losses.length - 1]),
       lossFirst10: round(mean(losses.slice(0, k))), lossLast10: round(mean(losses.slice(-k))), bytesOnDisk,

@@ -67,32 +67,7 @@ const ESTIMATOR: Record<RlAlgorithm, Estimator> = { lamer: 'gigpo', gigpo: 'gigp
  */
 export function buildRlSamples(records: readonly StepRecord[], opts: RlDataOptions): { samples: TrainingSample[]; stats: DataStats; scores: TurnScore[] } {
   const multiAttempt = opts.algorithm === 'lamer';
-  const obsRows = new Map<string, StepRecord>(); // key session/attempt/step -> observation record
-  const key = (s: string, a: number, t: number) => `${s}\u0000${a}\u0000${t}`;
-  for (const r of records) if (r.kind === 'action') obsRows.set(key(r.sessionId, r.attempt, r.step), r);
-
-  const turns: Turn[] = [];
-  const sources: StepRecord[] = [];
-  for (const r of records) {
-    if (r.outputTokenIds === null || r.promptTokenIds === null || r.outputTokenIds.length === 0) continue;
-    if (r.logprobs === null || r.logprobs.length !== r.outputTokenIds.length) {
-      throw new RangeError(`step ${r.sessionId}/${r.attempt}/${r.step} (${r.kind}): logprobs missing or not [outLen]`);
-    }
-    if (r.kind === 'reflection' && !multiAttempt) continue;
-    const next = r.kind === 'action' ? obsRows.get(key(r.sessionId, r.attempt, r.step + 1)) : undefined;
-    turns.push({
-      taskId: r.taskId,
-      // single-attempt baselines: each attempt is an independent episode
-      sessionId: multiAttempt ? r.sessionId : `${r.sessionId}#${r.attempt}`,
-      attempt: multiAttempt ? r.attempt : 0,
-      step: r.step,
-      kind: r.kind,
-      observation: r.observation,
-      reward: next ? next.reward : 0,
-      invalidAction: next ? next.invalidAction : false,
-    });
-    sources.push(r);
-  }
+  const { turns, sources } = turnsOf(records, multiAttempt);
   const adv = computeAdvantages(turns, {
     estimator: ESTIMATOR[opts.algorithm],
     returns: multiAttempt ? opts.returns : { ...opts.returns, gammaTraj: 0 },
@@ -102,36 +77,7 @@ export function buildRlSamples(records: readonly StepRecord[], opts: RlDataOptio
   const samples: TrainingSample[] = [];
   const scores: TurnScore[] = [];
   const outcomesOf = attemptOutcomes(records);
-  // packing: turn index -> the packed sample that replaces it (its run's first turn) or null (a
-  // later turn of a run: trained inside that sample)
-  const packedAt = new Map<number, TrainingSample | null>();
-  if ((opts.pack ?? true) && opts.blockSize !== undefined) {
-    const byAttempt = new Map<string, number[]>();
-    const reflectionOf = new Map<string, number>();
-    sources.forEach((r, i) => {
-      const k = `${r.sessionId}\u0000${r.attempt}`;
-      if (r.kind === 'reflection') { reflectionOf.set(k, i); return; }
-      const list = byAttempt.get(k);
-      if (list) list.push(i); else byAttempt.set(k, [i]);
-    });
-    for (const [k, list] of byAttempt) {
-      list.sort((x, y) => sources[x].step - sources[y].step);
-      // the reflection after the attempt comes last: its prompt continues the last acting prompt
-      const refl = reflectionOf.get(k);
-      if (refl !== undefined) list.push(refl);
-      const run = packRlRun(list.map((i) => sources[i]), opts.blockSize);
-      // trailing turns that are not trained add nothing; a run needs two trained turns to pay
-      while (run.length > 0 && !adv.turns[list[run.length - 1]].kept) run.pop();
-      // the run's last turn shows its whole output: a last token (EOS) left for a dropped next
-      // turn's tail to train would otherwise not be trained at all
-      if (run.length > 0) run[run.length - 1] = sources[list[run.length - 1]].outputTokenIds!.length;
-      const idx = list.slice(0, run.length);
-      if (idx.filter((i) => adv.turns[i].kept).length < 2) continue;
-      const packed = packedRlSample(idx.map((i, j) => ({ r: sources[i], shown: run[j], kept: adv.turns[i].kept, advantage: adv.turns[i].advantage, return: adv.turns[i].return })));
-      packed.outcome = outcomeOf(outcomesOf, sources[idx[0]]);
-      idx.forEach((i, j) => packedAt.set(i, j === 0 ? packed : null));
-    }
-  }
+  const packedAt = (opts.pack ?? true) && opts.blockSize !== undefined ? packedRuns(sources, adv.turns, opts.blockSize, outcomesOf) : new Map<number, TrainingSample | null>();
   adv.turns.forEach((a, i) => {
     const r = sources[i];
     scores.push({ sessionId: r.sessionId, attempt: r.attempt, step: r.step, kind: r.kind, return: a.return, advantage: a.advantage, kept: a.kept });
@@ -161,6 +107,81 @@ export function buildRlSamples(records: readonly StepRecord[], opts: RlDataOptio
       outputTokens: samples.reduce((n, s) => n + trainedTokens(s), 0),
     },
   };
+}
+
+/**
+ * The turns of `buildRlSamples` and the record of each (`sources[i]` is turn i's): records with
+ * output tokens, each with the reward and invalid flag posted with the next step of its attempt;
+ * reflections only when `multiAttempt` (LaMer), else every attempt is its own episode.
+ * @throws RangeError when a record has output token ids but no logprobs of the same length.
+ */
+function turnsOf(records: readonly StepRecord[], multiAttempt: boolean): { turns: Turn[]; sources: StepRecord[] } {
+  const obsRows = new Map<string, StepRecord>(); // key session/attempt/step -> observation record
+  const key = (s: string, a: number, t: number) => `${s}\u0000${a}\u0000${t}`;
+  for (const r of records) if (r.kind === 'action') obsRows.set(key(r.sessionId, r.attempt, r.step), r);
+  const turns: Turn[] = [];
+  const sources: StepRecord[] = [];
+  for (const r of records) {
+    if (r.outputTokenIds === null || r.promptTokenIds === null || r.outputTokenIds.length === 0) continue;
+    if (r.logprobs === null || r.logprobs.length !== r.outputTokenIds.length) {
+      throw new RangeError(`step ${r.sessionId}/${r.attempt}/${r.step} (${r.kind}): logprobs missing or not [outLen]`);
+    }
+    if (r.kind === 'reflection' && !multiAttempt) continue;
+    const next = r.kind === 'action' ? obsRows.get(key(r.sessionId, r.attempt, r.step + 1)) : undefined;
+    turns.push({
+      taskId: r.taskId,
+      // single-attempt baselines: each attempt is an independent episode
+      sessionId: multiAttempt ? r.sessionId : `${r.sessionId}#${r.attempt}`,
+      attempt: multiAttempt ? r.attempt : 0,
+      step: r.step,
+      kind: r.kind,
+      observation: r.observation,
+      reward: next ? next.reward : 0,
+      invalidAction: next ? next.invalidAction : false,
+    });
+    sources.push(r);
+  }
+  return { turns, sources };
+}
+
+/**
+ * Packing of `buildRlSamples`: per attempt, its acting turns in step order then its reflection,
+ * the longest run whose recorded prompts extend each other (`packRlRun`) with at least two kept
+ * turns becomes one packed sample.
+ * @returns turn index -> the packed sample that replaces it (its run's first turn) or null (a
+ *   later turn of a run: trained inside that sample); turns not in the map stay per-step samples.
+ */
+function packedRuns(
+  sources: readonly StepRecord[], advTurns: ReadonlyArray<{ kept: boolean; advantage: number; return: number }>, blockSize: number,
+  outcomesOf: ReturnType<typeof attemptOutcomes>,
+): Map<number, TrainingSample | null> {
+  const packedAt = new Map<number, TrainingSample | null>();
+  const byAttempt = new Map<string, number[]>();
+  const reflectionOf = new Map<string, number>();
+  sources.forEach((r, i) => {
+    const k = `${r.sessionId}\u0000${r.attempt}`;
+    if (r.kind === 'reflection') { reflectionOf.set(k, i); return; }
+    const list = byAttempt.get(k);
+    if (list) list.push(i); else byAttempt.set(k, [i]);
+  });
+  for (const [k, list] of byAttempt) {
+    list.sort((x, y) => sources[x].step - sources[y].step);
+    // the reflection after the attempt comes last: its prompt continues the last acting prompt
+    const refl = reflectionOf.get(k);
+    if (refl !== undefined) list.push(refl);
+    const run = packRlRun(list.map((i) => sources[i]), blockSize);
+    // trailing turns that are not trained add nothing; a run needs two trained turns to pay
+    while (run.length > 0 && !advTurns[list[run.length - 1]].kept) run.pop();
+    // the run's last turn shows its whole output: a last token (EOS) left for a dropped next
+    // turn's tail to train would otherwise not be trained at all
+    if (run.length > 0) run[run.length - 1] = sources[list[run.length - 1]].outputTokenIds!.length;
+    const idx = list.slice(0, run.length);
+    if (idx.filter((i) => advTurns[i].kept).length < 2) continue;
+    const packed = packedRlSample(idx.map((i, j) => ({ r: sources[i], shown: run[j], kept: advTurns[i].kept, advantage: advTurns[i].advantage, return: advTurns[i].return })));
+    packed.outcome = outcomeOf(outcomesOf, sources[idx[0]]);
+    idx.forEach((i, j) => packedAt.set(i, j === 0 ? packed : null));
+  }
+  return packedAt;
 }
 
 /** The outcome of a record's attempt and session, from `attemptOutcomes`. */
