@@ -54,6 +54,34 @@ export function effectiveBehaviour(s: Pick<TrainingSample, 'behaviour'>): Behavi
 }
 
 /**
+ * One sample of `makeBatch` checked and cut to the block: its sequence (prompt ++ output, the
+ * first tokens dropped beyond blockSize + 1), the index of the first target that is an output
+ * token, and what trains it: `lp` old logprobs, `lt` loss targets and `adv` per-token advantages
+ * (the last two checked to be as long as the output), `support` per output token.
+ * @throws RangeError as makeBatch documents.
+ */
+function batchRow(
+  s: TrainingSample, model: Pick<TrainableModel, 'blockSize' | 'vocabSize'>, lp: number[] | null, support: ReadonlyArray<readonly number[] | null> | null, off: number | undefined,
+) {
+  if (s.outputTokenIds.length === 0) throw new RangeError(`sample ${s.sessionId}/${s.attempt}/${s.step} has no output tokens`);
+  let seq = [...s.promptTokenIds, ...s.outputTokenIds];
+  let promptLen = s.promptTokenIds.length;
+  const cut = Math.max(0, seq.length - 1 - model.blockSize);
+  seq = seq.slice(cut);
+  promptLen = Math.max(0, promptLen - cut);
+  for (const id of seq) if (!(Number.isInteger(id) && id >= 0 && id < model.vocabSize)) throw new RangeError(`token id ${id} outside [0, ${model.vocabSize})`);
+  const firstOut = Math.max(0, promptLen - 1); // targets index j predicts seq[j+1]
+  const lt = s.lossTargets ?? null;
+  if (lt && lt.length !== s.outputTokenIds.length) throw new RangeError(`sample ${s.sessionId}/${s.attempt}/${s.step}: lossTargets must be [outLen]`);
+  const adv = s.advantages ?? null;
+  if (adv && adv.length !== s.outputTokenIds.length) throw new RangeError(`sample ${s.sessionId}/${s.attempt}/${s.step}: advantages must be [outLen]`);
+  if (off !== undefined && !(Number.isInteger(off) && off >= 0 && off + seq.length - 1 <= model.blockSize)) {
+    throw new RangeError(`sample ${s.sessionId}/${s.attempt}/${s.step}: position offset ${off} outside [0, ${model.blockSize - (seq.length - 1)}] (blockSize ${model.blockSize} - ${seq.length - 1} inputs)`);
+  }
+  return { seq, firstOut, lp, lt, adv, support };
+}
+
+/**
  * Lay samples out as next-token training rows: sequence s = prompt ++ output (length L);
  * inputs = s[0..L-2], targets = s[1..L-1]; mask = 1 where the target is an output token. A sample
  * with `lossTargets` (packed SFT) instead trains, at the position that predicts output token i,
@@ -75,26 +103,7 @@ export function makeBatch(
   positionOffsets?: readonly number[],
 ): Batch {
   if (positionOffsets && positionOffsets.length !== samples.length) throw new RangeError(`positionOffsets must have one offset per sample (${samples.length}), got ${positionOffsets.length}`);
-  const rows = samples.map((s, b) => {
-    if (s.outputTokenIds.length === 0) throw new RangeError(`sample ${s.sessionId}/${s.attempt}/${s.step} has no output tokens`);
-    let seq = [...s.promptTokenIds, ...s.outputTokenIds];
-    let promptLen = s.promptTokenIds.length;
-    const cut = Math.max(0, seq.length - 1 - model.blockSize);
-    seq = seq.slice(cut);
-    promptLen = Math.max(0, promptLen - cut);
-    for (const id of seq) if (!(Number.isInteger(id) && id >= 0 && id < model.vocabSize)) throw new RangeError(`token id ${id} outside [0, ${model.vocabSize})`);
-    const firstOut = Math.max(0, promptLen - 1); // targets index j predicts seq[j+1]
-    const lp = oldLogprobs?.[b] ?? s.oldLogprobs;
-    const lt = s.lossTargets ?? null;
-    if (lt && lt.length !== s.outputTokenIds.length) throw new RangeError(`sample ${s.sessionId}/${s.attempt}/${s.step}: lossTargets must be [outLen]`);
-    const adv = s.advantages ?? null;
-    if (adv && adv.length !== s.outputTokenIds.length) throw new RangeError(`sample ${s.sessionId}/${s.attempt}/${s.step}: advantages must be [outLen]`);
-    const off = positionOffsets?.[b];
-    if (off !== undefined && !(Number.isInteger(off) && off >= 0 && off + seq.length - 1 <= model.blockSize)) {
-      throw new RangeError(`sample ${s.sessionId}/${s.attempt}/${s.step}: position offset ${off} outside [0, ${model.blockSize - (seq.length - 1)}] (blockSize ${model.blockSize} - ${seq.length - 1} inputs)`);
-    }
-    return { seq, firstOut, lp, lt, adv, support: supports?.[b] ?? null };
-  });
+  const rows = samples.map((s, b) => batchRow(s, model, oldLogprobs?.[b] ?? s.oldLogprobs, supports?.[b] ?? null, positionOffsets?.[b]));
   const V = model.vocabSize;
   const T = Math.max(...rows.map((r) => r.seq.length - 1));
   const B = rows.length;
