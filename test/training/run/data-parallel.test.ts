@@ -166,7 +166,7 @@ describe('data-parallel training', () => {
   }, 60_000);
 
   it('a replica that crashes rejects the job and leaves no thread behind', async () => {
-    const tinyModule = pathToFileURL(join(import.meta.dirname, 'tiny-model.ts')).href;
+    const tinyModule = pathToFileURL(join(import.meta.dirname, '..', 'tiny-model.ts')).href;
     const data = samples(8, false).map((s) => ({ ...s, promptTokenIds: s.promptTokenIds.map((t) => t % 8), outputTokenIds: s.outputTokenIds.map((t) => t % 8) }));
     await tf.setBackend('cpu');
     try {
