@@ -274,7 +274,7 @@ async function runPoint(spec: PointSpec, index: number, total: number): Promise<
     ];
     trainCommand = `npm run model:sft-base -- ${args.map(quote).join(' ')}`;
     log(`${label}: training: ${trainCommand}`);
-    const code = await runChild('src/training/scripts/sft-base.ts', args, path.join(dir, 'train'), `${label} training`);
+    const code = await runChild('src/cli/sft-base/sft-base.ts', args, path.join(dir, 'train'), `${label} training`);
     if (code === 2) fail(`model:sft-base refused its options for ${spec.name} (${path.join(dir, 'train.err.log')}: ${lastLine(path.join(dir, 'train.err.log'))})`);
     const summaryLine = lastLine(path.join(dir, 'train.out.log'));
     if (code !== 0 || !summaryLine.startsWith('{')) {

@@ -9,9 +9,9 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { generateDemos } from '../src/envs/demos.js';
 import { readCheckpointMetadata } from '../src/model/checkpoint.js';
-import { buildSftSamples } from '../src/training/data.js';
-import { createModelIO } from '../src/training/gpt-adapter.js';
-import { runTrainingJob } from '../src/training/job.js';
+import { buildSftSamples } from '../src/training/data/data.js';
+import { createModelIO } from '../src/training/run/gpt-adapter.js';
+import { runTrainingJob } from '../src/training/run/job.js';
 
 const { values } = parseArgs({ options: {
   env: { type: 'string', default: 'minesweeper' }, tasks: { type: 'string', default: '16' }, epochs: { type: 'string', default: '1' },

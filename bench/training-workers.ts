@@ -1,6 +1,6 @@
 /**
- * Training throughput of the job runner (src/training/job.ts runTrainingJob, SFT) by worker count
- * (data parallelism over worker threads, src/training/data-parallel.ts), measured back to back on
+ * Training throughput of the job runner (src/training/run/job.ts runTrainingJob, SFT) by worker count
+ * (data parallelism over worker threads, src/training/run/data-parallel.ts), measured back to back on
  * the same checkpoint and samples, and the ceiling for 2 cores: independent 1-worker copies of the
  * same job run at the same time as separate processes. Used by bench/model.ts; also runs alone:
  *   npx tsx bench/training-workers.ts [--backend wasm] [--workers 1,2] [--steps 6] [--minibatch 16] [--seq 128] [--checkpoint DIR]
@@ -23,10 +23,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { BackendPreference } from '../src/model/backend.js';
-import type { TrainingSample } from '../src/training/data.js';
-import { createModelIO } from '../src/training/gpt-adapter.js';
-import type { ModelIO } from '../src/training/model-api.js';
-import { runTrainingJob } from '../src/training/job.js';
+import type { TrainingSample } from '../src/training/data/data.js';
+import { createModelIO } from '../src/training/run/gpt-adapter.js';
+import type { ModelIO } from '../src/training/run/model-api.js';
+import { runTrainingJob } from '../src/training/run/job.js';
 import { backendFlag, flag, isMain, printWithLoad, ratio2over1, withBenchCheckpoint, workersFlag } from './cli.js';
 
 export interface WorkersBenchOptions {

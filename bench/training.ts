@@ -9,11 +9,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { BOS, encode, EOS } from '../src/model/tokenizer.js';
-import type { TrainingSample } from '../src/training/data.js';
-import { createModelIO } from '../src/training/gpt-adapter.js';
-import { outputLogprobs } from '../src/training/behaviour.js';
-import { runTrainingJob } from '../src/training/job.js';
-import { DEFAULT_MODEL_IO, startTrainingWorker } from '../src/training/worker.js';
+import type { TrainingSample } from '../src/training/data/data.js';
+import { createModelIO } from '../src/training/run/gpt-adapter.js';
+import { outputLogprobs } from '../src/training/data/behaviour.js';
+import { runTrainingJob } from '../src/training/run/job.js';
+import { DEFAULT_MODEL_IO, startTrainingWorker } from '../src/training/run/worker.js';
 
 const { values } = parseArgs({ options: {
   backend: { type: 'string', default: 'wasm' }, samples: { type: 'string', default: '16' },

@@ -9,10 +9,10 @@ import path from 'node:path';
 import { isIP } from 'node:net';
 import { Cron } from 'croner';
 import type { RemoteVersionConfig } from './policy/engine.js';
-import { REMOTE_KINDS, RL_ALGORITHMS, SERVER_ENGINES, type RlAlgorithm, type ServerEngine } from './domain.js';
+import { REMOTE_KINDS, RL_ALGORITHMS, SERVER_ENGINES, TFJS_BACKENDS, type RlAlgorithm, type ServerEngine, type TfjsBackend } from './domain.js';
 
 export type EngineKind = ServerEngine;
-export type TfjsBackend = 'auto' | 'tensorflow' | 'webgpu' | 'wasm' | 'cpu';
+export type { TfjsBackend } from './domain.js';
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 
 /** One API key: a Bearer token, the tenant it belongs to and whether it may use admin routes. */
@@ -99,7 +99,7 @@ export interface Config {
   sessionIdleTtlSeconds: number;
   /** Time limits of HTTP connections (slow or stalled clients). */
   http: HttpTimeouts;
-  /** Automatic training jobs (src/training/scheduler.ts). */
+  /** Automatic training jobs (src/training/run/scheduler.ts). */
   training: TrainingConfig;
   /** Overload protection (README "Operations"). */
   protection: ProtectionConfig;
@@ -162,9 +162,10 @@ export interface TrainingConfig {
   /** Train only on sessions with this env label; null = all. */
   env: string | null;
   /** LAMER_TRAIN_WORKERS: data-parallel training threads per job; 0 = every core on wasm/cpu, 1 on
-   *  the multi-threaded backends (src/training/job.ts resolveTrainWorkers). Checked here so
-   *  that a bad value stops the server at start; every job reads it from the environment
-   *  (src/training/job.ts trainWorkersFromEnv), as do the training scripts. */
+   *  the multi-threaded backends (src/training/run/job.ts resolveTrainWorkers). Checked here so
+   *  that a bad value stops the server at start; every job reads it from the environment with the
+   *  same parser (`parseTrainWorkers`, through src/training/run/job.ts trainWorkersFromEnv), as do
+   *  the training scripts. */
   workers: number;
   /** Model I/O module of the training worker (not from the environment: for tests and embedding);
    *  default the builtin GPT adapter on `tfjsBackend`. */
@@ -207,6 +208,16 @@ function int(env: Record<string, string | undefined>, name: string, def: number,
   const v = Number(raw.trim());
   if (v < min || v > max) throw new ConfigError(`${name}=${raw}: expected an integer in [${min}, ${max}]`);
   return v;
+}
+
+/**
+ * LAMER_TRAIN_WORKERS, its one parser (the server's config and every training job read it with
+ * this): data-parallel training threads per job, an integer in [0, 256]; unset or '' is 0, every
+ * core on wasm/cpu (src/training/run/job.ts resolveTrainWorkers).
+ * @throws ConfigError for any other value.
+ */
+export function parseTrainWorkers(env: Record<string, string | undefined>): number {
+  return int(env, 'LAMER_TRAIN_WORKERS', 0, 0, 256);
 }
 
 function oneOf<T extends string>(env: Record<string, string | undefined>, name: string, def: T, allowed: readonly T[]): T {
@@ -276,7 +287,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     dataDir: path.resolve(env.LAMER_DATA_DIR && env.LAMER_DATA_DIR !== '' ? env.LAMER_DATA_DIR : 'data'),
     engine: oneOf(env, 'LAMER_ENGINE', 'builtin', SERVER_ENGINES),
     openai: remoteEngine(env),
-    tfjsBackend: oneOf(env, 'LAMER_TFJS_BACKEND', 'auto', ['auto', 'tensorflow', 'webgpu', 'wasm', 'cpu'] as const),
+    tfjsBackend: oneOf(env, 'LAMER_TFJS_BACKEND', 'auto', TFJS_BACKENDS),
     apiKeys,
     logLevel: oneOf(env, 'LAMER_LOG_LEVEL', 'info', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const),
     limits,
@@ -372,7 +383,7 @@ function trainingSchedule(env: Record<string, string | undefined>): TrainingConf
     algorithm: oneOf(env, 'LAMER_TRAIN_ALGORITHM', 'lamer', RL_ALGORITHMS),
     activate: oneOf(env, 'LAMER_TRAIN_ACTIVATE', 'false', ['true', 'false'] as const) === 'true',
     env: env.LAMER_TRAIN_ENV && env.LAMER_TRAIN_ENV !== '' ? env.LAMER_TRAIN_ENV : null,
-    workers: int(env, 'LAMER_TRAIN_WORKERS', 0, 0, 256),
+    workers: parseTrainWorkers(env),
   };
 }
 

@@ -74,17 +74,26 @@ export type EnvKind = (typeof ENV_KINDS)[number];
 export const OLD_LOGPROB_SOURCES = ['recompute', 'stored'] as const;
 export type OldLogprobSource = (typeof OLD_LOGPROB_SOURCES)[number];
 
-/** Where SFT training starts each sample's positions: at 0, as served, or at a random offset (src/training/job.ts TrainingHyper.positionOffset). */
+/** Where SFT training starts each sample's positions: at 0, as served, or at a random offset (src/training/run/job.ts TrainingHyper.positionOffset). */
 export const POSITION_OFFSETS = ['none', 'random'] as const;
 export type PositionOffset = (typeof POSITION_OFFSETS)[number];
 
-/** Learning-rate schedules of a training job (src/training/lr-schedule.ts). */
+/** Learning-rate schedules of a training job (src/training/maths/lr-schedule.ts). */
 export const LR_SCHEDULES = ['constant', 'cosine'] as const;
 export type LrSchedule = (typeof LR_SCHEDULES)[number];
 
 /** Cross-episode return: LaMer Eq. 4 ('paper') or the reference code's recursion ('code'); shared/LAMER.md §2. */
 export const RETURN_MODES = ['paper', 'code'] as const;
 export type ReturnMode = (typeof RETURN_MODES)[number];
+
+/** The advantage estimators (shared/LAMER.md §3): each RL algorithm's, `lamer` using GiGPO's. */
+export const ADVANTAGE_ESTIMATORS = ['gigpo', 'grpo', 'rloo'] as const satisfies readonly RlAlgorithm[];
+export type AdvantageEstimator = (typeof ADVANTAGE_ESTIMATORS)[number];
+
+/** TensorFlow.js backends a process can ask for (LAMER_TFJS_BACKEND, src/model/backend.ts): 'auto'
+ *  tries tensorflow (tfjs-node-gpu, tfjs-node), then wasm, then cpu. */
+export const TFJS_BACKENDS = ['auto', 'tensorflow', 'webgpu', 'wasm', 'cpu'] as const;
+export type TfjsBackend = (typeof TFJS_BACKENDS)[number];
 
 /** Kinds of OpenAI-compatible server a remote version can live on: how actions are kept inside availableActions (docs/remote-engines.md). */
 export const REMOTE_KINDS = ['vllm', 'vllm-legacy', 'lamer', 'llamacpp', 'openai', 'plain'] as const;

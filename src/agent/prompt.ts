@@ -21,7 +21,7 @@
  * the head (the builtin games' observations are Markov). The layout is append-only: while the
  * context drops nothing, prompt(step t+1) = prompt(step t) + action_t + tail(t+1) (the cue ends
  * with "Action: ", so the action the model writes right after it is the text the next prompt
- * shows; a training sequence can hold a whole attempt, src/training/data.ts), and the reflection
+ * shows; a training sequence can hold a whole attempt, src/training/data/data.ts), and the reflection
  * prompt = prompt(last step) + last action + reflection tail.
  */
 import type { PromptParts } from '../policy/engine.js';

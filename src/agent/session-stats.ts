@@ -5,7 +5,7 @@
 import type { AttemptSummary } from '../db/schema.js';
 import type { StatsRow } from '../db/sessions-repo.js';
 import type { SessionMode } from '../domain.js';
-import { passAtKRate } from './passk.js';
+import { passAtKRate } from '../shared/passk.js';
 
 /** Figures of a set of sessions; the arrays are indexed by attempt (0-based) up to the largest maxAttempts. */
 export function summarise(rs: readonly StatsRow[]) {

@@ -4,7 +4,7 @@
  */
 import type { ReflectionRow, SessionRow, StepRow } from '../db/schema.js';
 import type { SamplingParams } from '../policy/engine.js';
-import { passAtK } from './passk.js';
+import { passAtK } from '../shared/passk.js';
 import type { CreateSessionInput, SessionView } from './session-types.js';
 import { newSessionId } from './step-hash.js';
 

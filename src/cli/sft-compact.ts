@@ -31,7 +31,7 @@ import { Rng } from '../envs/rng.js';
 import { GAME_ENV_TAGS, gameVocabulary } from '../envs/vocab.js';
 import { compactExamples, type CompactExample } from '../training/data/compact-sft.js';
 import { disposeSoftBatch, makeSoftBatch, positionLogits, softTargetLoss } from '../training/maths/soft-targets.js';
-import { AdamW, clipByGlobalNorm } from '../training/losses.js';
+import { AdamW, clipByGlobalNorm } from '../training/maths/losses.js';
 import type { EnvKind } from '../domain.js';
 
 const USAGE = `usage: npm run model:sft-base -- [options]

@@ -1,6 +1,6 @@
 /**
  * Queries of the `training_jobs` table: the training service's listing, the /metrics reads, and
- * the reads and writes of the job manager (src/training/manager.ts decides what is written when).
+ * the reads and writes of the job manager (src/training/run/manager.ts decides what is written when).
  */
 import { and, desc, eq, lt, or, sql, type SQL } from 'drizzle-orm';
 import type { Db } from './index.js';

@@ -1,9 +1,9 @@
 /**
  * Recorded sessions and steps as training reads them, and the scores it writes back: the completed
- * training sessions matching a filter and their step rows (src/training/select.ts), the returns
+ * training sessions matching a filter and their step rows (src/training/data/select.ts), the returns
  * and advantages stored on step rows, how many training sessions completed since a time (the
- * training schedule's trigger, src/training/scheduler.ts), and the model output and engine record
- * of each step of some sessions (the remote-engine training batch, src/training/remote-dataset.ts).
+ * training schedule's trigger, src/training/run/scheduler.ts), and the model output and engine record
+ * of each step of some sessions (the remote-engine training batch, src/training/data/remote-dataset.ts).
  */
 import { and, asc, count, eq, gte, inArray, type SQL } from 'drizzle-orm';
 import type { Db } from './index.js';

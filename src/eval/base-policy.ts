@@ -8,13 +8,13 @@
  * summarised as pass@1..K, the invalid-action rate and reflection statistics (./compare.ts
  * reflectionStats), with a paired bootstrap interval over tasks of the pass@K difference (a) - (c),
  * and, when measured, the checkpoint's held-out loss on demonstrations of the same held-out tasks
- * (./heldout-loss.ts). Pure functions over eval reports (./harness.ts). Units: rates are fractions
+ * (src/cli/heldout-loss.ts). Pure functions over eval reports (./harness.ts). Units: rates are fractions
  * in [0, 1] (the markdown prints percent and percentage points); losses are nats per token.
  */
-import { firstSuccess } from '../agent/passk.js';
+import { firstSuccess } from '../shared/passk.js';
 import { pairedBootstrap, pairedDiffs, pct, reflectionStats, type BootstrapInterval, type ReflectionStats } from './compare.js';
 import type { EvalReport } from './harness.js';
-import type { HeldOutDemoLoss } from './heldout-loss.js';
+import type { HeldOutDemoLoss } from '../shared/heldout-loss.js';
 import { summarize, type SessionRecord } from './metrics.js';
 
 /** The rows, in table order. */
@@ -75,7 +75,7 @@ export interface GameResult {
   /** pass@K of (a) minus (c), paired over tasks; null when either row is missing. */
   lamerMinusIndependent: BootstrapInterval | null;
   /** Nats per trained token of the checkpoint on held-out demonstration sessions of this game
-   *  (./heldout-loss.ts heldOutDemoLoss); absent or null when not measured. */
+   *  (src/cli/heldout-loss.ts heldOutDemoLoss); absent or null when not measured. */
   heldOutLoss?: HeldOutDemoLoss | null;
 }
 

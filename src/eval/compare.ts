@@ -6,8 +6,8 @@
  *
  * Units: pass rates are fractions in [0, 1] (the report prints percent); entropies in nats.
  */
-import { Rng } from '../model/sampling.js';
-import { passAtKRate } from '../agent/passk.js';
+import { Rng } from '../shared/rng.js';
+import { passAtKRate } from '../shared/passk.js';
 import { summarize, type SessionRecord } from './metrics.js';
 
 /** Mean and sample standard deviation (n - 1; 0 for fewer than 2 values). NaN mean for none. */

@@ -3,11 +3,11 @@
  *
  * A session is one LaMer trial: up to K attempts at one task, stopping at the first success.
  * Attempts are 0-based and recorded in order (`attempts[n].attempt === n`); pass@k counts attempts
- * 0..k-1 (src/agent/passk.ts). A session with an error counts as unsolved unless an attempt before
+ * 0..k-1 (src/shared/passk.ts). A session with an error counts as unsolved unless an attempt before
  * the error succeeded.
  */
 import type { EndReason } from '../domain.js';
-import { passAtKRate } from '../agent/passk.js';
+import { passAtKRate } from '../shared/passk.js';
 
 /** One played attempt as the harness records it. */
 export interface AttemptRecord {
@@ -120,7 +120,7 @@ export interface EvalMetrics {
   sessions: number;
   tasks: number;
   errors: number;
-  /** {"1": pass@1, ..., "K": pass@K}, fractions in [0, 1] (src/agent/passk.ts). */
+  /** {"1": pass@1, ..., "K": pass@K}, fractions in [0, 1] (src/shared/passk.ts). */
   passAtK: Record<string, number>;
   meanReturnByAttempt: AttemptStats[];
   invalidActionRate: number;

@@ -11,7 +11,7 @@
  */
 import { chartPanel, svgDocument, type Series } from './chart-svg.js';
 import type { GameResult } from './base-policy.js';
-import type { HeldOutLoss } from './heldout-loss.js';
+import type { HeldOutLoss } from '../shared/heldout-loss.js';
 import { pct } from './compare.js';
 
 /** A bad `--points`, `--existing` or `--sft-args` value; the message names it. */
@@ -154,7 +154,7 @@ export interface ScalingGame {
   namesEndingCell: number | null;
   /** Held-out loss of the checkpoint on demonstrations of this game's held-out tasks, nats per
    *  trained token of the reflection and the action text (null: no such tokens); absent when the
-   *  eval did not measure it (src/eval/heldout-loss.ts). */
+   *  eval did not measure it (src/cli/heldout-loss.ts). */
   heldOutLoss?: { reflection: number | null; action: number | null };
 }
 

@@ -20,8 +20,10 @@ import * as tf from '@tensorflow/tfjs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { installWasmPatches } from './wasm-kernels.js';
+import type { TfjsBackend } from '../domain.js';
 
-export type BackendPreference = 'auto' | 'tensorflow' | 'webgpu' | 'wasm' | 'cpu';
+/** A backend to ask for (src/domain.ts TFJS_BACKENDS). */
+export type BackendPreference = TfjsBackend;
 
 export interface BackendLogger {
   info(o: object, msg?: string): void;

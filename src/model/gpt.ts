@@ -228,7 +228,7 @@ function causalMaskValues(T: number): Float32Array {
  * Positions of a full-sequence forward with per-row offsets: pos[b, t] = min(offsets[b] + t,
  * block_size - 1), `[B, T]` int32. The clamp only reaches positions past a row's last token (its
  * right padding) when offsets[b] + (row length) <= block_size, as the training batches guarantee
- * (src/training/batch.ts makeBatch); under the causal mask those positions never change the
+ * (src/training/data/batch.ts makeBatch); under the causal mask those positions never change the
  * logits of the tokens before them. Call inside tf.tidy.
  */
 function offsetPositions(offsets: tf.Tensor1D, T: number, blockSize: number): tf.Tensor2D {

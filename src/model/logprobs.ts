@@ -1,6 +1,6 @@
 /**
  * Token log-probabilities and entropies from logits: the one definition used by the model
- * (src/model/gpt.ts `tokenLogprobs`, `tokenEntropy`) and by training (src/training/losses.ts).
+ * (src/model/gpt.ts `tokenLogprobs`, `tokenEntropy`) and by training (src/training/maths/losses.ts).
  *
  * Shapes: logits `[B, T, V]` float32, targets `[B, T]` int32 token ids; results `[B, T]`, natural
  * logs / nats. Differentiable; inputs are not disposed.

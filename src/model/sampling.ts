@@ -8,6 +8,7 @@
  * not under the truncated/tempered sampling distribution.
  */
 import { EOS } from './tokenizer.js';
+import { Rng } from '../shared/rng.js';
 
 /** Sampling settings of one generation (DESIGN §2 `sampling`). */
 export interface SamplingParams {
@@ -20,34 +21,6 @@ export interface SamplingParams {
   /** Optional integer seed: one seed gives one output for one prompt and model version. A session
    *  derives each call's seed from its own seed, attempt, step and call kind (callSeed). */
   seed?: number;
-}
-
-/**
- * mulberry32 (Tommy Ettinger's 32-bit generator): a seeded stream of uniform floats in [0, 1)
- * (multiples of 2^-32), the state starting at `seed` mod 2^32. The same seed gives the same stream
- * on every platform.
- */
-export function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-/**
- * Small seeded PRNG of the samplers (`mulberry32` from floor(seed) ^ 0x9e3779b9): uniform floats
- * in [0, 1), reproducible across platforms for a fixed seed.
- */
-export class Rng {
-  /** Uniform float in [0, 1). */
-  readonly next: () => number;
-  constructor(seed: number) {
-    this.next = mulberry32(Math.floor(seed) ^ 0x9e3779b9);
-  }
 }
 
 /** An Rng for `params.seed`, or for a random seed when none is given. */
@@ -149,7 +122,7 @@ export function callSeed(seed: number, attempt: number, step: number, kind: Call
  * (a log-softmax row of the model, or any log-weights): restricted to `allowed` (indices; all when
  * omitted), then tempered, then top-k, then top-p, renormalised. Entries outside the support are
  * -Infinity. This is the behaviour policy whose logprobs are recorded and trained
- * (src/training/behaviour.ts recomputes it with logits / temperature and the same support):
+ * (src/training/data/behaviour.ts recomputes it with logits / temperature and the same support):
  *   p_i = exp(s_i / T) / sum_{j in S} exp(s_j / T)  for i in S, 0 otherwise,
  * with S = the allowed indices, cut to the k highest (k > 0), then to the smallest prefix (by
  * descending p, ties by lower index) whose mass reaches top-p. Temperature 0 (greedy) is scored

@@ -179,7 +179,7 @@ export interface PromptFit {
  * prompt extends the session's previous one (`prev`: same head, no fewer steps), at least as many
  * steps are dropped as last time; when it newly overflows, steps are dropped until a quarter of
  * the context is free, so the next steps append to a stable, cached prefix. The SFT data
- * (src/training/sft-data.ts) fits demonstration prompts with it too, so that it trains the prompts
+ * (src/training/data/sft-data.ts) fits demonstration prompts with it too, so that it trains the prompts
  * served. @throws Error as `encodePrompt` when the budget is under 2 tokens.
  */
 export function fitPrompt(prompt: PromptParts, blockSize: number, reserve: number, prev?: PromptFit): EncodedPrompt {

@@ -24,7 +24,7 @@
  * Recorded logprobs (act and reflect) are those of the sampling distribution itself, the behaviour
  * policy (src/model/sampling.ts samplingLogprobs): logits / temperature, restricted to the support
  * (allowed candidates' tokens, top-k, top-p), renormalised; training recomputes exactly that
- * (src/training/behaviour.ts). `score()` stays the plain likelihood (temperature 1, no truncation).
+ * (src/training/data/behaviour.ts). `score()` stays the plain likelihood (temperature 1, no truncation).
  */
 import * as tf from '@tensorflow/tfjs';
 import { initBackend, type BackendPreference } from '../model/backend.js';

@@ -12,6 +12,7 @@ import type { ServerEngine } from '../domain.js';
 import { EngineError, type PolicyEngine } from './engine.js';
 import { TestEngine } from './test-engine.js';
 import { NoLocalEngine } from './routing-engine.js';
+import type { TfjsBackend } from '../domain.js';
 
 export interface EngineLogger {
   info(o: object, msg?: string): void;
@@ -48,7 +49,7 @@ export function exitOnEngineFailure(logger?: EngineLogger, proc: ExitingProcess 
 }
 
 type BuiltinFactory = (opts: {
-  backend?: 'auto' | 'tensorflow' | 'webgpu' | 'wasm' | 'cpu';
+  backend?: TfjsBackend;
   batchWindowMs?: number;
   maxBatchSize?: number;
   maxLoadedVersions?: number;

@@ -1,8 +1,8 @@
 /**
  * TypeBox schemas of the training-job resource (DESIGN §3 `training/jobs`).
  *
- * Hyperparameter ranges are the ones the runner accepts (src/training/job.ts TrainingHyper) and the
- * returns/advantages take (src/training/returns.ts, advantages.ts; shared/LAMER.md §2-3).
+ * Hyperparameter ranges are the ones the runner accepts (src/training/run/job.ts TrainingHyper) and the
+ * returns/advantages take (src/training/maths/returns.ts, advantages.ts; shared/LAMER.md §2-3).
  * SFT demonstrations (`DemoSession` JSONL, src/envs/demos.ts) come either as a `path` relative to
  * `<dataDir>/demos/` (large sets: write the file there, e.g. with `lamer demos --out`), or inline as
  * `sessions` (small sets; bounded by the request body limit); exactly one of the two.
@@ -88,16 +88,6 @@ export const Hyperparameters = Type.Object(
   },
   { additionalProperties: false },
 );
-
-/**
- * The one cross-field rule on `positionOffset`: 'random' offsets are for sft jobs only, because an
- * RL job trains at the positions the sampler served (offset 0; src/training/job.ts TrainingHyper).
- * Checked by the training service on a create body and by the job runner for in-process runs.
- * @returns why `positionOffset` is refused for `algorithm` (without the field name), or null.
- */
-export function positionOffsetConflict(algorithm: string, positionOffset: string | undefined): string | null {
-  return positionOffset === 'random' && algorithm !== 'sft' ? `'random' is for sft jobs only (${algorithm} trains at the positions the sampler served)` : null;
-}
 
 export const CreateJob = Type.Object(
   {

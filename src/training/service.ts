@@ -24,10 +24,11 @@ import { DomainError, invalid, notFound } from '../agent/errors.js';
 import type { Repositories } from '../db/repositories.js';
 import type { TrainingJobRow } from '../db/schema.js';
 import { ensureDirSync } from '../ensure-dir.js';
-import type { IterationMetrics } from './job.js';
-import type { CreateJobRequest, TrainingJobManager } from './manager.js';
-import { positionOffsetConflict, type CreateJob, type Job, type JobList, type JobSummary, type ListJobsQuery } from './schemas.js';
-import type { DataFilter } from './select.js';
+import type { IterationMetrics } from './run/job.js';
+import type { CreateJobRequest, TrainingJobManager } from './run/manager.js';
+import { positionOffsetProblem } from './run/job.js';
+import { type CreateJob, type Job, type JobList, type JobSummary, type ListJobsQuery } from './schemas.js';
+import type { DataFilter } from './data/select.js';
 
 /** The body of `POST /v1/training/jobs` (the CreateJob schema). */
 export type CreateJobBody = Static<typeof CreateJob>;
@@ -127,8 +128,8 @@ export class TrainingService {
     const isSft = b.algorithm === 'sft';
     if (!isSft && b.demonstrations !== undefined) throw invalid('body/demonstrations', `only sft jobs take demonstrations, not ${b.algorithm}`);
     const hp = b.hyperparameters;
-    const offsetConflict = positionOffsetConflict(b.algorithm, hp?.positionOffset);
-    if (offsetConflict) throw invalid('body/hyperparameters/positionOffset', offsetConflict);
+    const offsetProblem = positionOffsetProblem(b.algorithm, hp?.positionOffset);
+    if (offsetProblem !== null) throw invalid('body/hyperparameters/positionOffset', offsetProblem);
     // warm-up and final ratio shape the cosine schedule; with a constant lr they would be silently ignored
     for (const k of ['warmupSteps', 'minLrRatio'] as const) {
       if (hp?.[k] !== undefined && hp.lrSchedule !== 'cosine') throw invalid(`body/hyperparameters/${k}`, `applies to lrSchedule 'cosine' only (lrSchedule is ${hp.lrSchedule ?? "'constant' by default"})`);

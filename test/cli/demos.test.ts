@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { run } from '../../src/cli/demos.js';
-import { parseDemoJsonl } from '../../src/training/data.js';
+import { parseDemoJsonl } from '../../src/training/data/data.js';
 import { parseTaskId } from '../../src/envs/index.js';
 import { tmpDir } from '../helpers/index.js';
 

@@ -12,7 +12,7 @@ import { Ajv } from 'ajv';
 import { Writable } from 'node:stream';
 import { run, parseSince, writeJsonl } from '../../src/cli/export.js';
 import { exportLines, type ExportLine } from '../../src/db/export.js';
-import { writeTurnScores } from '../../src/training/select.js';
+import { writeTurnScores } from '../../src/training/data/select.js';
 import { startTestServer, type TestServer } from '../helpers/index.js';
 
 const repo = path.resolve(import.meta.dirname, '../..');

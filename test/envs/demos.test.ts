@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { curriculumCounts, demoStats, generateCurriculum, generateDemos, parseCurriculum, writeDemos } from '../../src/envs/demos.js';
-import type { DemoSession } from '../../src/training/data.js';
+import type { DemoSession } from '../../src/training/data/data.js';
 import { EVAL_SEED_START, evalSeed, makeEnv, parseTaskId, trainSeed } from '../../src/envs/index.js';
 import { MineSweeperEnv } from '../../src/envs/minesweeper.js';
 import { tmpDir } from '../helpers/index.js';

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { saveCheckpoint } from '../../src/model/checkpoint.js';
 import { initModel } from '../../src/model/gpt.js';
 import { loadConfig } from '../../src/config.js';
-import { DEFAULT_MODEL_IO } from '../../src/training/worker.js';
+import { DEFAULT_MODEL_IO } from '../../src/training/run/worker.js';
 import { runEval } from '../../src/eval/harness.js';
 import type { AttemptRecord, SessionRecord } from '../../src/eval/metrics.js';
 import { summarize } from '../../src/eval/metrics.js';

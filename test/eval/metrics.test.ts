@@ -21,7 +21,7 @@ const S: SessionRecord[] = [
   { taskId: 't3', trial: 0, attempts: [att(0, false, -3, ['x'], 1), att(1, false, -1, ['x']), att(2, false, 1, ['q'])] },
 ];
 
-describe('pass@k of played sessions (summarize, src/agent/passk.ts)', () => {
+describe('pass@k of played sessions (summarize, src/shared/passk.ts)', () => {
   it('pass@1..4 over four sessions', () => {
     expect(summarize(S, 4).passAtK).toEqual({ '1': 0.25, '2': 0.5, '3': 0.75, '4': 0.75 });
   });

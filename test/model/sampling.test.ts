@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { Rng, sampleIndex } from '../../src/model/sampling.js';
+import { sampleIndex } from '../../src/model/sampling.js';
+import { Rng } from '../../src/shared/rng.js';
 
 const P = (over: Partial<{ temperature: number; topP: number; topK: number }> = {}) => ({ temperature: 1, topP: 1, topK: 0, ...over });
 const logp = [Math.log(0.5), Math.log(0.3), Math.log(0.15), Math.log(0.05)];
@@ -61,7 +62,7 @@ describe('per-call streams, the sampling distribution and candidate supports', (
     expect(callSeed(11, 0, 0, 'act')).not.toBe(callSeed(11 + 2 ** 32, 0, 0, 'act'));
     // the first draws of consecutive steps are spread like independent uniforms: 200 steps,
     // 2 equiprobable actions -> Binomial(200, 0.5) lies in [70, 130] with probability > 0.9999
-    const { Rng, drawIndex } = await import('../../src/model/sampling.js');
+    const { drawIndex } = await import('../../src/model/sampling.js');
     let firsts = 0;
     for (let t = 0; t < 200; t++) firsts += drawIndex([Math.log(0.5), Math.log(0.5)], 1, new Rng(callSeed(11, 0, t, 'act'))) === 0 ? 1 : 0;
     expect(firsts).toBeGreaterThanOrEqual(70);

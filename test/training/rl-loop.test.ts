@@ -12,10 +12,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { saveCheckpoint } from '../../src/model/checkpoint.js';
 import { initModel } from '../../src/model/gpt.js';
 import { BOS, encode, encodeCandidate } from '../../src/model/tokenizer.js';
-import { buildRlSamples, type StepRecord, type TrainingSample } from '../../src/training/data.js';
-import { createModelIO } from '../../src/training/gpt-adapter.js';
-import { outputLogprobs } from '../../src/training/behaviour.js';
-import { runTrainingJob } from '../../src/training/job.js';
+import { buildRlSamples, type StepRecord, type TrainingSample } from '../../src/training/data/data.js';
+import { createModelIO } from '../../src/training/run/gpt-adapter.js';
+import { outputLogprobs } from '../../src/training/data/behaviour.js';
+import { runTrainingJob } from '../../src/training/run/job.js';
 
 let dir: string;
 const DOORS = ['door 1', 'door 2', 'door 3'];

@@ -9,7 +9,7 @@
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
-import { DEFAULT_MODEL_IO } from '../../src/training/worker.js';
+import { DEFAULT_MODEL_IO } from '../../src/training/run/worker.js';
 import { dumpDb, startTestServer, tmpDir, writeTinyGptCheckpoint, type TestServer } from '../helpers/index.js';
 
 const DOORS = ['door 1', 'door 2', 'door 3'];

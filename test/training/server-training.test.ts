@@ -10,8 +10,8 @@ import { startServer, type RunningServer } from '../../src/server.js';
 import type { DatabaseConnection } from '../../src/db/index.js';
 import type { Repositories } from '../../src/db/repositories.js';
 import type { ModelRegistry } from '../../src/agent/models.js';
-import { TrainingJobManager } from '../../src/training/manager.js';
-import { DEFAULT_MODEL_IO } from '../../src/training/worker.js';
+import { TrainingJobManager } from '../../src/training/run/manager.js';
+import { DEFAULT_MODEL_IO } from '../../src/training/run/worker.js';
 import { tmpDir, writeTinyGptCheckpoint } from '../helpers/index.js';
 
 let dir: string;

@@ -12,7 +12,7 @@ import { DomainError } from '../../src/agent/errors.js';
 import { openDatabase, type DatabaseConnection } from '../../src/db/index.js';
 import { createRepositories, type Repositories } from '../../src/db/repositories.js';
 import { models } from '../../src/db/schema.js';
-import { TrainingJobManager, type VersionRegistry } from '../../src/training/manager.js';
+import { TrainingJobManager, type VersionRegistry } from '../../src/training/run/manager.js';
 import { TrainingService, type CreateJobBody } from '../../src/training/service.js';
 import { TinyModel, writeTinyCheckpoint } from './tiny-model.js';
 import { tmpDir } from '../helpers/index.js';

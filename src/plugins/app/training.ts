@@ -14,10 +14,10 @@ import path from 'node:path';
 import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
 import type { Config } from '../../config.js';
-import { TrainingJobManager } from '../../training/manager.js';
-import { TrainingScheduler } from '../../training/scheduler.js';
+import { TrainingJobManager } from '../../training/run/manager.js';
+import { TrainingScheduler } from '../../training/run/scheduler.js';
 import { TrainingService } from '../../training/service.js';
-import { DEFAULT_MODEL_IO } from '../../training/worker.js';
+import { DEFAULT_MODEL_IO } from '../../training/run/worker.js';
 
 declare module 'fastify' {
   interface FastifyInstance {

@@ -9,7 +9,8 @@
  * Sizes are checked before any model work (`candidateReserve`, EngineLimitError).
  */
 import { MULTI_TOKEN_BATCH_TOKENS } from '../../model/batcher.js';
-import { drawIndex, rngFor, samplingLogprobs, type Rng } from '../../model/sampling.js';
+import { drawIndex, rngFor, samplingLogprobs } from '../../model/sampling.js';
+import type { Rng } from '../../shared/rng.js';
 import type { EncodedPrompt } from '../../model/tokenizer.js';
 import { EngineError, EngineLimitError, type Generation, type PromptParts, type SamplingParams } from '../engine.js';
 import { onPrompt, type GenContext, type Prefilled } from './generate.js';

@@ -13,7 +13,7 @@
  * - dispose: each worker's engine is disposed (5 s at most), then the threads are terminated.
  *
  * Under tsx the worker starts from serving-bootstrap.mjs, which registers tsx's ESM loader in the
- * thread and imports serving-worker.ts (the same trick as src/training/worker.ts); compiled (.js),
+ * thread and imports serving-worker.ts (the same trick as src/training/run/worker.ts); compiled (.js),
  * serving-worker.js starts directly.
  */
 import { Worker } from 'node:worker_threads';

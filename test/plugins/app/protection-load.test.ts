@@ -14,7 +14,7 @@ import { openDatabase } from '../../../src/db/index.js';
 import type { ActRequest, ReflectRequest } from '../../../src/policy/engine.js';
 import { TestEngine } from '../../../src/policy/test-engine.js';
 import { rateLimitKey } from '../../../src/plugins/external/rate-limit.js';
-import { selectTrainingRecords } from '../../../src/training/select.js';
+import { selectTrainingRecords } from '../../../src/training/data/select.js';
 import { call, tmpDir, type Res } from '../../helpers/index.js';
 
 /** TestEngine whose model calls take `delayMs`, so that concurrent steps queue up. */

@@ -1,0 +1,66 @@
+/**
+ * Reading training data from the database and writing computed returns/advantages back
+ * (shared/DESIGN.md §3: a session's trajectory shows returns and advantages once computed).
+ *
+ * A job trains on recorded sessions with `mode = 'train'` and `status = 'completed'`, optionally
+ * filtered by creation time, env label, task ids and the model version the session pinned.
+ */
+import type { TrainingDataRepo } from '../../db/training-data.js';
+import type { SamplerSettings, StepRecord, TurnScore } from './data.js';
+
+export interface DataFilter {
+  /** Sessions created at or after this time, ms since the Unix epoch. */
+  since?: number;
+  env?: string;
+  taskIds?: string[];
+  modelVersion?: string;
+  /** Cap on sessions, newest first. */
+  maxSessions?: number;
+}
+
+/**
+ * Step records of the completed training sessions matching `filter`, ordered by task id, the
+ * session's sampling seed (sessions without one after those with one), creation time and session
+ * id, then attempt, step and kind (action before reflection).
+ *
+ * The order does not depend on when concurrent rollouts happened to start: session ids are
+ * time-ordered, so ordering by id alone made the order of the job's samples (and with it the
+ * seeded minibatch shuffle and the trained weights) differ between two runs of the same seeded
+ * rollouts.
+ */
+export function selectTrainingRecords(data: TrainingDataRepo, filter: DataFilter = {}): StepRecord[] {
+  let ids = data.completedTrainSessions(filter);
+  if (filter.maxSessions !== undefined) {
+    ids = ids.sort((a, b) => b.createdAt - a.createdAt).slice(0, filter.maxSessions);
+  }
+  if (ids.length === 0) return [];
+  const taskOf = new Map(ids.map((r) => [r.id, r.taskId]));
+  const samplingOf = new Map(ids.map((r) => {
+    const s = r.sampling as Partial<SamplerSettings> | null;
+    return [r.id, s ? { temperature: s.temperature ?? 1, topP: s.topP ?? 1, topK: s.topK ?? 0 } : null];
+  }));
+  const seedOf = (s: unknown) => {
+    const v = (s as { seed?: unknown } | null)?.seed;
+    return typeof v === 'number' && Number.isFinite(v) ? v : Number.POSITIVE_INFINITY;
+  };
+  const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+  ids = [...ids].sort((a, b) => cmp(a.taskId, b.taskId) || seedOf(a.sampling) - seedOf(b.sampling) || a.createdAt - b.createdAt || cmp(a.id, b.id));
+  const rank = new Map(ids.map((r, i) => [r.id, i]));
+  const out: StepRecord[] = [];
+  // stepRowsOf orders rows by (session id, attempt, step, kind); the stable sort below keeps that
+  // order within a session and puts sessions in rank order
+  for (const r of data.stepRowsOf([...taskOf.keys()])) {
+    out.push({
+      sessionId: r.sessionId, taskId: taskOf.get(r.sessionId)!, attempt: r.attempt, step: r.step, kind: r.kind,
+      observation: r.observation, reward: r.reward, done: r.done, success: r.success, invalidAction: r.invalidAction,
+      promptTokenIds: r.promptTokenIds ?? null, outputTokenIds: r.outputTokenIds ?? null, logprobs: r.logprobs ?? null,
+      modelVersion: r.modelVersion, sampling: samplingOf.get(r.sessionId) ?? null, availableActions: r.availableActions ?? null,
+    });
+  }
+  return out.sort((a, b) => rank.get(a.sessionId)! - rank.get(b.sessionId)!);
+}
+
+/** Store each turn's return and advantage on its step row (skipped turns too, with advantage 0). */
+export function writeTurnScores(data: TrainingDataRepo, scores: readonly TurnScore[]): void {
+  data.writeStepScores(scores);
+}

@@ -1,0 +1,189 @@
+/**
+ * Advantage estimators over recorded turns: GiGPO (mean_norm, episode term + anchor-state step
+ * term; used by `lamer` and `gigpo`), GRPO and RLOO. See shared/LAMER.md §3.
+ *
+ * A *turn* is one model output that gets trained: an action turn (one step of an attempt) or a
+ * reflection turn (written after a failed attempt). As in verl-agent, every turn is one sample of
+ * the batch, so group statistics are taken over turns. The advantage is one number per turn,
+ * applied to every output token of the turn.
+ *
+ * Conventions (0-based):
+ * - action turn: `attempt` n, `step` t, `reward` = the reward the env gave for this turn's action.
+ * - reflection turn: `attempt` n = the failed attempt it reflects on, `reward` ignored. Its return
+ *   is G_0(n+1); its own episode score is 0 (minus the invalid penalty when the reflection was
+ *   malformed), as in the reference code: mlbio-epfl/LaMer
+ *   agent_system/multi_turn_rollout/metarl_rollout_loop.py lines 581-589 (only 'play' turns sum
+ *   rewards; a 'reflect' turn appends `episode_rewards.append(0.)`), the penalty from
+ *   verl/trainer/ppo/ray_trainer.py lines 200-220 (apply_invalid_action_penalty) on the validity
+ *   of agent_system/environments/minesweeper/env_manager.py ~line 123; shared/LAMER.md §3. The
+ *   outcome of attempt n+1 reaches the reflection through its return (the step term), and is not
+ *   counted a second time as its episode score. Reflection turns count in their task's episode
+ *   mean like every other turn of the batch. A reflection with no recorded attempt n+1 is dropped
+ *   (not trained).
+ */
+import type { AdvantageEstimator } from '../../domain.js';
+import { sessionReturns, type ReturnConfig } from './returns.js';
+
+export type TurnKind = 'action' | 'reflection';
+
+/** One trainable turn as plain data (rewards as given by the environment). */
+export interface Turn {
+  taskId: string;
+  sessionId: string;
+  attempt: number;
+  step: number;
+  kind: TurnKind;
+  /** Raw observation the action was taken in (the anchor state); ignored for reflections. */
+  observation: string;
+  /** Reward of this turn's action; ignored for reflection turns. */
+  reward: number;
+  /** The env rejected this turn's action. */
+  invalidAction: boolean;
+}
+
+/** An advantage estimator (src/domain.ts ADVANTAGE_ESTIMATORS). */
+export type Estimator = AdvantageEstimator;
+
+export interface AdvantageOptions {
+  estimator: Estimator;
+  returns: ReturnConfig;
+  /** Subtracted from a turn's episode score when its action was invalid (LaMer CODE: 0.5). */
+  invalidPenalty?: number;
+  /** Weight of GiGPO's step term (LaMer CODE: 1.0). */
+  stepCoef?: number;
+  /** GRPO std epsilon (verl: 1e-6). */
+  eps?: number;
+  /** |advantage| below this counts as no signal when deciding to skip a group. */
+  zeroTol?: number;
+}
+
+/** Per-turn result, aligned with the input array. */
+export interface TurnAdvantage {
+  /** false: the turn is not trained (its group has no signal, or a dangling reflection). */
+  kept: boolean;
+  /** Cross-episode return G (action turns) or G_0(n+1) (reflection turns). */
+  return: number;
+  /** Action turns: undiscounted reward sum of the turn's attempt, minus the invalid penalty;
+   *  reflection turns: 0 minus the invalid penalty (see the module doc). */
+  episodeScore: number;
+  /** GiGPO episode term (0 for GRPO/RLOO). */
+  episodeTerm: number;
+  /** GiGPO step term (0 for GRPO/RLOO). */
+  stepTerm: number;
+  advantage: number;
+}
+
+export interface AdvantageResult {
+  turns: TurnAdvantage[];
+  /** Task groups (same taskId) seen. */
+  groups: number;
+  /** Task groups dropped because every advantage in them was 0 (all returns equal). */
+  skippedGroups: number;
+  /** Turns dropped: in skipped groups, or dangling reflections. */
+  skippedTurns: number;
+}
+
+const mean = (xs: readonly number[]): number => xs.reduce((a, b) => a + b, 0) / xs.length;
+
+/** Unbiased standard deviation (torch.std default); 0 for fewer than 2 values. */
+function std(xs: readonly number[]): number {
+  if (xs.length < 2) return 0;
+  const m = mean(xs);
+  return Math.sqrt(xs.reduce((a, x) => a + (x - m) * (x - m), 0) / (xs.length - 1));
+}
+
+function groupBy<T>(items: readonly T[], key: (x: T, i: number) => string): Map<string, number[]> {
+  const out = new Map<string, number[]>();
+  items.forEach((x, i) => {
+    const k = key(x, i);
+    const g = out.get(k);
+    if (g) g.push(i);
+    else out.set(k, [i]);
+  });
+  return out;
+}
+
+/**
+ * Compute returns and advantages for a batch of turns from many sessions and tasks.
+ *
+ * GiGPO mean_norm (LAMER.md §3):
+ *   episode term  A_E = s - mean_{task}(s),      s = sum of the attempt's rewards - penalty * invalid
+ *                                                (reflection turns: s = 0 - penalty * invalid)
+ *   step term     A_S = G - mean_{task, obs}(G)  (all reflection turns of a task: one group)
+ *   advantage     A   = A_E + stepCoef * A_S
+ * GRPO:  A = (s - mean_{task}(s)) / (std_{task}(s) + eps)
+ * RLOO:  A = s - mean_{task, j != i}(s_j)   (0 in a group of one)
+ *
+ * @throws RangeError for bad gammas or non-finite rewards (from returns.ts) or a bad estimator.
+ */
+export function computeAdvantages(turns: readonly Turn[], opts: AdvantageOptions): AdvantageResult {
+  const penalty = opts.invalidPenalty ?? 0.5;
+  const stepCoef = opts.stepCoef ?? 1.0;
+  const eps = opts.eps ?? 1e-6;
+  const zeroTol = opts.zeroTol ?? 1e-9;
+  const out: TurnAdvantage[] = turns.map(() => ({
+    kept: true, return: 0, episodeScore: 0, episodeTerm: 0, stepTerm: 0, advantage: 0,
+  }));
+
+  // 1. returns and episode scores, session by session
+  for (const idx of groupBy(turns, (t) => t.sessionId).values()) {
+    const actionIdx = idx.filter((i) => turns[i].kind === 'action');
+    const nAttempts = actionIdx.reduce((a, i) => Math.max(a, turns[i].attempt + 1), 0);
+    const byAttempt: number[][] = Array.from({ length: nAttempts }, () => []);
+    for (const i of actionIdx) byAttempt[turns[i].attempt].push(i);
+    for (const a of byAttempt) a.sort((x, y) => turns[x].step - turns[y].step);
+    const rewards = byAttempt.map((a) => a.map((i) => turns[i].reward));
+    const R = sessionReturns(rewards, opts.returns);
+    const attemptSum = rewards.map((r) => r.reduce((x, y) => x + y, 0));
+    byAttempt.forEach((a, n) => a.forEach((i, t) => {
+      out[i].return = R.crossEpisode[n][t];
+      out[i].episodeScore = attemptSum[n] - (turns[i].invalidAction ? penalty : 0);
+    }));
+    for (const i of idx) {
+      if (turns[i].kind !== 'reflection') continue;
+      const n = turns[i].attempt;
+      if (n + 1 >= nAttempts) { out[i].kept = false; continue; } // dangling: no next attempt
+      out[i].return = R.reflection[n];
+      out[i].episodeScore = 0 - (turns[i].invalidAction ? penalty : 0); // reference: a reflect turn's episode reward is 0
+    }
+  }
+
+  // 2. advantages, task group by task group
+  const live = (i: number) => out[i].kept;
+  const taskGroups = groupBy(turns, (t) => t.taskId);
+  let skippedGroups = 0;
+  for (const all of taskGroups.values()) {
+    const idx = all.filter(live);
+    const s = idx.map((i) => out[i].episodeScore);
+    if (opts.estimator === 'gigpo') {
+      const meanS = mean(s);
+      idx.forEach((i) => { out[i].episodeTerm = out[i].episodeScore - meanS; }); // A_E = s - mean(s)
+      // anchor-state groups: identical raw observation; all reflections of the task together
+      const anchors = groupBy(idx, (i) => (turns[i].kind === 'reflection' ? '\u0000reflection' : 'obs:' + turns[i].observation));
+      for (const members of anchors.values()) {
+        const meanG = mean(members.map((k) => out[idx[k]].return));
+        for (const k of members) out[idx[k]].stepTerm = out[idx[k]].return - meanG; // A_S = G - mean(G)
+      }
+      for (const i of idx) out[i].advantage = out[i].episodeTerm + stepCoef * out[i].stepTerm; // A = A_E + w A_S
+    } else if (opts.estimator === 'grpo') {
+      const meanS = mean(s);
+      const stdS = std(s);
+      for (const i of idx) out[i].advantage = (out[i].episodeScore - meanS) / (stdS + eps); // (s - mu) / (sigma + eps)
+    } else if (opts.estimator === 'rloo') {
+      const n = s.length;
+      const total = s.reduce((a, b) => a + b, 0);
+      for (const i of idx) {
+        // baseline_i = (sum_j s_j - s_i) / (n - 1)
+        out[i].advantage = n > 1 ? out[i].episodeScore - (total - out[i].episodeScore) / (n - 1) : 0;
+      }
+    } else {
+      throw new RangeError(`unknown estimator: ${String(opts.estimator)}`);
+    }
+    if (idx.length > 0 && idx.every((i) => Math.abs(out[i].advantage) <= zeroTol)) {
+      skippedGroups++;
+      for (const i of idx) { out[i].kept = false; out[i].advantage = 0; }
+    }
+  }
+  const skippedTurns = out.filter((t) => !t.kept).length;
+  return { turns: out, groups: taskGroups.size, skippedGroups, skippedTurns };
+}

@@ -1,0 +1,106 @@
+/**
+ * Automatic training (LAMER_TRAIN_* variables): start a job from a template every N completed training
+ * sessions and/or on a cron expression (croner; 5 or 6 fields, seconds first when 6).
+ * Only one job runs at a time: a trigger while the manager is busy is skipped (and logged).
+ * RL jobs started by the schedule train on the sessions created since the previous trigger,
+ * unless the template sets its own `data.since`.
+ */
+import { Cron } from 'croner';
+import type { TrainingDataRepo } from '../../db/training-data.js';
+import type { CreateJobRequest, ManagerLogger } from './manager.js';
+
+export interface ScheduleConfig {
+  /** Start a job after this many newly completed training sessions (>= 1). */
+  everySessions?: number;
+  /** Cron expression, e.g. '0 * * * *' (hourly). */
+  cron?: string;
+  /** The job to start (its `version` is ignored: each scheduled version is named by its job). */
+  job: CreateJobRequest;
+  /** How often the session count is checked, ms. Default 5000. */
+  pollMs?: number;
+}
+
+/** The part of TrainingJobManager the scheduler uses. */
+export interface JobStarter {
+  create(req: CreateJobRequest): { id: string };
+  busy(): boolean;
+}
+
+export class TrainingScheduler {
+  private cron: Cron | null = null;
+  private timer: NodeJS.Timeout | null = null;
+  /** Start of the data window of the next job (ms since the epoch). */
+  private windowStart: number;
+  private baseline: number;
+  /** Ids of jobs this scheduler started, oldest first. */
+  readonly started: string[] = [];
+
+  /** @throws RangeError for everySessions < 1 or an invalid cron expression. */
+  constructor(private readonly data: TrainingDataRepo, private readonly starter: JobStarter, private readonly cfg: ScheduleConfig, private readonly logger?: ManagerLogger, now = Date.now()) {
+    if (cfg.everySessions !== undefined && !(Number.isInteger(cfg.everySessions) && cfg.everySessions >= 1)) {
+      throw new RangeError(`everySessions must be an integer >= 1, got ${cfg.everySessions}`);
+    }
+    this.windowStart = now;
+    this.baseline = this.completedSince(0);
+    if (cfg.cron) {
+      try {
+        this.cron = new Cron(cfg.cron, { paused: true, protect: true }, () => { this.trigger('cron'); });
+      } catch (err) {
+        throw new RangeError(`invalid cron expression '${cfg.cron}': ${(err as Error).message}`);
+      }
+    }
+  }
+
+  start(): void {
+    this.cron?.resume();
+    if (this.cfg.everySessions !== undefined && !this.timer) {
+      this.timer = setInterval(() => this.check(), this.cfg.pollMs ?? 5000);
+      this.timer.unref();
+    }
+  }
+
+  stop(): void {
+    this.cron?.stop();
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+  }
+
+  /** Next cron run, or null. */
+  nextRun(): Date | null {
+    return this.cron?.nextRun() ?? null;
+  }
+
+  /** Count check for `everySessions` (called by the poll timer; public for tests). @returns the job id started, if any. */
+  check(): string | null {
+    if (this.cfg.everySessions === undefined) return null;
+    const total = this.completedSince(0);
+    if (total - this.baseline < this.cfg.everySessions) return null;
+    return this.trigger('sessions');
+  }
+
+  /** Start the template job now unless one is running. @returns the job id, or null when skipped. */
+  trigger(reason: 'sessions' | 'cron'): string | null {
+    if (this.starter.busy()) {
+      this.logger?.warn({ reason }, 'scheduled training skipped: a job is running');
+      return null;
+    }
+    const now = Date.now();
+    const { version: _fixedName, ...tpl } = this.cfg.job; // each scheduled job gets its own version name
+    const req: CreateJobRequest = tpl.algorithm === 'sft' ? { ...tpl } : { ...tpl, data: { since: this.windowStart, ...tpl.data } };
+    try {
+      const { id } = this.starter.create(req);
+      this.started.push(id);
+      this.windowStart = now;
+      this.baseline = this.completedSince(0);
+      this.logger?.info({ reason, jobId: id }, 'scheduled training job created');
+      return id;
+    } catch (err) {
+      this.logger?.error({ reason, err: String(err) }, 'scheduled training job could not be created');
+      return null;
+    }
+  }
+
+  private completedSince(since: number): number {
+    return this.data.countCompletedTrainSessions(since);
+  }
+}
