@@ -192,7 +192,7 @@ describe('backend faults', () => {
     fault = false;
     const later = await e.act({ sessionId: 'g2', modelVersion: 'v2', prompt: small, sampling: S(1) }).catch((err) => err);
     expect(later).toBeInstanceOf(EngineError);
-    expect(later.message).toMatch(/^the model backend failed and could not be re-initialised: memory access out of bounds; re-initialising failed: cannot load model version v2/);
+    expect(later.message).toMatch(/^the model backend failed and could not be re-initialised: memory access out of bounds; re-initialising failed: model version 'v2' cannot be loaded \(its checkpoint is missing or damaged\)/);
     expect(e.health().state).toBe('failed');
     expect(e.isLoaded('v2')).toBe(false);
     expect(fatal).toHaveLength(1);

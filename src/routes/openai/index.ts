@@ -25,7 +25,7 @@ import type { FastifyInstance, FastifyPluginAsync, FastifyReply } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Static } from 'typebox';
 import { DomainError, invalid, notFound } from '../../agent/errors.js';
-import type { CompleteRequest, Completion as EngineCompletion, SamplingParams } from '../../policy/engine.js';
+import { EngineLimitError, type CompleteRequest, type Completion as EngineCompletion, type SamplingParams } from '../../policy/engine.js';
 import { BOS, EOS, PAD, SEP } from '../../model/tokenizer.js';
 import { bearer, errorResponses, stepErrorResponses } from '../api/common.js';
 import {
@@ -79,11 +79,23 @@ async function served(app: FastifyInstance, model: string): Promise<string> {
   return model;
 }
 
-/** One completion under the agent's bound on queued model calls. @throws DomainError `engine-unavailable`, `overloaded`. */
+/**
+ * One completion under the agent's bound on queued model calls.
+ * @throws DomainError `engine-unavailable`, `overloaded`; `validation` naming `body/guided_choice/<i>`
+ *   for a choice too long for the model.
+ */
 async function run(app: FastifyInstance, req: CompleteRequest): Promise<EngineCompletion> {
   const engine = app.engine;
   if (!engine.complete) throw new DomainError('engine-unavailable', 'this engine does not serve completions');
-  return app.agent.modelCall(() => engine.complete!(req));
+  return app.agent.modelCall(() =>
+    engine.complete!(req).catch((err: unknown) => {
+      // The engine checks `choices` as a step's candidates; here they are the request's guided_choice.
+      if (err instanceof EngineLimitError && err.field.startsWith('body/availableActions')) {
+        throw new EngineLimitError(err.field.replace('body/availableActions', 'body/guided_choice'), err.message.replace(' per action', ' per choice'));
+      }
+      throw err;
+    }),
+  );
 }
 
 /** The engine request of a body with prompt text `prompt`. @throws DomainError `validation` for n other than 1. */
