@@ -337,6 +337,8 @@ function remoteEngine(env: Record<string, string | undefined>): RemoteVersionCon
     maxRetries: int(env, 'LAMER_OPENAI_MAX_RETRIES', 3, 0, 100),
     maxActionTokens: int(env, 'LAMER_OPENAI_MAX_ACTION_TOKENS', 64, 1, 1_000_000),
     maxReflectionTokens: int(env, 'LAMER_OPENAI_MAX_REFLECTION_TOKENS', 512, 1, 1_000_000),
+    maxResponseBytes: int(env, 'LAMER_OPENAI_MAX_RESPONSE_BYTES', 4 * 1024 * 1024, 1024, 1 << 30),
+    callTimeoutMs: int(env, 'LAMER_OPENAI_CALL_TIMEOUT_MS', 100_000, 1, 3_600_000),
   };
 }
 

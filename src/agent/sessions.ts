@@ -334,7 +334,7 @@ export class SessionService {
     const plan = planStep(row, input, this.limits.candidateTokens ?? 0);
     await this.models.ensureLoaded(row.modelVersion);
     const gens = await this.generateStep(row, input, plan);
-    const { answer, commit, status } = stepTransition(row, input, hash, plan, gens, Date.now());
+    const { answer, commit, status } = stepTransition(row, input, hash, plan, gens, Date.now(), this.limits.actionChars ?? Infinity);
     await this.hot.commitStep(commit);
     this.events.onStep?.('action', row.modelVersion);
     if (gens.refl) this.events.onStep?.('reflection', row.modelVersion);

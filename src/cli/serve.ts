@@ -113,15 +113,17 @@ if (process.argv[1] && /serve\.[tj]s$/.test(process.argv[1])) {
 }
 
 /**
- * An error's message followed by its causes' messages (`cause: ...`, one line each, repeats left
- * out): a model that cannot be loaded says so to clients without its folder, while the operator
- * starting the server sees the folder and the loader's error.
+ * An error's message followed by its causes' messages (`cause: ...`, one line each; a cause whose
+ * message an earlier line already holds is left out): a model that cannot be loaded says so to
+ * clients without its folder, while the operator starting the server sees the folder and the
+ * loader's error.
  */
 export function withCauses(err: Error): string {
   const lines = [err.message];
   let c: unknown = err.cause;
   for (let depth = 0; c instanceof Error && depth < 8; depth++, c = c.cause) {
-    if (!lines.includes(c.message)) lines.push(`cause: ${c.message}`);
+    const m = c.message;
+    if (!lines.some((l) => l.includes(m))) lines.push(`cause: ${m}`);
   }
   return lines.join('\n');
 }

@@ -78,6 +78,8 @@ describe('docs/deploy.md configuration table', () => {
       LAMER_OPENAI_MAX_RETRIES: remote.maxRetries,
       LAMER_OPENAI_MAX_ACTION_TOKENS: remote.maxActionTokens,
       LAMER_OPENAI_MAX_REFLECTION_TOKENS: remote.maxReflectionTokens,
+      LAMER_OPENAI_MAX_RESPONSE_BYTES: remote.maxResponseBytes,
+      LAMER_OPENAI_CALL_TIMEOUT_MS: remote.callTimeoutMs,
     });
     for (const [name, value] of Object.entries(numeric)) {
       const row = rows.find((r) => r.name === name);

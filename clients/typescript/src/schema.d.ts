@@ -1731,6 +1731,8 @@ export interface paths {
                                     maxRetries: number;
                                     maxActionTokens: number;
                                     maxReflectionTokens: number;
+                                    maxResponseBytes: number;
+                                    callTimeoutMs: number;
                                 } | null;
                             }[];
                             active: string;
@@ -1872,6 +1874,16 @@ export interface paths {
                         maxActionTokens?: number;
                         /** @default 512 */
                         maxReflectionTokens?: number;
+                        /**
+                         * @description most bytes of one answer; a longer one is cut off and the try fails
+                         * @default 4194304
+                         */
+                        maxResponseBytes?: number;
+                        /**
+                         * @description most time of one model call (every try, backoff and the wait for a slot), ms; keep it below the clients' timeout
+                         * @default 100000
+                         */
+                        callTimeoutMs?: number;
                         /** @description free metrics of the external training run */
                         metrics?: {
                             [key: string]: unknown;
@@ -1916,6 +1928,8 @@ export interface paths {
                                 maxRetries: number;
                                 maxActionTokens: number;
                                 maxReflectionTokens: number;
+                                maxResponseBytes: number;
+                                callTimeoutMs: number;
                             } | null;
                         };
                     };
@@ -2064,6 +2078,8 @@ export interface paths {
                                 maxRetries: number;
                                 maxActionTokens: number;
                                 maxReflectionTokens: number;
+                                maxResponseBytes: number;
+                                callTimeoutMs: number;
                             } | null;
                         };
                     };
@@ -2216,6 +2232,8 @@ export interface paths {
                                 maxRetries: number;
                                 maxActionTokens: number;
                                 maxReflectionTokens: number;
+                                maxResponseBytes: number;
+                                callTimeoutMs: number;
                             } | null;
                         };
                     };
