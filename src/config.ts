@@ -166,6 +166,11 @@ export interface TrainingConfig {
    *  that a bad value stops the server at start; every job reads it from the environment
    *  (src/training/job.ts trainWorkersFromEnv), as do the training scripts. */
   workers: number;
+  /** LAMER_TRAIN_MAX_QUEUED_JOBS: most training jobs waiting to run (the running one not counted);
+   *  one more is 429 `too-many-jobs` with Retry-After; 0 = no bound. Optional in code (absent = 0). */
+  maxQueuedJobs?: number;
+  /** LAMER_TRAIN_QUEUE_RETRY_AFTER_SECONDS: `Retry-After` of 429 `too-many-jobs`. Optional in code (absent = 60). */
+  queueRetryAfterSeconds?: number;
   /** Model I/O module of the training worker (not from the environment: for tests and embedding);
    *  default the builtin GPT adapter on `tfjsBackend`. */
   modelIO?: { module: string; exportName?: string; options?: Record<string, unknown> };
@@ -375,6 +380,8 @@ function trainingSchedule(env: Record<string, string | undefined>): TrainingConf
     activate: oneOf(env, 'LAMER_TRAIN_ACTIVATE', 'false', ['true', 'false'] as const) === 'true',
     env: env.LAMER_TRAIN_ENV && env.LAMER_TRAIN_ENV !== '' ? env.LAMER_TRAIN_ENV : null,
     workers: int(env, 'LAMER_TRAIN_WORKERS', 0, 0, 256),
+    maxQueuedJobs: int(env, 'LAMER_TRAIN_MAX_QUEUED_JOBS', 16, 0, 1_000_000),
+    queueRetryAfterSeconds: int(env, 'LAMER_TRAIN_QUEUE_RETRY_AFTER_SECONDS', 60, 1, 86_400),
   };
 }
 

@@ -336,7 +336,7 @@ describe('training data of a remote version without token ids', () => {
       await new Promise((r) => setTimeout(r, 50));
       j = (await server.call('GET', `/v1/training/jobs/${job.body.id}`)).body;
     }
-    expect(j).toMatchObject({ status: 'succeeded', resultVersion: null });
+    expect(j).toMatchObject({ status: 'succeeded', resultVersion: null, dataset: { path: `datasets/${job.body.id}/batch.jsonl`, samples: 2 } });
     const lines = readFileSync(join(server.dataDir, 'datasets', job.body.id, 'batch.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
     expect(lines).toHaveLength(2);
     for (const l of lines) {
@@ -347,6 +347,20 @@ describe('training data of a remote version without token ids', () => {
     const [lo, hi] = lines.map((l) => l.advantage as number).sort((x, y) => x - y);
     expect(hi).toBeGreaterThan(0);
     expect(lo).toBeCloseTo(-hi!, 12);
+  });
+});
+
+describe('training jobs on a remote base version', () => {
+  it('refuses an sft job with 400 when it is posted (nothing queued)', async () => {
+    const before = (await server.call('GET', '/v1/training/jobs?limit=200')).body.items.length;
+    const r = await server.call('POST', '/v1/training/jobs', {
+      algorithm: 'sft', baseVersion: 'plain',
+      demonstrations: { sessions: [{ env: 'doors', taskId: 'd', instructions: 'Rules.', memory: 'reflection_only', attempts: [{ steps: [{ observation: 'o', action: 'door 1', reward: 1, done: true, success: true }], reflection: null }] }] },
+    });
+    expect(r.status).toBe(400);
+    expect(r.body.type).toBe('https://lamer-server.dev/problems/validation');
+    expect(r.body.errors).toEqual([{ field: 'body/baseVersion', message: expect.stringContaining("base version 'plain' is remote") }]);
+    expect((await server.call('GET', '/v1/training/jobs?limit=200')).body.items.length).toBe(before);
   });
 });
 

@@ -2546,6 +2546,13 @@ export interface paths {
                                     };
                                     outputTokens: number;
                                 } | null;
+                                /** @description a job on a remote base version: the training batch it wrote for an external trainer (null otherwise, and until written) */
+                                dataset: {
+                                    /** @description the training batch file, relative to the data directory (datasets/<jobId>/batch.jsonl) */
+                                    path: string;
+                                    /** @description lines (turns) in it */
+                                    samples: number;
+                                } | null;
                                 /** @description iterations reported so far */
                                 iterations: number;
                                 lastMetrics: {
@@ -2812,6 +2819,13 @@ export interface paths {
                                 };
                                 outputTokens: number;
                             } | null;
+                            /** @description a job on a remote base version: the training batch it wrote for an external trainer (null otherwise, and until written) */
+                            dataset: {
+                                /** @description the training batch file, relative to the data directory (datasets/<jobId>/batch.jsonl) */
+                                path: string;
+                                /** @description lines (turns) in it */
+                                samples: number;
+                            } | null;
                             /** @description iterations reported so far */
                             iterations: number;
                             lastMetrics: {
@@ -2867,7 +2881,7 @@ export interface paths {
                         };
                     };
                 };
-                /** @description rate limit of the API key exceeded (problem rate-limited); the Retry-After header gives the seconds to wait */
+                /** @description rate limit of the API key exceeded (problem rate-limited), or LAMER_TRAIN_MAX_QUEUED_JOBS jobs already queued (problem too-many-jobs); the Retry-After header gives the seconds to wait */
                 429: {
                     headers: {
                         [name: string]: unknown;
@@ -3017,6 +3031,13 @@ export interface paths {
                                     [key: string]: number;
                                 };
                                 outputTokens: number;
+                            } | null;
+                            /** @description a job on a remote base version: the training batch it wrote for an external trainer (null otherwise, and until written) */
+                            dataset: {
+                                /** @description the training batch file, relative to the data directory (datasets/<jobId>/batch.jsonl) */
+                                path: string;
+                                /** @description lines (turns) in it */
+                                samples: number;
                             } | null;
                             /** @description iterations reported so far */
                             iterations: number;
@@ -3228,6 +3249,13 @@ export interface paths {
                                 };
                                 outputTokens: number;
                             } | null;
+                            /** @description a job on a remote base version: the training batch it wrote for an external trainer (null otherwise, and until written) */
+                            dataset: {
+                                /** @description the training batch file, relative to the data directory (datasets/<jobId>/batch.jsonl) */
+                                path: string;
+                                /** @description lines (turns) in it */
+                                samples: number;
+                            } | null;
                             /** @description iterations reported so far */
                             iterations: number;
                             lastMetrics: {
@@ -3325,6 +3353,13 @@ export interface paths {
                                     [key: string]: number;
                                 };
                                 outputTokens: number;
+                            } | null;
+                            /** @description a job on a remote base version: the training batch it wrote for an external trainer (null otherwise, and until written) */
+                            dataset: {
+                                /** @description the training batch file, relative to the data directory (datasets/<jobId>/batch.jsonl) */
+                                path: string;
+                                /** @description lines (turns) in it */
+                                samples: number;
                             } | null;
                             /** @description iterations reported so far */
                             iterations: number;

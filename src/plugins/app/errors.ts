@@ -33,6 +33,7 @@ export const PROBLEM_STATUS: Readonly<Record<ErrorKind, { status: number; title:
   'uri-too-long': { status: 414, title: 'URI Too Long' },
   'unsupported-media-type': { status: 415, title: 'Unsupported Media Type' },
   'rate-limited': { status: 429, title: 'Too Many Requests' },
+  'too-many-jobs': { status: 429, title: 'Too Many Requests' },
   'header-too-large': { status: 431, title: 'Request Header Fields Too Large' },
   internal: { status: 500, title: 'Internal Server Error' },
   overloaded: { status: 503, title: 'Service Unavailable' },

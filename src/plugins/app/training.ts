@@ -27,7 +27,10 @@ export default fp(
     const { config } = opts;
     const logger = app.log.child({ component: 'training' });
     const modelIO = config.training.modelIO ?? { ...DEFAULT_MODEL_IO, options: { backend: config.tfjsBackend } };
-    const manager = new TrainingJobManager({ db: app.db.db, dataDir: config.dataDir, registry: app.models, logger, modelIO });
+    const manager = new TrainingJobManager({
+      db: app.db.db, dataDir: config.dataDir, registry: app.models, logger, modelIO,
+      maxQueuedJobs: config.training.maxQueuedJobs ?? 0, queueRetryAfterSeconds: config.training.queueRetryAfterSeconds ?? 60,
+    });
     let scheduler: TrainingScheduler | null = null;
     const t = config.training;
     if (t.everySessions > 0 || t.cron !== null) {

@@ -201,5 +201,6 @@ describe('domain errors are mapped by kind, in this plugin alone', () => {
     expect(retryAfterOf(new DomainError('conflict', 'x'))).toBeNull();
     expect(PROBLEM_STATUS['engine-unavailable']).toEqual({ status: 503, title: 'Engine Unavailable' });
     expect(PROBLEM_STATUS['too-many-sessions']).toEqual({ status: 409, title: 'Too Many Sessions' });
+    expect(PROBLEM_STATUS['too-many-jobs']).toEqual({ status: 429, title: 'Too Many Requests' });
   });
 });

@@ -33,7 +33,7 @@ const demosDirOf = (app: FastifyInstance) => path.join(app.config.dataDir, 'demo
 
 /** A job as listed: everything but the per-iteration metrics. */
 function summaryOf(r: TrainingJobRow, demosDir: string) {
-  const c = r.config as Partial<CreateJobRequest> & { baseVersion?: string; dataStats?: unknown };
+  const c = r.config as Partial<CreateJobRequest> & { baseVersion?: string; dataStats?: unknown; dataset?: { path: string; samples: number } };
   const metrics = (r.metrics ?? []) as IterationMetrics[];
   const data = c.data ? { ...c.data, ...(c.data.since !== undefined ? { since: iso(c.data.since) } : {}) } : null;
   return {
@@ -49,6 +49,8 @@ function summaryOf(r: TrainingJobRow, demosDir: string) {
     demonstrations: c.demosPath ? path.relative(demosDir, c.demosPath) : null,
     hyperparameters: (c.hyper ?? {}) as Record<string, unknown>,
     dataStats: (c.dataStats ?? null) as never,
+    // remote base versions: the batch written for an external trainer, relative to the data directory
+    dataset: c.dataset ? { path: path.relative(path.dirname(demosDir), c.dataset.path), samples: c.dataset.samples } : null,
     iterations: metrics.length,
     lastMetrics: metrics.length > 0 ? metrics[metrics.length - 1]! : null,
     error: r.error,
@@ -141,12 +143,19 @@ function createRoute(fastify: FastifyInstance): void {
           'The result is a new model version (status candidate, or active with activateWhenDone).',
         security: bearer,
         body: CreateJob,
-        response: { 201: Job, ...errorResponses },
+        response: {
+          201: Job,
+          ...errorResponses,
+          '429': {
+            ...errorResponses['429'],
+            description: 'rate limit of the API key exceeded (problem rate-limited), or LAMER_TRAIN_MAX_QUEUED_JOBS jobs already queued (problem too-many-jobs); the Retry-After header gives the seconds to wait',
+          },
+        },
       },
     },
     async (req, reply) => {
       const request = jobRequestOf(req.body, demosDir);
-      // refusals are DomainErrors by kind: conflict (version taken), validation, overloaded (closing)
+      // refusals are DomainErrors by kind: conflict (version taken), validation, too-many-jobs, overloaded (closing)
       const row = app.training.create(request);
       req.log.info({ jobId: row.id, algorithm: row.algorithm }, 'training job created');
       reply.code(201).header('location', `/v1/training/jobs/${row.id}`);
