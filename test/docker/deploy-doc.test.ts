@@ -70,8 +70,8 @@ describe('docs/deploy.md configuration table', () => {
       LAMER_OVERLOAD_RETRY_AFTER_SECONDS: c.protection.overloadRetryAfterSeconds,
       LAMER_MAX_CANDIDATE_TOKENS: c.limits.candidateTokens,
       LAMER_MAX_PROMPT_TOKENS: c.limits.promptTokens,
-      LAMER_TRAIN_MAX_QUEUED_JOBS: c.training.maxQueuedJobs,
-      LAMER_TRAIN_QUEUE_RETRY_AFTER_SECONDS: c.training.queueRetryAfterSeconds,
+      LAMER_TRAIN_MAX_QUEUED_JOBS: c.training.maxQueuedJobs!,
+      LAMER_TRAIN_QUEUE_RETRY_AFTER_SECONDS: c.training.queueRetryAfterSeconds!,
     };
     const remote = loadConfig({ LAMER_ENGINE: 'openai', LAMER_OPENAI_BASE_URL: 'http://gpu-host:8000/v1', LAMER_OPENAI_MODEL: 'm' }).openai!;
     Object.assign(numeric, {
