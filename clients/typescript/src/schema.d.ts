@@ -265,6 +265,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -292,6 +303,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -319,6 +341,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -460,6 +493,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -487,6 +531,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -514,6 +569,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -632,6 +698,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -659,6 +736,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -686,6 +774,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -793,6 +892,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -820,6 +930,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -847,6 +968,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -964,6 +1096,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -991,6 +1134,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -1018,6 +1172,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -1045,6 +1210,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -1151,6 +1327,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -1178,6 +1365,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -1205,6 +1403,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -1282,6 +1491,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -1309,6 +1529,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -1336,6 +1567,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -1416,6 +1658,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -1443,6 +1696,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -1470,6 +1734,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -1583,6 +1858,17 @@ export interface paths {
                                         attempt: number;
                                         step: number;
                                     } | null;
+                                    /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                                    error?: {
+                                        /** @description the detail */
+                                        message: string;
+                                        /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                        type: string;
+                                        /** @description the request field at fault, dotted (messages.0.content), or null */
+                                        param: string | null;
+                                        /** @description the problem kind (validation, not-found, ...) */
+                                        code: string | null;
+                                    };
                                 };
                             }[];
                         };
@@ -1612,6 +1898,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -1639,6 +1936,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -1666,6 +1974,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -1763,6 +2082,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -1790,6 +2120,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -1817,6 +2158,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -1958,6 +2310,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -1985,6 +2348,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -2012,6 +2386,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -2108,6 +2493,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -2135,6 +2531,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -2162,6 +2569,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -2262,6 +2680,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -2289,6 +2718,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -2316,6 +2756,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -2413,6 +2864,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -2440,6 +2902,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -2467,6 +2940,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -2613,6 +3097,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -2640,6 +3135,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -2667,6 +3173,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -2905,6 +3422,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -2932,6 +3460,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -2959,6 +3498,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -3118,6 +3668,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -3145,6 +3706,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -3172,6 +3744,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -3440,6 +4023,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -3467,6 +4061,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -3494,11 +4099,184 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
             };
         };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/openai/v1/models/{model}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** OpenAI-compatible: one model version served here (404 for a version not served by this process) */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description the model version */
+                    model: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description the model version */
+                            id: string;
+                            /** @enum {string} */
+                            object: "model";
+                            /** @description Unix seconds */
+                            created: number;
+                            owned_by: string;
+                            parent: string | null;
+                        };
+                    };
+                };
+                /** @description rate limit of the API key exceeded (problem rate-limited); the Retry-After header gives the seconds to wait */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
+                        };
+                    };
+                };
+                /** @description client error (problem details) */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
+                        };
+                    };
+                };
+                /** @description server error (problem details) */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -3568,6 +4346,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -3595,6 +4384,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -3622,6 +4422,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -3668,7 +4479,7 @@ export interface paths {
                         /** @description one seed gives one output */
                         seed?: number | null;
                         stop?: (string | string[]) | null;
-                        /** @description only 1 */
+                        /** @description only 1: several choices per request (n > 1) are not supported, a 400 says so */
                         n?: number | null;
                         /** @description server-sent events; the whole answer is computed first, then sent as one content chunk */
                         stream?: boolean | null;
@@ -3783,6 +4594,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -3810,6 +4632,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -3837,6 +4670,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -3864,6 +4708,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -3908,7 +4763,7 @@ export interface paths {
                         /** @description one seed gives one output */
                         seed?: number | null;
                         stop?: (string | string[]) | null;
-                        /** @description only 1 */
+                        /** @description only 1: several choices per request (n > 1) are not supported, a 400 says so */
                         n?: number | null;
                         /** @description server-sent events; the whole answer is computed first, then sent as one content chunk */
                         stream?: boolean | null;
@@ -3989,6 +4844,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -4016,6 +4882,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -4043,6 +4920,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -4070,6 +4958,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };

@@ -100,6 +100,39 @@ export interface ProblemDocument {
   requestId?: string;
   errors?: FieldError[];
   expected?: { attempt: number; step: number } | null;
+  /** `/openai/v1` routes: the problem in OpenAI's error shape as well (see {@link withOpenAiError}). */
+  error?: OpenAiError;
+}
+
+/** OpenAI's error object (`{"error": {message, type, param, code}}`), as vLLM also answers. */
+export interface OpenAiError {
+  message: string;
+  type: string;
+  param: string | null;
+  code: string | null;
+}
+
+/** OpenAI's error `type` of an HTTP status. */
+function openAiErrorType(status: number): string {
+  if (status === 401) return 'authentication_error';
+  if (status === 403) return 'permission_error';
+  if (status === 404) return 'not_found_error';
+  if (status === 429) return 'rate_limit_error';
+  return status >= 500 ? 'server_error' : 'invalid_request_error';
+}
+
+/**
+ * A problem answered on an `/openai/` path gets, besides its RFC 9457 members, OpenAI's `error`
+ * member, since OpenAI SDKs read `error.message` (and `type`, `param`, `code`): message = the
+ * detail; type from the status; param = the first field at fault without its `body/` prefix,
+ * dotted (`guided_choice.0`); code = the problem kind (the last segment of `type`). Other paths:
+ * unchanged.
+ */
+export function withOpenAiError(p: ProblemDocument, url: string): ProblemDocument {
+  if (!url.startsWith('/openai/')) return p;
+  const field = p.errors?.[0]?.field;
+  const param = field === undefined ? null : field.replace(/^(body|querystring|params|headers)\/?/, '').split('/').join('.') || null;
+  return { ...p, error: { message: p.detail, type: openAiErrorType(p.status), param, code: p.type.startsWith(PROBLEM_BASE) ? p.type.slice(PROBLEM_BASE.length) : null } };
 }
 
 interface AjvLikeError {
@@ -184,8 +217,9 @@ export function frameworkErrorProblem(err: FastifyError, req: FastifyRequest, re
       : err.code === 'FST_ERR_BAD_URL'
         ? doc('bad-request', `${path} is not a valid URL path`, req.url, req.id)
         : toProblem(err, req.url, req.id);
+  const answer = withOpenAiError(p, req.url);
   req.log.info({ problem: p.type, status: p.status }, 'request rejected');
-  reply.header('x-request-id', req.id).code(p.status).type('application/problem+json').send(p);
+  reply.header('x-request-id', req.id).code(p.status).type('application/problem+json').send(answer);
 }
 
 /**
@@ -224,7 +258,7 @@ export default fp(
   async function errors(app: FastifyInstance) {
     const dbRetry: DatabaseRetry = app.config?.database ?? DEFAULT_DB_RETRY;
     app.setErrorHandler((err, req, reply) => {
-      const p = toProblem(err, req.url, req.id, dbRetry);
+      const p = withOpenAiError(toProblem(err, req.url, req.id, dbRetry), req.url);
       const db = databaseErrorOf(err);
       // A locked or full database is a condition, not a bug: one line without a stack.
       if (db) req.log.warn({ problem: p.type, code: db.code }, 'request refused: database busy or storage failing');
@@ -248,11 +282,11 @@ export default fp(
       const path = req.url.split('?')[0]!;
       const allow = [...new Set(routes.filter((r) => r.re.test(path)).flatMap((r) => r.methods))].sort();
       if (allow.length > 0) {
-        const p = doc('method-not-allowed', `${req.method} is not allowed on ${path}; allowed: ${allow.join(', ')}`, req.url, req.id);
+        const p = withOpenAiError(doc('method-not-allowed', `${req.method} is not allowed on ${path}; allowed: ${allow.join(', ')}`, req.url, req.id), req.url);
         reply.code(405).header('allow', allow.join(', ')).type('application/problem+json').send(p);
         return;
       }
-      const p = doc('not-found', `no route ${req.method} ${path}`, req.url, req.id);
+      const p = withOpenAiError(doc('not-found', `no route ${req.method} ${path}`, req.url, req.id), req.url);
       reply.code(404).type('application/problem+json').send(p);
     });
   },
