@@ -132,6 +132,15 @@ export interface HttpTimeouts {
   requestTimeoutMs: number;
   /** An idle keep-alive connection is closed after this long without a new request, ms. */
   keepAliveTimeoutMs: number;
+  /**
+   * A body over the size limit is read and discarded, up to this many bytes, before the 413 is
+   * sent (then the connection is closed), so that a client that writes its whole body before
+   * reading (Python's urllib) reads the 413 instead of a broken pipe; a body declared larger is
+   * answered at once. 0 = never drain. Optional in code (absent = 64 MiB).
+   */
+  drainBodyBytes?: number;
+  /** Most time spent draining such a body, ms; then the 413 is sent anyway. Optional in code (absent = 10 s). */
+  drainBodyMs?: number;
 }
 
 /** Rate limits, session caps and the bound on queued model calls. */
@@ -356,6 +365,8 @@ function httpTimeouts(env: Record<string, string | undefined>): HttpTimeouts {
     headersTimeoutMs: int(env, 'LAMER_HEADERS_TIMEOUT_MS', 10_000, 100, 3_600_000),
     requestTimeoutMs: int(env, 'LAMER_REQUEST_TIMEOUT_MS', 60_000, 0, 86_400_000),
     keepAliveTimeoutMs: int(env, 'LAMER_KEEP_ALIVE_TIMEOUT_MS', 72_000, 100, 3_600_000),
+    drainBodyBytes: int(env, 'LAMER_BODY_DRAIN_BYTES', 64 * 1024 * 1024, 0, 2 ** 40),
+    drainBodyMs: int(env, 'LAMER_BODY_DRAIN_MS', 10_000, 0, 3_600_000),
   };
   if (t.requestTimeoutMs > 0 && t.headersTimeoutMs > t.requestTimeoutMs) {
     throw new ConfigError(`LAMER_HEADERS_TIMEOUT_MS=${t.headersTimeoutMs} exceeds LAMER_REQUEST_TIMEOUT_MS=${t.requestTimeoutMs}`);

@@ -58,6 +58,8 @@ describe('docs/deploy.md configuration table', () => {
       LAMER_HEADERS_TIMEOUT_MS: c.http.headersTimeoutMs,
       LAMER_REQUEST_TIMEOUT_MS: c.http.requestTimeoutMs,
       LAMER_KEEP_ALIVE_TIMEOUT_MS: c.http.keepAliveTimeoutMs,
+      LAMER_BODY_DRAIN_BYTES: c.http.drainBodyBytes!,
+      LAMER_BODY_DRAIN_MS: c.http.drainBodyMs!,
       LAMER_MAX_ATTEMPTS: c.limits.maxAttempts,
       LAMER_MAX_STEPS_CAP: c.limits.maxStepsCap,
       LAMER_DEFAULT_MAX_STEPS: c.limits.defaultMaxSteps,

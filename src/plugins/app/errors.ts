@@ -1,7 +1,8 @@
 /**
  * Errors as RFC 9457 `application/problem+json` (docs/protocol.md "Errors"). This file alone maps
  * error kinds to HTTP: domain errors (DomainError, src/agent/errors.ts) by their kind, Fastify's
- * validation errors (which field and why), body too large (413), bad JSON (400), unsupported media
+ * validation errors (which field and why), body too large (413, sent once the rest of the body is
+ * drained: see drainBody), bad JSON (400), unsupported media
  * type (415), unknown routes (404), a locked database or failing storage (503 `database-busy`,
  * `storage-full`, `storage-unavailable`, with Retry-After). Anything unexpected is a 500 whose
  * detail does not leak internals; it is logged with the request id.
@@ -254,10 +255,60 @@ function routePattern(url: string): RegExp {
   return new RegExp(`^${parts.join(':')}$`);
 }
 
+/** How much of an oversized body is drained before its 413 (config.http drainBodyBytes / drainBodyMs). */
+export interface DrainLimits {
+  maxBytes: number;
+  maxMs: number;
+}
+
+const DEFAULT_DRAIN: DrainLimits = { maxBytes: 64 * 1024 * 1024, maxMs: 10_000 };
+
+/**
+ * Reads and discards the rest of a request body the server will not use (it is over the size
+ * limit), so that the answer reaches a client that writes its whole body before it reads: closing
+ * the connection while such a client still writes makes its kernel see a reset, and the client a
+ * broken pipe instead of the 413 (nginx's lingering close solves the same problem). Resolves when
+ * the body has ended, the connection is gone, `maxBytes` more bytes were discarded, or `maxMs`
+ * passed, whichever comes first; a body whose declared Content-Length is over `maxBytes` is not
+ * drained at all. Memory stays flat: chunks are only counted.
+ */
+export function drainBody(raw: NodeJS.ReadableStream & { complete?: boolean; readableEnded?: boolean; destroyed?: boolean; headers?: Record<string, unknown> }, limits: DrainLimits): Promise<void> {
+  if (limits.maxBytes <= 0 || limits.maxMs <= 0 || raw.complete || raw.readableEnded || raw.destroyed) return Promise.resolve();
+  const declared = Number(raw.headers?.['content-length']);
+  if (Number.isFinite(declared) && declared > limits.maxBytes) return Promise.resolve();
+  return new Promise((resolve) => {
+    let seen = 0;
+    const done = (): void => {
+      clearTimeout(timer);
+      raw.removeListener('data', onData);
+      raw.removeListener('end', done);
+      raw.removeListener('close', done);
+      raw.removeListener('error', done);
+      resolve();
+    };
+    const onData = (chunk: Buffer | string): void => {
+      seen += typeof chunk === 'string' ? Buffer.byteLength(chunk) : chunk.length;
+      if (seen > limits.maxBytes) done();
+    };
+    const timer = setTimeout(done, limits.maxMs);
+    raw.on('data', onData);
+    raw.once('end', done);
+    raw.once('close', done);
+    raw.once('error', done);
+    raw.resume();
+  });
+}
+
 export default fp(
   async function errors(app: FastifyInstance) {
     const dbRetry: DatabaseRetry = app.config?.database ?? DEFAULT_DB_RETRY;
-    app.setErrorHandler((err, req, reply) => {
+    const drain: DrainLimits = {
+      maxBytes: app.config?.http?.drainBodyBytes ?? DEFAULT_DRAIN.maxBytes,
+      maxMs: app.config?.http?.drainBodyMs ?? DEFAULT_DRAIN.maxMs,
+    };
+    app.setErrorHandler(async (err, req, reply) => {
+      // The rest of an oversized body is drained first, so the client that is still writing it reads the 413.
+      if ((err as { code?: string } | null)?.code === 'FST_ERR_CTP_BODY_TOO_LARGE') await drainBody(req.raw, drain);
       const p = withOpenAiError(toProblem(err, req.url, req.id, dbRetry), req.url);
       const db = databaseErrorOf(err);
       // A locked or full database is a condition, not a bug: one line without a stack.
@@ -269,7 +320,7 @@ export default fp(
       if (p.status === 401) reply.header('www-authenticate', 'Bearer');
       const retryAfter = retryAfterOf(err, dbRetry);
       if (retryAfter !== null) reply.header('retry-after', String(retryAfter));
-      reply.code(p.status).type('application/problem+json').send(p);
+      return reply.code(p.status).type('application/problem+json').send(p);
     });
     // Route patterns by method, to tell 405 (known path, other method) from 404.
     const routes: Array<{ re: RegExp; methods: string[] }> = [];
