@@ -219,6 +219,21 @@ export interface PolicyEngine {
   health?(): EngineHealth;
   /** Optional: requests queued in the engine's batchers now, waiting for a forward pass. */
   queueDepth?(): number;
+  /**
+   * Optional: whether the server of a remote version answers (for /readyz), from a short probe
+   * whose result is cached; null for a version served by this process.
+   */
+  probe?(version: string): Promise<RemoteProbe | null>;
+}
+
+/** The result of probing a remote version's server (src/policy/openai-engine.ts RemoteVersion.probe). */
+export interface RemoteProbe {
+  /** The server answered `GET <baseUrl>/models` with 2xx (or 404/405: up, without that route). */
+  reachable: boolean;
+  /** Why not (`HTTP 503`, `cannot reach the server: ECONNREFUSED`, `no answer within 2000 ms`); absent when reachable. */
+  detail?: string;
+  /** When the probe ran, ms since the epoch. */
+  checkedAt: number;
 }
 
 /** Thrown by engines for failures that are not the caller's fault. */

@@ -25,7 +25,7 @@ import { extractAction } from './actions.js';
 import { decode, VOCAB_SIZE } from '../model/tokenizer.js';
 import {
   EngineError, type ActRequest, type Generation, type GenerationRecord, type PromptParts, type ReflectRequest,
-  type RemoteVersionConfig, type SamplingParams,
+  type RemoteProbe, type RemoteVersionConfig, type SamplingParams,
 } from './engine.js';
 
 export type ChatMessage = GenerationRecord['messages'][number];
@@ -268,7 +268,14 @@ function lamerPromptSeen(messages: readonly ChatMessage[], promptTokenIds: reado
   return { promptText: seen, promptTruncatedChars: [...full].length - [...seen].length };
 }
 
+/** How long a probe result of a remote version is reused, ms. */
+export const PROBE_CACHE_MS = 5_000;
+/** Longest wait for a probe's answer, ms (cut further by the version's own timeout). */
+export const PROBE_TIMEOUT_MS = 2_000;
+
 export class RemoteVersion {
+  private lastProbe: RemoteProbe | null = null;
+  private probing: Promise<RemoteProbe> | null = null;
   private inFlight = 0;
   private readonly waiters: Array<() => void> = [];
   private readonly sleep: (ms: number) => Promise<void>;
@@ -279,6 +286,42 @@ export class RemoteVersion {
     private readonly deps: RemoteDeps = {},
   ) {
     this.sleep = deps.sleep ?? ((ms) => new Promise((r) => setTimeout(r, ms)));
+  }
+
+  /**
+   * Whether the server answers: `GET <baseUrl>/models` (every OpenAI-compatible server has it)
+   * with the version's key, at most {@link PROBE_TIMEOUT_MS}; 2xx, or 404/405 (up, without that
+   * route), is reachable; another status, a timeout or a refused connection is not. The result
+   * is reused for {@link PROBE_CACHE_MS}, and concurrent callers share one probe, so /readyz
+   * polled by many load balancers sends the server one request every few seconds at most.
+   * Never throws.
+   */
+  async probe(now: number = Date.now()): Promise<RemoteProbe> {
+    if (this.lastProbe && now - this.lastProbe.checkedAt < PROBE_CACHE_MS) return this.lastProbe;
+    this.probing ??= this.probeOnce().then((r) => {
+      this.lastProbe = r;
+      this.probing = null;
+      return r;
+    });
+    return this.probing;
+  }
+
+  private async probeOnce(): Promise<RemoteProbe> {
+    const url = this.config.baseUrl.replace(/\/+$/, '') + '/models';
+    const headers: Record<string, string> = { accept: 'application/json' };
+    if (this.config.apiKey) headers.authorization = `Bearer ${this.config.apiKey}`;
+    const timeoutMs = Math.min(PROBE_TIMEOUT_MS, this.config.timeoutMs);
+    const checkedAt = Date.now();
+    try {
+      const res = await fetch(url, { headers, signal: AbortSignal.timeout(timeoutMs) });
+      await res.body?.cancel().catch(() => {});
+      if ((res.status >= 200 && res.status < 300) || res.status === 404 || res.status === 405) return { reachable: true, checkedAt };
+      return { reachable: false, detail: `HTTP ${res.status}`, checkedAt };
+    } catch (err) {
+      const e = err as Error & { cause?: { code?: string } };
+      const detail = e.name === 'TimeoutError' || e.name === 'AbortError' ? `no answer within ${timeoutMs} ms` : `cannot reach the server: ${e.cause?.code ?? e.message}`;
+      return { reachable: false, detail, checkedAt };
+    }
   }
 
   /** Requests waiting for a free slot now. */

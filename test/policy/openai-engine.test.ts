@@ -397,3 +397,44 @@ describe('configuration (LAMER_ENGINE=openai)', () => {
     expect(() => loadConfig({ ...env, LAMER_OPENAI_KIND: 'tgi' })).toThrow(/LAMER_OPENAI_KIND/);
   });
 });
+
+describe('/readyz with a remote active version', () => {
+  it('probes its server (cached, short timeout) and says which version is not reachable', async () => {
+    let probes = 0;
+    const up = http.createServer((req, res) => {
+      if (req.method === 'GET' && req.url === '/v1/models') {
+        probes++;
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end('{"object":"list","data":[]}');
+        return;
+      }
+      res.writeHead(404).end();
+    });
+    await new Promise<void>((r) => up.listen(0, '127.0.0.1', r));
+    const upUrl = `http://127.0.0.1:${(up.address() as AddressInfo).port}/v1`;
+    // a port nothing listens on: a server that was just closed
+    const gone = http.createServer();
+    await new Promise<void>((r) => gone.listen(0, '127.0.0.1', r));
+    const goneUrl = `http://127.0.0.1:${(gone.address() as AddressInfo).port}/v1`;
+    await new Promise<void>((r) => gone.close(() => r()));
+    const remoteCfg = (baseUrl: string) => ({ baseUrl, model: 'm', kind: 'plain' as const, concurrency: 1, timeoutMs: 1000, maxRetries: 0, maxActionTokens: 8, maxReflectionTokens: 8 });
+    const a = await startTestServer({ engine: 'openai', openai: remoteCfg(upUrl) });
+    const b = await startTestServer({ engine: 'openai', openai: remoteCfg(goneUrl) });
+    try {
+      const r1 = await a.call('GET', '/readyz');
+      expect(r1.status).toBe(200);
+      expect(r1.body.model).toMatchObject({ version: 'base', loaded: true, remote: { reachable: true } });
+      expect(r1.body.model.remote.detail).toBeUndefined();
+      const r2 = await a.call('GET', '/readyz');
+      expect(r2.body.model.remote.checkedAt).toBe(r1.body.model.remote.checkedAt); // the cached probe
+      expect(probes).toBe(1);
+      const down = await b.call('GET', '/readyz');
+      expect(down.status).toBe(503);
+      expect(down.body).toMatchObject({ status: 'not-ready', database: true, model: { version: 'base', loaded: true, remote: { reachable: false, detail: 'cannot reach the server: ECONNREFUSED' } } });
+    } finally {
+      await a.close();
+      await b.close();
+      await new Promise<void>((r) => up.close(() => r()));
+    }
+  });
+});

@@ -49,7 +49,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Database open and writable, the active model loaded */
+        /** Database open and writable, the active model loaded (a remote one: its server answers) */
         get: {
             parameters: {
                 query?: never;
@@ -74,6 +74,17 @@ export interface paths {
                             model: {
                                 version: string;
                                 loaded: boolean;
+                                /** @description a remote active version: whether its server answered GET <baseUrl>/models (probed at most every 5 s, 2 s timeout) */
+                                remote?: {
+                                    reachable: boolean;
+                                    /** @description why not: HTTP status, timeout, refused connection */
+                                    detail?: string;
+                                    /**
+                                     * Format: date-time
+                                     * @description when the (cached) probe ran
+                                     */
+                                    checkedAt: string;
+                                };
                             };
                             engine: string;
                             /** @description tfjs backend (tensorflow | wasm | cpu) or none */
@@ -96,6 +107,17 @@ export interface paths {
                             model: {
                                 version: string;
                                 loaded: boolean;
+                                /** @description a remote active version: whether its server answered GET <baseUrl>/models (probed at most every 5 s, 2 s timeout) */
+                                remote?: {
+                                    reachable: boolean;
+                                    /** @description why not: HTTP status, timeout, refused connection */
+                                    detail?: string;
+                                    /**
+                                     * Format: date-time
+                                     * @description when the (cached) probe ran
+                                     */
+                                    checkedAt: string;
+                                };
                             };
                             engine: string;
                             /** @description tfjs backend (tensorflow | wasm | cpu) or none */
