@@ -164,7 +164,7 @@ describe('a pool of 2 workers', () => {
     const failed = await pool.act(req).catch((e: unknown) => e);
     expect(pool.workerOf('f1')).toBe(w);
     expect(failed).toBeInstanceOf(EngineError);
-    expect((failed as Error).message).toBe('model backend fault (memory access out of bounds); the engine re-initialises its backend, retry the request');
+    expect((failed as Error).message).toBe('model backend fault; the engine re-initialises its backend, retry the request');
     expect(pool.health().state).toBe('recovering');
     expect(pool.isLoaded('v3')).toBe(false);
     await pool.poison(w, false);
