@@ -452,10 +452,19 @@ export class RemoteVersion {
     const { json, tries } = await this.gate(() => this.post(body, deadline));
     const a = parseChatAnswer(json);
     // Arrays longer than the token cap, or an answer longer than the cap could spell, are not
-    // what was asked for: the arrays are recorded as not returned, the text is cut.
-    if (a.outputTokenIds && a.outputTokenIds.length > maxTokens) a.outputTokenIds = null;
-    if (a.logprobs && a.logprobs.length > maxTokens) a.logprobs = null;
-    const maxChars = maxTokens * MAX_CHARS_PER_TOKEN;
+    // what was asked for: the arrays are recorded as not returned, the text is cut. A candidate
+    // the server was made to choose may be longer than the cap: it bounds them too (its UTF-8
+    // bytes + 1 tokens in any byte-level or larger vocabulary, the stop token included).
+    let longestChars = 0;
+    let longestTokens = 0;
+    for (const x of actions ?? []) {
+      longestChars = Math.max(longestChars, x.length);
+      longestTokens = Math.max(longestTokens, Buffer.byteLength(x, 'utf8') + 1);
+    }
+    const maxIds = Math.max(maxTokens, longestTokens);
+    if (a.outputTokenIds && a.outputTokenIds.length > maxIds) a.outputTokenIds = null;
+    if (a.logprobs && a.logprobs.length > maxIds) a.logprobs = null;
+    const maxChars = Math.max(maxTokens * MAX_CHARS_PER_TOKEN, longestChars);
     let outputCutChars = 0;
     const kept = a.content.length > maxChars ? cutCodePoints(a.content, maxChars) : a.content;
     if (kept.length < a.content.length) {

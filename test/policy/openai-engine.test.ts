@@ -289,6 +289,19 @@ describe('a remote version that answers too much or nonsense', () => {
     expect((await step0(id2)).status).toBe(200);
     const row2 = stepRow(id2);
     expect([row2.prompt_token_ids, JSON.parse(row2.output_token_ids)]).toEqual([null, [7, 8]]);
+    // more ids than max_tokens (64) are kept when a candidate the server chose needs them
+    const long = 'go '.repeat(40).trim(); // 119 bytes: up to 120 tokens
+    const ids = Array.from({ length: 100 }, (_, i) => i);
+    const id3 = await session('vllm');
+    behaviour = (_b, res) => send(res, 200, answer(long, { token_ids: ids }));
+    const r3 = await step0(id3, { availableActions: ['stay', long] });
+    expect(r3.body.action).toBe(long);
+    expect(JSON.parse(stepRow(id3).output_token_ids)).toEqual(ids);
+    // without such a candidate the same answer's ids are over the cap: not returned
+    const id4 = await session('vllm');
+    behaviour = (_b, res) => send(res, 200, answer('stay', { token_ids: ids }));
+    expect((await step0(id4, { availableActions: ['stay', 'go'] })).body.action).toBe('stay');
+    expect(stepRow(id4).output_token_ids).toBeNull();
   });
 
   it('(kind lamer) never blanks the prompt: ids that do not spell the end of what was sent are not returned', async () => {
