@@ -14,11 +14,17 @@
  *   marked `invalidChoice` and its action is the parsed text.
  * - Recording: output token ids (`choices[0].token_ids`, or `token_id:<id>` logprob tokens),
  *   logprobs (`choices[0].logprobs.content[].logprob`), prompt token ids (`prompt_token_ids`) when
- *   returned; the messages always; `record.available` says which arrays are real.
+ *   returned; the messages always; `record.available` says which arrays are real. Ids outside
+ *   [0, 2^31), disagreeing with `usage`, beyond the token cap, or (kind `lamer`) not spelling the
+ *   end of the prompt sent count as not returned.
+ * - Size: the answer's body is read as a stream and given up past `maxResponseBytes`; its text is
+ *   cut at 32 characters per token of the cap (the token arrays are then not returned).
  * - Failures: each HTTP try has `timeoutMs`; 429, 5xx, timeouts and connection errors are retried
  *   up to `maxRetries` times with exponential backoff (200 ms x 2^i, or the server's Retry-After,
- *   at most 10 s); anything else (4xx, a malformed answer) fails at once. Failures throw
- *   `EngineError`, which the agent answers 503 engine-unavailable with nothing recorded.
+ *   at most 10 s); anything else (4xx, a malformed or oversized answer) fails at once. The whole
+ *   call (slot wait, tries, backoffs) is bounded by `callTimeoutMs`. Failures throw `EngineError`,
+ *   which the agent answers 503 engine-unavailable with nothing recorded.
+ * - `/readyz`: {@link RemoteVersion.probe} asks `GET <baseUrl>/models` (cached, short timeout).
  * - At most `concurrency` requests per version are in flight; more wait in FIFO order.
  */
 import { extractAction } from './actions.js';
