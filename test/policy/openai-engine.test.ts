@@ -364,7 +364,11 @@ describe('training data of a remote version without token ids', () => {
 });
 
 describe('training jobs on a remote base version', () => {
-  it('refuses an sft job with 400 when it is posted (nothing queued)', async () => {
+  it('refuses an sft job with 400 when it is posted (nothing queued, no demonstrations file left)', async () => {
+    const { existsSync, readdirSync } = await import('node:fs');
+    const inline = join(server.dataDir, 'demos', 'inline');
+    const files = () => (existsSync(inline) ? readdirSync(inline).length : 0);
+    const filesBefore = files();
     const before = (await server.call('GET', '/v1/training/jobs?limit=200')).body.items.length;
     const r = await server.call('POST', '/v1/training/jobs', {
       algorithm: 'sft', baseVersion: 'plain',
@@ -374,6 +378,7 @@ describe('training jobs on a remote base version', () => {
     expect(r.body.type).toBe('https://lamer-server.dev/problems/validation');
     expect(r.body.errors).toEqual([{ field: 'body/baseVersion', message: expect.stringContaining("base version 'plain' is remote") }]);
     expect((await server.call('GET', '/v1/training/jobs?limit=200')).body.items.length).toBe(before);
+    expect(files()).toBe(filesBefore);
   });
 });
 

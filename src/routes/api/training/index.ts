@@ -9,7 +9,7 @@
  * returned unchanged (200); a succeeded or failed one is a 409 problem.
  */
 import { randomUUID } from 'node:crypto';
-import { existsSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
@@ -156,7 +156,14 @@ function createRoute(fastify: FastifyInstance): void {
     async (req, reply) => {
       const request = jobRequestOf(req.body, demosDir);
       // refusals are DomainErrors by kind: conflict (version taken), validation, too-many-jobs, overloaded (closing)
-      const row = app.training.create(request);
+      let row: TrainingJobRow;
+      try {
+        row = app.training.create(request);
+      } catch (err) {
+        // a refused job leaves nothing behind: the inline demonstrations written for it go too
+        if (request.demosPath?.startsWith(path.join(demosDir, 'inline') + path.sep)) rmSync(request.demosPath, { force: true });
+        throw err;
+      }
       req.log.info({ jobId: row.id, algorithm: row.algorithm }, 'training job created');
       reply.code(201).header('location', `/v1/training/jobs/${row.id}`);
       return viewOf(row, demosDir);
