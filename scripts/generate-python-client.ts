@@ -77,6 +77,7 @@ export const OPERATION_NAMES: Record<string, string> = {
   'POST /v1/training/jobs/{id}/cancel': 'cancel_training_job',
   'DELETE /v1/training/jobs/{id}': 'cancel_training_job',
   'GET /openai/v1/models': 'openai_list_models',
+  'GET /openai/v1/models/{model}': 'openai_get_model',
   'POST /openai/v1/chat/completions': 'openai_chat_completion',
   'POST /openai/v1/completions': 'openai_completion',
 };

@@ -132,6 +132,15 @@ export interface HttpTimeouts {
   requestTimeoutMs: number;
   /** An idle keep-alive connection is closed after this long without a new request, ms. */
   keepAliveTimeoutMs: number;
+  /**
+   * A body over the size limit is read and discarded, up to this many bytes, before the 413 is
+   * sent (then the connection is closed), so that a client that writes its whole body before
+   * reading (Python's urllib) reads the 413 instead of a broken pipe; a body declared larger is
+   * answered at once. 0 = never drain. Optional in code (absent = 64 MiB).
+   */
+  drainBodyBytes?: number;
+  /** Most time spent draining such a body, ms; then the 413 is sent anyway. Optional in code (absent = 10 s). */
+  drainBodyMs?: number;
 }
 
 /** Rate limits, session caps and the bound on queued model calls. */
@@ -167,6 +176,11 @@ export interface TrainingConfig {
    *  same parser (`parseTrainWorkers`, through src/training/run/job.ts trainWorkersFromEnv), as do
    *  the training scripts. */
   workers: number;
+  /** LAMER_TRAIN_MAX_QUEUED_JOBS: most training jobs waiting to run (the running one not counted);
+   *  one more is 429 `too-many-jobs` with Retry-After; 0 = no bound. Optional in code (absent = 0). */
+  maxQueuedJobs?: number;
+  /** LAMER_TRAIN_QUEUE_RETRY_AFTER_SECONDS: `Retry-After` of 429 `too-many-jobs`. Optional in code (absent = 60). */
+  queueRetryAfterSeconds?: number;
   /** Model I/O module of the training worker (not from the environment: for tests and embedding);
    *  default the builtin GPT adapter on `tfjsBackend`. */
   modelIO?: { module: string; exportName?: string; options?: Record<string, unknown> };
@@ -348,6 +362,8 @@ function remoteEngine(env: Record<string, string | undefined>): RemoteVersionCon
     maxRetries: int(env, 'LAMER_OPENAI_MAX_RETRIES', 3, 0, 100),
     maxActionTokens: int(env, 'LAMER_OPENAI_MAX_ACTION_TOKENS', 64, 1, 1_000_000),
     maxReflectionTokens: int(env, 'LAMER_OPENAI_MAX_REFLECTION_TOKENS', 512, 1, 1_000_000),
+    maxResponseBytes: int(env, 'LAMER_OPENAI_MAX_RESPONSE_BYTES', 4 * 1024 * 1024, 1024, 1 << 30),
+    callTimeoutMs: int(env, 'LAMER_OPENAI_CALL_TIMEOUT_MS', 100_000, 1, 3_600_000),
   };
 }
 
@@ -360,6 +376,8 @@ function httpTimeouts(env: Record<string, string | undefined>): HttpTimeouts {
     headersTimeoutMs: int(env, 'LAMER_HEADERS_TIMEOUT_MS', 10_000, 100, 3_600_000),
     requestTimeoutMs: int(env, 'LAMER_REQUEST_TIMEOUT_MS', 60_000, 0, 86_400_000),
     keepAliveTimeoutMs: int(env, 'LAMER_KEEP_ALIVE_TIMEOUT_MS', 72_000, 100, 3_600_000),
+    drainBodyBytes: int(env, 'LAMER_BODY_DRAIN_BYTES', 64 * 1024 * 1024, 0, 2 ** 40),
+    drainBodyMs: int(env, 'LAMER_BODY_DRAIN_MS', 10_000, 0, 3_600_000),
   };
   if (t.requestTimeoutMs > 0 && t.headersTimeoutMs > t.requestTimeoutMs) {
     throw new ConfigError(`LAMER_HEADERS_TIMEOUT_MS=${t.headersTimeoutMs} exceeds LAMER_REQUEST_TIMEOUT_MS=${t.requestTimeoutMs}`);
@@ -384,6 +402,8 @@ function trainingSchedule(env: Record<string, string | undefined>): TrainingConf
     activate: oneOf(env, 'LAMER_TRAIN_ACTIVATE', 'false', ['true', 'false'] as const) === 'true',
     env: env.LAMER_TRAIN_ENV && env.LAMER_TRAIN_ENV !== '' ? env.LAMER_TRAIN_ENV : null,
     workers: parseTrainWorkers(env),
+    maxQueuedJobs: int(env, 'LAMER_TRAIN_MAX_QUEUED_JOBS', 16, 0, 1_000_000),
+    queueRetryAfterSeconds: int(env, 'LAMER_TRAIN_QUEUE_RETRY_AFTER_SECONDS', 60, 1, 86_400),
   };
 }
 

@@ -107,10 +107,11 @@ describe('slow clients are cut off (LAMER_HEADERS_TIMEOUT_MS, LAMER_REQUEST_TIME
 
   /**
    * Open a raw TCP connection, write `head` at once, then one byte of `dribble` every `everyMs`
-   * until the server closes the connection (or `giveUpMs`). Resolves with what the server sent and
-   * how long after connecting it closed.
+   * until the server closes the connection (or `giveUpMs`: then it rejects, so a resolved dribble
+   * was cut off by the server). Resolves with what the server sent, how long after connecting it
+   * closed and how many bytes were dripped by then.
    */
-  async function dribble(head: string, drip: string, everyMs: number, giveUpMs = 10_000): Promise<{ closedAfterMs: number; received: string }> {
+  async function dribble(head: string, drip: string, everyMs: number, giveUpMs = 10_000): Promise<{ closedAfterMs: number; received: string; dripped: number }> {
     const net = await import('node:net');
     const u = new URL(slow.url);
     return new Promise((resolve, reject) => {
@@ -133,15 +134,18 @@ describe('slow clients are cut off (LAMER_HEADERS_TIMEOUT_MS, LAMER_REQUEST_TIME
       sock.on('close', () => {
         clearInterval(timer);
         clearTimeout(giveUp);
-        resolve({ closedAfterMs: Date.now() - t0, received });
+        resolve({ closedAfterMs: Date.now() - t0, received, dripped: i });
       });
     });
   }
 
   it('headers dribbled a byte at a time: 408 and closed within the headers timeout', async () => {
-    const r = await dribble('GET /healthz HTTP/1.1\r\nHost: x\r\n', 'x-slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaa', 100);
+    const drip = 'x-slow: ' + 'a'.repeat(92); // 100 bytes: 10 s at one byte per 100 ms
+    const r = await dribble('GET /healthz HTTP/1.1\r\nHost: x\r\n', drip, 100, 60_000);
+    // Not before the timeout; and cut off by the server, long before the client was done (a count,
+    // not a time: under load both clocks stretch alike).
     expect(r.closedAfterMs).toBeGreaterThanOrEqual(HEADERS_MS - 50);
-    expect(r.closedAfterMs).toBeLessThan(HEADERS_MS + 1000);
+    expect(r.dripped).toBeLessThan(drip.length);
     expect(r.received).toMatch(/^HTTP\/1\.1 408 /);
     expect(r.received).toContain('"type":"https://lamer-server.dev/problems/request-timeout"');
   });
@@ -150,9 +154,9 @@ describe('slow clients are cut off (LAMER_HEADERS_TIMEOUT_MS, LAMER_REQUEST_TIME
     const before = dumpDb(slow.dataDir);
     const body = JSON.stringify({ taskId: 'slow', instructions: 'x'.repeat(200) });
     const head = `POST /v1/sessions HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n`;
-    const r = await dribble(head, body, 100);
+    const r = await dribble(head, body, 100, 60_000);
     expect(r.closedAfterMs).toBeGreaterThanOrEqual(REQUEST_MS - 50);
-    expect(r.closedAfterMs).toBeLessThan(REQUEST_MS + 1000);
+    expect(r.dripped).toBeLessThan(body.length);
     expect(r.received).toMatch(/^HTTP\/1\.1 408 /);
     expect(dumpDb(slow.dataDir)).toBe(before);
   });
@@ -197,15 +201,17 @@ describe('slow clients are cut off (LAMER_HEADERS_TIMEOUT_MS, LAMER_REQUEST_TIME
   });
 
   it('a connection that sends nothing is closed; 100 dribbling connections are all closed while others are served', async () => {
-    const idle = dribble('', '', 1000);
-    const many = Array.from({ length: 100 }, () => dribble('POST /v1/sessions HTTP/1.1\r\n', 'Host: x\r\n', 300));
+    // The dribbles never finish their headers, so each one resolving (not giving up) means the
+    // server closed it; /healthz is answered meanwhile (latencies under this load: bench/, not here).
+    const idle = dribble('', '', 1000, 60_000);
+    const many = Array.from({ length: 100 }, () => dribble('POST /v1/sessions HTTP/1.1\r\n', 'Host: x\r\n', 300, 60_000));
     await new Promise((r) => setTimeout(r, 300));
-    const t0 = Date.now();
     expect((await slow.call('GET', '/healthz')).status).toBe(200);
-    expect(Date.now() - t0).toBeLessThan(500);
     const idleClosed = await idle;
-    expect(idleClosed.closedAfterMs).toBeLessThan(HEADERS_MS + 1000);
-    for (const r of await Promise.all(many)) expect(r.closedAfterMs).toBeLessThan(HEADERS_MS + 1000);
+    expect(idleClosed.closedAfterMs).toBeGreaterThanOrEqual(HEADERS_MS - 50);
+    const closed = await Promise.all(many);
+    expect(closed).toHaveLength(100);
+    for (const r of closed) expect(r.received).toMatch(/^HTTP\/1\.1 408 /);
   });
 });
 
@@ -235,13 +241,14 @@ describe('the request timeout bounds receiving a request, not answering it', () 
   });
 });
 
-describe('HTTP timeout configuration', () => {
+describe('HTTP timeout and body-drain configuration', () => {
   it('defaults and LAMER_* variables', async () => {
     const { loadConfig } = await import('../src/config.js');
-    expect(loadConfig({}).http).toEqual({ headersTimeoutMs: 10_000, requestTimeoutMs: 60_000, keepAliveTimeoutMs: 72_000 });
+    expect(loadConfig({}).http).toEqual({ headersTimeoutMs: 10_000, requestTimeoutMs: 60_000, keepAliveTimeoutMs: 72_000, drainBodyBytes: 64 * 1024 * 1024, drainBodyMs: 10_000 });
     expect(
-      loadConfig({ LAMER_HEADERS_TIMEOUT_MS: '2000', LAMER_REQUEST_TIMEOUT_MS: '0', LAMER_KEEP_ALIVE_TIMEOUT_MS: '5000' }).http,
-    ).toEqual({ headersTimeoutMs: 2000, requestTimeoutMs: 0, keepAliveTimeoutMs: 5000 });
+      loadConfig({ LAMER_HEADERS_TIMEOUT_MS: '2000', LAMER_REQUEST_TIMEOUT_MS: '0', LAMER_KEEP_ALIVE_TIMEOUT_MS: '5000', LAMER_BODY_DRAIN_BYTES: '0', LAMER_BODY_DRAIN_MS: '500' }).http,
+    ).toEqual({ headersTimeoutMs: 2000, requestTimeoutMs: 0, keepAliveTimeoutMs: 5000, drainBodyBytes: 0, drainBodyMs: 500 });
+    expect(() => loadConfig({ LAMER_BODY_DRAIN_BYTES: '-1' })).toThrow(/LAMER_BODY_DRAIN_BYTES/);
     expect(() => loadConfig({ LAMER_HEADERS_TIMEOUT_MS: '20000', LAMER_REQUEST_TIMEOUT_MS: '10000' })).toThrow(/LAMER_HEADERS_TIMEOUT_MS=20000 exceeds/);
     expect(() => loadConfig({ LAMER_HEADERS_TIMEOUT_MS: '5' })).toThrow(/LAMER_HEADERS_TIMEOUT_MS/);
   });

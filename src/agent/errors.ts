@@ -24,6 +24,7 @@ export type ErrorKind =
   | 'conflict'
   | 'rate-limited'
   | 'too-many-sessions'
+  | 'too-many-jobs'
   | 'overloaded'
   | 'shutting-down'
   | 'engine-unavailable'
@@ -45,7 +46,7 @@ export interface ErrorDetails {
   errors?: FieldError[];
   /** step-out-of-order: the position the server expects next (null once the session ended). */
   expected?: { attempt: number; step: number } | null;
-  /** overloaded / shutting-down / rate-limited / storage: seconds to wait before sending again. */
+  /** overloaded / shutting-down / rate-limited / too-many-jobs / storage: seconds to wait before sending again. */
   retryAfterSeconds?: number;
 }
 

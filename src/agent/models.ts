@@ -108,10 +108,15 @@ export class ModelRegistry {
     try {
       await p;
     } catch (err) {
-      throw new DomainError(
-        'engine-unavailable',
-        `model version '${version}' could not be loaded: ${err instanceof Error ? err.message : String(err)}`,
-      );
+      // EngineError messages are written for clients (they name the version, never a folder or a
+      // server address); anything else may carry paths or internals: it stays in the log, through
+      // `cause` (the error handler logs 5xx problems with their causes).
+      const detail = err instanceof EngineError
+        ? err.message
+        : `model version '${version}' could not be loaded; an operator must check the server log`;
+      const e = new DomainError('engine-unavailable', detail);
+      e.cause = err;
+      throw e;
     }
   }
 

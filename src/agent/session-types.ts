@@ -68,6 +68,8 @@ export interface Limits {
   candidateTokens?: number;
   /** Most tokens (UTF-8 bytes) of a rendered prompt, before it is fitted to the model's context (absent or 0: no bound). */
   promptTokens?: number;
+  /** Most characters of an action parsed from a free answer (LAMER_MAX_ACTION_CHARS; absent: no bound). */
+  actionChars?: number;
 }
 
 /**

@@ -268,9 +268,13 @@ export class SessionService {
       const msg = err instanceof Error ? err.message : String(err);
       // Retry-After as for an overloaded server: the same step can be sent again once the engine
       // (or the remote server) answers.
-      throw new DomainError('engine-unavailable', err instanceof EngineError ? msg : `engine failed: ${msg}`, {
+      // EngineError messages are written for clients; any other error's message (a tfjs shape
+      // error, a file path) stays in the log, through `cause`.
+      const e = new DomainError('engine-unavailable', err instanceof EngineError ? msg : 'the engine failed on this request; an operator must check the server log', {
         retryAfterSeconds: this.protection.overloadRetryAfterSeconds,
       });
+      e.cause = err;
+      throw e;
     } finally {
       this.modelCalls--;
     }
@@ -335,7 +339,7 @@ export class SessionService {
     const plan = planStep(row, input, this.limits.candidateTokens ?? 0);
     await this.models.ensureLoaded(row.modelVersion);
     const gens = await this.generateStep(row, input, plan);
-    const { answer, commit, status } = stepTransition(row, input, hash, plan, gens, Date.now());
+    const { answer, commit, status } = stepTransition(row, input, hash, plan, gens, Date.now(), this.limits.actionChars ?? Infinity);
     await this.hot.commitStep(commit);
     this.events.onStep?.('action', row.modelVersion);
     if (gens.refl) this.events.onStep?.('reflection', row.modelVersion);

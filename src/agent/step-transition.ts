@@ -12,6 +12,7 @@ import { invalidChoiceAction } from '../policy/openai-engine.js';
 import { extractAction } from '../policy/actions.js';
 import { DomainError, invalid } from './errors.js';
 import { candidateTokenCount } from './prompt-seen.js';
+import { cutChars } from './prompt.js';
 import type { AttemptResult, Position, StepAnswer, StepInput } from './session-types.js';
 import { actionRecord, reflectionRecord } from './step-records.js';
 
@@ -105,11 +106,13 @@ function nextOf(input: StepInput, plan: StepPlan): { status: SessionRow['status'
 /**
  * The action to execute: with availableActions the output is the chosen one; a remote answer that
  * matched none (record.invalidChoice) is executed as parsed; else the action parsed from the text.
+ * A parsed action (not a candidate) is cut to `actionChars` characters (LAMER_MAX_ACTION_CHARS, the
+ * limit of a candidate action), so no answer records or executes a longer one.
  */
-function actionOf(act: Generation | null, input: StepInput): string | null {
+function actionOf(act: Generation | null, input: StepInput, actionChars: number): string | null {
   if (!act) return null;
-  if (act.record?.invalidChoice) return invalidChoiceAction(act.output);
-  return input.availableActions ? act.output : extractAction(act.output);
+  if (act.record?.invalidChoice) return cutChars(invalidChoiceAction(act.output), actionChars);
+  return input.availableActions ? act.output : cutChars(extractAction(act.output), actionChars);
 }
 
 /** What a step answers and commits. */
@@ -122,13 +125,15 @@ export interface StepResult {
 /**
  * The step transition: session `row` (admitted at `input`'s position, body hash `hash`), its plan
  * and the model's generations -> the answer, and the records, reflection and session update to
- * commit in one transaction at `now` (ms).
+ * commit in one transaction at `now` (ms). A parsed action is cut to `actionChars` characters.
  */
-export function stepTransition(row: SessionRow, input: StepInput, hash: string, plan: StepPlan, gens: StepGenerations, now: number): StepResult {
+export function stepTransition(
+  row: SessionRow, input: StepInput, hash: string, plan: StepPlan, gens: StepGenerations, now: number, actionChars: number = Infinity,
+): StepResult {
   const { attempts, attemptResult } = attemptsAfter(row, input, plan);
   const { status, next } = nextOf(input, plan);
   const { act, refl, reflectionText } = gens;
-  const action = actionOf(act, input);
+  const action = actionOf(act, input, actionChars);
   const answer: StepAnswer = {
     sessionId: row.id,
     attempt: input.attempt,

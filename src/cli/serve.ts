@@ -86,7 +86,7 @@ export async function run(argv: string[]): Promise<number> {
       return 1;
     }
     if (err instanceof DomainError || err instanceof EngineError) {
-      console.error(`lamer serve: cannot start: ${err.message}\n(LAMER_ENGINE=test serves without a model)`);
+      console.error(`lamer serve: cannot start: ${withCauses(err)}\n(LAMER_ENGINE=test serves without a model)`);
       return 1;
     }
     throw err;
@@ -110,4 +110,20 @@ if (process.argv[1] && /serve\.[tj]s$/.test(process.argv[1])) {
       process.exitCode = 1;
     },
   );
+}
+
+/**
+ * An error's message followed by its causes' messages (`cause: ...`, one line each; a cause whose
+ * message an earlier line already holds is left out): a model that cannot be loaded says so to
+ * clients without its folder, while the operator starting the server sees the folder and the
+ * loader's error.
+ */
+export function withCauses(err: Error): string {
+  const lines = [err.message];
+  let c: unknown = err.cause;
+  for (let depth = 0; c instanceof Error && depth < 8; depth++, c = c.cause) {
+    const m = c.message;
+    if (!lines.some((l) => l.includes(m))) lines.push(`cause: ${m}`);
+  }
+  return lines.join('\n');
 }

@@ -30,6 +30,28 @@ export interface BackendLogger {
   warn(o: object, msg?: string): void;
 }
 
+/**
+ * Turns off the pure-JS `cpu` backend's one-time console banner ("Hi, looks like you are running
+ * TensorFlow.js in Node.js. To speed things up dramatically, install our node backend..."), which
+ * it prints on its first tensor write in each process and worker thread. The native backend is an
+ * optional dependency left out on purpose (its install downloads libtensorflow), and
+ * {@link initBackend} logs one structured line saying which backend runs and why, so the banner
+ * only repeats that, once per thread (dozens of times in a test run). The banner is gated by the
+ * backend instance's `firstUse` flag; this clears it on the registered instance (creating the
+ * instance if needed, which allocates nothing but its tensor map). Idempotent; does nothing when
+ * no `cpu` backend is registered.
+ */
+export function quietCpuBanner(): void {
+  try {
+    const cpu = tf.findBackend('cpu') as unknown as { firstUse?: boolean } | null;
+    if (cpu && typeof cpu.firstUse === 'boolean') cpu.firstUse = false;
+  } catch {
+    /* no cpu backend: nothing prints the banner */
+  }
+}
+
+quietCpuBanner();
+
 let chosen: string | null = null;
 let pending: Promise<string> | null = null;
 /** Incremented by every re-initialisation (`reinitBackend`): tensors of an earlier generation are gone. */
@@ -211,6 +233,7 @@ async function doReinit(logger?: BackendLogger): Promise<string> {
   tf.registerBackend(name, factory, name === 'wasm' ? 2 : 1);
   if (!(await tf.setBackend(name))) throw new Error(`tfjs backend "${name}" did not initialise again`);
   if (name === 'wasm') installWasmPatches();
+  if (name === 'cpu') quietCpuBanner();
   await tf.ready();
   logger?.info({ backend: name }, 'tfjs backend re-initialised');
   return name;

@@ -95,6 +95,17 @@ export interface RemoteVersionConfig {
   /** Token caps of actions and reflections. */
   maxActionTokens: number;
   maxReflectionTokens: number;
+  /**
+   * Most bytes of one answer's body; a longer answer is cut off there (read as a stream) and the
+   * try fails. Absent: the default of src/policy/openai-engine.ts REMOTE_DEFAULTS.
+   */
+  maxResponseBytes?: number;
+  /**
+   * Most time one model call may take, ms: every try, the backoffs between them and the wait for
+   * a free slot together; then it fails (503 engine-unavailable). Keep it below the clients' own
+   * timeout (120 s for clients/python). Absent: the default of REMOTE_DEFAULTS.
+   */
+  callTimeoutMs?: number;
 }
 
 
@@ -113,6 +124,12 @@ export interface GenerationRecord {
   constraint?: 'structured_outputs' | 'guided_choice' | 'grammar' | 'json_schema' | 'parse';
   /** With `availableActions`: the answer matched none of them (the action is the parsed text). */
   invalidChoice?: boolean;
+  /**
+   * Characters (code points) cut from the end of an answer longer than its token cap could give
+   * (32 characters a token, src/policy/openai-engine.ts MAX_CHARS_PER_TOKEN); its token ids and
+   * logprobs are then recorded as not returned. Absent when nothing was cut.
+   */
+  outputCutChars?: number;
   /** Remote model name and the request's HTTP attempts (1 = no retry). */
   model: string;
   tries: number;
@@ -202,6 +219,21 @@ export interface PolicyEngine {
   health?(): EngineHealth;
   /** Optional: requests queued in the engine's batchers now, waiting for a forward pass. */
   queueDepth?(): number;
+  /**
+   * Optional: whether the server of a remote version answers (for /readyz), from a short probe
+   * whose result is cached; null for a version served by this process.
+   */
+  probe?(version: string): Promise<RemoteProbe | null>;
+}
+
+/** The result of probing a remote version's server (src/policy/openai-engine.ts RemoteVersion.probe). */
+export interface RemoteProbe {
+  /** The server answered `GET <baseUrl>/models` with 2xx (or 404/405: up, without that route). */
+  reachable: boolean;
+  /** Why not (`HTTP 503`, `cannot reach the server: ECONNREFUSED`, `no answer within 2000 ms`); absent when reachable. */
+  detail?: string;
+  /** When the probe ran, ms since the epoch. */
+  checkedAt: number;
 }
 
 /** Thrown by engines for failures that are not the caller's fault. */

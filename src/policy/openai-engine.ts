@@ -14,18 +14,24 @@
  *   marked `invalidChoice` and its action is the parsed text.
  * - Recording: output token ids (`choices[0].token_ids`, or `token_id:<id>` logprob tokens),
  *   logprobs (`choices[0].logprobs.content[].logprob`), prompt token ids (`prompt_token_ids`) when
- *   returned; the messages always; `record.available` says which arrays are real.
+ *   returned; the messages always; `record.available` says which arrays are real. Ids outside
+ *   [0, 2^31), disagreeing with `usage`, beyond the token cap, or (kind `lamer`) not spelling the
+ *   end of the prompt sent count as not returned.
+ * - Size: the answer's body is read as a stream and given up past `maxResponseBytes`; its text is
+ *   cut at 32 characters per token of the cap (the token arrays are then not returned).
  * - Failures: each HTTP try has `timeoutMs`; 429, 5xx, timeouts and connection errors are retried
  *   up to `maxRetries` times with exponential backoff (200 ms x 2^i, or the server's Retry-After,
- *   at most 10 s); anything else (4xx, a malformed answer) fails at once. Failures throw
- *   `EngineError`, which the agent answers 503 engine-unavailable with nothing recorded.
+ *   at most 10 s); anything else (4xx, a malformed or oversized answer) fails at once. The whole
+ *   call (slot wait, tries, backoffs) is bounded by `callTimeoutMs`. Failures throw `EngineError`,
+ *   which the agent answers 503 engine-unavailable with nothing recorded.
+ * - `/readyz`: {@link RemoteVersion.probe} asks `GET <baseUrl>/models` (cached, short timeout).
  * - At most `concurrency` requests per version are in flight; more wait in FIFO order.
  */
 import { extractAction } from './actions.js';
-import { decode } from '../model/tokenizer.js';
+import { decode, VOCAB_SIZE } from '../model/tokenizer.js';
 import {
   EngineError, type ActRequest, type Generation, type GenerationRecord, type PromptParts, type ReflectRequest,
-  type RemoteVersionConfig, type SamplingParams,
+  type RemoteProbe, type RemoteVersionConfig, type SamplingParams,
 } from './engine.js';
 
 export type ChatMessage = GenerationRecord['messages'][number];
@@ -38,7 +44,20 @@ export const REMOTE_DEFAULTS = {
   maxRetries: 3,
   maxActionTokens: 64,
   maxReflectionTokens: 512,
+  /** 4 MiB: an action's answer is a few KB; prompt token ids of a 500k-token prompt fit. */
+  maxResponseBytes: 4 * 1024 * 1024,
+  /** 100 s: below the 120 s default timeout of clients/python, so the client reads the 503. */
+  callTimeoutMs: 100_000,
 } as const;
+
+/**
+ * Most characters (code points) of an answer per token of its `max_tokens` cap: longer than any
+ * tokenizer's tokens give on average, so only an answer that ignored the cap is cut.
+ */
+export const MAX_CHARS_PER_TOKEN = 32;
+
+/** Token ids taken from an answer lie in [0, 2^31): an int32 vocabulary index, as in every tokenizer in use. */
+export const TOKEN_ID_LIMIT = 2 ** 31;
 
 /** Longest backoff between two tries, ms. */
 const MAX_BACKOFF_MS = 10_000;
@@ -130,7 +149,9 @@ function parsedAction(output: string): string {
   return extractAction(output);
 }
 
-const isIntArray = (v: unknown): v is number[] => Array.isArray(v) && v.every((x) => Number.isInteger(x));
+/** Token ids as an answer may give them: integers in [0, {@link TOKEN_ID_LIMIT}) (`1e300` is an integer to JS, but no token id). */
+const isTokenIds = (v: unknown): v is number[] =>
+  Array.isArray(v) && v.every((x) => Number.isInteger(x) && (x as number) >= 0 && (x as number) < TOKEN_ID_LIMIT);
 
 interface ParsedAnswer {
   content: string;
@@ -140,7 +161,8 @@ interface ParsedAnswer {
 }
 
 /**
- * Reads a chat-completion answer.
+ * Reads a chat-completion answer. Token ids outside [0, 2^31), or whose count differs from the
+ * answer's `usage` (`prompt_tokens`, `completion_tokens`), are treated as not returned (null).
  * @throws EngineError when it has no `choices[0].message.content` string.
  */
 export function parseChatAnswer(body: unknown): ParsedAnswer {
@@ -157,12 +179,19 @@ export function parseChatAnswer(body: unknown): ParsedAnswer {
   if (Array.isArray(lp) && lp.every((t) => t && typeof t === 'object' && typeof (t as { logprob?: unknown }).logprob === 'number')) {
     const items = lp as Array<{ logprob: number; token?: unknown }>;
     logprobs = items.map((t) => t.logprob);
-    const ids = items.map((t) => (typeof t.token === 'string' ? /^token_id:(\d+)$/.exec(t.token) : null));
-    if (ids.every((m) => m !== null)) idsFromTokens = ids.map((m) => Number(m![1]));
+    const ids = items.map((t) => (typeof t.token === 'string' ? /^token_id:(\d{1,10})$/.exec(t.token) : null));
+    if (ids.every((m) => m !== null)) {
+      const parsed = ids.map((m) => Number(m![1]));
+      if (isTokenIds(parsed)) idsFromTokens = parsed;
+    }
   }
-  let outputTokenIds = isIntArray(choice.token_ids) ? choice.token_ids : idsFromTokens;
+  let outputTokenIds = isTokenIds(choice.token_ids) ? choice.token_ids : idsFromTokens;
   if (outputTokenIds && logprobs && outputTokenIds.length !== logprobs.length) outputTokenIds = idsFromTokens;
-  const promptTokenIds = isIntArray(b?.prompt_token_ids) ? b!.prompt_token_ids : null;
+  let promptTokenIds = isTokenIds(b?.prompt_token_ids) ? b!.prompt_token_ids : null;
+  // The answer's own counts bound its arrays: ids that disagree with `usage` describe something else.
+  const u = (body as { usage?: { prompt_tokens?: unknown; completion_tokens?: unknown } } | null)?.usage;
+  if (promptTokenIds && typeof u?.prompt_tokens === 'number' && promptTokenIds.length !== u.prompt_tokens) promptTokenIds = null;
+  if (outputTokenIds && typeof u?.completion_tokens === 'number' && outputTokenIds.length !== u.completion_tokens) outputTokenIds = null;
   return { content, promptTokenIds, outputTokenIds, logprobs };
 }
 
@@ -179,7 +208,55 @@ class TryError extends Error {
   }
 }
 
-/** One remote model version: its settings, a concurrency gate and the HTTP calls. */
+/** Code points of `s` from UTF-16 index `from` on (a surrogate pair counts once). */
+function codePoints(s: string, from = 0): number {
+  let n = 0;
+  for (let i = from; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (!(c >= 0xdc00 && c <= 0xdfff && i > from && s.charCodeAt(i - 1) >= 0xd800 && s.charCodeAt(i - 1) <= 0xdbff)) n++;
+  }
+  return n;
+}
+
+/** The first `max` code points of `s` at most (never half of a surrogate pair). */
+function cutCodePoints(s: string, max: number): string {
+  let units = 0;
+  let n = 0;
+  for (const ch of s) {
+    if (n === max) break;
+    units += ch.length;
+    n++;
+  }
+  return s.slice(0, units);
+}
+
+/**
+ * The body of `res` as UTF-8 text, read chunk by chunk: past `maxBytes` the stream is cancelled
+ * (the connection is dropped, nothing more is buffered) and a TryError (not retryable) is thrown.
+ */
+async function readCapped(res: Response, maxBytes: number): Promise<string> {
+  const declared = Number(res.headers.get('content-length'));
+  if (Number.isFinite(declared) && declared > maxBytes) {
+    await res.body?.cancel().catch(() => {});
+    throw new TryError(`answer of ${declared} bytes is larger than the limit of ${maxBytes} bytes`, false);
+  }
+  if (!res.body) return '';
+  const reader = res.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    total += value.byteLength;
+    if (total > maxBytes) {
+      await reader.cancel().catch(() => {});
+      throw new TryError(`answer is larger than the limit of ${maxBytes} bytes (cut off there)`, false);
+    }
+    chunks.push(value);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
 
 /**
  * What a lamer-server behind `/openai/v1` saw of the prompt: its byte-level token ids decode to the
@@ -187,14 +264,24 @@ class TryError extends Error {
  * start when longer than its context). Recording that text and the number of characters (code
  * points) cut keeps `decode(promptTokenIds) === prompt` true for remote versions of kind `lamer`.
  */
-function lamerPromptSeen(messages: readonly ChatMessage[], promptTokenIds: readonly number[]): { promptText: string; promptTruncatedChars: number } {
+function lamerPromptSeen(messages: readonly ChatMessage[], promptTokenIds: readonly number[]): { promptText: string; promptTruncatedChars: number } | null {
+  // Ids of another vocabulary, or ids that do not spell the end of what was sent, describe some
+  // other prompt: the caller records them as not returned, and the prompt as sent.
+  if (promptTokenIds.some((t) => t >= VOCAB_SIZE)) return null;
   const seen = decode(promptTokenIds);
   const full = messages.map((m) => m.content).join('\n');
-  const cut = full.endsWith(seen) ? [...full].length - [...seen].length : 0;
-  return { promptText: seen, promptTruncatedChars: cut };
+  if (!full.endsWith(seen) || (seen === '' && full !== '')) return null;
+  return { promptText: seen, promptTruncatedChars: [...full].length - [...seen].length };
 }
 
+/** How long a probe result of a remote version is reused, ms. */
+export const PROBE_CACHE_MS = 5_000;
+/** Longest wait for a probe's answer, ms (cut further by the version's own timeout). */
+export const PROBE_TIMEOUT_MS = 2_000;
+
 export class RemoteVersion {
+  private lastProbe: RemoteProbe | null = null;
+  private probing: Promise<RemoteProbe> | null = null;
   private inFlight = 0;
   private readonly waiters: Array<() => void> = [];
   private readonly sleep: (ms: number) => Promise<void>;
@@ -205,6 +292,42 @@ export class RemoteVersion {
     private readonly deps: RemoteDeps = {},
   ) {
     this.sleep = deps.sleep ?? ((ms) => new Promise((r) => setTimeout(r, ms)));
+  }
+
+  /**
+   * Whether the server answers: `GET <baseUrl>/models` (every OpenAI-compatible server has it)
+   * with the version's key, at most {@link PROBE_TIMEOUT_MS}; 2xx, or 404/405 (up, without that
+   * route), is reachable; another status, a timeout or a refused connection is not. The result
+   * is reused for {@link PROBE_CACHE_MS}, and concurrent callers share one probe, so /readyz
+   * polled by many load balancers sends the server one request every few seconds at most.
+   * Never throws.
+   */
+  async probe(now: number = Date.now()): Promise<RemoteProbe> {
+    if (this.lastProbe && now - this.lastProbe.checkedAt < PROBE_CACHE_MS) return this.lastProbe;
+    this.probing ??= this.probeOnce().then((r) => {
+      this.lastProbe = r;
+      this.probing = null;
+      return r;
+    });
+    return this.probing;
+  }
+
+  private async probeOnce(): Promise<RemoteProbe> {
+    const url = this.config.baseUrl.replace(/\/+$/, '') + '/models';
+    const headers: Record<string, string> = { accept: 'application/json' };
+    if (this.config.apiKey) headers.authorization = `Bearer ${this.config.apiKey}`;
+    const timeoutMs = Math.min(PROBE_TIMEOUT_MS, this.config.timeoutMs);
+    const checkedAt = Date.now();
+    try {
+      const res = await fetch(url, { headers, signal: AbortSignal.timeout(timeoutMs) });
+      await res.body?.cancel().catch(() => {});
+      if ((res.status >= 200 && res.status < 300) || res.status === 404 || res.status === 405) return { reachable: true, checkedAt };
+      return { reachable: false, detail: `HTTP ${res.status}`, checkedAt };
+    } catch (err) {
+      const e = err as Error & { cause?: { code?: string } };
+      const detail = e.name === 'TimeoutError' || e.name === 'AbortError' ? `no answer within ${timeoutMs} ms` : `cannot reach the server: ${e.cause?.code ?? e.message}`;
+      return { reachable: false, detail, checkedAt };
+    }
   }
 
   /** Requests waiting for a free slot now. */
@@ -237,25 +360,43 @@ export class RemoteVersion {
     return ['vllm', 'vllm-legacy', 'lamer'].includes(this.config.kind) ? { return_token_ids: true, return_tokens_as_token_ids: true } : {};
   }
 
+  /** Most bytes of one answer's body (the version's setting, else the default). */
+  private get maxResponseBytes(): number {
+    return this.config.maxResponseBytes ?? REMOTE_DEFAULTS.maxResponseBytes;
+  }
+
+  /** Most time of one model call, ms (the version's setting, else the default). */
+  private get callTimeoutMs(): number {
+    return this.config.callTimeoutMs ?? REMOTE_DEFAULTS.callTimeoutMs;
+  }
+
   /**
-   * POSTs `body` to `<baseUrl>/chat/completions` with timeouts and retries.
+   * POSTs `body` to `<baseUrl>/chat/completions` with timeouts and retries, all within `deadline`
+   * (ms since the epoch; default: the call bound from now): each try's timeout is cut to the time
+   * left, and no retry starts whose backoff would end past it.
    * @returns the parsed JSON answer and the number of tries it took.
-   * @throws EngineError when every try failed or the server refused the request.
+   * @throws EngineError when every try failed, the server refused the request, or the time ran out.
    */
-  async post(body: Record<string, unknown>): Promise<{ json: unknown; tries: number }> {
+  async post(body: Record<string, unknown>, deadline: number = Date.now() + this.callTimeoutMs): Promise<{ json: unknown; tries: number }> {
     const url = this.config.baseUrl.replace(/\/+$/, '') + '/chat/completions';
     const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json' };
     if (this.config.apiKey) headers.authorization = `Bearer ${this.config.apiKey}`;
     const payload = JSON.stringify(body);
-    let last = '';
+    let last = `no answer within the call bound of ${this.callTimeoutMs} ms`;
     for (let i = 0; i <= this.config.maxRetries; i++) {
+      const left = deadline - Date.now();
+      if (left <= 0) break;
       try {
-        return { json: await this.tryOnce(url, headers, payload), tries: i + 1 };
+        return { json: await this.tryOnce(url, headers, payload, left), tries: i + 1 };
       } catch (err) {
         const e = err instanceof TryError ? err : new TryError(err instanceof Error ? err.message : String(err), false);
         last = e.message;
         if (!e.retryable || i === this.config.maxRetries) break;
         const wait = Math.min(MAX_BACKOFF_MS, e.retryAfterMs ?? 200 * 2 ** i);
+        if (Date.now() + wait >= deadline) {
+          last += `; no time left for a retry within the call bound of ${this.callTimeoutMs} ms`;
+          break;
+        }
         this.deps.logger?.warn({ version: this.version, try: i + 1, waitMs: wait, err: e.message }, 'remote engine call failed; retrying');
         await this.sleep(wait);
       }
@@ -264,16 +405,22 @@ export class RemoteVersion {
     throw new EngineError(`remote model version '${this.version}' failed: ${last}`);
   }
 
-  private async tryOnce(url: string, headers: Record<string, string>, payload: string): Promise<unknown> {
+  /**
+   * One HTTP try, at most `budgetMs` (and the version's per-try timeout). The body is read as a
+   * stream and given up past `maxResponseBytes` (not retried: the server would answer the same).
+   */
+  private async tryOnce(url: string, headers: Record<string, string>, payload: string, budgetMs: number): Promise<unknown> {
     let res: Response;
     let text: string;
-    const signal = AbortSignal.timeout(this.config.timeoutMs);
+    const timeoutMs = Math.min(this.config.timeoutMs, budgetMs);
+    const signal = AbortSignal.timeout(timeoutMs);
     try {
       res = await fetch(url, { method: 'POST', headers, body: payload, signal });
-      text = await res.text();
+      text = await readCapped(res, this.maxResponseBytes);
     } catch (err) {
+      if (err instanceof TryError) throw err;
       const e = err as Error & { cause?: { code?: string } };
-      if (e.name === 'TimeoutError' || e.name === 'AbortError') throw new TryError(`no answer within ${this.config.timeoutMs} ms`, true);
+      if (e.name === 'TimeoutError' || e.name === 'AbortError') throw new TryError(`no answer within ${timeoutMs} ms`, true);
       throw new TryError(`cannot reach the server: ${e.cause?.code ?? e.message}`, true);
     }
     if (res.status === 429 || res.status >= 500) {
@@ -306,8 +453,35 @@ export class RemoteVersion {
       ...this.tokenFields(),
       ...(c ? c.fields : {}),
     };
-    const { json, tries } = await this.gate(() => this.post(body));
+    // The call bound counts from here: the wait for a free slot is part of the client's wait.
+    const deadline = Date.now() + this.callTimeoutMs;
+    const { json, tries } = await this.gate(() => this.post(body, deadline));
     const a = parseChatAnswer(json);
+    // Arrays longer than the token cap, or an answer longer than the cap could spell, are not
+    // what was asked for: the arrays are recorded as not returned, the text is cut. A candidate
+    // the server was made to choose may be longer than the cap: it bounds them too (its UTF-8
+    // bytes + 1 tokens in any byte-level or larger vocabulary, the stop token included).
+    let longestChars = 0;
+    let longestTokens = 0;
+    for (const x of actions ?? []) {
+      longestChars = Math.max(longestChars, x.length);
+      longestTokens = Math.max(longestTokens, Buffer.byteLength(x, 'utf8') + 1);
+    }
+    const maxIds = Math.max(maxTokens, longestTokens);
+    if (a.outputTokenIds && a.outputTokenIds.length > maxIds) a.outputTokenIds = null;
+    if (a.logprobs && a.logprobs.length > maxIds) a.logprobs = null;
+    const maxChars = Math.max(maxTokens * MAX_CHARS_PER_TOKEN, longestChars);
+    let outputCutChars = 0;
+    const kept = a.content.length > maxChars ? cutCodePoints(a.content, maxChars) : a.content;
+    if (kept.length < a.content.length) {
+      outputCutChars = codePoints(a.content, kept.length);
+      a.content = kept;
+      a.outputTokenIds = null;
+      a.logprobs = null;
+      this.deps.logger?.warn({ version: this.version, maxTokens, keptChars: maxChars, cutChars: outputCutChars }, 'remote answer longer than its token cap allows; cut');
+    }
+    const seen = this.config.kind === 'lamer' && a.promptTokenIds !== null ? lamerPromptSeen(messages, a.promptTokenIds) : null;
+    if (this.config.kind === 'lamer' && seen === null) a.promptTokenIds = null;
     const record: GenerationRecord = {
       engine: 'openai',
       messages,
@@ -325,7 +499,8 @@ export class RemoteVersion {
       modelVersion: this.version,
       record,
     };
-    if (this.config.kind === 'lamer' && a.promptTokenIds !== null) Object.assign(g, lamerPromptSeen(messages, a.promptTokenIds));
+    if (outputCutChars > 0) record.outputCutChars = outputCutChars;
+    if (seen) Object.assign(g, seen);
     if (actions && actions.length > 0 && c) {
       record.constraint = c.constraint;
       const i = matchChoice(a.content, actions);

@@ -8,7 +8,7 @@
  */
 import {
   EngineError, type ActRequest, type CompleteRequest, type Completion, type EngineInfo, type EngineObserver, type EngineSpec,
-  type Generation, type PolicyEngine, type ReflectRequest, type ScoreRequest,
+  type Generation, type PolicyEngine, type ReflectRequest, type RemoteProbe, type ScoreRequest,
 } from './engine.js';
 import { RemoteVersion, type RemoteDeps } from './openai-engine.js';
 
@@ -50,6 +50,12 @@ export class RoutingEngine implements PolicyEngine {
   /** The remote version `version`, or undefined when it is local (or not loaded). */
   remote(version: string): RemoteVersion | undefined {
     return this.remotes.get(version);
+  }
+
+  /** The cached probe of a remote version's server (RemoteVersion.probe); null for a local or unloaded version. */
+  async probe(version: string): Promise<RemoteProbe | null> {
+    const r = this.remotes.get(version);
+    return r ? r.probe() : null;
   }
 
   info(): EngineInfo {

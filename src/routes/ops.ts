@@ -1,7 +1,8 @@
 /**
  * Operations routes (no auth): `/healthz` (process up; touches neither the database nor the engine,
  * so it answers at once even while the database is locked), `/readyz` (database open, storage
- * writable and the active model loaded; reports engine and backend), `/metrics` (Prometheus text),
+ * writable and the active model loaded, and, for a remote active version, its server answering a
+ * cached probe; reports engine and backend), `/metrics` (Prometheus text),
  * `/openapi.json`.
  */
 import type { FastifyPluginAsync } from 'fastify';
@@ -15,7 +16,20 @@ const Ready = Type.Object({
     description:
       "'ok', or why the last write failed: 'full' (no space), 'io', 'readonly', 'corrupt'; not ready until a write succeeds again",
   }),
-  model: Type.Object({ version: Type.String(), loaded: Type.Boolean() }),
+  model: Type.Object({
+    version: Type.String(),
+    loaded: Type.Boolean(),
+    remote: Type.Optional(
+      Type.Object(
+        {
+          reachable: Type.Boolean(),
+          detail: Type.Optional(Type.String({ description: 'why not: HTTP status, timeout, refused connection' })),
+          checkedAt: Type.String({ format: 'date-time', description: 'when the (cached) probe ran' }),
+        },
+        { description: 'a remote active version: whether its server answered GET <baseUrl>/models (probed at most every 5 s, 2 s timeout)' },
+      ),
+    ),
+  }),
   engine: Type.String(),
   backend: Type.String({ description: 'tfjs backend (tensorflow | wasm | cpu) or none' }),
 });
@@ -32,7 +46,7 @@ const opsRoutes: FastifyPluginAsync = async (fastify) => {
 
   app.get(
     '/readyz',
-    { schema: { tags, summary: 'Database open and writable, the active model loaded', response: { 200: Ready, 503: Ready } } },
+    { schema: { tags, summary: 'Database open and writable, the active model loaded (a remote one: its server answers)', response: { 200: Ready, 503: Ready } } },
     async (_req, reply) => {
       const database = app.db.ping();
       // After a failed write (disk full, I/O error) a small probe write (at most once a second,
@@ -42,9 +56,14 @@ const opsRoutes: FastifyPluginAsync = async (fastify) => {
       const version = app.models.active().version;
       const loaded = app.engine.isLoaded(version);
       const info = app.engine.info();
-      const ready = database && st.writable && loaded;
+      // A remote active version is ready only while its server answers (cached probe, short timeout).
+      const probe = loaded ? ((await app.engine.probe?.(version)) ?? null) : null;
+      const remote = probe ? { reachable: probe.reachable, ...(probe.detail ? { detail: probe.detail } : {}), checkedAt: new Date(probe.checkedAt).toISOString() } : null;
+      const ready = database && st.writable && loaded && (probe === null || probe.reachable);
       reply.code(ready ? 200 : 503);
-      return { status: ready ? 'ready' : 'not-ready', database, storage, model: { version, loaded }, engine: info.engine, backend: info.backend };
+      return {
+        status: ready ? 'ready' : 'not-ready', database, storage, model: { version, loaded, ...(remote ? { remote } : {}) }, engine: info.engine, backend: info.backend,
+      };
     },
   );
 

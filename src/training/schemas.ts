@@ -147,6 +147,13 @@ const jobFields = {
   demonstrations: Nullable(Type.String({ description: 'sft: the JSONL file trained on' })),
   hyperparameters: FreeObject(),
   dataStats: Nullable(DataStats, { description: 'known once the data is read' }),
+  dataset: Nullable(
+    Type.Object({
+      path: Type.String({ description: 'the training batch file, relative to the data directory (datasets/<jobId>/batch.jsonl)' }),
+      samples: Type.Integer({ description: 'lines (turns) in it' }),
+    }),
+    { description: 'a job on a remote base version: the training batch it wrote for an external trainer (null otherwise, and until written)' },
+  ),
   iterations: Type.Integer({ description: 'iterations reported so far' }),
   lastMetrics: Nullable(IterationMetrics),
   error: Nullable(Type.String()),

@@ -17,7 +17,7 @@
  * to HTTP only by src/plugins/app/errors.ts.
  */
 import { randomUUID } from 'node:crypto';
-import { existsSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Static } from 'typebox';
 import { DomainError, invalid, notFound } from '../agent/errors.js';
@@ -67,7 +67,15 @@ export class TrainingService {
    *   only after the body rules passed).
    */
   create(body: CreateJobBody): JobView {
-    const row = this.opts.manager.create(this.jobRequestOf(body));
+    const request = this.jobRequestOf(body);
+    let row: TrainingJobRow;
+    try {
+      row = this.opts.manager.create(request);
+    } catch (err) {
+      // a refused job leaves nothing behind: the inline demonstrations written for it go too
+      if (request.demosPath?.startsWith(path.join(this.opts.demosDir, 'inline') + path.sep)) rmSync(request.demosPath, { force: true });
+      throw err;
+    }
     return this.viewOf(row);
   }
 
@@ -172,7 +180,7 @@ export class TrainingService {
 
   /** A job as listed: everything but the per-iteration metrics. */
   private summaryOf(r: TrainingJobRow): JobSummaryView {
-    const c = r.config as Partial<CreateJobRequest> & { baseVersion?: string; dataStats?: unknown };
+    const c = r.config as Partial<CreateJobRequest> & { baseVersion?: string; dataStats?: unknown; dataset?: { path: string; samples: number } };
     const metrics = (r.metrics ?? []) as IterationMetrics[];
     const data = c.data ? { ...c.data, ...(c.data.since !== undefined ? { since: iso(c.data.since) } : {}) } : null;
     return {
@@ -188,6 +196,8 @@ export class TrainingService {
       demonstrations: c.demosPath ? path.relative(this.opts.demosDir, c.demosPath) : null,
       hyperparameters: (c.hyper ?? {}) as Record<string, unknown>,
       dataStats: (c.dataStats ?? null) as never,
+      // remote base versions: the batch written for an external trainer, relative to the data directory
+      dataset: c.dataset ? { path: path.relative(path.dirname(this.opts.demosDir), c.dataset.path), samples: c.dataset.samples } : null,
       iterations: metrics.length,
       lastMetrics: metrics.length > 0 ? metrics[metrics.length - 1]! : null,
       error: r.error,

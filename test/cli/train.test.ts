@@ -117,10 +117,9 @@ describe('lamer train: an unusable --out is refused before any work', () => {
   it.skipIf(process.platform !== 'linux' || process.getuid?.() !== 0 || !existsSync('/proc/self'))(
     'a directory the file system refuses (/proc/x as root): one line, exit 1, at once',
     async () => {
-      const t0 = performance.now();
+      // at once: a retry loop would run into train()'s own 30 s limit and fail the equality below
       const r = await train(['--out', '/proc/lamer-train-x'], {}, 30_000);
       expect(r).toEqual({ code: 1, stdout: '', stderr: 'lamer train: --out: cannot create directory /proc/lamer-train-x: ENOENT\n' });
-      expect(performance.now() - t0).toBeLessThan(15_000);
     },
     60_000,
   );

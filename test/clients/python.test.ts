@@ -180,6 +180,29 @@ describe('MineSweeper example against a live server', () => {
     expect(r.stderr).toBe(`error: cannot reach the server at http://127.0.0.1:${port}: [Errno 111] Connection refused\n`);
   });
 
+  it('reads the 413 problem of a body over the limit (urllib writes the whole body before reading)', async () => {
+    const server = await startTestServer();
+    try {
+      const { stdout } = await python(
+        `import json; from lamer_client import LamerClient, LamerProblem
+c = LamerClient(${JSON.stringify(server.url)})
+out = []
+for size in [4_000_000, 2_100_000] * 3:
+    try:
+        c.create_session({"taskId": "t", "instructions": "x" * size})
+        out.append("created")
+    except LamerProblem as e:
+        out.append([e.status, e.kind])
+    except Exception as e:
+        out.append(repr(e))
+print(json.dumps(out))`,
+      );
+      expect(JSON.parse(stdout)).toEqual(Array.from({ length: 6 }, () => [413, 'payload-too-large']));
+    } finally {
+      await server.close();
+    }
+  });
+
   it('plays a full session: 3 attempts, or fewer ending in a success', async () => {
     const server = await startTestServer();
     try {

@@ -58,6 +58,8 @@ describe('docs/deploy.md configuration table', () => {
       LAMER_HEADERS_TIMEOUT_MS: c.http.headersTimeoutMs,
       LAMER_REQUEST_TIMEOUT_MS: c.http.requestTimeoutMs,
       LAMER_KEEP_ALIVE_TIMEOUT_MS: c.http.keepAliveTimeoutMs,
+      LAMER_BODY_DRAIN_BYTES: c.http.drainBodyBytes!,
+      LAMER_BODY_DRAIN_MS: c.http.drainBodyMs!,
       LAMER_MAX_ATTEMPTS: c.limits.maxAttempts,
       LAMER_MAX_STEPS_CAP: c.limits.maxStepsCap,
       LAMER_DEFAULT_MAX_STEPS: c.limits.defaultMaxSteps,
@@ -70,6 +72,8 @@ describe('docs/deploy.md configuration table', () => {
       LAMER_OVERLOAD_RETRY_AFTER_SECONDS: c.protection.overloadRetryAfterSeconds,
       LAMER_MAX_CANDIDATE_TOKENS: c.limits.candidateTokens,
       LAMER_MAX_PROMPT_TOKENS: c.limits.promptTokens,
+      LAMER_TRAIN_MAX_QUEUED_JOBS: c.training.maxQueuedJobs!,
+      LAMER_TRAIN_QUEUE_RETRY_AFTER_SECONDS: c.training.queueRetryAfterSeconds!,
     };
     const remote = loadConfig({ LAMER_ENGINE: 'openai', LAMER_OPENAI_BASE_URL: 'http://gpu-host:8000/v1', LAMER_OPENAI_MODEL: 'm' }).openai!;
     Object.assign(numeric, {
@@ -78,6 +82,8 @@ describe('docs/deploy.md configuration table', () => {
       LAMER_OPENAI_MAX_RETRIES: remote.maxRetries,
       LAMER_OPENAI_MAX_ACTION_TOKENS: remote.maxActionTokens,
       LAMER_OPENAI_MAX_REFLECTION_TOKENS: remote.maxReflectionTokens,
+      LAMER_OPENAI_MAX_RESPONSE_BYTES: remote.maxResponseBytes,
+      LAMER_OPENAI_CALL_TIMEOUT_MS: remote.callTimeoutMs,
     });
     for (const [name, value] of Object.entries(numeric)) {
       const row = rows.find((r) => r.name === name);

@@ -36,3 +36,21 @@ describe('initBackend webgpu', () => {
     expect(loadConfig({ LAMER_TFJS_BACKEND: 'webgpu' }).tfjsBackend).toBe('webgpu');
   });
 });
+
+describe('the cpu backend banner', () => {
+  it('is not printed by a process that loads this server\'s tfjs setup and computes on cpu', async () => {
+    const { spawnSync } = await import('node:child_process');
+    const { root } = await import('../helpers/cli.js');
+    const script = [
+      "const tf = await import('@tensorflow/tfjs');",
+      "const { initBackend } = await import('./src/model/backend.ts');",
+      "await initBackend('cpu');",
+      'const x = tf.tensor1d([1, 2, 3]);',
+      "console.log('sum', tf.sum(x).dataSync()[0], tf.getBackend());",
+    ].join('\n');
+    const r = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { cwd: root, encoding: 'utf8' });
+    expect(r.status).toBe(0);
+    expect(r.stdout).toContain('sum 6 cpu');
+    expect(r.stdout + r.stderr).not.toContain('install our node backend');
+  });
+});

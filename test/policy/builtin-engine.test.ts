@@ -155,7 +155,7 @@ describe('backend faults', () => {
     poisoned = true;
     const failed = await e.act({ sessionId: 'f1', modelVersion: 'v1', prompt: { head: 'Task', steps: [], tail: '> ' }, sampling: S(1) }).catch((err) => err);
     expect(failed).toBeInstanceOf(EngineError);
-    expect(failed.message).toBe('model backend fault (memory access out of bounds); the engine re-initialises its backend, retry the request');
+    expect(failed.message).toBe('model backend fault; the engine re-initialises its backend, retry the request');
     expect(e.health().state).toBe('recovering');
     expect(e.isLoaded('v1')).toBe(false); // readiness is false while it recovers
     poisoned = false; // the new backend instance is healthy
@@ -192,8 +192,10 @@ describe('backend faults', () => {
     fault = false;
     const later = await e.act({ sessionId: 'g2', modelVersion: 'v2', prompt: small, sampling: S(1) }).catch((err) => err);
     expect(later).toBeInstanceOf(EngineError);
-    expect(later.message).toMatch(/^the model backend failed and could not be re-initialised: memory access out of bounds; re-initialising failed: cannot load model version v2/);
+    // clients get the state; the fault and the reload error (with the folder) go to the log and health
+    expect(later.message).toBe('the model backend failed and could not be re-initialised; an operator must check the server log');
     expect(e.health().state).toBe('failed');
+    expect(e.health().detail).toMatch(/^memory access out of bounds; re-initialising failed: model version 'v2' cannot be loaded/);
     expect(e.isLoaded('v2')).toBe(false);
     expect(fatal).toHaveLength(1);
     await e.dispose();

@@ -50,6 +50,9 @@ beforeAll(async () => {
   expect((await reg('vllm', { kind: 'vllm' })).status).toBe(201);
   expect((await reg('llama', { kind: 'llamacpp' })).status).toBe(201);
   expect((await reg('oai', { kind: 'openai', maxRetries: 0 })).status).toBe(201);
+  expect((await reg('capped', { kind: 'plain', maxResponseBytes: 1 << 20 })).status).toBe(201);
+  expect((await reg('lam', { kind: 'lamer' })).status).toBe(201);
+  expect((await reg('bounded', { kind: 'plain', maxRetries: 5, callTimeoutMs: 500 })).status).toBe(201);
 });
 afterAll(async () => {
   await server?.close();
@@ -155,11 +158,10 @@ describe('a remote version that misbehaves', () => {
     const id = await session('plain');
     const before = dumpDb(server.dataDir);
     behaviour = (_b, res) => setTimeout(() => send(res, 200, answer('door 1')), 1500);
-    const t0 = Date.now();
     const r = await step0(id);
     expect(r.status).toBe(503);
     expect(r.body.detail).toContain('no answer within 300 ms');
-    expect(Date.now() - t0).toBeLessThan(1500 + 300);
+    expect(hits).toHaveLength(3); // each try timed out (1 + maxRetries), none waited for the answer
     expect(dumpDb(server.dataDir)).toBe(before);
   });
 
@@ -198,6 +200,139 @@ describe('a remote version that misbehaves', () => {
   });
 });
 
+describe('a remote version that answers too much or nonsense', () => {
+  const stepRow = (id: string) => {
+    const db = new Database(join(server.dataDir, 'lamer.db'), { readonly: true });
+    const row = db.prepare('SELECT prompt, prompt_truncated_chars, output, action, prompt_token_ids, output_token_ids, logprobs, engine_record FROM steps WHERE session_id = ?').get(id) as Record<string, any>;
+    db.close();
+    return row;
+  };
+
+  it('reads the answer as a stream and gives it up past maxResponseBytes (not retried, nothing recorded)', async () => {
+    const id = await session('capped');
+    const before = dumpDb(server.dataDir);
+    let written = 0;
+    let closed = false;
+    const LIMIT = 16 << 20; // the writer stops here if nobody hangs up
+    behaviour = (_b, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.on('close', () => (closed = true));
+      const chunk = Buffer.from('x'.repeat(64 * 1024));
+      res.write('{"choices":[{"index":0,"message":{"role":"assistant","content":"');
+      const pump = (): void => {
+        while (!closed && written < LIMIT) {
+          written += chunk.length;
+          if (!res.write(chunk)) {
+            res.once('drain', pump);
+            return;
+          }
+        }
+        if (!closed) res.end('"},"finish_reason":"stop"}]}');
+      };
+      pump();
+    };
+    const r = await step0(id);
+    expect(r.status).toBe(503);
+    expect(r.body.type).toContain('engine-unavailable');
+    expect(r.body.detail).toBe("remote model version 'capped' failed: answer is larger than the limit of 1048576 bytes (cut off there)");
+    expect(hits).toHaveLength(1);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(closed).toBe(true);
+    expect(written).toBeLessThan(LIMIT);
+    expect(dumpDb(server.dataDir)).toBe(before);
+    // a declared length over the limit is refused before reading
+    behaviour = (_b, res) => {
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(2 << 20) });
+      res.write('{');
+      res.on('close', () => {});
+    };
+    const d = await step0(id);
+    expect(d.status).toBe(503);
+    expect(d.body.detail).toBe("remote model version 'capped' failed: answer of 2097152 bytes is larger than the limit of 1048576 bytes");
+  });
+
+  it('cuts an answer longer than its token cap allows, and the action parsed from it to LAMER_MAX_ACTION_CHARS', async () => {
+    const id = await session('plain');
+    const huge = 'x'.repeat(100_000);
+    behaviour = (_b, res) => send(res, 200, answer(huge, { token_ids: [1, 2], logprobs: { content: [{ token: 'x', logprob: -1 }, { token: 'x', logprob: -1 }] } }));
+    const r = await step0(id);
+    expect(r.status).toBe(200);
+    expect(r.body.action).toBe('x'.repeat(1024)); // LAMER_MAX_ACTION_CHARS
+    expect(r.body.output).toBe('x'.repeat(64 * 32)); // maxActionTokens x 32 characters
+    const row = stepRow(id);
+    expect(row.action).toBe('x'.repeat(1024));
+    expect(row.output).toBe('x'.repeat(2048));
+    expect([row.output_token_ids, row.logprobs]).toEqual([null, null]);
+    expect(JSON.parse(row.engine_record)).toMatchObject({ invalidChoice: true, outputCutChars: 100_000 - 2048, available: { outputTokenIds: false, logprobs: false } });
+    // the session goes on: its next prompt holds the cut action, not the whole answer
+    behaviour = (_b, res) => send(res, 200, answer('door 1'));
+    const next = await server.call('POST', `/v1/sessions/${id}/steps`, { attempt: 0, step: 1, observation: 'Still three doors.', availableActions: ['door 1', 'door 2'] });
+    expect(next.status).toBe(200);
+    expect(hits.at(-1).body.messages[1].content.length).toBeLessThan(1200);
+  });
+
+  it('treats token ids outside [0, 2^31) or disagreeing with usage as not returned', async () => {
+    const id = await session('vllm');
+    behaviour = (_b, res) => send(res, 200, {
+      ...answer('door 3', { token_ids: [1e300, -5], logprobs: { content: [{ token: 'token_id:99999999999', logprob: -0.5 }, { token: 'token_id:8', logprob: -0.25 }] } }),
+      prompt_token_ids: [-1, 1e300],
+    });
+    expect((await step0(id)).status).toBe(200);
+    const row = stepRow(id);
+    expect([row.prompt_token_ids, row.output_token_ids]).toEqual([null, null]);
+    expect(JSON.parse(row.logprobs)).toEqual([-0.5, -0.25]);
+    expect(JSON.parse(row.engine_record).available).toEqual({ promptTokenIds: false, outputTokenIds: false, logprobs: true });
+    const id2 = await session('vllm');
+    behaviour = (_b, res) => send(res, 200, {
+      ...answer('door 3', { token_ids: [7, 8] }), prompt_token_ids: [1, 2, 3], usage: { prompt_tokens: 900, completion_tokens: 2, total_tokens: 902 },
+    });
+    expect((await step0(id2)).status).toBe(200);
+    const row2 = stepRow(id2);
+    expect([row2.prompt_token_ids, JSON.parse(row2.output_token_ids)]).toEqual([null, [7, 8]]);
+    // more ids than max_tokens (64) are kept when a candidate the server chose needs them
+    const long = 'go '.repeat(40).trim(); // 119 bytes: up to 120 tokens
+    const ids = Array.from({ length: 100 }, (_, i) => i);
+    const id3 = await session('vllm');
+    behaviour = (_b, res) => send(res, 200, answer(long, { token_ids: ids }));
+    const r3 = await step0(id3, { availableActions: ['stay', long] });
+    expect(r3.body.action).toBe(long);
+    expect(JSON.parse(stepRow(id3).output_token_ids)).toEqual(ids);
+    // without such a candidate the same answer's ids are over the cap: not returned
+    const id4 = await session('vllm');
+    behaviour = (_b, res) => send(res, 200, answer('stay', { token_ids: ids }));
+    expect((await step0(id4, { availableActions: ['stay', 'go'] })).body.action).toBe('stay');
+    expect(stepRow(id4).output_token_ids).toBeNull();
+  });
+
+  it('(kind lamer) never blanks the prompt: ids that do not spell the end of what was sent are not returned', async () => {
+    const sent = 'Rules.\nObservation:\nThree doors.\nAction: ';
+    for (const ids of [[-1, 1e300], [256, 300, 9999], [...Buffer.from('zzz')], [256]]) {
+      const id = await session('lam');
+      behaviour = (_b, res) => send(res, 200, { ...answer('door 1', { token_ids: [100, 259] }), prompt_token_ids: ids });
+      expect((await step0(id)).status).toBe(200);
+      const row = stepRow(id);
+      expect(row, JSON.stringify(ids)).toMatchObject({ prompt: sent, prompt_truncated_chars: 0, prompt_token_ids: null });
+    }
+    // ids of the end of the prompt (the remote cut its start) are kept, with the characters cut
+    const id = await session('lam');
+    behaviour = (_b, res) => send(res, 200, { ...answer('door 1'), prompt_token_ids: [256, ...Buffer.from('Three doors.\nAction: ')] });
+    expect((await step0(id)).status).toBe(200);
+    expect(stepRow(id)).toMatchObject({ prompt: 'Three doors.\nAction: ', prompt_truncated_chars: sent.length - 'Three doors.\nAction: '.length });
+  });
+
+  it('bounds the whole call (tries and backoffs) by callTimeoutMs', async () => {
+    const id = await session('bounded');
+    behaviour = (_b, res) => setTimeout(() => send(res, 200, answer('door 1')), 1500);
+    const r = await step0(id);
+    expect(r.status).toBe(503);
+    // one try of 300 ms; a retry after a 200 ms backoff could not end within the 500 ms bound
+    expect(r.body.detail).toBe("remote model version 'bounded' failed: no answer within 300 ms; no time left for a retry within the call bound of 500 ms");
+    expect(hits).toHaveLength(1);
+    const m = await server.call('GET', '/v1/models/bounded');
+    expect(m.body.remote).toMatchObject({ callTimeoutMs: 500, maxResponseBytes: 4 * 1024 * 1024, maxRetries: 5 });
+  });
+});
+
 describe('training data of a remote version without token ids', () => {
   it('a job writes the turns with their messages, text, advantages, and null token arrays', async () => {
     behaviour = (_b, res) => send(res, 200, answer('door 2'));
@@ -214,7 +349,7 @@ describe('training data of a remote version without token ids', () => {
       await new Promise((r) => setTimeout(r, 50));
       j = (await server.call('GET', `/v1/training/jobs/${job.body.id}`)).body;
     }
-    expect(j).toMatchObject({ status: 'succeeded', resultVersion: null });
+    expect(j).toMatchObject({ status: 'succeeded', resultVersion: null, dataset: { path: `datasets/${job.body.id}/batch.jsonl`, samples: 2 } });
     const lines = readFileSync(join(server.dataDir, 'datasets', job.body.id, 'batch.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
     expect(lines).toHaveLength(2);
     for (const l of lines) {
@@ -225,6 +360,25 @@ describe('training data of a remote version without token ids', () => {
     const [lo, hi] = lines.map((l) => l.advantage as number).sort((x, y) => x - y);
     expect(hi).toBeGreaterThan(0);
     expect(lo).toBeCloseTo(-hi!, 12);
+  });
+});
+
+describe('training jobs on a remote base version', () => {
+  it('refuses an sft job with 400 when it is posted (nothing queued, no demonstrations file left)', async () => {
+    const { existsSync, readdirSync } = await import('node:fs');
+    const inline = join(server.dataDir, 'demos', 'inline');
+    const files = () => (existsSync(inline) ? readdirSync(inline).length : 0);
+    const filesBefore = files();
+    const before = (await server.call('GET', '/v1/training/jobs?limit=200')).body.items.length;
+    const r = await server.call('POST', '/v1/training/jobs', {
+      algorithm: 'sft', baseVersion: 'plain',
+      demonstrations: { sessions: [{ env: 'doors', taskId: 'd', instructions: 'Rules.', memory: 'reflection_only', attempts: [{ steps: [{ observation: 'o', action: 'door 1', reward: 1, done: true, success: true }], reflection: null }] }] },
+    });
+    expect(r.status).toBe(400);
+    expect(r.body.type).toBe('https://lamer-server.dev/problems/validation');
+    expect(r.body.errors).toEqual([{ field: 'body/baseVersion', message: expect.stringContaining("base version 'plain' is remote") }]);
+    expect((await server.call('GET', '/v1/training/jobs?limit=200')).body.items.length).toBe(before);
+    expect(files()).toBe(filesBefore);
   });
 });
 
@@ -250,11 +404,55 @@ describe('configuration (LAMER_ENGINE=openai)', () => {
     const env = { LAMER_ENGINE: 'openai', LAMER_OPENAI_BASE_URL: 'http://gpu:8000/v1', LAMER_OPENAI_MODEL: 'Qwen/Qwen3-4B', LAMER_OPENAI_KIND: 'vllm' };
     expect(loadConfig(env).openai).toEqual({
       baseUrl: 'http://gpu:8000/v1', model: 'Qwen/Qwen3-4B', kind: 'vllm', concurrency: 8, timeoutMs: 60000, maxRetries: 3, maxActionTokens: 64, maxReflectionTokens: 512,
+      maxResponseBytes: 4 * 1024 * 1024, callTimeoutMs: 100_000,
     });
+    expect(loadConfig({ ...env, LAMER_OPENAI_MAX_RESPONSE_BYTES: '65536', LAMER_OPENAI_CALL_TIMEOUT_MS: '90000' }).openai).toMatchObject({ maxResponseBytes: 65536, callTimeoutMs: 90000 });
+    expect(() => loadConfig({ ...env, LAMER_OPENAI_CALL_TIMEOUT_MS: '0' })).toThrow(/LAMER_OPENAI_CALL_TIMEOUT_MS/);
     expect(loadConfig({}).openai).toBeNull();
     expect(() => loadConfig({ ...env, LAMER_OPENAI_BASE_URL: 'gpu:8000' })).toThrow(/LAMER_OPENAI_BASE_URL/);
     expect(() => loadConfig({ ...env, LAMER_OPENAI_BASE_URL: 'http://u:secret@gpu:8000/v1' })).toThrow(/must not contain a user name or password/);
     expect(() => loadConfig({ ...env, LAMER_OPENAI_MODEL: '' })).toThrow(/LAMER_OPENAI_MODEL/);
     expect(() => loadConfig({ ...env, LAMER_OPENAI_KIND: 'tgi' })).toThrow(/LAMER_OPENAI_KIND/);
+  });
+});
+
+describe('/readyz with a remote active version', () => {
+  it('probes its server (cached, short timeout) and says which version is not reachable', async () => {
+    let probes = 0;
+    const up = http.createServer((req, res) => {
+      if (req.method === 'GET' && req.url === '/v1/models') {
+        probes++;
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end('{"object":"list","data":[]}');
+        return;
+      }
+      res.writeHead(404).end();
+    });
+    await new Promise<void>((r) => up.listen(0, '127.0.0.1', r));
+    const upUrl = `http://127.0.0.1:${(up.address() as AddressInfo).port}/v1`;
+    // a port nothing listens on: a server that was just closed
+    const gone = http.createServer();
+    await new Promise<void>((r) => gone.listen(0, '127.0.0.1', r));
+    const goneUrl = `http://127.0.0.1:${(gone.address() as AddressInfo).port}/v1`;
+    await new Promise<void>((r) => gone.close(() => r()));
+    const remoteCfg = (baseUrl: string) => ({ baseUrl, model: 'm', kind: 'plain' as const, concurrency: 1, timeoutMs: 1000, maxRetries: 0, maxActionTokens: 8, maxReflectionTokens: 8 });
+    const a = await startTestServer({ engine: 'openai', openai: remoteCfg(upUrl) });
+    const b = await startTestServer({ engine: 'openai', openai: remoteCfg(goneUrl) });
+    try {
+      const r1 = await a.call('GET', '/readyz');
+      expect(r1.status).toBe(200);
+      expect(r1.body.model).toMatchObject({ version: 'base', loaded: true, remote: { reachable: true } });
+      expect(r1.body.model.remote.detail).toBeUndefined();
+      const r2 = await a.call('GET', '/readyz');
+      expect(r2.body.model.remote.checkedAt).toBe(r1.body.model.remote.checkedAt); // the cached probe
+      expect(probes).toBe(1);
+      const down = await b.call('GET', '/readyz');
+      expect(down.status).toBe(503);
+      expect(down.body).toMatchObject({ status: 'not-ready', database: true, model: { version: 'base', loaded: true, remote: { reachable: false, detail: 'cannot reach the server: ECONNREFUSED' } } });
+    } finally {
+      await a.close();
+      await b.close();
+      await new Promise<void>((r) => up.close(() => r()));
+    }
   });
 });

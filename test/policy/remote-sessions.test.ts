@@ -212,3 +212,50 @@ describe('a lamer-server using another as its remote engine', () => {
     expect(k.logprobs.token_logprobs).toEqual(c.logprobs.token_logprobs.slice(0, cutBytes));
   });
 });
+
+describe('the serving server (builtin) against hostile requests', () => {
+  it('names body/guided_choice/<i> for a guided_choice entry too long for the model', async () => {
+    const long = 'x'.repeat(300); // 301 tokens with EOS; the tiny model takes candidates of at most 192
+    const r = await a.call('POST', '/openai/v1/chat/completions', { model: 'base', messages: [{ role: 'user', content: 'Pick.' }], guided_choice: ['door 1', long] });
+    expect(r.status).toBe(400);
+    expect(r.body.errors).toEqual([{ field: 'body/guided_choice/1', message: 'is 301 tokens (UTF-8 bytes + 1); model version base takes candidates of at most 192 tokens (half its context of 384)' }]);
+    expect(JSON.stringify(r.body)).not.toContain('availableActions');
+  });
+
+  it('keeps a damaged checkpoint\'s folder and the loader\'s message out of the answers: the version and "an operator must look"', async () => {
+    const { cpSync, truncateSync } = await import('node:fs');
+    const { ModelsRepo } = await import('../../src/db/models-repo.js');
+    const broken = join(dir, 'checkpoints', 'v-broken');
+    cpSync(join(dir, 'base-model'), broken, { recursive: true });
+    truncateSync(join(broken, 'weights.bin'), 100);
+    new ModelsRepo((a.app as unknown as { db: { db: never } }).db.db).insert({
+      version: 'v-broken', parent: 'base', jobId: null, checkpointDir: broken, status: 'candidate', metrics: {}, createdAt: Date.now(), engine: 'builtin', engineConfig: null,
+    });
+    const want = "model version 'v-broken' cannot be loaded (its checkpoint is missing or damaged); an operator must check the server log";
+    const chat = await a.call('POST', '/openai/v1/chat/completions', { model: 'v-broken', messages: [{ role: 'user', content: 'Pick.' }] });
+    expect(chat.status).toBe(503);
+    expect(chat.body).toMatchObject({ type: 'https://lamer-server.dev/problems/engine-unavailable', detail: want });
+    const s = await a.call('POST', '/v1/sessions', { taskId: 't', instructions: 'Play.', modelVersion: 'v-broken' });
+    const answers = [chat.body];
+    if (s.status === 201) {
+      const step = await a.call('POST', `/v1/sessions/${s.body.id}/steps`, { attempt: 0, step: 0, observation: 'Three doors.', availableActions: DOORS });
+      expect(step.status).toBe(503);
+      expect(step.body.detail).toBe(want);
+      answers.push(step.body);
+    } else {
+      expect(s.status).toBe(503);
+      expect(s.body.detail).toBe(want);
+      answers.push(s.body);
+    }
+    const activate = await a.call('POST', '/v1/models/v-broken/activate');
+    expect(activate.status).toBe(503);
+    expect(activate.body.detail).toBe(want);
+    answers.push(activate.body);
+    for (const body of answers) {
+      const text = JSON.stringify(body);
+      expect(text).not.toContain(dir);
+      expect(text).not.toContain('checkpoints/');
+      expect(text).not.toMatch(/shape|weights\.bin|ENOENT/i);
+    }
+  });
+});

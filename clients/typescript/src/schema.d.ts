@@ -49,7 +49,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Database open and writable, the active model loaded */
+        /** Database open and writable, the active model loaded (a remote one: its server answers) */
         get: {
             parameters: {
                 query?: never;
@@ -74,6 +74,17 @@ export interface paths {
                             model: {
                                 version: string;
                                 loaded: boolean;
+                                /** @description a remote active version: whether its server answered GET <baseUrl>/models (probed at most every 5 s, 2 s timeout) */
+                                remote?: {
+                                    reachable: boolean;
+                                    /** @description why not: HTTP status, timeout, refused connection */
+                                    detail?: string;
+                                    /**
+                                     * Format: date-time
+                                     * @description when the (cached) probe ran
+                                     */
+                                    checkedAt: string;
+                                };
                             };
                             engine: string;
                             /** @description tfjs backend (tensorflow | wasm | cpu) or none */
@@ -96,6 +107,17 @@ export interface paths {
                             model: {
                                 version: string;
                                 loaded: boolean;
+                                /** @description a remote active version: whether its server answered GET <baseUrl>/models (probed at most every 5 s, 2 s timeout) */
+                                remote?: {
+                                    reachable: boolean;
+                                    /** @description why not: HTTP status, timeout, refused connection */
+                                    detail?: string;
+                                    /**
+                                     * Format: date-time
+                                     * @description when the (cached) probe ran
+                                     */
+                                    checkedAt: string;
+                                };
                             };
                             engine: string;
                             /** @description tfjs backend (tensorflow | wasm | cpu) or none */
@@ -265,6 +287,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -292,6 +325,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -319,6 +363,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -460,6 +515,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -487,6 +553,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -514,6 +591,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -632,6 +720,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -659,6 +758,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -686,6 +796,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -793,6 +914,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -820,6 +952,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -847,6 +990,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -964,6 +1118,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -991,6 +1156,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -1018,6 +1194,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -1045,6 +1232,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -1151,6 +1349,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -1178,6 +1387,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -1205,6 +1425,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -1282,6 +1513,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -1309,6 +1551,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -1336,6 +1589,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -1416,6 +1680,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -1443,6 +1718,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -1470,6 +1756,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -1583,6 +1880,17 @@ export interface paths {
                                         attempt: number;
                                         step: number;
                                     } | null;
+                                    /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                                    error?: {
+                                        /** @description the detail */
+                                        message: string;
+                                        /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                        type: string;
+                                        /** @description the request field at fault, dotted (messages.0.content), or null */
+                                        param: string | null;
+                                        /** @description the problem kind (validation, not-found, ...) */
+                                        code: string | null;
+                                    };
                                 };
                             }[];
                         };
@@ -1612,6 +1920,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -1639,6 +1958,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -1666,6 +1996,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -1731,6 +2072,8 @@ export interface paths {
                                     maxRetries: number;
                                     maxActionTokens: number;
                                     maxReflectionTokens: number;
+                                    maxResponseBytes: number;
+                                    callTimeoutMs: number;
                                 } | null;
                             }[];
                             active: string;
@@ -1761,6 +2104,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -1788,6 +2142,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -1815,6 +2180,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -1872,6 +2248,16 @@ export interface paths {
                         maxActionTokens?: number;
                         /** @default 512 */
                         maxReflectionTokens?: number;
+                        /**
+                         * @description most bytes of one answer; a longer one is cut off and the try fails
+                         * @default 4194304
+                         */
+                        maxResponseBytes?: number;
+                        /**
+                         * @description most time of one model call (every try, backoff and the wait for a slot), ms; keep it below the clients' timeout
+                         * @default 100000
+                         */
+                        callTimeoutMs?: number;
                         /** @description free metrics of the external training run */
                         metrics?: {
                             [key: string]: unknown;
@@ -1916,6 +2302,8 @@ export interface paths {
                                 maxRetries: number;
                                 maxActionTokens: number;
                                 maxReflectionTokens: number;
+                                maxResponseBytes: number;
+                                callTimeoutMs: number;
                             } | null;
                         };
                     };
@@ -1944,6 +2332,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -1971,6 +2370,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -1998,6 +2408,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -2064,6 +2485,8 @@ export interface paths {
                                 maxRetries: number;
                                 maxActionTokens: number;
                                 maxReflectionTokens: number;
+                                maxResponseBytes: number;
+                                callTimeoutMs: number;
                             } | null;
                         };
                     };
@@ -2092,6 +2515,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -2119,6 +2553,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -2146,6 +2591,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -2216,6 +2672,8 @@ export interface paths {
                                 maxRetries: number;
                                 maxActionTokens: number;
                                 maxReflectionTokens: number;
+                                maxResponseBytes: number;
+                                callTimeoutMs: number;
                             } | null;
                         };
                     };
@@ -2244,6 +2702,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -2271,6 +2740,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -2298,6 +2778,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -2395,6 +2886,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -2422,6 +2924,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -2449,6 +2962,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -2528,6 +3052,13 @@ export interface paths {
                                     };
                                     outputTokens: number;
                                 } | null;
+                                /** @description a job on a remote base version: the training batch it wrote for an external trainer (null otherwise, and until written) */
+                                dataset: {
+                                    /** @description the training batch file, relative to the data directory (datasets/<jobId>/batch.jsonl) */
+                                    path: string;
+                                    /** @description lines (turns) in it */
+                                    samples: number;
+                                } | null;
                                 /** @description iterations reported so far */
                                 iterations: number;
                                 lastMetrics: {
@@ -2588,6 +3119,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -2615,6 +3157,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -2642,6 +3195,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -2794,6 +3358,13 @@ export interface paths {
                                 };
                                 outputTokens: number;
                             } | null;
+                            /** @description a job on a remote base version: the training batch it wrote for an external trainer (null otherwise, and until written) */
+                            dataset: {
+                                /** @description the training batch file, relative to the data directory (datasets/<jobId>/batch.jsonl) */
+                                path: string;
+                                /** @description lines (turns) in it */
+                                samples: number;
+                            } | null;
                             /** @description iterations reported so far */
                             iterations: number;
                             lastMetrics: {
@@ -2849,7 +3420,7 @@ export interface paths {
                         };
                     };
                 };
-                /** @description rate limit of the API key exceeded (problem rate-limited); the Retry-After header gives the seconds to wait */
+                /** @description rate limit of the API key exceeded (problem rate-limited), or LAMER_TRAIN_MAX_QUEUED_JOBS jobs already queued (problem too-many-jobs); the Retry-After header gives the seconds to wait */
                 429: {
                     headers: {
                         [name: string]: unknown;
@@ -2873,6 +3444,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -2900,6 +3482,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -2927,6 +3520,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -3000,6 +3604,13 @@ export interface paths {
                                 };
                                 outputTokens: number;
                             } | null;
+                            /** @description a job on a remote base version: the training batch it wrote for an external trainer (null otherwise, and until written) */
+                            dataset: {
+                                /** @description the training batch file, relative to the data directory (datasets/<jobId>/batch.jsonl) */
+                                path: string;
+                                /** @description lines (turns) in it */
+                                samples: number;
+                            } | null;
                             /** @description iterations reported so far */
                             iterations: number;
                             lastMetrics: {
@@ -3079,6 +3690,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -3106,6 +3728,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -3133,6 +3766,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -3209,6 +3853,13 @@ export interface paths {
                                     [key: string]: number;
                                 };
                                 outputTokens: number;
+                            } | null;
+                            /** @description a job on a remote base version: the training batch it wrote for an external trainer (null otherwise, and until written) */
+                            dataset: {
+                                /** @description the training batch file, relative to the data directory (datasets/<jobId>/batch.jsonl) */
+                                path: string;
+                                /** @description lines (turns) in it */
+                                samples: number;
                             } | null;
                             /** @description iterations reported so far */
                             iterations: number;
@@ -3308,6 +3959,13 @@ export interface paths {
                                 };
                                 outputTokens: number;
                             } | null;
+                            /** @description a job on a remote base version: the training batch it wrote for an external trainer (null otherwise, and until written) */
+                            dataset: {
+                                /** @description the training batch file, relative to the data directory (datasets/<jobId>/batch.jsonl) */
+                                path: string;
+                                /** @description lines (turns) in it */
+                                samples: number;
+                            } | null;
                             /** @description iterations reported so far */
                             iterations: number;
                             lastMetrics: {
@@ -3387,6 +4045,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -3414,6 +4083,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -3441,11 +4121,184 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
             };
         };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/openai/v1/models/{model}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** OpenAI-compatible: one model version served here (404 for a version not served by this process) */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    /** @description the model version */
+                    model: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description the model version */
+                            id: string;
+                            /** @enum {string} */
+                            object: "model";
+                            /** @description Unix seconds */
+                            created: number;
+                            owned_by: string;
+                            parent: string | null;
+                        };
+                    };
+                };
+                /** @description rate limit of the API key exceeded (problem rate-limited); the Retry-After header gives the seconds to wait */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
+                        };
+                    };
+                };
+                /** @description client error (problem details) */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
+                        };
+                    };
+                };
+                /** @description server error (problem details) */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -3515,6 +4368,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -3542,6 +4406,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -3569,6 +4444,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -3615,7 +4501,7 @@ export interface paths {
                         /** @description one seed gives one output */
                         seed?: number | null;
                         stop?: (string | string[]) | null;
-                        /** @description only 1 */
+                        /** @description only 1: several choices per request (n > 1) are not supported, a 400 says so */
                         n?: number | null;
                         /** @description server-sent events; the whole answer is computed first, then sent as one content chunk */
                         stream?: boolean | null;
@@ -3730,6 +4616,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -3757,6 +4654,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -3784,6 +4692,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -3811,6 +4730,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -3855,7 +4785,7 @@ export interface paths {
                         /** @description one seed gives one output */
                         seed?: number | null;
                         stop?: (string | string[]) | null;
-                        /** @description only 1 */
+                        /** @description only 1: several choices per request (n > 1) are not supported, a 400 says so */
                         n?: number | null;
                         /** @description server-sent events; the whole answer is computed first, then sent as one content chunk */
                         stream?: boolean | null;
@@ -3936,6 +4866,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -3963,6 +4904,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -3990,6 +4942,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };
@@ -4017,6 +4980,17 @@ export interface paths {
                                 attempt: number;
                                 step: number;
                             } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
                         };
                     };
                 };

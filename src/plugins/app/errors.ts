@@ -1,7 +1,8 @@
 /**
  * Errors as RFC 9457 `application/problem+json` (docs/protocol.md "Errors"). This file alone maps
  * error kinds to HTTP: domain errors (DomainError, src/agent/errors.ts) by their kind, Fastify's
- * validation errors (which field and why), body too large (413), bad JSON (400), unsupported media
+ * validation errors (which field and why), body too large (413, sent once the rest of the body is
+ * drained: see drainBody), bad JSON (400), unsupported media
  * type (415), unknown routes (404), a locked database or failing storage (503 `database-busy`,
  * `storage-full`, `storage-unavailable`, with Retry-After). Anything unexpected is a 500 whose
  * detail does not leak internals; it is logged with the request id.
@@ -33,6 +34,7 @@ export const PROBLEM_STATUS: Readonly<Record<ErrorKind, { status: number; title:
   'uri-too-long': { status: 414, title: 'URI Too Long' },
   'unsupported-media-type': { status: 415, title: 'Unsupported Media Type' },
   'rate-limited': { status: 429, title: 'Too Many Requests' },
+  'too-many-jobs': { status: 429, title: 'Too Many Requests' },
   'header-too-large': { status: 431, title: 'Request Header Fields Too Large' },
   internal: { status: 500, title: 'Internal Server Error' },
   overloaded: { status: 503, title: 'Service Unavailable' },
@@ -99,6 +101,39 @@ export interface ProblemDocument {
   requestId?: string;
   errors?: FieldError[];
   expected?: { attempt: number; step: number } | null;
+  /** `/openai/v1` routes: the problem in OpenAI's error shape as well (see {@link withOpenAiError}). */
+  error?: OpenAiError;
+}
+
+/** OpenAI's error object (`{"error": {message, type, param, code}}`), as vLLM also answers. */
+export interface OpenAiError {
+  message: string;
+  type: string;
+  param: string | null;
+  code: string | null;
+}
+
+/** OpenAI's error `type` of an HTTP status. */
+function openAiErrorType(status: number): string {
+  if (status === 401) return 'authentication_error';
+  if (status === 403) return 'permission_error';
+  if (status === 404) return 'not_found_error';
+  if (status === 429) return 'rate_limit_error';
+  return status >= 500 ? 'server_error' : 'invalid_request_error';
+}
+
+/**
+ * A problem answered on an `/openai/` path gets, besides its RFC 9457 members, OpenAI's `error`
+ * member, since OpenAI SDKs read `error.message` (and `type`, `param`, `code`): message = the
+ * detail; type from the status; param = the first field at fault without its `body/` prefix,
+ * dotted (`guided_choice.0`); code = the problem kind (the last segment of `type`). Other paths:
+ * unchanged.
+ */
+export function withOpenAiError(p: ProblemDocument, url: string): ProblemDocument {
+  if (!url.startsWith('/openai/')) return p;
+  const field = p.errors?.[0]?.field;
+  const param = field === undefined ? null : field.replace(/^(body|querystring|params|headers)\/?/, '').split('/').join('.') || null;
+  return { ...p, error: { message: p.detail, type: openAiErrorType(p.status), param, code: p.type.startsWith(PROBLEM_BASE) ? p.type.slice(PROBLEM_BASE.length) : null } };
 }
 
 interface AjvLikeError {
@@ -183,8 +218,9 @@ export function frameworkErrorProblem(err: FastifyError, req: FastifyRequest, re
       : err.code === 'FST_ERR_BAD_URL'
         ? doc('bad-request', `${path} is not a valid URL path`, req.url, req.id)
         : toProblem(err, req.url, req.id);
+  const answer = withOpenAiError(p, req.url);
   req.log.info({ problem: p.type, status: p.status }, 'request rejected');
-  reply.header('x-request-id', req.id).code(p.status).type('application/problem+json').send(p);
+  reply.header('x-request-id', req.id).code(p.status).type('application/problem+json').send(answer);
 }
 
 /**
@@ -219,11 +255,61 @@ function routePattern(url: string): RegExp {
   return new RegExp(`^${parts.join(':')}$`);
 }
 
+/** How much of an oversized body is drained before its 413 (config.http drainBodyBytes / drainBodyMs). */
+export interface DrainLimits {
+  maxBytes: number;
+  maxMs: number;
+}
+
+const DEFAULT_DRAIN: DrainLimits = { maxBytes: 64 * 1024 * 1024, maxMs: 10_000 };
+
+/**
+ * Reads and discards the rest of a request body the server will not use (it is over the size
+ * limit), so that the answer reaches a client that writes its whole body before it reads: closing
+ * the connection while such a client still writes makes its kernel see a reset, and the client a
+ * broken pipe instead of the 413 (nginx's lingering close solves the same problem). Resolves when
+ * the body has ended, the connection is gone, `maxBytes` more bytes were discarded, or `maxMs`
+ * passed, whichever comes first; a body whose declared Content-Length is over `maxBytes` is not
+ * drained at all. Memory stays flat: chunks are only counted.
+ */
+export function drainBody(raw: NodeJS.ReadableStream & { complete?: boolean; readableEnded?: boolean; destroyed?: boolean; headers?: Record<string, unknown> }, limits: DrainLimits): Promise<void> {
+  if (limits.maxBytes <= 0 || limits.maxMs <= 0 || raw.complete || raw.readableEnded || raw.destroyed) return Promise.resolve();
+  const declared = Number(raw.headers?.['content-length']);
+  if (Number.isFinite(declared) && declared > limits.maxBytes) return Promise.resolve();
+  return new Promise((resolve) => {
+    let seen = 0;
+    const done = (): void => {
+      clearTimeout(timer);
+      raw.removeListener('data', onData);
+      raw.removeListener('end', done);
+      raw.removeListener('close', done);
+      raw.removeListener('error', done);
+      resolve();
+    };
+    const onData = (chunk: Buffer | string): void => {
+      seen += typeof chunk === 'string' ? Buffer.byteLength(chunk) : chunk.length;
+      if (seen > limits.maxBytes) done();
+    };
+    const timer = setTimeout(done, limits.maxMs);
+    raw.on('data', onData);
+    raw.once('end', done);
+    raw.once('close', done);
+    raw.once('error', done);
+    raw.resume();
+  });
+}
+
 export default fp(
   async function errors(app: FastifyInstance) {
     const dbRetry: DatabaseRetry = app.config?.database ?? DEFAULT_DB_RETRY;
-    app.setErrorHandler((err, req, reply) => {
-      const p = toProblem(err, req.url, req.id, dbRetry);
+    const drain: DrainLimits = {
+      maxBytes: app.config?.http?.drainBodyBytes ?? DEFAULT_DRAIN.maxBytes,
+      maxMs: app.config?.http?.drainBodyMs ?? DEFAULT_DRAIN.maxMs,
+    };
+    app.setErrorHandler(async (err, req, reply) => {
+      // The rest of an oversized body is drained first, so the client that is still writing it reads the 413.
+      if ((err as { code?: string } | null)?.code === 'FST_ERR_CTP_BODY_TOO_LARGE') await drainBody(req.raw, drain);
+      const p = withOpenAiError(toProblem(err, req.url, req.id, dbRetry), req.url);
       const db = databaseErrorOf(err);
       // A locked or full database is a condition, not a bug: one line without a stack.
       if (db) req.log.warn({ problem: p.type, code: db.code }, 'request refused: database busy or storage failing');
@@ -234,7 +320,7 @@ export default fp(
       if (p.status === 401) reply.header('www-authenticate', 'Bearer');
       const retryAfter = retryAfterOf(err, dbRetry);
       if (retryAfter !== null) reply.header('retry-after', String(retryAfter));
-      reply.code(p.status).type('application/problem+json').send(p);
+      return reply.code(p.status).type('application/problem+json').send(p);
     });
     // Route patterns by method, to tell 405 (known path, other method) from 404.
     const routes: Array<{ re: RegExp; methods: string[] }> = [];
@@ -247,11 +333,11 @@ export default fp(
       const path = req.url.split('?')[0]!;
       const allow = [...new Set(routes.filter((r) => r.re.test(path)).flatMap((r) => r.methods))].sort();
       if (allow.length > 0) {
-        const p = doc('method-not-allowed', `${req.method} is not allowed on ${path}; allowed: ${allow.join(', ')}`, req.url, req.id);
+        const p = withOpenAiError(doc('method-not-allowed', `${req.method} is not allowed on ${path}; allowed: ${allow.join(', ')}`, req.url, req.id), req.url);
         reply.code(405).header('allow', allow.join(', ')).type('application/problem+json').send(p);
         return;
       }
-      const p = doc('not-found', `no route ${req.method} ${path}`, req.url, req.id);
+      const p = withOpenAiError(doc('not-found', `no route ${req.method} ${path}`, req.url, req.id), req.url);
       reply.code(404).type('application/problem+json').send(p);
     });
   },

@@ -32,7 +32,9 @@ export default fp(
     const { repos } = app;
     const logger = app.log.child({ component: 'training' });
     const modelIO = config.training.modelIO ?? { ...DEFAULT_MODEL_IO, options: { backend: config.tfjsBackend } };
-    const manager = new TrainingJobManager({ repos, dataDir: config.dataDir, registry: app.models, logger, modelIO });
+    const manager = new TrainingJobManager({ repos, dataDir: config.dataDir, registry: app.models, logger, modelIO,
+      maxQueuedJobs: config.training.maxQueuedJobs ?? 0, queueRetryAfterSeconds: config.training.queueRetryAfterSeconds ?? 60,
+    });
     const service = new TrainingService({ manager, jobs: repos.jobs, demosDir: path.join(config.dataDir, 'demos') });
     let scheduler: TrainingScheduler | null = null;
     const t = config.training;

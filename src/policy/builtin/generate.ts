@@ -88,7 +88,8 @@ export async function onPrompt<T>(
     return value;
   } catch (err) {
     cache.dispose();
-    throw err instanceof EngineError ? err : new EngineError(`${what}: ${(err as Error).message}`, { cause: err });
+    // Another error's message (a tfjs shape error, say) is internal: it stays in the log, as the cause.
+    throw err instanceof EngineError ? err : new EngineError(`${what} failed inside the engine; an operator must check the server log`, { cause: err });
   }
 }
 

@@ -52,7 +52,8 @@ export class BackendRecovery {
   /** Waits for a running recovery; throws an EngineError once the engine has failed for good. */
   async usable(): Promise<void> {
     if (this.recovering) await this.recovering;
-    if (this.failure !== null) throw new EngineError(`the model backend failed and could not be re-initialised: ${this.failure}`);
+    // The failure (the fault and the reload error, with folders) is in the log; clients get the state.
+    if (this.failure !== null) throw new EngineError('the model backend failed and could not be re-initialised; an operator must check the server log');
   }
 
   /**
@@ -77,7 +78,8 @@ export class BackendRecovery {
       if (!isBackendFault(err) && this.probe(entry)) throw err;
       const msg = err instanceof Error ? err.message : String(err);
       this.start(msg);
-      throw new EngineError(`model backend fault (${msg}); the engine re-initialises its backend, retry the request`, { cause: err });
+      // The fault's own message is logged by the recovery (its reason); clients get what to do.
+      throw new EngineError('model backend fault; the engine re-initialises its backend, retry the request', { cause: err });
     }
   }
 

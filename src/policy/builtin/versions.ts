@@ -38,7 +38,7 @@ export interface VersionCacheOptions {
   onForward: (rows: number, ms: number) => void;
   /** Called when a version is evicted (its sessions' caches go with it). */
   onEvict: (version: string) => void;
-  logger?: { info(o: object, msg?: string): void };
+  logger?: { info(o: object, msg?: string): void; error?(o: object, msg?: string): void };
 }
 
 export class VersionCache {
@@ -93,7 +93,8 @@ export class VersionCache {
 
   /**
    * Loads a checkpoint as the most recent version, evicting the oldest beyond the cap.
-   * @throws EngineError when the checkpoint cannot be read or its context is too small.
+   * @throws EngineError when the checkpoint cannot be read or its context is too small; its message
+   *   names the version only (the folder and the loader's error are logged, and kept as `cause`).
    */
   async doLoad(version: string, dir: string): Promise<void> {
     let model: GPT;
@@ -103,7 +104,13 @@ export class VersionCache {
       model = loaded.model;
       tokenizer = checkpointText(loaded.metadata).tokenizer;
     } catch (err) {
-      throw new EngineError(`cannot load model version ${version} from ${dir}: ${(err as Error).message}`, { cause: err });
+      // The folder and the loader's message are for the operator (the log, and the error's cause,
+      // which startup failures print); the error's own message reaches tenants.
+      const detail = `cannot load model version ${version} from ${dir}: ${err instanceof Error ? err.message : String(err)}`;
+      this.opts.logger?.error?.({ version, dir, err: detail }, 'cannot load model version');
+      throw new EngineError(`model version '${version}' cannot be loaded (its checkpoint is missing or damaged); an operator must check the server log`, {
+        cause: new Error(detail, { cause: err }),
+      });
     }
     const minBlock = this.opts.minBlockSize;
     if (model.config.block_size < minBlock) {

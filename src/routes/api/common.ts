@@ -34,6 +34,17 @@ export const Problem = Type.Object(
       Type.Array(Type.Object({ field: Type.String({ description: 'e.g. body/observation' }), message: Type.String() })),
     ),
     expected: Type.Optional(Nullable(Position)),
+    error: Type.Optional(
+      Type.Object(
+        {
+          message: Type.String({ description: 'the detail' }),
+          type: Type.String({ description: 'invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error' }),
+          param: Nullable(Type.String({ description: 'the request field at fault, dotted (messages.0.content), or null' })),
+          code: Nullable(Type.String({ description: 'the problem kind (validation, not-found, ...)' })),
+        },
+        { description: "/openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read" },
+      ),
+    ),
   },
   { description: 'RFC 9457 problem details' },
 );

@@ -1,6 +1,6 @@
 /**
  * Our own OpenAI-compatible endpoint: `POST /openai/v1/chat/completions`,
- * `POST /openai/v1/completions` and `GET /openai/v1/models` serve the versions this process runs
+ * `POST /openai/v1/completions`, `GET /openai/v1/models` and `GET /openai/v1/models/{model}` serve the versions this process runs
  * (builtin tfjs, or the test engine), so agents written against an OpenAI SDK can use a trained
  * policy, and another lamer-server can use this one as its remote engine (src/policy/openai-engine.ts,
  * kind `lamer`).
@@ -9,7 +9,9 @@
  *   (`[BOS] + bytes`); a LaMer server sending `system: instructions`, `user: the rest` therefore
  *   reproduces the builtin prompt byte for byte.
  * - Sampling: temperature (default 1), top_p, top_k, seed, max_tokens (capped at half the
- *   context), stop strings; n = 1.
+ *   context), stop strings; n = 1 (n > 1 is a 400 saying it is not supported).
+ * - Errors: problem+json with, besides, OpenAI's `error: {message, type, param, code}` member
+ *   (src/plugins/app/errors.ts), which the OpenAI SDKs read.
  * - `guided_choice`: the output is one of the strings, chosen like a LaMer step with
  *   `availableActions` (exact candidate logprobs, then sampled).
  * - logprobs: natural-log probabilities of the sampled tokens under the plain softmax (as recorded
@@ -25,11 +27,11 @@ import type { FastifyInstance, FastifyPluginAsync, FastifyReply } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Static } from 'typebox';
 import { DomainError, invalid, notFound } from '../../agent/errors.js';
-import type { CompleteRequest, Completion as EngineCompletion, SamplingParams } from '../../policy/engine.js';
+import { EngineLimitError, type CompleteRequest, type Completion as EngineCompletion, type SamplingParams } from '../../policy/engine.js';
 import { BOS, EOS, PAD, SEP } from '../../model/tokenizer.js';
 import { bearer, errorResponses, stepErrorResponses } from '../api/common.js';
 import {
-  ChatCompletion, ChatCompletionRequest, Completion, CompletionRequest, OpenAiModelList,
+  ChatCompletion, ChatCompletionRequest, Completion, CompletionRequest, OpenAiModel, OpenAiModelList, OpenAiModelParams,
 } from './schemas.js';
 
 const SPECIAL: Record<number, string> = { [BOS]: '<|bos|>', [EOS]: '<|eos|>', [SEP]: '<|sep|>', [PAD]: '<|pad|>' };
@@ -79,16 +81,30 @@ async function served(app: FastifyInstance, model: string): Promise<string> {
   return model;
 }
 
-/** One completion under the agent's bound on queued model calls. @throws DomainError `engine-unavailable`, `overloaded`. */
+/**
+ * One completion under the agent's bound on queued model calls.
+ * @throws DomainError `engine-unavailable`, `overloaded`; `validation` naming `body/guided_choice/<i>`
+ *   for a choice too long for the model.
+ */
 async function run(app: FastifyInstance, req: CompleteRequest): Promise<EngineCompletion> {
   const engine = app.engine;
   if (!engine.complete) throw new DomainError('engine-unavailable', 'this engine does not serve completions');
-  return app.agent.modelCall(() => engine.complete!(req));
+  return app.agent.modelCall(() =>
+    engine.complete!(req).catch((err: unknown) => {
+      // The engine checks `choices` as a step's candidates; here they are the request's guided_choice.
+      if (err instanceof EngineLimitError && err.field.startsWith('body/availableActions')) {
+        throw new EngineLimitError(err.field.replace('body/availableActions', 'body/guided_choice'), err.message.replace(' per action', ' per choice'));
+      }
+      throw err;
+    }),
+  );
 }
 
 /** The engine request of a body with prompt text `prompt`. @throws DomainError `validation` for n other than 1. */
 function request(model: string, prompt: string, b: ChatBody | CompletionBody, maxTokens: number): CompleteRequest {
-  if (b.n !== undefined && b.n !== null && b.n !== 1) throw invalid('body/n', 'must be 1');
+  if (b.n !== undefined && b.n !== null && b.n !== 1) {
+    throw invalid('body/n', `is ${b.n}: several choices per request (n > 1) are not supported here; send n = 1 (or omit it) and make ${b.n} requests`);
+  }
   const r: CompleteRequest = { modelVersion: model, prompt: { head: prompt, steps: [], tail: '' }, sampling: sampling(b), maxTokens, stop: stops(b.stop) };
   if (b.guided_choice) r.choices = b.guided_choice;
   return r;
@@ -100,9 +116,33 @@ const usage = (g: EngineCompletion) => ({
   total_tokens: g.promptTokenIds.length + g.outputTokenIds.length,
 });
 
-/** GET /openai/v1/models: the builtin versions. */
+/** The OpenAI model object of a version served here. */
+const modelObject = (m: { version: string; createdAt: number; parent: string | null }) => ({
+  id: m.version, object: 'model' as const, created: Math.floor(m.createdAt / 1000), owned_by: 'lamer-server', parent: m.parent,
+});
+
+/** GET /openai/v1/models (the builtin versions) and GET /openai/v1/models/{model} (`models.retrieve`). */
 function modelsRoute(fastify: FastifyInstance): void {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+  app.get(
+    '/openai/v1/models/:model',
+    {
+      schema: {
+        tags,
+        summary: 'OpenAI-compatible: one model version served here (404 for a version not served by this process)',
+        security: bearer,
+        params: OpenAiModelParams,
+        response: { 200: OpenAiModel, ...errorResponses },
+      },
+    },
+    async (req) => {
+      const row = app.models.get(req.params.model);
+      if (!row || (row.engine ?? 'builtin') !== 'builtin') {
+        throw notFound(`model '${req.params.model}' (GET /openai/v1/models lists the versions served here)`);
+      }
+      return modelObject(row);
+    },
+  );
   app.get(
     '/openai/v1/models',
     { schema: { tags, summary: 'OpenAI-compatible: the model versions served here', security: bearer, response: { 200: OpenAiModelList, ...errorResponses } } },
@@ -111,7 +151,7 @@ function modelsRoute(fastify: FastifyInstance): void {
       data: app.models
         .list()
         .filter((m) => (m.engine ?? 'builtin') === 'builtin')
-        .map((m) => ({ id: m.version, object: 'model' as const, created: Math.floor(m.createdAt / 1000), owned_by: 'lamer-server', parent: m.parent })),
+        .map(modelObject),
     }),
   );
 }

@@ -22,7 +22,7 @@ const Sampling = {
       }),
     ),
   ),
-  n: Type.Optional(Nullable(Type.Integer({ minimum: 1, maximum: 1, description: 'only 1' }))),
+  n: Type.Optional(Nullable(Type.Integer({ minimum: 1, description: 'only 1: several choices per request (n > 1) are not supported, a 400 says so' }))),
   stream: Type.Optional(Nullable(Type.Boolean({ description: 'server-sent events; the whole answer is computed first, then sent as one content chunk' }))),
   stream_options: Type.Optional(Nullable(Type.Object({ include_usage: Type.Optional(Nullable(Type.Boolean())) }))),
   guided_choice: Type.Optional(
@@ -126,3 +126,5 @@ export const OpenAiModel = Type.Object({
 });
 
 export const OpenAiModelList = Type.Object({ object: Type.Literal('list'), data: Type.Array(OpenAiModel) });
+
+export const OpenAiModelParams = Type.Object({ model: Type.String({ minLength: 1, maxLength: 256, description: 'the model version' }) });

@@ -75,6 +75,10 @@ export interface ManagerOptions {
   logger?: ManagerLogger;
   /** Model I/O for the worker; default the builtin GPT adapter. */
   modelIO?: ModelIOModule;
+  /** Most jobs waiting in the queue (the running one not counted); one more is refused. Absent or 0: no bound. */
+  maxQueuedJobs?: number;
+  /** `Retry-After` seconds of that refusal (default 60). */
+  queueRetryAfterSeconds?: number;
 }
 
 /** A queued job that cannot run as requested (base version gone, version name taken meanwhile, no training data): the job fails with this message. */
@@ -99,15 +103,28 @@ export class TrainingJobManager {
   /**
    * Queue a job.
    * @throws DomainError `overloaded` once the manager is closed (the server is shutting down);
-   *   `validation` for an unknown base version (body/baseVersion) or an SFT job without demosPath;
-   *   `conflict` for a version name already taken.
+   *   `validation` for an unknown base version (body/baseVersion), an SFT job without demosPath, or
+   *   an SFT job on a remote base version (its weights are not here: nothing to train);
+   *   `conflict` for a version name already taken; `too-many-jobs` (with Retry-After) when
+   *   `maxQueuedJobs` jobs already wait.
    */
   create(req: CreateJobRequest): TrainingJobRow {
     if (this.closed) throw new DomainError('overloaded', 'the server is shutting down');
     const base = req.baseVersion ?? this.opts.registry.active().version;
-    if (!this.opts.registry.get(base)) throw invalid('body/baseVersion', `unknown base version '${base}'`);
+    const baseRow = this.opts.registry.get(base);
+    if (!baseRow) throw invalid('body/baseVersion', `unknown base version '${base}'`);
     if (req.algorithm === 'sft' && !req.demosPath) throw invalid('body', 'an sft job needs demosPath');
+    if (req.algorithm === 'sft' && baseRow.engine === 'openai') {
+      throw invalid(req.baseVersion !== undefined ? 'body/baseVersion' : 'body/algorithm',
+        `base version '${base}' is remote (its weights are not on this server): sft demonstrations are trained elsewhere from the demos file itself; RL jobs on it write a training batch instead`);
+    }
     if (req.version !== undefined && this.opts.registry.get(req.version)) throw new DomainError('conflict', `model version '${req.version}' already exists`);
+    const bound = this.opts.maxQueuedJobs ?? 0;
+    if (bound > 0 && this.queue.length >= bound) {
+      throw new DomainError('too-many-jobs', `${this.queue.length} training jobs are queued (limit ${bound}, LAMER_TRAIN_MAX_QUEUED_JOBS); wait for them or cancel some, then send the job again`, {
+        retryAfterSeconds: this.opts.queueRetryAfterSeconds ?? 60,
+      });
+    }
     const id = `job_${randomUUID().replace(/-/g, '').slice(0, 16)}`;
     const row = {
       id, algorithm: req.algorithm, status: 'queued' as const, config: { ...req, baseVersion: base } as Record<string, unknown>,

@@ -188,7 +188,7 @@ describe('the builtin engine over HTTP: a backend fault is one 503, then every s
       const r = await call(u, 'POST', `/v1/sessions/${b}/steps`, { attempt: 0, step: 0, observation: 'o' });
       poisoned = false;
       expect(r.status).toBe(503);
-      expect(r.body).toMatchObject({ type: 'https://lamer-server.dev/problems/engine-unavailable', detail: 'model backend fault (memory access out of bounds); the engine re-initialises its backend, retry the request' });
+      expect(r.body).toMatchObject({ type: 'https://lamer-server.dev/problems/engine-unavailable', detail: 'model backend fault; the engine re-initialises its backend, retry the request' });
       expect(dumpDb(config.dataDir)).toBe(before);
       const ready: number[] = [];
       for (let i = 0; i < 200 && ready.at(-1) !== 200; i++) {

@@ -201,5 +201,75 @@ describe('domain errors are mapped by kind, in this plugin alone', () => {
     expect(retryAfterOf(new DomainError('conflict', 'x'))).toBeNull();
     expect(PROBLEM_STATUS['engine-unavailable']).toEqual({ status: 503, title: 'Engine Unavailable' });
     expect(PROBLEM_STATUS['too-many-sessions']).toEqual({ status: 409, title: 'Too Many Sessions' });
+    expect(PROBLEM_STATUS['too-many-jobs']).toEqual({ status: 429, title: 'Too Many Requests' });
+  });
+});
+
+describe('a client that writes its whole body before it reads', () => {
+  /**
+   * One request on a raw socket: the request line, headers and the whole body are written, and
+   * only once the last byte is handed to the kernel does the client start reading (as Python's
+   * urllib does). Resolves with the status and body read, or the socket error it got instead.
+   */
+  async function writeAllThenRead(base: string, path: string, body: Buffer, chunked = false): Promise<{ status: number; body: string } | { error: string }> {
+    const { connect } = await import('node:net');
+    const u = new URL(base);
+    return new Promise((resolve) => {
+      const sock = connect(Number(u.port), u.hostname);
+      const chunks: Buffer[] = [];
+      sock.once('error', (e: NodeJS.ErrnoException) => resolve({ error: e.code ?? e.message }));
+      sock.once('connect', () => {
+        const head = chunked
+          ? `POST ${path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n`
+          : `POST ${path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n`;
+        sock.write(head);
+        const payload = chunked ? Buffer.concat([Buffer.from(body.length.toString(16) + '\r\n'), body, Buffer.from('\r\n0\r\n\r\n')]) : body;
+        sock.write(payload, (err) => {
+          if (err) return;
+          sock.on('data', (c: Buffer) => chunks.push(c));
+          sock.once('end', () => {
+            const text = Buffer.concat(chunks).toString('utf8');
+            const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1] ?? 0);
+            resolve({ status, body: text.slice(text.indexOf('\r\n\r\n') + 4) });
+          });
+        });
+      });
+    });
+  }
+
+  it('reads the 413 problem (declared or chunked length, every route), and the server still answers', async () => {
+    const big = Buffer.from(JSON.stringify({ taskId: 't', instructions: 'x'.repeat(4 * 1024 * 1024) }));
+    const sessionId = await sessionAfterFirstStep(s);
+    const paths = ['/v1/sessions', `/v1/sessions/${sessionId}/steps`, '/openai/v1/chat/completions'];
+    const results: unknown[] = [];
+    for (const path of paths) for (const chunked of [false, true]) for (let i = 0; i < 2; i++) results.push(await writeAllThenRead(s.url, path, big, chunked));
+    for (const r of results) {
+      expect(r).toMatchObject({ status: 413 });
+      const p = JSON.parse((r as { body: string }).body);
+      expect(p).toMatchObject({ type: 'https://lamer-server.dev/problems/payload-too-large', status: 413 });
+    }
+    expect((await s.call('GET', '/healthz')).status).toBe(200);
+  });
+
+  it('does not drain a body declared larger than the drain bound: answered at once, as before', async () => {
+    const { drainBody } = await import('../../../src/plugins/app/errors.js');
+    const { PassThrough } = await import('node:stream');
+    const declared = Object.assign(new PassThrough(), { headers: { 'content-length': String(10_000) } });
+    await drainBody(declared, { maxBytes: 1000, maxMs: 60_000 }); // resolves without reading
+    expect(declared.readableFlowing).toBeNull();
+    // a stream that keeps sending: drained up to the byte bound, then given up
+    const endless = Object.assign(new PassThrough(), { headers: {} });
+    const drained = drainBody(endless, { maxBytes: 1000, maxMs: 60_000 });
+    for (let i = 0; i < 5; i++) endless.write(Buffer.alloc(400));
+    await drained;
+    // and one that stalls: given up after maxMs
+    const stalled = Object.assign(new PassThrough(), { headers: {} });
+    await drainBody(stalled, { maxBytes: 1000, maxMs: 20 });
+    // a body that ends is read to its end
+    const ends = Object.assign(new PassThrough(), { headers: {} });
+    const whole = drainBody(ends, { maxBytes: 1000, maxMs: 60_000 });
+    ends.end(Buffer.alloc(10));
+    await whole;
+    expect(ends.readableEnded).toBe(true);
   });
 });

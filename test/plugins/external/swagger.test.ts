@@ -23,6 +23,7 @@ describe('openapi/openapi.json', () => {
       '/openai/v1/chat/completions',
       '/openai/v1/completions',
       '/openai/v1/models',
+      '/openai/v1/models/{model}',
       '/readyz',
       '/v1/models',
       '/v1/models/{version}',

@@ -102,6 +102,37 @@ describe('/openai/v1 with the official client', () => {
   });
 });
 
+describe('/openai/v1 errors and models as the OpenAI SDK reads them', () => {
+  it('answers errors in OpenAI\'s {error: {message, type, param, code}} shape as well as problem+json', async () => {
+    const err = await client.chat.completions.create({ model: 'test', messages: [{ role: 'user', content: 'x' }], n: 2 }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(OpenAI.BadRequestError);
+    const e = err as InstanceType<typeof OpenAI.BadRequestError>;
+    expect(e.status).toBe(400);
+    const detail = 'body/n is 2: several choices per request (n > 1) are not supported here; send n = 1 (or omit it) and make 2 requests';
+    expect(e.message).toBe(`400 ${detail}`);
+    expect({ type: e.type, param: e.param, code: e.code }).toEqual({ type: 'invalid_request_error', param: 'n', code: 'validation' });
+    const raw = await server.call('POST', '/openai/v1/chat/completions', { model: 'test', messages: [{ role: 'user', content: 'x' }], n: 2 });
+    expect(raw.type).toContain('application/problem+json');
+    expect(raw.body).toMatchObject({ type: 'https://lamer-server.dev/problems/validation', status: 400, detail, error: { message: detail, type: 'invalid_request_error', param: 'n', code: 'validation' } });
+    const missing = await client.chat.completions.create({ model: 'nope', messages: [{ role: 'user', content: 'x' }] }).catch((x: unknown) => x);
+    expect(missing).toBeInstanceOf(OpenAI.NotFoundError);
+    expect((missing as InstanceType<typeof OpenAI.NotFoundError>).message).toBe("404 model 'nope' (GET /openai/v1/models lists the versions served here) not found");
+    expect((missing as InstanceType<typeof OpenAI.NotFoundError>).type).toBe('not_found_error');
+    // an unknown /openai path too; /v1 problems stay as they were
+    const route = await server.call('GET', '/openai/v1/nothing');
+    expect(route.body.error).toMatchObject({ type: 'not_found_error', code: 'not-found' });
+    expect((await server.call('GET', '/v1/nothing')).body.error).toBeUndefined();
+  });
+
+  it('retrieves one model (models.retrieve); a version not served here is 404', async () => {
+    const m = await client.models.retrieve('test');
+    expect(m).toMatchObject({ id: 'test', object: 'model', owned_by: 'lamer-server' });
+    const listed = (await client.models.list()).data.find((x) => x.id === 'test');
+    expect(m).toEqual(listed);
+    await expect(client.models.retrieve('nope')).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+  });
+});
+
 describe('/openai/v1 behind API keys and the rate limit', () => {
   it('needs a key like the /v1 routes (any tenant), and counts against the same rate limit', async () => {
     const s = await startTestServer({

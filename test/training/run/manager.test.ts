@@ -165,3 +165,49 @@ describe('TrainingJobManager', () => {
     }
   });
 });
+
+describe('TrainingJobManager job rules at creation', () => {
+  it('bounds the queue: past maxQueuedJobs a job is refused (too-many-jobs, Retry-After) and nothing is stored', async () => {
+    const { DomainError } = await import('../../../src/agent/errors.js');
+    const m = new TrainingJobManager({ repos: createRepositories(d), dataDir: dir, registry: registry(), modelIO: tiny(), maxQueuedJobs: 2, queueRetryAfterSeconds: 30 });
+    const req = { algorithm: 'grpo' as const, hyper: { epochs: 1 } };
+    const jobs = [m.create(req), m.create(req), m.create(req)];
+    expect(jobs.map((j) => j.status)).toEqual(['running', 'queued', 'queued']);
+    const stored = m.list(10_000).length;
+    let err: unknown = null;
+    try {
+      m.create(req);
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(DomainError);
+    expect(err).toMatchObject({ kind: 'too-many-jobs', details: { retryAfterSeconds: 30 } });
+    expect((err as Error).message).toBe('2 training jobs are queued (limit 2, LAMER_TRAIN_MAX_QUEUED_JOBS); wait for them or cancel some, then send the job again');
+    expect(m.list(10_000).length).toBe(stored);
+    // cancelling a queued job frees its place
+    m.cancel(jobs[2]!.id);
+    const again = m.create(req);
+    expect(again.status).toBe('queued');
+    for (const j of [jobs[1]!, again]) m.cancel(j.id);
+    await m.close();
+  });
+
+  it('refuses an sft job on a remote base version when it is created (400 naming the field), storing nothing', async () => {
+    d.db.insert(models).values({
+      version: 'remote-base', parent: null, jobId: null, checkpointDir: '', status: 'candidate', metrics: {}, createdAt: 2, engine: 'openai',
+      engineConfig: { baseUrl: 'http://127.0.0.1:1/v1', model: 'm', kind: 'plain', concurrency: 1, timeoutMs: 1000, maxRetries: 0, maxActionTokens: 8, maxReflectionTokens: 8 },
+    }).run();
+    const m = new TrainingJobManager({ repos: createRepositories(d), dataDir: dir, registry: registry(), modelIO: tiny() });
+    const stored = m.list(10_000).length;
+    let err: unknown = null;
+    try {
+      m.create({ algorithm: 'sft', demosPath: join(dir, 'demos.jsonl'), baseVersion: 'remote-base' });
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toMatchObject({ kind: 'validation', details: { errors: [{ field: 'body/baseVersion' }] } });
+    expect((err as Error).message).toContain("base version 'remote-base' is remote");
+    expect(m.list(10_000).length).toBe(stored);
+    await m.close();
+  });
+});

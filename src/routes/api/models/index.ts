@@ -19,6 +19,7 @@ const tags = ['models'];
 const remoteView = (c: RemoteVersionConfig) => ({
   baseUrl: c.baseUrl, model: c.model, kind: c.kind, hasApiKey: c.apiKey !== undefined, concurrency: c.concurrency,
   timeoutMs: c.timeoutMs, maxRetries: c.maxRetries, maxActionTokens: c.maxActionTokens, maxReflectionTokens: c.maxReflectionTokens,
+  maxResponseBytes: c.maxResponseBytes ?? REMOTE_DEFAULTS.maxResponseBytes, callTimeoutMs: c.callTimeoutMs ?? REMOTE_DEFAULTS.callTimeoutMs,
 });
 
 /** The model resource of a row (loaded: whether the engine holds it now). */
@@ -46,6 +47,8 @@ function remoteConfigOf(b: Static<typeof RegisterModel>): RemoteVersionConfig {
     maxRetries: b.maxRetries ?? REMOTE_DEFAULTS.maxRetries,
     maxActionTokens: b.maxActionTokens ?? REMOTE_DEFAULTS.maxActionTokens,
     maxReflectionTokens: b.maxReflectionTokens ?? REMOTE_DEFAULTS.maxReflectionTokens,
+    maxResponseBytes: b.maxResponseBytes ?? REMOTE_DEFAULTS.maxResponseBytes,
+    callTimeoutMs: b.callTimeoutMs ?? REMOTE_DEFAULTS.callTimeoutMs,
   };
 }
 

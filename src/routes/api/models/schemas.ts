@@ -15,6 +15,8 @@ export const RemoteView = Type.Object({
   maxRetries: Type.Integer(),
   maxActionTokens: Type.Integer(),
   maxReflectionTokens: Type.Integer(),
+  maxResponseBytes: Type.Integer(),
+  callTimeoutMs: Type.Integer(),
 });
 
 /** POST /v1/models: a version served by a remote OpenAI-compatible server (docs/remote-engines.md). */
@@ -32,6 +34,8 @@ export const RegisterModel = Type.Object(
     maxRetries: Type.Optional(Type.Integer({ minimum: 0, maximum: 100, default: 3, description: 'retries after 429, 5xx, timeouts, connection errors' })),
     maxActionTokens: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000000, default: 64 })),
     maxReflectionTokens: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000000, default: 512 })),
+    maxResponseBytes: Type.Optional(Type.Integer({ minimum: 1024, maximum: 1073741824, default: 4194304, description: 'most bytes of one answer; a longer one is cut off and the try fails' })),
+    callTimeoutMs: Type.Optional(Type.Integer({ minimum: 1, maximum: 3600000, default: 100000, description: "most time of one model call (every try, backoff and the wait for a slot), ms; keep it below the clients' timeout" })),
     metrics: Type.Optional(FreeObject({ description: 'free metrics of the external training run' })),
   },
   { additionalProperties: false },

@@ -30,7 +30,14 @@ function createRoute(fastify: FastifyInstance): void {
           'The result is a new model version (status candidate, or active with activateWhenDone).',
         security: bearer,
         body: CreateJob,
-        response: { 201: Job, ...errorResponses },
+        response: {
+          201: Job,
+          ...errorResponses,
+          '429': {
+            ...errorResponses['429'],
+            description: 'rate limit of the API key exceeded (problem rate-limited), or LAMER_TRAIN_MAX_QUEUED_JOBS jobs already queued (problem too-many-jobs); the Retry-After header gives the seconds to wait',
+          },
+        },
       },
     },
     async (req, reply) => {
