@@ -1,0 +1,201 @@
+// Shared browser-side helpers of the dashboard: the API client (Bearer key from sessionStorage,
+// problem+json errors), the router (History API), polling with backoff, number formats and the
+// parser of the server's Prometheus metrics. Plain ES module, no build step.
+import { useEffect, useRef, useState, useCallback } from 'preact/hooks';
+
+const KEY = 'lamer.apiKey';
+
+/** The API key of this browser session, or '' (no keys configured, or not signed in yet). */
+export const getKey = () => sessionStorage.getItem(KEY) ?? '';
+export const setKey = (k) => (k ? sessionStorage.setItem(KEY, k) : sessionStorage.removeItem(KEY));
+
+/** An API error: HTTP status and the RFC 9457 problem document (or a plain message). */
+export class ApiError extends Error {
+  constructor(status, problem) {
+    super(problem?.detail || problem?.title || `HTTP ${status}`);
+    this.status = status;
+    this.problem = problem;
+  }
+}
+
+/** Listeners told when the API answers 401 (the key was removed or is wrong): the app shows sign-in. */
+const unauthorizedListeners = new Set();
+export const onUnauthorized = (fn) => (unauthorizedListeners.add(fn), () => unauthorizedListeners.delete(fn));
+
+/**
+ * Calls the API: `method` and `path` (with query), JSON `body`; returns the parsed JSON.
+ * @throws ApiError for a non-2xx answer (401 also tells the listeners).
+ */
+export async function api(method, path, body) {
+  const headers = { accept: 'application/json' };
+  const key = getKey();
+  if (key) headers.authorization = `Bearer ${key}`;
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  const r = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const text = await r.text();
+  let data = null;
+  try { data = text ? JSON.parse(text) : null; } catch { data = { detail: text.slice(0, 300) }; }
+  if (!r.ok) {
+    if (r.status === 401) for (const fn of unauthorizedListeners) fn();
+    throw new ApiError(r.status, data);
+  }
+  return data;
+}
+
+/** Query string of the defined, non-empty entries of `o` ('' when none). */
+export function qs(o) {
+  const p = new URLSearchParams();
+  for (const [k, v] of Object.entries(o)) if (v !== undefined && v !== null && v !== '') p.set(k, String(v));
+  const s = p.toString();
+  return s ? `?${s}` : '';
+}
+
+// ------------------------------------------------------------------ router
+
+const routeListeners = new Set();
+/** Go to `href` (a /ui path) without reloading; `replace` rewrites the history entry. */
+export function navigate(href, replace = false) {
+  if (replace) history.replaceState(null, '', href); else history.pushState(null, '', href);
+  for (const fn of routeListeners) fn();
+  if (!replace) window.scrollTo(0, 0);
+}
+window.addEventListener('popstate', () => { for (const fn of routeListeners) fn(); });
+// Links inside the app are handled by the router (plain left clicks only; new tabs work as usual).
+document.addEventListener('click', (e) => {
+  const a = e.target.closest?.('a[href]');
+  if (!a || e.defaultPrevented || e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey || a.target) return;
+  const url = new URL(a.href, location.href);
+  if (url.origin !== location.origin || !url.pathname.startsWith('/ui/')) return;
+  e.preventDefault();
+  navigate(url.pathname + url.search);
+});
+
+/** The current location as { path, query } and a re-render on every navigation. */
+export function useLocation() {
+  const [, force] = useState(0);
+  useEffect(() => {
+    const fn = () => force((n) => n + 1);
+    routeListeners.add(fn);
+    return () => routeListeners.delete(fn);
+  }, []);
+  return { path: location.pathname, query: new URLSearchParams(location.search) };
+}
+
+// ------------------------------------------------------------------ polling
+
+/**
+ * Loads `load()` now and again every `intervalMs` while `live` is true, or `live(data)` is true for a
+ * function (e.g. only while the session is active), and the page is visible, backing
+ * off (x2 per failure, up to 60 s) while it fails. One request chain per hook: the next load starts
+ * only after the previous one finished, so a slow server is never flooded. `deps` restart it.
+ * @returns { data, error, loading, reload }
+ */
+export function usePoll(load, deps, { intervalMs = 10000, live = true } = {}) {
+  const [state, setState] = useState({ data: null, error: null, loading: true });
+  const gen = useRef(0);
+  const timer = useRef(null);
+  const run = useCallback(async (g, delay) => {
+    clearTimeout(timer.current);
+    let next = delay;
+    let again = typeof live === 'function' ? true : live;
+    try {
+      const data = await load();
+      if (g !== gen.current) return;
+      setState({ data, error: null, loading: false });
+      next = intervalMs;
+      if (typeof live === 'function') again = live(data);
+    } catch (error) {
+      if (g !== gen.current) return;
+      setState((s) => ({ data: s.data, error, loading: false }));
+      next = Math.min(60000, Math.max(intervalMs, delay * 2));
+      if (error.status === 401 || error.status === 403 || error.status === 404) next = 0; // no point retrying
+    }
+    if (again && next > 0) timer.current = setTimeout(() => schedule(g, next), next);
+  }, deps); // eslint-disable-line
+  // While the tab is hidden nothing is polled; the next load runs when it is shown again.
+  const schedule = (g, delay) => {
+    if (g !== gen.current) return;
+    if (document.hidden) {
+      const onShow = () => { document.removeEventListener('visibilitychange', onShow); run(g, delay); };
+      document.addEventListener('visibilitychange', onShow);
+      return;
+    }
+    run(g, delay);
+  };
+  useEffect(() => {
+    const g = ++gen.current;
+    setState((s) => ({ ...s, loading: true }));
+    run(g, intervalMs);
+    return () => { gen.current++; clearTimeout(timer.current); };
+  }, deps); // eslint-disable-line
+  const reload = () => { const g = ++gen.current; run(g, intervalMs); };
+  return { ...state, reload };
+}
+
+// ------------------------------------------------------------------ formats
+
+export const pct = (x) => (x === null || x === undefined || Number.isNaN(x) ? '–' : `${(100 * x).toFixed(1)}%`);
+export const num = (x, d = 3) => (x === null || x === undefined || Number.isNaN(x) ? '–' : Number(x).toFixed(d));
+export const when = (iso) => (iso ? new Date(iso).toLocaleString() : '–');
+/** pass@k keys of a `{ "1": x, "2": y }` object, as sorted numbers. */
+export const ks = (o) => Object.keys(o ?? {}).map(Number).sort((a, b) => a - b);
+
+// ------------------------------------------------------------------ metrics
+
+/**
+ * Parses Prometheus text exposition into samples [{ name, labels, value }] (comments skipped).
+ */
+export function parseProm(text) {
+  const out = [];
+  for (const line of text.split('\n')) {
+    if (!line || line[0] === '#') continue;
+    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)/.exec(line);
+    if (!m) continue;
+    const labels = {};
+    if (m[3]) for (const l of m[3].matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) labels[l[1]] = l[2].replace(/\\(.)/g, '$1');
+    out.push({ name: m[1], labels, value: Number(m[4]) });
+  }
+  return out;
+}
+
+/** The step-serving figures of one scrape: total steps recorded and the step route's latency histogram. */
+export function stepFigures(samples) {
+  let steps = 0;
+  const buckets = new Map(); // le -> cumulative count
+  for (const s of samples) {
+    if (s.name === 'lamer_steps_total' && s.labels.kind === 'action') steps += s.value;
+    if (s.name === 'http_request_duration_seconds_bucket' && (s.labels.route === '/v1/sessions/:id/steps' || s.labels.route === '/v1/steps:batch')) {
+      const le = s.labels.le === '+Inf' ? Infinity : Number(s.labels.le);
+      buckets.set(le, (buckets.get(le) ?? 0) + s.value);
+    }
+  }
+  return { steps, buckets: [...buckets.entries()].sort((a, b) => a[0] - b[0]) };
+}
+
+/**
+ * The q-quantile of a cumulative histogram [[le, count]...] by linear interpolation inside the
+ * bucket, as Prometheus' histogram_quantile does; null when it holds no observation. A quantile in
+ * the +Inf bucket is the highest finite bound.
+ */
+export function histogramQuantile(q, buckets) {
+  if (!buckets.length) return null;
+  const total = buckets[buckets.length - 1][1];
+  if (!(total > 0)) return null;
+  const rank = q * total;
+  let prevLe = 0, prevCount = 0;
+  for (const [le, count] of buckets) {
+    if (count >= rank) {
+      if (le === Infinity) return prevLe;
+      if (count === prevCount) return le;
+      return prevLe + (le - prevLe) * ((rank - prevCount) / (count - prevCount));
+    }
+    prevLe = le; prevCount = count;
+  }
+  return prevLe;
+}
+
+/** Bucket-wise difference of two cumulative histograms of the same bounds (the window between two scrapes). */
+export function histogramDelta(now, before) {
+  const b = new Map(before);
+  return now.map(([le, c]) => [le, c - (b.get(le) ?? 0)]);
+}
