@@ -136,6 +136,8 @@ export function usePoll(load, deps, { intervalMs = 10000, live = true } = {}) {
 
 export const pct = (x) => (x === null || x === undefined || Number.isNaN(x) ? '–' : `${(100 * x).toFixed(1)}%`);
 export const num = (x, d = 3) => (x === null || x === undefined || Number.isNaN(x) ? '–' : Number(x).toFixed(d));
+/** A value as shown on the dashboard: at most 4 decimals, no float noise (-0.8999999999999999 -> -0.9). */
+export const short = (x) => (x === null || x === undefined ? '–' : String(Number(Number(x).toFixed(4))));
 export const when = (iso) => (iso ? new Date(iso).toLocaleString() : '–');
 /** pass@k keys of a `{ "1": x, "2": y }` object, as sorted numbers. */
 export const ks = (o) => Object.keys(o ?? {}).map(Number).sort((a, b) => a - b);

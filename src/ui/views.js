@@ -3,7 +3,7 @@
 // server well under one request per second; nothing is polled while the tab is hidden).
 import { html } from 'htm/preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { api, qs, navigate, usePoll, pct, num, when, ks, parseProm, stepFigures, histogramQuantile, histogramDelta } from './lib.js';
+import { api, qs, navigate, usePoll, pct, num, short, when, ks, parseProm, stepFigures, histogramQuantile, histogramDelta } from './lib.js';
 import { LineChart } from './charts.js';
 
 // ------------------------------------------------------------------ small pieces
@@ -181,7 +181,7 @@ export function Sessions({ query }) {
       <thead><tr><th>session</th><th>task</th><th>env</th><th>mode</th><th>status</th><th>version</th><th>attempts</th><th>pass@k</th><th>updated</th></tr></thead>
       <tbody>${q.data.items.map((s) => html`<tr data-id=${s.id}>
         <td class="mono"><a href=${`/ui/sessions/${s.id}`}>${s.id}</a></td><td class="mono">${s.taskId}</td><td>${s.env ?? '–'}</td><td>${s.mode}</td><td><${StatusChip} s=${s.status} /></td><td>${s.modelVersion}</td>
-        <td>${s.attempts.map((a) => html`<span class="chip ${a.success ? 'ok' : a.status === 'running' ? 'run' : 'bad'}" title=${`return ${a.return}`}>${a.attempt}</span>`)}</td>
+        <td>${s.attempts.map((a) => html`<span class="chip ${a.success ? 'ok' : a.status === 'running' ? 'run' : 'bad'}" title=${`return ${short(a.return)}`}>${a.attempt}</span>`)}</td>
         <td data-field="passAtK">${ks(s.passAtK).map((k) => html`<span class="chip ${s.passAtK[k] ? 'ok' : ''}">@${k}${s.passAtK[k] ? '✓' : '✗'}</span>`)}</td>
         <td class="muted">${when(s.updatedAt)}</td></tr>`)}</tbody></table>
       ${q.data.items.length === 0 && html`<p class="muted">No sessions match.</p>`}
@@ -194,7 +194,7 @@ export function Sessions({ query }) {
 /** One step of an attempt's timeline: the observation (monospace, as sent), the reward it carried, the action. */
 function StepCard({ r }) {
   return html`<div class="step ${r.invalidAction ? 'invalid' : ''}" data-testid="step" data-attempt=${r.attempt} data-step=${r.step}>
-    <div class="meta"><span>step ${r.step}</span><span data-field="reward">reward ${r.reward}</span></div>
+    <div class="meta"><span>step ${r.step}</span><span data-field="reward">reward ${short(r.reward)}</span></div>
     <pre class="obs" data-field="observation">${r.observation}</pre>
     <div class="act">${r.action !== null ? html`→ <b data-field="action">${r.action}</b>${r.invalidAction ? html` <span class="bad">(invalid)</span>` : ''}` : html`<span class="muted">${r.done ? (r.success ? 'done: success' : 'done') : 'no action'}</span>`}</div>
   </div>`;
@@ -251,13 +251,13 @@ export function SessionPage({ id }) {
         <tbody><tr>${ks(ses.passAtK).map((k) => html`<td data-k=${k} class=${ses.passAtK[k] ? 'ok' : 'bad'}>${ses.passAtK[k] ? 'solved' : 'not solved'}</td>`)}</tr></tbody></table>
         <h2 style="margin-top:12px">Attempts</h2>
         <table data-testid="attempts"><thead><tr><th>attempt</th><th>status</th><th class="num">steps</th><th class="num">return</th><th>end</th></tr></thead>
-        <tbody>${ses.attempts.map((a) => html`<tr data-attempt=${a.attempt}><td>${a.attempt}</td><td><${StatusChip} s=${a.status} /></td><td class="num">${a.steps}</td><td class="num" data-field="return">${a.return}</td><td>${a.endReason ?? '–'}</td></tr>`)}</tbody></table>
+        <tbody>${ses.attempts.map((a) => html`<tr data-attempt=${a.attempt}><td>${a.attempt}</td><td><${StatusChip} s=${a.status} /></td><td class="num">${a.steps}</td><td class="num" data-field="return">${short(a.return)}</td><td>${a.endReason ?? '–'}</td></tr>`)}</tbody></table>
       </div>
     </div>
     ${attempts.map((a) => {
       const refl = ses.reflections.find((r) => r.attempt === a.attempt);
       return html`<div class="attempt ${a.status}" data-testid="attempt" data-attempt=${a.attempt}>
-        <h2>Attempt ${a.attempt} <${StatusChip} s=${a.status} /> <span class="muted" style="font-weight:400">return ${a.return} · ${a.steps} steps${a.endReason ? ` · ${a.endReason}` : ''}</span></h2>
+        <h2>Attempt ${a.attempt} <${StatusChip} s=${a.status} /> <span class="muted" style="font-weight:400">return ${short(a.return)} · ${a.steps} steps${a.endReason ? ` · ${a.endReason}` : ''}</span></h2>
         <div class="timeline">${a.rows.map((r) => html`<${StepCard} r=${r} />`)}${t.loading && !t.data ? html`<span class="muted">loading steps…</span>` : ''}</div>
       </div>
       ${refl && html`<${Reflection} session=${ses} refl=${refl} onSaved=${s.reload} />`}`;
