@@ -16,7 +16,7 @@ export const DiversityQuery = Type.Object(
     env: Type.Optional(Type.String({ maxLength: 256 })),
     mode: Type.Optional(StringEnum(SESSION_MODES)),
     modelVersion: Type.Optional(Type.String({ maxLength: 256 })),
-    maxSessions: Type.Integer({ minimum: 1, maximum: 20000, default: 2000, description: 'newest completed sessions read' }),
+    maxSessions: Type.Optional(Type.Integer({ minimum: 1, maximum: 20000, default: 2000, description: 'newest completed sessions read' })),
   },
   { additionalProperties: false },
 );
@@ -52,7 +52,7 @@ const diversityRoutes: FastifyPluginAsync = async (fastify) => {
     },
     async (req) => {
       const { maxSessions, ...f } = req.query;
-      return trajectoryDiversity(app.db.sqlite, req.tenant, f, maxSessions);
+      return trajectoryDiversity(app.db.sqlite, req.tenant, f, maxSessions ?? 2000);
     },
   );
 };

@@ -26,7 +26,7 @@ describe('GET /v1/whoami', () => {
   });
 
   it('is 401 problem+json without a key or with an unknown key', async () => {
-    for (const headers of [{}, { authorization: 'Bearer nope' }]) {
+    for (const headers of [{}, { authorization: 'Bearer nope' }] as Record<string, string>[]) {
       const r = await keyed.call('GET', '/v1/whoami', undefined, headers);
       expect(r.status).toBe(401);
       expect(r.type).toMatch(/^application\/problem\+json/);
