@@ -2,7 +2,7 @@
 // Views live in views.js; every view is reachable by its own URL (/ui/..., see src/routes/ui).
 import { html, render } from 'htm/preact';
 import { useEffect, useState } from 'preact/hooks';
-import { api, getKey, setKey, onUnauthorized, useLocation, ApiError } from './lib.js';
+import { api, getKey, setKey, getIdentity, setIdentity, onUnauthorized, useLocation, ApiError } from './lib.js';
 import { Overview, Sessions, SessionPage, Models, Jobs, JobPage, Compare, NotFound } from './views.js';
 
 const NAV = [
@@ -38,7 +38,9 @@ function SignIn({ onDone, error }) {
     setBusy(true);
     setKey(key.trim());
     try {
-      onDone(await api('GET', '/v1/whoami'));
+      const w = await api('GET', '/v1/whoami');
+      setIdentity(w);
+      onDone(w);
     } catch (x) {
       setKey('');
       setErr(x.status === 401 ? 'This API key is not known to the server.' : x.message);
@@ -63,17 +65,33 @@ function App() {
   const [auth, setAuth] = useState({ state: 'checking', error: null });
 
   const check = async () => {
-    // With API keys configured and none stored, sign in first (no refused request, no console error).
-    if (document.querySelector('meta[name="lamer-auth"]')?.content === 'required' && !getKey()) {
+    const mode = document.querySelector('meta[name="lamer-auth"]')?.content;
+    // Without API keys every request is tenant default with admin rights: nothing to ask.
+    if (mode === 'open') {
+      setMe({ tenant: 'default', admin: true, authRequired: false });
+      setAuth({ state: 'ok', error: null });
+      return;
+    }
+    // With keys and none stored, sign in first (no refused request, no console error).
+    if (!getKey()) {
       setAuth({ state: 'signin', error: null });
       return;
     }
+    // A reload keeps the identity read at sign-in (no extra round trip before the view loads); it
+    // is checked again in the background, and any 401 signs out.
+    const known = getIdentity();
+    if (known) {
+      setMe(known);
+      setAuth({ state: 'ok', error: null });
+    }
     try {
-      setMe(await api('GET', '/v1/whoami'));
+      const w = await api('GET', '/v1/whoami');
+      setIdentity(w);
+      setMe(w);
       setAuth({ state: 'ok', error: null });
     } catch (e) {
-      setMe(null);
-      setAuth({ state: 'signin', error: e instanceof ApiError && e.status === 401 ? (getKey() ? 'The stored API key was refused.' : null) : e.message });
+      if (e instanceof ApiError && e.status === 401) return; // onUnauthorized shows sign-in
+      if (!known) setAuth({ state: 'signin', error: e.message });
     }
   };
   useEffect(() => {

@@ -7,7 +7,17 @@ const KEY = 'lamer.apiKey';
 
 /** The API key of this browser session, or '' (no keys configured, or not signed in yet). */
 export const getKey = () => sessionStorage.getItem(KEY) ?? '';
-export const setKey = (k) => (k ? sessionStorage.setItem(KEY, k) : sessionStorage.removeItem(KEY));
+/** Sets (or with '' removes) the key; the identity read with the previous key is forgotten. */
+export const setKey = (k) => {
+  sessionStorage.removeItem(WHO);
+  if (k) sessionStorage.setItem(KEY, k); else sessionStorage.removeItem(KEY);
+};
+const WHO = 'lamer.whoami';
+/** The `GET /v1/whoami` answer for the stored key ({ tenant, admin, authRequired }), or null. */
+export const getIdentity = () => {
+  try { return JSON.parse(sessionStorage.getItem(WHO) ?? 'null'); } catch { return null; }
+};
+export const setIdentity = (w) => sessionStorage.setItem(WHO, JSON.stringify(w));
 
 /** An API error: HTTP status and the RFC 9457 problem document (or a plain message). */
 export class ApiError extends Error {
