@@ -1,14 +1,15 @@
 /**
  * `GET /v1/stats/diversity`: trajectory diversity per model version and env over the tenant's
- * newest completed sessions (src/db/diversity.ts). A falling value from one version to the next is
- * exploration collapse.
+ * newest completed sessions (src/agent/diversity.ts over the rows of src/db/trajectories.ts). A
+ * falling value from one version to the next is exploration collapse.
  */
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { bearer, errorResponses, Nullable, StringEnum } from '../common.js';
 import { SESSION_MODES } from '../../../domain.js';
-import { trajectoryDiversity } from '../../../db/diversity.js';
+import { attemptTrajectories } from '../../../db/trajectories.js';
+import { diversityByVersion } from '../../../agent/diversity.js';
 
 export const DiversityQuery = Type.Object(
   {
@@ -52,7 +53,7 @@ const diversityRoutes: FastifyPluginAsync = async (fastify) => {
     },
     async (req) => {
       const { maxSessions, ...f } = req.query;
-      return trajectoryDiversity(app.db.sqlite, req.tenant, f, maxSessions ?? 2000);
+      return diversityByVersion(attemptTrajectories(app.db.sqlite, req.tenant, f, maxSessions ?? 2000));
     },
   );
 };

@@ -1,5 +1,5 @@
 /**
- * `GET /v1/stats/diversity` (src/db/diversity.ts): the entropy of each task's distinct action
+ * `GET /v1/stats/diversity` (src/agent/diversity.ts, src/db/trajectories.ts): the entropy of each task's distinct action
  * sequences, mean over tasks, per version and env; equal to `lamer eval`'s trajectory diversity
  * for the same played sessions; only completed sessions of the key's tenant count.
  */
