@@ -11,8 +11,9 @@
  * over three model versions and both modes, so that /v1/stats and the diversity scan read a
  * realistic table. The server runs in this process on an ephemeral port (engine test).
  *
- * Options (env): BENCH_UI_SESSIONS (10000), BENCH_UI_REPS (5). Prints a table; writes
- * bench/results/ui.json.
+ * Options (env): BENCH_UI_SESSIONS (10000), BENCH_UI_REPS (5), BENCH_UI_DATA_DIR (fill this
+ * directory, or reuse it when it already holds a database, and keep it; default a temporary one,
+ * removed at the end). Prints a table; writes bench/results/ui.json with the host's load average.
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -43,8 +44,9 @@ const round = (x: number) => Math.round(x * 10) / 10;
 function cloneSessions(dbFile: string, total: number): void {
   const db = new Database(dbFile);
   try {
-    const templates = db.prepare("SELECT * FROM sessions WHERE status = 'completed'").all() as Record<string, unknown>[];
     const have = (db.prepare('SELECT count(*) AS n FROM sessions').get() as { n: number }).n;
+    if (have >= total) return;
+    const templates = db.prepare("SELECT * FROM sessions WHERE status = 'completed'").all() as Record<string, unknown>[];
     const stepsOf = db.prepare('SELECT * FROM steps WHERE session_id = ? ORDER BY id');
     const reflOf = db.prepare('SELECT * FROM reflections WHERE session_id = ?');
     const steps = new Map(templates.map((t) => [t.id as string, stepsOf.all(t.id) as Record<string, unknown>[]]));
@@ -115,16 +117,20 @@ const VIEWS: ViewSpec[] = [
 ];
 
 async function main() {
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'lamer-bench-ui-'));
+  const keep = process.env.BENCH_UI_DATA_DIR;
+  const dataDir = keep ? path.resolve(keep) : fs.mkdtempSync(path.join(os.tmpdir(), 'lamer-bench-ui-'));
   const t0 = Date.now();
-  let server = await startServer({ host: '127.0.0.1', port: 0, engine: 'test', logLevel: 'silent', apiKeys: [], dataDir });
-  for (const env of ['minesweeper', 'sokoban'] as const) {
-    await runEval({ env, tasks: 12, trials: 2, attempts: 3, concurrency: 4, seed: 1, policy: 'model', server: server.url, availableActions: true });
+  if (!fs.existsSync(path.join(dataDir, 'lamer.db'))) {
+    ensureDirSync(dataDir);
+    const filler = await startServer({ host: '127.0.0.1', port: 0, engine: 'test', logLevel: 'silent', apiKeys: [], dataDir });
+    for (const env of ['minesweeper', 'sokoban'] as const) {
+      await runEval({ env, tasks: 12, trials: 2, attempts: 3, concurrency: 4, seed: 1, policy: 'model', server: filler.url, availableActions: true });
+    }
+    await filler.close();
   }
-  await server.close();
   cloneSessions(path.join(dataDir, 'lamer.db'), SESSIONS);
   const fillSeconds = (Date.now() - t0) / 1000;
-  server = await startServer({ host: '127.0.0.1', port: 0, engine: 'test', logLevel: 'silent', apiKeys: [], dataDir });
+  const server = await startServer({ host: '127.0.0.1', port: 0, engine: 'test', logLevel: 'silent', apiKeys: [], dataDir });
   const sessions = ((await (await fetch(`${server.url}/v1/stats`)).json()) as { sessions: number }).sessions;
   const list = (await (await fetch(`${server.url}/v1/sessions?limit=1&status=completed`)).json()) as { items: { id: string }[] };
   const ctx = { sessionId: list.items[0]!.id };
@@ -172,9 +178,10 @@ async function main() {
   } finally {
     await browser?.close();
     await server.close();
-    fs.rmSync(dataDir, { recursive: true, force: true });
+    if (!keep) fs.rmSync(dataDir, { recursive: true, force: true });
   }
 
+  console.log(`\nload average ${os.loadavg().map((x) => x.toFixed(2)).join(' ')} on ${os.cpus().length} CPUs`);
   console.log(`\n| view | page load, median / max (ms) | slowest API request of the view, median / max (ms) | bytes |`);
   console.log('|---|---|---|---|');
   for (const r of results) {
@@ -188,6 +195,8 @@ async function main() {
     node: process.version,
     cpus: os.cpus().length,
     cpuModel: os.cpus()[0]?.model ?? null,
+    /** 1, 5 and 15 minute load averages at the end: other processes' share of the CPUs. */
+    loadAverage: os.loadavg().map((x) => Math.round(x * 100) / 100),
     sessions,
     reps: REPS,
     chromium: CHROMIUM ?? null,

@@ -42,3 +42,15 @@ export function attemptTrajectories(sqlite: Database.Database, tenant: string, f
     )
     .all({ tenant, limit: maxSessions, ...f }) as AttemptTrajectory[];
 }
+
+/**
+ * A token that changes whenever the set of the tenant's completed sessions may have changed: their
+ * number and latest update time (ms). Completed sessions' actions never change afterwards, so equal
+ * tokens mean equal `attemptTrajectories` answers (used to cache the diversity statistic).
+ */
+export function completedSessionsToken(sqlite: Database.Database, tenant: string): string {
+  const r = sqlite
+    .prepare("SELECT count(*) AS n, max(updated_at) AS at FROM sessions WHERE tenant = ? AND status = 'completed'")
+    .get(tenant) as { n: number; at: number | null };
+  return `${r.n}:${r.at ?? 0}`;
+}

@@ -62,14 +62,19 @@ describe('GET /v1/stats/diversity', () => {
     const all = await s.call('GET', '/v1/stats/diversity', undefined, ADMIN);
     expect(all.body.groups.map((g: { env: string }) => g.env)).toEqual(['e1', 'e2']);
     expect(all.body.groups[1]).toMatchObject({ sessions: 1, tasks: 1, attempts: 1, diversity: 0 });
+    // a newly completed session is counted at once (answers are cached only while nothing changed)
+    await play('U', 'e1', [['a']], true);
+    const again = await s.call('GET', '/v1/stats/diversity?env=e1', undefined, ADMIN);
+    expect(again.body.groups[0]).toMatchObject({ sessions: 4, tasks: 2, attempts: 6 });
+    expect(again.body.groups[0].diversity).toBeCloseTo((hT + (Math.log(3) - (2 / 3) * Math.log(2))) / 2, 12);
     const other = await s.call('GET', '/v1/stats/diversity', undefined, OTHER);
     expect(other.body.groups).toEqual([{ modelVersion: 'test', env: 'e1', sessions: 1, tasks: 1, attempts: 2, diversity: Math.log(2) }]);
   });
 
   it('maxSessions reads only the newest sessions', async () => {
     const r = await s.call('GET', '/v1/stats/diversity?env=e1&maxSessions=1', undefined, ADMIN);
-    // the newest completed e1 session of acme is task U's: "a", "c"
-    expect(r.body).toEqual({ scanned: 1, groups: [{ modelVersion: 'test', env: 'e1', sessions: 1, tasks: 1, attempts: 2, diversity: Math.log(2) }] });
+    // the newest completed e1 session of acme is task U's second: "a"
+    expect(r.body).toEqual({ scanned: 1, groups: [{ modelVersion: 'test', env: 'e1', sessions: 1, tasks: 1, attempts: 1, diversity: 0 }] });
   });
 
   it('equals lamer eval trajectory diversity for the same sessions', async () => {
