@@ -4,6 +4,9 @@ import { html } from 'htm/preact';
 import { useEffect, useRef } from 'preact/hooks';
 import uPlot from 'uplot';
 
+/** An axis tick: 3 significant digits; exponent form for very small or large magnitudes (KL, lr). */
+export const tick = (v) => (v === null || v === undefined ? '' : v !== 0 && (Math.abs(v) < 0.01 || Math.abs(v) >= 1e5) ? v.toExponential(1) : String(Number(v.toPrecision(3))));
+
 /** Colour of series i (a colour-blind friendly palette, Okabe-Ito). */
 export const colour = (i) => ['#0072B2', '#D55E00', '#009E73', '#CC79A7', '#E69F00', '#56B4E9', '#000000', '#F0E442'][i % 8];
 
@@ -22,7 +25,7 @@ export function LineChart({ x, series, xLabel = '', yLabel = '', xTicks = null, 
     const opts = {
       width,
       height,
-      legend: { show: true },
+      legend: { show: true, live: false },
       cursor: { drag: { x: false, y: false } },
       scales: { x: { time: false }, y: yRange ? { range: yRange } : { auto: true } },
       axes: [
@@ -30,7 +33,7 @@ export function LineChart({ x, series, xLabel = '', yLabel = '', xTicks = null, 
           label: xLabel,
           ...(xTicks ? { splits: () => x, values: (_u, vals) => vals.map((v) => xTicks[x.indexOf(v)] ?? '') } : { incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000] }),
         },
-        { label: yLabel },
+        { label: yLabel, values: (_u, vals) => vals.map(tick), size: 60 },
       ],
       series: [{ label: xLabel || 'x' }, ...series.map((s, i) => ({ label: s.label, stroke: colour(i), width: 2, points: { show: x.length < 40, size: 5 }, spanGaps: true }))],
     };

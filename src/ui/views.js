@@ -318,7 +318,7 @@ export function Models({ me }) {
           <td>${m.engine}${m.remote ? html`<div class="muted mono" style="font-size:11px">${m.remote.kind} ${m.remote.model} @ ${m.remote.baseUrl}</div>` : ''}</td>
           <td>${m.loaded ? 'yes' : 'no'}</td>
           <td class="num" data-field="sessions">${st?.sessions ?? 0}</td><td class="num" data-field="pass1">${st && st.sessions ? pct(st.solved1 / st.sessions) : '–'}</td>
-          <td class="mono" style="font-size:11px">${Object.entries(m.metrics ?? {}).slice(0, 6).map(([k, v]) => html`<div>${k}: ${typeof v === 'number' ? num(v) : JSON.stringify(v).slice(0, 60)}</div>`)}</td>
+          <td class="mono" style="font-size:11px;max-width:260px">${Object.entries(m.metrics ?? {}).filter(([, v]) => typeof v === 'number' || typeof v === 'string').slice(0, 6).map(([k, v]) => html`<div>${k}: ${typeof v === 'number' ? short(v) : v.slice(0, 40)}</div>`)}</td>
           <td class="muted">${when(m.createdAt)}</td>
           <td>${m.status !== 'active' && html`<${Confirm} label=${rollback ? 'Roll back to this' : 'Activate'} testid=${`activate-${m.version}`}
               question=${html`Make <b>${m.version}</b> the active version? New sessions use it; running sessions keep theirs.`} onConfirm=${() => activate(m.version)} />`}</td></tr>`;
@@ -408,10 +408,10 @@ export function Jobs({ me, query }) {
 const CURVES = [
   ['loss', ['loss', 'pgLoss']],
   ['mean return', ['meanReturn']],
-  ['pass@k', ['passAtK']],
+  ['pass@k', ['passAtK'], [0, 1]],
   ['entropy (nats)', ['entropy']],
   ['approx. KL', ['approxKl']],
-  ['clip fraction', ['clipFrac', 'dualClipFrac']],
+  ['clip fraction', ['clipFrac', 'dualClipFrac'], [0, 1]],
   ['learning rate', ['lr']],
 ];
 
@@ -436,7 +436,7 @@ export function JobPage({ id, me }) {
         <dl class="kv">
           <dt>algorithm</dt><dd data-field="algorithm">${j.algorithm}</dd>
           <dt>base → result</dt><dd>${j.baseVersion} → <span data-field="resultVersion">${j.resultVersion ?? j.version ?? '…'}</span>${j.activateWhenDone ? ' (activated when done)' : ''}</dd>
-          <dt>data</dt><dd class="mono">${j.data ? JSON.stringify(j.data) : j.demonstrations ?? '–'}</dd>
+          <dt>data</dt><dd class="mono">${j.data ? JSON.stringify(j.data) : j.demonstrations ?? (j.algorithm === 'sft' ? '–' : 'every completed train session')}</dd>
           ${dataset && html`<dt>dataset (remote version)</dt><dd class="mono" data-field="dataset">${dataset}</dd>`}
           <dt>hyperparameters</dt><dd class="mono" style="font-size:11px">${JSON.stringify(j.hyperparameters)}</dd>
           <dt>created · started · finished</dt><dd>${when(j.createdAt)} · ${when(j.startedAt)} · ${when(j.finishedAt)}</dd>
@@ -454,7 +454,7 @@ export function JobPage({ id, me }) {
       </div>
     </div>
     ${j.metrics.length === 0 ? html`<p class="muted">No iteration reported yet.</p>` : html`<div class="grid" data-testid="curves">
-      ${CURVES.map(([title, fields]) => html`<div class="card"><h2>${title}</h2><${LineChart} x=${it} xLabel="iteration" yLabel=${title} height=${180} series=${seriesFor(fields)} /></div>`)}</div>`}`;
+      ${CURVES.map(([title, fields, yRange]) => html`<div class="card"><h2>${title}</h2><${LineChart} x=${it} xLabel="iteration" yLabel=${title} yRange=${yRange ?? null} height=${180} series=${seriesFor(fields)} /></div>`)}</div>`}`;
 }
 
 // ------------------------------------------------------------------ compare
