@@ -3,8 +3,8 @@
  * newest completed sessions (src/agent/diversity.ts over the rows of src/db/trajectories.ts). A
  * falling value from one version to the next is exploration collapse.
  *
- * Reading the actions means reading the steps rows past their prompts (a few KB each), about 20 ms
- * per 1,000 sessions on a quiet 2-core VM. Answers are therefore kept (the 64 most recent queries)
+ * Reading the actions means reading the steps rows past their prompts (a few KB each): about
+ * 250 ms for 2,000 sessions on the shared 2-core development VM under load. Answers are therefore kept (the 64 most recent queries)
  * and reused while the tenant's completed sessions are unchanged (`completedSessionsToken`), so a
  * dashboard polling it re-reads nothing until a session completes.
  */
