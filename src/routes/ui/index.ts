@@ -5,7 +5,7 @@
  * - `GET /ui/`, `/ui/sessions`, `/ui/sessions/:id`, `/ui/models`, `/ui/jobs`, `/ui/jobs/:id`,
  *   `/ui/compare`: the page (src/ui/index.html); the browser-side router (src/ui/app.js) renders the
  *   view of the URL, so every view has a URL that survives a reload. `/ui` redirects to `/ui/`.
- * - `GET /ui/assets/*`: the app's own modules and CSS (src/ui/).
+ * - `GET /ui/assets/*`: the app's own modules and CSS (src/ui/*.js, *.css).
  * - `GET /ui/vendor/:file`: an allowlist of the libraries' distribution files, read from
  *   node_modules (Preact, htm, uPlot), mapped to bare specifiers by the page's import map.
  *
@@ -87,13 +87,14 @@ const uiRoutes: FastifyPluginAsync = async (app) => {
     if (!fs.existsSync(file)) throw new Error(`dashboard: vendor file ${name} not found at ${file} (run npm ci)`);
   }
 
-  // The app's own files; `index.html` is served only through the view routes (it needs the CSP).
+  // The app's own modules and styles only: `index.html` is served through the view routes (with its
+  // CSP), and the type declarations for the tests (`*.d.ts`) are not served.
   await app.register(fastifyStatic, {
     root: UI_DIR,
     prefix: '/ui/assets/',
     index: false,
     wildcard: true,
-    allowedPath: (p) => !p.endsWith('.html'),
+    allowedPath: (p) => /\.(js|css)$/.test(p),
     cacheControl: true,
     maxAge: 0,
     // v10 passes the Fastify reply (older versions passed the raw response).

@@ -77,7 +77,7 @@ describe('dashboard routes', () => {
       expect(r.status, u).toBe(200);
       expect(r.type, u).toMatch(u.endsWith('.css') ? /^text\/css/ : /^(application|text)\/javascript/);
     }
-    for (const bad of ['/ui/assets/index.html', '/ui/assets/nope.js', '/ui/vendor/preact.js', '/ui/vendor/..%2Fpackage.json', '/ui/nowhere', '/ui/sessions/a/b']) {
+    for (const bad of ['/ui/assets/index.html', '/ui/assets/metrics.d.ts', '/ui/assets/nope.js', '/ui/vendor/preact.js', '/ui/vendor/..%2Fpackage.json', '/ui/nowhere', '/ui/sessions/a/b']) {
       const r = await get(open, bad);
       expect(r.status, bad).toBe(404);
       expect(r.type).toMatch(/^application\/problem\+json/);
@@ -108,7 +108,7 @@ describe('dashboard routes', () => {
         }
       }
     }
-    expect([...seen.keys()].filter((u) => u.startsWith('/ui/assets/')).sort()).toEqual(['/ui/assets/app.js', '/ui/assets/charts.js', '/ui/assets/lib.js', '/ui/assets/views.js']);
+    expect([...seen.keys()].filter((u) => u.startsWith('/ui/assets/')).sort()).toEqual(['/ui/assets/app.js', '/ui/assets/charts.js', '/ui/assets/lib.js', '/ui/assets/metrics.js', '/ui/assets/views.js']);
     // every module is preloaded (one parallel round of requests, not a waterfall of imports)
     const preloaded = [...page.matchAll(/<link rel="modulepreload" href="([^"]+)">/g)].map((m) => m[1]!);
     expect(new Set([...preloaded, '/ui/assets/app.js'])).toEqual(new Set(seen.keys()));
