@@ -425,7 +425,8 @@ export function JobPage({ id, me }) {
   const seriesFor = (fields) => fields[0] === 'passAtK'
     ? kset.map((k) => ({ label: `pass@${k}`, values: j.metrics.map((m) => m.passAtK?.[k] ?? null) }))
     : fields.map((f) => ({ label: f, values: j.metrics.map((m) => m[f]) }));
-  const dataset = j.dataset?.path ?? j.data?.dataset?.path ?? null;
+  // A remote version's job exports its training batch for an external trainer: `dataset` { path, samples }.
+  const dataset = j.dataset?.path ? j.dataset : null;
   const last = j.lastMetrics;
   return html`<h1>Job <span class="mono">${j.id}</span> <${StatusChip} s=${j.status} /></h1>
     <${ErrorBox} error=${q.error} />
@@ -437,7 +438,7 @@ export function JobPage({ id, me }) {
           <dt>algorithm</dt><dd data-field="algorithm">${j.algorithm}</dd>
           <dt>base → result</dt><dd>${j.baseVersion} → <span data-field="resultVersion">${j.resultVersion ?? j.version ?? '…'}</span>${j.activateWhenDone ? ' (activated when done)' : ''}</dd>
           <dt>data</dt><dd class="mono">${j.data ? JSON.stringify(j.data) : j.demonstrations ?? (j.algorithm === 'sft' ? '–' : 'every completed train session')}</dd>
-          ${dataset && html`<dt>dataset (remote version)</dt><dd class="mono" data-field="dataset">${dataset}</dd>`}
+          ${dataset && html`<dt>dataset (remote version)</dt><dd class="mono" data-field="dataset">${dataset.path}${typeof dataset.samples === 'number' ? ` (${dataset.samples} samples)` : ''}</dd>`}
           <dt>hyperparameters</dt><dd class="mono" style="font-size:11px">${JSON.stringify(j.hyperparameters)}</dd>
           <dt>created · started · finished</dt><dd>${when(j.createdAt)} · ${when(j.startedAt)} · ${when(j.finishedAt)}</dd>
         </dl>
