@@ -14,7 +14,7 @@ import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import Fastify, { type FastifyHttpOptions, type FastifyInstance } from 'fastify';
 import type { Config } from './config.js';
-import type { Database_ } from './db/index.js';
+import type { DatabaseConnection } from './db/index.js';
 import type { PolicyEngine } from './policy/engine.js';
 import swagger from './plugins/external/swagger.js';
 import rateLimit from './plugins/external/rate-limit.js';
@@ -45,7 +45,7 @@ declare module 'fastify' {
 }
 
 export interface AppDeps {
-  database: Database_;
+  database: DatabaseConnection;
   engine: PolicyEngine;
 }
 

@@ -20,6 +20,9 @@ export type RlAlgorithm = (typeof RL_ALGORITHMS)[number];
 export const MEMORY_MODES = ['reflection_only', 'history_only', 'history_and_reflection'] as const;
 export type MemoryMode = (typeof MEMORY_MODES)[number];
 
+/** Prompt layouts a model version may declare (src/agent/prompt.ts PromptFormat). */
+export const PROMPT_FORMATS = ['chat', 'compact'] as const;
+
 /** 'train' sessions are training data; 'eval' sessions are never trained on. */
 export const SESSION_MODES = ['train', 'eval'] as const;
 export type SessionMode = (typeof SESSION_MODES)[number];

@@ -7,7 +7,7 @@
  * actions in order); the group's diversity is the mean over its tasks. Exploration collapse (every
  * attempt replays the same moves) shows as diversity falling towards 0 from one version to the next.
  */
-import type { AttemptTrajectory } from '../db/trajectories.js';
+import type { AttemptTrajectory } from '../db/sessions-repo.js';
 
 /**
  * Shannon entropy, in nats, of the empirical distribution of `items`:
@@ -39,11 +39,14 @@ export interface DiversityGroup {
   diversity: number;
 }
 
-/**
- * Groups attempt trajectories by (modelVersion, env) and computes each group's diversity.
- * @returns the groups sorted by version then env, and `scanned`, the number of distinct sessions read
- */
-export function diversityByVersion(rows: readonly AttemptTrajectory[]): { groups: DiversityGroup[]; scanned: number } {
+/** The diversity groups, sorted by version then env, and `scanned`, the number of distinct sessions read. */
+export interface DiversityAnswer {
+  groups: DiversityGroup[];
+  scanned: number;
+}
+
+/** Groups attempt trajectories by (modelVersion, env) and computes each group's diversity. */
+export function diversityByVersion(rows: readonly AttemptTrajectory[]): DiversityAnswer {
   const groups = new Map<string, { modelVersion: string; env: string | null; sessions: Set<string>; byTask: Map<string, string[]>; attempts: number }>();
   const scanned = new Set<string>();
   for (const r of rows) {

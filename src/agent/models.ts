@@ -3,11 +3,12 @@
  * `active` (new sessions pin it); activation loads the version in the engine before flipping, so a
  * failed load leaves the active version unchanged.
  */
-import type { Db } from '../db/index.js';
 import type { ModelRow } from '../db/schema.js';
-import { ModelsRepo } from '../db/models-repo.js';
+import type { ModelsRepo } from '../db/models-repo.js';
 import { EngineError, type EngineSpec, type PolicyEngine, type RemoteVersionConfig } from '../policy/engine.js';
 import { DomainError, invalid, notFound } from './errors.js';
+import { readCheckpointMetadata } from '../model/checkpoint.js';
+import { CHAT_FORMAT, parsePromptFormat, type PromptFormat } from '../model/prompt-format.js';
 
 /** How the engine serves a row's version: undefined for builtin (a checkpoint folder), else the remote spec. */
 export function specOf(row: ModelRow): EngineSpec | undefined {
@@ -25,14 +26,13 @@ export interface RemoteRegistration {
 export class ModelRegistry {
   private activeRow: ModelRow | null = null;
   private readonly loading = new Map<string, Promise<void>>();
-  private readonly repo: ModelsRepo;
-
+  /** Prompt format per `version|checkpointDir` (a checkpoint folder is immutable once registered). */
+  private readonly formats = new Map<string, Promise<PromptFormat>>();
+  /** @param repo the `models` table (`app.repos.models`). */
   constructor(
-    db: Db,
+    private readonly repo: ModelsRepo,
     private readonly engine: PolicyEngine,
-  ) {
-    this.repo = new ModelsRepo(db);
-  }
+  ) {}
 
   /**
    * When the table is empty, register `version` at `checkpointDir` as active (first start). When
@@ -73,6 +73,23 @@ export class ModelRegistry {
 
   get(version: string): ModelRow | undefined {
     return this.repo.get(version);
+  }
+
+  /**
+   * How `version` reads prompts: a builtin checkpoint's declared `promptFormat`
+   * (src/model/checkpoint.ts), else `chat` (remote versions, older checkpoints, and engines whose
+   * folders are not checkpoints, such as the test engine's). Read once per version and folder.
+   */
+  promptFormat(version: string): Promise<PromptFormat> {
+    const row = this.get(version);
+    if (!row || specOf(row) || !row.checkpointDir) return Promise.resolve(CHAT_FORMAT);
+    const key = `${version}|${row.checkpointDir}`;
+    let p = this.formats.get(key);
+    if (!p) {
+      p = readCheckpointMetadata(row.checkpointDir).then((m) => parsePromptFormat(m.promptFormat), () => CHAT_FORMAT);
+      this.formats.set(key, p);
+    }
+    return p;
   }
 
   /** Load `version` in the engine if needed (one load at a time per version). */

@@ -26,6 +26,39 @@
  */
 import type { PromptParts } from '../policy/engine.js';
 import type { MemoryMode } from '../domain.js';
+import type { CompactPromptFormat, PromptFormat } from '../model/prompt-format.js';
+export { CHAT_FORMAT, parsePromptFormat, type CompactPromptFormat, type PromptFormat } from '../model/prompt-format.js';
+
+/** Max characters of one reflection in a `compact` prompt's memory lines. */
+export const COMPACT_REFLECTION_CHARS = 200;
+
+function compactHead(format: CompactPromptFormat, ctx: Pick<ActContext, 'instructions' | 'memory' | 'previousAttempts' | 'env'>): string {
+  const known = !format.instructions && typeof ctx.env === 'string' && format.envTags.includes(ctx.env);
+  let head = known ? `[${ctx.env}]` : ctx.instructions;
+  const prev = ctx.previousAttempts;
+  if (prev.length > 0 && (ctx.memory === 'history_only' || ctx.memory === 'history_and_reflection')) {
+    const last = prev[prev.length - 1]!;
+    head += `\nh ${last.steps.slice(-HISTORY_STEPS).map((s) => s.action).join(' ')}`;
+  }
+  if (ctx.memory === 'reflection_only' || ctx.memory === 'history_and_reflection') {
+    for (const a of prev) if (a.reflection !== null) head += `\nm ${cutChars(a.reflection.replace(/\s+/g, ' ').trim(), COMPACT_REFLECTION_CHARS)}`;
+  }
+  return head;
+}
+
+const compactStep = (s: PromptStep): string => `\n${s.observation}\n> ${s.action}`;
+
+/** The `compact` acting prompt (layout in `CompactPromptFormat`). */
+export function renderCompactAct(format: CompactPromptFormat, ctx: ActContext): PromptParts {
+  const shown = format.historySteps > 0 ? ctx.steps.slice(-format.historySteps) : [];
+  return { head: compactHead(format, ctx), steps: shown.map(compactStep), tail: `\n${ctx.observation}\n> ` };
+}
+
+/** The `compact` reflection prompt (layout in `CompactPromptFormat`). */
+export function renderCompactReflection(format: CompactPromptFormat, ctx: ReflectContext): PromptParts {
+  const last = ctx.steps.slice(-1);
+  return { head: compactHead(format, ctx), steps: last.map(compactStep), tail: `\n${ctx.finalObservation}\n! ` };
+}
 
 /** Steps of the previous attempt shown by the `history_*` memory modes (LAMER.md §1: "its last ~7 steps"). */
 export const HISTORY_STEPS = 7;
@@ -73,6 +106,10 @@ export interface ActContext {
   steps: PromptStep[];
   /** The observation to act on now. */
   observation: string;
+  /** The session's env label (`compact` prompts name a known env by it); null or absent: none. */
+  env?: string | null;
+  /** How the model version reads prompts (absent: `chat`, the layout above). */
+  format?: PromptFormat;
 }
 
 /** Everything the reflection prompt depends on: the attempt that just failed, and the memory its
@@ -87,6 +124,10 @@ export interface ReflectContext {
   /** Its steps with actions (the final observation excluded). */
   steps: PromptStep[];
   finalObservation: string;
+  /** As in {@link ActContext.env}. */
+  env?: string | null;
+  /** As in {@link ActContext.format}. */
+  format?: PromptFormat;
 }
 
 function renderStep(s: PromptStep): string {
@@ -115,6 +156,7 @@ function memorySection(ctx: Pick<ActContext, 'memory' | 'previousAttempts'>): st
 
 /** The acting prompt for the current step (layout above). */
 export function renderActPrompt(ctx: ActContext): PromptParts {
+  if (ctx.format && ctx.format.name === 'compact') return renderCompactAct(ctx.format, ctx);
   return {
     head: `${ctx.instructions}${memorySection(ctx)}`,
     steps: ctx.steps.map(renderStep),
@@ -124,6 +166,7 @@ export function renderActPrompt(ctx: ActContext): PromptParts {
 
 /** The reflection prompt after a failed attempt: the acting head, all its steps, then the end. */
 export function renderReflectionPrompt(ctx: ReflectContext): PromptParts {
+  if (ctx.format && ctx.format.name === 'compact') return renderCompactReflection(ctx.format, ctx);
   return {
     head: `${ctx.instructions}${memorySection(ctx)}`,
     steps: ctx.steps.map(renderStep),

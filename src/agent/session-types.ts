@@ -1,20 +1,20 @@
 /**
  * Shapes of the session service (src/agent/sessions.ts): what it takes, what it answers, its
  * limits, protection bounds and event hooks. The answers are the wire shapes, so their types are
- * derived from the TypeBox schemas of the session routes (type-only imports: no runtime edge).
+ * derived from the session schemas (./schemas.ts), which the session routes declare.
  */
 import type { SessionRow } from '../db/schema.js';
 import type { SamplingParams } from '../policy/engine.js';
 import type { MemoryMode, SessionMode, StepKind } from '../domain.js';
 import type { Static } from 'typebox';
-import type { Position as PositionSchema } from '../routes/api/common.js';
+import type { Position as PositionSchema } from '../schema-helpers.js';
 import type {
   AttemptResult as AttemptResultSchema,
   Memory,
   Reflection,
   Session,
   StepAnswer as StepAnswerSchema,
-} from '../routes/api/sessions/schemas.js';
+} from './schemas.js';
 
 export interface CreateSessionInput {
   taskId: string;

@@ -27,12 +27,11 @@
  *   Retry-After and records nothing, so the client retries the same step. A tenant may hold at
  *   most `protection.maxOpenSessionsPerTenant` active sessions; one more is 409 too-many-sessions.
  */
-import type { Db } from '../db/index.js';
-import type { HotQueries } from '../db/queries.js';
 import { DatabaseError } from '../db/errors.js';
 import type { SessionRow } from '../db/schema.js';
-import { SessionsRepo, type SessionFilters } from '../db/sessions-repo.js';
-import { stepPage, type StepPosition } from '../db/steps-repo.js';
+import type { Repositories } from '../db/repositories.js';
+import type { SessionFilters } from '../db/sessions-repo.js';
+import type { StepPosition } from '../db/steps-repo.js';
 import { callSeed, type CallKind } from '../model/sampling.js';
 import { EngineError, EngineLimitError, type PolicyEngine, type PromptParts, type SamplingParams } from '../policy/engine.js';
 import type { ModelRegistry } from './models.js';
@@ -41,6 +40,7 @@ import { DomainError, invalid, isCallerFault, notFound, overloaded } from './err
 import { cutChars, renderActPrompt, renderReflectionPrompt, type PromptAttempt, type PromptStep } from './prompt.js';
 import { promptAsSeen, promptTokenCount } from './prompt-seen.js';
 import { sessionStats } from './session-stats.js';
+import { diversityByVersion, type DiversityAnswer } from './diversity.js';
 import { iso, newSessionRow, sessionView, trajectoryStep } from './session-views.js';
 import type { AgentProtection, CreateSessionInput, Limits, MemoryView, ReflectionView, SessionView, StepAnswer, StepEvents, StepInput, StepOutcome } from './session-types.js';
 import { SESSION_ID, stepHash } from './step-hash.js';
@@ -74,19 +74,21 @@ function trajectoryCursor(cursor: string): StepPosition {
 
 export class SessionService {
   private readonly mutex = new KeyedMutex();
-  private readonly repo: SessionsRepo;
+  private readonly repo: Repositories['sessions'];
+  private readonly steps: Repositories['steps'];
+  private readonly hot: Repositories['hot'];
   private modelCalls = 0;
 
+  /** @param repos the repositories of the server's database (`app.repos`): sessions, steps and the step hot path. */
   constructor(
-    private readonly db: Db,
-    private readonly hot: HotQueries,
+    repos: Pick<Repositories, 'sessions' | 'steps' | 'hot'>,
     private readonly engine: PolicyEngine,
     private readonly models: ModelRegistry,
     private readonly limits: Limits,
     private readonly events: StepEvents = {},
     private readonly protection: AgentProtection = NO_PROTECTION,
   ) {
-    this.repo = new SessionsRepo(db);
+    ({ sessions: this.repo, steps: this.steps, hot: this.hot } = repos);
   }
 
   /** Model calls (act/reflect) waiting on or running in the engine now. */
@@ -289,8 +291,11 @@ export class SessionService {
     const none: StepGenerations = { act: null, actPrompt: null, refl: null, reflPrompt: null, reflectionText: null };
     const steps = this.promptSteps(row.id, input.attempt);
     const base = { sessionId: row.id, modelVersion: row.modelVersion, instructions: row.instructions };
+    // the version's prompt layout (a compact checkpoint reads a short one) and the env it may name
+    const layout = { format: await this.models.promptFormat(row.modelVersion), env: row.env };
     if (!plan.ends) {
       const prompt = renderActPrompt({
+        ...layout,
         instructions: row.instructions,
         memory: row.memory,
         attempt: input.attempt,
@@ -305,6 +310,7 @@ export class SessionService {
     }
     if (!plan.reflects) return none;
     const prompt = renderReflectionPrompt({
+      ...layout,
       instructions: row.instructions,
       memory: row.memory,
       attempt: input.attempt,
@@ -347,7 +353,7 @@ export class SessionService {
   /**
    * One page of a session's recorded steps, in order (attempt, step, then the action before the
    * reflection of the same position). A page holds at most `page.limit` rows and at most
-   * `page.maxBytes` bytes of row text (src/db/steps-repo.ts stepPage), but always at least one row,
+   * `page.maxBytes` bytes of row text (src/db/steps-repo.ts StepsRepo.page), but always at least one row,
    * so no answer grows with the session. `page.cursor` is the `nextCursor` of the previous page
    * (`<attempt>.<step>.<a|r>`); `nextCursor` is null on the last.
    * @throws DomainError `not-found` for a session of another tenant or none; `validation` for a malformed cursor.
@@ -355,7 +361,7 @@ export class SessionService {
   trajectory(tenant: string, id: string, page: { limit: number; cursor?: string; maxBytes: number }) {
     this.row(tenant, id);
     const after = page.cursor !== undefined ? trajectoryCursor(page.cursor) : undefined;
-    const { rows, last } = stepPage(this.db, id, after, page.limit, page.maxBytes);
+    const { rows, last } = this.steps.page(id, after, page.limit, page.maxBytes);
     const nextCursor = last ? `${last.attempt}.${last.step}.${last.kind === 'action' ? 'a' : 'r'}` : null;
     return { sessionId: id, nextCursor, steps: rows.map(trajectoryStep) };
   }
@@ -393,5 +399,26 @@ export class SessionService {
    */
   stats(tenant: string, f: Omit<SessionFilters, 'status'>) {
     return sessionStats(this.repo.completed(tenant, f));
+  }
+
+  /** Diversity answers by query, kept while the tenant's completed sessions are unchanged (LRU order). */
+  private readonly diversityCache = new Map<string, { token: string; answer: DiversityAnswer }>();
+
+  /**
+   * Trajectory diversity per (modelVersion, env) over the tenant's newest `maxSessions` completed
+   * sessions matching `f` (diversity.ts). Reading the actions is the costly part (about 250 ms for
+   * 2,000 sessions on the shared 2-core VM under load), so the last 64 answers are kept and reused
+   * while the tenant's completed sessions are unchanged (`completedToken`): a polling dashboard
+   * re-reads nothing until a session completes.
+   */
+  diversity(tenant: string, f: Omit<SessionFilters, 'status'>, maxSessions: number): DiversityAnswer {
+    const key = JSON.stringify([tenant, f.env, f.mode, f.modelVersion, f.taskId, maxSessions]);
+    const token = this.repo.completedToken(tenant);
+    const hit = this.diversityCache.get(key);
+    this.diversityCache.delete(key);
+    const answer = hit && hit.token === token ? hit.answer : diversityByVersion(this.repo.attemptTrajectories(tenant, f, maxSessions));
+    this.diversityCache.set(key, { token, answer });
+    if (this.diversityCache.size > 64) this.diversityCache.delete(this.diversityCache.keys().next().value!);
+    return answer;
   }
 }

@@ -91,7 +91,7 @@ export class StorageHealth {
 const healthOf = new WeakMap<Database.Database, StorageHealth>();
 const tuningOf = new WeakMap<Database.Database, ConnectionTuning>();
 
-/** The tuning last applied to a connection by openDatabase / Database_.tune (defaultTuning if none). */
+/** The tuning last applied to a connection by openDatabase / DatabaseConnection.tune (defaultTuning if none). */
 export function connectionTuning(sqlite: Database.Database): ConnectionTuning {
   return tuningOf.get(sqlite) ?? defaultTuning;
 }
@@ -124,7 +124,12 @@ export function guardedWrite<T>(sqlite: Database.Database, fn: () => T): T {
   return out;
 }
 
-export interface Database_ {
+/**
+ * One open SQLite database file (`<dataDir>/lamer.db`): its drizzle and better-sqlite3 handles, the
+ * storage health its writes record, connection tuning, readiness probes and WAL maintenance. The
+ * tables are read and written through the repositories built on it (./repositories.ts).
+ */
+export interface DatabaseConnection {
   db: Db;
   sqlite: Database.Database;
   file: string;
@@ -169,7 +174,7 @@ export const migrationsFolder = path.resolve(path.dirname(fileURLToPath(import.m
  * @throws DirectoryError (src/ensure-dir.ts) when the directory cannot be created; SQLite's error
  *   when a migration fails.
  */
-export function openDatabase(dataDir: string, opts: { synchronous?: 'normal' | 'full' } & Partial<ConnectionTuning> = {}): Database_ {
+export function openDatabase(dataDir: string, opts: { synchronous?: 'normal' | 'full' } & Partial<ConnectionTuning> = {}): DatabaseConnection {
   ensureDirSync(dataDir);
   const file = path.join(dataDir, 'lamer.db');
   const walFile = `${file}-wal`;
@@ -242,7 +247,7 @@ export function openDatabase(dataDir: string, opts: { synchronous?: 'normal' | '
   };
 }
 
-/** What the WAL maintenance of one open database uses (see Database_.startWalMaintenance). */
+/** What the WAL maintenance of one open database uses (see DatabaseConnection.startWalMaintenance). */
 interface WalContext {
   sqlite: Database.Database;
   file: string;
@@ -253,7 +258,7 @@ interface WalContext {
   maintainWal(): CheckpointResult | null;
 }
 
-/** Database_.startWalMaintenance of one database (documented there). */
+/** DatabaseConnection.startWalMaintenance of one database (documented there). */
 function startWalMaintenance(ctx: WalContext, intervalMs: number, onError?: (err: unknown) => void): () => Promise<void> {
   let worker: Worker | null = new Worker(CHECKPOINT_WORKER, { eval: true, workerData: { file: ctx.file } });
   worker.unref();
@@ -319,7 +324,7 @@ function pingSqlite(sqlite: Database.Database): boolean {
 }
 
 /**
- * The storage probe's write (see Database_.probeStorage): allocate pages and undo them, then commit
+ * The storage probe's write (see DatabaseConnection.probeStorage): allocate pages and undo them, then commit
  * one rewritten header page, without waiting for a lock; a failure is recorded by guardedWrite and
  * otherwise ignored. The busy timeout is `busyTimeoutMs` again afterwards.
  */

@@ -1,6 +1,6 @@
 /**
- * Queries of the `training_jobs` table: the listing and /metrics reads of the HTTP layer, and the
- * reads and writes of the job manager (src/training/manager.ts decides what is written when).
+ * Queries of the `training_jobs` table: the training service's listing, the /metrics reads, and
+ * the reads and writes of the job manager (src/training/manager.ts decides what is written when).
  */
 import { and, desc, eq, lt, or, sql, type SQL } from 'drizzle-orm';
 import type { Db } from './index.js';
@@ -14,66 +14,71 @@ export interface JobListQuery {
   limit: number;
 }
 
-/**
- * Jobs matching `q`, newest first (createdAt, then id, descending), after `q.cursor`: at most
- * `q.limit + 1` rows, so the caller can tell whether another page follows.
- */
-export function listJobs(db: Db, q: JobListQuery): TrainingJobRow[] {
-  const conds: SQL[] = [];
-  if (q.status) conds.push(eq(trainingJobs.status, q.status));
-  if (q.algorithm) conds.push(eq(trainingJobs.algorithm, q.algorithm));
-  if (q.cursor) {
-    const [t, id] = q.cursor.split('~') as [string, string];
-    conds.push(or(lt(trainingJobs.createdAt, Number(t)), and(eq(trainingJobs.createdAt, Number(t)), lt(trainingJobs.id, id)))!);
-  }
-  return db.select().from(trainingJobs).where(conds.length ? and(...conds) : undefined)
-    .orderBy(desc(trainingJobs.createdAt), desc(trainingJobs.id)).limit(q.limit + 1).all();
-}
-
-/** Jobs with status `running`: id, algorithm and progress in [0, 1] (for /metrics). */
-export function runningJobs(db: Db): Array<{ id: string; algorithm: TrainingJobRow['algorithm']; progress: number }> {
-  return db
-    .select({ id: trainingJobs.id, algorithm: trainingJobs.algorithm, progress: trainingJobs.progress })
-    .from(trainingJobs)
-    .where(eq(trainingJobs.status, 'running'))
-    .all();
-}
-
-/** Number of jobs of each status present in the table (statuses with no job are absent). */
-export function jobCountsByStatus(db: Db): Record<string, number> {
-  const rows = db.select({ status: trainingJobs.status, n: sql<number>`count(*)` }).from(trainingJobs).groupBy(trainingJobs.status).all();
-  return Object.fromEntries(rows.map((r) => [r.status, r.n]));
-}
-
 /** A job row to insert (times in ms since the epoch). */
 export type JobInsert = typeof trainingJobs.$inferInsert;
 
-/** Insert one job row. */
-export function insertJob(db: Db, row: JobInsert): void {
-  db.insert(trainingJobs).values(row).run();
-}
+/** The `training_jobs` table: listing, /metrics reads, and the job manager's reads and writes. */
+export class JobsRepo {
+  constructor(private readonly db: Db) {}
 
-/** The job `id`, if any. */
-export function getJob(db: Db, id: string): TrainingJobRow | undefined {
-  return db.select().from(trainingJobs).where(eq(trainingJobs.id, id)).get();
-}
+  /**
+   * Jobs matching `q`, newest first (createdAt, then id, descending), after `q.cursor`: at most
+   * `q.limit + 1` rows, so the caller can tell whether another page follows.
+   */
+  list(q: JobListQuery): TrainingJobRow[] {
+    const conds: SQL[] = [];
+    if (q.status) conds.push(eq(trainingJobs.status, q.status));
+    if (q.algorithm) conds.push(eq(trainingJobs.algorithm, q.algorithm));
+    if (q.cursor) {
+      const [t, id] = q.cursor.split('~') as [string, string];
+      conds.push(or(lt(trainingJobs.createdAt, Number(t)), and(eq(trainingJobs.createdAt, Number(t)), lt(trainingJobs.id, id)))!);
+    }
+    return this.db.select().from(trainingJobs).where(conds.length ? and(...conds) : undefined)
+      .orderBy(desc(trainingJobs.createdAt), desc(trainingJobs.id)).limit(q.limit + 1).all();
+  }
 
-/** The `limit` newest jobs (createdAt descending). */
-export function recentJobs(db: Db, limit: number): TrainingJobRow[] {
-  return db.select().from(trainingJobs).orderBy(desc(trainingJobs.createdAt)).limit(limit).all();
-}
+  /** Jobs with status `running`: id, algorithm and progress in [0, 1] (for /metrics). */
+  running(): Array<{ id: string; algorithm: TrainingJobRow['algorithm']; progress: number }> {
+    return this.db
+      .select({ id: trainingJobs.id, algorithm: trainingJobs.algorithm, progress: trainingJobs.progress })
+      .from(trainingJobs)
+      .where(eq(trainingJobs.status, 'running'))
+      .all();
+  }
 
-/** Set the given columns of job `id`. */
-export function updateJob(db: Db, id: string, set: Partial<JobInsert>): void {
-  db.update(trainingJobs).set(set).where(eq(trainingJobs.id, id)).run();
-}
+  /** Number of jobs of each status present in the table (statuses with no job are absent). */
+  countsByStatus(): Record<string, number> {
+    const rows = this.db.select({ status: trainingJobs.status, n: sql<number>`count(*)` }).from(trainingJobs).groupBy(trainingJobs.status).all();
+    return Object.fromEntries(rows.map((r) => [r.status, r.n]));
+  }
 
-/** Every `running` job becomes `failed` with `error`, finished at `finishedAt` (ms). */
-export function failRunningJobs(db: Db, error: string, finishedAt: number): void {
-  db.update(trainingJobs).set({ status: 'failed', error, finishedAt }).where(eq(trainingJobs.status, 'running')).run();
-}
+  /** Insert one job row. */
+  insert(row: JobInsert): void {
+    this.db.insert(trainingJobs).values(row).run();
+  }
 
-/** Ids of the `queued` jobs, oldest first. */
-export function queuedJobIds(db: Db): string[] {
-  return db.select({ id: trainingJobs.id }).from(trainingJobs).where(eq(trainingJobs.status, 'queued')).orderBy(trainingJobs.createdAt).all().map((r) => r.id);
+  /** The job `id`, if any. */
+  get(id: string): TrainingJobRow | undefined {
+    return this.db.select().from(trainingJobs).where(eq(trainingJobs.id, id)).get();
+  }
+
+  /** The `limit` newest jobs (createdAt descending). */
+  recent(limit: number): TrainingJobRow[] {
+    return this.db.select().from(trainingJobs).orderBy(desc(trainingJobs.createdAt)).limit(limit).all();
+  }
+
+  /** Set the given columns of job `id`. */
+  update(id: string, set: Partial<JobInsert>): void {
+    this.db.update(trainingJobs).set(set).where(eq(trainingJobs.id, id)).run();
+  }
+
+  /** Every `running` job becomes `failed` with `error`, finished at `finishedAt` (ms). */
+  failRunning(error: string, finishedAt: number): void {
+    this.db.update(trainingJobs).set({ status: 'failed', error, finishedAt }).where(eq(trainingJobs.status, 'running')).run();
+  }
+
+  /** Ids of the `queued` jobs, oldest first. */
+  queuedIds(): string[] {
+    return this.db.select({ id: trainingJobs.id }).from(trainingJobs).where(eq(trainingJobs.status, 'queued')).orderBy(trainingJobs.createdAt).all().map((r) => r.id);
+  }
 }

@@ -12,7 +12,8 @@ import { readFile, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { ensureDir } from '../ensure-dir.js';
 import { modelFromTensors, paramShapes, validateConfig, type GPT, type GPTConfig } from './gpt.js';
-import { TOKENIZER_SPEC, type TokenizerSpec } from './tokenizer.js';
+import { parsePromptFormat, type PromptFormat } from './prompt-format.js';
+import { BYTE_TOKENIZER, tokenizerFromSpec, type AnyTokenizerSpec, type Tokenizer } from './tokenizer.js';
 
 export interface CheckpointMeta {
   /** Model version id (e.g. 'base', 'v3'). */
@@ -23,21 +24,38 @@ export interface CheckpointMeta {
 
 export interface LamerMetadata {
   config: GPTConfig;
-  tokenizer: TokenizerSpec;
+  /** The checkpoint's tokenizer (byte, or a game vocabulary with byte fallback). */
+  tokenizer: AnyTokenizerSpec;
+  /** How the version reads prompts; absent in older checkpoints (= chat). */
+  promptFormat?: PromptFormat;
   version: string;
   meta: Record<string, unknown>;
 }
 
+/** What a checkpoint says about how it reads text, besides its weights. */
+export interface CheckpointText {
+  /** Default: the byte tokenizer. */
+  tokenizer?: Tokenizer;
+  /** Default: none written (the version reads `chat` prompts). */
+  promptFormat?: PromptFormat;
+}
+
 /**
  * Writes `model` to `dir` (created if missing). Files are written to temporaries and renamed, so a
- * crash never leaves a half-written model.json next to old weights.
+ * crash never leaves a half-written model.json next to old weights. `text` gives the tokenizer and
+ * prompt format (a training job passes its start checkpoint's on, see `checkpointText`).
+ * @throws Error when the tokenizer's vocabulary size differs from the model's vocab_size.
  */
-export async function saveCheckpoint(model: GPT, dir: string, meta: CheckpointMeta): Promise<void> {
+export async function saveCheckpoint(model: GPT, dir: string, meta: CheckpointMeta, text: CheckpointText = {}): Promise<void> {
+  const tokenizer = text.tokenizer ?? BYTE_TOKENIZER;
+  if (tokenizer.vocabSize !== model.config.vocab_size) throw new Error(`tokenizer has ${tokenizer.vocabSize} ids, model vocab_size is ${model.config.vocab_size}`);
   await ensureDir(dir);
   const named = paramShapes(model.config).map(([name]) => ({ name, tensor: model.params.get(name)! }));
   const { data, specs } = await tf.io.encodeWeights(named);
   const { version, ...rest } = meta;
-  const lamer: LamerMetadata = { config: model.config, tokenizer: TOKENIZER_SPEC, version, meta: rest };
+  const lamer: LamerMetadata = {
+    config: model.config, tokenizer: tokenizer.spec, ...(text.promptFormat && text.promptFormat.name !== 'chat' ? { promptFormat: text.promptFormat } : {}), version, meta: rest,
+  };
   const modelJson = {
     format: 'lamer-gpt',
     generatedBy: `TensorFlow.js tfjs v${tf.version.tfjs}`,
@@ -60,10 +78,22 @@ export async function readCheckpointMetadata(dir: string): Promise<LamerMetadata
   const lamer = json?.userDefinedMetadata?.lamer as LamerMetadata | undefined;
   if (!lamer?.config) throw new Error(`${dir}/model.json has no userDefinedMetadata.lamer.config`);
   validateConfig(lamer.config);
-  if (lamer.tokenizer?.type !== 'byte' || lamer.tokenizer.vocabSize !== lamer.config.vocab_size) {
-    throw new Error(`${dir}: unsupported tokenizer ${JSON.stringify(lamer.tokenizer)}`);
+  let tokenizer: Tokenizer;
+  try {
+    tokenizer = tokenizerFromSpec(lamer.tokenizer);
+    if (lamer.promptFormat !== undefined) lamer.promptFormat = parsePromptFormat(lamer.promptFormat);
+  } catch (err) {
+    throw new Error(`${dir}: ${(err as Error).message}`);
+  }
+  if (tokenizer.vocabSize !== lamer.config.vocab_size) {
+    throw new Error(`${dir}: tokenizer has ${tokenizer.vocabSize} ids but config.vocab_size is ${lamer.config.vocab_size}`);
   }
   return lamer;
+}
+
+/** The tokenizer and prompt format a checkpoint's metadata declares (byte and chat when absent). */
+export function checkpointText(metadata: Pick<LamerMetadata, 'tokenizer' | 'promptFormat'>): Required<CheckpointText> {
+  return { tokenizer: tokenizerFromSpec(metadata.tokenizer), promptFormat: parsePromptFormat(metadata.promptFormat) };
 }
 
 /**

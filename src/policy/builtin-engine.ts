@@ -17,7 +17,7 @@
  *   to it steps again.
  *
  * Its parts live in src/policy/builtin/: `versions.ts` (the loaded-version LRU), `kv-lru.ts` (the
- * session KV caches), `generate.ts` (prompt fit, prefill, the sampling loop), `candidates.ts`
+ * session KV caches; one `SessionCache` owns a session's cache while a request runs), `generate.ts` (prompt fit, prefill, the sampling loop), `candidates.ts`
  * (trie sampling and scoring of candidates), `recovery.ts` (backend-fault recovery); this file
  * composes them behind `PolicyEngine`.
  *
@@ -31,7 +31,6 @@ import { initBackend, type BackendPreference } from '../model/backend.js';
 import type { BatcherStats } from '../model/batcher.js';
 import type { CachedRow } from '../model/gpt-cached.js';
 import { DEFAULT_LIMITS, type GenerationLimits } from '../model/sampling.js';
-import { decode } from '../model/tokenizer.js';
 import {
   EngineError, type ActRequest, type CompleteRequest, type Completion, type EngineHealth, type EngineInfo, type EngineObserver,
   type Generation, type PolicyEngine, type ReflectRequest, type ScoreRequest,
@@ -101,7 +100,7 @@ export class BuiltinEngine implements PolicyEngine {
       onEvict: (version) => this.sessions.dropVersion(version),
       logger: opts.logger,
     });
-    this.sessions = new SessionCaches(opts.maxCachedSessions, (version) => !this.disposed && this.versions.models.has(version));
+    this.sessions = new SessionCaches(opts.maxCachedSessions, (version) => !this.disposed && this.versions.has(version));
     this.recovery = new BackendRecovery({
       versions: this.versions,
       sessions: this.sessions,
@@ -120,13 +119,13 @@ export class BuiltinEngine implements PolicyEngine {
   }
 
   info(): EngineInfo {
-    return { engine: 'builtin', backend: this.backend, loadedVersions: [...this.versions.models.keys()] };
+    return { engine: 'builtin', backend: this.backend, loadedVersions: this.versions.loaded().map((m) => m.version) };
   }
 
   /** Batching counters per loaded version (for /metrics and benchmarks). */
   stats(): Record<string, BatcherStats> {
     const out: Record<string, BatcherStats> = {};
-    for (const [v, m] of this.versions.models) out[v] = { ...m.batcher.stats };
+    for (const m of this.versions.loaded()) out[m.version] = { ...m.batcher.stats };
     return out;
   }
 
@@ -138,17 +137,17 @@ export class BuiltinEngine implements PolicyEngine {
   /** Requests queued in all loaded versions' batchers now. */
   queueDepth(): number {
     let n = 0;
-    for (const m of this.versions.models.values()) n += m.batcher.queuedRequests;
+    for (const m of this.versions.loaded()) n += m.batcher.queuedRequests;
     return n;
   }
 
   isLoaded(version: string): boolean {
-    return this.versions.models.has(version);
+    return this.versions.has(version);
   }
 
   async load(version: string, checkpointDir: string): Promise<void> {
     if (this.disposed) throw new EngineError('engine disposed');
-    this.versions.dirs.set(version, checkpointDir);
+    this.versions.setDir(version, checkpointDir);
     await this.recovery.usable();
     return this.versions.loadOrJoin(version, checkpointDir);
   }
@@ -157,8 +156,8 @@ export class BuiltinEngine implements PolicyEngine {
   private async acquire(version: string): Promise<LoadedModel> {
     if (this.disposed) throw new EngineError('engine disposed');
     await this.recovery.usable();
-    if (!this.versions.models.has(version)) {
-      const dir = this.versions.dirs.get(version);
+    if (!this.versions.has(version)) {
+      const dir = this.versions.dirOf(version);
       if (!dir) throw new EngineError(`model version ${version} is not loaded`);
       await this.load(version, dir);
     }
@@ -220,8 +219,8 @@ export class BuiltinEngine implements PolicyEngine {
    * A sessionless completion (the OpenAI-compatible endpoint): with `choices`, the constrained
    * path of `act` with `availableActions` (same tokens, logprobs and choice); otherwise up to
    * `min(maxTokens, block_size / 2)` sampled tokens. Stop strings cut the output before their first
-   * occurrence; the token ids and logprobs are cut at the same byte (tokens are bytes), so they
-   * are exactly those of the returned text. finishReason 'stop' when EOS, a stop string or a
+   * occurrence; the token ids and logprobs are cut at the token where it begins (for the byte
+   * tokenizer the same byte), so they are exactly those of the returned text. finishReason 'stop' when EOS, a stop string or a
    * choice ended it, else 'length'.
    */
   async complete(req: CompleteRequest): Promise<Completion> {
@@ -233,11 +232,11 @@ export class BuiltinEngine implements PolicyEngine {
       const g = await generate(this.ctx, m, null, req.prompt, cap, req.sampling);
       const last = g.outputTokenIds[g.outputTokenIds.length - 1];
       let finishReason: Completion['finishReason'] = last !== undefined && this.ctx.stopSet.has(last) ? 'stop' : 'length';
-      const cut = firstStop(g.outputTokenIds, req.stop ?? []);
+      const cut = firstStop(g.outputTokenIds, req.stop ?? [], m.tokenizer);
       if (cut >= 0) {
         g.outputTokenIds = g.outputTokenIds.slice(0, cut);
         g.logprobs = g.logprobs.slice(0, cut);
-        g.output = decode(g.outputTokenIds);
+        g.output = m.tokenizer.decode(g.outputTokenIds);
         finishReason = 'stop';
       }
       return { ...g, finishReason };

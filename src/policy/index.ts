@@ -8,7 +8,7 @@
  *
  * @throws EngineError with a clear message when the builtin engine module cannot be loaded.
  */
-import type { Config } from '../config.js';
+import type { ServerEngine } from '../domain.js';
 import { EngineError, type PolicyEngine } from './engine.js';
 import { TestEngine } from './test-engine.js';
 import { NoLocalEngine } from './routing-engine.js';
@@ -57,8 +57,24 @@ type BuiltinFactory = (opts: {
   logger?: EngineLogger;
 }) => Promise<PolicyEngine>;
 
+/**
+ * The settings `createEngine` reads. Declared here rather than taken from src/config.ts so that the
+ * policy layer does not import the configuration (which imports policy types: a cycle); the
+ * server's `Config` satisfies it structurally.
+ */
+export interface EngineSettings {
+  engine: ServerEngine;
+  tfjsBackend: 'auto' | 'tensorflow' | 'webgpu' | 'wasm' | 'cpu';
+  batchWindowMs: number;
+  maxBatchSize: number;
+  /** Serving worker threads (LAMER_SERVE_WORKERS); absent or 1: serve in this thread. */
+  serveWorkers?: number;
+  /** Bound on the candidate tokens of one step (LAMER_MAX_CANDIDATE_TOKENS). */
+  limits?: { candidateTokens: number };
+}
+
 export async function createEngine(
-  config: Pick<Config, 'engine' | 'tfjsBackend' | 'batchWindowMs' | 'maxBatchSize' | 'serveWorkers'> & { limits?: Pick<Config['limits'], 'candidateTokens'> },
+  config: EngineSettings,
   logger?: EngineLogger,
   onFatal: (err: Error) => void = exitOnEngineFailure(logger),
 ): Promise<PolicyEngine> {

@@ -6,7 +6,7 @@
 import type * as tf from '@tensorflow/tfjs';
 import path from 'node:path';
 import { initBackend, type BackendPreference } from '../model/backend.js';
-import { loadCheckpoint, saveCheckpoint } from '../model/checkpoint.js';
+import { checkpointText, loadCheckpoint, saveCheckpoint, type CheckpointText } from '../model/checkpoint.js';
 import { forward, type GPT } from '../model/gpt.js';
 import { PAD } from '../model/tokenizer.js';
 import type { ModelIO, TrainableModel } from './model-api.js';
@@ -17,7 +17,12 @@ export class GptTrainable implements TrainableModel {
   readonly blockSize: number;
   readonly padId = PAD;
   readonly attentionMaps: number;
-  constructor(readonly gpt: GPT) {
+  /**
+   * @param text the tokenizer and prompt format of the checkpoint it was loaded from, written again
+   *   with every checkpoint saved from it (a version trained from a compact base reads what its
+   *   base read). Default: byte tokenizer, chat prompts.
+   */
+  constructor(readonly gpt: GPT, readonly text: CheckpointText = {}) {
     this.vocabSize = gpt.config.vocab_size;
     this.blockSize = gpt.config.block_size;
     this.attentionMaps = gpt.config.n_layer * gpt.config.n_head;
@@ -44,13 +49,13 @@ export async function createModelIO(options: { backend?: BackendPreference } = {
   return {
     replica: { module: import.meta.url, exportName: 'createModelIO', options: { ...options } },
     async load(dir) {
-      const { model } = await loadCheckpoint(dir);
-      return new GptTrainable(model);
+      const { model, metadata } = await loadCheckpoint(dir);
+      return new GptTrainable(model, checkpointText(metadata));
     },
     async save(model, dir, meta) {
       if (!(model instanceof GptTrainable)) throw new TypeError('gpt-adapter can only save models it loaded');
       const version = typeof meta.version === 'string' ? meta.version : path.basename(dir);
-      await saveCheckpoint(model.gpt, dir, { ...meta, version });
+      await saveCheckpoint(model.gpt, dir, { ...meta, version }, model.text);
     },
   };
 }

@@ -23,4 +23,5 @@ export type { ModelIO, ModelIOModule, TrainableModel } from './model-api.js';
 export { DEFAULT_MODEL_IO, startTrainingWorker, TrainingJobError, type TrainingWorkerHandle, type WorkerJobRequest } from './worker.js';
 export { TrainingJobManager, JobRequestError, type CreateJobRequest, type ManagerOptions, type VersionRegistry } from './manager.js';
 export { TrainingScheduler, type ScheduleConfig } from './scheduler.js';
+export { TrainingService, type CreateJobBody, type JobPage, type JobView, type ListJobsParams, type TrainingServiceOptions } from './service.js';
 export { selectTrainingRecords, writeTurnScores, type DataFilter } from './select.js';

@@ -25,6 +25,7 @@ import { availableParallelism } from 'node:os';
 import * as tf from '@tensorflow/tfjs';
 import { passAtKRate } from '../agent/passk.js';
 import { POSITION_OFFSETS, type LrSchedule, type PositionOffset } from '../domain.js';
+import { positionOffsetConflict } from './schemas.js';
 import { makeBatch, disposeBatch, type Batch, type Supports } from './batch.js';
 import { recomputeOldLogprobs } from './behaviour.js';
 import { unpackSample, type Algorithm, type DataStats, type TrainingSample } from './data.js';
@@ -299,7 +300,8 @@ export async function runTrainingJob(spec: TrainingJobSpec, given: readonly Trai
   if (!(h.epochs >= 1 && Number.isInteger(h.epochs))) throw new RangeError(`epochs must be an integer >= 1, got ${h.epochs}`);
   if (!(h.minibatchSize >= 1 && Number.isInteger(h.minibatchSize))) throw new RangeError(`minibatchSize must be an integer >= 1, got ${h.minibatchSize}`);
   if (!POSITION_OFFSETS.includes(h.positionOffset)) throw new RangeError(`positionOffset must be 'none' or 'random', got ${JSON.stringify(h.positionOffset)}`);
-  if (h.positionOffset === 'random' && !h.isSft) throw new RangeError(`positionOffset 'random' is for sft jobs only (${spec.algorithm} trains at the positions the sampler served)`);
+  const offsetConflict = positionOffsetConflict(spec.algorithm, h.positionOffset);
+  if (offsetConflict) throw new RangeError(`positionOffset ${offsetConflict}`);
   const checkAbort = () => { if (opts.signal?.aborted) throw new JobCancelledError(); };
   checkAbort();
 

@@ -19,11 +19,11 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { DomainError, invalid } from '../agent/errors.js';
-import type { Db } from '../db/index.js';
-import { failRunningJobs, getJob, insertJob, queuedJobIds, recentJobs, updateJob } from '../db/jobs-repo.js';
-import { ModelsRepo } from '../db/models-repo.js';
+import type { Repositories } from '../db/repositories.js';
 import type { ModelRow, TrainingJobRow } from '../db/schema.js';
-import { readCheckpointMetadata } from '../model/checkpoint.js';
+import { checkpointText, readCheckpointMetadata } from '../model/checkpoint.js';
+import type { PromptFormat } from '../model/prompt-format.js';
+import type { Tokenizer } from '../model/tokenizer.js';
 import { buildRlSamples, buildSftSamples, parseDemoJsonl, type Algorithm, type DataStats, type TrainingSample } from './data.js';
 import { JobCancelledError, type IterationMetrics, type JobResult, type TrainingHyper } from './job.js';
 import type { ModelIOModule } from './model-api.js';
@@ -68,7 +68,8 @@ export interface ManagerLogger {
 }
 
 export interface ManagerOptions {
-  db: Db;
+  /** The `training_jobs` and `models` tables and training's session reads (`app.repos`). */
+  repos: Pick<Repositories, 'jobs' | 'models' | 'trainingData'>;
   dataDir: string;
   registry: VersionRegistry;
   logger?: ManagerLogger;
@@ -89,9 +90,9 @@ export class TrainingJobManager {
 
   constructor(private readonly opts: ManagerOptions) {
     // jobs left by a previous process: running ones failed with it, queued ones run again
-    const db = opts.db;
-    failRunningJobs(db, 'server stopped while the job was running', Date.now());
-    this.queue.push(...queuedJobIds(db));
+    const { jobs } = opts.repos;
+    jobs.failRunning('server stopped while the job was running', Date.now());
+    this.queue.push(...jobs.queuedIds());
     this.pump();
   }
 
@@ -112,18 +113,18 @@ export class TrainingJobManager {
       id, algorithm: req.algorithm, status: 'queued' as const, config: { ...req, baseVersion: base } as Record<string, unknown>,
       progress: 0, metrics: [] as unknown[], resultVersion: null, error: null, createdAt: Date.now(), startedAt: null, finishedAt: null,
     };
-    insertJob(this.opts.db, row);
+    this.opts.repos.jobs.insert(row);
     this.queue.push(id);
     this.pump();
     return this.get(id)!;
   }
 
   get(id: string): TrainingJobRow | undefined {
-    return getJob(this.opts.db, id);
+    return this.opts.repos.jobs.get(id);
   }
 
   list(limit = 50): TrainingJobRow[] {
-    return recentJobs(this.opts.db, limit);
+    return this.opts.repos.jobs.recent(limit);
   }
 
   /** Whether a job is queued or running. */
@@ -180,15 +181,16 @@ export class TrainingJobManager {
   }
 
   private finish(id: string, set: Partial<Pick<TrainingJobRow, 'status' | 'error' | 'resultVersion' | 'progress'>>): void {
-    updateJob(this.opts.db, id, { ...set, finishedAt: Date.now() });
+    this.opts.repos.jobs.update(id, { ...set, finishedAt: Date.now() });
   }
 
   private async runJob(id: string): Promise<void> {
-    const { db, logger } = this.opts;
+    const { logger } = this.opts;
+    const { jobs } = this.opts.repos;
     const row = this.get(id);
     if (!row) return;
     const req = row.config as unknown as CreateJobRequest & { baseVersion: string };
-    updateJob(db, id, { status: 'running', startedAt: Date.now() });
+    jobs.update(id, { status: 'running', startedAt: Date.now() });
     logger?.info({ jobId: id, algorithm: req.algorithm, baseVersion: req.baseVersion }, 'training job started');
     try {
       const base = this.opts.registry.get(req.baseVersion);
@@ -198,7 +200,7 @@ export class TrainingJobManager {
         return;
       }
       const { samples, stats } = await this.prepare(req, base.checkpointDir);
-      updateJob(db, id, { config: { ...row.config, dataStats: stats } });
+      jobs.update(id, { config: { ...row.config, dataStats: stats } });
       logger?.info({ jobId: id, ...stats }, 'training data ready');
       if (samples.length === 0) {
         throw new JobRequestError(`no training samples: ${stats.sessions} sessions, ${stats.groups} groups, ${stats.skippedGroups} skipped without signal`);
@@ -214,13 +216,13 @@ export class TrainingJobManager {
         modelIO: this.opts.modelIO,
       }, (p) => {
         metrics.push(p.metrics);
-        updateJob(db, id, { progress: p.progress, metrics });
+        jobs.update(id, { progress: p.progress, metrics });
         logger?.info({ jobId: id, iteration: p.iteration, of: p.totalIterations, loss: p.metrics.loss, entropy: p.metrics.entropy, clipFrac: p.metrics.clipFrac, approxKl: p.metrics.approxKl, tokensPerSec: Math.round(p.metrics.tokensPerSec) }, 'training iteration');
       });
       if (this.running) this.running.handle = handle;
       if (this.running?.cancelled) handle.cancel();
       const result: JobResult = await handle.done;
-      new ModelsRepo(db).insert({
+      this.opts.repos.models.insert({
         version, parent: base.version, jobId: id, checkpointDir: outputDir, status: 'candidate',
         metrics: { algorithm: req.algorithm, data: stats, iterations: result.iterations, final: result.metrics[result.metrics.length - 1] ?? null, seconds: result.seconds, behaviorLogprobGap: result.behaviorLogprobGap },
         createdAt: Date.now(),
@@ -262,15 +264,15 @@ export class TrainingJobManager {
     if (req.algorithm === 'sft') throw new JobRequestError(`base version '${base.version}' is remote: SFT demonstrations are trained elsewhere from the demos file itself`);
     const h = req.hyper ?? {};
     const returns = { gammaStep: h.gammaStep ?? DEFAULT_RETURNS.gammaStep, gammaTraj: h.gammaTraj ?? DEFAULT_RETURNS.gammaTraj, mode: h.returnMode ?? DEFAULT_RETURNS.mode };
-    const { lines, stats, scores } = buildRemoteBatch(this.opts.db, { algorithm: req.algorithm, data: { modelVersion: base.version, ...(req.data ?? {}) }, returns, invalidPenalty: h.invalidPenalty, stepCoef: h.stepCoef });
+    const { lines, stats, scores } = buildRemoteBatch(this.opts.repos.trainingData, { algorithm: req.algorithm, data: { modelVersion: base.version, ...(req.data ?? {}) }, returns, invalidPenalty: h.invalidPenalty, stepCoef: h.stepCoef });
     if (lines.length === 0) throw new JobRequestError(`no training samples: ${stats.sessions} sessions, ${stats.groups} groups, ${stats.skippedGroups} skipped without signal`);
-    writeTurnScores(this.opts.db, scores);
+    writeTurnScores(this.opts.repos.trainingData, scores);
     const remote = { ...(base.engineConfig ?? {}) } as Record<string, unknown>;
     delete remote.apiKey;
     const dir = path.join(this.opts.dataDir, 'datasets', id);
     const file = await writeRemoteBatch(dir, lines, { jobId: id, algorithm: req.algorithm, baseVersion: base.version, remote, returns, invalidPenalty: h.invalidPenalty ?? null, stepCoef: h.stepCoef ?? null, data: stats });
     const row = this.get(id)!;
-    updateJob(this.opts.db, id, { config: { ...row.config, dataStats: stats, dataset: { path: file, samples: lines.length } } });
+    this.opts.repos.jobs.update(id, { config: { ...row.config, dataStats: stats, dataset: { path: file, samples: lines.length } } });
     this.finish(id, { status: 'succeeded', resultVersion: null, progress: 1 });
     this.opts.logger?.info({ jobId: id, path: file, samples: lines.length }, 'remote base version: training batch written for an external trainer');
   }
@@ -280,11 +282,11 @@ export class TrainingJobManager {
     if (req.algorithm === 'sft') {
       const demos = parseDemoJsonl(await readFile(req.demosPath!, 'utf8'));
       const blockSize = await this.blockSize(checkpointDir);
-      return buildSftSamples(demos, { blockSize, pack: h.pack ?? true });
+      return buildSftSamples(demos, { blockSize, pack: h.pack ?? true, ...(await this.text(checkpointDir)) });
     }
     // Sessions of remote versions hold another model's token ids: never train the local model on them.
-    const remote = new Set(new ModelsRepo(this.opts.db).remoteVersions());
-    const records = selectTrainingRecords(this.opts.db, req.data ?? {}).filter((r) => !remote.has(r.modelVersion));
+    const remote = new Set(this.opts.repos.models.remoteVersions());
+    const records = selectTrainingRecords(this.opts.repos.trainingData, req.data ?? {}).filter((r) => !remote.has(r.modelVersion));
     const built = buildRlSamples(records, {
       algorithm: req.algorithm,
       returns: { gammaStep: h.gammaStep ?? DEFAULT_RETURNS.gammaStep, gammaTraj: h.gammaTraj ?? DEFAULT_RETURNS.gammaTraj, mode: h.returnMode ?? DEFAULT_RETURNS.mode },
@@ -295,8 +297,20 @@ export class TrainingJobManager {
       pack: h.pack ?? true,
       blockSize: await this.blockSize(checkpointDir),
     });
-    writeTurnScores(this.opts.db, built.scores);
+    writeTurnScores(this.opts.repos.trainingData, built.scores);
     return built;
+  }
+
+  /** Tokenizer and prompt format of a checkpoint; none (byte, chat) when the folder is not one. */
+  private async text(dir: string): Promise<{ tokenizer?: Tokenizer; format?: PromptFormat }> {
+    let meta;
+    try {
+      meta = await readCheckpointMetadata(dir);
+    } catch {
+      return {};
+    }
+    const t = checkpointText(meta);
+    return { tokenizer: t.tokenizer, format: t.promptFormat };
   }
 
   /** Context length of a checkpoint: the builtin GPT's block_size, or 1024 when the folder is not one. */

@@ -15,8 +15,7 @@ import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { StepKind } from '../domain.js';
 import { ensureDir } from '../ensure-dir.js';
-import type { Db } from '../db/index.js';
-import { stepOutputs } from '../db/training-data.js';
+import type { TrainingDataRepo } from '../db/training-data.js';
 import { buildRlSamples, type DataStats, type RlAlgorithm, type StepRecord, type TurnScore } from './data.js';
 import type { ReturnConfig } from './returns.js';
 import { selectTrainingRecords, type DataFilter } from './select.js';
@@ -59,12 +58,12 @@ export interface RemoteBatchOptions {
  * (their advantages need only rewards and observations), advantages as for a local job.
  * @returns the lines, the data counts and the scores to write back to the steps.
  */
-export function buildRemoteBatch(db: Db, opts: RemoteBatchOptions): { lines: RemoteBatchLine[]; stats: DataStats; scores: TurnScore[] } {
-  const records = selectTrainingRecords(db, opts.data);
+export function buildRemoteBatch(data: TrainingDataRepo, opts: RemoteBatchOptions): { lines: RemoteBatchLine[]; stats: DataStats; scores: TurnScore[] } {
+  const records = selectTrainingRecords(data, opts.data);
   const key = (s: string, a: number, t: number, k: string) => `${s}\u0000${a}\u0000${t}\u0000${k}`;
   const extra = new Map<string, { output: string | null; engineRecord: Record<string, unknown> | null }>();
   const ids = [...new Set(records.map((r) => r.sessionId))];
-  for (const r of stepOutputs(db, ids)) extra.set(key(r.sessionId, r.attempt, r.step, r.kind), { output: r.output, engineRecord: r.engineRecord });
+  for (const r of data.stepOutputs(ids)) extra.set(key(r.sessionId, r.attempt, r.step, r.kind), { output: r.output, engineRecord: r.engineRecord });
   // A model turn whose server returned no token ids still is a turn: give it one placeholder token
   // so that the advantage computation keeps it; the line reports the arrays as null.
   const placeholder = new Set<string>();

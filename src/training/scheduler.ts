@@ -6,8 +6,7 @@
  * unless the template sets its own `data.since`.
  */
 import { Cron } from 'croner';
-import type { Db } from '../db/index.js';
-import { countCompletedTrainSessions } from '../db/training-data.js';
+import type { TrainingDataRepo } from '../db/training-data.js';
 import type { CreateJobRequest, ManagerLogger } from './manager.js';
 
 export interface ScheduleConfig {
@@ -37,7 +36,7 @@ export class TrainingScheduler {
   readonly started: string[] = [];
 
   /** @throws RangeError for everySessions < 1 or an invalid cron expression. */
-  constructor(private readonly db: Db, private readonly starter: JobStarter, private readonly cfg: ScheduleConfig, private readonly logger?: ManagerLogger, now = Date.now()) {
+  constructor(private readonly data: TrainingDataRepo, private readonly starter: JobStarter, private readonly cfg: ScheduleConfig, private readonly logger?: ManagerLogger, now = Date.now()) {
     if (cfg.everySessions !== undefined && !(Number.isInteger(cfg.everySessions) && cfg.everySessions >= 1)) {
       throw new RangeError(`everySessions must be an integer >= 1, got ${cfg.everySessions}`);
     }
@@ -102,6 +101,6 @@ export class TrainingScheduler {
   }
 
   private completedSince(since: number): number {
-    return countCompletedTrainSessions(this.db, since);
+    return this.data.countCompletedTrainSessions(since);
   }
 }

@@ -5,8 +5,7 @@
  * A job trains on recorded sessions with `mode = 'train'` and `status = 'completed'`, optionally
  * filtered by creation time, env label, task ids and the model version the session pinned.
  */
-import type { Db } from '../db/index.js';
-import { completedTrainSessions, stepRowsOf, writeStepScores } from '../db/training-data.js';
+import type { TrainingDataRepo } from '../db/training-data.js';
 import type { SamplerSettings, StepRecord, TurnScore } from './data.js';
 
 export interface DataFilter {
@@ -29,8 +28,8 @@ export interface DataFilter {
  * seeded minibatch shuffle and the trained weights) differ between two runs of the same seeded
  * rollouts.
  */
-export function selectTrainingRecords(db: Db, filter: DataFilter = {}): StepRecord[] {
-  let ids = completedTrainSessions(db, filter);
+export function selectTrainingRecords(data: TrainingDataRepo, filter: DataFilter = {}): StepRecord[] {
+  let ids = data.completedTrainSessions(filter);
   if (filter.maxSessions !== undefined) {
     ids = ids.sort((a, b) => b.createdAt - a.createdAt).slice(0, filter.maxSessions);
   }
@@ -50,7 +49,7 @@ export function selectTrainingRecords(db: Db, filter: DataFilter = {}): StepReco
   const out: StepRecord[] = [];
   // stepRowsOf orders rows by (session id, attempt, step, kind); the stable sort below keeps that
   // order within a session and puts sessions in rank order
-  for (const r of stepRowsOf(db, [...taskOf.keys()])) {
+  for (const r of data.stepRowsOf([...taskOf.keys()])) {
     out.push({
       sessionId: r.sessionId, taskId: taskOf.get(r.sessionId)!, attempt: r.attempt, step: r.step, kind: r.kind,
       observation: r.observation, reward: r.reward, done: r.done, success: r.success, invalidAction: r.invalidAction,
@@ -62,6 +61,6 @@ export function selectTrainingRecords(db: Db, filter: DataFilter = {}): StepReco
 }
 
 /** Store each turn's return and advantage on its step row (skipped turns too, with advantage 0). */
-export function writeTurnScores(db: Db, scores: readonly TurnScore[]): void {
-  writeStepScores(db, scores);
+export function writeTurnScores(data: TrainingDataRepo, scores: readonly TurnScore[]): void {
+  data.writeStepScores(scores);
 }

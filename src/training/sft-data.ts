@@ -7,7 +7,8 @@
  */
 import { renderActPrompt, renderReflectionPrompt, type PromptAttempt, type PromptStep } from '../agent/prompt.js';
 import { DEFAULT_LIMITS } from '../model/sampling.js';
-import { encode, EOS, fitPrompt, type PromptFit, type PromptParts } from '../model/tokenizer.js';
+import { BYTE_TOKENIZER, EOS, type PromptFit, type PromptParts, type Tokenizer } from '../model/tokenizer.js';
+import type { PromptFormat } from '../model/prompt-format.js';
 import type { TurnKind } from './advantages.js';
 import { packRun } from './packing.js';
 import { sessionOutcomes, trainedTokens, type DataStats, type StepRecord, type TrainingSample } from './samples.js';
@@ -57,6 +58,10 @@ export interface SftDataOptions {
   /** Pack each attempt's acting steps into one sequence (default true; only with an empty
    *  `outputPrefix`, whose actions are then exactly the text the next prompt shows). */
   pack?: boolean;
+  /** The model's tokenizer (default: byte) and prompt format (default: chat), from its checkpoint
+   *  (src/model/checkpoint.ts checkpointText), so that demonstrations train the prompts served. */
+  tokenizer?: Tokenizer;
+  format?: PromptFormat;
 }
 
 /** Parse JSONL text into demonstration sessions. @throws SyntaxError naming the bad line. */
@@ -92,6 +97,7 @@ export function parseDemoJsonl(text: string): DemoSession[] {
  */
 export function buildSftSamples(demos: readonly DemoSession[], opts: SftDataOptions): { samples: TrainingSample[]; stats: DataStats } {
   const prefix = opts.outputPrefix ?? '';
+  const tok = opts.tokenizer ?? BYTE_TOKENIZER;
   const actReserve = opts.maxActionTokens ?? DEFAULT_LIMITS.maxActionTokens;
   const reflReserve = opts.maxReflectionTokens ?? DEFAULT_LIMITS.maxReflectionTokens;
   const actBudget = opts.blockSize - actReserve;
@@ -106,7 +112,7 @@ export function buildSftSamples(demos: readonly DemoSession[], opts: SftDataOpti
     const previousAttempts: PromptAttempt[] = [];
     let fit: PromptFit | undefined; // the fit of the session's last prompt, as the engine keeps it
     const fitted = (parts: PromptParts, reserve: number) => {
-      const enc = fitPrompt(parts, opts.blockSize, reserve, fit);
+      const enc = tok.fitPrompt(parts, opts.blockSize, reserve, fit);
       fit = { head: parts.head, steps: parts.steps.length, dropped: enc.droppedSteps };
       return enc;
     };
@@ -116,20 +122,20 @@ export function buildSftSamples(demos: readonly DemoSession[], opts: SftDataOpti
       att.steps.forEach((s, t) => {
         records.push({ sessionId, taskId: d.taskId, attempt: n, step: t, kind: 'action', observation: s.observation, reward: s.reward, done: s.done, success: s.success, invalidAction: false, promptTokenIds: null, outputTokenIds: null, logprobs: null, modelVersion: 'demo' });
         if (s.action === null) return;
-        const parts = renderActPrompt({ instructions: d.instructions, memory: d.memory ?? 'reflection_only', attempt: n, previousAttempts, steps: done, observation: s.observation });
+        const parts = renderActPrompt({ format: opts.format, env: d.env, instructions: d.instructions, memory: d.memory ?? 'reflection_only', attempt: n, previousAttempts, steps: done, observation: s.observation });
         const enc = fitted(parts, actReserve);
         acts.push({ step: t, prompt: enc.ids, action: prefix + s.action, exact: enc.droppedSteps === 0 && enc.truncatedChars === 0 });
         done.push({ observation: s.observation, action: s.action });
       });
       turns += acts.length;
-      const packed = pack ? packSteps(acts, opts.blockSize) : 0;
-      if (packed > 0) samples.push(packedSample(sessionId, d.taskId, n, acts.slice(0, packed)));
-      for (const a of acts.slice(packed)) samples.push(sftSample(sessionId, d.taskId, n, a.step, 'action', a.prompt, a.action));
+      const packed = pack ? packSteps(acts, opts.blockSize, tok) : 0;
+      if (packed > 0) samples.push(packedSample(sessionId, d.taskId, n, acts.slice(0, packed), tok));
+      for (const a of acts.slice(packed)) samples.push(sftSample(sessionId, d.taskId, n, a.step, 'action', a.prompt, a.action, tok));
       const last = att.steps[att.steps.length - 1];
       const success = att.steps.some((s) => s.success);
       if (att.reflection !== null && last) {
-        const parts = renderReflectionPrompt({ instructions: d.instructions, memory: d.memory ?? 'reflection_only', attempt: n, previousAttempts, steps: done, finalObservation: last.observation });
-        samples.push(sftSample(sessionId, d.taskId, n, att.steps.length - 1, 'reflection', fitted(parts, reflReserve).ids, prefix + att.reflection));
+        const parts = renderReflectionPrompt({ format: opts.format, env: d.env, instructions: d.instructions, memory: d.memory ?? 'reflection_only', attempt: n, previousAttempts, steps: done, finalObservation: last.observation });
+        samples.push(sftSample(sessionId, d.taskId, n, att.steps.length - 1, 'reflection', fitted(parts, reflReserve).ids, prefix + att.reflection, tok));
         turns++;
       }
       previousAttempts.push({ steps: done, finalObservation: last ? last.observation : '', success, reflection: att.reflection });
@@ -152,13 +158,13 @@ export function buildSftSamples(demos: readonly DemoSession[], opts: SftDataOpti
  * and the sequence (its last prompt + action + EOS) must fit `blockSize` + 1 tokens (makeBatch
  * trains on at most blockSize positions). 0 or 1 means no packing is worth it.
  */
-function packSteps(acts: ReadonlyArray<{ prompt: number[]; action: string; exact: boolean }>, blockSize: number): number {
+function packSteps(acts: ReadonlyArray<{ prompt: number[]; action: string; exact: boolean }>, blockSize: number, tok: Tokenizer): number {
   let prev: number[] | null = null;
   let k = 0;
   for (const a of acts) {
     if (!a.exact) break;
     if (prev !== null && (a.prompt.length < prev.length || prev.some((id, i) => a.prompt[i] !== id))) break;
-    const out = encode(a.action);
+    const out = tok.encode(a.action);
     if (a.prompt.length + out.length + 1 > blockSize + 1) break;
     prev = [...a.prompt, ...out];
     k++;
@@ -172,16 +178,16 @@ function packSteps(acts: ReadonlyArray<{ prompt: number[]; action: string; exact
  * `lossTargets` training every action's tokens and an EOS where each action ends (the next prompt
  * shows the action, not its EOS, which trains where the next observation starts).
  */
-function packedSample(sessionId: string, taskId: string, attempt: number, acts: ReadonlyArray<{ step: number; prompt: number[]; action: string }>): TrainingSample {
+function packedSample(sessionId: string, taskId: string, attempt: number, acts: ReadonlyArray<{ step: number; prompt: number[]; action: string }>, tok: Tokenizer): TrainingSample {
   const first = acts[0]!.prompt;
   const { tokens, targets } = packRun(first, acts.map((a, k) => {
-    const output = [...encode(a.action), EOS];
+    const output = [...tok.encode(a.action), EOS];
     return { prompt: a.prompt, output, shown: k < acts.length - 1 ? output.length - 1 : output.length, trained: true };
   }));
   return { sessionId, taskId, attempt, step: acts[0]!.step, kind: 'action', promptTokenIds: first, outputTokenIds: tokens, lossTargets: targets, oldLogprobs: null, advantage: 0, return: 0 };
 }
 
 /** One per-step SFT sample: the served prompt, then the output's bytes + EOS, every output token trained. */
-function sftSample(sessionId: string, taskId: string, attempt: number, step: number, kind: TurnKind, promptTokenIds: number[], output: string): TrainingSample {
-  return { sessionId, taskId, attempt, step, kind, promptTokenIds, outputTokenIds: [...encode(output), EOS], oldLogprobs: null, advantage: 0, return: 0 };
+function sftSample(sessionId: string, taskId: string, attempt: number, step: number, kind: TurnKind, promptTokenIds: number[], output: string, tok: Tokenizer): TrainingSample {
+  return { sessionId, taskId, attempt, step, kind, promptTokenIds, outputTokenIds: [...tok.encode(output), EOS], oldLogprobs: null, advantage: 0, return: 0 };
 }

@@ -44,7 +44,7 @@ beforeAll(async () => {
   active = (await s.call('POST', '/v1/sessions', { taskId: 'sk-1', instructions: 'Push the box.', env: 'sokoban', mode: 'eval' })).body.id;
   await step(active, { attempt: 0, step: 0, observation: 'room' });
   // Returns and advantages as a training job stores them.
-  writeTurnScores(s.app.db.db, [{ sessionId: played, attempt: 2, step: 1, kind: 'action', return: 1.75, advantage: 0.5, kept: true }]);
+  writeTurnScores(s.app.repos.trainingData, [{ sessionId: played, attempt: 2, step: 1, kind: 'action', return: 1.75, advantage: 0.5, kept: true }]);
 });
 afterAll(async () => {
   await s.close();

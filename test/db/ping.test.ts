@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { openDatabase } from '../../src/db/index.js';
 import { tmpDir } from '../helpers/index.js';
 
-describe('Database_.ping', () => {
+describe('DatabaseConnection.ping', () => {
   it('is true while the connection is open and false once it is closed, without throwing', () => {
     const dir = tmpDir('lamer-ping-');
     const d = openDatabase(dir);

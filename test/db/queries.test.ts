@@ -8,12 +8,12 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { openDatabase, type Database_ } from '../../src/db/index.js';
+import { openDatabase, type DatabaseConnection } from '../../src/db/index.js';
 import { HotQueries, type StepCommit } from '../../src/db/queries.js';
 import { DatabaseError } from '../../src/db/errors.js';
 import { tmpDir } from '../helpers/index.js';
 
-let d: Database_ | null = null;
+let d: DatabaseConnection | null = null;
 afterEach(() => {
   if (d) {
     const dir = path.dirname(d.file);
@@ -23,7 +23,7 @@ afterEach(() => {
   d = null;
 });
 
-function session(sqlite: Database_['sqlite'], id: string): void {
+function session(sqlite: DatabaseConnection['sqlite'], id: string): void {
   sqlite
     .prepare(
       `INSERT INTO sessions (id, tenant, task_id, env, mode, status, instructions, max_attempts, max_steps, memory, sampling,

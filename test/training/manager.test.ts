@@ -3,14 +3,15 @@ import { join } from 'node:path';
 import { eq } from 'drizzle-orm';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openDatabase, type Database_ } from '../../src/db/index.js';
+import { openDatabase, type DatabaseConnection } from '../../src/db/index.js';
+import { createRepositories } from '../../src/db/repositories.js';
 import { models, sessions, steps } from '../../src/db/schema.js';
 import { TrainingJobManager, type VersionRegistry } from '../../src/training/manager.js';
 import { TinyModel, writeTinyCheckpoint } from './tiny-model.js';
 import { tmpDir } from '../helpers/index.js';
 
 let dir: string;
-let d: Database_;
+let d: DatabaseConnection;
 const tiny = (options: Record<string, unknown> = {}) => ({ module: new URL('./tiny-model.ts', import.meta.url).href, options });
 
 function registry(): VersionRegistry {
@@ -54,7 +55,7 @@ afterAll(() => { d.close(); });
 
 describe('TrainingJobManager', () => {
   it('runs a lamer job: skipped groups reported, metrics recorded, new version registered and activated', async () => {
-    const m = new TrainingJobManager({ db: d.db, dataDir: dir, registry: registry(), modelIO: tiny() });
+    const m = new TrainingJobManager({ repos: createRepositories(d), dataDir: dir, registry: registry(), modelIO: tiny() });
     const job = m.create({ algorithm: 'lamer', version: 'v1', activate: true, hyper: { lr: 0.01, epochs: 2, minibatchSize: 2 } });
     expect(job.status).toBe('running'); // the queue was empty: it starts at once
     await m.whenIdle();
@@ -74,7 +75,7 @@ describe('TrainingJobManager', () => {
     await m.close();
   });
   it('fails a job without data, cancels a queued one, runs sft, and survives a crashing worker', async () => {
-    const m = new TrainingJobManager({ db: d.db, dataDir: dir, registry: registry(), modelIO: tiny() });
+    const m = new TrainingJobManager({ repos: createRepositories(d), dataDir: dir, registry: registry(), modelIO: tiny() });
     const empty = m.create({ algorithm: 'grpo', data: { taskIds: ['none'] } });
     const sft = m.create({ algorithm: 'sft', demosPath: join(dir, 'demos.jsonl'), version: 'sft1', baseVersion: 'base', hyper: { epochs: 2 } });
     const queued = m.create({ algorithm: 'rloo' });
@@ -88,7 +89,7 @@ describe('TrainingJobManager', () => {
     expect(() => m.create({ algorithm: 'lamer', baseVersion: 'nope' })).toThrow(/unknown base version/);
     await m.close();
 
-    const crashing = new TrainingJobManager({ db: d.db, dataDir: dir, registry: registry(), modelIO: tiny({ crash: 'exit' }) });
+    const crashing = new TrainingJobManager({ repos: createRepositories(d), dataDir: dir, registry: registry(), modelIO: tiny({ crash: 'exit' }) });
     const j = crashing.create({ algorithm: 'lamer' });
     await crashing.whenIdle();
     expect(crashing.get(j.id)).toMatchObject({ status: 'failed', error: expect.stringMatching(/exited with code 3/) });
@@ -111,7 +112,7 @@ describe('TrainingJobManager', () => {
         if (out) prompt = [...prompt, out[0], 7, 8];
       });
     }
-    const m = new TrainingJobManager({ db: d.db, dataDir: dir, registry: registry(), modelIO: tiny() });
+    const m = new TrainingJobManager({ repos: createRepositories(d), dataDir: dir, registry: registry(), modelIO: tiny() });
     const packed = m.create({ algorithm: 'gigpo', version: 'packed', data: { taskIds: ['P'] }, hyper: { lr: 0.01, minibatchSize: 3 } });
     const plain = m.create({ algorithm: 'gigpo', version: 'unpacked', data: { taskIds: ['P'] }, hyper: { lr: 0.01, minibatchSize: 3, pack: false } });
     await m.whenIdle();
@@ -135,7 +136,7 @@ describe('TrainingJobManager', () => {
     await m.close();
   });
   it('cancels a running job', async () => {
-    const m = new TrainingJobManager({ db: d.db, dataDir: dir, registry: registry(), modelIO: tiny({ slowMs: 30 }) });
+    const m = new TrainingJobManager({ repos: createRepositories(d), dataDir: dir, registry: registry(), modelIO: tiny({ slowMs: 30 }) });
     const j = m.create({ algorithm: 'lamer', version: 'slow', hyper: { epochs: 200, minibatchSize: 1 } });
     while (m.get(j.id)!.metrics.length < 1) await new Promise((r) => setTimeout(r, 20));
     expect(m.get(j.id)!.status).toBe('running');
@@ -148,7 +149,7 @@ describe('TrainingJobManager', () => {
   it('a database refusing the job\'s bookkeeping writes (locked by another process) is logged, never an unhandled rejection', async () => {
     const errors: string[] = [];
     const logger = { info: () => {}, warn: () => {}, error: (_o: object, msg?: string) => errors.push(msg ?? '') };
-    const m = new TrainingJobManager({ db: d.db, dataDir: dir, registry: registry(), modelIO: tiny(), logger });
+    const m = new TrainingJobManager({ repos: createRepositories(d), dataDir: dir, registry: registry(), modelIO: tiny(), logger });
     const holder = new Database(d.file);
     try {
       const job = m.create({ algorithm: 'grpo', version: 'locked1' });

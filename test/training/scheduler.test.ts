@@ -1,12 +1,13 @@
 import { tmpDir } from '../helpers/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openDatabase, type Database_ } from '../../src/db/index.js';
+import { openDatabase, type DatabaseConnection } from '../../src/db/index.js';
+import { TrainingDataRepo } from '../../src/db/training-data.js';
 import { sessions } from '../../src/db/schema.js';
 import type { CreateJobRequest } from '../../src/training/manager.js';
 import { TrainingScheduler } from '../../src/training/scheduler.js';
 
 let dir: string;
-let d: Database_;
+let d: DatabaseConnection;
 let n = 0;
 const addSession = (o: { mode?: 'train' | 'eval'; status?: 'completed' | 'active' } = {}) => d.db.insert(sessions).values({
   id: `s${n++}`, tenant: 'default', taskId: 'T', env: 'minesweeper', mode: o.mode ?? 'train', status: o.status ?? 'completed', instructions: 'P', maxAttempts: 3, maxSteps: 7,
@@ -25,7 +26,7 @@ afterAll(() => { d.close(); });
 describe('TrainingScheduler', () => {
   it('starts a job every N newly completed training sessions, with the data window since the last trigger', () => {
     const st = fakeStarter();
-    const s = new TrainingScheduler(d.db, st, { everySessions: 3, job: { algorithm: 'lamer', version: 'fixed', activate: true } }, undefined, 12345);
+    const s = new TrainingScheduler(new TrainingDataRepo(d.db), st, { everySessions: 3, job: { algorithm: 'lamer', version: 'fixed', activate: true } }, undefined, 12345);
     addSession(); addSession(); addSession({ mode: 'eval' }); addSession({ status: 'active' });
     expect(s.check()).toBeNull(); // 2 new completed training sessions
     addSession();
@@ -42,7 +43,7 @@ describe('TrainingScheduler', () => {
   });
   it('starts jobs on a cron expression (every second)', async () => {
     const st = fakeStarter();
-    const s = new TrainingScheduler(d.db, st, { cron: '* * * * * *', job: { algorithm: 'sft', demosPath: '/x.jsonl' } });
+    const s = new TrainingScheduler(new TrainingDataRepo(d.db), st, { cron: '* * * * * *', job: { algorithm: 'sft', demosPath: '/x.jsonl' } });
     expect(s.nextRun()).toBeInstanceOf(Date);
     s.start();
     await new Promise((r) => setTimeout(r, 2200));
@@ -53,7 +54,7 @@ describe('TrainingScheduler', () => {
   });
   it('rejects bad settings', () => {
     const st = fakeStarter();
-    expect(() => new TrainingScheduler(d.db, st, { everySessions: 0, job: { algorithm: 'lamer' } })).toThrow(/everySessions/);
-    expect(() => new TrainingScheduler(d.db, st, { cron: 'not a cron', job: { algorithm: 'lamer' } })).toThrow(/invalid cron/);
+    expect(() => new TrainingScheduler(new TrainingDataRepo(d.db), st, { everySessions: 0, job: { algorithm: 'lamer' } })).toThrow(/everySessions/);
+    expect(() => new TrainingScheduler(new TrainingDataRepo(d.db), st, { cron: 'not a cron', job: { algorithm: 'lamer' } })).toThrow(/invalid cron/);
   });
 });

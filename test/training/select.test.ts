@@ -1,12 +1,13 @@
 import { tmpDir } from '../helpers/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openDatabase, type Database_ } from '../../src/db/index.js';
+import { openDatabase, type DatabaseConnection } from '../../src/db/index.js';
+import { TrainingDataRepo } from '../../src/db/training-data.js';
 import { sessions, steps } from '../../src/db/schema.js';
 import { buildRlSamples } from '../../src/training/data.js';
 import { selectTrainingRecords, writeTurnScores } from '../../src/training/select.js';
 
 let dir: string;
-let d: Database_;
+let d: DatabaseConnection;
 
 function addSession(id: string, o: { taskId?: string; env?: string; mode?: 'train' | 'eval'; status?: 'completed' | 'active'; createdAt?: number; modelVersion?: string; sampling?: Record<string, unknown> }, rows: Array<[number, number, 'action' | 'reflection', string, number, boolean, boolean, number[] | null]>) {
   d.db.insert(sessions).values({
@@ -38,13 +39,13 @@ afterAll(() => { d.close(); });
 
 describe('selectTrainingRecords', () => {
   it('takes completed training sessions only, ordered by task, seed, creation time, session, then attempt, step, kind', () => {
-    const recs = selectTrainingRecords(d.db);
+    const recs = selectTrainingRecords(new TrainingDataRepo(d.db));
     expect([...new Set(recs.map((r) => r.sessionId))]).toEqual(['e', 'a', 'b']);
     expect(recs.filter((r) => r.sessionId === 'a').map((r) => `${r.attempt}/${r.step}/${r.kind}`)).toEqual(['0/0/action', '0/1/action', '0/1/reflection', '1/0/action', '1/1/action']);
     expect(recs[3].outputTokenIds).toEqual([66, 67]);
   });
   it('filters by since, env, task ids, model version and count', () => {
-    const ids = (f: Parameters<typeof selectTrainingRecords>[1]) => [...new Set(selectTrainingRecords(d.db, f).map((r) => r.sessionId))];
+    const ids = (f: Parameters<typeof selectTrainingRecords>[1]) => [...new Set(selectTrainingRecords(new TrainingDataRepo(d.db), f).map((r) => r.sessionId))];
     expect(ids({ since: 2000 })).toEqual(['b']);
     expect(ids({ env: 'sokoban' })).toEqual(['e']);
     expect(ids({ taskIds: ['T'] })).toEqual(['a', 'b']);
@@ -53,10 +54,10 @@ describe('selectTrainingRecords', () => {
     expect(ids({ maxSessions: 1 })).toEqual(['b']);
   });
   it('LaMer advantages computed from the table are written back to the step rows', () => {
-    const recs = selectTrainingRecords(d.db, { taskIds: ['T'] });
+    const recs = selectTrainingRecords(new TrainingDataRepo(d.db), { taskIds: ['T'] });
     const { scores, stats } = buildRlSamples(recs, { algorithm: 'lamer', returns: { gammaStep: 0.95, gammaTraj: 0.6 } });
     expect(stats.passAtK).toEqual({ 1: 0.5, 2: 1 });
-    writeTurnScores(d.db, scores);
+    writeTurnScores(new TrainingDataRepo(d.db), scores);
     const rows = d.db.select().from(steps).all().filter((r) => r.sessionId === 'a' && r.outputTokenIds !== null);
     // a: attempt 0 turn reward -1, G = -1 + 0.6*10 = 5; reflection G = 10; attempt 1 G = 10
     expect(rows.map((r) => r.return)).toEqual([5, 10, 10]);
@@ -65,7 +66,7 @@ describe('selectTrainingRecords', () => {
     expect(rows[1].advantage).toBeCloseTo(-4.75, 6);
   });
   it("carries the session's sampling settings (defaults for missing keys) and the step's availableActions", () => {
-    const recs = selectTrainingRecords(d.db, { taskIds: ['T'] });
+    const recs = selectTrainingRecords(new TrainingDataRepo(d.db), { taskIds: ['T'] });
     expect(recs[0].sampling).toEqual({ temperature: 1, topP: 1, topK: 0 });
     expect(recs[0].availableActions).toBeNull();
   });
@@ -90,7 +91,7 @@ describe('selectTrainingRecords order', () => {
       for (const [id, task, seed, at] of run) {
         addSession(id, { taskId: task, createdAt: at, sampling: seed === null ? {} : { seed, temperature: 0.7 } }, play(seed ?? 3, 60 + (seed ?? 0) + (task === 'T' ? 10 : 0)));
       }
-      const recs = selectTrainingRecords(d.db);
+      const recs = selectTrainingRecords(new TrainingDataRepo(d.db));
       orders.push(recs.map((r) => `${r.taskId}/${r.observation}/${r.outputTokenIds?.[0] ?? '-'}`));
       const built = buildRlSamples(recs, { algorithm: 'gigpo', returns: { gammaStep: 0.95, gammaTraj: 0 } });
       samples.push(built.samples.map((s) => [s.taskId, s.outputTokenIds, s.advantage]));

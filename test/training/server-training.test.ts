@@ -7,7 +7,8 @@
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startServer, type RunningServer } from '../../src/server.js';
-import type { Database_ } from '../../src/db/index.js';
+import type { DatabaseConnection } from '../../src/db/index.js';
+import type { Repositories } from '../../src/db/repositories.js';
 import type { ModelRegistry } from '../../src/agent/models.js';
 import { TrainingJobManager } from '../../src/training/manager.js';
 import { DEFAULT_MODEL_IO } from '../../src/training/worker.js';
@@ -51,8 +52,8 @@ afterAll(async () => {
 describe('a LaMer job next to a serving server', () => {
   it('trains in a worker while steps are answered, then hot-swaps to the new version', async () => {
     for (let seed = 0; seed < 4; seed++) await playSession(seed);
-    const app = server.app as unknown as { db: Database_; models: ModelRegistry };
-    const manager = new TrainingJobManager({ db: app.db.db, dataDir: join(dir, 'data'), registry: app.models, modelIO: { ...DEFAULT_MODEL_IO, options: { backend: 'wasm' } } });
+    const app = server.app as unknown as { db: DatabaseConnection; repos: Repositories; models: ModelRegistry };
+    const manager = new TrainingJobManager({ repos: app.repos, dataDir: join(dir, 'data'), registry: app.models, modelIO: { ...DEFAULT_MODEL_IO, options: { backend: 'wasm' } } });
     const job = manager.create({ algorithm: 'lamer', version: 'v1', activate: true, hyper: { lr: 1e-3, epochs: 3, minibatchSize: 2, gammaTraj: 0.6 } });
     let stepsWhileRunning = 0;
     let seed = 100;

@@ -10,7 +10,6 @@ import type { EngineSpec, PolicyEngine } from '../../policy/engine.js';
 import { RoutingEngine } from '../../policy/routing-engine.js';
 import { ModelRegistry } from '../../agent/models.js';
 import { SessionService } from '../../agent/sessions.js';
-import { HotQueries } from '../../db/queries.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -39,14 +38,13 @@ export default fp(
     // Every version kind through one engine: remote versions go to their server, the rest to the given engine.
     const routed = opts0.engine instanceof RoutingEngine ? opts0.engine : new RoutingEngine(opts0.engine, { logger: app.log });
     const opts = { ...opts0, engine: routed };
-    const models = new ModelRegistry(app.db.db, opts.engine);
+    const models = new ModelRegistry(app.repos.models, opts.engine);
     await models.init(opts.initialVersion.version, opts.initialVersion.checkpointDir, opts.initialVersion.spec);
     const m = app.metrics;
     const info = opts.engine.info();
     m.engineInfo.set({ engine: info.engine, backend: info.backend }, 1);
     const agent = new SessionService(
-      app.db.db,
-      new HotQueries(app.db.sqlite),
+      app.repos,
       opts.engine,
       models,
       opts.limits,

@@ -1,23 +1,27 @@
 /**
- * Decorates `app.training` (TrainingJobManager: queue, worker thread, new model versions) and
- * `app.trainingScheduler` (TrainingScheduler, or null when `config.training` sets neither
- * `everySessions` nor `cron`). On close: stop the schedule, cancel the running job (it stops after
- * its current iteration) and wait for it, before the engine and the database close.
+ * Decorates `app.training` (TrainingService, src/training/service.ts: the job rules over the
+ * TrainingJobManager's queue, worker thread and new model versions) and `app.trainingScheduler`
+ * (TrainingScheduler, or null when `config.training` sets neither `everySessions` nor `cron`).
+ * On close: stop the schedule, cancel the running job (it stops after its current iteration) and
+ * wait for it, before the engine and the database close.
  *
- * Jobs write checkpoints under `<dataDir>/checkpoints/<version>/`; the worker's model I/O is the
- * builtin GPT adapter on `config.tfjsBackend` unless `config.training.modelIO` names another.
+ * Jobs write checkpoints under `<dataDir>/checkpoints/<version>/`; sft demonstrations are read from
+ * (and inline ones written to) `<dataDir>/demos/`; the worker's model I/O is the builtin GPT
+ * adapter on `config.tfjsBackend` unless `config.training.modelIO` names another. Repositories come
+ * from `app.repos` (src/plugins/app/db.ts).
  */
+import path from 'node:path';
 import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
 import type { Config } from '../../config.js';
-import { jobCountsByStatus, runningJobs } from '../../db/jobs-repo.js';
 import { TrainingJobManager } from '../../training/manager.js';
 import { TrainingScheduler } from '../../training/scheduler.js';
+import { TrainingService } from '../../training/service.js';
 import { DEFAULT_MODEL_IO } from '../../training/worker.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
-    training: TrainingJobManager;
+    training: TrainingService;
     trainingScheduler: TrainingScheduler | null;
   }
 }
@@ -25,14 +29,16 @@ declare module 'fastify' {
 export default fp(
   async function training(app: FastifyInstance, opts: { config: Config }) {
     const { config } = opts;
+    const { repos } = app;
     const logger = app.log.child({ component: 'training' });
     const modelIO = config.training.modelIO ?? { ...DEFAULT_MODEL_IO, options: { backend: config.tfjsBackend } };
-    const manager = new TrainingJobManager({ db: app.db.db, dataDir: config.dataDir, registry: app.models, logger, modelIO });
+    const manager = new TrainingJobManager({ repos, dataDir: config.dataDir, registry: app.models, logger, modelIO });
+    const service = new TrainingService({ manager, jobs: repos.jobs, demosDir: path.join(config.dataDir, 'demos') });
     let scheduler: TrainingScheduler | null = null;
     const t = config.training;
     if (t.everySessions > 0 || t.cron !== null) {
       scheduler = new TrainingScheduler(
-        app.db.db,
+        repos.trainingData,
         manager,
         {
           ...(t.everySessions > 0 ? { everySessions: t.everySessions } : {}),
@@ -45,13 +51,13 @@ export default fp(
       logger.info({ everySessions: t.everySessions || null, cron: t.cron, algorithm: t.algorithm, activate: t.activate, nextRun: scheduler.nextRun() }, 'training schedule started');
     }
     // /metrics: progress of running jobs and job counts by status, read from the jobs table.
-    app.metrics.sources.runningJobs = () => runningJobs(app.db.db);
-    app.metrics.sources.jobsByStatus = () => jobCountsByStatus(app.db.db);
-    app.decorate('training', manager);
+    app.metrics.sources.runningJobs = () => repos.jobs.running();
+    app.metrics.sources.jobsByStatus = () => repos.jobs.countsByStatus();
+    app.decorate('training', service);
     app.decorate('trainingScheduler', scheduler);
     app.addHook('onClose', async () => {
       scheduler?.stop();
-      await manager.close();
+      await service.close();
     });
   },
   { name: 'training', dependencies: ['db', 'engine', 'metrics'] },

@@ -9,9 +9,8 @@
  * Sizes are checked before any model work (`candidateReserve`, EngineLimitError).
  */
 import { MULTI_TOKEN_BATCH_TOKENS } from '../../model/batcher.js';
-import { disposeCache } from '../../model/gpt-cached.js';
 import { drawIndex, rngFor, samplingLogprobs, type Rng } from '../../model/sampling.js';
-import { encodeCandidate, type EncodedPrompt } from '../../model/tokenizer.js';
+import type { EncodedPrompt } from '../../model/tokenizer.js';
 import { EngineError, EngineLimitError, type Generation, type PromptParts, type SamplingParams } from '../engine.js';
 import { onPrompt, type GenContext, type Prefilled } from './generate.js';
 import type { LoadedModel } from './versions.js';
@@ -51,28 +50,27 @@ export function candidateReserve(m: LoadedModel, candidates: string[], caps: Can
   let longest = 0;
   let total = 0;
   for (let i = 0; i < candidates.length; i++) {
-    const n = Buffer.byteLength(candidates[i]!, 'utf8') + 1;
+    const n = m.tokenizer.encode(candidates[i]!).length + 1;
     if (n > half) {
-      throw new EngineLimitError(`body/availableActions/${i}`, `is ${n} tokens (UTF-8 bytes + 1); model version ${m.version} takes candidates of at most ${half} tokens (half its context of ${m.model.config.block_size})`);
+      throw new EngineLimitError(`body/availableActions/${i}`, `is ${n} tokens (its tokens + EOS); model version ${m.version} takes candidates of at most ${half} tokens (half its context of ${m.model.config.block_size})`);
     }
     longest = Math.max(longest, n);
     total += n;
   }
   if (total > cap) {
     const which = cap === candidateCap ? 'LAMER_MAX_CANDIDATE_TOKENS' : 'when every candidate is scored';
-    throw new EngineLimitError('body/availableActions', `total ${total} tokens (UTF-8 bytes + 1 per action); at most ${cap} per call (${which})`);
+    throw new EngineLimitError('body/availableActions', `total ${total} tokens (each action's tokens + EOS); at most ${cap} per call (${which})`);
   }
   return longest;
 }
 
 /**
  * Walks the candidates' trie from the prefilled prompt (see `sampleCandidate`); the forced tokens
- * pending before a sampled position run in the same forward. `p.cache` ends holding `seq`.
- * @returns the chosen index, the output tokens and their logprobs, and the tokens in the cache.
+ * pending before a sampled position run in the same forward (`p.cache.extend`).
+ * @returns the chosen index, the output tokens and their logprobs.
  */
 async function walkTrie(m: LoadedModel, p: Prefilled, tokens: number[][], sampling: SamplingParams, rng: Rng) {
   let row = p.last;
-  const seq = p.enc.ids.slice(); // tokens in the cache
   const out: number[] = [];
   const logprobs: number[] = [];
   let pending: number[] = [];
@@ -87,12 +85,8 @@ async function walkTrie(m: LoadedModel, p: Prefilled, tokens: number[][], sampli
       t = allowed[0];
     } else {
       if (pending.length > 0) {
-        const [r] = await m.batcher.submit([{ cache: p.cache, tokens: pending, allPositions: false, keepCache: true }]);
-        disposeCache(p.cache);
-        p.cache = r.cache;
-        seq.push(...pending);
+        row = await p.cache.extend(pending);
         pending = [];
-        row = r.logprobs;
       }
       const dist = samplingLogprobs(row, sampling, allowed);
       t = drawIndex(dist, sampling.temperature, rng);
@@ -104,7 +98,7 @@ async function walkTrie(m: LoadedModel, p: Prefilled, tokens: number[][], sampli
     choice = live.find((c) => tokens[c].length === j + 1) ?? -1;
     if (choice < 0) pending.push(t);
   }
-  return { choice, out, logprobs, seq };
+  return { choice, out, logprobs };
 }
 
 /**
@@ -119,17 +113,17 @@ async function walkTrie(m: LoadedModel, p: Prefilled, tokens: number[][], sampli
 export async function sampleCandidate(
   ctx: GenContext, m: LoadedModel, caps: CandidateCaps, sessionId: string | null, prompt: PromptParts, candidates: string[], sampling: SamplingParams,
 ): Promise<Generation> {
-  const tokens = candidates.map(encodeCandidate);
+  const tokens = candidates.map((c) => m.tokenizer.encodeCandidate(c));
   const reserve = candidateReserve(m, candidates, caps);
   const rng: Rng = rngFor(sampling);
   return onPrompt(ctx, m, sessionId, prompt, reserve, 'constrained sampling failed', async (p) => {
-    const { choice, out, logprobs, seq } = await walkTrie(m, p, tokens, sampling, rng);
+    const { choice, out, logprobs } = await walkTrie(m, p, tokens, sampling, rng);
     const { enc } = p;
     const value: Generation = {
       output: candidates[choice], promptTokenIds: enc.ids, promptText: enc.text, promptTruncatedChars: enc.truncatedChars, outputTokenIds: out, logprobs,
       droppedSteps: enc.droppedSteps, modelVersion: m.version, choiceIndex: choice,
     };
-    return { value, tokens: seq };
+    return value;
   });
 }
 
@@ -160,15 +154,15 @@ export async function scoreCandidates(
 ): Promise<{ enc: EncodedPrompt; tokens: number[][]; logprobs: number[][] }> {
   const V = m.model.config.vocab_size;
   const reserve = candidateReserve(m, candidates, caps, true);
-  const tokens = candidates.map(encodeCandidate);
+  const tokens = candidates.map((c) => m.tokenizer.encodeCandidate(c));
   return onPrompt(ctx, m, sessionId, prompt, reserve, 'scoring failed', async (p) => {
     const chunks = scoringChunks(tokens);
     const results = new Map<number, Float32Array>();
     const done = await Promise.all(
-      chunks.map((ids) => m.batcher.submit(ids.map((i) => ({ cache: p.cache, tokens: tokens[i].slice(0, -1), allPositions: true, keepCache: false })))),
+      chunks.map((ids) => m.batcher.submit(ids.map((i) => ({ cache: p.cache.rows, tokens: tokens[i].slice(0, -1), allPositions: true, keepCache: false })))),
     );
     chunks.forEach((ids, k) => ids.forEach((i, r) => results.set(i, done[k][r].logprobs)));
     const logprobs = tokens.map((c, i) => c.map((t, j) => (j === 0 ? p.last[t] : results.get(i)![(j - 1) * V + t])));
-    return { value: { enc: p.enc, tokens, logprobs }, tokens: p.enc.ids.slice() };
+    return { enc: p.enc, tokens, logprobs };
   });
 }

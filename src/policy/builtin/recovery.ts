@@ -66,7 +66,7 @@ export class BackendRecovery {
     if (entry.generation !== backendGeneration()) {
       // a model of a replaced backend instance; when it is still the loaded one (the backend was
       // re-initialised by another engine of this process), reload
-      if (this.opts.versions.models.get(entry.version) === entry) this.start('the tfjs backend was re-initialised');
+      if (this.opts.versions.isCurrent(entry)) this.start('the tfjs backend was re-initialised');
       throw new EngineError(RETRY);
     }
     try {
@@ -93,9 +93,9 @@ export class BackendRecovery {
 
   private start(reason: string): void {
     if (this.recovering || this.failure !== null || this.opts.isDisposed()) return;
-    const { models } = this.opts.versions;
-    const versions = [...models.keys()]; // LRU order: the most recent is loaded last
-    const faulted = Math.min(backendGeneration(), ...[...models.values()].map((m) => m.generation));
+    const loaded = this.opts.versions.loaded();
+    const versions = loaded.map((m) => m.version); // LRU order: the most recent is loaded last
+    const faulted = Math.min(backendGeneration(), ...loaded.map((m) => m.generation));
     this.recovering = this.recover(versions, reason, faulted).finally(() => {
       this.recovering = null;
     });
@@ -109,7 +109,7 @@ export class BackendRecovery {
     try {
       await reinitBackend(log, faulted);
       for (const v of versions) {
-        const dir = this.opts.versions.dirs.get(v);
+        const dir = this.opts.versions.dirOf(v);
         if (dir) await this.opts.versions.doLoad(v, dir);
       }
       this.recoveries++;

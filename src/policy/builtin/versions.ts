@@ -6,7 +6,8 @@
  */
 import { backendGeneration } from '../../model/backend.js';
 import { ForwardBatcher } from '../../model/batcher.js';
-import { loadCheckpoint } from '../../model/checkpoint.js';
+import { checkpointText, loadCheckpoint } from '../../model/checkpoint.js';
+import type { Tokenizer } from '../../model/tokenizer.js';
 import type { CachedRow, CachedRowResult } from '../../model/gpt-cached.js';
 import type { GPT } from '../../model/gpt.js';
 import { EngineError } from '../engine.js';
@@ -17,6 +18,8 @@ export interface LoadedModel {
   version: string;
   dir: string;
   model: GPT;
+  /** The checkpoint's tokenizer (byte or game vocabulary; src/model/tokenizer.ts). */
+  tokenizer: Tokenizer;
   batcher: ForwardBatcher;
   inFlight: number;
   evicted: boolean;
@@ -40,13 +43,38 @@ export interface VersionCacheOptions {
 
 export class VersionCache {
   /** LRU order: oldest first. */
-  readonly models = new Map<string, LoadedModel>();
-  /** Checkpoint folder of every version ever loaded (for reloads). */
-  readonly dirs = new Map<string, string>();
+  private readonly models = new Map<string, LoadedModel>();
+  /** Checkpoint folder of every version ever asked for (for reloads). */
+  private readonly dirs = new Map<string, string>();
   private readonly loading = new Map<string, Promise<void>>();
 
   constructor(private readonly opts: VersionCacheOptions) {
     if (opts.maxLoadedVersions < 1) throw new Error('maxLoadedVersions must be >= 1');
+  }
+
+  /** Whether `version` is loaded now. */
+  has(version: string): boolean {
+    return this.models.has(version);
+  }
+
+  /** Whether `m` is the loaded entry of its version now (not evicted, not replaced by a reload). */
+  isCurrent(m: LoadedModel): boolean {
+    return this.models.get(m.version) === m;
+  }
+
+  /** Checkpoint folder `version` loads from (set by `setDir`), loaded now or not. */
+  dirOf(version: string): string | undefined {
+    return this.dirs.get(version);
+  }
+
+  /** Records the checkpoint folder of `version`, for its next load or reload. */
+  setDir(version: string, dir: string): void {
+    this.dirs.set(version, dir);
+  }
+
+  /** The loaded versions, least recently used first. */
+  loaded(): LoadedModel[] {
+    return [...this.models.values()];
   }
 
   /** Loads `version` unless loaded (marking it most recent) or loading (joining that load). */
@@ -69,8 +97,11 @@ export class VersionCache {
    */
   async doLoad(version: string, dir: string): Promise<void> {
     let model: GPT;
+    let tokenizer: Tokenizer;
     try {
-      ({ model } = await loadCheckpoint(dir));
+      const loaded = await loadCheckpoint(dir);
+      model = loaded.model;
+      tokenizer = checkpointText(loaded.metadata).tokenizer;
     } catch (err) {
       throw new EngineError(`cannot load model version ${version} from ${dir}: ${(err as Error).message}`, { cause: err });
     }
@@ -79,7 +110,7 @@ export class VersionCache {
       model.dispose();
       throw new EngineError(`model version ${version}: block_size ${model.config.block_size} too small for the generation caps (needs >= ${minBlock})`);
     }
-    const entry: LoadedModel = { generation: backendGeneration(), version, dir, model, batcher: undefined as unknown as ForwardBatcher, inFlight: 0, evicted: false };
+    const entry: LoadedModel = { generation: backendGeneration(), version, dir, model, tokenizer, batcher: undefined as unknown as ForwardBatcher, inFlight: 0, evicted: false };
     entry.batcher = new ForwardBatcher((rows) => this.opts.runForward(entry, rows), {
       windowMs: this.opts.batchWindowMs,
       maxBatchSize: this.opts.maxBatchSize,

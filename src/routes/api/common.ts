@@ -1,28 +1,14 @@
 /**
- * Schema helpers shared by the route folders: nullable types, string enums, free JSON objects and
- * the RFC 9457 problem document. Plain JSON Schema (OpenAPI 3.1 dialect) built with TypeBox.
+ * What the route folders share: the RFC 9457 problem document and the error responses every route
+ * declares, the bearer security requirement and the JSON size check. The TypeBox building blocks
+ * (nullable types, string enums, free JSON objects, positions) live in src/schema-helpers.ts, below
+ * the domain, and are re-exported here for the route schemas.
  */
-import { Type, type TSchema, type Static } from 'typebox';
+import { Type } from 'typebox';
 import { invalid } from '../../agent/errors.js';
+import { Nullable, Position } from '../../schema-helpers.js';
 
-/** `T | null` as `{type: [T, 'null']}` (fast to serialise; valid OpenAPI 3.1). */
-export function Nullable<T extends TSchema>(schema: T, opts: Record<string, unknown> = {}) {
-  const s = schema as unknown as { type?: string | string[] };
-  if (typeof s.type === 'string') {
-    return Type.Unsafe<Static<T> | null>({ ...(schema as object), ...opts, type: [s.type, 'null'] });
-  }
-  return Type.Unsafe<Static<T> | null>({ ...opts, anyOf: [schema, { type: 'null' }] });
-}
-
-/** A string restricted to `values`, as `{type: 'string', enum}`. */
-export function StringEnum<const T extends readonly string[]>(values: T, opts: Record<string, unknown> = {}) {
-  return Type.Unsafe<T[number]>({ ...opts, type: 'string', enum: [...values] });
-}
-
-/** Any JSON object. */
-export function FreeObject(opts: Record<string, unknown> = {}) {
-  return Type.Unsafe<Record<string, unknown>>({ ...opts, type: 'object', additionalProperties: true });
-}
+export { FreeObject, Nullable, Position, StringEnum } from '../../schema-helpers.js';
 
 /**
  * Refuse a free-form JSON value (`info`, `metadata`) whose JSON text is longer than `maxBytes`
@@ -35,11 +21,6 @@ export function checkJsonBytes(value: unknown, maxBytes: number, field: string, 
   const n = Buffer.byteLength(JSON.stringify(value), 'utf8');
   if (n > maxBytes) throw invalid(field, `is ${n} bytes of JSON; at most ${maxBytes} are allowed (${variable})`);
 }
-
-export const Position = Type.Object(
-  { attempt: Type.Integer({ minimum: 0 }), step: Type.Integer({ minimum: 0 }) },
-  { additionalProperties: false },
-);
 
 export const Problem = Type.Object(
   {

@@ -182,7 +182,7 @@ describe('idle expiry and training data', () => {
     expect(got.body.status).toBe('expired');
     const r = await call(url, 'POST', `/v1/sessions/${id}/steps`, { attempt: 0, step: 1, observation: 'o' }, auth(KEY_B));
     expectProblem(r, 409, 'session-not-active');
-    const records = selectTrainingRecords(app.db.db, {});
+    const records = selectTrainingRecords(app.repos.trainingData, {});
     expect(records.filter((x) => x.sessionId === id)).toEqual([]);
     expect(recordedPositions(id)).toEqual(['0/0']);
   });

@@ -17,7 +17,7 @@ import {
   Trajectory,
   TrajectoryQuery,
   makeSessionSchemas,
-} from './schemas.js';
+} from '../../../agent/schemas.js';
 
 const tags = ['sessions'];
 

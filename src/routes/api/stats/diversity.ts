@@ -1,20 +1,14 @@
 /**
  * `GET /v1/stats/diversity`: trajectory diversity per model version and env over the tenant's
- * newest completed sessions (src/agent/diversity.ts over the rows of src/db/trajectories.ts). A
- * falling value from one version to the next is exploration collapse.
- *
- * Reading the actions means reading the steps rows past their prompts (a few KB each): about
- * 250 ms for 2,000 sessions on the shared 2-core development VM under load. Answers are therefore kept (the 64 most recent queries)
- * and reused while the tenant's completed sessions are unchanged (`completedSessionsToken`), so a
- * dashboard polling it re-reads nothing until a session completes.
+ * newest completed sessions (`app.agent.diversity`, src/agent/diversity.ts; cached while they are
+ * unchanged). A falling value from one version to the next is exploration collapse.
  */
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import { bearer, errorResponses, Nullable, StringEnum } from '../common.js';
+import { bearer, errorResponses } from '../common.js';
+import { Nullable, StringEnum } from '../../../schema-helpers.js';
 import { SESSION_MODES } from '../../../domain.js';
-import { attemptTrajectories, completedSessionsToken } from '../../../db/trajectories.js';
-import { diversityByVersion } from '../../../agent/diversity.js';
 
 export const DiversityQuery = Type.Object(
   {
@@ -43,12 +37,8 @@ export const Diversity = Type.Object({
   ),
 });
 
-const CACHE_ENTRIES = 64;
-
 const diversityRoutes: FastifyPluginAsync = async (fastify) => {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
-  // query key -> { token, answer }; Map order is the LRU order (oldest first).
-  const cache = new Map<string, { token: string; answer: ReturnType<typeof diversityByVersion> }>();
   app.get(
     '/v1/stats/diversity',
     {
@@ -62,14 +52,7 @@ const diversityRoutes: FastifyPluginAsync = async (fastify) => {
     },
     async (req) => {
       const { maxSessions = 2000, ...f } = req.query;
-      const key = JSON.stringify([req.tenant, f.env, f.mode, f.modelVersion, f.taskId, maxSessions]);
-      const token = completedSessionsToken(app.db.sqlite, req.tenant);
-      const hit = cache.get(key);
-      cache.delete(key);
-      const answer = hit && hit.token === token ? hit.answer : diversityByVersion(attemptTrajectories(app.db.sqlite, req.tenant, f, maxSessions));
-      cache.set(key, { token, answer });
-      if (cache.size > CACHE_ENTRIES) cache.delete(cache.keys().next().value!);
-      return answer;
+      return app.agent.diversity(req.tenant, f, maxSessions);
     },
   );
 };

@@ -7,7 +7,7 @@ import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { bearer, checkJsonBytes, errorResponses, Problem } from '../common.js';
-import { StepAnswer, makeSessionSchemas } from '../sessions/schemas.js';
+import { StepAnswer, makeSessionSchemas } from '../../../agent/schemas.js';
 import { retryAfterOf, toProblem } from '../../../plugins/app/errors.js';
 
 const BatchResult = Type.Object({

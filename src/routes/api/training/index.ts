@@ -2,134 +2,23 @@
  * Training-job routes (DESIGN §3 `training/jobs`): create, list (filters, cursor
  * pagination, newest first), get (status, progress, data counts with skipped groups, metrics per
  * iteration, result version, error), cancel. Admin key required when API keys are configured.
- * Dependencies by decoration: `app.training` (TrainingJobManager, src/plugins/app/training.ts).
+ * Dependencies by decoration: `app.training` (TrainingService, src/training/service.ts), which
+ * holds every job rule; these handlers only pass requests through.
  *
  * Cancel is `POST /v1/training/jobs/{id}/cancel`: a queued job becomes `cancelled` at once (200);
  * a running one stops after its current iteration (202, the job as it is now); a cancelled one is
  * returned unchanged (200); a succeeded or failed one is a 409 problem.
  */
-import { randomUUID } from 'node:crypto';
-import { existsSync, statSync, writeFileSync } from 'node:fs';
-import path from 'node:path';
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import type { Static } from 'typebox';
-import type { TrainingJobRow } from '../../../db/schema.js';
-import { listJobs } from '../../../db/jobs-repo.js';
-import { DomainError, invalid, notFound } from '../../../agent/errors.js';
-import { ensureDirSync } from '../../../ensure-dir.js';
-import type { CreateJobRequest } from '../../../training/manager.js';
-import type { DataFilter } from '../../../training/select.js';
-import type { IterationMetrics } from '../../../training/job.js';
+import { CreateJob, Job, JobList, JobParams, ListJobsQuery } from '../../../training/schemas.js';
 import { bearer, errorResponses } from '../common.js';
-import { CreateJob, Job, JobList, JobParams, ListJobsQuery } from './schemas.js';
 
 const tags = ['training'];
-
-const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
-
-/** `<dataDir>/demos`: where sft demonstrations are read from (and inline ones written to). */
-const demosDirOf = (app: FastifyInstance) => path.join(app.config.dataDir, 'demos');
-
-/** A job as listed: everything but the per-iteration metrics. */
-function summaryOf(r: TrainingJobRow, demosDir: string) {
-  const c = r.config as Partial<CreateJobRequest> & { baseVersion?: string; dataStats?: unknown };
-  const metrics = (r.metrics ?? []) as IterationMetrics[];
-  const data = c.data ? { ...c.data, ...(c.data.since !== undefined ? { since: iso(c.data.since) } : {}) } : null;
-  return {
-    id: r.id,
-    algorithm: r.algorithm,
-    status: r.status,
-    progress: r.progress,
-    baseVersion: c.baseVersion ?? '',
-    version: c.version ?? null,
-    resultVersion: r.resultVersion,
-    activateWhenDone: c.activate === true,
-    data: r.algorithm === 'sft' ? null : data,
-    demonstrations: c.demosPath ? path.relative(demosDir, c.demosPath) : null,
-    hyperparameters: (c.hyper ?? {}) as Record<string, unknown>,
-    dataStats: (c.dataStats ?? null) as never,
-    iterations: metrics.length,
-    lastMetrics: metrics.length > 0 ? metrics[metrics.length - 1]! : null,
-    error: r.error,
-    createdAt: iso(r.createdAt)!,
-    startedAt: iso(r.startedAt),
-    finishedAt: iso(r.finishedAt),
-  };
-}
-
-/** A job with its metrics per iteration. */
-const viewOf = (r: TrainingJobRow, demosDir: string) => ({ ...summaryOf(r, demosDir), metrics: (r.metrics ?? []) as IterationMetrics[] });
-
-/** The job `id`. @throws DomainError `not-found`. */
-function findJob(app: FastifyInstance, id: string): TrainingJobRow {
-  const r = app.training.get(id);
-  if (!r) throw notFound(`training job '${id}'`);
-  return r;
-}
-
-/**
- * The JSONL file an sft job reads: an existing file under <dataDir>/demos/, or the inline sessions
- * written there. @throws DomainError `validation` naming the demonstrations field at fault.
- */
-function demosFile(demosDir: string, d: { path?: string; sessions?: unknown[] } | undefined): string {
-  if (!d || (d.path === undefined) === (d.sessions === undefined)) {
-    throw invalid('body/demonstrations', 'an sft job needs exactly one of demonstrations.path or demonstrations.sessions');
-  }
-  if (d.path !== undefined) {
-    const rel = d.path;
-    if (rel.startsWith('/') || rel.split('/').includes('..')) throw invalid('body/demonstrations/path', 'must be relative to the demos folder, without ..');
-    const file = path.join(demosDir, rel);
-    if (!existsSync(file) || !statSync(file).isFile()) throw invalid('body/demonstrations/path', `no file '${rel}' in the data directory's demos/ folder`);
-    return file;
-  }
-  ensureDirSync(path.join(demosDir, 'inline'));
-  const file = path.join(demosDir, 'inline', `${randomUUID()}.jsonl`);
-  writeFileSync(file, d.sessions!.map((s) => JSON.stringify(s)).join('\n') + '\n');
-  return file;
-}
-
-/** The data filter of a request body (`since` as ms since the epoch). @throws DomainError `validation`. */
-function dataFilterOf(data: Static<typeof CreateJob>['data']): DataFilter | undefined {
-  if (!data) return undefined;
-  const { since, ...rest } = data;
-  const filter: DataFilter = { ...rest };
-  if (since !== undefined) {
-    const ms = Date.parse(since);
-    if (!Number.isFinite(ms)) throw invalid('body/data/since', 'must be a date-time');
-    filter.since = ms;
-  }
-  return filter;
-}
-
-/** The manager's request for a create body. @throws DomainError `validation` for a body that mixes sft and RL fields. */
-function jobRequestOf(b: Static<typeof CreateJob>, demosDir: string): CreateJobRequest {
-  const isSft = b.algorithm === 'sft';
-  if (!isSft && b.demonstrations !== undefined) throw invalid('body/demonstrations', `only sft jobs take demonstrations, not ${b.algorithm}`);
-  // RL trains at the positions the sampler served (offset 0): see TrainingHyper.positionOffset
-  if (!isSft && b.hyperparameters?.positionOffset === 'random') throw invalid('body/hyperparameters/positionOffset', `random position offsets are for sft jobs only, not ${b.algorithm}`);
-  // warm-up and final ratio shape the cosine schedule; with a constant lr they would be silently ignored
-  const hp = b.hyperparameters;
-  for (const k of ['warmupSteps', 'minLrRatio'] as const) {
-    if (hp?.[k] !== undefined && hp.lrSchedule !== 'cosine') throw invalid(`body/hyperparameters/${k}`, `applies to lrSchedule 'cosine' only (lrSchedule is ${hp.lrSchedule ?? "'constant' by default"})`);
-  }
-  if (isSft && b.data !== undefined) throw invalid('body/data', 'sft jobs train on demonstrations, not on recorded sessions');
-  const data = dataFilterOf(b.data);
-  return {
-    algorithm: b.algorithm,
-    ...(data ? { data } : {}),
-    ...(isSft ? { demosPath: demosFile(demosDir, b.demonstrations) } : {}),
-    ...(b.baseVersion !== undefined ? { baseVersion: b.baseVersion } : {}),
-    ...(b.version !== undefined ? { version: b.version } : {}),
-    activate: b.activateWhenDone ?? false,
-    ...(b.hyperparameters ? { hyper: b.hyperparameters } : {}),
-  };
-}
 
 /** POST /v1/training/jobs: queue a job (201 with Location). */
 function createRoute(fastify: FastifyInstance): void {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
-  const demosDir = demosDirOf(app);
   app.post(
     '/v1/training/jobs',
     {
@@ -145,12 +34,10 @@ function createRoute(fastify: FastifyInstance): void {
       },
     },
     async (req, reply) => {
-      const request = jobRequestOf(req.body, demosDir);
-      // refusals are DomainErrors by kind: conflict (version taken), validation, overloaded (closing)
-      const row = app.training.create(request);
-      req.log.info({ jobId: row.id, algorithm: row.algorithm }, 'training job created');
-      reply.code(201).header('location', `/v1/training/jobs/${row.id}`);
-      return viewOf(row, demosDir);
+      const job = app.training.create(req.body);
+      req.log.info({ jobId: job.id, algorithm: job.algorithm }, 'training job created');
+      reply.code(201).header('location', `/v1/training/jobs/${job.id}`);
+      return job;
     },
   );
 }
@@ -158,7 +45,6 @@ function createRoute(fastify: FastifyInstance): void {
 /** GET /v1/training/jobs: newest first, filters, cursor pagination. */
 function listRoute(fastify: FastifyInstance): void {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
-  const demosDir = demosDirOf(app);
   app.get(
     '/v1/training/jobs',
     {
@@ -170,21 +56,13 @@ function listRoute(fastify: FastifyInstance): void {
         response: { 200: JobList, ...errorResponses },
       },
     },
-    async (req) => {
-      const { status, algorithm, cursor } = req.query;
-      const limit = req.query.limit ?? 50;
-      const rows = listJobs(app.db.db, { ...(status ? { status } : {}), ...(algorithm ? { algorithm } : {}), ...(cursor ? { cursor } : {}), limit });
-      const page = rows.slice(0, limit);
-      const last = page[page.length - 1];
-      return { items: page.map((r) => summaryOf(r, demosDir)), nextCursor: rows.length > limit && last ? `${last.createdAt}~${last.id}` : null };
-    },
+    async (req) => app.training.list(req.query),
   );
 }
 
 /** GET /v1/training/jobs/:id. */
 function getRoute(fastify: FastifyInstance): void {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
-  const demosDir = demosDirOf(app);
   app.get(
     '/v1/training/jobs/:id',
     {
@@ -196,14 +74,13 @@ function getRoute(fastify: FastifyInstance): void {
         response: { 200: Job, ...errorResponses },
       },
     },
-    async (req) => viewOf(findJob(app, req.params.id), demosDir),
+    async (req) => app.training.get(req.params.id),
   );
 }
 
-/** POST /v1/training/jobs/:id/cancel. @throws DomainError `conflict` for a job that already finished. */
+/** POST /v1/training/jobs/:id/cancel (202 while the job is still running). */
 function cancelRoute(fastify: FastifyInstance): void {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
-  const demosDir = demosDirOf(app);
   app.post(
     '/v1/training/jobs/:id/cancel',
     {
@@ -216,14 +93,10 @@ function cancelRoute(fastify: FastifyInstance): void {
       },
     },
     async (req, reply) => {
-      const before = findJob(app, req.params.id);
-      if (before.status === 'succeeded' || before.status === 'failed') {
-        throw new DomainError('conflict', `training job '${before.id}' already ${before.status}`);
-      }
-      const after = app.training.cancel(before.id) ?? before;
-      if (after.status === 'running') reply.code(202);
-      req.log.info({ jobId: before.id, status: after.status }, 'training job cancel requested');
-      return viewOf(after, demosDir);
+      const { job, running } = app.training.cancel(req.params.id);
+      if (running) reply.code(202);
+      req.log.info({ jobId: job.id, status: job.status }, 'training job cancel requested');
+      return job;
     },
   );
 }

@@ -1,10 +1,11 @@
 /**
  * TypeBox schemas of the session resource (docs/protocol.md): create body, Session, step body and
- * answer, trajectory, memory. Size limits come from the server configuration.
+ * answer, trajectory, memory. The session service's answer types derive from them
+ * (./session-types.ts) and the session routes declare them. Size limits come from the server
+ * configuration (`config.limits` fits `SchemaLimits`).
  */
 import { Type, type Static } from 'typebox';
-import type { Limits } from '../../../config.js';
-import { FreeObject, Nullable, Position, StringEnum } from '../common.js';
+import { FreeObject, Nullable, Position, StringEnum } from '../schema-helpers.js';
 import {
   ATTEMPT_STATUSES,
   END_REASONS,
@@ -13,7 +14,7 @@ import {
   SESSION_MODES,
   SESSION_STATUSES,
   STEP_KINDS,
-} from '../../../domain.js';
+} from '../domain.js';
 
 const MAX_REWARD = 1e9;
 
@@ -108,7 +109,21 @@ export const StepAnswer = Type.Object({
   session: Type.Object({ status: StringEnum(SESSION_STATUSES), next: Nullable(Position) }),
 });
 
-export function makeSessionSchemas(limits: Limits) {
+/** The request-size limits the body schemas are made from (the matching fields of `config.limits`). */
+export interface SchemaLimits {
+  instructionsChars: number;
+  maxAttempts: number;
+  maxStepsCap: number;
+  defaultMaxSteps: number;
+  observationChars: number;
+  actionChars: number;
+  availableActions: number;
+  batchItems: number;
+  reflectionChars: number;
+}
+
+/** The body schemas whose bounds are the server's limits: create, step, batch item and body, reflection edit. */
+export function makeSessionSchemas(limits: SchemaLimits) {
   const CreateSession = Type.Object(
     {
       taskId: Type.String({ minLength: 1, maxLength: 1024, description: 'task instance; sessions with one taskId form a group' }),

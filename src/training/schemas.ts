@@ -8,8 +8,8 @@
  * `sessions` (small sets; bounded by the request body limit); exactly one of the two.
  */
 import { Type } from 'typebox';
-import { FreeObject, Nullable, StringEnum } from '../common.js';
-import { ALGORITHMS, JOB_STATUSES, OLD_LOGPROB_SOURCES, LR_SCHEDULES, POSITION_OFFSETS, RETURN_MODES } from '../../../domain.js';
+import { FreeObject, Nullable, StringEnum } from '../schema-helpers.js';
+import { ALGORITHMS, JOB_STATUSES, OLD_LOGPROB_SOURCES, LR_SCHEDULES, POSITION_OFFSETS, RETURN_MODES } from '../domain.js';
 
 export const DataFilter = Type.Object(
   {
@@ -88,6 +88,16 @@ export const Hyperparameters = Type.Object(
   },
   { additionalProperties: false },
 );
+
+/**
+ * The one cross-field rule on `positionOffset`: 'random' offsets are for sft jobs only, because an
+ * RL job trains at the positions the sampler served (offset 0; src/training/job.ts TrainingHyper).
+ * Checked by the training service on a create body and by the job runner for in-process runs.
+ * @returns why `positionOffset` is refused for `algorithm` (without the field name), or null.
+ */
+export function positionOffsetConflict(algorithm: string, positionOffset: string | undefined): string | null {
+  return positionOffset === 'random' && algorithm !== 'sft' ? `'random' is for sft jobs only (${algorithm} trains at the positions the sampler served)` : null;
+}
 
 export const CreateJob = Type.Object(
   {

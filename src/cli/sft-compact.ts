@@ -1,0 +1,318 @@
+/**
+ * `npm run model:sft-base`: trains the shipped builtin model (models/base) from scratch on this
+ * machine: a GPT that reads the `compact` prompt format through the game vocabulary
+ * (src/envs/vocab.ts), trained on solver demonstrations with soft targets
+ * (src/envs/compact-data.ts, src/training/data/compact-sft.ts), the 8 board symmetries, a
+ * curriculum of board sizes, failures on purpose with factual reflections, and DAgger rounds (the
+ * model plays training tasks; the solver labels the states it reaches).
+ *
+ * Progress goes to stderr; the learning curve (held-out solver agreement and greedy pass@1/pass@3
+ * against steps, examples, tokens and seconds) to `<out>/learning-curve.json`; the checkpoint to
+ * `<out>` (model.json + weights.bin) at each evaluation and at the end.
+ *
+ *   npm run model:sft-base -- [--out models/base] [--minutes 100] [--layers 4] [--embd 128] ...
+ * `--help` lists every option with its default.
+ */
+import { parseArgs } from 'node:util';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import * as tf from '@tensorflow/tfjs';
+import { renderActPrompt, renderReflectionPrompt, type PromptAttempt } from '../agent/prompt.js';
+import { initBackend } from '../model/backend.js';
+import { saveCheckpoint } from '../model/checkpoint.js';
+import { countParams, initModel, type GPT, type GPTConfig } from '../model/gpt.js';
+import type { CompactPromptFormat } from '../model/prompt-format.js';
+import { EOS, GameTokenizer, type Tokenizer } from '../model/tokenizer.js';
+import {
+  noisyPolicy, playCompactTrial, randomAction, solverPolicy, symmetriesFor, symmetry, transformTrial, type CompactTrial, type TrialPolicy,
+} from '../envs/compact-data.js';
+import { evalSeed, parseEnvName, trainSeed } from '../envs/index.js';
+import { Rng } from '../envs/rng.js';
+import { GAME_ENV_TAGS, gameVocabulary } from '../envs/vocab.js';
+import { compactExamples, type CompactExample } from '../training/data/compact-sft.js';
+import { disposeSoftBatch, makeSoftBatch, positionLogits, softTargetLoss } from '../training/maths/soft-targets.js';
+import { AdamW, clipByGlobalNorm } from '../training/losses.js';
+import type { EnvKind } from '../domain.js';
+
+const USAGE = `usage: npm run model:sft-base -- [options]
+  --out DIR            checkpoint folder (default models/base)
+  --minutes M          training wall-clock budget in minutes, evaluations excluded (default 100)
+  --steps N            stop after N optimiser steps instead (default: none)
+  --layers N --embd N --heads N --block N   model shape (default 4, 128, 4, 384)
+  --batch N            sequences per step (default 32)
+  --lr X               peak learning rate, linear warm-up 200 steps then cosine to 10% (default 0.002)
+  --curriculum LIST    env:weight,... (default minesweeper-4x4-2:1,minesweeper-5x5-3:1,minesweeper-6x6-3:4,sokoban-5x5-1:1,sokoban-6x6-1:1,sokoban-6x6-2:3)
+  --dagger-from F      fraction of the budget after which DAgger rounds start (default 0.35)
+  --dagger-share F     share of new trials played by the model once DAgger runs (default 0.5)
+  --eval-every N       steps between held-out evaluations (default 500)
+  --eval-tasks N       held-out tasks per game per evaluation (default 64)
+  --seed N             initialisation and data seed (default 1)
+  --help, -h           this text`;
+
+interface Options {
+  out: string; minutes: number; steps: number | null; layers: number; embd: number; heads: number; block: number;
+  batch: number; lr: number; curriculum: Array<{ env: string; weight: number }>; daggerFrom: number; daggerShare: number;
+  evalEvery: number; evalTasks: number; seed: number;
+}
+
+const DEFAULT_CURRICULUM = 'minesweeper-4x4-2:1,minesweeper-5x5-3:1,minesweeper-6x6-3:4,sokoban-5x5-1:1,sokoban-6x6-1:1,sokoban-6x6-2:3';
+
+function fail(msg: string): never {
+  process.stderr.write(`model:sft-base: ${msg}\n${USAGE}\n`);
+  process.exit(2);
+}
+
+function num(name: string, v: string | undefined, def: number, lo: number, hi: number, int = true): number {
+  if (v === undefined) return def;
+  const x = Number(v);
+  if (!Number.isFinite(x) || (int && !Number.isInteger(x)) || x < lo || x > hi) fail(`--${name} must be ${int ? 'an integer' : 'a number'} in [${lo}, ${hi}], got '${v}'`);
+  return x;
+}
+
+/** Parses the command line. Exits 2 with one line for a bad option, 0 after --help. */
+export function parseOptions(argv: string[]): Options {
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    ({ values } = parseArgs({
+      args: argv, strict: true, allowPositionals: false,
+      options: Object.fromEntries(['out', 'minutes', 'steps', 'layers', 'embd', 'heads', 'block', 'batch', 'lr', 'curriculum', 'dagger-from', 'dagger-share', 'eval-every', 'eval-tasks', 'seed']
+        .map((k) => [k, { type: 'string' as const }]).concat([['help', { type: 'boolean' as const, short: 'h' } as never]])),
+    }) as { values: Record<string, string | boolean | undefined> });
+  } catch (e) {
+    fail((e as Error).message);
+  }
+  if (values.help) {
+    process.stdout.write(USAGE + '\n');
+    process.exit(0);
+  }
+  const s = (k: string) => values[k] as string | undefined;
+  const curriculum = (s('curriculum') ?? DEFAULT_CURRICULUM).split(',').map((item) => {
+    const [env, w] = item.split(':');
+    try {
+      parseEnvName(env ?? '');
+    } catch (e) {
+      fail(`--curriculum: ${(e as Error).message}`);
+    }
+    const weight = w === undefined ? 1 : Number(w);
+    if (!(weight > 0)) fail(`--curriculum: weight of ${env} must be > 0`);
+    return { env: env!, weight };
+  });
+  const embd = num('embd', s('embd'), 128, 16, 1024);
+  const heads = num('heads', s('heads'), 4, 1, 64);
+  if (embd % heads !== 0) fail(`--embd (${embd}) must be divisible by --heads (${heads})`);
+  return {
+    out: s('out') ?? 'models/base',
+    minutes: num('minutes', s('minutes'), 100, 0.05, 10_000, false),
+    steps: s('steps') === undefined ? null : num('steps', s('steps'), 0, 1, 10_000_000),
+    layers: num('layers', s('layers'), 4, 1, 48), embd, heads,
+    block: num('block', s('block'), 384, 128, 4096),
+    batch: num('batch', s('batch'), 32, 1, 4096),
+    lr: num('lr', s('lr'), 0.002, 1e-6, 1, false),
+    curriculum,
+    daggerFrom: num('dagger-from', s('dagger-from'), 0.35, 0, 1, false),
+    daggerShare: num('dagger-share', s('dagger-share'), 0.5, 0, 1, false),
+    evalEvery: num('eval-every', s('eval-every'), 500, 1, 1_000_000),
+    evalTasks: num('eval-tasks', s('eval-tasks'), 64, 1, 100_000),
+    seed: num('seed', s('seed'), 1, 0, 2 ** 31 - 1),
+  };
+}
+
+/** Generation caps the builtin engine reserves after a prompt (src/model/sampling.ts defaults). */
+const ACTION_RESERVE = 64;
+const REFLECTION_RESERVE = 256;
+
+/** Greedy decode of up to `max` tokens after `ids` (full forward each token; prompts are short). */
+function greedy(model: GPT, ids: number[], max: number): number[] {
+  const out: number[] = [];
+  const seq = ids.slice();
+  for (let j = 0; j < max; j++) {
+    const t = tf.tidy(() => {
+      const idx = tf.tensor2d(Int32Array.from(seq), [1, seq.length], 'int32');
+      const logits = positionLogits(model, idx, tf.tensor1d([seq.length - 1], 'int32'));
+      return logits.argMax(-1).dataSync()[0]!;
+    });
+    out.push(t);
+    if (t === EOS || seq.length + 1 >= model.config.block_size) break;
+    seq.push(t);
+  }
+  return out;
+}
+
+/** The model as a trial policy (greedy), reading the compact prompt with its memory lines. */
+function modelPolicy(model: GPT, tok: Tokenizer, format: CompactPromptFormat, instructionsOf: (env: EnvKind) => string): TrialPolicy {
+  return (c) => {
+    const previousAttempts: PromptAttempt[] = c.memory.map((m) => ({ steps: [], finalObservation: '', success: false, reflection: m }));
+    const parts = renderActPrompt({
+      instructions: instructionsOf(c.env), memory: 'reflection_only', attempt: c.attempt, previousAttempts, steps: [], observation: c.observation, env: c.env, format,
+    });
+    const enc = tok.fitPrompt(parts, model.config.block_size, ACTION_RESERVE);
+    const out = greedy(model, enc.ids, c.env === 'minesweeper' ? 2 : 8);
+    return tok.decode(out.filter((t) => t !== EOS));
+  };
+}
+
+interface EvalPoint { env: string; tasks: number; agreement: number; invalid: number; pass1: number; pass3: number; reflectionsNamingMine: number | null }
+
+/**
+ * Held-out evaluation on the first `tasks` eval seeds of each target env: greedy play, 3 attempts
+ * with the model's own reflections; agreement = share of decisions whose answer is one of the
+ * solver's equally good answers (for Sokoban: whose first move is); invalid = share of decisions
+ * that were invalid actions (MineSweeper: not a hidden cell).
+ */
+function evaluate(model: GPT, tok: Tokenizer, format: CompactPromptFormat, envName: string, tasks: number): EvalPoint {
+  let agree = 0, decisions = 0, invalid = 0, p1 = 0, p3 = 0, mineRefl = 0, mineFails = 0;
+  const instr = (env: EnvKind) => env;
+  for (let i = 0; i < tasks; i++) {
+    const seed = evalSeed(0, i);
+    const memory: string[] = [];
+    const base = modelPolicy(model, tok, format, instr);
+    let solved = -1;
+    for (let n = 0; n < 3 && solved < 0; n++) {
+      const policy: TrialPolicy = (c) => {
+        const a = base({ ...c, memory, attempt: n });
+        decisions++;
+        if (c.choices && c.target !== null) {
+          const first = c.choices[0]!;
+          if (first.some((p) => a.startsWith(p))) agree++;
+        }
+        if (c.env === 'minesweeper') {
+          const m = /^\((\d+), (\d+)\)$/.exec(a.trim());
+          const rows = c.observation.split('\n').slice(1).map((l) => l.slice(l.indexOf(' ') + 1));
+          if (!m || rows[Number(m[1]) - 1]?.[Number(m[2]) - 1] !== '?') invalid++;
+        }
+        return a;
+      };
+      const trial = playCompactTrial({ envName, seed, maxAttempts: 1, policy, rngSeed: seed });
+      const att = trial.attempts[0]!;
+      if (att.success) solved = n;
+      else if (n < 2) {
+        // the model's own reflection, from the compact reflection prompt
+        const steps = att.steps.map((s) => ({ observation: s.observation, action: s.action }));
+        const previousAttempts: PromptAttempt[] = memory.map((m) => ({ steps: [], finalObservation: '', success: false, reflection: m }));
+        const parts = renderReflectionPrompt({ instructions: trial.env, memory: 'reflection_only', attempt: n, previousAttempts, steps, finalObservation: att.finalObservation, env: trial.env, format });
+        const enc = tok.fitPrompt(parts, model.config.block_size, REFLECTION_RESERVE);
+        const text = tok.decode(greedy(model, enc.ids, 24).filter((t) => t !== EOS)).trim();
+        if (trial.env === 'minesweeper' && att.finalObservation.includes('*')) {
+          mineFails++;
+          const last = att.steps[att.steps.length - 1]!.action.trim();
+          if (text.includes(last)) mineRefl++;
+        }
+        memory.push(text);
+      }
+    }
+    if (solved === 0) p1++;
+    if (solved >= 0) p3++;
+  }
+  return {
+    env: envName, tasks, agreement: agree / Math.max(1, decisions), invalid: invalid / Math.max(1, decisions),
+    pass1: p1 / tasks, pass3: p3 / tasks, reflectionsNamingMine: mineFails ? mineRefl / mineFails : null,
+  };
+}
+
+/** Learning rate at step s: linear warm-up over 200 steps, then cosine to 10% over `total`. */
+function lrAt(peak: number, s: number, total: number): number {
+  if (s < 200) return (peak * (s + 1)) / 200;
+  const p = Math.min(1, (s - 200) / Math.max(1, total - 200));
+  return peak * (0.1 + 0.45 * (1 + Math.cos(Math.PI * p)));
+}
+
+async function main(): Promise<void> {
+  const o = parseOptions(process.argv.slice(2));
+  const backend = await initBackend('wasm');
+  const tok = new GameTokenizer(gameVocabulary());
+  const format: CompactPromptFormat = { name: 'compact', envTags: [...GAME_ENV_TAGS], historySteps: 0 };
+  const config: GPTConfig = { vocab_size: tok.vocabSize, block_size: o.block, n_layer: o.layers, n_head: o.heads, n_embd: o.embd };
+  const model = initModel(config, o.seed);
+  const opt = new AdamW(model.trainableVariables, { lr: o.lr, weightDecay: 0.01 });
+  const rng = new Rng(o.seed * 7919 + 17);
+  const exOpts = { tokenizer: tok, format, blockSize: o.block, actionReserve: ACTION_RESERVE, reflectionReserve: REFLECTION_RESERVE };
+  const totalW = o.curriculum.reduce((s, c) => s + c.weight, 0);
+  const pickEnv = () => {
+    let r = rng.next() * totalW;
+    for (const c of o.curriculum) if ((r -= c.weight) < 0) return c.env;
+    return o.curriculum[o.curriculum.length - 1]!.env;
+  };
+  mkdirSync(o.out, { recursive: true });
+  process.stderr.write(`model:sft-base: backend ${backend}; ${config.n_layer}x${config.n_embd}, ${countParams(config)} parameters, vocabulary ${tok.vocabSize}; budget ${o.steps ? `${o.steps} steps` : `${o.minutes} min`}\n`);
+
+  let trialCounter = 0;
+  let daggerTrials = 0;
+  const pool: CompactExample[] = [];
+  const POOL = 4096;
+  const refill = (daggerOn: boolean) => {
+    while (pool.length < POOL) {
+      const envName = pickEnv();
+      const seed = trainSeed(o.seed * 1_000_000, trialCounter++);
+      const byModel = daggerOn && rng.next() < o.daggerShare;
+      const noise = [0, 0.1, 0.3][rng.int(3)]!;
+      const policy: TrialPolicy = byModel
+        ? (() => { const mp = modelPolicy(model, tok, format, (e) => e); return (c) => (c.rng.next() < noise / 3 ? randomAction(c.env, c.observation, c.rng) : mp(c)); })()
+        : noise === 0 ? solverPolicy : noisyPolicy(noise);
+      if (byModel) daggerTrials++;
+      let trial: CompactTrial = playCompactTrial({ envName, seed, maxAttempts: 3, policy, rngSeed: seed ^ 0x5bd1e995 });
+      const { params } = parseEnvName(envName) as { params: { rows: number; cols: number } };
+      const syms = symmetriesFor(params.rows, params.cols);
+      trial = transformTrial(trial, symmetry(syms[rng.int(syms.length)]!));
+      for (const ex of compactExamples(trial, exOpts)) pool.push(ex);
+    }
+  };
+
+  const curve: Array<Record<string, unknown>> = [];
+  const started = Date.now();
+  let trainMs = 0;
+  let examples = 0, tokens = 0, lossSum = 0, lossN = 0;
+  const budgetMs = o.minutes * 60_000;
+  const estTotal = o.steps ?? 1_000_000;
+  let totalSteps = o.steps ?? 0;
+  const evalTargets = ['minesweeper-6x6-3', 'sokoban-6x6-2'];
+  const doEval = async (step: number) => {
+    const t0 = Date.now();
+    const points = evalTargets.map((e) => evaluate(model, tok, format, e, o.evalTasks));
+    const point = { step, examples, tokens, trainSeconds: Math.round(trainMs / 1000), loss: lossN ? lossSum / lossN : null, daggerTrials, evalSeconds: Math.round((Date.now() - t0) / 1000), games: points };
+    curve.push(point);
+    lossSum = 0; lossN = 0;
+    process.stderr.write(`eval @${step}: ${points.map((p) => `${p.env} agree ${(100 * p.agreement).toFixed(1)}% invalid ${(100 * p.invalid).toFixed(1)}% pass@1 ${(100 * p.pass1).toFixed(1)}% pass@3 ${(100 * p.pass3).toFixed(1)}%${p.reflectionsNamingMine !== null ? ` refl-names-mine ${(100 * p.reflectionsNamingMine).toFixed(0)}%` : ''}`).join(' | ')}\n`);
+    const meta = {
+      version: 'base', recipe: 'compact SFT: solver soft targets, 8 symmetries, curriculum, failures with factual reflections, DAgger',
+      options: { ...o }, trainSeconds: Math.round(trainMs / 1000), wallSeconds: Math.round((Date.now() - started) / 1000), steps: step, examples, tokens,
+    };
+    await saveCheckpoint(model, o.out, meta, { tokenizer: tok, promptFormat: format });
+    writeFileSync(path.join(o.out, 'learning-curve.json'), JSON.stringify({ config, vocabulary: tok.vocabSize, points: curve }, null, 1) + '\n');
+  };
+
+  for (let step = 0; ; step++) {
+    const elapsedFrac = o.steps ? step / o.steps : trainMs / budgetMs;
+    if (elapsedFrac >= 1) { totalSteps = step; await doEval(step); break; }
+    // the schedule's length: the step budget, or an estimate from the pace so far
+    const total = o.steps ?? Math.max(step + 1, Math.round(step / Math.max(1e-9, elapsedFrac))) ;
+    const t0 = Date.now();
+    refill(elapsedFrac >= o.daggerFrom);
+    const batch: CompactExample[] = [];
+    for (let b = 0; b < o.batch; b++) batch.push(pool.splice(rng.int(pool.length), 1)[0]!);
+    const sb = makeSoftBatch(batch, tok.vocabSize, o.block);
+    const { value, grads } = tf.variableGrads(() => softTargetLoss(positionLogits(model, sb.idx, sb.rows), sb.weights), model.trainableVariables);
+    const list = model.trainableVariables.map((v) => grads[v.name]!);
+    const clipped = clipByGlobalNorm(list, 1.0);
+    opt.applyGradients(clipped.grads, lrAt(o.lr, step, step < 200 ? estTotal : total));
+    lossSum += value.dataSync()[0]!; lossN++;
+    value.dispose();
+    for (const g of list) g.dispose();
+    for (const g of clipped.grads) if (!g.isDisposed) g.dispose();
+    disposeSoftBatch(sb);
+    examples += batch.length;
+    tokens += batch.reduce((s, x) => s + x.ids.length, 0);
+    trainMs += Date.now() - t0;
+    if (step % 50 === 0) process.stderr.write(`step ${step} loss ${(lossSum / Math.max(1, lossN)).toFixed(4)} examples ${examples} tokens ${tokens} train ${(trainMs / 1000).toFixed(0)} s dagger-trials ${daggerTrials} tensors ${tf.memory().numTensors}\n`);
+    if (step > 0 && step % o.evalEvery === 0) await doEval(step);
+  }
+  process.stderr.write(`model:sft-base: done, ${totalSteps} steps, ${examples} examples, ${tokens} tokens, ${(trainMs / 60000).toFixed(1)} min training, ${((Date.now() - started) / 60000).toFixed(1)} min wall; checkpoint in ${o.out}\n`);
+  opt.dispose();
+  model.dispose();
+}
+
+if (import.meta.url === `file://${process.argv[1]}` || process.argv[1]?.endsWith('sft-compact.ts')) {
+  main().catch((e) => {
+    process.stderr.write(`model:sft-base: ${(e as Error).stack ?? e}\n`);
+    process.exit(1);
+  });
+}

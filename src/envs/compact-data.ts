@@ -1,0 +1,336 @@
+/**
+ * Demonstration trials for the compact builtin policy: the builtin games played as LaMer sessions
+ * (up to 3 attempts at one task, the same initial state each attempt), where every decision carries
+ * the solver's *soft target*: the set of equally good answers, not one of them.
+ *
+ * - MineSweeper: the hidden cells whose mine probability is the lowest (src/envs/solvers
+ *   analyseMines, exact enumeration), knowing the mines that earlier attempts' reflections name.
+ * - Sokoban: one answer is up to 3 moves; at each move the set of moves that start a shortest
+ *   solution from the state reached so far (BFS, `solveSokoban`).
+ * - Reflections are factual, in the compact memory language (src/envs/vocab.ts MEMORY_WORDS):
+ *   `(2, 3) was a mine.`, `turns ran out.`, `box (2, 3) stuck in a corner.`, ` boxes stuck.`.
+ * - Failures on purpose: a trial's acting policy takes a random action with probability `noise`
+ *   at each step, so that attempts fail, reflections follow and later attempts act with memory.
+ * - The 8 board symmetries (4 for non-square boards) map a whole trial to an equally valid one
+ *   (`transformTrial`).
+ * Pure and deterministic given the seeds; no model, no HTTP.
+ */
+import { parseGridRows, gridText } from './grid.js';
+import { MAX_STEPS, makeEnv } from './index.js';
+import { cellAction, MineSweeperEnv, parseCellAction } from './minesweeper.js';
+import { analyseMines, type MineMemory } from './solvers/minesweeper-solver.js';
+import { applyMove, isCornered, MOVES, MOVES_PER_TURN, parseSokoban, solveSokoban, type Move, type SokobanState } from './sokoban.js';
+import { Rng } from './rng.js';
+import type { EnvKind } from '../domain.js';
+
+/** One decision: the observation, the answer played, and the soft target it was drawn from. */
+export interface CompactStep {
+  observation: string;
+  /** The answer played (for a solver step one draw from `choices`; for a noisy or model step anything). */
+  action: string;
+  /**
+   * The target as a sequence of positions, each the set of equally good pieces there, conditioned
+   * on the pieces of the solver's own answer before it (`target`): MineSweeper `[[cells...]]`;
+   * Sokoban `[[moves], [', '], [moves], ...]`. null: no target (a Sokoban state with no solution).
+   */
+  choices: string[][] | null;
+  /** The solver's answer whose pieces condition `choices` (one draw from each set). */
+  target: string | null;
+}
+
+export interface CompactAttempt {
+  steps: CompactStep[];
+  finalObservation: string;
+  success: boolean;
+  /** The reflection written after the attempt (a failed one with attempts left), else null. */
+  reflection: string | null;
+}
+
+export interface CompactTrial {
+  env: EnvKind;
+  /** Full env name, e.g. `minesweeper-6x6-3`. */
+  envName: string;
+  seed: number;
+  instructions: string;
+  attempts: CompactAttempt[];
+}
+
+/**
+ * The equally safest hidden cells of a MineSweeper observation, as actions `(r, c)` (1-based),
+ * ascending; cells that `knownMines` (0-based indices) names are excluded and count as mines.
+ * @throws Error when no hidden cell is left.
+ */
+export function mineSweeperChoices(observation: string, mines: number, knownMines: ReadonlySet<number>): string[] {
+  const cells = parseGridRows(observation);
+  const cols = cells[0]!.length;
+  const memory: MineMemory = new Map([...knownMines].map((i) => [i, '*']));
+  const a = analyseMines(cells, mines, memory);
+  const flat = cells.flat();
+  const hidden = flat.map((s, i) => i).filter((i) => flat[i] === '?' && !knownMines.has(i));
+  if (hidden.length === 0) throw new Error('minesweeper: no hidden cell');
+  const p = (i: number) => Math.round((Number.isNaN(a.probability[i]!) ? 1 : a.probability[i]!) * 1e9) / 1e9;
+  const best = Math.min(...hidden.map(p));
+  return hidden.filter((i) => p(i) === best).map((i) => cellAction(Math.floor(i / cols), i % cols));
+}
+
+/** Shortest solution length from `s`, or null when unsolvable; memoised per state key. */
+function distance(s: SokobanState, memo: Map<string, number | null>): number | null {
+  const k = `${s.player}|${[...s.boxes].sort((a, b) => a - b).join(',')}`;
+  if (memo.has(k)) return memo.get(k)!;
+  const plan = solveSokoban(s);
+  const d = plan ? plan.length : null;
+  memo.set(k, d);
+  return d;
+}
+
+/**
+ * Soft target of one Sokoban turn from an observation: per move position the moves that start a
+ * shortest solution, along one drawn optimal path of up to 3 moves (fewer when it solves sooner).
+ * @returns null when the position has no solution (or is already solved).
+ */
+export function sokobanChoices(observation: string, rng: Rng): { choices: string[][]; target: string } | null {
+  let s = parseSokoban(observation);
+  const memo = new Map<string, number | null>();
+  let d = distance(s, memo);
+  if (d === null || d === 0) return null;
+  const choices: string[][] = [];
+  const picked: Move[] = [];
+  for (let j = 0; j < MOVES_PER_TURN && d > 0; j++) {
+    const good: Move[] = [];
+    for (const m of MOVES) {
+      const o = applyMove(s, m);
+      if (!o.moved) continue;
+      if (distance(o.state, memo) === d - 1) good.push(m);
+    }
+    if (good.length === 0) break; // cannot happen for an exact BFS distance
+    if (j > 0) choices.push([', ']);
+    choices.push(good);
+    const m = good[rng.int(good.length)]!;
+    picked.push(m);
+    s = applyMove(s, m).state;
+    d -= 1;
+  }
+  return { choices, target: picked.join(', ') };
+}
+
+/** Compact reflection after a failed MineSweeper attempt: the mine clicked, or the turn cap. */
+export function mineSweeperCompactReflection(lastAction: string, finalObservation: string, hitMine: boolean): string {
+  if (hitMine) {
+    const cell = parseCellAction(lastAction);
+    const cells = parseGridRows(finalObservation);
+    // the clicked mine is the '*' on the final board; the action names it when it parses
+    let name = cell ? `(${cell.row}, ${cell.col})` : null;
+    if (!name) {
+      const i = cells.flat().indexOf('*');
+      if (i >= 0) name = cellAction(Math.floor(i / cells[0]!.length), i % cells[0]!.length);
+    }
+    if (name) return `${name} was a mine.`;
+  }
+  return 'turns ran out.';
+}
+
+/** Compact reflection after a failed Sokoban attempt: a cornered box, a dead end, or the turn cap. */
+export function sokobanCompactReflection(finalObservation: string): string {
+  const s = parseSokoban(finalObservation);
+  const cornered = s.boxes.find((b) => isCornered(s, b));
+  if (cornered !== undefined) return `box (${Math.floor(cornered / s.cols)}, ${cornered % s.cols}) stuck in a corner.`;
+  if (solveSokoban(s) === null) return 'boxes stuck. dead end.';
+  return 'turns ran out.';
+}
+
+/** A policy that plays a trial: the answer for a decision, given what the solver would do. */
+export type TrialPolicy = (ctx: {
+  env: EnvKind; observation: string; attempt: number; step: number; memory: string[];
+  choices: string[][] | null; target: string | null; rng: Rng;
+}) => string;
+
+/** The solver itself, drawing one of its equally good answers. */
+export const solverPolicy: TrialPolicy = (c) => c.target ?? randomAction(c.env, c.observation, c.rng);
+
+/** A uniformly random hidden cell (MineSweeper) or three random moves (Sokoban). */
+export function randomAction(env: EnvKind, observation: string, rng: Rng): string {
+  if (env === 'minesweeper') {
+    const cells = parseGridRows(observation);
+    const flat = cells.flat();
+    const hidden = flat.map((_, i) => i).filter((i) => flat[i] === '?');
+    const i = hidden.length ? hidden[rng.int(hidden.length)]! : 0;
+    return cellAction(Math.floor(i / cells[0]!.length), i % cells[0]!.length);
+  }
+  return Array.from({ length: MOVES_PER_TURN }, () => MOVES[rng.int(4)]!).join(', ');
+}
+
+/** The solver, but with probability `noise` a random action instead (failures on purpose). */
+export function noisyPolicy(noise: number): TrialPolicy {
+  return (c) => (c.rng.next() < noise ? randomAction(c.env, c.observation, c.rng) : solverPolicy(c));
+}
+
+export interface TrialOptions {
+  envName: string;
+  seed: number;
+  /** Attempts per trial (LaMer: 3). */
+  maxAttempts: number;
+  /** Turns per attempt (default: the env's, 7). */
+  maxSteps?: number;
+  /** Plays the trial's decisions; the solver's `choices` are recorded as targets whatever it plays. */
+  policy: TrialPolicy;
+  /** Seed of the draws among equally good answers and of noisy policies. */
+  rngSeed: number;
+}
+
+/**
+ * Plays one trial: attempts until success or `maxAttempts`, each from `env.reset(seed)`, with a
+ * factual reflection after each failed attempt that has attempts left. MineSweeper targets after a
+ * reflection know the mines the reflections name (as a model reading its memory could).
+ */
+export function playCompactTrial(opts: TrialOptions): CompactTrial {
+  const env = makeEnv(opts.envName);
+  const rng = new Rng(opts.rngSeed);
+  const maxSteps = opts.maxSteps ?? MAX_STEPS[env.kind];
+  const attempts: CompactAttempt[] = [];
+  const memory: string[] = [];
+  const knownMines = new Set<number>();
+  for (let n = 0; n < opts.maxAttempts; n++) {
+    const play = opts.policy;
+    let obs = env.reset(opts.seed).observation;
+    const steps: CompactStep[] = [];
+    let success = false;
+    let hitMine = false;
+    for (let t = 0; t < maxSteps; t++) {
+      let choices: string[][] | null = null;
+      let target: string | null = null;
+      if (env instanceof MineSweeperEnv) {
+        const cells = mineSweeperChoices(obs, env.params.mines, knownMines);
+        choices = [cells];
+        target = cells[rng.int(cells.length)]!;
+      } else {
+        const c = sokobanChoices(obs, rng);
+        if (c) ({ choices, target } = c);
+      }
+      const action = play({ env: env.kind, observation: obs, attempt: n, step: t, memory, choices, target, rng });
+      steps.push({ observation: obs, action, choices, target });
+      const r = env.step(action);
+      obs = r.observation;
+      if (r.done) {
+        success = r.success;
+        hitMine = env.kind === 'minesweeper' && !r.success;
+        break;
+      }
+    }
+    const more = !success && n + 1 < opts.maxAttempts;
+    let reflection: string | null = null;
+    if (more) {
+      reflection = env.kind === 'minesweeper'
+        ? mineSweeperCompactReflection(steps[steps.length - 1]!.action, obs, hitMine)
+        : sokobanCompactReflection(obs);
+      memory.push(reflection);
+      const named = parseCellAction(reflection);
+      if (env.kind === 'minesweeper' && named && reflection.includes('was a mine')) {
+        knownMines.add((named.row - 1) * (env as MineSweeperEnv).params.cols + (named.col - 1));
+      }
+    }
+    attempts.push({ steps, finalObservation: obs, success, reflection });
+    if (success) break;
+  }
+  return { env: env.kind, envName: env.name, seed: opts.seed, instructions: env.instructions, attempts };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Board symmetries
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * One of the 8 symmetries of a square grid (4 of a non-square one): transpose first (when
+ * `transpose`), then flip rows, then flip columns. Index k in 0..7: bit 2 transpose, bit 1 flip
+ * rows, bit 0 flip columns.
+ */
+export interface Symmetry {
+  transpose: boolean;
+  flipRows: boolean;
+  flipCols: boolean;
+}
+
+export const symmetry = (k: number): Symmetry => ({ transpose: (k & 4) !== 0, flipRows: (k & 2) !== 0, flipCols: (k & 1) !== 0 });
+
+/** Maps a 0-based cell of an R x C grid (R x C before the transform). */
+function mapCell(sym: Symmetry, r: number, c: number, R: number, C: number): [number, number] {
+  let [rr, cc, RR, CC] = sym.transpose ? [c, r, C, R] : [r, c, R, C];
+  if (sym.flipRows) rr = RR - 1 - rr;
+  if (sym.flipCols) cc = CC - 1 - cc;
+  return [rr, cc];
+}
+
+const MOVE_MAP: Record<Move, Record<'transpose' | 'flipRows' | 'flipCols', Move>> = {
+  up: { transpose: 'left', flipRows: 'down', flipCols: 'up' },
+  down: { transpose: 'right', flipRows: 'up', flipCols: 'down' },
+  left: { transpose: 'up', flipRows: 'left', flipCols: 'right' },
+  right: { transpose: 'down', flipRows: 'right', flipCols: 'left' },
+};
+
+function mapMove(sym: Symmetry, m: Move): Move {
+  let out = m;
+  if (sym.transpose) out = MOVE_MAP[out].transpose;
+  if (sym.flipRows) out = MOVE_MAP[out].flipRows;
+  if (sym.flipCols) out = MOVE_MAP[out].flipCols;
+  return out;
+}
+
+/** A grid observation (gridText form) under `sym`; `base` 1 for MineSweeper, 0 for Sokoban. */
+function mapGrid(sym: Symmetry, obs: string, base: 0 | 1): string {
+  const rows = parseGridRows(obs);
+  const R = rows.length;
+  const C = rows[0]!.length;
+  const [RR, CC] = sym.transpose ? [C, R] : [R, C];
+  const out: string[][] = Array.from({ length: RR }, () => new Array<string>(CC).fill('?'));
+  for (let r = 0; r < R; r++) for (let c = 0; c < C; c++) {
+    const [rr, cc] = mapCell(sym, r, c, R, C);
+    out[rr]![cc] = rows[r]![c]!;
+  }
+  return gridText(out.map((row) => row.join('')), base);
+}
+
+/** Cells `(r, c)` and move words in a text under `sym` (cells numbered from `base`). */
+function mapText(sym: Symmetry, text: string, R: number, C: number, base: 0 | 1): string {
+  return text
+    .replace(/\((\d+), (\d+)\)/g, (all, a: string, b: string) => {
+      const r = Number(a) - base;
+      const c = Number(b) - base;
+      if (r < 0 || c < 0 || r >= R || c >= C) return all;
+      const [rr, cc] = mapCell(sym, r, c, R, C);
+      return `(${rr + base}, ${cc + base})`;
+    })
+    .replace(/\b(up|down|left|right)\b/g, (m) => mapMove(sym, m as Move));
+}
+
+/**
+ * A trial under a board symmetry: every observation, action, target piece and reflection mapped
+ * alike, so the result is a trial of the mapped task. Non-square boards take only symmetries
+ * without transpose. @throws Error for a transpose of a non-square board.
+ */
+export function transformTrial(trial: CompactTrial, sym: Symmetry): CompactTrial {
+  const first = parseGridRows(trial.attempts[0]!.steps[0]?.observation ?? trial.attempts[0]!.finalObservation);
+  const R = first.length;
+  const C = first[0]!.length;
+  if (sym.transpose && R !== C) throw new Error(`transpose needs a square board, got ${R}x${C}`);
+  const base: 0 | 1 = trial.env === 'minesweeper' ? 1 : 0;
+  const g = (o: string) => mapGrid(sym, o, base);
+  const t = (x: string) => mapText(sym, x, R, C, base);
+  return {
+    ...trial,
+    attempts: trial.attempts.map((a) => ({
+      steps: a.steps.map((s) => ({
+        observation: g(s.observation),
+        action: t(s.action),
+        choices: s.choices ? s.choices.map((set) => set.map(t)) : null,
+        target: s.target === null ? null : t(s.target),
+      })),
+      finalObservation: g(a.finalObservation),
+      success: a.success,
+      reflection: a.reflection === null ? null : t(a.reflection),
+    })),
+  };
+}
+
+/** Symmetry indices valid for a board (all 8 when square, else the 4 without transpose). */
+export function symmetriesFor(rows: number, cols: number): number[] {
+  return rows === cols ? [0, 1, 2, 3, 4, 5, 6, 7] : [0, 1, 2, 3];
+}
