@@ -34,6 +34,9 @@ import modelsRoutes from './routes/api/models/index.js';
 import statsRoutes from './routes/api/stats/index.js';
 import trainingRoutes from './routes/api/training/index.js';
 import openaiRoutes from './routes/openai/index.js';
+import whoamiRoutes from './routes/api/whoami/index.js';
+import diversityRoutes from './routes/api/stats/diversity.js';
+import uiRoutes from './routes/ui/index.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -162,6 +165,9 @@ export async function buildApp(config: Config, deps: AppDeps): Promise<FastifyIn
     await app.register(statsRoutes);
     await app.register(trainingRoutes);
     await app.register(openaiRoutes);
+    await app.register(whoamiRoutes);
+    await app.register(diversityRoutes);
+    await app.register(uiRoutes);
   } catch (err) {
     await app.close().catch(() => {});
     throw err;

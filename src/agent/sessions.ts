@@ -40,6 +40,7 @@ import { DomainError, invalid, isCallerFault, notFound, overloaded } from './err
 import { cutChars, renderActPrompt, renderReflectionPrompt, type PromptAttempt, type PromptStep } from './prompt.js';
 import { promptAsSeen, promptTokenCount } from './prompt-seen.js';
 import { sessionStats } from './session-stats.js';
+import { diversityByVersion, type DiversityAnswer } from './diversity.js';
 import { iso, newSessionRow, sessionView, trajectoryStep } from './session-views.js';
 import type { AgentProtection, CreateSessionInput, Limits, MemoryView, ReflectionView, SessionView, StepAnswer, StepEvents, StepInput, StepOutcome } from './session-types.js';
 import { SESSION_ID, stepHash } from './step-hash.js';
@@ -402,5 +403,26 @@ export class SessionService {
    */
   stats(tenant: string, f: Omit<SessionFilters, 'status'>) {
     return sessionStats(this.repo.completed(tenant, f));
+  }
+
+  /** Diversity answers by query, kept while the tenant's completed sessions are unchanged (LRU order). */
+  private readonly diversityCache = new Map<string, { token: string; answer: DiversityAnswer }>();
+
+  /**
+   * Trajectory diversity per (modelVersion, env) over the tenant's newest `maxSessions` completed
+   * sessions matching `f` (diversity.ts). Reading the actions is the costly part (about 250 ms for
+   * 2,000 sessions on the shared 2-core VM under load), so the last 64 answers are kept and reused
+   * while the tenant's completed sessions are unchanged (`completedToken`): a polling dashboard
+   * re-reads nothing until a session completes.
+   */
+  diversity(tenant: string, f: Omit<SessionFilters, 'status'>, maxSessions: number): DiversityAnswer {
+    const key = JSON.stringify([tenant, f.env, f.mode, f.modelVersion, f.taskId, maxSessions]);
+    const token = this.repo.completedToken(tenant);
+    const hit = this.diversityCache.get(key);
+    this.diversityCache.delete(key);
+    const answer = hit && hit.token === token ? hit.answer : diversityByVersion(this.repo.attemptTrajectories(tenant, f, maxSessions));
+    this.diversityCache.set(key, { token, answer });
+    if (this.diversityCache.size > 64) this.diversityCache.delete(this.diversityCache.keys().next().value!);
+    return answer;
   }
 }

@@ -5,7 +5,7 @@
  */
 import { and, desc, eq, lt, sql, type SQL } from 'drizzle-orm';
 import type { Db } from './index.js';
-import { reflections, sessions, type SessionRow } from './schema.js';
+import { reflections, sessions, steps, type SessionRow } from './schema.js';
 
 /** Filters of a session listing (every given field must match). */
 export interface SessionFilters {
@@ -14,6 +14,16 @@ export interface SessionFilters {
   env?: string;
   mode?: SessionRow['mode'];
   modelVersion?: string;
+}
+
+/** One attempt of a completed session as the diversity statistic reads it (src/agent/diversity.ts). */
+export interface AttemptTrajectory {
+  sessionId: string;
+  modelVersion: string;
+  env: string | null;
+  taskId: string;
+  /** The attempt's actions joined by '\n' in step order; null for a session without any action. */
+  trajectory: string | null;
 }
 
 /** The columns of a completed session that statistics read. */
@@ -93,5 +103,36 @@ export class SessionsRepo {
       .from(sessions)
       .where(and(...conds))
       .all();
+  }
+  /**
+   * A token that changes whenever the set of the tenant's completed sessions may have changed: their
+   * number and latest update time (ms). A completed session's actions never change afterwards, so
+   * equal tokens mean equal `attemptTrajectories` answers (the diversity statistic is cached on it).
+   */
+  completedToken(tenant: string): string {
+    const r = this.db
+      .select({ n: sql<number>`count(*)`, at: sql<number | null>`max(${sessions.updatedAt})` })
+      .from(sessions)
+      .where(and(eq(sessions.tenant, tenant), eq(sessions.status, 'completed')))
+      .get();
+    return `${r?.n ?? 0}:${r?.at ?? 0}`;
+  }
+
+  /**
+   * One row per attempt of the tenant's newest `maxSessions` completed sessions matching `f` (newest
+   * by id, which is time-ordered): the attempt's recorded actions joined by '\n' in step order (the
+   * final observation of an attempt has none); `trajectory` null for a session without any action.
+   * Each session costs one indexed range of its steps (`steps_position`), but reading `action`
+   * walks past each row's prompt (a few KB). `group_concat(... ORDER BY)` needs SQLite 3.44.
+   */
+  attemptTrajectories(tenant: string, f: Omit<SessionFilters, 'status'>, maxSessions: number): AttemptTrajectory[] {
+    const where = and(...filterConds([eq(sessions.tenant, tenant), eq(sessions.status, 'completed')], f));
+    return this.db.all<AttemptTrajectory>(sql`
+      WITH s AS (SELECT ${sessions.id} AS id, ${sessions.modelVersion} AS mv, ${sessions.env} AS env, ${sessions.taskId} AS task
+                 FROM ${sessions} WHERE ${where} ORDER BY ${sessions.id} DESC LIMIT ${maxSessions})
+      SELECT s.id AS sessionId, s.mv AS modelVersion, s.env AS env, s.task AS taskId,
+             group_concat(coalesce(st.action, ''), char(10) ORDER BY st.step) AS trajectory
+      FROM s LEFT JOIN ${steps} st ON st.session_id = s.id AND st.kind = 'action' AND st.action IS NOT NULL
+      GROUP BY s.id, st.attempt`);
   }
 }

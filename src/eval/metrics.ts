@@ -8,6 +8,7 @@
  */
 import type { EndReason } from '../domain.js';
 import { passAtKRate } from '../shared/passk.js';
+import { empiricalEntropy } from '../shared/diversity.js';
 
 /** One played attempt as the harness records it. */
 export interface AttemptRecord {
@@ -78,22 +79,8 @@ export function invalidActionRate(sessions: readonly SessionRecord[]): number {
   return all === 0 ? 0 : bad / all;
 }
 
-/**
- * Shannon entropy, in nats, of the empirical distribution of `items`:
- * H = -sum_j p_j ln p_j with p_j = (count of distinct item j) / items.length. 0 for <= 1 item;
- * ln(n) when all n items differ.
- */
-export function empiricalEntropy(items: readonly string[]): number {
-  if (items.length === 0) return 0;
-  const counts = new Map<string, number>();
-  for (const x of items) counts.set(x, (counts.get(x) ?? 0) + 1);
-  let h = 0;
-  for (const c of counts.values()) {
-    const p = c / items.length;
-    h -= p * Math.log(p);
-  }
-  return h === 0 ? 0 : h; // avoid -0
-}
+/** Shannon entropy (nats) of the empirical distribution of `items` (src/agent/diversity.ts, shared with the server's diversity statistic). */
+export { empiricalEntropy };
 
 /**
  * Trajectory diversity (LAMER.md §4): for each task, the entropy (nats) of the empirical

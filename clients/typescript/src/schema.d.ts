@@ -5002,6 +5002,334 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/whoami": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The API key's tenant and whether it is an admin key */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description the key's tenant ('default' when no keys are configured) */
+                            tenant: string;
+                            /** @description the key may use the model and training routes that change state */
+                            admin: boolean;
+                            /** @description false when the server has no API keys configured (every request is tenant default, admin) */
+                            authRequired: boolean;
+                        };
+                    };
+                };
+                /** @description rate limit of the API key exceeded (problem rate-limited); the Retry-After header gives the seconds to wait */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
+                        };
+                    };
+                };
+                /** @description client error (problem details) */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
+                        };
+                    };
+                };
+                /** @description server error (problem details) */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/stats/diversity": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Trajectory diversity per model version and env (exploration collapse shows as a falling value) */
+        get: {
+            parameters: {
+                query?: {
+                    taskId?: string;
+                    env?: string;
+                    mode?: "train" | "eval";
+                    modelVersion?: string;
+                    /** @description newest completed sessions read */
+                    maxSessions?: number;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description completed sessions read (equal to maxSessions: older ones were left out) */
+                            scanned: number;
+                            groups: {
+                                modelVersion: string;
+                                env: string | null;
+                                sessions: number;
+                                /** @description distinct task ids */
+                                tasks: number;
+                                /** @description trajectories read */
+                                attempts: number;
+                                /** @description mean over tasks of the entropy (nats) of the task's distinct trajectories (an attempt's recorded actions in order) */
+                                diversity: number;
+                            }[];
+                        };
+                    };
+                };
+                /** @description rate limit of the API key exceeded (problem rate-limited); the Retry-After header gives the seconds to wait */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
+                        };
+                    };
+                };
+                /** @description client error (problem details) */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
+                        };
+                    };
+                };
+                /** @description server error (problem details) */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {

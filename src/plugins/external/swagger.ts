@@ -23,7 +23,8 @@ export default fp(
         tags: [
           { name: 'sessions', description: 'sessions, steps, trajectories, memory' },
           { name: 'models', description: 'model versions (admin)' },
-          { name: 'stats', description: 'pass@k and returns' },
+          { name: 'stats', description: 'pass@k, returns and trajectory diversity' },
+          { name: 'auth', description: "the API key's tenant and rights" },
           { name: 'operations', description: 'health, readiness, metrics' },
           { name: 'openai', description: 'OpenAI-compatible endpoint serving the builtin versions (docs/remote-engines.md)' },
         ],

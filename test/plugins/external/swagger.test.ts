@@ -35,10 +35,12 @@ describe('openapi/openapi.json', () => {
       '/v1/sessions/{id}/steps',
       '/v1/sessions/{id}/trajectory',
       '/v1/stats',
+      '/v1/stats/diversity',
       '/v1/steps:batch',
       '/v1/training/jobs',
       '/v1/training/jobs/{id}',
       '/v1/training/jobs/{id}/cancel',
+      '/v1/whoami',
     ]);
   });
 });
