@@ -25,6 +25,7 @@ export { unpackSample } from './rl-packing.js';
 export { buildSftSamples, parseDemoJsonl, type DemoAttempt, type DemoSession, type DemoStep, type SftDataOptions } from './sft-data.js';
 
 import type { RlAlgorithm } from '../../domain.js';
+import type { Tokenizer } from '../../model/tokenizer.js';
 
 export type { Algorithm, RlAlgorithm } from '../../domain.js';
 
@@ -40,6 +41,8 @@ export interface RlDataOptions {
   /** The model's context length (GPTConfig.block_size): a packed sequence holds at most
    *  blockSize + 1 tokens (makeBatch trains on at most blockSize positions). */
   blockSize?: number;
+  /** The trained version's tokenizer, to encode recorded candidates as it served them (default byte). */
+  tokenizer?: Tokenizer;
 }
 
 const ESTIMATOR: Record<RlAlgorithm, Estimator> = { lamer: 'gigpo', gigpo: 'gigpo', grpo: 'grpo', rloo: 'rloo' };
@@ -67,6 +70,7 @@ const ESTIMATOR: Record<RlAlgorithm, Estimator> = { lamer: 'gigpo', gigpo: 'gigp
  */
 export function buildRlSamples(records: readonly StepRecord[], opts: RlDataOptions): { samples: TrainingSample[]; stats: DataStats; scores: TurnScore[] } {
   const multiAttempt = opts.algorithm === 'lamer';
+  const beh = (r: StepRecord) => behaviourOf(r, opts.tokenizer);
   const { turns, sources } = turnsOf(records, multiAttempt);
   const adv = computeAdvantages(turns, {
     estimator: ESTIMATOR[opts.algorithm],
@@ -77,7 +81,7 @@ export function buildRlSamples(records: readonly StepRecord[], opts: RlDataOptio
   const samples: TrainingSample[] = [];
   const scores: TurnScore[] = [];
   const outcomesOf = attemptOutcomes(records);
-  const packedAt = (opts.pack ?? true) && opts.blockSize !== undefined ? packedRuns(sources, adv.turns, opts.blockSize, outcomesOf) : new Map<number, TrainingSample | null>();
+  const packedAt = (opts.pack ?? true) && opts.blockSize !== undefined ? packedRuns(sources, adv.turns, opts.blockSize, outcomesOf, beh) : new Map<number, TrainingSample | null>();
   adv.turns.forEach((a, i) => {
     const r = sources[i];
     scores.push({ sessionId: r.sessionId, attempt: r.attempt, step: r.step, kind: r.kind, return: a.return, advantage: a.advantage, kept: a.kept });
@@ -87,7 +91,7 @@ export function buildRlSamples(records: readonly StepRecord[], opts: RlDataOptio
     samples.push({
       sessionId: r.sessionId, taskId: r.taskId, attempt: r.attempt, step: r.step, kind: r.kind,
       promptTokenIds: r.promptTokenIds!, outputTokenIds: r.outputTokenIds!, oldLogprobs: r.logprobs,
-      advantage: a.advantage, return: a.return, behaviour: behaviourOf(r), outcome: outcomeOf(outcomesOf, r),
+      advantage: a.advantage, return: a.return, behaviour: beh(r), outcome: outcomeOf(outcomesOf, r),
     });
   });
   const outcomes = sessionOutcomes(records);
@@ -153,7 +157,7 @@ function turnsOf(records: readonly StepRecord[], multiAttempt: boolean): { turns
  */
 function packedRuns(
   sources: readonly StepRecord[], advTurns: ReadonlyArray<{ kept: boolean; advantage: number; return: number }>, blockSize: number,
-  outcomesOf: ReturnType<typeof attemptOutcomes>,
+  outcomesOf: ReturnType<typeof attemptOutcomes>, beh: (r: StepRecord) => ReturnType<typeof behaviourOf>,
 ): Map<number, TrainingSample | null> {
   const packedAt = new Map<number, TrainingSample | null>();
   const byAttempt = new Map<string, number[]>();
@@ -169,7 +173,7 @@ function packedRuns(
     // the reflection after the attempt comes last: its prompt continues the last acting prompt
     const refl = reflectionOf.get(k);
     if (refl !== undefined) list.push(refl);
-    const run = packRlRun(list.map((i) => sources[i]), blockSize);
+    const run = packRlRun(list.map((i) => sources[i]), blockSize, beh);
     // trailing turns that are not trained add nothing; a run needs two trained turns to pay
     while (run.length > 0 && !advTurns[list[run.length - 1]].kept) run.pop();
     // the run's last turn shows its whole output: a last token (EOS) left for a dropped next
@@ -177,7 +181,7 @@ function packedRuns(
     if (run.length > 0) run[run.length - 1] = sources[list[run.length - 1]].outputTokenIds!.length;
     const idx = list.slice(0, run.length);
     if (idx.filter((i) => advTurns[i].kept).length < 2) continue;
-    const packed = packedRlSample(idx.map((i, j) => ({ r: sources[i], shown: run[j], kept: advTurns[i].kept, advantage: advTurns[i].advantage, return: advTurns[i].return })));
+    const packed = packedRlSample(idx.map((i, j) => ({ r: sources[i], shown: run[j], kept: advTurns[i].kept, advantage: advTurns[i].advantage, return: advTurns[i].return })), beh);
     packed.outcome = outcomeOf(outcomesOf, sources[idx[0]]);
     idx.forEach((i, j) => packedAt.set(i, j === 0 ? packed : null));
   }

@@ -32,14 +32,14 @@ const startsWith = (xs: readonly number[], prefix: readonly number[], at = 0) =>
  * first turn's (one temperature per sample: batch.ts scales a row's logits by one); and when its
  * prompt + output fits blockSize + 1 tokens. Candidates may differ from turn to turn.
  */
-export function packRlRun(turns: readonly StepRecord[], blockSize: number): number[] {
+export function packRlRun(turns: readonly StepRecord[], blockSize: number, beh: (r: StepRecord) => ReturnType<typeof behaviourOf> = behaviourOf): number[] {
   const shown: number[] = [];
-  const s0 = behaviourOf(turns[0]);
+  const s0 = beh(turns[0]);
   for (let j = 0; j < turns.length; j++) {
     const r = turns[j];
     const prompt = r.promptTokenIds!;
     const out = r.outputTokenIds!;
-    if (prompt.length + out.length > blockSize + 1 || !sameSampler(behaviourOf(r), s0)) break;
+    if (prompt.length + out.length > blockSize + 1 || !sameSampler(beh(r), s0)) break;
     if (j > 0) {
       const p = turns[j - 1];
       const prev = p.promptTokenIds!;
@@ -62,21 +62,21 @@ export function packRlRun(turns: readonly StepRecord[], blockSize: number): numb
  * observations between actions and untrained turns, which stay as context); `advantages` and
  * `oldLogprobs` carry each trained position's turn advantage and recorded logprob (0 elsewhere).
  */
-export function packedRlSample(run: readonly ScoredRunTurn[]): TrainingSample {
+export function packedRlSample(run: readonly ScoredRunTurn[], beh: (r: StepRecord) => ReturnType<typeof behaviourOf> = behaviourOf): TrainingSample {
   const r0 = run[0]!.r;
   const first = r0.promptTokenIds!;
   const packed = packRun(first, run.map((t) => ({ prompt: t.r.promptTokenIds!, output: t.r.outputTokenIds!, shown: t.shown, trained: t.kept })));
   const turns: PackedTurn[] = [];
   run.forEach((t, j) => {
     if (!t.kept) return;
-    const cands = behaviourOf(t.r).candidates;
+    const cands = beh(t.r).candidates;
     turns.push({
       step: t.r.step, ...(t.r.kind === 'reflection' ? { kind: 'reflection' as const } : {}), start: packed.starts[j], length: t.r.outputTokenIds!.length,
       advantage: t.advantage, return: t.return, ...(cands ? { candidates: cands } : {}),
     });
   });
   const head = turns[0]!;
-  const { candidates: _, ...sampler } = behaviourOf(r0);
+  const { candidates: _, ...sampler } = beh(r0);
   return {
     sessionId: r0.sessionId, taskId: r0.taskId, attempt: r0.attempt, step: r0.step, kind: 'action',
     promptTokenIds: first, outputTokenIds: packed.tokens, lossTargets: packed.targets,

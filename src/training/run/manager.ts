@@ -313,6 +313,7 @@ export class TrainingJobManager {
       // extend each other (the job unpacks any that do not fit the loaded model's block)
       pack: h.pack ?? true,
       blockSize: await this.blockSize(checkpointDir),
+      tokenizer: (await this.text(checkpointDir)).tokenizer,
     });
     writeTurnScores(this.opts.repos.trainingData, built.scores);
     return built;
