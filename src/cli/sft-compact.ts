@@ -57,8 +57,9 @@ interface Options {
 
 const DEFAULT_CURRICULUM = 'minesweeper-4x4-2:1,minesweeper-5x5-3:1,minesweeper-6x6-3:4,sokoban-5x5-1:1,sokoban-6x6-1:1,sokoban-6x6-2:3';
 
+/** A bad command line: one line on stderr (as the lamer CLIs, src/cli/args.ts), exit code 2. */
 function fail(msg: string): never {
-  process.stderr.write(`model:sft-base: ${msg}\n${USAGE}\n`);
+  process.stderr.write(`model:sft-base: ${msg.replace(/\s*\n\s*/g, ' ')} (--help lists the options)\n`);
   process.exit(2);
 }
 
