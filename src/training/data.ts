@@ -16,6 +16,7 @@ import { computeAdvantages, type Estimator, type Turn } from './advantages.js';
 import type { ReturnConfig } from './returns.js';
 import { packedRlSample, packRlRun } from './rl-packing.js';
 import { attemptOutcomes, behaviourOf, sessionOutcomes, trainedTokens, type DataStats, type SampleOutcome, type StepRecord, type TrainingSample, type TurnScore } from './samples.js';
+import type { Tokenizer } from '../model/tokenizer.js';
 
 export {
   attemptOutcomes, behaviourOf, sessionOutcomes, trainedTokens,
@@ -39,6 +40,9 @@ export interface RlDataOptions {
   /** The model's context length (GPTConfig.block_size): a packed sequence holds at most
    *  blockSize + 1 tokens (makeBatch trains on at most blockSize positions). */
   blockSize?: number;
+  /** The tokenizer of the model trained (default byte), which encoded the recorded turns'
+   *  candidates (`availableActions`) when they were served: the behaviour policy's support. */
+  tokenizer?: Pick<Tokenizer, 'encodeCandidate'>;
 }
 
 const ESTIMATOR: Record<RlAlgorithm, Estimator> = { lamer: 'gigpo', gigpo: 'gigpo', grpo: 'grpo', rloo: 'rloo' };
@@ -126,7 +130,7 @@ export function buildRlSamples(records: readonly StepRecord[], opts: RlDataOptio
       if (run.length > 0) run[run.length - 1] = sources[list[run.length - 1]].outputTokenIds!.length;
       const idx = list.slice(0, run.length);
       if (idx.filter((i) => adv.turns[i].kept).length < 2) continue;
-      const packed = packedRlSample(idx.map((i, j) => ({ r: sources[i], shown: run[j], kept: adv.turns[i].kept, advantage: adv.turns[i].advantage, return: adv.turns[i].return })));
+      const packed = packedRlSample(idx.map((i, j) => ({ r: sources[i], shown: run[j], kept: adv.turns[i].kept, advantage: adv.turns[i].advantage, return: adv.turns[i].return })), opts.tokenizer);
       packed.outcome = outcomeOf(outcomesOf, sources[idx[0]]);
       idx.forEach((i, j) => packedAt.set(i, j === 0 ? packed : null));
     }
@@ -140,7 +144,7 @@ export function buildRlSamples(records: readonly StepRecord[], opts: RlDataOptio
     samples.push({
       sessionId: r.sessionId, taskId: r.taskId, attempt: r.attempt, step: r.step, kind: r.kind,
       promptTokenIds: r.promptTokenIds!, outputTokenIds: r.outputTokenIds!, oldLogprobs: r.logprobs,
-      advantage: a.advantage, return: a.return, behaviour: behaviourOf(r), outcome: outcomeOf(outcomesOf, r),
+      advantage: a.advantage, return: a.return, behaviour: behaviourOf(r, opts.tokenizer), outcome: outcomeOf(outcomesOf, r),
     });
   });
   const outcomes = sessionOutcomes(records);

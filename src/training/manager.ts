@@ -296,6 +296,8 @@ export class TrainingJobManager {
       // extend each other (the job unpacks any that do not fit the loaded model's block)
       pack: h.pack ?? true,
       blockSize: await this.blockSize(checkpointDir),
+      // the served candidates were encoded by the checkpoint's tokenizer (a compact base's game vocabulary)
+      tokenizer: (await this.text(checkpointDir)).tokenizer,
     });
     writeTurnScores(this.opts.repos.trainingData, built.scores);
     return built;

@@ -7,6 +7,7 @@
  */
 import { packRun } from './packing.js';
 import { behaviourOf, type PackedTurn, type SamplerSettings, type StepRecord, type TrainingSample } from './samples.js';
+import type { Tokenizer } from '../model/tokenizer.js';
 
 /** One turn of a packable run with its score: how many output tokens the sequence shows
  *  (`packRlRun`), whether it trains, its advantage and return. */
@@ -62,14 +63,14 @@ export function packRlRun(turns: readonly StepRecord[], blockSize: number): numb
  * observations between actions and untrained turns, which stay as context); `advantages` and
  * `oldLogprobs` carry each trained position's turn advantage and recorded logprob (0 elsewhere).
  */
-export function packedRlSample(run: readonly ScoredRunTurn[]): TrainingSample {
+export function packedRlSample(run: readonly ScoredRunTurn[], tok?: Pick<Tokenizer, 'encodeCandidate'>): TrainingSample {
   const r0 = run[0]!.r;
   const first = r0.promptTokenIds!;
   const packed = packRun(first, run.map((t) => ({ prompt: t.r.promptTokenIds!, output: t.r.outputTokenIds!, shown: t.shown, trained: t.kept })));
   const turns: PackedTurn[] = [];
   run.forEach((t, j) => {
     if (!t.kept) return;
-    const cands = behaviourOf(t.r).candidates;
+    const cands = behaviourOf(t.r, tok).candidates;
     turns.push({
       step: t.r.step, ...(t.r.kind === 'reflection' ? { kind: 'reflection' as const } : {}), start: packed.starts[j], length: t.r.outputTokenIds!.length,
       advantage: t.advantage, return: t.return, ...(cands ? { candidates: cands } : {}),

@@ -8,7 +8,7 @@
  * from data.ts, which re-exports all of it.
  */
 import { passAtKRate } from '../agent/passk.js';
-import { encodeCandidate } from '../model/tokenizer.js';
+import { BYTE_TOKENIZER, type Tokenizer } from '../model/tokenizer.js';
 import type { TurnKind } from './advantages.js';
 
 /** One recorded step (a row of the `steps` table joined with its session's taskId). */
@@ -184,11 +184,15 @@ export function sessionOutcomes(records: readonly StepRecord[]): { meanReturn: n
   return { meanReturn: nAttempts > 0 ? sumRet / nAttempts : 0, passAtK, sessions: bySession.size };
 }
 
-/** The behaviour policy of a record's output: its session's sampling, its step's candidates. */
-export function behaviourOf(r: Pick<StepRecord, 'kind' | 'sampling' | 'availableActions'>): Behaviour {
+/**
+ * The behaviour policy of a record's output: its session's sampling, its step's candidates as the
+ * engine scored them (each candidate's tokens + EOS in the served version's tokenizer, `tok`;
+ * default byte).
+ */
+export function behaviourOf(r: Pick<StepRecord, 'kind' | 'sampling' | 'availableActions'>, tok: Pick<Tokenizer, 'encodeCandidate'> = BYTE_TOKENIZER): Behaviour {
   const s = r.sampling ?? { temperature: 1, topP: 1, topK: 0 };
   const b: Behaviour = { temperature: s.temperature, topP: s.topP, topK: s.topK };
-  if (r.kind === 'action' && r.availableActions && r.availableActions.length > 0) b.candidates = r.availableActions.map(encodeCandidate);
+  if (r.kind === 'action' && r.availableActions && r.availableActions.length > 0) b.candidates = r.availableActions.map((a) => tok.encodeCandidate(a));
   return b;
 }
 
