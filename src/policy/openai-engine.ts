@@ -22,7 +22,7 @@
  * - At most `concurrency` requests per version are in flight; more wait in FIFO order.
  */
 import { extractAction } from './actions.js';
-import { decode } from '../model/tokenizer.js';
+import { decode, VOCAB_SIZE } from '../model/tokenizer.js';
 import {
   EngineError, type ActRequest, type Generation, type GenerationRecord, type PromptParts, type ReflectRequest,
   type RemoteVersionConfig, type SamplingParams,
@@ -186,8 +186,13 @@ class TryError extends Error {
  * text it kept (the messages joined with newlines, as its chat template renders them, cut from the
  * start when longer than its context). Recording that text and the number of characters (code
  * points) cut keeps `decode(promptTokenIds) === prompt` true for remote versions of kind `lamer`.
+ * null when the ids are not all bytes and specials (a version with a game vocabulary, whose pieces
+ * only its checkpoint lists): the caller then records the text it sent.
  */
-function lamerPromptSeen(messages: readonly ChatMessage[], promptTokenIds: readonly number[]): { promptText: string; promptTruncatedChars: number } {
+function lamerPromptSeen(messages: readonly ChatMessage[], promptTokenIds: readonly number[]): { promptText: string; promptTruncatedChars: number } | null {
+  // ids beyond the byte vocabulary (a game-vocabulary checkpoint's pieces, src/model/tokenizer.ts)
+  // cannot be decoded here: the prompt recorded stays the text sent
+  if (promptTokenIds.some((t) => t >= VOCAB_SIZE)) return null;
   const seen = decode(promptTokenIds);
   const full = messages.map((m) => m.content).join('\n');
   const cut = full.endsWith(seen) ? [...full].length - [...seen].length : 0;
@@ -325,7 +330,7 @@ export class RemoteVersion {
       modelVersion: this.version,
       record,
     };
-    if (this.config.kind === 'lamer' && a.promptTokenIds !== null) Object.assign(g, lamerPromptSeen(messages, a.promptTokenIds));
+    if (this.config.kind === 'lamer' && a.promptTokenIds !== null) Object.assign(g, lamerPromptSeen(messages, a.promptTokenIds) ?? {});
     if (actions && actions.length > 0 && c) {
       record.constraint = c.constraint;
       const i = matchChoice(a.content, actions);

@@ -135,6 +135,26 @@ describe('a compact checkpoint with a game vocabulary', () => {
   });
 });
 
+describe('a compact checkpoint behind a remote lamer version', () => {
+  it('records the chat prompt sent, with the remote\'s game-vocabulary token ids', async () => {
+    const remote = await startTestServer({
+      engine: 'openai', dataDir: tmpDir(),
+      openai: { baseUrl: `${compact.url}/openai/v1`, model: 'base', kind: 'lamer', concurrency: 2, timeoutMs: 30_000, maxRetries: 0, maxActionTokens: 12, maxReflectionTokens: 24 },
+    });
+    try {
+      const { id, actions } = await play(remote, 'minesweeper', 1);
+      for (const a of actions) expect(cells).toContain(a);
+      const rows = await trajectory(remote, id);
+      // remote versions read chat prompts; the pieces in the ids (row labels, cells) are not dropped from the text
+      expect(rows[0]!.prompt).toBe(`${INSTRUCTIONS}\nObservation:\n${board}\nAction: `);
+      expect(rows[0]!.promptTokenIds.some((t: number) => t >= 260)).toBe(true);
+      expect(rows[0]!.promptTruncatedChars).toBe(0);
+    } finally {
+      await remote.close();
+    }
+  });
+});
+
 describe('a byte checkpoint', () => {
   it('still serves chat prompts in bytes, whatever the env', async () => {
     const { id, actions } = await play(bytes, 'minesweeper', 1);
