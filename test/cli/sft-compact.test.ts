@@ -36,6 +36,7 @@ describe('sft-compact CLI', () => {
 
   it.each([
     [['--layers', '0'], "model:sft-base: --layers must be an integer in [1, 48], got '0' (--help lists the options)"],
+    [['--block', '256'], "model:sft-base: --block must be an integer in [272, 4096], got '256' (--help lists the options)"],
     [['--lr', 'fast'], "model:sft-base: --lr must be a number in [0.000001, 1], got 'fast' (--help lists the options)"],
     [['--embd', '30', '--heads', '4'], 'model:sft-base: --embd (30) must be divisible by --heads (4) (--help lists the options)'],
     [['--curriculum', 'minesweeper-6x6-3:0'], 'model:sft-base: --curriculum: weight of minesweeper-6x6-3 must be > 0 (--help lists the options)'],
