@@ -7,8 +7,12 @@ import type { ModelRow } from '../db/schema.js';
 import type { ModelsRepo } from '../db/models-repo.js';
 import { EngineError, type EngineSpec, type PolicyEngine, type RemoteVersionConfig } from '../policy/engine.js';
 import { DomainError, invalid, notFound } from './errors.js';
-import { readCheckpointMetadata } from '../model/checkpoint.js';
-import { CHAT_FORMAT, parsePromptFormat, type PromptFormat } from '../model/prompt-format.js';
+import { checkpointText, readCheckpointMetadata, type CheckpointText } from '../model/checkpoint.js';
+import { CHAT_FORMAT, type PromptFormat } from '../model/prompt-format.js';
+import { BYTE_TOKENIZER, type Tokenizer } from '../model/tokenizer.js';
+
+/** What a version reads when it declares nothing: bytes and the chat layout. */
+const DEFAULT_TEXT: Required<CheckpointText> = { tokenizer: BYTE_TOKENIZER, promptFormat: CHAT_FORMAT };
 
 /** How the engine serves a row's version: undefined for builtin (a checkpoint folder), else the remote spec. */
 export function specOf(row: ModelRow): EngineSpec | undefined {
@@ -26,8 +30,8 @@ export interface RemoteRegistration {
 export class ModelRegistry {
   private activeRow: ModelRow | null = null;
   private readonly loading = new Map<string, Promise<void>>();
-  /** Prompt format per `version|checkpointDir` (a checkpoint folder is immutable once registered). */
-  private readonly formats = new Map<string, Promise<PromptFormat>>();
+  /** Tokenizer and prompt format per `version|checkpointDir` (a checkpoint folder is immutable once registered). */
+  private readonly texts = new Map<string, Promise<Required<CheckpointText>>>();
   /** @param repo the `models` table (`app.repos.models`). */
   constructor(
     private readonly repo: ModelsRepo,
@@ -76,20 +80,34 @@ export class ModelRegistry {
   }
 
   /**
-   * How `version` reads prompts: a builtin checkpoint's declared `promptFormat`
-   * (src/model/checkpoint.ts), else `chat` (remote versions, older checkpoints, and engines whose
-   * folders are not checkpoints, such as the test engine's). Read once per version and folder.
+   * How `version` reads text: a builtin checkpoint's declared tokenizer and `promptFormat`
+   * (src/model/checkpoint.ts), else the byte tokenizer and `chat` (remote versions, older
+   * checkpoints, and engines whose folders are not checkpoints, such as the test engine's). Read
+   * once per version and folder.
    */
-  promptFormat(version: string): Promise<PromptFormat> {
+  private text(version: string): Promise<Required<CheckpointText>> {
     const row = this.get(version);
-    if (!row || specOf(row) || !row.checkpointDir) return Promise.resolve(CHAT_FORMAT);
+    if (!row || specOf(row) || !row.checkpointDir) return Promise.resolve(DEFAULT_TEXT);
     const key = `${version}|${row.checkpointDir}`;
-    let p = this.formats.get(key);
+    let p = this.texts.get(key);
     if (!p) {
-      p = readCheckpointMetadata(row.checkpointDir).then((m) => parsePromptFormat(m.promptFormat), () => CHAT_FORMAT);
-      this.formats.set(key, p);
+      p = readCheckpointMetadata(row.checkpointDir).then((m) => checkpointText(m), () => DEFAULT_TEXT);
+      this.texts.set(key, p);
     }
     return p;
+  }
+
+  /** How `version` reads prompts (see `text`): `compact` for a checkpoint declaring it, else `chat`. */
+  promptFormat(version: string): Promise<PromptFormat> {
+    return this.text(version).then((t) => t.promptFormat);
+  }
+
+  /**
+   * The tokenizer of `version`'s token ids (see `text`): what its logprob tokens and `bytes` mean
+   * on the OpenAI-compatible endpoint. Byte for versions that are not builtin checkpoints.
+   */
+  tokenizer(version: string): Promise<Tokenizer> {
+    return this.text(version).then((t) => t.tokenizer);
   }
 
   /** Load `version` in the engine if needed (one load at a time per version). */

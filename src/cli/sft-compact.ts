@@ -19,6 +19,7 @@ import path from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { renderActPrompt, renderReflectionPrompt, type PromptAttempt } from '../agent/prompt.js';
 import { initBackend } from '../model/backend.js';
+import { DEFAULT_LIMITS } from '../model/sampling.js';
 import { saveCheckpoint } from '../model/checkpoint.js';
 import { countParams, initModel, type GPT, type GPTConfig } from '../model/gpt.js';
 import type { CompactPromptFormat } from '../model/prompt-format.js';
@@ -38,7 +39,8 @@ const USAGE = `usage: npm run model:sft-base -- [options]
   --out DIR            checkpoint folder (default models/base)
   --minutes M          training wall-clock budget in minutes, evaluations excluded (default 100)
   --steps N            stop after N optimiser steps instead (default: none)
-  --layers N --embd N --heads N --block N   model shape (default 4, 128, 4, 384)
+  --layers N --embd N --heads N --block N   model shape (default 4, 128, 4, 384; block >= 272, the
+                       smallest context the server loads with its default generation caps)
   --batch N            sequences per step (default 32)
   --lr X               peak learning rate, linear warm-up 200 steps then cosine to 10% (default 0.002)
   --curriculum LIST    env:weight,... (default minesweeper-4x4-2:1,minesweeper-5x5-3:1,minesweeper-6x6-3:4,sokoban-5x5-1:1,sokoban-6x6-1:1,sokoban-6x6-2:3)
@@ -57,8 +59,9 @@ interface Options {
 
 const DEFAULT_CURRICULUM = 'minesweeper-4x4-2:1,minesweeper-5x5-3:1,minesweeper-6x6-3:4,sokoban-5x5-1:1,sokoban-6x6-1:1,sokoban-6x6-2:3';
 
+/** A bad command line: one line on stderr (as the lamer CLIs, src/cli/args.ts), exit code 2. */
 function fail(msg: string): never {
-  process.stderr.write(`model:sft-base: ${msg}\n${USAGE}\n`);
+  process.stderr.write(`model:sft-base: ${msg.replace(/\s*\n\s*/g, ' ')} (--help lists the options)\n`);
   process.exit(2);
 }
 
@@ -68,6 +71,12 @@ function num(name: string, v: string | undefined, def: number, lo: number, hi: n
   if (!Number.isFinite(x) || (int && !Number.isInteger(x)) || x < lo || x > hi) fail(`--${name} must be ${int ? 'an integer' : 'a number'} in [${lo}, ${hi}], got '${v}'`);
   return x;
 }
+
+/**
+ * Smallest context the builtin engine loads with its default generation caps
+ * (src/policy/builtin-engine.ts: the larger cap + 16): a smaller model could not be served.
+ */
+const MIN_BLOCK = Math.max(DEFAULT_LIMITS.maxActionTokens, DEFAULT_LIMITS.maxReflectionTokens) + 16;
 
 /** Parses the command line. Exits 2 with one line for a bad option, 0 after --help. */
 export function parseOptions(argv: string[]): Options {
@@ -105,7 +114,7 @@ export function parseOptions(argv: string[]): Options {
     minutes: num('minutes', s('minutes'), 100, 0.05, 10_000, false),
     steps: s('steps') === undefined ? null : num('steps', s('steps'), 0, 1, 10_000_000),
     layers: num('layers', s('layers'), 4, 1, 48), embd, heads,
-    block: num('block', s('block'), 384, 128, 4096),
+    block: num('block', s('block'), 384, MIN_BLOCK, 4096),
     batch: num('batch', s('batch'), 32, 1, 4096),
     lr: num('lr', s('lr'), 0.002, 1e-6, 1, false),
     curriculum,

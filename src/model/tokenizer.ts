@@ -349,10 +349,10 @@ function fitTokenized(
   let tailKept = tail;
   if (fixed > maxPromptTokens) {
     const roomForHead = maxPromptTokens - 1 - tail.length;
-    if (roomForHead >= 0) headKept = head.slice(head.length - roomForHead);
+    if (roomForHead >= 0) headKept = keepEndTokens(head, roomForHead);
     else {
       headKept = [];
-      tailKept = tail.slice(tail.length - (maxPromptTokens - 1));
+      tailKept = keepEndTokens(tail, maxPromptTokens - 1);
     }
   }
   const chars = (ids: readonly number[]) => [...textOf(ids)].length;
@@ -370,6 +370,17 @@ function fitTokenized(
     tailTruncatedBytes: byteLength(textOf(tail)) - byteLength(textOf(tailKept)),
     truncatedChars,
   };
+}
+
+/**
+ * The last `room` tokens (at most) of `ids`, starting on a character boundary: byte-fallback
+ * continuation bytes (0x80..0xBF) at the cut are dropped too, so that a cut never leaves half a
+ * character (which would decode to U+FFFD). Pieces are whole characters, so they are boundaries.
+ */
+function keepEndTokens(ids: readonly number[], room: number): number[] {
+  let start = Math.max(0, ids.length - Math.max(0, room));
+  while (start < ids.length && ids[start]! < BYTE_VOCAB && isContinuation(ids[start]!)) start++;
+  return ids.slice(start);
 }
 
 /** Shared `fitPrompt` logic (hysteresis) over any `encodePrompt`. */

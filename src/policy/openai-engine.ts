@@ -263,6 +263,8 @@ async function readCapped(res: Response, maxBytes: number): Promise<string> {
  * text it kept (the messages joined with newlines, as its chat template renders them, cut from the
  * start when longer than its context). Recording that text and the number of characters (code
  * points) cut keeps `decode(promptTokenIds) === prompt` true for remote versions of kind `lamer`.
+ * null when the ids are not all bytes and specials (a version with a game vocabulary, whose pieces
+ * only its checkpoint lists): the caller then records the text it sent.
  */
 function lamerPromptSeen(messages: readonly ChatMessage[], promptTokenIds: readonly number[]): { promptText: string; promptTruncatedChars: number } | null {
   // Ids of another vocabulary, or ids that do not spell the end of what was sent, describe some

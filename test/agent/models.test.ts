@@ -5,6 +5,10 @@ import { openDatabase } from '../../src/db/index.js';
 import { ModelsRepo } from '../../src/db/models-repo.js';
 import { TestEngine } from '../../src/policy/test-engine.js';
 import { tmpDir } from '../helpers/index.js';
+import { saveCheckpoint } from '../../src/model/checkpoint.js';
+import { initModel } from '../../src/model/gpt.js';
+import { BYTE_TOKENIZER, GameTokenizer } from '../../src/model/tokenizer.js';
+import { gameVocabulary } from '../../src/envs/vocab.js';
 
 describe('ModelRegistry', () => {
   it('registers the initial version once and keeps its folder in line with the configuration', async () => {
@@ -34,6 +38,28 @@ describe('ModelRegistry', () => {
     expect(r.get('base')!.status).toBe('retired');
     expect(r.active().version).toBe('v1');
     await expect(r.activate('nope')).rejects.toMatchObject({ name: 'DomainError', kind: 'not-found' });
+    d.close();
+  });
+
+  it('reads each version\'s tokenizer and prompt format from its checkpoint (byte and chat otherwise)', async () => {
+    const root = tmpDir();
+    const tok = new GameTokenizer(gameVocabulary());
+    const format = { name: 'compact' as const, envTags: ['minesweeper'], historySteps: 1 };
+    const g = initModel({ vocab_size: tok.vocabSize, block_size: 16, n_layer: 1, n_head: 1, n_embd: 8 }, 1);
+    await saveCheckpoint(g, `${root}/compact`, { version: 'base' }, { tokenizer: tok, promptFormat: format });
+    g.dispose();
+    const d = openDatabase(tmpDir());
+    const r = new ModelRegistry(new ModelsRepo(d.db), new TestEngine());
+    await r.init('base', `${root}/compact`);
+    d.sqlite
+      .prepare(`INSERT INTO models (version, parent, job_id, checkpoint_dir, status, metrics, created_at) VALUES ('v1', 'base', 'job_1', '${root}/missing', 'candidate', '{}', 1)`)
+      .run();
+    expect(await r.promptFormat('base')).toEqual(format);
+    expect((await r.tokenizer('base')).spec).toEqual(tok.spec);
+    // a folder that is not a checkpoint, and an unknown version: bytes and chat
+    expect(await r.promptFormat('v1')).toEqual({ name: 'chat' });
+    expect(await r.tokenizer('v1')).toBe(BYTE_TOKENIZER);
+    expect(await r.tokenizer('nope')).toBe(BYTE_TOKENIZER);
     d.close();
   });
 });

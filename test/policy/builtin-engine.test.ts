@@ -45,13 +45,13 @@ describe('bounded model work', () => {
     const long = await engine.act({ sessionId: 'l1', modelVersion: 'v1', prompt: small, availableActions: ['ok', 'x'.repeat(32)], sampling: S(1) }).catch((e) => e);
     expect(long).toBeInstanceOf(EngineLimitError);
     expect(long.field).toBe('body/availableActions/1');
-    expect(long.message).toBe('is 33 tokens (UTF-8 bytes + 1); model version v1 takes candidates of at most 32 tokens (half its context of 64)');
+    expect(long.message).toBe('is 33 tokens (its tokens + EOS); model version v1 takes candidates of at most 32 tokens (half its context of 64)');
     // 4 x (24 + 1) = 100 tokens is the cap; one byte more is refused
     const fits = Array.from({ length: 4 }, (_, i) => `${i}`.padEnd(24, 'y'));
     expect((await engine.act({ sessionId: 'l2', modelVersion: 'v1', prompt: small, availableActions: fits, sampling: S(1) })).choiceIndex).toBeGreaterThanOrEqual(0);
     const over = await engine.score({ modelVersion: 'v1', prompt: small, candidates: [...fits.slice(0, 3), fits[3] + 'z'] }).catch((e) => e);
     expect(over).toBeInstanceOf(EngineLimitError);
-    expect(over.message).toBe('total 101 tokens (UTF-8 bytes + 1 per action); at most 100 per call (LAMER_MAX_CANDIDATE_TOKENS)');
+    expect(over.message).toBe('total 101 tokens (each action\'s tokens + EOS); at most 100 per call (LAMER_MAX_CANDIDATE_TOKENS)');
     expect(engine.stats().v1!.forwards).toBeGreaterThan(forwards); // only the accepted call ran
     const after = engine.stats().v1!.forwards;
     await engine.act({ sessionId: 'l3', modelVersion: 'v1', prompt: small, availableActions: ['ok', 'x'.repeat(40)], sampling: S(1) }).catch(() => {});
@@ -65,7 +65,7 @@ describe('bounded model work', () => {
     const cands = Array.from({ length: 3 }, (_, i) => `${i}`.padEnd(24, 'y')); // 75 tokens
     const over = await e.score({ modelVersion: 'v1', prompt: small, candidates: cands }).catch((err) => err);
     expect(over).toBeInstanceOf(EngineLimitError);
-    expect(over.message).toBe('total 75 tokens (UTF-8 bytes + 1 per action); at most 60 per call (when every candidate is scored)');
+    expect(over.message).toBe('total 75 tokens (each action\'s tokens + EOS); at most 60 per call (when every candidate is scored)');
     expect((await e.act({ sessionId: 's', modelVersion: 'v1', prompt: small, availableActions: cands, sampling: S(2) })).choiceIndex).toBeGreaterThanOrEqual(0);
     await e.dispose();
   });

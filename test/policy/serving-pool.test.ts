@@ -127,7 +127,7 @@ describe('a pool of 2 workers', () => {
     expect(got).toBeInstanceOf(EngineLimitError);
     expect({ field: (got as EngineLimitError).field, message: (got as Error).message }).toEqual({
       field: 'body/availableActions/1',
-      message: 'is 201 tokens (UTF-8 bytes + 1); model version v3 takes candidates of at most 192 tokens (half its context of 384)',
+      message: 'is 201 tokens (its tokens + EOS); model version v3 takes candidates of at most 192 tokens (half its context of 384)',
     });
     const unknown = await pool.act({ ...long, modelVersion: 'nope', availableActions: undefined }).catch((e: unknown) => e);
     expect(unknown).toBeInstanceOf(EngineError);
@@ -239,7 +239,7 @@ describe('LAMER_SERVE_WORKERS=2 over HTTP', () => {
       expect(ready.body.model).toEqual({ version: 'base', loaded: true });
       const tooLarge = await two.call('POST', `/v1/sessions/${b.ids[0]}/steps`, { attempt: 0, step: 3, observation: 'o', availableActions: ['ok', 'y'.repeat(300)] });
       expect(tooLarge.status).toBe(400);
-      expect(tooLarge.body.errors).toEqual([{ field: 'body/availableActions/1', message: 'is 301 tokens (UTF-8 bytes + 1); model version base takes candidates of at most 192 tokens (half its context of 384)' }]);
+      expect(tooLarge.body.errors).toEqual([{ field: 'body/availableActions/1', message: 'is 301 tokens (its tokens + EOS); model version base takes candidates of at most 192 tokens (half its context of 384)' }]);
       // shutdown terminates the workers
       await two.close();
       expect(pooled.liveWorkers()).toBe(0);

@@ -6,8 +6,12 @@
  * kind `lamer`).
  *
  * - Chat template: the messages' texts joined with "\n" in order, as one prompt
- *   (`[BOS] + bytes`); a LaMer server sending `system: instructions`, `user: the rest` therefore
- *   reproduces the builtin prompt byte for byte.
+ *   (`[BOS] + tokens` in the version's tokenizer); a LaMer server sending `system: instructions`,
+ *   `user: the rest` therefore reproduces the builtin prompt byte for byte. The prompt format is
+ *   the caller's: a version that reads `compact` prompts gets whatever text is sent.
+ * - Token ids, logprob `token`s and `bytes` are those of the version's tokenizer
+ *   (ModelRegistry.tokenizer): one byte each for a byte checkpoint; a game-vocabulary piece
+ *   (ids 260 and up) stands for its whole text.
  * - Sampling: temperature (default 1), top_p, top_k, seed, max_tokens (capped at half the
  *   context), stop strings; n = 1 (n > 1 is a 400 saying it is not supported).
  * - Errors: problem+json with, besides, OpenAI's `error: {message, type, param, code}` member
@@ -28,7 +32,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Static } from 'typebox';
 import { DomainError, invalid, notFound } from '../../agent/errors.js';
 import { EngineLimitError, type CompleteRequest, type Completion as EngineCompletion, type SamplingParams } from '../../policy/engine.js';
-import { BOS, EOS, PAD, SEP } from '../../model/tokenizer.js';
+import { BOS, EOS, PAD, SEP, type Tokenizer } from '../../model/tokenizer.js';
 import { bearer, errorResponses, stepErrorResponses } from '../api/common.js';
 import {
   ChatCompletion, ChatCompletionRequest, Completion, CompletionRequest, OpenAiModel, OpenAiModelList, OpenAiModelParams,
@@ -36,14 +40,20 @@ import {
 
 const SPECIAL: Record<number, string> = { [BOS]: '<|bos|>', [EOS]: '<|eos|>', [SEP]: '<|sep|>', [PAD]: '<|pad|>' };
 
-/** Text of one byte-level token id (a lone byte that is not UTF-8 text decodes to U+FFFD). */
-function tokenText(id: number, asIds: boolean): string {
+/**
+ * Text of one token id of the version's tokenizer: the UTF-8 text of its bytes (a lone byte that
+ * is not UTF-8 text decodes to U+FFFD; a game-vocabulary piece is its whole text), a special
+ * token's name, or `token_id:<id>` when asked for ids.
+ */
+function tokenText(id: number, asIds: boolean, tok: Tokenizer): string {
   if (asIds) return `token_id:${id}`;
-  if (id >= 0 && id < 256) return Buffer.from([id]).toString('utf8');
+  const bytes = tok.tokenBytes(id);
+  if (bytes.length > 0) return Buffer.from(bytes).toString('utf8');
   return SPECIAL[id] ?? `<|${id}|>`;
 }
 
-const tokenBytes = (id: number): number[] => (id >= 0 && id < 256 ? [id] : []);
+/** The UTF-8 bytes a token id stands for in the version's tokenizer (none for special tokens). */
+const tokenBytes = (id: number, tok: Tokenizer): number[] => Array.from(tok.tokenBytes(id));
 
 type ChatBody = Static<typeof ChatCompletionRequest>;
 type CompletionBody = Static<typeof CompletionRequest>;
@@ -175,11 +185,12 @@ function chatRoute(fastify: FastifyInstance): void {
       const model = await served(app, b.model);
       const g = await run(app, request(model, renderChat(b.messages), b, b.max_completion_tokens ?? b.max_tokens ?? 256));
       const asIds = b.return_tokens_as_token_ids === true;
+      const tok = await app.models.tokenizer(model);
       const id = `chatcmpl-${randomUUID()}`;
       const created = Math.floor(Date.now() / 1000);
       const logprobs = b.logprobs
         ? {
-            content: g.outputTokenIds.map((t, i) => ({ token: tokenText(t, asIds), logprob: g.logprobs[i]!, bytes: tokenBytes(t), top_logprobs: [] })),
+            content: g.outputTokenIds.map((t, i) => ({ token: tokenText(t, asIds, tok), logprob: g.logprobs[i]!, bytes: tokenBytes(t, tok), top_logprobs: [] })),
             refusal: null,
           }
         : null;
@@ -238,16 +249,17 @@ function completionsRoute(fastify: FastifyInstance): void {
       const g = await run(app, request(model, prompt, b, b.max_tokens ?? 16));
       const asIds = b.return_tokens_as_token_ids === true;
       const withIds = b.return_token_ids === true;
+      const tok = await app.models.tokenizer(model);
       let offset = 0;
       const logprobs =
         b.logprobs !== undefined && b.logprobs !== null
           ? {
-              tokens: g.outputTokenIds.map((t) => tokenText(t, asIds)),
+              tokens: g.outputTokenIds.map((t) => tokenText(t, asIds, tok)),
               token_logprobs: g.logprobs.slice(),
               top_logprobs: null,
               text_offset: g.outputTokenIds.map((t) => {
                 const o = offset;
-                offset += tokenBytes(t).length;
+                offset += tok.tokenBytes(t).length;
                 return o;
               }),
             }

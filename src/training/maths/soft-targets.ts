@@ -15,7 +15,7 @@ export interface SoftBatch {
   idx: tf.Tensor2D;
   /** `[N]` int32 flat positions b * T + t whose logits are trained. */
   rows: tf.Tensor1D;
-  /** `[N, V]` float32 target weights, each row summing to 1. */
+  /** `[N, V]` float32 target weights, each row summing to 1 (uniform over a set; an id listed k times gets k shares). */
   weights: tf.Tensor2D;
   /** N. */
   positions: number;
@@ -48,7 +48,8 @@ export function makeSoftBatch(
     });
   });
   const w = new Float32Array(sets.length * vocabSize);
-  sets.forEach((set, i) => { for (const v of set) w[i * vocabSize + v] = 1 / set.length; });
+  // accumulated, so that a set naming an id twice still gives a row summing to 1 (that id twice the weight)
+  sets.forEach((set, i) => { for (const v of set) w[i * vocabSize + v]! += 1 / set.length; });
   return {
     idx: tf.tensor2d(idx, [B, T], 'int32'),
     rows: tf.tensor1d(rows, 'int32'),

@@ -4,7 +4,8 @@ import { renderActPrompt, renderReflectionPrompt, type PromptAttempt, type Promp
 import { generateCurriculum, generateDemos, parseCurriculum } from '../../../src/envs/demos.js';
 import { initModel } from '../../../src/model/gpt.js';
 import { DEFAULT_LIMITS } from '../../../src/model/sampling.js';
-import { BOS, decode, encode, encodePrompt, EOS } from '../../../src/model/tokenizer.js';
+import { BOS, decode, encode, encodePrompt, EOS, GameTokenizer } from '../../../src/model/tokenizer.js';
+import { gameVocabulary } from '../../../src/envs/vocab.js';
 import { disposeBatch, makeBatch } from '../../../src/training/data/batch.js';
 import { behaviourOutputs } from '../../../src/training/data/behaviour.js';
 import { buildRlSamples, buildSftSamples, parseDemoJsonl, unpackSample, type DemoSession, type StepRecord, type TrainingSample } from '../../../src/training/data/data.js';
@@ -73,6 +74,25 @@ describe('buildRlSamples', () => {
     expect(samples[2].kind).toBe('reflection');
     expect(samples[2].behaviour).toEqual(sampling);
     expect(buildRlSamples(records, { algorithm: 'lamer', returns }).samples[0].behaviour).toEqual({ temperature: 1, topP: 1, topK: 0 });
+  });
+  it('encodes the candidates with the trained model\'s tokenizer, in per-step and packed samples', () => {
+    const tok = new GameTokenizer(gameVocabulary());
+    const up = tok.encode('up')[0]!;
+    const down = tok.encode('down')[0]!;
+    const recs = records.map((r) => ({ ...r, availableActions: r.kind === 'action' ? ['up', 'é'] : null }));
+    const { samples } = buildRlSamples(recs, { algorithm: 'lamer', returns, tokenizer: tok });
+    expect(samples[0].behaviour!.candidates).toEqual([[up, EOS], [0xc3, 0xa9, EOS]]);
+    // two acting turns whose served prompts extend each other are packed; each keeps its candidates
+    const avail = ['up', 'down'];
+    const packable = (id: string, second: number, reward: number): StepRecord[] => [
+      rec(id, 0, 0, 'A', 0, { availableActions: avail, promptTokenIds: [BOS, 1], outputTokenIds: [up, EOS], logprobs: [-0.5, -0.1] }),
+      rec(id, 0, 1, 'B', 0, { availableActions: avail, promptTokenIds: [BOS, 1, up, 2], outputTokenIds: [second, EOS], logprobs: [-0.7, -0.1] }),
+      rec(id, 0, 2, 'C', reward, { done: true, success: reward > 0 }),
+    ];
+    const built = buildRlSamples([...packable('P', up, 1), ...packable('Q', down, 0)], { algorithm: 'grpo', returns, pack: true, blockSize: 64, tokenizer: tok });
+    const packed = built.samples.filter((x) => x.packedTurns);
+    expect(packed).toHaveLength(2);
+    for (const x of packed) for (const t of x.packedTurns!) expect(t.candidates).toEqual([[up, EOS], [down, EOS]]);
   });
   it('rejects an output without matching logprobs', () => {
     const bad = [rec('S', 0, 0, 'A', 0, { promptTokenIds: [1], outputTokenIds: [2, 3], logprobs: [-1] })];

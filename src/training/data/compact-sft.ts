@@ -1,0 +1,98 @@
+/**
+ * SFT examples of the compact builtin policy from demonstration trials (src/envs/compact-data.ts):
+ * every decision's served prompt (rendered by the agent's own renderer, src/agent/prompt.ts, in
+ * the checkpoint's prompt format, fitted by its tokenizer exactly as the engine fits it) followed by
+ * the solver's answer, with a *soft target* at each answer position (uniform over the equally good
+ * pieces there) and EOS after it; every reflection as prompt -> reflection tokens + EOS, one-hot.
+ */
+import { renderActPrompt, renderReflectionPrompt, type PromptAttempt, type PromptStep } from '../../agent/prompt.js';
+import type { CompactPromptFormat } from '../../model/prompt-format.js';
+import { EOS, type Tokenizer } from '../../model/tokenizer.js';
+import type { CompactTrial } from '../../envs/compact-data.js';
+
+/** One training sequence: `ids` `[T]` int token ids; `targets[k]` trains the logits at `at[k]`. */
+export interface CompactExample {
+  kind: 'action' | 'reflection';
+  ids: number[];
+  /** Positions whose next-token logits are trained, ascending, each < ids.length. */
+  at: number[];
+  /** For each trained position, the target token ids (uniform weights over them). */
+  targets: number[][];
+}
+
+export interface CompactExampleOptions {
+  tokenizer: Tokenizer;
+  format: CompactPromptFormat;
+  /** The model's context; prompts are fitted to blockSize - reserve as served. */
+  blockSize: number;
+  /** Tokens the engine keeps free after an acting / reflection prompt (its generation caps). */
+  actionReserve: number;
+  reflectionReserve: number;
+  /** Train reflections too (default true). */
+  reflections?: boolean;
+}
+
+/** The single token of a piece. @throws Error when the piece is not one token of the vocabulary. */
+function pieceToken(tok: Tokenizer, piece: string): number {
+  const ids = tok.encode(piece);
+  if (ids.length !== 1) throw new Error(`target piece ${JSON.stringify(piece)} is ${ids.length} tokens; soft targets need one-token pieces`);
+  return ids[0]!;
+}
+
+/**
+ * The target path of one decision: the solver's answer split into `choices` positions, each with
+ * the token of the piece it took and the tokens of every equally good piece there.
+ * @throws Error when `target` is not a concatenation of one piece from each set.
+ */
+export function targetPath(tok: Tokenizer, choices: string[][], target: string): { path: number[]; sets: number[][] } {
+  const path: number[] = [];
+  const sets: number[][] = [];
+  let rest = target;
+  for (const set of choices) {
+    const piece = set.find((p) => rest.startsWith(p));
+    if (piece === undefined) throw new Error(`target ${JSON.stringify(target)} does not follow its choices`);
+    rest = rest.slice(piece.length);
+    path.push(pieceToken(tok, piece));
+    sets.push([...new Set(set.map((p) => pieceToken(tok, p)))]);
+  }
+  if (rest !== '') throw new Error(`target ${JSON.stringify(target)} has text beyond its choices`);
+  return { path, sets };
+}
+
+/** Training examples of one trial: one per decision with a target, one per reflection. */
+export function compactExamples(trial: CompactTrial, opts: CompactExampleOptions): CompactExample[] {
+  const tok = opts.tokenizer;
+  const out: CompactExample[] = [];
+  const previous: PromptAttempt[] = [];
+  trial.attempts.forEach((a, n) => {
+    const done: PromptStep[] = [];
+    for (const s of a.steps) {
+      if (s.choices && s.target !== null) {
+        const parts = renderActPrompt({
+          instructions: trial.instructions, memory: 'reflection_only', attempt: n, previousAttempts: previous,
+          steps: done, observation: s.observation, env: trial.env, format: opts.format,
+        });
+        const enc = tok.fitPrompt(parts, opts.blockSize, opts.actionReserve);
+        const { path, sets } = targetPath(tok, s.choices, s.target);
+        const ids = [...enc.ids, ...path];
+        const at = [...path.keys()].map((j) => enc.ids.length - 1 + j);
+        at.push(ids.length - 1);
+        out.push({ kind: 'action', ids, at, targets: [...sets, [EOS]] });
+      }
+      done.push({ observation: s.observation, action: s.action });
+    }
+    if (a.reflection !== null && opts.reflections !== false) {
+      const parts = renderReflectionPrompt({
+        instructions: trial.instructions, memory: 'reflection_only', attempt: n, previousAttempts: previous,
+        steps: done, finalObservation: a.finalObservation, env: trial.env, format: opts.format,
+      });
+      const enc = tok.fitPrompt(parts, opts.blockSize, opts.reflectionReserve);
+      const text = tok.encode(a.reflection);
+      const ids = [...enc.ids, ...text];
+      const at = Array.from({ length: text.length + 1 }, (_, j) => enc.ids.length - 1 + j);
+      out.push({ kind: 'reflection', ids, at, targets: [...text.map((t) => [t]), [EOS]] });
+    }
+    previous.push({ steps: done, finalObservation: a.finalObservation, success: a.success, reflection: a.reflection });
+  });
+  return out;
+}

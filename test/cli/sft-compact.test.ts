@@ -1,0 +1,87 @@
+/**
+ * The compact trainer CLI (src/cli/sft-compact.ts) as a child process: help, usage errors, and a
+ * tiny run whose checkpoint loads with its game tokenizer and compact prompt format.
+ */
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import * as tf from '@tensorflow/tfjs';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { checkpointText, loadCheckpoint } from '../../src/model/checkpoint.js';
+import { gameVocabulary } from '../../src/envs/vocab.js';
+import { root } from '../helpers/cli.js';
+import { tmpDir } from '../helpers/index.js';
+
+beforeAll(async () => { await tf.setBackend('cpu'); await tf.ready(); });
+
+function runCli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/sft-compact.ts', ...args], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.on('exit', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+describe('sft-compact CLI', () => {
+  it('--help prints the usage on stdout and exits 0', async () => {
+    const r = await runCli(['--help']);
+    expect(r.code).toBe(0);
+    expect(r.stdout.startsWith('usage: npm run model:sft-base -- [options]\n')).toBe(true);
+    for (const opt of ['--out', '--minutes', '--steps', '--layers', '--batch', '--lr', '--curriculum', '--dagger-from', '--eval-every', '--eval-tasks', '--seed']) expect(r.stdout).toContain(opt);
+    expect(r.stderr).toBe('');
+  });
+
+  it.each([
+    [['--layers', '0'], "model:sft-base: --layers must be an integer in [1, 48], got '0' (--help lists the options)"],
+    [['--block', '256'], "model:sft-base: --block must be an integer in [272, 4096], got '256' (--help lists the options)"],
+    [['--lr', 'fast'], "model:sft-base: --lr must be a number in [0.000001, 1], got 'fast' (--help lists the options)"],
+    [['--embd', '30', '--heads', '4'], 'model:sft-base: --embd (30) must be divisible by --heads (4) (--help lists the options)'],
+    [['--curriculum', 'minesweeper-6x6-3:0'], 'model:sft-base: --curriculum: weight of minesweeper-6x6-3 must be > 0 (--help lists the options)'],
+  ])('%j exits 2 with one line', async (args, line) => {
+    const r = await runCli(args);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe(`${line}\n`);
+    expect(r.stdout).toBe('');
+  });
+
+  it('refuses unknown options and unknown envs with one line', async () => {
+    for (const args of [['--bogus'], ['--curriculum', 'chess-8x8:1']]) {
+      const r = await runCli(args);
+      expect(r.code).toBe(2);
+      expect(r.stderr.split('\n')).toHaveLength(2);
+      expect(r.stderr).toMatch(/^model:sft-base: .*(bogus|chess).* \(--help lists the options\)\n$/);
+    }
+  });
+
+  it('trains a tiny model and writes a checkpoint with its game vocabulary, compact format and learning curve', async () => {
+    const out = path.join(tmpDir('lamer-sft-compact-'), 'base');
+    const r = await runCli(['--steps', '3', '--eval-every', '2', '--eval-tasks', '1', '--layers', '1', '--embd', '32', '--heads', '2', '--batch', '4', '--block', '384', '--out', out, '--seed', '2']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toMatch(/model:sft-base: done, 3 steps, 12 examples, \d+ tokens/);
+    expect(fs.readdirSync(out).sort()).toEqual(['learning-curve.json', 'model.json', 'weights.bin']);
+    const curve = JSON.parse(fs.readFileSync(path.join(out, 'learning-curve.json'), 'utf8'));
+    expect(curve.config).toEqual({ vocab_size: 381, block_size: 384, n_layer: 1, n_head: 2, n_embd: 32 });
+    // evaluations at step 2 (every 2) and at the end
+    expect(curve.points.map((p: any) => p.step)).toEqual([2, 3]);
+    for (const p of curve.points) {
+      expect(p.games.map((g: any) => g.env)).toEqual(['minesweeper-6x6-3', 'sokoban-6x6-2']);
+      for (const g of p.games) {
+        expect(g.tasks).toBe(1);
+        for (const k of ['agreement', 'invalid', 'pass1', 'pass3']) expect(g[k] >= 0 && g[k] <= 1).toBe(true);
+      }
+    }
+    expect(curve.points[1].examples).toBe(12);
+    const { model, metadata } = await loadCheckpoint(out);
+    try {
+      expect(metadata).toMatchObject({ version: 'base', config: curve.config, meta: { steps: 3, examples: 12 } });
+      const text = checkpointText(metadata);
+      expect(text.tokenizer.spec).toMatchObject({ type: 'game', vocabSize: 381, pieces: gameVocabulary() });
+      expect(text.promptFormat).toEqual({ name: 'compact', envTags: ['minesweeper', 'sokoban'], historySteps: 0 });
+    } finally {
+      model.dispose();
+    }
+  });
+});

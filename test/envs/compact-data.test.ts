@@ -1,0 +1,251 @@
+/**
+ * Demonstration trials of the compact policy (src/envs/compact-data.ts): solver soft targets,
+ * factual reflections, failures on purpose and the board symmetries.
+ */
+import { describe, expect, it } from 'vitest';
+import {
+  mineSweeperChoices, mineSweeperCompactReflection, noisyPolicy, playCompactTrial, randomAction, sokobanChoices, sokobanCompactReflection,
+  solverPolicy, symmetriesFor, symmetry, transformTrial, type CompactTrial,
+} from '../../src/envs/compact-data.js';
+import { gridText, parseGridRows } from '../../src/envs/grid.js';
+import { Rng } from '../../src/envs/rng.js';
+import { applyMove, parseMoves, parseSokoban, renderSokoban, solveSokoban } from '../../src/envs/sokoban.js';
+import { parseCellAction } from '../../src/envs/minesweeper.js';
+
+const ms = (rows: string[]) => gridText(rows, 1);
+const sk = (rows: string[]) => gridText(rows, 0);
+
+describe('mineSweeperChoices', () => {
+  it('is exactly the hidden cells of lowest mine probability', () => {
+    // every '1' in column 2 sees (2, 3); one mine: it is there, (1, 3) and (3, 3) are safe
+    expect(mineSweeperChoices(ms(['.1?', '.1?', '.1?']), 1, new Set())).toEqual(['(1, 3)', '(3, 3)']);
+    // no information: every hidden cell equally likely
+    expect(mineSweeperChoices(ms(['1?', '??']), 1, new Set())).toEqual(['(1, 2)', '(2, 1)', '(2, 2)']);
+    // the '1' at (1, 2) sees (1, 1) and (2, 1) but not (1, 3): P = 1/2, 1/2, 0
+    expect(mineSweeperChoices(ms(['?1.', '?1.']), 1, new Set())).toEqual(['(1, 1)', '(2, 1)']);
+  });
+
+  it('excludes cells that memory names as mines and counts them as mines', () => {
+    // knowing (1, 2) (index 1) is the mine leaves the others certainly safe
+    expect(mineSweeperChoices(ms(['1?', '??']), 1, new Set([1]))).toEqual(['(2, 1)', '(2, 2)']);
+    expect(mineSweeperChoices(ms(['.1?', '.1?', '.1?']), 1, new Set([5]))).toEqual(['(1, 3)', '(3, 3)']);
+    expect(() => mineSweeperChoices(ms(['1?']), 1, new Set([1]))).toThrow(/no hidden cell/);
+  });
+});
+
+describe('sokobanChoices', () => {
+  it('gives every move that starts a shortest solution, along one drawn optimal path', () => {
+    const obs = sk(['#####', '#P__#', '#_X_#', '#__O#', '#####']);
+    // push right then down, or down then right: 5 moves either way
+    expect(solveSokoban(parseSokoban(obs))!.length).toBe(5);
+    for (let seed = 0; seed < 8; seed++) {
+      const c = sokobanChoices(obs, new Rng(seed))!;
+      expect(c.choices[0]).toEqual(['down', 'right']);
+      expect(c.choices[1]).toEqual([', ']);
+      expect(c.choices[3]).toEqual([', ']);
+      expect(c.choices.length).toBe(5);
+      // each set is exactly the moves that lower the distance by one from the state the target reached
+      let s = parseSokoban(obs);
+      const picked = parseMoves(c.target);
+      expect(picked.length).toBe(3);
+      picked.forEach((m, j) => {
+        const d = solveSokoban(s)!.length;
+        const good = (['up', 'down', 'left', 'right'] as const).filter((x) => {
+          const o = applyMove(s, x);
+          return o.moved && solveSokoban(o.state)?.length === d - 1;
+        });
+        expect(c.choices[2 * j]).toEqual(good);
+        expect(good).toContain(m);
+        s = applyMove(s, m).state;
+      });
+    }
+    expect(sokobanChoices(obs, new Rng(1))!.target).toMatch(/^(down, right, up|right, down, left)$/);
+  });
+
+  it('stops at the solution and gives null for a solved or dead position', () => {
+    expect(sokobanChoices(sk(['######', '#PX_O#', '######']), new Rng(0))).toEqual({ choices: [['right'], [', '], ['right']], target: 'right, right' });
+    expect(sokobanChoices(sk(['#####', '#P*_#', '#####']), new Rng(0))).toBeNull();
+    expect(sokobanChoices(sk(['#####', '#X_P#', '#O__#', '#####']), new Rng(0))).toBeNull();
+  });
+});
+
+describe('compact reflections', () => {
+  const final = ms(['??*', '?1?']);
+  it('name the mine clicked, else say the turns ran out', () => {
+    expect(mineSweeperCompactReflection('(1, 3)', final, true)).toBe('(1, 3) was a mine.');
+    expect(mineSweeperCompactReflection('I click ( 1 ,3 )', final, true)).toBe('(1, 3) was a mine.');
+    // an action that does not parse: the '*' on the final board names it
+    expect(mineSweeperCompactReflection('boom', final, true)).toBe('(1, 3) was a mine.');
+    expect(mineSweeperCompactReflection('(1, 1)', ms(['.?', '??']), false)).toBe('turns ran out.');
+  });
+
+  it('name a cornered box by its cell, or a dead end, or the turn cap', () => {
+    expect(sokobanCompactReflection(sk(['#####', '#X_P#', '#O__#', '#####']))).toBe('box (1, 1) stuck in a corner.');
+    // two boxes side by side against the top wall: stuck, neither in a corner
+    expect(sokobanCompactReflection(sk(['######', '#_XX_#', '#_OOP#', '######']))).toBe('boxes stuck. dead end.');
+    expect(sokobanCompactReflection(sk(['######', '#PX_O#', '######']))).toBe('turns ran out.');
+  });
+
+  it('follow every mine clicked in played trials, and later targets avoid the mines named', () => {
+    let mines = 0;
+    for (let seed = 0; seed < 30; seed++) {
+      const t = playCompactTrial({ envName: 'minesweeper-4x4-2', seed, maxAttempts: 3, policy: noisyPolicy(0.7), rngSeed: seed + 100 });
+      const named = new Set<string>();
+      t.attempts.forEach((a, n) => {
+        for (const s of a.steps) if (n > 0) for (const c of s.choices![0]!) expect(named.has(c)).toBe(false);
+        const last = a.steps[a.steps.length - 1]!;
+        const hit = !a.success && a.finalObservation.includes('*');
+        if (n === t.attempts.length - 1) expect(a.reflection).toBeNull();
+        else {
+          expect(a.success).toBe(false);
+          if (hit) {
+            mines++;
+            expect(a.reflection).toBe(`${last.action} was a mine.`);
+            const cell = parseCellAction(last.action)!;
+            expect(parseGridRows(a.finalObservation)[cell.row - 1]![cell.col - 1]).toBe('*');
+            named.add(last.action);
+          } else expect(a.reflection).toBe('turns ran out.');
+        }
+      });
+    }
+    expect(mines).toBeGreaterThan(5);
+  });
+});
+
+describe('playCompactTrial', () => {
+  it('is deterministic, and the solver alone plays its own targets', () => {
+    const o = { envName: 'minesweeper-5x5-3', seed: 7, maxAttempts: 3, rngSeed: 9 };
+    expect(playCompactTrial({ ...o, policy: noisyPolicy(0.3) })).toEqual(playCompactTrial({ ...o, policy: noisyPolicy(0.3) }));
+    const t = playCompactTrial({ ...o, policy: solverPolicy });
+    expect(t).toMatchObject({ env: 'minesweeper', envName: 'minesweeper-5x5-3', seed: 7 });
+    for (const a of t.attempts) for (const s of a.steps) {
+      expect(s.action).toBe(s.target);
+      expect(s.choices![0]).toContain(s.target);
+    }
+  });
+
+  it('records Sokoban targets whose pieces follow their choices', () => {
+    const t = playCompactTrial({ envName: 'sokoban-5x5-1', seed: 3, maxAttempts: 3, policy: noisyPolicy(0.5), rngSeed: 4 });
+    for (const a of t.attempts) for (const s of a.steps) {
+      if (s.choices === null) continue;
+      expect(s.target!.split(', ').join(', ')).toBe(s.target);
+      parseMoves(s.target!).forEach((m, j) => expect(s.choices![2 * j]).toContain(m));
+    }
+    expect(randomAction('sokoban', '', new Rng(1))).toMatch(/^(up|down|left|right), (up|down|left|right), (up|down|left|right)$/);
+  });
+});
+
+describe('board symmetries', () => {
+  const trials: CompactTrial[] = [];
+  for (let seed = 0; seed < 6; seed++) {
+    trials.push(playCompactTrial({ envName: 'minesweeper-4x4-2', seed, maxAttempts: 3, policy: noisyPolicy(0.5), rngSeed: seed }));
+    trials.push(playCompactTrial({ envName: 'sokoban-5x5-1', seed, maxAttempts: 2, policy: noisyPolicy(0.3), rngSeed: seed }));
+  }
+  const symbols = (obs: string) => parseGridRows(obs).flat().sort().join('');
+  const at = (obs: string, action: string, base: number) => {
+    const c = parseCellAction(action)!;
+    return parseGridRows(obs)[c.row - base]![c.col - base];
+  };
+
+  it('keep every board\'s symbols, and the cells actions and targets name', () => {
+    for (const t of trials) for (let k = 0; k < 8; k++) {
+      const m = transformTrial(t, symmetry(k));
+      expect(m.attempts.length).toBe(t.attempts.length);
+      t.attempts.forEach((a, n) => {
+        const b = m.attempts[n]!;
+        expect(symbols(b.finalObservation)).toBe(symbols(a.finalObservation));
+        expect(b.reflection === null).toBe(a.reflection === null);
+        a.steps.forEach((s, i) => {
+          const u = b.steps[i]!;
+          expect(symbols(u.observation)).toBe(symbols(s.observation));
+          if (t.env === 'minesweeper') {
+            expect(at(u.observation, u.action, 1)).toBe(at(s.observation, s.action, 1));
+            s.choices![0]!.forEach((c, j) => expect(at(u.observation, u.choices![0]![j]!, 1)).toBe(at(s.observation, c, 1)));
+          }
+        });
+      });
+    }
+  });
+
+  it('map a MineSweeper trial to one whose targets are the solver\'s on the mapped boards', () => {
+    for (const t of trials.filter((x) => x.env === 'minesweeper')) for (let k = 0; k < 8; k++) {
+      const m = transformTrial(t, symmetry(k));
+      const known = new Set<number>();
+      m.attempts.forEach((a) => {
+        for (const s of a.steps) expect([...s.choices![0]!].sort()).toEqual([...mineSweeperChoices(s.observation, 2, known)].sort());
+        if (a.reflection?.endsWith('was a mine.')) {
+          const c = parseCellAction(a.reflection)!;
+          expect(parseGridRows(a.finalObservation)[c.row - 1]![c.col - 1]).toBe('*');
+          known.add((c.row - 1) * 4 + (c.col - 1));
+        }
+      });
+    }
+  });
+
+  it('map a Sokoban trial to one whose mapped moves replay on the mapped boards', () => {
+    // the env applies a turn's moves until the puzzle is solved or dead: some prefix of the mapped
+    // moves must lead from the mapped board to the mapped next board
+    const reaches = (obs: string, action: string, next: string) => {
+      let s = parseSokoban(obs);
+      if (renderSokoban(s) === next) return true;
+      for (const mv of parseMoves(action)) {
+        s = applyMove(s, mv).state;
+        if (renderSokoban(s) === next) return true;
+      }
+      return false;
+    };
+    let moved = 0;
+    for (const t of trials.filter((x) => x.env === 'sokoban')) for (let k = 0; k < 8; k++) {
+      const m = transformTrial(t, symmetry(k));
+      for (const a of m.attempts) a.steps.forEach((s, i) => {
+        const next = a.steps[i + 1]?.observation ?? a.finalObservation;
+        expect(reaches(s.observation, s.action, next)).toBe(true);
+        if (next !== s.observation) moved++;
+        // the mapped target is still optimal on the mapped board
+        if (s.choices) {
+          const d = solveSokoban(parseSokoban(s.observation))!.length;
+          const first = parseMoves(s.target!)[0]!;
+          expect(solveSokoban(applyMove(parseSokoban(s.observation), first).state)!.length).toBe(d - 1);
+        }
+        if (a.reflection?.startsWith('box ')) {
+          const c = parseCellAction(a.reflection)!;
+          expect('X*'.includes(parseGridRows(a.finalObservation)[c.row]![c.col]!)).toBe(true);
+        }
+      });
+    }
+    expect(moved).toBeGreaterThan(20);
+  });
+
+  it('are 8 distinct maps of a square board; the involutions undo themselves', () => {
+    const t: CompactTrial = {
+      env: 'minesweeper', envName: 'minesweeper-3x3-1', seed: 0, instructions: 'I',
+      attempts: [{ steps: [{ observation: ms(['12?', '???', '???']), action: '(1, 3)', choices: [['(1, 3)', '(2, 1)']], target: '(2, 1)' }], finalObservation: ms(['12*', '???', '???']), success: false, reflection: '(1, 3) was a mine.' }],
+    };
+    const boards = Array.from({ length: 8 }, (_, k) => transformTrial(t, symmetry(k)).attempts[0]!.steps[0]!.observation);
+    expect(new Set(boards).size).toBe(8);
+    expect(boards[0]).toBe(t.attempts[0]!.steps[0]!.observation);
+    // transpose: row 1 becomes column 1
+    const tr = transformTrial(t, symmetry(4));
+    expect(tr.attempts[0]).toEqual({
+      steps: [{ observation: ms(['1??', '2??', '???']), action: '(3, 1)', choices: [['(3, 1)', '(1, 2)']], target: '(1, 2)' }],
+      finalObservation: ms(['1??', '2??', '*??']), success: false, reflection: '(3, 1) was a mine.',
+    });
+    for (const k of [0, 1, 2, 3, 4, 7]) expect(transformTrial(transformTrial(t, symmetry(k)), symmetry(k))).toEqual(t);
+    // the rotations (5, 6) are each other's inverse
+    expect(transformTrial(transformTrial(t, symmetry(5)), symmetry(6))).toEqual(t);
+    for (const tt of trials) for (const k of [1, 2, 3, 4, 7]) expect(transformTrial(transformTrial(tt, symmetry(k)), symmetry(k))).toEqual(tt);
+  });
+
+  it('map move words, and refuse a transpose of a non-square board', () => {
+    const t: CompactTrial = {
+      env: 'sokoban', envName: 'sokoban-3x5-1', seed: 0, instructions: 'I',
+      attempts: [{ steps: [{ observation: sk(['#####', '#PX_O', '#####']), action: 'right, up', choices: [['right'], [', '], ['up']], target: 'right, up' }], finalObservation: sk(['#####', '#_PXO', '#####']), success: false, reflection: 'turns ran out.' }],
+    };
+    const flip = transformTrial(t, symmetry(1)).attempts[0]!.steps[0]!;
+    expect(flip).toEqual({ observation: sk(['#####', 'O_XP#', '#####']), action: 'left, up', choices: [['left'], [', '], ['up']], target: 'left, up' });
+    expect(transformTrial(t, symmetry(2)).attempts[0]!.steps[0]!.action).toBe('right, down');
+    expect(() => transformTrial(t, symmetry(4))).toThrow(/transpose needs a square board, got 3x5/);
+    expect(symmetriesFor(3, 5)).toEqual([0, 1, 2, 3]);
+    expect(symmetriesFor(6, 6)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+  });
+});

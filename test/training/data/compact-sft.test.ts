@@ -1,0 +1,91 @@
+/** SFT examples of the compact policy (src/training/data/compact-sft.ts) from a hand-made trial. */
+import { describe, expect, it } from 'vitest';
+import { compactExamples, targetPath } from '../../../src/training/data/compact-sft.js';
+import { BOS, BYTE_TOKENIZER, EOS, GameTokenizer } from '../../../src/model/tokenizer.js';
+import { gameVocabulary } from '../../../src/envs/vocab.js';
+import { gridText } from '../../../src/envs/grid.js';
+import type { CompactTrial } from '../../../src/envs/compact-data.js';
+import type { CompactPromptFormat } from '../../../src/model/prompt-format.js';
+
+const tok = new GameTokenizer(gameVocabulary());
+const cell = (r: number, c: number) => 260 + 9 * r + c;
+const TAG = 367; // [minesweeper]
+const ACT = 369; // "\n> "
+const REFLECT = 370; // "\n! "
+const MEMORY = 371; // "\nm "
+const WAS_A_MINE = 373; // " was a mine."
+const format: CompactPromptFormat = { name: 'compact', envTags: ['minesweeper', 'sokoban'], historySteps: 0 };
+const opts = { tokenizer: tok, format, blockSize: 128, actionReserve: 8, reflectionReserve: 32 };
+
+const B0 = gridText(['??', '?1'], 1);
+const BF = gridText(['?*', '?1'], 1);
+const WON = gridText(['1*', '11'], 1);
+// "\n  12" (no 2-column header piece: bytes) then the rows with their label pieces
+const board0 = [10, 32, 32, 49, 50, 347, 63, 63, 348, 63, 49];
+const boardF = [10, 32, 32, 49, 50, 347, 63, 42, 348, 63, 49];
+const trial: CompactTrial = {
+  env: 'minesweeper', envName: 'minesweeper-2x2-1', seed: 1, instructions: 'RULES',
+  attempts: [
+    { steps: [{ observation: B0, action: '(1, 2)', choices: [['(1, 2)', '(2, 1)']], target: '(2, 1)' }], finalObservation: BF, success: false, reflection: '(1, 2) was a mine.' },
+    { steps: [{ observation: B0, action: '(2, 1)', choices: [['(2, 1)']], target: '(2, 1)' }], finalObservation: WON, success: true, reflection: null },
+  ],
+};
+
+describe('compactExamples', () => {
+  it('trains each decision\'s served prompt on the solver\'s set, then EOS; each reflection one-hot', () => {
+    const ex = compactExamples(trial, opts);
+    expect(ex.map((e) => e.kind)).toEqual(['action', 'reflection', 'action']);
+    const [a0, r0, a1] = ex;
+    expect(a0).toEqual({
+      kind: 'action',
+      ids: [BOS, TAG, ...board0, ACT, cell(2, 1)],
+      at: [13, 14],
+      targets: [[cell(1, 2), cell(2, 1)], [EOS]],
+    });
+    // the reflection prompt: the acting head, the last step with the action played, the final board, the cue
+    const reflPrompt = [BOS, TAG, ...board0, ACT, cell(1, 2), ...boardF, REFLECT];
+    expect(r0).toEqual({
+      kind: 'reflection',
+      ids: [...reflPrompt, cell(1, 2), WAS_A_MINE],
+      at: [reflPrompt.length - 1, reflPrompt.length, reflPrompt.length + 1],
+      targets: [[cell(1, 2)], [WAS_A_MINE], [EOS]],
+    });
+    // the next attempt reads the reflection as a memory line
+    const prompt1 = [BOS, TAG, MEMORY, cell(1, 2), WAS_A_MINE, ...board0, ACT];
+    expect(a1).toEqual({ kind: 'action', ids: [...prompt1, cell(2, 1)], at: [prompt1.length - 1, prompt1.length], targets: [[cell(2, 1)], [EOS]] });
+    expect(tok.decode(a1!.ids)).toBe(`[minesweeper]\nm (1, 2) was a mine.\n${B0}\n> (2, 1)`);
+  });
+
+  it('renders as the server does for the same format and tokenizer, and skips reflections on request', () => {
+    expect(compactExamples(trial, { ...opts, reflections: false }).map((e) => e.kind)).toEqual(['action', 'action']);
+    // a step without a target (an unsolvable Sokoban position) is shown but not trained
+    const noTarget: CompactTrial = { ...trial, attempts: [{ ...trial.attempts[0]!, steps: [{ ...trial.attempts[0]!.steps[0]!, choices: null, target: null }] }] };
+    expect(compactExamples(noTarget, opts).map((e) => e.kind)).toEqual(['reflection']);
+    // an env the format does not name gets its instructions (bytes)
+    const other = compactExamples({ ...trial, env: 'minesweeper' }, { ...opts, format: { ...format, envTags: ['sokoban'] } });
+    expect(tok.decode(other[0]!.ids).startsWith('RULES\n')).toBe(true);
+  });
+
+  it('fits prompts to blockSize - reserve as the engine does', () => {
+    const long: CompactTrial = { ...trial, instructions: 'x'.repeat(200), attempts: [trial.attempts[1]!] };
+    const ex = compactExamples(long, { ...opts, format: { ...format, envTags: [] }, blockSize: 64, actionReserve: 8 });
+    // the prompt is cut to 56 tokens; the answer follows it
+    expect(ex[0]!.ids.length).toBe(57);
+    expect(ex[0]!.at).toEqual([55, 56]);
+  });
+});
+
+describe('targetPath', () => {
+  it('splits a Sokoban answer into its pieces and sets', () => {
+    const up = 341, down = 342, right = 344, comma = 345;
+    expect(targetPath(tok, [['down', 'right'], [', '], ['right']], 'right, right')).toEqual({ path: [right, comma, right], sets: [[down, right], [comma], [right]] });
+    expect(targetPath(tok, [['up', 'up']], 'up')).toEqual({ path: [up], sets: [[up]] });
+  });
+
+  it('refuses an answer that does not follow its choices, and pieces of several tokens', () => {
+    expect(() => targetPath(tok, [['up']], 'down')).toThrow(/"down" does not follow its choices/);
+    expect(() => targetPath(tok, [['up']], 'up, up')).toThrow(/has text beyond its choices/);
+    expect(() => targetPath(tok, [['(9, 9)']], '(9, 9)')).toThrow(/target piece "\(9, 9\)" is 5 tokens; soft targets need one-token pieces/);
+    expect(() => targetPath(BYTE_TOKENIZER, [['up']], 'up')).toThrow(/is 2 tokens/);
+  });
+});
