@@ -14,13 +14,14 @@
  * `--help` lists every option with its default.
  */
 import { parseArgs } from 'node:util';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
 import path from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { renderActPrompt, renderReflectionPrompt, type PromptAttempt } from '../agent/prompt.js';
 import { initBackend } from '../model/backend.js';
 import { DEFAULT_LIMITS } from '../model/sampling.js';
-import { saveCheckpoint } from '../model/checkpoint.js';
+import { checkpointText, loadCheckpoint, saveCheckpoint } from '../model/checkpoint.js';
 import { countParams, initModel, type GPT, type GPTConfig } from '../model/gpt.js';
 import type { CompactPromptFormat } from '../model/prompt-format.js';
 import { EOS, GameTokenizer, type Tokenizer } from '../model/tokenizer.js';
@@ -49,12 +50,15 @@ const USAGE = `usage: npm run model:sft-base -- [options]
   --eval-every N       steps between held-out evaluations (default 500)
   --eval-tasks N       held-out tasks per game per evaluation (default 64)
   --seed N             initialisation and data seed (default 1)
+  --from DIR           go on training the compact checkpoint in DIR (its shape, tokenizer and
+                       prompt format; a fresh optimiser and schedule; its learning curve goes on);
+                       give a --seed other than its run's so that new tasks are drawn
   --help, -h           this text`;
 
 interface Options {
   out: string; minutes: number; steps: number | null; layers: number; embd: number; heads: number; block: number;
   batch: number; lr: number; curriculum: Array<{ env: string; weight: number }>; daggerFrom: number; daggerShare: number;
-  evalEvery: number; evalTasks: number; seed: number;
+  evalEvery: number; evalTasks: number; seed: number; from: string | null;
 }
 
 const DEFAULT_CURRICULUM = 'minesweeper-4x4-2:1,minesweeper-5x5-3:1,minesweeper-6x6-3:4,sokoban-5x5-1:1,sokoban-6x6-1:1,sokoban-6x6-2:3';
@@ -84,7 +88,7 @@ export function parseOptions(argv: string[]): Options {
   try {
     ({ values } = parseArgs({
       args: argv, strict: true, allowPositionals: false,
-      options: Object.fromEntries(['out', 'minutes', 'steps', 'layers', 'embd', 'heads', 'block', 'batch', 'lr', 'curriculum', 'dagger-from', 'dagger-share', 'eval-every', 'eval-tasks', 'seed']
+      options: Object.fromEntries(['out', 'minutes', 'steps', 'layers', 'embd', 'heads', 'block', 'batch', 'lr', 'curriculum', 'dagger-from', 'dagger-share', 'eval-every', 'eval-tasks', 'seed', 'from']
         .map((k) => [k, { type: 'string' as const }]).concat([['help', { type: 'boolean' as const, short: 'h' } as never]])),
     }) as { values: Record<string, string | boolean | undefined> });
   } catch (e) {
@@ -123,7 +127,17 @@ export function parseOptions(argv: string[]): Options {
     evalEvery: num('eval-every', s('eval-every'), 500, 1, 1_000_000),
     evalTasks: num('eval-tasks', s('eval-tasks'), 64, 1, 100_000),
     seed: num('seed', s('seed'), 1, 0, 2 ** 31 - 1),
+    from: fromDir(s('from'), s('out') ?? 'models/base', ['layers', 'embd', 'heads', 'block'].filter((k) => s(k) !== undefined)),
   };
+}
+
+/** The --from folder, checked: not the output folder, and no shape options beside it. */
+function fromDir(from: string | undefined, out: string, shapeOptions: string[]): string | null {
+  if (from === undefined) return null;
+  if (path.resolve(from) === path.resolve(out)) fail('--from and --out must be different folders (the start checkpoint is read, the result written)');
+  if (shapeOptions.length > 0) fail(`--from takes the model shape from the checkpoint; drop --${shapeOptions.join(', --')}`);
+  if (!existsSync(path.join(from, 'model.json'))) fail(`--from ${from}: no model.json there`);
+  return from;
 }
 
 /** Generation caps the builtin engine reserves after a prompt (src/model/sampling.ts defaults). */
@@ -230,8 +244,33 @@ async function main(): Promise<void> {
   const backend = await initBackend('wasm');
   const tok = new GameTokenizer(gameVocabulary());
   const format: CompactPromptFormat = { name: 'compact', envTags: [...GAME_ENV_TAGS], historySteps: 0 };
-  const config: GPTConfig = { vocab_size: tok.vocabSize, block_size: o.block, n_layer: o.layers, n_head: o.heads, n_embd: o.embd };
-  const model = initModel(config, o.seed);
+  let model: GPT;
+  let config: GPTConfig;
+  let before: Array<Record<string, unknown>> = [];
+  let parent: Record<string, unknown> | null = null;
+  if (o.from) {
+    const loaded = await loadCheckpoint(o.from).catch((e: Error) => fail(`--from ${o.from}: ${e.message}`));
+    const text = checkpointText(loaded.metadata);
+    const pieces = (text.tokenizer.spec as { pieces?: string[] }).pieces;
+    if (text.promptFormat.name !== 'compact' || JSON.stringify(pieces) !== JSON.stringify(tok.spec.pieces)) {
+      loaded.model.dispose();
+      fail(`--from ${o.from}: not a compact checkpoint with this game vocabulary`);
+    }
+    model = loaded.model;
+    config = model.config;
+    try {
+      before = (JSON.parse(readFileSync(path.join(o.from, 'learning-curve.json'), 'utf8')) as { points: Array<Record<string, unknown>> }).points ?? [];
+    } catch {
+      before = [];
+    }
+    parent = { source: 'checkpoint', dir: o.from, weightsSha256: createHash('sha256').update(readFileSync(path.join(o.from, 'weights.bin'))).digest('hex') };
+  } else {
+    config = { vocab_size: tok.vocabSize, block_size: o.block, n_layer: o.layers, n_head: o.heads, n_embd: o.embd };
+    model = initModel(config, o.seed);
+  }
+  // counters go on from the start checkpoint's curve, so that the last point is the whole training
+  const last = before[before.length - 1] ?? {};
+  const prior = { step: Number(last.step ?? 0), examples: Number(last.examples ?? 0), tokens: Number(last.tokens ?? 0), trainSeconds: Number(last.trainSeconds ?? 0) };
   const opt = new AdamW(model.trainableVariables, { lr: o.lr, weightDecay: 0.01 });
   const rng = new Rng(o.seed * 7919 + 17);
   const exOpts = { tokenizer: tok, format, blockSize: o.block, actionReserve: ACTION_RESERVE, reflectionReserve: REFLECTION_RESERVE };
@@ -266,7 +305,7 @@ async function main(): Promise<void> {
     }
   };
 
-  const curve: Array<Record<string, unknown>> = [];
+  const curve: Array<Record<string, unknown>> = [...before];
   const started = Date.now();
   let trainMs = 0;
   let examples = 0, tokens = 0, lossSum = 0, lossN = 0;
@@ -277,13 +316,14 @@ async function main(): Promise<void> {
   const doEval = async (step: number) => {
     const t0 = Date.now();
     const points = evalTargets.map((e) => evaluate(model, tok, format, e, o.evalTasks));
-    const point = { step, examples, tokens, trainSeconds: Math.round(trainMs / 1000), loss: lossN ? lossSum / lossN : null, daggerTrials, evalSeconds: Math.round((Date.now() - t0) / 1000), games: points };
+    const point = { step: prior.step + step, examples: prior.examples + examples, tokens: prior.tokens + tokens, trainSeconds: prior.trainSeconds + Math.round(trainMs / 1000), ...(o.from ? { continues: o.from } : {}), loss: lossN ? lossSum / lossN : null, daggerTrials, evalSeconds: Math.round((Date.now() - t0) / 1000), games: points };
     curve.push(point);
     lossSum = 0; lossN = 0;
     process.stderr.write(`eval @${step}: ${points.map((p) => `${p.env} agree ${(100 * p.agreement).toFixed(1)}% invalid ${(100 * p.invalid).toFixed(1)}% pass@1 ${(100 * p.pass1).toFixed(1)}% pass@3 ${(100 * p.pass3).toFixed(1)}%${p.reflectionsNamingMine !== null ? ` refl-names-mine ${(100 * p.reflectionsNamingMine).toFixed(0)}%` : ''}`).join(' | ')}\n`);
     const meta = {
       version: 'base', recipe: 'compact SFT: solver soft targets, 8 symmetries, curriculum, failures with factual reflections, DAgger',
-      options: { ...o }, trainSeconds: Math.round(trainMs / 1000), wallSeconds: Math.round((Date.now() - started) / 1000), steps: step, examples, tokens,
+      options: { ...o }, trainSeconds: prior.trainSeconds + Math.round(trainMs / 1000), wallSeconds: Math.round((Date.now() - started) / 1000),
+      steps: prior.step + step, examples: prior.examples + examples, tokens: prior.tokens + tokens, ...(parent ? { parent } : {}),
     };
     await saveCheckpoint(model, o.out, meta, { tokenizer: tok, promptFormat: format });
     writeFileSync(path.join(o.out, 'learning-curve.json'), JSON.stringify({ config, vocabulary: tok.vocabSize, points: curve }, null, 1) + '\n');
