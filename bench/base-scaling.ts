@@ -2,7 +2,7 @@
  * `npm run bench:base-scaling -- --out DIR --points 2x64:200,4x128:800 [options]`: how the SFT
  * base model's held-out play scales with model size and training length. Each point of the grid
  * (LAYERSxEMBD[hHEADS]:STEPS; heads n_embd/32, at least 1, unless given) is
- *   (a) trained from scratch by `npm run model:sft-base -- --out DIR/<point>/model --layers L
+ *   (a) trained from scratch by `npm run model:sft-chat -- --out DIR/<point>/model --layers L
  *       --embd E --heads H --steps S` plus the shared options (defaults: the shipped recipe,
  *       models/base/README.md) and `--sft-args`, then
  *   (b) evaluated by `npm run eval:base -- --model DIR/<point>/model --tasks N --rows lamer
@@ -28,11 +28,11 @@
  * --seed S (0: the eval seed offset of the held-out tasks; the training seed goes in --sft-args),
  * shared training options --sessions (6000), --curriculum (the shipped mix), --block (1024),
  * --micro-batch-tokens (2048), --minibatch (16), --lr (1e-3), --sft-args '...' (more
- * model:sft-base options, split on whitespace; they override the shared ones), --report-only,
+ * model:sft-chat options, split on whitespace; they override the shared ones), --report-only,
  * -h / --help (the usage text on stdout, exit 0, nothing run).
  * Exit code: 0; 1 when a point failed to train or evaluate (the others still run and are
  * reported); 2 for bad options (one line; a value that starts with '-' is written
- * --option=VALUE), or when model:sft-base or eval:base refuses its options.
+ * --option=VALUE), or when model:sft-chat or eval:base refuses its options.
  */
 import { spawn } from 'node:child_process';
 import { closeSync, existsSync, openSync, readdirSync, readFileSync, readSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -60,7 +60,7 @@ const log = (line: string) => process.stderr.write(`[${new Date().toISOString().
 
 const HELP = `usage: npm run bench:base-scaling -- --out DIR --points 2x64:200,4x128:800 [options]
 
-Trains (npm run model:sft-base) and evaluates (npm run eval:base, row lamer) one SFT base model per
+Trains (npm run model:sft-chat) and evaluates (npm run eval:base, row lamer) one SFT base model per
 point of the grid; writes DIR/scaling.json, DIR/scaling.md (also printed) and DIR/scaling.svg. A
 point whose eval.json exists is skipped, so an interrupted grid resumes where it stopped.
 
@@ -80,13 +80,13 @@ point whose eval.json exists is skipped, so an interrupted grid resumes where it
   --micro-batch-tokens N memory cap per forward pass in [B, T] positions (default 2048)
   --minibatch N          samples per optimiser step (default 16)
   --lr X                 peak learning rate (default 1e-3)
-  --sft-args '...'       more model:sft-base options, split on whitespace; they override the
+  --sft-args '...'       more model:sft-chat options, split on whitespace; they override the
                          shared ones above (default: none)
   --report-only          train and evaluate nothing: rebuild the report from DIR's points
   -h, --help             print this text and exit
 
 Exit code: 0; 1 when a point failed to train or evaluate (the others still run and are reported);
-2 for bad options (one line), or when model:sft-base or eval:base refuses its options.`;
+2 for bad options (one line), or when model:sft-chat or eval:base refuses its options.`;
 
 // `--sft-args '--sessions 8 ...'`: its value starts with '-', which parseArgs would read as an
 // option; join it to the flag as `--sft-args=...`.
@@ -272,10 +272,10 @@ async function runPoint(spec: PointSpec, index: number, total: number): Promise<
       '--out', modelDir, '--layers', String(spec.layers), '--embd', String(spec.embd), '--heads', String(spec.heads), '--steps', String(spec.steps),
       ...sharedSftArgs, ...sftArgs,
     ];
-    trainCommand = `npm run model:sft-base -- ${args.map(quote).join(' ')}`;
+    trainCommand = `npm run model:sft-chat -- ${args.map(quote).join(' ')}`;
     log(`${label}: training: ${trainCommand}`);
     const code = await runChild('src/cli/sft-base/sft-base.ts', args, path.join(dir, 'train'), `${label} training`);
-    if (code === 2) fail(`model:sft-base refused its options for ${spec.name} (${path.join(dir, 'train.err.log')}: ${lastLine(path.join(dir, 'train.err.log'))})`);
+    if (code === 2) fail(`model:sft-chat refused its options for ${spec.name} (${path.join(dir, 'train.err.log')}: ${lastLine(path.join(dir, 'train.err.log'))})`);
     const summaryLine = lastLine(path.join(dir, 'train.out.log'));
     if (code !== 0 || !summaryLine.startsWith('{')) {
       log(`${label}: training failed (exit ${code}); see ${path.join(dir, 'train.err.log')}`);
