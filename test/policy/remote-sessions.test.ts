@@ -218,7 +218,7 @@ describe('the serving server (builtin) against hostile requests', () => {
     const long = 'x'.repeat(300); // 301 tokens with EOS; the tiny model takes candidates of at most 192
     const r = await a.call('POST', '/openai/v1/chat/completions', { model: 'base', messages: [{ role: 'user', content: 'Pick.' }], guided_choice: ['door 1', long] });
     expect(r.status).toBe(400);
-    expect(r.body.errors).toEqual([{ field: 'body/guided_choice/1', message: 'is 301 tokens (UTF-8 bytes + 1); model version base takes candidates of at most 192 tokens (half its context of 384)' }]);
+    expect(r.body.errors).toEqual([{ field: 'body/guided_choice/1', message: 'is 301 tokens (its tokens + EOS); model version base takes candidates of at most 192 tokens (half its context of 384)' }]);
     expect(JSON.stringify(r.body)).not.toContain('availableActions');
   });
 

@@ -4,12 +4,12 @@ import { ConfigError, loadConfig } from '../../src/config.js';
 
 describe('loadConfig training schedule', () => {
   it('is off by default', () => {
-    expect(loadConfig({}).training).toEqual({ everySessions: 0, cron: null, algorithm: 'lamer', activate: false, env: null, workers: 0 });
+    expect(loadConfig({}).training).toEqual({ everySessions: 0, cron: null, algorithm: 'lamer', activate: false, env: null, workers: 0, maxQueuedJobs: 16, queueRetryAfterSeconds: 60 });
   });
 
   it('reads every variable', () => {
     const t = loadConfig({ LAMER_TRAIN_EVERY_SESSIONS: '64', LAMER_TRAIN_CRON: ' 0 */2 * * * ', LAMER_TRAIN_ALGORITHM: 'gigpo', LAMER_TRAIN_ACTIVATE: 'true', LAMER_TRAIN_ENV: 'minesweeper', LAMER_TRAIN_WORKERS: '4' }).training;
-    expect(t).toEqual({ everySessions: 64, cron: '0 */2 * * *', algorithm: 'gigpo', activate: true, env: 'minesweeper', workers: 4 });
+    expect(t).toEqual({ everySessions: 64, cron: '0 */2 * * *', algorithm: 'gigpo', activate: true, env: 'minesweeper', workers: 4, maxQueuedJobs: 16, queueRetryAfterSeconds: 60 });
   });
 
   it.each([

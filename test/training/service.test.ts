@@ -64,7 +64,7 @@ describe('TrainingService.create', () => {
   it.each<[string, CreateJobBody, string, string]>([
     ['sft with a data filter', { algorithm: 'sft', data: { env: 'doors' }, demonstrations: { sessions: [demo] } }, 'body/data', 'sft jobs train on demonstrations, not on recorded sessions'],
     ['RL with demonstrations', { algorithm: 'gigpo', demonstrations: { sessions: [demo] } }, 'body/demonstrations', 'only sft jobs take demonstrations, not gigpo'],
-    ['random offsets on RL', { algorithm: 'grpo', hyperparameters: { positionOffset: 'random' } }, 'body/hyperparameters/positionOffset', "'random' is for sft jobs only (grpo trains at the positions the sampler served)"],
+    ['random offsets on RL', { algorithm: 'grpo', hyperparameters: { positionOffset: 'random' } }, 'body/hyperparameters/positionOffset', "positionOffset 'random' is for sft jobs only (grpo trains at the positions the sampler served)"],
     ['warm-up without the cosine schedule', { algorithm: 'sft', demonstrations: { sessions: [demo] }, hyperparameters: { warmupSteps: 2 } }, 'body/hyperparameters/warmupSteps', "applies to lrSchedule 'cosine' only (lrSchedule is 'constant' by default)"],
     ['a path leaving demos/', { algorithm: 'sft', demonstrations: { path: 'a/../../x.jsonl' } }, 'body/demonstrations/path', 'must be relative to the demos folder, without ..'],
     ['since not a date', { algorithm: 'rloo', data: { since: 'yesterday' } }, 'body/data/since', 'must be a date-time'],
