@@ -6,6 +6,9 @@
  * 1e-6 (float summation order is the only freedom).
  * Usage: npx tsx bench/lamer-vs-gigpo-verify.ts RECORDED_DIR NEW_DIR SEED ARM...
  * Prints one table row per arm and field; exit status 1 when a field differs, 2 on bad usage.
+ * Both runs come from the recorded commit's code (bench/lamer-vs-gigpo-verify.sh), whose curve
+ * points may name the zero-advantage group count by its earlier name `skippedGroups` (those
+ * commits dropped such groups); either name is read.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -18,7 +21,10 @@ if (!recorded || !fresh || !/^\d+$/.test(seedArg ?? '') || arms.length === 0) {
 }
 
 /** Fields of a curve point that the rollouts fix exactly (counts and sums of env rewards). */
-const EXACT = ['sessions', 'meanReturn', 'meanReturnFirstAttempt', 'passAtK', 'invalidActionRate', 'groups', 'skippedGroups', 'samples', 'tokensTrained'] as const;
+const EXACT = ['sessions', 'meanReturn', 'meanReturnFirstAttempt', 'passAtK', 'invalidActionRate', 'groups', 'zeroAdvantageGroups', 'samples', 'tokensTrained'] as const;
+/** Earlier names of fields, as curve points of older commits hold them. */
+const LEGACY: Record<string, string> = { zeroAdvantageGroups: 'skippedGroups' };
+const field = (p: Record<string, unknown>, k: string): unknown => (k in p || !(k in LEGACY) ? p[k] : p[LEGACY[k]!]);
 /** Fields computed by the training job (float32 sums over the minibatches). */
 const CLOSE = ['loss', 'entropy', 'clipFrac'] as const;
 const REL_TOL = 1e-6;
@@ -38,9 +44,10 @@ for (const arm of arms) {
   const a = point0(recorded, arm) as unknown as Record<string, unknown>;
   const b = point0(fresh, arm) as unknown as Record<string, unknown>;
   for (const k of EXACT) {
-    const ok = JSON.stringify(a[k]) === JSON.stringify(b[k]);
+    const x = field(a, k), y = field(b, k);
+    const ok = JSON.stringify(x) === JSON.stringify(y);
     if (!ok) bad++;
-    console.log(`| ${arm} | ${k} | ${JSON.stringify(a[k])} | ${JSON.stringify(b[k])} | ${ok ? 'yes' : 'NO'} |`);
+    console.log(`| ${arm} | ${k} | ${JSON.stringify(x)} | ${JSON.stringify(y)} | ${ok ? 'yes' : 'NO'} |`);
   }
   for (const k of CLOSE) {
     const x = a[k] as number | null, y = b[k] as number | null;

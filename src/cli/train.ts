@@ -58,13 +58,13 @@ function num(name: string, v: string | undefined, lo: number, hi: number): numbe
 
 /** The learning curve as a fixed-width table. */
 export function formatCurve(points: CurvePoint[]): string {
-  const head = 'iter  version            return  pass@1  pass@2  pass@3    loss  entropy  skipped  tokens   roll s  train s';
+  const head = 'iter  version            return  pass@1  pass@2  pass@3    loss  entropy  zero-adv  tokens   roll s  train s';
   const rows = points.map((p) =>
     [
       String(p.iteration).padStart(4), p.rolloutVersion.padEnd(18).slice(0, 18), p.meanReturn.toFixed(2).padStart(6),
       ...['1', '2', '3'].map((k) => (100 * (p.passAtK[k] ?? 0)).toFixed(1).padStart(6)),
       (p.loss === null ? '-' : p.loss.toFixed(4)).padStart(7), (p.entropy === null ? '-' : p.entropy.toFixed(3)).padStart(8),
-      `${p.skippedGroups ?? '-'}/${(p.groups ?? 0) + (p.skippedGroups ?? 0)}`.padStart(8), String(p.tokensTrained).padStart(7),
+      `${p.zeroAdvantageGroups ?? '-'}/${p.groups ?? '-'}`.padStart(8), String(p.tokensTrained).padStart(7),
       p.rolloutSeconds.toFixed(0).padStart(8), p.trainSeconds.toFixed(0).padStart(8),
     ].join('  '),
   );

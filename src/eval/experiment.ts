@@ -14,7 +14,7 @@
  *      task ids, created since the iteration started, the version that played them), with
  *      activateWhenDone, awaited by polling GET /v1/training/jobs/{id};
  *   3. a learning-curve point: mean return and pass@1..3 of the rollouts, the job's mean loss and
- *      entropy, skipped groups, tokens trained, seconds.
+ *      entropy, zero-advantage groups (trained, no signal), tokens trained, seconds.
  * pass@k of the single-attempt rollouts reads each task's 3G sessions as G triples of independent
  * retries (sessions 3m, 3m+1, 3m+2, in trial order), the way the paper evaluates those baselines.
  * Units: seconds; returns are undiscounted sums of the env's rewards. The learning-curve chart is
@@ -82,8 +82,10 @@ export interface CurvePoint {
   loss: number | null;
   entropy: number | null;
   clipFrac: number | null;
+  /** Advantage groups (task ids) of the job's data. */
   groups: number | null;
-  skippedGroups: number | null;
+  /** Of those, groups whose advantages are all 0 (trained all the same; they dilute the token mean). */
+  zeroAdvantageGroups: number | null;
   samples: number | null;
   tokensTrained: number;
   rolloutSeconds: number;
@@ -154,7 +156,7 @@ interface JobView {
   progress: number;
   resultVersion: string | null;
   error: string | null;
-  dataStats: { groups: number; skippedGroups: number; samples: number } | null;
+  dataStats: { groups: number; zeroAdvantageGroups: number; samples: number } | null;
   metrics: Array<{ loss: number; entropy: number; clipFrac: number; tokens: number; seconds: number }>;
 }
 
@@ -234,7 +236,7 @@ function curvePoint(it: number, active: string, r: Rollouts, job: JobView, train
     entropy: mean(job.metrics.map((x) => x.entropy)),
     clipFrac: mean(job.metrics.map((x) => x.clipFrac)),
     groups: job.dataStats?.groups ?? null,
-    skippedGroups: job.dataStats?.skippedGroups ?? null,
+    zeroAdvantageGroups: job.dataStats?.zeroAdvantageGroups ?? null,
     samples: job.dataStats?.samples ?? null,
     tokensTrained: job.metrics.reduce((a, x) => a + x.tokens, 0),
     rolloutSeconds: r.seconds,
@@ -276,7 +278,7 @@ export async function runExperiment(opts: ExperimentOptions): Promise<Experiment
     const point = curvePoint(it, active, rollouts, job, trainSeconds, started);
     points.push(point);
     longest = Math.max(longest, point.rolloutSeconds + point.trainSeconds);
-    log(`iteration ${it}: job ${job.id} ${job.status} in ${trainSeconds.toFixed(1)} s -> ${job.resultVersion ?? '(no new version: every group without signal)'}; loss ${point.loss?.toFixed(4) ?? '-'}, entropy ${point.entropy?.toFixed(3) ?? '-'}, skipped groups ${point.skippedGroups ?? '-'}/${(point.groups ?? 0) + (point.skippedGroups ?? 0)}, ${point.tokensTrained} tokens`);
+    log(`iteration ${it}: job ${job.id} ${job.status} in ${trainSeconds.toFixed(1)} s -> ${job.resultVersion ?? '(no new version: no training samples)'}; loss ${point.loss?.toFixed(4) ?? '-'}, entropy ${point.entropy?.toFixed(3) ?? '-'}, zero-advantage groups ${point.zeroAdvantageGroups ?? '-'}/${point.groups ?? '-'}, ${point.tokensTrained} tokens`);
     await opts.onPoint?.(points);
   }
   return { config, points, startedAt: new Date(started).toISOString(), wallSeconds: (Date.now() - started) / 1000 };

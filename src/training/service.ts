@@ -29,6 +29,7 @@ import type { CreateJobRequest, TrainingJobManager } from './run/manager.js';
 import { positionOffsetProblem } from './run/job.js';
 import { type CreateJob, type Job, type JobList, type JobSummary, type ListJobsQuery } from './schemas.js';
 import type { DataFilter } from './data/select.js';
+import type { DataStats } from './data/samples.js';
 
 /** The body of `POST /v1/training/jobs` (the CreateJob schema). */
 export type CreateJobBody = Static<typeof CreateJob>;
@@ -195,7 +196,7 @@ export class TrainingService {
       data: r.algorithm === 'sft' ? null : data,
       demonstrations: c.demosPath ? path.relative(this.opts.demosDir, c.demosPath) : null,
       hyperparameters: (c.hyper ?? {}) as Record<string, unknown>,
-      dataStats: (c.dataStats ?? null) as never,
+      dataStats: dataStatsView(c.dataStats) as never,
       // remote base versions: the batch written for an external trainer, relative to the data directory
       dataset: c.dataset ? { path: path.relative(path.dirname(this.opts.demosDir), c.dataset.path), samples: c.dataset.samples } : null,
       iterations: metrics.length,
@@ -224,4 +225,19 @@ function dataFilterOf(data: CreateJobBody['data']): DataFilter | undefined {
     filter.since = ms;
   }
   return filter;
+}
+
+/**
+ * A job row's stored data counts in the current shape. Rows written before zero-advantage groups
+ * were trained hold `skippedGroups` (groups whose advantages were all 0, then dropped) and
+ * `skippedTurns` (the turns not trained: those groups' and reflections without a next attempt);
+ * they read as `zeroAdvantageGroups` and `droppedTurns`, and `zeroAdvantageTurns` as the turns
+ * of those groups, which such rows did not separate from the dropped reflections (an upper bound).
+ */
+export function dataStatsView(raw: unknown): DataStats | null {
+  if (raw === null || typeof raw !== 'object') return null;
+  const r = raw as Partial<DataStats> & { skippedGroups?: number; skippedTurns?: number };
+  if (r.zeroAdvantageGroups !== undefined || r.skippedGroups === undefined) return r as DataStats;
+  const { skippedGroups, skippedTurns, ...rest } = r;
+  return { ...rest, zeroAdvantageGroups: skippedGroups, zeroAdvantageTurns: skippedTurns ?? 0, droppedTurns: skippedTurns ?? 0 } as DataStats;
 }

@@ -447,7 +447,7 @@ export function JobPage({ id, me }) {
           onConfirm=${async () => { await api('POST', `/v1/training/jobs/${encodeURIComponent(j.id)}/cancel`); q.reload(); }} /></p>`}
       </div>
       <div class="card"><h2>Data</h2>${j.dataStats ? html`<dl class="kv" data-testid="data-stats">
-        ${['sessions', 'tasks', 'turns', 'samples', 'groups', 'skippedGroups', 'skippedTurns', 'outputTokens'].map((k) => html`<dt>${k}</dt><dd data-field=${k}>${j.dataStats[k]}</dd>`)}
+        ${['sessions', 'tasks', 'turns', 'samples', 'groups', 'zeroAdvantageGroups', 'zeroAdvantageTurns', 'droppedTurns', 'outputTokens'].map((k) => html`<dt>${k}</dt><dd data-field=${k}>${j.dataStats[k]}</dd>`)}
         <dt>mean return</dt><dd>${num(j.dataStats.meanReturn)}</dd>
         <dt>pass@k</dt><dd>${ks(j.dataStats.passAtK).map((k) => `@${k} ${pct(j.dataStats.passAtK[k])}`).join(' · ')}</dd></dl>` : html`<p class="muted">Known once the data is read.</p>`}
         ${last && html`<h2 style="margin-top:12px">Last iteration</h2><table data-testid="last-metrics"><tbody>

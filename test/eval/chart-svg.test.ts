@@ -7,7 +7,7 @@ describe('learningCurveSvg', () => {
   it('draws one polyline per series and panel, with the labels escaped', () => {
     const p = (i: number, p1: number, p3: number): CurvePoint => ({
       iteration: i, rolloutVersion: 'v', trainedVersion: 'w', jobId: 'j', jobStatus: 'succeeded', sessions: 4, meanReturn: i, meanReturnFirstAttempt: i,
-      passAtK: { '1': p1, '2': p1, '3': p3 }, invalidActionRate: 0, loss: 1 / (i + 1), entropy: 1, clipFrac: 0, groups: 1, skippedGroups: 0, samples: 3,
+      passAtK: { '1': p1, '2': p1, '3': p3 }, invalidActionRate: 0, loss: 1 / (i + 1), entropy: 1, clipFrac: 0, groups: 1, zeroAdvantageGroups: 0, samples: 3,
       tokensTrained: 10, rolloutSeconds: 1, trainSeconds: 1, wallSeconds: i, rolloutErrors: 0,
     });
     const svg = learningCurveSvg([{ label: 'a<b', points: [p(0, 0.1, 0.2), p(1, 0.2, 0.4)] }, { label: 'c', points: [p(0, 0.3, 0.3), p(1, 0.3, 0.5)] }], 'cap');

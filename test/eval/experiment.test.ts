@@ -106,7 +106,7 @@ describe('runExperiment', () => {
         expect(job.dataStats).toMatchObject({ sessions: 4, tasks: 2 });
         expect(job.data.taskIds).toEqual([0, 1].map((i) => `minesweeper-4x4-2:seed=${2 * p.iteration + i}`));
       } else {
-        expect(p.jobStatus).toBe('failed'); // every group without signal
+        expect(p.jobStatus).toBe('failed'); // no training samples
       }
     }
     expect(p1.rolloutVersion).toBe(p0.trainedVersion ?? 'base');

@@ -109,6 +109,18 @@ describe('TrainingService.list / get / cancel', () => {
     expect(second.items[0]).not.toHaveProperty('metrics');
   });
 
+  it('reads data counts stored under their earlier names (skippedGroups, skippedTurns) in the current shape', () => {
+    const common = { sessions: 4, tasks: 2, turns: 9, samples: 7, groups: 2, meanReturn: 1.5, passAtK: { 1: 0.5 }, outputTokens: 30 };
+    const insert = (id: string, dataStats: Record<string, unknown>) => repos.jobs.insert({
+      id, algorithm: 'lamer', status: 'succeeded', config: { algorithm: 'lamer', baseVersion: 'base', dataStats }, progress: 1, metrics: [], resultVersion: null, error: null, createdAt: 5, startedAt: null, finishedAt: null,
+    });
+    insert('job_legacy', { ...common, skippedGroups: 1, skippedTurns: 2 });
+    insert('job_current', { ...common, zeroAdvantageGroups: 1, zeroAdvantageTurns: 2, droppedTurns: 0 });
+    // earlier rows dropped zero-advantage groups: their turns were not trained
+    expect(service.get('job_legacy').dataStats).toEqual({ ...common, zeroAdvantageGroups: 1, zeroAdvantageTurns: 2, droppedTurns: 2 });
+    expect(service.get('job_current').dataStats).toEqual({ ...common, zeroAdvantageGroups: 1, zeroAdvantageTurns: 2, droppedTurns: 0 });
+  });
+
   it('get of an unknown job is not-found; cancel of a finished job is a conflict, of a cancelled one a no-op', () => {
     expect(refusal(() => service.get('job_nope')).kind).toBe('not-found');
     expect(refusal(() => service.cancel('job_nope')).kind).toBe('not-found');

@@ -3042,10 +3042,14 @@ export interface paths {
                                     tasks: number;
                                     turns: number;
                                     samples: number;
+                                    /** @description advantage groups (task ids) in the data; 0 for sft */
                                     groups: number;
-                                    /** @description groups with no signal (all returns equal), not trained on */
-                                    skippedGroups: number;
-                                    skippedTurns: number;
+                                    /** @description groups in which every advantage is 0 (no policy-gradient signal); trained all the same, they only dilute the token mean */
+                                    zeroAdvantageGroups: number;
+                                    /** @description turns in those groups */
+                                    zeroAdvantageTurns: number;
+                                    /** @description turns not trained: reflections with no recorded next attempt */
+                                    droppedTurns: number;
                                     meanReturn: number;
                                     passAtK: {
                                         [key: string]: number;
@@ -3348,10 +3352,14 @@ export interface paths {
                                 tasks: number;
                                 turns: number;
                                 samples: number;
+                                /** @description advantage groups (task ids) in the data; 0 for sft */
                                 groups: number;
-                                /** @description groups with no signal (all returns equal), not trained on */
-                                skippedGroups: number;
-                                skippedTurns: number;
+                                /** @description groups in which every advantage is 0 (no policy-gradient signal); trained all the same, they only dilute the token mean */
+                                zeroAdvantageGroups: number;
+                                /** @description turns in those groups */
+                                zeroAdvantageTurns: number;
+                                /** @description turns not trained: reflections with no recorded next attempt */
+                                droppedTurns: number;
                                 meanReturn: number;
                                 passAtK: {
                                     [key: string]: number;
@@ -3549,7 +3557,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Get a training job: status, progress, data counts (skipped groups), metrics per iteration, result version */
+        /** Get a training job: status, progress, data counts (zero-advantage groups), metrics per iteration, result version */
         get: {
             parameters: {
                 query?: never;
@@ -3594,10 +3602,14 @@ export interface paths {
                                 tasks: number;
                                 turns: number;
                                 samples: number;
+                                /** @description advantage groups (task ids) in the data; 0 for sft */
                                 groups: number;
-                                /** @description groups with no signal (all returns equal), not trained on */
-                                skippedGroups: number;
-                                skippedTurns: number;
+                                /** @description groups in which every advantage is 0 (no policy-gradient signal); trained all the same, they only dilute the token mean */
+                                zeroAdvantageGroups: number;
+                                /** @description turns in those groups */
+                                zeroAdvantageTurns: number;
+                                /** @description turns not trained: reflections with no recorded next attempt */
+                                droppedTurns: number;
                                 meanReturn: number;
                                 passAtK: {
                                     [key: string]: number;
@@ -3844,10 +3856,14 @@ export interface paths {
                                 tasks: number;
                                 turns: number;
                                 samples: number;
+                                /** @description advantage groups (task ids) in the data; 0 for sft */
                                 groups: number;
-                                /** @description groups with no signal (all returns equal), not trained on */
-                                skippedGroups: number;
-                                skippedTurns: number;
+                                /** @description groups in which every advantage is 0 (no policy-gradient signal); trained all the same, they only dilute the token mean */
+                                zeroAdvantageGroups: number;
+                                /** @description turns in those groups */
+                                zeroAdvantageTurns: number;
+                                /** @description turns not trained: reflections with no recorded next attempt */
+                                droppedTurns: number;
                                 meanReturn: number;
                                 passAtK: {
                                     [key: string]: number;
@@ -3949,10 +3965,14 @@ export interface paths {
                                 tasks: number;
                                 turns: number;
                                 samples: number;
+                                /** @description advantage groups (task ids) in the data; 0 for sft */
                                 groups: number;
-                                /** @description groups with no signal (all returns equal), not trained on */
-                                skippedGroups: number;
-                                skippedTurns: number;
+                                /** @description groups in which every advantage is 0 (no policy-gradient signal); trained all the same, they only dilute the token mean */
+                                zeroAdvantageGroups: number;
+                                /** @description turns in those groups */
+                                zeroAdvantageTurns: number;
+                                /** @description turns not trained: reflections with no recorded next attempt */
+                                droppedTurns: number;
                                 meanReturn: number;
                                 passAtK: {
                                     [key: string]: number;

@@ -51,8 +51,9 @@ const ESTIMATOR: Record<RlAlgorithm, Estimator> = { lamer: 'gigpo', gigpo: 'gigp
  * Build RL samples: turn records into turns (the reward of the action at step t is the `reward`
  * posted with step t+1 of the same attempt; its invalid flag likewise), compute returns and
  * advantages (LaMer: GiGPO over cross-episode returns; baselines: every attempt is its own
- * episode, gamma_traj plays no role and reflection turns are not trained), and drop groups without
- * signal.
+ * episode, gamma_traj plays no role and reflection turns are not trained). Groups whose advantages
+ * are all 0 are trained like the others (counted in `zeroAdvantageGroups`); only reflections with
+ * no recorded next attempt are left out (`droppedTurns`).
  *
  * Packing (`pack`, default, with `blockSize`): the acting prompt is append-only and the
  * reflection prompt continues the attempt's last acting prompt (src/agent/prompt.ts), so per
@@ -104,8 +105,9 @@ export function buildRlSamples(records: readonly StepRecord[], opts: RlDataOptio
       turns: turns.length,
       samples: samples.length,
       groups: adv.groups,
-      skippedGroups: adv.skippedGroups,
-      skippedTurns: adv.skippedTurns,
+      zeroAdvantageGroups: adv.zeroAdvantageGroups,
+      zeroAdvantageTurns: adv.zeroAdvantageTurns,
+      droppedTurns: adv.droppedTurns,
       meanReturn: outcomes.meanReturn,
       passAtK: outcomes.passAtK,
       outputTokens: samples.reduce((n, s) => n + trainedTokens(s), 0),

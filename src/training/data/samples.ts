@@ -132,13 +132,19 @@ export interface TurnScore {
 export interface DataStats {
   sessions: number;
   tasks: number;
-  /** Turns with a model output before skipping. */
+  /** Turns with a model output (RL: those of the algorithm; baselines train no reflection). */
   turns: number;
-  /** Samples kept for training. */
+  /** Training samples (sequences; a packed sample holds several turns). */
   samples: number;
+  /** Advantage groups (task ids) seen; 0 for SFT. */
   groups: number;
-  skippedGroups: number;
-  skippedTurns: number;
+  /** Groups in which every advantage is 0 (no policy-gradient signal); kept and trained, they
+   *  only dilute the token mean. */
+  zeroAdvantageGroups: number;
+  /** Turns in those groups. */
+  zeroAdvantageTurns: number;
+  /** Turns not trained: reflections with no recorded next attempt (no return to credit). */
+  droppedTurns: number;
   /** Mean undiscounted return of an attempt, over all recorded attempts. */
   meanReturn: number;
   /** pass@k of the data: fraction of sessions solved within the first k attempts, k = 1..maxAttempts. */

@@ -60,7 +60,7 @@ export function selectTrainingRecords(data: TrainingDataRepo, filter: DataFilter
   return out.sort((a, b) => rank.get(a.sessionId)! - rank.get(b.sessionId)!);
 }
 
-/** Store each turn's return and advantage on its step row (skipped turns too, with advantage 0). */
+/** Store each turn's return and advantage on its step row (dropped turns too, with advantage 0). */
 export function writeTurnScores(data: TrainingDataRepo, scores: readonly TurnScore[]): void {
   data.writeStepScores(scores);
 }

@@ -119,7 +119,7 @@ export function buildSftSamples(demos: readonly DemoSession[], opts: SftDataOpti
     samples,
     stats: {
       sessions: demos.length, tasks: new Set(demos.map((d) => d.taskId)).size, turns, samples: samples.length,
-      groups: 0, skippedGroups: 0, skippedTurns: 0, meanReturn: outcomes.meanReturn, passAtK: outcomes.passAtK,
+      groups: 0, zeroAdvantageGroups: 0, zeroAdvantageTurns: 0, droppedTurns: 0, meanReturn: outcomes.meanReturn, passAtK: outcomes.passAtK,
       outputTokens: samples.reduce((n, s) => n + trainedTokens(s), 0),
     },
   };

@@ -19,7 +19,7 @@
  *   outcome of attempt n+1 reaches the reflection through its return (the step term), and is not
  *   counted a second time as its episode score. Reflection turns count in their task's episode
  *   mean like every other turn of the batch. A reflection with no recorded attempt n+1 is dropped
- *   (not trained).
+ *   (not trained: it has no return).
  */
 import type { AdvantageEstimator } from '../../domain.js';
 import { sessionReturns, type ReturnConfig } from './returns.js';
@@ -53,22 +53,23 @@ export interface AdvantageOptions {
   stepCoef?: number;
   /** GRPO std epsilon (verl: 1e-6). */
   eps?: number;
-  /** |advantage| below this counts as no signal when deciding to skip a group. */
+  /** |advantage| at or below this counts as zero when counting zero-advantage groups. */
   zeroTol?: number;
 }
 
 /** Per-turn result, aligned with the input array. */
 export interface TurnAdvantage {
-  /** false: the turn is not trained (its group has no signal, or a dangling reflection). */
+  /** false: the turn is not trained (a reflection with no recorded next attempt: no return to
+   *  credit it with). Every other turn is trained, a zero advantage included. */
   kept: boolean;
   /** Cross-episode return G (action turns) or G_0(n+1) (reflection turns). */
   return: number;
   /** Action turns: undiscounted reward sum of the turn's attempt, minus the invalid penalty;
    *  reflection turns: 0 minus the invalid penalty (see the module doc). */
   episodeScore: number;
-  /** GiGPO episode term (0 for GRPO/RLOO). */
+  /** GiGPO episode term (0 for GRPO/RLOO); the raw episode score in a task group of one turn. */
   episodeTerm: number;
-  /** GiGPO step term (0 for GRPO/RLOO). */
+  /** GiGPO step term (0 for GRPO/RLOO); 0 in an anchor-state group of one turn. */
   stepTerm: number;
   advantage: number;
 }
@@ -77,10 +78,13 @@ export interface AdvantageResult {
   turns: TurnAdvantage[];
   /** Task groups (same taskId) seen. */
   groups: number;
-  /** Task groups dropped because every advantage in them was 0 (all returns equal). */
-  skippedGroups: number;
-  /** Turns dropped: in skipped groups, or dangling reflections. */
-  skippedTurns: number;
+  /** Task groups in which every advantage is 0 (within `zeroTol`): no policy-gradient signal.
+   *  They are kept and trained, as in the reference; they only dilute the token mean. */
+  zeroAdvantageGroups: number;
+  /** Turns in those groups (trained, with advantage 0). */
+  zeroAdvantageTurns: number;
+  /** Turns not trained (`kept` false): reflections with no recorded next attempt. */
+  droppedTurns: number;
 }
 
 const mean = (xs: readonly number[]): number => xs.reduce((a, b) => a + b, 0) / xs.length;
@@ -111,8 +115,17 @@ function groupBy<T>(items: readonly T[], key: (x: T, i: number) => string): Map<
  *                                                (reflection turns: s = 0 - penalty * invalid)
  *   step term     A_S = G - mean_{task, obs}(G)  (all reflection turns of a task: one group)
  *   advantage     A   = A_E + stepCoef * A_S
- * GRPO:  A = (s - mean_{task}(s)) / (std_{task}(s) + eps)
- * RLOO:  A = s - mean_{task, j != i}(s_j)   (0 in a group of one)
+ * GRPO:  A = (s - mean_{task}(s)) / (std_{task}(s) + eps)   (std unbiased)
+ * RLOO:  A = s - mean_{task, j != i}(s_j)
+ *
+ * Groups of one turn, as the reference does (mlbio-epfl/LaMer verl/trainer/ppo/core_gigpo.py
+ * lines 191-193 and 300-302, core_algos.py lines 159-161 and 320-323):
+ *   - a task with one turn: its mean is taken as 0 and its std as 1, so the GiGPO episode term is
+ *     the raw score s, GRPO gives s / (1 + eps), and RLOO leaves s as it is;
+ *   - an anchor state with one turn: its mean is the turn's own G, so the step term is 0.
+ * Task groups whose advantages are all 0 are counted (`zeroAdvantageGroups`) and kept: the
+ * reference trains on them (verl-agent's `filter_groups` is off by default), and in a token-mean
+ * loss they only add tokens to the denominator.
  *
  * @throws RangeError for bad gammas or non-finite rewards (from returns.ts) or a bad estimator.
  */
@@ -151,14 +164,18 @@ export function computeAdvantages(turns: readonly Turn[], opts: AdvantageOptions
   // 2. advantages, task group by task group
   const live = (i: number) => out[i].kept;
   const taskGroups = groupBy(turns, (t) => t.taskId);
-  let skippedGroups = 0;
+  let zeroAdvantageGroups = 0;
+  let zeroAdvantageTurns = 0;
   for (const all of taskGroups.values()) {
     const idx = all.filter(live);
     const s = idx.map((i) => out[i].episodeScore);
+    // a task group of one: mean 0, std 1 (reference core_gigpo.py 191-193, core_algos.py 159-161)
+    const single = s.length === 1;
     if (opts.estimator === 'gigpo') {
-      const meanS = mean(s);
+      const meanS = single ? 0 : mean(s);
       idx.forEach((i) => { out[i].episodeTerm = out[i].episodeScore - meanS; }); // A_E = s - mean(s)
-      // anchor-state groups: identical raw observation; all reflections of the task together
+      // anchor-state groups: identical raw observation; all reflections of the task together.
+      // A group of one has its own G as mean (core_gigpo.py 300-302): step term 0.
       const anchors = groupBy(idx, (i) => (turns[i].kind === 'reflection' ? '\u0000reflection' : 'obs:' + turns[i].observation));
       for (const members of anchors.values()) {
         const meanG = mean(members.map((k) => out[idx[k]].return));
@@ -166,24 +183,25 @@ export function computeAdvantages(turns: readonly Turn[], opts: AdvantageOptions
       }
       for (const i of idx) out[i].advantage = out[i].episodeTerm + stepCoef * out[i].stepTerm; // A = A_E + w A_S
     } else if (opts.estimator === 'grpo') {
-      const meanS = mean(s);
-      const stdS = std(s);
+      const meanS = single ? 0 : mean(s);
+      const stdS = single ? 1 : std(s);
       for (const i of idx) out[i].advantage = (out[i].episodeScore - meanS) / (stdS + eps); // (s - mu) / (sigma + eps)
     } else if (opts.estimator === 'rloo') {
       const n = s.length;
       const total = s.reduce((a, b) => a + b, 0);
       for (const i of idx) {
-        // baseline_i = (sum_j s_j - s_i) / (n - 1)
-        out[i].advantage = n > 1 ? out[i].episodeScore - (total - out[i].episodeScore) / (n - 1) : 0;
+        // baseline_i = (sum_j s_j - s_i) / (n - 1); a group of one keeps its raw score (core_algos.py 320-323)
+        out[i].advantage = n > 1 ? out[i].episodeScore - (total - out[i].episodeScore) / (n - 1) : out[i].episodeScore;
       }
     } else {
       throw new RangeError(`unknown estimator: ${String(opts.estimator)}`);
     }
+    // no signal in this group: counted, and trained all the same (the reference keeps it)
     if (idx.length > 0 && idx.every((i) => Math.abs(out[i].advantage) <= zeroTol)) {
-      skippedGroups++;
-      for (const i of idx) { out[i].kept = false; out[i].advantage = 0; }
+      zeroAdvantageGroups++;
+      zeroAdvantageTurns += idx.length;
     }
   }
-  const skippedTurns = out.filter((t) => !t.kept).length;
-  return { turns: out, groups: taskGroups.size, skippedGroups, skippedTurns };
+  const droppedTurns = out.filter((t) => !t.kept).length;
+  return { turns: out, groups: taskGroups.size, zeroAdvantageGroups, zeroAdvantageTurns, droppedTurns };
 }

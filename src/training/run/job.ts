@@ -311,7 +311,7 @@ export function resolveTrainWorkers(asked: number | undefined, io: Pick<ModelIO,
 export async function runTrainingJob(spec: TrainingJobSpec, given: readonly TrainingSample[], opts: RunOptions): Promise<JobResult> {
   const t0 = performance.now();
   const h = withDefaults(spec.algorithm, spec.hyper ?? {});
-  if (given.length === 0) throw new RangeError('no training samples (all groups skipped or no data)');
+  if (given.length === 0) throw new RangeError('no training samples (no data)');
   if (!(h.epochs >= 1 && Number.isInteger(h.epochs))) throw new RangeError(`epochs must be an integer >= 1, got ${h.epochs}`);
   if (!(h.minibatchSize >= 1 && Number.isInteger(h.minibatchSize))) throw new RangeError(`minibatchSize must be an integer >= 1, got ${h.minibatchSize}`);
   const offsetProblem = positionOffsetProblem(spec.algorithm, h.positionOffset);

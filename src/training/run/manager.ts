@@ -7,8 +7,8 @@
  * A job:
  *   1. reads its data: RL (`lamer`, `gigpo`, `grpo`, `rloo`) from completed training sessions
  *      (src/training/data/select.ts filter), SFT from a demonstration JSONL file;
- *   2. computes returns and advantages, writes them back to the step rows, skips groups without
- *      signal (counted in the job's `config.dataStats`);
+ *   2. computes returns and advantages and writes them back to the step rows; groups whose
+ *      advantages are all 0 are trained too (counted in the job's `config.dataStats`);
  *   3. trains in a worker thread (src/training/run/worker.ts) from the base version's checkpoint,
  *      recording progress and per-iteration metrics on the job row as they arrive;
  *   4. writes `<dataDir>/checkpoints/<version>/` and inserts the model version (parent, job id, data
@@ -220,7 +220,7 @@ export class TrainingJobManager {
       jobs.update(id, { config: { ...row.config, dataStats: stats } });
       logger?.info({ jobId: id, ...stats }, 'training data ready');
       if (samples.length === 0) {
-        throw new JobRequestError(`no training samples: ${stats.sessions} sessions, ${stats.groups} groups, ${stats.skippedGroups} skipped without signal`);
+        throw new JobRequestError(`no training samples: ${stats.sessions} sessions, ${stats.turns} turns with a model output, ${stats.droppedTurns} dropped`);
       }
       if (this.running?.cancelled) throw new JobCancelledError();
       const version = req.version ?? `${req.algorithm}-${id.slice(4, 12)}`;
@@ -282,7 +282,7 @@ export class TrainingJobManager {
     const h = req.hyper ?? {};
     const returns = { gammaStep: h.gammaStep ?? DEFAULT_RETURNS.gammaStep, gammaTraj: h.gammaTraj ?? DEFAULT_RETURNS.gammaTraj, mode: h.returnMode ?? DEFAULT_RETURNS.mode };
     const { lines, stats, scores } = buildRemoteBatch(this.opts.repos.trainingData, { algorithm: req.algorithm, data: { modelVersion: base.version, ...(req.data ?? {}) }, returns, invalidPenalty: h.invalidPenalty, stepCoef: h.stepCoef });
-    if (lines.length === 0) throw new JobRequestError(`no training samples: ${stats.sessions} sessions, ${stats.groups} groups, ${stats.skippedGroups} skipped without signal`);
+    if (lines.length === 0) throw new JobRequestError(`no training samples: ${stats.sessions} sessions, ${stats.turns} turns with a model output, ${stats.droppedTurns} dropped`);
     writeTurnScores(this.opts.repos.trainingData, scores);
     const remote = { ...(base.engineConfig ?? {}) } as Record<string, unknown>;
     delete remote.apiKey;

@@ -285,7 +285,7 @@ describe.skipIf(!CHROMIUM)(
       await page.waitForSelector('[data-testid=curves]');
       expect(await page.textContent('[data-testid=job-progress]')).toBe(`${pct(job.progress)} · ${job.iterations} iterations`);
       expect(await page.textContent('[data-field=resultVersion]')).toBe('v1');
-      for (const k of ['sessions', 'tasks', 'turns', 'samples', 'groups', 'skippedGroups']) {
+      for (const k of ['sessions', 'tasks', 'turns', 'samples', 'groups', 'zeroAdvantageGroups', 'zeroAdvantageTurns', 'droppedTurns']) {
         expect(await page.textContent(`[data-testid=data-stats] [data-field=${k}]`), k).toBe(String(job.dataStats[k]));
       }
       expect(await page.textContent('[data-testid=last-metrics] [data-field=loss]')).toBe(job.lastMetrics.loss.toFixed(5));

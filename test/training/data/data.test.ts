@@ -48,7 +48,7 @@ describe('buildRlSamples', () => {
     expect(samples[2].oldLogprobs).toEqual([-1, -1]);
     expect(stats.passAtK).toEqual({ 1: 0.5, 2: 1 });
     expect(stats.meanReturn).toBeCloseTo(6.5, 9); // (-0.5 + 10 + 10) / 3
-    expect(stats).toMatchObject({ sessions: 2, tasks: 1, turns: 5, samples: 5, groups: 1, skippedGroups: 0, outputTokens: 6 });
+    expect(stats).toMatchObject({ sessions: 2, tasks: 1, turns: 5, samples: 5, groups: 1, zeroAdvantageGroups: 0, zeroAdvantageTurns: 0, droppedTurns: 0, outputTokens: 6 });
   });
   it('gigpo: each attempt is its own episode and reflections are not trained', () => {
     const { scores } = buildRlSamples(records, { algorithm: 'gigpo', returns });
@@ -58,14 +58,66 @@ describe('buildRlSamples', () => {
     const want = [-5.625 - 7.166667, -5.125, 5.375 + 3.583333, 5.375 + 3.583333];
     scores.forEach((s, i) => expect(s.advantage).toBeCloseTo(want[i], 4));
   });
-  it('skips a task whose sessions all score the same, and reports it', () => {
+  it('keeps a task whose sessions all score the same: trained at advantage 0, counted', () => {
     const same = [rec('X', 0, 0, 'A', 0, { taskId: 'U', ...out([1]) }), rec('X', 0, 1, 'B', 1, { taskId: 'U', done: true }),
       rec('Y', 0, 0, 'A', 0, { taskId: 'U', ...out([2]) }), rec('Y', 0, 1, 'B', 1, { taskId: 'U', done: true })];
+    const alone = buildRlSamples(records, { algorithm: 'grpo', returns });
     const { samples, stats } = buildRlSamples([...records, ...same], { algorithm: 'grpo', returns });
-    expect(stats.groups).toBe(2);
-    expect(stats.skippedGroups).toBe(1);
-    expect(samples.every((s) => s.taskId === 'T')).toBe(true);
+    // grpo trains no reflection: task T gives 4 turns (1 output token each), task U 2
+    expect(stats).toMatchObject({ turns: 6, samples: 6, groups: 2, zeroAdvantageGroups: 1, zeroAdvantageTurns: 2, droppedTurns: 0, outputTokens: 6 });
+    const u = samples.filter((s) => s.taskId === 'U');
+    expect(u.map((s) => [s.sessionId, s.outputTokenIds, s.advantage])).toEqual([['X', [1], 0], ['Y', [2], 0]]);
+    // task T's advantages are its own group's, unchanged by the zero group beside it
+    expect(samples.filter((s) => s.taskId === 'T').map((s) => s.advantage)).toEqual(alone.samples.map((s) => s.advantage));
   });
+  // groups of one, as the reference (shared/LAMER.md §3), through the records: gamma 0.5
+  const lone: Array<{ name: string; algorithm: 'lamer' | 'gigpo' | 'grpo' | 'rloo'; recs: StepRecord[]; advantages: number[]; stats: Record<string, number> }> = [
+    { // one acting turn A -> B (reward 3, done): score 3, task mean 0 -> 3; anchor A alone -> 0
+      name: 'gigpo: a task with one turn trains on its raw score',
+      algorithm: 'gigpo', recs: [rec('V1', 0, 0, 'A', 0, { taskId: 'V', ...out([5]) }), rec('V1', 0, 1, 'B', 3, { taskId: 'V', done: true })],
+      advantages: [3], stats: { groups: 1, zeroAdvantageGroups: 0, zeroAdvantageTurns: 0, droppedTurns: 0, samples: 1 },
+    },
+    { // the same with reward 0: advantage 0, still a training sample
+      name: 'gigpo: a lone turn scoring 0 is kept as a zero-advantage group',
+      algorithm: 'gigpo', recs: [rec('V1', 0, 0, 'A', 0, { taskId: 'V', ...out([5]) }), rec('V1', 0, 1, 'B', 0, { taskId: 'V', done: true })],
+      advantages: [0], stats: { groups: 1, zeroAdvantageGroups: 1, zeroAdvantageTurns: 1, droppedTurns: 0, samples: 1 },
+    },
+    { // lamer: a0 A -> B (reward -1, done, fail), reflection, a1 A -> W (reward 4, done).
+      // G: a0 = -1 + 0.5 * 4 = 1, reflection 4, a1 4; scores -1, 0, 4: mean 1 -> episode [-2, -1, 3];
+      // anchor A {1, 4} mean 2.5 -> [-1.5, 1.5]; the reflection alone in its step group -> 0
+      name: 'lamer: a lone reflection gets step term 0',
+      algorithm: 'lamer',
+      recs: [rec('L1', 0, 0, 'A', 0, { taskId: 'W', ...out([5]) }), rec('L1', 0, 1, 'B', -1, { taskId: 'W', done: true }),
+        rec('L1', 0, 1, 'B', 0, { taskId: 'W', kind: 'reflection', ...out([6, 7]) }),
+        rec('L1', 1, 0, 'A', 0, { taskId: 'W', ...out([8]) }), rec('L1', 1, 1, 'W', 4, { taskId: 'W', done: true, success: true })],
+      advantages: [-3.5, -1, 4.5], stats: { groups: 1, zeroAdvantageGroups: 0, zeroAdvantageTurns: 0, droppedTurns: 0, samples: 3 },
+    },
+    { // lamer: one attempt A -> B (reward 2, done) then a reflection with no next attempt: the
+      // reflection is dropped, the acting turn is alone in its task -> raw score 2
+      name: 'lamer: a dangling reflection is dropped and counted',
+      algorithm: 'lamer',
+      recs: [rec('L2', 0, 0, 'A', 0, { taskId: 'W2', ...out([5]) }), rec('L2', 0, 1, 'B', 2, { taskId: 'W2', done: true }),
+        rec('L2', 0, 1, 'B', 0, { taskId: 'W2', kind: 'reflection', ...out([6]) })],
+      advantages: [2], stats: { groups: 1, zeroAdvantageGroups: 0, zeroAdvantageTurns: 0, droppedTurns: 1, samples: 1 },
+    },
+    { // grpo: one turn of score 3 -> (3 - 0) / (1 + 1e-6)
+      name: 'grpo: a group of one takes mean 0 and std 1',
+      algorithm: 'grpo', recs: [rec('V1', 0, 0, 'A', 0, { taskId: 'V', ...out([5]) }), rec('V1', 0, 1, 'B', 3, { taskId: 'V', done: true })],
+      advantages: [3 / (1 + 1e-6)], stats: { groups: 1, zeroAdvantageGroups: 0, samples: 1 },
+    },
+    { // rloo: one turn of score 3 -> 3
+      name: 'rloo: a group of one keeps its score',
+      algorithm: 'rloo', recs: [rec('V1', 0, 0, 'A', 0, { taskId: 'V', ...out([5]) }), rec('V1', 0, 1, 'B', 3, { taskId: 'V', done: true })],
+      advantages: [3], stats: { groups: 1, zeroAdvantageGroups: 0, samples: 1 },
+    },
+  ];
+  for (const row of lone) {
+    it(`group of one: ${row.name}`, () => {
+      const { samples, stats } = buildRlSamples(row.recs, { algorithm: row.algorithm, returns });
+      expect(samples.map((s) => s.advantage)).toEqual(row.advantages);
+      expect(stats).toMatchObject(row.stats);
+    });
+  }
   it("attaches each sample's behaviour policy: session sampling, and the candidates of constrained actions", () => {
     const sampling = { temperature: 0.7, topP: 0.8, topK: 20 };
     const recs = records.map((r) => ({ ...r, sampling, availableActions: r.kind === 'action' ? ['up', 'é'] : null }));

@@ -9,7 +9,7 @@ const refl = (taskId: string, sessionId: string, attempt: number): Turn =>
 describe('GiGPO mean_norm, single attempt (gamma_step 0.5)', () => {
   // task A: s1 = X(r 0) -> Y(r 4): g = [2, 4], sum 4
   //         s2 = X(r 1, invalid) -> Z(r 0): g = [1, 0], sum 1; invalid turn scores 1 - 0.5
-  // task B: two identical sessions: no signal -> skipped
+  // task B: two identical sessions: every advantage 0 -> kept, counted as a zero-advantage group
   const turns: Turn[] = [
     act('A', 's1', 0, 1, 'Y', 4), act('A', 's1', 0, 0, 'X', 0), // out of order on purpose
     act('A', 's2', 0, 0, 'X', 1, true), act('A', 's2', 0, 1, 'Z', 0),
@@ -32,11 +32,13 @@ describe('GiGPO mean_norm, single attempt (gamma_step 0.5)', () => {
     const a = res.turns.map((t) => t.advantage);
     [1.625, 2.125, -2.375, -1.375, 0, 0].forEach((w, i) => expect(a[i]).toBeCloseTo(w, 9));
   });
-  it('skips the group without signal and reports it', () => {
+  it('keeps the group without signal (advantages 0) and counts it', () => {
     expect(res.groups).toBe(2);
-    expect(res.skippedGroups).toBe(1);
-    expect(res.skippedTurns).toBe(2);
-    expect(res.turns.map((t) => t.kept)).toEqual([true, true, true, true, false, false]);
+    expect(res.zeroAdvantageGroups).toBe(1);
+    expect(res.zeroAdvantageTurns).toBe(2);
+    expect(res.droppedTurns).toBe(0);
+    expect(res.turns.map((t) => t.kept)).toEqual([true, true, true, true, true, true]);
+    expect(res.turns.slice(4).map((t) => t.advantage)).toEqual([0, 0]);
   });
   it('stepCoef weights the step term', () => {
     const r2 = computeAdvantages(turns, { estimator: 'gigpo', stepCoef: 0, returns: { gammaStep: 0.5, gammaTraj: 0.6 } });
@@ -91,10 +93,12 @@ describe('GiGPO for LaMer: multi-attempt with reflections (gamma_step 0.95, gamm
       expect(r.advantage).toBeCloseTo(row.episodeTerm + row.stepTerm, 9);
     });
   }
-  it('a reflection without a next attempt is dropped, not counted as a skipped group', () => {
+  it('a reflection without a next attempt is dropped, not counted as a zero-advantage group', () => {
     expect(res.turns[4].kept).toBe(false);
-    expect(res.skippedGroups).toBe(0);
-    expect(res.skippedTurns).toBe(1);
+    expect(res.turns[4].advantage).toBe(0);
+    expect(res.zeroAdvantageGroups).toBe(0);
+    expect(res.zeroAdvantageTurns).toBe(0);
+    expect(res.droppedTurns).toBe(1);
   });
   it('CODE mode changes the return of multi-turn earlier attempts', () => {
     const t2: Turn[] = [act('T', 'L', 0, 0, 'a', 0), act('T', 'L', 0, 1, 'b', 0), refl('T', 'L', 0), act('T', 'L', 1, 0, 'a', 10)];
@@ -113,15 +117,17 @@ describe('GRPO and RLOO (scores s = [2, 2, 0]: session g1 two turns of reward 1,
     [(2 - 4 / 3) / (sd + 1e-6), (2 - 4 / 3) / (sd + 1e-6), (0 - 4 / 3) / (sd + 1e-6)].forEach((w, i) => expect(res.turns[i].advantage).toBeCloseTo(w, 9));
     expect(res.turns[0].advantage).toBeCloseTo(0.57735, 4);
     expect(res.turns[2].advantage).toBeCloseTo(-1.1547, 4);
-    // group H has one turn: advantage 0 -> skipped
-    expect(res.skippedGroups).toBe(1);
-    expect(res.turns[3].kept).toBe(false);
+    // group H has one turn: mean 0, std 1 as in the reference -> 3 / (1 + eps), trained
+    expect(res.turns[3].advantage).toBe(3 / (1 + 1e-6));
+    expect(res.turns[3].kept).toBe(true);
+    expect(res.zeroAdvantageGroups).toBe(0);
   });
   it('RLOO: s_i - mean of the others', () => {
     const res = computeAdvantages(turns, { estimator: 'rloo', returns: { gammaStep: 1, gammaTraj: 0 } });
     expect(res.turns.slice(0, 3).map((t) => t.advantage)).toEqual([1, 1, -2]);
-    expect(res.turns[3].advantage).toBe(0);
-    expect(res.skippedGroups).toBe(1);
+    // group H has one turn: the reference leaves its score as it is
+    expect(res.turns[3].advantage).toBe(3);
+    expect(res.zeroAdvantageGroups).toBe(0);
   });
   it('invalid penalty lowers the turn score (RLOO)', () => {
     const res = computeAdvantages([act('I', 'i1', 0, 0, 'a', 1, true), act('I', 'i2', 0, 0, 'a', 1)], { estimator: 'rloo', returns: { gammaStep: 1, gammaTraj: 0 } });
@@ -129,5 +135,109 @@ describe('GRPO and RLOO (scores s = [2, 2, 0]: session g1 two turns of reward 1,
   });
   it('unknown estimator throws', () => {
     expect(() => computeAdvantages(turns, { estimator: 'ppo' as never, returns: { gammaStep: 1, gammaTraj: 0 } })).toThrow(/unknown estimator/);
+  });
+});
+
+/*
+ * Reference parity (shared/LAMER.md §3; mlbio-epfl/LaMer core_gigpo.py ~191-193 and ~300-302,
+ * core_algos.py ~159-161 and ~320-323): a task group of one turn has mean 0 (and std 1), so its
+ * episode term is the raw score; an anchor-state group of one turn has its own return as mean, so
+ * its step term is 0; groups whose advantages are all 0 are kept and counted. Values are
+ * hand-computed with gamma_step = gamma_traj = 0.5 (dyadic, so every value is exact in binary).
+ */
+describe('groups of one and zero-advantage groups (reference parity, exact values)', () => {
+  const returns = { gammaStep: 0.5, gammaTraj: 0.5 };
+  interface Row {
+    name: string;
+    estimator: 'gigpo' | 'grpo' | 'rloo';
+    turns: Turn[];
+    /** Per turn, in input order. */
+    episodeTerm?: number[];
+    stepTerm?: number[];
+    advantage: number[];
+    kept: boolean[];
+    groups: number;
+    zeroAdvantageGroups: number;
+    zeroAdvantageTurns: number;
+    droppedTurns: number;
+  }
+  const rows: Row[] = [
+    { // one turn, reward 3: score 3, task mean taken as 0 -> episode term 3; anchor X alone -> step term 0
+      name: 'GiGPO: a task with one turn keeps its raw score as the episode term, step term 0',
+      estimator: 'gigpo', turns: [act('A', 's', 0, 0, 'X', 3)],
+      episodeTerm: [3], stepTerm: [0], advantage: [3], kept: [true], groups: 1, zeroAdvantageGroups: 0, zeroAdvantageTurns: 0, droppedTurns: 0,
+    },
+    { // one turn, reward 2, invalid: score 2 - 0.5 = 1.5
+      name: 'GiGPO: a lone invalid turn: raw score minus the penalty',
+      estimator: 'gigpo', turns: [act('A', 's', 0, 0, 'X', 2, true)],
+      episodeTerm: [1.5], stepTerm: [0], advantage: [1.5], kept: [true], groups: 1, zeroAdvantageGroups: 0, zeroAdvantageTurns: 0, droppedTurns: 0,
+    },
+    { // one turn, reward -1: a negative raw score stays negative
+      name: 'GiGPO: a lone failing turn gets its negative score',
+      estimator: 'gigpo', turns: [act('A', 's', 0, 0, 'X', -1)],
+      episodeTerm: [-1], stepTerm: [0], advantage: [-1], kept: [true], groups: 1, zeroAdvantageGroups: 0, zeroAdvantageTurns: 0, droppedTurns: 0,
+    },
+    { // one turn, reward 0: advantage 0 -> a zero-advantage group, still trained
+      name: 'GiGPO: a lone turn scoring 0 is a zero-advantage group, kept',
+      estimator: 'gigpo', turns: [act('A', 's', 0, 0, 'X', 0)],
+      episodeTerm: [0], stepTerm: [0], advantage: [0], kept: [true], groups: 1, zeroAdvantageGroups: 1, zeroAdvantageTurns: 1, droppedTurns: 0,
+    },
+    { // s1: X (r 0) -> Y (r 4): G [2, 4], score 4 each; s2: X (r 1): G [1], score 1.
+      // episode: mean (4 + 4 + 1) / 3 = 3 -> [1, 1, -2]; anchor X {2, 1} mean 1.5 -> [0.5, -0.5];
+      // anchor Y {4} alone -> 0
+      name: 'GiGPO: an anchor state seen once has step term 0 inside a larger task',
+      estimator: 'gigpo', turns: [act('A', 's1', 0, 0, 'X', 0), act('A', 's1', 0, 1, 'Y', 4), act('A', 's2', 0, 0, 'X', 1)],
+      episodeTerm: [1, 1, -2], stepTerm: [0.5, 0, -0.5], advantage: [1.5, 1, -2.5], kept: [true, true, true], groups: 1, zeroAdvantageGroups: 0, zeroAdvantageTurns: 0, droppedTurns: 0,
+    },
+    { // LaMer trial alone in its task: a0 X (r 0) fails, reflection, a1 X (r 3).
+      // G: a0 = 0 + 0.5 * 3 = 1.5, reflection G_0(1) = 3, a1 = 3. scores 0, 0, 3: mean 1 -> [-1, -1, 2].
+      // anchor X {1.5, 3} mean 2.25 -> [-0.75, 0.75]; the reflection group has one turn -> 0
+      name: 'GiGPO (LaMer): a lone reflection has step term 0',
+      estimator: 'gigpo', turns: [act('L', 'l', 0, 0, 'X', 0), refl('L', 'l', 0), act('L', 'l', 1, 0, 'X', 3)],
+      episodeTerm: [-1, -1, 2], stepTerm: [-0.75, 0, 0.75], advantage: [-1.75, -1, 2.75], kept: [true, true, true], groups: 1, zeroAdvantageGroups: 0, zeroAdvantageTurns: 0, droppedTurns: 0,
+    },
+    { // a task whose only trained turn is a lone action; its dangling reflection is dropped first,
+      // so the group has one turn: a0 X (r 2) -> score 2 raw
+      name: 'GiGPO: a dangling reflection is dropped and does not count in the group',
+      estimator: 'gigpo', turns: [act('D', 'd', 0, 0, 'X', 2), refl('D', 'd', 0)],
+      episodeTerm: [2, 0], stepTerm: [0, 0], advantage: [2, 0], kept: [true, false], groups: 1, zeroAdvantageGroups: 0, zeroAdvantageTurns: 0, droppedTurns: 1,
+    },
+    { // mixed batch. task Z: two identical sessions X (r 1): scores 1, 1, G 1, 1 -> all 0, kept.
+      // task A: as the anchor row above. task B: one turn Y (r -2) -> raw -2.
+      name: 'GiGPO: mixed batch: a zero-advantage group is kept beside groups with signal',
+      estimator: 'gigpo',
+      turns: [act('Z', 'z1', 0, 0, 'X', 1), act('A', 's1', 0, 0, 'X', 0), act('Z', 'z2', 0, 0, 'X', 1), act('A', 's1', 0, 1, 'Y', 4), act('B', 'b', 0, 0, 'Y', -2), act('A', 's2', 0, 0, 'X', 1)],
+      episodeTerm: [0, 1, 0, 1, -2, -2], stepTerm: [0, 0.5, 0, 0, 0, -0.5], advantage: [0, 1.5, 0, 1, -2, -2.5],
+      kept: [true, true, true, true, true, true], groups: 3, zeroAdvantageGroups: 1, zeroAdvantageTurns: 2, droppedTurns: 0,
+    },
+    { // GRPO: task G one turn r 2 -> (2 - 0) / (1 + 1e-6); task H two equal scores 1, 1 -> 0 / (0 + 1e-6) = 0
+      name: 'GRPO: a group of one takes mean 0, std 1; an all-equal group is kept at 0',
+      estimator: 'grpo', turns: [act('G', 'g', 0, 0, 'a', 2), act('H', 'h1', 0, 0, 'a', 1), act('H', 'h2', 0, 0, 'a', 1)],
+      advantage: [2 / (1 + 1e-6), 0, 0], kept: [true, true, true], groups: 2, zeroAdvantageGroups: 1, zeroAdvantageTurns: 2, droppedTurns: 0,
+    },
+    { // RLOO: task G one turn r 2 -> 2 (no baseline); task H scores 1, 1 -> 1 - 1 = 0 each
+      name: 'RLOO: a group of one keeps its score; an all-equal group is kept at 0',
+      estimator: 'rloo', turns: [act('G', 'g', 0, 0, 'a', 2), act('H', 'h1', 0, 0, 'a', 1), act('H', 'h2', 0, 0, 'a', 1)],
+      advantage: [2, 0, 0], kept: [true, true, true], groups: 2, zeroAdvantageGroups: 1, zeroAdvantageTurns: 2, droppedTurns: 0,
+    },
+  ];
+  for (const row of rows) {
+    it(row.name, () => {
+      const res = computeAdvantages(row.turns, { estimator: row.estimator, returns });
+      if (row.episodeTerm) expect(res.turns.map((t) => t.episodeTerm)).toEqual(row.episodeTerm);
+      if (row.stepTerm) expect(res.turns.map((t) => t.stepTerm)).toEqual(row.stepTerm);
+      expect(res.turns.map((t) => t.advantage)).toEqual(row.advantage);
+      expect(res.turns.map((t) => t.kept)).toEqual(row.kept);
+      expect({ groups: res.groups, zeroAdvantageGroups: res.zeroAdvantageGroups, zeroAdvantageTurns: res.zeroAdvantageTurns, droppedTurns: res.droppedTurns })
+        .toEqual({ groups: row.groups, zeroAdvantageGroups: row.zeroAdvantageGroups, zeroAdvantageTurns: row.zeroAdvantageTurns, droppedTurns: row.droppedTurns });
+    });
+  }
+  it('a group is zero-advantage only when every advantage is within zeroTol', () => {
+    // task A: scores 1 and 1 + 1e-7: episode terms -/+ 5e-8, step terms the same: advantages -/+ 1e-7
+    const t = [act('A', 'a1', 0, 0, 'X', 1), act('A', 'a2', 0, 0, 'X', 1 + 1e-7)];
+    expect(computeAdvantages(t, { estimator: 'gigpo', returns }).zeroAdvantageGroups).toBe(0);
+    const loose = computeAdvantages(t, { estimator: 'gigpo', returns, zeroTol: 1e-6 });
+    expect(loose.zeroAdvantageGroups).toBe(1);
+    expect(loose.turns.every((x) => x.kept && x.advantage !== 0)).toBe(true); // counted, not zeroed
   });
 });

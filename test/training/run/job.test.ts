@@ -131,7 +131,7 @@ describe('per-iteration rollout metrics', () => {
     const io = createModelIO();
     // minibatch size 1, no shuffle effects on the values: steps see session a (solved, return 10) or b (-1)
     const samples = [withOutcome('a', 0, 10, 0), withOutcome('b', 0, -1, null)].map((s, i) => ({ ...s, advantage: i ? -1 : 1 }));
-    const dataStats = { sessions: 2, tasks: 1, turns: 2, samples: 2, groups: 1, skippedGroups: 0, skippedTurns: 0, meanReturn: 4.5, passAtK: { 1: 0.5 }, outputTokens: 2 };
+    const dataStats = { sessions: 2, tasks: 1, turns: 2, samples: 2, groups: 1, zeroAdvantageGroups: 0, zeroAdvantageTurns: 0, droppedTurns: 0, meanReturn: 4.5, passAtK: { 1: 0.5 }, outputTokens: 2 };
     const res = await runTrainingJob({ algorithm: 'gigpo', baseCheckpointDir: base(), outputDir: join(dir, 'own'), dataStats, hyper: { lr: 0.01, epochs: 1, minibatchSize: 1 } }, samples, { io });
     expect(res.metrics.map((m) => m.meanReturn).sort((x, y) => x - y)).toEqual([-1, 10]);
     expect(res.metrics.map((m) => m.passAtK['1']).sort()).toEqual([0, 1]);

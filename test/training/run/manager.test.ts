@@ -54,7 +54,7 @@ beforeAll(async () => {
 afterAll(() => { d.close(); });
 
 describe('TrainingJobManager', () => {
-  it('runs a lamer job: skipped groups reported, metrics recorded, new version registered and activated', async () => {
+  it('runs a lamer job: zero-advantage groups trained and reported, metrics recorded, new version registered and activated', async () => {
     const m = new TrainingJobManager({ repos: createRepositories(d), dataDir: dir, registry: registry(), modelIO: tiny() });
     const job = m.create({ algorithm: 'lamer', version: 'v1', activate: true, hyper: { lr: 0.01, epochs: 2, minibatchSize: 2 } });
     expect(job.status).toBe('running'); // the queue was empty: it starts at once
@@ -64,9 +64,11 @@ describe('TrainingJobManager', () => {
     expect(done.status).toBe('succeeded');
     expect(done.resultVersion).toBe('v1');
     expect(done.progress).toBe(1);
-    expect(done.metrics).toHaveLength(4); // 3 samples of task T (task U skipped), minibatch 2, 2 epochs
-    const stats = (done.config as { dataStats: { skippedGroups: number; groups: number; samples: number } }).dataStats;
-    expect(stats).toMatchObject({ groups: 2, skippedGroups: 1, samples: 3 });
+    // 3 samples of task T + 2 of task U (every advantage 0, trained all the same), minibatch 2
+    // (3 minibatches an epoch), 2 epochs
+    expect(done.metrics).toHaveLength(6);
+    const stats = (done.config as { dataStats: { zeroAdvantageGroups: number; zeroAdvantageTurns: number; groups: number; samples: number } }).dataStats;
+    expect(stats).toMatchObject({ groups: 2, zeroAdvantageGroups: 1, zeroAdvantageTurns: 2, droppedTurns: 0, samples: 5 });
     const v1 = d.db.select().from(models).where(eq(models.version, 'v1')).get()!;
     expect(v1).toMatchObject({ parent: 'base', jobId: job.id, status: 'active', checkpointDir: join(dir, 'checkpoints', 'v1') });
     expect(existsSync(join(dir, 'checkpoints', 'v1', 'tiny.json'))).toBe(true);

@@ -1,6 +1,6 @@
 /**
  * Training-job routes (DESIGN §3 `training/jobs`): create, list (filters, cursor
- * pagination, newest first), get (status, progress, data counts with skipped groups, metrics per
+ * pagination, newest first), get (status, progress, data counts with zero-advantage groups, metrics per
  * iteration, result version, error), cancel. Admin key required when API keys are configured.
  * Dependencies by decoration: `app.training` (TrainingService, src/training/service.ts), which
  * holds every job rule; these handlers only pass requests through.
@@ -75,7 +75,7 @@ function getRoute(fastify: FastifyInstance): void {
     {
       schema: {
         tags,
-        summary: 'Get a training job: status, progress, data counts (skipped groups), metrics per iteration, result version',
+        summary: 'Get a training job: status, progress, data counts (zero-advantage groups), metrics per iteration, result version',
         security: bearer,
         params: JobParams,
         response: { 200: Job, ...errorResponses },
