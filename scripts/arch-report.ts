@@ -8,7 +8,7 @@
  * Layer order (a unit may import units of a lower rank; docs/architecture.md):
  *   cli 8 > server, app 7 > routes 6 > plugins 5 > training 4 > agent 3 > db 2.5 (beside the
  *   engine side: agent and above use it) > policy 2 > model 1 > domain, config, shared,
- *   ensure-dir, owner-lock 0 (the bottom).
+ *   ensure-dir, owner-lock, schema-helpers 0 (the bottom).
  * envs/ and eval/ are clients of the HTTP API: they may import the bottom and each other only,
  * and only cli may import them. Any other import between units is reported in `upwardImports`
  * (with its line and whether it is type-only).
@@ -38,7 +38,7 @@ const unitOf = (file: string) => {
  *  A unit missing here is reported as `unranked`. */
 const RANK: Record<string, number> = {
   cli: 8, server: 7, app: 7, routes: 6, plugins: 5, training: 4, agent: 3, db: 2.5, policy: 2, model: 1,
-  domain: 0, config: 0, shared: 0, 'ensure-dir': 0, 'owner-lock': 0,
+  domain: 0, config: 0, shared: 0, 'ensure-dir': 0, 'owner-lock': 0, 'schema-helpers': 0,
 };
 const CLIENTS = new Set(['envs', 'eval']);
 

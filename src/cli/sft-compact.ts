@@ -239,13 +239,21 @@ function lrAt(peak: number, s: number, total: number): number {
   return peak * (0.1 + 0.45 * (1 + Math.cos(Math.PI * p)));
 }
 
-async function main(): Promise<void> {
-  const o = parseOptions(process.argv.slice(2));
-  const backend = await initBackend('wasm');
-  const tok = new GameTokenizer(gameVocabulary());
-  const format: CompactPromptFormat = { name: 'compact', envTags: [...GAME_ENV_TAGS], historySteps: 0 };
+/** Where training starts: a fresh model, or a compact checkpoint (`--from`) with its curve so far. */
+interface Start {
+  model: GPT;
+  config: GPTConfig;
+  /** The start checkpoint's learning-curve points (empty from scratch). */
+  before: Array<Record<string, unknown>>;
+  /** Provenance of the start checkpoint, for the metadata. */
+  parent: Record<string, unknown> | null;
+  /** Counters of the start checkpoint's last point: step, examples, tokens, trainSeconds. */
+  prior: { step: number; examples: number; tokens: number; trainSeconds: number };
+}
+
+/** The model to train: from `--from` (checked to be a compact checkpoint of this vocabulary) or new. */
+async function startModel(o: Options, tok: GameTokenizer): Promise<Start> {
   let model: GPT;
-  let config: GPTConfig;
   let before: Array<Record<string, unknown>> = [];
   let parent: Record<string, unknown> | null = null;
   if (o.from) {
@@ -257,7 +265,6 @@ async function main(): Promise<void> {
       fail(`--from ${o.from}: not a compact checkpoint with this game vocabulary`);
     }
     model = loaded.model;
-    config = model.config;
     try {
       before = (JSON.parse(readFileSync(path.join(o.from, 'learning-curve.json'), 'utf8')) as { points: Array<Record<string, unknown>> }).points ?? [];
     } catch {
@@ -265,96 +272,137 @@ async function main(): Promise<void> {
     }
     parent = { source: 'checkpoint', dir: o.from, weightsSha256: createHash('sha256').update(readFileSync(path.join(o.from, 'weights.bin'))).digest('hex') };
   } else {
-    config = { vocab_size: tok.vocabSize, block_size: o.block, n_layer: o.layers, n_head: o.heads, n_embd: o.embd };
-    model = initModel(config, o.seed);
+    model = initModel({ vocab_size: tok.vocabSize, block_size: o.block, n_layer: o.layers, n_head: o.heads, n_embd: o.embd }, o.seed);
   }
   // counters go on from the start checkpoint's curve, so that the last point is the whole training
   const last = before[before.length - 1] ?? {};
   const prior = { step: Number(last.step ?? 0), examples: Number(last.examples ?? 0), tokens: Number(last.tokens ?? 0), trainSeconds: Number(last.trainSeconds ?? 0) };
-  const opt = new AdamW(model.trainableVariables, { lr: o.lr, weightDecay: 0.01 });
-  const rng = new Rng(o.seed * 7919 + 17);
-  const exOpts = { tokenizer: tok, format, blockSize: o.block, actionReserve: ACTION_RESERVE, reflectionReserve: REFLECTION_RESERVE };
-  const totalW = o.curriculum.reduce((s, c) => s + c.weight, 0);
-  const pickEnv = () => {
-    let r = rng.next() * totalW;
-    for (const c of o.curriculum) if ((r -= c.weight) < 0) return c.env;
-    return o.curriculum[o.curriculum.length - 1]!.env;
-  };
-  mkdirSync(o.out, { recursive: true });
-  process.stderr.write(`model:sft-base: backend ${backend}; ${config.n_layer}x${config.n_embd}, ${countParams(config)} parameters, vocabulary ${tok.vocabSize}; budget ${o.steps ? `${o.steps} steps` : `${o.minutes} min`}\n`);
+  return { model, config: model.config, before, parent, prior };
+}
 
-  let trialCounter = 0;
-  let daggerTrials = 0;
-  const pool: CompactExample[] = [];
-  const POOL = 4096;
-  const refill = (daggerOn: boolean) => {
-    while (pool.length < POOL) {
-      const envName = pickEnv();
-      const seed = trainSeed(o.seed * 1_000_000, trialCounter++);
-      const byModel = daggerOn && rng.next() < o.daggerShare;
-      const noise = [0, 0.1, 0.3][rng.int(3)]!;
-      const policy: TrialPolicy = byModel
-        ? (() => { const mp = modelPolicy(model, tok, format, (e) => e); return (c) => (c.rng.next() < noise / 3 ? randomAction(c.env, c.observation, c.rng) : mp(c)); })()
-        : noise === 0 ? solverPolicy : noisyPolicy(noise);
-      if (byModel) daggerTrials++;
-      let trial: CompactTrial = playCompactTrial({ envName, seed, maxAttempts: 3, policy, rngSeed: seed ^ 0x5bd1e995 });
+/**
+ * A pool of training examples kept at `size`: each new trial draws an env from the curriculum and
+ * a training seed, is played by the solver (noise 0, 0.1 or 0.3) or, once DAgger runs, with
+ * probability `daggerShare` by the model itself (greedy, a little noise), and is mapped by a random
+ * board symmetry; the solver labels every decision whoever played it.
+ */
+class ExamplePool {
+  readonly items: CompactExample[] = [];
+  trials = 0;
+  daggerTrials = 0;
+  private readonly totalWeight: number;
+
+  constructor(
+    private readonly o: Options, private readonly model: GPT, private readonly tok: GameTokenizer,
+    private readonly format: CompactPromptFormat, private readonly rng: Rng, private readonly size = 4096,
+  ) {
+    this.totalWeight = o.curriculum.reduce((sum, c) => sum + c.weight, 0);
+  }
+
+  private pickEnv(): string {
+    let r = this.rng.next() * this.totalWeight;
+    for (const c of this.o.curriculum) if ((r -= c.weight) < 0) return c.env;
+    return this.o.curriculum[this.o.curriculum.length - 1]!.env;
+  }
+
+  /** Plays trials until the pool is full again. */
+  refill(daggerOn: boolean): void {
+    const exOpts = { tokenizer: this.tok, format: this.format, blockSize: this.model.config.block_size, actionReserve: ACTION_RESERVE, reflectionReserve: REFLECTION_RESERVE };
+    while (this.items.length < this.size) {
+      const envName = this.pickEnv();
+      const seed = trainSeed(this.o.seed * 1_000_000, this.trials++);
+      const byModel = daggerOn && this.rng.next() < this.o.daggerShare;
+      const noise = [0, 0.1, 0.3][this.rng.int(3)]!;
+      let policy: TrialPolicy = noise === 0 ? solverPolicy : noisyPolicy(noise);
+      if (byModel) {
+        const mp = modelPolicy(this.model, this.tok, this.format, (e) => e);
+        policy = (c) => (c.rng.next() < noise / 3 ? randomAction(c.env, c.observation, c.rng) : mp(c));
+        this.daggerTrials++;
+      }
+      const trial: CompactTrial = playCompactTrial({ envName, seed, maxAttempts: 3, policy, rngSeed: seed ^ 0x5bd1e995 });
       const { params } = parseEnvName(envName) as { params: { rows: number; cols: number } };
       const syms = symmetriesFor(params.rows, params.cols);
-      trial = transformTrial(trial, symmetry(syms[rng.int(syms.length)]!));
-      for (const ex of compactExamples(trial, exOpts)) pool.push(ex);
+      for (const ex of compactExamples(transformTrial(trial, symmetry(syms[this.rng.int(syms.length)]!)), exOpts)) this.items.push(ex);
     }
-  };
+  }
+
+  /** `n` examples drawn without replacement. */
+  take(n: number): CompactExample[] {
+    const out: CompactExample[] = [];
+    for (let b = 0; b < n; b++) out.push(this.items.splice(this.rng.int(this.items.length), 1)[0]!);
+    return out;
+  }
+}
+
+/** One optimiser step on `batch` (soft-target loss, grad-norm clip 1.0, AdamW). @returns the loss. */
+function trainStep(model: GPT, opt: AdamW, batch: CompactExample[], vocabSize: number, lr: number): number {
+  const sb = makeSoftBatch(batch, vocabSize, model.config.block_size);
+  try {
+    const { value, grads } = tf.variableGrads(() => softTargetLoss(positionLogits(model, sb.idx, sb.rows), sb.weights), model.trainableVariables);
+    const list = model.trainableVariables.map((v) => grads[v.name]!);
+    const clipped = clipByGlobalNorm(list, 1.0);
+    opt.applyGradients(clipped.grads, lr);
+    const loss = value.dataSync()[0]!;
+    value.dispose();
+    for (const g of list) g.dispose();
+    for (const g of clipped.grads) if (!g.isDisposed) g.dispose();
+    return loss;
+  } finally {
+    disposeSoftBatch(sb);
+  }
+}
+
+async function main(): Promise<void> {
+  const o = parseOptions(process.argv.slice(2));
+  const backend = await initBackend('wasm');
+  const tok = new GameTokenizer(gameVocabulary());
+  const format: CompactPromptFormat = { name: 'compact', envTags: [...GAME_ENV_TAGS], historySteps: 0 };
+  const { model, config, before, parent, prior } = await startModel(o, tok);
+  const opt = new AdamW(model.trainableVariables, { lr: o.lr, weightDecay: 0.01 });
+  const rng = new Rng(o.seed * 7919 + 17);
+  const pool = new ExamplePool(o, model, tok, format, rng);
+  mkdirSync(o.out, { recursive: true });
+  process.stderr.write(`model:sft-base: backend ${backend}; ${config.n_layer}x${config.n_embd}, ${countParams(config)} parameters, vocabulary ${tok.vocabSize}; budget ${o.steps ? `${o.steps} steps` : `${o.minutes} min`}\n`);
 
   const curve: Array<Record<string, unknown>> = [...before];
   const started = Date.now();
   let trainMs = 0;
   let examples = 0, tokens = 0, lossSum = 0, lossN = 0;
-  const budgetMs = o.minutes * 60_000;
-  const estTotal = o.steps ?? 1_000_000;
-  let totalSteps = o.steps ?? 0;
-  const evalTargets = ['minesweeper-6x6-3', 'sokoban-6x6-2'];
   const doEval = async (step: number) => {
     const t0 = Date.now();
-    const points = evalTargets.map((e) => evaluate(model, tok, format, e, o.evalTasks));
-    const point = { step: prior.step + step, examples: prior.examples + examples, tokens: prior.tokens + tokens, trainSeconds: prior.trainSeconds + Math.round(trainMs / 1000), ...(o.from ? { continues: o.from } : {}), loss: lossN ? lossSum / lossN : null, daggerTrials, evalSeconds: Math.round((Date.now() - t0) / 1000), games: points };
-    curve.push(point);
+    const points = ['minesweeper-6x6-3', 'sokoban-6x6-2'].map((e) => evaluate(model, tok, format, e, o.evalTasks));
+    const trainSeconds = prior.trainSeconds + Math.round(trainMs / 1000);
+    const counts = { step: prior.step + step, examples: prior.examples + examples, tokens: prior.tokens + tokens, trainSeconds };
+    curve.push({ ...counts, ...(o.from ? { continues: o.from } : {}), loss: lossN ? lossSum / lossN : null, daggerTrials: pool.daggerTrials, evalSeconds: Math.round((Date.now() - t0) / 1000), games: points });
     lossSum = 0; lossN = 0;
     process.stderr.write(`eval @${step}: ${points.map((p) => `${p.env} agree ${(100 * p.agreement).toFixed(1)}% invalid ${(100 * p.invalid).toFixed(1)}% pass@1 ${(100 * p.pass1).toFixed(1)}% pass@3 ${(100 * p.pass3).toFixed(1)}%${p.reflectionsNamingMine !== null ? ` refl-names-mine ${(100 * p.reflectionsNamingMine).toFixed(0)}%` : ''}`).join(' | ')}\n`);
     const meta = {
       version: 'base', recipe: 'compact SFT: solver soft targets, 8 symmetries, curriculum, failures with factual reflections, DAgger',
-      options: { ...o }, trainSeconds: prior.trainSeconds + Math.round(trainMs / 1000), wallSeconds: Math.round((Date.now() - started) / 1000),
-      steps: prior.step + step, examples: prior.examples + examples, tokens: prior.tokens + tokens, ...(parent ? { parent } : {}),
+      options: { ...o }, wallSeconds: Math.round((Date.now() - started) / 1000), ...counts, ...(parent ? { parent } : {}),
     };
     await saveCheckpoint(model, o.out, meta, { tokenizer: tok, promptFormat: format });
     writeFileSync(path.join(o.out, 'learning-curve.json'), JSON.stringify({ config, vocabulary: tok.vocabSize, points: curve }, null, 1) + '\n');
   };
 
-  for (let step = 0; ; step++) {
-    const elapsedFrac = o.steps ? step / o.steps : trainMs / budgetMs;
-    if (elapsedFrac >= 1) { totalSteps = step; await doEval(step); break; }
+  let step = 0;
+  for (; ; step++) {
+    const elapsedFrac = o.steps ? step / o.steps : trainMs / (o.minutes * 60_000);
+    if (elapsedFrac >= 1) break;
     // the schedule's length: the step budget, or an estimate from the pace so far
-    const total = o.steps ?? Math.max(step + 1, Math.round(step / Math.max(1e-9, elapsedFrac))) ;
+    const total = o.steps ?? (step < 200 ? 1_000_000 : Math.max(step + 1, Math.round(step / Math.max(1e-9, elapsedFrac))));
     const t0 = Date.now();
-    refill(elapsedFrac >= o.daggerFrom);
-    const batch: CompactExample[] = [];
-    for (let b = 0; b < o.batch; b++) batch.push(pool.splice(rng.int(pool.length), 1)[0]!);
-    const sb = makeSoftBatch(batch, tok.vocabSize, o.block);
-    const { value, grads } = tf.variableGrads(() => softTargetLoss(positionLogits(model, sb.idx, sb.rows), sb.weights), model.trainableVariables);
-    const list = model.trainableVariables.map((v) => grads[v.name]!);
-    const clipped = clipByGlobalNorm(list, 1.0);
-    opt.applyGradients(clipped.grads, lrAt(o.lr, step, step < 200 ? estTotal : total));
-    lossSum += value.dataSync()[0]!; lossN++;
-    value.dispose();
-    for (const g of list) g.dispose();
-    for (const g of clipped.grads) if (!g.isDisposed) g.dispose();
-    disposeSoftBatch(sb);
+    pool.refill(elapsedFrac >= o.daggerFrom);
+    const batch = pool.take(o.batch);
+    lossSum += trainStep(model, opt, batch, tok.vocabSize, lrAt(o.lr, step, total));
+    lossN++;
     examples += batch.length;
-    tokens += batch.reduce((s, x) => s + x.ids.length, 0);
+    tokens += batch.reduce((sum, x) => sum + x.ids.length, 0);
     trainMs += Date.now() - t0;
-    if (step % 50 === 0) process.stderr.write(`step ${step} loss ${(lossSum / Math.max(1, lossN)).toFixed(4)} examples ${examples} tokens ${tokens} train ${(trainMs / 1000).toFixed(0)} s dagger-trials ${daggerTrials} tensors ${tf.memory().numTensors}\n`);
+    if (step % 50 === 0) process.stderr.write(`step ${step} loss ${(lossSum / Math.max(1, lossN)).toFixed(4)} examples ${examples} tokens ${tokens} train ${(trainMs / 1000).toFixed(0)} s dagger-trials ${pool.daggerTrials} tensors ${tf.memory().numTensors}\n`);
     if (step > 0 && step % o.evalEvery === 0) await doEval(step);
   }
-  process.stderr.write(`model:sft-base: done, ${totalSteps} steps, ${examples} examples, ${tokens} tokens, ${(trainMs / 60000).toFixed(1)} min training, ${((Date.now() - started) / 60000).toFixed(1)} min wall; checkpoint in ${o.out}\n`);
+  await doEval(step);
+  process.stderr.write(`model:sft-base: done, ${step} steps, ${examples} examples, ${tokens} tokens, ${(trainMs / 60000).toFixed(1)} min training, ${((Date.now() - started) / 60000).toFixed(1)} min wall; checkpoint in ${o.out}\n`);
   opt.dispose();
   model.dispose();
 }

@@ -22,38 +22,9 @@ import { analyseMines, type MineMemory } from './solvers/minesweeper-solver.js';
 import { applyMove, isCornered, MOVES, MOVES_PER_TURN, parseSokoban, solveSokoban, type Move, type SokobanState } from './sokoban.js';
 import { Rng } from './rng.js';
 import type { EnvKind } from '../domain.js';
+import type { CompactAttempt, CompactStep, CompactTrial } from '../shared/compact-trial.js';
 
-/** One decision: the observation, the answer played, and the soft target it was drawn from. */
-export interface CompactStep {
-  observation: string;
-  /** The answer played (for a solver step one draw from `choices`; for a noisy or model step anything). */
-  action: string;
-  /**
-   * The target as a sequence of positions, each the set of equally good pieces there, conditioned
-   * on the pieces of the solver's own answer before it (`target`): MineSweeper `[[cells...]]`;
-   * Sokoban `[[moves], [', '], [moves], ...]`. null: no target (a Sokoban state with no solution).
-   */
-  choices: string[][] | null;
-  /** The solver's answer whose pieces condition `choices` (one draw from each set). */
-  target: string | null;
-}
-
-export interface CompactAttempt {
-  steps: CompactStep[];
-  finalObservation: string;
-  success: boolean;
-  /** The reflection written after the attempt (a failed one with attempts left), else null. */
-  reflection: string | null;
-}
-
-export interface CompactTrial {
-  env: EnvKind;
-  /** Full env name, e.g. `minesweeper-6x6-3`. */
-  envName: string;
-  seed: number;
-  instructions: string;
-  attempts: CompactAttempt[];
-}
+export type { CompactAttempt, CompactStep, CompactTrial } from '../shared/compact-trial.js';
 
 /**
  * The equally safest hidden cells of a MineSweeper observation, as actions `(r, c)` (1-based),
