@@ -378,7 +378,8 @@ async function main(): Promise<void> {
     process.stderr.write(`eval @${step}: ${points.map((p) => `${p.env} agree ${(100 * p.agreement).toFixed(1)}% invalid ${(100 * p.invalid).toFixed(1)}% pass@1 ${(100 * p.pass1).toFixed(1)}% pass@3 ${(100 * p.pass3).toFixed(1)}%${p.reflectionsNamingMine !== null ? ` refl-names-mine ${(100 * p.reflectionsNamingMine).toFixed(0)}%` : ''}`).join(' | ')}\n`);
     const meta = {
       version: 'base', recipe: 'compact SFT: solver soft targets, 8 symmetries, curriculum, failures with factual reflections, DAgger',
-      options: { ...o }, wallSeconds: Math.round((Date.now() - started) / 1000), ...counts, ...(parent ? { parent } : {}),
+      options: { ...o }, wallSeconds: Math.round((Date.now() - started) / 1000), trainSeconds, steps: counts.step,
+      examples: counts.examples, tokens: counts.tokens, ...(parent ? { parent } : {}),
     };
     await saveCheckpoint(model, o.out, meta, { tokenizer: tok, promptFormat: format });
     writeFileSync(path.join(o.out, 'learning-curve.json'), JSON.stringify({ config, vocabulary: tok.vocabSize, points: curve }, null, 1) + '\n');
