@@ -26,6 +26,15 @@ function runCli(args: string[]): Promise<{ code: number | null; stdout: string; 
 }
 
 describe('sft-compact CLI', () => {
+  it('refuses a non-empty --out without --overwrite, before any work (one line, exit 2)', async () => {
+    const out = tmpDir('lamer-sft-compact-full-');
+    fs.writeFileSync(path.join(out, 'keep.txt'), 'x');
+    const r = await runCli(['--out', out, '--steps', '1']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe(`model:sft-base: --out ${out} is not empty (give --overwrite to replace the checkpoint there, e.g. to rebuild models/base) (--help lists the options)\n`);
+    expect(fs.readdirSync(out)).toEqual(['keep.txt']);
+  });
+
   it('--help prints the usage on stdout and exits 0', async () => {
     const r = await runCli(['--help']);
     expect(r.code).toBe(0);
