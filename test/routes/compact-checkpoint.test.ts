@@ -136,7 +136,7 @@ describe('a compact checkpoint with a game vocabulary', () => {
 });
 
 describe('a compact checkpoint behind a remote lamer version', () => {
-  it('records the chat prompt sent, with the remote\'s game-vocabulary token ids', async () => {
+  it('records the chat prompt sent; the remote\'s game-vocabulary prompt ids, which this server cannot decode, count as not returned', async () => {
     const remote = await startTestServer({
       engine: 'openai', dataDir: tmpDir(),
       openai: { baseUrl: `${compact.url}/openai/v1`, model: 'base', kind: 'lamer', concurrency: 2, timeoutMs: 30_000, maxRetries: 0, maxActionTokens: 12, maxReflectionTokens: 24 },
@@ -145,9 +145,10 @@ describe('a compact checkpoint behind a remote lamer version', () => {
       const { id, actions } = await play(remote, 'minesweeper', 1);
       for (const a of actions) expect(cells).toContain(a);
       const rows = await trajectory(remote, id);
-      // remote versions read chat prompts; the pieces in the ids (row labels, cells) are not dropped from the text
+      // remote versions read chat prompts; ids of another vocabulary describe a prompt this server
+      // cannot check against the text sent, so they are recorded as not returned (null)
       expect(rows[0]!.prompt).toBe(`${INSTRUCTIONS}\nObservation:\n${board}\nAction: `);
-      expect(rows[0]!.promptTokenIds.some((t: number) => t >= 260)).toBe(true);
+      expect(rows[0]!.promptTokenIds).toBeNull();
       expect(rows[0]!.promptTruncatedChars).toBe(0);
     } finally {
       await remote.close();
