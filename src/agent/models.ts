@@ -9,7 +9,7 @@ import { EngineError, type EngineSpec, type PolicyEngine, type RemoteVersionConf
 import { DomainError, invalid, notFound } from './errors.js';
 import { checkpointText, readCheckpointMetadata, type CheckpointText } from '../model/checkpoint.js';
 import { CHAT_FORMAT, type PromptFormat } from '../model/prompt-format.js';
-import { BYTE_TOKENIZER, type Tokenizer } from '../model/tokenizer.js';
+import { BYTE_TOKENIZER, type Tokenizer } from '../model/tokenizers.js';
 
 /** What a version reads when it declares nothing: bytes and the chat layout. */
 const DEFAULT_TEXT: Required<CheckpointText> = { tokenizer: BYTE_TOKENIZER, promptFormat: CHAT_FORMAT };

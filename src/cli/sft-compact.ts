@@ -24,7 +24,8 @@ import { DEFAULT_LIMITS } from '../model/sampling.js';
 import { checkpointText, loadCheckpoint, saveCheckpoint } from '../model/checkpoint.js';
 import { countParams, initModel, type GPT, type GPTConfig } from '../model/gpt.js';
 import type { CompactPromptFormat } from '../model/prompt-format.js';
-import { EOS, GameTokenizer, type Tokenizer } from '../model/tokenizer.js';
+import { EOS } from '../model/tokenizer.js';
+import { GameTokenizer, type Tokenizer } from '../model/tokenizers.js';
 import {
   noisyPolicy, playCompactTrial, randomAction, solverPolicy, symmetriesFor, symmetry, transformTrial, type CompactTrial, type TrialPolicy,
 } from '../envs/compact-data.js';

@@ -1,5 +1,5 @@
 /**
- * The game vocabulary of the builtin games' compact checkpoints (src/model/tokenizer.ts
+ * The game vocabulary of the builtin games' compact checkpoints (src/model/tokenizers.ts
  * GameTokenizer): one token per piece of text the games and their memory language repeat, so that
  * a board is about one token per cell and an action one token.
  *

@@ -13,7 +13,7 @@ import path from 'node:path';
 import { ensureDir } from '../ensure-dir.js';
 import { modelFromTensors, paramShapes, validateConfig, type GPT, type GPTConfig } from './gpt.js';
 import { parsePromptFormat, type PromptFormat } from './prompt-format.js';
-import { BYTE_TOKENIZER, tokenizerFromSpec, type AnyTokenizerSpec, type Tokenizer } from './tokenizer.js';
+import { BYTE_TOKENIZER, tokenizerFromSpec, type AnyTokenizerSpec, type Tokenizer } from './tokenizers.js';
 
 export interface CheckpointMeta {
   /** Model version id (e.g. 'base', 'v3'). */

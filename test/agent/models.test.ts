@@ -7,7 +7,7 @@ import { TestEngine } from '../../src/policy/test-engine.js';
 import { tmpDir } from '../helpers/index.js';
 import { saveCheckpoint } from '../../src/model/checkpoint.js';
 import { initModel } from '../../src/model/gpt.js';
-import { BYTE_TOKENIZER, GameTokenizer } from '../../src/model/tokenizer.js';
+import { BYTE_TOKENIZER, GameTokenizer } from '../../src/model/tokenizers.js';
 import { gameVocabulary } from '../../src/envs/vocab.js';
 
 describe('ModelRegistry', () => {

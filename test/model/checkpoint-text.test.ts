@@ -8,7 +8,7 @@ import * as tf from '@tensorflow/tfjs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkpointText, loadCheckpoint, readCheckpointMetadata, saveCheckpoint } from '../../src/model/checkpoint.js';
 import { initModel } from '../../src/model/gpt.js';
-import { BYTE_TOKENIZER, GameTokenizer } from '../../src/model/tokenizer.js';
+import { BYTE_TOKENIZER, GameTokenizer } from '../../src/model/tokenizers.js';
 import { CHAT_FORMAT, type CompactPromptFormat } from '../../src/model/prompt-format.js';
 import { gameVocabulary } from '../../src/envs/vocab.js';
 import { tmpDir } from '../helpers/index.js';

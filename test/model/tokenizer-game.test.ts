@@ -1,14 +1,13 @@
 /**
- * The game-vocabulary tokenizer (src/model/tokenizer.ts GameTokenizer over src/envs/vocab.ts):
+ * The game-vocabulary tokenizer (src/model/tokenizers.ts GameTokenizer over src/envs/vocab.ts):
  * byte-fallback round trip for any text, exact ids of board and action text, longest match,
  * spec validation, and prompt fitting counted in game tokens. The byte tokenizer is checked too,
  * as the `Tokenizer` object the engine uses for byte checkpoints.
  */
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import {
-  BOS, BYTE_TOKENIZER, EOS, GameTokenizer, PAD, SEP, VOCAB_SIZE, decode, encode, encodePrompt, fitPrompt, tokenizerFromSpec,
-} from '../../src/model/tokenizer.js';
+import { BOS, EOS, PAD, SEP, VOCAB_SIZE, decode, encode, encodePrompt, fitPrompt } from '../../src/model/tokenizer.js';
+import { BYTE_TOKENIZER, GameTokenizer, tokenizerFromSpec } from '../../src/model/tokenizers.js';
 import { gameVocabulary } from '../../src/envs/vocab.js';
 import { gridText } from '../../src/envs/grid.js';
 

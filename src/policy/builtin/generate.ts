@@ -7,9 +7,8 @@
  * (`samplingLogprobs`), the behaviour policy that training recomputes.
  */
 import { drawIndex, rngFor, samplingLogprobs } from '../../model/sampling.js';
-import {
-  completeUtf8Prefix, UTF8_START, utf8Allowed, utf8Next, type EncodedPrompt, type PromptFit, type Tokenizer,
-} from '../../model/tokenizer.js';
+import { completeUtf8Prefix, UTF8_START, utf8Allowed, utf8Next, type EncodedPrompt, type PromptFit } from '../../model/tokenizer.js';
+import { type Tokenizer } from '../../model/tokenizers.js';
 import { EngineError, type Generation, type PromptParts, type SamplingParams } from '../engine.js';
 import type { SessionCache, SessionCaches } from './kv-lru.js';
 import type { LoadedModel } from './versions.js';

@@ -7,7 +7,7 @@
 import { backendGeneration } from '../../model/backend.js';
 import { ForwardBatcher } from '../../model/batcher.js';
 import { checkpointText, loadCheckpoint } from '../../model/checkpoint.js';
-import type { Tokenizer } from '../../model/tokenizer.js';
+import type { Tokenizer } from '../../model/tokenizers.js';
 import type { CachedRow, CachedRowResult } from '../../model/gpt-cached.js';
 import type { GPT } from '../../model/gpt.js';
 import { EngineError } from '../engine.js';

@@ -32,7 +32,8 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Static } from 'typebox';
 import { DomainError, invalid, notFound } from '../../agent/errors.js';
 import { EngineLimitError, type CompleteRequest, type Completion as EngineCompletion, type SamplingParams } from '../../policy/engine.js';
-import { BOS, EOS, PAD, SEP, type Tokenizer } from '../../model/tokenizer.js';
+import { BOS, EOS, PAD, SEP } from '../../model/tokenizer.js';
+import { type Tokenizer } from '../../model/tokenizers.js';
 import { bearer, errorResponses, stepErrorResponses } from '../api/common.js';
 import {
   ChatCompletion, ChatCompletionRequest, Completion, CompletionRequest, OpenAiModel, OpenAiModelList, OpenAiModelParams,

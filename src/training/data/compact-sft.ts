@@ -7,7 +7,8 @@
  */
 import { renderActPrompt, renderReflectionPrompt, type PromptAttempt, type PromptStep } from '../../agent/prompt.js';
 import type { CompactPromptFormat } from '../../model/prompt-format.js';
-import { EOS, type Tokenizer } from '../../model/tokenizer.js';
+import { EOS } from '../../model/tokenizer.js';
+import { type Tokenizer } from '../../model/tokenizers.js';
 import type { CompactTrial } from '../../shared/compact-trial.js';
 
 /** One training sequence: `ids` `[T]` int token ids; `targets[k]` trains the logits at `at[k]`. */

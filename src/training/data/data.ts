@@ -25,7 +25,7 @@ export { unpackSample } from './rl-packing.js';
 export { buildSftSamples, parseDemoJsonl, type DemoAttempt, type DemoSession, type DemoStep, type SftDataOptions } from './sft-data.js';
 
 import type { RlAlgorithm } from '../../domain.js';
-import type { Tokenizer } from '../../model/tokenizer.js';
+import type { Tokenizer } from '../../model/tokenizers.js';
 
 export type { Algorithm, RlAlgorithm } from '../../domain.js';
 

@@ -8,7 +8,7 @@
  * from data.ts, which re-exports all of it.
  */
 import { passAtKRate } from '../../shared/passk.js';
-import { BYTE_TOKENIZER, type Tokenizer } from '../../model/tokenizer.js';
+import { BYTE_TOKENIZER, type Tokenizer } from '../../model/tokenizers.js';
 import type { TurnKind } from '../maths/advantages.js';
 
 /** One recorded step (a row of the `steps` table joined with its session's taskId). */

@@ -7,7 +7,8 @@
  */
 import { renderActPrompt, renderReflectionPrompt, type PromptAttempt, type PromptStep } from '../../agent/prompt.js';
 import { DEFAULT_LIMITS } from '../../model/sampling.js';
-import { BYTE_TOKENIZER, EOS, type PromptFit, type PromptParts, type Tokenizer } from '../../model/tokenizer.js';
+import { EOS, type PromptFit, type PromptParts } from '../../model/tokenizer.js';
+import { BYTE_TOKENIZER, type Tokenizer } from '../../model/tokenizers.js';
 import type { PromptFormat } from '../../model/prompt-format.js';
 import type { TurnKind } from '../maths/advantages.js';
 import { packRun } from './packing.js';

@@ -23,7 +23,7 @@ import type { Repositories } from '../../db/repositories.js';
 import type { ModelRow, TrainingJobRow } from '../../db/schema.js';
 import { checkpointText, readCheckpointMetadata } from '../../model/checkpoint.js';
 import type { PromptFormat } from '../../model/prompt-format.js';
-import type { Tokenizer } from '../../model/tokenizer.js';
+import type { Tokenizer } from '../../model/tokenizers.js';
 import { buildRlSamples, buildSftSamples, parseDemoJsonl, type Algorithm, type DataStats, type TrainingSample } from '../data/data.js';
 import { JobCancelledError, type IterationMetrics, type JobResult, type TrainingHyper } from './job.js';
 import type { ModelIOModule } from './model-api.js';

@@ -1,7 +1,8 @@
 /** Stop strings over output tokens (src/policy/builtin/generate.ts firstStop), bytes and game pieces. */
 import { describe, expect, it } from 'vitest';
 import { firstStop } from '../../../src/policy/builtin/generate.js';
-import { BYTE_TOKENIZER, EOS, GameTokenizer } from '../../../src/model/tokenizer.js';
+import { EOS } from '../../../src/model/tokenizer.js';
+import { BYTE_TOKENIZER, GameTokenizer } from '../../../src/model/tokenizers.js';
 import { gameVocabulary } from '../../../src/envs/vocab.js';
 
 const tok = new GameTokenizer(gameVocabulary());

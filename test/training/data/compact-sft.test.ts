@@ -1,7 +1,8 @@
 /** SFT examples of the compact policy (src/training/data/compact-sft.ts) from a hand-made trial. */
 import { describe, expect, it } from 'vitest';
 import { compactExamples, targetPath } from '../../../src/training/data/compact-sft.js';
-import { BOS, BYTE_TOKENIZER, EOS, GameTokenizer } from '../../../src/model/tokenizer.js';
+import { BOS, EOS } from '../../../src/model/tokenizer.js';
+import { BYTE_TOKENIZER, GameTokenizer } from '../../../src/model/tokenizers.js';
 import { gameVocabulary } from '../../../src/envs/vocab.js';
 import { gridText } from '../../../src/envs/grid.js';
 import type { CompactTrial } from '../../../src/envs/compact-data.js';

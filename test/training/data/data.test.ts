@@ -4,7 +4,8 @@ import { renderActPrompt, renderReflectionPrompt, type PromptAttempt, type Promp
 import { generateCurriculum, generateDemos, parseCurriculum } from '../../../src/envs/demos.js';
 import { initModel } from '../../../src/model/gpt.js';
 import { DEFAULT_LIMITS } from '../../../src/model/sampling.js';
-import { BOS, decode, encode, encodePrompt, EOS, GameTokenizer } from '../../../src/model/tokenizer.js';
+import { BOS, decode, encode, encodePrompt, EOS } from '../../../src/model/tokenizer.js';
+import { GameTokenizer } from '../../../src/model/tokenizers.js';
 import { gameVocabulary } from '../../../src/envs/vocab.js';
 import { disposeBatch, makeBatch } from '../../../src/training/data/batch.js';
 import { behaviourOutputs } from '../../../src/training/data/behaviour.js';
