@@ -32,32 +32,43 @@ export { CHAT_FORMAT, parsePromptFormat, type CompactPromptFormat, type PromptFo
 /** Max characters of one reflection in a `compact` prompt's memory lines. */
 export const COMPACT_REFLECTION_CHARS = 200;
 
-function compactHead(format: CompactPromptFormat, ctx: Pick<ActContext, 'instructions' | 'memory' | 'previousAttempts' | 'env'>): string {
-  const known = !format.instructions && typeof ctx.env === 'string' && format.envTags.includes(ctx.env);
-  let head = known ? `[${ctx.env}]` : ctx.instructions;
+/** The compact memory: the `history_*` line and one line per reflection ("\nh ...", "\nm ..."). */
+function compactMemory(ctx: Pick<ActContext, 'memory' | 'previousAttempts'>): string {
+  let out = '';
   const prev = ctx.previousAttempts;
   if (prev.length > 0 && (ctx.memory === 'history_only' || ctx.memory === 'history_and_reflection')) {
     const last = prev[prev.length - 1]!;
-    head += `\nh ${last.steps.slice(-HISTORY_STEPS).map((s) => s.action).join(' ')}`;
+    out += `\nh ${last.steps.slice(-HISTORY_STEPS).map((s) => s.action).join(' ')}`;
   }
   if (ctx.memory === 'reflection_only' || ctx.memory === 'history_and_reflection') {
-    for (const a of prev) if (a.reflection !== null) head += `\nm ${cutChars(a.reflection.replace(/\s+/g, ' ').trim(), COMPACT_REFLECTION_CHARS)}`;
+    for (const a of prev) if (a.reflection !== null) out += `\nm ${cutChars(a.reflection.replace(/\s+/g, ' ').trim(), COMPACT_REFLECTION_CHARS)}`;
   }
-  return head;
+  return out;
 }
+
+/** The compact head: the env tag (or the instructions), then the memory unless it goes in the tail. */
+function compactHead(format: CompactPromptFormat, ctx: Pick<ActContext, 'instructions' | 'memory' | 'previousAttempts' | 'env'>): string {
+  const known = !format.instructions && typeof ctx.env === 'string' && format.envTags.includes(ctx.env);
+  const head = known ? `[${ctx.env}]` : ctx.instructions;
+  return format.memoryAt === 'tail' ? head : head + compactMemory(ctx);
+}
+
+/** The memory lines the tail carries (`memoryAt: 'tail'`), else ''. */
+const tailMemory = (format: CompactPromptFormat, ctx: Pick<ActContext, 'memory' | 'previousAttempts'>): string =>
+  (format.memoryAt === 'tail' ? compactMemory(ctx) : '');
 
 const compactStep = (s: PromptStep): string => `\n${s.observation}\n> ${s.action}`;
 
 /** The `compact` acting prompt (layout in `CompactPromptFormat`). */
 export function renderCompactAct(format: CompactPromptFormat, ctx: ActContext): PromptParts {
   const shown = format.historySteps > 0 ? ctx.steps.slice(-format.historySteps) : [];
-  return { head: compactHead(format, ctx), steps: shown.map(compactStep), tail: `\n${ctx.observation}\n> ` };
+  return { head: compactHead(format, ctx), steps: shown.map(compactStep), tail: `\n${ctx.observation}${tailMemory(format, ctx)}\n> ` };
 }
 
 /** The `compact` reflection prompt (layout in `CompactPromptFormat`). */
 export function renderCompactReflection(format: CompactPromptFormat, ctx: ReflectContext): PromptParts {
   const last = ctx.steps.slice(-1);
-  return { head: compactHead(format, ctx), steps: last.map(compactStep), tail: `\n${ctx.finalObservation}\n! ` };
+  return { head: compactHead(format, ctx), steps: last.map(compactStep), tail: `\n${ctx.finalObservation}${tailMemory(format, ctx)}\n! ` };
 }
 
 /** Steps of the previous attempt shown by the `history_*` memory modes (LAMER.md §1: "its last ~7 steps"). */

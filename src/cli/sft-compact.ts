@@ -32,7 +32,7 @@ import {
 import { evalSeed, makeEnv, parseEnvName, trainSeed } from '../envs/index.js';
 import { Rng } from '../envs/rng.js';
 import { GAME_ENV_TAGS, gameVocabulary } from '../envs/vocab.js';
-import { compactExamples, type CompactExample } from '../training/data/compact-sft.js';
+import { compactExamples, takeOneKind, type CompactExample } from '../training/data/compact-sft.js';
 import { disposeSoftBatch, makeSoftBatch, positionLogits, softTargetLoss } from '../training/maths/soft-targets.js';
 import { AdamW, clipByGlobalNorm } from '../training/maths/losses.js';
 import type { EnvKind } from '../domain.js';
@@ -52,6 +52,10 @@ const USAGE = `usage: npm run model:sft-base -- [options]
   --eval-every N       steps between held-out evaluations (default 500)
   --eval-tasks N       held-out tasks per game per evaluation (default 64)
   --seed N             initialisation and data seed (default 1)
+  --memory-at WHERE    where the compact prompt puts the memory lines: tail (after the board, so the
+                       board keeps its positions in every attempt) or head (after the env tag, the
+                       layout of checkpoints made before the option) (default tail; --from keeps
+                       the checkpoint's)
   --from DIR           go on training the compact checkpoint in DIR (its shape, tokenizer and
                        prompt format; a fresh optimiser and schedule; its learning curve goes on);
                        give a --seed other than its run's so that new tasks are drawn
@@ -60,7 +64,7 @@ const USAGE = `usage: npm run model:sft-base -- [options]
 interface Options {
   out: string; minutes: number; steps: number | null; layers: number; embd: number; heads: number; block: number;
   batch: number; lr: number; curriculum: Array<{ env: string; weight: number }>; daggerFrom: number; daggerShare: number;
-  evalEvery: number; evalTasks: number; seed: number; from: string | null;
+  evalEvery: number; evalTasks: number; seed: number; from: string | null; memoryAt: 'head' | 'tail';
 }
 
 const DEFAULT_CURRICULUM = 'minesweeper-4x4-2:1,minesweeper-5x5-3:1,minesweeper-6x6-3:4,sokoban-5x5-1:1,sokoban-6x6-1:1,sokoban-6x6-2:3';
@@ -90,7 +94,7 @@ export function parseOptions(argv: string[]): Options {
   try {
     ({ values } = parseArgs({
       args: argv, strict: true, allowPositionals: false,
-      options: Object.fromEntries(['out', 'minutes', 'steps', 'layers', 'embd', 'heads', 'block', 'batch', 'lr', 'curriculum', 'dagger-from', 'dagger-share', 'eval-every', 'eval-tasks', 'seed', 'from']
+      options: Object.fromEntries(['out', 'minutes', 'steps', 'layers', 'embd', 'heads', 'block', 'batch', 'lr', 'curriculum', 'dagger-from', 'dagger-share', 'eval-every', 'eval-tasks', 'seed', 'from', 'memory-at']
         .map((k) => [k, { type: 'string' as const }]).concat([['help', { type: 'boolean' as const, short: 'h' } as never], ['overwrite', { type: 'boolean' as const } as never]])),
     }) as { values: Record<string, string | boolean | undefined> });
   } catch (e) {
@@ -128,6 +132,7 @@ export function parseOptions(argv: string[]): Options {
     evalEvery: num('eval-every', s('eval-every'), 500, 1, 1_000_000),
     evalTasks: num('eval-tasks', s('eval-tasks'), 64, 1, 100_000),
     seed: num('seed', s('seed'), 1, 0, 2 ** 31 - 1),
+    memoryAt: memoryAt(s('memory-at'), s('from') !== undefined),
     from: fromDir(s('from'), s('out') ?? 'models/base', ['layers', 'embd', 'heads', 'block'].filter((k) => s(k) !== undefined)),
   };
   // last: it creates the folder, which only a command line without other errors should do
@@ -154,6 +159,14 @@ function outDir(out: string, overwrite: boolean): string {
     fail(`--out ${out}: cannot create it (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
   }
   return out;
+}
+
+/** --memory-at: head or tail (default tail); refused beside --from, which keeps its checkpoint's. */
+function memoryAt(v: string | undefined, withFrom: boolean): 'head' | 'tail' {
+  if (v === undefined) return 'tail';
+  if (withFrom) fail('--from keeps the prompt format of its checkpoint; drop --memory-at');
+  if (v !== 'head' && v !== 'tail') fail(`--memory-at must be head or tail, got '${v}'`);
+  return v;
 }
 
 /** The --from folder, checked: not the output folder, and no shape options beside it. */
@@ -275,6 +288,8 @@ interface Start {
   parent: Record<string, unknown> | null;
   /** Counters of the start checkpoint's last point: step, examples, tokens, trainSeconds. */
   prior: { step: number; examples: number; tokens: number; trainSeconds: number };
+  /** The prompt format: the start checkpoint's, or a new compact one with `--memory-at`. */
+  format: CompactPromptFormat;
 }
 
 /** The model to train: from `--from` (checked to be a compact checkpoint of this vocabulary) or new. */
@@ -282,6 +297,7 @@ async function startModel(o: Options, tok: GameTokenizer): Promise<Start> {
   let model: GPT;
   let before: Array<Record<string, unknown>> = [];
   let parent: Record<string, unknown> | null = null;
+  let format: CompactPromptFormat = { name: 'compact', envTags: [...GAME_ENV_TAGS], historySteps: 0, memoryAt: o.memoryAt };
   if (o.from) {
     const loaded = await loadCheckpoint(o.from).catch((e: Error) => fail(`--from ${o.from}: ${e.message}`));
     const text = checkpointText(loaded.metadata);
@@ -290,6 +306,7 @@ async function startModel(o: Options, tok: GameTokenizer): Promise<Start> {
       loaded.model.dispose();
       fail(`--from ${o.from}: not a compact checkpoint with this game vocabulary`);
     }
+    format = text.promptFormat;
     model = loaded.model;
     try {
       before = (JSON.parse(readFileSync(path.join(o.from, 'learning-curve.json'), 'utf8')) as { points: Array<Record<string, unknown>> }).points ?? [];
@@ -303,7 +320,7 @@ async function startModel(o: Options, tok: GameTokenizer): Promise<Start> {
   // counters go on from the start checkpoint's curve, so that the last point is the whole training
   const last = before[before.length - 1] ?? {};
   const prior = { step: Number(last.step ?? 0), examples: Number(last.examples ?? 0), tokens: Number(last.tokens ?? 0), trainSeconds: Number(last.trainSeconds ?? 0) };
-  return { model, config: model.config, before, parent, prior };
+  return { model, config: model.config, before, parent, prior, format };
 }
 
 /**
@@ -352,11 +369,9 @@ class ExamplePool {
     }
   }
 
-  /** `n` examples drawn without replacement. */
+  /** `n` examples drawn without replacement, all of one kind (`takeOneKind`). */
   take(n: number): CompactExample[] {
-    const out: CompactExample[] = [];
-    for (let b = 0; b < n; b++) out.push(this.items.splice(this.rng.int(this.items.length), 1)[0]!);
-    return out;
+    return takeOneKind(this.items, n, this.rng);
   }
 }
 
@@ -382,8 +397,7 @@ async function main(): Promise<void> {
   const o = parseOptions(process.argv.slice(2));
   const backend = await initBackend('wasm');
   const tok = new GameTokenizer(gameVocabulary());
-  const format: CompactPromptFormat = { name: 'compact', envTags: [...GAME_ENV_TAGS], historySteps: 0 };
-  const { model, config, before, parent, prior } = await startModel(o, tok);
+  const { model, config, before, parent, prior, format } = await startModel(o, tok);
   const opt = new AdamW(model.trainableVariables, { lr: o.lr, weightDecay: 0.01 });
   const rng = new Rng(o.seed * 7919 + 17);
   const pool = new ExamplePool(o, model, tok, format, rng);
@@ -393,6 +407,7 @@ async function main(): Promise<void> {
   const curve: Array<Record<string, unknown>> = [...before];
   const started = Date.now();
   let trainMs = 0;
+  let dataMs = 0; // of trainMs: playing and labelling trials (solver, DAgger)
   let examples = 0, tokens = 0, lossSum = 0, lossN = 0;
   const doEval = async (step: number) => {
     const t0 = Date.now();
@@ -419,13 +434,14 @@ async function main(): Promise<void> {
     const total = o.steps ?? (step < 200 ? 1_000_000 : Math.max(step + 1, Math.round(step / Math.max(1e-9, elapsedFrac))));
     const t0 = Date.now();
     pool.refill(elapsedFrac >= o.daggerFrom);
+    dataMs += Date.now() - t0;
     const batch = pool.take(o.batch);
     lossSum += trainStep(model, opt, batch, tok.vocabSize, lrAt(o.lr, step, total));
     lossN++;
     examples += batch.length;
     tokens += batch.reduce((sum, x) => sum + x.ids.length, 0);
     trainMs += Date.now() - t0;
-    if (step % 50 === 0) process.stderr.write(`step ${step} loss ${(lossSum / Math.max(1, lossN)).toFixed(4)} examples ${examples} tokens ${tokens} train ${(trainMs / 1000).toFixed(0)} s dagger-trials ${pool.daggerTrials} tensors ${tf.memory().numTensors}\n`);
+    if (step % 50 === 0) process.stderr.write(`step ${step} loss ${(lossSum / Math.max(1, lossN)).toFixed(4)} examples ${examples} tokens ${tokens} train ${(trainMs / 1000).toFixed(0)} s (data ${(dataMs / 1000).toFixed(0)} s) dagger-trials ${pool.daggerTrials} tensors ${tf.memory().numTensors}\n`);
     if (step > 0 && step % o.evalEvery === 0) await doEval(step);
   }
   await doEval(step);

@@ -25,6 +25,10 @@ export type PromptFormat = { name: 'chat' } | CompactPromptFormat;
  *   tail  = "\n" + obs_t + "\n> "
  * Reflection prompt: the acting head, the failed attempt's last step ("\n" + obs + "\n> " +
  * action), then "\n" + final observation + "\n! ".
+ * With `memoryAt: 'tail'` the memory lines leave the head and go between the observation and the
+ * cue (tail = "\n" + obs_t + memory lines + "\n> "; reflection tail likewise before "\n! "): the
+ * board then starts at the same position whatever the memory holds, so a model with absolute
+ * position embeddings reads every attempt's board at the positions it read attempt 1's.
  */
 export interface CompactPromptFormat {
   name: 'compact';
@@ -34,6 +38,8 @@ export interface CompactPromptFormat {
   historySteps: number;
   /** true: always show the instructions, even for a known env. */
   instructions?: boolean;
+  /** Where the memory lines go: after the tag (`head`, the default) or after the observation (`tail`). */
+  memoryAt?: 'head' | 'tail';
 }
 
 /** The `chat` format (today's layout), used when a version declares none. */
@@ -57,5 +63,10 @@ export function parsePromptFormat(raw: unknown): PromptFormat {
     throw new Error(`promptFormat.historySteps must be an integer 0..64, got ${JSON.stringify(f.historySteps)}`);
   }
   if (f.instructions !== undefined && typeof f.instructions !== 'boolean') throw new Error('promptFormat.instructions must be a boolean');
-  return { name: 'compact', envTags: [...f.envTags] as string[], historySteps: f.historySteps as number, ...(f.instructions !== undefined ? { instructions: f.instructions as boolean } : {}) };
+  if (f.memoryAt !== undefined && f.memoryAt !== 'head' && f.memoryAt !== 'tail') throw new Error(`promptFormat.memoryAt must be 'head' or 'tail', got ${JSON.stringify(f.memoryAt)}`);
+  return {
+    name: 'compact', envTags: [...f.envTags] as string[], historySteps: f.historySteps as number,
+    ...(f.instructions !== undefined ? { instructions: f.instructions as boolean } : {}),
+    ...(f.memoryAt !== undefined ? { memoryAt: f.memoryAt as 'head' | 'tail' } : {}),
+  };
 }

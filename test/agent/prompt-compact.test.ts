@@ -60,6 +60,21 @@ describe('compact acting prompt', () => {
     expect(renderActPrompt({ ...ctx, memory: 'history_and_reflection', previousAttempts: prev }).head).toBe('[minesweeper]\nh a2 a3 a4 a5 a6 a7 a8\nm (2, 3) was a mine.\nm r2');
   });
 
+  it('puts the memory lines between the board and the cue with memoryAt tail, so the board keeps its place', () => {
+    const tail = { ...format, memoryAt: 'tail' as const };
+    const p = renderActPrompt({ ...ctx, format: tail });
+    expect(p).toEqual({ head: '[minesweeper]', steps: [], tail: '\n  123\n1 ?1?\n2 ...\n3 ??1\nm (2, 3) was a mine.\nm (1, 1) was a mine.\n> ' });
+    const first = renderActPrompt({ ...ctx, attempt: 0, previousAttempts: [], format: tail });
+    expect(first).toEqual({ head: '[minesweeper]', steps: [], tail: '\n  123\n1 ?1?\n2 ...\n3 ??1\n> ' });
+    // the text before the board is the same with and without memory
+    expect((p.head + p.tail).indexOf('  123')).toBe((first.head + first.tail).indexOf('  123'));
+    // memoryAt head is the default layout
+    expect(renderActPrompt({ ...ctx, format: { ...format, memoryAt: 'head' } })).toEqual(renderActPrompt(ctx));
+    const hist = renderActPrompt({ ...ctx, memory: 'history_and_reflection', previousAttempts: [failed('r1', ['(1, 1)', '(2, 2)'])], format: tail });
+    expect(hist.head).toBe('[minesweeper]');
+    expect(hist.tail).toBe('\n  123\n1 ?1?\n2 ...\n3 ??1\nh (1, 1) (2, 2)\nm r1\n> ');
+  });
+
   it('leaves the chat layout unchanged without a format or with chat', () => {
     const chat = renderActPrompt({ ...ctx, format: undefined });
     expect(chat.head.startsWith('You play MineSweeper.')).toBe(true);
@@ -77,6 +92,11 @@ describe('compact reflection prompt', () => {
   it('is the acting head, the last step, the final board and the reflection cue', () => {
     const p = renderReflectionPrompt(refl);
     expect(p).toEqual({ head: '[minesweeper]\nm (2, 3) was a mine.', steps: ['\nB1\n> (3, 1)'], tail: '\nBF\n! ' });
+  });
+
+  it('puts the memory after the final board with memoryAt tail', () => {
+    const p = renderReflectionPrompt({ ...refl, format: { ...format, memoryAt: 'tail' } });
+    expect(p).toEqual({ head: '[minesweeper]', steps: ['\nB1\n> (3, 1)'], tail: '\nBF\nm (2, 3) was a mine.\n! ' });
   });
 
   it('names an unknown env by its instructions and has no step for an attempt without steps', () => {

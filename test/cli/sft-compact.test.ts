@@ -39,7 +39,7 @@ describe('sft-compact CLI', () => {
     const r = await runCli(['--help']);
     expect(r.code).toBe(0);
     expect(r.stdout.startsWith('usage: npm run model:sft-base -- [options]\n')).toBe(true);
-    for (const opt of ['--out', '--minutes', '--steps', '--layers', '--batch', '--lr', '--curriculum', '--dagger-from', '--eval-every', '--eval-tasks', '--seed']) expect(r.stdout).toContain(opt);
+    for (const opt of ['--out', '--minutes', '--steps', '--layers', '--batch', '--lr', '--curriculum', '--dagger-from', '--eval-every', '--eval-tasks', '--seed', '--memory-at']) expect(r.stdout).toContain(opt);
     expect(r.stderr).toBe('');
   });
 
@@ -48,6 +48,8 @@ describe('sft-compact CLI', () => {
     [['--block', '256'], "model:sft-base: --block must be an integer in [272, 4096], got '256' (--help lists the options)"],
     [['--lr', 'fast'], "model:sft-base: --lr must be a number in [0.000001, 1], got 'fast' (--help lists the options)"],
     [['--embd', '30', '--heads', '4'], 'model:sft-base: --embd (30) must be divisible by --heads (4) (--help lists the options)'],
+    [['--memory-at', 'middle'], "model:sft-base: --memory-at must be head or tail, got 'middle' (--help lists the options)"],
+    [['--from', 'models/base', '--memory-at', 'head', '--out', '/nonexistent-lamer/x'], 'model:sft-base: --from keeps the prompt format of its checkpoint; drop --memory-at (--help lists the options)'],
     [['--curriculum', 'minesweeper-6x6-3:0'], 'model:sft-base: --curriculum: weight of minesweeper-6x6-3 must be > 0 (--help lists the options)'],
   ])('%j exits 2 with one line', async (args, line) => {
     const r = await runCli(args);
@@ -88,7 +90,7 @@ describe('sft-compact CLI', () => {
       expect(metadata).toMatchObject({ version: 'base', config: curve.config, meta: { steps: 3, examples: 12 } });
       const text = checkpointText(metadata);
       expect(text.tokenizer.spec).toMatchObject({ type: 'game', vocabSize: 381, pieces: gameVocabulary() });
-      expect(text.promptFormat).toEqual({ name: 'compact', envTags: ['minesweeper', 'sokoban'], historySteps: 0 });
+      expect(text.promptFormat).toEqual({ name: 'compact', envTags: ['minesweeper', 'sokoban'], historySteps: 0, memoryAt: 'tail' });
     } finally {
       model.dispose();
     }

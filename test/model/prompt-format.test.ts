@@ -13,6 +13,10 @@ describe('parsePromptFormat', () => {
       .toEqual({ name: 'compact', envTags: [], historySteps: 64, instructions: true });
     expect(parsePromptFormat({ name: 'compact', envTags: ['a.b:c-d_1'], historySteps: 3, instructions: false }))
       .toEqual({ name: 'compact', envTags: ['a.b:c-d_1'], historySteps: 3, instructions: false });
+    expect(parsePromptFormat({ name: 'compact', envTags: [], historySteps: 0, memoryAt: 'tail' }))
+      .toEqual({ name: 'compact', envTags: [], historySteps: 0, memoryAt: 'tail' });
+    expect(parsePromptFormat({ name: 'compact', envTags: [], historySteps: 0, memoryAt: 'head' }))
+      .toEqual({ name: 'compact', envTags: [], historySteps: 0, memoryAt: 'head' });
   });
 
   it('does not share the caller\'s envTags array', () => {
@@ -36,6 +40,8 @@ describe('parsePromptFormat', () => {
     ['historySteps fractional', { name: 'compact', envTags: [], historySteps: 1.5 }, /historySteps must be an integer 0\.\.64, got 1\.5/],
     ['historySteps 65', { name: 'compact', envTags: [], historySteps: 65 }, /got 65/],
     ['historySteps a string', { name: 'compact', envTags: [], historySteps: '2' }, /got "2"/],
+    ['memoryAt elsewhere', { name: 'compact', envTags: [], historySteps: 0, memoryAt: 'middle' }, /promptFormat\.memoryAt must be 'head' or 'tail', got "middle"/],
+    ['memoryAt null', { name: 'compact', envTags: [], historySteps: 0, memoryAt: null }, /promptFormat\.memoryAt must be 'head' or 'tail', got null/],
     ['instructions not a boolean', { name: 'compact', envTags: [], historySteps: 0, instructions: 'yes' }, /promptFormat\.instructions must be a boolean/],
   ])('refuses %s', (_, raw, msg) => {
     expect(() => parsePromptFormat(raw)).toThrow(msg);

@@ -97,3 +97,27 @@ export function compactExamples(trial: CompactTrial, opts: CompactExampleOptions
   });
   return out;
 }
+
+/**
+ * Removes and returns up to `n` examples of `pool`, all of one kind: the first drawn uniformly, the
+ * rest uniformly among the pool's examples of its kind (acting or reflection). A batch is padded
+ * to its longest sequence and a reflection example is about twice as long as an acting one, so a
+ * mixed batch costs about what a reflection batch does; one-kind batches keep the mixture (a
+ * batch is of a kind with that kind's share of the pool) and pay each kind's own length.
+ * Returns fewer than `n` when the first's kind has fewer examples left; [] for an empty pool.
+ * `rng.int(k)` must return an integer in [0, k).
+ */
+export function takeOneKind<T extends { kind: string }>(pool: T[], n: number, rng: { int(k: number): number }): T[] {
+  if (pool.length === 0 || n < 1) return [];
+  const first = pool.splice(rng.int(pool.length), 1)[0]!;
+  const same: number[] = [];
+  pool.forEach((x, i) => { if (x.kind === first.kind) same.push(i); });
+  // a partial Fisher-Yates shuffle of the same-kind indices picks n - 1 of them
+  const k = Math.min(n - 1, same.length);
+  for (let j = 0; j < k; j++) {
+    const r = j + rng.int(same.length - j);
+    [same[j], same[r]] = [same[r]!, same[j]!];
+  }
+  const picked = same.slice(0, k).sort((x, y) => y - x); // splice from the back keeps indices valid
+  return [first, ...picked.map((i) => pool.splice(i, 1)[0]!)];
+}

@@ -1,6 +1,7 @@
 /** SFT examples of the compact policy (src/training/data/compact-sft.ts) from a hand-made trial. */
 import { describe, expect, it } from 'vitest';
-import { compactExamples, targetPath } from '../../../src/training/data/compact-sft.js';
+import { compactExamples, takeOneKind, targetPath } from '../../../src/training/data/compact-sft.js';
+import { Rng } from '../../../src/envs/rng.js';
 import { BOS, EOS } from '../../../src/model/tokenizer.js';
 import { BYTE_TOKENIZER, GameTokenizer } from '../../../src/model/tokenizers.js';
 import { gameVocabulary } from '../../../src/envs/vocab.js';
@@ -88,5 +89,42 @@ describe('targetPath', () => {
     expect(() => targetPath(tok, [['up']], 'up, up')).toThrow(/has text beyond its choices/);
     expect(() => targetPath(tok, [['(9, 9)']], '(9, 9)')).toThrow(/target piece "\(9, 9\)" is 5 tokens; soft targets need one-token pieces/);
     expect(() => targetPath(BYTE_TOKENIZER, [['up']], 'up')).toThrow(/is 2 tokens/);
+  });
+});
+
+describe('takeOneKind', () => {
+  const pool = (acts: number, refls: number) => [
+    ...Array.from({ length: acts }, (_, i) => ({ kind: 'action', id: `a${i}` })),
+    ...Array.from({ length: refls }, (_, i) => ({ kind: 'reflection', id: `r${i}` })),
+  ];
+
+  it('removes n examples of one kind, without repeats, leaving the rest in the pool', () => {
+    const rng = new Rng(3);
+    for (let trial = 0; trial < 50; trial++) {
+      const p = pool(40, 20);
+      const got = takeOneKind(p, 8, rng);
+      expect(got).toHaveLength(8);
+      expect(new Set(got.map((x) => x.kind)).size).toBe(1);
+      expect(new Set(got.map((x) => x.id)).size).toBe(8);
+      expect(p).toHaveLength(52);
+      for (const x of got) expect(p).not.toContain(x);
+    }
+  });
+
+  it('draws a batch\'s kind with its share of the pool (1 in 4 reflection batches here)', () => {
+    const rng = new Rng(7);
+    let refl = 0;
+    for (let t = 0; t < 2000; t++) if (takeOneKind(pool(30, 10), 4, rng)[0]!.kind === 'reflection') refl++;
+    // binomial(2000, 0.25): mean 500, sd 19.4
+    expect(Math.abs(refl - 500)).toBeLessThan(80);
+  });
+
+  it('gives fewer when the kind runs out, and nothing for an empty pool or n < 1', () => {
+    const p = [{ kind: 'reflection', id: 'r' }, { kind: 'action', id: 'a0' }, { kind: 'action', id: 'a1' }];
+    const rng = { int: (k: number) => (k === 3 ? 0 : 0) };
+    expect(takeOneKind(p, 5, rng).map((x) => x.id)).toEqual(['r']);
+    expect(takeOneKind(p, 5, rng).map((x) => x.id).sort()).toEqual(['a0', 'a1']);
+    expect(takeOneKind([], 5, rng)).toEqual([]);
+    expect(takeOneKind([{ kind: 'action' }], 0, rng)).toEqual([]);
   });
 });
