@@ -41,6 +41,9 @@ export interface RowSummary {
   meanActionsPerAttempt: number;
   /** Reflection statistics; `namesEndingCell` counts MineSweeper mines only (null elsewhere). */
   reflections: ReflectionStats;
+  /** Sokoban: share of the reflections that name a box and its cell ("box (r, c) ..."); null for
+   *  other envs or without reflections. */
+  namesBoxCell: number | null;
   /** Per task (sorted by taskId): the 0-based attempt of its first success, -1 for none; enough to
    *  recompute pass@k and the paired differences. */
   firstSuccess: Array<[string, number]>;
@@ -55,8 +58,16 @@ export function rowSummary(row: BaseRow, report: Pick<EvalReport, 'env' | 'attem
     row, env: report.env, tasks: m.tasks, sessions: m.sessions, errors: m.errors, passAtK: m.passAtK,
     invalidActionRate: m.invalidActionRate, meanActionsPerAttempt: m.meanActionsPerAttempt,
     reflections: reflectionStats(report.sessions),
+    namesBoxCell: report.env.startsWith('sokoban') ? boxCellShare(report.sessions) : null,
     firstSuccess: [...report.sessions].sort((x, y) => (x.taskId < y.taskId ? -1 : x.taskId > y.taskId ? 1 : x.trial - y.trial)).map((s) => [s.taskId, firstSuccess(s.attempts)]),
   };
+}
+
+/** Share of the sessions' reflections that name a box with its cell ("box (2, 3)", "boxes at (1, 1)"); null without reflections. */
+export function boxCellShare(sessions: readonly SessionRecord[]): number | null {
+  const texts = sessions.flatMap((s) => s.attempts.flatMap((a) => (a.reflection === undefined ? [] : [a.reflection])));
+  if (texts.length === 0) return null;
+  return texts.filter((t) => /\bbox(?:es)?\b[^.;\n]*\(\s*\d+\s*,\s*\d+\s*\)/i.test(t)).length / texts.length;
 }
 
 /**
@@ -82,19 +93,22 @@ export interface GameResult {
 /**
  * The markdown table of every game's rows (pass@1..K and the invalid-action rate in percent,
  * reflections written, share of MineSweeper reflections after a mine that name that cell, share
- * repeating the session's previous reflection verbatim), then one line per game with the paired
+ * repeating the session's previous reflection verbatim, share of Sokoban reflections naming a box cell,
+ * share of clicks on a cell the session's memory names as a mine), then one line per game with the paired
  * bootstrap interval of pass@K (a) - (c) in percentage points, then, when a game has its held-out
  * loss, a table of it per game (nats per trained token to 3 decimals, and the tokens counted).
  */
 export function basePolicyMarkdown(games: readonly GameResult[], K: number): string {
   const ks = Array.from({ length: K }, (_, k) => k + 1);
   const out: string[] = [];
-  out.push(`| game | row | tasks | ${ks.map((k) => `pass@${k} (%)`).join(' | ')} | invalid actions (%) | reflections | names the ending cell (%) | repeats the previous reflection (%) |`);
-  out.push(`|---|---|---|${ks.map(() => '---|').join('')}---|---|---|---|`);
+  out.push(`| game | row | tasks | ${ks.map((k) => `pass@${k} (%)`).join(' | ')} | invalid actions (%) | reflections | names the ending cell (%) | names a box cell (%) | clicks on a mine the memory names (%) | repeats the previous reflection (%) |`);
+  out.push(`|---|---|---|${ks.map(() => '---|').join('')}---|---|---|---|---|---|`);
   for (const g of games) {
     for (const r of g.rows) {
       const spec = BASE_ROW_SPECS[r.row];
-      const refl = r.row === 'independent' ? ['-', '-', '-'] : [String(r.reflections.reflections), pct(r.reflections.namesEndingCell), pct(r.reflections.repeatsPrevious)];
+      const refl = r.row === 'independent'
+        ? ['-', '-', '-', '-', '-']
+        : [String(r.reflections.reflections), pct(r.reflections.namesEndingCell), pct(r.namesBoxCell), pct(r.reflections.clicksOnNamedMine), pct(r.reflections.repeatsPrevious)];
       out.push(`| ${g.env} | ${spec.label} | ${r.tasks}${r.errors ? ` (${r.errors} errors)` : ''} | ${ks.map((k) => pct(r.passAtK[String(k)] ?? 0)).join(' | ')} | ${pct(r.invalidActionRate)} | ${refl.join(' | ')} |`);
     }
   }

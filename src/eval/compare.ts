@@ -104,6 +104,27 @@ export interface ReflectionStats {
   repeatsPrevious: number | null;
   /** Share of reflections whose exact text also occurs in another task's sessions; null if none. */
   sharedAcrossTasks: number | null;
+  /** Cell actions taken while the session's earlier reflections named at least one mine cell. */
+  clicksWithNamedMines?: number;
+  /** Share of those that clicked a cell an earlier reflection names as a mine; null if none. */
+  clicksOnNamedMine?: number | null;
+}
+
+/**
+ * The cells a reflection names as mines, as "r,c" keys: "(r, c)" followed in the same sentence
+ * by "mine" ("(2, 3) was a mine."), or "mine(s) at/in/on (r, c)".
+ */
+export function minesNamed(reflection: string): Set<string> {
+  const out = new Set<string>();
+  for (const sentence of reflection.split(/[.;\n]/)) {
+    const cells = [...sentence.matchAll(/\(\s*(\d+)\s*,\s*(\d+)\s*\)/g)];
+    if (cells.length === 0 || !/\bmines?\b/i.test(sentence)) continue;
+    // "(r, c) was a mine" names the cells before the word; "mine at (r, c)" the ones after it
+    const at = sentence.search(/\bmines?\b/i);
+    const before = cells.filter((m) => m.index! < at);
+    for (const m of before.length > 0 ? before : cells) out.add(`${m[1]},${m[2]}`);
+  }
+  return out;
 }
 
 /** The cell of a canonical MineSweeper action "(r, c)" as [r, c], or null. */
@@ -115,7 +136,9 @@ function cellOf(action: string | undefined): [number, number] | null {
 /**
  * Reflection statistics of evaluated sessions. A reflection "names the ending cell" when the
  * attempt ended on a losing action at cell (r, c) (MineSweeper: a mine) and the text contains
- * "(r, c)" (any spacing) or "row r, col(umn) c".
+ * "(r, c)" (any spacing) or "row r, col(umn) c". A click "lands on a memory-named mine" when an
+ * attempt's cell action is a cell that an earlier reflection of the same session names as a mine
+ * (`minesNamed`); the share is over the cell actions of attempts whose memory names one.
  */
 export function reflectionStats(sessions: readonly SessionRecord[]): ReflectionStats {
   let reflections = 0, afterLosing = 0, naming = 0, repeatable = 0, repeats = 0;
@@ -123,11 +146,21 @@ export function reflectionStats(sessions: readonly SessionRecord[]): ReflectionS
   for (const s of sessions) for (const a of s.attempts) if (a.reflection !== undefined) {
     tasksOf.set(a.reflection, (tasksOf.get(a.reflection) ?? new Set()).add(s.taskId));
   }
-  let shared = 0;
+  let shared = 0, clicksWithMemory = 0, clicksOnNamed = 0;
   for (const s of sessions) {
     let prev: string | undefined;
+    const named = new Set<string>();
     for (const a of [...s.attempts].sort((x, y) => x.attempt - y.attempt)) {
+      if (named.size > 0) {
+        for (const action of a.trajectory) {
+          const cell = cellOf(action);
+          if (!cell) continue;
+          clicksWithMemory++;
+          if (named.has(`${cell[0]},${cell[1]}`)) clicksOnNamed++;
+        }
+      }
       if (a.reflection === undefined) continue;
+      for (const k of minesNamed(a.reflection)) named.add(k);
       reflections++;
       if (tasksOf.get(a.reflection)!.size > 1) shared++;
       if (prev !== undefined) { repeatable++; if (prev === a.reflection) repeats++; }
@@ -146,6 +179,8 @@ export function reflectionStats(sessions: readonly SessionRecord[]): ReflectionS
     namesEndingCell: afterLosing ? naming / afterLosing : null,
     repeatsPrevious: repeatable ? repeats / repeatable : null,
     sharedAcrossTasks: reflections ? shared / reflections : null,
+    clicksWithNamedMines: clicksWithMemory,
+    clicksOnNamedMine: clicksWithMemory ? clicksOnNamed / clicksWithMemory : null,
   };
 }
 

@@ -32,19 +32,24 @@ describe('rowSummary', () => {
       invalidActionRate: 1 / 9, // 9 actions, 1 rejected
       meanActionsPerAttempt: 9 / 6,
       // 3 reflections, all after a mine; 1 names it; of the 1 that had a previous one, 1 repeats it
-      reflections: { reflections: 3, afterLosingAction: 3, namesEndingCell: 1 / 3, repeatsPrevious: 1, sharedAcrossTasks: 0 },
+      // clicks under a memory naming a mine: seed=2's second attempt, (1, 1) and (4, 4), neither (2, 3)
+      reflections: { reflections: 3, afterLosingAction: 3, namesEndingCell: 1 / 3, repeatsPrevious: 1, sharedAcrossTasks: 0, clicksWithNamedMines: 2, clicksOnNamedMine: 0 },
+      namesBoxCell: null,
       firstSuccess: [['minesweeper-6x6-3:seed=1', -1], ['minesweeper-6x6-3:seed=2', 1], ['minesweeper-6x6-3:seed=3', 0]],
     });
   });
 
-  it('Sokoban: no cell to name (null), repeats still counted', () => {
+  it('Sokoban: no mine cell to name (null), repeats counted, the share of reflections naming a box cell', () => {
     const sk: SessionRecord[] = [{ taskId: 'sokoban-6x6-2:seed=1', trial: 0, attempts: [
       att(0, false, ['up,left'], { reflection: 'Box stuck in a corner.', endReason: 'max_steps' }),
-      att(1, false, ['down'], { reflection: 'Push the box right first.' }),
+      att(1, false, ['down'], { reflection: 'box (2, 3) stuck in a corner.' }),
       att(2, false, ['right']),
     ] }];
-    expect(rowSummary('lamer', { env: 'sokoban-6x6-2', attempts: 3, sessions: sk }).reflections)
-      .toEqual({ reflections: 2, afterLosingAction: 0, namesEndingCell: null, repeatsPrevious: 0, sharedAcrossTasks: 0 });
+    const r = rowSummary('lamer', { env: 'sokoban-6x6-2', attempts: 3, sessions: sk });
+    expect(r.reflections)
+      .toEqual({ reflections: 2, afterLosingAction: 0, namesEndingCell: null, repeatsPrevious: 0, sharedAcrossTasks: 0, clicksWithNamedMines: 0, clicksOnNamedMine: null });
+    expect(r.namesBoxCell).toBe(1 / 2);
+    expect(rowSummary('lamer', { env: 'sokoban-6x6-2', attempts: 3, sessions: [{ taskId: 't', trial: 0, attempts: [att(0, true, ['up'])] }] }).namesBoxCell).toBeNull();
   });
 });
 
@@ -84,10 +89,10 @@ describe('rowDifference and the markdown', () => {
     const c = rowSummary('independent', { env: 'minesweeper-6x6-3', attempts: 3, sessions: indep });
     const md = basePolicyMarkdown([{ env: 'minesweeper-6x6-3', rows: [a, c], lamerMinusIndependent: { mean: 1 / 3, lo: 0, hi: 1, level: 0.95, resamples: 100, tasks: 3 } }], 3);
     expect(md.split('\n')).toEqual([
-      '| game | row | tasks | pass@1 (%) | pass@2 (%) | pass@3 (%) | invalid actions (%) | reflections | names the ending cell (%) | repeats the previous reflection (%) |',
-      '|---|---|---|---|---|---|---|---|---|---|',
-      '| minesweeper-6x6-3 | (a) LaMer session, reflections, no availableActions | 3 | 33.3 | 66.7 | 66.7 | 11.1 | 3 | 33.3 | 100.0 |',
-      '| minesweeper-6x6-3 | (c) independent retries, no memory | 3 | 33.3 | 33.3 | 33.3 | 0.0 | - | - | - |',
+      '| game | row | tasks | pass@1 (%) | pass@2 (%) | pass@3 (%) | invalid actions (%) | reflections | names the ending cell (%) | names a box cell (%) | clicks on a mine the memory names (%) | repeats the previous reflection (%) |',
+      '|---|---|---|---|---|---|---|---|---|---|---|---|',
+      '| minesweeper-6x6-3 | (a) LaMer session, reflections, no availableActions | 3 | 33.3 | 66.7 | 66.7 | 11.1 | 3 | 33.3 | - | 0.0 | 100.0 |',
+      '| minesweeper-6x6-3 | (c) independent retries, no memory | 3 | 33.3 | 33.3 | 33.3 | 0.0 | - | - | - | - | - |',
       '',
       '- minesweeper-6x6-3: pass@3 (a) - (c) = 33.3 pts, 95% paired bootstrap interval [0.0, 100.0] over 3 tasks (100 resamples).',
       '',

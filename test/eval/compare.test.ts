@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
-  comparisonMarkdown, meanStd, pairedBootstrap, pairedDiffs, quantile, reflectionStats, replaceSection, summarizeArm, type ArmResult,
+  comparisonMarkdown, meanStd, minesNamed, pairedBootstrap, pairedDiffs, quantile, reflectionStats, replaceSection, summarizeArm, type ArmResult,
 } from '../../src/eval/compare.js';
 import type { AttemptRecord, SessionRecord } from '../../src/eval/metrics.js';
 
@@ -83,11 +83,30 @@ describe('reflectionStats', () => {
     const s2: SessionRecord = { taskId: 'b', trial: 0, attempts: [
       att(0, false, ['(3, 1)'], 'The mine was at row 3, column 1.'),
       att(1, false, ['(1, 1)', '(1, 2)'], 'Attempt 1 failed: (2, 3) was a mine.', 'max_steps'), // turn cap: no ending cell
-      att(2, false, ['(2, 2)']),
+      att(2, false, ['(2, 2)', '(2, 3)']), // clicks the mine its memory names
     ] };
     const r = reflectionStats([s1, s2]);
-    expect(r).toEqual({ reflections: 4, afterLosingAction: 3, namesEndingCell: 2 / 3, repeatsPrevious: 1 / 2, sharedAcrossTasks: 3 / 4 });
-    expect(reflectionStats([sess('x', 0)])).toEqual({ reflections: 0, afterLosingAction: 0, namesEndingCell: null, repeatsPrevious: null, sharedAcrossTasks: null });
+    // clicks under a memory naming a mine: s1 (4, 4) and (1, 2); s2's last attempt (2, 2) and (2, 3)
+    // (s2's first reflection names no "(r, c)", so its second attempt has none)
+    expect(r).toEqual({
+      reflections: 4, afterLosingAction: 3, namesEndingCell: 2 / 3, repeatsPrevious: 1 / 2, sharedAcrossTasks: 3 / 4,
+      clicksWithNamedMines: 4, clicksOnNamedMine: 1 / 4,
+    });
+    expect(reflectionStats([sess('x', 0)])).toEqual({
+      reflections: 0, afterLosingAction: 0, namesEndingCell: null, repeatsPrevious: null, sharedAcrossTasks: null, clicksWithNamedMines: 0, clicksOnNamedMine: null,
+    });
+  });
+
+  it.each([
+    ['(2, 3) was a mine.', ['2,3']],
+    ['(2, 3) was a mine. safe: (1, 1), (1, 3).', ['2,3']],
+    ['Mines at (1, 2) and (4,5); avoid them', ['1,2', '4,5']],
+    ['(1, 1) and (2, 2) were mines', ['1,1', '2,2']],
+    ['box (2, 3) stuck in a corner.', []],
+    ['turns ran out.', []],
+    ['the mine was at row 3, column 1', []],
+  ])('minesNamed(%j)', (text, cells) => {
+    expect([...minesNamed(text)].sort()).toEqual(cells);
   });
 });
 
