@@ -7,12 +7,15 @@ import type { ModelRow } from '../db/schema.js';
 import type { ModelsRepo } from '../db/models-repo.js';
 import { EngineError, type EngineSpec, type PolicyEngine, type RemoteVersionConfig } from '../policy/engine.js';
 import { DomainError, invalid, notFound } from './errors.js';
-import { checkpointText, readCheckpointMetadata, type CheckpointText } from '../model/checkpoint.js';
+import { checkpointText, readCheckpointMetadata, type CheckpointText, type DefaultSampling } from '../model/checkpoint.js';
 import { CHAT_FORMAT, type PromptFormat } from '../model/prompt-format.js';
 import { BYTE_TOKENIZER, type Tokenizer } from '../model/tokenizers.js';
 
 /** What a version reads when it declares nothing: bytes and the chat layout. */
-const DEFAULT_TEXT: Required<CheckpointText> = { tokenizer: BYTE_TOKENIZER, promptFormat: CHAT_FORMAT };
+const DEFAULT_TEXT: Required<CheckpointText> = { tokenizer: BYTE_TOKENIZER, promptFormat: CHAT_FORMAT, sampling: null };
+
+/** The sampling of sessions that give none, on versions that declare none. */
+export const SERVER_DEFAULT_SAMPLING: DefaultSampling = { temperature: 1, topP: 1, topK: 0 };
 
 /** How the engine serves a row's version: undefined for builtin (a checkpoint folder), else the remote spec. */
 export function specOf(row: ModelRow): EngineSpec | undefined {
@@ -108,6 +111,15 @@ export class ModelRegistry {
    */
   tokenizer(version: string): Promise<Tokenizer> {
     return this.text(version).then((t) => t.tokenizer);
+  }
+
+  /**
+   * The sampling `version`'s sessions get for the fields they leave out: a builtin checkpoint's
+   * declared `sampling` (see `text`), else `SERVER_DEFAULT_SAMPLING` (temperature 1, topP 1, topK 0:
+   * the full distribution, what RL rollouts assume unless they say otherwise).
+   */
+  defaultSampling(version: string): Promise<DefaultSampling> {
+    return this.text(version).then((t) => t.sampling ?? SERVER_DEFAULT_SAMPLING);
   }
 
   /** Load `version` in the engine if needed (one load at a time per version). */

@@ -134,7 +134,10 @@ export function makeSessionSchemas(limits: SchemaLimits) {
       ),
       memory: Type.Optional(StringEnum(MEMORY_MODES, { description: 'default reflection_only' })),
       mode: Type.Optional(StringEnum(SESSION_MODES, { description: 'default train' })),
-      sampling: Type.Optional(Type.Partial(Sampling, { additionalProperties: false })),
+      sampling: Type.Optional(Type.Partial(Sampling, {
+        additionalProperties: false,
+        description: 'each field left out comes from the model version\'s default sampling (a checkpoint may declare one, e.g. the shipped base: temperature 0.7, topP 0.8, topK 20), else temperature 1, topP 1, topK 0; the session records what it uses',
+      })),
       modelVersion: Type.Optional(Type.String({ minLength: 1, maxLength: 256, description: 'default: the active version' })),
       env: Type.Optional(Type.String({ minLength: 1, maxLength: 256 })),
       metadata: Type.Optional(FreeObject()),

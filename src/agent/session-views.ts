@@ -10,12 +10,19 @@ import { newSessionId } from './step-hash.js';
 
 export const iso = (ms: number): string => new Date(ms).toISOString();
 
-/** A new active session row of `tenant` at `now` (ms), with the defaults of `input` filled in. */
-export function newSessionRow(tenant: string, input: CreateSessionInput, limits: { maxAttempts: number; maxSteps: number; modelVersion: string }, now: number): SessionRow {
+/**
+ * A new active session row of `tenant` at `now` (ms), with the defaults of `input` filled in: each
+ * sampling field the input leaves out from `defaults.sampling` (the model version's default
+ * sampling, src/agent/models.ts defaultSampling). The row records the sampling used.
+ */
+export function newSessionRow(
+  tenant: string, input: CreateSessionInput,
+  defaults: { maxAttempts: number; maxSteps: number; modelVersion: string; sampling: { temperature: number; topP: number; topK: number } }, now: number,
+): SessionRow {
   const sampling: SamplingParams = {
-    temperature: input.sampling?.temperature ?? 1,
-    topP: input.sampling?.topP ?? 1,
-    topK: input.sampling?.topK ?? 0,
+    temperature: input.sampling?.temperature ?? defaults.sampling.temperature,
+    topP: input.sampling?.topP ?? defaults.sampling.topP,
+    topK: input.sampling?.topK ?? defaults.sampling.topK,
   };
   if (input.sampling?.seed !== undefined) sampling.seed = input.sampling.seed;
   return {
@@ -26,11 +33,11 @@ export function newSessionRow(tenant: string, input: CreateSessionInput, limits:
     mode: input.mode ?? 'train',
     status: 'active',
     instructions: input.instructions,
-    maxAttempts: limits.maxAttempts,
-    maxSteps: limits.maxSteps,
+    maxAttempts: defaults.maxAttempts,
+    maxSteps: defaults.maxSteps,
     memory: input.memory ?? 'reflection_only',
     sampling,
-    modelVersion: limits.modelVersion,
+    modelVersion: defaults.modelVersion,
     metadata: input.metadata ?? {},
     nextAttempt: 0,
     nextStep: 0,

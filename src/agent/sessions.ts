@@ -107,15 +107,8 @@ export class SessionService {
    * @throws DomainError `validation` for bad limits or an unknown model version; `too-many-sessions`
    *   when the tenant already holds `maxOpenSessionsPerTenant` active sessions.
    */
-  create(tenant: string, input: CreateSessionInput): SessionView {
-    const cap = this.protection.maxOpenSessionsPerTenant;
-    if (cap > 0) {
-      // Synchronous count and insert: no other create of this process runs in between.
-      const open = this.activeCount(tenant);
-      if (open >= cap) {
-        throw new DomainError('too-many-sessions', `tenant has ${open} active sessions (limit ${cap}); finish or close one (DELETE /v1/sessions/{id}) first`);
-      }
-    }
+  async create(tenant: string, input: CreateSessionInput): Promise<SessionView> {
+    this.checkOpenCap(tenant);
     const maxAttempts = input.maxAttempts ?? 3;
     if (maxAttempts > this.limits.maxAttempts) throw invalid('body/maxAttempts', `must be <= ${this.limits.maxAttempts}`);
     const maxSteps = input.maxSteps ?? this.limits.defaultMaxSteps;
@@ -127,9 +120,22 @@ export class SessionService {
     } else {
       modelVersion = this.models.active().version;
     }
-    const row = newSessionRow(tenant, input, { maxAttempts, maxSteps, modelVersion }, Date.now());
+    const sampling = await this.models.defaultSampling(modelVersion);
+    // Synchronous count and insert (again, after the await): no other create of this process runs in between.
+    this.checkOpenCap(tenant);
+    const row = newSessionRow(tenant, input, { maxAttempts, maxSteps, modelVersion, sampling }, Date.now());
     this.hot.write(() => this.repo.insert(row));
     return sessionView(row, []);
+  }
+
+  /** @throws DomainError `too-many-sessions` when `tenant` holds `maxOpenSessionsPerTenant` active sessions. */
+  private checkOpenCap(tenant: string): void {
+    const cap = this.protection.maxOpenSessionsPerTenant;
+    if (cap <= 0) return;
+    const open = this.activeCount(tenant);
+    if (open >= cap) {
+      throw new DomainError('too-many-sessions', `tenant has ${open} active sessions (limit ${cap}); finish or close one (DELETE /v1/sessions/{id}) first`);
+    }
   }
 
   /** The tenant's session `id`. @throws DomainError `not-found` (another tenant's session is indistinguishable from a missing one). */

@@ -21,7 +21,7 @@ import * as tf from '@tensorflow/tfjs';
 import { renderActPrompt, renderReflectionPrompt, type PromptAttempt } from '../agent/prompt.js';
 import { initBackend } from '../model/backend.js';
 import { DEFAULT_LIMITS } from '../model/sampling.js';
-import { checkpointText, loadCheckpoint, saveCheckpoint } from '../model/checkpoint.js';
+import { checkpointText, loadCheckpoint, saveCheckpoint, type DefaultSampling } from '../model/checkpoint.js';
 import { countParams, initModel, type GPT, type GPTConfig } from '../model/gpt.js';
 import type { CompactPromptFormat } from '../model/prompt-format.js';
 import { EOS } from '../model/tokenizer.js';
@@ -290,7 +290,16 @@ interface Start {
   prior: { step: number; examples: number; tokens: number; trainSeconds: number };
   /** The prompt format: the start checkpoint's, or a new compact one with `--memory-at`. */
   format: CompactPromptFormat;
+  /** The default session sampling the checkpoint declares: the start checkpoint's, else PLAY_SAMPLING. */
+  sampling: DefaultSampling;
 }
+
+/**
+ * The default sampling a new checkpoint declares for its sessions (src/agent/models.ts
+ * defaultSampling): the eval's 0.7 / 0.8 / 20, measured best at pass@3 for this kind of model
+ * (temperature 1 plays worse, greedy repeats an open cell). RL rollouts send their own.
+ */
+export const PLAY_SAMPLING: DefaultSampling = { temperature: 0.7, topP: 0.8, topK: 20 };
 
 /** The model to train: from `--from` (checked to be a compact checkpoint of this vocabulary) or new. */
 async function startModel(o: Options, tok: GameTokenizer): Promise<Start> {
@@ -298,6 +307,7 @@ async function startModel(o: Options, tok: GameTokenizer): Promise<Start> {
   let before: Array<Record<string, unknown>> = [];
   let parent: Record<string, unknown> | null = null;
   let format: CompactPromptFormat = { name: 'compact', envTags: [...GAME_ENV_TAGS], historySteps: 0, memoryAt: o.memoryAt };
+  let sampling = PLAY_SAMPLING;
   if (o.from) {
     const loaded = await loadCheckpoint(o.from).catch((e: Error) => fail(`--from ${o.from}: ${e.message}`));
     const text = checkpointText(loaded.metadata);
@@ -307,6 +317,7 @@ async function startModel(o: Options, tok: GameTokenizer): Promise<Start> {
       fail(`--from ${o.from}: not a compact checkpoint with this game vocabulary`);
     }
     format = text.promptFormat;
+    if (text.sampling) sampling = text.sampling;
     model = loaded.model;
     try {
       before = (JSON.parse(readFileSync(path.join(o.from, 'learning-curve.json'), 'utf8')) as { points: Array<Record<string, unknown>> }).points ?? [];
@@ -320,7 +331,7 @@ async function startModel(o: Options, tok: GameTokenizer): Promise<Start> {
   // counters go on from the start checkpoint's curve, so that the last point is the whole training
   const last = before[before.length - 1] ?? {};
   const prior = { step: Number(last.step ?? 0), examples: Number(last.examples ?? 0), tokens: Number(last.tokens ?? 0), trainSeconds: Number(last.trainSeconds ?? 0) };
-  return { model, config: model.config, before, parent, prior, format };
+  return { model, config: model.config, before, parent, prior, format, sampling };
 }
 
 /**
@@ -397,7 +408,7 @@ async function main(): Promise<void> {
   const o = parseOptions(process.argv.slice(2));
   const backend = await initBackend('wasm');
   const tok = new GameTokenizer(gameVocabulary());
-  const { model, config, before, parent, prior, format } = await startModel(o, tok);
+  const { model, config, before, parent, prior, format, sampling } = await startModel(o, tok);
   const opt = new AdamW(model.trainableVariables, { lr: o.lr, weightDecay: 0.01 });
   const rng = new Rng(o.seed * 7919 + 17);
   const pool = new ExamplePool(o, model, tok, format, rng);
@@ -422,7 +433,7 @@ async function main(): Promise<void> {
       options: { ...o }, wallSeconds: Math.round((Date.now() - started) / 1000), trainSeconds, steps: counts.step,
       examples: counts.examples, tokens: counts.tokens, ...(parent ? { parent } : {}),
     };
-    await saveCheckpoint(model, o.out, meta, { tokenizer: tok, promptFormat: format });
+    await saveCheckpoint(model, o.out, meta, { tokenizer: tok, promptFormat: format, sampling });
     writeFileSync(path.join(o.out, 'learning-curve.json'), JSON.stringify({ config, vocabulary: tok.vocabSize, points: curve }, null, 1) + '\n');
   };
 

@@ -22,12 +22,38 @@ export interface CheckpointMeta {
   [key: string]: unknown;
 }
 
+/**
+ * The sampling a version's sessions get when they give none (fields as the session's `sampling`:
+ * temperature 0 = greedy, topP in (0, 1], topK 0 = off); each field a session leaves out.
+ */
+export interface DefaultSampling {
+  temperature: number;
+  topP: number;
+  topK: number;
+}
+
+/**
+ * A checkpoint's declared default sampling. @throws Error naming the field for a value out of the
+ * ranges sessions accept (temperature [0, 10], topP (0, 1], topK an integer [0, 1e6]).
+ */
+export function parseDefaultSampling(raw: unknown): DefaultSampling {
+  const f = raw as Record<string, unknown>;
+  if (typeof f !== 'object' || f === null || Array.isArray(f)) throw new Error('sampling must be an object {temperature, topP, topK}');
+  const { temperature, topP, topK } = f;
+  if (typeof temperature !== 'number' || !(temperature >= 0 && temperature <= 10)) throw new Error(`sampling.temperature must be a number in [0, 10], got ${JSON.stringify(temperature)}`);
+  if (typeof topP !== 'number' || !(topP > 0 && topP <= 1)) throw new Error(`sampling.topP must be a number in (0, 1], got ${JSON.stringify(topP)}`);
+  if (!Number.isInteger(topK) || (topK as number) < 0 || (topK as number) > 1_000_000) throw new Error(`sampling.topK must be an integer in [0, 1000000], got ${JSON.stringify(topK)}`);
+  return { temperature, topP, topK: topK as number };
+}
+
 export interface LamerMetadata {
   config: GPTConfig;
   /** The checkpoint's tokenizer (byte, or a game vocabulary with byte fallback). */
   tokenizer: AnyTokenizerSpec;
   /** How the version reads prompts; absent in older checkpoints (= chat). */
   promptFormat?: PromptFormat;
+  /** The sampling its sessions get by default; absent: the server's (temperature 1, topP 1, topK 0). */
+  sampling?: DefaultSampling;
   version: string;
   meta: Record<string, unknown>;
 }
@@ -38,6 +64,8 @@ export interface CheckpointText {
   tokenizer?: Tokenizer;
   /** Default: none written (the version reads `chat` prompts). */
   promptFormat?: PromptFormat;
+  /** The version's default session sampling; default (or null): none written (the server's). */
+  sampling?: DefaultSampling | null;
 }
 
 /**
@@ -54,7 +82,8 @@ export async function saveCheckpoint(model: GPT, dir: string, meta: CheckpointMe
   const { data, specs } = await tf.io.encodeWeights(named);
   const { version, ...rest } = meta;
   const lamer: LamerMetadata = {
-    config: model.config, tokenizer: tokenizer.spec, ...(text.promptFormat && text.promptFormat.name !== 'chat' ? { promptFormat: text.promptFormat } : {}), version, meta: rest,
+    config: model.config, tokenizer: tokenizer.spec, ...(text.promptFormat && text.promptFormat.name !== 'chat' ? { promptFormat: text.promptFormat } : {}),
+    ...(text.sampling ? { sampling: parseDefaultSampling(text.sampling) } : {}), version, meta: rest,
   };
   const modelJson = {
     format: 'lamer-gpt',
@@ -82,6 +111,7 @@ export async function readCheckpointMetadata(dir: string): Promise<LamerMetadata
   try {
     tokenizer = tokenizerFromSpec(lamer.tokenizer);
     if (lamer.promptFormat !== undefined) lamer.promptFormat = parsePromptFormat(lamer.promptFormat);
+    if (lamer.sampling !== undefined) lamer.sampling = parseDefaultSampling(lamer.sampling);
   } catch (err) {
     throw new Error(`${dir}: ${(err as Error).message}`);
   }
@@ -91,9 +121,15 @@ export async function readCheckpointMetadata(dir: string): Promise<LamerMetadata
   return lamer;
 }
 
-/** The tokenizer and prompt format a checkpoint's metadata declares (byte and chat when absent). */
-export function checkpointText(metadata: Pick<LamerMetadata, 'tokenizer' | 'promptFormat'>): Required<CheckpointText> {
-  return { tokenizer: tokenizerFromSpec(metadata.tokenizer), promptFormat: parsePromptFormat(metadata.promptFormat) };
+/**
+ * The tokenizer, prompt format and default sampling a checkpoint's metadata declares (byte, chat
+ * and null when absent). @throws Error for a malformed declaration.
+ */
+export function checkpointText(metadata: Pick<LamerMetadata, 'tokenizer' | 'promptFormat' | 'sampling'>): Required<CheckpointText> {
+  return {
+    tokenizer: tokenizerFromSpec(metadata.tokenizer), promptFormat: parsePromptFormat(metadata.promptFormat),
+    sampling: metadata.sampling === undefined || metadata.sampling === null ? null : parseDefaultSampling(metadata.sampling),
+  };
 }
 
 /**

@@ -91,6 +91,7 @@ describe('sft-compact CLI', () => {
       const text = checkpointText(metadata);
       expect(text.tokenizer.spec).toMatchObject({ type: 'game', vocabSize: 381, pieces: gameVocabulary() });
       expect(text.promptFormat).toEqual({ name: 'compact', envTags: ['minesweeper', 'sokoban'], historySteps: 0, memoryAt: 'tail' });
+      expect(text.sampling).toEqual({ temperature: 0.7, topP: 0.8, topK: 20 });
     } finally {
       model.dispose();
     }

@@ -48,6 +48,23 @@ describe('checkpoint tokenizer and prompt format', () => {
     }
   });
 
+  it('round-trips a default sampling, and writes none when there is none', async () => {
+    const dir = tmpDir();
+    const sampling = { temperature: 0.7, topP: 0.8, topK: 20 };
+    await saveCheckpoint(game, dir, { version: 'base' }, { tokenizer: tok, promptFormat: format, sampling });
+    expect(readJson(dir).userDefinedMetadata.lamer.sampling).toEqual(sampling);
+    const md = await readCheckpointMetadata(dir);
+    expect(checkpointText(md).sampling).toEqual(sampling);
+    // a training job saves its new version with checkpointText of its start: the sampling goes on
+    const dir2 = tmpDir();
+    await saveCheckpoint(game, dir2, { version: 'v1' }, checkpointText(md));
+    expect(readJson(dir2).userDefinedMetadata.lamer.sampling).toEqual(sampling);
+    const dir3 = tmpDir();
+    await saveCheckpoint(game, dir3, { version: 'v1' }, { tokenizer: tok, sampling: null });
+    expect('sampling' in readJson(dir3).userDefinedMetadata.lamer).toBe(false);
+    await expect(saveCheckpoint(game, tmpDir(), { version: 'v' }, { tokenizer: tok, sampling: { temperature: 1, topP: 2, topK: 0 } })).rejects.toThrow(/sampling\.topP/);
+  });
+
   it('writes byte checkpoints as before: byte tokenizer, no promptFormat (chat)', async () => {
     const dir = tmpDir();
     await saveCheckpoint(bytes, dir, { version: 'v1' });
@@ -59,7 +76,8 @@ describe('checkpoint tokenizer and prompt format', () => {
     await saveCheckpoint(bytes, dir2, { version: 'v1' }, { promptFormat: CHAT_FORMAT });
     expect('promptFormat' in readJson(dir2).userDefinedMetadata.lamer).toBe(false);
     const md = await readCheckpointMetadata(dir);
-    expect(checkpointText(md)).toEqual({ tokenizer: BYTE_TOKENIZER, promptFormat: CHAT_FORMAT });
+    expect(checkpointText(md)).toEqual({ tokenizer: BYTE_TOKENIZER, promptFormat: CHAT_FORMAT, sampling: null });
+    expect('sampling' in md).toBe(false);
     const { model } = await loadCheckpoint(dir);
     model.dispose();
   });
@@ -106,6 +124,16 @@ describe('checkpoint tokenizer and prompt format', () => {
     await expect(readCheckpointMetadata(dir)).rejects.toThrow(/promptFormat.historySteps must be an integer 0..64, got 100/);
     edit((l) => { l.promptFormat = { name: 'verbose' }; });
     await expect(readCheckpointMetadata(dir)).rejects.toThrow(/promptFormat.name must be one of chat, compact/);
+    for (const [sampling, msg] of [
+      [{ temperature: -1, topP: 1, topK: 0 }, /sampling\.temperature must be a number in \[0, 10\], got -1/],
+      [{ temperature: 1, topP: 0, topK: 0 }, /sampling\.topP must be a number in \(0, 1\], got 0/],
+      [{ temperature: 1, topP: 1, topK: 2.5 }, /sampling\.topK must be an integer in \[0, 1000000\], got 2.5/],
+      [{ temperature: '1', topP: 1, topK: 0 }, /sampling\.temperature must be a number/],
+      [[0.7, 0.8, 20], /sampling must be an object/],
+    ] as const) {
+      edit((l) => { l.sampling = sampling; });
+      await expect(readCheckpointMetadata(dir)).rejects.toThrow(msg);
+    }
     writeJson(dir, good);
     const { model } = await loadCheckpoint(dir);
     model.dispose();

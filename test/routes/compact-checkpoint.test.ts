@@ -26,7 +26,9 @@ let bytes: TestServer;
 beforeAll(async () => {
   const dir = tmpDir('lamer-compact-');
   const g = initModel({ vocab_size: tok.vocabSize, block_size: 384, n_layer: 1, n_head: 2, n_embd: 16 }, 7);
-  await saveCheckpoint(g, join(dir, 'compact'), { version: 'base' }, { tokenizer: tok, promptFormat: { name: 'compact', envTags: ['minesweeper', 'sokoban'], historySteps: 0 } });
+  await saveCheckpoint(g, join(dir, 'compact'), { version: 'base' }, {
+    tokenizer: tok, promptFormat: { name: 'compact', envTags: ['minesweeper', 'sokoban'], historySteps: 0 }, sampling: { temperature: 0.7, topP: 0.8, topK: 20 },
+  });
   g.dispose();
   const b = initModel({ vocab_size: 260, block_size: 512, n_layer: 1, n_head: 2, n_embd: 16 }, 7);
   await saveCheckpoint(b, join(dir, 'bytes'), { version: 'base' });
@@ -41,7 +43,7 @@ afterAll(async () => {
 
 /** Plays a session: attempt 0 fails after `steps` steps (a reflection follows), attempt 1 acts once. */
 async function play(s: TestServer, env: string | undefined, steps = 2): Promise<{ id: string; actions: string[] }> {
-  const created = await s.call('POST', '/v1/sessions', { taskId: 'ms', instructions: INSTRUCTIONS, maxAttempts: 2, maxSteps: 10, ...(env ? { env } : {}), sampling: { seed: 3 } });
+  const created = await s.call('POST', '/v1/sessions', { taskId: 'ms', instructions: INSTRUCTIONS, maxAttempts: 2, maxSteps: 10, ...(env ? { env } : {}), sampling: { temperature: 1, topP: 1, topK: 0, seed: 3 } });
   expect(created.status).toBe(201);
   const id = created.body.id as string;
   const actions: string[] = [];
@@ -67,6 +69,22 @@ async function trajectory(s: TestServer, id: string): Promise<Array<Record<strin
 }
 
 describe('a compact checkpoint with a game vocabulary', () => {
+  it('gives sessions its declared default sampling, field by field; a checkpoint without one gives temperature 1', async () => {
+    const open = async (s: TestServer, sampling?: Record<string, number>) => {
+      const r = await s.call('POST', '/v1/sessions', { taskId: 'ms', instructions: INSTRUCTIONS, env: 'minesweeper', ...(sampling ? { sampling } : {}) });
+      expect(r.status).toBe(201);
+      const got = await s.call('GET', `/v1/sessions/${r.body.id}`);
+      expect(got.body.sampling).toEqual(r.body.sampling);
+      await s.call('DELETE', `/v1/sessions/${r.body.id}`);
+      return r.body.sampling;
+    };
+    expect(await open(compact)).toEqual({ temperature: 0.7, topP: 0.8, topK: 20 });
+    expect(await open(compact, { temperature: 0.2, seed: 5 })).toEqual({ temperature: 0.2, topP: 0.8, topK: 20, seed: 5 });
+    expect(await open(compact, { temperature: 1, topP: 1, topK: 0 })).toEqual({ temperature: 1, topP: 1, topK: 0 });
+    expect(await open(bytes)).toEqual({ temperature: 1, topP: 1, topK: 0 });
+    expect(await open(bytes, { topK: 5 })).toEqual({ temperature: 1, topP: 1, topK: 5 });
+  });
+
   it('records compact prompts in game tokens for a known env, and chooses among the candidates', async () => {
     const { id, actions } = await play(compact, 'minesweeper');
     for (const a of actions) expect(cells).toContain(a);

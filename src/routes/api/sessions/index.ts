@@ -42,7 +42,7 @@ function createRoute(fastify: FastifyInstance, ctx: Ctx): void {
     },
     async (req, reply) => {
       checkJsonBytes(req.body.metadata, limits.metadataBytes, 'body/metadata', 'LAMER_MAX_METADATA_BYTES');
-      const s = app.agent.create(req.tenant, req.body);
+      const s = await app.agent.create(req.tenant, req.body);
       app.metrics.sessionsCreated.inc();
       reply.code(201).header('location', `/v1/sessions/${s.id}`);
       return s;
