@@ -409,6 +409,7 @@ export interface paths {
                          * @enum {string}
                          */
                         mode?: "train" | "eval";
+                        /** @description each field left out comes from the model version's default sampling (a checkpoint may declare one, e.g. the shipped base: temperature 0.7, topP 0.8, topK 20), else temperature 1, topP 1, topK 0; the session records what it uses */
                         sampling?: {
                             /** @description 0 = greedy */
                             temperature?: number;
