@@ -199,16 +199,28 @@ function greedy(model: GPT, ids: number[], max: number): number[] {
   return out;
 }
 
-/** The model as a trial policy (greedy), reading the compact prompt with its memory lines. */
+/**
+ * The model as a trial policy (greedy), reading the compact prompt with its memory lines. Greedy
+ * decoding is a function of the prompt, so answers are memoised by prompt while the weights do not
+ * change (a policy lives for one refill or one evaluation): a model that repeats an invalid click
+ * sees the same board again, and each repeat until the turn cap then costs no forward pass.
+ */
 function modelPolicy(model: GPT, tok: Tokenizer, format: CompactPromptFormat, instructionsOf: (env: EnvKind) => string): TrialPolicy {
+  const memo = new Map<string, string>();
   return (c) => {
     const previousAttempts: PromptAttempt[] = c.memory.map((m) => ({ steps: [], finalObservation: '', success: false, reflection: m }));
     const parts = renderActPrompt({
       instructions: instructionsOf(c.env), memory: 'reflection_only', attempt: c.attempt, previousAttempts, steps: [], observation: c.observation, env: c.env, format,
     });
     const enc = tok.fitPrompt(parts, model.config.block_size, ACTION_RESERVE);
-    const out = greedy(model, enc.ids, c.env === 'minesweeper' ? 2 : 8);
-    return tok.decode(out.filter((t) => t !== EOS));
+    const key = enc.ids.join(',');
+    let answer = memo.get(key);
+    if (answer === undefined) {
+      answer = tok.decode(greedy(model, enc.ids, c.env === 'minesweeper' ? 2 : 8).filter((t) => t !== EOS));
+      if (memo.size >= 4096) memo.clear();
+      memo.set(key, answer);
+    }
+    return answer;
   };
 }
 
@@ -224,10 +236,10 @@ interface EvalPoint { env: string; tasks: number; agreement: number; invalid: nu
 function evaluate(model: GPT, tok: Tokenizer, format: CompactPromptFormat, envName: string, tasks: number): EvalPoint {
   let agree = 0, decisions = 0, invalid = 0, p1 = 0, p3 = 0, mineRefl = 0, mineFails = 0;
   const instr = (env: EnvKind) => env;
+  const base = modelPolicy(model, tok, format, instr);
   for (let i = 0; i < tasks; i++) {
     const seed = evalSeed(0, i);
     const memory: string[] = [];
-    const base = modelPolicy(model, tok, format, instr);
     let solved = -1;
     for (let n = 0; n < 3 && solved < 0; n++) {
       const policy: TrialPolicy = (c) => {
@@ -362,14 +374,15 @@ class ExamplePool {
   /** Plays trials until the pool is full again. */
   refill(daggerOn: boolean): void {
     const exOpts = { tokenizer: this.tok, format: this.format, blockSize: this.model.config.block_size, actionReserve: ACTION_RESERVE, reflectionReserve: REFLECTION_RESERVE };
+    // one policy (and memo) per refill: the weights change between refills
+    const mp = daggerOn ? modelPolicy(this.model, this.tok, this.format, (e) => e) : null;
     while (this.items.length < this.size) {
       const envName = this.pickEnv();
       const seed = trainSeed(this.o.seed * 1_000_000, this.trials++);
       const byModel = daggerOn && this.rng.next() < this.o.daggerShare;
       const noise = [0, 0.1, 0.3][this.rng.int(3)]!;
       let policy: TrialPolicy = noise === 0 ? solverPolicy : noisyPolicy(noise);
-      if (byModel) {
-        const mp = modelPolicy(this.model, this.tok, this.format, (e) => e);
+      if (byModel && mp) {
         policy = (c) => (c.rng.next() < noise / 3 ? randomAction(c.env, c.observation, c.rng) : mp(c));
         this.daggerTrials++;
       }
