@@ -10,7 +10,7 @@
  * against steps, examples, tokens and seconds) to `<out>/learning-curve.json`; the checkpoint to
  * `<out>` (model.json + weights.bin) at each evaluation and at the end.
  *
- *   npm run model:sft-base -- [--out models/base] [--minutes 100] [--layers 4] [--embd 128] ...
+ *   npm run model:sft-base -- [--out models/base] [--minutes 95] [--layers 4] [--embd 128] ...
  * `--help` lists every option with its default.
  */
 import { parseArgs } from 'node:util';
@@ -40,17 +40,17 @@ import type { EnvKind } from '../domain.js';
 const USAGE = `usage: npm run model:sft-base -- [options]
   --out DIR            checkpoint folder, new or empty (default models/base)
   --overwrite          replace the checkpoint in a non-empty --out (to rebuild models/base)
-  --minutes M          training wall-clock budget in minutes, evaluations excluded (default 100)
+  --minutes M          training wall-clock budget in minutes, evaluations excluded (default 95)
   --steps N            stop after N optimiser steps instead (default: none)
   --layers N --embd N --heads N --block N   model shape (default 4, 128, 4, 384; block >= 272, the
                        smallest context the server loads with its default generation caps)
   --batch N            sequences per step (default 32)
   --lr X               peak learning rate, linear warm-up 200 steps then cosine to 10% (default 0.002)
   --curriculum LIST    env:weight,... (default minesweeper-4x4-2:1,minesweeper-5x5-3:1,minesweeper-6x6-3:4,sokoban-5x5-1:1,sokoban-6x6-1:1,sokoban-6x6-2:3)
-  --dagger-from F      fraction of the budget after which DAgger rounds start (default 0.35)
-  --dagger-share F     share of new trials played by the model once DAgger runs (default 0.5)
-  --eval-every N       steps between held-out evaluations (default 500)
-  --eval-tasks N       held-out tasks per game per evaluation (default 64)
+  --dagger-from F      fraction of the budget after which DAgger rounds start (default 0.2)
+  --dagger-share F     share of new trials played by the model once DAgger runs (default 0.4)
+  --eval-every N       steps between held-out evaluations (default 1500)
+  --eval-tasks N       held-out tasks per game per evaluation (default 32)
   --seed N             initialisation and data seed (default 1)
   --memory-at WHERE    where the compact prompt puts the memory lines: tail (after the board, so the
                        board keeps its positions in every attempt) or head (after the env tag, the
@@ -120,17 +120,17 @@ export function parseOptions(argv: string[]): Options {
   const heads = num('heads', s('heads'), 4, 1, 64);
   if (embd % heads !== 0) fail(`--embd (${embd}) must be divisible by --heads (${heads})`);
   const opts = {
-    minutes: num('minutes', s('minutes'), 100, 0.05, 10_000, false),
+    minutes: num('minutes', s('minutes'), 95, 0.05, 10_000, false),
     steps: s('steps') === undefined ? null : num('steps', s('steps'), 0, 1, 10_000_000),
     layers: num('layers', s('layers'), 4, 1, 48), embd, heads,
     block: num('block', s('block'), 384, MIN_BLOCK, 4096),
     batch: num('batch', s('batch'), 32, 1, 4096),
     lr: num('lr', s('lr'), 0.002, 1e-6, 1, false),
     curriculum,
-    daggerFrom: num('dagger-from', s('dagger-from'), 0.35, 0, 1, false),
-    daggerShare: num('dagger-share', s('dagger-share'), 0.5, 0, 1, false),
-    evalEvery: num('eval-every', s('eval-every'), 500, 1, 1_000_000),
-    evalTasks: num('eval-tasks', s('eval-tasks'), 64, 1, 100_000),
+    daggerFrom: num('dagger-from', s('dagger-from'), 0.2, 0, 1, false),
+    daggerShare: num('dagger-share', s('dagger-share'), 0.4, 0, 1, false),
+    evalEvery: num('eval-every', s('eval-every'), 1500, 1, 1_000_000),
+    evalTasks: num('eval-tasks', s('eval-tasks'), 32, 1, 100_000),
     seed: num('seed', s('seed'), 1, 0, 2 ** 31 - 1),
     memoryAt: memoryAt(s('memory-at'), s('from') !== undefined),
     from: fromDir(s('from'), s('out') ?? 'models/base', ['layers', 'embd', 'heads', 'block'].filter((k) => s(k) !== undefined)),
