@@ -278,10 +278,10 @@ export interface ArmSummary {
   label: string;
   evalMode: string;
   seeds: number;
-  passAtK: Array<{ mean: number; std: number }>;
-  gain: { mean: number; std: number };
-  diversity: { mean: number; std: number };
-  trainEntropy: { mean: number; std: number } | null;
+  passAtK: Array<{ mean: number; std: number; n: number }>;
+  gain: { mean: number; std: number; n: number };
+  diversity: { mean: number; std: number; n: number };
+  trainEntropy: { mean: number; std: number; n: number } | null;
   reflections: ReflectionStats;
 }
 
