@@ -64,7 +64,7 @@ type CurveConfig = {
   algorithm?: string; group?: number; tasksPerIter?: number; iterations?: number; availableActions?: boolean;
   sampling?: { temperature: number; topP: number; topK: number }; hyperparameters?: { gammaTraj?: number; lr?: number };
 };
-interface Timing { piece: string; wallS: number; cpuS: number }
+interface Timing { piece: string; wallS: number; cpuS: number; code?: string }
 const readJson = <T>(f: string): T | null => (existsSync(f) ? (JSON.parse(readFileSync(f, 'utf8')) as T) : null);
 const isDir = (f: string) => existsSync(f) && statSync(f).isDirectory();
 
@@ -280,6 +280,8 @@ function gameSection(g: Game, level: string): string[] {
   if (g.timings.length) {
     const w = g.timings.reduce((a, t) => a + t.wallS, 0), c = g.timings.reduce((a, t) => a + t.cpuS, 0);
     L.push('', `Wall time of this game's recorded pieces: ${(w / 3600).toFixed(2)} h (${(c / 3600).toFixed(2)} CPU hours).`);
+    const codes = [...new Set(g.timings.map((t) => t.code).filter((x): x is string => !!x))];
+    if (codes.length > 1) L.push('', `**Warning: the pieces of this game ran different code** (trees of src/: ${codes.map((x) => `\`${x}\``).join(', ')}; timings.jsonl says which piece ran which).`);
   }
   return L;
 }

@@ -47,9 +47,21 @@
 # Two cores: run two invocations on the same OUT_DIR with disjoint GAMES/SEEDS/ARMS, FINAL=0,
 # distinct PORT0 and LAMER_TRAIN_WORKERS=1, then one plain invocation (it finds those runs done).
 # Tiny check: ITER=1 SEEDS=0 T=2 G=2 EVAL_TASKS=4 RESULTS= bench/lamer-vs-gigpo.sh /tmp/lvg-tiny
-# Cost on this project's 2-core machine: see docs/RESULTS.md (measured per iteration and per eval
-# task with the tiny check; the full default run takes many hours).
+# Cost on this project's 2-core machine (measured 2026-12-01 with the tiny check and with T=4 G=4,
+# ITER=1, while two other trainings held both cores; this script at nice 19): a training iteration
+# takes about 12 s + 1.9 s x T x G wall (MineSweeper both arms, Sokoban LaMer; Sokoban GiGPO
+# 7 s + 1.1 s x T x G): about 130 s at T=8 G=8 (80 s for Sokoban GiGPO); an eval about 7 s of
+# server start + 0.3-0.6 s per task (2-3 minutes at 256 tasks). The default run (2 games x 3 seeds
+# x 2 arms x 20 iterations, 16 evals of 256 tasks) is then about 8.5 hours (a two-point fit; the
+# per-iteration time follows the sessions' length, which training changes).
+# T x G sets the trajectories per iteration: the paper's 16 tasks x 8 trials is T=16 G=8.
 set -euo pipefail
+# The whole script is one compound command, read before it runs: a checkout or merge that changes
+# this file during a run cannot break the run (bash reads a script as it goes). The sources are
+# read afresh by each piece (every train and eval starts tsx), so run it from a checkout nothing
+# else changes meanwhile (its own git worktree, for instance); timings.jsonl names the code
+# (tree of src/) each piece ran.
+{
 case "${1:-}" in
   ''|-h|--help) echo "usage: bench/lamer-vs-gigpo.sh OUT_DIR (settings through the environment: see the header of this file)" >&2; exit 2 ;;
 esac
@@ -154,13 +166,15 @@ record() { # message files...
 # (`times` must run in this shell, not in a command substitution's subshell: hence the file)
 TIMES="$OUT/.times"
 cpu_now() { times >"$TIMES"; awk 'NR==2 { s=0; for (i=1;i<=NF;i++) { split($i,a,"m"); s+=a[1]*60+substr(a[2],1,length(a[2])-1) } printf "%.2f", s }' "$TIMES" >"$TIMES.cpu"; }
+# the code a piece ran: the tree of src/ at HEAD, "+dirty" when src/ has uncommitted changes
+code_id() { echo "$(git rev-parse --short=12 HEAD:src 2>/dev/null || echo unknown)$( [ -z "$(git status --porcelain -- src 2>/dev/null)" ] || echo +dirty)"; }
 T0=; C0=
 tic() { T0=$(date +%s.%N); cpu_now; C0=$(cat "$TIMES.cpu"); }
 toc() { # game piece
   local w c
   cpu_now
   w=$(awk -v a="$T0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}'); c=$(awk -v a="$C0" -v b="$(cat "$TIMES.cpu")" 'BEGIN{printf "%.1f", b-a}')
-  printf '{"piece":"%s","wallS":%s,"cpuS":%s,"at":"%s"}\n' "$2" "$w" "$c" "$(date -u +%FT%TZ)" >>"$OUT/$1/timings.jsonl"
+  printf '{"piece":"%s","wallS":%s,"cpuS":%s,"at":"%s","code":"%s"}\n' "$2" "$w" "$c" "$(date -u +%FT%TZ)" "$(code_id)" >>"$OUT/$1/timings.jsonl"
   say "$2 ($1): ${w} s wall, ${c} s CPU"
 }
 
@@ -249,3 +263,5 @@ for game in $GAMES; do
   record "report after $game" report.md $(cd "$OUT" && ls curves-*.svg 2>/dev/null)
 done
 if [ "$FINAL" = 1 ]; then say "done: $OUT/report.md"; else say "runs of games '$GAMES' x seeds '$SEEDS' x arms '$ARMS' done (FINAL=0: no SFT evals, no report)"; fi
+exit 0
+}

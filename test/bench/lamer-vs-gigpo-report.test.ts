@@ -63,7 +63,8 @@ function writeGame(dir: string, env: string) {
   }
   write(path.join(dir, 'eval-sft-lamer-mode.json'), evalReport(env, (i) => (i % 4 === 0 ? 0 : null), true));
   write(path.join(dir, 'eval-sft-independent.json'), evalReport(env, (i) => (i % 4 === 0 ? 0 : null), false));
-  write(path.join(dir, 'timings.jsonl'), ['{"piece":"train lamer seed 0","wallS":30,"cpuS":25}', '{"piece":"eval lamer-seed0","wallS":12,"cpuS":11}', ''].join('\n'));
+  // the eval ran other code than the training (a merge mid-run): the report warns
+  write(path.join(dir, 'timings.jsonl'), ['{"piece":"train lamer seed 0","wallS":30,"cpuS":25,"code":"aaa"}', '{"piece":"eval lamer-seed0","wallS":12,"cpuS":11,"code":"bbb+dirty"}', ''].join('\n'));
 }
 
 describe('bench/lamer-vs-gigpo-report.ts', () => {
@@ -98,6 +99,7 @@ describe('bench/lamer-vs-gigpo-report.ts', () => {
     // learning curves and compute
     expect(md).toContain('| 1 | 20.0 | 40.0 | 1.00 | 1.100 | 0.400 | 25.0% | 0.0/2 | 3 | 10 |');
     expect(md).toContain('| LaMer | 0 | 2 | 32 | 800 | 200 | 6 | 20 | 13.0 | 30 / 25 | 12 / 11 |');
+    expect(md).toContain('**Warning: the pieces of this game ran different code** (trees of src/: `aaa`, `bbb+dirty`;');
     expect(existsSync(path.join(out, 'curves-minesweeper-6x6-3.svg'))).toBe(true);
     expect(existsSync(path.join(out, 'curves-sokoban-6x6-2.svg'))).toBe(true);
     const doc = readFileSync(results, 'utf8');
