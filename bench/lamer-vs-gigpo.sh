@@ -228,9 +228,17 @@ evaluate() { # game name data-dir extra-eval-flags... (a server over the data di
   wait_ready "$PORT" "$OUT/$game/server-$name.log" "$name"
   say "eval $game $name"
   # lamer eval exits 1 when some sessions ended with an error but still writes its report (the
-  # errors are in it and in the log): keep going then; stop only when no report was written.
-  lamer eval --env "$game" --tasks "$EVAL_TASKS" --attempts 3 --concurrency "$CONCURRENCY" --seed 0 \
-    "${AA[@]}" "${EVAL_FLAGS[@]}" --quiet --server "http://127.0.0.1:$PORT" --out "$file" "$@" >>"$LOG" 2>&1 || rc=$?
+  # errors are in it and in the log): keep going then. Without a report (e.g. its 3 s /healthz
+  # check timed out on a loaded machine, which stops it before any session) it is tried again,
+  # 3 times in all; then the run stops.
+  local try
+  for try in 1 2 3; do
+    rc=0
+    lamer eval --env "$game" --tasks "$EVAL_TASKS" --attempts 3 --concurrency "$CONCURRENCY" --seed 0 \
+      "${AA[@]}" "${EVAL_FLAGS[@]}" --quiet --server "http://127.0.0.1:$PORT" --out "$file" "$@" >>"$LOG" 2>&1 || rc=$?
+    { [ "$rc" = 0 ] || [ -s "$file" ]; } && break
+    [ "$try" = 3 ] || { say "eval $game $name: exit $rc without a report (try $try of 3); again in 10 s"; sleep 10; }
+  done
   kill "$SERVER_PID"; wait "$SERVER_PID" || true; SERVER_PID=
   if [ "$rc" != 0 ]; then
     [ -s "$file" ] || { say "eval $game $name failed (exit $rc), no report: see $LOG"; exit 1; }
