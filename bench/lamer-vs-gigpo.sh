@@ -103,8 +103,8 @@ sampling_flags() { # "temperature/top-p/top-k" -> the CLI's flags
   [ -n "$t" ] && [ -n "$p" ] && [ -n "$k" ] || { echo "sampling must be temperature/top-p/top-k, got '$1'" >&2; exit 2; }
   echo "--temperature $t --top-p $p --top-k $k"
 }
-read -r -a TRAIN_FLAGS <<<"$(sampling_flags "$TRAIN_SAMPLING")"
-read -r -a EVAL_FLAGS <<<"$(sampling_flags "$EVAL_SAMPLING")"
+flags=$(sampling_flags "$TRAIN_SAMPLING"); read -r -a TRAIN_FLAGS <<<"$flags"
+flags=$(sampling_flags "$EVAL_SAMPLING"); read -r -a EVAL_FLAGS <<<"$flags"
 AA=(); [ "$AVAILABLE_ACTIONS" = 1 ] && AA=(--available-actions)
 mkdir -p "$OUT"
 LOG="$OUT/progress.log"
