@@ -47,14 +47,16 @@
 # Two cores: run two invocations on the same OUT_DIR with disjoint GAMES/SEEDS/ARMS, FINAL=0,
 # distinct PORT0 and LAMER_TRAIN_WORKERS=1, then one plain invocation (it finds those runs done).
 # Tiny check: ITER=1 SEEDS=0 T=2 G=2 EVAL_TASKS=4 RESULTS= bench/lamer-vs-gigpo.sh /tmp/lvg-tiny
-# Cost on this project's 2-core machine (measured 2026-12-01 with the tiny check and with T=4 G=4,
-# ITER=1, while two other trainings held both cores; this script at nice 19): a training iteration
-# takes about 12 s + 1.9 s x T x G wall (MineSweeper both arms, Sokoban LaMer; Sokoban GiGPO
-# 7 s + 1.1 s x T x G): about 130 s at T=8 G=8 (80 s for Sokoban GiGPO); an eval about 7 s of
-# server start + 0.3-0.6 s per task (2-3 minutes at 256 tasks). The default run (2 games x 3 seeds
-# x 2 arms x 20 iterations, 16 evals of 256 tasks) is then about 8.5 hours (a two-point fit; the
-# per-iteration time follows the sessions' length, which training changes).
-# T x G sets the trajectories per iteration: the paper's 16 tasks x 8 trials is T=16 G=8.
+# Cost on this project's 2-core machine (measured 2026-12-01/02 with ITER=1 runs, this script at
+# nice 19). Quiet machine: a training iteration takes about 9 s at T=2 G=2 (either game and arm)
+# and 70 s at T=8 G=8 (MineSweeper LaMer: 13 s of rollouts + 57 s of job, 77 CPU s; MineSweeper
+# GiGPO the same CPU time); an eval about 5 s of server start + 0.2-0.4 s per task (1-2 minutes
+# at 256 tasks). Beside two other trainings on both cores about twice that (T=2 G=2: 12-19 s;
+# T=4 G=4: 25-44 s an iteration). The default run (2 games x 3 seeds x 2 arms x 20 iterations of
+# T=8 G=8, 16 evals of 256 tasks) is then about 5 hours on a quiet machine and 8-10 hours beside
+# other work; the per-iteration time follows the sessions' length, which training changes.
+# T x G sets the trajectories per iteration: the paper's 16 tasks x 8 trials is T=16 G=8 (about
+# twice the time).
 set -euo pipefail
 # The whole script is one compound command, read before it runs: a checkout or merge that changes
 # this file during a run cannot break the run (bash reads a script as it goes). The sources are
