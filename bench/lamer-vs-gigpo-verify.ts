@@ -1,6 +1,8 @@
 /**
  * Compares the first iteration of freshly trained runs with recorded ones (bench/lamer-vs-gigpo.sh):
- * for each arm, point 0 of NEW_DIR/<arm>/seed-<s>/learning-curve.json against RECORDED_DIR's.
+ * for each arm, point 0 of NEW_DIR/<arm>/seed-<s>/learning-curve.json against RECORDED_DIR's (for
+ * the paper's setting, both are one game's folder). Fields that curves of older commits lack
+ * (outputTokens, reflectionTokens, actionEntropy, reflectionEntropy) are equal when both lack them.
  * Training is deterministic for a given commit, seed and worker count (one worker per job in the
  * recorded runs), so the rollout figures must be equal and the job's figures equal within a relative
  * 1e-6 (float summation order is the only freedom).
@@ -21,12 +23,12 @@ if (!recorded || !fresh || !/^\d+$/.test(seedArg ?? '') || arms.length === 0) {
 }
 
 /** Fields of a curve point that the rollouts fix exactly (counts and sums of env rewards). */
-const EXACT = ['sessions', 'meanReturn', 'meanReturnFirstAttempt', 'passAtK', 'invalidActionRate', 'groups', 'zeroAdvantageGroups', 'samples', 'tokensTrained'] as const;
+const EXACT = ['sessions', 'meanReturn', 'meanReturnFirstAttempt', 'passAtK', 'invalidActionRate', 'groups', 'zeroAdvantageGroups', 'samples', 'tokensTrained', 'outputTokens', 'reflectionTokens'] as const;
 /** Earlier names of fields, as curve points of older commits hold them. */
 const LEGACY: Record<string, string> = { zeroAdvantageGroups: 'skippedGroups' };
 const field = (p: Record<string, unknown>, k: string): unknown => (k in p || !(k in LEGACY) ? p[k] : p[LEGACY[k]!]);
 /** Fields computed by the training job (float32 sums over the minibatches). */
-const CLOSE = ['loss', 'entropy', 'clipFrac'] as const;
+const CLOSE = ['loss', 'entropy', 'clipFrac', 'actionEntropy', 'reflectionEntropy'] as const;
 const REL_TOL = 1e-6;
 
 function point0(dir: string, arm: string): CurvePoint {

@@ -1,86 +1,201 @@
 #!/usr/bin/env bash
-# LaMer vs GiGPO on MineSweeper 4x4 with 2 mines (docs/RESULTS.md), everything with one command:
-# from the same SFT warm start (models/base), for each training seed in $SEEDS train
-#   lamer      LaMer: G trials x 3 attempts per task, reflection_only memory, gamma_traj 0.9;
-#   gigpo      GiGPO as the paper's baseline: 3G single-attempt sessions per task;
-#   gigpo-ref  GiGPO as the reference code's MineSweeper script trains it
-#              (examples/minesweeper/gigpo_minesweeper_qwen3_4b.sh: env.num_attempts=3 with
-#              reflections in training, traj_gamma 0.6, group 24 = 3x LaMer's 8 trials, validated
-#              with val_do_reflection=False): GREF trials x 3 attempts, gamma_traj 0.6;
-# each for exactly $ITER iterations of $T fresh training tasks (no wall-clock budget), then
-# evaluate every trained run and the SFT start on the same $EVAL_TASKS held-out tasks (3 attempts;
-# GiGPO rows as independent retries without reflection, as the paper and the reference validate
-# them), and write OUT_DIR/report.md, OUT_DIR/curves.svg and (unless RESULTS='') the
-# lamer-vs-gigpo-redone section of docs/RESULTS.md (bench/lamer-vs-gigpo-report.ts).
-# Rollouts and evaluation sample at 0.7 / top-p 0.8 / top-k 20 with the env's legal actions
-# (availableActions); training recomputes that same sampling distribution (src/training/job.ts).
-# Finished pieces (a curve with $ITER points, an eval file) are kept when the command is rerun.
-# Each eval's server writes its output to OUT_DIR/server-<eval>.log; if it exits before it is
-# ready (or is not ready within 120 s) the run stops at once, exit 1, with its exit status and the
-# log's last lines.
+# LaMer vs GiGPO in the paper's setting (issue 23; shared/LAMER.md §3, §6), everything with one
+# command. For each game of $GAMES (MineSweeper 6x6 with 3 mines, Sokoban 6x6 with 2 boxes), from
+# the same SFT start ($BASE, models/base), for each training seed of $SEEDS train
+#   lamer  LaMer: G trials x 3 attempts per task, reflection_only memory, reflections trained,
+#          gamma_traj $GAMMA_MS (MineSweeper) / $GAMMA_SOKO (Sokoban), the paper's best values;
+#   gigpo  GiGPO as the paper's baseline: 3G single-attempt sessions per task (no reflection);
+# so both RL arms see the same number of trajectories per task: G trials x 3 attempts = 3G
+# single attempts (a LaMer trial stops at its first success, as in the paper, so it may play
+# fewer), on the same T fresh training tasks per iteration (same seed -> same tasks), each for
+# exactly $ITER iterations (no wall-clock budget; the paper: 16 tasks x 8 trials, 300 iterations).
+# Training rollouts sample at temperature 1.0, top-p 1, top-k 0 (no truncation; $TRAIN_SAMPLING),
+# the paper's training setting; the job trains that same sampling distribution
+# (src/training/run/job.ts). Then every trained run and the SFT start are evaluated on the same
+# $EVAL_TASKS held-out tasks of the game (eval seeds from 0), 3 attempts, at the eval's sampling
+# 0.7 / top-p 0.8 / top-k 20 ($EVAL_SAMPLING, the paper's eval): LaMer and one SFT row as 3-attempt
+# sessions with reflections, GiGPO and the other SFT row as 3 independent single-attempt retries
+# without reflection (as the paper evaluates its baselines). AVAILABLE_ACTIONS=1 sends the env's
+# legal actions with every step, in training and in evaluation; the default is 0 (the model
+# writes its own action) when $BASE is a compact-format checkpoint, else 1.
+# Output: OUT_DIR/<game>/<arm>/seed-<s>/learning-curve.json, OUT_DIR/<game>/eval-<arm>-seed<s>.json,
+# OUT_DIR/<game>/eval-sft-{lamer-mode,independent}.json, OUT_DIR/<game>/timings.jsonl (wall and
+# CPU seconds of each training and eval), and, after each game (FINAL=1), OUT_DIR/report.md and
+# OUT_DIR/curves-<game>.svg (bench/lamer-vs-gigpo-report.ts) and, unless RESULTS='', the marked
+# section lamer-vs-gigpo-paper of $RESULTS (written, never committed by this script).
+# Resumable: a finished piece (a curve with $ITER points, an eval file) is kept when the command
+# is rerun; an unfinished training run starts again. OUT_DIR/meta.json records the commit and
+# settings of the first invocation; a later invocation with other settings is refused (exit 2).
+# COMMIT=1: after each finished arm and seed (curve + eval), each SFT eval and each report, copy
+# its small record files (JSON, report.md, svg; never data directories or databases) to $RECORD
+# (same layout as OUT_DIR) and `git commit` exactly those paths, so a session that ends loses
+# nothing finished. With COMMIT=1 a rerun first restores finished pieces from $RECORD into
+# OUT_DIR (when its meta.json records the same settings), so it resumes even from a new OUT_DIR.
+# Each eval's server writes its output to OUT_DIR/<game>/server-<eval>.log; if it exits before it
+# is ready (or is not ready within 120 s) the run stops at once, exit 1, with its exit status and
+# the log's last lines.
 #
 # Usage: bench/lamer-vs-gigpo.sh OUT_DIR
-# Settings (environment): ITER=30 SEEDS="0 1 2" ARMS="lamer gigpo gigpo-ref" T=8 G=4 GREF=3*G
-#   LR=5e-5 EVAL_TASKS=256 BASE=models/base RESULTS=docs/RESULTS.md CONCURRENCY=32 PORT0=18431
-#   FINAL=1 (0: only the runs of $SEEDS x $ARMS and their evals; no SFT evals, no report).
+# Settings (environment):
+#   GAMES="minesweeper-6x6-3 sokoban-6x6-2" SEEDS="0 1 2" ARMS="lamer gigpo"   what to run
+#   ITER=20 T=8 G=8 LR=5e-5 GAMMA_MS=0.9 GAMMA_SOKO=0.6                          how to train
+#   TRAIN_SAMPLING=1/1/0 EVAL_SAMPLING=0.7/0.8/20 (temperature/top-p/top-k) AVAILABLE_ACTIONS=0|1
+#   EVAL_TASKS=256 BASE=models/base CONCURRENCY=32 PORT0=18431
+#   FINAL=1 (0: only the runs of $SEEDS x $ARMS and their evals; no SFT evals, no report)
+#   COMMIT=0 RECORD=bench/results/lamer-vs-gigpo-paper RESULTS=docs/RESULTS.md
 #   SEEDS= or ARMS= (set and empty) trains nothing: with FINAL=1, only the SFT evals and the report.
-# OUT_DIR/meta.json records the commit and settings of the first invocation (what
-# bench/lamer-vs-gigpo-verify.sh re-runs); a later invocation with other settings is refused.
-# Two cores: run two invocations on the same OUT_DIR with disjoint SEEDS/ARMS, FINAL=0, distinct
-# PORT0 and LAMER_TRAIN_WORKERS=1, then one plain invocation (it finds those runs done).
-# Tiny check: ITER=1 SEEDS=0 T=2 G=2 EVAL_TASKS=8 RESULTS= bench/lamer-vs-gigpo.sh /tmp/lvg-tiny
+# Two cores: run two invocations on the same OUT_DIR with disjoint GAMES/SEEDS/ARMS, FINAL=0,
+# distinct PORT0 and LAMER_TRAIN_WORKERS=1, then one plain invocation (it finds those runs done).
+# Tiny check: ITER=1 SEEDS=0 T=2 G=2 EVAL_TASKS=4 RESULTS= bench/lamer-vs-gigpo.sh /tmp/lvg-tiny
+# Cost on this project's 2-core machine (measured 2026-12-01/02 with ITER=1 runs, this script at
+# nice 19). Quiet machine: a training iteration takes about 9 s at T=2 G=2 (either game and arm)
+# and 70 s at T=8 G=8 (MineSweeper LaMer: 13 s of rollouts + 57 s of job, 77 CPU s; MineSweeper
+# GiGPO the same CPU time); an eval about 5 s of server start + 0.2-0.4 s per task (1-2 minutes
+# at 256 tasks). Beside two other trainings on both cores about twice that (T=2 G=2: 12-19 s;
+# T=4 G=4: 25-44 s an iteration). The default run (2 games x 3 seeds x 2 arms x 20 iterations of
+# T=8 G=8, 16 evals of 256 tasks) is then about 5 hours on a quiet machine and 8-10 hours beside
+# other work; the per-iteration time follows the sessions' length, which training changes.
+# T x G sets the trajectories per iteration: the paper's 16 tasks x 8 trials is T=16 G=8 (about
+# twice the time).
 set -euo pipefail
+# The whole script is one compound command, read before it runs: a checkout or merge that changes
+# this file during a run cannot break the run (bash reads a script as it goes). The sources are
+# read afresh by each piece (every train and eval starts tsx), so run it from a checkout nothing
+# else changes meanwhile (its own git worktree, for instance); timings.jsonl names the code
+# (tree of src/) each piece ran.
+{
 case "${1:-}" in
   ''|-h|--help) echo "usage: bench/lamer-vs-gigpo.sh OUT_DIR (settings through the environment: see the header of this file)" >&2; exit 2 ;;
 esac
 OUT=$(realpath -m "$1")
 # Paths below (node_modules, src, models) are the repository's: run from its root wherever called from.
 cd "$(dirname "$0")/.."
-ITER=${ITER:-30}
+ROOT=$(pwd)
+GAMES=${GAMES-"minesweeper-6x6-3 sokoban-6x6-2"}
 SEEDS=${SEEDS-"0 1 2"}
-ARMS=${ARMS-"lamer gigpo gigpo-ref"}
-T=${T:-8}; G=${G:-4}; GREF=${GREF:-$((3 * G))}; LR=${LR:-5e-5}
+ARMS=${ARMS-"lamer gigpo"}
+ITER=${ITER:-20}
+T=${T:-8}; G=${G:-8}; LR=${LR:-5e-5}
+GAMMA_MS=${GAMMA_MS:-0.9}; GAMMA_SOKO=${GAMMA_SOKO:-0.6}
+TRAIN_SAMPLING=${TRAIN_SAMPLING:-1/1/0}
+EVAL_SAMPLING=${EVAL_SAMPLING:-0.7/0.8/20}
 EVAL_TASKS=${EVAL_TASKS:-256}
 BASE=${BASE:-models/base}
 RESULTS=${RESULTS-docs/RESULTS.md}
 CONCURRENCY=${CONCURRENCY:-32}
 PORT=${PORT0:-18431}
 FINAL=${FINAL:-1}
-SAMPLING=(--temperature 0.7 --top-p 0.8 --top-k 20)
-PARAMS='{"rows":4,"cols":4,"mines":2}'
+COMMIT=${COMMIT:-0}
+RECORD=${RECORD:-bench/results/lamer-vs-gigpo-paper}
+# the compact base writes its own actions (its rows are measured both ways; issue 22): default 0 there
+if [ -z "${AVAILABLE_ACTIONS:-}" ]; then
+  AVAILABLE_ACTIONS=$(node -e 'try{const m=require(process.argv[1]);console.log(m.userDefinedMetadata?.lamer?.promptFormat?.name==="compact"?0:1)}catch{console.log(1)}' "$(realpath -m "$BASE/model.json")")
+fi
+for g in $GAMES; do
+  case $g in minesweeper-*|sokoban-*) ;; *) echo "unknown game '$g' in GAMES (minesweeper-RxC-M or sokoban-RxC-B)" >&2; exit 2 ;; esac
+done
+for a in $ARMS; do
+  case $a in lamer|gigpo) ;; *) echo "unknown arm '$a' in ARMS (lamer, gigpo)" >&2; exit 2 ;; esac
+done
+case $AVAILABLE_ACTIONS in 0|1) ;; *) echo "AVAILABLE_ACTIONS must be 0 or 1, got '$AVAILABLE_ACTIONS'" >&2; exit 2 ;; esac
+case $COMMIT in 0|1) ;; *) echo "COMMIT must be 0 or 1, got '$COMMIT'" >&2; exit 2 ;; esac
+sampling_flags() { # "temperature/top-p/top-k" -> the CLI's flags
+  local t p k
+  IFS=/ read -r t p k <<<"$1"
+  [ -n "$t" ] && [ -n "$p" ] && [ -n "$k" ] || { echo "sampling must be temperature/top-p/top-k, got '$1'" >&2; exit 2; }
+  echo "--temperature $t --top-p $p --top-k $k"
+}
+flags=$(sampling_flags "$TRAIN_SAMPLING"); read -r -a TRAIN_FLAGS <<<"$flags"
+flags=$(sampling_flags "$EVAL_SAMPLING"); read -r -a EVAL_FLAGS <<<"$flags"
+AA=(); [ "$AVAILABLE_ACTIONS" = 1 ] && AA=(--available-actions)
 mkdir -p "$OUT"
 LOG="$OUT/progress.log"
 META=$(node -e '
   const [commit, dirty, ...kv] = process.argv.slice(1);
   const settings = Object.fromEntries(kv.map((x) => [x.slice(0, x.indexOf("=")), x.slice(x.indexOf("=") + 1)]));
   console.log(JSON.stringify({ commit, dirty: dirty !== "", settings }, null, 1));
-' "$(git rev-parse HEAD 2>/dev/null || echo unknown)" "$(git status --porcelain -- src bench models 2>/dev/null)" \
-  ITER="$ITER" T="$T" G="$G" GREF="$GREF" LR="$LR" EVAL_TASKS="$EVAL_TASKS" BASE="$BASE" CONCURRENCY="$CONCURRENCY")
-if [ -s "$OUT/meta.json" ]; then
-  same=$(node -e 'const a=require(process.argv[1]), b=JSON.parse(process.argv[2]); console.log(JSON.stringify(a.settings)===JSON.stringify(b.settings) ? 1 : 0)' "$(realpath "$OUT/meta.json")" "$META")
-  [ "$same" = 1 ] || { echo "$OUT/meta.json records other settings; use another OUT_DIR (recorded: $(cat "$OUT/meta.json"))" >&2; exit 2; }
-else
-  echo "$META" >"$OUT/meta.json"
-fi
+' "$(git rev-parse HEAD 2>/dev/null || echo unknown)" "$(git status --porcelain -- src bench/*.sh bench/*.ts models 2>/dev/null)" \
+  ITER="$ITER" T="$T" G="$G" LR="$LR" GAMMA_MS="$GAMMA_MS" GAMMA_SOKO="$GAMMA_SOKO" TRAIN_SAMPLING="$TRAIN_SAMPLING" \
+  EVAL_SAMPLING="$EVAL_SAMPLING" AVAILABLE_ACTIONS="$AVAILABLE_ACTIONS" EVAL_TASKS="$EVAL_TASKS" BASE="$BASE" CONCURRENCY="$CONCURRENCY")
+same_settings() { # meta.json file -> exit 0 when it records this invocation's settings
+  [ "$(node -e 'const a=require(process.argv[1]), b=JSON.parse(process.argv[2]); console.log(JSON.stringify(a.settings)===JSON.stringify(b.settings) ? 1 : 0)' "$(realpath "$1")" "$META")" = 1 ]
+}
 lamer() { node_modules/.bin/tsx src/cli/index.ts "$@"; }
 say() { echo "$(date -u +%FT%TZ) $*" | tee -a "$LOG"; }
 points() { node -e "try{console.log(require(process.argv[1]).points.length)}catch{console.log(0)}" "$(realpath -m "$1")"; }
 
-train() { # arm seed
-  local arm=$1 seed=$2 dir="$OUT/$1/seed-$2" flags
-  case $arm in
-    lamer) flags=(--algorithm lamer --group "$G" --gamma-traj 0.9) ;;
-    gigpo) flags=(--algorithm gigpo --group "$G") ;;
-    gigpo-ref) flags=(--algorithm lamer --group "$GREF" --gamma-traj 0.6) ;;
-    *) echo "unknown arm $arm" >&2; exit 2 ;;
+# --- records (COMMIT=1) ---
+# checked before anything is written: a refused invocation leaves OUT_DIR as it was
+[ ! -s "$OUT/meta.json" ] || same_settings "$OUT/meta.json" || { echo "$OUT/meta.json records other settings; use another OUT_DIR (recorded: $(cat "$OUT/meta.json"))" >&2; exit 2; }
+if [ "$COMMIT" = 1 ]; then
+  REC=$(realpath -m "$RECORD")
+  case $REC in "$ROOT"/*) ;; *) echo "RECORD ($REC) must be inside the repository ($ROOT)" >&2; exit 2 ;; esac
+  [ ! -s "$REC/meta.json" ] || same_settings "$REC/meta.json" || { echo "$REC/meta.json records other settings; use another RECORD (recorded: $(cat "$REC/meta.json"))" >&2; exit 2; }
+fi
+[ -s "$OUT/meta.json" ] || echo "$META" >"$OUT/meta.json"
+if [ "$COMMIT" = 1 ] && [ -s "$REC/meta.json" ]; then
+  # finished pieces recorded by an earlier session: back into OUT_DIR unless there already
+  (cd "$REC" && find . -type f \( -name '*.json' -o -name '*.jsonl' \) ! -name meta.json) | while read -r f; do
+    [ -e "$OUT/$f" ] && continue
+    mkdir -p "$(dirname "$OUT/$f")"; cp "$REC/$f" "$OUT/$f"; say "restored ${f#./} from $RECORD"
+  done
+fi
+# Copy OUT_DIR-relative files to $RECORD and commit exactly those paths (under a lock: two
+# invocations may share OUT_DIR). A failed commit is logged; the files stay in OUT_DIR.
+record() { # message files...
+  [ "$COMMIT" = 1 ] || return 0
+  local msg=$1 f paths=(); shift
+  # meta.json: the first invocation's (commit and settings), kept once recorded
+  [ -e "$REC/meta.json" ] || { mkdir -p "$REC"; cp "$OUT/meta.json" "$REC/meta.json"; }
+  paths+=("$REC/meta.json")
+  for f in "$@"; do
+    [ -e "$OUT/$f" ] || continue
+    mkdir -p "$(dirname "$REC/$f")"; cp "$OUT/$f" "$REC/$f"; paths+=("$REC/$f")
+  done
+  local st
+  st=$( (
+    flock 9
+    git add -- "${paths[@]}" || exit 1
+    if git diff --cached --quiet -- "${paths[@]}"; then echo unchanged; else git commit -q -m "lamer-vs-gigpo-paper record: $msg" -- "${paths[@]}" && echo committed; fi
+  ) 9>"$OUT/.commit.lock" 2>>"$LOG") || true
+  case $st in
+    committed|unchanged) say "record $msg: $st ($RECORD)" ;;
+    *) say "COMMIT of '$msg' failed (the files are in $OUT; see $LOG)" ;;
   esac
-  if [ "$(points "$dir/learning-curve.json")" = "$ITER" ]; then say "train $arm seed $seed: done already"; return; fi
+}
+
+# --- timing: wall and CPU seconds (this shell's reaped children) of each piece ---
+# (`times` must run in this shell, not in a command substitution's subshell: hence the file)
+TIMES="$OUT/.times"
+cpu_now() { times >"$TIMES"; awk 'NR==2 { s=0; for (i=1;i<=NF;i++) { split($i,a,"m"); s+=a[1]*60+substr(a[2],1,length(a[2])-1) } printf "%.2f", s }' "$TIMES" >"$TIMES.cpu"; }
+# the code a piece ran: the tree of src/ at HEAD, "+dirty" when src/ has uncommitted changes
+code_id() { echo "$(git rev-parse --short=12 HEAD:src 2>/dev/null || echo unknown)$( [ -z "$(git status --porcelain -- src 2>/dev/null)" ] || echo +dirty)"; }
+T0=; C0=
+tic() { T0=$(date +%s.%N); cpu_now; C0=$(cat "$TIMES.cpu"); }
+toc() { # game piece
+  local w c
+  cpu_now
+  w=$(awk -v a="$T0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}'); c=$(awk -v a="$C0" -v b="$(cat "$TIMES.cpu")" 'BEGIN{printf "%.1f", b-a}')
+  printf '{"piece":"%s","wallS":%s,"cpuS":%s,"at":"%s","code":"%s"}\n' "$2" "$w" "$c" "$(date -u +%FT%TZ)" "$(code_id)" >>"$OUT/$1/timings.jsonl"
+  say "$2 ($1): ${w} s wall, ${c} s CPU"
+}
+
+train() { # game arm seed
+  local game=$1 arm=$2 seed=$3 dir="$OUT/$1/$2/seed-$3" flags gamma
+  case $game in minesweeper-*) gamma=$GAMMA_MS ;; *) gamma=$GAMMA_SOKO ;; esac
+  case $arm in
+    lamer) flags=(--algorithm lamer --group "$G" --gamma-traj "$gamma") ;;
+    gigpo) flags=(--algorithm gigpo --group "$G") ;;
+  esac
+  if [ "$(points "$dir/learning-curve.json")" = "$ITER" ]; then say "train $game $arm seed $seed: done already"; return; fi
   rm -rf "$dir"; mkdir -p "$dir"
-  say "train $arm seed $seed: $ITER iterations"
-  # training seeds: disjoint task ranges per seed (seed * 100000 + iteration * T + i)
-  lamer train --env minesweeper --params "$PARAMS" "${flags[@]}" --iterations "$ITER" --tasks-per-iter "$T" \
-    --lr "$LR" --seed $((seed * 100000)) --concurrency "$CONCURRENCY" --available-actions "${SAMPLING[@]}" --quiet \
+  say "train $game $arm seed $seed: $ITER iterations"
+  tic
+  # training seeds: disjoint task ranges per seed (seed * 100000 + iteration * T + i), the same for both arms
+  lamer train --env "$game" "${flags[@]}" --iterations "$ITER" --tasks-per-iter "$T" \
+    --lr "$LR" --seed $((seed * 100000)) --concurrency "$CONCURRENCY" "${AA[@]}" "${TRAIN_FLAGS[@]}" --quiet \
     --out "$dir" --data-dir "$dir/data" --base-model-dir "$BASE" >>"$LOG" 2>&1
+  toc "$game" "train $arm seed $seed"
 }
 
 # Wait for the server just started ($SERVER_PID, log $2) to answer /readyz on port $1, for eval $3.
@@ -103,41 +218,60 @@ wait_ready() {
   exit 1
 }
 
-evaluate() { # name data-dir extra-eval-flags... (a server over the data dir: its last trained version is active)
-  local name=$1 data=$2 rc=0; shift 2
-  if [ -s "$OUT/eval-$name.json" ]; then say "eval $name: done already"; return; fi
+evaluate() { # game name data-dir extra-eval-flags... (a server over the data dir: its last trained version is active)
+  local game=$1 name=$2 data=$3 rc=0 file; shift 3
+  file="$OUT/$game/eval-$name.json"
+  if [ -s "$file" ]; then say "eval $game $name: done already"; return; fi
   PORT=$((PORT + 1))
+  tic
   LAMER_DATA_DIR="$data" LAMER_BASE_MODEL_DIR="$BASE" LAMER_PORT=$PORT LAMER_LOG_LEVEL=warn node_modules/.bin/tsx src/cli/index.ts serve \
-    >"$OUT/server-$name.log" 2>&1 &
+    >"$OUT/$game/server-$name.log" 2>&1 &
   SERVER_PID=$!
-  wait_ready "$PORT" "$OUT/server-$name.log" "$name"
-  say "eval $name"
+  wait_ready "$PORT" "$OUT/$game/server-$name.log" "$name"
+  say "eval $game $name"
   # lamer eval exits 1 when some sessions ended with an error but still writes its report (the
-  # errors are in it and in the log): keep going then; stop only when no report was written.
-  lamer eval --env minesweeper --params "$PARAMS" --tasks "$EVAL_TASKS" --attempts 3 --concurrency "$CONCURRENCY" --seed 0 \
-    --available-actions --quiet --server "http://127.0.0.1:$PORT" --out "$OUT/eval-$name.json" "$@" >>"$LOG" 2>&1 || rc=$?
+  # errors are in it and in the log): keep going then. Without a report (e.g. its 3 s /healthz
+  # check timed out on a loaded machine, which stops it before any session) it is tried again,
+  # 3 times in all; then the run stops.
+  local try
+  for try in 1 2 3; do
+    rc=0
+    lamer eval --env "$game" --tasks "$EVAL_TASKS" --attempts 3 --concurrency "$CONCURRENCY" --seed 0 \
+      "${AA[@]}" "${EVAL_FLAGS[@]}" --quiet --server "http://127.0.0.1:$PORT" --out "$file" "$@" >>"$LOG" 2>&1 || rc=$?
+    { [ "$rc" = 0 ] || [ -s "$file" ]; } && break
+    [ "$try" = 3 ] || { say "eval $game $name: exit $rc without a report (try $try of 3); again in 10 s"; sleep 10; }
+  done
   kill "$SERVER_PID"; wait "$SERVER_PID" || true; SERVER_PID=
   if [ "$rc" != 0 ]; then
-    [ -s "$OUT/eval-$name.json" ] || { say "eval $name failed (exit $rc), no report: see $LOG"; exit 1; }
-    say "eval $name: exit $rc (some sessions ended with errors; counted in the report, see $LOG)"
+    [ -s "$file" ] || { say "eval $game $name failed (exit $rc), no report: see $LOG"; exit 1; }
+    say "eval $game $name: exit $rc (some sessions ended with errors; counted in the report, see $LOG)"
   fi
+  toc "$game" "eval $name"
 }
 SERVER_PID=
 trap '[ -z "$SERVER_PID" ] || kill "$SERVER_PID" 2>/dev/null || true' EXIT
 
-for seed in $SEEDS; do
-  for arm in $ARMS; do
-    train "$arm" "$seed"
-    case $arm in
-      lamer) evaluate "$arm-seed$seed" "$OUT/$arm/seed-$seed/data" ;;
-      *) evaluate "$arm-seed$seed" "$OUT/$arm/seed-$seed/data" --independent-attempts ;;
-    esac
+for game in $GAMES; do
+  mkdir -p "$OUT/$game"
+  for seed in $SEEDS; do
+    for arm in $ARMS; do
+      train "$game" "$arm" "$seed"
+      case $arm in
+        lamer) evaluate "$game" "$arm-seed$seed" "$OUT/$game/$arm/seed-$seed/data" ;;
+        *) evaluate "$game" "$arm-seed$seed" "$OUT/$game/$arm/seed-$seed/data" --independent-attempts ;;
+      esac
+      record "$game $arm seed $seed" "$game/$arm/seed-$seed/learning-curve.json" "$game/eval-$arm-seed$seed.json" "$game/timings.jsonl"
+    done
   done
+  [ "$FINAL" = 1 ] || continue
+  # the common starting point, both ways
+  evaluate "$game" sft-lamer-mode "$OUT/$game/sft-data"
+  evaluate "$game" sft-independent "$OUT/$game/sft-data" --independent-attempts
+  record "$game SFT start" "$game/eval-sft-lamer-mode.json" "$game/eval-sft-independent.json" "$game/timings.jsonl"
+  say "report (games so far)"
+  node_modules/.bin/tsx bench/lamer-vs-gigpo-report.ts "$OUT" ${RESULTS:+--results "$RESULTS"} --curve-every $(( ITER > 20 ? ITER / 10 : 1 )) >>"$LOG"
+  record "report after $game" report.md $(cd "$OUT" && ls curves-*.svg 2>/dev/null)
 done
-[ "$FINAL" = 1 ] || { say "runs of seeds '$SEEDS' x arms '$ARMS' done (FINAL=0: no SFT evals, no report)"; exit 0; }
-# the common starting point, both ways
-evaluate sft-lamer-mode "$OUT/sft-data"
-evaluate sft-independent "$OUT/sft-data" --independent-attempts
-say "report"
-node_modules/.bin/tsx bench/lamer-vs-gigpo-report.ts "$OUT" ${RESULTS:+--results "$RESULTS"} --curve-every $(( ITER > 20 ? ITER / 10 : 1 )) >>"$LOG"
-say "done: $OUT/report.md"
+if [ "$FINAL" = 1 ]; then say "done: $OUT/report.md"; else say "runs of games '$GAMES' x seeds '$SEEDS' x arms '$ARMS' done (FINAL=0: no SFT evals, no report)"; fi
+exit 0
+}

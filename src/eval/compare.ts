@@ -93,6 +93,77 @@ export function pairedDiffs(a: readonly SessionRecord[], b: readonly SessionReco
   return [...pa.keys()].filter((t) => pb.has(t)).sort().map((t) => pa.get(t)! - pb.get(t)!);
 }
 
+/**
+ * Per task: a value of one run's sessions on the task, keyed by taskId: `taskPassAtK` of the run
+ * for k, or, with `gainTo`, the task's pass@gainTo - pass@k (the gain of later attempts).
+ */
+export function taskValues(sessions: readonly SessionRecord[], k: number, gainTo?: number): Map<string, number> {
+  const at = taskPassAtK(sessions, k);
+  if (gainTo === undefined) return at;
+  const to = taskPassAtK(sessions, gainTo);
+  return new Map([...at].map(([t, v]) => [t, (to.get(t) ?? 0) - v]));
+}
+
+export interface SeedTaskInterval extends BootstrapInterval {
+  /** Runs (training seeds) of each method. */
+  runsA: number;
+  runsB: number;
+}
+
+/**
+ * Paired two-stage bootstrap over training seeds and tasks (a hierarchical bootstrap, Davison &
+ * Hinkley 1997 §3.8, with both levels resampled; Efron & Tibshirani 1993 ch. 13 for the
+ * percentile interval): `a[r]` and `b[r]` are per run (training seed) of methods A and B a value
+ * per task (e.g. `taskValues`). Each resample draws A's runs and B's runs with replacement,
+ * independently (separate training runs; a method with one run, such as the SFT start, keeps it),
+ * and n tasks with replacement, the same tasks for both (paired: the same held-out tasks); its
+ * statistic is the mean over the drawn tasks of [mean over A's drawn runs] - [mean over B's drawn
+ * runs]. The point estimate uses every run and task. Tasks: those every run of both played.
+ * The interval reflects the variation between training seeds as well as between tasks; with
+ * fewer than 2 runs per method it is the tasks-only interval. Deterministic for a given `seed`.
+ * @throws RangeError for no runs, no common task, a level outside (0, 1) or fewer than 1 resample.
+ */
+export function seedTaskBootstrap(
+  a: ReadonlyArray<ReadonlyMap<string, number>>, b: ReadonlyArray<ReadonlyMap<string, number>>, opts: { resamples?: number; level?: number; seed?: number } = {},
+): SeedTaskInterval {
+  const B = opts.resamples ?? 10_000;
+  const level = opts.level ?? 0.95;
+  if (a.length === 0 || b.length === 0) throw new RangeError('bootstrap of no runs');
+  if (!(level > 0 && level < 1)) throw new RangeError(`level must be in (0, 1), got ${level}`);
+  if (!(Number.isInteger(B) && B >= 1)) throw new RangeError(`resamples must be an integer >= 1, got ${B}`);
+  const tasks = [...a[0].keys()].filter((t) => a.every((m) => m.has(t)) && b.every((m) => m.has(t))).sort();
+  const n = tasks.length;
+  if (n === 0) throw new RangeError('bootstrap of no common tasks');
+  // values[run][task]
+  const va = a.map((m) => Float64Array.from(tasks, (t) => m.get(t)!));
+  const vb = b.map((m) => Float64Array.from(tasks, (t) => m.get(t)!));
+  const rowMean = (rows: Float64Array[], pick: number[]) => {
+    const out = new Float64Array(n);
+    for (const r of pick) for (let i = 0; i < n; i++) out[i] += rows[r][i] / pick.length;
+    return out;
+  };
+  const all = (k: number) => Array.from({ length: k }, (_, r) => r);
+  const ma = rowMean(va, all(va.length)), mb = rowMean(vb, all(vb.length));
+  let point = 0;
+  for (let i = 0; i < n; i++) point += (ma[i] - mb[i]) / n;
+  const rng = new Rng(opts.seed ?? 12345);
+  const draw = (k: number) => Array.from({ length: k }, () => Math.floor(rng.next() * k));
+  const means = new Float64Array(B);
+  for (let s = 0; s < B; s++) {
+    const ra = rowMean(va, draw(va.length)); // A's runs resampled
+    const rb = rowMean(vb, draw(vb.length)); // B's runs resampled
+    let sum = 0;
+    for (let i = 0; i < n; i++) { const t = Math.floor(rng.next() * n); sum += ra[t] - rb[t]; } // tasks resampled, paired
+    means[s] = sum / n;
+  }
+  means.sort();
+  const sorted = Array.from(means);
+  return {
+    mean: point, lo: quantile(sorted, (1 - level) / 2), hi: quantile(sorted, (1 + level) / 2),
+    level, resamples: B, tasks: n, runsA: a.length, runsB: b.length,
+  };
+}
+
 export interface ReflectionStats {
   /** Reflections written (attempts followed by one). */
   reflections: number;
@@ -207,10 +278,10 @@ export interface ArmSummary {
   label: string;
   evalMode: string;
   seeds: number;
-  passAtK: Array<{ mean: number; std: number }>;
-  gain: { mean: number; std: number };
-  diversity: { mean: number; std: number };
-  trainEntropy: { mean: number; std: number } | null;
+  passAtK: Array<{ mean: number; std: number; n: number }>;
+  gain: { mean: number; std: number; n: number };
+  diversity: { mean: number; std: number; n: number };
+  trainEntropy: { mean: number; std: number; n: number } | null;
   reflections: ReflectionStats;
 }
 

@@ -14,7 +14,8 @@
  *      task ids, created since the iteration started, the version that played them), with
  *      activateWhenDone, awaited by polling GET /v1/training/jobs/{id};
  *   3. a learning-curve point: mean return and pass@1..3 of the rollouts, the job's mean loss and
- *      entropy, zero-advantage groups (trained, no signal), tokens trained, seconds.
+ *      entropy (also over action and reflection tokens apart), zero-advantage groups (trained, no
+ *      signal), output tokens trained and how many were reflections, positions processed, seconds.
  * pass@k of the single-attempt rollouts reads each task's 3G sessions as G triples of independent
  * retries (sessions 3m, 3m+1, 3m+2, in trial order), the way the paper evaluates those baselines.
  * Units: seconds; returns are undiscounted sums of the env's rewards. The learning-curve chart is
@@ -87,6 +88,15 @@ export interface CurvePoint {
   /** Of those, groups whose advantages are all 0 (trained all the same; they dilute the token mean). */
   zeroAdvantageGroups: number | null;
   samples: number | null;
+  /** Trained output tokens of the job's data, and of those the reflection turns' (its dataStats;
+   *  absent in curves recorded before they were). */
+  outputTokens?: number | null;
+  reflectionTokens?: number | null;
+  /** The job's entropy over its action tokens alone and over its reflection tokens alone (means
+   *  over the optimiser steps that trained such tokens; null when none did; absent in older curves). */
+  actionEntropy?: number | null;
+  reflectionEntropy?: number | null;
+  /** Non-padding positions the job's steps processed (prompts included). */
   tokensTrained: number;
   rolloutSeconds: number;
   trainSeconds: number;
@@ -156,8 +166,8 @@ interface JobView {
   progress: number;
   resultVersion: string | null;
   error: string | null;
-  dataStats: { groups: number; zeroAdvantageGroups: number; samples: number } | null;
-  metrics: Array<{ loss: number; entropy: number; clipFrac: number; tokens: number; seconds: number }>;
+  dataStats: { groups: number; zeroAdvantageGroups: number; samples: number; outputTokens?: number; reflectionTokens?: number } | null;
+  metrics: Array<{ loss: number; entropy: number; clipFrac: number; tokens: number; seconds: number; actionEntropy?: number | null; reflectionEntropy?: number | null }>;
 }
 
 const mean = (xs: number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : null);
@@ -238,6 +248,10 @@ function curvePoint(it: number, active: string, r: Rollouts, job: JobView, train
     groups: job.dataStats?.groups ?? null,
     zeroAdvantageGroups: job.dataStats?.zeroAdvantageGroups ?? null,
     samples: job.dataStats?.samples ?? null,
+    outputTokens: job.dataStats?.outputTokens ?? null,
+    reflectionTokens: job.dataStats?.reflectionTokens ?? null,
+    actionEntropy: mean(job.metrics.map((x) => x.actionEntropy).filter((x): x is number => typeof x === 'number')),
+    reflectionEntropy: mean(job.metrics.map((x) => x.reflectionEntropy).filter((x): x is number => typeof x === 'number')),
     tokensTrained: job.metrics.reduce((a, x) => a + x.tokens, 0),
     rolloutSeconds: r.seconds,
     trainSeconds,
@@ -278,7 +292,7 @@ export async function runExperiment(opts: ExperimentOptions): Promise<Experiment
     const point = curvePoint(it, active, rollouts, job, trainSeconds, started);
     points.push(point);
     longest = Math.max(longest, point.rolloutSeconds + point.trainSeconds);
-    log(`iteration ${it}: job ${job.id} ${job.status} in ${trainSeconds.toFixed(1)} s -> ${job.resultVersion ?? '(no new version: no training samples)'}; loss ${point.loss?.toFixed(4) ?? '-'}, entropy ${point.entropy?.toFixed(3) ?? '-'}, zero-advantage groups ${point.zeroAdvantageGroups ?? '-'}/${point.groups ?? '-'}, ${point.tokensTrained} tokens`);
+    log(`iteration ${it}: job ${job.id} ${job.status} in ${trainSeconds.toFixed(1)} s -> ${job.resultVersion ?? '(no new version: no training samples)'}; loss ${point.loss?.toFixed(4) ?? '-'}, entropy ${point.entropy?.toFixed(3) ?? '-'}, zero-advantage groups ${point.zeroAdvantageGroups ?? '-'}/${point.groups ?? '-'}, ${point.tokensTrained} tokens; entropy of actions ${point.actionEntropy?.toFixed(3) ?? '-'}, of reflections ${point.reflectionEntropy?.toFixed(3) ?? '-'} (${point.reflectionTokens ?? '-'} of ${point.outputTokens ?? '-'} output tokens)`);
     await opts.onPoint?.(points);
   }
   return { config, points, startedAt: new Date(started).toISOString(), wallSeconds: (Date.now() - started) / 1000 };

@@ -113,6 +113,10 @@ export const IterationMetrics = Type.Object({
   dualClipFrac: Type.Number(),
   approxKl: Type.Number(),
   gradNorm: Type.Number(),
+  reflectionShare: Type.Optional(Type.Number({ description: 'share of the trained output tokens that belong to reflection turns (absent in jobs recorded before it was)' })),
+  reflectionEntropyShare: Type.Optional(Type.Number({ description: 'token-mean over all trained tokens of the entropy at reflection tokens (0 at action tokens)' })),
+  actionEntropy: Type.Optional(Nullable(Type.Number(), { description: 'entropy over the action tokens alone; null when the step trained none' })),
+  reflectionEntropy: Type.Optional(Nullable(Type.Number(), { description: 'entropy over the reflection tokens alone; null when the step trained none' })),
   meanReturn: Type.Number(),
   passAtK: Type.Record(Type.String(), Type.Number()),
   tokens: Type.Integer(),
@@ -133,6 +137,7 @@ export const DataStats = Type.Object({
   meanReturn: Type.Number(),
   passAtK: Type.Record(Type.String(), Type.Number()),
   outputTokens: Type.Integer(),
+  reflectionTokens: Type.Optional(Type.Integer({ description: 'of those, the output tokens of reflection turns (absent in jobs recorded before it was)' })),
 });
 
 const jobFields = {

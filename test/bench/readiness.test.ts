@@ -51,17 +51,17 @@ describe('bench scripts and a server that exits before it is ready', () => {
     const out = path.join(tmpDir('lamer-bench-lvg-'), 'out');
     // the script's first eval server listens on PORT0 + 1: a free port, never another run's server
     const port0 = (await freePort()) - 1;
-    const r = await runFor('bash', ['bench/lamer-vs-gigpo.sh', out], { SEEDS: '', ARMS: '', BASE: '/nonexistent-base', RESULTS: '', PORT0: String(port0) }, 90_000);
+    const r = await runFor('bash', ['bench/lamer-vs-gigpo.sh', out], { GAMES: 'minesweeper-6x6-3', SEEDS: '', ARMS: '', BASE: '/nonexistent-base', RESULTS: '', PORT0: String(port0) }, 90_000);
     expect(r.killed).toBe(false);
     expect(r.code).toBe(1);
-    const log = path.join(out, 'server-sft-lamer-mode.log');
+    const log = path.join(out, 'minesweeper-6x6-3', 'server-sft-lamer-mode.log');
     const head = `eval sft-lamer-mode: its server exited (status 1) before it was ready; last lines of ${log}:`;
     expect(r.stdout).toContain(head);
     expect(r.stderr).toContain("cannot load model version base from /nonexistent-base: ENOENT: no such file or directory, open '/nonexistent-base/model.json'");
     const progress = readFileSync(path.join(out, 'progress.log'), 'utf8');
     expect(progress).toContain(head);
     expect(progress.slice(progress.indexOf(head))).toContain("\nlamer serve: cannot start: model version 'base' cannot be loaded");
-    expect(existsSync(path.join(out, 'eval-sft-lamer-mode.json'))).toBe(false);
+    expect(existsSync(path.join(out, 'minesweeper-6x6-3', 'eval-sft-lamer-mode.json'))).toBe(false);
   }, 120_000);
 
   it('bench/http.ts: a server refusing its configuration stops the bench at once with its status and last output; its data directory is removed', async () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
-  comparisonMarkdown, meanStd, minesNamed, pairedBootstrap, pairedDiffs, quantile, reflectionStats, replaceSection, summarizeArm, type ArmResult,
+  comparisonMarkdown, meanStd, minesNamed, pairedBootstrap, pairedDiffs, quantile, reflectionStats, replaceSection, seedTaskBootstrap, summarizeArm, taskValues, type ArmResult,
 } from '../../src/eval/compare.js';
 import type { AttemptRecord, SessionRecord } from '../../src/eval/metrics.js';
 
@@ -55,6 +55,41 @@ describe('pairedBootstrap, table (exact where the resampling distribution has at
     const narrow = pairedBootstrap([...d, ...d, ...d, ...d]);
     expect(narrow.hi - narrow.lo).toBeLessThan(wide.hi - wide.lo);
     expect(() => pairedBootstrap([])).toThrow(RangeError);
+  });
+});
+
+describe('seedTaskBootstrap: training seeds and tasks resampled', () => {
+  const m = (xs: Record<string, number>) => new Map(Object.entries(xs));
+  it('one run per method: the tasks-only interval (exact atoms as above)', () => {
+    const ci = seedTaskBootstrap([m({ x: 1, y: 0 })], [m({ x: 0, y: 0 })], { resamples: 20_000, seed: 7 });
+    expect([ci.mean, ci.lo, ci.hi, ci.tasks, ci.runsA, ci.runsB]).toEqual([0.5, 0, 1, 2, 1, 1]);
+  });
+  it('two seeds that disagree on every task: the seed draw alone spans [0, 1], where the tasks-only interval is a point', () => {
+    // A's seed 0 solves every task, seed 1 none; B (one run) none: A's drawn-seed mean is 0, 0.5 or 1
+    // with probabilities 1/4, 1/2, 1/4 whatever tasks are drawn
+    const tasks = ['t0', 't1', 't2', 't3'];
+    const a = [m(Object.fromEntries(tasks.map((t) => [t, 1]))), m(Object.fromEntries(tasks.map((t) => [t, 0])))];
+    const b = [m(Object.fromEntries(tasks.map((t) => [t, 0])))];
+    const ci = seedTaskBootstrap(a, b, { resamples: 20_000, seed: 3 });
+    expect([ci.mean, ci.lo, ci.hi]).toEqual([0.5, 0, 1]);
+    const tasksOnly = pairedBootstrap(tasks.map(() => 0.5));
+    expect([tasksOnly.lo, tasksOnly.hi]).toEqual([0.5, 0.5]);
+  });
+  it('pairs tasks by id over the tasks every run played; deterministic for a seed; rejects no runs or no common task', () => {
+    const a = [m({ x: 1, y: 1, z: 1 }), m({ x: 1, y: 0 })];
+    const b = [m({ x: 0, y: 0, w: 1 })];
+    const ci = seedTaskBootstrap(a, b, { seed: 1 });
+    expect(ci.tasks).toBe(2);
+    expect(ci.mean).toBeCloseTo(0.75, 12); // x: 1 - 0, y: 0.5 - 0
+    expect(seedTaskBootstrap(a, b, { seed: 1 })).toEqual(ci);
+    expect(() => seedTaskBootstrap([], b)).toThrow(/no runs/);
+    expect(() => seedTaskBootstrap([m({ x: 1 })], [m({ y: 1 })])).toThrow(/no common tasks/);
+  });
+  it('taskValues: pass@k per task of one run, or the gain pass@K - pass@k', () => {
+    const run = [sess('a', 0), sess('b', 2), sess('c', null)];
+    expect(Object.fromEntries(taskValues(run, 1))).toEqual({ a: 1, b: 0, c: 0 });
+    expect(Object.fromEntries(taskValues(run, 3))).toEqual({ a: 1, b: 1, c: 0 });
+    expect(Object.fromEntries(taskValues(run, 1, 3))).toEqual({ a: 0, b: 1, c: 0 });
   });
 });
 

@@ -104,6 +104,12 @@ describe('runExperiment', () => {
         expect(p.tokensTrained).toBeGreaterThan(0);
         const job = (await gpt.call('GET', `/v1/training/jobs/${p.jobId}`)).body;
         expect(job.dataStats).toMatchObject({ sessions: 4, tasks: 2 });
+        // the point carries the job's output and reflection token counts and its entropy by kind
+        expect(p.outputTokens).toBe(job.dataStats.outputTokens);
+        expect(p.reflectionTokens).toBe(job.dataStats.reflectionTokens);
+        expect(p.actionEntropy).toBeGreaterThan(0);
+        if (p.reflectionTokens! > 0) expect(p.reflectionEntropy).toBeGreaterThan(0);
+        else expect(p.reflectionEntropy).toBeNull();
         expect(job.data.taskIds).toEqual([0, 1].map((i) => `minesweeper-4x4-2:seed=${2 * p.iteration + i}`));
       } else {
         expect(p.jobStatus).toBe('failed'); // no training samples
@@ -122,6 +128,12 @@ describe('runExperiment', () => {
     });
     const p = res.points[0]!;
     expect(p.sessions).toBe(6);
+    if (p.jobStatus === 'succeeded') {
+      // single-attempt sessions train no reflection: every trained token is an action's
+      expect(p.reflectionTokens).toBe(0);
+      expect(p.reflectionEntropy).toBeNull();
+      expect(p.actionEntropy).toBeCloseTo(p.entropy!, 5);
+    }
     const list = (await gpt.call('GET', '/v1/sessions?mode=train&limit=200')).body.items.filter((s: { taskId: string }) => /seed=10[01]$/.test(s.taskId));
     expect(list.length).toBe(6);
     expect(list.every((s: { maxAttempts: number }) => s.maxAttempts === 1)).toBe(true);

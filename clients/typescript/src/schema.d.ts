@@ -3056,6 +3056,8 @@ export interface paths {
                                         [key: string]: number;
                                     };
                                     outputTokens: number;
+                                    /** @description of those, the output tokens of reflection turns (absent in jobs recorded before it was) */
+                                    reflectionTokens?: number;
                                 } | null;
                                 /** @description a job on a remote base version: the training batch it wrote for an external trainer (null otherwise, and until written) */
                                 dataset: {
@@ -3078,6 +3080,14 @@ export interface paths {
                                     dualClipFrac: number;
                                     approxKl: number;
                                     gradNorm: number;
+                                    /** @description share of the trained output tokens that belong to reflection turns (absent in jobs recorded before it was) */
+                                    reflectionShare?: number;
+                                    /** @description token-mean over all trained tokens of the entropy at reflection tokens (0 at action tokens) */
+                                    reflectionEntropyShare?: number;
+                                    /** @description entropy over the action tokens alone; null when the step trained none */
+                                    actionEntropy?: number | null;
+                                    /** @description entropy over the reflection tokens alone; null when the step trained none */
+                                    reflectionEntropy?: number | null;
                                     meanReturn: number;
                                     passAtK: {
                                         [key: string]: number;
@@ -3366,6 +3376,8 @@ export interface paths {
                                     [key: string]: number;
                                 };
                                 outputTokens: number;
+                                /** @description of those, the output tokens of reflection turns (absent in jobs recorded before it was) */
+                                reflectionTokens?: number;
                             } | null;
                             /** @description a job on a remote base version: the training batch it wrote for an external trainer (null otherwise, and until written) */
                             dataset: {
@@ -3388,6 +3400,14 @@ export interface paths {
                                 dualClipFrac: number;
                                 approxKl: number;
                                 gradNorm: number;
+                                /** @description share of the trained output tokens that belong to reflection turns (absent in jobs recorded before it was) */
+                                reflectionShare?: number;
+                                /** @description token-mean over all trained tokens of the entropy at reflection tokens (0 at action tokens) */
+                                reflectionEntropyShare?: number;
+                                /** @description entropy over the action tokens alone; null when the step trained none */
+                                actionEntropy?: number | null;
+                                /** @description entropy over the reflection tokens alone; null when the step trained none */
+                                reflectionEntropy?: number | null;
                                 meanReturn: number;
                                 passAtK: {
                                     [key: string]: number;
@@ -3417,6 +3437,14 @@ export interface paths {
                                 dualClipFrac: number;
                                 approxKl: number;
                                 gradNorm: number;
+                                /** @description share of the trained output tokens that belong to reflection turns (absent in jobs recorded before it was) */
+                                reflectionShare?: number;
+                                /** @description token-mean over all trained tokens of the entropy at reflection tokens (0 at action tokens) */
+                                reflectionEntropyShare?: number;
+                                /** @description entropy over the action tokens alone; null when the step trained none */
+                                actionEntropy?: number | null;
+                                /** @description entropy over the reflection tokens alone; null when the step trained none */
+                                reflectionEntropy?: number | null;
                                 meanReturn: number;
                                 passAtK: {
                                     [key: string]: number;
@@ -3616,6 +3644,8 @@ export interface paths {
                                     [key: string]: number;
                                 };
                                 outputTokens: number;
+                                /** @description of those, the output tokens of reflection turns (absent in jobs recorded before it was) */
+                                reflectionTokens?: number;
                             } | null;
                             /** @description a job on a remote base version: the training batch it wrote for an external trainer (null otherwise, and until written) */
                             dataset: {
@@ -3638,6 +3668,14 @@ export interface paths {
                                 dualClipFrac: number;
                                 approxKl: number;
                                 gradNorm: number;
+                                /** @description share of the trained output tokens that belong to reflection turns (absent in jobs recorded before it was) */
+                                reflectionShare?: number;
+                                /** @description token-mean over all trained tokens of the entropy at reflection tokens (0 at action tokens) */
+                                reflectionEntropyShare?: number;
+                                /** @description entropy over the action tokens alone; null when the step trained none */
+                                actionEntropy?: number | null;
+                                /** @description entropy over the reflection tokens alone; null when the step trained none */
+                                reflectionEntropy?: number | null;
                                 meanReturn: number;
                                 passAtK: {
                                     [key: string]: number;
@@ -3667,6 +3705,14 @@ export interface paths {
                                 dualClipFrac: number;
                                 approxKl: number;
                                 gradNorm: number;
+                                /** @description share of the trained output tokens that belong to reflection turns (absent in jobs recorded before it was) */
+                                reflectionShare?: number;
+                                /** @description token-mean over all trained tokens of the entropy at reflection tokens (0 at action tokens) */
+                                reflectionEntropyShare?: number;
+                                /** @description entropy over the action tokens alone; null when the step trained none */
+                                actionEntropy?: number | null;
+                                /** @description entropy over the reflection tokens alone; null when the step trained none */
+                                reflectionEntropy?: number | null;
                                 meanReturn: number;
                                 passAtK: {
                                     [key: string]: number;
@@ -3870,6 +3916,8 @@ export interface paths {
                                     [key: string]: number;
                                 };
                                 outputTokens: number;
+                                /** @description of those, the output tokens of reflection turns (absent in jobs recorded before it was) */
+                                reflectionTokens?: number;
                             } | null;
                             /** @description a job on a remote base version: the training batch it wrote for an external trainer (null otherwise, and until written) */
                             dataset: {
@@ -3892,6 +3940,14 @@ export interface paths {
                                 dualClipFrac: number;
                                 approxKl: number;
                                 gradNorm: number;
+                                /** @description share of the trained output tokens that belong to reflection turns (absent in jobs recorded before it was) */
+                                reflectionShare?: number;
+                                /** @description token-mean over all trained tokens of the entropy at reflection tokens (0 at action tokens) */
+                                reflectionEntropyShare?: number;
+                                /** @description entropy over the action tokens alone; null when the step trained none */
+                                actionEntropy?: number | null;
+                                /** @description entropy over the reflection tokens alone; null when the step trained none */
+                                reflectionEntropy?: number | null;
                                 meanReturn: number;
                                 passAtK: {
                                     [key: string]: number;
@@ -3921,6 +3977,14 @@ export interface paths {
                                 dualClipFrac: number;
                                 approxKl: number;
                                 gradNorm: number;
+                                /** @description share of the trained output tokens that belong to reflection turns (absent in jobs recorded before it was) */
+                                reflectionShare?: number;
+                                /** @description token-mean over all trained tokens of the entropy at reflection tokens (0 at action tokens) */
+                                reflectionEntropyShare?: number;
+                                /** @description entropy over the action tokens alone; null when the step trained none */
+                                actionEntropy?: number | null;
+                                /** @description entropy over the reflection tokens alone; null when the step trained none */
+                                reflectionEntropy?: number | null;
                                 meanReturn: number;
                                 passAtK: {
                                     [key: string]: number;
@@ -3979,6 +4043,8 @@ export interface paths {
                                     [key: string]: number;
                                 };
                                 outputTokens: number;
+                                /** @description of those, the output tokens of reflection turns (absent in jobs recorded before it was) */
+                                reflectionTokens?: number;
                             } | null;
                             /** @description a job on a remote base version: the training batch it wrote for an external trainer (null otherwise, and until written) */
                             dataset: {
@@ -4001,6 +4067,14 @@ export interface paths {
                                 dualClipFrac: number;
                                 approxKl: number;
                                 gradNorm: number;
+                                /** @description share of the trained output tokens that belong to reflection turns (absent in jobs recorded before it was) */
+                                reflectionShare?: number;
+                                /** @description token-mean over all trained tokens of the entropy at reflection tokens (0 at action tokens) */
+                                reflectionEntropyShare?: number;
+                                /** @description entropy over the action tokens alone; null when the step trained none */
+                                actionEntropy?: number | null;
+                                /** @description entropy over the reflection tokens alone; null when the step trained none */
+                                reflectionEntropy?: number | null;
                                 meanReturn: number;
                                 passAtK: {
                                     [key: string]: number;
@@ -4030,6 +4104,14 @@ export interface paths {
                                 dualClipFrac: number;
                                 approxKl: number;
                                 gradNorm: number;
+                                /** @description share of the trained output tokens that belong to reflection turns (absent in jobs recorded before it was) */
+                                reflectionShare?: number;
+                                /** @description token-mean over all trained tokens of the entropy at reflection tokens (0 at action tokens) */
+                                reflectionEntropyShare?: number;
+                                /** @description entropy over the action tokens alone; null when the step trained none */
+                                actionEntropy?: number | null;
+                                /** @description entropy over the reflection tokens alone; null when the step trained none */
+                                reflectionEntropy?: number | null;
                                 meanReturn: number;
                                 passAtK: {
                                     [key: string]: number;

@@ -29,6 +29,11 @@ export interface Batch {
   tokens: number;
   /** Positions with mask 1: the trained output tokens (what token-mean losses average over). */
   trainedTokens: number;
+  /** `[B, T]` float32, 1 at the trained positions that belong to a reflection turn (a sample of
+   *  kind 'reflection', or a packed sample's reflection turn), 0 elsewhere: splits the step's
+   *  entropy and token counts into reflection and action tokens (src/training/maths/ppo.ts).
+   *  Absent (hand-made batches): no reflection tokens. */
+  reflectionMask?: tf.Tensor2D;
   /** Fraction of the [B, T] positions that are padding. */
   padFrac: number;
   /** Per sample: positions of its output targets, for writing recomputed logprobs back. */
@@ -82,6 +87,20 @@ function batchRow(
 }
 
 /**
+ * Which output tokens of a sample belong to a reflection turn: all of them for a sample of kind
+ * 'reflection', a packed sample's reflection turn (`packedTurns`, positions start .. start +
+ * length - 1), else none (null).
+ */
+export function reflectionOutputs(s: Pick<TrainingSample, 'kind' | 'outputTokenIds' | 'packedTurns'>): Uint8Array | null {
+  if (!s.packedTurns) return s.kind === 'reflection' ? new Uint8Array(s.outputTokenIds.length).fill(1) : null;
+  const turns = s.packedTurns.filter((t) => t.kind === 'reflection');
+  if (turns.length === 0) return null;
+  const out = new Uint8Array(s.outputTokenIds.length);
+  for (const t of turns) out.fill(1, t.start, t.start + t.length);
+  return out;
+}
+
+/**
  * Lay samples out as next-token training rows: sequence s = prompt ++ output (length L);
  * inputs = s[0..L-2], targets = s[1..L-1]; mask = 1 where the target is an output token. A sample
  * with `lossTargets` (packed SFT) instead trains, at the position that predicts output token i,
@@ -110,6 +129,7 @@ export function makeBatch(
   const inputs = new Int32Array(B * T).fill(model.padId);
   const targets = new Int32Array(B * T).fill(model.padId);
   const mask = new Float32Array(B * T);
+  const reflMask = new Float32Array(B * T);
   const oldLp = new Float32Array(B * T);
   let tokens = 0;
   let trainedTokens = 0;
@@ -123,6 +143,8 @@ export function makeBatch(
     tokens += n;
     const outLen = n - r.firstOut;
     const ltOff = r.lt ? r.lt.length - outLen : 0; // left-truncated outputs keep their last targets
+    const refl = reflectionOutputs(samples[b]);
+    const outOff = samples[b].outputTokenIds.length - outLen; // output index of position firstOut
     for (let j = 0; j < n; j++) {
       inputs[b * T + j] = r.seq[j];
       targets[b * T + j] = r.seq[j + 1];
@@ -132,6 +154,7 @@ export function makeBatch(
       if (!(Number.isInteger(want) && want < model.vocabSize)) throw new RangeError(`loss target ${want} outside [0, ${model.vocabSize})`);
       targets[b * T + j] = want;
       mask[b * T + j] = 1;
+      if (refl?.[outOff + j - r.firstOut]) reflMask[b * T + j] = 1;
       trainedTokens++;
     }
     outputPositions.push({ start: r.firstOut, length: outLen });
@@ -158,6 +181,7 @@ export function makeBatch(
     inputs: tf.tensor2d(inputs, [B, T], 'int32'),
     targets: tf.tensor2d(targets, [B, T], 'int32'),
     mask: tf.tensor2d(mask, [B, T]),
+    reflectionMask: tf.tensor2d(reflMask, [B, T]),
     oldLogprobs: tf.tensor2d(oldLp, [B, T]),
     advantages: advs ? tf.tensor2d(advs, [B, T]) : tf.tensor1d(samples.map((s) => s.advantage)),
     tokens,
@@ -184,6 +208,7 @@ export function behaviourLogits(logits: tf.Tensor3D, batch: Pick<Batch, 'tempera
 /** Free a batch's tensors. */
 export function disposeBatch(b: Batch): void {
   tf.dispose([b.inputs, b.targets, b.mask, b.oldLogprobs, b.advantages, b.temperatures]);
+  if (b.reflectionMask) b.reflectionMask.dispose();
   if (b.supportMask) b.supportMask.dispose();
   if (b.positionOffsets) b.positionOffsets.dispose();
 }

@@ -15,10 +15,10 @@
 import { computeAdvantages, type Estimator, type Turn } from '../maths/advantages.js';
 import type { ReturnConfig } from '../maths/returns.js';
 import { packedRlSample, packRlRun } from './rl-packing.js';
-import { attemptOutcomes, behaviourOf, sessionOutcomes, trainedTokens, type DataStats, type SampleOutcome, type StepRecord, type TrainingSample, type TurnScore } from './samples.js';
+import { attemptOutcomes, behaviourOf, reflectionTokens, sessionOutcomes, trainedTokens, type DataStats, type SampleOutcome, type StepRecord, type TrainingSample, type TurnScore } from './samples.js';
 
 export {
-  attemptOutcomes, behaviourOf, sessionOutcomes, trainedTokens,
+  attemptOutcomes, behaviourOf, reflectionTokens, sessionOutcomes, trainedTokens,
   type Behaviour, type DataStats, type PackedTurn, type SampleOutcome, type SamplerSettings, type StepRecord, type TrainingSample, type TurnScore,
 } from './samples.js';
 export { unpackSample } from './rl-packing.js';
@@ -111,6 +111,7 @@ export function buildRlSamples(records: readonly StepRecord[], opts: RlDataOptio
       meanReturn: outcomes.meanReturn,
       passAtK: outcomes.passAtK,
       outputTokens: samples.reduce((n, s) => n + trainedTokens(s), 0),
+      reflectionTokens: samples.reduce((n, s) => n + reflectionTokens(s), 0),
     },
   };
 }

@@ -151,6 +151,8 @@ export interface DataStats {
   passAtK: Record<string, number>;
   /** Output tokens in the kept samples. */
   outputTokens: number;
+  /** Of those, the output tokens of reflection turns (RL; 0 for data without reflections). */
+  reflectionTokens?: number;
 }
 
 /** Per session: each attempt's return and the first successful attempt (from observation records). */
@@ -200,6 +202,15 @@ export function behaviourOf(r: Pick<StepRecord, 'kind' | 'sampling' | 'available
   const b: Behaviour = { temperature: s.temperature, topP: s.topP, topK: s.topK };
   if (r.kind === 'action' && r.availableActions && r.availableActions.length > 0) b.candidates = r.availableActions.map((a) => tokenizer.encodeCandidate(a));
   return b;
+}
+
+/**
+ * Output tokens of reflection turns in a sample: all it trains for a sample of kind 'reflection',
+ * a packed sample's reflection turns' lengths, else 0.
+ */
+export function reflectionTokens(s: Pick<TrainingSample, 'kind' | 'outputTokenIds' | 'lossTargets' | 'packedTurns'>): number {
+  if (s.packedTurns) return s.packedTurns.reduce((n, t) => n + (t.kind === 'reflection' ? t.length : 0), 0);
+  return s.kind === 'reflection' ? trainedTokens(s) : 0;
 }
 
 /** Output tokens a sample trains: those its `lossTargets` trains (>= 0), else all of them. */

@@ -180,6 +180,25 @@ export interface PpoObjectiveOptions {
   dualClip?: number;
   /** Entropy bonus coefficient (LaMer CODE: 0.001). */
   entCoef?: number;
+  /** `[B, T]`, 1 at the trained positions of reflection turns (src/training/data/batch.ts): only
+   *  splits the reported entropy (`reflectionShare`, `reflectionEntropyShare`); the loss is the same. */
+  reflectionMask?: tf.Tensor2D;
+}
+
+/**
+ * The split of a token-mean entropy into reflection and action tokens, as two token-means over all
+ * trained tokens (so that they add up over micro-batches and shards like the other losses):
+ *   reflectionShare = token-mean(R),  reflectionEntropyShare = token-mean(H R)
+ * with R the reflection mask. Then reflection entropy = reflectionEntropyShare / reflectionShare
+ * and action entropy = (entropy - reflectionEntropyShare) / (1 - reflectionShare).
+ * Both are 0 without a mask.
+ */
+export function reflectionSplit(entropy: tf.Tensor, mask: tf.Tensor2D, reflectionMask: tf.Tensor2D | undefined): { reflectionShare: tf.Scalar; reflectionEntropyShare: tf.Scalar } {
+  return tf.tidy(() => {
+    if (!reflectionMask) return { reflectionShare: tf.scalar(0), reflectionEntropyShare: tf.scalar(0) };
+    const r = tf.mul(reflectionMask, mask);
+    return { reflectionShare: tokenMean(r, mask), reflectionEntropyShare: tokenMean(tf.mul(entropy, r), mask) };
+  });
 }
 
 /**
@@ -191,13 +210,14 @@ export interface PpoObjectiveOptions {
 export function ppoObjective(
   logits: tf.Tensor3D, targets: tf.Tensor2D, oldLogprobs: tf.Tensor2D, advantages: tf.Tensor1D | tf.Tensor2D, mask: tf.Tensor2D,
   opts: PpoObjectiveOptions = {},
-): PpoLossOutput & { loss: tf.Scalar; entropy: tf.Scalar } {
+): PpoLossOutput & { loss: tf.Scalar; entropy: tf.Scalar; reflectionShare: tf.Scalar; reflectionEntropyShare: tf.Scalar } {
   const entCoef = opts.entCoef ?? PPO_DEFAULTS.entCoef;
   return tf.tidy(() => {
     const logprobs = logprobsFromLogits(logits, targets);
     const out = ppoClipLoss({ logprobs, oldLogprobs, advantages, mask, clipCoef: opts.clipCoef, dualClip: opts.dualClip });
-    const entropy = tokenMean(entropyFromLogits(logits), mask); // entropy = token-mean(H)
+    const h = entropyFromLogits(logits);
+    const entropy = tokenMean(h, mask); // entropy = token-mean(H)
     const loss = tf.sub(out.pgLoss, tf.mul(entropy, entCoef)) as tf.Scalar; // loss = pg_loss - ent_coef * entropy (LAMER.md §3: ent_coef 0.001)
-    return { ...out, loss, entropy };
+    return { ...out, loss, entropy, ...reflectionSplit(h, mask, opts.reflectionMask) };
   });
 }

@@ -14,7 +14,7 @@
 import * as tf from '@tensorflow/tfjs';
 import { entropyFromLogits } from '../../model/logprobs.js';
 import { behaviourLogits, type Batch } from '../data/batch.js';
-import { type AdamW, clipByGlobalNorm, ppoObjective, sftLoss, tokenMean } from './losses.js';
+import { type AdamW, clipByGlobalNorm, ppoObjective, reflectionSplit, sftLoss, tokenMean } from './losses.js';
 import type { TrainableModel } from '../run/model-api.js';
 
 /** The losses of one step by name (token-means; SFT: pgLoss = loss and no clip or KL: 0). */
@@ -28,6 +28,11 @@ export interface StepLosses {
   clipFrac: number;
   dualClipFrac: number;
   approxKl: number;
+  /** Share of the trained tokens that belong to reflection turns (token-mean of the reflection mask). */
+  reflectionShare: number;
+  /** Token-mean over all trained tokens of the entropy at reflection tokens (0 at action tokens):
+   *  reflection entropy = this / reflectionShare, action entropy = (entropy - this) / (1 - reflectionShare). */
+  reflectionEntropyShare: number;
 }
 
 /** The same losses as scalars of one micro-batch, inside the gradient tape. */
@@ -49,19 +54,23 @@ export interface PpoCoefficients {
  */
 export function ppoLoss(coef: PpoCoefficients): Objective {
   return (logits, batch) => {
-    const o = ppoObjective(behaviourLogits(logits, batch), batch.targets, batch.oldLogprobs, batch.advantages, batch.mask, coef);
-    return { loss: o.loss, pgLoss: o.pgLoss, entropy: o.entropy, clipFrac: o.clipFrac, dualClipFrac: o.dualClipFrac, approxKl: o.approxKl };
+    const o = ppoObjective(behaviourLogits(logits, batch), batch.targets, batch.oldLogprobs, batch.advantages, batch.mask, { ...coef, reflectionMask: batch.reflectionMask });
+    return {
+      loss: o.loss, pgLoss: o.pgLoss, entropy: o.entropy, clipFrac: o.clipFrac, dualClipFrac: o.dualClipFrac, approxKl: o.approxKl,
+      reflectionShare: o.reflectionShare, reflectionEntropyShare: o.reflectionEntropyShare,
+    };
   };
 }
 
 /** The SFT objective: token-mean cross-entropy of the output tokens under the plain softmax. */
 export const sftObjective: Objective = (logits, batch) => {
   const loss = sftLoss(logits, batch.targets, batch.mask);
-  const entropy = tokenMean(entropyFromLogits(logits), batch.mask);
-  return { loss, pgLoss: loss, entropy, clipFrac: tf.scalar(0), dualClipFrac: tf.scalar(0), approxKl: tf.scalar(0) };
+  const h = entropyFromLogits(logits);
+  const entropy = tokenMean(h, batch.mask);
+  return { loss, pgLoss: loss, entropy, clipFrac: tf.scalar(0), dualClipFrac: tf.scalar(0), approxKl: tf.scalar(0), ...reflectionSplit(h, batch.mask, batch.reflectionMask) };
 };
 
-const LOSS_NAMES = ['loss', 'pgLoss', 'entropy', 'clipFrac', 'dualClipFrac', 'approxKl'] as const;
+const LOSS_NAMES = ['loss', 'pgLoss', 'entropy', 'clipFrac', 'dualClipFrac', 'approxKl', 'reflectionShare', 'reflectionEntropyShare'] as const;
 
 /** Output tokens of a batch (the positions its mask trains; a packed SFT sample's context between
  *  its actions is not counted). */
@@ -80,7 +89,7 @@ export function accumulateGradients(
   model: TrainableModel, vars: tf.Variable[], micro: readonly Batch[], weights: readonly number[], objective: Objective,
 ): { grads: tf.Tensor[]; losses: StepLosses } {
   if (micro.length === 0 || micro.length !== weights.length) throw new RangeError(`expected as many weights as micro-batches (>= 1), got ${weights.length} and ${micro.length}`);
-  const losses: StepLosses = { loss: 0, pgLoss: 0, entropy: 0, clipFrac: 0, dualClipFrac: 0, approxKl: 0 };
+  const losses: StepLosses = { loss: 0, pgLoss: 0, entropy: 0, clipFrac: 0, dualClipFrac: 0, approxKl: 0, reflectionShare: 0, reflectionEntropyShare: 0 };
   let acc: tf.Tensor[] | null = null;
   for (let k = 0; k < micro.length; k++) {
     const batch = micro[k];

@@ -32,7 +32,7 @@ import type { ModelIOModule, TrainableModel } from './model-api.js';
 import { accumulateGradients, outputTokens, ppoLoss, sftObjective, type Objective, type PpoCoefficients, type StepLosses } from '../maths/ppo.js';
 
 /** The losses in the order they travel between threads. */
-export const LOSS_KEYS = ['loss', 'pgLoss', 'entropy', 'clipFrac', 'dualClipFrac', 'approxKl'] as const;
+export const LOSS_KEYS = ['loss', 'pgLoss', 'entropy', 'clipFrac', 'dualClipFrac', 'approxKl', 'reflectionShare', 'reflectionEntropyShare'] as const;
 
 /** Which objective the replicas use (an Objective is a function and cannot cross threads). */
 export type ObjectiveSpec = { kind: 'sft' } | { kind: 'ppo'; coef: PpoCoefficients };

@@ -114,6 +114,10 @@ export interface IterationMetrics extends StepLosses {
   /** pass@k of the sessions this minibatch has samples of, k = 1..the data's attempts (the data's
    *  pass@k when samples carry no outcome). */
   passAtK: Record<string, number>;
+  /** Entropy (as `entropy`) over the step's action tokens alone; null when it trained none. */
+  actionEntropy: number | null;
+  /** Entropy (as `entropy`) over the step's reflection tokens alone; null when it trained none. */
+  reflectionEntropy: number | null;
   /** Non-padding positions in the minibatch. */
   tokens: number;
   /** Fraction of the [B, T] positions that were padding. */
@@ -414,10 +418,25 @@ function iterationMetrics(
   const { tokens, positions } = sizes;
   // the rollouts this step trains on (not the whole job's data, which is the same every step)
   const own = rolloutMetrics(idx.map((i) => samples[i]), Math.max(1, Object.keys(spec.dataStats?.passAtK ?? {}).length, ...idx.map((i) => samples[i].attempt + 1)));
-  const { loss, pgLoss, entropy, clipFrac, dualClipFrac, approxKl, gradNorm } = update;
+  const { loss, pgLoss, entropy, clipFrac, dualClipFrac, approxKl, gradNorm, reflectionShare, reflectionEntropyShare } = update;
   return {
     iteration: at.iteration, epoch: at.epoch, lr: at.lr, loss, pgLoss, entropy, clipFrac, dualClipFrac, approxKl, gradNorm,
+    reflectionShare, reflectionEntropyShare, ...entropyByKind(entropy, reflectionShare, reflectionEntropyShare),
     meanReturn: own?.meanReturn ?? spec.dataStats?.meanReturn ?? 0, passAtK: own?.passAtK ?? spec.dataStats?.passAtK ?? {},
     tokens, padFrac: 1 - tokens / positions, tokensPerSec: tokens / Math.max(at.seconds, 1e-9), seconds: at.seconds,
+  };
+}
+
+/**
+ * A step's entropy split into its action and reflection tokens (../maths/losses.ts reflectionSplit):
+ * reflection = reflectionEntropyShare / reflectionShare, action = (entropy - reflectionEntropyShare)
+ * / (1 - reflectionShare); null for a kind the step trained no token of (share within 1e-6 of 0 or 1:
+ * the shares are float32 token-means).
+ */
+export function entropyByKind(entropy: number, reflectionShare: number, reflectionEntropyShare: number): { actionEntropy: number | null; reflectionEntropy: number | null } {
+  const eps = 1e-6;
+  return {
+    actionEntropy: reflectionShare < 1 - eps ? (entropy - reflectionEntropyShare) / (1 - reflectionShare) : null,
+    reflectionEntropy: reflectionShare > eps ? reflectionEntropyShare / reflectionShare : null,
   };
 }

@@ -7,11 +7,13 @@ import { DEFAULT_LIMITS } from '../../../src/model/sampling.js';
 import { BOS, decode, encode, encodePrompt, EOS } from '../../../src/model/tokenizer.js';
 import { GameTokenizer } from '../../../src/model/tokenizers.js';
 import { gameVocabulary } from '../../../src/envs/vocab.js';
-import { disposeBatch, makeBatch } from '../../../src/training/data/batch.js';
+import { behaviourLogits, disposeBatch, makeBatch } from '../../../src/training/data/batch.js';
 import { behaviourOutputs } from '../../../src/training/data/behaviour.js';
 import { buildRlSamples, buildSftSamples, parseDemoJsonl, unpackSample, type DemoSession, type StepRecord, type TrainingSample } from '../../../src/training/data/data.js';
 import { GptTrainable } from '../../../src/training/run/gpt-adapter.js';
-import { sftLoss } from '../../../src/training/maths/losses.js';
+import { sftLoss, tokenMean } from '../../../src/training/maths/losses.js';
+import { entropyFromLogits } from '../../../src/model/logprobs.js';
+import { entropyByKind } from '../../../src/training/run/job.js';
 import { accumulateGradients, outputTokens, ppoLoss } from '../../../src/training/maths/ppo.js';
 
 beforeAll(async () => { await tf.setBackend('cpu'); });
@@ -558,6 +560,47 @@ describe('packed RL samples', () => {
       const packed = buildRlSamples(records, opts).samples.filter((s) => s.attempt === 0);
       expect(packed.map((s) => s.packedTurns!.map((t) => t.kind ?? t.step))).toEqual([[0, 1, 'reflection'], [0, 1, 'reflection']]);
       expectSamePpo(model, packed, buildRlSamples(records, { ...opts, pack: false }).samples.filter((s) => s.attempt === 0));
+      model.dispose();
+    });
+
+    it('counts the reflection tokens (dataStats) and splits the entropy into action and reflection tokens, packed or not', () => {
+      const records = reflectedSessions(plans);
+      const reflOut = records.filter((r) => r.kind === 'reflection').reduce((n, r) => n + r.outputTokenIds!.length, 0);
+      const packed = buildRlSamples(records, opts);
+      const plain = buildRlSamples(records, { ...opts, pack: false });
+      expect(reflOut).toBeGreaterThan(0);
+      expect(packed.stats.reflectionTokens).toBe(reflOut);
+      expect(plain.stats.reflectionTokens).toBe(reflOut);
+      expect(buildRlSamples(records, { ...opts, algorithm: 'gigpo' }).stats.reflectionTokens).toBe(0);
+      const model = new GptTrainable(initModel({ vocab_size: 260, block_size: 1024, n_layer: 1, n_head: 2, n_embd: 16 }, 8));
+      const coef = { clipCoef: 0.2, dualClip: 3, entCoef: 0.01 };
+      const split = (xs: TrainingSample[]) => {
+        const b = makeBatch(xs, model);
+        // the mask marks exactly the reflections' trained positions
+        const refl = (b.reflectionMask!.arraySync() as number[][]).flat().reduce((n, x) => n + x, 0);
+        const r = accumulateGradients(model, model.trainableVariables(), [b], [1], ppoLoss(coef));
+        // the same entropy over each kind's positions alone, from the logits (behaviour policy: temperature 0.8)
+        const [hAct, hRefl] = tf.tidy(() => {
+          const h = entropyFromLogits(behaviourLogits(model.logits(b.inputs, false), b));
+          const rm = tf.mul(b.reflectionMask!, b.mask);
+          return [tokenMean(h, tf.sub(b.mask, rm)).dataSync()[0], tokenMean(h, rm).dataSync()[0]];
+        });
+        tf.dispose(r.grads);
+        disposeBatch(b);
+        return { refl, losses: r.losses, hAct, hRefl, n: outputTokens(b) };
+      };
+      for (const xs of [packed.samples, plain.samples]) {
+        const m = split(xs);
+        expect(m.refl).toBe(reflOut);
+        expect(m.losses.reflectionShare).toBeCloseTo(reflOut / m.n, 6);
+        const { actionEntropy, reflectionEntropy } = entropyByKind(m.losses.entropy, m.losses.reflectionShare, m.losses.reflectionEntropyShare);
+        expect(actionEntropy!).toBeCloseTo(m.hAct, 4);
+        expect(reflectionEntropy!).toBeCloseTo(m.hRefl, 4);
+        expect(m.losses.entropy).toBeCloseTo((1 - m.losses.reflectionShare) * actionEntropy! + m.losses.reflectionShare * reflectionEntropy!, 5);
+      }
+      // a step without reflections has no reflection entropy, and one with nothing else no action entropy
+      expect(entropyByKind(1.2, 0, 0)).toEqual({ actionEntropy: 1.2, reflectionEntropy: null });
+      expect(entropyByKind(0.7, 1, 0.7)).toEqual({ actionEntropy: null, reflectionEntropy: 0.7 });
       model.dispose();
     });
 

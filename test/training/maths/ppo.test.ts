@@ -18,7 +18,7 @@ const sample = (prompt: number[], output: number[], advantage: number, oldLogpro
 // old logprobs far from the tiny model's (about -log 8): ratios well outside [0.8, 1.2], so clipping shows
 const samples = [sample([1, 2], [3], 1, [-2.5]), sample([1], [4, 5], -0.5, [-1.5, -2.5]), sample([2, 6], [7], 2, [-1.2]), sample([5, 5], [1, 2, 3], -1, [-3, -1.5, -2])];
 const coef = { clipCoef: 0.2, dualClip: 3, entCoef: 0.01 };
-const names = ['loss', 'pgLoss', 'entropy', 'clipFrac', 'dualClipFrac', 'approxKl'] as const;
+const names = ['loss', 'pgLoss', 'entropy', 'clipFrac', 'dualClipFrac', 'approxKl', 'reflectionShare', 'reflectionEntropyShare'] as const;
 
 describe('ppoUpdate', () => {
   it('one micro-batch: the metrics by name are the PPO objective\'s, gradNorm before the clip', () => {
