@@ -412,7 +412,7 @@ export function memorySection(game: MemoryGame, opts: { level?: string; resample
   const ms = game.env.startsWith('minesweeper');
   const L: string[] = [];
   L.push(`${opts.level ?? '####'} Does memory act?`, '');
-  L.push(`After a failed attempt k, what attempt k+1 does: rows with memory (3-attempt sessions; reflections in the prompt) against rows without (independent retries: the same start, no memory, so their repeats are what the policy's own randomness gives). Pairs: a failed attempt and the next attempt of its session, both with an action. Shares in % of the count in brackets' denominator, with 95% bootstrap intervals over tasks (${bopts.resamples.toLocaleString('en-US')} resamples; bench/lamer-vs-gigpo-memory.ts).`, '');
+  L.push(`After a failed attempt k, what attempt k+1 does: rows with memory (3-attempt sessions; reflections in the prompt) against rows without (independent retries: the same start, no memory, so their repeats are what the policy's own randomness gives). Pairs: a failed attempt and the next attempt of its session, both with an action. Shares in % (of the pairs, or of the attempts after a mine) with the 95% bootstrap interval over tasks in brackets (${bopts.resamples.toLocaleString('en-US')} resamples; bench/lamer-vs-gigpo-memory.ts).`, '');
   const names: RatioName[] = ['sameFirst', 'sameWhole', 'nextSolved', ...(ms ? (['reclicksMine'] as const) : [])];
   L.push(`| row | memory | pairs | same first action (%) | same trajectory (%) | next attempt solves (%) |${ms ? ' after a mine | re-clicks that mine (%) |' : ''}`);
   L.push(`|---|---|---|---|---|---|${ms ? '---|---|' : ''}`);
