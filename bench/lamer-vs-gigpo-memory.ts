@@ -506,6 +506,10 @@ function creditLines(credits: readonly ReflectionCredit[], ms: boolean, bopts: {
       L.push(`| ${seed ?? 'all'} | ${grp} | ${n} | ${adv(ivs[4 * g])} | ${adv(ivs[4 * g + 1])} | ${share(ivs[4 * g + 2])} |${ms ? ` ${share(ivs[4 * g + 3])} |` : ''}`);
     });
   }
+  // over every trained reflection: the step term is centred within each task's reflections, so
+  // this mean is their mean episode term (0 minus the task's mean episode score)
+  const all = taskBootstrap(clusterRows(credits).map((v) => [groups.reduce((a, _, g) => a + v[W * g]!, 0), groups.reduce((a, _, g) => a + v[W * g + 1]!, 0)]), [(s) => s[1]! / s[0]!], bopts)[0]!;
+  L.push('', `Mean advantage over every trained reflection: ${adv(all)}. GiGPO centres a reflection's return over the reflections of its task (the step term averages 0 there), so this is their mean episode term: a reflection's own score is 0, centred against the task's attempt reward sums (shared/LAMER.md §3); a negative value pushes every reflection down, whatever it says.`);
   // the split that matters: first group minus second
   const [ga, gb] = [groups[0]!, groups[1]!];
   const diff = taskBootstrap(clusterRows(credits), [(s) => meanOf(0, 1)(s) - meanOf(1, 1)(s), (s) => meanOf(0, 3)(s) - meanOf(1, 3)(s)], bopts);

@@ -199,6 +199,8 @@ describe('memorySection', () => {
     expect(md).toContain('| 0 | names the mine | 1 | 3.43 [3.43, 3.43] | 10.00 [10.00, 10.00] | 100.0 [100.0, 100.0] | 0.0 [0.0, 0.0] |');
     expect(md).toContain('| 0 | misses the mine | 1 | -6.67 [-6.67, -6.67] | -0.10 [-0.10, -0.10] | 0.0 [0.0, 0.0] | 100.0 [100.0, 100.0] |');
     expect(md).toContain('| 0 | after the turn cap | 0 | - | - | - | - |');
+    // (3.4333 - 6.6667) / 2 = -9.7 / 6: the task's episode term
+    expect(md).toContain('Mean advantage over every trained reflection: -1.62 [-1.62, -1.62].');
     // within the task: 3.4333 - (-6.6667) = 10.10 (= the difference of their returns, 10 - (-0.1))
     expect(md).toContain('"names the mine" - "misses the mine", all seeds: mean advantage 10.10 [10.10, 10.10], next attempt solves 100.0 [100.0, 100.0] points; within the same task and iteration (1 groups with both): mean advantage 10.10 [10.10, 10.10].');
     expect(md).toContain('| 0 | 1 | 3.43 | 1 | -6.67 | 0 | - |');
