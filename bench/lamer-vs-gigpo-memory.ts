@@ -6,7 +6,9 @@
  * Read from one game folder of bench/lamer-vs-gigpo.sh (`readMemoryGame`):
  *   eval-<arm>-seed<s>.json, eval-sft-lamer-mode.json, eval-sft-independent.json  (lamer eval)
  *     LaMer rows and sft-lamer-mode are 3-attempt sessions with reflections ("memory"); GiGPO
- *     rows and sft-independent are 3 independent single-attempt retries (`--independent-attempts`,
+ *     rows, sft-independent and, when present, eval-lamer-independent-seed<s>.json (a LaMer run's
+ *     weights evaluated without memory: the same-weights control; bench/lamer-vs-gigpo.sh does not
+ *     write it) are 3 independent single-attempt retries (`--independent-attempts`,
  *     src/eval/harness.ts: recorded as one session of attempts 0..2 without reflections), which
  *     is the no-memory control: the same measure there is what repeating looks like by chance.
  *   lamer/seed-<s>/data/lamer.db  (the LaMer run's server database: every iteration's rollouts
@@ -367,7 +369,9 @@ export interface MemoryGame {
   training: Array<{ seed: number; db: string }>;
 }
 
-const ARM_LABEL: Record<string, string> = { lamer: 'LaMer', gigpo: 'GiGPO', 'gigpo-ref': 'GiGPO (reference script)' };
+const ARM_LABEL: Record<string, string> = { lamer: 'LaMer', 'lamer-independent': 'LaMer, independent retries', gigpo: 'GiGPO', 'gigpo-ref': 'GiGPO (reference script)' };
+/** "LaMer seed 0", "LaMer seed 0, independent retries". */
+const rowLabel = (arm: string, seed: number) => (arm === 'lamer-independent' ? `LaMer seed ${seed}, independent retries` : `${ARM_LABEL[arm]} seed ${seed}`);
 
 /** The eval rows and LaMer databases of one game folder of bench/lamer-vs-gigpo.sh; null without eval files. */
 export function readMemoryGame(dir: string): MemoryGame | null {
@@ -378,7 +382,7 @@ export function readMemoryGame(dir: string): MemoryGame | null {
   const trained = files.map((f) => /^eval-(.+)-seed(\d+)\.json$/.exec(f)).filter((m): m is RegExpExecArray => m !== null && m[1]! in ARM_LABEL)
     .map((m) => ({ arm: m[1]!, seed: Number(m[2]), file: m[0] }))
     .sort((x, y) => Object.keys(ARM_LABEL).indexOf(x.arm) - Object.keys(ARM_LABEL).indexOf(y.arm) || x.seed - y.seed);
-  for (const t of trained) rows.push({ key: `${t.arm}-seed${t.seed}`, label: `${ARM_LABEL[t.arm]} seed ${t.seed}`, memory: t.arm === 'lamer', arm: t.arm, sessions: read(t.file) });
+  for (const t of trained) rows.push({ key: `${t.arm}-seed${t.seed}`, label: rowLabel(t.arm, t.seed), memory: t.arm === 'lamer', arm: t.arm, sessions: read(t.file) });
   if (files.includes('eval-sft-lamer-mode.json')) rows.push({ key: 'sft-lamer-mode', label: 'SFT start, 3-attempt sessions', memory: true, arm: null, sessions: read('eval-sft-lamer-mode.json') });
   if (files.includes('eval-sft-independent.json')) rows.push({ key: 'sft-independent', label: 'SFT start, independent retries', memory: false, arm: null, sessions: read('eval-sft-independent.json') });
   if (rows.length === 0 || env === null) return null;
@@ -393,11 +397,12 @@ const share = (iv: Interval | undefined) => (!iv || Number.isNaN(iv.value) ? '-'
 const pts = (iv: Interval | undefined) => (!iv || Number.isNaN(iv.value) ? '-' : `${(100 * iv.value).toFixed(1)} [${(100 * iv.lo).toFixed(1)}, ${(100 * iv.hi).toFixed(1)}]`);
 const adv = (iv: Interval | undefined) => (!iv || Number.isNaN(iv.value) ? '-' : `${iv.value.toFixed(2)} [${iv.lo.toFixed(2)}, ${iv.hi.toFixed(2)}]`);
 
-const r0seed = (r: MemoryRow) => `seed ${r.key.replace(/^.*-seed/, '')}`;
+const seedOf = (r: MemoryRow) => r.key.replace(/^.*-seed/, '');
+const r0seed = (r: MemoryRow) => `seed ${seedOf(r)}`;
 
-/** The rows pooled per trained arm (every seed's sessions of a task summed). */
-function pooled(g: MemoryGame, arm: string): MemoryRow | null {
-  const rs = g.rows.filter((r) => r.arm === arm);
+/** The rows pooled per trained arm (every seed's sessions of a task summed); only `seeds` when given. */
+function pooled(g: MemoryGame, arm: string, seeds?: readonly string[]): MemoryRow | null {
+  const rs = g.rows.filter((r) => r.arm === arm && (!seeds || seeds.includes(seedOf(r))));
   if (rs.length === 0) return null;
   return { key: arm, label: `${ARM_LABEL[arm]} (${rs.length > 1 ? `seeds ${rs.map((r) => r.key.replace(/^.*-seed/, '')).join(', ')} pooled` : r0seed(rs[0]!)})`, memory: rs[0]!.memory, arm, sessions: rs.flatMap((r) => r.sessions) };
 }
@@ -424,8 +429,12 @@ export function memorySection(game: MemoryGame, opts: { level?: string; resample
 
   // memory - no memory
   const lam = pooled(game, 'lamer'), gig = pooled(game, 'gigpo');
+  // the same-weights control: the LaMer seeds evaluated both ways
+  const both = game.rows.filter((r) => r.arm === 'lamer-independent').map(seedOf).filter((s) => game.rows.some((r) => r.arm === 'lamer' && seedOf(r) === s));
+  const lamB = pooled(game, 'lamer', both), lamI = pooled(game, 'lamer-independent', both);
   const sftM = game.rows.find((r) => r.key === 'sft-lamer-mode'), sftI = game.rows.find((r) => r.key === 'sft-independent');
   const contrasts: Array<[MemoryRow, MemoryRow, string]> = [];
+  if (lamB && lamI) contrasts.push([lamB, lamI, 'same weights: the memory alone']);
   if (sftM && sftI) contrasts.push([sftM, sftI, 'same weights: the memory alone']);
   if (lam && gig) contrasts.push([lam, gig, 'other weights too']);
   if (lam && sftM) contrasts.push([lam, sftM, 'both with memory: what LaMer training changed']);

@@ -173,6 +173,8 @@ describe('memorySection', () => {
     write(path.join(dir, 'eval-gigpo-seed0.json'), evalReport(tasks(ROWS.gigpo)));
     write(path.join(dir, 'eval-sft-lamer-mode.json'), evalReport(tasks(ROWS.sftMem)));
     write(path.join(dir, 'eval-sft-independent.json'), evalReport(tasks(ROWS.sftIndep)));
+    // the LaMer run's weights without memory (the same-weights control), played like the SFT independent row
+    write(path.join(dir, 'eval-lamer-independent-seed0.json'), evalReport(tasks(ROWS.sftIndep)));
     writeDb(path.join(dir, 'lamer', 'seed-0', 'data'), [ADV_A, ADV_B]);
     // a LaMer run still training (no eval file): its folder is not read
     mkdirSync(path.join(dir, 'lamer', 'seed-1', 'data'), { recursive: true });
@@ -182,6 +184,8 @@ describe('memorySection', () => {
     const md = r.stdout;
     expect(md).toContain(`## ${ENV}\n\n### Does memory act?`);
     expect(md).toContain('| LaMer seed 0 | yes | 8 | 100.0 [100.0, 100.0] | 50.0 [50.0, 50.0] | 0.0 [0.0, 0.0] | 8 | 50.0 [50.0, 50.0] |');
+    expect(md).toContain('| LaMer seed 0, independent retries | no | 8 | 100.0 [100.0, 100.0] | 100.0 [100.0, 100.0] | 0.0 [0.0, 0.0] | 8 | 100.0 [100.0, 100.0] |');
+    expect(md).toContain('| LaMer (seed 0) - LaMer, independent retries (seed 0) | same weights: the memory alone | 4 | 0.0 [0.0, 0.0] | -50.0 [-50.0, -50.0] | 0.0 [0.0, 0.0] | -50.0 [-50.0, -50.0] |');
     expect(md).toContain('| GiGPO seed 0 | no | 4 | 0.0 [0.0, 0.0] | 0.0 [0.0, 0.0] | 100.0 [100.0, 100.0] | 4 | 0.0 [0.0, 0.0] |');
     expect(md).toContain('| SFT start, 3-attempt sessions | yes | 4 | 0.0 [0.0, 0.0] | 0.0 [0.0, 0.0] | 100.0 [100.0, 100.0] | 4 | 0.0 [0.0, 0.0] |');
     expect(md).toContain('| SFT start, independent retries | no | 8 | 100.0 [100.0, 100.0] | 100.0 [100.0, 100.0] | 0.0 [0.0, 0.0] | 8 | 100.0 [100.0, 100.0] |');
