@@ -7,17 +7,22 @@ import type { StatsRow } from '../db/sessions-repo.js';
 import type { SessionMode } from '../domain.js';
 import { passAtKRate } from '../shared/passk.js';
 
-/** Figures of a set of sessions; the arrays are indexed by attempt (0-based) up to the largest maxAttempts. */
+/**
+ * Figures of a set of sessions; the arrays are indexed by attempt (0-based) up to the largest
+ * maxAttempts. The success rate and mean return of an attempt that no session played (every
+ * session stopped earlier, at a success or at its own smaller maxAttempts) are null: there is
+ * nothing to average, and 0 would read as "played and failed".
+ */
 export function summarise(rs: readonly StatsRow[]) {
   const maxK = rs.reduce((m, r) => Math.max(m, r.maxAttempts), 0);
-  const successByAttempt: number[] = [];
-  const meanReturnByAttempt: number[] = [];
+  const successByAttempt: Array<number | null> = [];
+  const meanReturnByAttempt: Array<number | null> = [];
   const playedByAttempt: number[] = [];
   for (let a = 0; a < maxK; a++) {
     const played = rs.map((r) => r.attempts[a]).filter((x): x is AttemptSummary => x !== undefined && x.status !== 'running');
     playedByAttempt.push(played.length);
-    successByAttempt.push(played.length === 0 ? 0 : played.filter((x) => x.success).length / played.length);
-    meanReturnByAttempt.push(played.length === 0 ? 0 : played.reduce((s, x) => s + x.return, 0) / played.length);
+    successByAttempt.push(played.length === 0 ? null : played.filter((x) => x.success).length / played.length);
+    meanReturnByAttempt.push(played.length === 0 ? null : played.reduce((s, x) => s + x.return, 0) / played.length);
   }
   return {
     sessions: rs.length,

@@ -1,5 +1,5 @@
 /**
- * `lamer train --env minesweeper|sokoban --algorithm lamer|gigpo|grpo|rloo --iterations I
+ * `lamer train --env NAME --algorithm lamer|gigpo|grpo|rloo --iterations I
  *  --tasks-per-iter T --group G [--server URL] [--out DIR] ...`: the experiment driver
  * (src/eval/experiment.ts). Each iteration plays rollouts through the HTTP API, trains on
  * exactly those sessions with a training job, activates the new version, and adds a point to
@@ -26,9 +26,11 @@ import { RL_ALGORITHMS } from '../domain.js';
 import { ensureDirSync } from '../ensure-dir.js';
 import { envOpt, intOpt, parseCommand, usageError, UsageError } from './args.js';
 
-const HELP = `usage: lamer train --env minesweeper|sokoban --algorithm lamer|gigpo|grpo|rloo [options]
+const HELP = `usage: lamer train --env NAME --algorithm lamer|gigpo|grpo|rloo [options]
 
-  --env NAME            minesweeper | sokoban (required)
+  --env NAME            minesweeper | sokoban (default sizes), or a sized name: minesweeper-RxC-M
+                        (rows x cols, mines; e.g. minesweeper-6x6-3) or sokoban-RxC-B (rows x cols,
+                        boxes; e.g. sokoban-6x6-2) (required)
   --algorithm A         lamer (G trials x 3 attempts per task) | gigpo | grpo | rloo (3G single attempts per task)
   --iterations I        rollout + training iterations (default 10)
   --tasks-per-iter T    tasks per iteration, fresh training seeds each iteration (default 16)

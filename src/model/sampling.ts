@@ -3,9 +3,9 @@
  * stop tokens and length caps.
  *
  * Units: inputs are log-softmax rows `[V]` (natural log, temperature 1) from the model.
- * The logprob recorded for a sampled token is always its logprob under the model's *plain*
- * softmax (temperature 1, no top-k/top-p), as src/policy/engine.ts requires for PPO ratios —
- * not under the truncated/tempered sampling distribution.
+ * The logprob recorded for a sampled token is its logprob under the sampling distribution itself
+ * (`samplingLogprobs`: tempered, restricted to the allowed tokens, top-k, top-p, renormalised),
+ * the behaviour policy that training recomputes for PPO ratios (src/policy/engine.ts).
  */
 import { EOS } from './tokenizer.js';
 import { Rng } from '../shared/rng.js';
@@ -34,7 +34,8 @@ export interface GenerationLimits {
   maxActionTokens: number;
   /** Max sampled tokens of a reflection (stop token included). Default 256. */
   maxReflectionTokens: number;
-  /** Token ids that end a generation (kept in the output ids). Default [EOS]. */
+  /** Token ids that end a generation (kept in the output ids). Default [EOS]. Free generation
+   *  never samples BOS, SEP or PAD (src/model/tokenizer.ts utf8Allowed), so they cannot stop it. */
   stopTokens: number[];
 }
 

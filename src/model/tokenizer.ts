@@ -7,6 +7,7 @@
  * - `EOS` (257): end of an output (action or reflection); the default stop token.
  * - `SEP` (258): separator reserved for training layouts (not emitted by the engine's prompts).
  * - `PAD` (259): padding in batched training tensors (never attended to as a target).
+ * Free generation samples EOS but never BOS, SEP or PAD (`utf8Allowed`).
  *
  * A prompt (`PromptParts`) is encoded as
  * `[BOS] + bytes(head) + bytes(steps[d]) + ... + bytes(tail)` where `d` is the number of steps dropped
@@ -222,18 +223,22 @@ export function utf8Next(s: Utf8State, t: number): Utf8State {
   return UTF8_START; // not reachable through utf8Allowed
 }
 
+// Of the special tokens only EOS may be sampled: BOS, SEP and PAD are layout tokens of prompts and
+// training tensors, never text, so free generation masks them out (a random or undertrained model
+// gives them mass). EOS is the stop token that ends the output.
 const ALLOWED_AT_BOUNDARY: number[] = (() => {
   const out: number[] = [];
   for (let b = 0; b < 0x80; b++) out.push(b);
   for (let b = 0xc2; b <= 0xf4; b++) out.push(b);
-  for (let t = BYTE_VOCAB; t < VOCAB_SIZE; t++) out.push(t);
+  out.push(EOS);
   return out;
 })();
 
 /**
  * Token ids allowed next in state `s`, ascending: inside a character only its valid continuation
  * bytes (no special token, so no stop either); between characters ASCII, the valid lead bytes
- * C2..F4 and the special tokens (`vocabSize` > 260 adds its extra ids too).
+ * C2..F4 and EOS (`vocabSize` > 260 adds its extra ids too). BOS, SEP and PAD are never allowed, so
+ * the engine never samples them and training's recomputed support (`utf8Support`) excludes them too.
  */
 export function utf8Allowed(s: Utf8State, vocabSize: number = VOCAB_SIZE): number[] {
   if (s.need > 0) {

@@ -186,6 +186,31 @@ describe('lamer train --algorithm', () => {
   });
 });
 
+describe('lamer train --env', () => {
+  it('--help names the sized env names, and they parse to their kind and sizes', () => {
+    const c = quietConsole();
+    let r;
+    try {
+      r = trainCommand(['--help']);
+    } finally {
+      c.restore();
+    }
+    expect(r).toEqual({ code: 0 });
+    const help = c.logs().join('\n');
+    expect(help).toMatch(/^usage: lamer train --env NAME /);
+    expect(help).toContain('minesweeper-6x6-3');
+    expect(help).toContain('sokoban-6x6-2');
+    for (const [name, env, params] of [
+      ['minesweeper-6x6-3', 'minesweeper', { rows: 6, cols: 6, mines: 3 }],
+      ['sokoban-6x6-2', 'sokoban', { rows: 6, cols: 6, boxes: 2 }],
+    ] as const) {
+      const t = trainCommand(['--env', name, '--algorithm', 'lamer', '--quiet']);
+      if ('code' in t) throw new Error(`usage error for --env ${name}`);
+      expect(t.opts).toMatchObject({ env, params });
+    }
+  });
+});
+
 describe('lamer train --no-pack', () => {
   it("sends hyperparameters.pack false with the job; without it the server's default (packed) applies", () => {
     const base = ['--env', 'minesweeper', '--algorithm', 'lamer', '--lr', '0.001', '--quiet'];

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { forward, initModel, type GPT } from '../../src/model/gpt.js';
 import { forwardCachedStats } from '../../src/model/gpt-cached.js';
 import { loadCheckpoint, saveCheckpoint } from '../../src/model/checkpoint.js';
-import { EOS, encodeCandidate, encodePrompt, utf8Support } from '../../src/model/tokenizer.js';
+import { BOS, EOS, PAD, SEP, encodeCandidate, encodePrompt, utf8Support } from '../../src/model/tokenizer.js';
 import { candidateSupport, samplingLogprobs } from '../../src/model/sampling.js';
 import { createBuiltinEngineInstance, type BuiltinEngine } from '../../src/policy/builtin-engine.js';
 import { EngineError, type PromptParts } from '../../src/policy/engine.js';
@@ -157,6 +157,26 @@ describe('builtin engine', () => {
     expect(g.outputTokenIds.length).toBeLessThanOrEqual(LIMITS.maxReflectionTokens);
     expect(g.logprobs.length).toBe(g.outputTokenIds.length);
     engine.release('f1');
+  });
+
+  it('free generation never samples BOS, SEP or PAD; the recorded logprobs are those of the masked distribution', async () => {
+    let masked = 0;
+    for (let seed = 0; seed < 8; seed++) {
+      const g = await engine.reflect({ sessionId: `m${seed}`, modelVersion: 'v1', prompt: prompt(1), sampling: S(seed) });
+      engine.release(`m${seed}`);
+      expect(g.outputTokenIds.filter((t) => [BOS, SEP, PAD].includes(t))).toEqual([]);
+      const rows = refRows(g.promptTokenIds, g.outputTokenIds);
+      const support = utf8Support(g.outputTokenIds);
+      g.outputTokenIds.forEach((t, i) => {
+        expect(g.logprobs[i]).toBeCloseTo(samplingLogprobs(rows[i], S(seed), support[i])[t], 4);
+        if (!support[i].includes(EOS)) return; // inside a character: no special token is a candidate anyway
+        // renormalised without the specials' mass: higher than the token's logprob with them unmasked
+        const unmasked = samplingLogprobs(rows[i], S(seed), [...support[i], BOS, SEP, PAD])[t];
+        expect(g.logprobs[i]).toBeGreaterThan(unmasked);
+        masked++;
+      });
+    }
+    expect(masked).toBeGreaterThan(20);
   });
 
   it('batched concurrent steps give the same results as unbatched ones', async () => {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import {
-  BOS, EOS, UTF8_START, completeUtf8Prefix, decode, encode, encodeCandidate, encodePrompt, utf8Allowed, utf8Next, utf8Support, VOCAB_SIZE,
+  BOS, EOS, PAD, SEP, UTF8_START, completeUtf8Prefix, decode, encode, encodeCandidate, encodePrompt, utf8Allowed, utf8Next, utf8Support, VOCAB_SIZE,
 } from '../../src/model/tokenizer.js';
 
 describe('byte tokenizer', () => {
@@ -123,6 +123,12 @@ describe('byte tokenizer', () => {
   it('UTF-8 guard: inside a character only its valid continuation bytes may follow', () => {
     expect(utf8Allowed(UTF8_START)).toContain(0x41);
     expect(utf8Allowed(UTF8_START)).toContain(EOS);
+    // BOS, SEP and PAD are never sampled, whatever the vocabulary (a game vocabulary adds ids from 260)
+    for (const V of [VOCAB_SIZE, 381]) {
+      for (const special of [BOS, SEP, PAD]) expect(utf8Allowed(UTF8_START, V)).not.toContain(special);
+      expect(utf8Allowed(UTF8_START, V)).toContain(EOS);
+    }
+    expect(utf8Allowed(UTF8_START, 381).slice(-121)).toEqual(Array.from({ length: 121 }, (_, i) => 260 + i));
     for (const bad of [0x80, 0xbf, 0xc0, 0xc1, 0xf5, 0xff]) expect(utf8Allowed(UTF8_START)).not.toContain(bad);
     const afterE0 = utf8Next(UTF8_START, 0xe0);
     expect(utf8Allowed(afterE0)).toEqual(Array.from({ length: 0x20 }, (_, i) => 0xa0 + i)); // no overlong forms

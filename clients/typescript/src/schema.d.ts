@@ -2836,10 +2836,10 @@ export interface paths {
                             passAtK: {
                                 [key: string]: number;
                             };
-                            /** @description [attempt] fraction of played attempts that succeeded */
-                            successByAttempt: number[];
-                            /** @description [attempt] mean undiscounted return of played attempts */
-                            meanReturnByAttempt: number[];
+                            /** @description [attempt] fraction of played attempts that succeeded; null when no session played it */
+                            successByAttempt: (number | null)[];
+                            /** @description [attempt] mean undiscounted return of played attempts; null when no session played it */
+                            meanReturnByAttempt: (number | null)[];
                             /** @description [attempt] how many sessions played it */
                             attemptsPlayed: number[];
                             groups: {
@@ -2853,10 +2853,10 @@ export interface paths {
                                 passAtK: {
                                     [key: string]: number;
                                 };
-                                /** @description [attempt] fraction of played attempts that succeeded */
-                                successByAttempt: number[];
-                                /** @description [attempt] mean undiscounted return of played attempts */
-                                meanReturnByAttempt: number[];
+                                /** @description [attempt] fraction of played attempts that succeeded; null when no session played it */
+                                successByAttempt: (number | null)[];
+                                /** @description [attempt] mean undiscounted return of played attempts; null when no session played it */
+                                meanReturnByAttempt: (number | null)[];
                                 /** @description [attempt] how many sessions played it */
                                 attemptsPlayed: number[];
                             }[];

@@ -167,8 +167,12 @@ const doc = (kind: ErrorKind, detail: string, instance: string, requestId?: stri
   return d;
 };
 
-/** Map any thrown value to a problem document (`retry`: Retry-After seconds of database problems). */
-export function toProblem(err: unknown, instance: string, requestId?: string, retry: DatabaseRetry = DEFAULT_DB_RETRY): ProblemDocument {
+/**
+ * Map any thrown value to a problem document (`retry`: Retry-After seconds of database problems;
+ * `bodyLimit`: the byte limit of the request's route, named in a 413's detail so that the client
+ * knows how far to shrink the body).
+ */
+export function toProblem(err: unknown, instance: string, requestId?: string, retry: DatabaseRetry = DEFAULT_DB_RETRY, bodyLimit?: number): ProblemDocument {
   if (!(err instanceof DomainError)) err = databaseProblem(err, retry) ?? err;
   if (err instanceof DomainError) {
     const d = doc(err.kind, err.message, instance, requestId);
@@ -184,7 +188,7 @@ export function toProblem(err: unknown, instance: string, requestId?: string, re
   }
   switch (e?.code) {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
-      return doc('payload-too-large', 'request body is larger than the limit', instance, requestId);
+      return doc('payload-too-large', bodyLimit === undefined ? 'request body is larger than the limit' : `request body is larger than the limit of ${bodyLimit} bytes`, instance, requestId);
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
       return doc('unsupported-media-type', 'send the body as application/json', instance, requestId);
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
@@ -309,7 +313,9 @@ export default fp(
     app.setErrorHandler(async (err, req, reply) => {
       // The rest of an oversized body is drained first, so the client that is still writing it reads the 413.
       if ((err as { code?: string } | null)?.code === 'FST_ERR_CTP_BODY_TOO_LARGE') await drainBody(req.raw, drain);
-      const p = withOpenAiError(toProblem(err, req.url, req.id, dbRetry), req.url);
+      // routeOptions.bodyLimit is the limit in force for this request: the route's own
+      // (steps:batch) or the server's (LAMER_BODY_LIMIT_BYTES)
+      const p = withOpenAiError(toProblem(err, req.url, req.id, dbRetry, req.routeOptions?.bodyLimit), req.url);
       const db = databaseErrorOf(err);
       // A locked or full database is a condition, not a bug: one line without a stack.
       if (db) req.log.warn({ problem: p.type, code: db.code }, 'request refused: database busy or storage failing');

@@ -3,8 +3,11 @@
  * (src/model/tokenizer.ts), prefilled through the session's KV cache (./kv-lru.ts SessionCache,
  * which alone owns the cache's tensors during the request), then sampled token by token
  * (src/model/sampling.ts) until a stop token or a length cap; only tokens that keep the output
- * valid UTF-8 are sampled. Recorded logprobs are those of the sampling distribution
- * (`samplingLogprobs`), the behaviour policy that training recomputes.
+ * valid UTF-8 are sampled, and of the special tokens only EOS (BOS, SEP and PAD are masked out:
+ * src/model/tokenizer.ts utf8Allowed). Recorded logprobs are those of the masked sampling
+ * distribution (`samplingLogprobs` over the allowed tokens, renormalised: a masked token's logit
+ * is -Infinity), the behaviour policy that training recomputes with the same support
+ * (`utf8Support`); they are not the model's plain softmax logprobs.
  */
 import { drawIndex, rngFor, samplingLogprobs } from '../../model/sampling.js';
 import { completeUtf8Prefix, UTF8_START, utf8Allowed, utf8Next, type EncodedPrompt, type PromptFit } from '../../model/tokenizer.js';
@@ -98,7 +101,8 @@ export async function generate(ctx: GenContext, m: LoadedModel, sessionId: strin
   const V = m.model.config.vocab_size;
   const { enc, out: sampled, logprobs: sampledLogprobs } = await onPrompt(ctx, m, sessionId, prompt, maxNew, 'generation failed', async (p) => {
     const res = { enc: p.enc, out: [] as number[], logprobs: [] as number[] };
-    // only tokens that keep the output valid UTF-8 are sampled (tokenizer.ts utf8Allowed)
+    // only tokens that keep the output valid UTF-8 are sampled, and no special token but EOS
+    // (tokenizer.ts utf8Allowed); the recorded logprob is the token's under this masked distribution
     let u8 = UTF8_START;
     let row = p.last;
     for (;;) {

@@ -126,6 +126,18 @@ describe('bad input', () => {
     expect((await s.call('DELETE', `/v1/sessions/${big}`)).status).toBe(200);
   });
 
+  it('a body over the limit is 413 naming the limit of its route in bytes', async () => {
+    const before = dumpDb(s.dataDir);
+    const one = await s.call('POST', `/v1/sessions/${id}/steps`, step({ info: { pad: 'x'.repeat(300 * 1024) } }));
+    expect(one.status).toBe(413);
+    expect(one.body).toMatchObject({ type: 'https://lamer-server.dev/problems/payload-too-large', detail: 'request body is larger than the limit of 262144 bytes' });
+    // steps:batch has its own, larger limit
+    const batch = await s.call('POST', '/v1/steps:batch', { items: [{ sessionId: id, attempt: 0, step: 1, observation: 'x'.repeat(600 * 1024) }] });
+    expect(batch.status).toBe(413);
+    expect(batch.body.detail).toBe('request body is larger than the limit of 524288 bytes');
+    expect(dumpDb(s.dataDir)).toBe(before);
+  });
+
   it('the session still accepts the correct next step afterwards', async () => {
     const r = await s.call('POST', `/v1/sessions/${id}/steps`, step({}));
     expect(r.status).toBe(200);

@@ -16,8 +16,8 @@ export const StatsQuery = Type.Object(
 const summary = {
   sessions: Type.Integer({ description: 'completed sessions counted' }),
   passAtK: Type.Record(Type.String(), Type.Number(), { description: '"k" -> fraction of sessions solved within attempts 0..k-1' }),
-  successByAttempt: Type.Array(Type.Number(), { description: '[attempt] fraction of played attempts that succeeded' }),
-  meanReturnByAttempt: Type.Array(Type.Number(), { description: '[attempt] mean undiscounted return of played attempts' }),
+  successByAttempt: Type.Array(Nullable(Type.Number()), { description: '[attempt] fraction of played attempts that succeeded; null when no session played it' }),
+  meanReturnByAttempt: Type.Array(Nullable(Type.Number()), { description: '[attempt] mean undiscounted return of played attempts; null when no session played it' }),
   attemptsPlayed: Type.Array(Type.Integer(), { description: '[attempt] how many sessions played it' }),
 };
 

@@ -2,7 +2,8 @@
  * Step validation over real HTTP: `POST /v1/steps:batch` under the `info` size limit (an item whose
  * `info` is over LAMER_MAX_INFO_BYTES fails alone with a 400 naming `body/items/<i>/info`; the
  * others succeed), each batch item validated on its own, and the reward at step 0 (none: 0 or
- * absent; anything else is a 400 that records nothing).
+ * absent; anything else is a 400 that records nothing), and the bounds of `availableActions` (each
+ * action once, at most LAMER_MAX_AVAILABLE_ACTIONS of them).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defaultLimits } from '../../../../src/config.js';
@@ -111,6 +112,20 @@ describe('the reward at step 0', () => {
     expect(r.body.type).toBe(VALIDATION);
     expect(r.body.errors).toEqual([{ field: 'body/availableActions', message: 'must NOT have duplicate items (items ## 2 and 0 are identical)' }]);
     expect(dumpDb(s.dataDir)).toBe(before);
+  });
+
+  it('availableActions over the default cap of 512 is a 400 naming the field and the cap; nothing is recorded; 512 are accepted', async () => {
+    const id = await open();
+    const actions = (n: number) => Array.from({ length: n }, (_, i) => `a${i}`);
+    const before = dumpDb(s.dataDir);
+    const r = await s.call('POST', `/v1/sessions/${id}/steps`, { attempt: 0, step: 0, observation: 'o', availableActions: actions(513) });
+    expect(r.status).toBe(400);
+    expect(r.body.type).toBe(VALIDATION);
+    expect(r.body.errors).toEqual([{ field: 'body/availableActions', message: 'must NOT have more than 512 items' }]);
+    expect(dumpDb(s.dataDir)).toBe(before);
+    const ok = await s.call('POST', `/v1/sessions/${id}/steps`, { attempt: 0, step: 0, observation: 'o', availableActions: actions(512) });
+    expect(ok.status).toBe(200);
+    expect(actions(512)).toContain(ok.body.action);
   });
 
   it('also at step 0 of a later attempt, and for a batch item alone', async () => {
