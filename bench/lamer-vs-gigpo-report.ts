@@ -12,7 +12,9 @@
  * paired differences (LaMer - GiGPO, each arm - the SFT start evaluated the same way) with 95%
  * bootstrap intervals over tasks and over training seeds and tasks (src/eval/compare.ts); the
  * issue's aims; reflection statistics; per-iteration learning curves; compute and wall time; and
- * one table like the paper's Table 1 with the paper's numbers beside ours (shared/LAMER.md §6).
+ * one table like the paper's Table 1 with the paper's numbers beside ours (shared/LAMER.md §6);
+ * per game the "Does memory act?" section (bench/lamer-vs-gigpo-memory.ts; it also reads the LaMer
+ * runs' databases <game>/lamer/seed-<s>/data/lamer.db, copied, never written).
  * Also OUT_DIR/curves-<game>.svg (curves.svg for the one-game layout; mean over seeds per arm).
  * With --results FILE the report also replaces the marked section of FILE (--section NAME,
  * default lamer-vs-gigpo-paper; lamer-vs-gigpo-redone for the one-game layout).
@@ -26,6 +28,7 @@ import {
 } from '../src/eval/compare.js';
 import type { EvalReport } from '../src/eval/harness.js';
 import { learningCurveSvg } from '../src/eval/chart-svg.js';
+import { memorySection, readMemoryGame } from './lamer-vs-gigpo-memory.js';
 import type { CurvePoint } from '../src/eval/experiment.js';
 
 const USAGE = 'usage: bench/lamer-vs-gigpo-report.ts OUT_DIR [--results FILE] [--section NAME] [--curve-every N] [--resamples N]';
@@ -240,6 +243,11 @@ function gameSection(g: Game, level: string): string[] {
     if (r.reflections === 0) continue;
     L.push(`| ${a.label} | ${r.reflections} | ${r.afterLosingAction} | ${share(r.namesEndingCell)} | ${share(r.repeatsPrevious)} | ${share(r.sharedAcrossTasks)} |`);
   }
+
+  // does memory act? (bench/lamer-vs-gigpo-memory.ts: eval rows with and without memory, and the
+  // advantage LaMer's jobs gave the reflections)
+  const memory = readMemoryGame(g.dir);
+  if (memory) L.push('', ...memorySection(memory, { level: `${level}#`, resamples }));
 
   // learning curves
   for (const a of g.arms) {

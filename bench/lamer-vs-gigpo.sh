@@ -18,7 +18,7 @@
 # without reflection (as the paper evaluates its baselines). AVAILABLE_ACTIONS=1 sends the env's
 # legal actions with every step, in training and in evaluation; the default is 0 (the model
 # writes its own action) when $BASE is a compact-format checkpoint, else 1.
-# Output: OUT_DIR/<game>/<arm>/seed-<s>/learning-curve.json, OUT_DIR/<game>/eval-<arm>-seed<s>.json,
+# Output: OUT_DIR/<game>/<arm>/seed-<s>/learning-curve.json, OUT_DIR/<game>/eval-<arm>-seed<s>.json (and eval-lamer-independent-seed<s>.json: a LaMer run's weights as 3 independent retries, the same-weights control of memory),
 # OUT_DIR/<game>/eval-sft-{lamer-mode,independent}.json, OUT_DIR/<game>/timings.jsonl (wall and
 # CPU seconds of each training and eval), and, after each game (FINAL=1), OUT_DIR/report.md and
 # OUT_DIR/curves-<game>.svg (bench/lamer-vs-gigpo-report.ts) and, unless RESULTS='', the marked
@@ -257,10 +257,14 @@ for game in $GAMES; do
     for arm in $ARMS; do
       train "$game" "$arm" "$seed"
       case $arm in
-        lamer) evaluate "$game" "$arm-seed$seed" "$OUT/$game/$arm/seed-$seed/data" ;;
+        lamer)
+          evaluate "$game" "$arm-seed$seed" "$OUT/$game/$arm/seed-$seed/data"
+          # the same weights without memory: what memory itself adds (bench/lamer-vs-gigpo-memory.ts)
+          evaluate "$game" "$arm-independent-seed$seed" "$OUT/$game/$arm/seed-$seed/data" --independent-attempts ;;
         *) evaluate "$game" "$arm-seed$seed" "$OUT/$game/$arm/seed-$seed/data" --independent-attempts ;;
       esac
-      record "$game $arm seed $seed" "$game/$arm/seed-$seed/learning-curve.json" "$game/eval-$arm-seed$seed.json" "$game/timings.jsonl"
+      record "$game $arm seed $seed" "$game/$arm/seed-$seed/learning-curve.json" "$game/eval-$arm-seed$seed.json" \
+        $( [ "$arm" = lamer ] && echo "$game/eval-$arm-independent-seed$seed.json" ) "$game/timings.jsonl"
     done
   done
   [ "$FINAL" = 1 ] || continue

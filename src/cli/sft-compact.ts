@@ -24,14 +24,12 @@ import { checkpointText, loadCheckpoint, saveCheckpoint, type DefaultSampling } 
 import { countParams, initModel, type GPT, type GPTConfig } from '../model/gpt.js';
 import type { CompactPromptFormat } from '../model/prompt-format.js';
 import { GameTokenizer } from '../model/tokenizers.js';
-import {
-  noisyPolicy, playCompactTrial, randomAction, solverPolicy, symmetriesFor, symmetry, transformTrial, type CompactTrial, type TrialPolicy,
-} from '../envs/compact-data.js';
-import { makeEnv, parseEnvName, trainSeed } from '../envs/index.js';
-import { Rng } from '../envs/rng.js';
+import { makeEnv } from '../envs/index.js';
 import { GAME_ENV_TAGS, gameVocabulary } from '../envs/vocab.js';
-import { ACTION_RESERVE, REFLECTION_RESERVE, evaluate, modelPolicy } from './sft-compact-play.js';
-import { compactExamples, takeOneKind, type CompactExample } from '../training/data/compact-sft.js';
+import { evaluate } from './sft-compact-play.js';
+import { ExamplePool, poolRng } from './sft-compact-pool.js';
+import { DataThread } from './sft-compact-data-thread.js';
+import type { CompactExample } from '../training/data/compact-sft.js';
 import { disposeSoftBatch, makeSoftBatch, positionLogits, softTargetLoss } from '../training/maths/soft-targets.js';
 import { AdamW, clipByGlobalNorm } from '../training/maths/losses.js';
 
@@ -50,6 +48,15 @@ const USAGE = `usage: npm run model:sft-base -- [options]
   --eval-every N       steps between held-out evaluations (default 1500)
   --eval-tasks N       held-out tasks per game per evaluation (default 32)
   --seed N             initialisation and data seed (default 1)
+  --data-thread on|off play and label trials in a thread of their own, beside the optimiser step
+                       (DAgger then plays with the weights of one step earlier; default off, the
+                       shipped run's setting)
+  --reflection-share F share of steps that train reflections, each reflection then trained about
+                       F / (its share of the examples) times (default: the examples' own share, a
+                       few percent: the shipped run's setting)
+  --balance-reflections on|off   reflection batches draw each failure class (a mine, turns ran
+                       out, a cornered box, a dead end) equally often instead of as often as the
+                       trials produce it (default off, the shipped run's setting)
   --memory-at WHERE    where the compact prompt puts the memory lines: tail (after the board, so the
                        board keeps its positions in every attempt) or head (after the env tag, the
                        layout of checkpoints made before the option) (default tail; --from keeps
@@ -63,6 +70,7 @@ interface Options {
   out: string; minutes: number; steps: number | null; layers: number; embd: number; heads: number; block: number;
   batch: number; lr: number; curriculum: Array<{ env: string; weight: number }>; daggerFrom: number; daggerShare: number;
   evalEvery: number; evalTasks: number; seed: number; from: string | null; memoryAt: 'head' | 'tail';
+  dataThread: boolean; balanceReflections: boolean; reflectionShare: number | null;
 }
 
 const DEFAULT_CURRICULUM = 'minesweeper-4x4-2:1,minesweeper-5x5-3:1,minesweeper-6x6-3:4,sokoban-5x5-1:1,sokoban-6x6-1:1,sokoban-6x6-2:3';
@@ -92,7 +100,7 @@ export function parseOptions(argv: string[]): Options {
   try {
     ({ values } = parseArgs({
       args: argv, strict: true, allowPositionals: false,
-      options: Object.fromEntries(['out', 'minutes', 'steps', 'layers', 'embd', 'heads', 'block', 'batch', 'lr', 'curriculum', 'dagger-from', 'dagger-share', 'eval-every', 'eval-tasks', 'seed', 'from', 'memory-at']
+      options: Object.fromEntries(['out', 'minutes', 'steps', 'layers', 'embd', 'heads', 'block', 'batch', 'lr', 'curriculum', 'dagger-from', 'dagger-share', 'eval-every', 'eval-tasks', 'seed', 'from', 'memory-at', 'data-thread', 'balance-reflections', 'reflection-share']
         .map((k) => [k, { type: 'string' as const }]).concat([['help', { type: 'boolean' as const, short: 'h' } as never], ['overwrite', { type: 'boolean' as const } as never]])),
     }) as { values: Record<string, string | boolean | undefined> });
   } catch (e) {
@@ -131,6 +139,9 @@ export function parseOptions(argv: string[]): Options {
     evalTasks: num('eval-tasks', s('eval-tasks'), 32, 1, 100_000),
     seed: num('seed', s('seed'), 1, 0, 2 ** 31 - 1),
     memoryAt: memoryAt(s('memory-at'), s('from') !== undefined),
+    dataThread: onOff('data-thread', s('data-thread'), false),
+    balanceReflections: onOff('balance-reflections', s('balance-reflections'), false),
+    reflectionShare: s('reflection-share') === undefined ? null : num('reflection-share', s('reflection-share'), 0, 0, 1, false),
     from: fromDir(s('from'), s('out') ?? 'models/base', ['layers', 'embd', 'heads', 'block'].filter((k) => s(k) !== undefined)),
   };
   // last: it creates the folder, which only a command line without other errors should do
@@ -157,6 +168,13 @@ function outDir(out: string, overwrite: boolean): string {
     fail(`--out ${out}: cannot create it (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
   }
   return out;
+}
+
+/** An on|off option. */
+function onOff(name: string, v: string | undefined, def: boolean): boolean {
+  if (v === undefined) return def;
+  if (v !== 'on' && v !== 'off') fail(`--${name} must be on or off, got '${v}'`);
+  return v === 'on';
 }
 
 /** --memory-at: head or tail (default tail); refused beside --from, which keeps its checkpoint's. */
@@ -239,59 +257,6 @@ async function startModel(o: Options, tok: GameTokenizer): Promise<Start> {
   return { model, config: model.config, before, parent, prior, format, sampling };
 }
 
-/**
- * A pool of training examples kept at `size`: each new trial draws an env from the curriculum and
- * a training seed, is played by the solver (noise 0, 0.1 or 0.3) or, once DAgger runs, with
- * probability `daggerShare` by the model itself (greedy, a little noise), and is mapped by a random
- * board symmetry; the solver labels every decision whoever played it.
- */
-class ExamplePool {
-  readonly items: CompactExample[] = [];
-  trials = 0;
-  daggerTrials = 0;
-  private readonly totalWeight: number;
-
-  constructor(
-    private readonly o: Options, private readonly model: GPT, private readonly tok: GameTokenizer,
-    private readonly format: CompactPromptFormat, private readonly rng: Rng, private readonly size = 4096,
-  ) {
-    this.totalWeight = o.curriculum.reduce((sum, c) => sum + c.weight, 0);
-  }
-
-  private pickEnv(): string {
-    let r = this.rng.next() * this.totalWeight;
-    for (const c of this.o.curriculum) if ((r -= c.weight) < 0) return c.env;
-    return this.o.curriculum[this.o.curriculum.length - 1]!.env;
-  }
-
-  /** Plays trials until the pool is full again. */
-  refill(daggerOn: boolean): void {
-    const exOpts = { tokenizer: this.tok, format: this.format, blockSize: this.model.config.block_size, actionReserve: ACTION_RESERVE, reflectionReserve: REFLECTION_RESERVE };
-    // one policy (and memo) per refill: the weights change between refills
-    const mp = daggerOn ? modelPolicy(this.model, this.tok, this.format, (e) => e) : null;
-    while (this.items.length < this.size) {
-      const envName = this.pickEnv();
-      const seed = trainSeed(this.o.seed * 1_000_000, this.trials++);
-      const byModel = daggerOn && this.rng.next() < this.o.daggerShare;
-      const noise = [0, 0.1, 0.3][this.rng.int(3)]!;
-      let policy: TrialPolicy = noise === 0 ? solverPolicy : noisyPolicy(noise);
-      if (byModel && mp) {
-        policy = (c) => (c.rng.next() < noise / 3 ? randomAction(c.env, c.observation, c.rng) : mp(c));
-        this.daggerTrials++;
-      }
-      const trial: CompactTrial = playCompactTrial({ envName, seed, maxAttempts: 3, policy, rngSeed: seed ^ 0x5bd1e995 });
-      const { params } = parseEnvName(envName) as { params: { rows: number; cols: number } };
-      const syms = symmetriesFor(params.rows, params.cols);
-      for (const ex of compactExamples(transformTrial(trial, symmetry(syms[this.rng.int(syms.length)]!)), exOpts)) this.items.push(ex);
-    }
-  }
-
-  /** `n` examples drawn without replacement, all of one kind (`takeOneKind`). */
-  take(n: number): CompactExample[] {
-    return takeOneKind(this.items, n, this.rng);
-  }
-}
-
 /** One optimiser step on `batch` (soft-target loss, grad-norm clip 1.0, AdamW). @returns the loss. */
 function trainStep(model: GPT, opt: AdamW, batch: CompactExample[], vocabSize: number, lr: number): number {
   const sb = makeSoftBatch(batch, vocabSize, model.config.block_size);
@@ -316,8 +281,10 @@ async function main(): Promise<void> {
   const tok = new GameTokenizer(gameVocabulary());
   const { model, config, before, parent, prior, format, sampling } = await startModel(o, tok);
   const opt = new AdamW(model.trainableVariables, { lr: o.lr, weightDecay: 0.01 });
-  const rng = new Rng(o.seed * 7919 + 17);
-  const pool = new ExamplePool(o, model, tok, format, rng);
+  const poolOptions = { curriculum: o.curriculum, seed: o.seed, daggerShare: o.daggerShare, balanceReflections: o.balanceReflections, reflectionShare: o.reflectionShare };
+  const data = o.dataThread ? await DataThread.start(config, model.trainableVariables, poolOptions, format) : null;
+  const pool = data ? null : new ExamplePool(poolOptions, model, tok, format, poolRng(o.seed));
+  let trials = 0, daggerTrials = 0;
   mkdirSync(o.out, { recursive: true });
   process.stderr.write(`model:sft-base: backend ${backend}; ${config.n_layer}x${config.n_embd}, ${countParams(config)} parameters, vocabulary ${tok.vocabSize}; budget ${o.steps ? `${o.steps} steps` : `${o.minutes} min`}\n`);
 
@@ -331,7 +298,7 @@ async function main(): Promise<void> {
     const points = ['minesweeper-6x6-3', 'sokoban-6x6-2'].map((e) => evaluate(model, tok, format, e, o.evalTasks));
     const trainSeconds = prior.trainSeconds + Math.round(trainMs / 1000);
     const counts = { step: prior.step + step, examples: prior.examples + examples, tokens: prior.tokens + tokens, trainSeconds };
-    curve.push({ ...counts, ...(o.from ? { continues: o.from } : {}), loss: lossN ? lossSum / lossN : null, daggerTrials: pool.daggerTrials, evalSeconds: Math.round((Date.now() - t0) / 1000), games: points });
+    curve.push({ ...counts, ...(o.from ? { continues: o.from } : {}), loss: lossN ? lossSum / lossN : null, daggerTrials, evalSeconds: Math.round((Date.now() - t0) / 1000), games: points });
     lossSum = 0; lossN = 0;
     process.stderr.write(`eval @${step}: ${points.map((p) => `${p.env} agree ${(100 * p.agreement).toFixed(1)}% ${p.invalid === null ? '' : `invalid ${(100 * p.invalid).toFixed(1)}% `} pass@1 ${(100 * p.pass1).toFixed(1)}% pass@3 ${(100 * p.pass3).toFixed(1)}%${p.reflectionsNamingMine !== null ? ` refl-names-mine ${(100 * p.reflectionsNamingMine).toFixed(0)}%` : ''}`).join(' | ')}\n`);
     const meta = {
@@ -350,19 +317,28 @@ async function main(): Promise<void> {
     // the schedule's length: the step budget, or an estimate from the pace so far
     const total = o.steps ?? (step < 200 ? 1_000_000 : Math.max(step + 1, Math.round(step / Math.max(1e-9, elapsedFrac))));
     const t0 = Date.now();
-    pool.refill(elapsedFrac >= o.daggerFrom);
+    let batch: CompactExample[];
+    if (data) {
+      // the thread refills while the previous step trained: what is left here is the wait
+      ({ examples: batch, trials, daggerTrials } = await data.take(o.batch, elapsedFrac >= o.daggerFrom));
+    } else {
+      pool!.refill(elapsedFrac >= o.daggerFrom);
+      batch = pool!.take(o.batch);
+      ({ trials, daggerTrials } = pool!);
+    }
     dataMs += Date.now() - t0;
-    const batch = pool.take(o.batch);
     lossSum += trainStep(model, opt, batch, tok.vocabSize, lrAt(o.lr, step, total));
+    data?.publish(model.trainableVariables);
     lossN++;
     examples += batch.length;
     tokens += batch.reduce((sum, x) => sum + x.ids.length, 0);
     trainMs += Date.now() - t0;
-    if (step % 50 === 0) process.stderr.write(`step ${step} loss ${(lossSum / Math.max(1, lossN)).toFixed(4)} examples ${examples} tokens ${tokens} train ${(trainMs / 1000).toFixed(0)} s (data ${(dataMs / 1000).toFixed(0)} s) dagger-trials ${pool.daggerTrials} tensors ${tf.memory().numTensors}\n`);
+    if (step % 50 === 0) process.stderr.write(`step ${step} loss ${(lossSum / Math.max(1, lossN)).toFixed(4)} examples ${examples} tokens ${tokens} train ${(trainMs / 1000).toFixed(0)} s (data ${(dataMs / 1000).toFixed(0)} s) trials ${trials} dagger-trials ${daggerTrials} tensors ${tf.memory().numTensors}\n`);
     if (step > 0 && step % o.evalEvery === 0) await doEval(step);
   }
   await doEval(step);
   process.stderr.write(`model:sft-base: done, ${step} steps, ${examples} examples, ${tokens} tokens, ${(trainMs / 60000).toFixed(1)} min training, ${((Date.now() - started) / 60000).toFixed(1)} min wall; checkpoint in ${o.out}\n`);
+  await data?.close();
   opt.dispose();
   model.dispose();
 }

@@ -63,11 +63,16 @@ export function rowSummary(row: BaseRow, report: Pick<EvalReport, 'env' | 'attem
   };
 }
 
-/** Share of the sessions' reflections that name a box with its cell ("box (2, 3)", "boxes at (1, 1)"); null without reflections. */
+/** Whether a Sokoban reflection names a box with its cell: "box" or "boxes", then "(r, c)" in the same sentence ("box (2, 3)", "boxes at (1, 1)"). */
+export function namesBoxCell(reflection: string): boolean {
+  return /\bbox(?:es)?\b[^.;\n]*\(\s*\d+\s*,\s*\d+\s*\)/i.test(reflection);
+}
+
+/** Share of the sessions' reflections that name a box with its cell (`namesBoxCell`); null without reflections. */
 export function boxCellShare(sessions: readonly SessionRecord[]): number | null {
   const texts = sessions.flatMap((s) => s.attempts.flatMap((a) => (a.reflection === undefined ? [] : [a.reflection])));
   if (texts.length === 0) return null;
-  return texts.filter((t) => /\bbox(?:es)?\b[^.;\n]*\(\s*\d+\s*,\s*\d+\s*\)/i.test(t)).length / texts.length;
+  return texts.filter(namesBoxCell).length / texts.length;
 }
 
 /**

@@ -8,7 +8,7 @@
  */
 import { Rng } from '../shared/rng.js';
 import { passAtKRate } from '../shared/passk.js';
-import { summarize, type SessionRecord } from './metrics.js';
+import { summarize, type AttemptRecord, type SessionRecord } from './metrics.js';
 
 /** Mean and sample standard deviation (n - 1; 0 for fewer than 2 values). NaN mean for none. */
 export function meanStd(xs: readonly number[]): { mean: number; std: number; n: number } {
@@ -199,9 +199,23 @@ export function minesNamed(reflection: string): Set<string> {
 }
 
 /** The cell of a canonical MineSweeper action "(r, c)" as [r, c], or null. */
-function cellOf(action: string | undefined): [number, number] | null {
+export function cellOf(action: string | undefined): [number, number] | null {
   const m = action ? /^\((\d+), (\d+)\)$/.exec(action) : null;
   return m ? [Number(m[1]), Number(m[2])] : null;
+}
+
+/**
+ * The cell of an attempt's losing last action: the env ended the attempt (`done`) without success
+ * and its last action is a cell (MineSweeper: the mine it clicked); null otherwise (a success, the
+ * turn cap, Sokoban moves).
+ */
+export function endingCell(a: Pick<AttemptRecord, 'endReason' | 'success' | 'trajectory'>): [number, number] | null {
+  return a.endReason === 'done' && !a.success ? cellOf(a.trajectory[a.trajectory.length - 1]) : null;
+}
+
+/** Whether `reflection` names cell (r, c): "(r, c)" with any spacing, or "row r, col(umn) c". */
+export function namesCell(reflection: string, [r, c]: readonly [number, number]): boolean {
+  return new RegExp(`\\(\\s*${r}\\s*,\\s*${c}\\s*\\)|row\\s*${r}\\s*,\\s*col(?:umn)?\\s*${c}\\b`, 'i').test(reflection);
 }
 
 /**
@@ -236,12 +250,10 @@ export function reflectionStats(sessions: readonly SessionRecord[]): ReflectionS
       if (tasksOf.get(a.reflection)!.size > 1) shared++;
       if (prev !== undefined) { repeatable++; if (prev === a.reflection) repeats++; }
       prev = a.reflection;
-      const cell = a.endReason === 'done' && !a.success ? cellOf(a.trajectory[a.trajectory.length - 1]) : null;
+      const cell = endingCell(a);
       if (!cell) continue;
       afterLosing++;
-      const [r, c] = cell;
-      const re = new RegExp(`\\(\\s*${r}\\s*,\\s*${c}\\s*\\)|row\\s*${r}\\s*,\\s*col(?:umn)?\\s*${c}\\b`, 'i');
-      if (re.test(a.reflection)) naming++;
+      if (namesCell(a.reflection, cell)) naming++;
     }
   }
   return {

@@ -1,8 +1,8 @@
 /**
  * bench/lamer-vs-gigpo-report.ts on made-up run folders, run as a child process: the paper's
  * layout (a folder per game) gives per game the arms' pass@k, the reflection share of trained
- * tokens and the entropies apart, the paired differences with both intervals, the aims, and the
- * Table 1 comparison with the paper's numbers; the one-game layout of the 4x4 run still reports;
+ * tokens and the entropies apart, the paired differences with both intervals, the aims, whether
+ * memory acts (bench/lamer-vs-gigpo-memory.ts), and the Table 1 comparison with the paper's numbers; the one-game layout of the 4x4 run still reports;
  * --results replaces the right marked section.
  */
 import { spawnSync } from 'node:child_process';
@@ -100,6 +100,13 @@ describe('bench/lamer-vs-gigpo-report.ts', () => {
     expect(md).toContain('| 1 | 20.0 | 40.0 | 1.00 | 1.100 | 0.400 | 25.0% | 0.0/2 | 3 | 10 |');
     expect(md).toContain('| LaMer | 0 | 2 | 32 | 800 | 200 | 6 | 20 | 13.0 | 30 / 25 | 12 / 11 |');
     expect(md).toContain('**Warning: the pieces of this game ran different code** (trees of src/: `aaa`, `bbb+dirty`;');
+    // does memory act? (bench/lamer-vs-gigpo-memory.ts): LaMer's 10 failed attempts per seed each
+    // end on the mine (2, 2), the reflection names it, the next attempt starts elsewhere, clicks
+    // (2, 2) again (and, in this made-up data, wins)
+    expect(md).toContain('#### Does memory act?');
+    expect(md).toContain('| LaMer seed 1 | yes | 10 | 0.0 [0.0, 0.0] | 0.0 [0.0, 0.0] | 100.0 [100.0, 100.0] | 10 | 100.0 [100.0, 100.0] |');
+    expect(md).toContain('| LaMer seed 0 | 10 | 10 | 100.0 [100.0, 100.0] |');
+    expect(md).toContain('Training: no LaMer training database');
     expect(existsSync(path.join(out, 'curves-minesweeper-6x6-3.svg'))).toBe(true);
     expect(existsSync(path.join(out, 'curves-sokoban-6x6-2.svg'))).toBe(true);
     const doc = readFileSync(results, 'utf8');

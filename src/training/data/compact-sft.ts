@@ -19,7 +19,21 @@ export interface CompactExample {
   at: number[];
   /** For each trained position, the target token ids (uniform weights over them). */
   targets: number[][];
+  /** Reflection examples: the failure class of the reflection (`reflectionClass`). */
+  failure?: string;
 }
+
+/**
+ * The failure class of a compact reflection (src/envs/compact-data.ts writes them): the text with
+ * every `(r, c)` cell replaced by `C`, e.g. `C was a mine.`, `turns ran out.`,
+ * `box C stuck in a corner.`, `boxes stuck. dead end.`.
+ */
+export function reflectionClass(text: string): string {
+  return text.replace(/\(\d+, \d+\)/g, 'C');
+}
+
+/** The failure class of a reflection example, null for an acting one: a `takeOneKind` stratum. */
+export const failureOf = (x: { kind: string; failure?: string }): string | null => (x.kind === 'reflection' ? x.failure ?? null : null);
 
 export interface CompactExampleOptions {
   tokenizer: Tokenizer;
@@ -91,7 +105,7 @@ export function compactExamples(trial: CompactTrial, opts: CompactExampleOptions
       const text = tok.encode(a.reflection);
       const ids = [...enc.ids, ...text];
       const at = Array.from({ length: text.length + 1 }, (_, j) => enc.ids.length - 1 + j);
-      out.push({ kind: 'reflection', ids, at, targets: [...text.map((t) => [t]), [EOS]] });
+      out.push({ kind: 'reflection', ids, at, targets: [...text.map((t) => [t]), [EOS]], failure: reflectionClass(a.reflection) });
     }
     previous.push({ steps: done, finalObservation: a.finalObservation, success: a.success, reflection: a.reflection });
   });
@@ -104,14 +118,22 @@ export function compactExamples(trial: CompactTrial, opts: CompactExampleOptions
  * to its longest sequence and a reflection example is about twice as long as an acting one, so a
  * mixed batch costs about what a reflection batch does; one-kind batches keep the mixture (a
  * batch is of a kind with that kind's share of the pool) and pay each kind's own length.
- * Returns fewer than `n` when the first's kind has fewer examples left; [] for an empty pool.
- * `rng.int(k)` must return an integer in [0, k).
+ * With `stratum` (e.g. `failureOf`), a batch whose first example has a stratum (not null) is drawn
+ * balanced instead: the first is put back and each of the n examples picks a stratum uniformly
+ * among those its kind still has in the pool, then an example of it uniformly; the kind's share
+ * of batches is unchanged. Returns fewer than `n` when the first's kind has fewer examples left;
+ * [] for an empty pool. `rng.int(k)` must return an integer in [0, k).
  */
-export function takeOneKind<T extends { kind: string }>(pool: T[], n: number, rng: { int(k: number): number }): T[] {
+export function takeOneKind<T extends { kind: string }>(
+  pool: T[], n: number, rng: { int(k: number): number }, stratum?: (x: T) => string | null,
+): T[] {
   if (pool.length === 0 || n < 1) return [];
-  const first = pool.splice(rng.int(pool.length), 1)[0]!;
+  const firstAt = rng.int(pool.length);
+  const kind = pool[firstAt]!.kind;
+  if (stratum && stratum(pool[firstAt]!) !== null) return takeBalanced(pool, n, rng, kind, stratum);
+  const first = pool.splice(firstAt, 1)[0]!;
   const same: number[] = [];
-  pool.forEach((x, i) => { if (x.kind === first.kind) same.push(i); });
+  pool.forEach((x, i) => { if (x.kind === kind) same.push(i); });
   // a partial Fisher-Yates shuffle of the same-kind indices picks n - 1 of them
   const k = Math.min(n - 1, same.length);
   for (let j = 0; j < k; j++) {
@@ -120,4 +142,30 @@ export function takeOneKind<T extends { kind: string }>(pool: T[], n: number, rn
   }
   const picked = same.slice(0, k).sort((x, y) => y - x); // splice from the back keeps indices valid
   return [first, ...picked.map((i) => pool.splice(i, 1)[0]!)];
+}
+
+/** `takeOneKind`'s balanced draw: n examples of `kind`, each from a uniformly drawn stratum. */
+function takeBalanced<T extends { kind: string }>(pool: T[], n: number, rng: { int(k: number): number }, kind: string, stratum: (x: T) => string | null): T[] {
+  const groups = new Map<string, number[]>();
+  pool.forEach((x, i) => {
+    if (x.kind !== kind) return;
+    const s = stratum(x) ?? '';
+    let g = groups.get(s);
+    if (!g) groups.set(s, (g = []));
+    g.push(i);
+  });
+  const names = [...groups.keys()].sort(); // a fixed order: the draw depends only on rng and pool
+  const chosen: number[] = [];
+  for (let j = 0; j < n && names.length > 0; j++) {
+    const gi = rng.int(names.length);
+    const g = groups.get(names[gi]!)!;
+    const r = rng.int(g.length);
+    chosen.push(g[r]!);
+    g[r] = g[g.length - 1]!;
+    g.pop();
+    if (g.length === 0) names.splice(gi, 1);
+  }
+  const out = chosen.map((i) => pool[i]!);
+  for (const i of [...chosen].sort((x, y) => y - x)) pool.splice(i, 1);
+  return out;
 }

@@ -1,6 +1,6 @@
 /** SFT examples of the compact policy (src/training/data/compact-sft.ts) from a hand-made trial. */
 import { describe, expect, it } from 'vitest';
-import { compactExamples, takeOneKind, targetPath } from '../../../src/training/data/compact-sft.js';
+import { compactExamples, failureOf, reflectionClass, takeOneKind, targetPath } from '../../../src/training/data/compact-sft.js';
 import { Rng } from '../../../src/envs/rng.js';
 import { BOS, EOS } from '../../../src/model/tokenizer.js';
 import { BYTE_TOKENIZER, GameTokenizer } from '../../../src/model/tokenizers.js';
@@ -51,6 +51,7 @@ describe('compactExamples', () => {
       ids: [...reflPrompt, cell(1, 2), WAS_A_MINE],
       at: [reflPrompt.length - 1, reflPrompt.length, reflPrompt.length + 1],
       targets: [[cell(1, 2)], [WAS_A_MINE], [EOS]],
+      failure: 'C was a mine.',
     });
     // the next attempt reads the reflection as a memory line
     const prompt1 = [BOS, TAG, MEMORY, cell(1, 2), WAS_A_MINE, ...board0, ACT];
@@ -127,4 +128,47 @@ describe('takeOneKind', () => {
     expect(takeOneKind([], 5, rng)).toEqual([]);
     expect(takeOneKind([{ kind: 'action' }], 0, rng)).toEqual([]);
   });
+
+  it('with a stratum, draws each example of a stratified batch from a uniformly drawn stratum', () => {
+    // 90 'mine' and 10 'turns' reflections: balanced, a batch of 10 holds about 5 of each
+    const refl = (n: number, failure: string) => Array.from({ length: n }, (_, i) => ({ kind: 'reflection', failure, id: `${failure}${i}` }));
+    const rng = new Rng(11);
+    let turns = 0, drawn = 0;
+    for (let t = 0; t < 200; t++) {
+      const p = [...refl(90, 'mine'), ...refl(10, 'turns')];
+      const got = takeOneKind(p, 10, rng, failureOf);
+      expect(new Set(got.map((x) => x.id)).size).toBe(got.length);
+      expect(p).toHaveLength(100 - got.length);
+      for (const x of got) expect(p).not.toContain(x);
+      turns += got.filter((x) => x.failure === 'turns').length;
+      drawn += got.length;
+    }
+    // each draw picks 'turns' with probability 1/2 while both strata have examples left (10 each time here)
+    expect(turns / drawn).toBeGreaterThan(0.4);
+    expect(turns / drawn).toBeLessThan(0.6);
+  });
+
+  it('with a stratum, leaves unstratified batches (acting examples) as without one, and runs a stratum dry', () => {
+    const p = [{ kind: 'action', id: 'a0' }, { kind: 'reflection', failure: 'x', id: 'r0' }, { kind: 'reflection', failure: 'y', id: 'r1' }];
+    const first = { int: () => 0 }; // always the first candidate
+    expect(takeOneKind(p, 4, first, failureOf).map((x) => x.id)).toEqual(['a0']);
+    // both reflections, then nothing left: fewer than n
+    expect(takeOneKind(p, 4, first, failureOf).map((x) => x.id).sort()).toEqual(['r0', 'r1']);
+    expect(p).toEqual([]);
+  });
 });
+
+describe('reflectionClass', () => {
+  it.each([
+    ['(2, 3) was a mine.', 'C was a mine.'],
+    ['turns ran out.', 'turns ran out.'],
+    ['box (1, 4) stuck in a corner.', 'box C stuck in a corner.'],
+    ['boxes stuck. dead end.', 'boxes stuck. dead end.'],
+  ])('%s -> %s', (text, cls) => expect(reflectionClass(text)).toBe(cls));
+
+  it('labels the reflection examples of a trial, and failureOf reads it (null for acting examples)', () => {
+    expect(failureOf({ kind: 'reflection', failure: 'C was a mine.' })).toBe('C was a mine.');
+    expect(failureOf({ kind: 'action', failure: 'C was a mine.' })).toBeNull();
+  });
+});
+

@@ -1,0 +1,113 @@
+/**
+ * The compact trainer's example pool (src/cli/sft-compact.ts): demonstration trials played by the
+ * solver (with noise) or, once DAgger runs, by the model itself, turned into training examples
+ * (src/training/data/compact-sft.ts) under a random board symmetry. It runs in the trainer's thread
+ * or in a data thread of its own (src/cli/sft-compact-data-thread.ts); both draw the same examples
+ * for the same seed and weights.
+ */
+import type { GPT } from '../model/gpt.js';
+import type { CompactPromptFormat } from '../model/prompt-format.js';
+import type { Tokenizer } from '../model/tokenizers.js';
+import {
+  noisyPolicy, playCompactTrial, randomAction, solverPolicy, symmetriesFor, symmetry, transformTrial, type CompactTrial, type TrialPolicy,
+} from '../envs/compact-data.js';
+import { parseEnvName, trainSeed } from '../envs/index.js';
+import { Rng } from '../envs/rng.js';
+import { ACTION_RESERVE, REFLECTION_RESERVE, modelPolicy } from './sft-compact-play.js';
+import { compactExamples, failureOf, takeOneKind, type CompactExample } from '../training/data/compact-sft.js';
+
+/** What the pool needs from the command line. */
+export interface PoolOptions {
+  /** Envs and their relative weights (`--curriculum`). */
+  curriculum: Array<{ env: string; weight: number }>;
+  /** The run's seed: training tasks and draws follow from it. */
+  seed: number;
+  /** Share of new trials the model plays once DAgger runs (`--dagger-share`). */
+  daggerShare: number;
+  /**
+   * Reflection batches draw each example's failure class (src/training/data/compact-sft.ts
+   * reflectionClass: a mine, turns ran out, a cornered box, a dead end) uniformly among the
+   * classes in the pool, instead of in proportion to them (`--balance-reflections`).
+   */
+  balanceReflections: boolean;
+  /**
+   * Share of batches that are reflection batches (`--reflection-share`); null: the pool's own
+   * share of reflection examples (a few percent). With a share, reflection examples are kept apart
+   * in a ring of the newest `REFLECTION_RING` and drawn with reuse (a failed attempt yields one
+   * reflection but a dozen decisions, so a larger share than the trials produce means training each
+   * reflection several times).
+   */
+  reflectionShare: number | null;
+}
+
+/** Reflection examples kept for `reflectionShare` batches: the newest ones. */
+export const REFLECTION_RING = 1024;
+
+/** The examples' seed stream of a run: the same in the trainer's thread and in a data thread. */
+export const poolRng = (seed: number): Rng => new Rng(seed * 7919 + 17);
+
+/**
+ * A pool of training examples kept at `size`: each new trial draws an env from the curriculum and
+ * a training seed, is played by the solver (noise 0, 0.1 or 0.3) or, once DAgger runs, with
+ * probability `daggerShare` by the model itself (greedy, a little noise), and is mapped by a random
+ * board symmetry; the solver labels every decision whoever played it.
+ */
+export class ExamplePool {
+  readonly items: CompactExample[] = [];
+  /** With `reflectionShare`: the newest reflection examples, oldest first. */
+  readonly reflections: CompactExample[] = [];
+  trials = 0;
+  daggerTrials = 0;
+  private readonly totalWeight: number;
+
+  constructor(
+    private readonly o: PoolOptions, private readonly model: GPT, private readonly tok: Tokenizer,
+    private readonly format: CompactPromptFormat, private readonly rng: Rng, private readonly size = 4096,
+  ) {
+    this.totalWeight = o.curriculum.reduce((sum, c) => sum + c.weight, 0);
+  }
+
+  private pickEnv(): string {
+    let r = this.rng.next() * this.totalWeight;
+    for (const c of this.o.curriculum) if ((r -= c.weight) < 0) return c.env;
+    return this.o.curriculum[this.o.curriculum.length - 1]!.env;
+  }
+
+  /** Plays trials until the pool is full again; DAgger trials when `daggerOn`. */
+  refill(daggerOn: boolean): void {
+    const exOpts = { tokenizer: this.tok, format: this.format, blockSize: this.model.config.block_size, actionReserve: ACTION_RESERVE, reflectionReserve: REFLECTION_RESERVE };
+    // one policy (and memo) per refill: the weights change between refills
+    const mp = daggerOn ? modelPolicy(this.model, this.tok, this.format, (e) => e) : null;
+    while (this.items.length < this.size) {
+      const envName = this.pickEnv();
+      const seed = trainSeed(this.o.seed * 1_000_000, this.trials++);
+      const byModel = daggerOn && this.rng.next() < this.o.daggerShare;
+      const noise = [0, 0.1, 0.3][this.rng.int(3)]!;
+      let policy: TrialPolicy = noise === 0 ? solverPolicy : noisyPolicy(noise);
+      if (byModel && mp) {
+        policy = (c) => (c.rng.next() < noise / 3 ? randomAction(c.env, c.observation, c.rng) : mp(c));
+        this.daggerTrials++;
+      }
+      const trial: CompactTrial = playCompactTrial({ envName, seed, maxAttempts: 3, policy, rngSeed: seed ^ 0x5bd1e995 });
+      const { params } = parseEnvName(envName) as { params: { rows: number; cols: number } };
+      const syms = symmetriesFor(params.rows, params.cols);
+      for (const ex of compactExamples(transformTrial(trial, symmetry(syms[this.rng.int(syms.length)]!)), exOpts)) {
+        if (ex.kind === 'reflection' && this.o.reflectionShare !== null) this.reflections.push(ex);
+        else this.items.push(ex);
+      }
+    }
+    if (this.reflections.length > REFLECTION_RING) this.reflections.splice(0, this.reflections.length - REFLECTION_RING);
+  }
+
+  /**
+   * `n` examples of one kind: without `reflectionShare`, drawn without replacement (`takeOneKind`);
+   * with it, a reflection batch with probability `reflectionShare` (n distinct examples of the ring,
+   * left in it: `takeOneKind` on a copy), else acting examples drawn without replacement.
+   */
+  take(n: number): CompactExample[] {
+    const stratum = this.o.balanceReflections ? failureOf : undefined;
+    if (this.o.reflectionShare === null) return takeOneKind(this.items, n, this.rng, stratum);
+    if (this.rng.next() < this.o.reflectionShare && this.reflections.length > 0) return takeOneKind([...this.reflections], n, this.rng, stratum);
+    return takeOneKind(this.items, n, this.rng);
+  }
+}

@@ -1,0 +1,93 @@
+/**
+ * The compact trainer's example pool (src/cli/sft-compact-pool.ts) and its data thread
+ * (src/cli/sft-compact-data-thread.ts): the thread draws exactly the pool's examples for the same
+ * seed; a reflection share keeps reflections apart and trains them that often.
+ */
+import * as tf from '@tensorflow/tfjs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ExamplePool, poolRng, REFLECTION_RING, type PoolOptions } from '../../src/cli/sft-compact-pool.js';
+import { DataThread } from '../../src/cli/sft-compact-data-thread.js';
+import { initModel, type GPT } from '../../src/model/gpt.js';
+import { GameTokenizer } from '../../src/model/tokenizers.js';
+import { GAME_ENV_TAGS, gameVocabulary } from '../../src/envs/vocab.js';
+import type { CompactPromptFormat } from '../../src/model/prompt-format.js';
+
+const tok = new GameTokenizer(gameVocabulary());
+const format: CompactPromptFormat = { name: 'compact', envTags: [...GAME_ENV_TAGS], historySteps: 0, memoryAt: 'tail' };
+const base: PoolOptions = { curriculum: [{ env: 'minesweeper-5x5-3', weight: 1 }, { env: 'sokoban-5x5-1', weight: 1 }], seed: 5, daggerShare: 0.5, balanceReflections: false, reflectionShare: null };
+let model: GPT;
+
+beforeAll(async () => {
+  await tf.setBackend('cpu');
+  await tf.ready();
+  model = initModel({ vocab_size: tok.vocabSize, block_size: 384, n_layer: 1, n_head: 2, n_embd: 16 }, 3);
+});
+afterAll(() => model.dispose());
+
+describe('ExamplePool', () => {
+  it('keeps reflections apart with a reflection share, in a ring of the newest, and draws that share of reflection batches', () => {
+    const pool = new ExamplePool({ ...base, reflectionShare: 0.5 }, model, tok, format, poolRng(5), 200);
+    pool.refill(false);
+    expect(pool.items.length).toBeGreaterThanOrEqual(200);
+    expect(pool.items.every((x) => x.kind === 'action')).toBe(true);
+    expect(pool.reflections.length).toBeGreaterThan(0);
+    expect(pool.reflections.length).toBeLessThanOrEqual(REFLECTION_RING);
+    expect(pool.reflections.every((x) => x.kind === 'reflection' && typeof x.failure === 'string')).toBe(true);
+    let refl = 0;
+    const ringBefore = pool.reflections.length;
+    for (let t = 0; t < 400; t++) {
+      const batch = pool.take(4);
+      expect(new Set(batch.map((x) => x.kind)).size).toBe(1);
+      if (batch[0]!.kind === 'reflection') refl++;
+      pool.refill(false);
+    }
+    // binomial(400, 0.5): sd 10
+    expect(Math.abs(refl - 200)).toBeLessThan(50);
+    // reflection batches leave the ring as it was (reuse); refills only add to it
+    expect(pool.reflections.length).toBeGreaterThanOrEqual(ringBefore);
+  });
+
+  it('without a reflection share, mixes both kinds in one pool and removes what it gives', () => {
+    const pool = new ExamplePool(base, model, tok, format, poolRng(5), 200);
+    pool.refill(false);
+    expect(pool.reflections).toEqual([]);
+    expect(pool.items.some((x) => x.kind === 'reflection')).toBe(true);
+    const n = pool.items.length;
+    const batch = pool.take(8);
+    expect(pool.items).toHaveLength(n - batch.length);
+  });
+});
+
+describe('DataThread', () => {
+  it('gives the batches the pool gives in this thread for the same seed, and passes the trial counters on', async () => {
+    const options = { ...base, balanceReflections: true, reflectionShare: 0.3 };
+    const local = new ExamplePool(options, model, tok, format, poolRng(options.seed), 128);
+    const thread = await DataThread.start(model.config, model.trainableVariables, options, format, 128);
+    try {
+      for (let t = 0; t < 4; t++) {
+        local.refill(false);
+        const want = local.take(6);
+        const got = await thread.take(6, false);
+        expect(got.examples).toEqual(want);
+        expect(got.trials).toBe(local.trials);
+        expect(got.daggerTrials).toBe(0);
+        thread.publish(model.trainableVariables);
+      }
+      // DAgger trials in the thread play its copy of the weights (a refill plays trials once the pool is short)
+      let dagger = 0;
+      for (let t = 0; t < 20 && dagger === 0; t++) dagger = (await thread.take(32, true)).daggerTrials;
+      expect(dagger).toBeGreaterThan(0);
+    } finally {
+      await thread.close();
+    }
+  }, 120_000);
+
+  it('refuses a model the thread cannot copy (parameter count differs)', async () => {
+    const other = initModel({ vocab_size: tok.vocabSize, block_size: 384, n_layer: 1, n_head: 2, n_embd: 32 }, 3);
+    try {
+      await expect(DataThread.start(model.config, other.trainableVariables, base, format, 16)).rejects.toThrow(/parameters, the trainer has/);
+    } finally {
+      other.dispose();
+    }
+  }, 60_000);
+});
