@@ -38,7 +38,8 @@
 # Usage: bench/lamer-vs-gigpo.sh OUT_DIR
 # Settings (environment):
 #   GAMES="minesweeper-6x6-3 sokoban-6x6-2" SEEDS="0 1 2" ARMS="lamer gigpo"   what to run
-#   ITER=20 T=8 G=8 LR=5e-5 GAMMA_MS=0.9 GAMMA_SOKO=0.6                          how to train
+#   ITER=12 T=8 G=8 LR=1e-4 GAMMA_MS=0.9 GAMMA_SOKO=0.6                          how to train
+#   (the run of 2026-12-02 in docs/RESULTS.md; LR from a 1-iteration pilot)
 #   TRAIN_SAMPLING=1/1/0 EVAL_SAMPLING=0.7/0.8/20 (temperature/top-p/top-k) AVAILABLE_ACTIONS=0|1
 #   EVAL_TASKS=256 BASE=models/base CONCURRENCY=32 PORT0=18431
 #   FINAL=1 (0: only the runs of $SEEDS x $ARMS and their evals; no SFT evals, no report)
@@ -52,9 +53,10 @@
 # and 70 s at T=8 G=8 (MineSweeper LaMer: 13 s of rollouts + 57 s of job, 77 CPU s; MineSweeper
 # GiGPO the same CPU time); an eval about 5 s of server start + 0.2-0.4 s per task (1-2 minutes
 # at 256 tasks). Beside two other trainings on both cores about twice that (T=2 G=2: 12-19 s;
-# T=4 G=4: 25-44 s an iteration). The default run (2 games x 3 seeds x 2 arms x 20 iterations of
-# T=8 G=8, 16 evals of 256 tasks) is then about 5 hours on a quiet machine and 8-10 hours beside
-# other work; the per-iteration time follows the sessions' length, which training changes.
+# T=4 G=4: 25-44 s an iteration). The default run (2 games x 3 seeds x 2 arms x 12 iterations of
+# T=8 G=8, 22 evals of 256 tasks) took 93 minutes on 2026-12-02 as two invocations side by side (one
+# game each; 34 pieces summing to 10,207 s wall), with other work beside it. The tiny check above
+# takes about 5-8 minutes, most of it tsx and server start-up.
 # T x G sets the trajectories per iteration: the paper's 16 tasks x 8 trials is T=16 G=8 (about
 # twice the time).
 set -euo pipefail
@@ -74,8 +76,8 @@ ROOT=$(pwd)
 GAMES=${GAMES-"minesweeper-6x6-3 sokoban-6x6-2"}
 SEEDS=${SEEDS-"0 1 2"}
 ARMS=${ARMS-"lamer gigpo"}
-ITER=${ITER:-20}
-T=${T:-8}; G=${G:-8}; LR=${LR:-5e-5}
+ITER=${ITER:-12}
+T=${T:-8}; G=${G:-8}; LR=${LR:-1e-4}
 GAMMA_MS=${GAMMA_MS:-0.9}; GAMMA_SOKO=${GAMMA_SOKO:-0.6}
 TRAIN_SAMPLING=${TRAIN_SAMPLING:-1/1/0}
 EVAL_SAMPLING=${EVAL_SAMPLING:-0.7/0.8/20}
@@ -99,14 +101,23 @@ for a in $ARMS; do
 done
 case $AVAILABLE_ACTIONS in 0|1) ;; *) echo "AVAILABLE_ACTIONS must be 0 or 1, got '$AVAILABLE_ACTIONS'" >&2; exit 2 ;; esac
 case $COMMIT in 0|1) ;; *) echo "COMMIT must be 0 or 1, got '$COMMIT'" >&2; exit 2 ;; esac
-sampling_flags() { # "temperature/top-p/top-k" -> the CLI's flags
+# numbers, checked before meta.json is written (a bad value would otherwise fail inside the first
+# piece and leave an OUT_DIR that refuses the corrected settings)
+for kv in ITER="$ITER" T="$T" G="$G" EVAL_TASKS="$EVAL_TASKS" CONCURRENCY="$CONCURRENCY"; do
+  case ${kv#*=} in ''|*[!0-9]*|0) echo "${kv%%=*} must be a positive integer, got '${kv#*=}'" >&2; exit 2 ;; esac
+done
+for kv in LR="$LR" GAMMA_MS="$GAMMA_MS" GAMMA_SOKO="$GAMMA_SOKO"; do
+  node -e 'const x=Number(process.argv[1]); process.exit(process.argv[1].trim() !== "" && Number.isFinite(x) && x > 0 && x <= 1 ? 0 : 1)' "${kv#*=}" \
+    || { echo "${kv%%=*} must be a number in (0, 1], got '${kv#*=}'" >&2; exit 2; }
+done
+sampling_flags() { # "temperature/top-p/top-k" NAME -> the CLI's flags
   local t p k
   IFS=/ read -r t p k <<<"$1"
-  [ -n "$t" ] && [ -n "$p" ] && [ -n "$k" ] || { echo "sampling must be temperature/top-p/top-k, got '$1'" >&2; exit 2; }
+  [ -n "$t" ] && [ -n "$p" ] && [ -n "$k" ] || { echo "$2 must be temperature/top-p/top-k, got '$1'" >&2; exit 2; }
   echo "--temperature $t --top-p $p --top-k $k"
 }
-flags=$(sampling_flags "$TRAIN_SAMPLING"); read -r -a TRAIN_FLAGS <<<"$flags"
-flags=$(sampling_flags "$EVAL_SAMPLING"); read -r -a EVAL_FLAGS <<<"$flags"
+flags=$(sampling_flags "$TRAIN_SAMPLING" TRAIN_SAMPLING); read -r -a TRAIN_FLAGS <<<"$flags"
+flags=$(sampling_flags "$EVAL_SAMPLING" EVAL_SAMPLING); read -r -a EVAL_FLAGS <<<"$flags"
 AA=(); [ "$AVAILABLE_ACTIONS" = 1 ] && AA=(--available-actions)
 mkdir -p "$OUT"
 LOG="$OUT/progress.log"
