@@ -38,6 +38,13 @@ export interface PoolOptions {
    * reflection several times).
    */
   reflectionShare: number | null;
+  /**
+   * Copies of each acting example whose step has `memoryMatters` (a mine the memory names would
+   * otherwise be among the solver's safest cells) put in the pool (`--memory-weight`; 1: once).
+   * The soft target gives such a cell no mass, but the gradient that pushes the model off it is
+   * proportional to the probability the model gives it, so these rare examples are weighted up.
+   */
+  memoryWeight: number;
 }
 
 /** Reflection examples kept for `reflectionShare` batches: the newest ones. */
@@ -93,7 +100,7 @@ export class ExamplePool {
       const syms = symmetriesFor(params.rows, params.cols);
       for (const ex of compactExamples(transformTrial(trial, symmetry(syms[this.rng.int(syms.length)]!)), exOpts)) {
         if (ex.kind === 'reflection' && this.o.reflectionShare !== null) this.reflections.push(ex);
-        else this.items.push(ex);
+        else for (let k = ex.memoryMatters ? this.o.memoryWeight : 1; k > 0; k--) this.items.push(ex);
       }
     }
     if (this.reflections.length > REFLECTION_RING) this.reflections.splice(0, this.reflections.length - REFLECTION_RING);

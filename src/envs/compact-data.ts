@@ -151,7 +151,9 @@ export interface TrialOptions {
 /**
  * Plays one trial: attempts until success or `maxAttempts`, each from `env.reset(seed)`, with a
  * factual reflection after each failed attempt that has attempts left. MineSweeper targets after a
- * reflection know the mines the reflections name (as a model reading its memory could).
+ * reflection know the mines the reflections name (as a model reading its memory could); a step
+ * where that knowledge changes the target (a named mine would otherwise be among the safest cells)
+ * is marked `memoryMatters`.
  */
 export function playCompactTrial(opts: TrialOptions): CompactTrial {
   const env = makeEnv(opts.envName);
@@ -169,16 +171,22 @@ export function playCompactTrial(opts: TrialOptions): CompactTrial {
     for (let t = 0; t < maxSteps; t++) {
       let choices: string[][] | null = null;
       let target: string | null = null;
+      let memoryMatters = false;
       if (env instanceof MineSweeperEnv) {
         const cells = mineSweeperChoices(obs, env.params.mines, knownMines);
         choices = [cells];
         target = cells[rng.int(cells.length)]!;
+        if (knownMines.size > 0) {
+          const cols = env.params.cols;
+          const named = new Set([...knownMines].map((i) => cellAction(Math.floor(i / cols), i % cols)));
+          memoryMatters = mineSweeperChoices(obs, env.params.mines, new Set()).some((c) => named.has(c));
+        }
       } else {
         const c = sokobanChoices(obs, rng);
         if (c) ({ choices, target } = c);
       }
       const action = play({ env: env.kind, observation: obs, attempt: n, step: t, memory, choices, target, rng });
-      steps.push({ observation: obs, action, choices, target });
+      steps.push(memoryMatters ? { observation: obs, action, choices, target, memoryMatters } : { observation: obs, action, choices, target });
       const r = env.step(action);
       obs = r.observation;
       if (r.done) {
@@ -293,6 +301,7 @@ export function transformTrial(trial: CompactTrial, sym: Symmetry): CompactTrial
         action: t(s.action),
         choices: s.choices ? s.choices.map((set) => set.map(t)) : null,
         target: s.target === null ? null : t(s.target),
+        ...(s.memoryMatters ? { memoryMatters: true } : {}),
       })),
       finalObservation: g(a.finalObservation),
       success: a.success,

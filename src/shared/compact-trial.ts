@@ -19,6 +19,11 @@ export interface CompactStep {
   choices: string[][] | null;
   /** The solver's answer whose pieces condition `choices` (one draw from each set). */
   target: string | null;
+  /**
+   * MineSweeper: a mine that the memory names is among the equally safest cells the solver would
+   * give without the memory, so only reading the memory keeps the answer off it. Absent: false.
+   */
+  memoryMatters?: boolean;
 }
 
 export interface CompactAttempt {

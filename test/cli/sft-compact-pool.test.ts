@@ -7,6 +7,7 @@ import * as tf from '@tensorflow/tfjs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ExamplePool, poolRng, REFLECTION_RING, type PoolOptions } from '../../src/cli/sft-compact-pool.js';
 import { DataThread } from '../../src/cli/sft-compact-data-thread.js';
+import type { CompactExample } from '../../src/training/data/compact-sft.js';
 import { initModel, type GPT } from '../../src/model/gpt.js';
 import { GameTokenizer } from '../../src/model/tokenizers.js';
 import { GAME_ENV_TAGS, gameVocabulary } from '../../src/envs/vocab.js';
@@ -14,7 +15,7 @@ import type { CompactPromptFormat } from '../../src/model/prompt-format.js';
 
 const tok = new GameTokenizer(gameVocabulary());
 const format: CompactPromptFormat = { name: 'compact', envTags: [...GAME_ENV_TAGS], historySteps: 0, memoryAt: 'tail' };
-const base: PoolOptions = { curriculum: [{ env: 'minesweeper-5x5-3', weight: 1 }, { env: 'sokoban-5x5-1', weight: 1 }], seed: 5, daggerShare: 0.5, balanceReflections: false, reflectionShare: null };
+const base: PoolOptions = { curriculum: [{ env: 'minesweeper-5x5-3', weight: 1 }, { env: 'sokoban-5x5-1', weight: 1 }], seed: 5, daggerShare: 0.5, balanceReflections: false, reflectionShare: null, memoryWeight: 1 };
 let model: GPT;
 
 beforeAll(async () => {
@@ -45,6 +46,23 @@ describe('ExamplePool', () => {
     expect(Math.abs(refl - 200)).toBeLessThan(50);
     // reflection batches leave the ring as it was (reuse); refills only add to it
     expect(pool.reflections.length).toBeGreaterThanOrEqual(ringBefore);
+  });
+
+  it('puts memory-weight copies of each decision whose target the memory changes, and one of every other', () => {
+    const mine: PoolOptions = { ...base, curriculum: [{ env: 'minesweeper-4x4-2', weight: 1 }] };
+    const once = new ExamplePool(mine, model, tok, format, poolRng(8), 300);
+    const thrice = new ExamplePool({ ...mine, memoryWeight: 3 }, model, tok, format, poolRng(8), 300);
+    once.refill(false);
+    thrice.refill(false);
+    const count = (p: ExamplePool, f: (x: CompactExample) => boolean) => p.items.filter(f).length;
+    const k1 = count(once, (x) => x.memoryMatters === true);
+    expect(k1).toBeGreaterThan(0);
+    expect(once.items.every((x) => x.memoryMatters !== true || x.kind === 'action')).toBe(true);
+    // each such example is in the pool three times (the same object), every other once
+    const distinct = new Set(thrice.items.filter((x) => x.memoryMatters));
+    expect(count(thrice, (x) => x.memoryMatters === true)).toBe(3 * distinct.size);
+    expect(distinct.size).toBeGreaterThan(0);
+    expect(new Set(thrice.items.filter((x) => !x.memoryMatters)).size).toBe(count(thrice, (x) => !x.memoryMatters));
   });
 
   it('without a reflection share, mixes both kinds in one pool and removes what it gives', () => {

@@ -113,6 +113,33 @@ describe('compact reflections', () => {
 });
 
 describe('playCompactTrial', () => {
+  it('marks exactly the MineSweeper steps where a mine the memory names would be among the safest cells without it', () => {
+    let marked = 0, unmarked = 0;
+    for (let seed = 0; seed < 40; seed++) {
+      const t = playCompactTrial({ envName: 'minesweeper-4x4-2', seed, maxAttempts: 3, policy: noisyPolicy(0.7), rngSeed: seed + 100 });
+      const known = new Set<number>();
+      t.attempts.forEach((a) => {
+        for (const s of a.steps) {
+          const without = mineSweeperChoices(s.observation, 2, new Set());
+          const expected = [...known].some((i) => without.includes(`(${Math.floor(i / 4) + 1}, ${(i % 4) + 1})`));
+          expect(s.memoryMatters === true).toBe(expected);
+          if (expected) marked++;
+          else if (known.size > 0) unmarked++;
+        }
+        // symmetries keep the mark on the same steps
+        if (a.reflection?.endsWith('was a mine.')) {
+          const c = parseCellAction(a.reflection)!;
+          known.add((c.row - 1) * 4 + (c.col - 1));
+        }
+      });
+      const m = transformTrial(t, symmetry(seed % 8));
+      m.attempts.forEach((a, n) => a.steps.forEach((s, j) => expect(s.memoryMatters).toBe(t.attempts[n]!.steps[j]!.memoryMatters)));
+    }
+    // the first click after a named mine always counts (every cell is equally safe on a fresh board)
+    expect(marked).toBeGreaterThan(5);
+    expect(unmarked).toBeGreaterThan(0);
+  });
+
   it('is deterministic, and the solver alone plays its own targets', () => {
     const o = { envName: 'minesweeper-5x5-3', seed: 7, maxAttempts: 3, rngSeed: 9 };
     expect(playCompactTrial({ ...o, policy: noisyPolicy(0.3) })).toEqual(playCompactTrial({ ...o, policy: noisyPolicy(0.3) }));

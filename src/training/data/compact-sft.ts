@@ -21,6 +21,8 @@ export interface CompactExample {
   targets: number[][];
   /** Reflection examples: the failure class of the reflection (`reflectionClass`). */
   failure?: string;
+  /** Acting examples: the step's `memoryMatters` (the memory removes a cell from the target). */
+  memoryMatters?: boolean;
 }
 
 /**
@@ -92,7 +94,7 @@ export function compactExamples(trial: CompactTrial, opts: CompactExampleOptions
         const ids = [...enc.ids, ...path];
         const at = [...path.keys()].map((j) => enc.ids.length - 1 + j);
         at.push(ids.length - 1);
-        out.push({ kind: 'action', ids, at, targets: [...sets, [EOS]] });
+        out.push(s.memoryMatters ? { kind: 'action', ids, at, targets: [...sets, [EOS]], memoryMatters: true } : { kind: 'action', ids, at, targets: [...sets, [EOS]] });
       }
       done.push({ observation: s.observation, action: s.action });
     }
