@@ -11,11 +11,12 @@
  * trainer's thread for the same seed (same rng stream, same order of calls); the one difference is
  * that DAgger trials are played by the weights of one step earlier.
  */
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
 import type * as tf from '@tensorflow/tfjs';
 import type { GPTConfig } from '../model/gpt.js';
 import type { CompactPromptFormat } from '../model/prompt-format.js';
 import type { CompactExample } from '../training/data/compact-sft.js';
+import { spawnEntry, WorkerChannel } from '../shared/worker-channel.js';
 import { paramCount, readWeights } from '../training/run/data-parallel.js';
 import type { PoolOptions } from './sft-compact-pool.js';
 
@@ -30,47 +31,18 @@ export type FromDataThread =
 /** What `take` gives: the batch, the pool's trial counters, and the last refill's duration (ms). */
 export interface TakenBatch { examples: CompactExample[]; trials: number; daggerTrials: number; refillMs: number }
 
-function spawn(): Worker {
-  return import.meta.url.endsWith('.js')
-    ? new Worker(new URL('./sft-compact-data-entry.js', import.meta.url))
-    : new Worker(new URL('./worker-bootstrap.mjs', import.meta.url), { execArgv: [], workerData: { entry: './sft-compact-data-entry.ts' } });
-}
-
 /** The trainer's side of the data thread. Always `close()` it (a finally). */
 export class DataThread {
-  private pending: { resolve: (m: FromDataThread) => void; reject: (e: Error) => void } | null = null;
-  private failure: Error | null = null;
+  private readonly channel: WorkerChannel<ToDataThread, FromDataThread>;
   private readonly weights: Float32Array;
   private stale = false;
 
-  private constructor(private readonly worker: Worker, buffer: SharedArrayBuffer) {
+  private constructor(worker: Worker, buffer: SharedArrayBuffer) {
     this.weights = new Float32Array(buffer);
-    worker.on('message', (m: FromDataThread) => {
-      const p = this.pending;
-      this.pending = null;
-      if (!p) return;
-      if (m.type === 'error') {
-        const e = new Error(`data thread: ${m.message}`);
-        if (m.stack) e.stack = m.stack;
-        p.reject(e);
-      } else p.resolve(m);
-    });
-    worker.on('error', (err) => this.fail(new Error(`data thread crashed: ${err.message}`, { cause: err })));
-    worker.on('exit', (code) => this.fail(new Error(`data thread exited with code ${code}`)));
-  }
-
-  private fail(e: Error): void {
-    this.failure ??= e;
-    const p = this.pending;
-    this.pending = null;
-    p?.reject(e);
-  }
-
-  private request(msg: ToDataThread): Promise<FromDataThread> {
-    if (this.failure) return Promise.reject(this.failure);
-    return new Promise((resolve, reject) => {
-      this.pending = { resolve, reject };
-      this.worker.postMessage(msg);
+    this.channel = new WorkerChannel(worker, {
+      reported: (m) => new Error(`data thread: ${m.message}`),
+      crashed: (err) => new Error(`data thread crashed: ${err.message}`, { cause: err }),
+      exited: (code) => new Error(`data thread exited with code ${code}`),
     });
   }
 
@@ -81,10 +53,10 @@ export class DataThread {
   static async start(config: GPTConfig, vars: readonly tf.Variable[], pool: PoolOptions, format: CompactPromptFormat, size = 4096): Promise<DataThread> {
     const n = paramCount(vars);
     const buffer = new SharedArrayBuffer(n * 4);
-    const t = new DataThread(spawn(), buffer);
+    const t = new DataThread(spawnEntry('./sft-compact-data-entry', import.meta.url), buffer);
     readWeights(vars, t.weights);
     try {
-      const m = await t.request({ type: 'init', config, weights: buffer, pool, format, size });
+      const m = await t.channel.request({ type: 'init', config, weights: buffer, pool, format, size });
       if (m.type !== 'ready' || m.params !== n) throw new Error(`data thread built ${m.type === 'ready' ? m.params : '?'} parameters, the trainer has ${n}`);
       return t;
     } catch (e) {
@@ -105,7 +77,7 @@ export class DataThread {
    * @throws Error when the thread fails.
    */
   async take(n: number, daggerOn: boolean): Promise<TakenBatch> {
-    const m = await this.request({ type: 'take', n, daggerOn, syncWeights: this.stale });
+    const m = await this.channel.request({ type: 'take', n, daggerOn, syncWeights: this.stale });
     this.stale = false;
     if (m.type !== 'batch') throw new Error(`data thread answered ${m.type} to take`);
     return { examples: m.examples, trials: m.trials, daggerTrials: m.daggerTrials, refillMs: m.refillMs };
@@ -113,6 +85,6 @@ export class DataThread {
 
   /** Terminates the thread. */
   async close(): Promise<void> {
-    await this.worker.terminate().catch(() => undefined);
+    await this.channel.close();
   }
 }

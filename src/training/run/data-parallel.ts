@@ -24,7 +24,8 @@
  * variables concatenated in `trainableVariables()` order) or `error`.
  */
 import * as tf from '@tensorflow/tfjs';
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
+import { spawnEntry, WorkerChannel } from '../../shared/worker-channel.js';
 import { makeBatch, disposeBatch, type Supports } from '../data/batch.js';
 import type { TrainingSample } from '../data/data.js';
 import { splitMicroBatches } from '../data/minibatches.js';
@@ -160,9 +161,7 @@ let live = 0;
 export function liveReplicaThreads(): number { return live; }
 
 function spawnReplica(): Worker {
-  const w = import.meta.url.endsWith('.js')
-    ? new Worker(new URL('./replica-entry.js', import.meta.url))
-    : new Worker(new URL('./worker-bootstrap.mjs', import.meta.url), { execArgv: [], workerData: { entry: 'replica' } });
+  const w = spawnEntry('./replica-entry', import.meta.url);
   live++;
   w.once('exit', () => { live--; });
   return w;
@@ -173,38 +172,14 @@ export class ReplicaError extends Error {
   constructor(message: string, options?: { cause?: unknown }) { super(message, options); this.name = 'ReplicaError'; }
 }
 
-type Pending = { resolve: (m: FromReplica) => void; reject: (e: Error) => void };
-
-/** One replica thread with a one-request-at-a-time channel. */
-class Replica {
-  private pending: Pending | null = null;
-  private failure: Error | null = null;
+/** One replica thread (`index` >= 1) with a one-request-at-a-time channel; `stale` until it has the newest weights. */
+class Replica extends WorkerChannel<ToReplica, FromReplica> {
   stale = true;
-  constructor(readonly worker: Worker, readonly index: number) {
-    worker.on('message', (m: FromReplica) => {
-      const p = this.pending;
-      this.pending = null;
-      if (!p) return;
-      if (m.type === 'error') {
-        const e = new ReplicaError(`training replica ${index}: ${m.name}: ${m.message}`);
-        if (m.stack) e.stack = m.stack;
-        p.reject(e);
-      } else p.resolve(m);
-    });
-    worker.on('error', (err) => this.fail(new ReplicaError(`training replica ${index} crashed: ${err.message}`, { cause: err })));
-    worker.on('exit', (code) => this.fail(new ReplicaError(`training replica ${index} exited with code ${code}`)));
-  }
-  private fail(e: Error): void {
-    this.failure ??= e;
-    const p = this.pending;
-    this.pending = null;
-    p?.reject(e);
-  }
-  request(msg: ToReplica, transfer: ArrayBuffer[] = []): Promise<FromReplica> {
-    if (this.failure) return Promise.reject(this.failure);
-    return new Promise((resolve, reject) => {
-      this.pending = { resolve, reject };
-      this.worker.postMessage(msg, transfer);
+  constructor(worker: Worker, readonly index: number) {
+    super(worker, {
+      reported: (m) => new ReplicaError(`training replica ${index}: ${m.name}: ${m.message}`),
+      crashed: (err) => new ReplicaError(`training replica ${index} crashed: ${err.message}`, { cause: err }),
+      exited: (code) => new ReplicaError(`training replica ${index} exited with code ${code}`),
     });
   }
 }
@@ -288,7 +263,7 @@ export class ReplicaPool {
 
   /** Terminate every replica thread and wait for them to exit. */
   async close(): Promise<void> {
-    await Promise.all(this.replicas.map((r) => r.worker.terminate().catch(() => undefined)));
+    await Promise.all(this.replicas.map((r) => r.close()));
   }
 }
 

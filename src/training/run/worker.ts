@@ -6,10 +6,12 @@
  * it never throws in the parent.
  *
  * Under tsx the worker file is TypeScript. `execArgv: ['--import', 'tsx']` does not apply to a
- * worker's entry module on Node 20, so the worker starts from worker-bootstrap.mjs, which registers
- * tsx's ESM loader in the worker thread (`tsx/esm/api` register) and then imports worker-entry.ts. When this file runs compiled (.js), worker-entry.js is started directly.
+ * worker's entry module on Node 20, so the worker starts from src/shared/worker-bootstrap.mjs
+ * (src/shared/worker-channel.ts spawnEntry), which registers tsx's ESM loader in the worker thread
+ * (`tsx/esm/api` register) and then imports worker-entry.ts. When this file runs compiled (.js),
+ * worker-entry.js is started directly.
  */
-import { Worker } from 'node:worker_threads';
+import { spawnEntry } from '../../shared/worker-channel.js';
 import type { TrainingSample } from '../data/data.js';
 import { JobCancelledError, type JobProgress, type JobResult, type TrainingJobSpec } from './job.js';
 import type { ModelIOModule } from './model-api.js';
@@ -48,17 +50,12 @@ export interface TrainingWorkerHandle {
 const EXT = import.meta.url.endsWith('.js') ? '.js' : '.ts';
 export const DEFAULT_MODEL_IO: ModelIOModule = { module: new URL(`./gpt-adapter${EXT}`, import.meta.url).href, exportName: 'createModelIO' };
 
-function spawnEntry(): Worker {
-  if (import.meta.url.endsWith('.js')) return new Worker(new URL('./worker-entry.js', import.meta.url));
-  return new Worker(new URL('./worker-bootstrap.mjs', import.meta.url), { execArgv: [] });
-}
-
 /**
  * Start a job in a new worker thread.
  * @param onProgress called in the parent for each iteration.
  */
 export function startTrainingWorker(request: WorkerJobRequest, onProgress?: (p: JobProgress) => void): TrainingWorkerHandle {
-  const worker = spawnEntry();
+  const worker = spawnEntry('./worker-entry', import.meta.url);
   let settled = false;
   let cancelTimer: NodeJS.Timeout | null = null;
   let resolveDone!: (r: JobResult) => void;
