@@ -14,10 +14,12 @@
  *    the argmax. A model that reads its memory moves P(c) to about 0.
  *
  * Prints a table; writes the figures as JSON (default bench/results/base-memory-probe.json).
- * Exit code 2 for bad options; throws when a checkpoint is not a compact one.
+ * Exit code 2 for bad options: one line on stderr naming the option, checked before any work (a
+ * --model folder without a compact checkpoint's model.json among them), except a --model folder's
+ * weight files, read when its turn comes; 1 for a failure later.
  */
 import { parseArgs } from 'node:util';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { renderActPrompt } from '../src/agent/prompt.js';
@@ -25,13 +27,14 @@ import { noisyPolicy, playCompactTrial } from '../src/envs/compact-data.js';
 import { evalSeed, makeEnv } from '../src/envs/index.js';
 import { gameVocabulary } from '../src/envs/vocab.js';
 import { initBackend } from '../src/model/backend.js';
-import { checkpointText, loadCheckpoint } from '../src/model/checkpoint.js';
+import { checkpointText, loadCheckpoint, readCheckpointMetadata } from '../src/model/checkpoint.js';
 import type { GPT } from '../src/model/gpt.js';
 import type { CompactPromptFormat } from '../src/model/prompt-format.js';
 import { GameTokenizer } from '../src/model/tokenizers.js';
 import { compactExamples } from '../src/training/data/compact-sft.js';
 import { positionLogits } from '../src/training/maths/soft-targets.js';
 import { ACTION_RESERVE, REFLECTION_RESERVE } from '../src/cli/sft-compact-play.js';
+import { parseArgsMessage } from '../src/cli/args.js';
 
 const ENV = 'minesweeper-6x6-3';
 
@@ -91,32 +94,75 @@ export function probe(model: GPT, format: CompactPromptFormat, tok: GameTokenize
   };
 }
 
-async function main(): Promise<void> {
+const USAGE = `usage: npm run bench:base-memory -- [options]
+
+  --model DIR   a compact checkpoint folder (model.json + weights); repeat for several
+                (default models/base)
+  --boards N    held-out trials and boards per probe, an integer in [1, 100000] (default 200)
+  --out FILE    the figures as JSON (default bench/results/base-memory-probe.json)
+  -h, --help    print this text and exit
+
+Exit code: 0; 2 for bad options (one line on stderr naming the option); 1 for a failure later.`;
+
+/** A bad command line: one line on stderr (as the lamer CLIs, src/cli/args.ts), exit code 2. */
+function fail(msg: string): never {
+  process.stderr.write(`bench:base-memory: ${msg.replace(/\s*\n\s*/g, ' ')}\n`);
+  process.exit(2);
+}
+
+interface Options { models: string[]; boards: number; out: string }
+
+/**
+ * Parses and checks the command line before any work: every --model must hold a compact
+ * checkpoint's model.json (metadata only, weights are read later), --boards an integer in range,
+ * --out a file path whose folder can be created. Exits 2 with one line otherwise, 0 after --help.
+ */
+async function parseOptions(argv: string[]): Promise<Options> {
   let values: { model?: string[]; boards?: string; out?: string; help?: boolean };
   try {
-    ({ values } = parseArgs({ options: { model: { type: 'string', multiple: true }, boards: { type: 'string' }, out: { type: 'string' }, help: { type: 'boolean', short: 'h' } } }));
+    ({ values } = parseArgs({
+      args: argv, strict: true, allowPositionals: false,
+      options: { model: { type: 'string', multiple: true }, boards: { type: 'string' }, out: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+    }));
   } catch (e) {
-    process.stderr.write(`bench:base-memory: ${(e as Error).message}\n`);
-    process.exit(2);
+    fail(parseArgsMessage(e));
   }
   if (values.help) {
-    process.stdout.write('usage: npm run bench:base-memory -- [--model DIR]... [--boards N (default 200)] [--out FILE (default bench/results/base-memory-probe.json)]\n');
-    return;
+    process.stdout.write(USAGE + '\n');
+    process.exit(0);
   }
-  const boards = Number(values.boards ?? 200);
-  if (!Number.isInteger(boards) || boards < 1 || boards > 100_000) {
-    process.stderr.write(`bench:base-memory: --boards must be an integer in [1, 100000], got '${values.boards}'\n`);
-    process.exit(2);
+  // digits only: Number() alone would take '', ' 5', '0x10' and '1e3'
+  const boards = values.boards === undefined ? 200 : /^\d+$/.test(values.boards) ? Number(values.boards) : NaN;
+  if (!Number.isInteger(boards) || boards < 1 || boards > 100_000) fail(`--boards must be an integer in [1, 100000], got '${values.boards}'`);
+  const models = values.model ?? ['models/base'];
+  for (const dir of models) {
+    if (!existsSync(path.join(dir, 'model.json'))) fail(`--model ${dir}: no model.json there`);
+    const metadata = await readCheckpointMetadata(dir).catch((e: Error) => fail(`--model ${dir}: ${e.message}`));
+    const format = checkpointText(metadata).promptFormat.name;
+    if (format !== 'compact') fail(`--model ${dir}: not a compact checkpoint (prompt format ${format})`);
   }
+  const out = values.out ?? 'bench/results/base-memory-probe.json';
+  if (out === '' || (existsSync(out) && statSync(out).isDirectory())) fail(`--out '${out}' must be a file path, not a folder`);
+  try {
+    mkdirSync(path.dirname(out), { recursive: true });
+  } catch (e) {
+    fail(`--out ${out}: cannot create its folder (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+  }
+  return { models, boards, out };
+}
+
+async function main(): Promise<void> {
+  const { models, boards, out } = await parseOptions(process.argv.slice(2));
   await initBackend('wasm');
   const tok = new GameTokenizer(gameVocabulary());
   const rows: MemoryProbe[] = [];
-  for (const dir of values.model ?? ['models/base']) {
-    const { model, metadata } = await loadCheckpoint(dir);
+  for (const dir of models) {
+    // the weights are read only now: a folder whose weight files are missing or bad still ends in one line
+    const { model, metadata } = await loadCheckpoint(dir).catch((e: Error) => fail(`--model ${dir}: ${e.message}`));
     try {
-      const text = checkpointText(metadata);
-      if (text.promptFormat.name !== 'compact') throw new Error(`${dir}: not a compact checkpoint (prompt format ${text.promptFormat.name})`);
-      rows.push(probe(model, text.promptFormat, tok, boards, dir));
+      const format = checkpointText(metadata).promptFormat;
+      if (format.name !== 'compact') throw new Error(`${dir}: not a compact checkpoint`); // checked in parseOptions
+      rows.push(probe(model, format, tok, boards, dir));
     } finally {
       model.dispose();
     }
@@ -127,8 +173,6 @@ async function main(): Promise<void> {
   for (const r of rows) {
     console.log(`| ${r.model} | ${r.reflection.prompts} | ${r.reflection.meanLogprob.toFixed(3)} | ${pct(r.reflection.top1)} | ${r.acting.boards} | ${r.acting.pBefore.toFixed(3)} | ${r.acting.pAfter.toFixed(3)} | ${pct(r.acting.stillTop1)} |`);
   }
-  const out = values.out ?? 'bench/results/base-memory-probe.json';
-  mkdirSync(path.dirname(out), { recursive: true });
   writeFileSync(out, JSON.stringify({ env: ENV, boards, measuredAt: new Date().toISOString(), rows }, null, 1) + '\n');
   console.log(`written: ${out}`);
 }

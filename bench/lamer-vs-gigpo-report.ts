@@ -183,10 +183,11 @@ function gameSection(g: Game, level: string): string[] {
   for (const a of g.arms) {
     const c = a.curves[0]?.config;
     if (!c) continue;
+    const iterations = a.curves[0]!.points.length;
     const sessions = c.algorithm === 'lamer'
-      ? `${c.group} trials x 3 attempts (reflections trained) per task, gamma_traj ${c.hyperparameters?.gammaTraj ?? 'default'}`
+      ? `${c.group} trial${c.group === 1 ? '' : 's'} x 3 attempts (reflections trained) per task, gamma_traj ${c.hyperparameters?.gammaTraj ?? 'default'}`
       : `${3 * (c.group ?? 0)} single-attempt sessions per task`;
-    setups.push(`- ${a.label}: \`--algorithm ${c.algorithm}\`, ${sessions}, ${c.tasksPerIter} tasks an iteration, ${a.curves[0]!.points.length} iterations, lr ${c.hyperparameters?.lr ?? 'default'}, rollouts sampled at ${samplingText(c.sampling ?? null)}${c.availableActions ? ', with availableActions' : ', without availableActions'}.`);
+    setups.push(`- ${a.label}: \`--algorithm ${c.algorithm}\`, ${sessions}, ${c.tasksPerIter} task${c.tasksPerIter === 1 ? '' : 's'} an iteration, ${iterations} iteration${iterations === 1 ? '' : 's'}, lr ${c.hyperparameters?.lr ?? 'default'}, rollouts sampled at ${samplingText(c.sampling ?? null)}${c.availableActions ? ', with availableActions' : ', without availableActions'}.`);
   }
   if (setups.length) L.push('', 'Training (the same SFT start, a fixed number of iterations, fresh training tasks per iteration; seed s trains both arms on the same tasks):', '', ...setups);
   const errored = [...g.evals].filter(([, e]) => e.metrics.errors > 0);

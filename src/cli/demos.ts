@@ -1,5 +1,5 @@
 /**
- * `lamer demos --env minesweeper|sokoban --tasks N --seed S --out FILE.jsonl [--fail-rate 0.3]
+ * `lamer demos --env NAME --tasks N --seed S --out FILE.jsonl [--fail-rate 0.3]
  *  [--attempts 3] [--max-steps 7] [--params JSON]`, or `lamer demos --curriculum LIST ...`:
  * write solver demonstration sessions (src/envs/demos.ts) for the SFT warm start, on seeds of the
  * training range. Prints how many sessions, attempts, actions (steps), reflections and bytes were written.
@@ -12,7 +12,9 @@ export { intOpt };
 
 const HELP = `usage: lamer demos (--env NAME | --curriculum LIST) --tasks N --out FILE.jsonl [options]
 
-  --env NAME        minesweeper | sokoban, or a sized name such as minesweeper-4x4-2
+  --env NAME        minesweeper | sokoban (default sizes), or a sized name: minesweeper-RxC-M
+                    (rows x cols, mines; e.g. minesweeper-6x6-3) or sokoban-RxC-B (rows x cols,
+                    boxes; e.g. sokoban-6x6-2)
   --curriculum LIST a mix of envs instead of --env: comma-separated kind[:RxC/N][=COUNT|@WEIGHT]
                     (N = mines or boxes; COUNT sessions exactly, or a WEIGHT share of --tasks,
                     default @1), e.g. minesweeper:4x4/2,minesweeper:6x6/3@2,sokoban:6x6/2=50;

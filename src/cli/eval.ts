@@ -1,5 +1,5 @@
 /**
- * `lamer eval --env minesweeper|sokoban --tasks N --attempts K --concurrency C [--server URL]
+ * `lamer eval --env NAME --tasks N --attempts K --concurrency C [--server URL]
  *  [--api-key KEY] --seed S --out FILE [--policy model|random|solver]`
  *
  * Plays N held-out tasks (eval seed range) and prints pass@1..K, mean return by attempt,
@@ -21,9 +21,11 @@ import cliProgress from 'cli-progress';
 import { runEval, checkServer, EvalAbortError, PAPER_EVAL_SAMPLING, type EvalPolicy, type EvalReport } from '../eval/harness.js';
 import { checkOutPath, choiceOpt, envOpt, intOpt, numOpt, parseCommand, usageError, UsageError } from './args.js';
 
-const HELP = `usage: lamer eval --env minesweeper|sokoban [options]
+const HELP = `usage: lamer eval --env NAME [options]
 
-  --env NAME           minesweeper | sokoban, or a sized name such as minesweeper-4x4-2 (required)
+  --env NAME           minesweeper | sokoban (default sizes), or a sized name: minesweeper-RxC-M
+                       (rows x cols, mines; e.g. minesweeper-6x6-3) or sokoban-RxC-B (rows x cols,
+                       boxes; e.g. sokoban-6x6-2) (required)
   --tasks N            held-out tasks (default 128)
   --attempts K         attempts per session, pass@1..K (default 3)
   --concurrency C      sessions in flight (default 8)

@@ -43,8 +43,9 @@ describe('compact acting prompt', () => {
     expect(renderActPrompt({ ...ctx, env: 'blackjack' }).head).toBe('You play MineSweeper. Answer (row, col).\nm (2, 3) was a mine.\nm (1, 1) was a mine.');
     expect(renderActPrompt({ ...ctx, env: null }).head.startsWith('You play MineSweeper.')).toBe(true);
     expect(renderActPrompt({ ...ctx, env: undefined }).head.startsWith('You play MineSweeper.')).toBe(true);
-    // a tag is matched exactly, not by prefix or case
+    // a tag is matched exactly, not by prefix or case: a sized name is another label
     expect(renderActPrompt({ ...ctx, env: 'MineSweeper' }).head.startsWith('You play')).toBe(true);
+    expect(renderActPrompt({ ...ctx, env: 'minesweeper-6x6-3' }).head.startsWith('You play')).toBe(true);
     expect(renderActPrompt({ ...ctx, format: { ...format, instructions: true } }).head.startsWith('You play')).toBe(true);
   });
 

@@ -198,7 +198,7 @@ describe('memorySection', () => {
     expect(md).toContain('| SFT start, 3-attempt sessions | 4 | 4 | 100.0 [100.0, 100.0] | 4 | 0.0 [0.0, 0.0] | 0.0 [0.0, 0.0] of 4 | - of 0 |');
     expect(md).not.toContain('| GiGPO seed 0 | 0 |');
     // training: the two trained reflections of the database, the dangling one and the eval session's left out
-    expect(md).toContain('(2 over 1 iterations, seed 0)');
+    expect(md).toContain('(2 over 1 iteration, seed 0)'); // singular for one iteration
     expect(md).toContain('Check: the recomputed advantage equals the one the job stored on 2 of 2 reflections with a stored value');
     expect(md).toContain('| 0 | names the mine | 1 | 3.43 [3.43, 3.43] | 10.00 [10.00, 10.00] | 100.0 [100.0, 100.0] | 0.0 [0.0, 0.0] |');
     expect(md).toContain('| 0 | misses the mine | 1 | -6.67 [-6.67, -6.67] | -0.10 [-0.10, -0.10] | 0.0 [0.0, 0.0] | 100.0 [100.0, 100.0] |');

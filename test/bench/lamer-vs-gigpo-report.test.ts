@@ -36,8 +36,8 @@ function evalReport(env: string, solvedAt: (i: number) => number | null, reflect
   };
 }
 
-/** A learning curve of 2 iterations; LaMer's trains reflections (a quarter of its output tokens). */
-function curve(algorithm: 'lamer' | 'gigpo') {
+/** A learning curve of `iterations` iterations; LaMer's trains reflections (a quarter of its output tokens). */
+function curve(algorithm: 'lamer' | 'gigpo', iterations = 2) {
   const lamer = algorithm === 'lamer';
   const point = (iteration: number) => ({
     iteration, rolloutVersion: 'base', trainedVersion: 'v', jobId: 'j', jobStatus: 'succeeded', sessions: 16, meanReturn: 1, meanReturnFirstAttempt: 1,
@@ -46,19 +46,19 @@ function curve(algorithm: 'lamer' | 'gigpo') {
     tokensTrained: 4000, rolloutSeconds: 3, trainSeconds: 10, wallSeconds: 13 * (iteration + 1), rolloutErrors: 0,
   });
   return {
-    config: { env: 'x', algorithm, iterations: 2, tasksPerIter: 2, group: 2, sampling: { temperature: 1, topP: 1, topK: 0 }, availableActions: false, hyperparameters: { lr: 5e-5, ...(lamer ? { gammaTraj: 0.9 } : {}) } },
-    points: [point(0), point(1)], startedAt: '2026-12-01T00:00:00Z', wallSeconds: 26,
+    config: { env: 'x', algorithm, iterations, tasksPerIter: 2, group: 2, sampling: { temperature: 1, topP: 1, topK: 0 }, availableActions: false, hyperparameters: { lr: 5e-5, ...(lamer ? { gammaTraj: 0.9 } : {}) } },
+    points: Array.from({ length: iterations }, (_, i) => point(i)), startedAt: '2026-12-01T00:00:00Z', wallSeconds: 13 * iterations,
   };
 }
 
 const write = (f: string, x: unknown) => { mkdirSync(path.dirname(f), { recursive: true }); writeFileSync(f, typeof x === 'string' ? x : JSON.stringify(x)); };
 
 /** One game's folder: LaMer solves every task by attempt 2 (seed 1: task 0 at 1), GiGPO half at attempt 0, the SFT start a quarter. */
-function writeGame(dir: string, env: string) {
+function writeGame(dir: string, env: string, iterations = 2) {
   for (const seed of [0, 1]) {
-    write(path.join(dir, 'lamer', `seed-${seed}`, 'learning-curve.json'), curve('lamer'));
+    write(path.join(dir, 'lamer', `seed-${seed}`, 'learning-curve.json'), curve('lamer', iterations));
     write(path.join(dir, `eval-lamer-seed${seed}.json`), evalReport(env, (i) => (i % 2 === 0 ? 0 : 1), true));
-    write(path.join(dir, 'gigpo', `seed-${seed}`, 'learning-curve.json'), curve('gigpo'));
+    write(path.join(dir, 'gigpo', `seed-${seed}`, 'learning-curve.json'), curve('gigpo', iterations));
     write(path.join(dir, `eval-gigpo-seed${seed}.json`), evalReport(env, (i) => (i % 2 === 0 ? 0 : null), false));
   }
   write(path.join(dir, 'eval-sft-lamer-mode.json'), evalReport(env, (i) => (i % 4 === 0 ? 0 : null), true));
@@ -82,6 +82,7 @@ describe('bench/lamer-vs-gigpo-report.ts', () => {
     expect(md).toContain('Training rollouts sampled at temperature 1, top-p 1, top-k none (the paper trains at temperature 1.0)');
     expect(md).toContain('### MineSweeper 6x6, 3 mines');
     expect(md).toContain('### Sokoban 6x6, 2 boxes');
+    expect(md).toContain('- LaMer: `--algorithm lamer`, 2 trials x 3 attempts (reflections trained) per task, gamma_traj 0.9, 2 tasks an iteration, 2 iterations, lr 0.00005,');
     // LaMer: pass@1 50, pass@3 100 on both seeds; reflections 100 of 400 output tokens; action entropy 1.2 -> 1.1
     expect(md).toContain('| LaMer | 3-attempt sessions, reflections | 2 | 50.0 ± 0.0 | 100.0 ± 0.0 | 100.0 ± 0.0 | 50.0 ± 0.0 |');
     expect(md).toMatch(/\| LaMer \|[^\n]*\| 25\.0 ± 0\.0% \| 1\.200 -> 1\.100 \| 0\.400 -> 0\.400 \|/);
@@ -114,15 +115,18 @@ describe('bench/lamer-vs-gigpo-report.ts', () => {
     expect(doc).not.toContain('\nold\n');
   }, 60_000);
 
-  it('one-game layout (the MineSweeper 4x4 run): still reported, with curves.svg and the lamer-vs-gigpo-redone section', () => {
+  it('one-game layout (the MineSweeper 4x4 run, here of one iteration): still reported, with curves.svg and the lamer-vs-gigpo-redone section', () => {
     const out = tmpDir('lamer-lvg-report-legacy-');
-    writeGame(out, 'minesweeper-4x4-2');
+    writeGame(out, 'minesweeper-4x4-2', 1);
     const results = path.join(out, 'RESULTS.md');
     write(results, '# Results\n');
     const r = report([out, '--resamples', '200', '--results', results]);
     expect(r.status, r.stderr).toBe(0);
     const md = readFileSync(path.join(out, 'report.md'), 'utf8');
     expect(md).toContain('#### MineSweeper 4x4, 2 mines');
+    // one iteration is said in the singular
+    expect(md).toContain('2 tasks an iteration, 1 iteration, lr 0.00005,');
+    expect(md).not.toContain('1 iterations');
     expect(md).not.toContain('Against the paper');
     expect(existsSync(path.join(out, 'curves.svg'))).toBe(true);
     expect(readFileSync(results, 'utf8')).toContain('<!-- lamer-vs-gigpo-redone:begin -->');

@@ -25,6 +25,34 @@ describe('lamer eval / lamer demos command lines', () => {
     }
   });
 
+  it('--help of eval and demos names --env NAME and the sized env names, as lamer train --help does', async () => {
+    for (const [cmd, run, usage] of [['eval', evalRun, 'usage: lamer eval --env NAME '], ['demos', demosRun, 'usage: lamer demos (--env NAME | --curriculum LIST) ']] as const) {
+      const c = quietConsole();
+      let code;
+      try {
+        code = await run(['--help']);
+      } finally {
+        c.restore();
+      }
+      expect(code, cmd).toBe(0);
+      const help = c.logs().join('\n');
+      expect(help.startsWith(usage), cmd).toBe(true);
+      expect(help, cmd).not.toContain('minesweeper|sokoban');
+      expect(help, cmd).toMatch(/--env NAME +minesweeper \| sokoban \(default sizes\), or a sized name: minesweeper-RxC-M\n/);
+      expect(help, cmd).toContain('e.g. minesweeper-6x6-3');
+      expect(help, cmd).toContain('e.g. sokoban-6x6-2');
+    }
+    // the names the help gives are accepted (a solver run of one task each, nothing written)
+    const c = quietConsole();
+    try {
+      for (const env of ['minesweeper-6x6-3', 'sokoban-6x6-2']) {
+        expect(await evalRun(['--env', env, '--policy', 'solver', '--tasks', '1', '--attempts', '1', '--quiet']), env).toBe(0);
+      }
+    } finally {
+      c.restore();
+    }
+  });
+
   it('a solver run prints pass@k and writes the JSON report', async () => {
     const dir = tmpDir('eval-cli-');
     const out = join(dir, 'r.json');
