@@ -126,7 +126,7 @@ export interface GenerationRecord {
   invalidChoice?: boolean;
   /**
    * Characters (code points) cut from the end of an answer longer than its token cap could give
-   * (32 characters a token, src/policy/openai-engine.ts MAX_CHARS_PER_TOKEN); its token ids and
+   * (32 characters a token, src/policy/openai/bounds.ts MAX_CHARS_PER_TOKEN); its token ids and
    * logprobs are then recorded as not returned. Absent when nothing was cut.
    */
   outputCutChars?: number;
