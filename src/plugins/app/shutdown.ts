@@ -76,50 +76,125 @@ interface ConnState {
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 const afterPoll = () => new Promise<void>((r) => setImmediate(r));
 
+type Server = FastifyInstance['server'];
+
+/** The server's open connections, and a count of events that tells a quiet event-loop turn. */
+interface Tracker {
+  conns: Map<net.Socket, ConnState>;
+  /** Connections accepted plus requests received, ever. */
+  events: number;
+}
+
+/** Whether the shutdown has begun; shared by the hooks, the decorations and the drain. */
+interface ShutdownFlag {
+  closing: boolean;
+}
+
+/**
+ * Tracks every connection of `server` from its accept to its close: requests in progress and
+ * answered on it, and when it was accepted. Also counts accepts and requests in `events`.
+ */
+function trackConnections(server: Server): Tracker {
+  const tracker: Tracker = { conns: new Map(), events: 0 };
+  server.on('connection', (socket: net.Socket) => {
+    tracker.events++;
+    tracker.conns.set(socket, { active: 0, answered: 0, bytesRead: 0, since: performance.now() });
+    socket.once('close', () => tracker.conns.delete(socket));
+  });
+  server.on('request', (req: { socket: net.Socket }, res: NodeJS.EventEmitter) => {
+    tracker.events++;
+    const c = tracker.conns.get(req.socket);
+    if (!c) return;
+    c.active++;
+    res.once('close', () => {
+      c.active--;
+      c.answered++;
+    });
+  });
+  return tracker;
+}
+
+/**
+ * Decorates `beginShutdown` and `isShuttingDown`, and adds the hooks that, once the shutdown has
+ * begun (or `app.close()` was called), answer every new request 503 `shutting-down` (a
+ * DomainError with `Retry-After: retryAfterSeconds`) and put `connection: close` on every answer.
+ * @returns the flag the hooks read; setting `closing` begins the shutdown.
+ */
+function refuseWhileClosing(app: FastifyInstance, retryAfterSeconds: number): ShutdownFlag {
+  const flag: ShutdownFlag = { closing: false };
+  app.decorate('beginShutdown', () => {
+    flag.closing = true;
+  });
+  app.decorate('isShuttingDown', () => flag.closing);
+  app.addHook('preClose', async () => {
+    flag.closing = true;
+  });
+  app.addHook('onRequest', async (_req, reply) => {
+    if (flag.closing) {
+      // Ask keep-alive clients to reconnect (elsewhere) after this answer.
+      reply.header('connection', 'close');
+      throw new DomainError('shutting-down', 'the server is shutting down; send the same request again (to another instance)', {
+        retryAfterSeconds,
+      });
+    }
+  });
+  // In-flight requests answered during the shutdown close their connection after the answer.
+  app.addHook('onSend', async (_req, reply) => {
+    if (flag.closing) reply.header('connection', 'close');
+  });
+  return flag;
+}
+
+/**
+ * Steps 2 and 3 of the module comment: keeps accepting for `drainMs`, then closes the listening
+ * socket right after a quiet poll phase (at most {@link QUIET_WAIT_MS} later), leaving the open
+ * connections alone.
+ */
+async function stopListening(server: Server, tracker: Tracker, drainMs: number): Promise<void> {
+  await sleep(drainMs);
+  // Close right after a poll phase that brought no new connection and no new request: libuv
+  // has just emptied the accept queue and nothing delayed this callback, so (almost) no
+  // connection can be waiting in the queue, where closing the socket would reset it. Under
+  // a storm of reconnecting clients such a turn may not come: then after QUIET_WAIT_MS.
+  const until = performance.now() + QUIET_WAIT_MS;
+  for (;;) {
+    const seen = tracker.events;
+    await afterPoll();
+    if (tracker.events === seen || performance.now() > until) break;
+  }
+  // net.Server's close stops listening only; http.Server's would also destroy connections
+  // whose request bytes are not parsed yet (they count as idle), resetting them.
+  net.Server.prototype.close.call(server);
+}
+
+/**
+ * Step 4 of the module comment: every {@link SWEEP_MS} until no connection is left or `deadline`
+ * (performance.now() ms) passes, closes each connection with no request in progress and no bytes
+ * since the last sweep that has answered a request, or that has been open `freshMs` without one.
+ */
+async function closeIdleConnections(conns: Map<net.Socket, ConnState>, deadline: number, freshMs: number): Promise<void> {
+  while (conns.size > 0 && performance.now() < deadline) {
+    await sleep(SWEEP_MS);
+    // After a poll phase, so bytes that arrived meanwhile have been read and parsed.
+    await afterPoll();
+    const now = performance.now();
+    for (const [socket, c] of conns) {
+      if (c.active > 0) continue;
+      if (socket.bytesRead !== c.bytesRead) {
+        c.bytesRead = socket.bytesRead; // part of a request arrived: give it another sweep
+        continue;
+      }
+      if (c.answered > 0 || now - c.since >= freshMs) socket.destroy();
+    }
+  }
+}
+
 export default fp(
   async function shutdown(app: FastifyInstance, opts: { retryAfterSeconds: number; timings?: Partial<ShutdownTimings> }) {
     const t: ShutdownTimings = { ...SHUTDOWN_DEFAULTS, ...opts.timings };
     const server = app.server;
-    const conns = new Map<net.Socket, ConnState>();
-    /** Connections accepted plus requests received, ever: tells a quiet event-loop turn. */
-    let events = 0;
-    server.on('connection', (socket: net.Socket) => {
-      events++;
-      conns.set(socket, { active: 0, answered: 0, bytesRead: 0, since: performance.now() });
-      socket.once('close', () => conns.delete(socket));
-    });
-    server.on('request', (req: { socket: net.Socket }, res: NodeJS.EventEmitter) => {
-      events++;
-      const c = conns.get(req.socket);
-      if (!c) return;
-      c.active++;
-      res.once('close', () => {
-        c.active--;
-        c.answered++;
-      });
-    });
-
-    let closing = false;
-    app.decorate('beginShutdown', () => {
-      closing = true;
-    });
-    app.decorate('isShuttingDown', () => closing);
-    app.addHook('preClose', async () => {
-      closing = true;
-    });
-    app.addHook('onRequest', async (_req, reply) => {
-      if (closing) {
-        // Ask keep-alive clients to reconnect (elsewhere) after this answer.
-        reply.header('connection', 'close');
-        throw new DomainError('shutting-down', 'the server is shutting down; send the same request again (to another instance)', {
-          retryAfterSeconds: opts.retryAfterSeconds,
-        });
-      }
-    });
-    // In-flight requests answered during the shutdown close their connection after the answer.
-    app.addHook('onSend', async (_req, reply) => {
-      if (closing) reply.header('connection', 'close');
-    });
+    const tracker = trackConnections(server);
+    const flag = refuseWhileClosing(app, opts.retryAfterSeconds);
 
     let done: Promise<void> | null = null;
     app.decorate('drainAndClose', () => {
@@ -127,40 +202,13 @@ export default fp(
       return done;
     });
 
+    /** The whole shutdown, steps 1 to 5 of the module comment. */
     async function run(): Promise<void> {
-      closing = true;
+      flag.closing = true;
       const deadline = performance.now() + t.graceMs;
-      if (server.listening) {
-        await sleep(t.drainMs);
-        // Close right after a poll phase that brought no new connection and no new request: libuv
-        // has just emptied the accept queue and nothing delayed this callback, so (almost) no
-        // connection can be waiting in the queue, where closing the socket would reset it. Under
-        // a storm of reconnecting clients such a turn may not come: then after QUIET_WAIT_MS.
-        const until = performance.now() + QUIET_WAIT_MS;
-        for (;;) {
-          const seen = events;
-          await afterPoll();
-          if (events === seen || performance.now() > until) break;
-        }
-        // net.Server's close stops listening only; http.Server's would also destroy connections
-        // whose request bytes are not parsed yet (they count as idle), resetting them.
-        net.Server.prototype.close.call(server);
-      }
-      while (conns.size > 0 && performance.now() < deadline) {
-        await sleep(SWEEP_MS);
-        // After a poll phase, so bytes that arrived meanwhile have been read and parsed.
-        await afterPoll();
-        const now = performance.now();
-        for (const [socket, c] of conns) {
-          if (c.active > 0) continue;
-          if (socket.bytesRead !== c.bytesRead) {
-            c.bytesRead = socket.bytesRead; // part of a request arrived: give it another sweep
-            continue;
-          }
-          if (c.answered > 0 || now - c.since >= t.freshMs) socket.destroy();
-        }
-      }
-      for (const socket of conns.keys()) socket.destroy(); // the grace period is over
+      if (server.listening) await stopListening(server, tracker, t.drainMs);
+      await closeIdleConnections(tracker.conns, deadline, t.freshMs);
+      for (const socket of tracker.conns.keys()) socket.destroy(); // the grace period is over
       await app.close();
     }
   },
