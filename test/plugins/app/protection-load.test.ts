@@ -17,16 +17,47 @@ import { rateLimitKey } from '../../../src/plugins/external/rate-limit.js';
 import { selectTrainingRecords } from '../../../src/training/data/select.js';
 import { call, tmpDir, type Res } from '../../helpers/index.js';
 
-/** TestEngine whose model calls take `delayMs`, so that concurrent steps queue up. */
+/** The bound on model calls in the engine at once (LAMER_MAX_QUEUED_STEPS) in this file. */
+const MAX_QUEUED = 2;
+
+/**
+ * TestEngine whose model calls take `delayMs`, so that concurrent steps queue up. After `hold()`
+ * the calls also wait until `release()`, so that concurrent steps reach the queue bound whatever
+ * the speed of the machine; `maxInFlight` is the most calls that were inside at once.
+ */
 class SlowEngine extends TestEngine {
   delayMs = 40;
-  override async act(req: ActRequest) {
-    await new Promise((r) => setTimeout(r, this.delayMs));
-    return super.act(req);
+  inFlight = 0;
+  maxInFlight = 0;
+  private gate: { held: Promise<void>; open: () => void } | null = null;
+  hold(): void {
+    let open!: () => void;
+    const held = new Promise<void>((r) => (open = r));
+    this.gate = { held, open };
   }
-  override async reflect(req: ReflectRequest) {
-    await new Promise((r) => setTimeout(r, this.delayMs));
-    return super.reflect(req);
+  release(): void {
+    this.gate?.open();
+    this.gate = null;
+  }
+  private async slow<T>(fn: () => Promise<T>): Promise<T> {
+    this.inFlight++;
+    this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
+    try {
+      // More calls inside than the bound allows: let them all go, so that the test fails on its
+      // counts instead of waiting for a refusal that will not come.
+      if (this.inFlight > MAX_QUEUED) this.release();
+      await this.gate?.held;
+      await new Promise((r) => setTimeout(r, this.delayMs));
+      return await fn();
+    } finally {
+      this.inFlight--;
+    }
+  }
+  override act(req: ActRequest) {
+    return this.slow(() => super.act(req));
+  }
+  override reflect(req: ReflectRequest) {
+    return this.slow(() => super.reflect(req));
   }
 }
 
@@ -36,6 +67,7 @@ const RATE_MAX = 60;
 const auth = (k: string) => ({ authorization: `Bearer ${k}` });
 
 let app: FastifyInstance;
+let engine: SlowEngine;
 let url: string;
 let dir: string;
 
@@ -51,9 +83,9 @@ beforeAll(async () => {
       { key: KEY_A, tenant: 'a', admin: false },
       { key: KEY_B, tenant: 'b', admin: false },
     ],
-    protection: { rateLimitMax: RATE_MAX, rateLimitWindowSeconds: 60, maxOpenSessionsPerTenant: 4, maxQueuedSteps: 2, overloadRetryAfterSeconds: 1 },
+    protection: { rateLimitMax: RATE_MAX, rateLimitWindowSeconds: 60, maxOpenSessionsPerTenant: 4, maxQueuedSteps: MAX_QUEUED, overloadRetryAfterSeconds: 1 },
   };
-  app = await buildApp(config, { database: openDatabase(dir), engine: new SlowEngine() });
+  app = await buildApp(config, { database: openDatabase(dir), engine: (engine = new SlowEngine()) });
   url = await app.listen({ host: '127.0.0.1', port: 0 });
 });
 afterAll(async () => {
@@ -100,7 +132,9 @@ describe('protection under load', () => {
     expect(other.status).toBe(201);
 
     // Load: 4 sessions step concurrently (2 model calls may queue), retrying a refused step at once,
-    // until the rate limit of key A stops them.
+    // until the rate limit of key A stops them. The first model calls are held until a step has
+    // been refused: with 2 calls held, the other sessions' steps are refused whatever the timing.
+    engine.hold();
     const answered = new Map<string, string[]>(ids.map((id) => [id, []]));
     const counts = { ok: 0, overloaded: 0, limited: 0 };
     const retryAfter503 = new Set<string>();
@@ -117,6 +151,7 @@ describe('protection under load', () => {
             step++;
           } else if (r.status === 503) {
             expectProblem(r, 503, 'overloaded');
+            engine.release();
             retryAfter503.add(r.headers.get('retry-after') ?? 'missing');
             counts.overloaded++;
           } else {
@@ -131,6 +166,7 @@ describe('protection under load', () => {
       }),
     );
     expect(counts.overloaded).toBeGreaterThan(0);
+    expect(engine.maxInFlight).toBe(MAX_QUEUED);
     expect(counts.limited).toBe(4);
     expect([...retryAfter503]).toEqual(['1']);
     for (const v of retryAfter429) expect(Number(v)).toBeGreaterThanOrEqual(1);

@@ -1,5 +1,5 @@
 import { tmpDir } from '../../helpers/index.js';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { openDatabase, type DatabaseConnection } from '../../../src/db/index.js';
 import { TrainingDataRepo } from '../../../src/db/training-data.js';
 import { sessions } from '../../../src/db/schema.js';
@@ -41,16 +41,35 @@ describe('TrainingScheduler', () => {
     expect(st.created[1].data!.since).toBeGreaterThan(12345);
     expect(s.started).toEqual(['job1', 'job2']);
   });
-  it('starts jobs on a cron expression (every second)', async () => {
-    const st = fakeStarter();
-    const s = new TrainingScheduler(new TrainingDataRepo(d.db), st, { cron: '* * * * * *', job: { algorithm: 'sft', demosPath: '/x.jsonl' } });
-    expect(s.nextRun()).toBeInstanceOf(Date);
-    s.start();
-    await new Promise((r) => setTimeout(r, 2200));
-    s.stop();
-    expect(st.created.length).toBeGreaterThanOrEqual(1);
-    expect(st.created.length).toBeLessThanOrEqual(3);
-    expect(st.created[0]).toEqual({ algorithm: 'sft', demosPath: '/x.jsonl' });
+  it('starts jobs on a cron expression (every second): one per second, none while a job runs, none after stop', async () => {
+    // Fake timers and Date: croner's timer fires at each whole second of the fake clock, so the
+    // number of jobs is exact whatever the load on this machine.
+    vi.useFakeTimers({ now: new Date(2030, 0, 1, 0, 0, 0, 500) });
+    try {
+      const st = fakeStarter();
+      const s = new TrainingScheduler(new TrainingDataRepo(d.db), st, { cron: '* * * * * *', job: { algorithm: 'sft', demosPath: '/x.jsonl' } });
+      expect(s.nextRun()).toEqual(new Date(2030, 0, 1, 0, 0, 1));
+      s.start();
+      await vi.advanceTimersByTimeAsync(499);
+      expect(st.created).toHaveLength(0);
+      await vi.advanceTimersByTimeAsync(1); // 00:00:01
+      expect(st.created).toHaveLength(1);
+      expect(st.created[0]).toEqual({ algorithm: 'sft', demosPath: '/x.jsonl' });
+      await vi.advanceTimersByTimeAsync(2000); // 00:00:02 and 00:00:03
+      expect(st.created).toHaveLength(3);
+      st.setBusy(true);
+      await vi.advanceTimersByTimeAsync(1000); // 00:00:04 is skipped
+      expect(st.created).toHaveLength(3);
+      st.setBusy(false);
+      await vi.advanceTimersByTimeAsync(1000); // 00:00:05
+      expect(st.created).toHaveLength(4);
+      s.stop();
+      await vi.advanceTimersByTimeAsync(5000);
+      expect(st.created).toHaveLength(4);
+      expect(s.started).toEqual(['job1', 'job2', 'job3', 'job4']);
+    } finally {
+      vi.useRealTimers();
+    }
   });
   it('rejects bad settings', () => {
     const st = fakeStarter();
