@@ -9,7 +9,7 @@ import type { GPT } from '../model/gpt.js';
 import type { CompactPromptFormat } from '../model/prompt-format.js';
 import type { Tokenizer } from '../model/tokenizers.js';
 import {
-  noisyPolicy, playCompactTrial, randomAction, solverPolicy, symmetriesFor, symmetry, transformTrial, type CompactTrial, type TrialPolicy,
+  mineSweeperContrast, noisyPolicy, playCompactTrial, randomAction, solverPolicy, symmetriesFor, symmetry, transformTrial, type CompactTrial, type TrialPolicy,
 } from '../envs/compact-data.js';
 import { parseEnvName, trainSeed } from '../envs/index.js';
 import { Rng } from '../envs/rng.js';
@@ -45,6 +45,13 @@ export interface PoolOptions {
    * proportional to the probability the model gives it, so these rare examples are weighted up.
    */
   memoryWeight: number;
+  /**
+   * Once DAgger runs, the share of MineSweeper decisions of new trials that also give a memory
+   * contrast example (`--memory-contrast`; 0: none): the same board in a later attempt whose memory
+   * names the cell the model clicks there greedily as a mine (when that cell can hold one), the
+   * target the solver's safest cells knowing it (src/envs/compact-data.ts mineSweeperContrast).
+   */
+  memoryContrast: number;
 }
 
 /** Reflection examples kept for `reflectionShare` batches: the newest ones. */
@@ -65,6 +72,8 @@ export class ExamplePool {
   readonly reflections: CompactExample[] = [];
   trials = 0;
   daggerTrials = 0;
+  /** Memory contrast examples made (`memoryContrast`). */
+  contrasts = 0;
   private readonly totalWeight: number;
 
   constructor(
@@ -96,14 +105,28 @@ export class ExamplePool {
         this.daggerTrials++;
       }
       const trial: CompactTrial = playCompactTrial({ envName, seed, maxAttempts: 3, policy, rngSeed: seed ^ 0x5bd1e995 });
-      const { params } = parseEnvName(envName) as { params: { rows: number; cols: number } };
+      const { params } = parseEnvName(envName) as { params: { rows: number; cols: number; mines?: number } };
       const syms = symmetriesFor(params.rows, params.cols);
-      for (const ex of compactExamples(transformTrial(trial, symmetry(syms[this.rng.int(syms.length)]!)), exOpts)) {
+      const sym = symmetry(syms[this.rng.int(syms.length)]!);
+      for (const ex of compactExamples(transformTrial(trial, sym), exOpts)) {
         if (ex.kind === 'reflection' && this.o.reflectionShare !== null) this.reflections.push(ex);
         else for (let k = ex.memoryMatters ? this.o.memoryWeight : 1; k > 0; k--) this.items.push(ex);
       }
+      if (mp && trial.env === 'minesweeper' && this.o.memoryContrast > 0) this.addContrasts(trial, params.mines!, mp, sym, exOpts);
     }
     if (this.reflections.length > REFLECTION_RING) this.reflections.splice(0, this.reflections.length - REFLECTION_RING);
+  }
+
+  /** `memoryContrast` examples of a played MineSweeper trial, mapped by the trial's symmetry. */
+  private addContrasts(trial: CompactTrial, mines: number, mp: TrialPolicy, sym: ReturnType<typeof symmetry>, exOpts: Parameters<typeof compactExamples>[1]): void {
+    for (const a of trial.attempts) for (const [t, s] of a.steps.entries()) {
+      if (this.rng.next() >= this.o.memoryContrast) continue;
+      const cell = mp({ env: 'minesweeper', observation: s.observation, attempt: 0, step: t, memory: [], choices: null, target: null, rng: this.rng });
+      const contrast = mineSweeperContrast(trial.envName, trial.seed, s.observation, mines, cell, this.rng);
+      if (!contrast) continue;
+      this.contrasts++;
+      for (const ex of compactExamples(transformTrial(contrast, sym), { ...exOpts, reflections: false })) this.items.push(ex);
+    }
   }
 
   /**

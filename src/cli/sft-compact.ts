@@ -60,6 +60,10 @@ const USAGE = `usage: npm run model:sft-base -- [options]
   --memory-weight K    copies of each MineSweeper decision where the memory changes the solver's
                        target (a mine it names would otherwise be among the safest cells) (default 1,
                        the shipped run's setting)
+  --memory-contrast F  once DAgger runs, share of MineSweeper decisions that also train the same
+                       board in a later attempt whose memory names the cell the model clicks there as
+                       a mine (where it can be one), the target the solver's cells knowing it
+                       (default 0, the shipped run's setting)
   --memory-at WHERE    where the compact prompt puts the memory lines: tail (after the board, so the
                        board keeps its positions in every attempt) or head (after the env tag, the
                        layout of checkpoints made before the option) (default tail; --from keeps
@@ -73,7 +77,7 @@ interface Options {
   out: string; minutes: number; steps: number | null; layers: number; embd: number; heads: number; block: number;
   batch: number; lr: number; curriculum: Array<{ env: string; weight: number }>; daggerFrom: number; daggerShare: number;
   evalEvery: number; evalTasks: number; seed: number; from: string | null; memoryAt: 'head' | 'tail';
-  dataThread: boolean; balanceReflections: boolean; reflectionShare: number | null; memoryWeight: number;
+  dataThread: boolean; balanceReflections: boolean; reflectionShare: number | null; memoryWeight: number; memoryContrast: number;
 }
 
 const DEFAULT_CURRICULUM = 'minesweeper-4x4-2:1,minesweeper-5x5-3:1,minesweeper-6x6-3:4,sokoban-5x5-1:1,sokoban-6x6-1:1,sokoban-6x6-2:3';
@@ -103,7 +107,7 @@ export function parseOptions(argv: string[]): Options {
   try {
     ({ values } = parseArgs({
       args: argv, strict: true, allowPositionals: false,
-      options: Object.fromEntries(['out', 'minutes', 'steps', 'layers', 'embd', 'heads', 'block', 'batch', 'lr', 'curriculum', 'dagger-from', 'dagger-share', 'eval-every', 'eval-tasks', 'seed', 'from', 'memory-at', 'data-thread', 'balance-reflections', 'reflection-share', 'memory-weight']
+      options: Object.fromEntries(['out', 'minutes', 'steps', 'layers', 'embd', 'heads', 'block', 'batch', 'lr', 'curriculum', 'dagger-from', 'dagger-share', 'eval-every', 'eval-tasks', 'seed', 'from', 'memory-at', 'data-thread', 'balance-reflections', 'reflection-share', 'memory-weight', 'memory-contrast']
         .map((k) => [k, { type: 'string' as const }]).concat([['help', { type: 'boolean' as const, short: 'h' } as never], ['overwrite', { type: 'boolean' as const } as never]])),
     }) as { values: Record<string, string | boolean | undefined> });
   } catch (e) {
@@ -146,6 +150,7 @@ export function parseOptions(argv: string[]): Options {
     balanceReflections: onOff('balance-reflections', s('balance-reflections'), false),
     reflectionShare: s('reflection-share') === undefined ? null : num('reflection-share', s('reflection-share'), 0, 0, 1, false),
     memoryWeight: num('memory-weight', s('memory-weight'), 1, 1, 64),
+    memoryContrast: num('memory-contrast', s('memory-contrast'), 0, 0, 1, false),
     from: fromDir(s('from'), s('out') ?? 'models/base', ['layers', 'embd', 'heads', 'block'].filter((k) => s(k) !== undefined)),
   };
   // last: it creates the folder, which only a command line without other errors should do
@@ -285,7 +290,7 @@ async function main(): Promise<void> {
   const tok = new GameTokenizer(gameVocabulary());
   const { model, config, before, parent, prior, format, sampling } = await startModel(o, tok);
   const opt = new AdamW(model.trainableVariables, { lr: o.lr, weightDecay: 0.01 });
-  const poolOptions = { curriculum: o.curriculum, seed: o.seed, daggerShare: o.daggerShare, balanceReflections: o.balanceReflections, reflectionShare: o.reflectionShare, memoryWeight: o.memoryWeight };
+  const poolOptions = { curriculum: o.curriculum, seed: o.seed, daggerShare: o.daggerShare, balanceReflections: o.balanceReflections, reflectionShare: o.reflectionShare, memoryWeight: o.memoryWeight, memoryContrast: o.memoryContrast };
   const data = o.dataThread ? await DataThread.start(config, model.trainableVariables, poolOptions, format) : null;
   const pool = data ? null : new ExamplePool(poolOptions, model, tok, format, poolRng(o.seed));
   let trials = 0, daggerTrials = 0;

@@ -44,6 +44,35 @@ export function mineSweeperChoices(observation: string, mines: number, knownMine
   return hidden.filter((i) => p(i) === best).map((i) => cellAction(Math.floor(i / cols), i % cols));
 }
 
+/**
+ * A memory contrast decision: the MineSweeper `observation` seen again in a later attempt whose
+ * memory says `cell` (an action `(r, c)`, 1-based) was a mine, as a one-decision trial (attempt 0
+ * holds only that reflection; attempt 1 the decision, its target the solver's safest cells knowing
+ * the mine, marked `memoryMatters`). Built for the cell a model would click, it trains reading the
+ * memory exactly where the model's own probability mass sits.
+ * @returns null when `cell` is not a hidden cell that can hold a mine on this board (a number
+ *   proves it safe), so the memory would not be a fact of any task with this board.
+ */
+export function mineSweeperContrast(envName: string, seed: number, observation: string, mines: number, cell: string, rng: Rng): CompactTrial | null {
+  const cells = parseGridRows(observation);
+  const cols = cells[0]!.length;
+  const at = parseCellAction(cell.trim());
+  if (!at || at.row < 1 || at.col < 1 || at.row > cells.length || at.col > cols || cells[at.row - 1]![at.col - 1] !== '?') return null;
+  const i = (at.row - 1) * cols + (at.col - 1);
+  const p = analyseMines(cells, mines).probability[i]!;
+  if (!(p > 0)) return null;
+  const choices = mineSweeperChoices(observation, mines, new Set([i]));
+  const target = choices[rng.int(choices.length)]!;
+  const reflection = `${cellAction(at.row - 1, at.col - 1)} was a mine.`;
+  return {
+    env: 'minesweeper', envName, seed, instructions: makeEnv(envName).instructions,
+    attempts: [
+      { steps: [], finalObservation: observation, success: false, reflection },
+      { steps: [{ observation, action: target, choices: [choices], target, memoryMatters: true }], finalObservation: observation, success: false, reflection: null },
+    ],
+  };
+}
+
 /** Shortest solution length from `s`, or null when unsolvable; memoised per state key. */
 function distance(s: SokobanState, memo: Map<string, number | null>): number | null {
   const k = `${s.player}|${[...s.boxes].sort((a, b) => a - b).join(',')}`;

@@ -15,7 +15,7 @@ import type { CompactPromptFormat } from '../../src/model/prompt-format.js';
 
 const tok = new GameTokenizer(gameVocabulary());
 const format: CompactPromptFormat = { name: 'compact', envTags: [...GAME_ENV_TAGS], historySteps: 0, memoryAt: 'tail' };
-const base: PoolOptions = { curriculum: [{ env: 'minesweeper-5x5-3', weight: 1 }, { env: 'sokoban-5x5-1', weight: 1 }], seed: 5, daggerShare: 0.5, balanceReflections: false, reflectionShare: null, memoryWeight: 1 };
+const base: PoolOptions = { curriculum: [{ env: 'minesweeper-5x5-3', weight: 1 }, { env: 'sokoban-5x5-1', weight: 1 }], seed: 5, daggerShare: 0.5, balanceReflections: false, reflectionShare: null, memoryWeight: 1, memoryContrast: 0 };
 let model: GPT;
 
 beforeAll(async () => {
@@ -63,6 +63,32 @@ describe('ExamplePool', () => {
     expect(count(thrice, (x) => x.memoryMatters === true)).toBe(3 * distinct.size);
     expect(distinct.size).toBeGreaterThan(0);
     expect(new Set(thrice.items.filter((x) => !x.memoryMatters)).size).toBe(count(thrice, (x) => !x.memoryMatters));
+  });
+
+  it('adds memory contrasts once DAgger runs: the memory names the cell the model clicks on that board', () => {
+    const mine: PoolOptions = { ...base, curriculum: [{ env: 'minesweeper-4x4-2', weight: 1 }], daggerShare: 0, memoryContrast: 1 };
+    const off = new ExamplePool(mine, model, tok, format, poolRng(9), 100);
+    off.refill(false);
+    expect(off.contrasts).toBe(0);
+    // a model that always answers (2, 2): ln_f gives the constant v, and only that token's row is v
+    const clicker = initModel({ vocab_size: tok.vocabSize, block_size: 384, n_layer: 1, n_head: 2, n_embd: 16 }, 3);
+    const cell = tok.encode('(2, 2)');
+    expect(cell).toHaveLength(1);
+    const v = tf.oneHot(0, 16).asType('float32');
+    clicker.lnF.g.assign(tf.zerosLike(clicker.lnF.g));
+    clicker.lnF.b.assign(v);
+    clicker.wte.assign(tf.tidy(() => tf.oneHot(tf.tensor1d([cell[0]!], 'int32'), tok.vocabSize).reshape([tok.vocabSize, 1]).mul(v.mul(50).reshape([1, 16])).add(clicker.wte.mul(0.01))));
+    const on = new ExamplePool(mine, clicker, tok, format, poolRng(9), 100);
+    on.refill(true);
+    clicker.dispose();
+    v.dispose();
+    expect(on.contrasts).toBeGreaterThan(0);
+    // a contrast is an acting example whose prompt holds one memory line and which is marked
+    const marked = on.items.filter((x) => x.memoryMatters && tok.decode(x.ids).includes('was a mine.'));
+    expect(marked.length).toBeGreaterThanOrEqual(on.contrasts);
+    expect(marked.every((x) => x.kind === 'action')).toBe(true);
+    // each contrast's memory names the model's click, mapped by its trial's symmetry: some cell
+    expect(marked.some((x) => /\(\d, \d\) was a mine\./.test(tok.decode(x.ids)))).toBe(true);
   });
 
   it('without a reflection share, mixes both kinds in one pool and removes what it gives', () => {

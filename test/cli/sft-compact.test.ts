@@ -68,22 +68,22 @@ describe('sft-compact CLI', () => {
   });
 
   it('refuses bad values of the data options with one line naming the option', async () => {
-    for (const [opt, v] of [['--data-thread', 'yes'], ['--balance-reflections', '1'], ['--reflection-share', '1.5'], ['--memory-weight', '0'], ['--memory-weight', '2.5']]) {
+    for (const [opt, v] of [['--data-thread', 'yes'], ['--balance-reflections', '1'], ['--reflection-share', '1.5'], ['--memory-weight', '0'], ['--memory-weight', '2.5'], ['--memory-contrast', '2']]) {
       const r = await runCli([opt!, v!]);
       expect(r.code).toBe(2);
       expect(r.stderr).toMatch(new RegExp(`^model:sft-base: ${opt} must be .*'${v!.replace('.', '\\.')}' \\(--help lists the options\\)\n$`));
     }
   });
 
-  it('trains with the data thread, a reflection share, balanced reflections and a memory weight, and records them', async () => {
+  it('trains with the data thread, a reflection share, balanced reflections, a memory weight and memory contrasts, and records them', async () => {
     const out = path.join(tmpDir('lamer-sft-compact-thread-'), 'base');
     const r = await runCli(['--steps', '3', '--eval-every', '100', '--eval-tasks', '1', '--layers', '1', '--embd', '32', '--heads', '2', '--batch', '4', '--block', '384', '--out', out, '--seed', '3',
-      '--data-thread', 'on', '--reflection-share', '0.5', '--balance-reflections', 'on', '--memory-weight', '4']);
+      '--data-thread', 'on', '--reflection-share', '0.5', '--balance-reflections', 'on', '--memory-weight', '4', '--memory-contrast', '0.5']);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stderr).toMatch(/model:sft-base: done, 3 steps, \d+ examples, \d+ tokens/);
     const { model, metadata } = await loadCheckpoint(out);
     model.dispose();
-    expect(metadata).toMatchObject({ meta: { steps: 3, options: { dataThread: true, reflectionShare: 0.5, balanceReflections: true, memoryWeight: 4 } } });
+    expect(metadata).toMatchObject({ meta: { steps: 3, options: { dataThread: true, reflectionShare: 0.5, balanceReflections: true, memoryWeight: 4, memoryContrast: 0.5 } } });
   }, 120_000);
 
   it('trains a tiny model and writes a checkpoint with its game vocabulary, compact format and learning curve', async () => {

@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import {
-  mineSweeperChoices, mineSweeperCompactReflection, noisyPolicy, playCompactTrial, randomAction, sokobanChoices, sokobanCompactReflection,
+  mineSweeperChoices, mineSweeperCompactReflection, mineSweeperContrast, noisyPolicy, playCompactTrial, randomAction, sokobanChoices, sokobanCompactReflection,
   solverPolicy, symmetriesFor, symmetry, transformTrial, type CompactTrial,
 } from '../../src/envs/compact-data.js';
 import { gridText, parseGridRows } from '../../src/envs/grid.js';
@@ -30,6 +30,28 @@ describe('mineSweeperChoices', () => {
     expect(mineSweeperChoices(ms(['1?', '??']), 1, new Set([1]))).toEqual(['(2, 1)', '(2, 2)']);
     expect(mineSweeperChoices(ms(['.1?', '.1?', '.1?']), 1, new Set([5]))).toEqual(['(1, 3)', '(3, 3)']);
     expect(() => mineSweeperChoices(ms(['1?']), 1, new Set([1]))).toThrow(/no hidden cell/);
+  });
+});
+
+describe('mineSweeperContrast', () => {
+  it('is the board again in a later attempt whose memory names the cell a mine, the target knowing it', () => {
+    const board = ms(['.1?', '.1?', '.1?']);
+    const t = mineSweeperContrast('minesweeper-3x3-1', 4, board, 1, '(2, 3)', new Rng(1))!;
+    expect(t.attempts).toHaveLength(2);
+    expect(t.attempts[0]).toMatchObject({ steps: [], success: false, reflection: '(2, 3) was a mine.' });
+    const [step] = t.attempts[1]!.steps;
+    expect(t.attempts[1]!.reflection).toBeNull();
+    expect(step).toMatchObject({ observation: board, choices: [['(1, 3)', '(3, 3)']], memoryMatters: true });
+    expect(['(1, 3)', '(3, 3)']).toContain(step!.target);
+    // on a fresh board every other cell is as safe
+    const fresh = ms(['??', '??']);
+    expect(mineSweeperContrast('minesweeper-2x2-1', 4, fresh, 1, '(1, 1)', new Rng(1))!.attempts[1]!.steps[0]!.choices).toEqual([['(1, 2)', '(2, 1)', '(2, 2)']]);
+  });
+
+  it('is null for a cell that cannot be a mine there: open, off the board, proved safe, or not a cell', () => {
+    const board = ms(['?1.', '?1.']);
+    for (const cell of ['(1, 2)', '(1, 3)', '(3, 1)', '(0, 1)', 'up', '']) expect(mineSweeperContrast('minesweeper-2x3-1', 4, board, 1, cell, new Rng(1))).toBeNull();
+    expect(mineSweeperContrast('minesweeper-2x3-1', 4, board, 1, '(2, 1)', new Rng(1))).not.toBeNull();
   });
 });
 
