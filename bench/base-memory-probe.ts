@@ -110,6 +110,19 @@ function fail(msg: string): never {
   process.exit(2);
 }
 
+/** Header lines of the printed table (markdown). */
+export const TABLE_HEAD = '| model | mine reflections: prompts | first token (the cell): mean logprob (chance -3.58) | top-1 (%) | boards | P(favourite) without memory | with memory naming it a mine | still top-1 (%) |\n|---|---|---|---|---|---|---|---|';
+
+/**
+ * One model's row of the printed table; a figure with nothing to measure (NaN: no attempt ended on
+ * a mine, or no board's favourite is a cell, among few --boards) prints '-'.
+ */
+export function tableRow(r: MemoryProbe): string {
+  const fix = (x: number, d: number) => (Number.isFinite(x) ? x.toFixed(d) : '-');
+  const pct = (x: number) => fix(100 * x, 1);
+  return `| ${r.model} | ${r.reflection.prompts} | ${fix(r.reflection.meanLogprob, 3)} | ${pct(r.reflection.top1)} | ${r.acting.boards} | ${fix(r.acting.pBefore, 3)} | ${fix(r.acting.pAfter, 3)} | ${pct(r.acting.stillTop1)} |`;
+}
+
 interface Options { models: string[]; boards: number; out: string }
 
 /**
@@ -167,12 +180,8 @@ async function main(): Promise<void> {
       model.dispose();
     }
   }
-  const pct = (x: number) => (100 * x).toFixed(1);
-  console.log(`| model | mine reflections: prompts | first token (the cell): mean logprob (chance -3.58) | top-1 (%) | boards | P(favourite) without memory | with memory naming it a mine | still top-1 (%) |`);
-  console.log('|---|---|---|---|---|---|---|---|');
-  for (const r of rows) {
-    console.log(`| ${r.model} | ${r.reflection.prompts} | ${r.reflection.meanLogprob.toFixed(3)} | ${pct(r.reflection.top1)} | ${r.acting.boards} | ${r.acting.pBefore.toFixed(3)} | ${r.acting.pAfter.toFixed(3)} | ${pct(r.acting.stillTop1)} |`);
-  }
+  console.log(TABLE_HEAD);
+  for (const r of rows) console.log(tableRow(r));
   writeFileSync(out, JSON.stringify({ env: ENV, boards, measuredAt: new Date().toISOString(), rows }, null, 1) + '\n');
   console.log(`written: ${out}`);
 }

@@ -124,7 +124,13 @@ const modelDir = path.resolve(values.model);
 const out = values.out ?? (tasks >= 128 ? path.join(repoRoot, 'bench', 'results', 'base-policy.json') : path.join(tmpdir(), `base-policy-${tasks}tasks.json`));
 
 const meta = await readCheckpointMetadata(modelDir).catch((e: Error) => fail(`--model: ${e.message}`));
-const weightsSha256 = createHash('sha256').update(readFileSync(path.join(modelDir, 'weights.bin'))).digest('hex');
+let weightsBytes: Buffer;
+try {
+  weightsBytes = readFileSync(path.join(modelDir, 'weights.bin'));
+} catch (e) {
+  fail(`--model: ${modelDir}/weights.bin: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message} (a checkpoint is model.json + weights.bin)`);
+}
+const weightsSha256 = createHash('sha256').update(weightsBytes).digest('hex');
 const log = (line: string) => process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${line}\n`);
 
 const dataDir = mkdtempSync(path.join(tmpdir(), 'lamer-eval-base-'));

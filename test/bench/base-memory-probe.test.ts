@@ -9,7 +9,7 @@ import { copyFileSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { probe } from '../../bench/base-memory-probe.js';
+import { probe, tableRow } from '../../bench/base-memory-probe.js';
 import { root } from '../helpers/cli.js';
 import { tmpDir, writeTinyGptCheckpoint } from '../helpers/index.js';
 import { initModel } from '../../src/model/gpt.js';
@@ -41,6 +41,15 @@ describe('base memory probe', () => {
       model.dispose();
     }
   }, 120_000);
+});
+
+describe('base memory probe table', () => {
+  it('prints each figure, and - for one with nothing to measure', () => {
+    expect(tableRow({ model: 'm', reflection: { prompts: 3, meanLogprob: -0.0194, top1: 1 }, acting: { boards: 2, pBefore: 0.2041, pAfter: 0.2, stillTop1: 0.705 } }))
+      .toBe('| m | 3 | -0.019 | 100.0 | 2 | 0.204 | 0.200 | 70.5 |');
+    expect(tableRow({ model: 'm', reflection: { prompts: 0, meanLogprob: NaN, top1: NaN }, acting: { boards: 0, pBefore: NaN, pAfter: NaN, stillTop1: NaN } }))
+      .toBe('| m | 0 | - | - | 0 | - | - | - |');
+  });
 });
 
 describe('bench:base-memory command line', () => {

@@ -2,10 +2,10 @@
  * The command lines of `npm run eval:base` (bench/base-policy.ts) and `npm run bench:base-scaling`
  * (bench/base-scaling.ts), run as child processes: --help / -h print the usage text listing every
  * option and exit 0 without doing any work; a value starting with '-' given as a separate argument
- * is a one-line usage error, exit 2.
+ * is a one-line usage error, exit 2; so is a checkpoint folder without its weights.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { copyFileSync, existsSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { root } from '../helpers/cli.js';
@@ -39,6 +39,16 @@ describe('eval:base command line', () => {
     expect(r.status).toBe(2);
     expect(r.stdout).toBe('');
     expect(r.stderr).toBe("eval:base: --loss-sessions needs a value (one that starts with '-' must be written --loss-sessions=VALUE)\n");
+  }, 30_000);
+
+  it('a --model folder with model.json but no weights.bin: one line naming the file, exit 2, nothing written', () => {
+    const dir = tmpDir('lamer-eval-base-noweights-');
+    copyFileSync(path.join(root, 'models', 'base', 'model.json'), path.join(dir, 'model.json'));
+    const out = path.join(dir, 'figures.json');
+    const r = run('bench/base-policy.ts', ['--model', dir, '--out', out]);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toBe(`eval:base: --model: ${dir}/weights.bin: ENOENT (a checkpoint is model.json + weights.bin)\n`);
+    expect(existsSync(out)).toBe(false);
   }, 30_000);
 });
 
