@@ -9,12 +9,12 @@ import type { GPT } from '../model/gpt.js';
 import type { CompactPromptFormat } from '../model/prompt-format.js';
 import type { Tokenizer } from '../model/tokenizers.js';
 import {
-  mineSweeperContrast, noisyPolicy, playCompactTrial, randomAction, solverPolicy, symmetriesFor, symmetry, transformTrial, type CompactTrial, type TrialPolicy,
+  mineSweeperContrast, noisyPolicy, playCompactTrial, randomAction, solverPolicy, symmetriesFor, symmetry, transformTrial, type CompactTrial, type Symmetry, type TrialPolicy,
 } from '../envs/compact-data.js';
 import { parseEnvName, trainSeed } from '../envs/index.js';
 import { Rng } from '../envs/rng.js';
 import { ACTION_RESERVE, REFLECTION_RESERVE, modelPolicy } from './sft-compact-play.js';
-import { compactExamples, failureOf, takeOneKind, type CompactExample } from '../training/data/compact-sft.js';
+import { compactExamples, failureOf, takeOneKind, type CompactExample, type CompactExampleOptions } from '../training/data/compact-sft.js';
 
 /** What the pool needs from the command line. */
 export interface PoolOptions {
@@ -118,7 +118,7 @@ export class ExamplePool {
   }
 
   /** `memoryContrast` examples of a played MineSweeper trial, mapped by the trial's symmetry. */
-  private addContrasts(trial: CompactTrial, mines: number, mp: TrialPolicy, sym: ReturnType<typeof symmetry>, exOpts: Parameters<typeof compactExamples>[1]): void {
+  private addContrasts(trial: CompactTrial, mines: number, mp: TrialPolicy, sym: Symmetry, exOpts: CompactExampleOptions): void {
     for (const a of trial.attempts) for (const [t, s] of a.steps.entries()) {
       if (this.rng.next() >= this.o.memoryContrast) continue;
       const cell = mp({ env: 'minesweeper', observation: s.observation, attempt: 0, step: t, memory: [], choices: null, target: null, rng: this.rng });

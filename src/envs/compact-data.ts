@@ -191,6 +191,8 @@ export function playCompactTrial(opts: TrialOptions): CompactTrial {
   const attempts: CompactAttempt[] = [];
   const memory: string[] = [];
   const knownMines = new Set<number>();
+  /** `knownMines` as actions `(r, c)`. */
+  const namedMines = new Set<string>();
   for (let n = 0; n < opts.maxAttempts; n++) {
     const play = opts.policy;
     let obs = env.reset(opts.seed).observation;
@@ -205,17 +207,13 @@ export function playCompactTrial(opts: TrialOptions): CompactTrial {
         const cells = mineSweeperChoices(obs, env.params.mines, knownMines);
         choices = [cells];
         target = cells[rng.int(cells.length)]!;
-        if (knownMines.size > 0) {
-          const cols = env.params.cols;
-          const named = new Set([...knownMines].map((i) => cellAction(Math.floor(i / cols), i % cols)));
-          memoryMatters = mineSweeperChoices(obs, env.params.mines, new Set()).some((c) => named.has(c));
-        }
+        if (namedMines.size > 0) memoryMatters = mineSweeperChoices(obs, env.params.mines, new Set()).some((c) => namedMines.has(c));
       } else {
         const c = sokobanChoices(obs, rng);
         if (c) ({ choices, target } = c);
       }
       const action = play({ env: env.kind, observation: obs, attempt: n, step: t, memory, choices, target, rng });
-      steps.push(memoryMatters ? { observation: obs, action, choices, target, memoryMatters } : { observation: obs, action, choices, target });
+      steps.push({ observation: obs, action, choices, target, ...(memoryMatters ? { memoryMatters } : {}) });
       const r = env.step(action);
       obs = r.observation;
       if (r.done) {
@@ -234,6 +232,7 @@ export function playCompactTrial(opts: TrialOptions): CompactTrial {
       const named = parseCellAction(reflection);
       if (env.kind === 'minesweeper' && named && reflection.includes('was a mine')) {
         knownMines.add((named.row - 1) * (env as MineSweeperEnv).params.cols + (named.col - 1));
+        namedMines.add(cellAction(named.row - 1, named.col - 1));
       }
     }
     attempts.push({ steps, finalObservation: obs, success, reflection });

@@ -94,7 +94,7 @@ export function compactExamples(trial: CompactTrial, opts: CompactExampleOptions
         const ids = [...enc.ids, ...path];
         const at = [...path.keys()].map((j) => enc.ids.length - 1 + j);
         at.push(ids.length - 1);
-        out.push(s.memoryMatters ? { kind: 'action', ids, at, targets: [...sets, [EOS]], memoryMatters: true } : { kind: 'action', ids, at, targets: [...sets, [EOS]] });
+        out.push({ kind: 'action', ids, at, targets: [...sets, [EOS]], ...(s.memoryMatters ? { memoryMatters: true } : {}) });
       }
       done.push({ observation: s.observation, action: s.action });
     }
