@@ -212,7 +212,9 @@ describe('idle expiry and training data', () => {
     expect(created.status).toBe(201);
     const id = created.body.id as string;
     expect((await call(url, 'POST', `/v1/sessions/${id}/steps`, { attempt: 0, step: 0, observation: 'o' }, auth(KEY_B))).status).toBe(200);
-    const expired = await app.agent.expireIdle(0, Date.now() + 1);
+    // as of 1 ms after its last update (the step), with a TTL of 0
+    const updatedAt = (await call(url, 'GET', `/v1/sessions/${id}`, undefined, auth(KEY_B))).body.updatedAt as string;
+    const expired = await app.agent.expireIdle(0, Date.parse(updatedAt) + 1);
     expect(expired).toContain(id);
     const got = await call(url, 'GET', `/v1/sessions/${id}`, undefined, auth(KEY_B));
     expect(got.body.status).toBe('expired');

@@ -318,9 +318,10 @@ describe('models and operations', () => {
 
 describe('idle expiry', () => {
   it('an active session idle longer than the TTL becomes expired; a fresh one does not', async () => {
-    const idle = (await s.call('POST', '/v1/sessions', { taskId: 'idle', instructions: 'x' })).body.id as string;
-    const t0 = Date.now();
-    const expired = await s.app.agent.expireIdle(60_000, t0 + 61_000);
+    const idleCreated = (await s.call('POST', '/v1/sessions', { taskId: 'idle', instructions: 'x' })).body;
+    const idle = idleCreated.id as string;
+    // as of 1 ms after its TTL is over, from its own last update
+    const expired = await s.app.agent.expireIdle(60_000, Date.parse(idleCreated.updatedAt) + 60_001);
     expect(expired).toContain(idle);
     const created = (await s.call('POST', '/v1/sessions', { taskId: 'idle', instructions: 'x' })).body;
     const fresh = created.id as string;
