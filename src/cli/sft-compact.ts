@@ -30,7 +30,7 @@ import { evaluate } from './sft-compact-play.js';
 import { ExamplePool, poolRng } from './sft-compact-pool.js';
 import { DataThread } from './sft-compact-data-thread.js';
 import type { CompactExample } from '../training/data/compact-sft.js';
-import { disposeSoftBatch, makeSoftBatch, positionLogits, softTargetLoss } from '../training/maths/soft-targets.js';
+import { disposeSoftBatch, makeSoftBatch, positionLogits, softTargetLoss, unlikelihoodLoss } from '../training/maths/soft-targets.js';
 import { AdamW, clipByGlobalNorm } from '../training/maths/losses.js';
 
 const USAGE = `usage: npm run model:sft-base -- [options]
@@ -64,6 +64,12 @@ const USAGE = `usage: npm run model:sft-base -- [options]
                        board in a later attempt whose memory names the cell the model clicks there as
                        a mine (where it can be one), the target the solver's cells knowing it
                        (default 0, the shipped run's setting)
+  --memory-unlikelihood L   weight of an unlikelihood term on the cells that a MineSweeper memory
+                       names as mines, at every decision after such a reflection: -L log(1 - P(cell))
+                       (its logit is then pushed down L + 1 times as hard as by the soft target alone)
+                       (default 0, the shipped run's setting)
+  --invalid-unlikelihood L   the same term on the answers the game refuses as invalid in a state
+                       (MineSweeper: the revealed cells) (default 0, the shipped run's setting)
   --memory-at WHERE    where the compact prompt puts the memory lines: tail (after the board, so the
                        board keeps its positions in every attempt) or head (after the env tag, the
                        layout of checkpoints made before the option) (default tail; --from keeps
@@ -78,6 +84,7 @@ interface Options {
   batch: number; lr: number; curriculum: Array<{ env: string; weight: number }>; daggerFrom: number; daggerShare: number;
   evalEvery: number; evalTasks: number; seed: number; from: string | null; memoryAt: 'head' | 'tail';
   dataThread: boolean; balanceReflections: boolean; reflectionShare: number | null; memoryWeight: number; memoryContrast: number;
+  memoryUnlikelihood: number; invalidUnlikelihood: number;
 }
 
 const DEFAULT_CURRICULUM = 'minesweeper-4x4-2:1,minesweeper-5x5-3:1,minesweeper-6x6-3:4,sokoban-5x5-1:1,sokoban-6x6-1:1,sokoban-6x6-2:3';
@@ -107,7 +114,7 @@ export function parseOptions(argv: string[]): Options {
   try {
     ({ values } = parseArgs({
       args: argv, strict: true, allowPositionals: false,
-      options: Object.fromEntries(['out', 'minutes', 'steps', 'layers', 'embd', 'heads', 'block', 'batch', 'lr', 'curriculum', 'dagger-from', 'dagger-share', 'eval-every', 'eval-tasks', 'seed', 'from', 'memory-at', 'data-thread', 'balance-reflections', 'reflection-share', 'memory-weight', 'memory-contrast']
+      options: Object.fromEntries(['out', 'minutes', 'steps', 'layers', 'embd', 'heads', 'block', 'batch', 'lr', 'curriculum', 'dagger-from', 'dagger-share', 'eval-every', 'eval-tasks', 'seed', 'from', 'memory-at', 'data-thread', 'balance-reflections', 'reflection-share', 'memory-weight', 'memory-contrast', 'memory-unlikelihood', 'invalid-unlikelihood']
         .map((k) => [k, { type: 'string' as const }]).concat([['help', { type: 'boolean' as const, short: 'h' } as never], ['overwrite', { type: 'boolean' as const } as never]])),
     }) as { values: Record<string, string | boolean | undefined> });
   } catch (e) {
@@ -151,6 +158,8 @@ export function parseOptions(argv: string[]): Options {
     reflectionShare: s('reflection-share') === undefined ? null : num('reflection-share', s('reflection-share'), 0, 0, 1, false),
     memoryWeight: num('memory-weight', s('memory-weight'), 1, 1, 64),
     memoryContrast: num('memory-contrast', s('memory-contrast'), 0, 0, 1, false),
+    memoryUnlikelihood: num('memory-unlikelihood', s('memory-unlikelihood'), 0, 0, 100, false),
+    invalidUnlikelihood: num('invalid-unlikelihood', s('invalid-unlikelihood'), 0, 0, 100, false),
     from: fromDir(s('from'), s('out') ?? 'models/base', ['layers', 'embd', 'heads', 'block'].filter((k) => s(k) !== undefined)),
   };
   // last: it creates the folder, which only a command line without other errors should do
@@ -266,11 +275,37 @@ async function startModel(o: Options, tok: GameTokenizer): Promise<Start> {
   return { model, config: model.config, before, parent, prior, format, sampling };
 }
 
-/** One optimiser step on `batch` (soft-target loss, grad-norm clip 1.0, AdamW). @returns the loss. */
-function trainStep(model: GPT, opt: AdamW, batch: CompactExample[], vocabSize: number, lr: number): number {
-  const sb = makeSoftBatch(batch, vocabSize, model.config.block_size);
+/** Weights of the unlikelihood term: on the cells a memory names as mines, and on invalid answers (0: off). */
+export interface UnlikelihoodWeights { memory: number; invalid: number }
+
+/**
+ * A batch's examples with the tokens their first answer position is trained away from, each with
+ * its weight (`namedMines` at `w.memory`, `invalid` at `w.invalid`; a weight of 0 leaves its kind
+ * out), as `makeSoftBatch` takes them.
+ */
+export function withAvoid(batch: readonly CompactExample[], w: UnlikelihoodWeights): Array<CompactExample & { avoid?: Array<[number, number]> }> {
+  return batch.map((x) => {
+    const avoid: Array<[number, number]> = [
+      ...(w.memory > 0 ? (x.namedMines ?? []).map((v): [number, number] => [v, w.memory]) : []),
+      ...(w.invalid > 0 ? (x.invalid ?? []).map((v): [number, number] => [v, w.invalid]) : []),
+    ];
+    return avoid.length > 0 ? { ...x, avoid } : x;
+  });
+}
+
+/**
+ * One optimiser step on `batch` (soft-target loss, plus the unlikelihood term on the tokens that
+ * `withAvoid` gives; grad-norm clip 1.0, AdamW).
+ * @returns the loss (nats per trained position, both terms).
+ */
+function trainStep(model: GPT, opt: AdamW, batch: CompactExample[], vocabSize: number, lr: number, unlikelihood: UnlikelihoodWeights): number {
+  const sb = makeSoftBatch(withAvoid(batch, unlikelihood), vocabSize, model.config.block_size);
   try {
-    const { value, grads } = tf.variableGrads(() => softTargetLoss(positionLogits(model, sb.idx, sb.rows), sb.weights), model.trainableVariables);
+    const { value, grads } = tf.variableGrads(() => {
+      const logits = positionLogits(model, sb.idx, sb.rows);
+      const ce = softTargetLoss(logits, sb.weights);
+      return sb.avoid ? tf.add(ce, unlikelihoodLoss(logits, sb.avoid)) as tf.Scalar : ce;
+    }, model.trainableVariables);
     const list = model.trainableVariables.map((v) => grads[v.name]!);
     const clipped = clipByGlobalNorm(list, 1.0);
     opt.applyGradients(clipped.grads, lr);
@@ -336,7 +371,7 @@ async function main(): Promise<void> {
       ({ trials, daggerTrials } = pool!);
     }
     dataMs += Date.now() - t0;
-    lossSum += trainStep(model, opt, batch, tok.vocabSize, lrAt(o.lr, step, total));
+    lossSum += trainStep(model, opt, batch, tok.vocabSize, lrAt(o.lr, step, total), { memory: o.memoryUnlikelihood, invalid: o.invalidUnlikelihood });
     data?.publish(model.trainableVariables);
     lossN++;
     examples += batch.length;

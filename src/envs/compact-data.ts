@@ -68,10 +68,19 @@ export function mineSweeperContrast(envName: string, seed: number, observation: 
     env: 'minesweeper', envName, seed, instructions: makeEnv(envName).instructions,
     attempts: [
       { steps: [], finalObservation: observation, success: false, reflection },
-      { steps: [{ observation, action: target, choices: [choices], target, memoryMatters: true }], finalObservation: observation, success: false, reflection: null },
+      { steps: [{ observation, action: target, choices: [choices], target, memoryMatters: true, ...invalidField(revealedCells(observation)) }], finalObservation: observation, success: false, reflection: null },
     ],
   };
 }
+
+/** The revealed (not `?`) cells of a MineSweeper observation as actions `(r, c)`, in reading order. */
+export function revealedCells(observation: string): string[] {
+  const cells = parseGridRows(observation);
+  return cells.flatMap((row, r) => row.flatMap((s, c) => (s === '?' ? [] : [cellAction(r, c)])));
+}
+
+/** `{ invalid }` when there are invalid answers, else nothing: a step's optional field. */
+const invalidField = (invalid: string[]): { invalid?: string[] } => (invalid.length > 0 ? { invalid } : {});
 
 /** Shortest solution length from `s`, or null when unsolvable; memoised per state key. */
 function distance(s: SokobanState, memo: Map<string, number | null>): number | null {
@@ -203,7 +212,9 @@ export function playCompactTrial(opts: TrialOptions): CompactTrial {
       let choices: string[][] | null = null;
       let target: string | null = null;
       let memoryMatters = false;
+      let invalid: string[] = [];
       if (env instanceof MineSweeperEnv) {
+        invalid = revealedCells(obs);
         const cells = mineSweeperChoices(obs, env.params.mines, knownMines);
         choices = [cells];
         target = cells[rng.int(cells.length)]!;
@@ -213,7 +224,7 @@ export function playCompactTrial(opts: TrialOptions): CompactTrial {
         if (c) ({ choices, target } = c);
       }
       const action = play({ env: env.kind, observation: obs, attempt: n, step: t, memory, choices, target, rng });
-      steps.push({ observation: obs, action, choices, target, ...(memoryMatters ? { memoryMatters } : {}) });
+      steps.push({ observation: obs, action, choices, target, ...(memoryMatters ? { memoryMatters } : {}), ...invalidField(invalid) });
       const r = env.step(action);
       obs = r.observation;
       if (r.done) {
@@ -330,6 +341,7 @@ export function transformTrial(trial: CompactTrial, sym: Symmetry): CompactTrial
         choices: s.choices ? s.choices.map((set) => set.map(t)) : null,
         target: s.target === null ? null : t(s.target),
         ...(s.memoryMatters ? { memoryMatters: true } : {}),
+        ...(s.invalid ? { invalid: s.invalid.map(t) } : {}),
       })),
       finalObservation: g(a.finalObservation),
       success: a.success,

@@ -24,6 +24,11 @@ export interface CompactStep {
    * give without the memory, so only reading the memory keeps the answer off it. Absent: false.
    */
   memoryMatters?: boolean;
+  /**
+   * Answers the environment refuses as invalid in this state, as pieces of the first answer
+   * position (MineSweeper: the revealed cells `(r, c)`), never among `choices[0]`. Absent: none.
+   */
+  invalid?: string[];
 }
 
 export interface CompactAttempt {

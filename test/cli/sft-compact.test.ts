@@ -10,6 +10,8 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { checkpointText, loadCheckpoint } from '../../src/model/checkpoint.js';
 import { gameVocabulary } from '../../src/envs/vocab.js';
 import { root } from '../helpers/cli.js';
+import { withAvoid } from '../../src/cli/sft-compact.js';
+import type { CompactExample } from '../../src/training/data/compact-sft.js';
 import { tmpDir } from '../helpers/index.js';
 
 beforeAll(async () => { await tf.setBackend('cpu'); await tf.ready(); });
@@ -24,6 +26,15 @@ function runCli(args: string[]): Promise<{ code: number | null; stdout: string; 
     child.on('exit', (code) => resolve({ code, stdout, stderr }));
   });
 }
+
+describe('withAvoid', () => {
+  const x: CompactExample = { kind: 'action', ids: [1, 2], at: [1], targets: [[3]], namedMines: [5], invalid: [6, 7] };
+  it('weights named mines and invalid answers by their own weights, leaving out a kind at weight 0', () => {
+    expect(withAvoid([x], { memory: 2, invalid: 0.5 })[0]!.avoid).toEqual([[5, 2], [6, 0.5], [7, 0.5]]);
+    expect(withAvoid([x], { memory: 0, invalid: 1 })[0]!.avoid).toEqual([[6, 1], [7, 1]]);
+    expect('avoid' in withAvoid([x], { memory: 0, invalid: 0 })[0]!).toBe(false);
+  });
+});
 
 describe('sft-compact CLI', () => {
   it('refuses a non-empty --out without --overwrite, before any work (one line, exit 2)', async () => {
@@ -68,22 +79,22 @@ describe('sft-compact CLI', () => {
   });
 
   it('refuses bad values of the data options with one line naming the option', async () => {
-    for (const [opt, v] of [['--data-thread', 'yes'], ['--balance-reflections', '1'], ['--reflection-share', '1.5'], ['--memory-weight', '0'], ['--memory-weight', '2.5'], ['--memory-contrast', '2']]) {
+    for (const [opt, v] of [['--data-thread', 'yes'], ['--balance-reflections', '1'], ['--reflection-share', '1.5'], ['--memory-weight', '0'], ['--memory-weight', '2.5'], ['--memory-contrast', '2'], ['--memory-unlikelihood', '101'], ['--memory-unlikelihood', 'x'], ['--invalid-unlikelihood', '101']]) {
       const r = await runCli([opt!, v!]);
       expect(r.code).toBe(2);
       expect(r.stderr).toMatch(new RegExp(`^model:sft-base: ${opt} must be .*'${v!.replace('.', '\\.')}' \\(--help lists the options\\)\n$`));
     }
   });
 
-  it('trains with the data thread, a reflection share, balanced reflections, a memory weight and memory contrasts, and records them', async () => {
+  it('trains with the data thread, a reflection share, balanced reflections, a memory weight, memory contrasts and unlikelihood weights, and records them', async () => {
     const out = path.join(tmpDir('lamer-sft-compact-thread-'), 'base');
     const r = await runCli(['--steps', '3', '--eval-every', '100', '--eval-tasks', '1', '--layers', '1', '--embd', '32', '--heads', '2', '--batch', '4', '--block', '384', '--out', out, '--seed', '3',
-      '--data-thread', 'on', '--reflection-share', '0.5', '--balance-reflections', 'on', '--memory-weight', '4', '--memory-contrast', '0.5']);
+      '--data-thread', 'on', '--reflection-share', '0.5', '--balance-reflections', 'on', '--memory-weight', '4', '--memory-contrast', '0.5', '--memory-unlikelihood', '5', '--invalid-unlikelihood', '2']);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stderr).toMatch(/model:sft-base: done, 3 steps, \d+ examples, \d+ tokens/);
     const { model, metadata } = await loadCheckpoint(out);
     model.dispose();
-    expect(metadata).toMatchObject({ meta: { steps: 3, options: { dataThread: true, reflectionShare: 0.5, balanceReflections: true, memoryWeight: 4, memoryContrast: 0.5 } } });
+    expect(metadata).toMatchObject({ meta: { steps: 3, options: { dataThread: true, reflectionShare: 0.5, balanceReflections: true, memoryWeight: 4, memoryContrast: 0.5, memoryUnlikelihood: 5, invalidUnlikelihood: 2 } } });
   }, 120_000);
 
   it('trains a tiny model and writes a checkpoint with its game vocabulary, compact format and learning curve', async () => {

@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import {
-  mineSweeperChoices, mineSweeperCompactReflection, mineSweeperContrast, noisyPolicy, playCompactTrial, randomAction, sokobanChoices, sokobanCompactReflection,
+  mineSweeperChoices, mineSweeperCompactReflection, mineSweeperContrast, noisyPolicy, playCompactTrial, randomAction, revealedCells, sokobanChoices, sokobanCompactReflection,
   solverPolicy, symmetriesFor, symmetry, transformTrial, type CompactTrial,
 } from '../../src/envs/compact-data.js';
 import { gridText, parseGridRows } from '../../src/envs/grid.js';
@@ -33,6 +33,13 @@ describe('mineSweeperChoices', () => {
   });
 });
 
+describe('revealedCells', () => {
+  it('is every cell that is not hidden, in reading order', () => {
+    expect(revealedCells(ms(['.1?', '?1?', '??*']))).toEqual(['(1, 1)', '(1, 2)', '(2, 2)', '(3, 3)']);
+    expect(revealedCells(ms(['??', '??']))).toEqual([]);
+  });
+});
+
 describe('mineSweeperContrast', () => {
   it('is the board again in a later attempt whose memory names the cell a mine, the target knowing it', () => {
     const board = ms(['.1?', '.1?', '.1?']);
@@ -41,7 +48,7 @@ describe('mineSweeperContrast', () => {
     expect(t.attempts[0]).toMatchObject({ steps: [], success: false, reflection: '(2, 3) was a mine.' });
     const [step] = t.attempts[1]!.steps;
     expect(t.attempts[1]!.reflection).toBeNull();
-    expect(step).toMatchObject({ observation: board, choices: [['(1, 3)', '(3, 3)']], memoryMatters: true });
+    expect(step).toMatchObject({ observation: board, choices: [['(1, 3)', '(3, 3)']], memoryMatters: true, invalid: ['(1, 1)', '(1, 2)', '(2, 1)', '(2, 2)', '(3, 1)', '(3, 2)'] });
     expect(['(1, 3)', '(3, 3)']).toContain(step!.target);
     // on a fresh board every other cell is as safe
     const fresh = ms(['??', '??']);
@@ -216,12 +223,15 @@ describe('board symmetries', () => {
     }
   });
 
-  it('map a MineSweeper trial to one whose targets are the solver\'s on the mapped boards', () => {
+  it('map a MineSweeper trial to one whose targets are the solver\'s on the mapped boards, its invalid cells the revealed ones', () => {
     for (const t of trials.filter((x) => x.env === 'minesweeper')) for (let k = 0; k < 8; k++) {
       const m = transformTrial(t, symmetry(k));
       const known = new Set<number>();
       m.attempts.forEach((a) => {
-        for (const s of a.steps) expect([...s.choices![0]!].sort()).toEqual([...mineSweeperChoices(s.observation, 2, known)].sort());
+        for (const s of a.steps) {
+          expect([...s.choices![0]!].sort()).toEqual([...mineSweeperChoices(s.observation, 2, known)].sort());
+          expect([...(s.invalid ?? [])].sort()).toEqual(revealedCells(s.observation).sort());
+        }
         if (a.reflection?.endsWith('was a mine.')) {
           const c = parseCellAction(a.reflection)!;
           expect(parseGridRows(a.finalObservation)[c.row - 1]![c.col - 1]).toBe('*');

@@ -23,6 +23,14 @@ export interface CompactExample {
   failure?: string;
   /** Acting examples: the step's `memoryMatters` (the memory removes a cell from the target). */
   memoryMatters?: boolean;
+  /**
+   * MineSweeper acting examples after a reflection that named a mine: the token ids of the cells
+   * the memory names as mines (never in the first position's target), for an unlikelihood term at
+   * `at[0]` (src/training/maths/soft-targets.ts `unlikelihoodLoss`). Absent: none.
+   */
+  namedMines?: number[];
+  /** Acting examples: the token ids of the step's `invalid` answers at `at[0]`, for the same term. Absent: none. */
+  invalid?: number[];
 }
 
 /**
@@ -81,6 +89,8 @@ export function compactExamples(trial: CompactTrial, opts: CompactExampleOptions
   const tok = opts.tokenizer;
   const out: CompactExample[] = [];
   const previous: PromptAttempt[] = [];
+  /** Token ids of the cells that earlier reflections of this trial name as mines (MineSweeper). */
+  const namedMines = new Set<number>();
   trial.attempts.forEach((a, n) => {
     const done: PromptStep[] = [];
     for (const s of a.steps) {
@@ -94,7 +104,14 @@ export function compactExamples(trial: CompactTrial, opts: CompactExampleOptions
         const ids = [...enc.ids, ...path];
         const at = [...path.keys()].map((j) => enc.ids.length - 1 + j);
         at.push(ids.length - 1);
-        out.push({ kind: 'action', ids, at, targets: [...sets, [EOS]], ...(s.memoryMatters ? { memoryMatters: true } : {}) });
+        const named = [...namedMines].filter((v) => !sets[0]!.includes(v));
+        const invalid = (s.invalid ?? []).map((p) => pieceToken(tok, p)).filter((v) => !sets[0]!.includes(v));
+        out.push({
+          kind: 'action', ids, at, targets: [...sets, [EOS]],
+          ...(s.memoryMatters ? { memoryMatters: true } : {}),
+          ...(named.length > 0 ? { namedMines: named } : {}),
+          ...(invalid.length > 0 ? { invalid } : {}),
+        });
       }
       done.push({ observation: s.observation, action: s.action });
     }
@@ -110,6 +127,8 @@ export function compactExamples(trial: CompactTrial, opts: CompactExampleOptions
       out.push({ kind: 'reflection', ids, at, targets: [...text.map((t) => [t]), [EOS]], failure: reflectionClass(a.reflection) });
     }
     previous.push({ steps: done, finalObservation: a.finalObservation, success: a.success, reflection: a.reflection });
+    const mine = trial.env === 'minesweeper' && a.reflection !== null ? /^(\(\d+, \d+\)) was a mine\./.exec(a.reflection) : null;
+    if (mine) namedMines.add(pieceToken(tok, mine[1]!));
   });
   return out;
 }

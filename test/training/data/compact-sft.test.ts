@@ -55,8 +55,24 @@ describe('compactExamples', () => {
     });
     // the next attempt reads the reflection as a memory line
     const prompt1 = [BOS, TAG, MEMORY, cell(1, 2), WAS_A_MINE, ...board0, ACT];
-    expect(a1).toEqual({ kind: 'action', ids: [...prompt1, cell(2, 1)], at: [prompt1.length - 1, prompt1.length], targets: [[cell(2, 1)], [EOS]] });
+    // and the mine it names is avoided at the answer's first position
+    expect(a1).toEqual({ kind: 'action', ids: [...prompt1, cell(2, 1)], at: [prompt1.length - 1, prompt1.length], targets: [[cell(2, 1)], [EOS]], namedMines: [cell(1, 2)] });
     expect(tok.decode(a1!.ids)).toBe(`[minesweeper]\nm (1, 2) was a mine.\n${B0}\n> (2, 1)`);
+  });
+
+  it('avoids only cells that a reflection names as a mine, and only in later attempts', () => {
+    const ranOut: CompactTrial = { ...trial, attempts: [{ ...trial.attempts[0]!, reflection: 'turns ran out.' }, trial.attempts[1]!] };
+    expect(compactExamples(ranOut, opts).some((e) => 'namedMines' in e)).toBe(false);
+    // two mines named over two failed attempts: both avoided in the third
+    const A = (reflection: string | null): CompactTrial['attempts'][number] => ({ steps: [{ observation: B0, action: '(2, 1)', choices: [['(2, 1)']], target: '(2, 1)' }], finalObservation: BF, success: false, reflection });
+    const three: CompactTrial = { ...trial, attempts: [A('(1, 2) was a mine.'), A('(1, 1) was a mine.'), A(null)] };
+    expect(compactExamples(three, opts).filter((e) => e.kind === 'action').map((e) => e.namedMines)).toEqual([undefined, [cell(1, 2)], [cell(1, 2), cell(1, 1)]]);
+  });
+
+  it('gives a step\'s invalid answers as tokens of the first position', () => {
+    const t: CompactTrial = { ...trial, attempts: [{ ...trial.attempts[1]!, steps: [{ ...trial.attempts[1]!.steps[0]!, invalid: ['(2, 2)'] }] }] };
+    expect(compactExamples(t, opts)[0]).toMatchObject({ kind: 'action', invalid: [cell(2, 2)] });
+    expect('invalid' in compactExamples(trial, opts)[0]!).toBe(false);
   });
 
   it('renders as the server does for the same format and tokenizer, and skips reflections on request', () => {

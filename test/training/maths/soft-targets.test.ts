@@ -1,9 +1,9 @@
 /** Cross-entropy against soft targets (src/training/maths/soft-targets.ts). */
 import * as tf from '@tensorflow/tfjs';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { disposeSoftBatch, makeSoftBatch, positionLogits, softTargetLoss } from '../../../src/training/maths/soft-targets.js';
+import { disposeSoftBatch, makeSoftBatch, positionLogits, softTargetLoss, unlikelihoodLoss } from '../../../src/training/maths/soft-targets.js';
 import { forward, initModel } from '../../../src/model/gpt.js';
-import { PAD } from '../../../src/model/tokenizer.js';
+import { EOS as EOS_ID, PAD } from '../../../src/model/tokenizer.js';
 
 beforeAll(async () => { await tf.setBackend('cpu'); await tf.ready(); });
 const num = (t: tf.Tensor) => t.dataSync()[0]!;
@@ -64,6 +64,49 @@ describe('makeSoftBatch', () => {
     expect(() => makeSoftBatch(items, 260, 2)).toThrow(RangeError);
     expect(() => makeSoftBatch(items, 260, 2)).toThrow(msg);
     expect(tf.memory().numTensors).toBe(before);
+  });
+});
+
+describe('unlikelihoodLoss', () => {
+  it('averages -sum_v a log(1 - p) over all positions; its gradient on an avoided logit is a p / N (hand-computed)', () => {
+    // row 1: logits [0, ln 3] -> p = [1/4, 3/4]; token 1 avoided -> -ln(1/4) = ln 4
+    // row 2: nothing avoided -> 0; mean over N = 2
+    const logits = tf.tensor2d([[0, Math.log(3)], [0, 0]]);
+    const a = tf.tensor2d([[0, 1], [0, 0]]);
+    expect(num(unlikelihoodLoss(logits, a))).toBeCloseTo(Math.log(4) / 2, 6);
+    // d/dz_1 = p_1 / N = 3/8, d/dz_0 = -p_0 p_1 / (1 - p_1) / N = -3/8; row 2 untouched
+    const g = tf.grad((x: tf.Tensor) => unlikelihoodLoss(x as tf.Tensor2D, a))(logits);
+    const want = [[-3 / 8, 3 / 8], [0, 0]];
+    (g.arraySync() as number[][]).forEach((r, i) => r.forEach((x, j) => expect(x).toBeCloseTo(want[i]![j]!, 6)));
+    tf.dispose([logits, a, g]);
+    // a weight scales the term and its gradient
+    const l2 = tf.tensor2d([[0, Math.log(3)]]);
+    expect(tf.tidy(() => num(unlikelihoodLoss(l2, tf.tensor2d([[0, 4]]))))).toBeCloseTo(4 * Math.log(4), 5);
+    l2.dispose();
+  });
+
+  it('stays finite for a token at probability 1 (1 - p floored at 1e-6)', () => {
+    const v = tf.tidy(() => num(unlikelihoodLoss(tf.tensor2d([[0, 100]]), tf.tensor2d([[0, 1]]))));
+    expect(v).toBeCloseTo(-Math.log(1e-6), 3);
+  });
+});
+
+describe('makeSoftBatch avoid', () => {
+  it('puts each item\'s avoided ids\' weights at its first trained position, and is null when none', () => {
+    const b = makeSoftBatch([{ ids: [256, 1, 2], at: [1, 2], targets: [[2], [EOS_ID]], avoid: [[5, 2], [7, 0.5], [5, 3]] }, { ids: [256, 9], at: [1], targets: [[4]] }], 260, 16);
+    const a = b.avoid!.arraySync() as number[][];
+    // the weights at their ids (an id given twice keeps the larger)
+    expect(a.map((r) => r.flatMap((x, v) => (x ? [[v, x]] : [])))).toEqual([[[5, 3], [7, 0.5]], [], []]);
+    disposeSoftBatch(b);
+    const c = makeSoftBatch([{ ids: [256, 9], at: [1], targets: [[4]] }], 260, 16);
+    expect(c.avoid).toBeNull();
+    disposeSoftBatch(c);
+  });
+
+  it('refuses an avoided id outside the vocabulary or in the same position\'s target set, and a weight not above 0', () => {
+    expect(() => makeSoftBatch([{ ids: [256, 9], at: [1], targets: [[4]], avoid: [[260, 1]] }], 260, 16)).toThrow('bad avoided id 260');
+    expect(() => makeSoftBatch([{ ids: [256, 9], at: [1], targets: [[4]], avoid: [[3, 0]] }], 260, 16)).toThrow('bad unlikelihood weight 0');
+    expect(() => makeSoftBatch([{ ids: [256, 9], at: [1], targets: [[4, 5]], avoid: [[5, 1]] }], 260, 16)).toThrow('in the target set');
   });
 });
 
