@@ -99,7 +99,7 @@ const USAGE = `usage: npm run bench:base-memory -- [options]
   --model DIR   a compact checkpoint folder (model.json + weights); repeat for several
                 (default models/base)
   --boards N    held-out trials and boards per probe, an integer in [1, 100000] (default 200)
-  --out FILE    the figures as JSON (default bench/results/base-memory-probe.json)
+  --out FILE    the figures as JSON (default bench/results/base-memory-probe.json; a missing folder is created)
   -h, --help    print this text and exit
 
 Exit code: 0; 2 for bad options (one line on stderr naming the option); 1 for a failure later.`;

@@ -63,8 +63,10 @@ and the per-game held-out loss; writes the figures as JSON.
   --games LIST           comma-separated envs (default minesweeper-6x6-3,sokoban-6x6-2)
   --rows LIST            comma-separated rows (a), (b), (c) (default ${BASE_ROWS.join(',')})
   --out FILE             the figures as JSON (default bench/results/base-policy.json; with
-                         fewer than 128 tasks, base-policy-<N>tasks.json in the temp folder)
-  --reports DIR          also write each row's full eval report there (default: none)
+                         fewer than 128 tasks, base-policy-<N>tasks.json in the temp folder);
+                         a missing folder is created
+  --reports DIR          also write each row's full eval report there, creating the folder
+                         if missing (default: none)
   --results FILE         replace the marked section base-policy of FILE, e.g. docs/RESULTS.md
                          (default: none)
   --resamples B          bootstrap resamples of the pass@K (a) - (c) interval (default 10000)
