@@ -65,8 +65,8 @@ export interface EvalPoint { env: string; tasks: number; agreement: number; inva
  * Held-out evaluation on the first `tasks` eval seeds of each target env: greedy play, 3 attempts
  * with the model's own reflections; agreement = share of decisions whose answer is one of the
  * solver's equally good answers (for Sokoban: whose first move is); invalid = share of decisions
- * that were invalid actions (MineSweeper: not a hidden cell; null for Sokoban, not measured here:
- * `npm run eval:base` counts the env's own invalid actions).
+ * that the env flagged as invalid actions (MineSweeper: not a hidden cell; Sokoban: no move, or a
+ * move into a wall or an unpushable box). Greedy answers, so below eval:base's sampled rates.
  */
 export function evaluate(model: GPT, tok: Tokenizer, format: CompactPromptFormat, envName: string, tasks: number): EvalPoint {
   let agree = 0, decisions = 0, invalid = 0, p1 = 0, p3 = 0, mineRefl = 0, mineFails = 0;
@@ -84,15 +84,11 @@ export function evaluate(model: GPT, tok: Tokenizer, format: CompactPromptFormat
           const first = c.choices[0]!;
           if (first.some((p) => a.startsWith(p))) agree++;
         }
-        if (c.env === 'minesweeper') {
-          const m = /^\((\d+), (\d+)\)$/.exec(a.trim());
-          const rows = c.observation.split('\n').slice(1).map((l) => l.slice(l.indexOf(' ') + 1));
-          if (!m || rows[Number(m[1]) - 1]?.[Number(m[2]) - 1] !== '?') invalid++;
-        }
         return a;
       };
       const trial = playCompactTrial({ envName, seed, maxAttempts: 1, policy, rngSeed: seed });
       const att = trial.attempts[0]!;
+      invalid += att.steps.filter((s) => s.invalidAction).length;
       if (att.success) solved = n;
       else if (n < 2) {
         // the model's own reflection, from the compact reflection prompt
@@ -113,7 +109,7 @@ export function evaluate(model: GPT, tok: Tokenizer, format: CompactPromptFormat
     if (solved >= 0) p3++;
   }
   return {
-    env: envName, tasks, agreement: agree / Math.max(1, decisions), invalid: envName.startsWith('minesweeper') ? invalid / Math.max(1, decisions) : null,
+    env: envName, tasks, agreement: agree / Math.max(1, decisions), invalid: invalid / Math.max(1, decisions),
     pass1: p1 / tasks, pass3: p3 / tasks, reflectionsNamingMine: mineFails ? mineRefl / mineFails : null,
   };
 }

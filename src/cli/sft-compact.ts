@@ -68,8 +68,11 @@ const USAGE = `usage: npm run model:sft-base -- [options]
                        names as mines, at every decision after such a reflection: -L log(1 - P(cell))
                        (its logit is then pushed down L + 1 times as hard as by the soft target alone)
                        (default 0, the shipped run's setting)
-  --invalid-unlikelihood L   the same term on the answers the game refuses as invalid in a state
-                       (MineSweeper: the revealed cells) (default 0, the shipped run's setting)
+  --invalid-unlikelihood L   the same term on MineSweeper's revealed cells, which the game refuses
+                       as invalid clicks (default 0, the shipped run's setting)
+  --move-unlikelihood L  the same term on Sokoban moves that would not move at each move of the
+                       answer (into a wall or an unpushable box: the game's invalid no-op), from the
+                       state the solver's earlier moves of that answer reach (default 0)
   --memory-at WHERE    where the compact prompt puts the memory lines: tail (after the board, so the
                        board keeps its positions in every attempt) or head (after the env tag, the
                        layout of checkpoints made before the option) (default tail; --from keeps
@@ -84,7 +87,7 @@ interface Options {
   batch: number; lr: number; curriculum: Array<{ env: string; weight: number }>; daggerFrom: number; daggerShare: number;
   evalEvery: number; evalTasks: number; seed: number; from: string | null; memoryAt: 'head' | 'tail';
   dataThread: boolean; balanceReflections: boolean; reflectionShare: number | null; memoryWeight: number; memoryContrast: number;
-  memoryUnlikelihood: number; invalidUnlikelihood: number;
+  memoryUnlikelihood: number; invalidUnlikelihood: number; moveUnlikelihood: number;
 }
 
 const DEFAULT_CURRICULUM = 'minesweeper-4x4-2:1,minesweeper-5x5-3:1,minesweeper-6x6-3:4,sokoban-5x5-1:1,sokoban-6x6-1:1,sokoban-6x6-2:3';
@@ -114,7 +117,7 @@ export function parseOptions(argv: string[]): Options {
   try {
     ({ values } = parseArgs({
       args: argv, strict: true, allowPositionals: false,
-      options: Object.fromEntries(['out', 'minutes', 'steps', 'layers', 'embd', 'heads', 'block', 'batch', 'lr', 'curriculum', 'dagger-from', 'dagger-share', 'eval-every', 'eval-tasks', 'seed', 'from', 'memory-at', 'data-thread', 'balance-reflections', 'reflection-share', 'memory-weight', 'memory-contrast', 'memory-unlikelihood', 'invalid-unlikelihood']
+      options: Object.fromEntries(['out', 'minutes', 'steps', 'layers', 'embd', 'heads', 'block', 'batch', 'lr', 'curriculum', 'dagger-from', 'dagger-share', 'eval-every', 'eval-tasks', 'seed', 'from', 'memory-at', 'data-thread', 'balance-reflections', 'reflection-share', 'memory-weight', 'memory-contrast', 'memory-unlikelihood', 'invalid-unlikelihood', 'move-unlikelihood']
         .map((k) => [k, { type: 'string' as const }]).concat([['help', { type: 'boolean' as const, short: 'h' } as never], ['overwrite', { type: 'boolean' as const } as never]])),
     }) as { values: Record<string, string | boolean | undefined> });
   } catch (e) {
@@ -160,6 +163,7 @@ export function parseOptions(argv: string[]): Options {
     memoryContrast: num('memory-contrast', s('memory-contrast'), 0, 0, 1, false),
     memoryUnlikelihood: num('memory-unlikelihood', s('memory-unlikelihood'), 0, 0, 100, false),
     invalidUnlikelihood: num('invalid-unlikelihood', s('invalid-unlikelihood'), 0, 0, 100, false),
+    moveUnlikelihood: num('move-unlikelihood', s('move-unlikelihood'), 0, 0, 100, false),
     from: fromDir(s('from'), s('out') ?? 'models/base', ['layers', 'embd', 'heads', 'block'].filter((k) => s(k) !== undefined)),
   };
   // last: it creates the folder, which only a command line without other errors should do
@@ -275,19 +279,24 @@ async function startModel(o: Options, tok: GameTokenizer): Promise<Start> {
   return { model, config: model.config, before, parent, prior, format, sampling };
 }
 
-/** Weights of the unlikelihood term: on the cells a memory names as mines, and on invalid answers (0: off). */
-export interface UnlikelihoodWeights { memory: number; invalid: number }
+/**
+ * Weights of the unlikelihood term (0: off): on the cells a memory names as mines, on MineSweeper's
+ * revealed cells, and on Sokoban moves that would not move.
+ */
+export interface UnlikelihoodWeights { memory: number; invalid: number; moves: number }
 
 /**
- * A batch's examples with the tokens their first answer position is trained away from, each with
- * its weight (`namedMines` at `w.memory`, `invalid` at `w.invalid`; a weight of 0 leaves its kind
- * out), as `makeSoftBatch` takes them.
+ * A batch's examples with the tokens their answer positions are trained away from, as
+ * `makeSoftBatch` takes them (`[k, token id, weight]`, the k-th trained position): `namedMines` and
+ * `invalid` at the first position with weights `w.memory` and `w.invalid`, `invalidMoves` at their
+ * own positions with `w.moves`; a weight of 0 leaves its kind out.
  */
-export function withAvoid(batch: readonly CompactExample[], w: UnlikelihoodWeights): Array<CompactExample & { avoid?: Array<[number, number]> }> {
+export function withAvoid(batch: readonly CompactExample[], w: UnlikelihoodWeights): Array<CompactExample & { avoid?: Array<[number, number, number]> }> {
   return batch.map((x) => {
-    const avoid: Array<[number, number]> = [
-      ...(w.memory > 0 ? (x.namedMines ?? []).map((v): [number, number] => [v, w.memory]) : []),
-      ...(w.invalid > 0 ? (x.invalid ?? []).map((v): [number, number] => [v, w.invalid]) : []),
+    const avoid: Array<[number, number, number]> = [
+      ...(w.memory > 0 ? (x.namedMines ?? []).map((v): [number, number, number] => [0, v, w.memory]) : []),
+      ...(w.invalid > 0 ? (x.invalid ?? []).map((v): [number, number, number] => [0, v, w.invalid]) : []),
+      ...(w.moves > 0 ? (x.invalidMoves ?? []).flatMap((set, k) => set.map((v): [number, number, number] => [k, v, w.moves])) : []),
     ];
     return avoid.length > 0 ? { ...x, avoid } : x;
   });
@@ -371,7 +380,7 @@ async function main(): Promise<void> {
       ({ trials, daggerTrials } = pool!);
     }
     dataMs += Date.now() - t0;
-    lossSum += trainStep(model, opt, batch, tok.vocabSize, lrAt(o.lr, step, total), { memory: o.memoryUnlikelihood, invalid: o.invalidUnlikelihood });
+    lossSum += trainStep(model, opt, batch, tok.vocabSize, lrAt(o.lr, step, total), { memory: o.memoryUnlikelihood, invalid: o.invalidUnlikelihood, moves: o.moveUnlikelihood });
     data?.publish(model.trainableVariables);
     lossN++;
     examples += batch.length;

@@ -94,32 +94,40 @@ function distance(s: SokobanState, memo: Map<string, number | null>): number | n
 
 /**
  * Soft target of one Sokoban turn from an observation: per move position the moves that start a
- * shortest solution, along one drawn optimal path of up to 3 moves (fewer when it solves sooner).
+ * shortest solution, along one drawn optimal path of up to 3 moves (fewer when it solves sooner);
+ * `invalid`, aligned with `choices`, the moves that would not move at each move position of that
+ * path ([] at the separators).
  * @returns null when the position has no solution (or is already solved).
  */
-export function sokobanChoices(observation: string, rng: Rng): { choices: string[][]; target: string } | null {
+export function sokobanChoices(observation: string, rng: Rng): { choices: string[][]; target: string; invalid: string[][] } | null {
   let s = parseSokoban(observation);
   const memo = new Map<string, number | null>();
   let d = distance(s, memo);
   if (d === null || d === 0) return null;
   const choices: string[][] = [];
+  const invalid: string[][] = [];
   const picked: Move[] = [];
   for (let j = 0; j < MOVES_PER_TURN && d > 0; j++) {
     const good: Move[] = [];
+    const stuck: Move[] = [];
     for (const m of MOVES) {
       const o = applyMove(s, m);
-      if (!o.moved) continue;
-      if (distance(o.state, memo) === d - 1) good.push(m);
+      if (!o.moved) stuck.push(m);
+      else if (distance(o.state, memo) === d - 1) good.push(m);
     }
     if (good.length === 0) break; // cannot happen for an exact BFS distance
-    if (j > 0) choices.push([', ']);
+    if (j > 0) {
+      choices.push([', ']);
+      invalid.push([]);
+    }
     choices.push(good);
+    invalid.push(stuck);
     const m = good[rng.int(good.length)]!;
     picked.push(m);
     s = applyMove(s, m).state;
     d -= 1;
   }
-  return { choices, target: picked.join(', ') };
+  return { choices, target: picked.join(', '), invalid };
 }
 
 /** Compact reflection after a failed MineSweeper attempt: the mine clicked, or the turn cap. */
@@ -213,6 +221,7 @@ export function playCompactTrial(opts: TrialOptions): CompactTrial {
       let target: string | null = null;
       let memoryMatters = false;
       let invalid: string[] = [];
+      let invalidMoves: string[][] = [];
       if (env instanceof MineSweeperEnv) {
         invalid = revealedCells(obs);
         const cells = mineSweeperChoices(obs, env.params.mines, knownMines);
@@ -221,11 +230,13 @@ export function playCompactTrial(opts: TrialOptions): CompactTrial {
         if (namedMines.size > 0) memoryMatters = mineSweeperChoices(obs, env.params.mines, new Set()).some((c) => namedMines.has(c));
       } else {
         const c = sokobanChoices(obs, rng);
-        if (c) ({ choices, target } = c);
+        if (c) ({ choices, target, invalid: invalidMoves } = c);
       }
       const action = play({ env: env.kind, observation: obs, attempt: n, step: t, memory, choices, target, rng });
-      steps.push({ observation: obs, action, choices, target, ...(memoryMatters ? { memoryMatters } : {}), ...invalidField(invalid) });
+      steps.push({ observation: obs, action, choices, target, ...(memoryMatters ? { memoryMatters } : {}), ...invalidField(invalid),
+        ...(invalidMoves.some((m) => m.length > 0) ? { invalidMoves } : {}) });
       const r = env.step(action);
+      if (r.invalidAction) steps[steps.length - 1]!.invalidAction = true;
       obs = r.observation;
       if (r.done) {
         success = r.success;
@@ -342,6 +353,8 @@ export function transformTrial(trial: CompactTrial, sym: Symmetry): CompactTrial
         target: s.target === null ? null : t(s.target),
         ...(s.memoryMatters ? { memoryMatters: true } : {}),
         ...(s.invalid ? { invalid: s.invalid.map(t) } : {}),
+        ...(s.invalidMoves ? { invalidMoves: s.invalidMoves.map((set) => set.map(t)) } : {}),
+        ...(s.invalidAction ? { invalidAction: true } : {}),
       })),
       finalObservation: g(a.finalObservation),
       success: a.success,

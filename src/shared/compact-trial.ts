@@ -29,6 +29,14 @@ export interface CompactStep {
    * position (MineSweeper: the revealed cells `(r, c)`), never among `choices[0]`. Absent: none.
    */
   invalid?: string[];
+  /**
+   * Sokoban: for each position of `choices`, the moves that would not move from the state that
+   * the pieces of `target` before it reach (into a wall, or pushing a box into a wall or a box:
+   * the env's no-op, an invalid action); [] at the separators. Absent: no such move anywhere.
+   */
+  invalidMoves?: string[][];
+  /** The env flagged the answer played (`action`) as an invalid action. Absent: false. */
+  invalidAction?: boolean;
 }
 
 export interface CompactAttempt {

@@ -11,6 +11,7 @@ import { gridText, parseGridRows } from '../../src/envs/grid.js';
 import { Rng } from '../../src/envs/rng.js';
 import { applyMove, parseMoves, parseSokoban, renderSokoban, solveSokoban } from '../../src/envs/sokoban.js';
 import { parseCellAction } from '../../src/envs/minesweeper.js';
+import { makeEnv } from '../../src/envs/index.js';
 
 const ms = (rows: string[]) => gridText(rows, 1);
 const sk = (rows: string[]) => gridText(rows, 0);
@@ -85,6 +86,9 @@ describe('sokobanChoices', () => {
         });
         expect(c.choices[2 * j]).toEqual(good);
         expect(good).toContain(m);
+        // and the invalid ones are exactly the moves that do not move from there
+        expect(c.invalid[2 * j]).toEqual((['up', 'down', 'left', 'right'] as const).filter((x) => !applyMove(s, x).moved));
+        if (j > 0) expect(c.invalid[2 * j - 1]).toEqual([]);
         s = applyMove(s, m).state;
       });
     }
@@ -92,7 +96,10 @@ describe('sokobanChoices', () => {
   });
 
   it('stops at the solution and gives null for a solved or dead position', () => {
-    expect(sokobanChoices(sk(['######', '#PX_O#', '######']), new Rng(0))).toEqual({ choices: [['right'], [', '], ['right']], target: 'right, right' });
+    // a corridor: up, down and left bump into walls at both moves
+    expect(sokobanChoices(sk(['######', '#PX_O#', '######']), new Rng(0))).toEqual({
+      choices: [['right'], [', '], ['right']], target: 'right, right', invalid: [['up', 'down', 'left'], [], ['up', 'down']],
+    });
     expect(sokobanChoices(sk(['#####', '#P*_#', '#####']), new Rng(0))).toBeNull();
     expect(sokobanChoices(sk(['#####', '#X_P#', '#O__#', '#####']), new Rng(0))).toBeNull();
   });
@@ -180,6 +187,23 @@ describe('playCompactTrial', () => {
     }
   });
 
+  it('flags exactly the steps whose answer the env called an invalid action', () => {
+    for (const [envName, seed] of [['minesweeper-5x5-3', 2], ['sokoban-5x5-1', 3]] as const) {
+      // a policy that repeats its first answer: MineSweeper clicks a revealed cell, Sokoban walks into a wall
+      let first: string | null = null;
+      const t = playCompactTrial({ envName, seed, maxAttempts: 1, maxSteps: 6, rngSeed: 1, policy: (c) => (first ??= c.target ?? 'up') });
+      const env = makeEnv(envName);
+      env.reset(seed);
+      let flagged = 0;
+      for (const s of t.attempts[0]!.steps) {
+        const r = env.step(s.action);
+        expect(s.invalidAction === true).toBe(r.invalidAction === true);
+        if (r.invalidAction) flagged++;
+      }
+      expect(flagged).toBeGreaterThan(0);
+    }
+  });
+
   it('records Sokoban targets whose pieces follow their choices', () => {
     const t = playCompactTrial({ envName: 'sokoban-5x5-1', seed: 3, maxAttempts: 3, policy: noisyPolicy(0.5), rngSeed: 4 });
     for (const a of t.attempts) for (const s of a.steps) {
@@ -260,6 +284,16 @@ describe('board symmetries', () => {
         const next = a.steps[i + 1]?.observation ?? a.finalObservation;
         expect(reaches(s.observation, s.action, next)).toBe(true);
         if (next !== s.observation) moved++;
+        // the mapped invalid moves still do not move, along the mapped target's path
+        if (s.invalidMoves) {
+          let st = parseSokoban(s.observation);
+          const path = parseMoves(s.target!);
+          s.invalidMoves.forEach((set, j) => {
+            if (j % 2 === 1) return expect(set).toEqual([]);
+            for (const mv of set) expect(applyMove(st, mv as never).moved).toBe(false);
+            st = applyMove(st, path[j / 2]!).state;
+          });
+        }
         // the mapped target is still optimal on the mapped board
         if (s.choices) {
           const d = solveSokoban(parseSokoban(s.observation))!.length;

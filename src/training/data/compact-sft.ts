@@ -31,6 +31,11 @@ export interface CompactExample {
   namedMines?: number[];
   /** Acting examples: the token ids of the step's `invalid` answers at `at[0]`, for the same term. Absent: none. */
   invalid?: number[];
+  /**
+   * Sokoban acting examples: per answer position (`at[k]`, k < the number of answer pieces), the
+   * token ids of the step's `invalidMoves` there, for the same term. Absent: none.
+   */
+  invalidMoves?: number[][];
 }
 
 /**
@@ -106,11 +111,13 @@ export function compactExamples(trial: CompactTrial, opts: CompactExampleOptions
         at.push(ids.length - 1);
         const named = [...namedMines].filter((v) => !sets[0]!.includes(v));
         const invalid = (s.invalid ?? []).map((p) => pieceToken(tok, p)).filter((v) => !sets[0]!.includes(v));
+        const invalidMoves = s.invalidMoves?.map((set, k) => set.map((p) => pieceToken(tok, p)).filter((v) => !sets[k]!.includes(v)));
         out.push({
           kind: 'action', ids, at, targets: [...sets, [EOS]],
           ...(s.memoryMatters ? { memoryMatters: true } : {}),
           ...(named.length > 0 ? { namedMines: named } : {}),
           ...(invalid.length > 0 ? { invalid } : {}),
+          ...(invalidMoves?.some((m) => m.length > 0) ? { invalidMoves } : {}),
         });
       }
       done.push({ observation: s.observation, action: s.action });

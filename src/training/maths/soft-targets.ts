@@ -33,14 +33,15 @@ export interface SoftBatch {
 
 /**
  * Lays out sequences and their trained positions as tensors (caller disposes with `disposeSoftBatch`).
- * An item's `avoid` pairs `[token id, weight > 0]` apply to its first trained position `at[0]`;
- * an id given twice keeps the larger weight.
+ * An item's `avoid` triples `[k, token id, weight > 0]` apply to its trained position `at[k]`; an
+ * id given twice at one position keeps the larger weight.
  * @throws RangeError when a sequence exceeds `blockSize`, a position is outside its sequence, a
  *   target set is empty or holds an id outside [0, vocabSize), or an avoided id is outside
- *   [0, vocabSize), its weight not a finite number > 0, or the id in that position's target set.
+ *   [0, vocabSize), its weight not a finite number > 0, its k not an index of `at`, or the id in
+ *   that position's target set.
  */
 export function makeSoftBatch(
-  items: ReadonlyArray<{ ids: readonly number[]; at: readonly number[]; targets: readonly (readonly number[])[]; avoid?: ReadonlyArray<readonly [number, number]> }>,
+  items: ReadonlyArray<{ ids: readonly number[]; at: readonly number[]; targets: readonly (readonly number[])[]; avoid?: ReadonlyArray<readonly [number, number, number]> }>,
   vocabSize: number, blockSize: number,
 ): SoftBatch {
   const T = Math.max(...items.map((x) => x.ids.length));
@@ -49,13 +50,14 @@ export function makeSoftBatch(
   const idx = new Int32Array(B * T).fill(PAD);
   const rows: number[] = [];
   const sets: (readonly number[])[] = [];
-  const avoided: Array<[number, number, number]> = []; // [position index, token id, weight]
+  const avoided: Array<[number, number, number]> = []; // [position index in the batch, token id, weight]
   items.forEach((x, b) => {
-    for (const [v, wt] of x.avoid ?? []) {
+    for (const [k, v, wt] of x.avoid ?? []) {
+      if (!Number.isInteger(k) || k < 0 || k >= x.at.length) throw new RangeError(`avoided id ${v} at position index ${k}, outside the ${x.at.length} trained positions`);
       if (!Number.isInteger(v) || v < 0 || v >= vocabSize) throw new RangeError(`bad avoided id ${v}`);
       if (!Number.isFinite(wt) || wt <= 0) throw new RangeError(`bad unlikelihood weight ${wt} for id ${v}`);
-      if (x.targets[0]?.includes(v)) throw new RangeError(`avoided id ${v} is in the target set of the same position`);
-      avoided.push([sets.length, v, wt]);
+      if (x.targets[k]?.includes(v)) throw new RangeError(`avoided id ${v} is in the target set of the same position`);
+      avoided.push([sets.length + k, v, wt]);
     }
     idx.set(x.ids, b * T);
     if (x.at.length !== x.targets.length) throw new RangeError('at and targets differ in length');

@@ -69,6 +69,17 @@ describe('compactExamples', () => {
     expect(compactExamples(three, opts).filter((e) => e.kind === 'action').map((e) => e.namedMines)).toEqual([undefined, [cell(1, 2)], [cell(1, 2), cell(1, 1)]]);
   });
 
+  it('gives a Sokoban step\'s invalid moves as tokens of each answer position', () => {
+    const obs = gridText(['#####', '#P_O#', '#####'], 0);
+    const t: CompactTrial = {
+      env: 'sokoban', envName: 'sokoban-3x5-0', seed: 1, instructions: 'RULES',
+      attempts: [{ steps: [{ observation: obs, action: 'right', choices: [['right'], [', '], ['right']], target: 'right, right', invalidMoves: [['up', 'left'], [], ['down']] }], finalObservation: obs, success: false, reflection: null }],
+    };
+    const [ex] = compactExamples(t, opts);
+    expect(ex!.invalidMoves).toEqual([tok.encode('up').concat(tok.encode('left')), [], tok.encode('down')]);
+    expect(ex!.invalidMoves!.flat().every((v) => v >= 260)).toBe(true);
+  });
+
   it('gives a step\'s invalid answers as tokens of the first position', () => {
     const t: CompactTrial = { ...trial, attempts: [{ ...trial.attempts[1]!, steps: [{ ...trial.attempts[1]!.steps[0]!, invalid: ['(2, 2)'] }] }] };
     expect(compactExamples(t, opts)[0]).toMatchObject({ kind: 'action', invalid: [cell(2, 2)] });

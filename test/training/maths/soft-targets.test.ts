@@ -92,11 +92,11 @@ describe('unlikelihoodLoss', () => {
 });
 
 describe('makeSoftBatch avoid', () => {
-  it('puts each item\'s avoided ids\' weights at its first trained position, and is null when none', () => {
-    const b = makeSoftBatch([{ ids: [256, 1, 2], at: [1, 2], targets: [[2], [EOS_ID]], avoid: [[5, 2], [7, 0.5], [5, 3]] }, { ids: [256, 9], at: [1], targets: [[4]] }], 260, 16);
+  it('puts each item\'s avoided ids\' weights at their trained positions, and is null when none', () => {
+    const b = makeSoftBatch([{ ids: [256, 1, 2], at: [1, 2], targets: [[2], [EOS_ID]], avoid: [[0, 5, 2], [0, 7, 0.5], [0, 5, 3], [1, 9, 1]] }, { ids: [256, 9], at: [1], targets: [[4]] }], 260, 16);
     const a = b.avoid!.arraySync() as number[][];
     // the weights at their ids (an id given twice keeps the larger)
-    expect(a.map((r) => r.flatMap((x, v) => (x ? [[v, x]] : [])))).toEqual([[[5, 3], [7, 0.5]], [], []]);
+    expect(a.map((r) => r.flatMap((x, v) => (x ? [[v, x]] : [])))).toEqual([[[5, 3], [7, 0.5]], [[9, 1]], []]);
     disposeSoftBatch(b);
     const c = makeSoftBatch([{ ids: [256, 9], at: [1], targets: [[4]] }], 260, 16);
     expect(c.avoid).toBeNull();
@@ -104,9 +104,10 @@ describe('makeSoftBatch avoid', () => {
   });
 
   it('refuses an avoided id outside the vocabulary or in the same position\'s target set, and a weight not above 0', () => {
-    expect(() => makeSoftBatch([{ ids: [256, 9], at: [1], targets: [[4]], avoid: [[260, 1]] }], 260, 16)).toThrow('bad avoided id 260');
-    expect(() => makeSoftBatch([{ ids: [256, 9], at: [1], targets: [[4]], avoid: [[3, 0]] }], 260, 16)).toThrow('bad unlikelihood weight 0');
-    expect(() => makeSoftBatch([{ ids: [256, 9], at: [1], targets: [[4, 5]], avoid: [[5, 1]] }], 260, 16)).toThrow('in the target set');
+    expect(() => makeSoftBatch([{ ids: [256, 9], at: [1], targets: [[4]], avoid: [[0, 260, 1]] }], 260, 16)).toThrow('bad avoided id 260');
+    expect(() => makeSoftBatch([{ ids: [256, 9], at: [1], targets: [[4]], avoid: [[0, 3, 0]] }], 260, 16)).toThrow('bad unlikelihood weight 0');
+    expect(() => makeSoftBatch([{ ids: [256, 9], at: [1], targets: [[4, 5]], avoid: [[0, 5, 1]] }], 260, 16)).toThrow('in the target set');
+    expect(() => makeSoftBatch([{ ids: [256, 9], at: [1], targets: [[4]], avoid: [[1, 5, 1]] }], 260, 16)).toThrow('outside the 1 trained positions');
   });
 });
 
