@@ -100,7 +100,8 @@ function fail(msg: string): never {
 
 function num(name: string, v: string | undefined, def: number, lo: number, hi: number, int = true): number {
   if (v === undefined) return def;
-  const x = Number(v);
+  // Number('') and Number(' ') are 0: a blank value is refused, not read as 0
+  const x = v.trim() === '' ? NaN : Number(v);
   if (!Number.isFinite(x) || (int && !Number.isInteger(x)) || x < lo || x > hi) fail(`--${name} must be ${int ? 'an integer' : 'a number'} in [${lo}, ${hi}], got '${v}'`);
   return x;
 }

@@ -82,7 +82,7 @@ describe('sft-compact CLI', () => {
   });
 
   it('refuses bad values of the data options with one line naming the option', async () => {
-    const cases = [['--data-thread', 'yes'], ['--balance-reflections', '1'], ['--reflection-share', '1.5'], ['--memory-weight', '0'], ['--memory-weight', '2.5'], ['--memory-contrast', '2'], ['--memory-unlikelihood', '101'], ['--memory-unlikelihood', 'x'], ['--invalid-unlikelihood', '101'], ['--move-unlikelihood', 'y']];
+    const cases = [['--data-thread', 'yes'], ['--balance-reflections', '1'], ['--reflection-share', '1.5'], ['--memory-weight', '0'], ['--memory-weight', '2.5'], ['--memory-contrast', '2'], ['--memory-unlikelihood', '101'], ['--memory-unlikelihood', 'x'], ['--invalid-unlikelihood', '101'], ['--move-unlikelihood', 'y'], ['--invalid-unlikelihood', ''], ['--seed', ' ']];
     const results = await Promise.all(cases.map(([opt, v]) => runCli([opt!, v!])));
     results.forEach((r, i) => {
       const [opt, v] = cases[i]!;
