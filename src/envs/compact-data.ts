@@ -233,10 +233,14 @@ export function playCompactTrial(opts: TrialOptions): CompactTrial {
         if (c) ({ choices, target, invalid: invalidMoves } = c);
       }
       const action = play({ env: env.kind, observation: obs, attempt: n, step: t, memory, choices, target, rng });
-      steps.push({ observation: obs, action, choices, target, ...(memoryMatters ? { memoryMatters } : {}), ...invalidField(invalid),
-        ...(invalidMoves.some((m) => m.length > 0) ? { invalidMoves } : {}) });
       const r = env.step(action);
-      if (r.invalidAction) steps[steps.length - 1]!.invalidAction = true;
+      steps.push({
+        observation: obs, action, choices, target,
+        ...(memoryMatters ? { memoryMatters } : {}),
+        ...invalidField(invalid),
+        ...(invalidMoves.some((m) => m.length > 0) ? { invalidMoves } : {}),
+        ...(r.invalidAction ? { invalidAction: true } : {}),
+      });
       obs = r.observation;
       if (r.done) {
         success = r.success;
