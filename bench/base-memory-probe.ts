@@ -56,7 +56,7 @@ import { checkpointText, loadCheckpoint, readCheckpointMetadata } from '../src/m
 import type { GPT } from '../src/model/gpt.js';
 import type { CompactPromptFormat } from '../src/model/prompt-format.js';
 import { GameTokenizer } from '../src/model/tokenizers.js';
-import { compactExamples } from '../src/training/data/compact-sft.js';
+import { compactExamples, pieceToken } from '../src/training/data/compact-sft.js';
 import { positionLogits } from '../src/training/maths/soft-targets.js';
 import { ACTION_RESERVE, REFLECTION_RESERVE } from '../src/cli/sft-compact-play.js';
 import { parseArgsMessage } from '../src/cli/args.js';
@@ -69,13 +69,6 @@ function nextLogprobs(model: GPT, ids: number[]): number[] {
     const idx = tf.tensor2d(Int32Array.from(ids), [1, ids.length], 'int32');
     return (tf.logSoftmax(positionLogits(model, idx, tf.tensor1d([ids.length - 1], 'int32'))).arraySync() as number[][])[0]!;
   });
-}
-
-/** The one token of a cell `(r, c)` in the game vocabulary. */
-function cellToken(tok: GameTokenizer, cell: string): number {
-  const ids = tok.encode(cell);
-  if (ids.length !== 1) throw new Error(`cell ${cell} is ${ids.length} tokens`);
-  return ids[0]!;
 }
 
 const argmax = (xs: number[]): number => xs.reduce((best, x, i) => (x > xs[best]! ? i : best), 0);
@@ -220,7 +213,7 @@ export function probe(model: GPT, format: CompactPromptFormat, tok: GameTokenize
         steps: ctx.steps, observation: ctx.observation, env: trial.env, format,
       }), model.config.block_size, ACTION_RESERVE).ids);
       const mass = (lp: number[]) => named.reduce((sum, v) => sum + Math.exp(lp[v]!), 0);
-      const safest = mineSweeperChoices(ctx.observation, mines, new Set()).map((c) => cellToken(tok, c));
+      const safest = mineSweeperChoices(ctx.observation, mines, new Set()).map((c) => pieceToken(tok, c));
       const blind = safest.filter((v) => named.includes(v)).length / safest.length;
       for (const sums of e.memoryMatters ? [inPlay, inPlayMatters] : [inPlay]) {
         sums.add(mass(lpWith), mass(lpWithout), named.includes(argmax(lpWith)), named.includes(argmax(lpWithout)), blind);

@@ -63,7 +63,7 @@ export interface CompactExampleOptions {
 }
 
 /** The single token of a piece. @throws Error when the piece is not one token of the vocabulary. */
-function pieceToken(tok: Tokenizer, piece: string): number {
+export function pieceToken(tok: Tokenizer, piece: string): number {
   const ids = tok.encode(piece);
   if (ids.length !== 1) throw new Error(`target piece ${JSON.stringify(piece)} is ${ids.length} tokens; soft targets need one-token pieces`);
   return ids[0]!;
