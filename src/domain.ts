@@ -35,8 +35,15 @@ export type SessionStatus = (typeof SESSION_STATUSES)[number];
 export const ATTEMPT_STATUSES = ['running', 'succeeded', 'failed'] as const;
 export type AttemptStatus = (typeof ATTEMPT_STATUSES)[number];
 
-/** Why an attempt ended: the env said done, or the step cap (`maxSteps`) was reached. */
-export const END_REASONS = ['done', 'max_steps'] as const;
+/** Why a step ended an attempt: the env said done, or the step cap (`maxSteps`) was reached. */
+export const STEP_END_REASONS = ['done', 'max_steps'] as const;
+export type StepEndReason = (typeof STEP_END_REASONS)[number];
+
+/**
+ * Why an attempt ended: a step ended it (STEP_END_REASONS), or its session was abandoned
+ * (`DELETE /v1/sessions/{id}`) while the attempt was still running.
+ */
+export const END_REASONS = [...STEP_END_REASONS, 'abandoned'] as const;
 export type EndReason = (typeof END_REASONS)[number];
 
 /** Kinds of recorded step rows: an acting turn, or the reflection written after a failed attempt. */

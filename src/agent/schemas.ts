@@ -13,6 +13,7 @@ import {
   REFLECTION_SOURCES,
   SESSION_MODES,
   SESSION_STATUSES,
+  STEP_END_REASONS,
   STEP_KINDS,
 } from '../domain.js';
 
@@ -36,7 +37,9 @@ export const AttemptSummary = Type.Object({
   steps: Type.Integer({ minimum: 0, description: 'observations posted in this attempt, the final one included' }),
   return: Type.Number({ description: 'undiscounted sum of the rewards as given by the environment' }),
   success: Type.Boolean(),
-  endReason: Nullable(StringEnum(END_REASONS)),
+  endReason: Nullable(StringEnum(END_REASONS), {
+    description: 'null while running; done or max_steps when a step ended the attempt; abandoned when the session was abandoned (DELETE) while it ran (status failed)',
+  }),
 });
 
 export const Reflection = Type.Object({
@@ -94,7 +97,7 @@ export const AttemptResult = Type.Object({
   success: Type.Boolean(),
   return: Type.Number(),
   steps: Type.Integer(),
-  endReason: StringEnum(END_REASONS),
+  endReason: StringEnum(STEP_END_REASONS),
 });
 
 export const StepAnswer = Type.Object({

@@ -44,7 +44,7 @@ import { diversityByVersion, type DiversityAnswer } from './diversity.js';
 import { iso, newSessionRow, sessionView, trajectoryStep } from './session-views.js';
 import type { AgentProtection, CreateSessionInput, Limits, MemoryView, ReflectionView, SessionView, StepAnswer, StepEvents, StepInput, StepOutcome } from './session-types.js';
 import { SESSION_ID, stepHash } from './step-hash.js';
-import { admitStep, planStep, stepTransition, type StepGenerations, type StepPlan } from './step-transition.js';
+import { admitStep, attemptsAbandoned, planStep, stepTransition, type StepGenerations, type StepPlan } from './step-transition.js';
 
 const NO_PROTECTION: AgentProtection = { maxQueuedSteps: 0, maxOpenSessionsPerTenant: 0, overloadRetryAfterSeconds: 1 };
 
@@ -171,14 +171,21 @@ export class SessionService {
     };
   }
 
-  /** Close a session (status `abandoned`); closing an abandoned one again returns it unchanged. @throws DomainError `session-not-active`. */
+  /**
+   * Abandon a session (status `abandoned`): it takes no more steps, an attempt still running ends
+   * `failed` with endReason `abandoned`, and nothing recorded is removed (the session, its steps
+   * and reflections stay readable and exportable). Abandoning an abandoned one again returns it
+   * unchanged. @throws DomainError `session-not-active` for a completed or expired session.
+   */
   close(tenant: string, id: string): Promise<SessionView> {
     return this.mutex.run(id, async () => {
       const row = this.row(tenant, id);
       if (row.status === 'active') {
         const now = Date.now();
-        this.hot.write(() => this.repo.abandon(id, now));
+        const attempts = attemptsAbandoned(row.attempts);
+        this.hot.write(() => this.repo.abandon(id, attempts, now));
         row.status = 'abandoned';
+        row.attempts = attempts;
         row.updatedAt = now;
         this.engine.release(id);
         this.events.onSessionEnd?.('abandoned');

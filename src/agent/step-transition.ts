@@ -96,6 +96,15 @@ function attemptsAfter(row: SessionRow, input: StepInput, plan: StepPlan): { att
   return { attempts, attemptResult: { attempt: input.attempt, success: plan.success, return: cur.return, steps: cur.steps, endReason: cur.endReason } };
 }
 
+/**
+ * The session's attempts once it is abandoned (copies): an attempt still running can never get
+ * another step, so it ends `failed` with endReason `abandoned`; its steps and return stay as
+ * recorded. Attempts that already ended are unchanged.
+ */
+export function attemptsAbandoned(attempts: readonly AttemptSummary[]): AttemptSummary[] {
+  return attempts.map((a) => (a.status === 'running' ? { ...a, status: 'failed', success: false, endReason: 'abandoned' } : { ...a }));
+}
+
 /** The session's status and expected position after the step. */
 function nextOf(input: StepInput, plan: StepPlan): { status: SessionRow['status']; next: Position | null } {
   if (!plan.ends) return { status: 'active', next: { attempt: input.attempt, step: input.step + 1 } };

@@ -54,9 +54,9 @@ export class SessionsRepo {
     return this.db.select().from(sessions).where(and(...conds)).orderBy(desc(sessions.id)).limit(limit + 1).all();
   }
 
-  /** Mark session `id` abandoned at `now` (ms). */
-  abandon(id: string, now: number): void {
-    this.db.update(sessions).set({ status: 'abandoned', updatedAt: now }).where(eq(sessions.id, id)).run();
+  /** Mark session `id` abandoned at `now` (ms), with its attempt summaries as they end (src/agent/step-transition.ts attemptsAbandoned). */
+  abandon(id: string, attempts: SessionRow['attempts'], now: number): void {
+    this.db.update(sessions).set({ status: 'abandoned', attempts, updatedAt: now }).where(eq(sessions.id, id)).run();
   }
 
   /** Replace the reflection of `attempt` with a human text; returns the rows changed (0: no such reflection). */

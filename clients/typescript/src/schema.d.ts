@@ -242,8 +242,11 @@ export interface paths {
                                     /** @description undiscounted sum of the rewards as given by the environment */
                                     return: number;
                                     success: boolean;
-                                    /** @enum {string|null} */
-                                    endReason: "done" | "max_steps" | null;
+                                    /**
+                                     * @description null while running; done or max_steps when a step ended the attempt; abandoned when the session was abandoned (DELETE) while it ran (status failed)
+                                     * @enum {string|null}
+                                     */
+                                    endReason: "done" | "max_steps" | "abandoned" | null;
                                 }[];
                                 /** @description "k" -> solved within attempts 0..k-1 */
                                 passAtK: {
@@ -474,8 +477,11 @@ export interface paths {
                                 /** @description undiscounted sum of the rewards as given by the environment */
                                 return: number;
                                 success: boolean;
-                                /** @enum {string|null} */
-                                endReason: "done" | "max_steps" | null;
+                                /**
+                                 * @description null while running; done or max_steps when a step ended the attempt; abandoned when the session was abandoned (DELETE) while it ran (status failed)
+                                 * @enum {string|null}
+                                 */
+                                endReason: "done" | "max_steps" | "abandoned" | null;
                             }[];
                             /** @description "k" -> solved within attempts 0..k-1 */
                             passAtK: {
@@ -679,8 +685,11 @@ export interface paths {
                                 /** @description undiscounted sum of the rewards as given by the environment */
                                 return: number;
                                 success: boolean;
-                                /** @enum {string|null} */
-                                endReason: "done" | "max_steps" | null;
+                                /**
+                                 * @description null while running; done or max_steps when a step ended the attempt; abandoned when the session was abandoned (DELETE) while it ran (status failed)
+                                 * @enum {string|null}
+                                 */
+                                endReason: "done" | "max_steps" | "abandoned" | null;
                             }[];
                             /** @description "k" -> solved within attempts 0..k-1 */
                             passAtK: {
@@ -815,7 +824,10 @@ export interface paths {
         };
         put?: never;
         post?: never;
-        /** Close a session (status abandoned; kept for audit) */
+        /**
+         * Abandon a session: it takes no more steps; nothing recorded is deleted
+         * @description Sets the status to `abandoned`; it does not remove the session. The session stops accepting steps (a new step is 409 session-not-active; an identical retry of a recorded step still gets its stored answer) and no longer counts as active; an attempt still running ends `failed` with `endReason: "abandoned"`. The session stays readable (GET, listed with `status=abandoned`) and its recorded steps and reflections are kept (trajectory, `lamer export`); training jobs read completed sessions only. A second DELETE returns the abandoned session unchanged; a completed or expired session is 409 session-not-active.
+         */
         delete: {
             parameters: {
                 query?: never;
@@ -873,8 +885,11 @@ export interface paths {
                                 /** @description undiscounted sum of the rewards as given by the environment */
                                 return: number;
                                 success: boolean;
-                                /** @enum {string|null} */
-                                endReason: "done" | "max_steps" | null;
+                                /**
+                                 * @description null while running; done or max_steps when a step ended the attempt; abandoned when the session was abandoned (DELETE) while it ran (status failed)
+                                 * @enum {string|null}
+                                 */
+                                endReason: "done" | "max_steps" | "abandoned" | null;
                             }[];
                             /** @description "k" -> solved within attempts 0..k-1 */
                             passAtK: {

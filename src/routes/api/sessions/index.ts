@@ -89,7 +89,7 @@ function getRoute(fastify: FastifyInstance, ctx: Ctx): void {
   );
 }
 
-/** DELETE /v1/sessions/:id: close (abandoned). */
+/** DELETE /v1/sessions/:id: abandon (the session and its records are kept). */
 function closeRoute(fastify: FastifyInstance, ctx: Ctx): void {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   app.delete(
@@ -97,7 +97,12 @@ function closeRoute(fastify: FastifyInstance, ctx: Ctx): void {
     {
       schema: {
         tags,
-        summary: 'Close a session (status abandoned; kept for audit)',
+        summary: 'Abandon a session: it takes no more steps; nothing recorded is deleted',
+        description:
+          'Sets the status to `abandoned`; it does not remove the session. The session stops accepting steps (a new step is 409 session-not-active; an identical retry of a recorded step still gets its stored answer) ' +
+          'and no longer counts as active; an attempt still running ends `failed` with `endReason: "abandoned"`. The session stays readable ' +
+          '(GET, listed with `status=abandoned`) and its recorded steps and reflections are kept (trajectory, `lamer export`); training jobs ' +
+          'read completed sessions only. A second DELETE returns the abandoned session unchanged; a completed or expired session is 409 session-not-active.',
         security: bearer,
         params: SessionParams,
         response: { 200: Session, ...errorResponses },

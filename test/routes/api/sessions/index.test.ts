@@ -2,11 +2,11 @@
  * Session routes under size limits: `info` and `metadata` over LAMER_MAX_INFO_BYTES /
  * LAMER_MAX_METADATA_BYTES are 400 naming the field and store nothing; trajectories are read in
  * pages bounded by `limit` and by LAMER_TRAJECTORY_PAGE_BYTES, which together hold every row once,
- * in order.
+ * in order. `DELETE /v1/sessions/{id}` abandons: the running attempt ends, nothing recorded is lost.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defaultLimits } from '../../../../src/config.js';
-import { dumpDb, startTestServer, type TestServer } from '../../../helpers/index.js';
+import { countRows, dumpDb, startTestServer, type TestServer } from '../../../helpers/index.js';
 
 const INFO_BYTES = 20_000;
 const METADATA_BYTES = 1_000;
@@ -185,5 +185,66 @@ describe('GET /v1/sessions cursor', () => {
     const next = await s.call('GET', `/v1/sessions?limit=1&cursor=${cursor}`);
     expect(next.status).toBe(200);
     expect(next.body.items).toHaveLength(1);
+  });
+});
+
+describe('DELETE /v1/sessions/{id} abandons the session', () => {
+  it('ends the running attempt (failed, endReason abandoned), keeps every step readable and listed, and refuses further steps', async () => {
+    const id = (await s.call('POST', '/v1/sessions', { taskId: 'abandon', instructions: 'x', maxAttempts: 2 })).body.id;
+    // attempt 0 fails (a reflection is written), attempt 1 runs two steps, then the client abandons
+    await s.call('POST', `/v1/sessions/${id}/steps`, { attempt: 0, step: 0, observation: 'a' });
+    await s.call('POST', `/v1/sessions/${id}/steps`, { attempt: 0, step: 1, observation: 'b', reward: -1, done: true });
+    await s.call('POST', `/v1/sessions/${id}/steps`, { attempt: 1, step: 0, observation: 'c' });
+    await s.call('POST', `/v1/sessions/${id}/steps`, { attempt: 1, step: 1, observation: 'd', reward: 0.5 });
+    const rowsBefore = countRows(s.dataDir, 'SELECT count(*) AS n FROM steps WHERE session_id = ?', id);
+    expect(rowsBefore).toBe(5); // 4 posted steps + the reflection turn
+    const ended = [
+      { attempt: 0, status: 'failed', steps: 2, return: -1, success: false, endReason: 'done' },
+      { attempt: 1, status: 'failed', steps: 2, return: 0.5, success: false, endReason: 'abandoned' },
+    ];
+
+    const d = await s.call('DELETE', `/v1/sessions/${id}`);
+    expect(d.status).toBe(200);
+    expect(d.body).toMatchObject({ id, status: 'abandoned', next: null, attempts: ended, passAtK: { '1': false, '2': false } });
+    expect(d.body.reflections).toHaveLength(1);
+
+    const got = await s.call('GET', `/v1/sessions/${id}`);
+    expect(got.status).toBe(200);
+    expect(got.body).toMatchObject({ status: 'abandoned', next: null, attempts: ended });
+    expect((await s.call('GET', '/v1/sessions?status=abandoned')).body.items.map((x: { id: string }) => x.id)).toContain(id);
+    const t = await s.call('GET', `/v1/sessions/${id}/trajectory`);
+    expect(t.body.steps.map((r: { observation: string; kind: string }) => `${r.kind}:${r.observation}`)).toEqual(['action:a', 'action:b', 'reflection:b', 'action:c', 'action:d']);
+
+    const before = dumpDb(s.dataDir);
+    const step = await s.call('POST', `/v1/sessions/${id}/steps`, { attempt: 1, step: 2, observation: 'e' });
+    expect(step.status).toBe(409);
+    expect(step.type).toContain('application/problem+json');
+    expect(step.body).toMatchObject({ type: 'https://lamer-server.dev/problems/session-not-active', detail: `session '${id}' is abandoned` });
+    // a second DELETE answers the same session and changes nothing
+    const again = await s.call('DELETE', `/v1/sessions/${id}`);
+    expect(again.status).toBe(200);
+    expect(again.body).toEqual(d.body);
+    expect(dumpDb(s.dataDir)).toBe(before);
+  });
+
+  it('between attempts (none running) and before any step, the attempts are unchanged', async () => {
+    const fresh = (await s.call('POST', '/v1/sessions', { taskId: 'abandon', instructions: 'x' })).body.id;
+    expect((await s.call('DELETE', `/v1/sessions/${fresh}`)).body).toMatchObject({ status: 'abandoned', attempts: [] });
+    const between = (await s.call('POST', '/v1/sessions', { taskId: 'abandon', instructions: 'x', maxAttempts: 2 })).body.id;
+    await s.call('POST', `/v1/sessions/${between}/steps`, { attempt: 0, step: 0, observation: 'a' });
+    await s.call('POST', `/v1/sessions/${between}/steps`, { attempt: 0, step: 1, observation: 'b', done: true });
+    const d = await s.call('DELETE', `/v1/sessions/${between}`);
+    expect(d.body.attempts).toEqual([{ attempt: 0, status: 'failed', steps: 2, return: 0, success: false, endReason: 'done' }]);
+  });
+
+  it('a completed session is 409 session-not-active and stays completed', async () => {
+    const id = (await s.call('POST', '/v1/sessions', { taskId: 'abandon', instructions: 'x', maxAttempts: 1 })).body.id;
+    await s.call('POST', `/v1/sessions/${id}/steps`, { attempt: 0, step: 0, observation: 'a' });
+    await s.call('POST', `/v1/sessions/${id}/steps`, { attempt: 0, step: 1, observation: 'b', done: true, success: true });
+    const before = dumpDb(s.dataDir);
+    const d = await s.call('DELETE', `/v1/sessions/${id}`);
+    expect(d.status).toBe(409);
+    expect(d.body.type).toBe('https://lamer-server.dev/problems/session-not-active');
+    expect(dumpDb(s.dataDir)).toBe(before);
   });
 });
