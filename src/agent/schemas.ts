@@ -149,7 +149,11 @@ export function makeSessionSchemas(limits: SchemaLimits) {
   );
 
   const stepFields = {
-    attempt: Type.Integer({ minimum: 0, maximum: limits.maxAttempts }),
+    attempt: Type.Integer({
+      minimum: 0,
+      maximum: limits.maxAttempts,
+      description: "0-based; below the session's maxAttempts (anything else is a 400 naming body/attempt)",
+    }),
     step: Type.Integer({ minimum: 0, maximum: limits.maxStepsCap }),
     observation: Type.String({ maxLength: limits.observationChars }),
     reward: Type.Optional(

@@ -17,7 +17,8 @@
  * - The model call happens outside any transaction; the step record, the session update and the
  *   reflection are committed in one transaction, and the answer is returned only after the commit.
  * - Retries: the same position with the same body returns the stored answer; a different body is
- *   409 step-conflict; any other position than the expected one is 409 step-out-of-order.
+ *   409 step-conflict; an attempt index at or beyond the session's maxAttempts is 400 validation
+ *   naming body/attempt; any other position than the expected one is 409 step-out-of-order.
  * - Bad input throws DomainError (src/agent/errors.ts) before anything is written.
  * - A write refused by the database (locked past the busy timeout, disk full, I/O error) throws
  *   DatabaseError (src/db/errors.ts; 503 over HTTP) and records nothing: the same request sent

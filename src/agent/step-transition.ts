@@ -20,8 +20,10 @@ import { actionRecord, reflectionRecord } from './step-records.js';
  * Admit a step request against the session row and the record at its position, if any.
  * @returns `{ replay }`, the stored answer of an identical retry (same body hash), or null for a new step.
  * @throws DomainError `step-conflict` (position recorded with another body), `session-not-active`,
- *   `step-out-of-order` (with `expected`), `validation` (success without done; done, or a non-zero
- *   reward, at step 0: the step-0 observation follows a reset, not an action, so it has no reward).
+ *   `validation` naming `body/attempt` (an attempt index at or beyond the session's maxAttempts,
+ *   checked before the order), `step-out-of-order` (with `expected`), `validation` (success without
+ *   done; done, or a non-zero reward, at step 0: the step-0 observation follows a reset, not an
+ *   action, so it has no reward).
  */
 export function admitStep(row: SessionRow, existing: { requestHash: string; answer: string | null } | undefined, input: StepInput, hash: string): { replay: StepAnswer } | null {
   if (existing) {
@@ -29,6 +31,11 @@ export function admitStep(row: SessionRow, existing: { requestHash: string; answ
     throw new DomainError('step-conflict', `attempt ${input.attempt} step ${input.step} was already recorded with a different body`);
   }
   if (row.status !== 'active') throw new DomainError('session-not-active', `session '${row.id}' is ${row.status}`);
+  // An attempt index the session can never reach is the caller's mistake about the session
+  // (maxAttempts), not an ordering problem: saying "expected attempt 0" would hide it.
+  if (input.attempt >= row.maxAttempts) {
+    throw invalid('body/attempt', `is ${input.attempt}, beyond the session's maxAttempts of ${row.maxAttempts} (attempts are numbered 0 to ${row.maxAttempts - 1})`);
+  }
   if (input.attempt !== row.nextAttempt || input.step !== row.nextStep) {
     const expected = { attempt: row.nextAttempt, step: row.nextStep };
     throw new DomainError(

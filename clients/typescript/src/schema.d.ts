@@ -1038,7 +1038,7 @@ export interface paths {
         put?: never;
         /**
          * Post an observation (and the reward of the previous action); get the next action
-         * @description Retries are safe: the same (attempt, step) with the same body returns the stored answer; a different body is 409 step-conflict; a step out of order is 409 step-out-of-order with `expected`.
+         * @description Retries are safe: the same (attempt, step) with the same body returns the stored answer; a different body is 409 step-conflict; an attempt at or beyond the session's maxAttempts is 400 validation naming body/attempt; a step out of order is 409 step-out-of-order with `expected`.
          */
         post: {
             parameters: {
@@ -1052,6 +1052,7 @@ export interface paths {
             requestBody: {
                 content: {
                     "application/json": {
+                        /** @description 0-based; below the session's maxAttempts (anything else is a 400 naming body/attempt) */
                         attempt: number;
                         step: number;
                         observation: string;
@@ -1817,6 +1818,7 @@ export interface paths {
                     "application/json": {
                         items: {
                             sessionId: string;
+                            /** @description 0-based; below the session's maxAttempts (anything else is a 400 naming body/attempt) */
                             attempt: number;
                             step: number;
                             observation: string;

@@ -124,7 +124,8 @@ function stepRoute(fastify: FastifyInstance, ctx: Ctx): void {
         tags,
         summary: 'Post an observation (and the reward of the previous action); get the next action',
         description:
-          'Retries are safe: the same (attempt, step) with the same body returns the stored answer; a different body is 409 step-conflict; a step out of order is 409 step-out-of-order with `expected`.',
+          'Retries are safe: the same (attempt, step) with the same body returns the stored answer; a different body is 409 step-conflict; ' +
+          "an attempt at or beyond the session's maxAttempts is 400 validation naming body/attempt; a step out of order is 409 step-out-of-order with `expected`.",
         security: bearer,
         params: SessionParams,
         body: StepBody,

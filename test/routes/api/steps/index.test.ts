@@ -2,8 +2,9 @@
  * Step validation over real HTTP: `POST /v1/steps:batch` under the `info` size limit (an item whose
  * `info` is over LAMER_MAX_INFO_BYTES fails alone with a 400 naming `body/items/<i>/info`; the
  * others succeed), each batch item validated on its own, and the reward at step 0 (none: 0 or
- * absent; anything else is a 400 that records nothing), and the bounds of `availableActions` (each
- * action once, at most LAMER_MAX_AVAILABLE_ACTIONS of them).
+ * absent; anything else is a 400 that records nothing), the bounds of `availableActions` (each
+ * action once, at most LAMER_MAX_AVAILABLE_ACTIONS of them), and an attempt index at or beyond the
+ * session's maxAttempts (a 400 naming `body/attempt` that records nothing).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defaultLimits } from '../../../../src/config.js';
@@ -157,5 +158,43 @@ describe('the reward at step 0', () => {
     const end = await s.call('POST', `/v1/sessions/${id}/steps`, { attempt: 0, step: 1, observation: 'o', reward: 0.5, done: true, success: true });
     expect(end.status).toBe(200);
     expect(end.body.attemptResult).toMatchObject({ success: true, return: 0.5, steps: 2 });
+  });
+});
+
+describe('an attempt index beyond the session\'s maxAttempts', () => {
+  let s: TestServer;
+  beforeAll(async () => {
+    s = await startTestServer();
+  });
+  afterAll(async () => {
+    await s.close();
+  });
+  const open = async (): Promise<string> => (await s.call('POST', '/v1/sessions', { taskId: 'm', instructions: 'x', maxAttempts: 2 })).body.id;
+  const BEYOND = (attempt: number) => ({ field: 'body/attempt', message: `is ${attempt}, beyond the session's maxAttempts of 2 (attempts are numbered 0 to 1)` });
+
+  it.each([5, 2])('attempt %s on a session with maxAttempts 2 is a 400 naming body/attempt and maxAttempts, not step-out-of-order; nothing is recorded', async (attempt) => {
+    const id = await open();
+    const before = dumpDb(s.dataDir);
+    const r = await s.call('POST', `/v1/sessions/${id}/steps`, { attempt, step: 0, observation: 'o' });
+    expect(r.status).toBe(400);
+    expect(r.type).toContain('application/problem+json');
+    expect(r.body.type).toBe(VALIDATION);
+    expect(r.body.detail).toBe(`body/attempt ${BEYOND(attempt).message}`);
+    expect(r.body.errors).toEqual([BEYOND(attempt)]);
+    expect(r.body.expected).toBeUndefined();
+    expect(dumpDb(s.dataDir)).toBe(before);
+    // the session is untouched: it still expects attempt 0 step 0
+    expect((await s.call('GET', `/v1/sessions/${id}`)).body).toMatchObject({ status: 'active', next: { attempt: 0, step: 0 }, attempts: [] });
+  });
+
+  it('also for a batch item alone; the last attempt (maxAttempts - 1) out of order is still step-out-of-order', async () => {
+    const id = await open();
+    const b = await s.call('POST', '/v1/steps:batch', { items: [{ sessionId: id, attempt: 5, step: 0, observation: 'o' }] });
+    expect(b.status).toBe(200);
+    expect(b.body.results[0]).toMatchObject({ ok: false, error: { status: 400, type: VALIDATION, errors: [BEYOND(5)] } });
+    expect(countRows(s.dataDir, 'SELECT count(*) AS n FROM steps WHERE session_id = ?', id)).toBe(0);
+    const r = await s.call('POST', `/v1/sessions/${id}/steps`, { attempt: 1, step: 0, observation: 'o' });
+    expect(r.status).toBe(409);
+    expect(r.body).toMatchObject({ type: 'https://lamer-server.dev/problems/step-out-of-order', expected: { attempt: 0, step: 0 } });
   });
 });
