@@ -1,8 +1,9 @@
 /**
  * docs/protocol.md (and README.md's limits table) stay true to the code on the figures they state:
  * the builtin engine's candidate limit for `models/base` (half its context, in tokens of its
- * tokenizer + EOS), the generation caps of src/model/sampling.ts, and the session's `env` label
- * (free text of the create schema's length; the shipped base's env tags).
+ * tokenizer + EOS), the generation caps of src/model/sampling.ts, the session's `env` label
+ * (free text of the create schema's length; the shipped base's env tags), and the fields required
+ * to open a session (the create schema's `required`, named beside README's curl example).
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -39,5 +40,18 @@ describe('docs/protocol.md', () => {
     expect(env.enum).toBeUndefined();
     expect(protocol).toContain(`\`env\` is a free-text label (any string of ${env.minLength}-${env.maxLength} characters is accepted;`);
     expect(protocol).toContain(`(the shipped base: ${base.promptFormat.envTags.map((t) => `\`${t}\``).join(', ')})`);
+  });
+});
+
+describe('README.md', () => {
+  it("names exactly the create schema's required fields next to the curl example", () => {
+    const schema = JSON.parse(read('openapi', 'openapi.json')).paths['/v1/sessions'].post.requestBody.content['application/json'].schema;
+    // when this changes, README's "Opening a session needs two fields" sentence must change with it
+    expect([...(schema.required as string[])].sort()).toEqual(['instructions', 'taskId']);
+    const section = readme.slice(readme.indexOf('## A whole session with curl'), readme.indexOf('## Endpoints'));
+    expect(section).toContain('Opening a session needs two fields: `taskId` (');
+    expect(section).toContain(' and `instructions` (');
+    expect(section).toContain("`body/instructions must have required property 'instructions'`");
+    expect(protocol).toContain('Only `taskId` and `instructions` are required.');
   });
 });
