@@ -2,8 +2,8 @@
  * `buildApp(config, deps)`: the Fastify application with every plugin and route (DESIGN §5-6),
  * not listening. Dependencies (database, engine) are passed in and reach the routes by decoration.
  *
- * Requests: bodies up to `config.limits.bodyBytes` (batch route: `batchBodyBytes`); JSON only,
- * hardened (src/plugins/app/json-body.ts); TypeBox schemas validate every field (ajv, no extra
+ * Requests: bodies up to `config.limits.bodyBytes` (batch route: `batchBodyBytes`); JSON in UTF-8
+ * only, hardened (src/plugins/app/json-body.ts); TypeBox schemas validate every field (ajv, no extra
  * properties, no type coercion of bodies: src/plugins/app/validation.ts).
  * Request ids: an incoming `x-request-id` (1-128 of [A-Za-z0-9._:-]) is kept, else a UUID; every
  * answer carries it in `x-request-id` and it is in every log line of the request.

@@ -2,11 +2,14 @@
  * JSON body handling of src/app.ts over real HTTP: a number that is not finite after parsing
  * (an exponent overflow, or an integer literal too long for a double) is a 400 naming its path
  * wherever it is (metadata, info, batch items) and nothing is stored; an empty body with a JSON
- * content type is no body on DELETE and on routes that take none.
+ * content type is no body on DELETE and on routes that take none; bodies must be UTF-8 (invalid
+ * bytes are a 400, a charset other than utf-8 is a 415, nothing stored either way).
  */
+import fc from 'fast-check';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { ConfigError, parseTrustProxy } from '../src/config.js';
-import { call, countRows, dumpDb, rawCall, sessionAfterFirstStep, startTestServer, type TestServer } from './helpers/index.js';
+import { firstInvalidUtf8 } from '../src/plugins/app/json-body.js';
+import { call, countRows, dumpDb, rawCall, sessionAfterFirstStep, startTestServer, type Res, type TestServer } from './helpers/index.js';
 
 let s: TestServer;
 let id: string;
@@ -316,6 +319,123 @@ describe('clearer errors', () => {
     const r = await s.call('POST', '/v1/sessions', '{"taskId":"t","instructions":"x","metadata":{"constructor":{"prototype":{}}}}');
     expect(r.status).toBe(400);
     expect(r.body.detail).toBe('body/metadata/constructor is a forbidden key (prototype poisoning)');
+  });
+});
+
+/** POST raw bytes (UTF-8 or not) with `contentType`; the answer parsed like `call`'s. */
+async function postBytes(path: string, bytes: Uint8Array<ArrayBuffer>, contentType = 'application/json'): Promise<Res> {
+  const r = await fetch(s.url + path, { method: 'POST', headers: { 'content-type': contentType }, body: bytes });
+  const text = await r.text();
+  return { status: r.status, body: text === '' ? null : JSON.parse(text), type: r.headers.get('content-type') ?? '', headers: r.headers };
+}
+
+const bytesOf = (...parts: Array<string | number[]>): Buffer<ArrayBuffer> => Buffer.concat(parts.map((p) => (typeof p === 'string' ? Buffer.from(p, 'utf8') : Buffer.from(p))));
+const BAD_REQUEST = 'https://lamer-server.dev/problems/bad-request';
+const UNSUPPORTED = 'https://lamer-server.dev/problems/unsupported-media-type';
+
+describe('JSON bodies must be UTF-8', () => {
+  const CREATE = '{"taskId":"t","instructions":"a';
+  it.each<[string, number[]]>([
+    ['0xff 0xfe (never in UTF-8)', [0xff, 0xfe]],
+    ['a lone continuation byte', [0x80]],
+    ['an overlong "/" (0xc0 0xaf)', [0xc0, 0xaf]],
+    ['a UTF-8-encoded surrogate (0xed 0xa0 0x80)', [0xed, 0xa0, 0x80]],
+    ['a sequence cut short (0xe2 0x82 then ")', [0xe2, 0x82]],
+  ])('%s inside a string -> 400 bad-request naming the offset; nothing stored', async (_name, bad) => {
+    const before = dumpDb(s.dataDir);
+    const r = await postBytes('/v1/sessions', bytesOf(CREATE, bad, 'b"}'));
+    expect(r.status).toBe(400);
+    expect(r.type).toMatch(/^application\/problem\+json/);
+    expect(r.body.type).toBe(BAD_REQUEST);
+    const hex = bad[0]!.toString(16).padStart(2, '0');
+    expect(r.body.detail).toBe(`body is not valid UTF-8 (the byte at offset ${CREATE.length}, 0x${hex}); JSON must be sent as UTF-8`);
+    expect(dumpDb(s.dataDir)).toBe(before);
+  });
+
+  it('in a step observation and in a batch item: 400 for the whole request, nothing recorded', async () => {
+    const before = dumpDb(s.dataDir);
+    const step = await postBytes(`/v1/sessions/${id}/steps`, bytesOf('{"attempt":0,"step":1,"observation":"', [0xff], '"}'));
+    expect(step.status).toBe(400);
+    expect(step.body.type).toBe(BAD_REQUEST);
+    const batch = await postBytes('/v1/steps:batch', bytesOf(`{"items":[{"sessionId":"${id}","attempt":0,"step":1,"observation":"`, [0xfe], '"}]}'));
+    expect(batch.status).toBe(400);
+    expect(batch.body.detail).toMatch(/^body is not valid UTF-8 \(the byte at offset \d+, 0xfe\)/);
+    expect(dumpDb(s.dataDir)).toBe(before);
+  });
+
+  it('non-ASCII UTF-8 (é, an emoji, CJK) is kept exactly as sent, in a session and in a step', async () => {
+    const text = 'café 😀 地図';
+    const c = await postBytes('/v1/sessions', bytesOf(`{"taskId":"utf8","instructions":"${text}","metadata":{"note":"${text}"}}`));
+    expect(c.status).toBe(201);
+    expect(c.body.metadata).toEqual({ note: text });
+    const sid = c.body.id as string;
+    const st = await postBytes(`/v1/sessions/${sid}/steps`, bytesOf(`{"attempt":0,"step":0,"observation":"${text}","availableActions":["é","😀"]}`));
+    expect(st.status).toBe(200);
+    expect(['é', '😀']).toContain(st.body.action);
+    const t = await s.call('GET', `/v1/sessions/${sid}/trajectory`);
+    expect(t.body.steps[0]).toMatchObject({ observation: text, availableActions: ['é', '😀'] });
+    expect(t.body.steps[0].prompt).toContain(text);
+  });
+
+  it.each(['application/json; charset=latin1', 'application/json; charset="ISO-8859-1"', 'application/json;charset=utf-16', 'application/json; charset=utf-8; charset=latin1'])(
+    'content-type %s -> 415 naming the charset; nothing stored',
+    async (contentType) => {
+      const before = dumpDb(s.dataDir);
+      const r = await postBytes('/v1/sessions', bytesOf('{"taskId":"t","instructions":"x"}'), contentType);
+      expect(r.status).toBe(415);
+      expect(r.type).toMatch(/^application\/problem\+json/);
+      expect(r.body.type).toBe(UNSUPPORTED);
+      const named = /charset="?([^";]+)"?$/.exec(contentType)![1]!.toLowerCase();
+      expect(r.body.detail).toBe(`charset=${named} is not supported; send JSON as UTF-8 (content-type: application/json, or application/json; charset=utf-8)`);
+      expect(dumpDb(s.dataDir)).toBe(before);
+    },
+  );
+
+  it.each(['application/json; charset=utf-8', 'application/json; charset=UTF-8', 'application/json;charset="utf-8"', 'application/json; charset=utf8'])(
+    'content-type %s is accepted and read as UTF-8',
+    async (contentType) => {
+      const r = await postBytes('/v1/sessions', bytesOf('{"taskId":"t","instructions":"é"}'), contentType);
+      expect(r.status).toBe(201);
+      expect((await s.call('GET', `/v1/sessions/${r.body.id}`)).status).toBe(200);
+    },
+  );
+
+  it('the body limit still answers 413 before any decoding', async () => {
+    const small = await startTestServer({ limits: { ...(await import('../src/config.js')).defaultLimits, bodyBytes: 1024 } });
+    try {
+      const r = await call(small.url, 'POST', '/v1/sessions', { taskId: 't', instructions: 'é'.repeat(600) });
+      expect(r.status).toBe(413);
+      expect(r.body.type).toBe('https://lamer-server.dev/problems/payload-too-large');
+    } finally {
+      await small.close();
+    }
+  });
+
+  it('firstInvalidUtf8 finds invalid bytes exactly where a strict decoder fails', () => {
+    const strict = new TextDecoder('utf-8', { fatal: true });
+    const valid = (b: Uint8Array) => {
+      try {
+        strict.decode(b);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    // random bytes, and UTF-8 text with a few random bytes between two valid parts
+    const utf8 = (x: string) => Buffer.from(x, 'utf8');
+    const mixed = fc
+      .tuple(fc.string({ unit: 'binary', maxLength: 8 }), fc.uint8Array({ maxLength: 4 }), fc.string({ unit: 'binary', maxLength: 8 }))
+      .map(([a, mid, c]) => new Uint8Array(Buffer.concat([utf8(a), Buffer.from(mid), utf8(c)])));
+    fc.assert(
+      fc.property(fc.oneof(fc.uint8Array({ maxLength: 24 }), mixed), (b) => {
+        const at = firstInvalidUtf8(b);
+        expect(at === -1).toBe(valid(b));
+        // everything before the reported byte is UTF-8
+        if (at >= 0) expect(valid(b.subarray(0, at))).toBe(true);
+      }),
+      { numRuns: 5000 },
+    );
+    expect(firstInvalidUtf8(Buffer.from('café 😀', 'utf8'))).toBe(-1);
   });
 });
 

@@ -1,7 +1,11 @@
 /**
- * JSON request bodies, hardened: Fastify's parser (it refuses `__proto__`/`constructor` prototype
- * poisoning), then one iterative walk of the parsed value that refuses, anywhere (also inside the
- * free-form `info`/`metadata` and batch items), with a 400 naming the path (`body/info/x`):
+ * JSON request bodies, hardened. The bytes must be UTF-8 (RFC 8259 §8.1): a `charset` parameter
+ * other than utf-8 is 415 (the body is not decoded as anything else), and bytes that are not valid
+ * UTF-8 are a 400 naming the offset of the first bad byte (decoding them leniently would store
+ * U+FFFD in place of what the client sent). Then Fastify's parser (it refuses
+ * `__proto__`/`constructor` prototype poisoning), then one iterative walk of the parsed value that
+ * refuses, anywhere (also inside the free-form `info`/`metadata` and batch items), with a 400
+ * naming the path (`body/info/x`):
  * - nesting deeper than `maxDepth` levels (LAMER_MAX_JSON_DEPTH; the body itself is level 1);
  * - numbers that are not finite after parsing (`1e400`, a 400-digit integer: JSON.parse gives
  *   Infinity, which would be stored as null);
@@ -16,6 +20,52 @@
 import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
 import { DomainError, invalid } from '../../agent/errors.js';
+
+/** Decodes a body, throwing on any byte sequence that is not well-formed UTF-8 (a leading BOM is dropped). */
+const UTF8 = new TextDecoder('utf-8', { fatal: true });
+
+/** Charset labels that name UTF-8 (compared lower-cased). */
+const UTF8_LABELS = new Set(['utf-8', 'utf8']);
+
+/** The `charset` parameters of a content-type header, lower-cased and unquoted, in order. */
+function charsetsOf(contentType: string | undefined): string[] {
+  if (contentType === undefined) return [];
+  return [...contentType.matchAll(/;\s*charset\s*=\s*(?:"([^"]*)"|([^;\s]*))/gi)].map((m) => (m[1] ?? m[2] ?? '').toLowerCase());
+}
+
+/**
+ * The offset of the first byte of `b` that does not start (or continue) a well-formed UTF-8
+ * sequence (Unicode Table 3-7: no overlong forms, no surrogates, nothing above U+10FFFF, no
+ * truncated sequence), or -1 when `b` is all UTF-8. Only run once decoding failed, to name where.
+ */
+export function firstInvalidUtf8(b: Uint8Array): number {
+  let i = 0;
+  while (i < b.length) {
+    const c = b[i]!;
+    if (c < 0x80) {
+      i++;
+      continue;
+    }
+    let more: number;
+    let lo = 0x80;
+    let hi = 0xbf;
+    if (c >= 0xc2 && c <= 0xdf) more = 1;
+    else if (c >= 0xe0 && c <= 0xef) {
+      more = 2;
+      if (c === 0xe0) lo = 0xa0;
+      else if (c === 0xed) hi = 0x9f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+      more = 3;
+      if (c === 0xf0) lo = 0x90;
+      else if (c === 0xf4) hi = 0x8f;
+    } else return i;
+    if (i + more >= b.length) return i;
+    if (b[i + 1]! < lo || b[i + 1]! > hi) return i;
+    for (let k = 2; k <= more; k++) if ((b[i + k]! & 0xc0) !== 0x80) return i;
+    i += more + 1;
+  }
+  return -1;
+}
 
 /** A `\uD800`-`\uDFFF` escape: the only way JSON.parse yields a lone UTF-16 surrogate. */
 const SURROGATE_CANDIDATE = /\\u[dD][89a-fA-F]/;
@@ -100,10 +150,27 @@ function bodyProblem(root: unknown, checks: BodyChecks): DomainError | null {
 export default fp(
   async function jsonBody(app: FastifyInstance, opts: { maxDepth: number }) {
     const jsonParser = app.getDefaultJsonParser('error', 'error');
-    app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, raw, done) => {
-      const body = typeof raw === 'string' ? raw : raw.toString('utf8');
-      if (body === '' && (req.method === 'DELETE' || req.method === 'OPTIONS' || req.routeOptions.schema?.body === undefined)) {
+    // Read as bytes (under the same body limits) so that the decoding is ours: strict UTF-8.
+    app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, raw, done) => {
+      // parseAs 'buffer' hands over a Buffer; Fastify's parser type also admits a string
+      const bytes = typeof raw === 'string' ? Buffer.from(raw, 'utf8') : raw;
+      if (bytes.length === 0 && (req.method === 'DELETE' || req.method === 'OPTIONS' || req.routeOptions.schema?.body === undefined)) {
         return done(null, undefined);
+      }
+      const other = charsetsOf(req.headers['content-type']).find((c) => !UTF8_LABELS.has(c));
+      if (other !== undefined) {
+        return done(
+          new DomainError('unsupported-media-type', `charset=${other} is not supported; send JSON as UTF-8 (content-type: application/json, or application/json; charset=utf-8)`),
+          undefined,
+        );
+      }
+      let body: string;
+      try {
+        body = UTF8.decode(bytes);
+      } catch {
+        const at = firstInvalidUtf8(bytes);
+        const where = at >= 0 ? ` (the byte at offset ${at}, 0x${bytes[at]!.toString(16).padStart(2, '0')})` : '';
+        return done(new DomainError('bad-request', `body is not valid UTF-8${where}; JSON must be sent as UTF-8`), undefined);
       }
       jsonParser(req, body, (err: Error | null, value?: unknown) => {
         if (err) {
