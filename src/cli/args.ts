@@ -14,6 +14,10 @@ import { ENV_KINDS, type EnvKind } from '../domain.js';
 import { makeEnv, parseEnvName, type EnvParams } from '../envs/index.js';
 import { MINESWEEPER_DEFAULTS } from '../envs/minesweeper.js';
 import { SOKOBAN_DEFAULTS } from '../envs/sokoban.js';
+import { parseArgsMessage } from '../shared/parse-args-message.js';
+
+// Re-exported: the commands and bench scripts take it from here with the other option helpers.
+export { parseArgsMessage };
 
 /** A bad command line: printed as one line, exit code 2. */
 export class UsageError extends Error {}
@@ -39,19 +43,6 @@ export function joinNegativeValues(argv: string[], options: Options): string[] {
 }
 
 /**
- * The one-line message of an error thrown by node:util parseArgs, for scripts that take values
- * starting with '-' as they are (model:sft-base, eval:base, bench:base-scaling): parseArgs reads
- * `--workers -1` as `--workers` without its value ("Option '--workers' argument is ambiguous"
- * plus two lines of advice), which becomes "--workers needs a value (one that starts with '-'
- * must be written --workers=VALUE)". Any other error gives the first line of its message.
- */
-export function parseArgsMessage(e: unknown): string {
-  const msg = (e instanceof Error ? e.message : String(e)).split('\n')[0]!;
-  const ambiguous = /^Option '(--[a-z0-9-]+)' argument is ambiguous/.exec(msg);
-  return ambiguous ? `${ambiguous[1]} needs a value (one that starts with '-' must be written ${ambiguous[1]}=VALUE)` : msg;
-}
-
-/**
  * Parse `argv` of command `cmd` (strict). Returns the values, or an exit code: 0 after printing
  * `help` for --help / -h, 2 after printing `lamer <cmd>: <message>` for an unknown option or a
  * missing value.
@@ -67,7 +58,7 @@ export function parseCommand<O extends Options>(
   try {
     values = parseArgs({ args: joinNegativeValues(argv, all), options: all, strict: true, allowPositionals: false }).values;
   } catch (e) {
-    console.error(`lamer ${cmd}: ${(e as Error).message.split('\n')[0]} (lamer ${cmd} --help for the options)`);
+    console.error(`lamer ${cmd}: ${parseArgsMessage(e)} (lamer ${cmd} --help for the options)`);
     return { code: 2 };
   }
   if ((values as { help?: boolean }).help) {

@@ -18,6 +18,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 
 import { createHash } from 'node:crypto';
 import path from 'node:path';
 import * as tf from '@tensorflow/tfjs';
+import { parseArgsMessage } from './args.js';
 import { initBackend } from '../model/backend.js';
 import { DEFAULT_LIMITS } from '../model/sampling.js';
 import { checkpointText, loadCheckpoint, saveCheckpoint, type DefaultSampling } from '../model/checkpoint.js';
@@ -122,7 +123,8 @@ export function parseOptions(argv: string[]): Options {
         .map((k) => [k, { type: 'string' as const }]).concat([['help', { type: 'boolean' as const, short: 'h' } as never], ['overwrite', { type: 'boolean' as const } as never]])),
     }) as { values: Record<string, string | boolean | undefined> });
   } catch (e) {
-    fail((e as Error).message);
+    // `--minutes -5` is read as an option without its value: the message says to write --minutes=-5
+    fail(parseArgsMessage(e));
   }
   if (values.help) {
     process.stdout.write(USAGE + '\n');

@@ -46,6 +46,10 @@ describe('lamer eval / demos option checks (src/cli/args.ts)', () => {
     }
     expect(await cli(evalRun, ['--tasks', '2'])).toMatchObject({ code: 2, err: ['lamer eval: --env is required'] });
     expect(await cli(demosRun, ['--tasks', '2', '--out', '/tmp/x'])).toMatchObject({ code: 2, err: ['lamer demos: --env is required'] });
+    // a value that starts with '-' but is not a number is read as an option: say how to write it
+    expect(await cli(evalRun, ['--env', 'sokoban', '--out', '-r.json'])).toMatchObject({
+      code: 2, err: ["lamer eval: --out needs a value (one that starts with '-' must be written --out=VALUE) (lamer eval --help for the options)"],
+    });
     const u = await cli(evalRun, ['--bogus']);
     expect(u.code).toBe(2);
     expect(u.err).toHaveLength(1);

@@ -72,6 +72,15 @@ describe('sft-compact CLI', () => {
     expect(r.stdout).toBe('');
   });
 
+  it('a value that starts with \'-\' given apart says to write --option=VALUE; written so, the range check refuses it', async () => {
+    const [apart, joined] = await Promise.all([runCli(['--minutes', '-5']), runCli(['--minutes=-5'])]);
+    expect(apart.code).toBe(2);
+    expect(apart.stderr).toBe("model:sft-base: --minutes needs a value (one that starts with '-' must be written --minutes=VALUE) (--help lists the options)\n");
+    expect(joined.code).toBe(2);
+    expect(joined.stderr).toBe("model:sft-base: --minutes must be a number in [0.05, 10000], got '-5' (--help lists the options)\n");
+    expect(apart.stdout + joined.stdout).toBe('');
+  });
+
   it('refuses unknown options and unknown envs with one line', async () => {
     for (const args of [['--bogus'], ['--curriculum', 'chess-8x8:1']]) {
       const r = await runCli(args);

@@ -1,9 +1,11 @@
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { readCheckpointMetadata } from '../../../src/model/checkpoint.js';
 import { countParams, DEFAULT_CONFIG } from '../../../src/model/gpt.js';
 import { configFromOptions, writeInitCheckpoint } from '../../../src/model/scripts/init-base.js';
+import { root } from '../../helpers/cli.js';
 import { tmpDir } from '../../helpers/index.js';
 
 describe('configFromOptions', () => {
@@ -32,4 +34,23 @@ describe('writeInitCheckpoint', () => {
     const meta = await readCheckpointMetadata(path.join(dir, 'a'));
     expect(meta).toMatchObject({ config: cfg, version: 'base', meta: { source: 'random-init', seed: 7 } });
   });
+});
+
+describe('npm run model:init command line', () => {
+  // node with tsx as a child process, as npm runs it
+  const run = (args: string[]) => spawnSync(process.execPath, ['--import', 'tsx', 'src/model/scripts/init-base.ts', ...args], { cwd: root, encoding: 'utf8' });
+
+  it('a value that starts with \'-\' and an unknown option: one line, exit 2, nothing written', () => {
+    const out = path.join(tmpDir('lamer-init-cli-'), 'ckpt');
+    const apart = run([out, '--layers', '-2']);
+    expect(apart.status).toBe(2);
+    expect(apart.stderr).toBe("model:init: --layers needs a value (one that starts with '-' must be written --layers=VALUE)\n");
+    const joined = run([out, '--layers=-2']);
+    expect(joined.status).toBe(2);
+    expect(joined.stderr).toBe("model:init: --layers must be a positive integer, got '-2'\n");
+    const unknown = run([out, '--bogus']);
+    expect(unknown.status).toBe(2);
+    expect(unknown.stderr).toMatch(/^model:init: Unknown option '--bogus'[^\n]*\n$/);
+    expect(fs.existsSync(out)).toBe(false);
+  }, 60_000);
 });
