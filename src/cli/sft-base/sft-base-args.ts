@@ -1,5 +1,5 @@
 /**
- * The command line of `npm run model:sft-base` (./sft-base.ts): its options, defaults, help text
+ * The command line of `npm run model:sft-chat` (./sft-base.ts): its options, defaults, help text
  * and their checks (`parseSftBaseArgs`), including the model config of a `--from` checkpoint.
  */
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
@@ -10,6 +10,12 @@ import { LR_SCHEDULES, POSITION_OFFSETS, type LrSchedule, type PositionOffset, t
 import { countParams, DEFAULT_CONFIG, validateConfig, type GPTConfig } from '../../model/gpt.js';
 import { configFromOptions, INIT_SEED } from '../../model/scripts/init-base.js';
 import { checkCurvePoints, type CurvePoint } from './sft-curve.js';
+
+/**
+ * The npm script that runs ./sft-base.ts (package.json), the prefix of its messages and usage
+ * line: `model:sft-base` is the compact trainer (src/cli/sft-compact.ts).
+ */
+export const COMMAND = 'model:sft-chat';
 
 /** The tfjs backends `--backend` accepts (a subset of src/domain.ts TFJS_BACKENDS). */
 export const SFT_BASE_BACKENDS = ['wasm', 'cpu', 'auto'] as const satisfies readonly TfjsBackend[];
@@ -57,7 +63,7 @@ export interface SftBaseOptions {
   dryRun: boolean;
 }
 
-const HELP = `usage: npm run model:sft-base -- --out DIR [options]
+const HELP = `usage: npm run ${COMMAND} -- --out DIR [options]
 
   --out DIR              new or empty checkpoint folder (default models/sft)
   --layers N --embd C --heads H --block T
