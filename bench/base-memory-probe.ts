@@ -59,7 +59,7 @@ import { GameTokenizer } from '../src/model/tokenizers.js';
 import { compactExamples, pieceToken } from '../src/training/data/compact-sft.js';
 import { positionLogits } from '../src/training/maths/soft-targets.js';
 import { ACTION_RESERVE, REFLECTION_RESERVE } from '../src/cli/sft-compact-play.js';
-import { parseArgsMessage } from '../src/cli/args.js';
+import { intOpt, parseArgsMessage, UsageError } from '../src/cli/args.js';
 
 const ENV = 'minesweeper-6x6-3';
 
@@ -328,8 +328,13 @@ async function parseOptions(argv: string[]): Promise<Options> {
     process.exit(0);
   }
   // digits only: Number() alone would take '', ' 5', '0x10' and '1e3'
-  const boards = values.boards === undefined ? 200 : /^\d+$/.test(values.boards) ? Number(values.boards) : NaN;
-  if (!Number.isInteger(boards) || boards < 1 || boards > 100_000) fail(`--boards must be an integer in [1, 100000], got '${values.boards}'`);
+  let boards = 200;
+  try {
+    boards = intOpt('boards', values.boards, 200, 1, 100_000);
+  } catch (e) {
+    if (e instanceof UsageError) fail(e.message);
+    throw e;
+  }
   const models = values.model ?? ['models/base'];
   for (const dir of models) {
     if (!existsSync(path.join(dir, 'model.json'))) fail(`--model ${dir}: no model.json there`);

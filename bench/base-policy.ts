@@ -30,9 +30,9 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { parseArgsMessage } from '../src/cli/args.js';
+import { checkEvalSeeds, intOpt, parseArgsMessage, UsageError } from '../src/cli/args.js';
 import { ensureDirSync } from '../src/ensure-dir.js';
-import { parseEnvName } from '../src/envs/index.js';
+import { EVAL_SEED_COUNT, parseEnvName } from '../src/envs/index.js';
 import { basePolicyMarkdown, BASE_ROWS, BASE_ROW_SPECS, rowDifference, rowSummary, type BaseRow, type GameResult } from '../src/eval/base-policy.js';
 import { replaceSection } from '../src/eval/compare.js';
 import { PAPER_EVAL_SAMPLING, runEval, type EvalReport } from '../src/eval/harness.js';
@@ -106,16 +106,25 @@ if (values.help) {
   process.exit(0);
 }
 
-const int = (name: string, v: string, min: number): number => {
-  if (!/^\d+$/.test(v) || Number(v) < min) fail(`--${name} must be an integer >= ${min}, got '${v}'`);
-  return Number(v);
+/** `f()`, or exit 2 with its UsageError's line. */
+const usage = <T>(f: () => T): T => {
+  try {
+    return f();
+  } catch (e) {
+    if (e instanceof UsageError) fail(e.message);
+    throw e;
+  }
 };
-const tasks = int('tasks', values.tasks, 1);
+const int = (name: string, v: string, min: number, max?: number): number => usage(() => intOpt(name, v, undefined, min, max));
+// the rows and the held-out loss play eval seeds from --seed on: both counts stay within them
+const tasks = int('tasks', values.tasks, 1, EVAL_SEED_COUNT);
 const K = int('attempts', values.attempts, 1);
-const seed = int('seed', values.seed, 0);
+const seed = int('seed', values.seed, 0, EVAL_SEED_COUNT - 1);
 const concurrency = int('concurrency', values.concurrency, 1);
 const resamples = int('resamples', values.resamples, 1);
-const lossSessions = int('loss-sessions', values['loss-sessions'], 0);
+const lossSessions = int('loss-sessions', values['loss-sessions'], 0, EVAL_SEED_COUNT);
+usage(() => checkEvalSeeds('--seed + --tasks', seed, tasks));
+usage(() => checkEvalSeeds('--seed + --loss-sessions', seed, lossSessions));
 const games = values.games.split(',').map((g) => g.trim()).filter(Boolean);
 for (const g of games) {
   try { parseEnvName(g); } catch (e) { fail(`--games: ${(e as Error).message}`); }

@@ -11,7 +11,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { ENV_KINDS, type EnvKind } from '../domain.js';
-import { makeEnv, parseEnvName, type EnvParams } from '../envs/index.js';
+import { EVAL_SEED_COUNT, EVAL_SEED_START, makeEnv, parseEnvName, type EnvParams } from '../envs/index.js';
 import { MINESWEEPER_DEFAULTS } from '../envs/minesweeper.js';
 import { SOKOBAN_DEFAULTS } from '../envs/sokoban.js';
 import { parseArgsMessage } from '../shared/parse-args-message.js';
@@ -79,7 +79,8 @@ export function usageError(cmd: string, e: unknown): number {
 
 /**
  * An integer option written as digits (optional leading '-'): `def` when absent (required when
- * `def` is undefined). @throws UsageError outside [min, max] or when not an integer ('1e2', '2.5').
+ * `def` is undefined). @throws UsageError outside [min, max] or when not written in digits ('1e2',
+ * '2.5'); the message says both, since '1e12' is an integer to the reader.
  */
 export function intOpt(name: string, v: string | undefined, def: number | undefined, min = 0, max = Number.MAX_SAFE_INTEGER): number {
   if (v === undefined) {
@@ -89,9 +90,18 @@ export function intOpt(name: string, v: string | undefined, def: number | undefi
   const n = Number(v);
   if (!/^-?\d+$/.test(v.trim()) || !Number.isSafeInteger(n) || n < min || n > max) {
     const range = max === Number.MAX_SAFE_INTEGER ? `>= ${min}` : `in [${min}, ${max}]`;
-    throw new UsageError(`--${name} must be an integer ${range}, got '${v}'`);
+    throw new UsageError(`--${name} must be an integer ${range} written in digits, got '${v}'`);
   }
   return n;
+}
+
+/**
+ * The held-out tasks of an evaluation: task i plays eval seed EVAL_SEED_START + seed + i
+ * (src/envs/index.ts evalSeed), so `--seed` + the tasks (`names`, e.g. '--seed + --tasks') must
+ * stay within the EVAL_SEED_COUNT eval seeds. @throws UsageError otherwise.
+ */
+export function checkEvalSeeds(names: string, seed: number, tasks: number): void {
+  if (seed + tasks > EVAL_SEED_COUNT) throw new UsageError(`${names} must be at most ${EVAL_SEED_COUNT} (the eval seeds [${EVAL_SEED_START}, 2^32)), got ${seed + tasks}`);
 }
 
 /** A finite number option in [lo, hi]; `def` when absent. @throws UsageError otherwise. */

@@ -19,7 +19,8 @@ import { join } from 'node:path';
 import type { parseArgs } from 'node:util';
 import cliProgress from 'cli-progress';
 import { runEval, checkServer, EvalAbortError, PAPER_EVAL_SAMPLING, type EvalPolicy, type EvalReport } from '../eval/harness.js';
-import { checkOutPath, choiceOpt, envOpt, intOpt, numOpt, parseCommand, usageError, UsageError } from './args.js';
+import { EVAL_SEED_COUNT } from '../envs/index.js';
+import { checkEvalSeeds, checkOutPath, choiceOpt, envOpt, intOpt, numOpt, parseCommand, usageError, UsageError } from './args.js';
 
 const HELP = `usage: lamer eval --env NAME [options]
 
@@ -86,10 +87,10 @@ function evalOptions(values: Values) {
   if (values.server !== undefined && !/^https?:\/\/\S+$/.test(values.server)) throw new UsageError(`--server must be an http(s) URL, got '${values.server}'`);
   const opts = {
     env, policy, params,
-    tasks: intOpt('tasks', values.tasks, 128, 1),
+    tasks: intOpt('tasks', values.tasks, 128, 1, EVAL_SEED_COUNT),
     attempts: intOpt('attempts', values.attempts, 3, 1),
     concurrency: intOpt('concurrency', values.concurrency, 8, 1),
-    seed: intOpt('seed', values.seed, 0),
+    seed: intOpt('seed', values.seed, 0, 0, EVAL_SEED_COUNT - 1),
     trials: intOpt('trials', values.trials, 1, 1),
     maxSteps: values['max-steps'] === undefined ? undefined : intOpt('max-steps', values['max-steps'], 7, 1),
     server: values.server,
@@ -103,7 +104,7 @@ function evalOptions(values: Values) {
     independentAttempts: values['independent-attempts'] ?? false,
     modelVersion: values['model-version'],
   };
-  if (opts.seed + opts.tasks > 2 ** 32 - 1e9) throw new UsageError('--seed + --tasks exceeds the eval seed range');
+  checkEvalSeeds('--seed + --tasks', opts.seed, opts.tasks);
   if (values.out !== undefined) checkOutPath('out', values.out);
   return { opts, engine };
 }

@@ -165,7 +165,7 @@ describe('bench:base-memory command line', () => {
   it('bad --boards, --out, unknown options and positionals: one line naming the option, exit 2', () => {
     const dir = tmpDir('lamer-memory-probe-cli-');
     for (const v of ['0', '1e3', '100001']) {
-      expectUsageError([`--boards=${v}`, '--out', path.join(dir, 'f.json')], `--boards must be an integer in [1, 100000], got '${v}'`);
+      expectUsageError([`--boards=${v}`, '--out', path.join(dir, 'f.json')], `--boards must be an integer in [1, 100000] written in digits, got '${v}'`);
     }
     expectUsageError(['--boards', '-1'], "--boards needs a value (one that starts with '-' must be written --boards=VALUE)");
     expectUsageError(['--out', dir], `--out '${dir}' must be a file path, not a folder`);

@@ -2,7 +2,8 @@
  * The command lines of `npm run eval:base` (bench/base-policy.ts) and `npm run bench:base-scaling`
  * (bench/base-scaling.ts), run as child processes: --help / -h print the usage text listing every
  * option and exit 0 without doing any work; a value starting with '-' given as a separate argument
- * is a one-line usage error, exit 2; so is a checkpoint folder without its weights.
+ * is a one-line usage error, exit 2; so are a count not written in digits or past the eval seeds,
+ * and a checkpoint folder without its weights.
  */
 import { spawnSync } from 'node:child_process';
 import { copyFileSync, existsSync } from 'node:fs';
@@ -41,6 +42,22 @@ describe('eval:base command line', () => {
     expect(r.stderr).toBe("eval:base: --loss-sessions needs a value (one that starts with '-' must be written --loss-sessions=VALUE)\n");
   }, 30_000);
 
+  it('counts: written in digits, within the eval seeds that the rows and the held-out loss play; one line, exit 2', () => {
+    const e = 2 ** 32 - 1e9;
+    for (const [args, line] of [
+      [['--tasks', '1e9'], `--tasks must be an integer in [1, ${e}] written in digits, got '1e9'`],
+      [['--tasks', String(e + 1)], `--tasks must be an integer in [1, ${e}] written in digits, got '${e + 1}'`],
+      [['--attempts', '2.5'], "--attempts must be an integer >= 1 written in digits, got '2.5'"],
+      [['--seed', String(e - 2), '--tasks', '3'], `--seed + --tasks must be at most ${e} (the eval seeds [1000000000, 2^32)), got ${e + 1}`],
+      [['--seed', String(e - 2), '--tasks', '1', '--loss-sessions', '3'], `--seed + --loss-sessions must be at most ${e} (the eval seeds [1000000000, 2^32)), got ${e + 1}`],
+    ] as const) {
+      const r = run('bench/base-policy.ts', [...args]);
+      expect(r.status, r.stderr).toBe(2);
+      expect(r.stdout).toBe('');
+      expect(r.stderr).toBe(`eval:base: ${line}\n`);
+    }
+  }, 120_000);
+
   it('a --model folder with model.json but no weights.bin: one line naming the file, exit 2, nothing written', () => {
     const dir = tmpDir('lamer-eval-base-noweights-');
     copyFileSync(path.join(root, 'models', 'base', 'model.json'), path.join(dir, 'model.json'));
@@ -69,10 +86,13 @@ describe('bench:base-scaling command line', () => {
     expect(existsSync(out)).toBe(false);
   }, 60_000);
 
-  it('--tasks -1: says to write --tasks=VALUE, exit 2', () => {
+  it('--tasks -1: says to write --tasks=VALUE; --tasks 1e3: says digits; exit 2', () => {
     const r = run('bench/base-scaling.ts', ['--out', path.join(tmpDir('lamer-scaling-neg-'), 'grid'), '--tasks', '-1']);
     expect(r.status).toBe(2);
     expect(r.stdout).toBe('');
     expect(r.stderr).toBe("bench:base-scaling: --tasks needs a value (one that starts with '-' must be written --tasks=VALUE)\n");
+    const e = run('bench/base-scaling.ts', ['--out', path.join(tmpDir('lamer-scaling-exp-'), 'grid'), '--tasks', '1e3']);
+    expect(e.status).toBe(2);
+    expect(e.stderr).toBe(`bench:base-scaling: --tasks must be an integer in [1, ${2 ** 32 - 1e9}] written in digits, got '1e3'\n`);
   }, 30_000);
 });

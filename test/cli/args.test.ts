@@ -27,8 +27,8 @@ describe('lamer eval / demos option checks (src/cli/args.ts)', () => {
     expect(joinNegativeValues(['--tasks', '-3', '--quiet', '--seed', '5'], { tasks: { type: 'string' }, seed: { type: 'string' }, quiet: { type: 'boolean' } }))
       .toEqual(['--tasks=-3', '--quiet', '--seed', '5']);
     for (const [opt, v, msg] of [
-      ['--tasks', '-3', "--tasks must be an integer >= 1, got '-3'"],
-      ['--seed', '-5', "--seed must be an integer >= 0, got '-5'"],
+      ['--tasks', '-3', "--tasks must be an integer in [1, 3294967296] written in digits, got '-3'"],
+      ['--seed', '-5', "--seed must be an integer in [0, 3294967295] written in digits, got '-5'"],
       ['--temperature', '-1', "--temperature must be a number in [0, 10], got '-1'"],
     ]) {
       const r = await cli(evalRun, ['--env', 'sokoban', opt, v]);
@@ -36,14 +36,18 @@ describe('lamer eval / demos option checks (src/cli/args.ts)', () => {
       expect(r.err).toEqual([`lamer eval: ${msg}`]);
     }
     const d = await cli(demosRun, ['--env', 'sokoban', '--tasks', '-3', '--out', '/tmp/x.jsonl']);
-    expect(d).toMatchObject({ code: 2, err: ["lamer demos: --tasks must be an integer >= 1, got '-3'"] });
+    expect(d).toMatchObject({ code: 2, err: ["lamer demos: --tasks must be an integer >= 1 written in digits, got '-3'"] });
   });
 
-  it('counts must be integers written as digits; --env is required; unknown options are one line', async () => {
-    for (const v of ['1e2', '2.5', '0x10', '']) {
+  it('counts must be integers written as digits, within the eval seeds; --env is required; unknown options are one line', async () => {
+    // the message says digits: '1e12' is an integer to the reader, and one past the eval seeds is refused as well
+    for (const v of ['1e2', '1e12', '2.5', '0x10', '', '3294967297', '1000000000000']) {
       const r = await cli(evalRun, ['--env', 'sokoban', '--tasks', v]);
-      expect(r).toMatchObject({ code: 2, err: [`lamer eval: --tasks must be an integer >= 1, got '${v}'`] });
+      expect(r).toMatchObject({ code: 2, err: [`lamer eval: --tasks must be an integer in [1, 3294967296] written in digits, got '${v}'`] });
     }
+    expect(await cli(evalRun, ['--env', 'sokoban', '--seed', '3294967286', '--tasks', '11'])).toMatchObject({
+      code: 2, err: ['lamer eval: --seed + --tasks must be at most 3294967296 (the eval seeds [1000000000, 2^32)), got 3294967297'],
+    });
     expect(await cli(evalRun, ['--tasks', '2'])).toMatchObject({ code: 2, err: ['lamer eval: --env is required'] });
     expect(await cli(demosRun, ['--tasks', '2', '--out', '/tmp/x'])).toMatchObject({ code: 2, err: ['lamer demos: --env is required'] });
     // a value that starts with '-' but is not a number is read as an option: say how to write it
@@ -129,7 +133,7 @@ describe('lamer export / train use the same option module', () => {
   });
 
   it('train: negative counts, missing --env and foreign --params keys are one line, exit 2', async () => {
-    expect(await cli(trainRun, ['--env', 'minesweeper', '--algorithm', 'lamer', '--iterations', '-3'])).toEqual({ code: 2, err: ["lamer train: --iterations must be an integer >= 1, got '-3'"], log: [] });
+    expect(await cli(trainRun, ['--env', 'minesweeper', '--algorithm', 'lamer', '--iterations', '-3'])).toEqual({ code: 2, err: ["lamer train: --iterations must be an integer >= 1 written in digits, got '-3'"], log: [] });
     expect(await cli(trainRun, ['--algorithm', 'lamer'])).toMatchObject({ code: 2, err: ['lamer train: --env is required'] });
     expect(await cli(trainRun, ['--env', 'sokoban', '--algorithm', 'lamer', '--params', '{"mines":2}'])).toMatchObject({
       code: 2, err: ['lamer train: --params: mines is not a parameter of sokoban (valid: rows, cols, boxes, minMoves, maxMoves)'],

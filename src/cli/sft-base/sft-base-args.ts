@@ -5,7 +5,7 @@
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { parseArgsMessage } from '../args.js';
+import { intOpt, parseArgsMessage, UsageError } from '../args.js';
 import { LR_SCHEDULES, POSITION_OFFSETS, type LrSchedule, type PositionOffset, type TfjsBackend } from '../../domain.js';
 import { countParams, DEFAULT_CONFIG, validateConfig, type GPTConfig } from '../../model/gpt.js';
 import { configFromOptions, INIT_SEED } from '../../model/scripts/init-base.js';
@@ -139,10 +139,13 @@ function readArgv(argv: string[]) {
 
 type ArgValues = ReturnType<typeof readArgv>;
 
-/** `--name v` as an integer >= min. @throws SftBaseUsageError */
-function int(name: string, v: string | undefined, min: number): number {
-  if (v === undefined || !/^\d+$/.test(v) || !Number.isSafeInteger(Number(v)) || Number(v) < min) throw new SftBaseUsageError(`--${name} must be an integer >= ${min}, got '${v}'`);
-  return Number(v);
+/** `--name v` as an integer >= min written in digits (src/cli/args.ts intOpt). @throws SftBaseUsageError */
+function int(name: string, v: string, min: number): number {
+  try {
+    return intOpt(name, v, undefined, min);
+  } catch (e) {
+    throw e instanceof UsageError ? new SftBaseUsageError(e.message) : e;
+  }
 }
 
 /** `--name v` as a number in [lo, hi]. @throws SftBaseUsageError */

@@ -31,7 +31,7 @@ export function configFromOptions(values: Partial<Record<keyof typeof CONFIG_OPT
   for (const [opt, field] of Object.entries(CONFIG_OPTIONS) as Array<[keyof typeof CONFIG_OPTIONS, keyof GPTConfig]>) {
     const v = values[opt];
     if (v === undefined) continue;
-    if (!/^\d+$/.test(v) || Number(v) < 1) throw new RangeError(`--${opt} must be a positive integer, got '${v}'`);
+    if (!/^\d+$/.test(v) || Number(v) < 1) throw new RangeError(`--${opt} must be a positive integer written in digits, got '${v}'`);
     cfg[field] = Number(v);
   }
   try {
@@ -89,7 +89,7 @@ async function main(): Promise<number> {
   try {
     config = configFromOptions(values);
     if (values.seed !== undefined) {
-      if (!/^\d+$/.test(values.seed)) throw new RangeError(`--seed must be a non-negative integer, got '${values.seed}'`);
+      if (!/^\d+$/.test(values.seed)) throw new RangeError(`--seed must be a non-negative integer written in digits, got '${values.seed}'`);
       seed = Number(values.seed);
     }
   } catch (e) {

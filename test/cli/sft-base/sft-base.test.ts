@@ -99,7 +99,7 @@ describe('model:sft-chat script', () => {
   it('names itself model:sft-chat in a usage error and its usage line (model:sft-base is the compact trainer)', () => {
     const r = script(['--steps', 'abc']);
     expect(r.status).toBe(2);
-    expect(r.stderr).toBe("model:sft-chat: --steps must be an integer >= 1, got 'abc'\n");
+    expect(r.stderr).toBe("model:sft-chat: --steps must be an integer >= 1 written in digits, got 'abc'\n");
     const help = script(['--help']);
     expect(help.status).toBe(0);
     expect(help.stdout.startsWith('usage: npm run model:sft-chat -- --out DIR [options]\n')).toBe(true);
@@ -175,7 +175,9 @@ describe('parseSftBaseArgs', () => {
   it('rejects bad options with a message naming them', () => {
     expect(() => parseSftBaseArgs(['--steps', '1', '--epochs', '1'])).toThrow(new SftBaseUsageError('give --steps or --epochs, not both'));
     expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--embd', '30', '--heads', '4'])).toThrow(/n_embd \(30\) must be divisible by n_head \(4\)/);
-    expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--steps', '0'])).toThrow(/--steps must be an integer >= 1, got '0'/);
+    expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--steps', '0'])).toThrow(/--steps must be an integer >= 1 written in digits, got '0'/);
+    expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--steps', '1e3'])).toThrow(SftBaseUsageError);
+    expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--steps', '1e3'])).toThrow("--steps must be an integer >= 1 written in digits, got '1e3'");
     expect(() => parseSftBaseArgs(['--bogus'])).toThrow(SftBaseUsageError);
     expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--position-offset', 'sometimes'])).toThrow(new SftBaseUsageError("--position-offset must be random or none, got 'sometimes'"));
     expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--lr-schedule', 'linear'])).toThrow(new SftBaseUsageError("--lr-schedule must be constant or cosine, got 'linear'"));

@@ -14,7 +14,7 @@ describe('configFromOptions', () => {
     expect(configFromOptions({ layers: '4', embd: '192', heads: '6', block: '768' })).toEqual({ ...DEFAULT_CONFIG, n_layer: 4, n_embd: 192, n_head: 6, block_size: 768 });
   });
   it('rejects a value that is not a positive integer, and n_embd not divisible by n_head', () => {
-    expect(() => configFromOptions({ layers: '0' })).toThrow(new RangeError("--layers must be a positive integer, got '0'"));
+    expect(() => configFromOptions({ layers: '0' })).toThrow(new RangeError("--layers must be a positive integer written in digits, got '0'"));
     expect(() => configFromOptions({ embd: '1e2' })).toThrow(RangeError);
     expect(() => configFromOptions({ heads: '3' })).toThrow(/n_embd \(128\) must be divisible by n_head \(3\)/);
   });
@@ -47,7 +47,7 @@ describe('npm run model:init command line', () => {
     expect(apart.stderr).toBe("model:init: --layers needs a value (one that starts with '-' must be written --layers=VALUE)\n");
     const joined = run([out, '--layers=-2']);
     expect(joined.status).toBe(2);
-    expect(joined.stderr).toBe("model:init: --layers must be a positive integer, got '-2'\n");
+    expect(joined.stderr).toBe("model:init: --layers must be a positive integer written in digits, got '-2'\n");
     const unknown = run([out, '--bogus']);
     expect(unknown.status).toBe(2);
     expect(unknown.stderr).toMatch(/^model:init: Unknown option '--bogus'[^\n]*\n$/);
