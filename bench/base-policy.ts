@@ -30,9 +30,9 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { checkEvalSeeds, intOpt, parseArgsMessage, UsageError } from '../src/cli/args.js';
+import { checkEvalSeeds, checkSessionLimits, inProcessSessionLimits, intOpt, parseArgsMessage, UsageError } from '../src/cli/args.js';
 import { ensureDirSync } from '../src/ensure-dir.js';
-import { EVAL_SEED_COUNT, parseEnvName } from '../src/envs/index.js';
+import { EVAL_SEED_COUNT, MAX_STEPS, parseEnvName } from '../src/envs/index.js';
 import { basePolicyMarkdown, BASE_ROWS, BASE_ROW_SPECS, rowDifference, rowSummary, type BaseRow, type GameResult } from '../src/eval/base-policy.js';
 import { replaceSection } from '../src/eval/compare.js';
 import { PAPER_EVAL_SAMPLING, runEval, type EvalReport } from '../src/eval/harness.js';
@@ -131,6 +131,8 @@ for (const g of games) {
 }
 const rows = values.rows.split(',').map((r) => r.trim()).filter(Boolean) as BaseRow[];
 for (const r of rows) if (!BASE_ROWS.includes(r)) fail(`--rows: '${r}' is not one of ${BASE_ROWS.join(', ')}`);
+// the in-process server refuses a session past its limits: K attempts of each game's turns
+usage(() => checkSessionLimits(inProcessSessionLimits(), K, Math.max(...games.map((g) => MAX_STEPS[parseEnvName(g).kind]))));
 const modelDir = path.resolve(values.model);
 const out = values.out ?? (tasks >= 128 ? path.join(repoRoot, 'bench', 'results', 'base-policy.json') : path.join(tmpdir(), `base-policy-${tasks}tasks.json`));
 

@@ -10,6 +10,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { Sampling } from '../agent/schemas.js';
+import { ConfigError, defaultLimits, loadConfig, type Limits } from '../config.js';
 import { ENV_KINDS, type EnvKind } from '../domain.js';
 import { EVAL_SEED_COUNT, EVAL_SEED_START, makeEnv, parseEnvName, type EnvParams } from '../envs/index.js';
 import { MINESWEEPER_DEFAULTS } from '../envs/minesweeper.js';
@@ -102,6 +104,39 @@ export function intOpt(name: string, v: string | undefined, def: number | undefi
  */
 export function checkEvalSeeds(names: string, seed: number, tasks: number): void {
   if (seed + tasks > EVAL_SEED_COUNT) throw new UsageError(`${names} must be at most ${EVAL_SEED_COUNT} (the eval seeds [${EVAL_SEED_START}, 2^32)), got ${seed + tasks}`);
+}
+
+/** The largest `--top-k` a server accepts: the bound of the session schema's sampling (src/agent/schemas.ts). */
+// (TypeBox keeps the JSON Schema keywords on the schema object; its TInteger type does not declare them)
+export const MAX_TOP_K: number = (Sampling.properties.topK as unknown as { maximum: number }).maximum;
+
+/** The session limits that `--attempts` and `--max-steps` must respect. */
+export type SessionLimits = Pick<Limits, 'maxAttempts' | 'maxStepsCap'>;
+
+/**
+ * The session limits of a server that this process starts: startServer (src/server.ts) reads them
+ * with loadConfig, so src/config.ts defaultLimits unless LAMER_MAX_ATTEMPTS / LAMER_MAX_STEPS_CAP
+ * say otherwise. Read here to check the options before the server and its model are loaded. When
+ * the environment does not load, the defaults: starting the server then fails with its own message.
+ */
+export function inProcessSessionLimits(): SessionLimits {
+  let limits: Limits = defaultLimits;
+  try {
+    limits = loadConfig().limits;
+  } catch (e) {
+    if (!(e instanceof ConfigError)) throw e;
+  }
+  return { maxAttempts: limits.maxAttempts, maxStepsCap: limits.maxStepsCap };
+}
+
+/**
+ * Check the attempts per session and the turns per attempt of an evaluation against the session
+ * limits of the server that will play it (the server answers 400 to a session past them).
+ * @throws UsageError naming the option, the limit and the variable that sets it.
+ */
+export function checkSessionLimits(limits: SessionLimits, attempts: number, maxSteps: number): void {
+  if (attempts > limits.maxAttempts) throw new UsageError(`--attempts ${attempts} is more than the server allows: at most ${limits.maxAttempts} attempts per session (LAMER_MAX_ATTEMPTS)`);
+  if (maxSteps > limits.maxStepsCap) throw new UsageError(`--max-steps ${maxSteps} is more than the server allows: at most ${limits.maxStepsCap} turns per attempt (LAMER_MAX_STEPS_CAP)`);
 }
 
 /** A finite number option in [lo, hi]; `def` when absent. @throws UsageError otherwise. */

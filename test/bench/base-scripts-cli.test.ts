@@ -2,8 +2,8 @@
  * The command lines of `npm run eval:base` (bench/base-policy.ts) and `npm run bench:base-scaling`
  * (bench/base-scaling.ts), run as child processes: --help / -h print the usage text listing every
  * option and exit 0 without doing any work; a value starting with '-' given as a separate argument
- * is a one-line usage error, exit 2; so are a count not written in digits or past the eval seeds,
- * and a checkpoint folder without its weights.
+ * is a one-line usage error, exit 2; so are a count not written in digits, past the eval seeds or
+ * past the server's attempts, and a checkpoint folder without its weights.
  */
 import { spawnSync } from 'node:child_process';
 import { copyFileSync, existsSync } from 'node:fs';
@@ -42,12 +42,13 @@ describe('eval:base command line', () => {
     expect(r.stderr).toBe("eval:base: --loss-sessions needs a value (one that starts with '-' must be written --loss-sessions=VALUE)\n");
   }, 30_000);
 
-  it('counts: written in digits, within the eval seeds that the rows and the held-out loss play; one line, exit 2', () => {
+  it('counts: written in digits, within the eval seeds that the rows and the held-out loss play and the server\'s attempts; one line, exit 2', () => {
     const e = 2 ** 32 - 1e9;
     for (const [args, line] of [
       [['--tasks', '1e9'], `--tasks must be an integer in [1, ${e}] written in digits, got '1e9'`],
       [['--tasks', String(e + 1)], `--tasks must be an integer in [1, ${e}] written in digits, got '${e + 1}'`],
       [['--attempts', '2.5'], "--attempts must be an integer >= 1 written in digits, got '2.5'"],
+      [['--attempts', '11'], '--attempts 11 is more than the server allows: at most 10 attempts per session (LAMER_MAX_ATTEMPTS)'],
       [['--seed', String(e - 2), '--tasks', '3'], `--seed + --tasks must be at most ${e} (the eval seeds [1000000000, 2^32)), got ${e + 1}`],
       [['--seed', String(e - 2), '--tasks', '1', '--loss-sessions', '3'], `--seed + --loss-sessions must be at most ${e} (the eval seeds [1000000000, 2^32)), got ${e + 1}`],
     ] as const) {

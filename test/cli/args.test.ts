@@ -60,6 +60,24 @@ describe('lamer eval / demos option checks (src/cli/args.ts)', () => {
     expect(u.err[0]).toMatch(/^lamer eval: Unknown option '--bogus'.*--help/);
   });
 
+  it('--attempts, --max-steps and --top-k past what the server accepts: one line before any server starts, exit 2', async () => {
+    const err = (flag: string, v: string, line: string) => ({ code: 2, err: [`lamer eval: ${flag} ${v} is more than the server allows: ${line}`], log: [] });
+    expect(await cli(evalRun, ['--env', 'minesweeper', '--attempts', '99'])).toEqual(err('--attempts', '99', 'at most 10 attempts per session (LAMER_MAX_ATTEMPTS)'));
+    expect(await cli(evalRun, ['--env', 'minesweeper', '--max-steps', '1001'])).toEqual(err('--max-steps', '1001', 'at most 1000 turns per attempt (LAMER_MAX_STEPS_CAP)'));
+    expect(await cli(evalRun, ['--env', 'minesweeper', '--top-k', '1000001'])).toEqual({
+      code: 2, err: ["lamer eval: --top-k must be an integer in [0, 1000000] written in digits, got '1000001'"], log: [],
+    });
+    // the in-process server's limits are this process's configuration
+    process.env.LAMER_MAX_ATTEMPTS = '12';
+    try {
+      expect(await cli(evalRun, ['--env', 'minesweeper', '--attempts', '13'])).toEqual(err('--attempts', '13', 'at most 12 attempts per session (LAMER_MAX_ATTEMPTS)'));
+    } finally {
+      delete process.env.LAMER_MAX_ATTEMPTS;
+    }
+    // the reference policies play without a server: no session limits
+    expect(await cli(evalRun, ['--env', 'minesweeper-4x4-2', '--policy', 'solver', '--tasks', '1', '--attempts', '11', '--quiet'])).toMatchObject({ code: 0, err: [] });
+  });
+
   it('--params: bad values and foreign keys are one-line errors naming the valid keys', async () => {
     const cases: Array<[string, string, string]> = [
       ['minesweeper', '{"mines":99}', 'lamer eval: --params: minesweeper: at most rows*cols-2 = 34 mines'],
@@ -139,6 +157,9 @@ describe('lamer export / train use the same option module', () => {
       code: 2, err: ['lamer train: --params: mines is not a parameter of sokoban (valid: rows, cols, boxes, minMoves, maxMoves)'],
     });
     expect(await cli(trainRun, ['--env', 'sokoban', '--algorithm', 'lamer', '--lr', '-1'])).toMatchObject({ code: 2, err: ["lamer train: --lr must be a number in [1e-12, 1], got '-1'"] });
+    expect(await cli(trainRun, ['--env', 'sokoban', '--algorithm', 'lamer', '--top-k', '1000001'])).toMatchObject({
+      code: 2, err: ["lamer train: --top-k must be an integer in [0, 1000000] written in digits, got '1000001'"],
+    });
   });
 });
 
