@@ -223,8 +223,15 @@ export function checkOutPath(name: string, file: string): void {
     throw new UsageError(`--${name} ${file} is not writable`);
   }
   if (st) return;
-  // access() passes where creating the file still fails (procfs and other special file systems
-  // for root): create it for real, then remove it again, so the run fails now and not at its end.
+  probeNewFile(name, file);
+}
+
+/**
+ * Create the missing `file` for real and remove it again: access() passes where creating it still
+ * fails (procfs and other special file systems for root), so the run fails now and not at its end.
+ * @throws UsageError with the file system's code.
+ */
+function probeNewFile(name: string, file: string): void {
   let fd: number;
   try {
     fd = fs.openSync(file, 'wx');
@@ -235,4 +242,89 @@ export function checkOutPath(name: string, file: string): void {
   }
   fs.closeSync(fd);
   fs.rmSync(file, { force: true });
+}
+
+const errCode = (e: unknown): string => (e as NodeJS.ErrnoException).code ?? (e as Error).message;
+
+/**
+ * Why the absolute folder `dir` cannot be written in once ensureDirSync (src/ensure-dir.ts) has
+ * made it, or null when it can. `dir` itself, or else its nearest existing ancestor (found with
+ * stat), must be a folder this process may write in; below a missing level, a probe folder is
+ * made there with one plain mkdir and removed at once, since access() passes where the file
+ * system still refuses (procfs for root). No recursive mkdir, which can hang on such a file
+ * system, and nothing is left behind.
+ */
+function folderProblem(dir: string): string | null {
+  let level = dir;
+  let st: fs.Stats;
+  for (;;) {
+    try {
+      st = fs.statSync(level);
+      break;
+    } catch (e) {
+      const code = errCode(e);
+      // ENOTDIR: a level above is a file, which the walk up then finds
+      if ((code !== 'ENOENT' && code !== 'ENOTDIR') || path.dirname(level) === level) return `cannot create folder ${dir}: ${code} at ${level}`;
+      level = path.dirname(level);
+    }
+  }
+  if (level === dir) {
+    if (!st.isDirectory()) return `${dir} exists and is not a folder`;
+    return canWrite(dir) ? null : `folder ${dir} is not writable`;
+  }
+  if (!st.isDirectory()) return `cannot create folder ${dir}: ${level} is not a folder`;
+  if (!canWrite(level)) return `cannot create folder ${dir}: ${level} is not writable`;
+  try {
+    fs.rmdirSync(fs.mkdtempSync(path.join(level, '.lamer-check-')));
+  } catch (e) {
+    return `cannot create folder ${dir}: ${errCode(e)} in ${level}`;
+  }
+  return null;
+}
+
+/** Whether this process may write to `p` (access W_OK; root passes almost everywhere). */
+function canWrite(p: string): boolean {
+  try {
+    fs.accessSync(p, fs.constants.W_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Check, before any work, that `file` can be written where a missing folder is created first
+ * (ensureDirSync): an existing `file` is a writable file, not a folder; a new one can be created
+ * in its folder, or that folder can be made (folderProblem). A new file in an existing folder is
+ * created and removed again; nothing else is left behind.
+ * @throws UsageError naming the option, the path and the problem.
+ */
+export function checkOutFile(name: string, file: string): void {
+  const abs = path.resolve(file);
+  let st: fs.Stats | undefined;
+  try {
+    st = fs.statSync(abs);
+  } catch (e) {
+    const code = errCode(e);
+    if (code !== 'ENOENT' && code !== 'ENOTDIR') throw new UsageError(`--${name} ${file}: ${code}`);
+  }
+  if (st?.isDirectory()) throw new UsageError(`--${name} ${file} is a directory`);
+  if (st) {
+    if (!canWrite(abs)) throw new UsageError(`--${name} ${file} is not writable`);
+    return;
+  }
+  const dir = path.dirname(abs);
+  const problem = folderProblem(dir);
+  if (problem !== null) throw new UsageError(`--${name} ${file}: ${problem}`);
+  if (fs.statSync(dir, { throwIfNoEntry: false })?.isDirectory()) probeNewFile(name, file);
+}
+
+/**
+ * Check, before any work, that `dir` is a folder that can be written in, or can be made one by
+ * ensureDirSync (folderProblem). Nothing is left behind.
+ * @throws UsageError naming the option, the path and the problem.
+ */
+export function checkOutFolder(name: string, dir: string): void {
+  const problem = folderProblem(path.resolve(dir));
+  if (problem !== null) throw new UsageError(`--${name} ${dir}: ${problem}`);
 }
