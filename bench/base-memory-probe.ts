@@ -41,7 +41,7 @@
  * weight files, read when its turn comes; 1 for a failure later.
  */
 import { parseArgs } from 'node:util';
-import { existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { renderActPrompt, type PromptStep } from '../src/agent/prompt.js';
@@ -59,7 +59,8 @@ import { GameTokenizer } from '../src/model/tokenizers.js';
 import { compactExamples, pieceToken } from '../src/training/data/compact-sft.js';
 import { positionLogits } from '../src/training/maths/soft-targets.js';
 import { ACTION_RESERVE, REFLECTION_RESERVE } from '../src/cli/sft-compact-play.js';
-import { intOpt, parseArgsMessage, UsageError } from '../src/cli/args.js';
+import { checkOutFile, intOpt, parseArgsMessage, UsageError } from '../src/cli/args.js';
+import { ensureDirSync } from '../src/ensure-dir.js';
 
 const ENV = 'minesweeper-6x6-3';
 
@@ -344,10 +345,12 @@ async function parseOptions(argv: string[]): Promise<Options> {
   }
   const out = values.out ?? 'bench/results/base-memory-probe.json';
   if (out === '' || (existsSync(out) && statSync(out).isDirectory())) fail(`--out '${out}' must be a file path, not a folder`);
+  // its folder is made when the figures are written; checked now without making it
   try {
-    mkdirSync(path.dirname(out), { recursive: true });
+    checkOutFile('out', out);
   } catch (e) {
-    fail(`--out ${out}: cannot create its folder (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+    if (e instanceof UsageError) fail(e.message);
+    throw e;
   }
   return { models, boards, out };
 }
@@ -372,6 +375,7 @@ async function main(): Promise<void> {
   for (const r of rows) console.log(tableRow(r));
   console.log('\n' + IN_PLAY_HEAD);
   for (const r of rows) for (const line of inPlayRows(r)) console.log(line);
+  ensureDirSync(path.dirname(out));
   writeFileSync(out, JSON.stringify({ env: ENV, boards, measuredAt: new Date().toISOString(), rows }, null, 1) + '\n');
   console.log(`written: ${out}`);
 }

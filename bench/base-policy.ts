@@ -108,6 +108,9 @@ if (values.help) {
   process.exit(0);
 }
 
+/** `n word` or `n words`: '1 task', '3 tasks'. */
+const count = (n: number, word: string): string => `${n} ${word}${n === 1 ? '' : 's'}`;
+
 /** `f()`, or exit 2 with its UsageError's line. */
 const usage = <T>(f: () => T): T => {
   try {
@@ -193,7 +196,7 @@ async function main(): Promise<void> {
       const reports = new Map<BaseRow, EvalReport>();
       for (const row of rows) {
         const spec = BASE_ROW_SPECS[row];
-        log(`${env} ${spec.label}: ${tasks} tasks x ${K} attempts`);
+        log(`${env} ${spec.label}: ${count(tasks, 'task')} x ${count(K, 'attempt')}`);
         const report = await runEval({
           env: kind, params, tasks, attempts: K, concurrency, seed, policy: 'model', server: server.url,
           sampling: PAPER_EVAL_SAMPLING, availableActions: spec.availableActions, independentAttempts: spec.independentAttempts,
@@ -226,7 +229,7 @@ async function main(): Promise<void> {
         const l0 = performance.now();
         g.heldOutLoss = await heldOutDemoLoss(model, { env: kind, params, sessions: lossSessions, seed });
         const nats = (x: number | null) => (x === null ? '-' : x.toFixed(3));
-        log(`${g.env} held-out loss on ${lossSessions} demonstration sessions: reflection ${nats(g.heldOutLoss.reflection.natsPerToken)} nats/token (${g.heldOutLoss.reflection.tokens} tokens), action ${nats(g.heldOutLoss.action.natsPerToken)} (${g.heldOutLoss.action.tokens} tokens), ${((performance.now() - l0) / 1000).toFixed(0)} s`);
+        log(`${g.env} held-out loss on ${count(lossSessions, 'demonstration session')}: reflection ${nats(g.heldOutLoss.reflection.natsPerToken)} nats/token (${g.heldOutLoss.reflection.tokens} tokens), action ${nats(g.heldOutLoss.action.natsPerToken)} (${g.heldOutLoss.action.tokens} tokens), ${((performance.now() - l0) / 1000).toFixed(0)} s`);
       }
     } finally {
       model.dispose();
@@ -239,7 +242,7 @@ async function main(): Promise<void> {
   const header = [
     `Measured by \`npm run eval:base\` (bench/base-policy.ts) on ${new Date().toISOString().slice(0, 10)}: checkpoint \`${shownModel}\``
       + ` (${meta.config.n_layer} layer${meta.config.n_layer === 1 ? '' : 's'} x ${meta.config.n_embd}, ${countParams(meta.config)} parameters, weights.bin sha256 ${weightsSha256.slice(0, 12)}...),`
-      + ` ${tasks} held-out tasks per game (eval seeds from offset ${seed}), ${K} attempts, sampling ${JSON.stringify(PAPER_EVAL_SAMPLING)}; the same tasks in every row; ${(seconds / 60).toFixed(1)} minutes.`,
+      + ` ${count(tasks, 'held-out task')} per game (eval seeds from offset ${seed}), ${count(K, 'attempt')}, sampling ${JSON.stringify(PAPER_EVAL_SAMPLING)}; the same tasks in every row; ${(seconds / 60).toFixed(1)} minutes.`,
     '',
   ].join('\n');
   const exampleLines = Object.entries(examples).filter(([, xs]) => xs.length > 0).flatMap(([env, xs]) => ['', `First reflections written on ${env} (row a):`, '', ...xs.map((x) => `> ${x.replace(/\n/g, ' ')}`)]);
@@ -258,7 +261,7 @@ async function main(): Promise<void> {
     log(`updated the base-policy section of ${values.results}`);
   }
   if (errors > 0) {
-    console.error(`eval:base: ${errors} sessions failed with errors`);
+    console.error(`eval:base: ${count(errors, 'session')} failed with errors`);
     process.exitCode = 1;
   }
 }

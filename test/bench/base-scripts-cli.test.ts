@@ -114,6 +114,7 @@ describe('eval:base command line', () => {
       '--out', out, '--reports', reports,
     ]);
     expect(r.status, r.stderr).toBe(1);
+    expect(r.stderr).toContain('] minesweeper-4x4-2 (c) independent retries, no memory: 1 task x 1 attempt\n'); // singular counts
     const lines = r.stderr.trimEnd().split('\n');
     expect(lines.at(-1)).toBe(`eval:base: EISDIR: illegal operation on a directory, open '${reports}/minesweeper-4x4-2-independent.json'`);
     expect(lines.every((l) => l.startsWith('[') || l.startsWith('eval:base: '))).toBe(true); // progress lines, then the one error line
