@@ -1,8 +1,10 @@
 /**
- * Option parsing shared by the `lamer` commands (eval, demos, export): node:util parseArgs with
- * `--help`, negative numbers as option values, the `lamer <cmd>: message` + exit code 2 convention
- * for usage errors, integer / number range checks, and the `--env` / `--params` pair of the
- * built-in environments (src/envs/index.ts).
+ * Option parsing shared by the `lamer` commands (eval, demos, export, train) and the npm scripts
+ * (eval:base, the bench scripts, model:sft-chat): node:util parseArgs with `--help`, negative
+ * numbers as option values, the `lamer <cmd>: message` + exit code 2 convention for usage errors,
+ * integer / number range checks, the held-out tasks within the eval seeds, the session limits of
+ * an in-process server, output paths checked before any work, and the `--env` / `--params` pair
+ * of the built-in environments (src/envs/index.ts).
  *
  * Errors: every check throws `UsageError` with a one-line message naming the option; `usageError`
  * prints it as `lamer <cmd>: <message>` and returns exit code 2.

@@ -19,6 +19,7 @@ import { createHash } from 'node:crypto';
 import path from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { parseArgsMessage } from './args.js';
+import { ensureDirSync } from '../ensure-dir.js';
 import { initBackend } from '../model/backend.js';
 import { DEFAULT_LIMITS } from '../model/sampling.js';
 import { checkpointText, loadCheckpoint, saveCheckpoint, type DefaultSampling } from '../model/checkpoint.js';
@@ -188,7 +189,8 @@ function outDir(out: string, overwrite: boolean): string {
     if (entries.length > 0 && !overwrite) fail(`--out ${out} is not empty (give --overwrite to replace the checkpoint there, e.g. to rebuild models/base)`);
   }
   try {
-    mkdirSync(out, { recursive: true });
+    // level by level: a recursive mkdir can hang where the file system refuses a level (procfs for root)
+    ensureDirSync(out);
   } catch (e) {
     fail(`--out ${out}: cannot create it (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
   }

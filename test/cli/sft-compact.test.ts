@@ -49,6 +49,16 @@ describe('sft-compact CLI', () => {
     expect(fs.readdirSync(out)).toEqual(['keep.txt']);
   });
 
+  it('an --out that cannot be made a folder: one line with the file system\'s code, exit 2', async () => {
+    const dir = tmpDir('lamer-sft-compact-file-');
+    const file = path.join(dir, 'plain.txt');
+    fs.writeFileSync(file, 'x');
+    const r = await runCli(['--out', path.join(file, 'ckpt'), '--steps', '1']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe(`model:sft-base: --out ${file}/ckpt: cannot create it (ENOTDIR) (--help lists the options)\n`);
+    expect(fs.readdirSync(dir)).toEqual(['plain.txt']);
+  });
+
   it('--help prints the usage on stdout and exits 0', async () => {
     const r = await runCli(['--help']);
     expect(r.code).toBe(0);
