@@ -41,7 +41,7 @@
  * weight files, read when its turn comes; 1 for a failure later.
  */
 import { parseArgs } from 'node:util';
-import { existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { renderActPrompt, type PromptStep } from '../src/agent/prompt.js';
@@ -59,7 +59,8 @@ import { GameTokenizer } from '../src/model/tokenizers.js';
 import { compactExamples, pieceToken } from '../src/training/data/compact-sft.js';
 import { positionLogits } from '../src/training/maths/soft-targets.js';
 import { ACTION_RESERVE, REFLECTION_RESERVE } from '../src/cli/sft-compact-play.js';
-import { parseArgsMessage } from '../src/cli/args.js';
+import { checkOutFile, intOpt, parseArgsMessage, UsageError } from '../src/cli/args.js';
+import { ensureDirSync } from '../src/ensure-dir.js';
 
 const ENV = 'minesweeper-6x6-3';
 
@@ -328,8 +329,13 @@ async function parseOptions(argv: string[]): Promise<Options> {
     process.exit(0);
   }
   // digits only: Number() alone would take '', ' 5', '0x10' and '1e3'
-  const boards = values.boards === undefined ? 200 : /^\d+$/.test(values.boards) ? Number(values.boards) : NaN;
-  if (!Number.isInteger(boards) || boards < 1 || boards > 100_000) fail(`--boards must be an integer in [1, 100000], got '${values.boards}'`);
+  let boards = 200;
+  try {
+    boards = intOpt('boards', values.boards, 200, 1, 100_000);
+  } catch (e) {
+    if (e instanceof UsageError) fail(e.message);
+    throw e;
+  }
   const models = values.model ?? ['models/base'];
   for (const dir of models) {
     if (!existsSync(path.join(dir, 'model.json'))) fail(`--model ${dir}: no model.json there`);
@@ -339,10 +345,12 @@ async function parseOptions(argv: string[]): Promise<Options> {
   }
   const out = values.out ?? 'bench/results/base-memory-probe.json';
   if (out === '' || (existsSync(out) && statSync(out).isDirectory())) fail(`--out '${out}' must be a file path, not a folder`);
+  // its folder is made when the figures are written; checked now without making it
   try {
-    mkdirSync(path.dirname(out), { recursive: true });
+    checkOutFile('out', out);
   } catch (e) {
-    fail(`--out ${out}: cannot create its folder (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+    if (e instanceof UsageError) fail(e.message);
+    throw e;
   }
   return { models, boards, out };
 }
@@ -367,6 +375,7 @@ async function main(): Promise<void> {
   for (const r of rows) console.log(tableRow(r));
   console.log('\n' + IN_PLAY_HEAD);
   for (const r of rows) for (const line of inPlayRows(r)) console.log(line);
+  ensureDirSync(path.dirname(out));
   writeFileSync(out, JSON.stringify({ env: ENV, boards, measuredAt: new Date().toISOString(), rows }, null, 1) + '\n');
   console.log(`written: ${out}`);
 }

@@ -22,19 +22,21 @@
  * --games LIST (minesweeper-6x6-3,sokoban-6x6-2), --rows LIST (lamer,lamer-avail,independent),
  * --out FILE, --reports DIR, --results FILE, --resamples B (10000), --loss-sessions N (32; 0: no
  * held-out loss), -h / --help (the usage text on stdout, exit 0, nothing run).
- * Exit code: 0; 1 when a session failed with an error (the figures are still written); 2 for bad
- * options (one line; a value that starts with '-' is written --option=VALUE).
+ * Exit code: 0; 1 when a session failed with an error (the figures are still written), or for a
+ * later failure such as a write the disk refuses (one line); 2 for bad options (one line, before
+ * the model is loaded: the counts, the server's session limits, and the --out, --reports and
+ * --results paths; a value that starts with '-' is written --option=VALUE).
  */
 import { createHash } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { accessSync, constants, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { parseArgsMessage } from '../src/cli/args.js';
+import { checkEvalSeeds, checkOutFile, checkOutFolder, checkSessionLimits, inProcessSessionLimits, intOpt, parseArgsMessage, UsageError } from '../src/cli/args.js';
 import { ensureDirSync } from '../src/ensure-dir.js';
-import { parseEnvName } from '../src/envs/index.js';
+import { EVAL_SEED_COUNT, MAX_STEPS, parseEnvName } from '../src/envs/index.js';
 import { basePolicyMarkdown, BASE_ROWS, BASE_ROW_SPECS, rowDifference, rowSummary, type BaseRow, type GameResult } from '../src/eval/base-policy.js';
-import { replaceSection } from '../src/eval/compare.js';
+import { hasSection, replaceSection, sectionMarkers } from '../src/eval/compare.js';
 import { PAPER_EVAL_SAMPLING, runEval, type EvalReport } from '../src/eval/harness.js';
 import { heldOutDemoLoss } from '../src/cli/heldout-loss.js';
 import { readCheckpointMetadata } from '../src/model/checkpoint.js';
@@ -67,15 +69,15 @@ and the per-game held-out loss; writes the figures as JSON.
                          a missing folder is created
   --reports DIR          also write each row's full eval report there, creating the folder
                          if missing (default: none)
-  --results FILE         replace the marked section base-policy of FILE, e.g. docs/RESULTS.md
-                         (default: none)
+  --results FILE         replace the marked section base-policy of FILE, an existing file
+                         that has one, e.g. docs/RESULTS.md (default: none)
   --resamples B          bootstrap resamples of the pass@K (a) - (c) interval (default 10000)
   --loss-sessions N      held-out demonstration sessions per game for the held-out loss
                          (default 32; 0: no held-out loss)
   -h, --help             print this text and exit
 
-Exit code: 0; 1 when a session failed with an error (the figures are still written); 2 for bad
-options.`;
+Exit code: 0; 1 when a session failed with an error (the figures are still written) or a later
+step failed; 2 for bad options, found before the model is loaded.`;
 
 const { values } = (() => {
   try {
@@ -106,116 +108,168 @@ if (values.help) {
   process.exit(0);
 }
 
-const int = (name: string, v: string, min: number): number => {
-  if (!/^\d+$/.test(v) || Number(v) < min) fail(`--${name} must be an integer >= ${min}, got '${v}'`);
-  return Number(v);
+/** `n word` or `n words`: '1 task', '3 tasks'. */
+const count = (n: number, word: string): string => `${n} ${word}${n === 1 ? '' : 's'}`;
+
+/** `f()`, or exit 2 with its UsageError's line. */
+const usage = <T>(f: () => T): T => {
+  try {
+    return f();
+  } catch (e) {
+    if (e instanceof UsageError) fail(e.message);
+    throw e;
+  }
 };
-const tasks = int('tasks', values.tasks, 1);
+const int = (name: string, v: string, min: number, max?: number): number => usage(() => intOpt(name, v, undefined, min, max));
+// the rows and the held-out loss play eval seeds from --seed on: both counts stay within them
+const tasks = int('tasks', values.tasks, 1, EVAL_SEED_COUNT);
 const K = int('attempts', values.attempts, 1);
-const seed = int('seed', values.seed, 0);
+const seed = int('seed', values.seed, 0, EVAL_SEED_COUNT - 1);
 const concurrency = int('concurrency', values.concurrency, 1);
 const resamples = int('resamples', values.resamples, 1);
-const lossSessions = int('loss-sessions', values['loss-sessions'], 0);
+const lossSessions = int('loss-sessions', values['loss-sessions'], 0, EVAL_SEED_COUNT);
+usage(() => checkEvalSeeds('--seed + --tasks', seed, tasks));
+usage(() => checkEvalSeeds('--seed + --loss-sessions', seed, lossSessions));
 const games = values.games.split(',').map((g) => g.trim()).filter(Boolean);
 for (const g of games) {
   try { parseEnvName(g); } catch (e) { fail(`--games: ${(e as Error).message}`); }
 }
 const rows = values.rows.split(',').map((r) => r.trim()).filter(Boolean) as BaseRow[];
 for (const r of rows) if (!BASE_ROWS.includes(r)) fail(`--rows: '${r}' is not one of ${BASE_ROWS.join(', ')}`);
+// the in-process server refuses a session past its limits: K attempts of each game's turns
+usage(() => checkSessionLimits(inProcessSessionLimits(), K, Math.max(...games.map((g) => MAX_STEPS[parseEnvName(g).kind]))));
 const modelDir = path.resolve(values.model);
 const out = values.out ?? (tasks >= 128 ? path.join(repoRoot, 'bench', 'results', 'base-policy.json') : path.join(tmpdir(), `base-policy-${tasks}tasks.json`));
 
-const meta = await readCheckpointMetadata(modelDir).catch((e: Error) => fail(`--model: ${e.message}`));
-let weightsBytes: Buffer;
-try {
-  weightsBytes = readFileSync(path.join(modelDir, 'weights.bin'));
-} catch (e) {
-  fail(`--model: ${modelDir}/weights.bin: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message} (a checkpoint is model.json + weights.bin)`);
-}
-const weightsSha256 = createHash('sha256').update(weightsBytes).digest('hex');
-const log = (line: string) => process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${line}\n`);
+// The output paths, before the model is loaded: a bad one is found now and not after the run.
+usage(() => checkOutFile('out', out));
+if (values.reports) usage(() => checkOutFolder('reports', values.reports!));
+if (values.results) checkResultsFile(values.results);
 
-const dataDir = mkdtempSync(path.join(tmpdir(), 'lamer-eval-base-'));
-const server = await startServer({ port: 0, host: '127.0.0.1', dataDir, engine: 'builtin', apiKeys: [], logLevel: 'error', baseModelDir: modelDir });
-const stop = async () => { await server.close().catch(() => undefined); rmSync(dataDir, { recursive: true, force: true }); };
-for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => void stop().finally(() => process.exit(sig === 'SIGINT' ? 130 : 143)));
-
-const t0 = performance.now();
-const results: GameResult[] = [];
-const examples: Record<string, string[]> = {};
-let errors = 0;
-try {
-  if (values.reports) ensureDirSync(values.reports);
-  for (const env of games) {
-    const { kind, params } = parseEnvName(env);
-    const reports = new Map<BaseRow, EvalReport>();
-    for (const row of rows) {
-      const spec = BASE_ROW_SPECS[row];
-      log(`${env} ${spec.label}: ${tasks} tasks x ${K} attempts`);
-      const report = await runEval({
-        env: kind, params, tasks, attempts: K, concurrency, seed, policy: 'model', server: server.url,
-        sampling: PAPER_EVAL_SAMPLING, availableActions: spec.availableActions, independentAttempts: spec.independentAttempts,
-        onSession: (done, total) => { if (done % 16 === 0 || done === total) log(`  ${done}/${total} sessions`); },
-      });
-      reports.set(row, report);
-      errors += report.metrics.errors;
-      if (values.reports) writeFileSync(path.join(values.reports, `${env}-${row}.json`), JSON.stringify(report) + '\n');
-      log(`  pass@k ${JSON.stringify(report.metrics.passAtK)}, invalid ${(100 * report.metrics.invalidActionRate).toFixed(1)}%, ${report.durationS.toFixed(0)} s`);
-    }
-    const a = reports.get('lamer');
-    const c = reports.get('independent');
-    results.push({
-      env,
-      rows: [...reports].map(([row, r]) => rowSummary(row, r)),
-      lamerMinusIndependent: a && c ? rowDifference(a.sessions, c.sessions, K, resamples) : null,
-    });
-    examples[env] = (a ?? reports.get('lamer-avail'))?.sessions.flatMap((s) => s.attempts.flatMap((x) => (x.reflection ? [x.reflection] : []))).slice(0, 3) ?? [];
-  }
-} finally {
-  await stop();
-}
-
-// The held-out loss, with the server stopped so that it has the cores alone.
-if (lossSessions > 0) {
-  const model = await (await createModelIO()).load(modelDir);
+/**
+ * --results FILE: an existing, writable file with the marked base-policy section that the run
+ * replaces (src/eval/compare.ts replaceSection would append one to any other file). Exits 2 with
+ * one line otherwise.
+ */
+function checkResultsFile(file: string): void {
+  let doc: string;
   try {
-    for (const g of results) {
-      const { kind, params } = parseEnvName(g.env);
-      const l0 = performance.now();
-      g.heldOutLoss = await heldOutDemoLoss(model, { env: kind, params, sessions: lossSessions, seed });
-      const nats = (x: number | null) => (x === null ? '-' : x.toFixed(3));
-      log(`${g.env} held-out loss on ${lossSessions} demonstration sessions: reflection ${nats(g.heldOutLoss.reflection.natsPerToken)} nats/token (${g.heldOutLoss.reflection.tokens} tokens), action ${nats(g.heldOutLoss.action.natsPerToken)} (${g.heldOutLoss.action.tokens} tokens), ${((performance.now() - l0) / 1000).toFixed(0)} s`);
+    doc = readFileSync(file, 'utf8');
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    fail(`--results ${file}: ${code === 'EISDIR' ? 'a folder' : code ?? (e as Error).message} (an existing file with a base-policy section, e.g. docs/RESULTS.md)`);
+  }
+  try {
+    accessSync(file, constants.W_OK);
+  } catch {
+    fail(`--results ${file} is not writable`);
+  }
+  const { begin, end } = sectionMarkers('base-policy');
+  if (!hasSection(doc, 'base-policy')) fail(`--results ${file} has no base-policy section (${begin} ... ${end}) to replace`);
+}
+
+/** The evaluation, the held-out loss and the writes, once the options are checked. */
+async function main(): Promise<void> {
+  const meta = await readCheckpointMetadata(modelDir).catch((e: Error) => fail(`--model: ${e.message}`));
+  let weightsBytes: Buffer;
+  try {
+    weightsBytes = readFileSync(path.join(modelDir, 'weights.bin'));
+  } catch (e) {
+    fail(`--model: ${modelDir}/weights.bin: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message} (a checkpoint is model.json + weights.bin)`);
+  }
+  const weightsSha256 = createHash('sha256').update(weightsBytes).digest('hex');
+  const log = (line: string) => process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${line}\n`);
+
+  const dataDir = mkdtempSync(path.join(tmpdir(), 'lamer-eval-base-'));
+  const server = await startServer({ port: 0, host: '127.0.0.1', dataDir, engine: 'builtin', apiKeys: [], logLevel: 'error', baseModelDir: modelDir });
+  const stop = async () => { await server.close().catch(() => undefined); rmSync(dataDir, { recursive: true, force: true }); };
+  for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => void stop().finally(() => process.exit(sig === 'SIGINT' ? 130 : 143)));
+
+  const t0 = performance.now();
+  const results: GameResult[] = [];
+  const examples: Record<string, string[]> = {};
+  let errors = 0;
+  try {
+    if (values.reports) ensureDirSync(values.reports);
+    for (const env of games) {
+      const { kind, params } = parseEnvName(env);
+      const reports = new Map<BaseRow, EvalReport>();
+      for (const row of rows) {
+        const spec = BASE_ROW_SPECS[row];
+        log(`${env} ${spec.label}: ${count(tasks, 'task')} x ${count(K, 'attempt')}`);
+        const report = await runEval({
+          env: kind, params, tasks, attempts: K, concurrency, seed, policy: 'model', server: server.url,
+          sampling: PAPER_EVAL_SAMPLING, availableActions: spec.availableActions, independentAttempts: spec.independentAttempts,
+          onSession: (done, total) => { if (done % 16 === 0 || done === total) log(`  ${done}/${total} sessions`); },
+        });
+        reports.set(row, report);
+        errors += report.metrics.errors;
+        if (values.reports) writeFileSync(path.join(values.reports, `${env}-${row}.json`), JSON.stringify(report) + '\n');
+        log(`  pass@k ${JSON.stringify(report.metrics.passAtK)}, invalid ${(100 * report.metrics.invalidActionRate).toFixed(1)}%, ${report.durationS.toFixed(0)} s`);
+      }
+      const a = reports.get('lamer');
+      const c = reports.get('independent');
+      results.push({
+        env,
+        rows: [...reports].map(([row, r]) => rowSummary(row, r)),
+        lamerMinusIndependent: a && c ? rowDifference(a.sessions, c.sessions, K, resamples) : null,
+      });
+      examples[env] = (a ?? reports.get('lamer-avail'))?.sessions.flatMap((s) => s.attempts.flatMap((x) => (x.reflection ? [x.reflection] : []))).slice(0, 3) ?? [];
     }
   } finally {
-    model.dispose();
+    await stop();
+  }
+
+  // The held-out loss, with the server stopped so that it has the cores alone.
+  if (lossSessions > 0) {
+    const model = await (await createModelIO()).load(modelDir);
+    try {
+      for (const g of results) {
+        const { kind, params } = parseEnvName(g.env);
+        const l0 = performance.now();
+        g.heldOutLoss = await heldOutDemoLoss(model, { env: kind, params, sessions: lossSessions, seed });
+        const nats = (x: number | null) => (x === null ? '-' : x.toFixed(3));
+        log(`${g.env} held-out loss on ${count(lossSessions, 'demonstration session')}: reflection ${nats(g.heldOutLoss.reflection.natsPerToken)} nats/token (${g.heldOutLoss.reflection.tokens} tokens), action ${nats(g.heldOutLoss.action.natsPerToken)} (${g.heldOutLoss.action.tokens} tokens), ${((performance.now() - l0) / 1000).toFixed(0)} s`);
+      }
+    } finally {
+      model.dispose();
+    }
+  }
+  const seconds = (performance.now() - t0) / 1000;
+
+  const rel = path.relative(repoRoot, modelDir);
+  const shownModel = rel === '' || rel.startsWith('..') || path.isAbsolute(rel) ? modelDir : rel;
+  const header = [
+    `Measured by \`npm run eval:base\` (bench/base-policy.ts) on ${new Date().toISOString().slice(0, 10)}: checkpoint \`${shownModel}\``
+      + ` (${meta.config.n_layer} layer${meta.config.n_layer === 1 ? '' : 's'} x ${meta.config.n_embd}, ${countParams(meta.config)} parameters, weights.bin sha256 ${weightsSha256.slice(0, 12)}...),`
+      + ` ${count(tasks, 'held-out task')} per game (eval seeds from offset ${seed}), ${count(K, 'attempt')}, sampling ${JSON.stringify(PAPER_EVAL_SAMPLING)}; the same tasks in every row; ${(seconds / 60).toFixed(1)} minutes.`,
+    '',
+  ].join('\n');
+  const exampleLines = Object.entries(examples).filter(([, xs]) => xs.length > 0).flatMap(([env, xs]) => ['', `First reflections written on ${env} (row a):`, '', ...xs.map((x) => `> ${x.replace(/\n/g, ' ')}`)]);
+  const markdown = header + '\n' + basePolicyMarkdown(results, K) + (exampleLines.length ? exampleLines.join('\n') + '\n' : '');
+  console.log(markdown);
+
+  ensureDirSync(path.dirname(out));
+  writeFileSync(out, JSON.stringify({
+    generatedAt: new Date().toISOString(), seconds: Math.round(seconds),
+    model: { dir: modelDir, config: meta.config, parameters: countParams(meta.config), weightsSha256, meta: meta.meta },
+    tasks, attempts: K, seed, sampling: PAPER_EVAL_SAMPLING, lossSessions, games: results, exampleReflections: examples,
+  }, null, 1) + '\n');
+  log(`wrote ${out}`);
+  if (values.results) {
+    writeFileSync(values.results, replaceSection(readFileSync(values.results, 'utf8'), 'base-policy', markdown));
+    log(`updated the base-policy section of ${values.results}`);
+  }
+  if (errors > 0) {
+    console.error(`eval:base: ${count(errors, 'session')} failed with errors`);
+    process.exitCode = 1;
   }
 }
-const seconds = (performance.now() - t0) / 1000;
 
-const rel = path.relative(repoRoot, modelDir);
-const shownModel = rel === '' || rel.startsWith('..') || path.isAbsolute(rel) ? modelDir : rel;
-const header = [
-  `Measured by \`npm run eval:base\` (bench/base-policy.ts) on ${new Date().toISOString().slice(0, 10)}: checkpoint \`${shownModel}\``
-    + ` (${meta.config.n_layer} layer${meta.config.n_layer === 1 ? '' : 's'} x ${meta.config.n_embd}, ${countParams(meta.config)} parameters, weights.bin sha256 ${weightsSha256.slice(0, 12)}...),`
-    + ` ${tasks} held-out tasks per game (eval seeds from offset ${seed}), ${K} attempts, sampling ${JSON.stringify(PAPER_EVAL_SAMPLING)}; the same tasks in every row; ${(seconds / 60).toFixed(1)} minutes.`,
-  '',
-].join('\n');
-const exampleLines = Object.entries(examples).filter(([, xs]) => xs.length > 0).flatMap(([env, xs]) => ['', `First reflections written on ${env} (row a):`, '', ...xs.map((x) => `> ${x.replace(/\n/g, ' ')}`)]);
-const markdown = header + '\n' + basePolicyMarkdown(results, K) + (exampleLines.length ? exampleLines.join('\n') + '\n' : '');
-console.log(markdown);
-
-ensureDirSync(path.dirname(out));
-writeFileSync(out, JSON.stringify({
-  generatedAt: new Date().toISOString(), seconds: Math.round(seconds),
-  model: { dir: modelDir, config: meta.config, parameters: countParams(meta.config), weightsSha256, meta: meta.meta },
-  tasks, attempts: K, seed, sampling: PAPER_EVAL_SAMPLING, lossSessions, games: results, exampleReflections: examples,
-}, null, 1) + '\n');
-log(`wrote ${out}`);
-if (values.results) {
-  writeFileSync(values.results, replaceSection(readFileSync(values.results, 'utf8'), 'base-policy', markdown));
-  log(`updated the base-policy section of ${values.results}`);
-}
-if (errors > 0) {
-  console.error(`eval:base: ${errors} sessions failed with errors`);
-  process.exitCode = 1;
-}
+main().catch((e: unknown) => {
+  // A failure after the checks (a write the disk still refuses, a server that does not start) is
+  // one line and exit 1: left uncaught, tfjs-backend-wasm's handler rethrows it with its whole
+  // source (tens of KB) and exit 7.
+  console.error(`eval:base: ${e instanceof Error ? e.message : String(e)}`);
+  process.exit(1);
+});

@@ -38,9 +38,9 @@ import { spawn } from 'node:child_process';
 import { closeSync, existsSync, openSync, readdirSync, readFileSync, readSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { parseArgsMessage } from '../src/cli/args.js';
+import { checkEvalSeeds, intOpt, parseArgsMessage, UsageError } from '../src/cli/args.js';
 import { ensureDirSync } from '../src/ensure-dir.js';
-import { parseEnvName } from '../src/envs/index.js';
+import { EVAL_SEED_COUNT, parseEnvName } from '../src/envs/index.js';
 import {
   assertDistinct, defaultHeads, parseExisting, parsePoints, parseSftArgs, POINT_DIR_RE, scalingMarkdown, scalingRecord, scalingSvg, ScalingUsageError, sortRecords,
   type BaseEvalJson, type PointSpec, type PointTraining, type ScalingRecord,
@@ -123,18 +123,15 @@ if (values.help) {
   process.exit(0);
 }
 
-const int = (name: string, v: string, min: number): number => {
-  if (!/^\d+$/.test(v) || !Number.isSafeInteger(Number(v)) || Number(v) < min) fail(`--${name} must be an integer >= ${min}, got '${v}'`);
-  return Number(v);
-};
 const usage = <T>(f: () => T): T => {
   try {
     return f();
   } catch (e) {
-    if (e instanceof ScalingUsageError) fail(e.message);
+    if (e instanceof ScalingUsageError || e instanceof UsageError) fail(e.message);
     throw e;
   }
 };
+const int = (name: string, v: string, min: number, max?: number): number => usage(() => intOpt(name, v, undefined, min, max));
 
 if (values.out === undefined) fail('--out DIR is required');
 const out = path.resolve(values.out);
@@ -146,8 +143,10 @@ if (existsSync(out)) {
   fail(`--out ${out} does not exist (--report-only reads a grid's folder)`);
 }
 
-const tasks = int('tasks', values.tasks, 1);
-const seed = int('seed', values.seed, 0);
+// each point's eval:base plays eval seeds from --seed on
+const tasks = int('tasks', values.tasks, 1, EVAL_SEED_COUNT);
+const seed = int('seed', values.seed, 0, EVAL_SEED_COUNT - 1);
+usage(() => checkEvalSeeds('--seed + --tasks', seed, tasks));
 const games = values.games.split(',').map((g) => g.trim()).filter(Boolean);
 if (games.length === 0) fail('--games is empty');
 for (const g of games) {

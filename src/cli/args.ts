@@ -1,8 +1,10 @@
 /**
- * Option parsing shared by the `lamer` commands (eval, demos, export): node:util parseArgs with
- * `--help`, negative numbers as option values, the `lamer <cmd>: message` + exit code 2 convention
- * for usage errors, integer / number range checks, and the `--env` / `--params` pair of the
- * built-in environments (src/envs/index.ts).
+ * Option parsing shared by the `lamer` commands (eval, demos, export, train) and the npm scripts
+ * (eval:base, the bench scripts, model:sft-chat): node:util parseArgs with `--help`, negative
+ * numbers as option values, the `lamer <cmd>: message` + exit code 2 convention for usage errors,
+ * integer / number range checks, the held-out tasks within the eval seeds, the session limits of
+ * an in-process server, output paths checked before any work, and the `--env` / `--params` pair
+ * of the built-in environments (src/envs/index.ts).
  *
  * Errors: every check throws `UsageError` with a one-line message naming the option; `usageError`
  * prints it as `lamer <cmd>: <message>` and returns exit code 2.
@@ -10,10 +12,16 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { Sampling } from '../agent/schemas.js';
+import { ConfigError, defaultLimits, loadConfig, type Limits } from '../config.js';
 import { ENV_KINDS, type EnvKind } from '../domain.js';
-import { makeEnv, parseEnvName, type EnvParams } from '../envs/index.js';
+import { EVAL_SEED_COUNT, EVAL_SEED_START, makeEnv, parseEnvName, type EnvParams } from '../envs/index.js';
 import { MINESWEEPER_DEFAULTS } from '../envs/minesweeper.js';
 import { SOKOBAN_DEFAULTS } from '../envs/sokoban.js';
+import { parseArgsMessage } from '../shared/parse-args-message.js';
+
+// Re-exported: the commands and bench scripts take it from here with the other option helpers.
+export { parseArgsMessage };
 
 /** A bad command line: printed as one line, exit code 2. */
 export class UsageError extends Error {}
@@ -39,19 +47,6 @@ export function joinNegativeValues(argv: string[], options: Options): string[] {
 }
 
 /**
- * The one-line message of an error thrown by node:util parseArgs, for scripts that take values
- * starting with '-' as they are (model:sft-base, eval:base, bench:base-scaling): parseArgs reads
- * `--workers -1` as `--workers` without its value ("Option '--workers' argument is ambiguous"
- * plus two lines of advice), which becomes "--workers needs a value (one that starts with '-'
- * must be written --workers=VALUE)". Any other error gives the first line of its message.
- */
-export function parseArgsMessage(e: unknown): string {
-  const msg = (e instanceof Error ? e.message : String(e)).split('\n')[0]!;
-  const ambiguous = /^Option '(--[a-z0-9-]+)' argument is ambiguous/.exec(msg);
-  return ambiguous ? `${ambiguous[1]} needs a value (one that starts with '-' must be written ${ambiguous[1]}=VALUE)` : msg;
-}
-
-/**
  * Parse `argv` of command `cmd` (strict). Returns the values, or an exit code: 0 after printing
  * `help` for --help / -h, 2 after printing `lamer <cmd>: <message>` for an unknown option or a
  * missing value.
@@ -67,7 +62,7 @@ export function parseCommand<O extends Options>(
   try {
     values = parseArgs({ args: joinNegativeValues(argv, all), options: all, strict: true, allowPositionals: false }).values;
   } catch (e) {
-    console.error(`lamer ${cmd}: ${(e as Error).message.split('\n')[0]} (lamer ${cmd} --help for the options)`);
+    console.error(`lamer ${cmd}: ${parseArgsMessage(e)} (lamer ${cmd} --help for the options)`);
     return { code: 2 };
   }
   if ((values as { help?: boolean }).help) {
@@ -88,7 +83,8 @@ export function usageError(cmd: string, e: unknown): number {
 
 /**
  * An integer option written as digits (optional leading '-'): `def` when absent (required when
- * `def` is undefined). @throws UsageError outside [min, max] or when not an integer ('1e2', '2.5').
+ * `def` is undefined). @throws UsageError outside [min, max] or when not written in digits ('1e2',
+ * '2.5'); the message says both, since '1e12' is an integer to the reader.
  */
 export function intOpt(name: string, v: string | undefined, def: number | undefined, min = 0, max = Number.MAX_SAFE_INTEGER): number {
   if (v === undefined) {
@@ -98,9 +94,51 @@ export function intOpt(name: string, v: string | undefined, def: number | undefi
   const n = Number(v);
   if (!/^-?\d+$/.test(v.trim()) || !Number.isSafeInteger(n) || n < min || n > max) {
     const range = max === Number.MAX_SAFE_INTEGER ? `>= ${min}` : `in [${min}, ${max}]`;
-    throw new UsageError(`--${name} must be an integer ${range}, got '${v}'`);
+    throw new UsageError(`--${name} must be an integer ${range} written in digits, got '${v}'`);
   }
   return n;
+}
+
+/**
+ * The held-out tasks of an evaluation: task i plays eval seed EVAL_SEED_START + seed + i
+ * (src/envs/index.ts evalSeed), so `--seed` + the tasks (`names`, e.g. '--seed + --tasks') must
+ * stay within the EVAL_SEED_COUNT eval seeds. @throws UsageError otherwise.
+ */
+export function checkEvalSeeds(names: string, seed: number, tasks: number): void {
+  if (seed + tasks > EVAL_SEED_COUNT) throw new UsageError(`${names} must be at most ${EVAL_SEED_COUNT} (the eval seeds [${EVAL_SEED_START}, 2^32)), got ${seed + tasks}`);
+}
+
+/** The largest `--top-k` a server accepts: the bound of the session schema's sampling (src/agent/schemas.ts). */
+// (TypeBox keeps the JSON Schema keywords on the schema object; its TInteger type does not declare them)
+export const MAX_TOP_K: number = (Sampling.properties.topK as unknown as { maximum: number }).maximum;
+
+/** The session limits that `--attempts` and `--max-steps` must respect. */
+export type SessionLimits = Pick<Limits, 'maxAttempts' | 'maxStepsCap'>;
+
+/**
+ * The session limits of a server that this process starts: startServer (src/server.ts) reads them
+ * with loadConfig, so src/config.ts defaultLimits unless LAMER_MAX_ATTEMPTS / LAMER_MAX_STEPS_CAP
+ * say otherwise. Read here to check the options before the server and its model are loaded. When
+ * the environment does not load, the defaults: starting the server then fails with its own message.
+ */
+export function inProcessSessionLimits(): SessionLimits {
+  let limits: Limits = defaultLimits;
+  try {
+    limits = loadConfig().limits;
+  } catch (e) {
+    if (!(e instanceof ConfigError)) throw e;
+  }
+  return { maxAttempts: limits.maxAttempts, maxStepsCap: limits.maxStepsCap };
+}
+
+/**
+ * Check the attempts per session and the turns per attempt of an evaluation against the session
+ * limits of the server that will play it (the server answers 400 to a session past them).
+ * @throws UsageError naming the option, the limit and the variable that sets it.
+ */
+export function checkSessionLimits(limits: SessionLimits, attempts: number, maxSteps: number): void {
+  if (attempts > limits.maxAttempts) throw new UsageError(`--attempts ${attempts} is more than the server allows: at most ${limits.maxAttempts} attempts per session (LAMER_MAX_ATTEMPTS)`);
+  if (maxSteps > limits.maxStepsCap) throw new UsageError(`--max-steps ${maxSteps} is more than the server allows: at most ${limits.maxStepsCap} turns per attempt (LAMER_MAX_STEPS_CAP)`);
 }
 
 /** A finite number option in [lo, hi]; `def` when absent. @throws UsageError otherwise. */
@@ -187,8 +225,15 @@ export function checkOutPath(name: string, file: string): void {
     throw new UsageError(`--${name} ${file} is not writable`);
   }
   if (st) return;
-  // access() passes where creating the file still fails (procfs and other special file systems
-  // for root): create it for real, then remove it again, so the run fails now and not at its end.
+  probeNewFile(name, file);
+}
+
+/**
+ * Create the missing `file` for real and remove it again: access() passes where creating it still
+ * fails (procfs and other special file systems for root), so the run fails now and not at its end.
+ * @throws UsageError with the file system's code.
+ */
+function probeNewFile(name: string, file: string): void {
   let fd: number;
   try {
     fd = fs.openSync(file, 'wx');
@@ -199,4 +244,89 @@ export function checkOutPath(name: string, file: string): void {
   }
   fs.closeSync(fd);
   fs.rmSync(file, { force: true });
+}
+
+const errCode = (e: unknown): string => (e as NodeJS.ErrnoException).code ?? (e as Error).message;
+
+/**
+ * Why the absolute folder `dir` cannot be written in once ensureDirSync (src/ensure-dir.ts) has
+ * made it, or null when it can. `dir` itself, or else its nearest existing ancestor (found with
+ * stat), must be a folder this process may write in; below a missing level, a probe folder is
+ * made there with one plain mkdir and removed at once, since access() passes where the file
+ * system still refuses (procfs for root). No recursive mkdir, which can hang on such a file
+ * system, and nothing is left behind.
+ */
+function folderProblem(dir: string): string | null {
+  let level = dir;
+  let st: fs.Stats;
+  for (;;) {
+    try {
+      st = fs.statSync(level);
+      break;
+    } catch (e) {
+      const code = errCode(e);
+      // ENOTDIR: a level above is a file, which the walk up then finds
+      if ((code !== 'ENOENT' && code !== 'ENOTDIR') || path.dirname(level) === level) return `cannot create folder ${dir}: ${code} at ${level}`;
+      level = path.dirname(level);
+    }
+  }
+  if (level === dir) {
+    if (!st.isDirectory()) return `${dir} exists and is not a folder`;
+    return canWrite(dir) ? null : `folder ${dir} is not writable`;
+  }
+  if (!st.isDirectory()) return `cannot create folder ${dir}: ${level} is not a folder`;
+  if (!canWrite(level)) return `cannot create folder ${dir}: ${level} is not writable`;
+  try {
+    fs.rmdirSync(fs.mkdtempSync(path.join(level, '.lamer-check-')));
+  } catch (e) {
+    return `cannot create folder ${dir}: ${errCode(e)} in ${level}`;
+  }
+  return null;
+}
+
+/** Whether this process may write to `p` (access W_OK; root passes almost everywhere). */
+function canWrite(p: string): boolean {
+  try {
+    fs.accessSync(p, fs.constants.W_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Check, before any work, that `file` can be written where a missing folder is created first
+ * (ensureDirSync): an existing `file` is a writable file, not a folder; a new one can be created
+ * in its folder, or that folder can be made (folderProblem). A new file in an existing folder is
+ * created and removed again; nothing else is left behind.
+ * @throws UsageError naming the option, the path and the problem.
+ */
+export function checkOutFile(name: string, file: string): void {
+  const abs = path.resolve(file);
+  let st: fs.Stats | undefined;
+  try {
+    st = fs.statSync(abs);
+  } catch (e) {
+    const code = errCode(e);
+    if (code !== 'ENOENT' && code !== 'ENOTDIR') throw new UsageError(`--${name} ${file}: ${code}`);
+  }
+  if (st?.isDirectory()) throw new UsageError(`--${name} ${file} is a directory`);
+  if (st) {
+    if (!canWrite(abs)) throw new UsageError(`--${name} ${file} is not writable`);
+    return;
+  }
+  const dir = path.dirname(abs);
+  const problem = folderProblem(dir);
+  if (problem !== null) throw new UsageError(`--${name} ${file}: ${problem}`);
+  if (fs.statSync(dir, { throwIfNoEntry: false })?.isDirectory()) probeNewFile(name, file);
+}
+
+/**
+ * Check, before any work, that `dir` is a folder that can be written in, or can be made one by
+ * ensureDirSync (folderProblem). Nothing is left behind.
+ * @throws UsageError naming the option, the path and the problem.
+ */
+export function checkOutFolder(name: string, dir: string): void {
+  const problem = folderProblem(path.resolve(dir));
+  if (problem !== null) throw new UsageError(`--${name} ${dir}: ${problem}`);
 }

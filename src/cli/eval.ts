@@ -19,7 +19,11 @@ import { join } from 'node:path';
 import type { parseArgs } from 'node:util';
 import cliProgress from 'cli-progress';
 import { runEval, checkServer, EvalAbortError, PAPER_EVAL_SAMPLING, type EvalPolicy, type EvalReport } from '../eval/harness.js';
-import { checkOutPath, choiceOpt, envOpt, intOpt, numOpt, parseCommand, usageError, UsageError } from './args.js';
+import { defaultLimits } from '../config.js';
+import { EVAL_SEED_COUNT, MAX_STEPS } from '../envs/index.js';
+import {
+  checkEvalSeeds, checkOutPath, checkSessionLimits, choiceOpt, envOpt, inProcessSessionLimits, intOpt, MAX_TOP_K, numOpt, parseCommand, usageError, UsageError,
+} from './args.js';
 
 const HELP = `usage: lamer eval --env NAME [options]
 
@@ -27,7 +31,8 @@ const HELP = `usage: lamer eval --env NAME [options]
                        (rows x cols, mines; e.g. minesweeper-6x6-3) or sokoban-RxC-B (rows x cols,
                        boxes; e.g. sokoban-6x6-2) (required)
   --tasks N            held-out tasks (default 128)
-  --attempts K         attempts per session, pass@1..K (default 3)
+  --attempts K         attempts per session, pass@1..K (default 3; a server takes at most its
+                       LAMER_MAX_ATTEMPTS, ${defaultLimits.maxAttempts} unless set)
   --concurrency C      sessions in flight (default 8)
   --seed S             offset into the eval seed range [1e9, 2^32) (default 0)
   --out FILE           write the JSON report here
@@ -36,7 +41,8 @@ const HELP = `usage: lamer eval --env NAME [options]
   --api-key KEY        API key sent as "Authorization: Bearer KEY" (default: $LAMER_API_KEY)
   --engine E           engine of the in-process server: builtin (default) | test
   --trials R           sessions per task (default 1)
-  --max-steps T        turns per attempt (default 7)
+  --max-steps T        turns per attempt (default 7; a server takes at most its
+                       LAMER_MAX_STEPS_CAP, ${defaultLimits.maxStepsCap} unless set)
   --temperature X --top-p X --top-k N   sampling (default 0.7 / 0.8 / 20, the paper's eval)
   --available-actions  send the env's legal actions with each step
   --independent-attempts  each attempt its own single-attempt session (no reflection, no memory):
@@ -86,10 +92,10 @@ function evalOptions(values: Values) {
   if (values.server !== undefined && !/^https?:\/\/\S+$/.test(values.server)) throw new UsageError(`--server must be an http(s) URL, got '${values.server}'`);
   const opts = {
     env, policy, params,
-    tasks: intOpt('tasks', values.tasks, 128, 1),
+    tasks: intOpt('tasks', values.tasks, 128, 1, EVAL_SEED_COUNT),
     attempts: intOpt('attempts', values.attempts, 3, 1),
     concurrency: intOpt('concurrency', values.concurrency, 8, 1),
-    seed: intOpt('seed', values.seed, 0),
+    seed: intOpt('seed', values.seed, 0, 0, EVAL_SEED_COUNT - 1),
     trials: intOpt('trials', values.trials, 1, 1),
     maxSteps: values['max-steps'] === undefined ? undefined : intOpt('max-steps', values['max-steps'], 7, 1),
     server: values.server,
@@ -97,13 +103,16 @@ function evalOptions(values: Values) {
     sampling: {
       temperature: numOpt('temperature', values.temperature, PAPER_EVAL_SAMPLING.temperature, 0, 10),
       topP: numOpt('top-p', values['top-p'], PAPER_EVAL_SAMPLING.topP, 1e-9, 1),
-      topK: intOpt('top-k', values['top-k'], PAPER_EVAL_SAMPLING.topK),
+      topK: intOpt('top-k', values['top-k'], PAPER_EVAL_SAMPLING.topK, 0, MAX_TOP_K),
     },
     availableActions: values['available-actions'] ?? false,
     independentAttempts: values['independent-attempts'] ?? false,
     modelVersion: values['model-version'],
   };
-  if (opts.seed + opts.tasks > 2 ** 32 - 1e9) throw new UsageError('--seed + --tasks exceeds the eval seed range');
+  checkEvalSeeds('--seed + --tasks', opts.seed, opts.tasks);
+  // A server started here has this process's limits; one given by --server has its own and says so
+  // when the first session is created (lamer eval then stops with its answer, exit 1).
+  if (policy === 'model' && opts.server === undefined) checkSessionLimits(inProcessSessionLimits(), opts.attempts, opts.maxSteps ?? MAX_STEPS[env]);
   if (values.out !== undefined) checkOutPath('out', values.out);
   return { opts, engine };
 }

@@ -18,6 +18,8 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 
 import { createHash } from 'node:crypto';
 import path from 'node:path';
 import * as tf from '@tensorflow/tfjs';
+import { parseArgsMessage } from './args.js';
+import { ensureDirSync } from '../ensure-dir.js';
 import { initBackend } from '../model/backend.js';
 import { DEFAULT_LIMITS } from '../model/sampling.js';
 import { checkpointText, loadCheckpoint, saveCheckpoint, type DefaultSampling } from '../model/checkpoint.js';
@@ -122,7 +124,8 @@ export function parseOptions(argv: string[]): Options {
         .map((k) => [k, { type: 'string' as const }]).concat([['help', { type: 'boolean' as const, short: 'h' } as never], ['overwrite', { type: 'boolean' as const } as never]])),
     }) as { values: Record<string, string | boolean | undefined> });
   } catch (e) {
-    fail((e as Error).message);
+    // `--minutes -5` is read as an option without its value: the message says to write --minutes=-5
+    fail(parseArgsMessage(e));
   }
   if (values.help) {
     process.stdout.write(USAGE + '\n');
@@ -186,7 +189,8 @@ function outDir(out: string, overwrite: boolean): string {
     if (entries.length > 0 && !overwrite) fail(`--out ${out} is not empty (give --overwrite to replace the checkpoint there, e.g. to rebuild models/base)`);
   }
   try {
-    mkdirSync(out, { recursive: true });
+    // level by level: a recursive mkdir can hang where the file system refuses a level (procfs for root)
+    ensureDirSync(out);
   } catch (e) {
     fail(`--out ${out}: cannot create it (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
   }

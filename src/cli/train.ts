@@ -24,7 +24,7 @@ import { checkServer } from '../eval/harness.js';
 import { describeHttpFailure, HttpError } from '../eval/http.js';
 import { RL_ALGORITHMS } from '../domain.js';
 import { ensureDirSync } from '../ensure-dir.js';
-import { envOpt, intOpt, parseCommand, usageError, UsageError } from './args.js';
+import { envOpt, intOpt, MAX_TOP_K, parseCommand, usageError, UsageError } from './args.js';
 
 const HELP = `usage: lamer train --env NAME --algorithm lamer|gigpo|grpo|rloo [options]
 
@@ -106,7 +106,7 @@ function trainOptions(values: Values) {
     group: intOpt('group', values.group, 8, 1),
     seed: intOpt('seed', values.seed, 0),
     concurrency: intOpt('concurrency', values.concurrency, 32, 1),
-    sampling: { temperature, topP: num('top-p', values['top-p'], 1e-9, 1) ?? 1, topK: intOpt('top-k', values['top-k'], 0, 0) },
+    sampling: { temperature, topP: num('top-p', values['top-p'], 1e-9, 1) ?? 1, topK: intOpt('top-k', values['top-k'], 0, 0, MAX_TOP_K) },
     availableActions: values['available-actions'] ?? false,
     hyperparameters: hyper,
     server: values.server ?? '',

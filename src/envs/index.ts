@@ -18,6 +18,8 @@ import type { EnvKind } from '../domain.js';
 const TRAIN_SEED_START = 0;
 export const EVAL_SEED_START = 1_000_000_000;
 const SEED_END = 2 ** 32;
+/** How many held-out eval seeds there are, [EVAL_SEED_START, 2^32): the most tasks an evaluation can play. */
+export const EVAL_SEED_COUNT = SEED_END - EVAL_SEED_START;
 
 /** Turns per attempt (`maxSteps` of a session). */
 export const MAX_STEPS: Record<EnvKind, number> = { minesweeper: 7, sokoban: 7 };

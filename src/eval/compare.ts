@@ -378,13 +378,24 @@ export function comparisonMarkdown(arms: readonly ArmResult[], pairs: ReadonlyAr
   return out.join('\n') + '\n';
 }
 
+/** The markers of the section NAME of a document: `<!-- NAME:begin -->` and `<!-- NAME:end -->`. */
+export function sectionMarkers(name: string): { begin: string; end: string } {
+  return { begin: `<!-- ${name}:begin -->`, end: `<!-- ${name}:end -->` };
+}
+
+/** Whether `doc` has the marked section NAME (its begin marker, then its end marker). */
+export function hasSection(doc: string, name: string): boolean {
+  const { begin, end } = sectionMarkers(name);
+  const i = doc.indexOf(begin);
+  return i >= 0 && doc.indexOf(end) > i;
+}
+
 /**
  * Replaces the text between `<!-- NAME:begin -->` and `<!-- NAME:end -->` in `doc` with `body`
  * (markers kept); appends the marked section at the end when the markers are absent.
  */
 export function replaceSection(doc: string, name: string, body: string): string {
-  const begin = `<!-- ${name}:begin -->`;
-  const end = `<!-- ${name}:end -->`;
+  const { begin, end } = sectionMarkers(name);
   const i = doc.indexOf(begin);
   const j = doc.indexOf(end);
   if (i >= 0 && j > i) return doc.slice(0, i + begin.length) + '\n' + body + doc.slice(j);

@@ -6,7 +6,7 @@
  * line on stderr naming it, exit code 2, nothing on stdout and no figures written.
  */
 import { spawnSync } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -165,10 +165,15 @@ describe('bench:base-memory command line', () => {
   it('bad --boards, --out, unknown options and positionals: one line naming the option, exit 2', () => {
     const dir = tmpDir('lamer-memory-probe-cli-');
     for (const v of ['0', '1e3', '100001']) {
-      expectUsageError([`--boards=${v}`, '--out', path.join(dir, 'f.json')], `--boards must be an integer in [1, 100000], got '${v}'`);
+      expectUsageError([`--boards=${v}`, '--out', path.join(dir, 'f.json')], `--boards must be an integer in [1, 100000] written in digits, got '${v}'`);
     }
     expectUsageError(['--boards', '-1'], "--boards needs a value (one that starts with '-' must be written --boards=VALUE)");
     expectUsageError(['--out', dir], `--out '${dir}' must be a file path, not a folder`);
+    // a file where its folder would go: the option, the path and why, before any model is read
+    const file = path.join(dir, 'plain.txt');
+    writeFileSync(file, 'x');
+    expectUsageError(['--out', path.join(file, 'x.json')], `--out ${file}/x.json: ${file} exists and is not a folder`);
+    expect(readdirSync(dir)).toEqual(['plain.txt']);
     expect(run(['--nope']).stderr).toMatch(/^bench:base-memory: Unknown option '--nope'[^\n]*\n$/);
     expect(run(['models/base']).status).toBe(2);
     const help = run(['--help']);

@@ -152,8 +152,8 @@ describe('bench:base-paired command line', () => {
     expectUsageError(['--new', neu, '--old', junk, '--out', out], new RegExp(`^bench:base-paired: --old ${junk}/minesweeper-6x6-3-lamer\\.json: [^\n]*JSON[^\n]*\n$`));
     const two = folder('lamer-paired-two-', { 'minesweeper-6x6-3-lamer': { ...report('minesweeper-6x6-3', OLD_MS), attempts: 2 } });
     expectUsageError(['--new', neu, '--old', two, '--out', out], '--new and --old minesweeper-6x6-3-lamer.json: different attempts per session (3 and 2)');
-    for (const v of ['0', '1e3', '1000001', '2.5']) expectUsageError([...ok, `--resamples=${v}`], `--resamples must be an integer in [1, 1000000], got '${v}'`);
-    expectUsageError([...ok, '--seed=-1'], "--seed must be an integer in [0, 4294967295], got '-1'");
+    for (const v of ['0', '1e3', '1000001', '2.5']) expectUsageError([...ok, `--resamples=${v}`], `--resamples must be an integer in [1, 1000000] written in digits, got '${v}'`);
+    expectUsageError([...ok, '--seed=-1'], "--seed must be an integer in [0, 4294967295] written in digits, got '-1'");
     expectUsageError([...ok, '--seed', '-1'], "--seed needs a value (one that starts with '-' must be written --seed=VALUE)");
     expectUsageError([...ok.slice(0, 4), '--out', dir], `--out '${dir}' must be a file path, not a folder`);
     const file = path.join(dir, 'a-file');

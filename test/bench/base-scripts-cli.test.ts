@@ -2,10 +2,14 @@
  * The command lines of `npm run eval:base` (bench/base-policy.ts) and `npm run bench:base-scaling`
  * (bench/base-scaling.ts), run as child processes: --help / -h print the usage text listing every
  * option and exit 0 without doing any work; a value starting with '-' given as a separate argument
- * is a one-line usage error, exit 2; so is a checkpoint folder without its weights.
+ * is a one-line usage error, exit 2; so are a count not written in digits, past the eval seeds or
+ * past the server's attempts, an --out, --reports or --results path that cannot be written (found
+ * before the model is read), and a checkpoint folder without its weights. A write that fails after
+ * the run is one line, exit 1.
  */
 import { spawnSync } from 'node:child_process';
-import { copyFileSync, existsSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { root } from '../helpers/cli.js';
@@ -41,15 +45,82 @@ describe('eval:base command line', () => {
     expect(r.stderr).toBe("eval:base: --loss-sessions needs a value (one that starts with '-' must be written --loss-sessions=VALUE)\n");
   }, 30_000);
 
+  it('counts: written in digits, within the eval seeds that the rows and the held-out loss play and the server\'s attempts; one line, exit 2', () => {
+    const e = 2 ** 32 - 1e9;
+    for (const [args, line] of [
+      [['--tasks', '1e9'], `--tasks must be an integer in [1, ${e}] written in digits, got '1e9'`],
+      [['--tasks', String(e + 1)], `--tasks must be an integer in [1, ${e}] written in digits, got '${e + 1}'`],
+      [['--attempts', '2.5'], "--attempts must be an integer >= 1 written in digits, got '2.5'"],
+      [['--attempts', '11'], '--attempts 11 is more than the server allows: at most 10 attempts per session (LAMER_MAX_ATTEMPTS)'],
+      [['--seed', String(e - 2), '--tasks', '3'], `--seed + --tasks must be at most ${e} (the eval seeds [1000000000, 2^32)), got ${e + 1}`],
+      [['--seed', String(e - 2), '--tasks', '1', '--loss-sessions', '3'], `--seed + --loss-sessions must be at most ${e} (the eval seeds [1000000000, 2^32)), got ${e + 1}`],
+    ] as const) {
+      const r = run('bench/base-policy.ts', [...args]);
+      expect(r.status, r.stderr).toBe(2);
+      expect(r.stdout).toBe('');
+      expect(r.stderr).toBe(`eval:base: ${line}\n`);
+    }
+  }, 120_000);
+
   it('a --model folder with model.json but no weights.bin: one line naming the file, exit 2, nothing written', () => {
     const dir = tmpDir('lamer-eval-base-noweights-');
     copyFileSync(path.join(root, 'models', 'base', 'model.json'), path.join(dir, 'model.json'));
-    const out = path.join(dir, 'figures.json');
-    const r = run('bench/base-policy.ts', ['--model', dir, '--out', out]);
+    const out = path.join(dir, 'new', 'figures.json');
+    const reports = path.join(dir, 'reports');
+    const r = run('bench/base-policy.ts', ['--model', dir, '--out', out, '--reports', reports]);
     expect(r.status).toBe(2);
     expect(r.stderr).toBe(`eval:base: --model: ${dir}/weights.bin: ENOENT (a checkpoint is model.json + weights.bin)\n`);
-    expect(existsSync(out)).toBe(false);
+    // the path checks before it leave nothing behind
+    expect(readdirSync(dir)).toEqual(['model.json']);
   }, 30_000);
+
+  it('--out, --reports and --results that cannot be written: one line naming the option, exit 2, before the model is read', () => {
+    const dir = tmpDir('lamer-eval-base-paths-');
+    const file = path.join(dir, 'plain.txt');
+    writeFileSync(file, 'x');
+    const noSection = path.join(dir, 'notes.md');
+    writeFileSync(noSection, '# notes\n');
+    // --model is a folder without a checkpoint: reading it would fail with another line
+    const noModel = ['--model', path.join(dir, 'no-model')];
+    for (const [args, line] of [
+      [['--out', path.join(file, 'x.json')], `--out ${file}/x.json: ${file} exists and is not a folder`],
+      [['--out', dir], `--out ${dir} is a directory`],
+      [['--reports', path.join(file, 'r')], `--reports ${file}/r: cannot create folder ${file}/r: ${file} is not a folder`],
+      [['--reports', file], `--reports ${file}: ${file} exists and is not a folder`],
+      [['--results', path.join(dir, 'nonexistent.md')], `--results ${dir}/nonexistent.md: ENOENT (an existing file with a base-policy section, e.g. docs/RESULTS.md)`],
+      [['--results', dir], `--results ${dir}: a folder (an existing file with a base-policy section, e.g. docs/RESULTS.md)`],
+      [['--results', noSection], `--results ${noSection} has no base-policy section (<!-- base-policy:begin --> ... <!-- base-policy:end -->) to replace`],
+    ] as const) {
+      const r = run('bench/base-policy.ts', [...noModel, '--out', path.join(dir, 'figures.json'), ...args]);
+      expect(r.status, r.stderr).toBe(2);
+      expect(r.stdout).toBe('');
+      expect(r.stderr).toBe(`eval:base: ${line}\n`);
+    }
+    expect(readdirSync(dir).sort()).toEqual(['notes.md', 'plain.txt']);
+    expect(readFileSync(noSection, 'utf8')).toBe('# notes\n');
+  }, 120_000);
+
+  it('a write that fails after the run: one line, exit 1, the server stopped (no wasm dump)', () => {
+    const dir = tmpDir('lamer-eval-base-late-');
+    // a folder where the row's report file goes: the --reports check passes, the write fails
+    const reports = path.join(dir, 'reports');
+    mkdirSync(path.join(reports, 'minesweeper-4x4-2-independent.json'), { recursive: true });
+    const out = path.join(dir, 'figures.json');
+    // the in-process server's data folders (mkdtemp: the prefix and 6 characters)
+    const serverDirs = () => readdirSync(tmpdir()).filter((d) => /^lamer-eval-base-[A-Za-z0-9]{6}$/.test(d));
+    const before = serverDirs();
+    const r = run('bench/base-policy.ts', [
+      '--tasks', '1', '--attempts', '1', '--rows', 'independent', '--games', 'minesweeper-4x4-2', '--loss-sessions', '0', '--concurrency', '1',
+      '--out', out, '--reports', reports,
+    ]);
+    expect(r.status, r.stderr).toBe(1);
+    expect(r.stderr).toContain('] minesweeper-4x4-2 (c) independent retries, no memory: 1 task x 1 attempt\n'); // singular counts
+    const lines = r.stderr.trimEnd().split('\n');
+    expect(lines.at(-1)).toBe(`eval:base: EISDIR: illegal operation on a directory, open '${reports}/minesweeper-4x4-2-independent.json'`);
+    expect(lines.every((l) => l.startsWith('[') || l.startsWith('eval:base: '))).toBe(true); // progress lines, then the one error line
+    expect(existsSync(out)).toBe(false);
+    expect(serverDirs().filter((d) => !before.includes(d))).toEqual([]); // the server was stopped and its folder removed
+  }, 120_000);
 });
 
 describe('bench:base-scaling command line', () => {
@@ -69,10 +140,13 @@ describe('bench:base-scaling command line', () => {
     expect(existsSync(out)).toBe(false);
   }, 60_000);
 
-  it('--tasks -1: says to write --tasks=VALUE, exit 2', () => {
+  it('--tasks -1: says to write --tasks=VALUE; --tasks 1e3: says digits; exit 2', () => {
     const r = run('bench/base-scaling.ts', ['--out', path.join(tmpDir('lamer-scaling-neg-'), 'grid'), '--tasks', '-1']);
     expect(r.status).toBe(2);
     expect(r.stdout).toBe('');
     expect(r.stderr).toBe("bench:base-scaling: --tasks needs a value (one that starts with '-' must be written --tasks=VALUE)\n");
+    const e = run('bench/base-scaling.ts', ['--out', path.join(tmpDir('lamer-scaling-exp-'), 'grid'), '--tasks', '1e3']);
+    expect(e.status).toBe(2);
+    expect(e.stderr).toBe(`bench:base-scaling: --tasks must be an integer in [1, ${2 ** 32 - 1e9}] written in digits, got '1e3'\n`);
   }, 30_000);
 });

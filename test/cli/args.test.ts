@@ -27,8 +27,8 @@ describe('lamer eval / demos option checks (src/cli/args.ts)', () => {
     expect(joinNegativeValues(['--tasks', '-3', '--quiet', '--seed', '5'], { tasks: { type: 'string' }, seed: { type: 'string' }, quiet: { type: 'boolean' } }))
       .toEqual(['--tasks=-3', '--quiet', '--seed', '5']);
     for (const [opt, v, msg] of [
-      ['--tasks', '-3', "--tasks must be an integer >= 1, got '-3'"],
-      ['--seed', '-5', "--seed must be an integer >= 0, got '-5'"],
+      ['--tasks', '-3', "--tasks must be an integer in [1, 3294967296] written in digits, got '-3'"],
+      ['--seed', '-5', "--seed must be an integer in [0, 3294967295] written in digits, got '-5'"],
       ['--temperature', '-1', "--temperature must be a number in [0, 10], got '-1'"],
     ]) {
       const r = await cli(evalRun, ['--env', 'sokoban', opt, v]);
@@ -36,20 +36,46 @@ describe('lamer eval / demos option checks (src/cli/args.ts)', () => {
       expect(r.err).toEqual([`lamer eval: ${msg}`]);
     }
     const d = await cli(demosRun, ['--env', 'sokoban', '--tasks', '-3', '--out', '/tmp/x.jsonl']);
-    expect(d).toMatchObject({ code: 2, err: ["lamer demos: --tasks must be an integer >= 1, got '-3'"] });
+    expect(d).toMatchObject({ code: 2, err: ["lamer demos: --tasks must be an integer >= 1 written in digits, got '-3'"] });
   });
 
-  it('counts must be integers written as digits; --env is required; unknown options are one line', async () => {
-    for (const v of ['1e2', '2.5', '0x10', '']) {
+  it('counts must be integers written as digits, within the eval seeds; --env is required; unknown options are one line', async () => {
+    // the message says digits: '1e12' is an integer to the reader, and one past the eval seeds is refused as well
+    for (const v of ['1e2', '1e12', '2.5', '0x10', '', '3294967297', '1000000000000']) {
       const r = await cli(evalRun, ['--env', 'sokoban', '--tasks', v]);
-      expect(r).toMatchObject({ code: 2, err: [`lamer eval: --tasks must be an integer >= 1, got '${v}'`] });
+      expect(r).toMatchObject({ code: 2, err: [`lamer eval: --tasks must be an integer in [1, 3294967296] written in digits, got '${v}'`] });
     }
+    expect(await cli(evalRun, ['--env', 'sokoban', '--seed', '3294967286', '--tasks', '11'])).toMatchObject({
+      code: 2, err: ['lamer eval: --seed + --tasks must be at most 3294967296 (the eval seeds [1000000000, 2^32)), got 3294967297'],
+    });
     expect(await cli(evalRun, ['--tasks', '2'])).toMatchObject({ code: 2, err: ['lamer eval: --env is required'] });
     expect(await cli(demosRun, ['--tasks', '2', '--out', '/tmp/x'])).toMatchObject({ code: 2, err: ['lamer demos: --env is required'] });
+    // a value that starts with '-' but is not a number is read as an option: say how to write it
+    expect(await cli(evalRun, ['--env', 'sokoban', '--out', '-r.json'])).toMatchObject({
+      code: 2, err: ["lamer eval: --out needs a value (one that starts with '-' must be written --out=VALUE) (lamer eval --help for the options)"],
+    });
     const u = await cli(evalRun, ['--bogus']);
     expect(u.code).toBe(2);
     expect(u.err).toHaveLength(1);
     expect(u.err[0]).toMatch(/^lamer eval: Unknown option '--bogus'.*--help/);
+  });
+
+  it('--attempts, --max-steps and --top-k past what the server accepts: one line before any server starts, exit 2', async () => {
+    const err = (flag: string, v: string, line: string) => ({ code: 2, err: [`lamer eval: ${flag} ${v} is more than the server allows: ${line}`], log: [] });
+    expect(await cli(evalRun, ['--env', 'minesweeper', '--attempts', '99'])).toEqual(err('--attempts', '99', 'at most 10 attempts per session (LAMER_MAX_ATTEMPTS)'));
+    expect(await cli(evalRun, ['--env', 'minesweeper', '--max-steps', '1001'])).toEqual(err('--max-steps', '1001', 'at most 1000 turns per attempt (LAMER_MAX_STEPS_CAP)'));
+    expect(await cli(evalRun, ['--env', 'minesweeper', '--top-k', '1000001'])).toEqual({
+      code: 2, err: ["lamer eval: --top-k must be an integer in [0, 1000000] written in digits, got '1000001'"], log: [],
+    });
+    // the in-process server's limits are this process's configuration
+    process.env.LAMER_MAX_ATTEMPTS = '12';
+    try {
+      expect(await cli(evalRun, ['--env', 'minesweeper', '--attempts', '13'])).toEqual(err('--attempts', '13', 'at most 12 attempts per session (LAMER_MAX_ATTEMPTS)'));
+    } finally {
+      delete process.env.LAMER_MAX_ATTEMPTS;
+    }
+    // the reference policies play without a server: no session limits
+    expect(await cli(evalRun, ['--env', 'minesweeper-4x4-2', '--policy', 'solver', '--tasks', '1', '--attempts', '11', '--quiet'])).toMatchObject({ code: 0, err: [] });
   });
 
   it('--params: bad values and foreign keys are one-line errors naming the valid keys', async () => {
@@ -125,12 +151,15 @@ describe('lamer export / train use the same option module', () => {
   });
 
   it('train: negative counts, missing --env and foreign --params keys are one line, exit 2', async () => {
-    expect(await cli(trainRun, ['--env', 'minesweeper', '--algorithm', 'lamer', '--iterations', '-3'])).toEqual({ code: 2, err: ["lamer train: --iterations must be an integer >= 1, got '-3'"], log: [] });
+    expect(await cli(trainRun, ['--env', 'minesweeper', '--algorithm', 'lamer', '--iterations', '-3'])).toEqual({ code: 2, err: ["lamer train: --iterations must be an integer >= 1 written in digits, got '-3'"], log: [] });
     expect(await cli(trainRun, ['--algorithm', 'lamer'])).toMatchObject({ code: 2, err: ['lamer train: --env is required'] });
     expect(await cli(trainRun, ['--env', 'sokoban', '--algorithm', 'lamer', '--params', '{"mines":2}'])).toMatchObject({
       code: 2, err: ['lamer train: --params: mines is not a parameter of sokoban (valid: rows, cols, boxes, minMoves, maxMoves)'],
     });
     expect(await cli(trainRun, ['--env', 'sokoban', '--algorithm', 'lamer', '--lr', '-1'])).toMatchObject({ code: 2, err: ["lamer train: --lr must be a number in [1e-12, 1], got '-1'"] });
+    expect(await cli(trainRun, ['--env', 'sokoban', '--algorithm', 'lamer', '--top-k', '1000001'])).toMatchObject({
+      code: 2, err: ["lamer train: --top-k must be an integer in [0, 1000000] written in digits, got '1000001'"],
+    });
   });
 });
 

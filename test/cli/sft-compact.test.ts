@@ -49,6 +49,16 @@ describe('sft-compact CLI', () => {
     expect(fs.readdirSync(out)).toEqual(['keep.txt']);
   });
 
+  it('an --out that cannot be made a folder: one line with the file system\'s code, exit 2', async () => {
+    const dir = tmpDir('lamer-sft-compact-file-');
+    const file = path.join(dir, 'plain.txt');
+    fs.writeFileSync(file, 'x');
+    const r = await runCli(['--out', path.join(file, 'ckpt'), '--steps', '1']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe(`model:sft-base: --out ${file}/ckpt: cannot create it (ENOTDIR) (--help lists the options)\n`);
+    expect(fs.readdirSync(dir)).toEqual(['plain.txt']);
+  });
+
   it('--help prints the usage on stdout and exits 0', async () => {
     const r = await runCli(['--help']);
     expect(r.code).toBe(0);
@@ -70,6 +80,15 @@ describe('sft-compact CLI', () => {
     expect(r.code).toBe(2);
     expect(r.stderr).toBe(`${line}\n`);
     expect(r.stdout).toBe('');
+  });
+
+  it('a value that starts with \'-\' given apart says to write --option=VALUE; written so, the range check refuses it', async () => {
+    const [apart, joined] = await Promise.all([runCli(['--minutes', '-5']), runCli(['--minutes=-5'])]);
+    expect(apart.code).toBe(2);
+    expect(apart.stderr).toBe("model:sft-base: --minutes needs a value (one that starts with '-' must be written --minutes=VALUE) (--help lists the options)\n");
+    expect(joined.code).toBe(2);
+    expect(joined.stderr).toBe("model:sft-base: --minutes must be a number in [0.05, 10000], got '-5' (--help lists the options)\n");
+    expect(apart.stdout + joined.stdout).toBe('');
   });
 
   it('refuses unknown options and unknown envs with one line', async () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
-  comparisonMarkdown, meanStd, minesNamed, pairedBootstrap, pairedDiffs, quantile, reflectionStats, replaceSection, seedTaskBootstrap, summarizeArm, taskValues, type ArmResult,
+  comparisonMarkdown, hasSection, meanStd, minesNamed, pairedBootstrap, pairedDiffs, quantile, reflectionStats, replaceSection, seedTaskBootstrap, summarizeArm, taskValues, type ArmResult,
 } from '../../src/eval/compare.js';
 import type { AttemptRecord, SessionRecord } from '../../src/eval/metrics.js';
 
@@ -174,5 +174,11 @@ describe('summaries and the report', () => {
     const doc = 'a\n<!-- x:begin -->\nold\n<!-- x:end -->\nb\n';
     expect(replaceSection(doc, 'x', 'new\n')).toBe('a\n<!-- x:begin -->\nnew\n<!-- x:end -->\nb\n');
     expect(replaceSection('a\n', 'x', 'new\n')).toBe('a\n\n<!-- x:begin -->\nnew\n<!-- x:end -->\n');
+  });
+  it('hasSection: both markers, begin before end', () => {
+    expect(hasSection('a\n<!-- x:begin -->\nold\n<!-- x:end -->\n', 'x')).toBe(true);
+    expect(hasSection('a\n<!-- x:begin -->\nold\n<!-- x:end -->\n', 'y')).toBe(false);
+    expect(hasSection('<!-- x:end -->\n<!-- x:begin -->\n', 'x')).toBe(false);
+    expect(hasSection('<!-- x:begin -->\n', 'x')).toBe(false);
   });
 });

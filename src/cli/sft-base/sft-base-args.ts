@@ -1,15 +1,21 @@
 /**
- * The command line of `npm run model:sft-base` (./sft-base.ts): its options, defaults, help text
+ * The command line of `npm run model:sft-chat` (./sft-base.ts): its options, defaults, help text
  * and their checks (`parseSftBaseArgs`), including the model config of a `--from` checkpoint.
  */
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { parseArgsMessage } from '../args.js';
+import { intOpt, parseArgsMessage, UsageError } from '../args.js';
 import { LR_SCHEDULES, POSITION_OFFSETS, type LrSchedule, type PositionOffset, type TfjsBackend } from '../../domain.js';
 import { countParams, DEFAULT_CONFIG, validateConfig, type GPTConfig } from '../../model/gpt.js';
 import { configFromOptions, INIT_SEED } from '../../model/scripts/init-base.js';
 import { checkCurvePoints, type CurvePoint } from './sft-curve.js';
+
+/**
+ * The npm script that runs ./sft-base.ts (package.json), the prefix of its messages and usage
+ * line: `model:sft-base` is the compact trainer (src/cli/sft-compact.ts).
+ */
+export const COMMAND = 'model:sft-chat';
 
 /** The tfjs backends `--backend` accepts (a subset of src/domain.ts TFJS_BACKENDS). */
 export const SFT_BASE_BACKENDS = ['wasm', 'cpu', 'auto'] as const satisfies readonly TfjsBackend[];
@@ -57,7 +63,7 @@ export interface SftBaseOptions {
   dryRun: boolean;
 }
 
-const HELP = `usage: npm run model:sft-base -- --out DIR [options]
+const HELP = `usage: npm run ${COMMAND} -- --out DIR [options]
 
   --out DIR              new or empty checkpoint folder (default models/sft)
   --layers N --embd C --heads H --block T
@@ -133,10 +139,13 @@ function readArgv(argv: string[]) {
 
 type ArgValues = ReturnType<typeof readArgv>;
 
-/** `--name v` as an integer >= min. @throws SftBaseUsageError */
-function int(name: string, v: string | undefined, min: number): number {
-  if (v === undefined || !/^\d+$/.test(v) || !Number.isSafeInteger(Number(v)) || Number(v) < min) throw new SftBaseUsageError(`--${name} must be an integer >= ${min}, got '${v}'`);
-  return Number(v);
+/** `--name v` as an integer >= min written in digits (src/cli/args.ts intOpt). @throws SftBaseUsageError */
+function int(name: string, v: string, min: number): number {
+  try {
+    return intOpt(name, v, undefined, min);
+  } catch (e) {
+    throw e instanceof UsageError ? new SftBaseUsageError(e.message) : e;
+  }
 }
 
 /** `--name v` as a number in [lo, hi]. @throws SftBaseUsageError */

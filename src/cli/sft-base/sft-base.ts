@@ -1,6 +1,7 @@
 /**
- * `npm run model:sft-base -- --out DIR [options]`: the SFT warm start (the shipped `models/base`
- * checkpoint), rebuilt from scratch and reproducibly:
+ * `npm run model:sft-chat -- --out DIR [options]`: the byte-level chat-format SFT warm start (the
+ * trainer of the base shipped before the compact one of `npm run model:sft-base`,
+ * src/cli/sft-compact.ts), rebuilt from scratch and reproducibly:
  *   1. a random initialisation of the chosen config (`--layers --embd --heads --block`, GPT-2 init
  *      on the cpu backend, `--init-seed`, src/model/scripts/init-base.ts) in a temporary folder,
  *      or with `--from DIR` an existing checkpoint (its config; e.g. the shipped base, trained on
@@ -42,7 +43,7 @@ import { mulberry32 } from '../../shared/rng.js';
 import { writeInitCheckpoint } from '../../model/scripts/init-base.js';
 import { buildSftSamples, parseDemoJsonl, type TrainingSample } from '../../training/data/data.js';
 import { createModelIO } from '../../training/run/gpt-adapter.js';
-import { parseSftBaseArgs, SftBaseUsageError, type SftBaseOptions } from './sft-base-args.js';
+import { COMMAND, parseSftBaseArgs, SftBaseUsageError, type SftBaseOptions } from './sft-base-args.js';
 import { continueCurve, sftCurveSvg, type CurvePoint } from './sft-curve.js';
 import { resolveTrainWorkers, runTrainingJob, type JobProgress, type TrainingHyper } from '../../training/run/job.js';
 
@@ -231,7 +232,7 @@ async function trainSftBase(opts: SftBaseOptions, data: SftData, work: string) {
       {
         algorithm: 'sft', baseCheckpointDir: initDir, outputDir: opts.out, hyper, dataStats: data.stats,
         meta: {
-          version: 'base', source: 'sft', script: 'npm run model:sft-base', argv: process.argv.slice(2),
+          version: 'base', source: 'sft', script: `npm run ${COMMAND}`, argv: process.argv.slice(2),
           parent,
           curriculum: opts.curriculum,
           demos: { command: data.demoCommand, sessionsPerEnv: sessionsPerEnv(demos), sessions: demos.length, samples: samples.length, sha256: data.demosSha256, failRate: opts.failRate },
@@ -311,7 +312,7 @@ async function main(): Promise<number> {
     opts = parseSftBaseArgs(process.argv.slice(2));
   } catch (e) {
     if (!(e instanceof SftBaseUsageError)) throw e;
-    console.error(`model:sft-base: ${e.message}`);
+    console.error(`${COMMAND}: ${e.message}`);
     return 2;
   }
   if (opts === null) return 0;
@@ -320,7 +321,7 @@ async function main(): Promise<number> {
     summary = await runSftBase(opts);
   } catch (e) {
     if (!(e instanceof SftBaseUsageError)) throw e;
-    console.error(`model:sft-base: ${e.message}`);
+    console.error(`${COMMAND}: ${e.message}`);
     return 2;
   }
   console.log(JSON.stringify(summary));

@@ -1,5 +1,5 @@
 /**
- * The learning curve of `npm run model:sft-base` (./sft-base.ts): one point per optimiser step,
+ * The learning curve of `npm run model:sft-chat` (./sft-base.ts): one point per optimiser step,
  * written beside the checkpoint as learning-curve.json, and its chart (learning-curve.svg).
  * Units: nats per trained token, seconds since the job started, tokens = non-padding positions.
  */
@@ -55,7 +55,7 @@ export function checkCurvePoints(points: unknown): CurvePoint[] {
 }
 
 /**
- * The learning curve of a checkpoint trained on from another one (`model:sft-base --from`): the
+ * The learning curve of a checkpoint trained on from another one (`model:sft-chat --from`): the
  * start checkpoint's points, then this run's with step, tokens and seconds counted on from its
  * last point, so the curve and its last point describe all the training the checkpoint has had
  * (seconds: the runs' wall times added, not the time between them). `parent` empty: `points`

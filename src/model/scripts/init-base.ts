@@ -12,6 +12,7 @@ import { parseArgs } from 'node:util';
 import * as tf from '@tensorflow/tfjs';
 import { saveCheckpoint } from '../checkpoint.js';
 import { countParams, DEFAULT_CONFIG, initModel, validateConfig, type GPTConfig } from '../gpt.js';
+import { parseArgsMessage } from '../../shared/parse-args-message.js';
 
 /** Seed of the shipped random initialisation. */
 export const INIT_SEED = 1337;
@@ -30,7 +31,7 @@ export function configFromOptions(values: Partial<Record<keyof typeof CONFIG_OPT
   for (const [opt, field] of Object.entries(CONFIG_OPTIONS) as Array<[keyof typeof CONFIG_OPTIONS, keyof GPTConfig]>) {
     const v = values[opt];
     if (v === undefined) continue;
-    if (!/^\d+$/.test(v) || Number(v) < 1) throw new RangeError(`--${opt} must be a positive integer, got '${v}'`);
+    if (!/^\d+$/.test(v) || Number(v) < 1) throw new RangeError(`--${opt} must be a positive integer written in digits, got '${v}'`);
     cfg[field] = Number(v);
   }
   try {
@@ -66,10 +67,18 @@ export async function writeInitCheckpoint(outDir: string, config: GPTConfig = DE
 }
 
 async function main(): Promise<number> {
-  const { values, positionals } = parseArgs({
-    allowPositionals: true,
-    options: { layers: { type: 'string' }, embd: { type: 'string' }, heads: { type: 'string' }, block: { type: 'string' }, seed: { type: 'string' } },
-  });
+  let parsed;
+  try {
+    parsed = parseArgs({
+      allowPositionals: true,
+      options: { layers: { type: 'string' }, embd: { type: 'string' }, heads: { type: 'string' }, block: { type: 'string' }, seed: { type: 'string' } },
+    });
+  } catch (e) {
+    // an unknown option, or a value that starts with '-' (`--layers -2`): one line, not a stack trace
+    console.error(`model:init: ${parseArgsMessage(e)}`);
+    return 2;
+  }
+  const { values, positionals } = parsed;
   const outDir = positionals[0] ?? 'models/init';
   if (existsSync(outDir) && readdirSync(outDir).length > 0) {
     console.error(`model:init: ${outDir} exists and is not empty; give an empty or new folder`);
@@ -80,7 +89,7 @@ async function main(): Promise<number> {
   try {
     config = configFromOptions(values);
     if (values.seed !== undefined) {
-      if (!/^\d+$/.test(values.seed)) throw new RangeError(`--seed must be a non-negative integer, got '${values.seed}'`);
+      if (!/^\d+$/.test(values.seed)) throw new RangeError(`--seed must be a non-negative integer written in digits, got '${values.seed}'`);
       seed = Number(values.seed);
     }
   } catch (e) {

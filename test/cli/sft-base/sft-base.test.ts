@@ -1,5 +1,5 @@
 /**
- * `npm run model:sft-base` end to end on a tiny config (1 layer x 32, 4 sessions over two stages,
+ * `npm run model:sft-chat` end to end on a tiny config (1 layer x 32, 4 sessions over two stages,
  * 2 steps; and one step on from an existing checkpoint), plus its pure pieces: the curriculum split and the fixed-steps sample drawing.
  */
 import { spawnSync } from 'node:child_process';
@@ -19,7 +19,7 @@ import { tmpDir } from '../../helpers/index.js';
 const script = (args: string[]) => spawnSync(process.execPath, ['--import', 'tsx', 'src/cli/sft-base/sft-base.ts', ...args], { cwd: root, encoding: 'utf8' });
 const sftTempDirs = () => fs.readdirSync(os.tmpdir()).filter((f) => f.startsWith('lamer-sft-base-')).sort();
 
-describe('model:sft-base script', () => {
+describe('model:sft-chat script', () => {
   it('trains a tiny config end to end: checkpoint, learning curve (json + svg) and the summary line', async () => {
     const out = path.join(tmpDir('lamer-sft-'), 'ckpt');
     const before = sftTempDirs();
@@ -36,7 +36,7 @@ describe('model:sft-base script', () => {
 
     const { model, metadata } = await loadCheckpoint(out);
     expect(metadata.config).toEqual(config);
-    expect(metadata.meta).toMatchObject({ source: 'sft', curriculum: 'minesweeper:4x4/2,sokoban:5x5/1', lrSchedule: 'cosine' });
+    expect(metadata.meta).toMatchObject({ source: 'sft', script: 'npm run model:sft-chat', curriculum: 'minesweeper:4x4/2,sokoban:5x5/1', lrSchedule: 'cosine' });
     // the defaults: random start positions; cosine decay, warm-up 5% of 2 steps = 0
     expect(metadata.meta.hyper).toMatchObject({ positionOffset: 'random', seed: 0, lrSchedule: 'cosine', warmupSteps: 0, minLrRatio: 0.1 });
     expect(metadata.meta.demos).toMatchObject({
@@ -96,11 +96,20 @@ describe('model:sft-base script', () => {
     expect(fs.readdirSync(out)).toEqual(['keep.txt']);
   });
 
+  it('names itself model:sft-chat in a usage error and its usage line (model:sft-base is the compact trainer)', () => {
+    const r = script(['--steps', 'abc']);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toBe("model:sft-chat: --steps must be an integer >= 1 written in digits, got 'abc'\n");
+    const help = script(['--help']);
+    expect(help.status).toBe(0);
+    expect(help.stdout.startsWith('usage: npm run model:sft-chat -- --out DIR [options]\n')).toBe(true);
+  });
+
   it('with --epochs, a warm-up as long as the run is refused once the step count is known: exit 2, one line, nothing written', () => {
     const out = path.join(tmpDir('lamer-sft-'), 'ckpt');
     const r = script(['--out', out, '--curriculum', 'minesweeper:4x4/2', '--sessions', '2', '--minibatch', '4', '--epochs', '1', '--warmup-steps', '100', '--dry-run']);
     expect(r.status).toBe(2);
-    expect(r.stderr).toMatch(/model:sft-base: --warmup-steps \(100\) must be below the run's \d+ optimiser steps\n$/);
+    expect(r.stderr).toMatch(/model:sft-chat: --warmup-steps \(100\) must be below the run's \d+ optimiser steps\n$/);
     expect(fs.existsSync(out)).toBe(false);
   });
 
@@ -110,7 +119,7 @@ describe('model:sft-base script', () => {
     const r = script(['--out', out, '--curriculum', 'chess:8x8/2', '--sessions', '2', '--steps', '1']);
     expect(r.status).toBe(2);
     expect(r.stderr).toContain("curriculum item 'chess:8x8/2'");
-    expect(r.stderr).toContain('model:sft-base: lamer demos refused the curriculum options');
+    expect(r.stderr).toContain('model:sft-chat: lamer demos refused the curriculum options');
     expect(fs.existsSync(out)).toBe(false);
     expect(sftTempDirs().filter((d) => !before.includes(d))).toEqual([]);
   });
@@ -166,7 +175,9 @@ describe('parseSftBaseArgs', () => {
   it('rejects bad options with a message naming them', () => {
     expect(() => parseSftBaseArgs(['--steps', '1', '--epochs', '1'])).toThrow(new SftBaseUsageError('give --steps or --epochs, not both'));
     expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--embd', '30', '--heads', '4'])).toThrow(/n_embd \(30\) must be divisible by n_head \(4\)/);
-    expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--steps', '0'])).toThrow(/--steps must be an integer >= 1, got '0'/);
+    expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--steps', '0'])).toThrow(/--steps must be an integer >= 1 written in digits, got '0'/);
+    expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--steps', '1e3'])).toThrow(SftBaseUsageError);
+    expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--steps', '1e3'])).toThrow("--steps must be an integer >= 1 written in digits, got '1e3'");
     expect(() => parseSftBaseArgs(['--bogus'])).toThrow(SftBaseUsageError);
     expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--position-offset', 'sometimes'])).toThrow(new SftBaseUsageError("--position-offset must be random or none, got 'sometimes'"));
     expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--lr-schedule', 'linear'])).toThrow(new SftBaseUsageError("--lr-schedule must be constant or cosine, got 'linear'"));
