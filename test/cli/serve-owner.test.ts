@@ -127,8 +127,8 @@ describe('lamer serve options', () => {
 
   it.each([
     [['--bogus'], /^lamer serve: Unknown option '--bogus'.*\(lamer serve --help for the options\)$/],
-    [['--port', 'x'], /^lamer serve: --port must be an integer in \[0, 65535\], got 'x'$/],
-    [['--port', '70000'], /^lamer serve: --port must be an integer in \[0, 65535\], got '70000'$/],
+    [['--port', 'x'], /^lamer serve: --port must be an integer in \[0, 65535\] written in digits, got 'x'$/],
+    [['--port', '70000'], /^lamer serve: --port must be an integer in \[0, 65535\] written in digits, got '70000'$/],
     [['--host', ''], /^lamer serve: --host must not be empty$/],
     [['extra'], /^lamer serve: Unexpected argument 'extra'.*$/],
   ])('%j -> one line, exit 2, nothing started', async (args, message) => {
