@@ -296,29 +296,15 @@ function canWrite(p: string): boolean {
 
 /**
  * Check, before any work, that `file` can be written where a missing folder is created first
- * (ensureDirSync): an existing `file` is a writable file, not a folder; a new one can be created
- * in its folder, or that folder can be made (folderProblem). A new file in an existing folder is
- * created and removed again; nothing else is left behind.
+ * (ensureDirSync): in an existing folder, as checkOutPath checks it; otherwise that folder can be
+ * made (folderProblem). Nothing is left behind.
  * @throws UsageError naming the option, the path and the problem.
  */
 export function checkOutFile(name: string, file: string): void {
-  const abs = path.resolve(file);
-  let st: fs.Stats | undefined;
-  try {
-    st = fs.statSync(abs);
-  } catch (e) {
-    const code = errCode(e);
-    if (code !== 'ENOENT' && code !== 'ENOTDIR') throw new UsageError(`--${name} ${file}: ${code}`);
-  }
-  if (st?.isDirectory()) throw new UsageError(`--${name} ${file} is a directory`);
-  if (st) {
-    if (!canWrite(abs)) throw new UsageError(`--${name} ${file} is not writable`);
-    return;
-  }
-  const dir = path.dirname(abs);
+  const dir = path.dirname(path.resolve(file));
+  if (fs.statSync(dir, { throwIfNoEntry: false })?.isDirectory()) return checkOutPath(name, file);
   const problem = folderProblem(dir);
   if (problem !== null) throw new UsageError(`--${name} ${file}: ${problem}`);
-  if (fs.statSync(dir, { throwIfNoEntry: false })?.isDirectory()) probeNewFile(name, file);
 }
 
 /**
