@@ -59,7 +59,7 @@ import { GameTokenizer } from '../src/model/tokenizers.js';
 import { compactExamples, pieceToken } from '../src/training/data/compact-sft.js';
 import { positionLogits } from '../src/training/maths/soft-targets.js';
 import { ACTION_RESERVE, REFLECTION_RESERVE } from '../src/cli/sft-compact-play.js';
-import { checkOutFile, intOpt, parseArgsMessage, UsageError } from '../src/cli/args.js';
+import { checkOutFile, intOpt, orFail, parseArgsMessage } from '../src/cli/args.js';
 import { ensureDirSync } from '../src/ensure-dir.js';
 
 const ENV = 'minesweeper-6x6-3';
@@ -328,14 +328,8 @@ async function parseOptions(argv: string[]): Promise<Options> {
     process.stdout.write(USAGE + '\n');
     process.exit(0);
   }
-  // digits only: Number() alone would take '', ' 5', '0x10' and '1e3'
-  let boards = 200;
-  try {
-    boards = intOpt('boards', values.boards, 200, 1, 100_000);
-  } catch (e) {
-    if (e instanceof UsageError) fail(e.message);
-    throw e;
-  }
+  // digits only (intOpt): Number() alone would take '', '0x10' and '1e3'
+  const boards = orFail(() => intOpt('boards', values.boards, 200, 1, 100_000), fail);
   const models = values.model ?? ['models/base'];
   for (const dir of models) {
     if (!existsSync(path.join(dir, 'model.json'))) fail(`--model ${dir}: no model.json there`);
@@ -346,12 +340,7 @@ async function parseOptions(argv: string[]): Promise<Options> {
   const out = values.out ?? 'bench/results/base-memory-probe.json';
   if (out === '' || (existsSync(out) && statSync(out).isDirectory())) fail(`--out '${out}' must be a file path, not a folder`);
   // its folder is made when the figures are written; checked now without making it
-  try {
-    checkOutFile('out', out);
-  } catch (e) {
-    if (e instanceof UsageError) fail(e.message);
-    throw e;
-  }
+  orFail(() => checkOutFile('out', out), fail);
   return { models, boards, out };
 }
 

@@ -32,7 +32,7 @@ import { accessSync, constants, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { checkEvalSeeds, checkOutFile, checkOutFolder, checkSessionLimits, inProcessSessionLimits, intOpt, parseArgsMessage, UsageError } from '../src/cli/args.js';
+import { checkEvalSeeds, checkOutFile, checkOutFolder, checkSessionLimits, inProcessSessionLimits, intOpt, orFail, parseArgsMessage } from '../src/cli/args.js';
 import { ensureDirSync } from '../src/ensure-dir.js';
 import { EVAL_SEED_COUNT, MAX_STEPS, parseEnvName } from '../src/envs/index.js';
 import { basePolicyMarkdown, BASE_ROWS, BASE_ROW_SPECS, rowDifference, rowSummary, type BaseRow, type GameResult } from '../src/eval/base-policy.js';
@@ -112,14 +112,7 @@ if (values.help) {
 const count = (n: number, word: string): string => `${n} ${word}${n === 1 ? '' : 's'}`;
 
 /** `f()`, or exit 2 with its UsageError's line. */
-const usage = <T>(f: () => T): T => {
-  try {
-    return f();
-  } catch (e) {
-    if (e instanceof UsageError) fail(e.message);
-    throw e;
-  }
-};
+const usage = <T>(f: () => T): T => orFail(f, fail);
 const int = (name: string, v: string, min: number, max?: number): number => usage(() => intOpt(name, v, undefined, min, max));
 // the rows and the held-out loss play eval seeds from --seed on: both counts stay within them
 const tasks = int('tasks', values.tasks, 1, EVAL_SEED_COUNT);

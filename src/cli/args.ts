@@ -82,6 +82,19 @@ export function usageError(cmd: string, e: unknown): number {
 }
 
 /**
+ * `f()`, or `fail(message)` when it throws UsageError: for scripts that print their usage errors
+ * themselves (their own prefix and exit code). Any other error is rethrown.
+ */
+export function orFail<T>(f: () => T, fail: (msg: string) => never): T {
+  try {
+    return f();
+  } catch (e) {
+    if (e instanceof UsageError) fail(e.message);
+    throw e;
+  }
+}
+
+/**
  * An integer option written as digits (optional leading '-'): `def` when absent (required when
  * `def` is undefined). @throws UsageError outside [min, max] or when not written in digits ('1e2',
  * '2.5'); the message says both, since '1e12' is an integer to the reader.
