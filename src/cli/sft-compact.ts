@@ -34,6 +34,7 @@ import { DataThread } from './sft-compact-data-thread.js';
 import type { CompactExample } from '../training/data/compact-sft.js';
 import { disposeSoftBatch, makeSoftBatch, positionLogits, softTargetLoss, unlikelihoodLoss } from '../training/maths/soft-targets.js';
 import { AdamW, clipByGlobalNorm } from '../training/maths/losses.js';
+import { WeightAverage } from '../training/maths/weight-average.js';
 
 const USAGE = `usage: npm run model:sft-base -- [options]
   --out DIR            checkpoint folder, new or empty (default models/base)
@@ -75,6 +76,10 @@ const USAGE = `usage: npm run model:sft-base -- [options]
   --move-unlikelihood L  the same term on Sokoban moves that would not move at each move of the
                        answer (into a wall or an unpushable box: the game's invalid no-op), from the
                        state the solver's earlier moves of that answer reach (default 0)
+  --ema D              keep an exponential moving average of the weights with decay D (about
+                       1 / (1 - D) steps; e.g. 0.998) and evaluate and save it at every point in place
+                       of the last iterate, which then goes to <out>/last-iterate at the end, measured
+                       at the last point too (default 0: off, the shipped run's setting)
   --memory-at WHERE    where the compact prompt puts the memory lines: tail (after the board, so the
                        board keeps its positions in every attempt) or head (after the env tag, the
                        layout of checkpoints made before the option) (default tail; --from keeps
@@ -89,7 +94,7 @@ interface Options {
   batch: number; lr: number; curriculum: Array<{ env: string; weight: number }>; daggerFrom: number; daggerShare: number;
   evalEvery: number; evalTasks: number; seed: number; from: string | null; memoryAt: 'head' | 'tail';
   dataThread: boolean; balanceReflections: boolean; reflectionShare: number | null; memoryWeight: number; memoryContrast: number;
-  memoryUnlikelihood: number; invalidUnlikelihood: number; moveUnlikelihood: number;
+  memoryUnlikelihood: number; invalidUnlikelihood: number; moveUnlikelihood: number; ema: number;
 }
 
 const DEFAULT_CURRICULUM = 'minesweeper-4x4-2:1,minesweeper-5x5-3:1,minesweeper-6x6-3:4,sokoban-5x5-1:1,sokoban-6x6-1:1,sokoban-6x6-2:3';
@@ -120,7 +125,7 @@ export function parseOptions(argv: string[]): Options {
   try {
     ({ values } = parseArgs({
       args: argv, strict: true, allowPositionals: false,
-      options: Object.fromEntries(['out', 'minutes', 'steps', 'layers', 'embd', 'heads', 'block', 'batch', 'lr', 'curriculum', 'dagger-from', 'dagger-share', 'eval-every', 'eval-tasks', 'seed', 'from', 'memory-at', 'data-thread', 'balance-reflections', 'reflection-share', 'memory-weight', 'memory-contrast', 'memory-unlikelihood', 'invalid-unlikelihood', 'move-unlikelihood']
+      options: Object.fromEntries(['out', 'minutes', 'steps', 'layers', 'embd', 'heads', 'block', 'batch', 'lr', 'curriculum', 'dagger-from', 'dagger-share', 'eval-every', 'eval-tasks', 'seed', 'from', 'memory-at', 'data-thread', 'balance-reflections', 'reflection-share', 'memory-weight', 'memory-contrast', 'memory-unlikelihood', 'invalid-unlikelihood', 'move-unlikelihood', 'ema']
         .map((k) => [k, { type: 'string' as const }]).concat([['help', { type: 'boolean' as const, short: 'h' } as never], ['overwrite', { type: 'boolean' as const } as never]])),
     }) as { values: Record<string, string | boolean | undefined> });
   } catch (e) {
@@ -168,6 +173,7 @@ export function parseOptions(argv: string[]): Options {
     memoryUnlikelihood: num('memory-unlikelihood', s('memory-unlikelihood'), 0, 0, 100, false),
     invalidUnlikelihood: num('invalid-unlikelihood', s('invalid-unlikelihood'), 0, 0, 100, false),
     moveUnlikelihood: num('move-unlikelihood', s('move-unlikelihood'), 0, 0, 100, false),
+    ema: num('ema', s('ema'), 0, 0, 0.99999, false),
     from: fromDir(s('from'), s('out') ?? 'models/base', ['layers', 'embd', 'heads', 'block'].filter((k) => s(k) !== undefined)),
   };
   // last: it creates the folder, which only a command line without other errors should do
@@ -339,6 +345,8 @@ async function main(): Promise<void> {
   const tok = new GameTokenizer(gameVocabulary());
   const { model, config, before, parent, prior, format, sampling } = await startModel(o, tok);
   const opt = new AdamW(model.trainableVariables, { lr: o.lr, weightDecay: 0.01 });
+  // with --ema, the points evaluate and save the averaged weights; training goes on from the last iterate
+  const average = o.ema > 0 ? new WeightAverage(model.trainableVariables, o.ema) : null;
   const poolOptions = { curriculum: o.curriculum, seed: o.seed, daggerShare: o.daggerShare, balanceReflections: o.balanceReflections, reflectionShare: o.reflectionShare, memoryWeight: o.memoryWeight, memoryContrast: o.memoryContrast };
   const data = o.dataThread ? await DataThread.start(config, model.trainableVariables, poolOptions, format) : null;
   const pool = data ? null : new ExamplePool(poolOptions, model, tok, format, poolRng(o.seed));
@@ -351,20 +359,39 @@ async function main(): Promise<void> {
   let trainMs = 0;
   let dataMs = 0; // of trainMs: playing and labelling trials (solver, DAgger)
   let examples = 0, tokens = 0, lossSum = 0, lossN = 0;
-  const doEval = async (step: number) => {
+  const meta = (counts: { step: number; examples: number; tokens: number; trainSeconds: number }, weights: 'average' | 'last') => ({
+    version: 'base', recipe: 'compact SFT: solver soft targets, 8 symmetries, curriculum, failures with factual reflections, DAgger',
+    options: { ...o }, ...(average ? { weights } : {}), wallSeconds: Math.round((Date.now() - started) / 1000), trainSeconds: counts.trainSeconds,
+    steps: counts.step, examples: counts.examples, tokens: counts.tokens, ...(parent ? { parent } : {}),
+  });
+  const evalGames = () => ['minesweeper-6x6-3', 'sokoban-6x6-2'].map((e) => evaluate(model, tok, format, e, o.evalTasks));
+  const describe = (points: ReturnType<typeof evalGames>) => points.map((p) => `${p.env} agree ${(100 * p.agreement).toFixed(1)}% ${p.invalid === null ? '' : `invalid ${(100 * p.invalid).toFixed(1)}% `} pass@1 ${(100 * p.pass1).toFixed(1)}% pass@3 ${(100 * p.pass3).toFixed(1)}%${p.reflectionsNamingMine !== null ? ` refl-names-mine ${(100 * p.reflectionsNamingMine).toFixed(0)}%` : ''}`).join(' | ');
+  /** A learning-curve point: evaluates and saves the averaged weights (--ema) or the last iterate; at the end with --ema, the last iterate too. */
+  const doEval = async (step: number, final: boolean) => {
     const t0 = Date.now();
-    const points = ['minesweeper-6x6-3', 'sokoban-6x6-2'].map((e) => evaluate(model, tok, format, e, o.evalTasks));
     const trainSeconds = prior.trainSeconds + Math.round(trainMs / 1000);
     const counts = { step: prior.step + step, examples: prior.examples + examples, tokens: prior.tokens + tokens, trainSeconds };
-    curve.push({ ...counts, ...(o.from ? { continues: o.from } : {}), loss: lossN ? lossSum / lossN : null, daggerTrials, evalSeconds: Math.round((Date.now() - t0) / 1000), games: points });
+    let lastIterate: ReturnType<typeof evalGames> | null = null;
+    if (average && final) {
+      lastIterate = evalGames();
+      process.stderr.write(`eval @${step} (last iterate): ${describe(lastIterate)}\n`);
+      await saveCheckpoint(model, path.join(o.out, 'last-iterate'), meta(counts, 'last'), { tokenizer: tok, promptFormat: format, sampling });
+    }
+    const points = await (average ? average.withAverage(async () => {
+      const games = evalGames();
+      await saveCheckpoint(model, o.out, meta(counts, 'average'), { tokenizer: tok, promptFormat: format, sampling });
+      return games;
+    }) : (async () => {
+      const games = evalGames();
+      await saveCheckpoint(model, o.out, meta(counts, 'last'), { tokenizer: tok, promptFormat: format, sampling });
+      return games;
+    })());
+    curve.push({
+      ...counts, ...(o.from ? { continues: o.from } : {}), loss: lossN ? lossSum / lossN : null, daggerTrials, evalSeconds: Math.round((Date.now() - t0) / 1000),
+      ...(average ? { weights: 'average', ...(lastIterate ? { lastIterate } : {}) } : {}), games: points,
+    });
     lossSum = 0; lossN = 0;
-    process.stderr.write(`eval @${step}: ${points.map((p) => `${p.env} agree ${(100 * p.agreement).toFixed(1)}% ${p.invalid === null ? '' : `invalid ${(100 * p.invalid).toFixed(1)}% `} pass@1 ${(100 * p.pass1).toFixed(1)}% pass@3 ${(100 * p.pass3).toFixed(1)}%${p.reflectionsNamingMine !== null ? ` refl-names-mine ${(100 * p.reflectionsNamingMine).toFixed(0)}%` : ''}`).join(' | ')}\n`);
-    const meta = {
-      version: 'base', recipe: 'compact SFT: solver soft targets, 8 symmetries, curriculum, failures with factual reflections, DAgger',
-      options: { ...o }, wallSeconds: Math.round((Date.now() - started) / 1000), trainSeconds, steps: counts.step,
-      examples: counts.examples, tokens: counts.tokens, ...(parent ? { parent } : {}),
-    };
-    await saveCheckpoint(model, o.out, meta, { tokenizer: tok, promptFormat: format, sampling });
+    process.stderr.write(`eval @${step}${average ? ' (average)' : ''}: ${describe(points)}\n`);
     writeFileSync(path.join(o.out, 'learning-curve.json'), JSON.stringify({ config, vocabulary: tok.vocabSize, points: curve }, null, 1) + '\n');
   };
 
@@ -387,16 +414,18 @@ async function main(): Promise<void> {
     dataMs += Date.now() - t0;
     lossSum += trainStep(model, opt, batch, tok.vocabSize, lrAt(o.lr, step, total), { memory: o.memoryUnlikelihood, invalid: o.invalidUnlikelihood, moves: o.moveUnlikelihood });
     data?.publish(model.trainableVariables);
+    average?.update();
     lossN++;
     examples += batch.length;
     tokens += batch.reduce((sum, x) => sum + x.ids.length, 0);
     trainMs += Date.now() - t0;
     if (step % 50 === 0) process.stderr.write(`step ${step} loss ${(lossSum / Math.max(1, lossN)).toFixed(4)} examples ${examples} tokens ${tokens} train ${(trainMs / 1000).toFixed(0)} s (data ${(dataMs / 1000).toFixed(0)} s) trials ${trials} dagger-trials ${daggerTrials} tensors ${tf.memory().numTensors}\n`);
-    if (step > 0 && step % o.evalEvery === 0) await doEval(step);
+    if (step > 0 && step % o.evalEvery === 0) await doEval(step, false);
   }
-  await doEval(step);
-  process.stderr.write(`model:sft-base: done, ${step} steps, ${examples} examples, ${tokens} tokens, ${(trainMs / 60000).toFixed(1)} min training, ${((Date.now() - started) / 60000).toFixed(1)} min wall; checkpoint in ${o.out}\n`);
+  await doEval(step, true);
+  process.stderr.write(`model:sft-base: done, ${step} steps, ${examples} examples, ${tokens} tokens, ${(trainMs / 60000).toFixed(1)} min training, ${((Date.now() - started) / 60000).toFixed(1)} min wall; checkpoint in ${o.out}${average ? ` (averaged weights; the last iterate in ${path.join(o.out, 'last-iterate')})` : ''}\n`);
   await data?.close();
+  average?.dispose();
   opt.dispose();
   model.dispose();
 }

@@ -101,7 +101,7 @@ describe('sft-compact CLI', () => {
   });
 
   it('refuses bad values of the data options with one line naming the option', async () => {
-    const cases = [['--data-thread', 'yes'], ['--balance-reflections', '1'], ['--reflection-share', '1.5'], ['--memory-weight', '0'], ['--memory-weight', '2.5'], ['--memory-contrast', '2'], ['--memory-unlikelihood', '101'], ['--memory-unlikelihood', 'x'], ['--invalid-unlikelihood', '101'], ['--move-unlikelihood', 'y'], ['--invalid-unlikelihood', ''], ['--seed', ' ']];
+    const cases = [['--data-thread', 'yes'], ['--balance-reflections', '1'], ['--reflection-share', '1.5'], ['--memory-weight', '0'], ['--memory-weight', '2.5'], ['--memory-contrast', '2'], ['--memory-unlikelihood', '101'], ['--memory-unlikelihood', 'x'], ['--invalid-unlikelihood', '101'], ['--move-unlikelihood', 'y'], ['--invalid-unlikelihood', ''], ['--seed', ' '], ['--ema', '1'], ['--ema', 'x']];
     const results = await Promise.all(cases.map(([opt, v]) => runCli([opt!, v!])));
     results.forEach((r, i) => {
       const [opt, v] = cases[i]!;
@@ -119,6 +119,30 @@ describe('sft-compact CLI', () => {
     const { model, metadata } = await loadCheckpoint(out);
     model.dispose();
     expect(metadata).toMatchObject({ meta: { steps: 3, options: { dataThread: true, reflectionShare: 0.5, balanceReflections: true, memoryWeight: 4, memoryContrast: 0.5, memoryUnlikelihood: 5, invalidUnlikelihood: 2, moveUnlikelihood: 3 } } });
+  }, 120_000);
+
+  it('with --ema, evaluates and saves the averaged weights at each point, and the last iterate beside them at the end', async () => {
+    const out = path.join(tmpDir('lamer-sft-compact-ema-'), 'base');
+    const r = await runCli(['--steps', '3', '--eval-every', '2', '--eval-tasks', '1', '--layers', '1', '--embd', '32', '--heads', '2', '--batch', '4', '--block', '384', '--out', out, '--seed', '2', '--ema', '0.9']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toMatch(/eval @2 \(average\): /);
+    expect(r.stderr).toMatch(/eval @3 \(last iterate\): /);
+    expect(r.stderr).toContain(`the last iterate in ${path.join(out, 'last-iterate')}`);
+    expect(fs.readdirSync(out).sort()).toEqual(['last-iterate', 'learning-curve.json', 'model.json', 'weights.bin']);
+    const curve = JSON.parse(fs.readFileSync(path.join(out, 'learning-curve.json'), 'utf8'));
+    expect(curve.points.map((p: any) => [p.step, p.weights, p.lastIterate === undefined])).toEqual([[2, 'average', true], [3, 'average', false]]);
+    expect(curve.points[1].lastIterate.map((g: any) => g.env)).toEqual(['minesweeper-6x6-3', 'sokoban-6x6-2']);
+    const averaged = await loadCheckpoint(out);
+    const last = await loadCheckpoint(path.join(out, 'last-iterate'));
+    try {
+      expect(averaged.metadata).toMatchObject({ meta: { steps: 3, weights: 'average', options: { ema: 0.9 } } });
+      expect(last.metadata).toMatchObject({ meta: { steps: 3, weights: 'last' } });
+      // three updates at decays 2/11, 1/4, 4/13 leave the average between the start and the last iterate
+      expect(fs.readFileSync(path.join(out, 'weights.bin')).equals(fs.readFileSync(path.join(out, 'last-iterate', 'weights.bin')))).toBe(false);
+    } finally {
+      averaged.model.dispose();
+      last.model.dispose();
+    }
   }, 120_000);
 
   it('trains a tiny model and writes a checkpoint with its game vocabulary, compact format and learning curve', async () => {
