@@ -40,8 +40,9 @@ export const STEP_END_REASONS = ['done', 'max_steps'] as const;
 export type StepEndReason = (typeof STEP_END_REASONS)[number];
 
 /**
- * Why an attempt ended: a step ended it (STEP_END_REASONS), or its session was abandoned
- * (`DELETE /v1/sessions/{id}`) while the attempt was still running.
+ * Why an attempt ended: a step ended it (STEP_END_REASONS), or its environment left it while it
+ * was still running: its session was abandoned (`DELETE /v1/sessions/{id}`) or expired (no step
+ * for the idle TTL).
  */
 export const END_REASONS = [...STEP_END_REASONS, 'abandoned'] as const;
 export type EndReason = (typeof END_REASONS)[number];

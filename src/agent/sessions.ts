@@ -388,15 +388,18 @@ export class SessionService {
 
   /**
    * Mark active sessions whose last change is older than `ttlMs` as `expired` (all tenants) and
-   * release their engine state. Returns the ids expired. Serialised with steps per session, so a
-   * step in flight is never expired under it.
+   * release their engine state; an attempt still running ends `failed` with endReason
+   * `abandoned`, as when the session is closed. Returns the ids expired. Serialised with steps per
+   * session, so a step in flight is never expired under it.
    */
   async expireIdle(ttlMs: number, now = Date.now()): Promise<string[]> {
     const cutoff = now - ttlMs;
     const expired: string[] = [];
     for (const id of this.repo.idleIds(cutoff)) {
       await this.mutex.run(id, async () => {
-        if (this.hot.write(() => this.repo.expire(id, cutoff, now))) {
+        const row = this.hot.session(id);
+        if (!row) return;
+        if (this.hot.write(() => this.repo.expire(id, attemptsAbandoned(row.attempts), cutoff, now))) {
           expired.push(id);
           this.engine.release(id);
           this.events.onSessionEnd?.('expired');

@@ -104,8 +104,8 @@ function attemptsAfter(row: SessionRow, input: StepInput, plan: StepPlan): { att
 }
 
 /**
- * The session's attempts once it is abandoned (copies): an attempt still running can never get
- * another step, so it ends `failed` with endReason `abandoned`; its steps and return stay as
+ * The session's attempts once it is abandoned or expires (copies): an attempt still running can
+ * never get another step, so it ends `failed` with endReason `abandoned`; its steps and return stay as
  * recorded. Attempts that already ended are unchanged.
  */
 export function attemptsAbandoned(attempts: readonly AttemptSummary[]): AttemptSummary[] {

@@ -78,11 +78,14 @@ export class SessionsRepo {
       .map((r) => r.id);
   }
 
-  /** Mark `id` expired at `now` if it is still active and idle since before `cutoff`; true when it was. */
-  expire(id: string, cutoff: number, now: number): boolean {
+  /**
+   * Mark `id` expired at `now`, with its attempt summaries as they end (attemptsAbandoned), if it is
+   * still active and idle since before `cutoff`; true when it was.
+   */
+  expire(id: string, attempts: SessionRow['attempts'], cutoff: number, now: number): boolean {
     const res = this.db
       .update(sessions)
-      .set({ status: 'expired', updatedAt: now })
+      .set({ status: 'expired', attempts, updatedAt: now })
       .where(and(eq(sessions.id, id), eq(sessions.status, 'active'), lt(sessions.updatedAt, cutoff)))
       .run();
     return res.changes === 1;

@@ -335,4 +335,18 @@ describe('idle expiry', () => {
     expect(r.body.type).toBe('https://lamer-server.dev/problems/session-not-active');
     expect((await s.call('GET', `/v1/sessions/${fresh}`)).body.status).toBe('active');
   });
+
+  it('an attempt still running when its session expires ends failed with endReason abandoned; its steps stay', async () => {
+    const id = (await s.call('POST', '/v1/sessions', { taskId: 'idle-running', instructions: 'x' })).body.id as string;
+    expect((await s.call('POST', `/v1/sessions/${id}/steps`, { attempt: 0, step: 0, observation: 'o' })).status).toBe(200);
+    const before = (await s.call('GET', `/v1/sessions/${id}`)).body;
+    expect(before.attempts[0]).toMatchObject({ status: 'running', endReason: null, steps: 1 });
+    expect(await s.app.agent.expireIdle(60_000, Date.parse(before.updatedAt) + 60_001)).toContain(id);
+    const after = (await s.call('GET', `/v1/sessions/${id}`)).body;
+    expect(after).toMatchObject({ status: 'expired', next: null });
+    expect(after.attempts).toHaveLength(1);
+    expect(after.attempts[0]).toEqual({ ...before.attempts[0], status: 'failed', success: false, endReason: 'abandoned' });
+    const t = (await s.call('GET', `/v1/sessions/${id}/trajectory`)).body;
+    expect(t.steps.map((x: { attempt: number; step: number; kind: string }) => [x.attempt, x.step, x.kind])).toEqual([[0, 0, 'action']]);
+  });
 });
