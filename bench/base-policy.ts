@@ -124,10 +124,12 @@ const lossSessions = int('loss-sessions', values['loss-sessions'], 0, EVAL_SEED_
 usage(() => checkEvalSeeds('--seed + --tasks', seed, tasks));
 usage(() => checkEvalSeeds('--seed + --loss-sessions', seed, lossSessions));
 const games = values.games.split(',').map((g) => g.trim()).filter(Boolean);
+if (games.length === 0) fail(`--games: give at least one env (e.g. minesweeper-6x6-3), got '${values.games}'`);
 for (const g of games) {
   try { parseEnvName(g); } catch (e) { fail(`--games: ${(e as Error).message}`); }
 }
 const rows = values.rows.split(',').map((r) => r.trim()).filter(Boolean) as BaseRow[];
+if (rows.length === 0) fail(`--rows: give at least one of ${BASE_ROWS.join(', ')}, got '${values.rows}'`);
 for (const r of rows) if (!BASE_ROWS.includes(r)) fail(`--rows: '${r}' is not one of ${BASE_ROWS.join(', ')}`);
 // the in-process server refuses a session past its limits: K attempts of each game's turns
 usage(() => checkSessionLimits(inProcessSessionLimits(), K, Math.max(...games.map((g) => MAX_STEPS[parseEnvName(g).kind]))));

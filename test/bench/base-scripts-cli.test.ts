@@ -54,6 +54,8 @@ describe('eval:base command line', () => {
       [['--attempts', '11'], '--attempts 11 is more than the server allows: at most 10 attempts per session (LAMER_MAX_ATTEMPTS)'],
       [['--seed', String(e - 2), '--tasks', '3'], `--seed + --tasks must be at most ${e} (the eval seeds [1000000000, 2^32)), got ${e + 1}`],
       [['--seed', String(e - 2), '--tasks', '1', '--loss-sessions', '3'], `--seed + --loss-sessions must be at most ${e} (the eval seeds [1000000000, 2^32)), got ${e + 1}`],
+      [['--games', ''], "--games: give at least one env (e.g. minesweeper-6x6-3), got ''"],
+      [['--rows', ' , '], "--rows: give at least one of lamer, lamer-avail, independent, got ' , '"],
     ] as const) {
       const r = run('bench/base-policy.ts', [...args]);
       expect(r.status, r.stderr).toBe(2);
