@@ -7,6 +7,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { intOpt, parseArgsMessage, UsageError } from '../args.js';
 import { LR_SCHEDULES, POSITION_OFFSETS, type LrSchedule, type PositionOffset, type TfjsBackend } from '../../domain.js';
+import { EVAL_SEED_START } from '../../envs/index.js';
 import { countParams, DEFAULT_CONFIG, validateConfig, type GPTConfig } from '../../model/gpt.js';
 import { configFromOptions, INIT_SEED } from '../../model/scripts/init-base.js';
 import { checkCurvePoints, type CurvePoint } from './sft-curve.js';
@@ -219,6 +220,8 @@ export function parseSftBaseArgs(argv: string[]): SftBaseOptions | null {
     keepDemos: values['keep-demos'],
     dryRun: values['dry-run'],
   };
+  // the demonstrations play training seeds [--seed, --seed + --sessions): the eval seeds above stay held out
+  if (opts.seed + opts.sessions > EVAL_SEED_START) throw new SftBaseUsageError(`--seed + --sessions must be at most ${EVAL_SEED_START} (the training seeds [0, ${EVAL_SEED_START}); eval seeds are held out), got ${opts.seed + opts.sessions}`);
   if (opts.warmupSteps !== null && opts.steps !== null && opts.warmupSteps >= opts.steps) throw new SftBaseUsageError(`--warmup-steps (${opts.warmupSteps}) must be below --steps (${opts.steps})`);
   if (existsSync(opts.out) && (!statSync(opts.out).isDirectory() || readdirSync(opts.out).length > 0)) {
     throw new SftBaseUsageError(`--out ${opts.out} exists and is not an empty folder; give a new or empty one`);

@@ -184,6 +184,7 @@ describe('parseSftBaseArgs', () => {
     expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--lr-schedule', 'constant', '--warmup-steps', '3'])).toThrow(new SftBaseUsageError('--warmup-steps and --min-lr-ratio apply to --lr-schedule cosine only'));
     expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--steps', '10', '--warmup-steps', '10'])).toThrow(new SftBaseUsageError('--warmup-steps (10) must be below --steps (10)'));
     expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--min-lr-ratio', '2'])).toThrow(/--min-lr-ratio must be a number in \[0, 1\], got '2'/);
+    expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--seed', '999999999', '--sessions', '2'])).toThrow(new SftBaseUsageError('--seed + --sessions must be at most 1000000000 (the training seeds [0, 1000000000); eval seeds are held out), got 1000000001'));
     const from = tmpDir('lamer-sft-');
     expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--from', from])).toThrow(new SftBaseUsageError(`--from ${from}: no checkpoint there (model.json and weights.bin expected)`));
     expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--from', from, '--layers', '2', '--init-seed', '3'])).toThrow(new SftBaseUsageError('--from takes the model config of its checkpoint: drop --layers, --init-seed'));
