@@ -52,34 +52,32 @@ const USAGE = `usage: npm run model:sft-base -- [options]
   --eval-tasks N       held-out tasks per game per evaluation (default 32)
   --seed N             initialisation and data seed (default 1)
   --data-thread on|off play and label trials in a thread of their own, beside the optimiser step
-                       (DAgger then plays with the weights of one step earlier; default off, the
-                       shipped run's setting)
+                       (DAgger then plays with the weights of one step earlier; default off)
   --reflection-share F share of steps that train reflections, each reflection then trained about
                        F / (its share of the examples) times (default: the examples' own share, a
-                       few percent: the shipped run's setting)
+                       few percent)
   --balance-reflections on|off   reflection batches draw each failure class (a mine, turns ran
                        out, a cornered box, a dead end) equally often instead of as often as the
-                       trials produce it (default off, the shipped run's setting)
+                       trials produce it (default off)
   --memory-weight K    copies of each MineSweeper decision where the memory changes the solver's
-                       target (a mine it names would otherwise be among the safest cells) (default 1,
-                       the shipped run's setting)
+                       target (a mine it names would otherwise be among the safest cells) (default 1)
   --memory-contrast F  once DAgger runs, share of MineSweeper decisions that also train the same
                        board in a later attempt whose memory names the cell the model clicks there as
                        a mine (where it can be one), the target the solver's cells knowing it
-                       (default 0, the shipped run's setting)
+                       (default 0)
   --memory-unlikelihood L   weight of an unlikelihood term on the cells that a MineSweeper memory
                        names as mines, at every decision after such a reflection: -L log(1 - P(cell))
                        (its logit is then pushed down L + 1 times as hard as by the soft target alone)
-                       (default 0, the shipped run's setting)
+                       (default 0)
   --invalid-unlikelihood L   the same term on MineSweeper's revealed cells, which the game refuses
-                       as invalid clicks (default 0, the shipped run's setting)
+                       as invalid clicks (default 0)
   --move-unlikelihood L  the same term on Sokoban moves that would not move at each move of the
                        answer (into a wall or an unpushable box: the game's invalid no-op), from the
                        state the solver's earlier moves of that answer reach (default 0)
   --ema D              keep an exponential moving average of the weights with decay D (about
                        1 / (1 - D) steps; e.g. 0.998) and evaluate and save it at every point in place
                        of the last iterate, which then goes to <out>/last-iterate at the end, measured
-                       at the last point too (default 0: off, the shipped run's setting)
+                       at the last point too (default 0: off)
   --memory-at WHERE    where the compact prompt puts the memory lines: tail (after the board, so the
                        board keeps its positions in every attempt) or head (after the env tag, the
                        layout of checkpoints made before the option) (default tail; --from keeps
@@ -87,7 +85,10 @@ const USAGE = `usage: npm run model:sft-base -- [options]
   --from DIR           go on training the compact checkpoint in DIR (its shape, tokenizer and
                        prompt format; a fresh optimiser and schedule; its learning curve goes on);
                        give a --seed other than its run's so that new tasks are drawn
-  --help, -h           this text`;
+  --help, -h           this text
+
+models/base is <out>/last-iterate of --minutes 110 --data-thread on --reflection-share 0.2
+--memory-weight 6 --ema 0.998 --seed 21 (models/base/README.md)`;
 
 interface Options {
   out: string; minutes: number; steps: number | null; layers: number; embd: number; heads: number; block: number;
