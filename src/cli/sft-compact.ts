@@ -372,21 +372,18 @@ async function main(): Promise<void> {
     const t0 = Date.now();
     const trainSeconds = prior.trainSeconds + Math.round(trainMs / 1000);
     const counts = { step: prior.step + step, examples: prior.examples + examples, tokens: prior.tokens + tokens, trainSeconds };
+    // the model's weights as they are now: evaluated, then saved to `dir`
+    const evalAndSave = async (dir: string, weights: 'average' | 'last') => {
+      const games = evalGames();
+      await saveCheckpoint(model, dir, meta(counts, weights), { tokenizer: tok, promptFormat: format, sampling });
+      return games;
+    };
     let lastIterate: ReturnType<typeof evalGames> | null = null;
     if (average && final) {
-      lastIterate = evalGames();
+      lastIterate = await evalAndSave(path.join(o.out, 'last-iterate'), 'last');
       process.stderr.write(`eval @${step} (last iterate): ${describe(lastIterate)}\n`);
-      await saveCheckpoint(model, path.join(o.out, 'last-iterate'), meta(counts, 'last'), { tokenizer: tok, promptFormat: format, sampling });
     }
-    const points = await (average ? average.withAverage(async () => {
-      const games = evalGames();
-      await saveCheckpoint(model, o.out, meta(counts, 'average'), { tokenizer: tok, promptFormat: format, sampling });
-      return games;
-    }) : (async () => {
-      const games = evalGames();
-      await saveCheckpoint(model, o.out, meta(counts, 'last'), { tokenizer: tok, promptFormat: format, sampling });
-      return games;
-    })());
+    const points = average ? await average.withAverage(() => evalAndSave(o.out, 'average')) : await evalAndSave(o.out, 'last');
     curve.push({
       ...counts, ...(o.from ? { continues: o.from } : {}), loss: lossN ? lossSum / lossN : null, daggerTrials, evalSeconds: Math.round((Date.now() - t0) / 1000),
       ...(average ? { weights: 'average', ...(lastIterate ? { lastIterate } : {}) } : {}), games: points,
