@@ -59,7 +59,26 @@ export function modelPolicy(model: GPT, tok: Tokenizer, format: CompactPromptFor
   };
 }
 
-export interface EvalPoint { env: string; tasks: number; agreement: number; invalid: number | null; pass1: number; pass3: number; reflectionsNamingMine: number | null }
+/**
+ * One game's held-out figures at a learning-curve point (shares in [0, 1]).
+ * - `memoryGain`: pass@3 - pass@1. Greedy play of a fixed task is a function of the prompt, so
+ *   independent retries without memory replay attempt 1 exactly and score pass@1: this is the
+ *   memory's effect, memory minus independent retries, on these tasks.
+ * - `repeatsEnding`: share of failed later attempts (2 and 3) that end as an earlier attempt of the
+ *   task ended: MineSweeper on a mine cell that an earlier attempt hit, Sokoban in a box
+ *   configuration that an earlier attempt ended in. Null when no later attempt failed that way.
+ */
+export interface EvalPoint {
+  env: string; tasks: number; agreement: number; invalid: number | null; pass1: number; pass3: number;
+  reflectionsNamingMine: number | null; memoryGain: number; repeatsEnding: number | null;
+}
+
+/** How an attempt ended, for `repeatsEnding`: the mine cell clicked (MineSweeper), or the final board without the player (Sokoban). */
+export function endingKey(env: EnvKind, finalObservation: string, lastAction: string | undefined): string | null {
+  if (env === 'minesweeper') return finalObservation.includes('*') && lastAction !== undefined ? lastAction.trim() : null;
+  if (env === 'sokoban') return finalObservation.replace(/P/g, '_').replace(/S/g, 'O');
+  return null;
+}
 
 /**
  * Held-out evaluation on the first `tasks` eval seeds of each target env: greedy play, 3 attempts
@@ -67,14 +86,16 @@ export interface EvalPoint { env: string; tasks: number; agreement: number; inva
  * solver's equally good answers (for Sokoban: whose first move is); invalid = share of decisions
  * that the env flagged as invalid actions (MineSweeper: not a hidden cell; Sokoban: no move, or a
  * move into a wall or an unpushable box). Greedy answers, so below eval:base's sampled rates.
+ * `memoryGain` and `repeatsEnding` measure what the memory does (see EvalPoint).
  */
 export function evaluate(model: GPT, tok: Tokenizer, format: CompactPromptFormat, envName: string, tasks: number): EvalPoint {
-  let agree = 0, decisions = 0, invalid = 0, p1 = 0, p3 = 0, mineRefl = 0, mineFails = 0;
+  let agree = 0, decisions = 0, invalid = 0, p1 = 0, p3 = 0, mineRefl = 0, mineFails = 0, laterEndings = 0, repeated = 0;
   const instr = (env: EnvKind) => env;
   const base = modelPolicy(model, tok, format, instr);
   for (let i = 0; i < tasks; i++) {
     const seed = evalSeed(0, i);
     const memory: string[] = [];
+    const endings = new Set<string>();
     let solved = -1;
     for (let n = 0; n < 3 && solved < 0; n++) {
       const policy: TrialPolicy = (c) => {
@@ -90,7 +111,14 @@ export function evaluate(model: GPT, tok: Tokenizer, format: CompactPromptFormat
       const att = trial.attempts[0]!;
       invalid += att.steps.filter((s) => s.invalidAction).length;
       if (att.success) solved = n;
-      else if (n < 2) {
+      else {
+        const key = endingKey(trial.env, att.finalObservation, att.steps[att.steps.length - 1]?.action);
+        if (key !== null) {
+          if (n > 0) { laterEndings++; if (endings.has(key)) repeated++; }
+          endings.add(key);
+        }
+      }
+      if (!att.success && n < 2) {
         // the model's own reflection, from the compact reflection prompt
         const steps = att.steps.map((s) => ({ observation: s.observation, action: s.action }));
         const previousAttempts: PromptAttempt[] = memory.map((m) => ({ steps: [], finalObservation: '', success: false, reflection: m }));
@@ -111,6 +139,7 @@ export function evaluate(model: GPT, tok: Tokenizer, format: CompactPromptFormat
   return {
     env: envName, tasks, agreement: agree / Math.max(1, decisions), invalid: invalid / Math.max(1, decisions),
     pass1: p1 / tasks, pass3: p3 / tasks, reflectionsNamingMine: mineFails ? mineRefl / mineFails : null,
+    memoryGain: (p3 - p1) / tasks, repeatsEnding: laterEndings ? repeated / laterEndings : null,
   };
 }
 

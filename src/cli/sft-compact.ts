@@ -366,7 +366,7 @@ async function main(): Promise<void> {
     steps: counts.step, examples: counts.examples, tokens: counts.tokens, ...(parent ? { parent } : {}),
   });
   const evalGames = () => ['minesweeper-6x6-3', 'sokoban-6x6-2'].map((e) => evaluate(model, tok, format, e, o.evalTasks));
-  const describe = (points: ReturnType<typeof evalGames>) => points.map((p) => `${p.env} agree ${(100 * p.agreement).toFixed(1)}% ${p.invalid === null ? '' : `invalid ${(100 * p.invalid).toFixed(1)}% `} pass@1 ${(100 * p.pass1).toFixed(1)}% pass@3 ${(100 * p.pass3).toFixed(1)}%${p.reflectionsNamingMine !== null ? ` refl-names-mine ${(100 * p.reflectionsNamingMine).toFixed(0)}%` : ''}`).join(' | ');
+  const describe = (points: ReturnType<typeof evalGames>) => points.map((p) => `${p.env} agree ${(100 * p.agreement).toFixed(1)}% ${p.invalid === null ? '' : `invalid ${(100 * p.invalid).toFixed(1)}% `} pass@1 ${(100 * p.pass1).toFixed(1)}% pass@3 ${(100 * p.pass3).toFixed(1)}%${p.reflectionsNamingMine !== null ? ` refl-names-mine ${(100 * p.reflectionsNamingMine).toFixed(0)}%` : ''} memory-gain ${(100 * p.memoryGain).toFixed(1)} pts${p.repeatsEnding !== null ? ` repeats-ending ${(100 * p.repeatsEnding).toFixed(0)}%` : ''}`).join(' | ');
   /** A learning-curve point: evaluates and saves the averaged weights (--ema) or the last iterate; at the end with --ema, the last iterate too. */
   const doEval = async (step: number, final: boolean) => {
     const t0 = Date.now();

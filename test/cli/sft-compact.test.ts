@@ -160,6 +160,9 @@ describe('sft-compact CLI', () => {
       for (const g of p.games) {
         expect(g.tasks).toBe(1);
         for (const k of ['agreement', 'invalid', 'pass1', 'pass3']) expect(g[k] >= 0 && g[k] <= 1).toBe(true);
+        // greedy retries without memory replay attempt 1, so the memory's effect is pass@3 - pass@1
+        expect(g.memoryGain).toBe(g.pass3 - g.pass1);
+        expect(g.repeatsEnding === null || (g.repeatsEnding >= 0 && g.repeatsEnding <= 1)).toBe(true);
       }
     }
     expect(curve.points[1].examples).toBe(12);
