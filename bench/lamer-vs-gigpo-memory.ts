@@ -1,6 +1,6 @@
 /**
  * "Does memory act?": the section of bench/lamer-vs-gigpo-report.ts that measures whether the
- * memory between attempts (reflections, shared/LAMER.md §1) changes what the next attempt does,
+ * memory between attempts (reflections, docs/method.md#memory-and-reflections) changes what the next attempt does,
  * and whether the cross-episode return (§2) credits the reflections that carry the right lesson.
  *
  * Read from one game folder of bench/lamer-vs-gigpo.sh (`readMemoryGame`):
@@ -43,7 +43,7 @@
  * with its cell or not (a description, not a correctness check). If the reflections that name the
  * mine do not get a higher advantage than those that miss it, the policy gradient cannot learn to
  * write them. Within a task of one iteration every reflection has the same GiGPO episode term
- * (shared/LAMER.md §3), so the within-task difference is the difference of their returns G_0(n+1);
+ * (docs/method.md#gigpo), so the within-task difference is the difference of their returns G_0(n+1);
  * the pooled means also carry the task's episode term.
  *
  * Standalone: node_modules/.bin/tsx bench/lamer-vs-gigpo-memory.ts OUT_DIR [--resamples N]
@@ -518,7 +518,7 @@ function creditLines(credits: readonly ReflectionCredit[], ms: boolean, bopts: {
   // over every trained reflection: the step term is centred within each task's reflections, so
   // this mean is their mean episode term (0 minus the task's mean episode score)
   const all = taskBootstrap(clusterRows(credits).map((v) => [groups.reduce((a, _, g) => a + v[W * g]!, 0), groups.reduce((a, _, g) => a + v[W * g + 1]!, 0)]), [(s) => s[1]! / s[0]!], bopts)[0]!;
-  L.push('', `Mean advantage over every trained reflection: ${adv(all)}. GiGPO centres a reflection's return over the reflections of its task (the step term averages 0 there), so this is their mean episode term: a reflection's own score is 0, centred against the task's attempt reward sums (shared/LAMER.md §3); a negative value pushes every reflection down, whatever it says.`);
+  L.push('', `Mean advantage over every trained reflection: ${adv(all)}. GiGPO centres a reflection's return over the reflections of its task (the step term averages 0 there), so this is their mean episode term: a reflection's own score is 0, centred against the task's attempt reward sums (docs/method.md#gigpo); a negative value pushes every reflection down, whatever it says.`);
   // the split that matters: first group minus second
   const [ga, gb] = [groups[0]!, groups[1]!];
   const diff = taskBootstrap(clusterRows(credits), [(s) => meanOf(0, 1)(s) - meanOf(1, 1)(s), (s) => meanOf(0, 3)(s) - meanOf(1, 3)(s)], bopts);

@@ -12,7 +12,7 @@
  * paired differences (LaMer - GiGPO, each arm - the SFT start evaluated the same way) with 95%
  * bootstrap intervals over tasks and over training seeds and tasks (src/eval/compare.ts); the
  * issue's aims; reflection statistics; per-iteration learning curves; compute and wall time; and
- * one table like the paper's Table 1 with the paper's numbers beside ours (shared/LAMER.md §6);
+ * one table like the paper's Table 1 with the paper's numbers beside ours (Jiang et al., docs/method.md#sources);
  * per game the "Does memory act?" section (bench/lamer-vs-gigpo-memory.ts; it also reads the LaMer
  * runs' databases <game>/lamer/seed-<s>/data/lamer.db, copied, never written).
  * Also OUT_DIR/curves-<game>.svg (curves.svg for the one-game layout; mean over seeds per arm).
@@ -53,7 +53,7 @@ const SFT: Array<{ key: string; file: string; label: string; evalMode: string }>
 ];
 /** Differences reported: a - b on the same tasks (each RL arm against the SFT start evaluated its way). */
 const PAIRS: Array<[string, string]> = [['lamer', 'gigpo'], ['lamer', 'gigpo-ref'], ['lamer', 'sft-lamer-mode'], ['gigpo', 'sft-independent'], ['gigpo-ref', 'sft-independent']];
-/** shared/LAMER.md §6: Qwen3-4B, pass@1 / pass@2 / pass@3 in percent. */
+/** The paper's Table 1 (Jiang et al., arXiv 2512.16848): Qwen3-4B, pass@1 / pass@2 / pass@3 in percent. */
 const PAPER: Record<string, { sokoban: number[]; minesweeper: number[] }> = {
   'Zero-shot': { sokoban: [6.8, 9.8, 12.9], minesweeper: [4.5, 6.6, 8.6] },
   'Reflexion (prompting)': { sokoban: [6.4, 9.8, 12.1], minesweeper: [5.5, 7.2, 9.8] },

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# LaMer vs GiGPO in the paper's setting (issue 23; shared/LAMER.md §3, §6), everything with one
+# LaMer vs GiGPO in the paper's setting (docs/method.md#defaults), everything with one
 # command. For each game of $GAMES (MineSweeper 6x6 with 3 mines, Sokoban 6x6 with 2 boxes), from
 # the same SFT start ($BASE, models/base), for each training seed of $SEEDS train
 #   lamer  LaMer: G trials x 3 attempts per task, reflection_only memory, reflections trained,

@@ -1,5 +1,5 @@
 /**
- * `buildApp(config, deps)`: the Fastify application with every plugin and route (DESIGN §5-6),
+ * `buildApp(config, deps)`: the Fastify application with every plugin and route (docs/architecture.md "Folder map"),
  * not listening. Dependencies (database, engine) are passed in and reach the routes by decoration.
  *
  * Requests: bodies up to `config.limits.bodyBytes` (batch route: `batchBodyBytes`); JSON in UTF-8

@@ -22,7 +22,7 @@ export interface ApiKey {
   admin: boolean;
 }
 
-/** Size limits of request fields (DESIGN §3): larger input is a 4xx naming the field. */
+/** Size limits of request fields (docs/deploy.md "7. Configuration"): larger input is a 4xx naming the field. */
 export interface Limits {
   /** Max HTTP body size in bytes for every route but the batch route. */
   bodyBytes: number;
@@ -45,8 +45,9 @@ export interface Limits {
   /** Step cap per attempt when the client gives none. */
   defaultMaxSteps: number;
   /**
-   * Max characters (code points) of a reflection. LAMER.md §1: 2000. A model's reflection is cut to
-   * it; a human edit (PUT memory) longer than it is refused (400), never silently cut.
+   * Max characters (code points) of a reflection. The LaMer reference code keeps 2000
+   * (docs/method.md#defaults). A model's reflection is cut to it; a human edit (PUT memory) longer
+   * than it is refused (400), never silently cut.
    */
   reflectionChars: number;
   /**
@@ -107,7 +108,7 @@ export interface Config {
   database: DatabaseConfig;
 }
 
-/** SQLite contention and growth (README "Configuration", docs/deploy.md "SQLite"). */
+/** SQLite contention and growth (README "Configuration", docs/deploy.md "3. Persistence"). */
 export interface DatabaseConfig {
   /** Longest synchronous wait for another connection's lock, ms; then 503 `database-busy`. */
   busyTimeoutMs: number;

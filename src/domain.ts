@@ -8,7 +8,7 @@
  * and of the values named in error messages.
  */
 
-/** Training algorithms of a job (shared/LAMER.md): LaMer meta-RL, the RL baselines, and SFT on demonstrations. */
+/** Training algorithms of a job (docs/method.md): LaMer meta-RL, the RL baselines, and SFT on demonstrations. */
 export const ALGORITHMS = ['lamer', 'gigpo', 'grpo', 'rloo', 'sft'] as const;
 export type Algorithm = (typeof ALGORITHMS)[number];
 
@@ -16,7 +16,7 @@ export type Algorithm = (typeof ALGORITHMS)[number];
 export const RL_ALGORITHMS = ['lamer', 'gigpo', 'grpo', 'rloo'] as const;
 export type RlAlgorithm = (typeof RL_ALGORITHMS)[number];
 
-/** What of the earlier attempts a session's acting prompt shows (shared/LAMER.md §1). */
+/** What of the earlier attempts a session's acting prompt shows (docs/method.md#memory-and-reflections). */
 export const MEMORY_MODES = ['reflection_only', 'history_only', 'history_and_reflection'] as const;
 export type MemoryMode = (typeof MEMORY_MODES)[number];
 
@@ -90,11 +90,11 @@ export type PositionOffset = (typeof POSITION_OFFSETS)[number];
 export const LR_SCHEDULES = ['constant', 'cosine'] as const;
 export type LrSchedule = (typeof LR_SCHEDULES)[number];
 
-/** Cross-episode return: LaMer Eq. 4 ('paper') or the reference code's recursion ('code'); shared/LAMER.md §2. */
+/** Cross-episode return: LaMer Eq. 4 ('paper') or the reference code's recursion ('code'); docs/method.md#returns. */
 export const RETURN_MODES = ['paper', 'code'] as const;
 export type ReturnMode = (typeof RETURN_MODES)[number];
 
-/** The advantage estimators (shared/LAMER.md §3): each RL algorithm's, `lamer` using GiGPO's. */
+/** The advantage estimators (docs/method.md#advantages): each RL algorithm's, `lamer` using GiGPO's. */
 export const ADVANTAGE_ESTIMATORS = ['gigpo', 'grpo', 'rloo'] as const satisfies readonly RlAlgorithm[];
 export type AdvantageEstimator = (typeof ADVANTAGE_ESTIMATORS)[number];
 

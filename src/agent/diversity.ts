@@ -1,5 +1,5 @@
 /**
- * Trajectory diversity per model version and env (shared/LAMER.md §4), the measure `lamer eval`
+ * Trajectory diversity per model version and env (docs/method.md#metrics), the measure `lamer eval`
  * reports (src/eval/metrics.ts `trajectoryDiversity`), over recorded sessions.
  *
  * For each (version, env) group and each task in it: the Shannon entropy (nats) of the empirical

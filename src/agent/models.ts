@@ -1,5 +1,5 @@
 /**
- * Model versions (DESIGN §3 `models`): the registry over the `models` table. One version is
+ * Model versions (docs/protocol.md "Model versions"): the registry over the `models` table. One version is
  * `active` (new sessions pin it); activation loads the version in the engine before flipping, so a
  * failed load leaves the active version unchanged.
  */

@@ -3,13 +3,13 @@
  * session, as `PromptParts` (src/policy/engine.ts). Pure functions over plain data, so the SFT job
  * renders demonstration sessions with exactly the prompts used when serving.
  *
- * Memory modes (shared/LAMER.md §1):
+ * Memory modes (docs/method.md#memory-and-reflections):
  * - `reflection_only`: the acting prompt lists all previous reflections (each cut to 2000 chars);
  * - `history_only`: the acting prompt shows the previous attempt's last 7 steps;
  * - `history_and_reflection`: both.
  * The reflection prompt continues the acting prompt of the attempt that failed: the same head
- * (instructions and memory), every step of that attempt that fits the context (not only the last
- * ~7 of shared/LAMER.md: the whole attempt is at most the turn cap, and a prompt that extends the
+ * (instructions and memory), every step of that attempt that fits the context (the LaMer reference
+ * code shows its last ~7 steps only: the whole attempt is at most the turn cap, and a prompt that extends the
  * last acting prompt lets the builtin engine reuse its KV cache, src/policy/builtin/generate.ts),
  * the final observation, and says the task was not completed.
  *
@@ -71,9 +71,11 @@ export function renderCompactReflection(format: CompactPromptFormat, ctx: Reflec
   return { head: compactHead(format, ctx), steps: last.map(compactStep), tail: `\n${ctx.finalObservation}${tailMemory(format, ctx)}\n! ` };
 }
 
-/** Steps of the previous attempt shown by the `history_*` memory modes (LAMER.md §1: "its last ~7 steps"). */
+/** Steps of the previous attempt shown by the `history_*` memory modes, as in the reference code
+ *  (docs/method.md#memory-and-reflections). */
 export const HISTORY_STEPS = 7;
-/** Max characters (code points) of one reflection in the acting prompt (LAMER.md §1). */
+/** Max characters (code points) of one reflection in the acting prompt, as in the reference code
+ *  (docs/method.md#memory-and-reflections). */
 export const REFLECTION_CHARS = 2000;
 
 /** The first `max` characters (code points, as JSON Schema's maxLength counts) of `text`. */

@@ -1,5 +1,5 @@
 /**
- * Statistics over completed sessions (shared/LAMER.md §4): pass@1..k, success rate and mean return
+ * Statistics over completed sessions (docs/method.md#metrics): pass@1..k, success rate and mean return
  * by attempt, overall and per (modelVersion, env, mode) group. Pure functions over the rows.
  */
 import type { AttemptSummary } from '../db/schema.js';

@@ -1,9 +1,10 @@
 /**
- * The session service: the LaMer session state machine (DESIGN §2; shared/LAMER.md §1) over the
- * database and the policy engine. It orchestrates (per-session mutex, engine calls, commit); the
- * step transition is pure (src/agent/step-transition.ts), the records it writes are built in
- * step-records.ts, views in session-views.ts, statistics in session-stats.ts, and the SQL lives in
- * src/db (queries.ts hot path, sessions-repo.ts, steps-repo.ts).
+ * The session service: the LaMer session state machine (docs/protocol.md "Post a step";
+ * docs/method.md#sessions-attempts-and-steps) over the database and the policy engine. It
+ * orchestrates (per-session mutex, engine calls, commit); the step transition is pure
+ * (src/agent/step-transition.ts), the records it writes are built in step-records.ts, views in
+ * session-views.ts, statistics in session-stats.ts, and the SQL lives in src/db (queries.ts hot
+ * path, sessions-repo.ts, steps-repo.ts).
  *
  * A session is up to `maxAttempts` attempts at one task. Each attempt is a sequence of steps
  * 0, 1, ...: the environment posts an observation (and the reward of the previous action) and gets
@@ -415,7 +416,7 @@ export class SessionService {
   }
 
   /**
-   * Statistics over the tenant's completed sessions (shared/LAMER.md §4): pass@1..k, success rate
+   * Statistics over the tenant's completed sessions (docs/method.md#metrics): pass@1..k, success rate
    * and mean return by attempt, overall and per (modelVersion, env, mode) group (session-stats.ts).
    */
   stats(tenant: string, f: Omit<SessionFilters, 'status'>) {

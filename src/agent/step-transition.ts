@@ -1,9 +1,10 @@
 /**
- * The step transition of the LaMer session state machine (DESIGN §2; shared/LAMER.md §1) as pure
- * functions: whether a step request is admitted (a new step at the expected position, an identical
- * retry, or a conflict), what the step does (act, end the attempt, reflect, complete the session),
- * and, given the model's generations, the answer and the records to commit. No I/O here: the
- * service (src/agent/sessions.ts) reads the state, makes the model calls and commits.
+ * The step transition of the LaMer session state machine (docs/protocol.md "Post a step";
+ * docs/method.md#sessions-attempts-and-steps) as pure functions: whether a step request is admitted
+ * (a new step at the expected position, an identical retry, or a conflict), what the step does
+ * (act, end the attempt, reflect, complete the session), and, given the model's generations, the
+ * answer and the records to commit. No I/O here: the service (src/agent/sessions.ts) reads the
+ * state, makes the model calls and commits.
  */
 import type { StepCommit, StepInsert } from '../db/queries.js';
 import type { AttemptSummary, SessionRow } from '../db/schema.js';

@@ -8,7 +8,7 @@
  * output, the observation, the prompt and output as text and as token ids (`[promptLen]` /
  * `[outLen]` int token ids of the engine's tokenizer), the per-token logprobs (`[outLen]` natural
  * log, as sampled), the reward as given by the environment, and the return and advantage once a
- * training job computed them (LaMer Eq. 4-5; shared/LAMER.md §2-3), else null.
+ * training job computed them (docs/method.md#returns, docs/method.md#advantages), else null.
  */
 import fs from 'node:fs';
 import Database from 'better-sqlite3';

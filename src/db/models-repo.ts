@@ -1,5 +1,5 @@
 /**
- * The `models` table (DESIGN §3 `models`): model versions, one `active`. Queries only; the rules
+ * The `models` table (docs/protocol.md "Model versions"): model versions, one `active`. Queries only; the rules
  * (load before activating, registration checks) live in src/agent/models.ts.
  */
 import { eq } from 'drizzle-orm';

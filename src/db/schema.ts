@@ -102,7 +102,7 @@ export const steps = sqliteTable(
     requestHash: text('request_hash').notNull(),
     /** The stored step answer (JSON) returned to retries. */
     answer: text('answer', { mode: 'json' }),
-    /** Filled by training: cross-episode return G and advantage (LAMER.md §2-3). */
+    /** Filled by training: cross-episode return G and advantage (docs/method.md#returns, docs/method.md#advantages). */
     return: real('return'),
     advantage: real('advantage'),
     createdAt: integer('created_at').notNull(),

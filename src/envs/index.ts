@@ -8,7 +8,7 @@
  * Seed ranges (disjoint, so no evaluation task is ever trained on):
  * - train seeds: 0 <= seed < 1_000_000_000 (demonstrations, training rollouts);
  * - eval seeds:  1_000_000_000 <= seed < 2^32 (held-out tasks of `lamer eval`).
- * Turn caps per attempt (LaMer reference code, shared/LAMER.md §1): 7 for both games.
+ * Turn caps per attempt (LaMer reference code; docs/method.md#environments): 7 for both games.
  */
 import { MineSweeperEnv, MINESWEEPER_DEFAULTS, type MineSweeperParams } from './minesweeper.js';
 import { SokobanEnv, SOKOBAN_DEFAULTS, type SokobanParams } from './sokoban.js';

@@ -1,5 +1,5 @@
 /**
- * MineSweeper as in the LaMer reference code (shared/LAMER.md §5).
+ * MineSweeper as in the LaMer reference code (docs/method.md#environments).
  *
  * - Board `rows x cols` (default 6x6) with `mines` mines (default 3). `reset(seed)` draws a first
  *   click uniformly at random, places the mines uniformly among the other cells and applies that

@@ -1,5 +1,5 @@
 /**
- * Sokoban as in the LaMer reference code (shared/LAMER.md §5).
+ * Sokoban as in the LaMer reference code (docs/method.md#environments).
  *
  * - Room `rows x cols` (default 6x6) surrounded by walls, `boxes` boxes (default 2) and as many
  *   targets. `reset(seed)` draws rooms from the seed's random stream (a few interior walls, then

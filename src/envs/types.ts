@@ -4,7 +4,7 @@
  * the eval harness and the demonstration generator drive it exactly as an external client of the
  * HTTP API would.
  *
- * Units: rewards are as given by the environment (shared/LAMER.md §5); one `step` call is one
+ * Units: rewards are as given by the environment (docs/method.md#environments); one `step` call is one
  * turn (one action string, which for Sokoban may hold up to 3 moves).
  */
 import type { EnvKind } from '../domain.js';

@@ -6,7 +6,7 @@
  * Iteration k (0-based):
  *   1. rollouts: T tasks from the training seed range (trainSeed(seed + k*T, i), fresh tasks every
  *      iteration) played by the eval harness (src/eval/harness.ts, mode 'train', training sampling
- *      temperature 1.0, shared/LAMER.md §3):
+ *      temperature 1.0, docs/method.md#defaults):
  *      - `lamer`: G sessions per task of 3 attempts each, memory reflection_only (G trials x 3);
  *      - single-attempt baselines (`gigpo`, `grpo`, `rloo`): 3G sessions per task with
  *        maxAttempts 1, so both see 3G trajectories per task;
@@ -44,7 +44,7 @@ export interface ExperimentOptions {
   seed?: number;
   /** Sessions in flight during rollouts. Default 32. */
   concurrency?: number;
-  /** Rollout sampling. Default temperature 1, top-p 1, top-k 0 (LAMER.md §3: T = 1.0 in training). */
+  /** Rollout sampling. Default temperature 1, top-p 1, top-k 0 (docs/method.md#defaults: T = 1.0 in training). */
   sampling?: { temperature: number; topP: number; topK: number };
   maxSteps?: number;
   availableActions?: boolean;

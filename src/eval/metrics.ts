@@ -1,5 +1,5 @@
 /**
- * Evaluation metrics (shared/LAMER.md §4), pure functions over played sessions.
+ * Evaluation metrics (docs/method.md#metrics), pure functions over played sessions.
  *
  * A session is one LaMer trial: up to K attempts at one task, stopping at the first success.
  * Attempts are 0-based and recorded in order (`attempts[n].attempt === n`); pass@k counts attempts
@@ -83,7 +83,7 @@ export function invalidActionRate(sessions: readonly SessionRecord[]): number {
 export { empiricalEntropy };
 
 /**
- * Trajectory diversity (LAMER.md §4): for each task, the entropy (nats) of the empirical
+ * Trajectory diversity (docs/method.md#metrics): for each task, the entropy (nats) of the empirical
  * distribution over the distinct trajectories played on it, where a trajectory is the sequence
  * of an attempt's canonical actions and every attempt of every session of the task is one sample;
  * then the mean over tasks. With one session of K attempts per task it is at most ln K (1.10 for

@@ -1,5 +1,5 @@
 /**
- * TensorFlow.js backend choice at start (shared/DESIGN.md §4).
+ * TensorFlow.js backend choice at start (docs/architecture.md "The policy engine and the model").
  *
  * Order for `auto`: `@tensorflow/tfjs-node-gpu` (CUDA) -> `@tensorflow/tfjs-node` (native CPU) ->
  * `wasm` (@tensorflow/tfjs-backend-wasm, single-threaded under Node) -> `cpu` (pure JS).
@@ -72,7 +72,7 @@ export function chosenBackend(): string | null {
  * Batched matMul a `[K, M, I]` @ b `[K, I, N]` (or b^T when `transposeB`, b `[K, N, I]`) -> `[K, M, N]`,
  * formulated for the active backend: on wasm the batched matMul kernel runs a naive loop
  * (~1 GFLOP/s), so the K pairs are unstacked and multiplied as 2-D matMuls (XNNPACK path), 3-7x
- * faster at attention sizes (bench/model-attn-micro.ts; shared/PERF-NOTES.md); other backends use
+ * faster at attention sizes (bench/model-attn-micro.ts); other backends use
  * one batched matMul. Same values either way up to float rounding of the kernels.
  */
 export function batchMatMul(a: tf.Tensor3D, b: tf.Tensor3D, transposeB: boolean): tf.Tensor3D {

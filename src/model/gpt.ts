@@ -1,7 +1,8 @@
 /**
- * The builtin policy model: a GPT-style decoder-only transformer in TensorFlow.js, written the
- * way nanoGPT's `model.py` is (shared/DESIGN.md §6): explicit tf ops on `tf.Variable`s, names
- * that match the paper and nanoGPT (`wte`, `wpe`, `h.{i}.attn.c_attn`, `n_embd`, `block_size`).
+ * The builtin policy model: a GPT-style decoder-only transformer in TensorFlow.js, written the way
+ * nanoGPT's `model.py` is (docs/architecture.md "The policy engine and the model"): explicit tf ops
+ * on `tf.Variable`s, names that match the paper and nanoGPT (`wte`, `wpe`, `h.{i}.attn.c_attn`,
+ * `n_embd`, `block_size`).
  *
  * Architecture (Radford et al. 2019, GPT-2; nanoGPT):
  *   x = wte[idx] + wpe[pos]                                   [B, T, C]

@@ -10,7 +10,7 @@
 import { EOS } from './tokenizer.js';
 import { Rng } from '../shared/rng.js';
 
-/** Sampling settings of one generation (DESIGN §2 `sampling`). */
+/** Sampling settings of one generation (docs/protocol.md "Create a session" `sampling`). */
 export interface SamplingParams {
   /** > 0; 0 means greedy (argmax). */
   temperature: number;

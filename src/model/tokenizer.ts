@@ -1,5 +1,5 @@
 /**
- * Byte-level tokenizer of the builtin policy model (shared/DESIGN.md §4).
+ * Byte-level tokenizer of the builtin policy model (docs/architecture.md "The policy engine and the model").
  *
  * Vocabulary: ids 0..255 are the 256 byte values of the UTF-8 encoding, so any text round-trips
  * exactly; four special tokens follow:

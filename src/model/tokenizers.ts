@@ -1,7 +1,8 @@
 /**
- * Tokenizers per checkpoint (DESIGN §4): the byte tokenizer of ./tokenizer.ts as a `Tokenizer`, and
- * a game vocabulary with byte fallback (`GameTokenizer`); `tokenizerFromSpec` reads the one a
- * checkpoint's metadata describes (src/model/checkpoint.ts).
+ * Tokenizers per checkpoint (docs/architecture.md "The policy engine and the model"): the byte
+ * tokenizer of ./tokenizer.ts as a `Tokenizer`, and a game vocabulary with byte fallback
+ * (`GameTokenizer`); `tokenizerFromSpec` reads the one a checkpoint's metadata describes
+ * (src/model/checkpoint.ts).
  */
 import {
   BOS, BYTE_VOCAB, decode, encode, encodeCandidate, encodePrompt, EOS, fitPrompt, fitWith, isContinuation, PAD, SEP, TOKENIZER_SPEC, VOCAB_SIZE,

@@ -1,5 +1,5 @@
 /**
- * Kernel-level fixes for the tfjs wasm backend (shared/PERF-NOTES.md), installed once by
+ * Kernel-level fixes for the tfjs wasm backend, installed once by
  * `initBackend` when wasm is chosen:
  *
  * 1. `BatchMatMul` / `_FusedMatMul` with `transposeA` or `transposeB`: the wasm kernel is 12-15x

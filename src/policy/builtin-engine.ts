@@ -1,5 +1,5 @@
 /**
- * The builtin policy engine (shared/DESIGN.md §4): the GPT of src/model/gpt.ts
+ * The builtin policy engine (docs/architecture.md "The policy engine and the model"): the GPT of src/model/gpt.ts
  * behind the `PolicyEngine` interface, with
  * - byte-level prompts fitted to the context by dropping the oldest steps (src/model/tokenizer.ts);
  * - sampling with temperature / top-p / top-k / seed, stop tokens and separate length caps for

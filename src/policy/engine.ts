@@ -1,7 +1,8 @@
 /**
- * The policy engine interface (shared/DESIGN.md §4): everything the agent needs from a language
- * model. Implementations: `BuiltinEngine` (tfjs transformer, src/policy/builtin-engine.ts) and
- * `TestEngine` (deterministic, constant time, for tests and HTTP benchmarks).
+ * The policy engine interface (docs/architecture.md "The policy engine and the model"): everything
+ * the agent needs from a language model. Implementations: `BuiltinEngine` (tfjs transformer,
+ * src/policy/builtin-engine.ts) and `TestEngine` (deterministic, constant time, for tests and HTTP
+ * benchmarks).
  *
  * Units: token ids are integers of the engine's tokenizer; logprobs are natural-log probabilities
  * of each sampled token under the sampling distribution itself, the behaviour policy: the model's
@@ -143,7 +144,8 @@ export interface ScoreRequest {
   candidates: string[];
 }
 
-/** One sampled output with everything training needs (DESIGN §4: stored as sampled). */
+/** One sampled output with everything training needs, stored as sampled (docs/architecture.md
+ *  "The policy engine and the model"). */
 export interface Generation {
   /** The model's full text (for act with availableActions: exactly the chosen action). */
   output: string;

@@ -1,4 +1,4 @@
-/** Trajectory diversity's entropy (shared/LAMER.md §4), used by the server's stats and by `lamer eval`. */
+/** Trajectory diversity's entropy (docs/method.md#metrics), used by the server's stats and by `lamer eval`. */
 
 /**
  * Shannon entropy, in nats, of the empirical distribution of `items`:

@@ -2,7 +2,7 @@
  * pass@k, the one place it is computed (the session resource's `passAtK`, `GET /v1/stats`, the
  * training data statistics and the eval harness all use these functions).
  *
- * Formula (shared/LAMER.md §4): pass@k is the fraction of tasks solved in any of the first k
+ * Formula (docs/method.md#metrics): pass@k is the fraction of tasks solved in any of the first k
  * attempts (pass@1 = the first attempt). Here a session is one trial at one task: it passes at k
  * when one of its attempts 0..k-1 succeeded, i.e. when its first successful attempt f satisfies
  * 0 <= f < k; over n sessions pass@k = |{sessions that pass at k}| / n (0 when n = 0).

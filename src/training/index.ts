@@ -1,5 +1,5 @@
 /**
- * Training (shared/DESIGN.md §4, shared/LAMER.md §2-3), in three folders:
+ * Training (docs/method.md; docs/architecture.md "Folder map"), in three folders:
  * - `maths/`: returns, advantages, losses, the PPO / SFT optimiser step, the learning-rate schedule;
  * - `data/`: samples from recorded sessions and demonstrations, packing, batches, minibatches, the
  *   behaviour policy, selection from the database, the remote training batch;

@@ -1,8 +1,8 @@
 /**
- * TypeBox schemas of the training-job resource (DESIGN §3 `training/jobs`).
+ * TypeBox schemas of the training-job resource (docs/protocol.md "Training jobs").
  *
  * Hyperparameter ranges are the ones the runner accepts (src/training/run/job.ts TrainingHyper) and the
- * returns/advantages take (src/training/maths/returns.ts, advantages.ts; shared/LAMER.md §2-3).
+ * returns/advantages take (src/training/maths/returns.ts, advantages.ts; docs/method.md#returns, docs/method.md#advantages).
  * SFT demonstrations (`DemoSession` JSONL, src/envs/demos.ts) come either as a `path` relative to
  * `<dataDir>/demos/` (large sets: write the file there, e.g. with `lamer demos --out`), or inline as
  * `sessions` (small sets; bounded by the request body limit); exactly one of the two.

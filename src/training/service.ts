@@ -1,5 +1,5 @@
 /**
- * The training service (shared/DESIGN.md §3 `training/jobs`): what the HTTP routes, the CLI and
+ * The training service (docs/protocol.md "Training jobs"): what the HTTP routes, the CLI and
  * eval talk to about training jobs, decorated as `app.training` (src/plugins/app/training.ts). It
  * owns the job rules and answers in the wire shapes of src/training/schemas.ts, so the routes only
  * pass requests through (as the session routes do with src/agent/sessions.ts):

@@ -2,7 +2,7 @@
 """Play MineSweeper against lamer-server through the typed Python client.
 
 The environment is a small self-contained MineSweeper as the LaMer paper uses it
-(shared/LAMER.md section 5): a 6x6 board with 3 mines, a random safe first click applied at
+(docs/method.md#environments): a 6x6 board with 3 mines, a random safe first click applied at
 reset, rows and columns numbered 1..6, cells '?' hidden, '.' empty, '1'-'8' counts, '*' mine;
 reveal only. Rewards as given by the environment: invalid or useless click -1 (the game goes
 on; the next step says invalidAction), one cell +0.5,

@@ -1,5 +1,5 @@
 /**
- * Samples as training tensors (shared/LAMER.md §3): next-token rows with an output mask, the old
+ * Samples as training tensors (docs/method.md#the-behaviour-policy): next-token rows with an output mask, the old
  * logprobs of the PPO ratio, advantages, and each sample's behaviour policy (sampling temperature
  * and support), so that training scores tokens with the distribution that sampled them.
  * Shapes: B = samples, T = positions (longest sequence - 1), V = vocabulary.

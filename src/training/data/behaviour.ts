@@ -1,6 +1,6 @@
 /**
- * The behaviour policy under given weights (shared/LAMER.md §3: logprobs for the PPO ratio are
- * computed on logits divided by the rollout temperature, verl dp_actor.py ~153/225): per sample
+ * The behaviour policy under given weights (docs/method.md#the-behaviour-policy: logprobs for the PPO
+ * ratio are computed on logits divided by the rollout temperature, verl dp_actor.py ~153/225): per sample
  * and output token, the sampler's support and the token's logprob, computed without gradient;
  * and the old logprobs pi_old of a PPO job.
  */
@@ -128,7 +128,7 @@ export interface OldPolicy {
 }
 
 /**
- * The old policy of the PPO ratio (LAMER.md §3; verl recomputes old logprobs with the weights
+ * The old policy of the PPO ratio (docs/method.md#the-behaviour-policy; verl recomputes old logprobs with the weights
  * before the update, so the first ratio is exactly 1): the behaviour policy of every sample under
  * the starting weights `model`. Its supports are always used; its logprobs are the old logprobs
  * unless `source` is 'stored' (then the sampler's recorded logprobs are). Chunks as

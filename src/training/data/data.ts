@@ -1,5 +1,5 @@
 /**
- * Recorded sessions -> training samples (shared/LAMER.md §2-3, shared/DESIGN.md §4).
+ * Recorded sessions -> training samples (docs/method.md#advantages, docs/architecture.md "Training data layout").
  *
  * RL (`lamer`, `gigpo`, `grpo`, `rloo`): from step records shaped like the server's `steps` table
  * (src/db/schema.ts), one record per posted observation (kind 'action', carrying the sampled action

@@ -2,8 +2,8 @@
  * The LaMer training batch of a remote model version, as a dataset for an external trainer (TRL,
  * verl, OpenRLHF): a training job whose base version is served by a remote OpenAI-compatible
  * server cannot update its weights here, so it computes exactly what a local job would (returns
- * with gamma_step / gamma_traj, advantages per algorithm, zero-advantage groups kept; LAMER.md
- * §2-3) and writes them with what the remote engine recorded. Format: docs/remote-engines.md
+ * with gamma_step / gamma_traj, advantages per algorithm, zero-advantage groups kept;
+ * docs/method.md#advantages) and writes them with what the remote engine recorded. Format: docs/remote-engines.md
  * "Training data for remote versions".
  *
  * Files, in `<dataDir>/datasets/<jobId>/`:

@@ -1,11 +1,12 @@
 /**
- * The shapes of training data and small facts about them (shared/LAMER.md §2-3, shared/DESIGN.md §4):
- * a recorded step (`StepRecord`, a row of the server's `steps` table), the behaviour policy of a
- * recorded output, a trainable sample (`TrainingSample`, packed or one turn), what the job writes
- * back per turn and the stats of a data set; plus the per-session outcomes of recorded steps, a
- * record's behaviour policy and the tokens a sample trains. The leaf of the data modules: the RL
- * builder (data.ts), RL packing (rl-packing.ts) and SFT data (sft-data.ts) build on it; import
- * from data.ts, which re-exports all of it.
+ * The shapes of training data and small facts about them (docs/method.md#returns,
+ * docs/architecture.md "Training data layout"): a recorded step (`StepRecord`, a row of the
+ * server's `steps` table), the behaviour policy of a recorded output, a trainable sample
+ * (`TrainingSample`, packed or one turn), what the job writes back per turn and the stats of a data
+ * set; plus the per-session outcomes of recorded steps, a record's behaviour policy and the tokens
+ * a sample trains. The leaf of the data modules: the RL builder (data.ts), RL packing
+ * (rl-packing.ts) and SFT data (sft-data.ts) build on it; import from data.ts, which re-exports all
+ * of it.
  */
 import { passAtKRate } from '../../shared/passk.js';
 import { BYTE_TOKENIZER, type Tokenizer } from '../../model/tokenizers.js';
@@ -38,7 +39,7 @@ export interface StepRecord {
   availableActions?: string[] | null;
 }
 
-/** What the sampler of a recorded output used (shared/DESIGN.md §2 `sampling`, without the seed). */
+/** What the sampler of a recorded output used (docs/protocol.md "Create a session" `sampling`, without the seed). */
 export interface SamplerSettings {
   temperature: number;
   topP: number;
@@ -117,7 +118,8 @@ export interface SampleOutcome {
   firstSuccess: number | null;
 }
 
-/** What the job writes back to the steps table (DESIGN §3: trajectory shows returns and advantages). */
+/** What the job writes back to the steps table: the trajectory shows returns and advantages
+ *  (docs/protocol.md "List, close, trajectory, memory, stats"). */
 export interface TurnScore {
   sessionId: string;
   attempt: number;

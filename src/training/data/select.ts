@@ -1,6 +1,7 @@
 /**
  * Reading training data from the database and writing computed returns/advantages back
- * (shared/DESIGN.md §3: a session's trajectory shows returns and advantages once computed).
+ * (docs/protocol.md "List, close, trajectory, memory, stats": a session's trajectory shows returns
+ * and advantages once computed).
  *
  * A job trains on recorded sessions with `mode = 'train'` and `status = 'completed'`, optionally
  * filtered by creation time, env label, task ids and the model version the session pinned.

@@ -1,5 +1,5 @@
 /**
- * SFT data (shared/LAMER.md §2-3, docs/architecture.md "Training data layout"): demonstration
+ * SFT data (docs/method.md#sft, docs/architecture.md "Training data layout"): demonstration
  * sessions (`DemoSession`, one JSON object per line, written by `lamer demos`, src/envs/demos.ts)
  * rendered with the serving prompts (src/agent/prompt.ts) and the builtin byte tokenizer
  * (src/model/tokenizer.ts) into training samples, each attempt's acting steps packed into one

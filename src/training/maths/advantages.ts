@@ -1,6 +1,6 @@
 /**
  * Advantage estimators over recorded turns: GiGPO (mean_norm, episode term + anchor-state step
- * term; used by `lamer` and `gigpo`), GRPO and RLOO. See shared/LAMER.md §3.
+ * term; used by `lamer` and `gigpo`), GRPO and RLOO. See docs/method.md#advantages.
  *
  * A *turn* is one model output that gets trained: an action turn (one step of an attempt) or a
  * reflection turn (written after a failed attempt). As in verl-agent, every turn is one sample of
@@ -15,7 +15,7 @@
  *   agent_system/multi_turn_rollout/metarl_rollout_loop.py lines 581-589 (only 'play' turns sum
  *   rewards; a 'reflect' turn appends `episode_rewards.append(0.)`), the penalty from
  *   verl/trainer/ppo/ray_trainer.py lines 200-220 (apply_invalid_action_penalty) on the validity
- *   of agent_system/environments/minesweeper/env_manager.py ~line 123; shared/LAMER.md §3. The
+ *   of agent_system/environments/minesweeper/env_manager.py ~line 123. The
  *   outcome of attempt n+1 reaches the reflection through its return (the step term), and is not
  *   counted a second time as its episode score. Reflection turns count in their task's episode
  *   mean like every other turn of the batch. A reflection with no recorded attempt n+1 is dropped
@@ -110,7 +110,7 @@ function groupBy<T>(items: readonly T[], key: (x: T, i: number) => string): Map<
 /**
  * Compute returns and advantages for a batch of turns from many sessions and tasks.
  *
- * GiGPO mean_norm (LAMER.md §3):
+ * GiGPO mean_norm (docs/method.md#gigpo):
  *   episode term  A_E = s - mean_{task}(s),      s = sum of the attempt's rewards - penalty * invalid
  *                                                (reflection turns: s = 0 - penalty * invalid)
  *   step term     A_S = G - mean_{task, obs}(G)  (all reflection turns of a task: one group)

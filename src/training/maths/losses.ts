@@ -1,5 +1,5 @@
 /**
- * Losses and the optimiser for policy training, in TensorFlow.js (shared/LAMER.md §3):
+ * Losses and the optimiser for policy training, in TensorFlow.js (docs/method.md#the-ppo-loss):
  * PPO clipped surrogate with dual clip, token-mean aggregation under a mask, entropy bonus, SFT
  * cross-entropy (token logprobs and entropies from src/model/logprobs.ts), global grad-norm clipping and AdamW (tfjs has none; decoupled weight decay as in
  * Loshchilov & Hutter 2019 / torch.optim.AdamW).
@@ -20,7 +20,7 @@ export function tokenMean(x: tf.Tensor, mask: tf.Tensor): tf.Scalar {
 }
 
 /**
- * Defaults of the PPO coefficients (LaMer CODE, shared/LAMER.md §3): clip epsilon 0.2, dual-clip
+ * Defaults of the PPO coefficients (the LaMer reference code; docs/method.md#defaults): clip epsilon 0.2, dual-clip
  * constant c 3.0, entropy bonus 0.001. Written once: the losses below and the job's
  * hyperparameters (../run/job.ts) take them from here.
  */
@@ -69,15 +69,15 @@ export function ppoClipLoss(inp: PpoLossInput): PpoLossOutput {
     const { logprobs, oldLogprobs, mask } = inp;
     const advantages = inp.advantages.rank === 1 ? tf.expandDims(inp.advantages, 1) : inp.advantages;
     const logratio = tf.sub(logprobs, oldLogprobs); // log pi - log pi_old
-    const ratio = tf.exp(logratio); // ratio = pi / pi_old (LAMER.md §3: PPO clipped surrogate)
+    const ratio = tf.exp(logratio); // ratio = pi / pi_old (docs/method.md#the-ppo-loss)
     const pgLosses1 = tf.mul(tf.neg(advantages), ratio); // L1 = -A * ratio
-    const pgLosses2 = tf.mul(tf.neg(advantages), tf.clipByValue(ratio, 1 - clipCoef, 1 + clipCoef)); // L2 = -A * clip(ratio, 1-eps, 1+eps) (LAMER.md §3: eps 0.2)
+    const pgLosses2 = tf.mul(tf.neg(advantages), tf.clipByValue(ratio, 1 - clipCoef, 1 + clipCoef)); // L2 = -A * clip(ratio, 1-eps, 1+eps) (eps 0.2)
     const clipped = tf.maximum(pgLosses1, pgLosses2); // max(L1, L2)
-    const pgLosses3 = tf.mul(tf.neg(advantages), dualClip); // L3 = -A * c (LAMER.md §3: dual clip c = 3.0)
+    const pgLosses3 = tf.mul(tf.neg(advantages), dualClip); // L3 = -A * c (dual clip c = 3.0)
     const dual = tf.minimum(clipped, pgLosses3); // min(max(L1, L2), L3)
     const negAdv = tf.less(advantages, 0);
     const pgLosses = tf.where(tf.broadcastTo(negAdv, ratio.shape), dual, clipped); // dual clip only where A < 0
-    const pgLoss = tokenMean(pgLosses, mask); // pg_loss = token-mean(L) (LAMER.md §3: token-mean)
+    const pgLoss = tokenMean(pgLosses, mask); // pg_loss = token-mean(L)
     const clipFrac = tokenMean(tf.cast(tf.greater(pgLosses2, pgLosses1), 'float32'), mask); // verl pg_clipfrac: mean(L2 > L1)
     const dualClipFrac = tokenMean(tf.mul(tf.cast(tf.greater(clipped, pgLosses3), 'float32'), tf.cast(negAdv, 'float32')), mask); // verl pg_clipfrac_lower
     const approxKl = tokenMean(tf.sub(tf.sub(ratio, 1), logratio), mask); // approx_kl = mean((ratio - 1) - log ratio)
@@ -217,7 +217,7 @@ export function ppoObjective(
     const out = ppoClipLoss({ logprobs, oldLogprobs, advantages, mask, clipCoef: opts.clipCoef, dualClip: opts.dualClip });
     const h = entropyFromLogits(logits);
     const entropy = tokenMean(h, mask); // entropy = token-mean(H)
-    const loss = tf.sub(out.pgLoss, tf.mul(entropy, entCoef)) as tf.Scalar; // loss = pg_loss - ent_coef * entropy (LAMER.md §3: ent_coef 0.001)
+    const loss = tf.sub(out.pgLoss, tf.mul(entropy, entCoef)) as tf.Scalar; // loss = pg_loss - ent_coef * entropy (ent_coef 0.001)
     return { ...out, loss, entropy, ...reflectionSplit(h, mask, opts.reflectionMask) };
   });
 }

@@ -1,5 +1,5 @@
 /**
- * One optimiser step of policy training (shared/LAMER.md §3), the body of CleanRL ppo.py's
+ * One optimiser step of policy training (docs/method.md#the-optimiser-step), the body of CleanRL ppo.py's
  * minibatch loop: the loss of each micro-batch, gradients accumulated over the minibatch, the
  * global grad-norm clip and an AdamW step, with the step's metrics by name.
  *
@@ -41,7 +41,7 @@ export type MicroLosses = { [K in keyof StepLosses]: tf.Scalar };
 /** The loss of one micro-batch from the model's logits `[B, T, V]` (differentiable). */
 export type Objective = (logits: tf.Tensor3D, batch: Batch) => MicroLosses;
 
-/** PPO coefficients (LAMER.md §3: clip 0.2, dual clip 3.0, entropy 0.001). */
+/** PPO coefficients (defaults clip 0.2, dual clip 3.0, entropy 0.001; docs/method.md#the-ppo-loss). */
 export interface PpoCoefficients {
   clipCoef: number;
   dualClip: number;
@@ -50,7 +50,7 @@ export interface PpoCoefficients {
 
 /**
  * The PPO objective on the behaviour policy's logits (logits / temperature, restricted to the
- * sampler's support), against the batch's old logprobs and advantages (LAMER.md §3).
+ * sampler's support), against the batch's old logprobs and advantages (docs/method.md#the-behaviour-policy).
  */
 export function ppoLoss(coef: PpoCoefficients): Objective {
   return (logits, batch) => {
@@ -115,8 +115,8 @@ export function accumulateGradients(
  * @returns the gradient's global L2 norm before clipping.
  */
 export function applyUpdate(optimizer: AdamW, grads: tf.Tensor[], maxGradNorm: number): number {
-  const clipped = clipByGlobalNorm(grads, maxGradNorm); // g <- g * min(1, max_grad_norm / ||g||)  (LAMER.md §3: 1.0)
-  optimizer.applyGradients(clipped.grads); // AdamW, decoupled weight decay (LAMER.md §3: 0.01)
+  const clipped = clipByGlobalNorm(grads, maxGradNorm); // g <- g * min(1, max_grad_norm / ||g||)  (max_grad_norm 1.0)
+  optimizer.applyGradients(clipped.grads); // AdamW, decoupled weight decay (wd 0.01; docs/method.md#the-optimiser-step)
   tf.dispose(clipped.grads);
   return clipped.norm;
 }

@@ -1,7 +1,7 @@
 /**
  * Returns of a LaMer session (trial): within-episode discounted return g_t(n) and cross-episode
  * return G_t(n), in both the paper's form (Eq. 4) and the reference code's recursion.
- * See shared/LAMER.md §2.
+ * See docs/method.md#returns.
  *
  * Units: rewards as given by the environment; the reward of turn t of attempt n is the reward the
  * env returned for the action of that turn (i.e. the `reward` field posted with step t+1).
@@ -22,7 +22,7 @@ export interface ReturnConfig {
   mode?: ReturnMode;
 }
 
-/** LaMer CODE defaults for MineSweeper (LAMER.md §2-3): gamma_step 0.95, gamma_traj 0.6, paper's Eq. 4. */
+/** LaMer CODE defaults for MineSweeper (docs/method.md#defaults): gamma_step 0.95, gamma_traj 0.6, paper's Eq. 4. */
 export const DEFAULT_RETURNS: Required<ReturnConfig> = { gammaStep: 0.95, gammaTraj: 0.6, mode: 'paper' };
 
 /** Returns of one session. */
@@ -33,7 +33,7 @@ export interface SessionReturns {
   crossEpisode: number[][];
   /**
    * Returns of the reflection turns: `reflection[n]` belongs to the reflection written after
-   * attempt n, and equals G_0(n+1) (LAMER.md §2: "their return is G_0 of the next attempt").
+   * attempt n, and equals G_0(n+1) (the reference code; docs/method.md#returns).
    * Length = attempts - 1.
    */
   reflection: number[];
@@ -63,7 +63,7 @@ export function discountedReturns(rewards: readonly number[], gammaStep: number)
 }
 
 /**
- * Cross-episode returns of one session (LaMer, shared/LAMER.md §2).
+ * Cross-episode returns of one session (LaMer; docs/method.md#returns).
  *
  * PAPER Eq. 4:  G_t(n) = g_t(n) + sum_{m>n} gamma_traj^(m-n) g_0(m)
  * CODE:         G_t(n) = g_t(n) + gamma_step^(T_n-1-t) * gamma_traj * G_0(n+1)

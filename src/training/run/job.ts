@@ -1,5 +1,5 @@
 /**
- * The training job runner (shared/DESIGN.md §4; LAMER.md §3): load a checkpoint, run PPO epochs
+ * The training job runner (docs/method.md#the-optimiser-step): load a checkpoint, run PPO epochs
  * (RL algorithms) or SFT epochs over minibatches of samples, report per-iteration metrics, honour
  * cancellation, and write a new checkpoint folder.
  *
@@ -157,7 +157,7 @@ export interface RunOptions {
 /**
  * Mean return and pass@k of the rollouts behind `samples` (a minibatch): each distinct
  * (session, attempt) counts once in the mean of attempt returns; each distinct session once in
- * pass@k = share of sessions whose first success is at an attempt < k, k = 1..maxK (LAMER.md §4).
+ * pass@k = share of sessions whose first success is at an attempt < k, k = 1..maxK (docs/method.md#metrics).
  * @returns null when no sample carries an outcome.
  */
 export function rolloutMetrics(samples: readonly TrainingSample[], maxK: number): { meanReturn: number; passAtK: Record<string, number> } | null {
@@ -301,7 +301,7 @@ export function resolveTrainWorkers(asked: number | undefined, io: Pick<ModelIO,
 
 /**
  * Run one training job from this thread: PPO (RL algorithms) or SFT epochs over minibatches, one
- * optimiser step per minibatch (CleanRL ppo.py's update loop; LAMER.md §3). With `hyper.workers`
+ * optimiser step per minibatch (CleanRL ppo.py's update loop; docs/method.md#the-optimiser-step). With `hyper.workers`
  * > 1 this thread coordinates workers - 1 replica threads (./data-parallel.ts), which it ends
  * before returning or throwing.
  * @param samples RL samples (with advantages and the sampler's logprobs) or SFT samples.
@@ -330,7 +330,7 @@ export async function runTrainingJob(spec: TrainingJobSpec, given: readonly Trai
   let pool: ReplicaPool | null = null;
   try {
     const objectiveSpec: ObjectiveSpec = h.isSft ? { kind: 'sft' } : { kind: 'ppo', coef: h.ppo };
-    const objective = objectiveOf(objectiveSpec); // loss = pg_loss - ent_coef * entropy (LAMER.md §3)
+    const objective = objectiveOf(objectiveSpec); // loss = pg_loss - ent_coef * entropy (docs/method.md#the-ppo-loss)
     const seqLens = samples.map((x) => Math.min(x.promptTokenIds.length + x.outputTokenIds.length - 1, model.blockSize));
     h.microBatchTokens = fitMicroBatchTokens(h.microBatchTokens, model.attentionMaps, seqLens.reduce((a, b) => Math.max(a, b), 0));
     if (workers > 1) {
@@ -340,7 +340,7 @@ export async function runTrainingJob(spec: TrainingJobSpec, given: readonly Trai
       }, optimizer.variables);
       checkAbort();
     }
-    // pi_old: the behaviour policy under the starting weights (LAMER.md §3), so the first ratio is 1
+    // pi_old: the behaviour policy under the starting weights (docs/method.md#the-behaviour-policy), so the first ratio is 1
     const old = h.isSft ? null
       : pool ? await parallelOldPolicy(pool, model, samples, seqLens, h)
       : recomputeOldLogprobs(model, samples, h.oldLogprobs, h.minibatchSize, h.microBatchTokens);

@@ -1,5 +1,5 @@
 /**
- * Training jobs as a service (shared/DESIGN.md §3 `training/jobs`), without the
+ * Training jobs as a service (docs/protocol.md "Training jobs"), without the
  * HTTP layer: create / list / get / cancel jobs stored in the `training_jobs` table, run them one at
  * a time in a worker thread, and register each result as a new model version (status `candidate`,
  * or `active` when the job asked for activation).

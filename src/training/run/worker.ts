@@ -1,9 +1,9 @@
 /**
  * Runs a training job in a worker thread so that the server keeps answering steps
- * (shared/DESIGN.md §4). The parent posts one `start` message; the worker answers with `progress`
- * messages (one per iteration, with metrics), then exactly one of `done`, `cancelled` or `error`.
- * A crash of the worker (uncaught error, non-zero exit, out of memory) rejects the job's promise;
- * it never throws in the parent.
+ * (docs/architecture.md "The policy engine and the model"). The parent posts one `start` message;
+ * the worker answers with `progress` messages (one per iteration, with metrics), then exactly one
+ * of `done`, `cancelled` or `error`. A crash of the worker (uncaught error, non-zero exit, out of
+ * memory) rejects the job's promise; it never throws in the parent.
  *
  * Under tsx the worker file is TypeScript. `execArgv: ['--import', 'tsx']` does not apply to a
  * worker's entry module on Node 20, so the worker starts from src/shared/worker-bootstrap.mjs

@@ -1,7 +1,7 @@
 /**
  * The whole API in one curl-like scenario over real HTTP: a toy door game played for three attempts
  * (fail, fail, succeed), reflections in the done answers, memory, pass@k, stats, trajectory, and
- * the retry / conflict / ordering rules of DESIGN §2.
+ * the retry / conflict / ordering rules of docs/protocol.md "Post a step".
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, countRows, type TestServer } from '../../helpers/index.js';

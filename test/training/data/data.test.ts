@@ -73,7 +73,7 @@ describe('buildRlSamples', () => {
     // task T's advantages are its own group's, unchanged by the zero group beside it
     expect(samples.filter((s) => s.taskId === 'T').map((s) => s.advantage)).toEqual(alone.samples.map((s) => s.advantage));
   });
-  // groups of one, as the reference (shared/LAMER.md §3), through the records: gamma 0.5
+  // groups of one, as the reference (docs/method.md#gigpo), through the records: gamma 0.5
   const lone: Array<{ name: string; algorithm: 'lamer' | 'gigpo' | 'grpo' | 'rloo'; recs: StepRecord[]; advantages: number[]; stats: Record<string, number> }> = [
     { // one acting turn A -> B (reward 3, done): score 3, task mean 0 -> 3; anchor A alone -> 0
       name: 'gigpo: a task with one turn trains on its raw score',

@@ -139,7 +139,7 @@ describe('GRPO and RLOO (scores s = [2, 2, 0]: session g1 two turns of reward 1,
 });
 
 /*
- * Reference parity (shared/LAMER.md §3; mlbio-epfl/LaMer core_gigpo.py ~191-193 and ~300-302,
+ * Reference parity (docs/method.md#gigpo; mlbio-epfl/LaMer core_gigpo.py ~191-193 and ~300-302,
  * core_algos.py ~159-161 and ~320-323): a task group of one turn has mean 0 (and std 1), so its
  * episode term is the raw score; an anchor-state group of one turn has its own return as mean, so
  * its step term is 0; groups whose advantages are all 0 are kept and counted. Values are

@@ -21,7 +21,7 @@ describe('discountedReturns (g_t = r_t + gamma g_{t+1})', () => {
   });
 });
 
-describe('sessionReturns: LAMER.md §2 worked example (gamma_step 0.95, gamma_traj 0.6)', () => {
+describe('sessionReturns: the worked example of docs/method.md#returns (gamma_step 0.95, gamma_traj 0.6)', () => {
   const rewards = [[0, 0, 0], [0, 10]];
   it('CODE recursion: attempt 0 [5.144, 5.415, 5.7], reflection 9.5, attempt 1 [9.5, 10]', () => {
     const R = sessionReturns(rewards, { gammaStep: 0.95, gammaTraj: 0.6, mode: 'code' });

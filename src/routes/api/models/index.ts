@@ -1,5 +1,5 @@
 /**
- * Model-version routes (DESIGN §3): list, get, activate (hot swap for new sessions; running
+ * Model-version routes (docs/protocol.md "Model versions"): list, get, activate (hot swap for new sessions; running
  * sessions keep their pinned version; roll back by activating an older one). Admin key required
  * when API keys are configured.
  */

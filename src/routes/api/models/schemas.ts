@@ -1,4 +1,4 @@
-/** TypeBox schemas of the model-version resource (DESIGN §3 `models`). */
+/** TypeBox schemas of the model-version resource (docs/protocol.md "Model versions"). */
 import { Type } from 'typebox';
 import { REMOTE_KINDS } from '../../../domain.js';
 import { FreeObject, Nullable, StringEnum } from '../common.js';

@@ -1,5 +1,5 @@
 /**
- * Session routes (DESIGN §3): create, list, get, close, post a step (the hot path), trajectory,
+ * Session routes (docs/protocol.md): create, list, get, close, post a step (the hot path), trajectory,
  * memory (read; edit a reflection). Dependencies come by decoration: `app.agent` (SessionService).
  */
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';

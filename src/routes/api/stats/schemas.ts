@@ -1,4 +1,4 @@
-/** TypeBox schemas of `GET /v1/stats` (shared/LAMER.md §4 metrics). */
+/** TypeBox schemas of `GET /v1/stats` (docs/method.md#metrics). */
 import { Type } from 'typebox';
 import { Nullable, StringEnum } from '../common.js';
 import { SESSION_MODES } from '../../../domain.js';

@@ -1,5 +1,5 @@
 /**
- * `POST /v1/steps:batch` (DESIGN §2): many sessions' steps in one request (vectorised
+ * `POST /v1/steps:batch` (docs/protocol.md "Batch"): many sessions' steps in one request (vectorised
  * environments). Items run concurrently (each session still serialised) and succeed or fail on
  * their own: `{results: [{ok: true, result} | {ok: false, error: <problem>}]}` in input order.
  */

@@ -1,5 +1,5 @@
 /**
- * Training-job routes (DESIGN §3 `training/jobs`): create, list (filters, cursor
+ * Training-job routes (docs/protocol.md "Training jobs"): create, list (filters, cursor
  * pagination, newest first), get (status, progress, data counts with zero-advantage groups, metrics per
  * iteration, result version, error), cancel. Admin key required when API keys are configured.
  * Dependencies by decoration: `app.training` (TrainingService, src/training/service.ts), which

@@ -1,5 +1,5 @@
 /**
- * Concurrency (DESIGN §2): many parallel posts of one step give one record and one answer; parallel
+ * Concurrency (docs/protocol.md "Post a step"): many parallel posts of one step give one record and one answer; parallel
  * sessions do not interfere; the batch route answers per item.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
