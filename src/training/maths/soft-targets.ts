@@ -3,7 +3,7 @@
  * answer is a set of equally good tokens (src/training/data/compact-sft.ts):
  *   loss = -(1/N) sum_i sum_v w[i, v] log softmax(logits_i)_v,   w[i, .] uniform over targets_i
  * where i runs over the N trained positions of the batch. With one target per position this is
- * the ordinary next-token cross-entropy (src/training/losses.ts sftLoss).
+ * the ordinary next-token cross-entropy (src/training/maths/losses.ts sftLoss).
  *
  * An optional unlikelihood term (Welleck et al. 2020, "Neural text generation with unlikelihood
  * training", token-level form) pushes named tokens' probabilities down at a position:
