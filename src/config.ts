@@ -1,5 +1,5 @@
 /**
- * Server configuration from environment variables (README "Configuration" table).
+ * Server configuration from environment variables (docs/deploy.md "7. Configuration" table).
  *
  * `loadConfig(env)` reads `LAMER_*` variables, applies defaults and validates every value; a bad
  * value throws a `ConfigError` whose message names the variable, the value and what is expected.
@@ -102,13 +102,13 @@ export interface Config {
   http: HttpTimeouts;
   /** Automatic training jobs (src/training/run/scheduler.ts). */
   training: TrainingConfig;
-  /** Overload protection (README "Operations"). */
+  /** Overload protection (docs/operations.md "Protection"). */
   protection: ProtectionConfig;
   /** SQLite lock waits, WAL size and the answers to a busy or full database (src/db/index.ts). */
   database: DatabaseConfig;
 }
 
-/** SQLite contention and growth (README "Configuration", docs/deploy.md "3. Persistence"). */
+/** SQLite contention and growth (docs/deploy.md "7. Configuration" and "3. Persistence"). */
 export interface DatabaseConfig {
   /** Longest synchronous wait for another connection's lock, ms; then 503 `database-busy`. */
   busyTimeoutMs: number;

@@ -63,7 +63,7 @@ export interface StepPlan {
 
 /**
  * The plan of an admitted step. The model work of one step is bounded before any of it is done
- * (README "Configuration"): available actions over `candidateCap` tokens (0: no bound) are refused.
+ * (docs/deploy.md "7. Configuration"): available actions over `candidateCap` tokens (0: no bound) are refused.
  * @throws DomainError `validation` on body/availableActions.
  */
 export function planStep(row: SessionRow, input: StepInput, candidateCap: number): StepPlan {

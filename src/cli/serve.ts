@@ -1,6 +1,6 @@
 /**
  * `lamer serve [--port N] [--host ADDR] [--data-dir DIR]`: run the HTTP server with configuration
- * from LAMER_* environment variables (README "Configuration"); the flags override LAMER_PORT,
+ * from LAMER_* environment variables (docs/deploy.md "7. Configuration"); the flags override LAMER_PORT,
  * LAMER_HOST and LAMER_DATA_DIR. Runnable directly: `tsx src/cli/serve.ts`.
  *
  * Signals: SIGTERM and SIGINT start the graceful shutdown (src/plugins/app/shutdown.ts: new

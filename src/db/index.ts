@@ -6,7 +6,7 @@
  * process crash (`kill -9`); only a power loss can drop the last transactions. Set
  * `LAMER_SQLITE_SYNC=full` for power-loss durability at a throughput cost.
  *
- * Contention and growth (README "Operations", docs/deploy.md "3. Persistence"):
+ * Contention and growth (docs/operations.md "Database busy, disk full, WAL size", docs/deploy.md "3. Persistence"):
  * - `busy_timeout` is short (default 100 ms): better-sqlite3 waits for a lock synchronously, so a
  *   long wait would stall every request of the process. A write that cannot get the lock in time
  *   fails with a `busy` {@link DatabaseError} (HTTP 503 `database-busy`) and writes nothing. Steps

@@ -71,7 +71,7 @@ describe('lamer serve start-up errors', () => {
 });
 
 describe('lamer serve with the builtin engine', () => {
-  it('logs the tfjs backend choice at the default info level (README "Native tfjs")', async () => {
+  it('logs the tfjs backend choice at the default info level (docs/operations.md "Native tfjs")', async () => {
     const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/serve.ts'], {
       env: { ...process.env, LAMER_ENGINE: 'builtin', LAMER_TFJS_BACKEND: 'auto', LAMER_HOST: '127.0.0.1', LAMER_PORT: '0', LAMER_LOG_LEVEL: 'info', LAMER_API_KEYS: '', LAMER_DATA_DIR: tmp() },
       stdio: ['ignore', 'pipe', 'pipe'],

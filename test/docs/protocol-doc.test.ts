@@ -1,5 +1,5 @@
 /**
- * docs/protocol.md (and README.md's limits table) stay true to the code on the figures they state:
+ * docs/protocol.md (and docs/deploy.md's configuration table) stay true to the code on the figures they state:
  * the builtin engine's candidate limit for `models/base` (half its context, in tokens of its
  * tokenizer + EOS), the generation caps of src/model/sampling.ts, the session's `env` label
  * (free text of the create schema's length; the shipped base's env tags), and the fields required
@@ -16,15 +16,16 @@ const read = (...p: string[]) => readFileSync(join(ROOT, ...p), 'utf8');
 const flat = (s: string) => s.replace(/\s+/g, ' ');
 const protocol = flat(read('docs', 'protocol.md'));
 const readme = flat(read('README.md'));
+const deploy = flat(read('docs', 'deploy.md'));
 const base = JSON.parse(read('models', 'base', 'model.json')).userDefinedMetadata.lamer as {
   config: { block_size: number }; promptFormat: { envTags: string[] };
 };
 
 describe('docs/protocol.md', () => {
-  it('states the candidate limit of models/base as README does: half the context, in tokens + EOS', () => {
+  it('states the candidate limit of models/base as docs/deploy.md does: half the context, in tokens + EOS', () => {
     const half = Math.floor(base.config.block_size / 2);
     expect(protocol).toContain(`each action (its tokens in the version's tokenizer + EOS) must also fit half the model's context, ${half} tokens for \`models/base\``);
-    expect(readme).toContain(`each candidate (its tokens in the version's tokenizer + EOS) to fit half the model's context (${half} tokens for \`models/base\``);
+    expect(deploy).toContain(`each candidate (its tokens in the version's tokenizer + EOS) to fit half the model's context (${half} tokens for \`models/base\``);
     expect(protocol).not.toMatch(/\d+ bytes for `models\/base`/);
   });
 

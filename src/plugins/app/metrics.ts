@@ -1,6 +1,6 @@
 /**
  * Prometheus metrics (prom-client), one registry per app instance (`app.metrics`), served at
- * `/metrics` (README "Operations" lists them):
+ * `/metrics` (docs/operations.md "Metrics" lists them):
  * - `http_request_duration_seconds{method,route,status_code}`: latency histogram per route, seconds;
  * - `lamer_steps_total{kind,model_version}`: step records committed (rate() = steps/s);
  * - `lamer_step_requests_total{outcome}`: step requests by outcome (recorded | replayed | overloaded
