@@ -52,10 +52,22 @@ export interface PoolOptions {
    * target the solver's safest cells knowing it (src/envs/compact-data.ts mineSweeperContrast).
    */
   memoryContrast: number;
+  /**
+   * Share of batches drawn from a ring of the newest `MEMORY_RING` memory examples
+   * (`--memory-share`; null: none, they stay in the pool as other decisions): the MineSweeper
+   * decisions whose memory names a mine outside the target (`namedMines`), memory contrasts
+   * included, drawn with reuse. The unlikelihood term on a named cell pushes in proportion to the
+   * probability the model gives it, and such decisions are a few percent of the trials' decisions,
+   * so a batch share is what makes reading the memory a large part of the gradient.
+   */
+  memoryShare?: number | null;
 }
 
 /** Reflection examples kept for `reflectionShare` batches: the newest ones. */
 export const REFLECTION_RING = 1024;
+
+/** Memory examples kept for `memoryShare` batches: the newest ones. */
+export const MEMORY_RING = 2048;
 
 /** The examples' seed stream of a run: the same in the trainer's thread and in a data thread. */
 export const poolRng = (seed: number): Rng => new Rng(seed * 7919 + 17);
@@ -72,6 +84,8 @@ export class ExamplePool {
   readonly reflections: CompactExample[] = [];
   trials = 0;
   daggerTrials = 0;
+  /** With `memoryShare`: the newest memory examples (decisions whose memory names a mine), oldest first. */
+  readonly memory: CompactExample[] = [];
   /** Memory contrast examples made (`memoryContrast`). */
   contrasts = 0;
   private readonly totalWeight: number;
@@ -110,11 +124,13 @@ export class ExamplePool {
       const sym = symmetry(syms[this.rng.int(syms.length)]!);
       for (const ex of compactExamples(transformTrial(trial, sym), exOpts)) {
         if (ex.kind === 'reflection' && this.o.reflectionShare !== null) this.reflections.push(ex);
+        else if (ex.namedMines && this.o.memoryShare != null) this.memory.push(ex);
         else for (let k = ex.memoryMatters ? this.o.memoryWeight : 1; k > 0; k--) this.items.push(ex);
       }
       if (mp && trial.env === 'minesweeper' && this.o.memoryContrast > 0) this.addContrasts(trial, params.mines!, mp, sym, exOpts);
     }
     if (this.reflections.length > REFLECTION_RING) this.reflections.splice(0, this.reflections.length - REFLECTION_RING);
+    if (this.memory.length > MEMORY_RING) this.memory.splice(0, this.memory.length - MEMORY_RING);
   }
 
   /** `memoryContrast` examples of a played MineSweeper trial, mapped by the trial's symmetry. */
@@ -125,7 +141,9 @@ export class ExamplePool {
       const contrast = mineSweeperContrast(trial.envName, trial.seed, s.observation, mines, cell, this.rng);
       if (!contrast) continue;
       this.contrasts++;
-      for (const ex of compactExamples(transformTrial(contrast, sym), { ...exOpts, reflections: false })) this.items.push(ex);
+      for (const ex of compactExamples(transformTrial(contrast, sym), { ...exOpts, reflections: false })) {
+        (this.o.memoryShare != null && ex.namedMines ? this.memory : this.items).push(ex);
+      }
     }
   }
 
@@ -136,6 +154,7 @@ export class ExamplePool {
    */
   take(n: number): CompactExample[] {
     const stratum = this.o.balanceReflections ? failureOf : undefined;
+    if (this.o.memoryShare != null && this.memory.length > 0 && this.rng.next() < this.o.memoryShare) return takeOneKind([...this.memory], n, this.rng);
     if (this.o.reflectionShare === null) return takeOneKind(this.items, n, this.rng, stratum);
     if (this.rng.next() < this.o.reflectionShare && this.reflections.length > 0) return takeOneKind([...this.reflections], n, this.rng, stratum);
     return takeOneKind(this.items, n, this.rng);

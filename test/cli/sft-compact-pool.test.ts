@@ -5,7 +5,7 @@
  */
 import * as tf from '@tensorflow/tfjs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ExamplePool, poolRng, REFLECTION_RING, type PoolOptions } from '../../src/cli/sft-compact-pool.js';
+import { ExamplePool, MEMORY_RING, poolRng, REFLECTION_RING, type PoolOptions } from '../../src/cli/sft-compact-pool.js';
 import { DataThread } from '../../src/cli/sft-compact-data-thread.js';
 import type { CompactExample } from '../../src/training/data/compact-sft.js';
 import { initModel, type GPT } from '../../src/model/gpt.js';
@@ -89,6 +89,29 @@ describe('ExamplePool', () => {
     expect(marked.every((x) => x.kind === 'action')).toBe(true);
     // each contrast's memory names the model's click, mapped by its trial's symmetry: some cell
     expect(marked.some((x) => /\(\d, \d\) was a mine\./.test(tok.decode(x.ids)))).toBe(true);
+  });
+
+  it('with a memory share, keeps decisions whose memory names a mine apart and draws that share of memory batches', () => {
+    const mine: PoolOptions = { ...base, curriculum: [{ env: 'minesweeper-4x4-2', weight: 1 }], memoryShare: 0.25 };
+    const pool = new ExamplePool(mine, model, tok, format, poolRng(11), 200);
+    pool.refill(false);
+    expect(pool.memory.length).toBeGreaterThan(0);
+    expect(pool.memory.length).toBeLessThanOrEqual(MEMORY_RING);
+    // every kept example is a decision whose prompt has a mine reflection, and none stays in the pool
+    expect(pool.memory.every((x) => x.kind === 'action' && (x.namedMines?.length ?? 0) > 0 && tok.decode(x.ids).includes('was a mine.'))).toBe(true);
+    expect(pool.items.some((x) => x.namedMines)).toBe(false);
+    const ring = new Set(pool.memory);
+    let memoryBatches = 0;
+    const draws = 400;
+    for (let t = 0; t < draws; t++) {
+      const batch = pool.take(4);
+      if (batch.every((x) => ring.has(x))) memoryBatches++;
+      pool.refill(false);
+      for (const x of pool.memory) ring.add(x);
+    }
+    // binomial(400, 0.25): mean 100, sd 8.7
+    expect(memoryBatches).toBeGreaterThan(70);
+    expect(memoryBatches).toBeLessThan(130);
   });
 
   it('without a reflection share, mixes both kinds in one pool and removes what it gives', () => {
