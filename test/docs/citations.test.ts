@@ -72,10 +72,7 @@ const docPage = (name: string) => (existsSync(join(ROOT, 'docs', name)) ? read(j
 /** Citations of the notes kept outside the repository. */
 const OUTSIDE = /(?<![\w/.-])shared\/[A-Z][\w-]*\.md|\b(?:LAMER|DESIGN|PERF-NOTES|STACK-NOTES)\.md\b|\bDESIGN §|\bLAMER §/g;
 
-/**
- * Files that still hold such citations, with how many: the count may only fall. docs/RESULTS.md
- * quotes them in the records of earlier runs.
- */
+/** Files allowed to hold such citations, with how many (none: every citation points into the repository). */
 const STILL_CITING: Record<string, number> = {};
 
 describe('citations point into the repository', () => {
