@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { decode } from '../../../src/model/tokenizer.js';
+import { exportLines } from '../../../src/db/export.js';
 import { dumpDb, startTestServer, tmpDir, writeTinyGptCheckpoint, type TestServer } from '../../helpers/index.js';
 
 let server: TestServer;
@@ -100,6 +101,12 @@ describe('a session driven by an unmodified OpenAI client', () => {
     const stats = await server.call('GET', '/v1/stats');
     expect(stats.status).toBe(200);
     expect(JSON.stringify(stats.body)).toContain('"test"');
+    // `lamer export` lines: the trajectory's rows, turns with their record
+    const lines = [...exportLines(join(server.dataDir, 'lamer.db'))].filter((l) => l.sessionId === id);
+    const all = await rows(server, id);
+    expect(lines.map((l) => [l.attempt, l.step, l.kind])).toEqual(all.map((x) => [x.attempt, x.step, x.kind]));
+    expect(lines[0]!.turn).toEqual(all[0]!.turn);
+    expect(lines.filter((l) => l.turn).length).toBe(3);
   });
 
   it('puts the memory in front of the first user message for memoryPlacement user_prefix, and in front of a completions prompt', async () => {
