@@ -82,6 +82,10 @@ export const OPERATION_NAMES: Record<string, string> = {
   'GET /openai/v1/models/{model}': 'openai_get_model',
   'POST /openai/v1/chat/completions': 'openai_chat_completion',
   'POST /openai/v1/completions': 'openai_completion',
+  'POST /v1/sessions/{id}/openai/v1/chat/completions': 'session_chat_completion',
+  'POST /v1/sessions/{id}/openai/v1/completions': 'session_completion',
+  'GET /v1/sessions/{id}/openai/v1/models': 'session_list_models',
+  'POST /v1/sessions/{id}/attempts/{attempt}/end': 'end_attempt',
 };
 
 /**
@@ -109,6 +113,11 @@ export const TYPE_NAMES: Array<[string, string]> = [
   ['POST /openai/v1/completions body', 'CompletionRequest'],
   ['POST /openai/v1/completions response', 'Completion'],
   ['GET /openai/v1/models response', 'OpenAiModelList'],
+  ['POST /v1/sessions/{id}/openai/v1/chat/completions body', 'SessionChatCompletionRequest'],
+  ['POST /v1/sessions/{id}/openai/v1/chat/completions response', 'SessionChatCompletion'],
+  ['POST /v1/sessions/{id}/openai/v1/completions body', 'SessionCompletionRequest'],
+  ['POST /v1/sessions/{id}/openai/v1/completions response', 'SessionCompletion'],
+  ['POST /v1/sessions/{id}/attempts/{attempt}/end body', 'EndAttemptRequest'],
   ['GET /v1/stats response', 'Stats'],
   ['GET /v1/stats/diversity response', 'Diversity'],
   ['GET /v1/whoami response', 'WhoAmI'],

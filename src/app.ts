@@ -34,6 +34,7 @@ import modelsRoutes from './routes/api/models/index.js';
 import statsRoutes from './routes/api/stats/index.js';
 import trainingRoutes from './routes/api/training/index.js';
 import openaiRoutes from './routes/openai/index.js';
+import sessionOpenAiRoutes from './routes/openai/session.js';
 import whoamiRoutes from './routes/api/whoami/index.js';
 import diversityRoutes from './routes/api/stats/diversity.js';
 import uiRoutes from './routes/ui/index.js';
@@ -165,6 +166,7 @@ export async function buildApp(config: Config, deps: AppDeps): Promise<FastifyIn
     await app.register(statsRoutes);
     await app.register(trainingRoutes);
     await app.register(openaiRoutes);
+    await app.register(sessionOpenAiRoutes);
     await app.register(whoamiRoutes);
     await app.register(diversityRoutes);
     await app.register(uiRoutes);

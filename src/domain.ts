@@ -20,6 +20,14 @@ export type RlAlgorithm = (typeof RL_ALGORITHMS)[number];
 export const MEMORY_MODES = ['reflection_only', 'history_only', 'history_and_reflection'] as const;
 export type MemoryMode = (typeof MEMORY_MODES)[number];
 
+/**
+ * Where a session's memory goes in the requests of an agent that calls the session's OpenAI-compatible
+ * endpoint (docs/agent-endpoint.md): one system message after the request's leading system messages,
+ * or a prefix of the first user message.
+ */
+export const MEMORY_PLACEMENTS = ['system', 'user_prefix'] as const;
+export type MemoryPlacement = (typeof MEMORY_PLACEMENTS)[number];
+
 /** Prompt layouts a model version may declare (src/agent/prompt.ts PromptFormat). */
 export const PROMPT_FORMATS = ['chat', 'compact'] as const;
 

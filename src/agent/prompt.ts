@@ -147,7 +147,13 @@ function renderStep(s: PromptStep): string {
   return `\nObservation:\n${s.observation}\nAction: ${s.action}`;
 }
 
-function memorySection(ctx: Pick<ActContext, 'memory' | 'previousAttempts'>): string {
+/**
+ * The memory section of a `chat` prompt: per the memory mode, the previous attempt's last
+ * {@link HISTORY_STEPS} steps and final observation, and/or every earlier reflection; each part
+ * starts with "\n"; '' on the first attempt or when there is nothing to show. The session's
+ * OpenAI-compatible endpoint sends the same text (without its leading "\n") as the memory.
+ */
+export function memorySection(ctx: Pick<ActContext, 'memory' | 'previousAttempts'>): string {
   const prev = ctx.previousAttempts;
   if (prev.length === 0) return '';
   let out = '';

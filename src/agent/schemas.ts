@@ -10,6 +10,7 @@ import {
   ATTEMPT_STATUSES,
   END_REASONS,
   MEMORY_MODES,
+  MEMORY_PLACEMENTS,
   REFLECTION_SOURCES,
   SESSION_MODES,
   SESSION_STATUSES,
@@ -17,7 +18,7 @@ import {
   STEP_KINDS,
 } from '../domain.js';
 
-const MAX_REWARD = 1e9;
+export const MAX_REWARD = 1e9;
 
 export const Sampling = Type.Object(
   {
@@ -58,6 +59,9 @@ export const Session = Type.Object({
   maxAttempts: Type.Integer(),
   maxSteps: Type.Integer(),
   memory: StringEnum(MEMORY_MODES),
+  memoryPlacement: StringEnum(MEMORY_PLACEMENTS, {
+    description: "where the memory goes in requests to the session's OpenAI-compatible endpoint (docs/agent-endpoint.md)",
+  }),
   sampling: Type.Object({
     temperature: Type.Number(),
     topP: Type.Number(),
@@ -136,6 +140,12 @@ export function makeSessionSchemas(limits: SchemaLimits) {
         Type.Integer({ minimum: 1, maximum: limits.maxStepsCap, description: `step cap per attempt; default ${limits.defaultMaxSteps}` }),
       ),
       memory: Type.Optional(StringEnum(MEMORY_MODES, { description: 'default reflection_only' })),
+      memoryPlacement: Type.Optional(
+        StringEnum(MEMORY_PLACEMENTS, {
+          description:
+            "agents calling the session's OpenAI-compatible endpoint (/v1/sessions/{id}/openai/v1): on attempts after the first the memory is a system message after the request's leading system messages (system, default) or a prefix of the first user message (user_prefix); docs/agent-endpoint.md",
+        }),
+      ),
       mode: Type.Optional(StringEnum(SESSION_MODES, { description: 'default train' })),
       sampling: Type.Optional(Type.Partial(Sampling, {
         additionalProperties: false,
@@ -208,6 +218,14 @@ export const TrajectoryStep = Type.Object({
       description:
         'characters (code points) cut from the start of the prompt beyond the dropped steps, when even its head and tail did not fit the context; 0 normally, null without a model call',
     }),
+  ),
+  turn: Type.Optional(
+    Nullable(
+      FreeObject({
+        description:
+          "a turn of the session's OpenAI-compatible endpoint: the request as the agent sent it, the memory added, the sampling used, latencyMs, finishReason, toolCalls (docs/agent-endpoint.md); null for steps",
+      }),
+    ),
   ),
   modelVersion: Type.String(),
   return: Nullable(Type.Number(), { description: 'cross-episode return G (LaMer Eq. 4), once computed by training' }),

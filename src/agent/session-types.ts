@@ -5,8 +5,9 @@
  */
 import type { SessionRow } from '../db/schema.js';
 import type { SamplingParams } from '../policy/engine.js';
-import type { MemoryMode, SessionMode, StepKind } from '../domain.js';
+import type { MemoryMode, MemoryPlacement, SessionMode, StepKind } from '../domain.js';
 import type { Static } from 'typebox';
+import type { AgentMessage, RequestSampling, TurnGeneration } from './turns.js';
 import type { Position as PositionSchema } from '../schema-helpers.js';
 import type {
   AttemptResult as AttemptResultSchema,
@@ -22,6 +23,8 @@ export interface CreateSessionInput {
   maxAttempts?: number;
   maxSteps?: number;
   memory?: MemoryMode;
+  /** Where the memory goes in requests to the session's OpenAI-compatible endpoint (default `system`). */
+  memoryPlacement?: MemoryPlacement;
   mode?: SessionMode;
   sampling?: Partial<SamplingParams>;
   modelVersion?: string;
@@ -39,6 +42,49 @@ export interface StepInput {
   availableActions?: string[];
   invalidAction?: boolean;
   info?: Record<string, unknown>;
+}
+
+/** One call of an agent on the session's OpenAI-compatible endpoint, as the service serves it (src/agent/turns.ts). */
+export interface TurnInput {
+  /** `chat` (chat/completions, `messages`) or `completions` (`prompt`). */
+  api: 'chat' | 'completions';
+  /** The request body exactly as sent (recorded). */
+  body: Record<string, unknown>;
+  messages?: AgentMessage[];
+  prompt?: string;
+  /** The request's sampling fields (absent or null: the session's). */
+  sampling: RequestSampling;
+  /** Token cap of the answer (>= 1; the engine may cap it further). */
+  maxTokens: number;
+  stop: string[];
+  /** `guided_choice` (builtin versions): the output is one of these. */
+  choices?: string[];
+  /** Remote versions: `tools`, `tool_choice`, `parallel_tool_calls`, `response_format`, sent as they are. */
+  passthrough?: Record<string, unknown>;
+  /** The agent asked for server-sent events (recorded). */
+  stream: boolean;
+}
+
+/** A served turn: where it was recorded, by which version, the generation and the model call's wall time (ms). */
+export interface TurnAnswer {
+  sessionId: string;
+  attempt: number;
+  step: number;
+  modelVersion: string;
+  /** The version is served by a remote server (its logprob tokens are the remote's). */
+  remote: boolean;
+  generation: TurnGeneration;
+  latencyMs: number;
+}
+
+/** The end of an attempt of a session driven by turns. */
+export interface EndAttemptInput {
+  attempt: number;
+  /** The attempt's reward (added to its return); default 0. */
+  reward?: number;
+  success?: boolean;
+  /** The final observation shown to the reflection (default ''). */
+  observation?: string;
 }
 
 /** An (attempt, step) position of a session. */

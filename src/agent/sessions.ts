@@ -39,14 +39,21 @@ import { EngineError, EngineLimitError, type PolicyEngine, type PromptParts, typ
 import type { ModelRegistry } from './models.js';
 import { KeyedMutex } from './mutex.js';
 import { DomainError, invalid, isCallerFault, notFound, overloaded } from './errors.js';
-import { cutChars, renderActPrompt, renderReflectionPrompt, type PromptAttempt, type PromptStep } from './prompt.js';
+import { cutChars, memorySection, renderActPrompt, renderReflectionPrompt, type PromptAttempt, type PromptStep } from './prompt.js';
 import { promptAsSeen, promptTokenCount } from './prompt-seen.js';
 import { sessionStats } from './session-stats.js';
 import { diversityByVersion, type DiversityAnswer } from './diversity.js';
 import { iso, newSessionRow, sessionView, trajectoryStep } from './session-views.js';
-import type { AgentProtection, CreateSessionInput, Limits, MemoryView, ReflectionView, SessionView, StepAnswer, StepEvents, StepInput, StepOutcome } from './session-types.js';
+import type {
+  AgentProtection, CreateSessionInput, EndAttemptInput, Limits, MemoryView, ReflectionView, SessionView, StepAnswer, StepEvents, StepInput, StepOutcome,
+  TurnAnswer, TurnInput,
+} from './session-types.js';
 import { SESSION_ID, stepHash } from './step-hash.js';
 import { admitStep, attemptsAbandoned, planStep, stepTransition, type StepGenerations, type StepPlan } from './step-transition.js';
+import {
+  promptWithMemory, refuseToolsOnBuiltin, renderChat, turnCommit, turnObservation, turnSampling, withMemory,
+  type TurnGeneration, type TurnRecord,
+} from './turns.js';
 
 const NO_PROTECTION: AgentProtection = { maxQueuedSteps: 0, maxOpenSessionsPerTenant: 0, overloadRetryAfterSeconds: 1 };
 
@@ -365,6 +372,132 @@ export class SessionService {
       this.events.onSessionEnd?.(status);
     }
     return answer;
+  }
+
+  // ---------------------------------------------------------------- turns
+
+  /**
+   * One turn of an agent on the session's OpenAI-compatible endpoint (src/agent/turns.ts): served
+   * by the session's pinned version at the session's next position, with the session's memory on
+   * attempts after the first, and recorded as a step row once the model answered. Turns of one
+   * session are serialised with its steps (KeyedMutex): concurrent calls are served one after
+   * another in arrival order, each at its own position.
+   * @throws DomainError `not-found` (unknown session, another tenant's); `session-not-active`;
+   *   `conflict` when the attempt already holds `maxSteps` turns (end it first); `validation` for
+   *   tools or response_format on a builtin version, completions or guided_choice on a remote
+   *   one, or a prompt too large; `overloaded`, `engine-unavailable` as for a step. Nothing is
+   *   recorded then.
+   */
+  turn(tenant: string, id: string, t: TurnInput): Promise<TurnAnswer> {
+    return this.mutex.run(id, () => this.turnLocked(tenant, id, t));
+  }
+
+  /** @throws DomainError `session-not-active`, or `conflict` when the current attempt holds maxSteps turns. */
+  private checkTurnable(row: SessionRow): void {
+    if (row.status !== 'active') throw new DomainError('session-not-active', `session '${row.id}' is ${row.status}`);
+    if (row.nextStep >= row.maxSteps) {
+      throw new DomainError(
+        'conflict',
+        `attempt ${row.nextAttempt} already holds the session's maxSteps of ${row.maxSteps} turns; end it (POST /v1/sessions/${row.id}/attempts/${row.nextAttempt}/end)`,
+      );
+    }
+  }
+
+  private async turnLocked(tenant: string, id: string, t: TurnInput): Promise<TurnAnswer> {
+    const row = this.row(tenant, id);
+    this.checkTurnable(row);
+    const version = row.modelVersion;
+    const remote = (this.models.get(version)?.engine ?? 'builtin') !== 'builtin';
+    if (!remote) refuseToolsOnBuiltin(t.body, version);
+    if (remote && t.api === 'completions') {
+      throw invalid('body/prompt', `is not served: the session's model version '${version}' is remote, and remote versions serve chat/completions only`);
+    }
+    if (remote && t.choices) throw invalid('body/guided_choice', `is not served: the session's model version '${version}' is remote (pass its server's own fields instead)`);
+    const attempt = row.nextAttempt;
+    const step = row.nextStep;
+    const memory = attempt > 0 ? memorySection({ memory: row.memory, previousAttempts: this.previousAttempts(row, attempt) }).replace(/^\n/, '') : '';
+    const s = row.sampling as SamplingParams;
+    const sampling = turnSampling(s, t.sampling, s.seed === undefined ? undefined : callSeed(s.seed, attempt, step, 'act'));
+    let memoryRecord: TurnRecord['memory'] = null;
+    let text: string;
+    let served: Array<Record<string, unknown>> | null = null;
+    if (t.api === 'chat') {
+      const messages = withMemory(t.messages ?? [], memory, row.memoryPlacement);
+      const placement = row.memoryPlacement === 'user_prefix' && messages.some((m) => m.role === 'user') ? 'user_prefix' : 'system';
+      if (memory !== '') memoryRecord = { placement, text: memory };
+      text = renderChat(messages);
+      served = messages;
+    } else {
+      if (memory !== '') memoryRecord = { placement: 'prompt_prefix', text: memory };
+      text = promptWithMemory(t.prompt ?? '', memory);
+    }
+    const prompt = { head: text, steps: [], tail: '' };
+    if (!remote) this.checkPrompt(prompt);
+    await this.models.ensureLoaded(version);
+    const started = performance.now();
+    let gen: TurnGeneration;
+    if (remote) {
+      const engine = this.engine;
+      if (!engine.chatTurn) throw new DomainError('engine-unavailable', 'this engine does not serve remote chat turns');
+      gen = await this.generate(() =>
+        engine.chatTurn!({ modelVersion: version, messages: served!, sampling, maxTokens: t.maxTokens, stop: t.stop, passthrough: t.passthrough ?? {} }),
+      );
+    } else {
+      const engine = this.engine;
+      if (!engine.complete) throw new DomainError('engine-unavailable', 'this engine does not serve completions');
+      const req = { modelVersion: version, prompt, sampling, maxTokens: t.maxTokens, stop: t.stop, ...(t.choices ? { choices: t.choices } : {}) };
+      gen = await this.generate(() => engine.complete!(req)).catch((err: unknown) => {
+        // The engine checks `choices` as a step's candidates; here they are the request's guided_choice.
+        if (err instanceof DomainError && err.kind === 'validation' && err.details.errors?.[0]?.field.startsWith('body/availableActions')) {
+          const f = err.details.errors[0]!;
+          throw invalid(f.field.replace('body/availableActions', 'body/guided_choice'), f.message.replace(' per action', ' per choice'));
+        }
+        throw err;
+      });
+    }
+    const latencyMs = Math.round((performance.now() - started) * 1000) / 1000;
+    const record: TurnRecord = {
+      api: t.api,
+      request: t.body,
+      memory: memoryRecord,
+      sampling: { ...sampling, maxTokens: t.maxTokens },
+      latencyMs,
+      finishReason: gen.finishReason,
+      toolCalls: gen.toolCalls ?? null,
+      stream: t.stream,
+    };
+    const observation = t.api === 'chat' ? turnObservation(t.messages ?? []) : (t.prompt ?? '');
+    const commit = turnCommit({ row, gen, prompt: gen.promptText ?? text, observation, record, choices: t.choices ?? null, now: Date.now() });
+    await this.hot.commitStep(commit);
+    this.events.onStep?.('action', version);
+    return { sessionId: id, attempt, step, modelVersion: version, remote, generation: gen, latencyMs };
+  }
+
+  /**
+   * End the running attempt of a session driven by turns: records the final observation (default
+   * '') with `reward` and `success` as a step with `done: true` at the next position, so the
+   * attempt ends as a step would end it (reflection by the session's version after a failure with
+   * attempts left; the session completes on success or after its last attempt). Answers as a step.
+   * @throws DomainError `not-found`; `session-not-active` (ended session); `conflict` for an attempt
+   *   that already ended or has not started, or one without any turn yet; `validation` naming
+   *   `params/attempt` for an attempt at or beyond maxAttempts. Nothing is recorded then.
+   */
+  endAttempt(tenant: string, id: string, e: EndAttemptInput): Promise<StepAnswer> {
+    return this.mutex.run(id, async () => {
+      const row = this.row(tenant, id);
+      if (e.attempt >= row.maxAttempts) {
+        throw invalid('params/attempt', `is ${e.attempt}, beyond the session's maxAttempts of ${row.maxAttempts} (attempts are numbered 0 to ${row.maxAttempts - 1})`);
+      }
+      if (row.status !== 'active') throw new DomainError('session-not-active', `session '${id}' is ${row.status}`);
+      if (e.attempt < row.nextAttempt) {
+        const a = row.attempts[e.attempt];
+        throw new DomainError('conflict', `attempt ${e.attempt} already ended (${a?.status ?? 'ended'}); the current attempt is ${row.nextAttempt}`);
+      }
+      if (e.attempt > row.nextAttempt) throw new DomainError('conflict', `attempt ${e.attempt} has not started; the current attempt is ${row.nextAttempt}`);
+      if (row.nextStep === 0) throw new DomainError('conflict', `attempt ${e.attempt} has no turn yet: make at least one call before ending it`);
+      const input: StepInput = { attempt: e.attempt, step: row.nextStep, observation: e.observation ?? '', reward: e.reward ?? 0, done: true, success: e.success ?? false };
+      return this.stepLocked(tenant, id, input);
+    });
   }
 
   // ---------------------------------------------------------------- trajectory

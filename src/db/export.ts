@@ -57,6 +57,12 @@ export interface ExportLine {
    * (`available`), the constraint used, `invalidChoice`, the sampling sent; null for local engines.
    */
   engine?: Record<string, unknown> | null;
+  /**
+   * Turns of a session's OpenAI-compatible endpoint (src/agent/turns.ts TurnRecord): the request
+   * as the agent sent it, the memory added, the sampling used, latencyMs, finishReason, toolCalls,
+   * stream; null for steps.
+   */
+  turn?: Record<string, unknown> | null;
 }
 
 export interface ExportFilter {
@@ -100,6 +106,7 @@ interface Row {
   advantage: number | null;
   created_at: number;
   engine_record: string | null;
+  turn: string | null;
 }
 
 const json = <T>(s: string | null): T | null => (s === null ? null : (JSON.parse(s) as T));
@@ -136,6 +143,7 @@ function toLine(r: Row): ExportLine {
     advantage: r.advantage,
     createdAt: new Date(r.created_at).toISOString(),
     engine: json<Record<string, unknown>>(r.engine_record),
+    turn: json<Record<string, unknown>>(r.turn),
   };
 }
 
@@ -173,7 +181,7 @@ export function* exportLines(dbFile: string, filter: ExportFilter = {}, chunkRow
         `SELECT st.session_id, s.tenant, s.task_id, s.env, s.mode, s.status, st.attempt, st.step, st.kind,
                 st.model_version, st.observation, st.available_actions, st.prompt, st.output, st.action,
                 st.prompt_token_ids, st.output_token_ids, st.logprobs, st.dropped_steps, st.prompt_truncated_chars, st.reward, st.done,
-                st.success, st.invalid_action, st.return, st.advantage, st.created_at, st.engine_record
+                st.success, st.invalid_action, st.return, st.advantage, st.created_at, st.engine_record, st.turn
            FROM steps st JOIN sessions s ON s.id = st.session_id
           ${[...where, ...(after ? ['(st.session_id, st.attempt, st.step, st.kind) > (?, ?, ?, ?)'] : [])]
             .map((w, i) => `${i === 0 ? 'WHERE' : 'AND'} ${w}`)

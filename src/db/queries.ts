@@ -21,6 +21,7 @@ interface RawSession {
   max_attempts: number;
   max_steps: number;
   memory: SessionRow['memory'];
+  memory_placement: SessionRow['memoryPlacement'];
   sampling: string;
   model_version: string;
   metadata: string;
@@ -54,6 +55,8 @@ export interface StepInsert {
   promptTruncatedChars?: number | null;
   /** Remote engines: messages sent and which arrays were returned (GenerationRecord); null or absent for local engines. */
   engineRecord?: object | null;
+  /** Turns of the session's OpenAI-compatible endpoint: what the agent sent and how it was served (src/agent/turns.ts TurnRecord); null or absent for steps. */
+  turn?: object | null;
   modelVersion: string;
   requestHash: string;
   /** Already-serialised answer JSON, or null. */
@@ -100,10 +103,10 @@ export class HotQueries {
     this.insertStep = sqlite.prepare(
       `INSERT INTO steps (session_id, attempt, step, kind, observation, reward, done, success, invalid_action,
         available_actions, info, prompt, output, action, prompt_token_ids, output_token_ids, logprobs, dropped_steps, prompt_truncated_chars,
-        engine_record, model_version, request_hash, answer, created_at)
+        engine_record, turn, model_version, request_hash, answer, created_at)
        VALUES (@sessionId, @attempt, @step, @kind, @observation, @reward, @done, @success, @invalidAction,
         @availableActions, @info, @prompt, @output, @action, @promptTokenIds, @outputTokenIds, @logprobs, @droppedSteps, @promptTruncatedChars,
-        @engineRecord, @modelVersion, @requestHash, @answer, @createdAt)`,
+        @engineRecord, @turn, @modelVersion, @requestHash, @answer, @createdAt)`,
     );
     this.updateSession = sqlite.prepare(
       `UPDATE sessions SET status = @status, attempts = @attempts, next_attempt = @nextAttempt, next_step = @nextStep,
@@ -134,6 +137,7 @@ export class HotQueries {
       maxAttempts: r.max_attempts,
       maxSteps: r.max_steps,
       memory: r.memory,
+      memoryPlacement: r.memory_placement,
       sampling: JSON.parse(r.sampling) as unknown,
       modelVersion: r.model_version,
       metadata: JSON.parse(r.metadata) as unknown,
@@ -280,6 +284,7 @@ export class HotQueries {
           logprobs: json(r.logprobs),
           promptTruncatedChars: r.promptTruncatedChars ?? null,
           engineRecord: json(r.engineRecord ?? null),
+          turn: json(r.turn ?? null),
         });
       }
       if (reflection) this.insertReflection.run(reflection.sessionId, reflection.attempt, reflection.text, reflection.updatedAt);

@@ -10,6 +10,7 @@ import {
   ALGORITHMS,
   JOB_STATUSES,
   MEMORY_MODES,
+  MEMORY_PLACEMENTS,
   MODEL_ENGINES,
   MODEL_STATUSES,
   REFLECTION_SOURCES,
@@ -45,6 +46,8 @@ export const sessions = sqliteTable(
     maxAttempts: integer('max_attempts').notNull(),
     maxSteps: integer('max_steps').notNull(),
     memory: text('memory', { enum: MEMORY_MODES }).notNull(),
+    /** Where the memory goes in the requests of the session's OpenAI-compatible endpoint (src/agent/turns.ts). */
+    memoryPlacement: text('memory_placement', { enum: MEMORY_PLACEMENTS }).notNull().default('system'),
     sampling: text('sampling', { mode: 'json' }).notNull(),
     modelVersion: text('model_version').notNull(),
     metadata: text('metadata', { mode: 'json' }).notNull(),
@@ -97,6 +100,12 @@ export const steps = sqliteTable(
     promptTruncatedChars: integer('prompt_truncated_chars'),
     /** Remote engines: the chat messages sent and which token arrays the server returned (GenerationRecord, src/policy/engine.ts); null for builtin. */
     engineRecord: text('engine_record', { mode: 'json' }).$type<Record<string, unknown> | null>(),
+    /**
+     * Turns of the session's OpenAI-compatible endpoint (src/agent/turns.ts TurnRecord): the request
+     * exactly as the agent sent it, the memory added, the sampling used, the latency, tool calls;
+     * null for rows written by steps.
+     */
+    turn: text('turn', { mode: 'json' }).$type<Record<string, unknown> | null>(),
     modelVersion: text('model_version').notNull(),
     /** sha256 of the canonical request body: identical retries return `answer`. */
     requestHash: text('request_hash').notNull(),

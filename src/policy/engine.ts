@@ -63,6 +63,33 @@ export interface CompleteRequest {
   choices?: string[];
 }
 
+/**
+ * One turn of an agent on a remote version (the session's OpenAI-compatible endpoint): the agent's
+ * chat messages (the session's memory added) sent to the remote server as they are, with the
+ * tool and format fields passed through.
+ */
+export interface ChatTurnRequest {
+  modelVersion: string;
+  /** OpenAI chat messages, sent as they are (fields such as `tool_calls` and `tool_call_id` included). */
+  messages: Array<Record<string, unknown>>;
+  sampling: SamplingParams;
+  /** Token cap of the answer (>= 1). */
+  maxTokens: number;
+  stop?: string[];
+  /** `tools`, `tool_choice`, `parallel_tool_calls`, `response_format`: added to the request as they are. */
+  passthrough: Record<string, unknown>;
+}
+
+/** The answer to a {@link ChatTurnRequest}: a generation (its record lists the messages sent), why it ended, its tool calls. */
+export interface ChatTurn extends Generation {
+  /** The server's `finish_reason` (`stop`, `length`, `tool_calls`, ...). */
+  finishReason: string;
+  /** `choices[0].message.tool_calls` as returned; null without. */
+  toolCalls: unknown[] | null;
+  /** `choices[0].logprobs` as returned; null without. */
+  rawLogprobs: unknown;
+}
+
 /** A completion: a generation and why it ended. */
 export interface Completion extends Generation {
   /** 'stop': a stop token, stop string or chosen candidate ended it; 'length': `maxTokens` or the context. */
@@ -117,8 +144,10 @@ export interface RemoteVersionConfig {
  */
 export interface GenerationRecord {
   engine: 'openai';
-  /** The chat messages sent, exactly. */
+  /** The chat messages sent, exactly (an agent's turn may carry more roles and fields: tool messages, tool_calls). */
   messages: Array<{ role: 'system' | 'user' | 'assistant'; content: string }>;
+  /** An agent's turn: the fields passed through besides the messages (`tools`, `tool_choice`, `response_format`, ...). */
+  passthrough?: Record<string, unknown>;
   /** Which of the token arrays the server returned (false: stored as an empty array or null). */
   available: { promptTokenIds: boolean; outputTokenIds: boolean; logprobs: boolean };
   /** How the answer was kept inside `availableActions` (absent without them). */
@@ -209,6 +238,8 @@ export interface PolicyEngine {
   reflect(req: ReflectRequest): Promise<Generation>;
   /** Sum of logprobs of each candidate continuation, `[candidates.length]`. */
   score(req: ScoreRequest): Promise<number[]>;
+  /** Optional: an agent's chat turn on a remote version, passed through (src/policy/routing-engine.ts serves it). */
+  chatTurn?(req: ChatTurnRequest): Promise<ChatTurn>;
   /** Optional: a sessionless completion (the OpenAI-compatible endpoint serves engines that have it). */
   complete?(req: CompleteRequest): Promise<Completion>;
   /** Forget per-session state (KV cache) of a session that ended. */

@@ -34,16 +34,16 @@
  * exported from here as well.
  */
 import {
-  type ActRequest, type Generation, type GenerationRecord, type PromptParts, type ReflectRequest,
+  type ActRequest, type ChatTurn, type ChatTurnRequest, type Generation, type GenerationRecord, type PromptParts, type ReflectRequest,
   type RemoteProbe, type RemoteVersionConfig, type SamplingParams,
 } from './engine.js';
-import { lamerPromptSeen, parseChatAnswer, type ParsedAnswer } from './openai/answer.js';
+import { lamerPromptSeen, parseChatAnswer, parseTurnAnswer, type ParsedAnswer } from './openai/answer.js';
 import { boundToCap, type BoundedAnswer } from './openai/bounds.js';
 import { matchChoice } from './openai/choice.js';
 import { constraintFields, samplingFields, toMessages, tokenFields, type ChatMessage } from './openai/request.js';
 import { postChat, probeServer } from './openai/transport.js';
 
-export { TOKEN_ID_LIMIT, parseChatAnswer, type ParsedAnswer } from './openai/answer.js';
+export { TOKEN_ID_LIMIT, parseChatAnswer, parseTurnAnswer, type ParsedAnswer, type ParsedTurnAnswer } from './openai/answer.js';
 export { MAX_CHARS_PER_TOKEN } from './openai/bounds.js';
 export { invalidChoiceAction, matchChoice } from './openai/choice.js';
 export { constraintFields, toMessages, type ChatMessage } from './openai/request.js';
@@ -230,6 +230,34 @@ export class RemoteVersion {
    */
   act(req: ActRequest): Promise<Generation> {
     return this.chat(req.prompt, req.instructions, req.sampling, this.config.maxActionTokens, req.availableActions);
+  }
+
+  /**
+   * An agent's chat turn: its messages and passthrough fields (tools, tool_choice,
+   * response_format) sent as they are, with the turn's sampling, `stop`, the token cap and the
+   * kind's token-id fields; the answer read as {@link parseTurnAnswer} and bounded by the cap. The
+   * record lists the messages and passthrough fields sent.
+   * @throws EngineError as {@link post}, or when the answer is malformed.
+   */
+  async turn(req: ChatTurnRequest): Promise<ChatTurn> {
+    const body = {
+      model: this.config.model,
+      messages: req.messages,
+      max_tokens: req.maxTokens,
+      ...samplingFields(this.config.kind, req.sampling),
+      ...(req.stop && req.stop.length > 0 ? { stop: req.stop } : {}),
+      logprobs: true,
+      ...tokenFields(this.config.kind),
+      ...req.passthrough,
+    };
+    const deadline = Date.now() + this.callTimeoutMs;
+    const { json, tries } = await this.gate(() => this.post(body, deadline));
+    const parsed = parseTurnAnswer(json);
+    const a = this.bounded(parsed, req.maxTokens);
+    const g = this.generation(a.answer, req.messages as unknown as ChatMessage[], tries, { ...req.sampling, maxTokens: req.maxTokens });
+    if (a.cutChars > 0) g.record.outputCutChars = a.cutChars;
+    if (Object.keys(req.passthrough).length > 0) g.record.passthrough = req.passthrough;
+    return { ...g, finishReason: parsed.finishReason, toolCalls: parsed.toolCalls, rawLogprobs: parsed.rawLogprobs };
   }
 
   /** One reflection, capped at the version's `maxReflectionTokens`. */

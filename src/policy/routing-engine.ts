@@ -7,7 +7,7 @@
  * `NoLocalEngine` is the local engine of `LAMER_ENGINE=openai`: it serves no version itself.
  */
 import {
-  EngineError, type ActRequest, type CompleteRequest, type Completion, type EngineInfo, type EngineObserver, type EngineSpec,
+  EngineError, type ActRequest, type ChatTurn, type ChatTurnRequest, type CompleteRequest, type Completion, type EngineInfo, type EngineObserver, type EngineSpec,
   type Generation, type PolicyEngine, type ReflectRequest, type RemoteProbe, type ScoreRequest,
 } from './engine.js';
 import { RemoteVersion, type RemoteDeps } from './openai-engine.js';
@@ -90,6 +90,16 @@ export class RoutingEngine implements PolicyEngine {
   async score(req: ScoreRequest): Promise<number[]> {
     if (this.remotes.has(req.modelVersion)) throw new EngineError(`model version '${req.modelVersion}' is remote: candidates are not scored here`);
     return this.local.score(req);
+  }
+
+  /**
+   * An agent's chat turn on a remote version, passed through to its server (RemoteVersion.turn).
+   * @throws EngineError for a version that is not remote (local versions are served by `complete`).
+   */
+  async chatTurn(req: ChatTurnRequest): Promise<ChatTurn> {
+    const r = this.remotes.get(req.modelVersion);
+    if (!r) throw new EngineError(`model version '${req.modelVersion}' is not a remote version`);
+    return r.turn(req);
   }
 
   async complete(req: CompleteRequest): Promise<Completion> {

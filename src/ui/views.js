@@ -191,10 +191,15 @@ export function Sessions({ query }) {
       </div></div>`}`;
 }
 
-/** One step of an attempt's timeline: the observation (monospace, as sent), the reward it carried, the action. */
+/**
+ * One step of an attempt's timeline: the observation (monospace, as sent), the reward it carried,
+ * the action. A turn of the session's OpenAI-compatible endpoint (r.turn) also shows its API, the
+ * model call's latency and why the output ended.
+ */
 function StepCard({ r }) {
+  const turn = r.turn ? html`<span data-field="turn">${r.turn.api === 'chat' ? 'chat' : 'completion'} turn · ${Math.round(r.turn.latencyMs)} ms · ${r.turn.finishReason}${r.turn.memory ? ' · memory' : ''}</span>` : '';
   return html`<div class="step ${r.invalidAction ? 'invalid' : ''}" data-testid="step" data-attempt=${r.attempt} data-step=${r.step}>
-    <div class="meta"><span>step ${r.step}</span><span data-field="reward">reward ${short(r.reward)}</span></div>
+    <div class="meta"><span>step ${r.step}</span>${turn}<span data-field="reward">reward ${short(r.reward)}</span></div>
     <pre class="obs" data-field="observation">${r.observation}</pre>
     <div class="act">${r.action !== null ? html`→ <b data-field="action">${r.action}</b>${r.invalidAction ? html` <span class="bad">(invalid)</span>` : ''}` : html`<span class="muted">${r.done ? (r.success ? 'done: success' : 'done') : 'no action'}</span>`}</div>
   </div>`;
@@ -241,7 +246,7 @@ export function SessionPage({ id }) {
         <dt>env · mode</dt><dd>${ses.env ?? '–'} · ${ses.mode}</dd>
         <dt>model version</dt><dd data-field="modelVersion">${ses.modelVersion}</dd>
         <dt>sampling</dt><dd data-field="sampling">temperature ${ses.sampling.temperature}, top-p ${ses.sampling.topP}, top-k ${ses.sampling.topK}${ses.sampling.seed !== undefined ? `, seed ${ses.sampling.seed}` : ''}</dd>
-        <dt>memory</dt><dd>${ses.memory}</dd>
+        <dt>memory</dt><dd>${ses.memory}${ses.memoryPlacement && ses.memoryPlacement !== 'system' ? ` · ${ses.memoryPlacement}` : ''}</dd>
         <dt>limits</dt><dd>${ses.maxAttempts} attempts × ${ses.maxSteps} steps</dd>
         <dt>next</dt><dd>${ses.next ? `attempt ${ses.next.attempt}, step ${ses.next.step}` : '–'}</dd>
         <dt>created · updated</dt><dd>${when(ses.createdAt)} · ${when(ses.updatedAt)}</dd>

@@ -15,6 +15,7 @@ const row = (over: Partial<SessionRow> = {}): SessionRow => ({
   maxAttempts: 2,
   maxSteps: 3,
   memory: 'reflection_only',
+  memoryPlacement: 'system',
   sampling: { temperature: 1, topP: 1, topK: 0 },
   modelVersion: 'v0',
   metadata: {},

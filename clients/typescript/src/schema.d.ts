@@ -214,6 +214,11 @@ export interface paths {
                                 maxSteps: number;
                                 /** @enum {string} */
                                 memory: "reflection_only" | "history_only" | "history_and_reflection";
+                                /**
+                                 * @description where the memory goes in requests to the session's OpenAI-compatible endpoint (docs/agent-endpoint.md)
+                                 * @enum {string}
+                                 */
+                                memoryPlacement: "system" | "user_prefix";
                                 sampling: {
                                     temperature: number;
                                     topP: number;
@@ -408,6 +413,11 @@ export interface paths {
                          */
                         memory?: "reflection_only" | "history_only" | "history_and_reflection";
                         /**
+                         * @description agents calling the session's OpenAI-compatible endpoint (/v1/sessions/{id}/openai/v1): on attempts after the first the memory is a system message after the request's leading system messages (system, default) or a prefix of the first user message (user_prefix); docs/agent-endpoint.md
+                         * @enum {string}
+                         */
+                        memoryPlacement?: "system" | "user_prefix";
+                        /**
                          * @description default train
                          * @enum {string}
                          */
@@ -449,6 +459,11 @@ export interface paths {
                             maxSteps: number;
                             /** @enum {string} */
                             memory: "reflection_only" | "history_only" | "history_and_reflection";
+                            /**
+                             * @description where the memory goes in requests to the session's OpenAI-compatible endpoint (docs/agent-endpoint.md)
+                             * @enum {string}
+                             */
+                            memoryPlacement: "system" | "user_prefix";
                             sampling: {
                                 temperature: number;
                                 topP: number;
@@ -657,6 +672,11 @@ export interface paths {
                             maxSteps: number;
                             /** @enum {string} */
                             memory: "reflection_only" | "history_only" | "history_and_reflection";
+                            /**
+                             * @description where the memory goes in requests to the session's OpenAI-compatible endpoint (docs/agent-endpoint.md)
+                             * @enum {string}
+                             */
+                            memoryPlacement: "system" | "user_prefix";
                             sampling: {
                                 temperature: number;
                                 topP: number;
@@ -857,6 +877,11 @@ export interface paths {
                             maxSteps: number;
                             /** @enum {string} */
                             memory: "reflection_only" | "history_only" | "history_and_reflection";
+                            /**
+                             * @description where the memory goes in requests to the session's OpenAI-compatible endpoint (docs/agent-endpoint.md)
+                             * @enum {string}
+                             */
+                            memoryPlacement: "system" | "user_prefix";
                             sampling: {
                                 temperature: number;
                                 topP: number;
@@ -1330,6 +1355,10 @@ export interface paths {
                                 droppedSteps: number | null;
                                 /** @description characters (code points) cut from the start of the prompt beyond the dropped steps, when even its head and tail did not fit the context; 0 normally, null without a model call */
                                 promptTruncatedChars: number | null;
+                                /** @description a turn of the session's OpenAI-compatible endpoint: the request as the agent sent it, the memory added, the sampling used, latencyMs, finishReason, toolCalls (docs/agent-endpoint.md); null for steps */
+                                turn?: {
+                                    [key: string]: unknown;
+                                } | null;
                                 modelVersion: string;
                                 /** @description cross-episode return G (LaMer Eq. 4), once computed by training */
                                 return: number | null;
@@ -4958,6 +4987,973 @@ export interface paths {
                                 prompt_tokens: number;
                                 completion_tokens: number;
                                 total_tokens: number;
+                            };
+                        };
+                    };
+                };
+                /** @description rate limit of the API key exceeded (problem rate-limited); the Retry-After header gives the seconds to wait */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
+                        };
+                    };
+                };
+                /** @description overloaded (too many queued model calls), engine-unavailable, database-busy (another connection holds the database lock), storage-full or storage-unavailable (the database cannot be written); overloaded and the database problems carry a Retry-After header; nothing was recorded, retry the same step */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
+                        };
+                    };
+                };
+                /** @description client error (problem details) */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
+                        };
+                    };
+                };
+                /** @description server error (problem details) */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{id}/openai/v1/chat/completions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * OpenAI-compatible chat completion served by the session's pinned version and recorded as a turn of its current attempt
+         * @description Use `<server>/v1/sessions/{id}/openai/v1` as the base URL of an OpenAI client. `model` is ignored. On attempts after the first the session's memory is added (a system message, or a prefix of the first user message: the session's memoryPlacement). Remote versions pass tools, tool_choice, parallel_tool_calls and response_format through; builtin versions answer 400 for them. 409 session-not-active once the session ended; 409 conflict when the attempt already holds maxSteps turns.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** @description ignored: the session's pinned model version serves every call (the answer's `model` names it) */
+                        model?: string;
+                        /** @description most tokens to generate (capped at half the context) */
+                        max_tokens?: number | null;
+                        /** @description default 1; 0 is greedy */
+                        temperature?: number | null;
+                        /** @description default 1 */
+                        top_p?: number | null;
+                        /** @description extension (vLLM): 0 or -1 disables */
+                        top_k?: number | null;
+                        /** @description one seed gives one output */
+                        seed?: number | null;
+                        stop?: (string | string[]) | null;
+                        /** @description only 1: several choices per request (n > 1) are not supported, a 400 says so */
+                        n?: number | null;
+                        /** @description server-sent events; the whole answer is computed first, then sent as one content chunk */
+                        stream?: boolean | null;
+                        stream_options?: {
+                            include_usage?: boolean | null;
+                        } | null;
+                        /** @description extension (vLLM): the output is exactly one of these strings, sampled from their exact sequence logprobs */
+                        guided_choice?: string[] | null;
+                        /** @description extension (vLLM): add prompt_token_ids and choices[].token_ids */
+                        return_token_ids?: boolean | null;
+                        /** @description extension (vLLM): logprob tokens are written "token_id:<id>" */
+                        return_tokens_as_token_ids?: boolean | null;
+                        /** @description remote versions: passed through; builtin versions: 400 */
+                        tools?: {
+                            [key: string]: unknown;
+                        }[] | null;
+                        /** @description remote versions: passed through; builtin versions: 400 unless "none" */
+                        tool_choice?: unknown;
+                        /** @description remote versions: passed through */
+                        parallel_tool_calls?: boolean | null;
+                        /** @description remote versions: passed through; builtin versions: 400 unless {"type": "text"} */
+                        response_format?: {
+                            [key: string]: unknown;
+                        } | null;
+                        messages: ({
+                            /** @description system, developer, user, assistant, tool */
+                            role: string;
+                            content?: string | {
+                                type: string;
+                                text?: string;
+                            }[] | null;
+                            name?: string;
+                            tool_calls?: {
+                                [key: string]: unknown;
+                            }[] | null;
+                            tool_call_id?: string;
+                        } & {
+                            [key: string]: unknown;
+                        })[];
+                        /** @description same as max_tokens; wins when both are set */
+                        max_completion_tokens?: number | null;
+                        /** @description return the logprob of each output token (always recorded) */
+                        logprobs?: boolean | null;
+                        /** @description only 0 (alternatives are not returned) */
+                        top_logprobs?: number | null;
+                    };
+                };
+            };
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            id: string;
+                            /** @enum {string} */
+                            object: "chat.completion";
+                            /** @description Unix seconds */
+                            created: number;
+                            /** @description the session's pinned model version */
+                            model: string;
+                            system_fingerprint: string | null;
+                            choices: {
+                                index: number;
+                                message: {
+                                    /** @enum {string} */
+                                    role: "assistant";
+                                    /** @description null when a remote version answered with tool calls only */
+                                    content: string | null;
+                                    refusal: string | null;
+                                    /** @description remote versions: the server's tool calls, as returned */
+                                    tool_calls?: {
+                                        [key: string]: unknown;
+                                    }[];
+                                };
+                                logprobs: unknown | null;
+                                /** @description stop, length, or a remote reason such as tool_calls */
+                                finish_reason: string;
+                                /** @description with return_token_ids: output token ids */
+                                token_ids?: number[];
+                            }[];
+                            /** @description with return_token_ids: the prompt as the model saw it (memory included) */
+                            prompt_token_ids?: number[];
+                            usage: {
+                                prompt_tokens: number;
+                                completion_tokens: number;
+                                total_tokens: number;
+                            };
+                            /** @description extension: where this call was recorded in the session (GET /v1/sessions/{id}/trajectory) */
+                            lamer: {
+                                session_id: string;
+                                /** @description the attempt the call was recorded in */
+                                attempt: number;
+                                /** @description its position in the attempt (0-based) */
+                                step: number;
+                                /** @description wall time of the model call, ms */
+                                latency_ms: number;
+                            };
+                        };
+                    };
+                };
+                /** @description rate limit of the API key exceeded (problem rate-limited); the Retry-After header gives the seconds to wait */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
+                        };
+                    };
+                };
+                /** @description overloaded (too many queued model calls), engine-unavailable, database-busy (another connection holds the database lock), storage-full or storage-unavailable (the database cannot be written); overloaded and the database problems carry a Retry-After header; nothing was recorded, retry the same step */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
+                        };
+                    };
+                };
+                /** @description client error (problem details) */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
+                        };
+                    };
+                };
+                /** @description server error (problem details) */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{id}/openai/v1/completions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * OpenAI-compatible text completion served by the session's pinned builtin version and recorded as a turn
+         * @description On attempts after the first the session's memory and a blank line precede the prompt. Remote versions answer 400 (chat only).
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** @description ignored: the session's pinned model version serves every call (the answer's `model` names it) */
+                        model?: string;
+                        /** @description most tokens to generate (capped at half the context) */
+                        max_tokens?: number | null;
+                        /** @description default 1; 0 is greedy */
+                        temperature?: number | null;
+                        /** @description default 1 */
+                        top_p?: number | null;
+                        /** @description extension (vLLM): 0 or -1 disables */
+                        top_k?: number | null;
+                        /** @description one seed gives one output */
+                        seed?: number | null;
+                        stop?: (string | string[]) | null;
+                        /** @description only 1: several choices per request (n > 1) are not supported, a 400 says so */
+                        n?: number | null;
+                        /** @description server-sent events; the whole answer is computed first, then sent as one content chunk */
+                        stream?: boolean | null;
+                        stream_options?: {
+                            include_usage?: boolean | null;
+                        } | null;
+                        /** @description extension (vLLM): the output is exactly one of these strings, sampled from their exact sequence logprobs */
+                        guided_choice?: string[] | null;
+                        /** @description extension (vLLM): add prompt_token_ids and choices[].token_ids */
+                        return_token_ids?: boolean | null;
+                        /** @description extension (vLLM): logprob tokens are written "token_id:<id>" */
+                        return_tokens_as_token_ids?: boolean | null;
+                        /** @description one prompt */
+                        prompt: string | string[];
+                        /** @description legacy: 0 returns the sampled tokens logprobs */
+                        logprobs?: number | null;
+                        /** @description only false */
+                        echo?: boolean | null;
+                    };
+                };
+            };
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            id: string;
+                            /** @enum {string} */
+                            object: "text_completion";
+                            created: number;
+                            /** @description the session's pinned model version */
+                            model: string;
+                            system_fingerprint: string | null;
+                            choices: {
+                                index: number;
+                                text: string;
+                                logprobs: {
+                                    tokens: string[];
+                                    token_logprobs: number[];
+                                    top_logprobs: null[] | null;
+                                    text_offset: number[];
+                                } | null;
+                                finish_reason: string;
+                                token_ids?: number[];
+                            }[];
+                            prompt_token_ids?: number[];
+                            usage: {
+                                prompt_tokens: number;
+                                completion_tokens: number;
+                                total_tokens: number;
+                            };
+                            /** @description extension: where this call was recorded in the session (GET /v1/sessions/{id}/trajectory) */
+                            lamer: {
+                                session_id: string;
+                                /** @description the attempt the call was recorded in */
+                                attempt: number;
+                                /** @description its position in the attempt (0-based) */
+                                step: number;
+                                /** @description wall time of the model call, ms */
+                                latency_ms: number;
+                            };
+                        };
+                    };
+                };
+                /** @description rate limit of the API key exceeded (problem rate-limited); the Retry-After header gives the seconds to wait */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
+                        };
+                    };
+                };
+                /** @description overloaded (too many queued model calls), engine-unavailable, database-busy (another connection holds the database lock), storage-full or storage-unavailable (the database cannot be written); overloaded and the database problems carry a Retry-After header; nothing was recorded, retry the same step */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
+                        };
+                    };
+                };
+                /** @description client error (problem details) */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
+                        };
+                    };
+                };
+                /** @description server error (problem details) */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{id}/openai/v1/models": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** OpenAI-compatible: the session's pinned model version (the only one its endpoint serves) */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @enum {string} */
+                            object: "list";
+                            data: {
+                                /** @description the model version */
+                                id: string;
+                                /** @enum {string} */
+                                object: "model";
+                                /** @description Unix seconds */
+                                created: number;
+                                owned_by: string;
+                                parent: string | null;
+                            }[];
+                        };
+                    };
+                };
+                /** @description rate limit of the API key exceeded (problem rate-limited); the Retry-After header gives the seconds to wait */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
+                        };
+                    };
+                };
+                /** @description client error (problem details) */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
+                        };
+                    };
+                };
+                /** @description server error (problem details) */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{id}/attempts/{attempt}/end": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * End the running attempt of a session driven through its OpenAI-compatible endpoint, with a reward and a success flag
+         * @description Recorded as the attempt's final step (done). After a failure with attempts left the session's version writes the reflection, which reaches the model on the next attempt; the session completes on success or after its last attempt. 409 conflict for an attempt that already ended, has not started or has no turn yet; 409 session-not-active once the session ended; 400 for an attempt beyond maxAttempts.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                    attempt: number;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** @description the attempt's reward (its return); default 0 */
+                        reward?: number;
+                        /** @description the task was solved; default false (a failed attempt with attempts left gets a reflection) */
+                        success?: boolean;
+                        /** @description the final observation, shown to the reflection; default "" */
+                        observation?: string;
+                    };
+                };
+            };
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            sessionId: string;
+                            attempt: number;
+                            step: number;
+                            /** @description what to execute; null when the attempt ended */
+                            action: string | null;
+                            /** @description the model's full text */
+                            output: string | null;
+                            modelVersion: string;
+                            attemptResult: {
+                                attempt: number;
+                                success: boolean;
+                                return: number;
+                                steps: number;
+                                /** @enum {string} */
+                                endReason: "done" | "max_steps";
+                            } | null;
+                            reflection: {
+                                attempt: number;
+                                text: string;
+                            } | null;
+                            session: {
+                                /** @enum {string} */
+                                status: "active" | "completed" | "abandoned" | "expired";
+                                next: {
+                                    attempt: number;
+                                    step: number;
+                                } | null;
                             };
                         };
                     };

@@ -122,15 +122,18 @@ function openAiErrorType(status: number): string {
   return status >= 500 ? 'server_error' : 'invalid_request_error';
 }
 
+/** Paths of the OpenAI-compatible endpoints: `/openai/...` and a session's `/v1/sessions/{id}/openai/...`. */
+const isOpenAiPath = (url: string): boolean => url.startsWith('/openai/') || /^\/v1\/sessions\/[^/?]+\/openai\//.test(url);
+
 /**
- * A problem answered on an `/openai/` path gets, besides its RFC 9457 members, OpenAI's `error`
+ * A problem answered on an `/openai/` path (or a session's `/v1/sessions/{id}/openai/` path) gets, besides its RFC 9457 members, OpenAI's `error`
  * member, since OpenAI SDKs read `error.message` (and `type`, `param`, `code`): message = the
  * detail; type from the status; param = the first field at fault without its `body/` prefix,
  * dotted (`guided_choice.0`); code = the problem kind (the last segment of `type`). Other paths:
  * unchanged.
  */
 export function withOpenAiError(p: ProblemDocument, url: string): ProblemDocument {
-  if (!url.startsWith('/openai/')) return p;
+  if (!isOpenAiPath(url)) return p;
   const field = p.errors?.[0]?.field;
   const param = field === undefined ? null : field.replace(/^(body|querystring|params|headers)\/?/, '').split('/').join('.') || null;
   return { ...p, error: { message: p.detail, type: openAiErrorType(p.status), param, code: p.type.startsWith(PROBLEM_BASE) ? p.type.slice(PROBLEM_BASE.length) : null } };

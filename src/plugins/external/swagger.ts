@@ -27,6 +27,10 @@ export default fp(
           { name: 'auth', description: "the API key's tenant and rights" },
           { name: 'operations', description: 'health, readiness, metrics' },
           { name: 'openai', description: 'OpenAI-compatible endpoint serving the builtin versions (docs/remote-engines.md)' },
+          {
+            name: 'agent endpoint',
+            description: "A session's own OpenAI-compatible base URL: existing agents play a session's task unmodified, each call recorded as a turn (docs/agent-endpoint.md)",
+          },
         ],
         components: {
           securitySchemes: {

@@ -41,20 +41,9 @@ function logprobTokens(choice: Record<string, unknown>): { logprobs: number[] | 
   return { logprobs, idsFromTokens: isTokenIds(parsed) ? parsed : null };
 }
 
-/**
- * Reads a chat-completion answer. Token ids outside [0, 2^31), or whose count differs from the
- * answer's `usage` (`prompt_tokens`, `completion_tokens`), are treated as not returned (null);
- * `choices[0].token_ids` of another length than the logprobs gives way to the logprob tokens' ids.
- * @throws EngineError when it has no `choices[0].message.content` string.
- */
-export function parseChatAnswer(body: unknown): ParsedAnswer {
-  const b = body as { choices?: unknown; prompt_token_ids?: unknown } | null;
-  const choice = Array.isArray(b?.choices) ? (b!.choices[0] as Record<string, unknown> | undefined) : undefined;
-  const message = choice?.message as { content?: unknown } | undefined;
-  if (!choice || !message || typeof message.content !== 'string') {
-    throw new EngineError('remote answer is malformed: no choices[0].message.content string');
-  }
-  const content = message.content;
+/** The token arrays of an answer's first choice, each checked against `usage` (see {@link parseChatAnswer}). */
+function tokenArrays(body: unknown, choice: Record<string, unknown>): Omit<ParsedAnswer, 'content'> {
+  const b = body as { prompt_token_ids?: unknown } | null;
   const { logprobs, idsFromTokens } = logprobTokens(choice);
   let outputTokenIds = isTokenIds(choice.token_ids) ? choice.token_ids : idsFromTokens;
   if (outputTokenIds && logprobs && outputTokenIds.length !== logprobs.length) outputTokenIds = idsFromTokens;
@@ -63,7 +52,61 @@ export function parseChatAnswer(body: unknown): ParsedAnswer {
   const u = (body as { usage?: { prompt_tokens?: unknown; completion_tokens?: unknown } } | null)?.usage;
   if (promptTokenIds && typeof u?.prompt_tokens === 'number' && promptTokenIds.length !== u.prompt_tokens) promptTokenIds = null;
   if (outputTokenIds && typeof u?.completion_tokens === 'number' && outputTokenIds.length !== u.completion_tokens) outputTokenIds = null;
-  return { content, promptTokenIds, outputTokenIds, logprobs };
+  return { promptTokenIds, outputTokenIds, logprobs };
+}
+
+/** The first choice of an answer and its message, if the answer has them. */
+function firstChoice(body: unknown): { choice: Record<string, unknown>; message: { content?: unknown; tool_calls?: unknown } } | null {
+  const b = body as { choices?: unknown } | null;
+  const choice = Array.isArray(b?.choices) ? (b!.choices[0] as Record<string, unknown> | undefined) : undefined;
+  const message = choice?.message as { content?: unknown; tool_calls?: unknown } | undefined;
+  return choice && message && typeof message === 'object' ? { choice, message } : null;
+}
+
+/**
+ * Reads a chat-completion answer. Token ids outside [0, 2^31), or whose count differs from the
+ * answer's `usage` (`prompt_tokens`, `completion_tokens`), are treated as not returned (null);
+ * `choices[0].token_ids` of another length than the logprobs gives way to the logprob tokens' ids.
+ * @throws EngineError when it has no `choices[0].message.content` string.
+ */
+export function parseChatAnswer(body: unknown): ParsedAnswer {
+  const c = firstChoice(body);
+  if (!c || typeof c.message.content !== 'string') {
+    throw new EngineError('remote answer is malformed: no choices[0].message.content string');
+  }
+  return { content: c.message.content, ...tokenArrays(body, c.choice) };
+}
+
+/** A chat-completion answer to an agent's turn: the text may be absent when the model called tools. */
+export interface ParsedTurnAnswer extends ParsedAnswer {
+  /** `choices[0].message.tool_calls` as returned (an array), else null. */
+  toolCalls: unknown[] | null;
+  /** `choices[0].finish_reason` ('stop' when absent). */
+  finishReason: string;
+  /** `choices[0].logprobs` as returned (passed on to the agent), else null. */
+  rawLogprobs: unknown;
+}
+
+/**
+ * Reads the answer to a turn passed through to a remote server: as {@link parseChatAnswer}, but a
+ * null content is '' when the message carries `tool_calls`.
+ * @throws EngineError when it has neither a content string nor a tool_calls array.
+ */
+export function parseTurnAnswer(body: unknown): ParsedTurnAnswer {
+  const c = firstChoice(body);
+  const toolCalls = c && Array.isArray(c.message.tool_calls) ? (c.message.tool_calls as unknown[]) : null;
+  if (!c || (typeof c.message.content !== 'string' && !(toolCalls && (c.message.content === null || c.message.content === undefined)))) {
+    throw new EngineError('remote answer is malformed: no choices[0].message.content string nor tool_calls');
+  }
+  const content = typeof c.message.content === 'string' ? c.message.content : '';
+  const finish = c.choice.finish_reason;
+  return {
+    content,
+    ...tokenArrays(body, c.choice),
+    toolCalls,
+    finishReason: typeof finish === 'string' && finish.length > 0 && finish.length <= 64 ? finish : 'stop',
+    rawLogprobs: c.choice.logprobs ?? null,
+  };
 }
 
 /**

@@ -31,54 +31,16 @@ import type { FastifyInstance, FastifyPluginAsync, FastifyReply } from 'fastify'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Static } from 'typebox';
 import { DomainError, invalid, notFound } from '../../agent/errors.js';
-import { EngineLimitError, type CompleteRequest, type Completion as EngineCompletion, type SamplingParams } from '../../policy/engine.js';
-import { BOS, EOS, PAD, SEP } from '../../model/tokenizer.js';
-import { type Tokenizer } from '../../model/tokenizers.js';
+import { EngineLimitError, type CompleteRequest, type Completion as EngineCompletion } from '../../policy/engine.js';
+import { renderChat } from '../../agent/turns.js';
+import { chatLogprobs, completionLogprobs, sampling, sse, stops, usage } from './shared.js';
 import { bearer, errorResponses, stepErrorResponses } from '../api/common.js';
 import {
   ChatCompletion, ChatCompletionRequest, Completion, CompletionRequest, OpenAiModel, OpenAiModelList, OpenAiModelParams,
 } from './schemas.js';
 
-const SPECIAL: Record<number, string> = { [BOS]: '<|bos|>', [EOS]: '<|eos|>', [SEP]: '<|sep|>', [PAD]: '<|pad|>' };
-
-/**
- * Text of one token id of the version's tokenizer: the UTF-8 text of its bytes (a lone byte that
- * is not UTF-8 text decodes to U+FFFD; a game-vocabulary piece is its whole text), a special
- * token's name, or `token_id:<id>` when asked for ids.
- */
-function tokenText(id: number, asIds: boolean, tok: Tokenizer): string {
-  if (asIds) return `token_id:${id}`;
-  const bytes = tok.tokenBytes(id);
-  if (bytes.length > 0) return Buffer.from(bytes).toString('utf8');
-  return SPECIAL[id] ?? `<|${id}|>`;
-}
-
-/** The UTF-8 bytes a token id stands for in the version's tokenizer (none for special tokens). */
-const tokenBytes = (id: number, tok: Tokenizer): number[] => Array.from(tok.tokenBytes(id));
-
 type ChatBody = Static<typeof ChatCompletionRequest>;
 type CompletionBody = Static<typeof CompletionRequest>;
-
-/** The chat template: every message's text, in order, joined with "\n". */
-export function renderChat(messages: ChatBody['messages']): string {
-  return messages
-    .map((m) => (typeof m.content === 'string' ? m.content : Array.isArray(m.content) ? m.content.map((p) => p.text ?? '').join('') : ''))
-    .join('\n');
-}
-
-function sampling(b: { temperature?: number | null; top_p?: number | null; top_k?: number | null; seed?: number | null }): SamplingParams {
-  const s: SamplingParams = { temperature: b.temperature ?? 1, topP: b.top_p ?? 1, topK: Math.max(0, b.top_k ?? 0) };
-  if (b.seed !== undefined && b.seed !== null) s.seed = b.seed;
-  return s;
-}
-
-const stops = (s: string | string[] | null | undefined): string[] => (s === undefined || s === null ? [] : typeof s === 'string' ? [s] : s);
-
-/** Server-sent events of a finished answer: the chunks, then `[DONE]`. */
-function sse(reply: FastifyReply, chunks: unknown[]): FastifyReply {
-  const text = chunks.map((c) => `data: ${JSON.stringify(c)}\n\n`).join('') + 'data: [DONE]\n\n';
-  return reply.header('content-type', 'text/event-stream; charset=utf-8').header('cache-control', 'no-cache').send(text);
-}
 
 const tags = ['openai'];
 
@@ -120,12 +82,6 @@ function request(model: string, prompt: string, b: ChatBody | CompletionBody, ma
   if (b.guided_choice) r.choices = b.guided_choice;
   return r;
 }
-
-const usage = (g: EngineCompletion) => ({
-  prompt_tokens: g.promptTokenIds.length,
-  completion_tokens: g.outputTokenIds.length,
-  total_tokens: g.promptTokenIds.length + g.outputTokenIds.length,
-});
 
 /** The OpenAI model object of a version served here. */
 const modelObject = (m: { version: string; createdAt: number; parent: string | null }) => ({
@@ -189,12 +145,7 @@ function chatRoute(fastify: FastifyInstance): void {
       const tok = await app.models.tokenizer(model);
       const id = `chatcmpl-${randomUUID()}`;
       const created = Math.floor(Date.now() / 1000);
-      const logprobs = b.logprobs
-        ? {
-            content: g.outputTokenIds.map((t, i) => ({ token: tokenText(t, asIds, tok), logprob: g.logprobs[i]!, bytes: tokenBytes(t, tok), top_logprobs: [] })),
-            refusal: null,
-          }
-        : null;
+      const logprobs = b.logprobs ? chatLogprobs(g, asIds, tok) : null;
       const withIds = b.return_token_ids === true;
       if (b.stream) {
         const base = { id, object: 'chat.completion.chunk', created, model, system_fingerprint: null };
@@ -251,20 +202,7 @@ function completionsRoute(fastify: FastifyInstance): void {
       const asIds = b.return_tokens_as_token_ids === true;
       const withIds = b.return_token_ids === true;
       const tok = await app.models.tokenizer(model);
-      let offset = 0;
-      const logprobs =
-        b.logprobs !== undefined && b.logprobs !== null
-          ? {
-              tokens: g.outputTokenIds.map((t) => tokenText(t, asIds, tok)),
-              token_logprobs: g.logprobs.slice(),
-              top_logprobs: null,
-              text_offset: g.outputTokenIds.map((t) => {
-                const o = offset;
-                offset += tok.tokenBytes(t).length;
-                return o;
-              }),
-            }
-          : null;
+      const logprobs = b.logprobs !== undefined && b.logprobs !== null ? completionLogprobs(g, asIds, tok) : null;
       const id = `cmpl-${randomUUID()}`;
       const created = Math.floor(Date.now() / 1000);
       const choice = { index: 0, text: g.output, logprobs, finish_reason: g.finishReason, ...(withIds ? { token_ids: g.outputTokenIds } : {}) };

@@ -128,3 +128,100 @@ export const OpenAiModel = Type.Object({
 export const OpenAiModelList = Type.Object({ object: Type.Literal('list'), data: Type.Array(OpenAiModel) });
 
 export const OpenAiModelParams = Type.Object({ model: Type.String({ minLength: 1, maxLength: 256, description: 'the model version' }) });
+
+// ---------------------------------------------------------------- the session-scoped endpoint
+
+/** `model` of the session-scoped endpoint: any name (agents send the one they were written for); the session's pinned version serves. */
+const SessionModel = Type.Optional(
+  Type.String({ maxLength: 256, description: "ignored: the session's pinned model version serves every call (the answer's `model` names it)" }),
+);
+
+/** Tool and format fields passed through to a remote version's server (a builtin version answers 400). */
+const Passthrough = {
+  tools: Type.Optional(Nullable(Type.Array(FreeObjectLoose(), { maxItems: 128, description: 'remote versions: passed through; builtin versions: 400' }))),
+  tool_choice: Type.Optional(Type.Unknown({ description: 'remote versions: passed through; builtin versions: 400 unless "none"' })),
+  parallel_tool_calls: Type.Optional(Nullable(Type.Boolean({ description: 'remote versions: passed through' }))),
+  response_format: Type.Optional(
+    Nullable(FreeObjectLoose({ description: 'remote versions: passed through; builtin versions: 400 unless {"type": "text"}' })),
+  ),
+};
+
+function FreeObjectLoose(opts: Record<string, unknown> = {}) {
+  return Type.Object({}, { additionalProperties: true, ...opts });
+}
+
+/** A chat message as agents send it: the content may be null (an assistant message with tool_calls); other fields are kept as sent. */
+export const AgentChatMessage = Type.Object(
+  {
+    role: Type.String({ minLength: 1, maxLength: 64, description: 'system, developer, user, assistant, tool' }),
+    content: Type.Optional(Type.Union([Type.String(), Type.Array(ContentPart), Type.Null()])),
+    name: Type.Optional(Type.String()),
+    tool_calls: Type.Optional(Nullable(Type.Array(FreeObjectLoose()))),
+    tool_call_id: Type.Optional(Type.String()),
+  },
+  { additionalProperties: true },
+);
+
+export const SessionChatCompletionRequest = Type.Object({
+  ...Sampling,
+  model: SessionModel,
+  ...Passthrough,
+  messages: Type.Array(AgentChatMessage, { minItems: 1, maxItems: 256 }),
+  max_completion_tokens: Type.Optional(Nullable(Type.Integer({ minimum: 1, description: 'same as max_tokens; wins when both are set' }))),
+  logprobs: Type.Optional(Nullable(Type.Boolean({ description: 'return the logprob of each output token (always recorded)' }))),
+  top_logprobs: Type.Optional(Nullable(Type.Integer({ minimum: 0, maximum: 0, description: 'only 0 (alternatives are not returned)' }))),
+});
+
+export const SessionCompletionRequest = Type.Object({
+  ...Sampling,
+  model: SessionModel,
+  prompt: Type.Union([Type.String(), Type.Array(Type.String(), { minItems: 1, maxItems: 1 })], { description: 'one prompt' }),
+  logprobs: Type.Optional(Nullable(Type.Integer({ minimum: 0, maximum: 0, description: 'legacy: 0 returns the sampled tokens logprobs' }))),
+  echo: Type.Optional(Nullable(Type.Boolean({ description: 'only false' }))),
+});
+
+/** Where a call was recorded (an extension member OpenAI clients ignore). */
+export const TurnPosition = Type.Object(
+  {
+    session_id: Type.String(),
+    attempt: Type.Integer({ description: 'the attempt the call was recorded in' }),
+    step: Type.Integer({ description: 'its position in the attempt (0-based)' }),
+    latency_ms: Type.Number({ description: 'wall time of the model call, ms' }),
+  },
+  { description: 'extension: where this call was recorded in the session (GET /v1/sessions/{id}/trajectory)' },
+);
+
+export const SessionChatCompletion = Type.Object({
+  id: Type.String(),
+  object: Type.Literal('chat.completion'),
+  created: Type.Integer({ description: 'Unix seconds' }),
+  model: Type.String({ description: "the session's pinned model version" }),
+  system_fingerprint: Nullable(Type.String()),
+  choices: Type.Array(
+    Type.Object({
+      index: Type.Integer(),
+      message: Type.Object({
+        role: Type.Literal('assistant'),
+        content: Nullable(Type.String(), { description: 'null when a remote version answered with tool calls only' }),
+        refusal: Nullable(Type.String()),
+        tool_calls: Type.Optional(Type.Array(FreeObjectLoose(), { description: "remote versions: the server's tool calls, as returned" })),
+      }),
+      logprobs: Nullable(
+        Type.Unknown({ description: "{content: [{token, logprob, bytes, top_logprobs}], refusal}; for a remote version the server's own object" }),
+      ),
+      finish_reason: Type.String({ description: 'stop, length, or a remote reason such as tool_calls' }),
+      token_ids: Type.Optional(Type.Array(Type.Integer(), { description: 'with return_token_ids: output token ids' })),
+    }),
+  ),
+  prompt_token_ids: Type.Optional(Type.Array(Type.Integer(), { description: 'with return_token_ids: the prompt as the model saw it (memory included)' })),
+  usage: Usage,
+  lamer: TurnPosition,
+});
+
+export const SessionCompletion = Type.Object({
+  ...Completion.properties,
+  model: Type.String({ description: "the session's pinned model version" }),
+  lamer: TurnPosition,
+});
+
+export const SessionOpenAiParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }) });

@@ -1,0 +1,72 @@
+/**
+ * What the OpenAI-compatible routes share (the sessionless `/openai/v1` and the session-scoped
+ * `/v1/sessions/{id}/openai/v1`): token texts and bytes of logprob items, the request's sampling
+ * and stop fields, server-sent events, usage, and the logprobs objects of both APIs.
+ */
+import type { FastifyReply } from 'fastify';
+import type { Generation, SamplingParams } from '../../policy/engine.js';
+import { BOS, EOS, PAD, SEP } from '../../model/tokenizer.js';
+import { type Tokenizer } from '../../model/tokenizers.js';
+
+const SPECIAL: Record<number, string> = { [BOS]: '<|bos|>', [EOS]: '<|eos|>', [SEP]: '<|sep|>', [PAD]: '<|pad|>' };
+
+/**
+ * Text of one token id of the version's tokenizer: the UTF-8 text of its bytes (a lone byte that
+ * is not UTF-8 text decodes to U+FFFD; a game-vocabulary piece is its whole text), a special
+ * token's name, or `token_id:<id>` when asked for ids.
+ */
+export function tokenText(id: number, asIds: boolean, tok: Tokenizer): string {
+  if (asIds) return `token_id:${id}`;
+  const bytes = tok.tokenBytes(id);
+  if (bytes.length > 0) return Buffer.from(bytes).toString('utf8');
+  return SPECIAL[id] ?? `<|${id}|>`;
+}
+
+/** The UTF-8 bytes a token id stands for in the version's tokenizer (none for special tokens). */
+export const tokenBytes = (id: number, tok: Tokenizer): number[] => Array.from(tok.tokenBytes(id));
+
+/** The sampling of a sessionless request: temperature 1, top_p 1, top_k off unless set. */
+export function sampling(b: { temperature?: number | null; top_p?: number | null; top_k?: number | null; seed?: number | null }): SamplingParams {
+  const s: SamplingParams = { temperature: b.temperature ?? 1, topP: b.top_p ?? 1, topK: Math.max(0, b.top_k ?? 0) };
+  if (b.seed !== undefined && b.seed !== null) s.seed = b.seed;
+  return s;
+}
+
+/** The `stop` field as a list (none: empty). */
+export const stops = (s: string | string[] | null | undefined): string[] => (s === undefined || s === null ? [] : typeof s === 'string' ? [s] : s);
+
+/** Server-sent events of a finished answer: the chunks, then `[DONE]`. */
+export function sse(reply: FastifyReply, chunks: unknown[]): FastifyReply {
+  const text = chunks.map((c) => `data: ${JSON.stringify(c)}\n\n`).join('') + 'data: [DONE]\n\n';
+  return reply.header('content-type', 'text/event-stream; charset=utf-8').header('cache-control', 'no-cache').send(text);
+}
+
+/** OpenAI's usage object of a generation (token counts of the prompt as seen and of the output). */
+export const usage = (g: Pick<Generation, 'promptTokenIds' | 'outputTokenIds'>) => ({
+  prompt_tokens: g.promptTokenIds.length,
+  completion_tokens: g.outputTokenIds.length,
+  total_tokens: g.promptTokenIds.length + g.outputTokenIds.length,
+});
+
+/** The chat API's `logprobs` of a generation: one item per output token (no alternatives). */
+export function chatLogprobs(g: Pick<Generation, 'outputTokenIds' | 'logprobs'>, asIds: boolean, tok: Tokenizer) {
+  return {
+    content: g.outputTokenIds.map((t, i) => ({ token: tokenText(t, asIds, tok), logprob: g.logprobs[i]!, bytes: tokenBytes(t, tok), top_logprobs: [] })),
+    refusal: null,
+  };
+}
+
+/** The legacy completions API's `logprobs` of a generation: tokens, their logprobs and byte offsets. */
+export function completionLogprobs(g: Pick<Generation, 'outputTokenIds' | 'logprobs'>, asIds: boolean, tok: Tokenizer) {
+  let offset = 0;
+  return {
+    tokens: g.outputTokenIds.map((t) => tokenText(t, asIds, tok)),
+    token_logprobs: g.logprobs.slice(),
+    top_logprobs: null,
+    text_offset: g.outputTokenIds.map((t) => {
+      const o = offset;
+      offset += tok.tokenBytes(t).length;
+      return o;
+    }),
+  };
+}
