@@ -133,13 +133,14 @@ export interface HttpTimeouts {
   /** An idle keep-alive connection is closed after this long without a new request, ms. */
   keepAliveTimeoutMs: number;
   /**
-   * A body over the size limit is read and discarded, up to this many bytes, before the 413 is
-   * sent (then the connection is closed), so that a client that writes its whole body before
-   * reading (Python's urllib) reads the 413 instead of a broken pipe; a body declared larger is
-   * answered at once. 0 = never drain. Optional in code (absent = 64 MiB).
+   * A body over the size limit, or one refused before it was read (401, 404/405, 415, 429, 503),
+   * is read and discarded, up to this many bytes, before the answer is sent (after a 413 the
+   * connection is closed), so that a client that writes its whole body before reading (Python's
+   * urllib) reads the answer instead of a broken pipe; a body declared larger is answered at once.
+   * 0 = never drain. Optional in code (absent = 64 MiB).
    */
   drainBodyBytes?: number;
-  /** Most time spent draining such a body, ms; then the 413 is sent anyway. Optional in code (absent = 10 s). */
+  /** Most time spent draining such a body, ms; then the answer is sent anyway. Optional in code (absent = 10 s). */
   drainBodyMs?: number;
 }
 
