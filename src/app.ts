@@ -23,6 +23,7 @@ import validation from './plugins/app/validation.js';
 import jsonBody from './plugins/app/json-body.js';
 import shutdown from './plugins/app/shutdown.js';
 import authentication from './plugins/app/authentication.js';
+import hostCheck from './plugins/app/host-check.js';
 import metricsPlugin, { createMetrics } from './plugins/app/metrics.js';
 import dbPlugin from './plugins/app/db.js';
 import enginePlugin from './plugins/app/engine.js';
@@ -143,6 +144,8 @@ export async function buildApp(config: Config, deps: AppDeps): Promise<FastifyIn
   // A plugin that fails to register (the base model does not load, say) must not leave the ones
   // before it running (the WAL checkpoint worker keeps the process alive): close what started.
   try {
+    // Before the 404/405 answers of the errors plugin: a refused Host learns nothing about routes.
+    await app.register(hostCheck, { keyless: config.apiKeys.length === 0, allowedHosts: config.allowedHosts ?? [] });
     await app.register(errors);
     await app.register(metricsPlugin, { metrics: createMetrics() });
     await app.register(authentication, { apiKeys: config.apiKeys });

@@ -195,7 +195,7 @@ export type WriteAllResult = { status: number; headers: string; body: string } |
  * makes this client see a reset or broken pipe instead of its answer. Resolves with the status,
  * raw header block and body read (up to the server's close), or `{ error }` with the socket error.
  * @param opts.chunked send the body with `transfer-encoding: chunked` instead of a content-length
- * @param opts.headers extra request headers (`content-type` defaults to application/json, `host` to `x`)
+ * @param opts.headers extra request headers (`content-type` defaults to application/json, `host` to `127.0.0.1`)
  */
 export async function writeAllThenRead(
   base: string,
@@ -206,7 +206,7 @@ export async function writeAllThenRead(
 ): Promise<WriteAllResult> {
   const { connect } = await import('node:net');
   const u = new URL(base);
-  const headers: Record<string, string> = { host: 'x', 'content-type': 'application/json', ...opts.headers };
+  const headers: Record<string, string> = { host: '127.0.0.1', 'content-type': 'application/json', ...opts.headers };
   if (opts.chunked) headers['transfer-encoding'] = 'chunked';
   else headers['content-length'] = String(body.length);
   headers.connection = 'close';

@@ -28,6 +28,7 @@ export const PROBLEM_STATUS: Readonly<Record<ErrorKind, { status: number; title:
   'bad-request': { status: 400, title: 'Bad Request' },
   unauthorized: { status: 401, title: 'Unauthorized' },
   forbidden: { status: 403, title: 'Forbidden' },
+  'host-not-allowed': { status: 403, title: 'Forbidden' },
   'not-found': { status: 404, title: 'Not Found' },
   'method-not-allowed': { status: 405, title: 'Method Not Allowed' },
   'request-timeout': { status: 408, title: 'Request Timeout' },

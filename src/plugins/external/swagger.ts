@@ -33,7 +33,9 @@ export default fp(
             bearerAuth: {
               type: 'http',
               scheme: 'bearer',
-              description: 'API key (LAMER_API_KEYS). Not needed when the server runs without keys (loopback only).',
+              description:
+                'API key (LAMER_API_KEYS). Not needed when the server runs without keys (loopback only; then a Host header that is not ' +
+                'a loopback name or listed in LAMER_ALLOWED_HOSTS is 403 host-not-allowed).',
             },
           },
         },
