@@ -7,6 +7,8 @@
  * properties, no type coercion of bodies: src/plugins/app/validation.ts).
  * Request ids: an incoming `x-request-id` (1-128 of [A-Za-z0-9._:-]) is kept, else a UUID; every
  * answer carries it in `x-request-id` and it is in every log line of the request.
+ * Every answer (errors from the router and the HTTP parser included) carries
+ * `x-content-type-options: nosniff`; `/docs` and the dashboard carry their own CSP and frame protection.
  */
 import { randomUUID } from 'node:crypto';
 import type { Server } from 'node:http';
@@ -136,7 +138,9 @@ export async function buildApp(config: Config, deps: AppDeps): Promise<FastifyIn
   await app.register(validation);
   await app.register(jsonBody, { maxDepth: config.limits.jsonDepth });
   app.addHook('onRequest', async (req, reply) => {
-    reply.header('x-request-id', req.id);
+    // nosniff: browsers must take every answer as its declared type (a JSON or problem+json body
+    // that echoes client text is never sniffed into HTML or script).
+    reply.header('x-request-id', req.id).header('x-content-type-options', 'nosniff');
   });
   // Graceful shutdown: 503 `shutting-down` for new requests, drain without resets (app.drainAndClose).
   await app.register(shutdown, { retryAfterSeconds: config.protection.overloadRetryAfterSeconds });

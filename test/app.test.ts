@@ -495,3 +495,52 @@ describe('LAMER_TRUST_PROXY', () => {
     expect(spoofed.status).toBe(429);
   });
 });
+
+describe('every answer says X-Content-Type-Options: nosniff', () => {
+  /** The raw header block of one request written as is on a new socket (read until the server closes). */
+  async function rawHeaders(request: string): Promise<string> {
+    const { connect } = await import('node:net');
+    const u = new URL(s.url);
+    return new Promise((resolve, reject) => {
+      const sock = connect(Number(u.port), u.hostname);
+      const chunks: Buffer[] = [];
+      sock.once('error', reject);
+      sock.on('data', (c: Buffer) => chunks.push(c));
+      sock.once('close', () => resolve(Buffer.concat(chunks).toString('latin1').split('\r\n\r\n')[0]!));
+      sock.write(request);
+    });
+  }
+
+  it('successes, every kind of error, the dashboard, /docs, and answers from the router and the HTTP parser', async () => {
+    const answers: Array<[string, Res]> = [
+      ['healthz', await s.call('GET', '/healthz')],
+      ['metrics', await s.call('GET', '/metrics')],
+      ['list', await s.call('GET', '/v1/sessions')],
+      ['created', await s.call('POST', '/v1/sessions', { taskId: 't', instructions: 'x' })],
+      ['validation', await s.call('POST', '/v1/sessions', { taskId: 1 })],
+      ['not found', await s.call('GET', '/v1/sessions/nope')],
+      ['no route', await s.call('GET', '/nope')],
+      ['wrong method', await s.call('PATCH', '/v1/sessions')],
+      ['415', await s.call('POST', '/v1/sessions', 'x', { 'content-type': 'text/plain' })],
+      ['413', await s.call('POST', '/v1/sessions', JSON.stringify({ taskId: 't', instructions: 'x'.repeat(3 * 1024 * 1024) }))],
+      ['414', await rawCall(s.url, 'GET', `/v1/sessions/${'x'.repeat(300)}`)],
+      ['bad URL', await rawCall(s.url, 'GET', '/v1/sessions/%E0%A4%A')],
+      ['dashboard', await s.call('GET', '/ui/')],
+      ['dashboard asset', await s.call('GET', '/ui/assets/app.js')],
+      ['docs', await s.call('GET', '/docs/')],
+      ['openapi', await s.call('GET', '/docs/json')],
+    ];
+    for (const [name, r] of answers) {
+      expect(r.status, name).toBeGreaterThan(0);
+      expect(r.headers.get('x-content-type-options'), `${name} (${r.status})`).toBe('nosniff');
+    }
+    expect(answers.find(([n]) => n === '414')![1].status).toBe(414);
+    // 431 and 400 are written on the raw socket by Node's parser error handler
+    const huge = await rawHeaders(`GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nx-big: ${'y'.repeat(20_000)}\r\n\r\n`);
+    expect(huge).toMatch(/^HTTP\/1\.1 431 /);
+    expect(huge).toMatch(/\r\nx-content-type-options: nosniff\r\n/i);
+    const garbage = await rawHeaders('NOT HTTP AT ALL\r\n\r\n');
+    expect(garbage).toMatch(/^HTTP\/1\.1 400 /);
+    expect(garbage).toMatch(/\r\nx-content-type-options: nosniff\r\n/i);
+  });
+});

@@ -231,7 +231,7 @@ export function frameworkErrorProblem(err: FastifyError, req: FastifyRequest, re
         : toProblem(err, req.url, req.id);
   const answer = withOpenAiError(p, req.url);
   req.log.info({ problem: p.type, status: p.status }, 'request rejected');
-  reply.header('x-request-id', req.id).code(p.status).type('application/problem+json').send(answer);
+  reply.header('x-request-id', req.id).header('x-content-type-options', 'nosniff').code(p.status).type('application/problem+json').send(answer);
 }
 
 /**
@@ -251,7 +251,7 @@ export function clientErrorProblem(err: NodeJS.ErrnoException, socket: Duplex): 
   if (socket.writable) {
     const body = JSON.stringify(p);
     socket.write(
-      `HTTP/1.1 ${p.status} ${p.title}\r\ncontent-type: application/problem+json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+      `HTTP/1.1 ${p.status} ${p.title}\r\ncontent-type: application/problem+json\r\nx-content-type-options: nosniff\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
     );
   }
   socket.destroy(err);
