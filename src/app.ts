@@ -7,6 +7,8 @@
  * properties, no type coercion of bodies: src/plugins/app/validation.ts).
  * Request ids: an incoming `x-request-id` (1-128 of [A-Za-z0-9._:-]) is kept, else a UUID; every
  * answer carries it in `x-request-id` and it is in every log line of the request.
+ * Every answer (errors from the router and the HTTP parser included) carries
+ * `x-content-type-options: nosniff`; `/docs` and the dashboard carry their own CSP and frame protection.
  */
 import { randomUUID } from 'node:crypto';
 import type { Server } from 'node:http';
@@ -23,6 +25,7 @@ import validation from './plugins/app/validation.js';
 import jsonBody from './plugins/app/json-body.js';
 import shutdown from './plugins/app/shutdown.js';
 import authentication from './plugins/app/authentication.js';
+import hostCheck from './plugins/app/host-check.js';
 import metricsPlugin, { createMetrics } from './plugins/app/metrics.js';
 import dbPlugin from './plugins/app/db.js';
 import enginePlugin from './plugins/app/engine.js';
@@ -136,7 +139,9 @@ export async function buildApp(config: Config, deps: AppDeps): Promise<FastifyIn
   await app.register(validation);
   await app.register(jsonBody, { maxDepth: config.limits.jsonDepth });
   app.addHook('onRequest', async (req, reply) => {
-    reply.header('x-request-id', req.id);
+    // nosniff: browsers must take every answer as its declared type (a JSON or problem+json body
+    // that echoes client text is never sniffed into HTML or script).
+    reply.header('x-request-id', req.id).header('x-content-type-options', 'nosniff');
   });
   // Graceful shutdown: 503 `shutting-down` for new requests, drain without resets (app.drainAndClose).
   await app.register(shutdown, { retryAfterSeconds: config.protection.overloadRetryAfterSeconds });
@@ -144,6 +149,8 @@ export async function buildApp(config: Config, deps: AppDeps): Promise<FastifyIn
   // A plugin that fails to register (the base model does not load, say) must not leave the ones
   // before it running (the WAL checkpoint worker keeps the process alive): close what started.
   try {
+    // Before the 404/405 answers of the errors plugin: a refused Host learns nothing about routes.
+    await app.register(hostCheck, { keyless: config.apiKeys.length === 0, allowedHosts: config.allowedHosts ?? [] });
     await app.register(errors);
     await app.register(metricsPlugin, { metrics: createMetrics() });
     await app.register(authentication, { apiKeys: config.apiKeys });

@@ -96,6 +96,13 @@ export interface Config {
    * (Fastify `trustProxy`; docs/deploy.md). Empty = trust none: `request.ip` is the TCP peer.
    */
   trustProxy: string[];
+  /**
+   * LAMER_ALLOWED_HOSTS: host names or addresses (lower-case, no port, IPv6 without brackets)
+   * accepted in the `Host` header besides the loopback ones (src/plugins/app/host-check.ts). With
+   * no API keys every other Host is refused 403 `host-not-allowed` (DNS rebinding); with keys the
+   * Host is checked only when this list is not empty. Optional in code (absent = none).
+   */
+  allowedHosts?: string[];
   /** An active session without a step for this long becomes `expired`, seconds; 0 = never. */
   sessionIdleTtlSeconds: number;
   /** Time limits of HTTP connections (slow or stalled clients). */
@@ -134,13 +141,14 @@ export interface HttpTimeouts {
   /** An idle keep-alive connection is closed after this long without a new request, ms. */
   keepAliveTimeoutMs: number;
   /**
-   * A body over the size limit is read and discarded, up to this many bytes, before the 413 is
-   * sent (then the connection is closed), so that a client that writes its whole body before
-   * reading (Python's urllib) reads the 413 instead of a broken pipe; a body declared larger is
-   * answered at once. 0 = never drain. Optional in code (absent = 64 MiB).
+   * A body over the size limit, or one refused before it was read (401, 404/405, 415, 429, 503),
+   * is read and discarded, up to this many bytes, before the answer is sent (after a 413 the
+   * connection is closed), so that a client that writes its whole body before reading (Python's
+   * urllib) reads the answer instead of a broken pipe; a body declared larger is answered at once.
+   * 0 = never drain. Optional in code (absent = 64 MiB).
    */
   drainBodyBytes?: number;
-  /** Most time spent draining such a body, ms; then the 413 is sent anyway. Optional in code (absent = 10 s). */
+  /** Most time spent draining such a body, ms; then the answer is sent anyway. Optional in code (absent = 10 s). */
   drainBodyMs?: number;
 }
 
@@ -327,6 +335,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       storageRetryAfterSeconds: int(env, 'LAMER_STORAGE_RETRY_AFTER_SECONDS', 30, 1, 3600),
     },
     trustProxy: parseTrustProxy(env.LAMER_TRUST_PROXY),
+    allowedHosts: parseAllowedHosts(env.LAMER_ALLOWED_HOSTS),
     baseModelDir: path.resolve(env.LAMER_BASE_MODEL_DIR && env.LAMER_BASE_MODEL_DIR !== '' ? env.LAMER_BASE_MODEL_DIR : path.join(repoRoot, 'models', 'base')),
   };
 }
@@ -430,6 +439,67 @@ export function parseTrustProxy(raw: string | undefined): string[] {
     }
     return entry;
   });
+}
+
+/** A DNS name: dot-separated labels of letters, digits and inner hyphens (no trailing dot). */
+const DNS_NAME = /^(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/;
+
+/**
+ * The host name of a `Host` header value (`name`, `name:port`, `1.2.3.4:port`, `[v6]:port`) in the
+ * form {@link parseAllowedHosts} gives: lower-cased, one trailing dot dropped, IPv6 without
+ * brackets and in canonical form (`0:0:0:0:0:0:0:1` is `::1`); the port is ignored. Null when the
+ * value is not a host name or address followed by an optional port (`a b`, `x@y`, ``).
+ */
+export function hostNameOf(header: string): string | null {
+  const v = header.trim().toLowerCase();
+  const bracketed = /^\[([0-9a-f:.]+)\](?::\d{1,5})?$/.exec(v);
+  if (bracketed) return isIP(bracketed[1]!) === 6 ? canonicalIpv6(bracketed[1]!) : null;
+  const plain = /^([^:]+)(?::\d{1,5})?$/.exec(v);
+  if (!plain) return null;
+  const name = plain[1]!.endsWith('.') ? plain[1]!.slice(0, -1) : plain[1]!;
+  return isIP(name) === 4 || DNS_NAME.test(name) ? name : null;
+}
+
+/** An IPv6 address in the WHATWG URL's canonical text (lower-case, longest zero run as `::`). */
+function canonicalIpv6(addr: string): string {
+  return new URL(`http://[${addr}]/`).hostname.slice(1, -1);
+}
+
+/**
+ * True when a host name from {@link hostNameOf} names this machine's loopback interface:
+ * `localhost`, an IPv4 address in 127.0.0.0/8, or `::1`.
+ */
+export function isLoopbackHostName(name: string): boolean {
+  return name === 'localhost' || name === '::1' || (isIP(name) === 4 && name.startsWith('127.'));
+}
+
+/**
+ * LAMER_ALLOWED_HOSTS: comma-separated host names or addresses (`lamer.internal`, `10.0.0.7`,
+ * `[fd00::1]` or `fd00::1`) accepted in the `Host` header besides loopback ones; without a port
+ * (any port is accepted). Returned lower-cased, without a trailing dot, IPv6 without brackets.
+ * `*` is refused on purpose: accepting every Host would undo the DNS-rebinding check.
+ * @throws ConfigError naming the bad entry.
+ */
+export function parseAllowedHosts(raw: string | undefined): string[] {
+  if (raw === undefined || raw.trim() === '') return [];
+  const out: string[] = [];
+  for (const part of raw.split(',')) {
+    const entry = part.trim();
+    if (entry === '') continue;
+    const bare = entry.replace(/^\[(.*)\]$/, '$1');
+    const name = isIP(bare) === 6 ? canonicalIpv6(bare) : /^[^:]+:\d+$/.test(entry) ? 'port' : hostNameOf(entry);
+    if (name === 'port') {
+      throw new ConfigError(`LAMER_ALLOWED_HOSTS: ${JSON.stringify(entry)}: give the host name without a port (every port is accepted)`);
+    }
+    if (name === null) {
+      throw new ConfigError(
+        `LAMER_ALLOWED_HOSTS: ${JSON.stringify(entry)} is not a host name or IP address ` +
+          '(expected e.g. "lamer.internal,10.0.0.7"; list the names clients use, never "*")',
+      );
+    }
+    if (!out.includes(name)) out.push(name);
+  }
+  return out;
 }
 
 /** True when `host` only accepts connections from this machine. */

@@ -6,7 +6,8 @@
  * directory). One server per data directory: a second one (in any process) is refused.
  *
  * With no API keys configured the server listens on loopback only (127.0.0.1), whatever host was
- * asked for, and logs a warning saying so.
+ * asked for, and logs a warning saying so; it then answers only requests whose `Host` is a
+ * loopback name or one of LAMER_ALLOWED_HOSTS (src/plugins/app/host-check.ts).
  */
 import fs from 'node:fs';
 import net from 'node:net';
@@ -122,7 +123,8 @@ export async function startServer(overrides: Partial<Config> = {}): Promise<Runn
       app.log.warn(
         forcedLoopback
           ? `no API keys configured (LAMER_API_KEYS): listening on loopback only (127.0.0.1), not on ${config.host}`
-          : 'no API keys configured (LAMER_API_KEYS): listening on loopback only, every request is tenant "default" with admin rights',
+          : 'no API keys configured (LAMER_API_KEYS): listening on loopback only, every request is tenant "default" with admin rights; ' +
+            'only loopback Host names (localhost, 127.0.0.1, [::1]) and LAMER_ALLOWED_HOSTS are accepted',
       );
     }
     try {

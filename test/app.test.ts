@@ -144,7 +144,7 @@ describe('slow clients are cut off (LAMER_HEADERS_TIMEOUT_MS, LAMER_REQUEST_TIME
 
   it('headers dribbled a byte at a time: 408 and closed within the headers timeout', async () => {
     const drip = 'x-slow: ' + 'a'.repeat(92); // 100 bytes: 10 s at one byte per 100 ms
-    const r = await dribble('GET /healthz HTTP/1.1\r\nHost: x\r\n', drip, 100, 60_000);
+    const r = await dribble('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n', drip, 100, 60_000);
     // Not before the timeout; and cut off by the server, long before the client was done (a count,
     // not a time: under load both clocks stretch alike).
     expect(r.closedAfterMs).toBeGreaterThanOrEqual(HEADERS_MS - 50);
@@ -156,7 +156,7 @@ describe('slow clients are cut off (LAMER_HEADERS_TIMEOUT_MS, LAMER_REQUEST_TIME
   it('a body dribbled a byte at a time: 408 and closed within the request timeout, nothing stored', async () => {
     const before = dumpDb(slow.dataDir);
     const body = JSON.stringify({ taskId: 'slow', instructions: 'x'.repeat(200) });
-    const head = `POST /v1/sessions HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n`;
+    const head = `POST /v1/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n`;
     const r = await dribble(head, body, 100, 60_000);
     expect(r.closedAfterMs).toBeGreaterThanOrEqual(REQUEST_MS - 50);
     expect(r.dripped).toBeLessThan(body.length);
@@ -172,10 +172,10 @@ describe('slow clients are cut off (LAMER_HEADERS_TIMEOUT_MS, LAMER_REQUEST_TIME
     sock.on('data', (d: Buffer) => (got += d.toString('utf8')));
     let closed = false;
     sock.on('close', () => (closed = true));
-    sock.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+    sock.write('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
     await new Promise((r) => setTimeout(r, 2 * HEADERS_MS));
     expect(closed).toBe(false);
-    sock.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+    sock.write('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
     // Polls until the second answer has arrived; the deadline only bounds how long the test waits.
     await vi.waitFor(() => expect(got.match(/HTTP\/1\.1 \d+/g)).toEqual(['HTTP/1.1 200', 'HTTP/1.1 200']), { timeout: 20_000, interval: 20 });
     sock.destroy();
@@ -194,7 +194,7 @@ describe('slow clients are cut off (LAMER_HEADERS_TIMEOUT_MS, LAMER_REQUEST_TIME
     sock.on('error', () => {});
     const closed = new Promise<void>((r) => sock.on('close', () => r()));
     await accepted;
-    sock.write('GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+    sock.write('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n');
     const until = Date.now() + 2 * HEADERS_MS;
     while (Date.now() < until) {
       /* blocks the event loop: the request waits in the kernel's socket buffer */
@@ -207,7 +207,7 @@ describe('slow clients are cut off (LAMER_HEADERS_TIMEOUT_MS, LAMER_REQUEST_TIME
     // The dribbles never finish their headers, so each one resolving (not giving up) means the
     // server closed it; /healthz is answered meanwhile (latencies under this load: bench/, not here).
     const idle = dribble('', '', 1000, 60_000);
-    const many = Array.from({ length: 100 }, () => dribble('POST /v1/sessions HTTP/1.1\r\n', 'Host: x\r\n', 300, 60_000));
+    const many = Array.from({ length: 100 }, () => dribble('POST /v1/sessions HTTP/1.1\r\n', 'Host: 127.0.0.1\r\n', 300, 60_000));
     await new Promise((r) => setTimeout(r, 300));
     expect((await slow.call('GET', '/healthz')).status).toBe(200);
     const idleClosed = await idle;
@@ -493,5 +493,54 @@ describe('LAMER_TRUST_PROXY', () => {
     expect((await call(server.url, 'GET', '/v1/sessions', undefined, fromClient('203.0.113.5'))).status).toBe(200);
     const spoofed = await call(server.url, 'GET', '/v1/sessions', undefined, fromClient('203.0.113.6'));
     expect(spoofed.status).toBe(429);
+  });
+});
+
+describe('every answer says X-Content-Type-Options: nosniff', () => {
+  /** The raw header block of one request written as is on a new socket (read until the server closes). */
+  async function rawHeaders(request: string): Promise<string> {
+    const { connect } = await import('node:net');
+    const u = new URL(s.url);
+    return new Promise((resolve, reject) => {
+      const sock = connect(Number(u.port), u.hostname);
+      const chunks: Buffer[] = [];
+      sock.once('error', reject);
+      sock.on('data', (c: Buffer) => chunks.push(c));
+      sock.once('close', () => resolve(Buffer.concat(chunks).toString('latin1').split('\r\n\r\n')[0]!));
+      sock.write(request);
+    });
+  }
+
+  it('successes, every kind of error, the dashboard, /docs, and answers from the router and the HTTP parser', async () => {
+    const answers: Array<[string, Res]> = [
+      ['healthz', await s.call('GET', '/healthz')],
+      ['metrics', await s.call('GET', '/metrics')],
+      ['list', await s.call('GET', '/v1/sessions')],
+      ['created', await s.call('POST', '/v1/sessions', { taskId: 't', instructions: 'x' })],
+      ['validation', await s.call('POST', '/v1/sessions', { taskId: 1 })],
+      ['not found', await s.call('GET', '/v1/sessions/nope')],
+      ['no route', await s.call('GET', '/nope')],
+      ['wrong method', await s.call('PATCH', '/v1/sessions')],
+      ['415', await s.call('POST', '/v1/sessions', 'x', { 'content-type': 'text/plain' })],
+      ['413', await s.call('POST', '/v1/sessions', JSON.stringify({ taskId: 't', instructions: 'x'.repeat(3 * 1024 * 1024) }))],
+      ['414', await rawCall(s.url, 'GET', `/v1/sessions/${'x'.repeat(300)}`)],
+      ['bad URL', await rawCall(s.url, 'GET', '/v1/sessions/%E0%A4%A')],
+      ['dashboard', await s.call('GET', '/ui/')],
+      ['dashboard asset', await s.call('GET', '/ui/assets/app.js')],
+      ['docs', await s.call('GET', '/docs/')],
+      ['openapi', await s.call('GET', '/docs/json')],
+    ];
+    for (const [name, r] of answers) {
+      expect(r.status, name).toBeGreaterThan(0);
+      expect(r.headers.get('x-content-type-options'), `${name} (${r.status})`).toBe('nosniff');
+    }
+    expect(answers.find(([n]) => n === '414')![1].status).toBe(414);
+    // 431 and 400 are written on the raw socket by Node's parser error handler
+    const huge = await rawHeaders(`GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nx-big: ${'y'.repeat(20_000)}\r\n\r\n`);
+    expect(huge).toMatch(/^HTTP\/1\.1 431 /);
+    expect(huge).toMatch(/\r\nx-content-type-options: nosniff\r\n/i);
+    const garbage = await rawHeaders('NOT HTTP AT ALL\r\n\r\n');
+    expect(garbage).toMatch(/^HTTP\/1\.1 400 /);
+    expect(garbage).toMatch(/\r\nx-content-type-options: nosniff\r\n/i);
   });
 });

@@ -1,6 +1,6 @@
 /** Configuration from the environment (src/config.ts): defaults, API keys, errors naming the variable. */
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig, parseApiKeys } from '../src/config.js';
+import { ConfigError, loadConfig, parseAllowedHosts, parseApiKeys } from '../src/config.js';
 
 describe('config', () => {
   it('defaults', () => {
@@ -20,6 +20,23 @@ describe('config', () => {
       { key: 'key1abcd', tenant: 'tenantA', admin: false },
       { key: 'key2abcd', tenant: 'tenantB', admin: true },
     ]);
+  });
+  it('LAMER_ALLOWED_HOSTS: none unless set; names and addresses, lower-cased, IPv6 without brackets', () => {
+    expect(loadConfig({}).allowedHosts).toEqual([]);
+    expect(parseAllowedHosts(' Lamer.Internal ,10.0.0.7,[FD00::1], fd00::2, gpu-1.example.com., ')).toEqual([
+      'lamer.internal', '10.0.0.7', 'fd00::1', 'fd00::2', 'gpu-1.example.com',
+    ]);
+  });
+  it.each([
+    ['*', /LAMER_ALLOWED_HOSTS: "\*" is not a host name/],
+    ['lamer.internal:8080', /without a port/],
+    ['http://lamer.internal', /LAMER_ALLOWED_HOSTS: "http:\/\/lamer.internal"/],
+    ['bad host', /LAMER_ALLOWED_HOSTS: "bad host"/],
+    ['-x.example', /LAMER_ALLOWED_HOSTS/],
+    ['[fd00::1', /LAMER_ALLOWED_HOSTS/],
+  ])('LAMER_ALLOWED_HOSTS=%j is rejected', (raw, msg) => {
+    expect(() => loadConfig({ LAMER_ALLOWED_HOSTS: raw })).toThrow(ConfigError);
+    expect(() => loadConfig({ LAMER_ALLOWED_HOSTS: raw })).toThrow(msg);
   });
   it.each([
     [{ LAMER_PORT: 'abc' }, /LAMER_PORT="abc": expected an integer in \[0, 65535\]/],

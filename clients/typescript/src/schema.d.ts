@@ -2255,7 +2255,7 @@ export interface paths {
             requestBody: {
                 content: {
                     "application/json": {
-                        /** @description new version name */
+                        /** @description new version name: letters, digits and . _ : -, not only dots (".", ".." would name a folder, not a version) */
                         version: string;
                         /** @description the registered version it was trained from */
                         parent?: string | null;

@@ -1,11 +1,17 @@
 /**
  * Errors as RFC 9457 `application/problem+json` (docs/protocol.md "Errors"). This file alone maps
  * error kinds to HTTP: domain errors (DomainError, src/agent/errors.ts) by their kind, Fastify's
- * validation errors (which field and why), body too large (413, sent once the rest of the body is
- * drained: see drainBody), bad JSON (400), unsupported media
- * type (415), unknown routes (404), a locked database or failing storage (503 `database-busy`,
- * `storage-full`, `storage-unavailable`, with Retry-After). Anything unexpected is a 500 whose
- * detail does not leak internals; it is logged with the request id.
+ * validation errors (which field and why), body too large (413), bad JSON (400), unsupported media
+ * type (415), unknown routes (404) and known paths with another method (405), a locked database or
+ * failing storage (503 `database-busy`, `storage-full`, `storage-unavailable`, with Retry-After).
+ * Anything unexpected is a 500 whose detail does not leak internals; it is logged with the request id.
+ *
+ * Early answers: an unknown route or method is answered 404/405 as soon as the request's headers
+ * are in (before its body is read or parsed, so a large or malformed body does not turn it into a
+ * 413, 415 or 400). Any answer sent while the request body is still unread (401 before a key was
+ * checked against a large body, 415, 404/405, 413, 429, 503 `shutting-down`) waits for the rest of
+ * the body to be drained, within the LAMER_BODY_DRAIN_* bounds (see drainBody), so that clients
+ * that write the whole body before reading read the answer instead of a broken pipe.
  */
 import fp from 'fastify-plugin';
 import type { Duplex } from 'node:stream';
@@ -22,6 +28,7 @@ export const PROBLEM_STATUS: Readonly<Record<ErrorKind, { status: number; title:
   'bad-request': { status: 400, title: 'Bad Request' },
   unauthorized: { status: 401, title: 'Unauthorized' },
   forbidden: { status: 403, title: 'Forbidden' },
+  'host-not-allowed': { status: 403, title: 'Forbidden' },
   'not-found': { status: 404, title: 'Not Found' },
   'method-not-allowed': { status: 405, title: 'Method Not Allowed' },
   'request-timeout': { status: 408, title: 'Request Timeout' },
@@ -227,7 +234,7 @@ export function frameworkErrorProblem(err: FastifyError, req: FastifyRequest, re
         : toProblem(err, req.url, req.id);
   const answer = withOpenAiError(p, req.url);
   req.log.info({ problem: p.type, status: p.status }, 'request rejected');
-  reply.header('x-request-id', req.id).code(p.status).type('application/problem+json').send(answer);
+  reply.header('x-request-id', req.id).header('x-content-type-options', 'nosniff').code(p.status).type('application/problem+json').send(answer);
 }
 
 /**
@@ -247,7 +254,7 @@ export function clientErrorProblem(err: NodeJS.ErrnoException, socket: Duplex): 
   if (socket.writable) {
     const body = JSON.stringify(p);
     socket.write(
-      `HTTP/1.1 ${p.status} ${p.title}\r\ncontent-type: application/problem+json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+      `HTTP/1.1 ${p.status} ${p.title}\r\ncontent-type: application/problem+json\r\nx-content-type-options: nosniff\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
     );
   }
   socket.destroy(err);
@@ -262,7 +269,7 @@ function routePattern(url: string): RegExp {
   return new RegExp(`^${parts.join(':')}$`);
 }
 
-/** How much of an oversized body is drained before its 413 (config.http drainBodyBytes / drainBodyMs). */
+/** How much of an unread body is drained before an early answer (config.http drainBodyBytes / drainBodyMs). */
 export interface DrainLimits {
   maxBytes: number;
   maxMs: number;
@@ -272,7 +279,8 @@ const DEFAULT_DRAIN: DrainLimits = { maxBytes: 64 * 1024 * 1024, maxMs: 10_000 }
 
 /**
  * Reads and discards the rest of a request body the server will not use (it is over the size
- * limit), so that the answer reaches a client that writes its whole body before it reads: closing
+ * limit, or the request is refused before its body was read: no route, no key, an unsupported
+ * media type), so that the answer reaches a client that writes its whole body before it reads: closing
  * the connection while such a client still writes makes its kernel see a reset, and the client a
  * broken pipe instead of the 413 (nginx's lingering close solves the same problem). Resolves when
  * the body has ended, the connection is gone, `maxBytes` more bytes were discarded, or `maxMs`
@@ -313,9 +321,18 @@ export default fp(
       maxBytes: app.config?.http?.drainBodyBytes ?? DEFAULT_DRAIN.maxBytes,
       maxMs: app.config?.http?.drainBodyMs ?? DEFAULT_DRAIN.maxMs,
     };
+    // Any answer sent before the request body was read whole (an error thrown before or while it
+    // was read, a 404/405 from the hook below) first drains the rest of the body, so that the
+    // client that is still writing it reads the answer. A body not drained to its end (over the
+    // drain bounds) closes the connection after the answer: its unread rest cannot be parsed as
+    // the next request.
+    app.addHook('onSend', async (req, reply, payload) => {
+      if (req.raw.complete || req.raw.destroyed) return payload;
+      await drainBody(req.raw, drain);
+      if (!req.raw.complete) reply.header('connection', 'close');
+      return payload;
+    });
     app.setErrorHandler(async (err, req, reply) => {
-      // The rest of an oversized body is drained first, so the client that is still writing it reads the 413.
-      if ((err as { code?: string } | null)?.code === 'FST_ERR_CTP_BODY_TOO_LARGE') await drainBody(req.raw, drain);
       // routeOptions.bodyLimit is the limit in force for this request: the route's own
       // (steps:batch) or the server's (LAMER_BODY_LIMIT_BYTES)
       const p = withOpenAiError(toProblem(err, req.url, req.id, dbRetry, req.routeOptions?.bodyLimit), req.url);
@@ -338,7 +355,8 @@ export default fp(
       const methods = (Array.isArray(r.method) ? r.method : [r.method]).map(String);
       routes.push({ re: routePattern(r.url), methods });
     });
-    app.setNotFoundHandler((req, reply) => {
+    /** Answers a request that matched no route: 405 with Allow when its path has other methods, else 404. */
+    const answerNoRoute = (req: FastifyRequest, reply: FastifyReply): void => {
       const path = req.url.split('?')[0]!;
       const allow = [...new Set(routes.filter((r) => r.re.test(path)).flatMap((r) => r.methods))].sort();
       if (allow.length > 0) {
@@ -348,7 +366,15 @@ export default fp(
       }
       const p = withOpenAiError(doc('not-found', `no route ${req.method} ${path}`, req.url, req.id), req.url);
       reply.code(404).type('application/problem+json').send(p);
+    };
+    // A request no route matched is answered from its headers: its body (however large, whatever
+    // its type or encoding) is never parsed, only drained (onSend above).
+    app.addHook('onRequest', async (req, reply) => {
+      if (req.routeOptions.url !== undefined) return;
+      answerNoRoute(req, reply);
+      return reply;
     });
+    app.setNotFoundHandler(answerNoRoute);
   },
   { name: 'errors' },
 );

@@ -2,11 +2,36 @@
  * OpenAPI 3.1 document from the route schemas (@fastify/swagger) and the interactive API page at
  * `/docs` (@fastify/swagger-ui). The document is committed at openapi/openapi.json
  * (`npm run openapi`).
+ *
+ * Every `/docs` answer carries {@link DOCS_CSP} and `X-Frame-Options: DENY`: the page runs only
+ * the scripts it serves itself (Swagger UI's bundle and initializer are files; it has no inline
+ * script and needs no eval), talks only to this server, and cannot be framed by another site
+ * (clickjacking its "Try it out" and "Authorize" controls).
  */
 import fp from 'fastify-plugin';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { FastifyInstance } from 'fastify';
+
+/**
+ * The Content-Security-Policy of every `/docs` answer. Swagger UI inserts `<style>` elements from
+ * its bundle (refused under `style-src 'self'` alone: the page then misses styles) and ships
+ * `data:` images (icons, logo), hence `style-src 'unsafe-inline'` and `data:` for images and
+ * fonts; scripts are its own files only.
+ */
+export const DOCS_CSP = [
+  "default-src 'self'",
+  "script-src 'self'",
+  "script-src-attr 'none'",
+  "style-src 'self' 'unsafe-inline'",
+  "img-src 'self' data:",
+  "font-src 'self' data:",
+  "connect-src 'self'",
+  "object-src 'none'",
+  "base-uri 'none'",
+  "form-action 'self'",
+  "frame-ancestors 'none'",
+].join('; ');
 
 export default fp(
   async function swaggerPlugin(app: FastifyInstance) {
@@ -37,13 +62,22 @@ export default fp(
             bearerAuth: {
               type: 'http',
               scheme: 'bearer',
-              description: 'API key (LAMER_API_KEYS). Not needed when the server runs without keys (loopback only).',
+              description:
+                'API key (LAMER_API_KEYS). Not needed when the server runs without keys (loopback only; then a Host header that is not ' +
+                'a loopback name or listed in LAMER_ALLOWED_HOSTS is 403 host-not-allowed).',
             },
           },
         },
       },
     });
-    await app.register(swaggerUi, { routePrefix: '/docs' });
+    // An encapsulated context, so that its hook covers every /docs route (the page, the document
+    // and the static files) and nothing else.
+    await app.register(async (docs) => {
+      docs.addHook('onRequest', async (_req, reply) => {
+        reply.header('x-frame-options', 'DENY');
+      });
+      await docs.register(swaggerUi, { routePrefix: '/docs', staticCSP: DOCS_CSP });
+    });
   },
   { name: 'swagger' },
 );

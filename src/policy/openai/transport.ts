@@ -2,7 +2,9 @@
  * HTTP to a remote OpenAI-compatible server: `POST <baseUrl>/chat/completions` with a per-try
  * timeout, retries with exponential backoff, a deadline for the whole call and a cap on the
  * answer's size; and `GET <baseUrl>/models` as a reachability probe. The details of failures name
- * the version, never the server's address: they reach any tenant's client.
+ * the version, never the server's address, and carry at most a short plain-text excerpt of what
+ * the server answered (never its body as sent: an HTML error page, scripts included): they reach
+ * any tenant's client.
  */
 import { EngineError, type RemoteProbe, type RemoteVersionConfig } from '../engine.js';
 
@@ -43,6 +45,59 @@ function request(endpoint: Endpoint, path: string, extra: Record<string, string>
   return { url, headers };
 }
 
+/** Most characters of a remote answer's own words shown in an error detail. */
+export const EXCERPT_CHARS = 80;
+
+/** Most characters of a remote answer that {@link remoteExcerpt} looks at. */
+const EXCERPT_SCAN_CHARS = 64 * 1024;
+
+/** The message of an error answer in JSON: OpenAI's `error.message` (or a string `error`), else `message` or `detail`. */
+function jsonErrorMessage(text: string): string | null {
+  let v: unknown;
+  try {
+    v = JSON.parse(text);
+  } catch {
+    return null;
+  }
+  if (v === null || typeof v !== 'object') return null;
+  const o = v as { error?: unknown; message?: unknown; detail?: unknown };
+  const e = o.error as { message?: unknown } | string | undefined;
+  if (typeof e === 'string') return e;
+  if (e && typeof e === 'object' && typeof e.message === 'string') return e.message;
+  if (typeof o.message === 'string') return o.message;
+  if (typeof o.detail === 'string') return o.detail;
+  return null;
+}
+
+/**
+ * A short plain-text excerpt of a remote answer's body, for error details (which reach any
+ * tenant's client, and may be shown in a browser): the message of a JSON error answer when it has
+ * one, else the text; then HTML comments, `<script>`/`<style>` blocks and tags removed, any `<` or
+ * `>` left dropped, terminal escapes and control characters removed, whitespace collapsed, and
+ * cut to {@link EXCERPT_CHARS} characters (code points, `...` added). '' when nothing readable is
+ * left. Only the first 64 KiB of `text` are looked at.
+ */
+export function remoteExcerpt(text: string): string {
+  const head = text.slice(0, EXCERPT_SCAN_CHARS);
+  const plain = (jsonErrorMessage(head) ?? head)
+    .replace(/<!--[\s\S]*?(?:-->|$)/g, ' ')
+    .replace(/<(script|style)\b[\s\S]*?(?:<\/\1\s*>|$)/gi, ' ')
+    .replace(/<[^>]*(?:>|$)/g, ' ')
+    .replace(/[<>]/g, ' ')
+    .replace(/\u001b\[[0-9;?]*[A-Za-z]/g, ' ')
+    .replace(/[\p{Cc}\p{Cf}]/gu, ' ')
+    .replace(/\s+/g, ' ')
+    .trim();
+  const chars = [...plain];
+  return chars.length > EXCERPT_CHARS ? `${chars.slice(0, EXCERPT_CHARS).join('').trimEnd()}...` : plain;
+}
+
+/** `HTTP <status>`, with the answer's excerpt (see {@link remoteExcerpt}) when there is one. */
+function statusDetail(status: number, text: string): string {
+  const excerpt = remoteExcerpt(text);
+  return excerpt === '' ? `HTTP ${status}` : `HTTP ${status}: ${excerpt}`;
+}
+
 /** The detail of a fetch that got no answer: a timeout, else the connection's error code. */
 function fetchFailure(err: unknown, timeoutMs: number): string {
   const e = err as Error & { cause?: { code?: string } };
@@ -80,7 +135,8 @@ async function readCapped(res: Response, maxBytes: number): Promise<string> {
  * One HTTP try, at most `budgetMs` (and the endpoint's per-try timeout). The body is read as a
  * stream and given up past `maxBytes` (not retried: the server would answer the same). 429 and 5xx
  * are retryable (with the server's Retry-After, seconds, when given); another non-200 status or a
- * body that is not JSON is not.
+ * body that is not JSON is not. Failure messages give the status and {@link remoteExcerpt} of the
+ * body, never the body itself.
  * @returns the parsed JSON answer.
  * @throws TryError on any failure.
  */
@@ -98,13 +154,14 @@ async function tryOnce(endpoint: Endpoint, url: string, headers: Record<string, 
   }
   if (res.status === 429 || res.status >= 500) {
     const ra = Number(res.headers.get('retry-after'));
-    throw new TryError(`HTTP ${res.status}: ${text.slice(0, 200)}`, true, Number.isFinite(ra) && ra >= 0 && res.headers.has('retry-after') ? ra * 1000 : null);
+    throw new TryError(statusDetail(res.status, text), true, Number.isFinite(ra) && ra >= 0 && res.headers.has('retry-after') ? ra * 1000 : null);
   }
-  if (res.status !== 200) throw new TryError(`HTTP ${res.status}: ${text.slice(0, 200)}`, false);
+  if (res.status !== 200) throw new TryError(statusDetail(res.status, text), false);
   try {
     return JSON.parse(text) as unknown;
   } catch {
-    throw new TryError(`remote answer is not JSON: ${text.slice(0, 100)}`, false);
+    const excerpt = remoteExcerpt(text);
+    throw new TryError(excerpt === '' ? 'remote answer is not JSON' : `remote answer is not JSON: ${excerpt}`, false);
   }
 }
 

@@ -3,8 +3,10 @@
  * application/problem+json naming the field, never a 500, and the database is byte-for-byte
  * unchanged afterwards.
  */
+import { execFile, spawnSync } from 'node:child_process';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { sessionAfterFirstStep, startTestServer, dumpDb, type TestServer } from '../../helpers/index.js';
+import { sessionAfterFirstStep, startTestServer, dumpDb, writeAllThenRead, type TestServer } from '../../helpers/index.js';
 import { DomainError, invalid, overloaded } from '../../../src/agent/errors.js';
 import { PROBLEM_STATUS, retryAfterOf, toProblem } from '../../../src/plugins/app/errors.js';
 
@@ -218,49 +220,55 @@ describe('domain errors are mapped by kind, in this plugin alone', () => {
 });
 
 describe('a client that writes its whole body before it reads', () => {
-  /**
-   * One request on a raw socket: the request line, headers and the whole body are written, and
-   * only once the last byte is handed to the kernel does the client start reading (as Python's
-   * urllib does). Resolves with the status and body read, or the socket error it got instead.
-   */
-  async function writeAllThenRead(base: string, path: string, body: Buffer, chunked = false): Promise<{ status: number; body: string } | { error: string }> {
-    const { connect } = await import('node:net');
-    const u = new URL(base);
-    return new Promise((resolve) => {
-      const sock = connect(Number(u.port), u.hostname);
-      const chunks: Buffer[] = [];
-      sock.once('error', (e: NodeJS.ErrnoException) => resolve({ error: e.code ?? e.message }));
-      sock.once('connect', () => {
-        const head = chunked
-          ? `POST ${path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n`
-          : `POST ${path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n`;
-        sock.write(head);
-        const payload = chunked ? Buffer.concat([Buffer.from(body.length.toString(16) + '\r\n'), body, Buffer.from('\r\n0\r\n\r\n')]) : body;
-        sock.write(payload, (err) => {
-          if (err) return;
-          sock.on('data', (c: Buffer) => chunks.push(c));
-          sock.once('end', () => {
-            const text = Buffer.concat(chunks).toString('utf8');
-            const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1] ?? 0);
-            resolve({ status, body: text.slice(text.indexOf('\r\n\r\n') + 4) });
-          });
-        });
-      });
-    });
-  }
-
   it('reads the 413 problem (declared or chunked length, every route), and the server still answers', async () => {
     const big = Buffer.from(JSON.stringify({ taskId: 't', instructions: 'x'.repeat(4 * 1024 * 1024) }));
     const sessionId = await sessionAfterFirstStep(s);
     const paths = ['/v1/sessions', `/v1/sessions/${sessionId}/steps`, '/openai/v1/chat/completions'];
     const results: unknown[] = [];
-    for (const path of paths) for (const chunked of [false, true]) for (let i = 0; i < 2; i++) results.push(await writeAllThenRead(s.url, path, big, chunked));
+    for (const path of paths) for (const chunked of [false, true]) for (let i = 0; i < 2; i++) results.push(await writeAllThenRead(s.url, 'POST', path, big, { chunked }));
     for (const r of results) {
       expect(r).toMatchObject({ status: 413 });
       const p = JSON.parse((r as { body: string }).body);
       expect(p).toMatchObject({ type: 'https://lamer-server.dev/problems/payload-too-large', status: 413 });
     }
     expect((await s.call('GET', '/healthz')).status).toBe(200);
+  });
+
+  it('reads every early answer (415, 404, 405) sent before the body is read, and nothing changes', async () => {
+    const big = Buffer.from(JSON.stringify({ taskId: 't', instructions: 'x'.repeat(4 * 1024 * 1024) }));
+    const before = dumpDb(s.dataDir);
+    const cases: Array<[method: string, path: string, headers: Record<string, string>, status: number, kind: string]> = [
+      ['POST', '/v1/sessions', { 'content-type': 'text/plain' }, 415, 'unsupported-media-type'],
+      ['POST', '/v1/sessions', { 'content-encoding': 'gzip' }, 415, 'unsupported-media-type'],
+      ['POST', '/v1/no-such-route', {}, 404, 'not-found'],
+      ['POST', '/openai/v1/no-such-route', {}, 404, 'not-found'],
+      ['PATCH', '/v1/sessions', {}, 405, 'method-not-allowed'],
+      ['PUT', '/healthz', {}, 405, 'method-not-allowed'],
+    ];
+    for (const [method, path, headers, status, kind] of cases) {
+      for (const chunked of [false, true]) {
+        const r = await writeAllThenRead(s.url, method, path, big, { headers, chunked });
+        expect(r, `${method} ${path} ${JSON.stringify(headers)} chunked=${chunked}`).toMatchObject({ status });
+        const p = JSON.parse((r as { body: string }).body);
+        expect(p).toMatchObject({ type: `https://lamer-server.dev/problems/${kind}`, status });
+        if (status === 405) expect((r as { headers: string }).headers).toMatch(/\r\nallow: /i);
+      }
+    }
+    expect(dumpDb(s.dataDir)).toBe(before);
+    expect((await s.call('GET', '/healthz')).status).toBe(200);
+  });
+
+  it('an unknown route or method is 404/405 whatever its body: never 413, 415 or 400', async () => {
+    const big = 'x'.repeat(300 * 1024);
+    const unknown = await s.call('POST', '/v1/no-such-route', big, { 'content-type': 'application/json' });
+    expect(unknown.status).toBe(404);
+    const wrongMethod = await s.call('PATCH', '/v1/sessions', big, { 'content-type': 'application/json' });
+    expect(wrongMethod.status).toBe(405);
+    expect(wrongMethod.headers.get('allow')).toBe('GET, HEAD, POST');
+    const textBody = await s.call('PUT', '/v1/no-such-route', 'hello', { 'content-type': 'text/plain' });
+    expect(textBody.status).toBe(404);
+    const badJson = await s.call('POST', '/v1/no-such-route', '{', { 'content-type': 'application/json' });
+    expect(badJson.status).toBe(404);
   });
 
   it('does not drain a body declared larger than the drain bound: answered at once, as before', async () => {
@@ -283,5 +291,56 @@ describe('a client that writes its whole body before it reads', () => {
     ends.end(Buffer.alloc(10));
     await whole;
     expect(ends.readableEnded).toBe(true);
+  });
+});
+
+describe('a client that writes its whole body before it reads, on a server with API keys', () => {
+  let keyed: TestServer;
+  beforeAll(async () => {
+    keyed = await startTestServer({ apiKeys: [{ key: 'key-tenant-a', tenant: 'a', admin: false }] });
+  });
+  afterAll(async () => {
+    await keyed.close();
+  });
+  const big = Buffer.from(JSON.stringify({ taskId: 't', instructions: 'x'.repeat(4 * 1024 * 1024) }));
+
+  it('reads the 401 sent before the body is read (no key, a wrong key, /openai/v1)', async () => {
+    const before = dumpDb(keyed.dataDir);
+    const cases: Array<[path: string, headers: Record<string, string>]> = [
+      ['/v1/sessions', {}],
+      ['/v1/sessions', { authorization: 'Bearer wrong-key-123' }],
+      ['/openai/v1/chat/completions', {}],
+      ['/v1/steps:batch', {}],
+    ];
+    for (const [path, headers] of cases) {
+      for (const chunked of [false, true]) {
+        const r = await writeAllThenRead(keyed.url, 'POST', path, big, { headers, chunked });
+        expect(r, `${path} ${JSON.stringify(headers)} chunked=${chunked}`).toMatchObject({ status: 401 });
+        expect(JSON.parse((r as { body: string }).body)).toMatchObject({ type: 'https://lamer-server.dev/problems/unauthorized', status: 401 });
+      }
+    }
+    expect(dumpDb(keyed.dataDir)).toBe(before);
+    expect((await keyed.call('GET', '/healthz')).status).toBe(200);
+  });
+
+  it.skipIf(spawnSync('python3', ['--version']).status !== 0)("Python's urllib reads the 401 of a 4 MB body, not a broken pipe", async () => {
+    const code = [
+      'import sys, urllib.request, urllib.error',
+      "body = b'{\"taskId\":\"t\",\"instructions\":\"' + b'x' * (4 * 1024 * 1024) + b'\"}'",
+      "req = urllib.request.Request(sys.argv[1] + '/v1/sessions', data=body, headers={'content-type': 'application/json'}, method='POST')",
+      'try:',
+      '    urllib.request.urlopen(req, timeout=30)',
+      "    print('no error')",
+      'except urllib.error.HTTPError as e:',
+      "    print(e.code)",
+      'except Exception as e:',
+      "    print(type(e).__name__, e)",
+    ].join('\n');
+    const out: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const { stdout } = await promisify(execFile)('python3', ['-c', code, keyed.url], { timeout: 30_000 });
+      out.push(stdout.trim());
+    }
+    expect(out).toEqual(['401', '401', '401']);
   });
 });

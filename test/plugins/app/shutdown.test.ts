@@ -34,12 +34,12 @@ describe('graceful shutdown over real sockets', () => {
     const port = Number(new URL(s.url).port);
     // 1. keep-alive connection that already had an answer, now idle
     const idle = await rawSocket(port);
-    idle.sock.write('GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n');
+    idle.sock.write('GET /healthz HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n');
     while (!idle.text().includes('\r\n\r\n')) await sleep(5);
     // 2. a request in flight: headers sent, body not complete
     const body = JSON.stringify({ taskId: 't', instructions: 'x', maxAttempts: 1, maxSteps: 2 });
     const inflight = await rawSocket(port);
-    inflight.sock.write(`POST /v1/sessions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body.slice(0, 5)}`);
+    inflight.sock.write(`POST /v1/sessions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body.slice(0, 5)}`);
     // 3. a fresh connection that has not sent anything yet
     const fresh = await rawSocket(port);
     await sleep(50);
@@ -47,7 +47,7 @@ describe('graceful shutdown over real sockets', () => {
     const closing = s.close();
     await sleep(250); // past the drain window: the listener is closed
     inflight.sock.write(body.slice(5));
-    fresh.sock.write('GET /v1/sessions HTTP/1.1\r\nhost: x\r\n\r\n');
+    fresh.sock.write('GET /v1/sessions HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n');
     const refused = await new Promise<string>((resolve) => {
       const c = net.connect(port, '127.0.0.1');
       c.on('connect', () => resolve('connected'));
@@ -82,7 +82,7 @@ describe('graceful shutdown at the edge of the event loop', () => {
   it('a request whose bytes arrived just before close gets 503 shutting-down problem+json with Retry-After, not a reset', async () => {
     const t = await startTestServer();
     const port = Number(new URL(t.url).port);
-    const req = 'GET /v1/sessions HTTP/1.1\r\nhost: x\r\n\r\n';
+    const req = 'GET /v1/sessions HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n';
     let closed: Promise<void> | undefined;
     const answer = await rawExchange(port, (sock) => {
       // Connected and idle; then the request bytes reach the server in the same turn as close().

@@ -22,7 +22,12 @@ export const RemoteView = Type.Object({
 /** POST /v1/models: a version served by a remote OpenAI-compatible server (docs/remote-engines.md). */
 export const RegisterModel = Type.Object(
   {
-    version: Type.String({ minLength: 1, maxLength: 256, pattern: '^[A-Za-z0-9._:-]+$', description: 'new version name' }),
+    version: Type.String({
+      minLength: 1,
+      maxLength: 256,
+      pattern: '^(?!\\.+$)[A-Za-z0-9._:-]+$',
+      description: 'new version name: letters, digits and . _ : -, not only dots (".", ".." would name a folder, not a version)',
+    }),
     parent: Type.Optional(Nullable(Type.String({ minLength: 1, maxLength: 256, description: 'the registered version it was trained from' }))),
     engine: StringEnum(['openai'] as const, { description: 'only remote versions are registered this way (builtin ones come from training jobs)' }),
     baseUrl: Type.String({ minLength: 1, maxLength: 2048, pattern: '^https?://', description: 'e.g. http://gpu-host:8000/v1' }),
