@@ -20,6 +20,14 @@ export type RlAlgorithm = (typeof RL_ALGORITHMS)[number];
 export const MEMORY_MODES = ['reflection_only', 'history_only', 'history_and_reflection'] as const;
 export type MemoryMode = (typeof MEMORY_MODES)[number];
 
+/**
+ * Memory as statistics group and filter sessions (`GET /v1/stats`, `/v1/stats/diversity`): 'none'
+ * for single-attempt sessions (maxAttempts 1: no earlier attempt to remember, whatever their
+ * memory setting; read as independent retries), otherwise the memory mode of a multi-attempt session.
+ */
+export const STATS_MEMORY = ['none', ...MEMORY_MODES] as const;
+export type StatsMemory = (typeof STATS_MEMORY)[number];
+
 /** Prompt layouts a model version may declare (src/agent/prompt.ts PromptFormat). */
 export const PROMPT_FORMATS = ['chat', 'compact'] as const;
 
