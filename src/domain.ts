@@ -28,6 +28,14 @@ export type MemoryMode = (typeof MEMORY_MODES)[number];
 export const MEMORY_PLACEMENTS = ['system', 'user_prefix'] as const;
 export type MemoryPlacement = (typeof MEMORY_PLACEMENTS)[number];
 
+/**
+ * Memory as statistics group and filter sessions (`GET /v1/stats`, `/v1/stats/diversity`): 'none'
+ * for single-attempt sessions (maxAttempts 1: no earlier attempt to remember, whatever their
+ * memory setting; read as independent retries), otherwise the memory mode of a multi-attempt session.
+ */
+export const STATS_MEMORY = ['none', ...MEMORY_MODES] as const;
+export type StatsMemory = (typeof STATS_MEMORY)[number];
+
 /** Prompt layouts a model version may declare (src/agent/prompt.ts PromptFormat). */
 export const PROMPT_FORMATS = ['chat', 'compact'] as const;
 

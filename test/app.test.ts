@@ -75,6 +75,34 @@ describe('integer literals a double cannot hold exactly', () => {
   }
 });
 
+describe('integer literals a double cannot hold exactly, in typed fields', () => {
+  it('a bounded integer field (maxAttempts) answers with its range, the same for the number and for the string', async () => {
+    const before = dumpDb(s.dataDir);
+    const asNumber = await s.call('POST', '/v1/sessions', `{"taskId":"t","instructions":"x","maxAttempts":99999999999999999999}`);
+    expect(asNumber.status).toBe(400);
+    expect(asNumber.body.type).toBe('https://lamer-server.dev/problems/validation');
+    expect(asNumber.body.errors).toHaveLength(1);
+    expect(asNumber.body.errors[0].field).toBe('body/maxAttempts');
+    expect(asNumber.body.errors[0].message).toMatch(/^must be <= \d+$/);
+    expect(JSON.stringify(asNumber.body)).not.toContain('string');
+    const asString = await s.call('POST', '/v1/sessions', { taskId: 't', instructions: 'x', maxAttempts: '99999999999999999999' });
+    expect(asString.status).toBe(400);
+    expect(asString.body.errors[0].field).toBe('body/maxAttempts');
+    expect(dumpDb(s.dataDir)).toBe(before);
+  });
+
+  it('other bounded number fields (reward, sampling.topP) answer with their range too', async () => {
+    const before = dumpDb(s.dataDir);
+    const r = await s.call('POST', `/v1/sessions/${id}/steps`, `{"attempt":0,"step":1,"observation":"o","reward":12345678901234567890}`);
+    expect(r.status).toBe(400);
+    expect(r.body.errors).toEqual([{ field: 'body/reward', message: expect.stringMatching(/^must be <= \d+$/) }]);
+    const t = await s.call('POST', '/v1/sessions', `{"taskId":"t","instructions":"x","sampling":{"topP":-12345678901234567890}}`);
+    expect(t.status).toBe(400);
+    expect(t.body.errors).toEqual([{ field: 'body/sampling/topP', message: expect.stringMatching(/^must be >=? 0$/) }]);
+    expect(dumpDb(s.dataDir)).toBe(before);
+  });
+});
+
 describe('empty bodies with a JSON content type', () => {
   it('DELETE /v1/sessions/{id} with content-type application/json and no body closes the session', async () => {
     const c = await s.call('POST', '/v1/sessions', { taskId: 'del', instructions: 'x' });

@@ -2,13 +2,14 @@
  * Trajectory diversity per model version and env (docs/method.md#metrics), the measure `lamer eval`
  * reports (src/eval/metrics.ts `trajectoryDiversity`), over recorded sessions.
  *
- * For each (version, env) group and each task in it: the Shannon entropy (nats) of the empirical
+ * For each (version, env, memory) group and each task in it: the Shannon entropy (nats) of the empirical
  * distribution over the distinct trajectories of the task's attempts (a trajectory is an attempt's
  * actions in order); the group's diversity is the mean over its tasks. Exploration collapse (every
  * attempt replays the same moves) shows as diversity falling towards 0 from one version to the next.
  */
 import type { AttemptTrajectory } from '../db/sessions-repo.js';
 import { empiricalEntropy } from '../shared/diversity.js';
+import { STATS_MEMORY, type StatsMemory } from '../domain.js';
 
 export { empiricalEntropy };
 
@@ -16,6 +17,8 @@ export { empiricalEntropy };
 export interface DiversityGroup {
   modelVersion: string;
   env: string | null;
+  /** 'none' for single-attempt sessions, else the memory mode (domain.ts STATS_MEMORY). */
+  memory: StatsMemory;
   /** Sessions read. */
   sessions: number;
   /** Distinct task ids with at least one trajectory. */
@@ -26,21 +29,21 @@ export interface DiversityGroup {
   diversity: number;
 }
 
-/** The diversity groups, sorted by version then env, and `scanned`, the number of distinct sessions read. */
+/** The diversity groups, sorted by version, env, then memory (in STATS_MEMORY order), and `scanned`, the number of distinct sessions read. */
 export interface DiversityAnswer {
   groups: DiversityGroup[];
   scanned: number;
 }
 
-/** Groups attempt trajectories by (modelVersion, env) and computes each group's diversity. */
+/** Groups attempt trajectories by (modelVersion, env, memory) and computes each group's diversity. */
 export function diversityByVersion(rows: readonly AttemptTrajectory[]): DiversityAnswer {
-  const groups = new Map<string, { modelVersion: string; env: string | null; sessions: Set<string>; byTask: Map<string, string[]>; attempts: number }>();
+  const groups = new Map<string, { modelVersion: string; env: string | null; memory: StatsMemory; sessions: Set<string>; byTask: Map<string, string[]>; attempts: number }>();
   const scanned = new Set<string>();
   for (const r of rows) {
     scanned.add(r.sessionId);
-    const key = JSON.stringify([r.modelVersion, r.env]);
+    const key = JSON.stringify([r.modelVersion, r.env, r.memory]);
     let g = groups.get(key);
-    if (!g) groups.set(key, (g = { modelVersion: r.modelVersion, env: r.env, sessions: new Set(), byTask: new Map(), attempts: 0 }));
+    if (!g) groups.set(key, (g = { modelVersion: r.modelVersion, env: r.env, memory: r.memory, sessions: new Set(), byTask: new Map(), attempts: 0 }));
     g.sessions.add(r.sessionId);
     if (r.trajectory === null) continue; // a session without recorded actions: no trajectory
     g.attempts++;
@@ -55,12 +58,13 @@ export function diversityByVersion(rows: readonly AttemptTrajectory[]): Diversit
     out.push({
       modelVersion: g.modelVersion,
       env: g.env,
+      memory: g.memory,
       sessions: g.sessions.size,
       tasks: g.byTask.size,
       attempts: g.attempts,
       diversity: g.byTask.size === 0 ? 0 : sum / g.byTask.size,
     });
   }
-  out.sort((a, b) => a.modelVersion.localeCompare(b.modelVersion) || String(a.env).localeCompare(String(b.env)));
+  out.sort((a, b) => a.modelVersion.localeCompare(b.modelVersion) || String(a.env).localeCompare(String(b.env)) || STATS_MEMORY.indexOf(a.memory) - STATS_MEMORY.indexOf(b.memory));
   return { groups: out, scanned: scanned.size };
 }

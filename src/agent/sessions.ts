@@ -550,24 +550,25 @@ export class SessionService {
 
   /**
    * Statistics over the tenant's completed sessions (docs/method.md#metrics): pass@1..k, success rate
-   * and mean return by attempt, overall and per (modelVersion, env, mode) group (session-stats.ts).
+   * and mean return by attempt, overall and per (modelVersion, env, mode, memory) group, with
+   * single-attempt sessions read as chains of up to `retries` independent retries (session-stats.ts).
    */
-  stats(tenant: string, f: Omit<SessionFilters, 'status'>) {
-    return sessionStats(this.repo.completed(tenant, f));
+  stats(tenant: string, f: Omit<SessionFilters, 'status'>, retries = 3) {
+    return sessionStats(this.repo.completed(tenant, f), retries);
   }
 
   /** Diversity answers by query, kept while the tenant's completed sessions are unchanged (LRU order). */
   private readonly diversityCache = new Map<string, { token: string; answer: DiversityAnswer }>();
 
   /**
-   * Trajectory diversity per (modelVersion, env) over the tenant's newest `maxSessions` completed
+   * Trajectory diversity per (modelVersion, env, memory) over the tenant's newest `maxSessions` completed
    * sessions matching `f` (diversity.ts). Reading the actions is the costly part (about 250 ms for
    * 2,000 sessions on the shared 2-core VM under load), so the last 64 answers are kept and reused
    * while the tenant's completed sessions are unchanged (`completedToken`): a polling dashboard
    * re-reads nothing until a session completes.
    */
   diversity(tenant: string, f: Omit<SessionFilters, 'status'>, maxSessions: number): DiversityAnswer {
-    const key = JSON.stringify([tenant, f.env, f.mode, f.modelVersion, f.taskId, maxSessions]);
+    const key = JSON.stringify([tenant, f.env, f.mode, f.modelVersion, f.taskId, f.memory, maxSessions]);
     const token = this.repo.completedToken(tenant);
     const hit = this.diversityCache.get(key);
     this.diversityCache.delete(key);

@@ -13,14 +13,15 @@
  * bad options; 128 + the signal number on SIGINT / SIGTERM, after the in-process server is closed
  * and its temporary data directory removed.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { constants as osConstants, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import type { parseArgs } from 'node:util';
 import cliProgress from 'cli-progress';
 import { runEval, checkServer, EvalAbortError, PAPER_EVAL_SAMPLING, type EvalPolicy, type EvalReport } from '../eval/harness.js';
+import type { RetryInfo } from '../eval/http.js';
 import { defaultLimits } from '../config.js';
-import { EVAL_SEED_COUNT, MAX_STEPS } from '../envs/index.js';
+import { EVAL_SEED_COUNT, makeEnv, MAX_STEPS, type EnvParams } from '../envs/index.js';
 import {
   checkEvalSeeds, checkOutPath, checkSessionLimits, choiceOpt, envOpt, inProcessSessionLimits, intOpt, MAX_TOP_K, numOpt, parseCommand, usageError, UsageError,
 } from './args.js';
@@ -35,7 +36,8 @@ const HELP = `usage: lamer eval --env NAME [options]
                        LAMER_MAX_ATTEMPTS, ${defaultLimits.maxAttempts} unless set)
   --concurrency C      sessions in flight (default 8)
   --seed S             offset into the eval seed range [1e9, 2^32) (default 0)
-  --out FILE           write the JSON report here
+  --out FILE           write the JSON report here (default: eval-results/ENV-POLICY-TIME.json under
+                       the current folder, created if missing; git ignores eval-results/)
   --policy P           model (default) | random | solver
   --server URL         server base URL (policy model); without it one is started in-process
   --api-key KEY        API key sent as "Authorization: Bearer KEY" (default: $LAMER_API_KEY)
@@ -51,6 +53,18 @@ const HELP = `usage: lamer eval --env NAME [options]
   --params JSON        env parameters, e.g. '{"mines":5}' (minesweeper: rows, cols, mines;
                        sokoban: rows, cols, boxes, minMoves, maxMoves)
   --quiet              no progress bar`;
+
+/** Folder of the reports written without --out, relative to the current folder (git ignores it). */
+export const DEFAULT_OUT_DIR = 'eval-results';
+
+/**
+ * Where a report goes without --out: DEFAULT_OUT_DIR/<env name>-<policy>-<UTC time>.json, e.g.
+ * eval-results/minesweeper-6x6-3-model-20250101T120000Z.json. @throws RangeError for bad env params.
+ */
+export function defaultOutPath(env: string, params: EnvParams | undefined, policy: EvalPolicy, now = new Date()): string {
+  const stamp = now.toISOString().replace(/[-:]/g, '').replace(/\.\d+Z$/, 'Z');
+  return join(DEFAULT_OUT_DIR, `${makeEnv(env, params).name}-${policy}-${stamp}.json`);
+}
 
 /** The printed summary of a report. */
 export function formatReport(r: EvalReport): string {
@@ -177,7 +191,7 @@ async function startInProcessServer(engine: 'builtin' | 'test', quiet: boolean):
  * `out` when given. @returns the exit code: 1 when the report cannot be written, any session
  * failed with an error, or the harness gave up (EvalAbortError); else 0.
  */
-async function playAndReport(opts: Parameters<typeof runEval>[0], out: string | undefined, quiet: boolean): Promise<number> {
+async function playAndReport(opts: Parameters<typeof runEval>[0], out: string, quiet: boolean): Promise<number> {
   const bar = !quiet && process.stderr.isTTY === true
     ? new cliProgress.SingleBar(
         { stream: process.stderr, format: 'eval {bar} {value}/{total} sessions | solved {solved} | {duration_formatted} elapsed, eta {eta_formatted}', hideCursor: true },
@@ -185,10 +199,18 @@ async function playAndReport(opts: Parameters<typeof runEval>[0], out: string | 
       )
     : null;
   let solved = 0;
+  // While the server does not answer, say so (at most every 5 s) instead of retrying silently.
+  let toldAt = -Infinity;
+  const onRetry = (r: RetryInfo) => {
+    if (quiet || Date.now() - toldAt < 5000) return;
+    toldAt = Date.now();
+    console.error(`lamer eval: ${r.method} ${r.path}: ${r.network ? 'no answer' : 'answered'} (${r.why}); try ${r.nextTry} of ${r.tries} in ${(r.waitMs / 1000).toFixed(1)} s`);
+  };
   try {
     bar?.start(opts.tasks * (opts.trials ?? 1), 0, { solved: 0 });
     const report = await runEval({
       ...opts,
+      onRetry,
       onSession: (done, _total, s) => {
         if (s.attempts.some((a) => a.success)) solved++;
         bar?.update(done, { solved });
@@ -196,8 +218,9 @@ async function playAndReport(opts: Parameters<typeof runEval>[0], out: string | 
     });
     bar?.stop();
     console.log(formatReport(report));
-    if (out) {
+    {
       try {
+        mkdirSync(dirname(resolve(out)), { recursive: true });
         writeFileSync(out, JSON.stringify(report, null, 2) + '\n');
       } catch (e) {
         // checked before playing, but the disk can still refuse (full, read-only, removed meanwhile)
@@ -247,7 +270,7 @@ export async function run(argv: string[]): Promise<number> {
     opts.apiKey = undefined;
   }
   try {
-    return await playAndReport(opts, values.out, values.quiet ?? false);
+    return await playAndReport(opts, values.out ?? defaultOutPath(opts.env, opts.params, opts.policy), values.quiet ?? false);
   } finally {
     await inProcess?.close();
   }

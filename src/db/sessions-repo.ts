@@ -3,7 +3,8 @@
  * prepared statements of src/db/queries.ts): create, list, close, expire, count, statistics rows,
  * human edits of reflections. The rules (who may do what, when) live in src/agent/sessions.ts.
  */
-import { and, desc, eq, lt, sql, type SQL } from 'drizzle-orm';
+import { and, desc, eq, gt, lt, sql, type SQL } from 'drizzle-orm';
+import type { StatsMemory } from '../domain.js';
 import type { Db } from './index.js';
 import { reflections, sessions, steps, type SessionRow } from './schema.js';
 
@@ -14,6 +15,8 @@ export interface SessionFilters {
   env?: string;
   mode?: SessionRow['mode'];
   modelVersion?: string;
+  /** 'none': single-attempt sessions (maxAttempts 1); a memory mode: multi-attempt sessions with that memory (domain.ts STATS_MEMORY). */
+  memory?: StatsMemory;
 }
 
 /** One attempt of a completed session as the diversity statistic reads it (src/agent/diversity.ts). */
@@ -22,12 +25,14 @@ export interface AttemptTrajectory {
   modelVersion: string;
   env: string | null;
   taskId: string;
+  /** The session's memory as statistics read it (domain.ts STATS_MEMORY). */
+  memory: StatsMemory;
   /** The attempt's actions joined by '\n' in step order; null for a session without any action. */
   trajectory: string | null;
 }
 
 /** The columns of a completed session that statistics read. */
-export type StatsRow = Pick<SessionRow, 'attempts' | 'maxAttempts' | 'modelVersion' | 'env' | 'mode'>;
+export type StatsRow = Pick<SessionRow, 'id' | 'taskId' | 'attempts' | 'maxAttempts' | 'modelVersion' | 'env' | 'mode' | 'memory'>;
 
 /** Conditions of `f` on the sessions table, after `first`. */
 function filterConds(first: SQL[], f: SessionFilters): SQL[] {
@@ -37,6 +42,8 @@ function filterConds(first: SQL[], f: SessionFilters): SQL[] {
   if (f.env) conds.push(eq(sessions.env, f.env));
   if (f.mode) conds.push(eq(sessions.mode, f.mode));
   if (f.modelVersion) conds.push(eq(sessions.modelVersion, f.modelVersion));
+  if (f.memory === 'none') conds.push(eq(sessions.maxAttempts, 1));
+  else if (f.memory) conds.push(eq(sessions.memory, f.memory), gt(sessions.maxAttempts, 1));
   return conds;
 }
 
@@ -98,13 +105,23 @@ export class SessionsRepo {
     return r?.n ?? 0;
   }
 
-  /** The tenant's completed sessions matching `f` (status ignored), as statistics read them. */
+  /** The tenant's completed sessions matching `f` (status ignored), as statistics read them, oldest id (creation) first. */
   completed(tenant: string, f: Omit<SessionFilters, 'status'>): StatsRow[] {
     const conds = filterConds([eq(sessions.tenant, tenant), eq(sessions.status, 'completed')], f);
     return this.db
-      .select({ attempts: sessions.attempts, maxAttempts: sessions.maxAttempts, modelVersion: sessions.modelVersion, env: sessions.env, mode: sessions.mode })
+      .select({
+        id: sessions.id,
+        taskId: sessions.taskId,
+        attempts: sessions.attempts,
+        maxAttempts: sessions.maxAttempts,
+        modelVersion: sessions.modelVersion,
+        env: sessions.env,
+        mode: sessions.mode,
+        memory: sessions.memory,
+      })
       .from(sessions)
       .where(and(...conds))
+      .orderBy(sessions.id)
       .all();
   }
   /**
@@ -131,9 +148,10 @@ export class SessionsRepo {
   attemptTrajectories(tenant: string, f: Omit<SessionFilters, 'status'>, maxSessions: number): AttemptTrajectory[] {
     const where = and(...filterConds([eq(sessions.tenant, tenant), eq(sessions.status, 'completed')], f));
     return this.db.all<AttemptTrajectory>(sql`
-      WITH s AS (SELECT ${sessions.id} AS id, ${sessions.modelVersion} AS mv, ${sessions.env} AS env, ${sessions.taskId} AS task
+      WITH s AS (SELECT ${sessions.id} AS id, ${sessions.modelVersion} AS mv, ${sessions.env} AS env, ${sessions.taskId} AS task,
+                        CASE WHEN ${sessions.maxAttempts} = 1 THEN 'none' ELSE ${sessions.memory} END AS memory
                  FROM ${sessions} WHERE ${where} ORDER BY ${sessions.id} DESC LIMIT ${maxSessions})
-      SELECT s.id AS sessionId, s.mv AS modelVersion, s.env AS env, s.task AS taskId,
+      SELECT s.id AS sessionId, s.mv AS modelVersion, s.env AS env, s.task AS taskId, s.memory AS memory,
              group_concat(coalesce(st.action, ''), char(10) ORDER BY st.step) AS trajectory
       FROM s LEFT JOIN ${steps} st ON st.session_id = s.id AND st.kind = 'action' AND st.action IS NOT NULL
       GROUP BY s.id, st.attempt`);

@@ -21,7 +21,7 @@ import { parseMoves } from '../envs/sokoban.js';
 import { makePolicy } from '../envs/policies.js';
 import type { BuiltinEnv } from '../envs/types.js';
 import { summarize, type AttemptRecord, type EvalMetrics, type SessionRecord } from './metrics.js';
-import { describeHttpFailure, Http, HttpError } from './http.js';
+import { describeHttpFailure, Http, HttpError, type HttpOptions, type RetryInfo } from './http.js';
 
 export type EvalPolicy = 'model' | 'random' | 'solver';
 
@@ -53,6 +53,8 @@ export interface EvalOptions {
   requestTimeoutMs?: number;
   /** Called after each finished session. */
   onSession?: (done: number, total: number, s: SessionRecord) => void;
+  /** Called before a request is sent again (policy 'model'): the server did not answer, or answered 408/429/503. */
+  onRetry?: (info: RetryInfo) => void;
   /** 'eval' (default): held-out eval seeds, sessions never trained on. 'train': seeds from the
    *  training range (trainSeed(seed, i)) and sessions with `mode: "train"` (training rollouts,
    *  e.g. `lamer train`). */
@@ -122,9 +124,11 @@ export async function checkServer(base: string, timeoutMs = 3000): Promise<void>
 /**
  * Run an evaluation. @throws RangeError for bad options; EvalAbortError when policy 'model' cannot
  * create sessions (server unreachable before any session was created, or session creation answered
- * with a 4xx other than 429): the run stops instead of recording the same failure for every task.
- * Other HTTP failures, and every failure in mode 'train' (training rollouts of `lamer train`, which
- * go on with the sessions that worked), are recorded per session.
+ * with a 4xx other than 429), or when the server stops answering mid-run: at the first request
+ * that got no answer, /healthz is asked (3 s); when it does not answer either, every request in
+ * flight is dropped and the run stops within seconds, instead of retrying each remaining session
+ * for about 15 s. Other HTTP failures, and every failure in mode 'train' (training rollouts of
+ * `lamer train`, which go on with the sessions that worked), are recorded per session.
  */
 export async function runEval(opts: EvalOptions): Promise<EvalReport> {
   const trials = opts.trials ?? 1;
@@ -143,6 +147,24 @@ export async function runEval(opts: EvalOptions): Promise<EvalReport> {
   let finished = 0;
   let created = 0;
   let abort: EvalAbortError | null = null;
+  // Aborted when the run stops: pending requests and their retries end at once.
+  const stop = new AbortController();
+  let probing = false;
+  const onRetry = (info: RetryInfo) => {
+    opts.onRetry?.(info);
+    if (!info.network || probing || abort || opts.mode === 'train') return;
+    probing = true;
+    checkServer(opts.server!)
+      .then(() => undefined, (e: Error) => {
+        if (abort) return;
+        abort = new EvalAbortError(`lost the server after ${finished} of ${jobs.length} sessions: ${e.message}`);
+        stop.abort(abort);
+      })
+      .finally(() => {
+        probing = false;
+      });
+  };
+  const httpOpts = { signal: stop.signal, onRetry };
   const worker = async () => {
     const env = makeEnv(opts.env, opts.params);
     while (next < jobs.length && !abort) {
@@ -153,8 +175,8 @@ export async function runEval(opts: EvalOptions): Promise<EvalReport> {
       const rec: PlayedRecord =
         opts.policy === 'model'
           ? opts.independentAttempts
-            ? await playHttpIndependent(env, seed, j.trial, samplingSeed, maxSteps, opts, sampling!)
-            : await playHttp(env, seed, j.trial, samplingSeed, maxSteps, opts, sampling!)
+            ? await playHttpIndependent(env, seed, j.trial, samplingSeed, maxSteps, opts, sampling!, httpOpts)
+            : await playHttp(env, seed, j.trial, samplingSeed, maxSteps, opts, sampling!, httpOpts)
           : playLocal(env, seed, j.trial, samplingSeed, maxSteps, opts);
       if (rec.sessionId) created++;
       if (rec.createError && !abort && opts.mode !== 'train') {
@@ -164,6 +186,7 @@ export async function runEval(opts: EvalOptions): Promise<EvalReport> {
         }
       }
       delete rec.createError;
+      if (abort) break;
       results[idx] = rec;
       finished++;
       opts.onSession?.(finished, jobs.length, rec);
@@ -207,10 +230,11 @@ async function playHttpIndependent(
   maxSteps: number,
   opts: EvalOptions,
   sampling: { temperature: number; topP: number; topK: number },
+  httpOpts: HttpOptions = {},
 ): Promise<PlayedRecord> {
   const out: PlayedRecord = { taskId: makeTaskId(env.name, seed), trial, attempts: [] };
   for (let n = 0; n < opts.attempts; n++) {
-    const one = await playHttp(env, seed, trial, (samplingSeed + n * 7919) % 2 ** 32, maxSteps, { ...opts, attempts: 1 }, sampling);
+    const one = await playHttp(env, seed, trial, (samplingSeed + n * 7919) % 2 ** 32, maxSteps, { ...opts, attempts: 1 }, sampling, httpOpts);
     for (const a of one.attempts) out.attempts.push({ ...a, attempt: n });
     if (one.sessionId) out.sessionId = one.sessionId;
     if (one.modelVersion) out.modelVersion = one.modelVersion;
@@ -267,10 +291,11 @@ async function playHttp(
   maxSteps: number,
   opts: EvalOptions,
   sampling: { temperature: number; topP: number; topK: number },
+  httpOpts: HttpOptions = {},
 ): Promise<PlayedRecord> {
   const tid = makeTaskId(env.name, seed);
   const attempts: AttemptRecord[] = [];
-  const http = new Http(opts.server!, opts.apiKey, opts.requestTimeoutMs ?? 120_000);
+  const http = new Http(opts.server!, opts.apiKey, opts.requestTimeoutMs ?? 120_000, httpOpts);
   let sessionId: string | null = null;
   let modelVersion: string | undefined;
   let status = 'active';
@@ -328,7 +353,7 @@ async function playHttp(
     }
     return { taskId: tid, trial, sessionId, modelVersion, attempts };
   } catch (err) {
-    if (sessionId && status === 'active') await http.del(`/v1/sessions/${sessionId}`).catch(() => undefined);
+    if (sessionId && status === 'active' && !httpOpts.signal?.aborted) await http.del(`/v1/sessions/${sessionId}`).catch(() => undefined);
     const rec = { taskId: tid, trial, ...(sessionId ? { sessionId, modelVersion } : {}), attempts, error: err instanceof Error ? err.message : String(err) };
     return sessionId ? rec : { ...rec, createError: { status: err instanceof HttpError ? err.status : 0, why: describeHttpFailure(err) } };
   }

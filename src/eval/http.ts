@@ -67,6 +67,29 @@ export interface PostOptions {
   idempotent?: boolean;
 }
 
+/** A request about to be sent again: which, why (describeHttpFailure), the try that comes next (2..6) and the wait before it, ms. */
+export interface RetryInfo {
+  method: string;
+  path: string;
+  why: string;
+  /** True when no HTTP answer came back (a network error), false for a retried status. */
+  network: boolean;
+  nextTry: number;
+  tries: number;
+  waitMs: number;
+}
+
+/** Options of an Http client beyond its base URL, key and timeout. */
+export interface HttpOptions {
+  /** Once aborted, no request is sent or retried: the pending one rejects with the signal's reason. */
+  signal?: AbortSignal;
+  /** Told before each retry (e.g. to print progress while a server does not answer). */
+  onRetry?: (info: RetryInfo) => void;
+}
+
+/** The most tries of one request (the first send and 5 retries). */
+export const HTTP_TRIES = 6;
+
 /**
  * Minimal JSON client: up to 5 retries (waiting Retry-After seconds, at most 30, else exponential
  * backoff from 0.5 s) for 408/429/503, which the server answers without processing the request;
@@ -76,7 +99,7 @@ export interface PostOptions {
  * fetch's error for a network error that is not retried.
  */
 export class Http {
-  constructor(private base: string, private apiKey: string | undefined, private timeoutMs: number) {
+  constructor(private base: string, private apiKey: string | undefined, private timeoutMs: number, private readonly opts: HttpOptions = {}) {
     this.base = base.replace(/\/+$/, '');
   }
 
@@ -99,20 +122,28 @@ export class Http {
     const headers: Record<string, string> = {};
     if (body !== undefined) headers['content-type'] = 'application/json';
     if (this.apiKey) headers.authorization = `Bearer ${this.apiKey}`;
+    const { signal, onRetry } = this.opts;
     let lastErr: unknown;
     let waitMs = 0;
-    for (let tryNo = 0; tryNo < 6; tryNo++) {
-      if (tryNo > 0) await new Promise((r) => setTimeout(r, waitMs || 250 * 2 ** tryNo));
+    for (let tryNo = 0; tryNo < HTTP_TRIES; tryNo++) {
+      if (tryNo > 0) {
+        const wait = waitMs || 250 * 2 ** tryNo;
+        onRetry?.({ method, path, why: describeHttpFailure(lastErr), network: !(lastErr instanceof HttpError), nextTry: tryNo + 1, tries: HTTP_TRIES, waitMs: wait });
+        await sleep(wait, signal);
+      }
+      signal?.throwIfAborted();
       waitMs = 0;
       let res: Response;
       try {
+        const timeout = AbortSignal.timeout(this.timeoutMs);
         res = await fetch(this.base + path, {
           method,
           headers,
           body: body === undefined ? undefined : JSON.stringify(body),
-          signal: AbortSignal.timeout(this.timeoutMs),
+          signal: signal ? AbortSignal.any([timeout, signal]) : timeout,
         });
       } catch (e) {
+        signal?.throwIfAborted();
         lastErr = e;
         if (idempotent || neverSent(e)) continue;
         break;
@@ -126,4 +157,20 @@ export class Http {
     }
     throw lastErr instanceof Error ? lastErr : new Error(String(lastErr));
   }
+}
+
+/** Resolves after `ms`, or rejects with the signal's reason as soon as `signal` is aborted. */
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const t = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(t);
+      reject(signal!.reason);
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
 }

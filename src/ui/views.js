@@ -5,6 +5,7 @@ import { html } from 'htm/preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, qs, navigate, usePoll, pct, num, short, when, ks, parseProm, stepFigures, histogramQuantile, histogramDelta } from './lib.js';
 import { LineChart } from './charts.js';
+import { MEMORY_LABELS, memoryComparison, memoryLabel, stepCards, actionsTaken } from './figures.js';
 
 // ------------------------------------------------------------------ small pieces
 
@@ -13,7 +14,8 @@ const StatusChip = ({ s }) => {
   const cls = { completed: 'ok', succeeded: 'ok', active: 'run', running: 'run', queued: 'run', failed: 'bad', abandoned: 'bad', expired: 'bad', cancelled: 'bad', candidate: '', retired: '' }[s] ?? '';
   return html`<span class="chip ${cls}" data-testid="status">${s}</span>`;
 };
-const groupLabel = (g) => `${g.modelVersion} · ${g.env ?? '(no env)'}${g.mode ? ` · ${g.mode}` : ''}`;
+const groupLabel = (g) => `${g.modelVersion} · ${g.env ?? '(no env)'}${g.mode ? ` · ${g.mode}` : ''}${g.memory ? ` · ${memoryLabel(g.memory)}` : ''}`;
+const signedPts = (x) => (x === null || x === undefined ? '–' : `${x >= 0 ? '+' : '−'}${Math.abs(100 * x).toFixed(1)} pts`);
 const Progress = ({ value }) => html`<div class="progress" title=${pct(value)}><div style=${`width:${(100 * value).toFixed(1)}%`}></div></div>`;
 const Loading = ({ q }) => (q.loading && !q.data ? html`<p class="muted">Loading…</p>` : null);
 
@@ -56,7 +58,7 @@ function PassAtKPanel({ groups, title = 'pass@k against k', testid = 'passk' }) 
   return html`<div class="card"><h2>${title}</h2>
     ${K === 0 ? html`<p class="muted">No completed sessions yet.</p>` : html`
       <${LineChart} x=${x} xLabel="k (attempts)" yLabel="pass@k" yRange=${[0, 1]} series=${groups.map((g) => ({ label: groupLabel(g), values: x.map((k) => g.passAtK[k] ?? null) }))} />
-      <table data-testid=${testid}><thead><tr><th>version · env · mode</th><th class="num">sessions</th>${x.map((k) => html`<th class="num">pass@${k}</th>`)}</tr></thead>
+      <table data-testid=${testid}><thead><tr><th>version · env · mode · memory</th><th class="num">sessions</th>${x.map((k) => html`<th class="num">pass@${k}</th>`)}</tr></thead>
       <tbody>${groups.map((g) => html`<tr data-group=${groupLabel(g)}><td>${groupLabel(g)}</td><td class="num">${g.sessions}</td>${x.map((k) => html`<td class="num" data-k=${k}>${pct(g.passAtK[k])}</td>`)}</tr>`)}</tbody></table>`}
   </div>`;
 }
@@ -68,23 +70,40 @@ function SuccessPanel({ groups, title = 'Success rate by attempt', testid = 'suc
   return html`<div class="card"><h2>${title}</h2>
     ${A === 0 ? html`<p class="muted">No completed sessions yet.</p>` : html`
       <${LineChart} x=${x} xLabel="attempt" yLabel="success rate" yRange=${[0, 1]} series=${groups.map((g) => ({ label: groupLabel(g), values: x.map((a) => g.successByAttempt[a] ?? null) }))} />
-      <table data-testid=${testid}><thead><tr><th>version · env · mode</th>${x.map((a) => html`<th class="num">attempt ${a}</th>`)}</tr></thead>
+      <table data-testid=${testid}><thead><tr><th>version · env · mode · memory</th>${x.map((a) => html`<th class="num">attempt ${a}</th>`)}</tr></thead>
       <tbody>${groups.map((g) => html`<tr data-group=${groupLabel(g)}><td>${groupLabel(g)}</td>${x.map((a) => html`<td class="num" data-attempt=${a} title=${`${g.attemptsPlayed[a] ?? 0} sessions played it`}>${pct(g.successByAttempt[a])}</td>`)}</tr>`)}</tbody></table>
       <div class="legend-note">Of the sessions that played an attempt (a session stops at its first success).</div>`}
+  </div>`;
+}
+
+/**
+ * What memory adds: for each version, env and mode with sessions of more than one memory, pass@k
+ * of each memory beside independent retries (single-attempt sessions read as retries), and the
+ * difference in percentage points.
+ */
+function MemoryPanel({ groups }) {
+  const blocks = memoryComparison(groups);
+  return html`<div class="card"><h2>What memory adds (pass@k by memory, beside independent retries)</h2>
+    ${blocks.length === 0
+      ? html`<p class="muted" data-testid="memory-none">No version and env has sessions of more than one memory yet. Play independent retries beside LaMer sessions (<span class="mono">lamer eval --independent-attempts</span>) to compare.</p>`
+      : blocks.map((b) => html`<table data-testid="memory-compare" data-block=${`${b.modelVersion} · ${b.env ?? '(no env)'} · ${b.mode}`}>
+        <thead><tr><th>${b.modelVersion} · ${b.env ?? '(no env)'} · ${b.mode}</th><th class="num">sessions</th>${Array.from({ length: b.K }, (_, i) => html`<th class="num">pass@${i + 1}</th>`)}${b.K > 0 && html`<th class="num">vs independent @${b.K}</th>`}</tr></thead>
+        <tbody>${b.rows.map(({ group: g, gain }) => html`<tr data-memory=${g.memory}><td>${memoryLabel(g.memory)}</td><td class="num" title=${g.memory === 'none' ? `${g.runs} chains of retries` : ''}>${g.sessions}</td>${Array.from({ length: b.K }, (_, i) => html`<td class="num" data-k=${i + 1}>${pct(g.passAtK[i + 1])}</td>`)}${b.K > 0 && html`<td class="num" data-field="gain">${signedPts(gain[b.K - 1])}</td>`}</tr>`)}</tbody></table>`)}
+    <div class="legend-note">Independent retries: a task's single-attempt sessions read as chains of up to 3 tries that stop at the first success, as <span class="mono">lamer eval --independent-attempts</span> plays them.</div>
   </div>`;
 }
 
 /** Trajectory diversity per version (x: versions in creation order), one line per env. */
 function DiversityPanel({ groups, order }) {
   const versions = [...new Set(groups.map((g) => g.modelVersion))].sort((a, b) => (order.indexOf(a) - order.indexOf(b)) || a.localeCompare(b));
-  const envs = [...new Set(groups.map((g) => g.env))];
+  const lines = [...new Map(groups.map((g) => [JSON.stringify([g.env, g.memory]), { env: g.env, memory: g.memory }])).values()];
   const x = versions.map((_, i) => i);
-  const at = (v, e) => groups.find((g) => g.modelVersion === v && g.env === e);
+  const at = (v, l) => groups.find((g) => g.modelVersion === v && g.env === l.env && g.memory === l.memory);
   return html`<div class="card"><h2>Trajectory diversity per version</h2>
     ${versions.length === 0 ? html`<p class="muted">No completed sessions yet.</p>` : html`
-      <${LineChart} x=${x} xTicks=${versions} xLabel="version" yLabel="nats" series=${envs.map((e) => ({ label: e ?? '(no env)', values: versions.map((v) => at(v, e)?.diversity ?? null) }))} />
-      <table data-testid="diversity"><thead><tr><th>version</th><th>env</th><th class="num">sessions</th><th class="num">tasks</th><th class="num">diversity (nats)</th></tr></thead>
-      <tbody>${groups.map((g) => html`<tr data-group=${`${g.modelVersion} · ${g.env ?? '(no env)'}`}><td>${g.modelVersion}</td><td>${g.env ?? '–'}</td><td class="num">${g.sessions}</td><td class="num">${g.tasks}</td><td class="num" data-field="diversity">${num(g.diversity)}</td></tr>`)}</tbody></table>
+      <${LineChart} x=${x} xTicks=${versions} xLabel="version" yLabel="nats" series=${lines.map((l) => ({ label: `${l.env ?? '(no env)'}${l.memory ? ` · ${memoryLabel(l.memory)}` : ''}`, values: versions.map((v) => at(v, l)?.diversity ?? null) }))} />
+      <table data-testid="diversity"><thead><tr><th>version</th><th>env</th><th>memory</th><th class="num">sessions</th><th class="num">tasks</th><th class="num">diversity (nats)</th></tr></thead>
+      <tbody>${groups.map((g) => html`<tr data-group=${`${g.modelVersion} · ${g.env ?? '(no env)'} · ${memoryLabel(g.memory)}`}><td>${g.modelVersion}</td><td>${g.env ?? '–'}</td><td>${memoryLabel(g.memory)}</td><td class="num">${g.sessions}</td><td class="num">${g.tasks}</td><td class="num" data-field="diversity">${num(g.diversity)}</td></tr>`)}</tbody></table>
       <div class="legend-note">Entropy of the distinct action sequences played on each task, mean over tasks. A line falling from one version to the next is exploration collapse.</div>`}
   </div>`;
 }
@@ -146,8 +165,9 @@ export function Overview({ me }) {
     </div>
     <${LiveMetrics} />
     <${ErrorBox} error=${stats.error} />
+    <${MemoryPanel} groups=${stats.data?.groups ?? []} />
     <div class="grid">
-      <${PassAtKPanel} groups=${stats.data?.groups ?? []} title="pass@k against k, per version and env (the LaMer curve)" />
+      <${PassAtKPanel} groups=${stats.data?.groups ?? []} title="pass@k against k, per version, env and memory (the LaMer curve)" />
       <${SuccessPanel} groups=${stats.data?.groups ?? []} />
     </div>
     <${ErrorBox} error=${div.error} />
@@ -193,15 +213,16 @@ export function Sessions({ query }) {
 
 /**
  * One step of an attempt's timeline: the observation (monospace, as sent), the reward it carried,
- * the action. A turn of the session's OpenAI-compatible endpoint (r.turn) also shows its API, the
- * model call's latency and why the output ended.
+ * the action, tagged "(invalid)" when the env rejected it (`r.invalid`, figures.js stepCards). A turn of
+ * the session's OpenAI-compatible endpoint (r.turn) also shows its API, the model call's latency and
+ * why the output ended.
  */
 function StepCard({ r }) {
   const turn = r.turn ? html`<span data-field="turn">${r.turn.api === 'chat' ? 'chat' : 'completion'} turn · ${Math.round(r.turn.latencyMs)} ms · ${r.turn.finishReason}${r.turn.memory ? ' · memory' : ''}</span>` : '';
-  return html`<div class="step ${r.invalidAction ? 'invalid' : ''}" data-testid="step" data-attempt=${r.attempt} data-step=${r.step}>
+  return html`<div class="step ${r.invalid ? 'invalid' : ''}" data-testid="step" data-attempt=${r.attempt} data-step=${r.step}>
     <div class="meta"><span>step ${r.step}</span>${turn}<span data-field="reward">reward ${short(r.reward)}</span></div>
     <pre class="obs" data-field="observation">${r.observation}</pre>
-    <div class="act">${r.action !== null ? html`→ <b data-field="action">${r.action}</b>${r.invalidAction ? html` <span class="bad">(invalid)</span>` : ''}` : html`<span class="muted">${r.done ? (r.success ? 'done: success' : 'done') : 'no action'}</span>`}</div>
+    <div class="act">${r.action !== null ? html`→ <b data-field="action">${r.action}</b>${r.invalid ? html` <span class="bad" data-field="invalid">(invalid)</span>` : ''}` : html`<span class="muted">${r.done ? (r.success ? 'done: success' : 'done') : 'no action'}</span>`}</div>
   </div>`;
 }
 
@@ -237,7 +258,9 @@ export function SessionPage({ id }) {
   if (s.error && !ses) return html`<h1>Session ${id}</h1><${ErrorBox} error=${s.error} />`;
   if (!ses) return html`<p class="muted">Loading…</p>`;
   const rows = (t.data ?? []).filter((r) => r.kind === 'action');
-  const attempts = ses.attempts.map((a) => ({ ...a, rows: rows.filter((r) => r.attempt === a.attempt) }));
+  const attempts = ses.attempts.map((a) => ({ ...a, rows: stepCards(rows.filter((r) => r.attempt === a.attempt)) }));
+  // `steps` of an attempt counts observations, the final one included; maxSteps caps actions
+  const actions = (a) => (t.data ? String(actionsTaken(a.rows)) : '…');
   return html`<h1>Session <span class="mono">${ses.id}</span> <${StatusChip} s=${ses.status} /></h1>
     <${ErrorBox} error=${s.error || t.error} />
     <div class="grid">
@@ -247,7 +270,7 @@ export function SessionPage({ id }) {
         <dt>model version</dt><dd data-field="modelVersion">${ses.modelVersion}</dd>
         <dt>sampling</dt><dd data-field="sampling">temperature ${ses.sampling.temperature}, top-p ${ses.sampling.topP}, top-k ${ses.sampling.topK}${ses.sampling.seed !== undefined ? `, seed ${ses.sampling.seed}` : ''}</dd>
         <dt>memory</dt><dd>${ses.memory}${ses.memoryPlacement && ses.memoryPlacement !== 'system' ? ` · ${ses.memoryPlacement}` : ''}</dd>
-        <dt>limits</dt><dd>${ses.maxAttempts} attempts × ${ses.maxSteps} steps</dd>
+        <dt>limits</dt><dd data-field="limits">${ses.maxAttempts} attempts × up to ${ses.maxSteps} actions (${ses.maxSteps + 1} observations with the final one)</dd>
         <dt>next</dt><dd>${ses.next ? `attempt ${ses.next.attempt}, step ${ses.next.step}` : '–'}</dd>
         <dt>created · updated</dt><dd>${when(ses.createdAt)} · ${when(ses.updatedAt)}</dd>
       </dl></div>
@@ -255,14 +278,14 @@ export function SessionPage({ id }) {
         <table data-testid="session-passk"><thead><tr>${ks(ses.passAtK).map((k) => html`<th>pass@${k}</th>`)}</tr></thead>
         <tbody><tr>${ks(ses.passAtK).map((k) => html`<td data-k=${k} class=${ses.passAtK[k] ? 'ok' : 'bad'}>${ses.passAtK[k] ? 'solved' : 'not solved'}</td>`)}</tr></tbody></table>
         <h2 style="margin-top:12px">Attempts</h2>
-        <table data-testid="attempts"><thead><tr><th>attempt</th><th>status</th><th class="num">steps</th><th class="num">return</th><th>end</th></tr></thead>
-        <tbody>${ses.attempts.map((a) => html`<tr data-attempt=${a.attempt}><td>${a.attempt}</td><td><${StatusChip} s=${a.status} /></td><td class="num">${a.steps}</td><td class="num" data-field="return">${short(a.return)}</td><td>${a.endReason ?? '–'}</td></tr>`)}</tbody></table>
+        <table data-testid="attempts"><thead><tr><th>attempt</th><th>status</th><th class="num">actions</th><th class="num">observations</th><th class="num">return</th><th>end</th></tr></thead>
+        <tbody>${attempts.map((a) => html`<tr data-attempt=${a.attempt}><td>${a.attempt}</td><td><${StatusChip} s=${a.status} /></td><td class="num" data-field="actions">${actions(a)}</td><td class="num" data-field="observations">${a.steps}</td><td class="num" data-field="return">${short(a.return)}</td><td>${a.endReason ?? '–'}</td></tr>`)}</tbody></table>
       </div>
     </div>
     ${attempts.map((a) => {
       const refl = ses.reflections.find((r) => r.attempt === a.attempt);
       return html`<div class="attempt ${a.status}" data-testid="attempt" data-attempt=${a.attempt}>
-        <h2>Attempt ${a.attempt} <${StatusChip} s=${a.status} /> <span class="muted" style="font-weight:400">return ${short(a.return)} · ${a.steps} steps${a.endReason ? ` · ${a.endReason}` : ''}</span></h2>
+        <h2>Attempt ${a.attempt} <${StatusChip} s=${a.status} /> <span class="muted" style="font-weight:400">return ${short(a.return)} · ${actions(a)} actions · ${a.steps} observations${a.endReason ? ` · ${a.endReason}` : ''}</span></h2>
         <div class="timeline">${a.rows.map((r) => html`<${StepCard} r=${r} />`)}${t.loading && !t.data ? html`<span class="muted">loading steps…</span>` : ''}</div>
       </div>
       ${refl && html`<${Reflection} session=${ses} refl=${refl} onSaved=${s.reload} />`}`;
@@ -469,14 +492,15 @@ export function Compare({ me, query }) {
   const a = query.get('a') ?? '';
   const b = query.get('b') ?? '';
   const env = query.get('env') ?? '';
+  const memory = query.get('memory') ?? '';
   // The versions to choose from: the registry (admin keys) and those with completed sessions.
   const all = usePoll(() => api('GET', '/v1/stats'), [], { live: false });
   const models = usePoll(() => (me.admin ? api('GET', '/v1/models') : Promise.resolve(null)), [], { live: false });
   const versions = [...new Set([...(models.data?.items ?? []).map((m) => m.version), ...(all.data?.groups ?? []).map((g) => g.modelVersion)])];
   const envs = [...new Set((all.data?.groups ?? []).map((g) => g.env).filter((e) => e !== null))];
-  const one = (v) => (v ? Promise.all([api('GET', `/v1/stats${qs({ modelVersion: v, env })}`), api('GET', `/v1/stats/diversity${qs({ modelVersion: v, env })}`)]) : Promise.resolve(null));
-  const q = usePoll(() => Promise.all([one(a), one(b)]), [a, b, env], { intervalMs: 20000 });
-  const pick = (k) => (e) => navigate(`/ui/compare${qs({ a, b, env, [k]: e.target.value })}`, true);
+  const one = (v) => (v ? Promise.all([api('GET', `/v1/stats${qs({ modelVersion: v, env, memory })}`), api('GET', `/v1/stats/diversity${qs({ modelVersion: v, env, memory })}`)]) : Promise.resolve(null));
+  const q = usePoll(() => Promise.all([one(a), one(b)]), [a, b, env, memory], { intervalMs: 20000 });
+  const pick = (k) => (e) => navigate(`/ui/compare${qs({ a, b, env, memory, [k]: e.target.value })}`, true);
   const groups = [];
   const divs = [];
   for (const [v, r] of [[a, q.data?.[0]], [b, q.data?.[1]]]) {
@@ -491,6 +515,7 @@ export function Compare({ me, query }) {
       <label>version A<select name="a" value=${a} onChange=${pick('a')}><option value="">choose…</option>${versions.map((v) => html`<option>${v}</option>`)}</select></label>
       <label>version B<select name="b" value=${b} onChange=${pick('b')}><option value="">choose…</option>${versions.map((v) => html`<option>${v}</option>`)}</select></label>
       <label>env<select name="env" value=${env} onChange=${pick('env')}><option value="">all</option>${envs.map((e) => html`<option>${e}</option>`)}</select></label>
+      <label>memory<select name="memory" value=${memory} onChange=${pick('memory')}><option value="">all</option>${Object.entries(MEMORY_LABELS).map(([m, l]) => html`<option value=${m}>${l}</option>`)}</select></label>
     </div>
     <${ErrorBox} error=${q.error} />
     ${groups.length > 0 && html`<div class="grid">

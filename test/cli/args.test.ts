@@ -75,7 +75,7 @@ describe('lamer eval / demos option checks (src/cli/args.ts)', () => {
       delete process.env.LAMER_MAX_ATTEMPTS;
     }
     // the reference policies play without a server: no session limits
-    expect(await cli(evalRun, ['--env', 'minesweeper-4x4-2', '--policy', 'solver', '--tasks', '1', '--attempts', '11', '--quiet'])).toMatchObject({ code: 0, err: [] });
+    expect(await cli(evalRun, ['--env', 'minesweeper-4x4-2', '--policy', 'solver', '--tasks', '1', '--attempts', '11', '--quiet', '--out', join(tmpDir('args-'), 'r.json')])).toMatchObject({ code: 0, err: [] });
   });
 
   it('--params: bad values and foreign keys are one-line errors naming the valid keys', async () => {

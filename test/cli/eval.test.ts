@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
-import { run as evalRun } from '../../src/cli/eval.js';
+import { DEFAULT_OUT_DIR, defaultOutPath, run as evalRun } from '../../src/cli/eval.js';
 import { run as demosRun } from '../../src/cli/demos.js';
 import { quietConsole, startTestServer, tmpDir } from '../helpers/index.js';
 
@@ -42,13 +43,16 @@ describe('lamer eval / lamer demos command lines', () => {
       expect(help, cmd).toContain('e.g. minesweeper-6x6-3');
       expect(help, cmd).toContain('e.g. sokoban-6x6-2');
     }
-    // the names the help gives are accepted (a solver run of one task each, nothing written)
+    // the names the help gives are accepted (a solver run of one task each, its report in a temporary folder)
     const c = quietConsole();
+    const cwd = process.cwd();
+    process.chdir(tmpDir('eval-help-'));
     try {
       for (const env of ['minesweeper-6x6-3', 'sokoban-6x6-2']) {
         expect(await evalRun(['--env', env, '--policy', 'solver', '--tasks', '1', '--attempts', '1', '--quiet']), env).toBe(0);
       }
     } finally {
+      process.chdir(cwd);
       c.restore();
     }
   });
@@ -66,6 +70,28 @@ describe('lamer eval / lamer demos command lines', () => {
     const report = JSON.parse(readFileSync(out, 'utf8'));
     expect(report).toMatchObject({ env: 'sokoban-6x6-2', policy: 'solver', tasks: 3, attempts: 2, metrics: { passAtK: { '1': 1, '2': 1 }, errors: 0 } });
     expect(report.sessions).toHaveLength(3);
+  });
+
+  it('without --out the report goes to eval-results/ under the current folder, which git ignores', async () => {
+    const repo = process.cwd();
+    const dir = tmpDir('eval-default-out-');
+    const c = quietConsole();
+    process.chdir(dir);
+    try {
+      expect(await evalRun(['--env', 'minesweeper-4x4-2', '--policy', 'random', '--tasks', '2', '--attempts', '1', '--quiet'])).toBe(0);
+    } finally {
+      process.chdir(repo);
+      c.restore();
+    }
+    const files = readdirSync(join(dir, DEFAULT_OUT_DIR));
+    expect(files).toHaveLength(1);
+    expect(files[0]).toMatch(/^minesweeper-4x4-2-random-\d{8}T\d{6}Z\.json$/);
+    expect(c.logs().join('\n')).toContain(`wrote ${join(DEFAULT_OUT_DIR, files[0]!)}`);
+    expect(JSON.parse(readFileSync(join(dir, DEFAULT_OUT_DIR, files[0]!), 'utf8'))).toMatchObject({ env: 'minesweeper-4x4-2', policy: 'random', tasks: 2 });
+    expect(readdirSync(dir)).toEqual([DEFAULT_OUT_DIR]);
+    // in this repository the folder is ignored
+    expect(spawnSync('git', ['check-ignore', '-q', `${DEFAULT_OUT_DIR}/x.json`], { cwd: repo }).status).toBe(0);
+    expect(defaultOutPath('sokoban', { boxes: 1 }, 'model', new Date('2025-01-02T03:04:05.678Z'))).toBe(join('eval-results', 'sokoban-6x6-1-model-20250102T030405Z.json'));
   });
 
   it('lamer demos writes JSONL sessions', async () => {

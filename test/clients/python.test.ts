@@ -3,7 +3,9 @@
  *  - against a recording stub HTTP server: request method, path, query, body and Bearer header,
  *    and a problem+json answer raised as `LamerProblem` with its type and Retry-After;
  *  - the MineSweeper example playing a full session against a live in-process server
- *    (`startServer({ engine: 'test' })`).
+ *    (`startServer({ engine: 'test' })`), in eval mode unless told otherwise;
+ *  - the example's MineSweeper equal to the builtin env (src/envs/minesweeper.ts): instructions,
+ *    task ids, boards drawn from seeds, a hand-made board, observations, legal actions and rewards.
  */
 import { execFile, spawnSync } from 'node:child_process';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
@@ -12,6 +14,8 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { startTestServer } from '../helpers/index.js';
+import { MineSweeperEnv } from '../../src/envs/minesweeper.js';
+import { taskId } from '../../src/envs/index.js';
 
 const run = promisify(execFile);
 const ROOT = join(import.meta.dirname, '..', '..');
@@ -164,6 +168,58 @@ describe.skipIf(!hasMypy)('Python client typing', () => {
   });
 });
 
+/** The example's MineSweeper, driven from Python: per case the instructions, task id and every step's answer. */
+const EXAMPLE_CASES = [
+  { rows: 6, cols: 6, mines: 3, seed: 7 },
+  { rows: 6, cols: 6, mines: 3, seed: 1_000_000_042 },
+  { rows: 6, cols: 6, mines: 3, seed: 4_294_967_295 },
+  { rows: 8, cols: 8, mines: 10, seed: 3 },
+  { rows: 10, cols: 12, mines: 5, seed: 99 },
+];
+// invalid text, out of range, each cell in turn (already revealed ones are useless clicks), a mine at the end
+const actionsFor = (rows: number, cols: number) => ['no cell here', '(0, 3)', `(${rows + 1}, 1)`, ...Array.from({ length: rows * cols }, (_, i) => `think (9, 9) then (${Math.floor(i / cols) + 1}, ${(i % cols) + 1})`)];
+
+describe('MineSweeper example env equals the builtin env', () => {
+  it('draws the same boards from the same seeds, with the same texts, actions and rewards', async () => {
+    const code = `import json, sys
+sys.path.insert(0, "examples")
+from play_minesweeper import MineSweeper
+out = []
+for c in json.loads(sys.argv[1]):
+    env = MineSweeper(c["rows"], c["cols"], c["mines"])
+    steps = [[env.reset(c["seed"]), env.available_actions()]]
+    for a in c["actions"]:
+        r = env.step(a)
+        steps.append([r.observation, r.reward, r.done, r.success, r.invalid_action, env.available_actions()])
+        if r.done:
+            break
+    out.append({"instructions": env.instructions, "taskId": env.task_id(c["seed"]), "steps": steps})
+env = MineSweeper()
+out.append({"board": env.set_board(["*.....", "......", "..*...", "......", "....*.", "......"], [(6, 1)]), "actions": env.available_actions()})
+print(json.dumps(out))`;
+    const cases = EXAMPLE_CASES.map((c) => ({ ...c, actions: actionsFor(c.rows, c.cols) }));
+    const { stdout } = await run('python3', ['-c', code, JSON.stringify(cases)], { cwd: PY_DIR, timeout: 30_000 });
+    const got = JSON.parse(stdout) as unknown[];
+    const want: unknown[] = cases.map((c) => {
+      const env = new MineSweeperEnv({ rows: c.rows, cols: c.cols, mines: c.mines });
+      const first = env.reset(c.seed);
+      const steps: unknown[] = [[first.observation, first.availableActions]];
+      for (const a of c.actions) {
+        const r = env.step(a);
+        steps.push([r.observation, r.reward, r.done, r.success, r.invalidAction, env.legalActions()]);
+        if (r.done) break;
+      }
+      return { instructions: env.instructions, taskId: taskId(env.name, c.seed), steps };
+    });
+    const fixed = new MineSweeperEnv();
+    const board = fixed.setBoard(['*.....', '......', '..*...', '......', '....*.', '......'], [[6, 1]]);
+    want.push({ board: board.observation, actions: board.availableActions });
+    expect(got).toEqual(want);
+    // the fixed board as the builtin model reads it: a header of column numbers, one line per row
+    expect((got.at(-1) as { board: string }).board).toBe(['  123456', '1 ??????', '2 12????', '3 .1????', '4 .112??', '5 ...1??', '6 ...1??'].join('\n'));
+  });
+});
+
 describe('MineSweeper example against a live server', () => {
   it('prints one clean line and exits 1 when the server is down', async () => {
     // A port that was free a moment ago: nothing listens there.
@@ -213,10 +269,12 @@ print(json.dumps(out))`,
         status: string;
         maxAttempts: number;
         taskId: string;
+        mode: string;
         attempts: Array<{ attempt: number; success: boolean; steps: number; status: string }>;
       };
       expect(session.status).toBe('completed');
       expect(session.taskId).toBe('minesweeper-6x6-3:seed=7');
+      expect(session.mode).toBe('eval');
       expect(session.maxAttempts).toBe(3);
       const won = session.attempts.findIndex((a) => a.success);
       if (won >= 0) expect(session.attempts.length).toBe(won + 1);

@@ -1,19 +1,33 @@
 #!/usr/bin/env python3
 """Play MineSweeper against lamer-server through the typed Python client.
 
-The environment is a small self-contained MineSweeper as the LaMer paper uses it
-(docs/method.md#environments): a 6x6 board with 3 mines, a random safe first click applied at
-reset, rows and columns numbered 1..6, cells '?' hidden, '.' empty, '1'-'8' counts, '*' mine;
-reveal only. Rewards as given by the environment: invalid or useless click -1 (the game goes
-on; the next step says invalidAction), one cell +0.5,
-a cascade (an empty cell opening its neighbours) +2, win +10 (done), mine -0.1 (done).
-The action is "(row, col)"; the observation is one line per row: "Row 1: ? ? . 1 ? ?".
+The environment is the server's builtin MineSweeper (src/envs/minesweeper.ts), ported line for
+line so that the builtin model sees the boards and texts it was trained on: the same instructions,
+the same observation layout, the same boards for the same seed (task id
+"minesweeper-6x6-3:seed=N", as `lamer eval` names it) and the same rewards.
+
+- Board: 6x6 with 3 mines by default. reset(seed) draws a first click, places the mines among the
+  other cells and applies that click (boards it already wins are redrawn from the same stream).
+- Observation: a header line of column numbers, then one line per row: its number, a space and
+  one character per cell, rows and columns numbered from 1:
+
+        123456
+      1 ??1.??
+      2 ??1.??
+      ...
+
+  '?' hidden, '.' no mine around, '1'-'8' mines around, '*' the mine that was clicked.
+- Action: "(row, col)", 1-based; the last "(r, c)" in the text counts.
+- Rewards: invalid or useless click -1 (the game goes on; the next step says invalidAction), one
+  cell +0.5, a cascade (an empty cell opening its neighbours) +2, win +10 (done), mine -0.1 (done).
 
 One session is one task (one seed: the same board every attempt), up to --attempts attempts of
 up to --max-steps actions each. The server is the agent: we post observations and rewards and
-execute the actions it answers; between failed attempts it writes a reflection.
+execute the actions it answers; between failed attempts it writes a reflection. Sessions are
+`mode: eval` by default (never trained on); --mode train records them as training data. The
+default seed is a held-out one (the builtin env's eval seeds start at 1,000,000,000).
 
-    python3 play_minesweeper.py --url http://127.0.0.1:8080 --api-key KEY --seed 42
+    python3 play_minesweeper.py --url http://127.0.0.1:8080 --api-key KEY
 
 Exit status: 0 when the session ended (completed), 1 on an error answer.
 """
@@ -21,28 +35,79 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
-import random
 import re
 import sys
 import urllib.error
 from dataclasses import dataclass
-from typing import List, Literal, Optional, Set, Tuple
+from typing import List, Literal, Optional, Sequence, Tuple
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from lamer_client import LamerClient, LamerProblem  # noqa: E402
 from lamer_client.client import Session, StepRequest  # noqa: E402
 
-INSTRUCTIONS = (
-    "You are playing MineSweeper on a 6x6 board with 3 hidden mines. Rows and columns are "
-    "numbered 1 to 6. '?' is a hidden cell, '.' an empty revealed cell, a digit the number of "
-    "mines next to a revealed cell, '*' a mine. Reveal a cell by answering its coordinates as "
-    "(row, col), for example (3, 4). Revealing a mine loses the game; revealing every cell "
-    "without a mine wins it."
-)
+# The first seed of the builtin envs' held-out (eval) range.
+EVAL_SEED_START = 1_000_000_000
 
-ACTION_RE = re.compile(r"\(\s*(\d+)\s*,\s*(\d+)\s*\)")
+CELL_RE = re.compile(r"\(\s*(-?\d+)\s*,\s*(-?\d+)\s*\)")
+
+_M32 = 0xFFFFFFFF
+
+
+def _imul(a: int, b: int) -> int:
+    """32-bit multiplication modulo 2^32, as JavaScript's Math.imul (unsigned result)."""
+    return (a * b) & _M32
+
+
+class Rng:
+    """The builtin envs' random numbers (src/envs/rng.ts): SplitMix32 mixes the seed, Mulberry32 runs.
+
+    All state is kept as unsigned 32-bit integers; the results equal the TypeScript ones bit for bit.
+    """
+
+    def __init__(self, seed: int) -> None:
+        z = ((seed & _M32) ^ (seed // 4294967296)) & _M32
+        z = (z + 0x9E3779B9) & _M32
+        z = _imul(z ^ (z >> 16), 0x85EBCA6B)
+        z = _imul(z ^ (z >> 13), 0xC2B2AE35)
+        self.state = (z ^ (z >> 16)) & _M32
+
+    def next_uint32(self) -> int:
+        """The next unsigned 32-bit number (Mulberry32)."""
+        self.state = (self.state + 0x6D2B79F5) & _M32
+        t = self.state
+        t = _imul(t ^ (t >> 15), t | 1)
+        t ^= (t + _imul(t ^ (t >> 7), t | 61)) & _M32
+        return (t ^ (t >> 14)) & _M32
+
+    def int(self, n: int) -> int:
+        """A uniform integer in [0, n); n must be positive."""
+        return math.floor(self.next_uint32() / 4294967296 * n)
+
+    def shuffle(self, xs: List[int]) -> None:
+        """Fisher-Yates shuffle in place."""
+        for i in range(len(xs) - 1, 0, -1):
+            j = self.int(i + 1)
+            xs[i], xs[j] = xs[j], xs[i]
+
+
+def grid_text(rows: Sequence[str]) -> str:
+    """A grid as the builtin envs' observation text (src/envs/grid.ts gridText, numbered from 1).
+
+    A header line of column numbers (a tens line above it when there are 10 or more columns), then
+    per row its number (right-aligned), one space and its cells, one character each.
+    """
+    cols = len(rows[0]) if rows else 0
+    width = len(str(len(rows)))
+    pad = " " * (width + 1)
+    nums = range(1, cols + 1)
+    header = []
+    if any(n >= 10 for n in nums):
+        header.append(pad + "".join(str(n // 10 % 10) if n >= 10 else " " for n in nums))
+    header.append(pad + "".join(str(n % 10) for n in nums))
+    return "\n".join(header + [f"{str(i + 1).rjust(width)} {r}" for i, r in enumerate(rows)])
 
 
 @dataclass(frozen=True)
@@ -55,106 +120,133 @@ class StepResult:
 
 
 class MineSweeper:
-    """MineSweeper, 6x6 with 3 mines by default; rows/cols 1-based in actions and observations."""
+    """The builtin MineSweeper (src/envs/minesweeper.ts); rows and columns 1-based in actions and observations."""
 
-    def __init__(self, size: int = 6, mines: int = 3) -> None:
-        self.size = size
+    def __init__(self, rows: int = 6, cols: int = 6, mines: int = 3) -> None:
+        self.rows = rows
+        self.cols = cols
         self.n_mines = mines
-        self.mines: Set[Tuple[int, int]] = set()
-        self.revealed: Set[Tuple[int, int]] = set()
-        self.exploded: Optional[Tuple[int, int]] = None
-        self.done = False
+        self.name = f"minesweeper-{rows}x{cols}-{mines}"
+        self.instructions = (
+            f"MineSweeper {rows}x{cols}, {mines} mines. Rows left, columns on top, from 1. "
+            "? hidden, . no mine around, 1-8 mines around, * mine. "
+            "Reveal all safe cells; a mine loses. Answer one hidden cell as (row, col), e.g. (2, 3)"
+        )
+        self.mine: List[bool] = []
+        self.revealed: List[bool] = []
+        self.count: List[int] = []
+        self.hit = -1
+        self.over = True
+
+    def task_id(self, seed: int) -> str:
+        """The task id of a seed, as the server's builtin envs and `lamer eval` write it."""
+        return f"{self.name}:seed={seed}"
 
     def reset(self, seed: int) -> str:
-        """The same seed gives the same mines and the same first click (the task instance)."""
-        rng = random.Random(seed)
-        cells = [(r, c) for r in range(self.size) for c in range(self.size)]
-        while True:
-            self.mines = set(rng.sample(cells, self.n_mines))
-            self.revealed = set()
-            self.exploded = None
-            self.done = False
-            first = rng.choice([cell for cell in cells if cell not in self.mines])
+        """Draws the board of `seed` (the same seed, the same board and first click); returns the observation.
+
+        Raises RuntimeError when no board can be drawn (too many mines for the board).
+        """
+        n = self.rows * self.cols
+        rng = Rng(seed)
+        for _ in range(10_000):
+            first = rng.int(n)
+            others = [i for i in range(n) if i != first]
+            rng.shuffle(others)
+            mines = set(others[: self.n_mines])
+            self._load([i in mines for i in range(n)])
             self._reveal(first)
             if not self._won():
                 return self.observation()
+        raise RuntimeError(f"minesweeper: could not draw a board for seed {seed}")
 
-    def _count(self, r: int, c: int) -> int:
-        return sum((r + dr, c + dc) in self.mines for dr in (-1, 0, 1) for dc in (-1, 0, 1) if dr or dc)
+    def set_board(self, layout: Sequence[str], opened: Sequence[Tuple[int, int]] = ()) -> str:
+        """Sets a hand-made board: one string per row, '*' a mine; `opened` are 1-based cells revealed first."""
+        self._load([ch == "*" for line in layout for ch in line])
+        for r, c in opened:
+            self._reveal((r - 1) * self.cols + (c - 1))
+        return self.observation()
 
-    def _reveal(self, cell: Tuple[int, int]) -> int:
-        """Reveals cell (cascading through empty cells); returns how many cells were revealed."""
-        stack = [cell]
+    def _neighbours(self, i: int) -> List[int]:
+        r, c = divmod(i, self.cols)
+        return [(r + dr) * self.cols + (c + dc) for dr in (-1, 0, 1) for dc in (-1, 0, 1)
+                if (dr or dc) and 0 <= r + dr < self.rows and 0 <= c + dc < self.cols]
+
+    def _load(self, mine: List[bool]) -> None:
+        self.mine = mine
+        self.revealed = [False] * len(mine)
+        self.count = [sum(mine[j] for j in self._neighbours(i)) for i in range(len(mine))]
+        self.hit = -1
+        self.over = False
+
+    def _reveal(self, i: int) -> int:
+        """Reveals safe cell i, flooding through empty cells; returns how many cells were revealed."""
         opened = 0
+        stack = [i]
         while stack:
-            r, c = stack.pop()
-            if (r, c) in self.revealed or (r, c) in self.mines:
+            j = stack.pop()
+            if self.revealed[j] or self.mine[j]:
                 continue
-            self.revealed.add((r, c))
+            self.revealed[j] = True
             opened += 1
-            if self._count(r, c) == 0:
-                for dr in (-1, 0, 1):
-                    for dc in (-1, 0, 1):
-                        nr, nc = r + dr, c + dc
-                        if 0 <= nr < self.size and 0 <= nc < self.size and (nr, nc) not in self.revealed:
-                            stack.append((nr, nc))
+            if self.count[j] == 0:
+                stack.extend(k for k in self._neighbours(j) if not self.revealed[k])
         return opened
 
     def _won(self) -> bool:
-        return len(self.revealed) == self.size * self.size - len(self.mines)
+        return all(m or r for m, r in zip(self.mine, self.revealed))
 
     def observation(self) -> str:
-        rows = []
-        for r in range(self.size):
-            cells = []
-            for c in range(self.size):
-                if (r, c) == self.exploded:
-                    cells.append("*")
-                elif (r, c) in self.revealed:
-                    n = self._count(r, c)
-                    cells.append(str(n) if n else ".")
+        """The observation text of the current state (see the module docstring)."""
+        lines = []
+        for r in range(self.rows):
+            line = ""
+            for c in range(self.cols):
+                i = r * self.cols + c
+                if i == self.hit:
+                    line += "*"
+                elif not self.revealed[i]:
+                    line += "?"
                 else:
-                    cells.append("?")
-            rows.append(f"Row {r + 1}: " + " ".join(cells))
-        return "\n".join(rows)
+                    line += str(self.count[i]) if self.count[i] else "."
+            lines.append(line)
+        return grid_text(lines)
 
     def available_actions(self) -> List[str]:
-        return [f"({r + 1}, {c + 1})" for r in range(self.size) for c in range(self.size)
-                if (r, c) not in self.revealed]
+        """The hidden cells as "(row, col)", row-major; none once the attempt is over."""
+        if self.over:
+            return []
+        return [f"({i // self.cols + 1}, {i % self.cols + 1})" for i, r in enumerate(self.revealed) if not r]
 
     def step(self, action: str) -> StepResult:
         """Applies "(row, col)"; returns the observation after it and its reward."""
-        matches = ACTION_RE.findall(action or "")  # the last "(r, c)" in the text counts
-        m = matches[-1] if matches else None
-        reward: float
-        invalid = False
-        success = False
-        if not m or not (1 <= int(m[0]) <= self.size and 1 <= int(m[1]) <= self.size):
-            reward, invalid = -1.0, True
-        else:
-            cell = (int(m[0]) - 1, int(m[1]) - 1)
-            if cell in self.revealed:
-                reward, invalid = -1.0, True  # useless click: the game goes on
-            elif cell in self.mines:
-                self.exploded = cell
-                reward, self.done = -0.1, True
-            else:
-                opened = self._reveal(cell)
-                reward = 2.0 if opened > 1 else 0.5
-                if self._won():
-                    reward, self.done, success = 10.0, True, True
-        return StepResult(self.observation(), reward, self.done, success, invalid)
+        matches = CELL_RE.findall(action or "")  # the last "(r, c)" in the text counts
+        cell = (int(matches[-1][0]), int(matches[-1][1])) if matches else None
+        if cell is None or not (1 <= cell[0] <= self.rows and 1 <= cell[1] <= self.cols):
+            return StepResult(self.observation(), -1.0, False, False, True)
+        i = (cell[0] - 1) * self.cols + (cell[1] - 1)
+        if self.revealed[i]:
+            return StepResult(self.observation(), -1.0, False, False, True)  # useless click: the game goes on
+        if self.mine[i]:
+            self.hit = i
+            self.over = True
+            return StepResult(self.observation(), -0.1, True, False, False)
+        opened = self._reveal(i)
+        if self._won():
+            self.over = True
+            return StepResult(self.observation(), 10.0, True, True, False)
+        return StepResult(self.observation(), 2.0 if opened > 1 else 0.5, False, False, False)
 
 
 def play(client: LamerClient, seed: int, attempts: int, max_steps: int, mode: Literal["train", "eval"],
          verbose: bool) -> Session:
     """Plays one session (up to `attempts` attempts at the board of `seed`); returns the session."""
+    env = MineSweeper()
     session = client.create_session({
-        "taskId": f"minesweeper-6x6-3:seed={seed}", "instructions": INSTRUCTIONS, "env": "minesweeper",
+        "taskId": env.task_id(seed), "instructions": env.instructions, "env": "minesweeper",
         "maxAttempts": attempts, "maxSteps": max_steps, "memory": "reflection_only", "mode": mode,
     })
     sid = session["id"]
-    env = MineSweeper()
     for attempt in range(attempts):
         observation = env.reset(seed)  # the same initial state every attempt
         body: StepRequest = {"attempt": attempt, "step": 0, "observation": observation,
@@ -190,10 +282,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--url", default=os.environ.get("LAMER_URL", "http://127.0.0.1:8080"))
     p.add_argument("--api-key", default=os.environ.get("LAMER_API_KEY"))
-    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--seed", type=int, default=EVAL_SEED_START + 42, help="board seed (default: a held-out one)")
     p.add_argument("--attempts", type=int, default=3)
     p.add_argument("--max-steps", type=int, default=7)
-    p.add_argument("--mode", choices=["train", "eval"], default="train")
+    p.add_argument("--mode", choices=["eval", "train"], default="eval",
+                   help="eval (default): never trained on; train: recorded as training data")
     p.add_argument("--json", action="store_true", help="print the final session as JSON on stdout")
     p.add_argument("--quiet", action="store_true")
     args = p.parse_args(argv)

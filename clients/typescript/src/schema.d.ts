@@ -2862,6 +2862,10 @@ export interface paths {
                     env?: string;
                     mode?: "train" | "eval";
                     modelVersion?: string;
+                    /** @description 'none': single-attempt sessions (maxAttempts 1), read as independent retries; otherwise multi-attempt sessions with that memory mode */
+                    memory?: "none" | "reflection_only" | "history_only" | "history_and_reflection";
+                    /** @description chain length of memory 'none' groups: a task's single-attempt sessions, in creation order, are read as runs of up to this many independent retries that stop at the first success */
+                    retries?: number;
                 };
                 header?: never;
                 path?: never;
@@ -2893,6 +2897,11 @@ export interface paths {
                                 env: string | null;
                                 /** @enum {string} */
                                 mode: "train" | "eval";
+                                /**
+                                 * @description 'none': single-attempt sessions (maxAttempts 1), read as independent retries; otherwise multi-attempt sessions with that memory mode
+                                 * @enum {string}
+                                 */
+                                memory: "none" | "reflection_only" | "history_only" | "history_and_reflection";
                                 /** @description completed sessions counted */
                                 sessions: number;
                                 /** @description "k" -> fraction of sessions solved within attempts 0..k-1 */
@@ -2905,6 +2914,8 @@ export interface paths {
                                 meanReturnByAttempt: (number | null)[];
                                 /** @description [attempt] how many sessions played it */
                                 attemptsPlayed: number[];
+                                /** @description what the group's rates are over: its sessions, or for memory 'none' its chains of independent retries (each read as one `retries`-attempt session) */
+                                runs: number;
                             }[];
                         };
                     };
@@ -6282,7 +6293,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Trajectory diversity per model version and env (exploration collapse shows as a falling value) */
+        /** Trajectory diversity per model version, env and memory (exploration collapse shows as a falling value) */
         get: {
             parameters: {
                 query?: {
@@ -6290,6 +6301,8 @@ export interface paths {
                     env?: string;
                     mode?: "train" | "eval";
                     modelVersion?: string;
+                    /** @description 'none': single-attempt sessions (maxAttempts 1), read as independent retries; otherwise multi-attempt sessions with that memory mode */
+                    memory?: "none" | "reflection_only" | "history_only" | "history_and_reflection";
                     /** @description newest completed sessions read */
                     maxSessions?: number;
                 };
@@ -6311,6 +6324,11 @@ export interface paths {
                             groups: {
                                 modelVersion: string;
                                 env: string | null;
+                                /**
+                                 * @description 'none': single-attempt sessions (maxAttempts 1), read as independent retries; otherwise multi-attempt sessions with that memory mode
+                                 * @enum {string}
+                                 */
+                                memory: "none" | "reflection_only" | "history_only" | "history_and_reflection";
                                 sessions: number;
                                 /** @description distinct task ids */
                                 tasks: number;

@@ -10,7 +10,10 @@
  * - numbers that are not finite after parsing (`1e400`, a 400-digit integer: JSON.parse gives
  *   Infinity, which would be stored as null);
  * - integer literals beyond +-(2^53 - 1) (`1152921504606846977`): JSON.parse rounds them to
- *   another integer, a value silently changed (a float such as `1.5e300` is kept as written);
+ *   another integer, a value silently changed (a float such as `1.5e300` is kept as written). In
+ *   free-form JSON the answer says to send such a number as a string; in a number field whose
+ *   schema bounds it (`maxAttempts`) the schema's check answers with the field's range instead;
+ *   in another number field it says the field takes a number within +-(2^53 - 1);
  * - strings and keys that are not well-formed UTF-16 (a lone surrogate, `"\ud800"`).
  * An empty body with a JSON content type is no body on a DELETE/OPTIONS or a route that takes
  * none (clients often send the header on every request); elsewhere it is a 400.
@@ -100,6 +103,8 @@ interface BodyChecks {
   numbers: boolean;
   /** Values that were written as integer literals beyond +-(2^53 - 1) (see {@link unsafeIntegerValues}), or null. */
   unsafeIntegers: Set<number> | null;
+  /** The route's body schema (JSON Schema), to tell a typed number field from free-form JSON; undefined when none. */
+  schema?: unknown;
   /** Look for strings (values and keys) that are not well-formed UTF-16 (a lone surrogate). */
   strings: boolean;
   /** Look for `__proto__` keys and `constructor` objects with a `prototype` key. */
@@ -121,7 +126,8 @@ function bodyProblem(root: unknown, checks: BodyChecks): DomainError | null {
     if (typeof v === 'number') {
       if (checks.numbers && !Number.isFinite(v)) return invalid(path, 'must be a finite number');
       if (checks.unsafeIntegers?.has(v)) {
-        return invalid(path, 'is an integer beyond +-(2^53 - 1), which cannot be stored exactly; send it as a string');
+        const p = unsafeIntegerProblem(path, v, schemaAt(checks.schema, path.split('/').slice(1)));
+        if (p) return p;
       }
       continue;
     }
@@ -145,6 +151,50 @@ function bodyProblem(root: unknown, checks: BodyChecks): DomainError | null {
     }
   }
   return null;
+}
+
+/** The JSON Schema subset this module reads: types, bounds, object properties, array items. */
+interface SchemaNode {
+  type?: unknown;
+  properties?: Record<string, SchemaNode>;
+  additionalProperties?: unknown;
+  items?: SchemaNode;
+  minimum?: unknown;
+  maximum?: unknown;
+  exclusiveMinimum?: unknown;
+  exclusiveMaximum?: unknown;
+}
+
+/**
+ * The sub-schema of `schema` at the path `keys` (object keys and array indices), or undefined
+ * where the schema says nothing (no schema, free-form JSON such as `info` and `metadata`).
+ */
+function schemaAt(schema: unknown, keys: readonly string[]): SchemaNode | undefined {
+  let node = schema as SchemaNode | undefined;
+  for (const k of keys) {
+    if (!node || typeof node !== 'object') return undefined;
+    if (node.properties && Object.hasOwn(node.properties, k)) node = node.properties[k];
+    else if (node.items && typeof node.items === 'object') node = node.items;
+    else return undefined;
+  }
+  return node;
+}
+
+/**
+ * The problem of an integer literal `v` beyond +-(2^53 - 1) at `path`, told as is true of the field:
+ * - a number field whose schema bounds keep it within +-(2^53 - 1) on that side: null, so that the
+ *   schema's own check answers with the field's range (`must be <= 10`);
+ * - another number field: it cannot be stored exactly (a string would be refused too);
+ * - free-form JSON (`info`, `metadata`): send it as a string, which such a field keeps exactly.
+ */
+function unsafeIntegerProblem(path: string, v: number, node: SchemaNode | undefined): DomainError | null {
+  const beyond = 'is an integer beyond +-(2^53 - 1), which cannot be stored exactly';
+  if (node && (node.type === 'integer' || node.type === 'number')) {
+    const bounds = v > 0 ? [node.maximum, node.exclusiveMaximum] : [node.minimum, node.exclusiveMinimum];
+    if (bounds.some((b) => typeof b === 'number' && Number.isSafeInteger(Math.trunc(b)))) return null;
+    return invalid(path, `${beyond}; this field takes a number within +-(2^53 - 1)`);
+  }
+  return invalid(path, `${beyond}; send it as a string`);
 }
 
 export default fp(
@@ -191,6 +241,7 @@ export default fp(
           maxDepth: opts.maxDepth,
           numbers: true,
           unsafeIntegers: unsafeIntegerValues(body),
+          schema: req.routeOptions.schema?.body,
           strings: SURROGATE_CANDIDATE.test(body),
           forbiddenKeys: false,
         });

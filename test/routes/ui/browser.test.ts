@@ -20,6 +20,7 @@ import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { startServer, type RunningServer } from '../../../src/server.js';
 import { runEval } from '../../../src/eval/harness.js';
 import { call, tmpDir, writeTinyGptCheckpoint } from '../../helpers/index.js';
+import { memoryLabel } from '../../../src/ui/figures.js';
 
 const CHROMIUM = [process.env.LAMER_CHROMIUM, '/usr/bin/chromium', '/usr/bin/chromium-browser', '/usr/bin/google-chrome'].find(
   (p): p is string => !!p && fs.existsSync(p),
@@ -146,7 +147,7 @@ describe.skipIf(!CHROMIUM)(
       expect(await page.textContent('[data-testid=active-version]')).toBe(ready.model.version);
       expect(ready.model.version).toBe('base');
       expect(await page.textContent('[data-testid=completed-sessions]')).toBe(String(stats.sessions));
-      const label = (g: { modelVersion: string; env: string | null; mode: string }) => `${g.modelVersion} · ${g.env ?? '(no env)'} · ${g.mode}`;
+      const label = (g: { modelVersion: string; env: string | null; mode: string; memory: string }) => `${g.modelVersion} · ${g.env ?? '(no env)'} · ${g.mode} · ${memoryLabel(g.memory)}`;
       const K = Math.max(...stats.groups.map((g: { passAtK: object }) => Object.keys(g.passAtK).length));
       const expectPassK = Object.fromEntries(
         stats.groups.map((g: any) => [label(g), [label(g), String(g.sessions), ...Array.from({ length: K }, (_, i) => pct(g.passAtK[i + 1]))]]),
@@ -160,7 +161,7 @@ describe.skipIf(!CHROMIUM)(
       const div = await api('GET', '/v1/stats/diversity');
       expect(div.groups.map((g: any) => g.modelVersion)).toEqual(expect.arrayContaining(['base', 'v1']));
       expect(await rows(page, '[data-testid=diversity]', 'data-group')).toEqual(
-        Object.fromEntries(div.groups.map((g: any) => [`${g.modelVersion} · ${g.env}`, [g.modelVersion, g.env, String(g.sessions), String(g.tasks), num3(g.diversity)]])),
+        Object.fromEntries(div.groups.map((g: any) => [`${g.modelVersion} · ${g.env} · ${memoryLabel(g.memory)}`, [g.modelVersion, g.env, memoryLabel(g.memory), String(g.sessions), String(g.tasks), num3(g.diversity)]])),
       );
       expect(await page.textContent('[data-testid=running-job]')).toContain('none');
       // the live figures come from /metrics: the second scrape (5 s later) gives steps/s
@@ -200,7 +201,12 @@ describe.skipIf(!CHROMIUM)(
         `temperature ${ses.sampling.temperature}, top-p ${ses.sampling.topP}, top-k ${ses.sampling.topK}${ses.sampling.seed !== undefined ? `, seed ${ses.sampling.seed}` : ''}`,
       );
       expect(await rows(page, '[data-testid=attempts]', 'data-attempt')).toEqual(
-        Object.fromEntries(ses.attempts.map((a: any) => [String(a.attempt), [String(a.attempt), a.status, String(a.steps), short(a.return), a.endReason ?? '–']])),
+        Object.fromEntries(
+          ses.attempts.map((a: any) => {
+            const actions = traj.steps.filter((r: any) => r.kind === 'action' && r.attempt === a.attempt && r.action !== null).length;
+            return [String(a.attempt), [String(a.attempt), a.status, String(actions), String(a.steps), short(a.return), a.endReason ?? '–']];
+          }),
+        ),
       );
       expect(await page.$$eval('[data-testid=session-passk] td', (tds) => tds.map((t) => t.textContent))).toEqual(
         Object.keys(ses.passAtK).map((k) => (ses.passAtK[k] ? 'solved' : 'not solved')),

@@ -108,7 +108,7 @@ describe('dashboard routes', () => {
         }
       }
     }
-    expect([...seen.keys()].filter((u) => u.startsWith('/ui/assets/')).sort()).toEqual(['/ui/assets/app.js', '/ui/assets/charts.js', '/ui/assets/lib.js', '/ui/assets/metrics.js', '/ui/assets/views.js']);
+    expect([...seen.keys()].filter((u) => u.startsWith('/ui/assets/')).sort()).toEqual(['/ui/assets/app.js', '/ui/assets/charts.js', '/ui/assets/figures.js', '/ui/assets/lib.js', '/ui/assets/metrics.js', '/ui/assets/views.js']);
     // every module is preloaded (one parallel round of requests, not a waterfall of imports)
     const preloaded = [...page.matchAll(/<link rel="modulepreload" href="([^"]+)">/g)].map((m) => m[1]!);
     expect(new Set([...preloaded, '/ui/assets/app.js'])).toEqual(new Set(seen.keys()));

@@ -1,5 +1,5 @@
 /**
- * `GET /v1/stats/diversity`: trajectory diversity per model version and env over the tenant's
+ * `GET /v1/stats/diversity`: trajectory diversity per model version, env and memory over the tenant's
  * newest completed sessions (`app.agent.diversity`, src/agent/diversity.ts; cached while they are
  * unchanged). A falling value from one version to the next is exploration collapse.
  */
@@ -9,6 +9,7 @@ import { Type } from 'typebox';
 import { bearer, errorResponses } from '../common.js';
 import { Nullable, StringEnum } from '../../../schema-helpers.js';
 import { SESSION_MODES } from '../../../domain.js';
+import { StatsMemoryField } from './schemas.js';
 
 export const DiversityQuery = Type.Object(
   {
@@ -16,6 +17,7 @@ export const DiversityQuery = Type.Object(
     env: Type.Optional(Type.String({ maxLength: 256 })),
     mode: Type.Optional(StringEnum(SESSION_MODES)),
     modelVersion: Type.Optional(Type.String({ maxLength: 256 })),
+    memory: Type.Optional(StatsMemoryField),
     maxSessions: Type.Optional(Type.Integer({ minimum: 1, maximum: 20000, default: 2000, description: 'newest completed sessions read' })),
   },
   { additionalProperties: false },
@@ -27,6 +29,7 @@ export const Diversity = Type.Object({
     Type.Object({
       modelVersion: Type.String(),
       env: Nullable(Type.String()),
+      memory: StatsMemoryField,
       sessions: Type.Integer(),
       tasks: Type.Integer({ description: 'distinct task ids' }),
       attempts: Type.Integer({ description: 'trajectories read' }),
@@ -44,7 +47,7 @@ const diversityRoutes: FastifyPluginAsync = async (fastify) => {
     {
       schema: {
         tags: ['stats'],
-        summary: 'Trajectory diversity per model version and env (exploration collapse shows as a falling value)',
+        summary: 'Trajectory diversity per model version, env and memory (exploration collapse shows as a falling value)',
         security: bearer,
         querystring: DiversityQuery,
         response: { 200: Diversity, ...errorResponses },

@@ -1,4 +1,7 @@
-/** `GET /v1/stats`: pass@1..k, success and mean return by attempt, per model version, env and mode. */
+/**
+ * `GET /v1/stats`: pass@1..k, success and mean return by attempt, per model version, env, mode and
+ * memory ('none' for single-attempt sessions, read as independent retries).
+ */
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { bearer, errorResponses } from '../common.js';
@@ -17,7 +20,10 @@ const statsRoutes: FastifyPluginAsync = async (fastify) => {
         response: { 200: Stats, ...errorResponses },
       },
     },
-    async (req) => app.agent.stats(req.tenant, req.query),
+    async (req) => {
+      const { retries = 3, ...f } = req.query;
+      return app.agent.stats(req.tenant, f, retries);
+    },
   );
 };
 

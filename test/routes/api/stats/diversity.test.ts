@@ -22,8 +22,11 @@ afterAll(async () => {
  * Plays one session whose attempts take exactly the given actions (one legal action per step, so
  * the engine has no choice); the last attempt succeeds when `solved`.
  */
-async function play(taskId: string, env: string, attempts: string[][], solved: boolean, headers = ADMIN): Promise<string> {
-  const c = await s.call('POST', '/v1/sessions', { taskId, env, instructions: 'x', maxAttempts: attempts.length, maxSteps: 10 }, headers);
+async function play(taskId: string, env: string, attempts: string[][], solved: boolean, headers = ADMIN, extra: Record<string, unknown> = {}): Promise<string> {
+  // a solved session ends at its success, so it may allow one more attempt: it stays multi-attempt
+  // (memory 'reflection_only', one group) unless `extra` says otherwise
+  const maxAttempts = solved ? Math.max(2, attempts.length) : attempts.length;
+  const c = await s.call('POST', '/v1/sessions', { taskId, env, instructions: 'x', maxAttempts, maxSteps: 10, ...extra }, headers);
   expect(c.status).toBe(201);
   const id = c.body.id as string;
   for (const [a, actions] of attempts.entries()) {
@@ -56,7 +59,7 @@ describe('GET /v1/stats/diversity', () => {
     const hT = Math.log(3) - (2 / 3) * Math.log(2);
     expect(r.body.scanned).toBe(3);
     expect(r.body.groups).toHaveLength(1);
-    expect(r.body.groups[0]).toMatchObject({ modelVersion: 'test', env: 'e1', sessions: 3, tasks: 2, attempts: 5 });
+    expect(r.body.groups[0]).toMatchObject({ modelVersion: 'test', env: 'e1', memory: 'reflection_only', sessions: 3, tasks: 2, attempts: 5 });
     expect(r.body.groups[0].diversity).toBeCloseTo((hT + Math.log(2)) / 2, 12);
 
     const all = await s.call('GET', '/v1/stats/diversity', undefined, ADMIN);
@@ -68,13 +71,33 @@ describe('GET /v1/stats/diversity', () => {
     expect(again.body.groups[0]).toMatchObject({ sessions: 4, tasks: 2, attempts: 6 });
     expect(again.body.groups[0].diversity).toBeCloseTo((hT + (Math.log(3) - (2 / 3) * Math.log(2))) / 2, 12);
     const other = await s.call('GET', '/v1/stats/diversity', undefined, OTHER);
-    expect(other.body.groups).toEqual([{ modelVersion: 'test', env: 'e1', sessions: 1, tasks: 1, attempts: 2, diversity: Math.log(2) }]);
+    expect(other.body.groups).toEqual([{ modelVersion: 'test', env: 'e1', memory: 'reflection_only', sessions: 1, tasks: 1, attempts: 2, diversity: Math.log(2) }]);
   });
 
   it('maxSessions reads only the newest sessions', async () => {
     const r = await s.call('GET', '/v1/stats/diversity?env=e1&maxSessions=1', undefined, ADMIN);
     // the newest completed e1 session of acme is task U's second: "a"
-    expect(r.body).toEqual({ scanned: 1, groups: [{ modelVersion: 'test', env: 'e1', sessions: 1, tasks: 1, attempts: 1, diversity: 0 }] });
+    expect(r.body).toEqual({ scanned: 1, groups: [{ modelVersion: 'test', env: 'e1', memory: 'reflection_only', sessions: 1, tasks: 1, attempts: 1, diversity: 0 }] });
+  });
+
+  it('groups and filters by memory: single-attempt sessions apart from each memory mode', async () => {
+    // task V in env e3: LaMer sessions replay "a" twice; independent single-attempt sessions play "a" and "b"
+    await play('V', 'e3', [['a'], ['a']], false);
+    await play('V', 'e3', [['a'], ['a']], false, ADMIN, { memory: 'history_only' });
+    await play('V', 'e3', [['a']], false, ADMIN, { maxAttempts: 1 });
+    await play('V', 'e3', [['b']], false, ADMIN, { maxAttempts: 1 });
+    const r = await s.call('GET', '/v1/stats/diversity?env=e3', undefined, ADMIN);
+    expect(r.status).toBe(200);
+    expect(r.body.groups).toEqual([
+      { modelVersion: 'test', env: 'e3', memory: 'none', sessions: 2, tasks: 1, attempts: 2, diversity: Math.log(2) },
+      { modelVersion: 'test', env: 'e3', memory: 'reflection_only', sessions: 1, tasks: 1, attempts: 2, diversity: 0 },
+      { modelVersion: 'test', env: 'e3', memory: 'history_only', sessions: 1, tasks: 1, attempts: 2, diversity: 0 },
+    ]);
+    const none = await s.call('GET', '/v1/stats/diversity?env=e3&memory=none', undefined, ADMIN);
+    expect(none.status).toBe(200);
+    expect(none.body).toEqual({ scanned: 2, groups: [r.body.groups[0]] });
+    const hist = await s.call('GET', '/v1/stats/diversity?env=e3&memory=history_only', undefined, ADMIN);
+    expect(hist.body).toEqual({ scanned: 1, groups: [r.body.groups[2]] });
   });
 
   it('equals lamer eval trajectory diversity for the same sessions', async () => {
@@ -86,7 +109,7 @@ describe('GET /v1/stats/diversity', () => {
   });
 
   it('refuses bad parameters with 400 problem+json', async () => {
-    for (const q of ['maxSessions=0', 'maxSessions=20001', 'mode=play', 'extra=1']) {
+    for (const q of ['maxSessions=0', 'maxSessions=20001', 'mode=play', 'extra=1', 'memory=all']) {
       const r = await s.call('GET', `/v1/stats/diversity?${q}`, undefined, ADMIN);
       expect(r.status, q).toBe(400);
       expect(r.body.type).toBe('https://lamer-server.dev/problems/validation');

@@ -5,6 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../../../helpers/index.js';
+import { runEval } from '../../../../src/eval/harness.js';
 
 let s: TestServer;
 beforeAll(async () => {
@@ -18,8 +19,8 @@ afterAll(async () => {
  * Plays one session of `maxAttempts` attempts, one action then `done` each, with the given
  * returns; the attempt at index `solvedAt` succeeds (the session then ends), or none when -1.
  */
-async function play(env: string, maxAttempts: number, returns: number[], solvedAt: number): Promise<void> {
-  const c = await s.call('POST', '/v1/sessions', { taskId: `${env}-task`, env, instructions: 'x', maxAttempts, maxSteps: 5 });
+async function play(env: string, maxAttempts: number, returns: number[], solvedAt: number, extra: Record<string, unknown> = {}): Promise<void> {
+  const c = await s.call('POST', '/v1/sessions', { taskId: `${env}-task`, env, instructions: 'x', maxAttempts, maxSteps: 5, ...extra });
   expect(c.status).toBe(201);
   const id = c.body.id as string;
   for (const [a, ret] of returns.entries()) {
@@ -50,8 +51,64 @@ describe('GET /v1/stats by attempt', () => {
     expect(all.status).toBe(200);
     expect(all.body).toMatchObject({ sessions: 3, successByAttempt: [1 / 3, 1, null], meanReturnByAttempt: [-1, 2, null], attemptsPlayed: [3, 1, 0] });
     expect(all.body.groups).toEqual([
-      { modelVersion: 'test', env: 'a', mode: 'train', sessions: 2, passAtK: { '1': 0.5, '2': 1, '3': 1 }, successByAttempt: [0.5, 1, null], meanReturnByAttempt: [0, 2, null], attemptsPlayed: [2, 1, 0] },
-      { modelVersion: 'test', env: 'b', mode: 'train', sessions: 1, passAtK: { '1': 0 }, successByAttempt: [0], meanReturnByAttempt: [-3], attemptsPlayed: [1] },
+      { modelVersion: 'test', env: 'a', mode: 'train', memory: 'reflection_only', sessions: 2, runs: 2, passAtK: { '1': 0.5, '2': 1, '3': 1 }, successByAttempt: [0.5, 1, null], meanReturnByAttempt: [0, 2, null], attemptsPlayed: [2, 1, 0] },
+      { modelVersion: 'test', env: 'b', mode: 'train', memory: 'none', sessions: 1, runs: 1, passAtK: { '1': 0, '2': 0, '3': 0 }, successByAttempt: [0, null, null], meanReturnByAttempt: [-3, null, null], attemptsPlayed: [1, 0, 0] },
     ]);
+  });
+});
+
+describe('GET /v1/stats by memory', () => {
+  it('keeps memory modes and independent single-attempt sessions in separate groups, side by side', async () => {
+    // env m, eval mode: two LaMer sessions (reflection_only), one history_only session, and
+    // independent retries of the same task played as single-attempt sessions: F F S, then S, then F
+    const ev = { mode: 'eval' };
+    await play('m', 3, [0, 1], 1, { ...ev, memory: 'reflection_only' });
+    await play('m', 3, [0, 0, 0], -1, { ...ev, memory: 'reflection_only' });
+    await play('m', 3, [1], 0, { ...ev, memory: 'history_only' });
+    for (const [ret, ok] of [[0, false], [0, false], [1, true], [1, true], [0, false]] as const) await play('m', 1, [ret], ok ? 0 : -1, ev);
+    const r = await s.call('GET', '/v1/stats?env=m');
+    expect(r.status).toBe(200);
+    expect(r.body.sessions).toBe(8);
+    expect(r.body.groups).toEqual([
+      // chains of up to 3 retries: [F F S], [S], [F] (cut short by the end of the data: its missing retries count as failed)
+      { modelVersion: 'test', env: 'm', mode: 'eval', memory: 'none', sessions: 5, runs: 3, passAtK: { '1': 1 / 3, '2': 1 / 3, '3': 2 / 3 }, successByAttempt: [1 / 3, 0, 1], meanReturnByAttempt: [1 / 3, 0, 1], attemptsPlayed: [3, 1, 1] },
+      { modelVersion: 'test', env: 'm', mode: 'eval', memory: 'reflection_only', sessions: 2, runs: 2, passAtK: { '1': 0, '2': 0.5, '3': 0.5 }, successByAttempt: [0, 0.5, 0], meanReturnByAttempt: [0, 0.5, 0], attemptsPlayed: [2, 2, 1] },
+      { modelVersion: 'test', env: 'm', mode: 'eval', memory: 'history_only', sessions: 1, runs: 1, passAtK: { '1': 1, '2': 1, '3': 1 }, successByAttempt: [1, null, null], meanReturnByAttempt: [1, null, null], attemptsPlayed: [1, 0, 0] },
+    ]);
+
+    // the memory filter picks one of them; retries sets the chain length of the 'none' group
+    const lamer = await s.call('GET', '/v1/stats?env=m&memory=reflection_only');
+    expect(lamer.status).toBe(200);
+    expect(lamer.body).toMatchObject({ sessions: 2, passAtK: { '1': 0, '2': 0.5, '3': 0.5 } });
+    expect(lamer.body.groups.map((g: { memory: string }) => g.memory)).toEqual(['reflection_only']);
+    const none = await s.call('GET', '/v1/stats?env=m&memory=none&retries=2');
+    expect(none.status).toBe(200);
+    expect(none.body.sessions).toBe(5);
+    // chains of up to 2: [F F], [S], [S], [F]
+    expect(none.body.groups).toEqual([
+      { modelVersion: 'test', env: 'm', mode: 'eval', memory: 'none', sessions: 5, runs: 4, passAtK: { '1': 0.5, '2': 0.5 }, successByAttempt: [0.5, 0], meanReturnByAttempt: [0.5, 0], attemptsPlayed: [4, 1] },
+    ]);
+  });
+
+  it("gives each lamer eval run's own pass@k when a LaMer run and an independent-retries run share version and env", async () => {
+    // a small board, legal actions offered: the test engine solves some tasks at some attempts
+    const opts = { env: 'minesweeper', params: { rows: 3, cols: 3, mines: 1 }, tasks: 12, attempts: 3, concurrency: 3, seed: 11, policy: 'model', server: s.url, availableActions: true } as const;
+    const lamer = await runEval(opts);
+    const independent = await runEval({ ...opts, independentAttempts: true });
+    const r = await s.call('GET', '/v1/stats?env=minesweeper');
+    expect(r.status).toBe(200);
+    const byMemory = Object.fromEntries(r.body.groups.map((g: { memory: string }) => [g.memory, g]));
+    expect(Object.keys(byMemory)).toEqual(['none', 'reflection_only']);
+    expect(byMemory.reflection_only.passAtK).toEqual(lamer.metrics.passAtK);
+    expect(byMemory.none.passAtK).toEqual(independent.metrics.passAtK);
+    expect(byMemory.none.runs).toBe(12);
+  });
+
+  it('refuses a bad memory or retries with 400 problem+json', async () => {
+    for (const q of ['memory=lots', 'memory=', 'retries=0', 'retries=101', 'retries=1.5']) {
+      const r = await s.call('GET', `/v1/stats?${q}`);
+      expect(r.status, q).toBe(400);
+      expect(r.body.type).toBe('https://lamer-server.dev/problems/validation');
+    }
   });
 });

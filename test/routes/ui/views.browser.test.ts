@@ -1,0 +1,108 @@
+/**
+ * Two dashboard views in headless Chromium (as test/routes/ui/browser.test.ts, but on the scripted
+ * test engine, so it starts in seconds):
+ * - the overview shows the memory groups of one version and env side by side, independent retries
+ *   first, with pass@k and the gain of memory over independent retries, equal to `GET /v1/stats`;
+ * - a session page states its limits as actions (what maxSteps caps), counts an attempt's actions
+ *   and observations, puts "(invalid)" on the card of the rejected action, and shows every card of
+ *   an attempt without a horizontal scroll.
+ *
+ * Skipped, with that reason in its name, when no Chromium binary is found.
+ */
+import fs from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Browser, Page } from 'playwright-core';
+import { startTestServer, type TestServer } from '../../helpers/index.js';
+
+const CHROMIUM = [process.env.LAMER_CHROMIUM, '/usr/bin/chromium', '/usr/bin/chromium-browser', '/usr/bin/google-chrome'].find(
+  (p): p is string => !!p && fs.existsSync(p),
+);
+const KEY = 'k-admin-views-0123';
+const H = { authorization: `Bearer ${KEY}` };
+
+let s: TestServer;
+let browser: Browser;
+let page: Page;
+let sessionId: string;
+
+/** Plays one session of env `env`: each attempt one action, then done with success as given. */
+async function play(env: string, taskId: string, maxAttempts: number, outcomes: boolean[]): Promise<void> {
+  const c = await s.call('POST', '/v1/sessions', { taskId, env, instructions: 'x', maxAttempts, maxSteps: 3, mode: 'eval' }, H);
+  expect(c.status).toBe(201);
+  for (const [a, ok] of outcomes.entries()) {
+    expect((await s.call('POST', `/v1/sessions/${c.body.id}/steps`, { attempt: a, step: 0, observation: 'o', availableActions: ['go'] }, H)).status).toBe(200);
+    expect((await s.call('POST', `/v1/sessions/${c.body.id}/steps`, { attempt: a, step: 1, observation: 'end', reward: ok ? 1 : 0, done: true, success: ok }, H)).status).toBe(200);
+  }
+}
+
+beforeAll(async () => {
+  if (!CHROMIUM) return;
+  s = await startTestServer({ apiKeys: [{ key: KEY, tenant: 'acme', admin: true }] });
+  // env "grid": LaMer sessions (solved at attempt 1 and 0) and independent retries of the same tasks
+  await play('grid', 'T1', 3, [false, true]);
+  await play('grid', 'T2', 3, [true]);
+  for (const ok of [false, false, true]) await play('grid', 'T1', 1, [ok]);
+  await play('grid', 'T2', 1, [false]);
+  await play('grid', 'T2', 1, [false]);
+  await play('grid', 'T2', 1, [false]);
+
+  // a session of 3 attempts x 7 actions: attempt 0 plays all 7 (8 observations); its action at
+  // step 2 is rejected, which the env reports with the observation of step 3
+  const c = await s.call('POST', '/v1/sessions', { taskId: 'long', env: 'grid', instructions: 'x', maxAttempts: 3, maxSteps: 7 }, H);
+  sessionId = c.body.id;
+  const board = Array.from({ length: 6 }, () => '? '.repeat(12).trim()).join('\n');
+  for (let t = 0; t <= 7; t++) {
+    const r = await s.call('POST', `/v1/sessions/${sessionId}/steps`, { attempt: 0, step: t, observation: `${board}\nturn ${t}`, reward: 0, invalidAction: t === 3, ...(t < 7 ? { availableActions: [`act ${t}`] } : {}) }, H);
+    expect(r.status).toBe(200);
+    expect(r.body.action).toBe(t < 7 ? `act ${t}` : null);
+  }
+
+  const { chromium } = await import('playwright-core');
+  browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-dev-shm-usage'] });
+  page = await (await browser.newContext({ viewport: { width: 1280, height: 900 } })).newPage();
+  await page.goto(`${s.url}/ui/`);
+  await page.fill('input[name=apiKey]', KEY);
+  await page.click('button[type=submit]');
+  await page.waitForSelector('[data-testid=whoami]');
+}, 120_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await s?.close();
+});
+
+describe.skipIf(!CHROMIUM)(`dashboard views in headless Chromium${CHROMIUM ? '' : ' (SKIPPED: no chromium binary; apt-get install chromium, or set LAMER_CHROMIUM)'}`, () => {
+  it('shows the memory groups of a version and env side by side on the overview', async () => {
+    await page.goto(`${s.url}/ui/`);
+    await page.waitForSelector('[data-testid=memory-compare] tbody tr');
+    const stats = (await s.call('GET', '/v1/stats?env=grid&mode=eval', undefined, H)).body;
+    const byMemory = Object.fromEntries(stats.groups.map((g: { memory: string }) => [g.memory, g]));
+    const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
+    const table = await page.$$eval('[data-testid=memory-compare][data-block="test · grid · eval"] tbody tr', (trs) =>
+      trs.map((tr) => [tr.getAttribute('data-memory'), ...[...tr.querySelectorAll('td')].map((td) => td.textContent!.trim())]),
+    );
+    // T1: F F S, T2: F F F as independent retries; LaMer: T1 at attempt 1, T2 at attempt 0
+    expect(byMemory.none.passAtK).toEqual({ '1': 0, '2': 0, '3': 0.5 });
+    expect(byMemory.reflection_only.passAtK).toEqual({ '1': 0.5, '2': 1, '3': 1 });
+    expect(table).toEqual([
+      ['none', 'independent retries (no memory)', '6', '0.0%', '0.0%', '50.0%', '–'],
+      ['reflection_only', 'memory: reflections', '2', pct(0.5), pct(1), pct(1), '+50.0 pts'],
+    ]);
+  });
+
+  it('shows a session page with true step counts, the invalid tag on its own card, and every card in view', async () => {
+    await page.goto(`${s.url}/ui/sessions/${sessionId}`);
+    await page.waitForSelector('[data-testid=attempt][data-attempt="0"] [data-testid=step][data-step="7"]');
+    expect(await page.textContent('[data-field=limits]')).toBe('3 attempts × up to 7 actions (8 observations with the final one)');
+    expect(await page.textContent('[data-testid=attempt][data-attempt="0"] h2')).toContain('7 actions · 8 observations');
+    expect(await page.textContent('[data-testid=attempts] tr[data-attempt="0"] [data-field=actions]')).toBe('7');
+    expect(await page.textContent('[data-testid=attempts] tr[data-attempt="0"] [data-field=observations]')).toBe('8');
+    const tagged = await page.$$eval('[data-testid=step]', (cards) => cards.filter((c) => c.querySelector('.bad')).map((c) => c.getAttribute('data-step')));
+    expect(tagged).toEqual(['2']);
+    // no horizontal scroll: the timeline is no wider than its box and the final card lies inside the viewport
+    const fit = await page.$eval('[data-testid=attempt][data-attempt="0"] .timeline', (el) => ({ scroll: el.scrollWidth, client: el.clientWidth }));
+    expect(fit.scroll).toBeLessThanOrEqual(fit.client);
+    const last = await page.$eval('[data-testid=step][data-step="7"]', (el) => el.getBoundingClientRect().right);
+    expect(last).toBeLessThanOrEqual(1280);
+  });
+});
