@@ -9,7 +9,7 @@ import type { GPT } from '../model/gpt.js';
 import type { CompactPromptFormat } from '../model/prompt-format.js';
 import type { Tokenizer } from '../model/tokenizers.js';
 import {
-  mineSweeperContrast, noisyPolicy, playCompactTrial, randomAction, solverPolicy, symmetriesFor, symmetry, transformTrial, type CompactTrial, type Symmetry, type TrialPolicy,
+  mineSweeperContrast, mineSweeperContrastPair, noisyPolicy, playCompactTrial, randomAction, solverPolicy, symmetriesFor, symmetry, transformTrial, type CompactTrial, type Symmetry, type TrialPolicy,
 } from '../envs/compact-data.js';
 import { parseEnvName, trainSeed } from '../envs/index.js';
 import { Rng } from '../envs/rng.js';
@@ -53,14 +53,19 @@ export interface PoolOptions {
    */
   memoryContrast: number;
   /**
-   * Share of batches drawn from a ring of the newest `MEMORY_RING` memory examples
-   * (`--memory-share`; null: none, they stay in the pool as other decisions): the MineSweeper
-   * decisions whose memory names a mine outside the target (`namedMines`), memory contrasts
-   * included, drawn with reuse. The unlikelihood term on a named cell pushes in proportion to the
-   * probability the model gives it, and such decisions are a few percent of the trials' decisions,
-   * so a batch share is what makes reading the memory a large part of the gradient.
+   * Share of batches drawn from a ring of the newest `MEMORY_RING` memory contrast examples
+   * (`--memory-share`; null: none, contrasts go into the pool like other decisions), drawn with
+   * reuse. Contrasts are a few percent of the decisions, and the unlikelihood term on a named cell
+   * pushes in proportion to the probability the model gives it, so a batch share is what makes
+   * reading the memory a large part of the gradient.
    */
   memoryShare?: number | null;
+  /**
+   * Contrasts only where the model's click is among the solver's safest cells of the bare board,
+   * each with its no-memory twin (src/envs/compact-data.ts mineSweeperContrastPair), so that the
+   * memory line alone separates the two targets (`--memory-pairs`).
+   */
+  memoryPairs?: boolean;
 }
 
 /** Reflection examples kept for `reflectionShare` batches: the newest ones. */
@@ -84,7 +89,7 @@ export class ExamplePool {
   readonly reflections: CompactExample[] = [];
   trials = 0;
   daggerTrials = 0;
-  /** With `memoryShare`: the newest memory examples (decisions whose memory names a mine), oldest first. */
+  /** With `memoryShare`: the newest memory contrast examples (twins included), oldest first. */
   readonly memory: CompactExample[] = [];
   /** Memory contrast examples made (`memoryContrast`). */
   contrasts = 0;
@@ -124,7 +129,6 @@ export class ExamplePool {
       const sym = symmetry(syms[this.rng.int(syms.length)]!);
       for (const ex of compactExamples(transformTrial(trial, sym), exOpts)) {
         if (ex.kind === 'reflection' && this.o.reflectionShare !== null) this.reflections.push(ex);
-        else if (ex.namedMines && this.o.memoryShare != null) this.memory.push(ex);
         else for (let k = ex.memoryMatters ? this.o.memoryWeight : 1; k > 0; k--) this.items.push(ex);
       }
       if (mp && trial.env === 'minesweeper' && this.o.memoryContrast > 0) this.addContrasts(trial, params.mines!, mp, sym, exOpts);
@@ -135,15 +139,25 @@ export class ExamplePool {
 
   /** `memoryContrast` examples of a played MineSweeper trial, mapped by the trial's symmetry. */
   private addContrasts(trial: CompactTrial, mines: number, mp: TrialPolicy, sym: Symmetry, exOpts: CompactExampleOptions): void {
+    const into = this.o.memoryShare != null ? this.memory : this.items;
+    const add = (t: CompactTrial) => {
+      for (const ex of compactExamples(transformTrial(t, sym), { ...exOpts, reflections: false })) into.push(ex);
+    };
     for (const a of trial.attempts) for (const [t, s] of a.steps.entries()) {
       if (this.rng.next() >= this.o.memoryContrast) continue;
       const cell = mp({ env: 'minesweeper', observation: s.observation, attempt: 0, step: t, memory: [], choices: null, target: null, rng: this.rng });
+      if (this.o.memoryPairs) {
+        const pair = mineSweeperContrastPair(trial.envName, trial.seed, s.observation, mines, cell, this.rng);
+        if (!pair) continue;
+        this.contrasts++;
+        add(pair.withMemory);
+        add(pair.twin);
+        continue;
+      }
       const contrast = mineSweeperContrast(trial.envName, trial.seed, s.observation, mines, cell, this.rng);
       if (!contrast) continue;
       this.contrasts++;
-      for (const ex of compactExamples(transformTrial(contrast, sym), { ...exOpts, reflections: false })) {
-        (this.o.memoryShare != null && ex.namedMines ? this.memory : this.items).push(ex);
-      }
+      add(contrast);
     }
   }
 

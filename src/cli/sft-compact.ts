@@ -65,9 +65,12 @@ const USAGE = `usage: npm run model:sft-base -- [options]
                        board in a later attempt whose memory names the cell the model clicks there as
                        a mine (where it can be one), the target the solver's cells knowing it
                        (default 0)
-  --memory-share F     share of steps that train MineSweeper decisions whose memory names a mine
-                       (contrasts included), drawn with reuse from the newest 2048 (default: none,
-                       they are drawn as often as the trials make them, a few percent)
+  --memory-share F     share of steps that train memory contrasts (--memory-contrast), drawn with
+                       reuse from the newest 2048 (default: none, they are drawn as often as the
+                       trials make them, a few percent of the decisions)
+  --memory-pairs on|off  contrasts only where the model's click is among the solver's safest cells
+                       of the bare board, each with that board's no-memory decision beside it, so
+                       that only the memory line separates the two targets (default off)
   --memory-unlikelihood L   weight of an unlikelihood term on the cells that a MineSweeper memory
                        names as mines, at every decision after such a reflection: -L log(1 - P(cell))
                        (its logit is then pushed down L + 1 times as hard as by the soft target alone)
@@ -97,7 +100,7 @@ interface Options {
   out: string; minutes: number; steps: number | null; layers: number; embd: number; heads: number; block: number;
   batch: number; lr: number; curriculum: Array<{ env: string; weight: number }>; daggerFrom: number; daggerShare: number;
   evalEvery: number; evalTasks: number; seed: number; from: string | null; memoryAt: 'head' | 'tail';
-  dataThread: boolean; balanceReflections: boolean; reflectionShare: number | null; memoryWeight: number; memoryContrast: number; memoryShare: number | null;
+  dataThread: boolean; balanceReflections: boolean; reflectionShare: number | null; memoryWeight: number; memoryContrast: number; memoryShare: number | null; memoryPairs: boolean;
   memoryUnlikelihood: number; invalidUnlikelihood: number; moveUnlikelihood: number; ema: number;
 }
 
@@ -129,7 +132,7 @@ export function parseOptions(argv: string[]): Options {
   try {
     ({ values } = parseArgs({
       args: argv, strict: true, allowPositionals: false,
-      options: Object.fromEntries(['out', 'minutes', 'steps', 'layers', 'embd', 'heads', 'block', 'batch', 'lr', 'curriculum', 'dagger-from', 'dagger-share', 'eval-every', 'eval-tasks', 'seed', 'from', 'memory-at', 'data-thread', 'balance-reflections', 'reflection-share', 'memory-weight', 'memory-contrast', 'memory-share', 'memory-unlikelihood', 'invalid-unlikelihood', 'move-unlikelihood', 'ema']
+      options: Object.fromEntries(['out', 'minutes', 'steps', 'layers', 'embd', 'heads', 'block', 'batch', 'lr', 'curriculum', 'dagger-from', 'dagger-share', 'eval-every', 'eval-tasks', 'seed', 'from', 'memory-at', 'data-thread', 'balance-reflections', 'reflection-share', 'memory-weight', 'memory-contrast', 'memory-share', 'memory-pairs', 'memory-unlikelihood', 'invalid-unlikelihood', 'move-unlikelihood', 'ema']
         .map((k) => [k, { type: 'string' as const }]).concat([['help', { type: 'boolean' as const, short: 'h' } as never], ['overwrite', { type: 'boolean' as const } as never]])),
     }) as { values: Record<string, string | boolean | undefined> });
   } catch (e) {
@@ -174,6 +177,7 @@ export function parseOptions(argv: string[]): Options {
     reflectionShare: s('reflection-share') === undefined ? null : num('reflection-share', s('reflection-share'), 0, 0, 1, false),
     memoryWeight: num('memory-weight', s('memory-weight'), 1, 1, 64),
     memoryContrast: num('memory-contrast', s('memory-contrast'), 0, 0, 1, false),
+    memoryPairs: onOff('memory-pairs', s('memory-pairs'), false),
     memoryShare: s('memory-share') === undefined ? null : num('memory-share', s('memory-share'), 0, 0, 1, false),
     memoryUnlikelihood: num('memory-unlikelihood', s('memory-unlikelihood'), 0, 0, 100, false),
     invalidUnlikelihood: num('invalid-unlikelihood', s('invalid-unlikelihood'), 0, 0, 100, false),
@@ -352,7 +356,7 @@ async function main(): Promise<void> {
   const opt = new AdamW(model.trainableVariables, { lr: o.lr, weightDecay: 0.01 });
   // with --ema, the points evaluate and save the averaged weights; training goes on from the last iterate
   const average = o.ema > 0 ? new WeightAverage(model.trainableVariables, o.ema) : null;
-  const poolOptions = { curriculum: o.curriculum, seed: o.seed, daggerShare: o.daggerShare, balanceReflections: o.balanceReflections, reflectionShare: o.reflectionShare, memoryWeight: o.memoryWeight, memoryContrast: o.memoryContrast, memoryShare: o.memoryShare };
+  const poolOptions = { curriculum: o.curriculum, seed: o.seed, daggerShare: o.daggerShare, balanceReflections: o.balanceReflections, reflectionShare: o.reflectionShare, memoryWeight: o.memoryWeight, memoryContrast: o.memoryContrast, memoryShare: o.memoryShare, memoryPairs: o.memoryPairs };
   const data = o.dataThread ? await DataThread.start(config, model.trainableVariables, poolOptions, format) : null;
   const pool = data ? null : new ExamplePool(poolOptions, model, tok, format, poolRng(o.seed));
   let trials = 0, daggerTrials = 0;

@@ -73,6 +73,31 @@ export function mineSweeperContrast(envName: string, seed: number, observation: 
   };
 }
 
+/**
+ * A memory contrast pair: `mineSweeperContrast` for a `cell` that the solver counts among the
+ * equally safest cells of `observation` when nothing is remembered, and its twin, the same board
+ * in a first attempt (no memory), whose target set includes `cell`. Only the memory line tells the
+ * two decisions apart, so a model lowers `cell` under the memory without lowering it on the bare
+ * board only by reading the memory; a contrast whose cell is a poor click anyway (not among the
+ * safest) can be learnt from the board alone and teaches nothing about the memory.
+ * @returns null when `cell` cannot hold a mine (see `mineSweeperContrast`) or is not among the
+ *   safest cells without memory.
+ */
+export function mineSweeperContrastPair(envName: string, seed: number, observation: string, mines: number, cell: string, rng: Rng): { withMemory: CompactTrial; twin: CompactTrial } | null {
+  const bare = mineSweeperChoices(observation, mines, new Set());
+  const at = parseCellAction(cell.trim());
+  // the cell as the env reads the answer (its last `(r, c)`)
+  if (!at || !bare.includes(cellAction(at.row - 1, at.col - 1))) return null;
+  const withMemory = mineSweeperContrast(envName, seed, observation, mines, cell, rng);
+  if (!withMemory) return null;
+  const target = bare[rng.int(bare.length)]!;
+  const twin: CompactTrial = {
+    env: 'minesweeper', envName, seed, instructions: withMemory.instructions,
+    attempts: [{ steps: [{ observation, action: target, choices: [bare], target, ...invalidField(revealedCells(observation)) }], finalObservation: observation, success: false, reflection: null }],
+  };
+  return { withMemory, twin };
+}
+
 /** The revealed (not `?`) cells of a MineSweeper observation as actions `(r, c)`, in reading order. */
 export function revealedCells(observation: string): string[] {
   const cells = parseGridRows(observation);

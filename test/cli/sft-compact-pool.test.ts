@@ -25,6 +25,20 @@ beforeAll(async () => {
 });
 afterAll(() => model.dispose());
 
+/** A model that always answers `cell`: ln_f gives the constant v, and only that token's row is v. */
+function alwaysClicks(cell: string): GPT {
+  const clicker = initModel({ vocab_size: tok.vocabSize, block_size: 384, n_layer: 1, n_head: 2, n_embd: 16 }, 3);
+  const ids = tok.encode(cell);
+  expect(ids).toHaveLength(1);
+  tf.tidy(() => {
+    const v = tf.oneHot(0, 16).asType('float32');
+    clicker.lnF.g.assign(tf.zerosLike(clicker.lnF.g));
+    clicker.lnF.b.assign(v);
+    clicker.wte.assign(tf.oneHot(tf.tensor1d([ids[0]!], 'int32'), tok.vocabSize).reshape([tok.vocabSize, 1]).mul(v.mul(50).reshape([1, 16])).add(clicker.wte.mul(0.01)));
+  });
+  return clicker;
+}
+
 describe('ExamplePool', () => {
   it('keeps reflections apart with a reflection share, in a ring of the newest, and draws that share of reflection batches', () => {
     const pool = new ExamplePool({ ...base, reflectionShare: 0.5 }, model, tok, format, poolRng(5), 200);
@@ -70,18 +84,10 @@ describe('ExamplePool', () => {
     const off = new ExamplePool(mine, model, tok, format, poolRng(9), 100);
     off.refill(false);
     expect(off.contrasts).toBe(0);
-    // a model that always answers (2, 2): ln_f gives the constant v, and only that token's row is v
-    const clicker = initModel({ vocab_size: tok.vocabSize, block_size: 384, n_layer: 1, n_head: 2, n_embd: 16 }, 3);
-    const cell = tok.encode('(2, 2)');
-    expect(cell).toHaveLength(1);
-    const v = tf.oneHot(0, 16).asType('float32');
-    clicker.lnF.g.assign(tf.zerosLike(clicker.lnF.g));
-    clicker.lnF.b.assign(v);
-    clicker.wte.assign(tf.tidy(() => tf.oneHot(tf.tensor1d([cell[0]!], 'int32'), tok.vocabSize).reshape([tok.vocabSize, 1]).mul(v.mul(50).reshape([1, 16])).add(clicker.wte.mul(0.01))));
+    const clicker = alwaysClicks('(2, 2)');
     const on = new ExamplePool(mine, clicker, tok, format, poolRng(9), 100);
     on.refill(true);
     clicker.dispose();
-    v.dispose();
     expect(on.contrasts).toBeGreaterThan(0);
     // a contrast is an acting example whose prompt holds one memory line and which is marked
     const marked = on.items.filter((x) => x.memoryMatters && tok.decode(x.ids).includes('was a mine.'));
@@ -91,24 +97,37 @@ describe('ExamplePool', () => {
     expect(marked.some((x) => /\(\d, \d\) was a mine\./.test(tok.decode(x.ids)))).toBe(true);
   });
 
-  it('with a memory share, keeps decisions whose memory names a mine apart and draws that share of memory batches', () => {
-    const mine: PoolOptions = { ...base, curriculum: [{ env: 'minesweeper-4x4-2', weight: 1 }], memoryShare: 0.25 };
-    const pool = new ExamplePool(mine, model, tok, format, poolRng(11), 200);
-    pool.refill(false);
-    expect(pool.memory.length).toBeGreaterThan(0);
+  it('with a memory share and pairs, keeps contrasts apart, each beside its no-memory twin, and draws that share of memory batches', () => {
+    const mine: PoolOptions = { ...base, curriculum: [{ env: 'minesweeper-4x4-2', weight: 1 }], daggerShare: 0, memoryContrast: 1, memoryShare: 0.25, memoryPairs: true };
+    const clicker = alwaysClicks('(1, 1)');
+    const pool = new ExamplePool(mine, clicker, tok, format, poolRng(11), 300);
+    pool.refill(true);
+    expect(pool.contrasts).toBeGreaterThan(0);
+    // contrasts and twins are in the ring only, two examples per contrast
+    expect(pool.memory.length).toBe(2 * pool.contrasts);
     expect(pool.memory.length).toBeLessThanOrEqual(MEMORY_RING);
-    // every kept example is a decision whose prompt has a mine reflection, and none stays in the pool
-    expect(pool.memory.every((x) => x.kind === 'action' && (x.namedMines?.length ?? 0) > 0 && tok.decode(x.ids).includes('was a mine.'))).toBe(true);
-    expect(pool.items.some((x) => x.namedMines)).toBe(false);
+    expect(pool.items.some((x) => pool.memory.includes(x))).toBe(false);
+    for (let i = 0; i < pool.memory.length; i += 2) {
+      const [withMemory, twin] = [pool.memory[i]!, pool.memory[i + 1]!];
+      expect(tok.decode(withMemory.ids)).toContain('was a mine.');
+      expect(tok.decode(twin.ids)).not.toContain('was a mine.');
+      // the named cell is the clicked cell mapped by the symmetry: out of the target with the memory,
+      // among the targets of the same board without it
+      const named = withMemory.namedMines!;
+      expect(named).toHaveLength(1);
+      expect(withMemory.targets[0]).not.toContain(named[0]);
+      expect(twin.targets[0]).toContain(named[0]);
+      expect(twin.namedMines).toBeUndefined();
+    }
     const ring = new Set(pool.memory);
     let memoryBatches = 0;
-    const draws = 400;
-    for (let t = 0; t < draws; t++) {
+    for (let t = 0; t < 400; t++) {
       const batch = pool.take(4);
       if (batch.every((x) => ring.has(x))) memoryBatches++;
-      pool.refill(false);
+      pool.refill(true);
       for (const x of pool.memory) ring.add(x);
     }
+    clicker.dispose();
     // binomial(400, 0.25): mean 100, sd 8.7
     expect(memoryBatches).toBeGreaterThan(70);
     expect(memoryBatches).toBeLessThan(130);

@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import {
-  mineSweeperChoices, mineSweeperCompactReflection, mineSweeperContrast, noisyPolicy, playCompactTrial, randomAction, revealedCells, sokobanChoices, sokobanCompactReflection,
+  mineSweeperChoices, mineSweeperCompactReflection, mineSweeperContrast, mineSweeperContrastPair, noisyPolicy, playCompactTrial, randomAction, revealedCells, sokobanChoices, sokobanCompactReflection,
   solverPolicy, symmetriesFor, symmetry, transformTrial, type CompactTrial,
 } from '../../src/envs/compact-data.js';
 import { gridText, parseGridRows } from '../../src/envs/grid.js';
@@ -60,6 +60,30 @@ describe('mineSweeperContrast', () => {
     const board = ms(['?1.', '?1.']);
     for (const cell of ['(1, 2)', '(1, 3)', '(3, 1)', '(0, 1)', 'up', '']) expect(mineSweeperContrast('minesweeper-2x3-1', 4, board, 1, cell, new Rng(1))).toBeNull();
     expect(mineSweeperContrast('minesweeper-2x3-1', 4, board, 1, '(2, 1)', new Rng(1))).not.toBeNull();
+  });
+});
+
+describe('mineSweeperContrastPair', () => {
+  it('is the contrast and the same board with no memory, whose targets keep the cell', () => {
+    const fresh = ms(['??', '??']);
+    const pair = mineSweeperContrastPair('minesweeper-2x2-1', 4, fresh, 1, '(1, 1)', new Rng(1))!;
+    expect(pair.withMemory.attempts[0]!.reflection).toBe('(1, 1) was a mine.');
+    expect(pair.withMemory.attempts[1]!.steps[0]!.choices).toEqual([['(1, 2)', '(2, 1)', '(2, 2)']]);
+    expect(pair.twin.attempts).toHaveLength(1);
+    const [step] = pair.twin.attempts[0]!.steps;
+    expect(step).toMatchObject({ observation: fresh, choices: [['(1, 1)', '(1, 2)', '(2, 1)', '(2, 2)']] });
+    expect(step!.memoryMatters).toBeUndefined();
+    expect(pair.twin.attempts[0]!.reflection).toBeNull();
+    // the answer is read as the env reads it: its last cell
+    expect(mineSweeperContrastPair('minesweeper-2x2-1', 4, fresh, 1, '(2, 2)(1, 1)', new Rng(1))!.withMemory.attempts[0]!.reflection).toBe('(1, 1) was a mine.');
+  });
+
+  it('is null where the cell is not among the safest cells of the bare board, or cannot be a mine', () => {
+    // one mine, next to all three 1s: (2, 3) is the mine, (1, 3) and (3, 3) are safe
+    const board = ms(['.1?', '.1?', '.1?']);
+    expect(mineSweeperContrastPair('minesweeper-3x3-1', 4, board, 1, '(2, 3)', new Rng(1))).toBeNull();
+    expect(mineSweeperContrastPair('minesweeper-3x3-1', 4, board, 1, '(1, 3)', new Rng(1))).toBeNull();
+    expect(mineSweeperContrastPair('minesweeper-3x3-1', 4, board, 1, 'up', new Rng(1))).toBeNull();
   });
 });
 
