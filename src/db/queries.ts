@@ -84,6 +84,8 @@ export class HotQueries {
   private readonly beginImmediate: Database.Statement;
   private readonly commit: Database.Statement;
   private readonly rollback: Database.Statement;
+  /** `apply` inside a savepoint (a better-sqlite3 transaction function run inside a transaction), built once. */
+  private readonly applyInSavepoint: (commit: StepCommit) => void;
 
   constructor(readonly sqlite: Database.Database) {
     this.health = storageHealth(sqlite);
@@ -113,6 +115,7 @@ export class HotQueries {
       `INSERT INTO reflections (session_id, attempt, text, source, updated_at) VALUES (?, ?, ?, 'policy', ?)`,
     );
     this.reflectionsOf = sqlite.prepare('SELECT attempt, text, source, updated_at FROM reflections WHERE session_id = ? ORDER BY attempt');
+    this.applyInSavepoint = sqlite.transaction((c: StepCommit) => this.apply(c));
   }
 
   /** Reflections of a session, attempt order. */
@@ -217,10 +220,12 @@ export class HotQueries {
     this.pending = [];
     const failed = new Map<number, unknown>();
     try {
-      for (let i = 0; i < batch.length; i++) {
+      // A step alone in its transaction needs no savepoint: its failure rolls the transaction back.
+      if (batch.length === 1) this.apply(batch[0]!.commit);
+      for (let i = 0; batch.length > 1 && i < batch.length; i++) {
         try {
           // Inside a transaction a better-sqlite3 transaction is a savepoint.
-          this.sqlite.transaction(() => this.apply(batch[i]!.commit))();
+          this.applyInSavepoint(batch[i]!.commit);
         } catch (err) {
           failed.set(i, err);
           // SQLite rolls the whole transaction back on some errors (SQLITE_FULL, SQLITE_IOERR):
