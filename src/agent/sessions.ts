@@ -138,7 +138,7 @@ export class SessionService {
   private checkOpenCap(tenant: string): void {
     const cap = this.protection.maxOpenSessionsPerTenant;
     if (cap <= 0) return;
-    const open = this.activeCount(tenant);
+    const open = this.hot.activeCount(tenant);
     if (open >= cap) {
       throw new DomainError('too-many-sessions', `tenant has ${open} active sessions (limit ${cap}); finish or close one (DELETE /v1/sessions/{id}) first`);
     }
