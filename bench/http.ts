@@ -10,7 +10,10 @@
  *
  * Then the step latency as an attempt grows: BENCH_LENGTH_SESSIONS sessions of one attempt of
  * BENCH_LENGTH_STEPS + 1 steps, one step at a time (node:http), and the median latency of the last
- * 10 steps over that of steps 1-10.
+ * 10 steps over that of steps 1-10; once with the chat prompt (every step of the attempt so far:
+ * the test engine has no context window, so the prompt and the token ids each step records grow),
+ * and once on a second server (in this process) whose version declares a compact prompt of the
+ * last 7 steps (records of bounded size, as a model's context makes them).
  *
  * Workload of the throughput runs: each virtual client drives its own sessions through real step
  * sequences: create a session (3 attempts, maxSteps 8); in each attempt post steps 0..7 with 4
@@ -37,6 +40,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ensureDirSync } from '../src/ensure-dir.js';
+import { BYTE_TOKENIZER } from '../src/model/tokenizers.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
@@ -330,7 +334,7 @@ interface LengthProfile {
  * 4 available actions) one step at a time over one keep-alive connection (node:http, sub-ms
  * timing), and time each step: a step path that re-reads the attempt so far grows with the step index.
  */
-async function lengthProfile(port: number, sessions: number, length: number): Promise<LengthProfile> {
+async function lengthProfile(port: number, sessions: number, length: number, promptPrefix?: string): Promise<LengthProfile> {
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
   const bySession: number[][] = [];
   try {
@@ -352,6 +356,12 @@ async function lengthProfile(port: number, sessions: number, length: number): Pr
         const dt = performance.now() - t0;
         if (r.status !== 200) throw new Error(`step ${t}: HTTP ${r.status} ${JSON.stringify(r.json)}`);
         if (t > 0) times.push(dt);
+      }
+      if (promptPrefix !== undefined) {
+        // the server must have read the declared prompt format (a version it cannot read is served as chat)
+        const first = await request(agent, port, 'GET', `/v1/sessions/${id}/trajectory?limit=1`);
+        const prompt = String(first.json?.steps?.[0]?.prompt);
+        if (!prompt.startsWith(promptPrefix)) throw new Error(`expected prompts starting ${JSON.stringify(promptPrefix)}, got ${JSON.stringify(prompt.slice(0, 80))}`);
       }
       bySession.push(times);
     }
@@ -419,6 +429,30 @@ async function main(): Promise<void> {
       levels.push(level);
     }
     const length = LENGTH > 10 ? await lengthProfile(port, LENGTH_SESSIONS, LENGTH) : null;
+    // The test engine has no context window: its chat prompt, and the prompt and token ids each step
+    // records, grow with the attempt. A model's context bounds them (the builtin engine drops the
+    // oldest steps); a second server whose version declares a compact prompt of the last 7 steps
+    // shows the step path with records of bounded size.
+    let bounded: LengthProfile | null = null;
+    if (LENGTH > 10) {
+      const modelDir = path.join(dataDir, 'bounded-model');
+      ensureDirSync(modelDir);
+      const lamer = {
+        config: { vocab_size: BYTE_TOKENIZER.vocabSize, block_size: 16, n_layer: 1, n_head: 1, n_embd: 8 },
+        tokenizer: BYTE_TOKENIZER.spec,
+        promptFormat: { name: 'compact', envTags: ['bench'], historySteps: 7 },
+      };
+      fs.writeFileSync(path.join(modelDir, 'model.json'), JSON.stringify({ format: 'lamer-gpt', userDefinedMetadata: { lamer } }));
+      // In this process: the test engine's version has no folder of its own, so it is given this one.
+      const { startServer } = await import('../src/server.js');
+      const b = await startServer({ host: '127.0.0.1', port: 0, engine: 'test', logLevel: 'silent', apiKeys: [], dataDir: path.join(dataDir, 'bounded') });
+      try {
+        b.app.repos.models.setCheckpointDir(b.app.models.active().version, modelDir);
+        bounded = await lengthProfile(Number(new URL(b.url).port), LENGTH_SESSIONS, LENGTH, '[bench]');
+      } finally {
+        await b.close();
+      }
+    }
 
     const med = (rs: LevelResult[], f: (r: LevelResult) => number | null) => spread(rs.map((r) => f(r) ?? NaN)).median;
     console.log(`\nsteps/s, ours (test engine) against the bare reference, ${ROUNDS} alternated rounds of ${SECONDS} s per level (client ${CLIENT})\n`);
@@ -432,7 +466,10 @@ async function main(): Promise<void> {
       );
     }
     if (length) {
-      console.log(`\nstep latency as the attempt grows (ours, c=1, ${length.sessions} sessions of ${length.stepsPerAttempt} steps, node:http): steps 1-10 ${length.firstTenMs} ms, last 10 ${length.lastTenMs} ms, last / first ${length.lastOverFirst}`);
+      console.log(`\nstep latency as the attempt grows (ours, c=1, ${length.sessions} sessions of ${length.stepsPerAttempt} steps, node:http): steps 1-10 ${length.firstTenMs} ms, last 10 ${length.lastTenMs} ms, last / first ${length.lastOverFirst} (chat prompt of every step so far)`);
+    }
+    if (bounded) {
+      console.log(`  with a prompt of the last 7 steps (compact format): steps 1-10 ${bounded.firstTenMs} ms, last 10 ${bounded.lastTenMs} ms, last / first ${bounded.lastOverFirst}`);
     }
     console.log(`load average at the end: ${os.loadavg().map((x) => x.toFixed(2)).join(' ')} (${os.cpus().length} CPUs)`);
     const out = {
@@ -448,6 +485,7 @@ async function main(): Promise<void> {
       reference: 'bench/bare-reference.ts: Fastify 5, ajv body validation, one better-sqlite3 INSERT a request (WAL, synchronous=NORMAL)',
       levels: levels.map((l) => ({ concurrency: l.concurrency, oursOverBare: spread(l.ratios), ours: l.ours, bare: l.bare })),
       lengthProfile: length,
+      lengthProfileBoundedPrompt: bounded,
     };
     ensureDirSync(path.join(root, 'bench', 'results'));
     fs.writeFileSync(path.join(root, 'bench', 'results', 'http.json'), JSON.stringify(out, null, 2) + '\n');
