@@ -1,23 +1,36 @@
 /**
  * `npm run bench:http`: throughput (steps/s) and latency (p50/p99, ms) of the HTTP step path with
  * the constant-time TestEngine, i.e. the server's own overhead (Fastify, validation, SQLite commit,
- * prompt rendering), at concurrency 1, 16 and 64.
+ * prompt rendering), at concurrency 1, 16 and 64, against a bare reference measured in the same
+ * run: bench/bare-reference.ts, a Fastify route that validates the body with ajv and does one
+ * better-sqlite3 INSERT (WAL, synchronous=NORMAL). Both run as separate processes started here;
+ * at each level they are measured alternately (BENCH_ROUNDS rounds, the order flipped each round)
+ * and the table shows the ratio ours / bare as min / median / max over the rounds, so that a
+ * busy machine's drift hits both alike.
  *
- * The server runs as a separate process (`tsx src/cli/serve.ts`, engine test, a fresh SQLite data
- * directory). Each virtual client drives its own sessions through real step sequences: create a
- * session (3 attempts, maxSteps 8); in each attempt post steps 0..7 with 4 available actions (each
- * answered with an action) and step 8 with done: attempts 0 and 1 fail (a reflection is written),
- * attempt 2 succeeds; then start a new session. Keep-alive HTTP/1.1, one connection a client.
+ * Then the step latency as an attempt grows: BENCH_LENGTH_SESSIONS sessions of one attempt of
+ * BENCH_LENGTH_STEPS + 1 steps, one step at a time (node:http), and the median latency of the last
+ * 10 steps over that of steps 1-10; once with the chat prompt (every step of the attempt so far:
+ * the test engine has no context window, so the prompt and the token ids each step records grow),
+ * and once on a second server (in this process) whose version declares a compact prompt of the
+ * last 7 steps (records of bounded size, as a model's context makes them).
+ *
+ * Workload of the throughput runs: each virtual client drives its own sessions through real step
+ * sequences: create a session (3 attempts, maxSteps 8); in each attempt post steps 0..7 with 4
+ * available actions (each answered with an action) and step 8 with done: attempts 0 and 1 fail (a
+ * reflection is written), attempt 2 succeeds; then start a new session. Keep-alive HTTP/1.1, one
+ * connection a client.
  *
  * Clients: `autocannon` (default; low client CPU, which matters when client and server share 2
  * cores; latencies in whole ms and including the 1-in-28 session creations) or `http`
  * (BENCH_CLIENT=http: node:http, only step posts timed, sub-ms resolution).
  *
- * Options (env): BENCH_SECONDS (default 8 per level), BENCH_WARMUP_SECONDS (1),
- * BENCH_CONCURRENCY (comma list, default 1,16,64), BENCH_NODE_ARGS (extra node flags for the
- * server, e.g. --cpu-prof). Writes bench/results/http.json. The server's output is passed through;
- * if it exits before it is ready (or is not ready within 60 s) the bench stops at once, exit 1,
- * with the server's exit status and the last lines of its output.
+ * Options (env): BENCH_SECONDS (default 8 per run), BENCH_WARMUP_SECONDS (1), BENCH_ROUNDS (3),
+ * BENCH_CONCURRENCY (comma list, default 1,16,64), BENCH_LENGTH_STEPS (200; 0 skips the length
+ * profile), BENCH_LENGTH_SESSIONS (5), BENCH_NODE_ARGS (extra node flags for the lamer server, e.g.
+ * --cpu-prof). Writes bench/results/http.json. The servers' output is passed through; if one exits
+ * before it is ready (or is not ready within 60 s) the bench stops at once, exit 1, with its exit
+ * status and the last lines of its output.
  */
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -27,6 +40,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ensureDirSync } from '../src/ensure-dir.js';
+import { BYTE_TOKENIZER } from '../src/model/tokenizers.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
@@ -233,18 +247,31 @@ async function runLevelAutocannon(port: number, concurrency: number, serverPid: 
   };
 }
 
-/** The bench cannot go on: the server it started exited or never got ready (message: why, and the server's last output). */
+
+/** The bench cannot go on: a server it started exited or never got ready (message: why, and the server's last output). */
 class ServerNotReady extends Error {}
 
-async function main(): Promise<void> {
-  const port = await freePort();
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'lamer-bench-'));
-  const child = spawn(process.execPath, [...(process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean), '--import', 'tsx', 'src/cli/serve.ts'], {
+/** A server process the bench started: its port, pid, and how to wait for it and stop it. */
+interface Started {
+  name: string;
+  port: number;
+  pid: number | undefined;
+  /** Resolves once `GET /readyz` answers 200. @throws ServerNotReady when it exits first or is not ready within 60 s. */
+  ready(): Promise<void>;
+  /** SIGTERM (unless it has exited) and wait for the exit. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Spawn `node [nodeArgs] --import tsx <script>` from the repository root with `env` added, its
+ * output passed through to ours (the last 8 KB kept for the message when it stops early).
+ */
+async function startProcess(name: string, script: string, env: Record<string, string>, port: number, nodeArgs: string[] = []): Promise<Started> {
+  const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', script], {
     cwd: root,
-    env: { ...process.env, LAMER_ENGINE: 'test', LAMER_PORT: String(port), LAMER_HOST: '127.0.0.1', LAMER_DATA_DIR: dataDir, LAMER_LOG_LEVEL: 'error', LAMER_API_KEYS: '' },
+    env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  // The server's output goes on to ours; its last 8 KB are kept to show if it stops.
   let tail = '';
   const pass = (to: NodeJS.WriteStream) => (d: Buffer) => {
     to.write(d);
@@ -260,33 +287,191 @@ async function main(): Promise<void> {
     }),
   );
   const lastLines = () => tail.trimEnd().split('\n').slice(-20).join('\n') || '(no output)';
-  try {
-    const agent = new http.Agent({ keepAlive: true });
-    const deadline = Date.now() + 60_000;
-    for (;;) {
-      if (exitedWith) throw new ServerNotReady(`the server exited (${exitedWith}) before it was ready; its last output:\n${lastLines()}`);
+  return {
+    name,
+    port,
+    pid: child.pid,
+    async ready() {
+      const agent = new http.Agent({ keepAlive: true });
+      const deadline = Date.now() + 60_000;
       try {
-        if ((await request(agent, port, 'GET', '/readyz')).status === 200) break;
-      } catch {
-        /* not up yet */
+        for (;;) {
+          if (exitedWith) throw new ServerNotReady(`the ${name} exited (${exitedWith}) before it was ready; its last output:\n${lastLines()}`);
+          try {
+            if ((await request(agent, port, 'GET', '/readyz')).status === 200) return;
+          } catch {
+            /* not up yet */
+          }
+          if (Date.now() > deadline) throw new ServerNotReady(`the ${name} was not ready within 60 s; its last output:\n${lastLines()}`);
+          // wake at once when the server exits
+          await Promise.race([new Promise((r) => setTimeout(r, 200)), exited]);
+        }
+      } finally {
+        agent.destroy();
       }
-      if (Date.now() > deadline) throw new ServerNotReady(`the server was not ready within 60 s; its last output:\n${lastLines()}`);
-      // wake at once when the server exits
-      await Promise.race([new Promise((r) => setTimeout(r, 200)), exited]);
+    },
+    async stop() {
+      if (!exitedWith) child.kill('SIGTERM');
+      await exited;
+    },
+  };
+}
+
+/** Latency of each step of long attempts, as the attempt grows (ours only). */
+interface LengthProfile {
+  sessions: number;
+  stepsPerAttempt: number;
+  /** Median over the sessions of each step's latency, ms, for steps 1..N (index 0 is step 1). */
+  medianMsByStep: number[];
+  /** Median of the per-step medians of steps 1-10 and of the last 10 steps, ms, and last / first. */
+  firstTenMs: number;
+  lastTenMs: number;
+  lastOverFirst: number;
+}
+
+/**
+ * Drive `sessions` sessions of one attempt of `length + 1` steps (0..length, maxSteps length + 1,
+ * 4 available actions) one step at a time over one keep-alive connection (node:http, sub-ms
+ * timing), and time each step: a step path that re-reads the attempt so far grows with the step index.
+ */
+async function lengthProfile(port: number, sessions: number, length: number, promptPrefix?: string): Promise<LengthProfile> {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  const bySession: number[][] = [];
+  try {
+    for (let s = 0; s < sessions; s++) {
+      const created = await request(agent, port, 'POST', '/v1/sessions', {
+        taskId: `bench-length-${s}`,
+        instructions: 'Push the box onto the target. Answer with one move.',
+        maxAttempts: 1,
+        maxSteps: length + 1,
+        env: 'bench',
+      });
+      if (created.status !== 201) throw new Error(`session create: HTTP ${created.status} ${JSON.stringify(created.json)}`);
+      const id = created.json.id as string;
+      const times: number[] = [];
+      for (let t = 0; t <= length; t++) {
+        const body = { ...stepBody(0, t), reward: t === 0 ? 0 : -0.1, done: false, success: false };
+        const t0 = performance.now();
+        const r = await request(agent, port, 'POST', `/v1/sessions/${id}/steps`, body);
+        const dt = performance.now() - t0;
+        if (r.status !== 200) throw new Error(`step ${t}: HTTP ${r.status} ${JSON.stringify(r.json)}`);
+        if (t > 0) times.push(dt);
+      }
+      if (promptPrefix !== undefined) {
+        // the server must have read the declared prompt format (a version it cannot read is served as chat)
+        const first = await request(agent, port, 'GET', `/v1/sessions/${id}/trajectory?limit=1`);
+        const prompt = String(first.json?.steps?.[0]?.prompt);
+        if (!prompt.startsWith(promptPrefix)) throw new Error(`expected prompts starting ${JSON.stringify(promptPrefix)}, got ${JSON.stringify(prompt.slice(0, 80))}`);
+      }
+      bySession.push(times);
     }
+  } finally {
     agent.destroy();
-    const results: LevelResult[] = [];
+  }
+  const median = (xs: number[]) => {
+    const s = [...xs].sort((a, b) => a - b);
+    return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+  };
+  const round = (x: number) => Math.round(x * 1000) / 1000;
+  const perStep = Array.from({ length }, (_, i) => median(bySession.map((ts) => ts[i]!)));
+  const firstTen = median(perStep.slice(0, 10));
+  const lastTen = median(perStep.slice(-10));
+  return {
+    sessions,
+    stepsPerAttempt: length + 1,
+    medianMsByStep: perStep.map(round),
+    firstTenMs: round(firstTen),
+    lastTenMs: round(lastTen),
+    lastOverFirst: round(lastTen / firstTen),
+  };
+}
+
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const LENGTH = Number(process.env.BENCH_LENGTH_STEPS ?? 200);
+const LENGTH_SESSIONS = Number(process.env.BENCH_LENGTH_SESSIONS ?? 5);
+
+/** Min, median and max of `xs` (rounded to 2 decimals). */
+function spread(xs: number[]): { min: number; median: number; max: number } {
+  const s = [...xs].sort((a, b) => a - b);
+  const med = s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+  const r = (x: number) => Math.round(x * 100) / 100;
+  return { min: r(s[0]!), median: r(med), max: r(s[s.length - 1]!) };
+}
+
+async function main(): Promise<void> {
+  const [port, barePort] = [await freePort(), await freePort()];
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'lamer-bench-'));
+  const servers: Started[] = [];
+  try {
+    const ours = await startProcess(
+      'server',
+      'src/cli/serve.ts',
+      { LAMER_ENGINE: 'test', LAMER_PORT: String(port), LAMER_HOST: '127.0.0.1', LAMER_DATA_DIR: dataDir, LAMER_LOG_LEVEL: 'error', LAMER_API_KEYS: '' },
+      port,
+      (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean),
+    );
+    servers.push(ours);
+    await ours.ready();
+    const bare = await startProcess('bare reference', 'bench/bare-reference.ts', { BARE_PORT: String(barePort), BARE_DB: path.join(dataDir, 'bare.db') }, barePort);
+    servers.push(bare);
+    await bare.ready();
+
+    const measure = (s: Started, c: number) => (CLIENT === 'autocannon' ? runLevelAutocannon(s.port, c, s.pid) : runLevel(s.port, c, s.pid));
+    const levels: Array<{ concurrency: number; ours: LevelResult[]; bare: LevelResult[]; ratios: number[] }> = [];
     for (const c of LEVELS) {
-      results.push(CLIENT === 'autocannon' ? await runLevelAutocannon(port, c, child.pid) : await runLevel(port, c, child.pid));
+      const level = { concurrency: c, ours: [] as LevelResult[], bare: [] as LevelResult[], ratios: [] as number[] };
+      // Alternated, the order flipped each round, so a drift in the machine's load hits both alike.
+      for (let r = 0; r < ROUNDS; r++) {
+        const order = r % 2 === 0 ? (['bare', 'ours'] as const) : (['ours', 'bare'] as const);
+        for (const which of order) level[which].push(await measure(which === 'ours' ? ours : bare, c));
+        level.ratios.push(level.ours[r]!.stepsPerSecond / level.bare[r]!.stepsPerSecond);
+      }
+      levels.push(level);
     }
-    console.log('| concurrency | steps/s | p50 ms | p99 ms | max ms | steps | errors | server CPU µs/step |');
-    console.log('|---|---|---|---|---|---|---|---|');
-    for (const r of results) {
+    const length = LENGTH > 10 ? await lengthProfile(port, LENGTH_SESSIONS, LENGTH) : null;
+    // The test engine has no context window: its chat prompt, and the prompt and token ids each step
+    // records, grow with the attempt. A model's context bounds them (the builtin engine drops the
+    // oldest steps); a second server whose version declares a compact prompt of the last 7 steps
+    // shows the step path with records of bounded size.
+    let bounded: LengthProfile | null = null;
+    if (LENGTH > 10) {
+      const modelDir = path.join(dataDir, 'bounded-model');
+      ensureDirSync(modelDir);
+      const lamer = {
+        config: { vocab_size: BYTE_TOKENIZER.vocabSize, block_size: 16, n_layer: 1, n_head: 1, n_embd: 8 },
+        tokenizer: BYTE_TOKENIZER.spec,
+        promptFormat: { name: 'compact', envTags: ['bench'], historySteps: 7 },
+      };
+      fs.writeFileSync(path.join(modelDir, 'model.json'), JSON.stringify({ format: 'lamer-gpt', userDefinedMetadata: { lamer } }));
+      // In this process: the test engine's version has no folder of its own, so it is given this one.
+      const { startServer } = await import('../src/server.js');
+      const b = await startServer({ host: '127.0.0.1', port: 0, engine: 'test', logLevel: 'silent', apiKeys: [], dataDir: path.join(dataDir, 'bounded') });
+      try {
+        b.app.repos.models.setCheckpointDir(b.app.models.active().version, modelDir);
+        bounded = await lengthProfile(Number(new URL(b.url).port), LENGTH_SESSIONS, LENGTH, '[bench]');
+      } finally {
+        await b.close();
+      }
+    }
+
+    const med = (rs: LevelResult[], f: (r: LevelResult) => number | null) => spread(rs.map((r) => f(r) ?? NaN)).median;
+    console.log(`\nsteps/s, ours (test engine) against the bare reference, ${ROUNDS} alternated rounds of ${SECONDS} s per level (client ${CLIENT})\n`);
+    console.log('| concurrency | ours steps/s (median) | bare steps/s (median) | ours / bare min | median | max | ours p50 / p99 ms | ours CPU µs/step | bare CPU µs/step | errors |');
+    console.log('|---|---|---|---|---|---|---|---|---|---|');
+    for (const l of levels) {
+      const q = spread(l.ratios);
+      const errors = [...l.ours, ...l.bare].reduce((n, r) => n + r.errors, 0);
       console.log(
-        `| ${r.concurrency} | ${r.stepsPerSecond} | ${r.p50Ms} | ${r.p99Ms} | ${r.maxMs} | ${r.steps} | ${r.errors} | ${r.serverCpuUsPerStep ?? 'n/a'} |`,
+        `| ${l.concurrency} | ${med(l.ours, (r) => r.stepsPerSecond)} | ${med(l.bare, (r) => r.stepsPerSecond)} | ${q.min} | ${q.median} | ${q.max} | ${med(l.ours, (r) => r.p50Ms)} / ${med(l.ours, (r) => r.p99Ms)} | ${med(l.ours, (r) => r.serverCpuUsPerStep)} | ${med(l.bare, (r) => r.serverCpuUsPerStep)} | ${errors} |`,
       );
     }
-    console.log(`load average during the run: ${os.loadavg().map((x) => x.toFixed(2)).join(' ')} (${os.cpus().length} CPUs)`);
+    if (length) {
+      console.log(`\nstep latency as the attempt grows (ours, c=1, ${length.sessions} sessions of ${length.stepsPerAttempt} steps, node:http): steps 1-10 ${length.firstTenMs} ms, last 10 ${length.lastTenMs} ms, last / first ${length.lastOverFirst} (chat prompt of every step so far)`);
+    }
+    if (bounded) {
+      console.log(`  with a prompt of the last 7 steps (compact format): steps 1-10 ${bounded.firstTenMs} ms, last 10 ${bounded.lastTenMs} ms, last / first ${bounded.lastOverFirst}`);
+    }
+    console.log(`load average at the end: ${os.loadavg().map((x) => x.toFixed(2)).join(' ')} (${os.cpus().length} CPUs)`);
     const out = {
       date: new Date().toISOString(),
       node: process.version,
@@ -294,16 +479,19 @@ async function main(): Promise<void> {
       loadAverage: os.loadavg(),
       engine: 'test',
       client: CLIENT,
-      secondsPerLevel: SECONDS,
+      secondsPerRun: SECONDS,
+      rounds: ROUNDS,
       stepsPerAttempt: STEPS + 1,
-      results,
+      reference: 'bench/bare-reference.ts: Fastify 5, ajv body validation, one better-sqlite3 INSERT a request (WAL, synchronous=NORMAL)',
+      levels: levels.map((l) => ({ concurrency: l.concurrency, oursOverBare: spread(l.ratios), ours: l.ours, bare: l.bare })),
+      lengthProfile: length,
+      lengthProfileBoundedPrompt: bounded,
     };
     ensureDirSync(path.join(root, 'bench', 'results'));
     fs.writeFileSync(path.join(root, 'bench', 'results', 'http.json'), JSON.stringify(out, null, 2) + '\n');
     console.log('wrote bench/results/http.json');
   } finally {
-    if (!exitedWith) child.kill('SIGTERM');
-    await exited;
+    for (const s of servers.reverse()) await s.stop();
     fs.rmSync(dataDir, { recursive: true, force: true });
   }
 }

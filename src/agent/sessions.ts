@@ -37,6 +37,7 @@ import type { StepPosition } from '../db/steps-repo.js';
 import { callSeed, type CallKind } from '../model/sampling.js';
 import { EngineError, EngineLimitError, type PolicyEngine, type PromptParts, type SamplingParams } from '../policy/engine.js';
 import type { ModelRegistry } from './models.js';
+import { ActiveSessions, type SessionState } from './active-sessions.js';
 import { KeyedMutex } from './mutex.js';
 import { DomainError, invalid, isCallerFault, notFound, overloaded } from './errors.js';
 import { cutChars, memorySection, renderActPrompt, renderReflectionPrompt, type PromptAttempt, type PromptStep } from './prompt.js';
@@ -86,6 +87,8 @@ export class SessionService {
   private readonly repo: Repositories['sessions'];
   private readonly steps: Repositories['steps'];
   private readonly hot: Repositories['hot'];
+  /** Active sessions' rows, attempt steps and reflections, kept between steps (./active-sessions.ts). */
+  private readonly active: ActiveSessions;
   private modelCalls = 0;
 
   /** @param repos the repositories of the server's database (`app.repos`): sessions, steps and the step hot path. */
@@ -98,6 +101,7 @@ export class SessionService {
     private readonly protection: AgentProtection = NO_PROTECTION,
   ) {
     ({ sessions: this.repo, steps: this.steps, hot: this.hot } = repos);
+    this.active = new ActiveSessions(this.hot);
   }
 
   /** Model calls (act/reflect) waiting on or running in the engine now. */
@@ -134,6 +138,7 @@ export class SessionService {
     this.checkOpenCap(tenant);
     const row = newSessionRow(tenant, input, { maxAttempts, maxSteps, modelVersion, sampling }, Date.now());
     this.hot.write(() => this.repo.insert(row));
+    this.active.created(row);
     return sessionView(row, []);
   }
 
@@ -141,7 +146,7 @@ export class SessionService {
   private checkOpenCap(tenant: string): void {
     const cap = this.protection.maxOpenSessionsPerTenant;
     if (cap <= 0) return;
-    const open = this.activeCount(tenant);
+    const open = this.hot.activeCount(tenant);
     if (open >= cap) {
       throw new DomainError('too-many-sessions', `tenant has ${open} active sessions (limit ${cap}); finish or close one (DELETE /v1/sessions/{id}) first`);
     }
@@ -193,6 +198,7 @@ export class SessionService {
         const now = Date.now();
         const attempts = attemptsAbandoned(row.attempts);
         this.hot.write(() => this.repo.abandon(id, attempts, now));
+        this.active.drop(id);
         row.status = 'abandoned';
         row.attempts = attempts;
         row.updatedAt = now;
@@ -218,6 +224,7 @@ export class SessionService {
       this.row(tenant, id);
       const now = Date.now();
       const changes = this.hot.write(() => this.repo.editReflection(id, attempt, text, now));
+      this.active.drop(id);
       if (changes === 0) throw notFound(`reflection of attempt ${attempt} in session '${id}'`);
       return { attempt, text, source: 'human' as const, updatedAt: iso(now) };
     });
@@ -239,25 +246,21 @@ export class SessionService {
     });
   }
 
-  private promptSteps(id: string, attempt: number): PromptStep[] {
-    return this.hot.stepsOfAttempt(id, attempt).filter((s): s is PromptStep => s.action !== null);
-  }
-
-  private previousAttempts(row: SessionRow, attempt: number): PromptAttempt[] {
-    const refl = new Map(this.hot.reflections(row.id).map((r) => [r.attempt, r.text]));
+  /** The attempts before `attempt` (the session's next attempt) as prompts show them, from the session's state in memory. */
+  private previousAttempts(state: SessionState, attempt: number): PromptAttempt[] {
+    const { row, reflections } = state;
     const withHistory = row.memory !== 'reflection_only';
     const out: PromptAttempt[] = [];
     for (let a = 0; a < attempt; a++) {
       const summary = row.attempts[a];
-      // Only the most recent attempt's steps are shown (history modes); skip the reads otherwise.
-      let stepsOf: PromptStep[] = [];
-      let finalObservation = '';
-      if (withHistory && a === attempt - 1) {
-        const rows = this.hot.stepsOfAttempt(row.id, a);
-        stepsOf = rows.filter((s): s is PromptStep => s.action !== null);
-        finalObservation = rows.length > 0 ? rows[rows.length - 1]!.observation : '';
-      }
-      out.push({ steps: stepsOf, finalObservation, success: summary?.success ?? false, reflection: refl.get(a) ?? null });
+      // Only the most recent attempt's steps are shown (history modes).
+      const shown = withHistory && a === attempt - 1 ? state.previous : null;
+      out.push({
+        steps: shown?.steps ?? [],
+        finalObservation: shown?.finalObservation ?? '',
+        success: summary?.success ?? false,
+        reflection: reflections.get(a) ?? null,
+      });
     }
     return out;
   }
@@ -313,9 +316,10 @@ export class SessionService {
   }
 
   /** The model's work of a planned step: act while the attempt runs; reflect after a failed attempt with attempts left. */
-  private async generateStep(row: SessionRow, input: StepInput, plan: StepPlan): Promise<StepGenerations> {
+  private async generateStep(state: SessionState, input: StepInput, plan: StepPlan): Promise<StepGenerations> {
+    const { row } = state;
     const none: StepGenerations = { act: null, actPrompt: null, refl: null, reflPrompt: null, reflectionText: null };
-    const steps = this.promptSteps(row.id, input.attempt);
+    const steps = state.current;
     const base = { sessionId: row.id, modelVersion: row.modelVersion, instructions: row.instructions };
     // the version's prompt layout (a compact checkpoint reads a short one) and the env it may name
     const layout = { format: await this.models.promptFormat(row.modelVersion), env: row.env };
@@ -325,7 +329,7 @@ export class SessionService {
         instructions: row.instructions,
         memory: row.memory,
         attempt: input.attempt,
-        previousAttempts: input.attempt > 0 ? this.previousAttempts(row, input.attempt) : [],
+        previousAttempts: input.attempt > 0 ? this.previousAttempts(state, input.attempt) : [],
         steps,
         observation: input.observation,
       });
@@ -340,7 +344,7 @@ export class SessionService {
       instructions: row.instructions,
       memory: row.memory,
       attempt: input.attempt,
-      previousAttempts: input.attempt > 0 ? this.previousAttempts(row, input.attempt) : [],
+      previousAttempts: input.attempt > 0 ? this.previousAttempts(state, input.attempt) : [],
       steps,
       finalObservation: input.observation,
     });
@@ -352,18 +356,24 @@ export class SessionService {
   }
 
   private async stepLocked(tenant: string, id: string, input: StepInput): Promise<StepAnswer> {
-    const row = this.row(tenant, id);
+    const state = this.active.get(id);
+    if (!state || state.row.tenant !== tenant) throw notFound(`session '${id}'`);
+    const { row } = state;
     const hash = stepHash(input);
-    const admitted = admitStep(row, this.hot.stepAtPosition(id, input.attempt, input.step), input, hash);
+    // Nothing is recorded yet at an active session's next position; any other position may hold
+    // a step to replay (or to refuse as a conflict).
+    const atNext = row.status === 'active' && input.attempt === row.nextAttempt && input.step === row.nextStep;
+    const admitted = admitStep(row, atNext ? undefined : this.hot.stepAtPosition(id, input.attempt, input.step), input, hash);
     if (admitted) {
       this.events.onStepOutcome?.('replayed');
       return admitted.replay;
     }
     const plan = planStep(row, input, this.limits.candidateTokens ?? 0);
     await this.models.ensureLoaded(row.modelVersion);
-    const gens = await this.generateStep(row, input, plan);
+    const gens = await this.generateStep(state, input, plan);
     const { answer, commit, status } = stepTransition(row, input, hash, plan, gens, Date.now(), this.limits.actionChars ?? Infinity);
     await this.hot.commitStep(commit);
+    this.active.committed(state, commit);
     this.events.onStep?.('action', row.modelVersion);
     if (gens.refl) this.events.onStep?.('reflection', row.modelVersion);
     this.events.onStepOutcome?.('recorded');
@@ -533,7 +543,9 @@ export class SessionService {
       await this.mutex.run(id, async () => {
         const row = this.hot.session(id);
         if (!row) return;
-        if (this.hot.write(() => this.repo.expire(id, attemptsAbandoned(row.attempts), cutoff, now))) {
+        const wasExpired = this.hot.write(() => this.repo.expire(id, attemptsAbandoned(row.attempts), cutoff, now));
+        this.active.drop(id);
+        if (wasExpired) {
           expired.push(id);
           this.engine.release(id);
           this.events.onSessionEnd?.('expired');

@@ -2,7 +2,7 @@
  * Identities of sessions and steps: time-ordered session ids, and the hash of a step body that
  * tells an identical retry (answered from the stored answer) from a conflicting one.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash, randomFillSync } from 'node:crypto';
 import type { StepInput } from './session-types.js';
 
 /** JSON with object keys sorted, so equal values give equal text. */
@@ -35,7 +35,22 @@ export function stepHash(b: StepInput): string {
 /** Shape of a session id (see newSessionId). */
 export const SESSION_ID = /^ses_[0-9a-z]{9}[0-9a-f]{12}$/;
 
+/** Random bytes drawn 4 KiB at a time (one call into the CSPRNG per 682 ids, not one per id). */
+const pool = Buffer.alloc(4096);
+let poolAt = pool.length;
+
+/** The next `n` (<= 4096) bytes of the pool, refilled from the CSPRNG when it runs out. */
+function randomHex(n: number): string {
+  if (poolAt + n > pool.length) {
+    randomFillSync(pool);
+    poolAt = 0;
+  }
+  const hex = pool.toString('hex', poolAt, poolAt + n);
+  poolAt += n;
+  return hex;
+}
+
 /** Time-ordered session id: `ses_` + 9 base-36 digits of ms + 12 hex random. */
 export function newSessionId(now = Date.now()): string {
-  return `ses_${now.toString(36).padStart(9, '0')}${randomBytes(6).toString('hex')}`;
+  return `ses_${now.toString(36).padStart(9, '0')}${randomHex(6)}`;
 }

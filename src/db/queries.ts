@@ -79,6 +79,8 @@ export class HotQueries {
   private readonly attemptSteps: Database.Statement<[string, number], { observation: string; action: string | null }>;
   private readonly insertStep: Database.Statement;
   private readonly updateSession: Database.Statement;
+  private readonly updateActiveSession: Database.Statement;
+  private readonly activeOfTenant: Database.Statement<[string], { n: number }>;
   private readonly insertReflection: Database.Statement;
   private readonly reflectionsOf: Database.Statement<[string], { attempt: number; text: string; source: ReflectionSource; updated_at: number }>;
 
@@ -87,6 +89,8 @@ export class HotQueries {
   private readonly beginImmediate: Database.Statement;
   private readonly commit: Database.Statement;
   private readonly rollback: Database.Statement;
+  /** `apply` inside a savepoint (a better-sqlite3 transaction function run inside a transaction), built once. */
+  private readonly applyInSavepoint: (commit: StepCommit) => void;
 
   constructor(readonly sqlite: Database.Database) {
     this.health = storageHealth(sqlite);
@@ -112,10 +116,22 @@ export class HotQueries {
       `UPDATE sessions SET status = @status, attempts = @attempts, next_attempt = @nextAttempt, next_step = @nextStep,
         updated_at = @updatedAt WHERE id = @id`,
     );
+    // A step is committed only on an active session (src/agent/step-transition.ts admitStep): while
+    // it stays active, the status column (and its index) need not be written.
+    this.updateActiveSession = sqlite.prepare(
+      `UPDATE sessions SET attempts = @attempts, next_attempt = @nextAttempt, next_step = @nextStep, updated_at = @updatedAt WHERE id = @id`,
+    );
+    this.activeOfTenant = sqlite.prepare("SELECT count(*) AS n FROM sessions WHERE tenant = ? AND status = 'active'");
     this.insertReflection = sqlite.prepare(
       `INSERT INTO reflections (session_id, attempt, text, source, updated_at) VALUES (?, ?, ?, 'policy', ?)`,
     );
     this.reflectionsOf = sqlite.prepare('SELECT attempt, text, source, updated_at FROM reflections WHERE session_id = ? ORDER BY attempt');
+    this.applyInSavepoint = sqlite.transaction((c: StepCommit) => this.apply(c));
+  }
+
+  /** Number of active sessions of `tenant` (the open-session cap at each session create). */
+  activeCount(tenant: string): number {
+    return this.activeOfTenant.get(tenant)?.n ?? 0;
   }
 
   /** Reflections of a session, attempt order. */
@@ -221,10 +237,12 @@ export class HotQueries {
     this.pending = [];
     const failed = new Map<number, unknown>();
     try {
-      for (let i = 0; i < batch.length; i++) {
+      // A step alone in its transaction needs no savepoint: its failure rolls the transaction back.
+      if (batch.length === 1) this.apply(batch[0]!.commit);
+      for (let i = 0; batch.length > 1 && i < batch.length; i++) {
         try {
           // Inside a transaction a better-sqlite3 transaction is a savepoint.
-          this.sqlite.transaction(() => this.apply(batch[i]!.commit))();
+          this.applyInSavepoint(batch[i]!.commit);
         } catch (err) {
           failed.set(i, err);
           // SQLite rolls the whole transaction back on some errors (SQLITE_FULL, SQLITE_IOERR):
@@ -246,13 +264,14 @@ export class HotQueries {
   /** `BEGIN IMMEDIATE` without waiting for the lock: true, or the error (SQLITE_BUSY when locked). */
   private begin(): true | unknown {
     try {
-      // A PRAGMA busy_timeout takes effect when it is compiled, so it cannot be a reused statement.
-      this.sqlite.pragma('busy_timeout = 0');
+      // A PRAGMA busy_timeout takes effect when it is compiled, so it cannot be a reused statement;
+      // exec runs it without building a statement object.
+      this.sqlite.exec('PRAGMA busy_timeout = 0');
       try {
         this.beginImmediate.run();
         return true;
       } finally {
-        this.sqlite.pragma(`busy_timeout = ${connectionTuning(this.sqlite).busyTimeoutMs}`);
+        this.sqlite.exec(`PRAGMA busy_timeout = ${connectionTuning(this.sqlite).busyTimeoutMs}`);
       }
     } catch (err) {
       // SQLITE_BUSY, or anything else (e.g. the connection was closed): the caller rejects.
@@ -288,7 +307,8 @@ export class HotQueries {
         });
       }
       if (reflection) this.insertReflection.run(reflection.sessionId, reflection.attempt, reflection.text, reflection.updatedAt);
-      this.updateSession.run({ ...session, attempts: JSON.stringify(session.attempts) });
+      const params = { ...session, attempts: JSON.stringify(session.attempts) };
+      (session.status === 'active' ? this.updateActiveSession : this.updateSession).run(params);
     }
   }
 }

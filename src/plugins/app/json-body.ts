@@ -113,6 +113,42 @@ interface BodyChecks {
 
 const isWellFormed = (s: string): boolean => (s as unknown as { isWellFormed(): boolean }).isWellFormed();
 
+/** Whether {@link bodyProblem} finds a problem in `root` (the same checks, no paths built). */
+function hasProblem(root: unknown, checks: BodyChecks): boolean {
+  const values: unknown[] = [root];
+  const depths: number[] = [1];
+  while (values.length > 0) {
+    const v = values.pop();
+    const depth = depths.pop()!;
+    if (typeof v === 'number') {
+      if ((checks.numbers && !Number.isFinite(v)) || checks.unsafeIntegers?.has(v)) return true;
+      continue;
+    }
+    if (typeof v === 'string') {
+      if (checks.strings && !isWellFormed(v)) return true;
+      continue;
+    }
+    if (v === null || typeof v !== 'object') continue;
+    if (depth > checks.maxDepth) return true;
+    if (Array.isArray(v)) {
+      for (let i = 0; i < v.length; i++) {
+        values.push(v[i]);
+        depths.push(depth + 1);
+      }
+      continue;
+    }
+    const o = v as Record<string, unknown>;
+    for (const k of Object.keys(o)) {
+      const x = o[k];
+      if (checks.strings && !isWellFormed(k)) return true;
+      if (checks.forbiddenKeys && (k === '__proto__' || (k === 'constructor' && x !== null && typeof x === 'object' && 'prototype' in x))) return true;
+      values.push(x);
+      depths.push(depth + 1);
+    }
+  }
+  return false;
+}
+
 /**
  * The first problem of a parsed JSON body, as a `validation` (or, for a forbidden key,
  * `bad-request`) error naming its path ('body/info/x'), or null. Walks iteratively (an explicit
@@ -120,6 +156,9 @@ const isWellFormed = (s: string): boolean => (s as unknown as { isWellFormed(): 
  * nesting beyond `maxDepth` levels, a non-finite number, a lone surrogate, a forbidden prototype key.
  */
 function bodyProblem(root: unknown, checks: BodyChecks): DomainError | null {
+  // Most bodies have no problem: a walk that builds no paths says so; only a body with a problem
+  // is walked again to name where.
+  if (!hasProblem(root, checks)) return null;
   const stack: Array<[value: unknown, path: string, depth: number]> = [[root, 'body', 1]];
   while (stack.length > 0) {
     const [v, path, depth] = stack.pop()!;
