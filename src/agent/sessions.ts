@@ -414,7 +414,10 @@ export class SessionService {
   }
 
   private async turnLocked(tenant: string, id: string, t: TurnInput): Promise<TurnAnswer> {
-    const row = this.row(tenant, id);
+    // the session's state in memory, as a step reads it; updated after the turn's commit
+    const state = this.active.get(id);
+    if (!state || state.row.tenant !== tenant) throw notFound(`session '${id}'`);
+    const { row } = state;
     this.checkTurnable(row);
     const version = row.modelVersion;
     const remote = (this.models.get(version)?.engine ?? 'builtin') !== 'builtin';
@@ -425,7 +428,7 @@ export class SessionService {
     if (remote && t.choices) throw invalid('body/guided_choice', `is not served: the session's model version '${version}' is remote (pass its server's own fields instead)`);
     const attempt = row.nextAttempt;
     const step = row.nextStep;
-    const memory = attempt > 0 ? memorySection({ memory: row.memory, previousAttempts: this.previousAttempts(row, attempt) }).replace(/^\n/, '') : '';
+    const memory = attempt > 0 ? memorySection({ memory: row.memory, previousAttempts: this.previousAttempts(state, attempt) }).replace(/^\n/, '') : '';
     const s = row.sampling as SamplingParams;
     const sampling = turnSampling(s, t.sampling, s.seed === undefined ? undefined : callSeed(s.seed, attempt, step, 'act'));
     let memoryRecord: TurnRecord['memory'] = null;
@@ -479,6 +482,7 @@ export class SessionService {
     const observation = t.api === 'chat' ? turnObservation(t.messages ?? []) : (t.prompt ?? '');
     const commit = turnCommit({ row, gen, prompt: gen.promptText ?? text, observation, record, choices: t.choices ?? null, now: Date.now() });
     await this.hot.commitStep(commit);
+    this.active.committed(state, commit);
     this.events.onStep?.('action', version);
     return { sessionId: id, attempt, step, modelVersion: version, remote, generation: gen, latencyMs };
   }
