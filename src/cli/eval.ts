@@ -218,7 +218,7 @@ async function playAndReport(opts: Parameters<typeof runEval>[0], out: string, q
     });
     bar?.stop();
     console.log(formatReport(report));
-    // biome-ignore lint/complexity/noUselessLoneBlockStatements: a harmless block around the report write, left as it is rather than reindented
+    // biome-ignore lint/complexity/noUselessLoneBlockStatements: a harmless block, kept (not reindented)
     {
       try {
         mkdirSync(dirname(resolve(out)), { recursive: true });
