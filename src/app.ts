@@ -79,6 +79,7 @@ const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
  */
 function timeoutVerdictAfterReads(handler: (err: NodeJS.ErrnoException, socket: Duplex) => void, headersTimeoutMs: number) {
   return (err: NodeJS.ErrnoException, socket: Duplex): void => {
+    // biome-ignore lint/correctness/noVoidTypeReturn: hands the error to Node's own handler, whose result is void
     if (err.code !== 'ERR_HTTP_REQUEST_TIMEOUT' || socket.destroyed) return handler(err, socket);
     const s = socket as Socket & { parser?: { duration?: () => number } | null };
     const readBefore = s.bytesRead;

@@ -315,6 +315,7 @@ function canWrite(p: string): boolean {
  */
 export function checkOutFile(name: string, file: string): void {
   const dir = path.dirname(path.resolve(file));
+  // biome-ignore lint/correctness/noVoidTypeReturn: returns checkOutPath's void: an existing folder is its case
   if (fs.statSync(dir, { throwIfNoEntry: false })?.isDirectory()) return checkOutPath(name, file);
   const problem = folderProblem(dir);
   if (problem !== null) throw new UsageError(`--${name} ${file}: ${problem}`);

@@ -218,6 +218,7 @@ async function playAndReport(opts: Parameters<typeof runEval>[0], out: string, q
     });
     bar?.stop();
     console.log(formatReport(report));
+    // biome-ignore lint/complexity/noUselessLoneBlockStatements: a harmless block, kept (not reindented)
     {
       try {
         mkdirSync(dirname(resolve(out)), { recursive: true });

@@ -5,7 +5,7 @@
  * of repeating step 0's draw.
  */
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { saveCheckpoint } from '../../src/model/checkpoint.js';
 import { initModel } from '../../src/model/gpt.js';
 import { startServer } from '../../src/server.js';

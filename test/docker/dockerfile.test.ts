@@ -22,7 +22,7 @@ interface Stage {
 }
 
 /** Splits a Dockerfile into global ARGs and stages (line continuations joined, comments dropped). */
-export function parseDockerfile(text: string): { args: Map<string, string>; stages: Stage[] } {
+function parseDockerfile(text: string): { args: Map<string, string>; stages: Stage[] } {
   const lines: string[] = [];
   let cur = '';
   for (const raw of text.split('\n')) {

@@ -1,6 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { rmSync } from 'node:fs';
-import { join } from 'node:path';
 import { createServer } from 'node:http';
 import { once } from 'node:events';
 import { canonicalAction, EvalAbortError, runEval } from '../../src/eval/harness.js';

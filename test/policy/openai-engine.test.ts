@@ -218,6 +218,7 @@ describe('a remote version that misbehaves', () => {
     const j = await step0(id);
     expect(j.body.detail).toContain('HTTP 400');
     expect(j.body.detail).toContain('prompt is too long');
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: the excerpt must hold no control characters
     expect(j.body.detail).not.toMatch(/[<>\u0000-\u001f]|onerror|alert/);
     // a 200 that is not JSON: the same excerpt rule
     behaviour = (_b, res) => send(res, 200, '<html><script>alert(2)</script>maintenance</html>');

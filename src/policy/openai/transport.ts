@@ -84,6 +84,7 @@ export function remoteExcerpt(text: string): string {
     .replace(/<(script|style)\b[\s\S]*?(?:<\/\1\s*>|$)/gi, ' ')
     .replace(/<[^>]*(?:>|$)/g, ' ')
     .replace(/[<>]/g, ' ')
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: matches terminal escape sequences (ESC [ ...) on purpose
     .replace(/\u001b\[[0-9;?]*[A-Za-z]/g, ' ')
     .replace(/[\p{Cc}\p{Cf}]/gu, ' ')
     .replace(/\s+/g, ' ')

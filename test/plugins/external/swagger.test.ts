@@ -103,6 +103,7 @@ describe('/docs', () => {
       await page.goto(s.url + '/docs/');
       await page.waitForSelector('.opblock-summary', { timeout: 20_000 });
       expect(await page.locator('.opblock').count()).toBeGreaterThanOrEqual(25);
+      // biome-ignore lint/performance/useDomNodeTextContent: Playwright's Locator.innerText, not the DOM property
       expect(await page.locator('.info .title').innerText()).toContain('lamer-server');
       // open one operation: its schema and example render too
       await page.locator('.opblock-summary').first().click();

@@ -38,7 +38,7 @@ describe('startTrainingWorker', () => {
     expect((await stat(join(dir, 'ok', 'tiny.json'))).isFile()).toBe(true);
   });
   it('cancel stops the job', async () => {
-    let h: ReturnType<typeof startTrainingWorker> | undefined = undefined;
+    let h: ReturnType<typeof startTrainingWorker> | undefined;
     h = startTrainingWorker({ spec: spec('cancelled', 50), samples, modelIO: tiny({ slowMs: 20 }) }, (p) => { if (p.iteration === 1) h!.cancel(); });
     await expect(h.done).rejects.toBeInstanceOf(JobCancelledError);
     await expect(stat(join(dir, 'cancelled'))).rejects.toThrow(/ENOENT/);

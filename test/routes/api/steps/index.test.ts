@@ -44,10 +44,9 @@ const VALIDATION = 'https://lamer-server.dev/problems/validation';
 
 describe('POST /v1/steps:batch validates each item on its own', () => {
   let s: TestServer;
-  let id: string;
   beforeAll(async () => {
     s = await startTestServer();
-    id = await sessionAfterFirstStep(s);
+    await sessionAfterFirstStep(s);
   });
   afterAll(async () => {
     await s.close();
