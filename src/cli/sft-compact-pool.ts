@@ -9,7 +9,8 @@ import type { GPT } from '../model/gpt.js';
 import type { CompactPromptFormat } from '../model/prompt-format.js';
 import type { Tokenizer } from '../model/tokenizers.js';
 import {
-  mineSweeperContrast, mineSweeperContrastPair, noisyPolicy, playCompactTrial, randomAction, solverPolicy, symmetriesFor, symmetry, transformTrial, type CompactTrial, type Symmetry, type TrialPolicy,
+  mineSweeperContrast, mineSweeperContrastPair, noisyPolicy,
+  playCompactTrial, randomAction, solverPolicy, symmetriesFor, symmetry, transformTrial, type CompactTrial, type Symmetry, type TrialPolicy,
 } from '../envs/compact-data.js';
 import { parseEnvName, trainSeed } from '../envs/index.js';
 import { Rng } from '../envs/rng.js';
@@ -168,7 +169,8 @@ export class ExamplePool {
    */
   take(n: number): CompactExample[] {
     const stratum = this.o.balanceReflections ? failureOf : undefined;
-    if (this.o.memoryShare != null && this.memory.length > 0 && this.rng.next() < this.o.memoryShare) return takeOneKind([...this.memory], n, this.rng);
+    const memoryBatch = this.o.memoryShare != null && this.memory.length > 0 && this.rng.next() < this.o.memoryShare;
+    if (memoryBatch) return takeOneKind([...this.memory], n, this.rng);
     if (this.o.reflectionShare === null) return takeOneKind(this.items, n, this.rng, stratum);
     if (this.rng.next() < this.o.reflectionShare && this.reflections.length > 0) return takeOneKind([...this.reflections], n, this.rng, stratum);
     return takeOneKind(this.items, n, this.rng);

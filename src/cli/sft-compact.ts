@@ -100,7 +100,8 @@ interface Options {
   out: string; minutes: number; steps: number | null; layers: number; embd: number; heads: number; block: number;
   batch: number; lr: number; curriculum: Array<{ env: string; weight: number }>; daggerFrom: number; daggerShare: number;
   evalEvery: number; evalTasks: number; seed: number; from: string | null; memoryAt: 'head' | 'tail';
-  dataThread: boolean; balanceReflections: boolean; reflectionShare: number | null; memoryWeight: number; memoryContrast: number; memoryShare: number | null; memoryPairs: boolean;
+  dataThread: boolean; balanceReflections: boolean; reflectionShare: number | null; memoryWeight: number; memoryContrast: number;
+  memoryShare: number | null; memoryPairs: boolean;
   memoryUnlikelihood: number; invalidUnlikelihood: number; moveUnlikelihood: number; ema: number;
 }
 

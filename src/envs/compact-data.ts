@@ -83,7 +83,9 @@ export function mineSweeperContrast(envName: string, seed: number, observation: 
  * @returns null when `cell` cannot hold a mine (see `mineSweeperContrast`) or is not among the
  *   safest cells without memory.
  */
-export function mineSweeperContrastPair(envName: string, seed: number, observation: string, mines: number, cell: string, rng: Rng): { withMemory: CompactTrial; twin: CompactTrial } | null {
+export function mineSweeperContrastPair(
+  envName: string, seed: number, observation: string, mines: number, cell: string, rng: Rng,
+): { withMemory: CompactTrial; twin: CompactTrial } | null {
   const bare = mineSweeperChoices(observation, mines, new Set());
   const at = parseCellAction(cell.trim());
   // the cell as the env reads the answer (its last `(r, c)`)
@@ -93,7 +95,10 @@ export function mineSweeperContrastPair(envName: string, seed: number, observati
   const target = bare[rng.int(bare.length)]!;
   const twin: CompactTrial = {
     env: 'minesweeper', envName, seed, instructions: withMemory.instructions,
-    attempts: [{ steps: [{ observation, action: target, choices: [bare], target, ...invalidField(revealedCells(observation)) }], finalObservation: observation, success: false, reflection: null }],
+    attempts: [{
+      steps: [{ observation, action: target, choices: [bare], target, ...invalidField(revealedCells(observation)) }],
+      finalObservation: observation, success: false, reflection: null,
+    }],
   };
   return { withMemory, twin };
 }
