@@ -40,7 +40,7 @@ import type { ModelRegistry } from './models.js';
 import { ActiveSessions, type SessionState } from './active-sessions.js';
 import { KeyedMutex } from './mutex.js';
 import { DomainError, invalid, isCallerFault, notFound, overloaded } from './errors.js';
-import { cutChars, memorySection, renderActPrompt, renderReflectionPrompt, type PromptAttempt, type PromptStep } from './prompt.js';
+import { cutChars, memorySection, renderActPrompt, renderReflectionPrompt, type PromptAttempt } from './prompt.js';
 import { promptAsSeen, promptTokenCount } from './prompt-seen.js';
 import { sessionStats } from './session-stats.js';
 import { diversityByVersion, type DiversityAnswer } from './diversity.js';

@@ -289,7 +289,6 @@ export class HotQueries {
   }
 
   private apply({ rows, reflection, session }: StepCommit): void {
-    // biome-ignore lint/complexity/noUselessLoneBlockStatements: a harmless block around the body, kept (not reindented)
     {
       for (const r of rows) {
         this.insertStep.run({
