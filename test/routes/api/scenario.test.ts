@@ -191,7 +191,10 @@ describe('a three-attempt LaMer session', () => {
       attemptsPlayed: [1, 1, 1],
     });
     expect(r.body.groups).toEqual([
-      { modelVersion: 'test', env: 'doors', mode: 'train', sessions: 1, passAtK: { '1': 0, '2': 0, '3': 1 }, successByAttempt: [0, 0, 1], meanReturnByAttempt: [-1, -1, 10], attemptsPlayed: [1, 1, 1] },
+      {
+        modelVersion: 'test', env: 'doors', mode: 'train', memory: 'reflection_only', sessions: 1, runs: 1,
+        passAtK: { '1': 0, '2': 0, '3': 1 }, successByAttempt: [0, 0, 1], meanReturnByAttempt: [-1, -1, 10], attemptsPlayed: [1, 1, 1],
+      },
     ]);
     const none = await s.call('GET', '/v1/stats?env=other');
     expect(none.body).toMatchObject({ sessions: 0, passAtK: {}, groups: [] });
