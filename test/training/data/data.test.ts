@@ -602,7 +602,7 @@ describe('packed RL samples', () => {
       expect(entropyByKind(1.2, 0, 0)).toEqual({ actionEntropy: 1.2, reflectionEntropy: null });
       expect(entropyByKind(0.7, 1, 0.7)).toEqual({ actionEntropy: null, reflectionEntropy: 0.7 });
       model.dispose();
-    });
+    }, 180_000); // a GPT forward and backward per layout: 14 s alone, over 60 s on two busy cores
 
     it('stays a separate sample when its prompt does not extend the sequence, uses another sampler, or does not fit the block', () => {
       const kinds = (xs: TrainingSample[]) => xs.map((s) => [s.sessionId, s.attempt, s.kind, s.packedTurns?.map((t) => t.kind ?? t.step) ?? null]);
