@@ -128,6 +128,17 @@ export function refuseToolsOnBuiltin(body: { messages?: readonly AgentMessage[] 
       `is not supported: the session's model version '${version}' is a builtin version, which has no ${f.what} (only remote versions, which pass tools, tool_calls and response_format to their server)`,
     );
   }
+  // a builtin version reads text only: an image or audio part would be dropped without a word
+  for (const [i, m] of (body.messages ?? []).entries()) {
+    if (!Array.isArray(m.content)) continue;
+    const j = m.content.findIndex((p) => p.type !== 'text');
+    if (j >= 0) {
+      throw invalid(
+        `body/messages/${i}/content/${j}/type`,
+        `is '${String(m.content[j]!.type)}': the session's model version '${version}' is a builtin version, which reads text parts only`,
+      );
+    }
+  }
 }
 
 /** The sampling fields a request may set (OpenAI's names); absent or null: the session's. */

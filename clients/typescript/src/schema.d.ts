@@ -4675,8 +4675,11 @@ export interface paths {
                         /** @description extension (vLLM): logprob tokens are written "token_id:<id>" */
                         return_tokens_as_token_ids?: boolean | null;
                         messages: {
-                            /** @description system, developer, user, assistant (contents are joined with a newline, in order) */
-                            role: string;
+                            /**
+                             * @description the roles of OpenAI chat messages (contents are joined with a newline, in order)
+                             * @enum {string}
+                             */
+                            role: "system" | "developer" | "user" | "assistant" | "tool" | "function";
                             content: string | {
                                 type: string;
                                 text?: string;
@@ -5226,8 +5229,11 @@ export interface paths {
                             [key: string]: unknown;
                         } | null;
                         messages: ({
-                            /** @description system, developer, user, assistant, tool */
-                            role: string;
+                            /**
+                             * @description the roles of OpenAI chat messages
+                             * @enum {string}
+                             */
+                            role: "system" | "developer" | "user" | "assistant" | "tool" | "function";
                             content?: string | {
                                 type: string;
                                 text?: string;

@@ -7,6 +7,7 @@
  */
 import { Type } from 'typebox';
 import { Nullable } from '../api/common.js';
+import { StringEnum } from '../../schema-helpers.js';
 
 const Sampling = {
   model: Type.String({ minLength: 1, maxLength: 256, description: 'a model version served by this server (GET /openai/v1/models)' }),
@@ -43,7 +44,9 @@ const Sampling = {
 const ContentPart = Type.Object({ type: Type.String(), text: Type.Optional(Type.String()) });
 
 export const ChatMessage = Type.Object({
-  role: Type.String({ minLength: 1, description: 'system, developer, user, assistant (contents are joined with a newline, in order)' }),
+  role: StringEnum(['system', 'developer', 'user', 'assistant', 'tool', 'function'], {
+    description: 'the roles of OpenAI chat messages (contents are joined with a newline, in order)',
+  }),
   content: Type.Union([Type.String(), Type.Array(ContentPart), Type.Null()]),
   name: Type.Optional(Type.String()),
 });
@@ -153,7 +156,7 @@ function FreeObjectLoose(opts: Record<string, unknown> = {}) {
 /** A chat message as agents send it: the content may be null (an assistant message with tool_calls); other fields are kept as sent. */
 export const AgentChatMessage = Type.Object(
   {
-    role: Type.String({ minLength: 1, maxLength: 64, description: 'system, developer, user, assistant, tool' }),
+    role: StringEnum(['system', 'developer', 'user', 'assistant', 'tool', 'function'], { description: 'the roles of OpenAI chat messages' }),
     content: Type.Optional(Type.Union([Type.String(), Type.Array(ContentPart), Type.Null()])),
     name: Type.Optional(Type.String()),
     tool_calls: Type.Optional(Nullable(Type.Array(FreeObjectLoose()))),

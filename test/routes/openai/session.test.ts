@@ -166,6 +166,16 @@ describe('a session driven by an unmodified OpenAI client', () => {
     expect(toolMsg.status).toBe(400);
     expect(toolMsg.body.error.param).toBe('messages.1.tool_calls');
     expect((await server.call('POST', `/v1/sessions/${id}/openai/v1/chat/completions`, { messages: [{ role: 'user', content: 'x' }], n: 2 })).status).toBe(400);
+    // a role OpenAI does not have, and an image part a builtin version cannot read
+    const wizard = await server.call('POST', `/v1/sessions/${id}/openai/v1/chat/completions`, { messages: [{ role: 'wizard', content: 'x' }] });
+    expect(wizard.status).toBe(400);
+    expect(wizard.body.error.param).toBe('messages.0.role');
+    const image = await server.call('POST', `/v1/sessions/${id}/openai/v1/chat/completions`, {
+      messages: [{ role: 'user', content: [{ type: 'text', text: 'x' }, { type: 'image_url', image_url: { url: 'data:,' } }] }],
+    });
+    expect(image.status).toBe(400);
+    expect(image.body.error.param).toBe('messages.0.content.1.type');
+    expect(image.body.detail).toContain('reads text parts only');
     expect((await server.call('POST', `/v1/sessions/${id}/attempts/0/end`, { reward: 1 })).status).toBe(409); // no turn yet
     expect((await server.call('POST', `/v1/sessions/${id}/attempts/1/end`, {})).status).toBe(400); // beyond maxAttempts
     expect(dumpDb(server.dataDir)).toBe(before);
