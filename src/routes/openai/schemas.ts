@@ -156,7 +156,9 @@ function FreeObjectLoose(opts: Record<string, unknown> = {}) {
 /** A chat message as agents send it: the content may be null (an assistant message with tool_calls); other fields are kept as sent. */
 export const AgentChatMessage = Type.Object(
   {
-    role: StringEnum(['system', 'developer', 'user', 'assistant', 'tool', 'function'], { description: 'the roles of OpenAI chat messages' }),
+    role: StringEnum(['system', 'developer', 'user', 'assistant', 'tool', 'function'], {
+      description: 'the roles of OpenAI chat messages',
+    }),
     content: Type.Optional(Type.Union([Type.String(), Type.Array(ContentPart), Type.Null()])),
     name: Type.Optional(Type.String()),
     tool_calls: Type.Optional(Nullable(Type.Array(FreeObjectLoose()))),
