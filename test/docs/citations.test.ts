@@ -1,7 +1,8 @@
 /**
  * Every citation in the code and docs points into this repository:
- * - no file cites the design notes that live outside it (`shared/LAMER.md`, `shared/DESIGN.md`,
- *   `shared/PERF-NOTES.md`, ... or those names alone); the method is docs/method.md;
+ * - no file cites the design notes that live outside it (the method, design and performance notes
+ *   of the project's shared folder, by path or by name alone: OUTSIDE below); the method is
+ *   docs/method.md;
  * - every `docs/<page>.md#anchor` link (and, inside docs/, `<page>.md#anchor` and `#anchor`) names a
  *   heading of that page, slugged as GitHub slugs headings;
  * - every quoted section reference, `docs/<page>.md "Title"` or `README "Title"`, names a heading
