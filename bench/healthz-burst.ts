@@ -20,11 +20,11 @@
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ensureDirSync } from '../src/ensure-dir.js';
+import { freePort, request } from './bench-http-client.js';
 import { makeEnv } from '../src/envs/index.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -34,35 +34,6 @@ const PROBE_MS = Number(process.env.BENCH_PROBE_MS ?? 25);
 const BEFORE_MS = 1000;
 const ENV = 'minesweeper-6x6-3';
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.listen(0, '127.0.0.1', () => {
-      const a = srv.address();
-      srv.close(() => (typeof a === 'object' && a ? resolve(a.port) : reject(new Error('no port'))));
-    });
-  });
-}
-
-function request(agent: http.Agent, port: number, method: string, p: string, body?: unknown): Promise<{ status: number; json: any }> {
-  const data = body === undefined ? undefined : JSON.stringify(body);
-  return new Promise((resolve, reject) => {
-    const req = http.request(
-      { host: '127.0.0.1', port, method, path: p, agent, headers: data ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data) } : {} },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => {
-          const text = Buffer.concat(chunks).toString('utf8');
-          resolve({ status: res.statusCode ?? 0, json: text ? JSON.parse(text) : null });
-        });
-      },
-    );
-    req.on('error', reject);
-    if (data) req.write(data);
-    req.end();
-  });
-}
 
 /** One probe on a fresh connection: ms from the start to the connection and to the status line. */
 function probe(port: number, p: string): Promise<{ connectMs: number; firstByteMs: number; status: number }> {
