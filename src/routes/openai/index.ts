@@ -33,7 +33,7 @@ import type { Static } from 'typebox';
 import { DomainError, invalid, notFound } from '../../agent/errors.js';
 import { EngineLimitError, type CompleteRequest, type Completion as EngineCompletion } from '../../policy/engine.js';
 import { renderChat } from '../../agent/turns.js';
-import { chatLogprobs, completionLogprobs, sampling, sse, stops, usage } from './shared.js';
+import { chatChunks, chatCompletion, chatLogprobs, completionLogprobs, sampling, sse, stops, usage } from './shared.js';
 import { bearer, errorResponses, stepErrorResponses } from '../api/common.js';
 import {
   ChatCompletion, ChatCompletionRequest, Completion, CompletionRequest, OpenAiModel, OpenAiModelList, OpenAiModelParams,
@@ -147,34 +147,9 @@ function chatRoute(fastify: FastifyInstance): void {
       const created = Math.floor(Date.now() / 1000);
       const logprobs = b.logprobs ? chatLogprobs(g, asIds, tok) : null;
       const withIds = b.return_token_ids === true;
-      if (b.stream) {
-        const base = { id, object: 'chat.completion.chunk', created, model, system_fingerprint: null };
-        const chunks: unknown[] = [
-          { ...base, choices: [{ index: 0, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }] },
-          { ...base, choices: [{ index: 0, delta: { content: g.output }, logprobs, finish_reason: null, ...(withIds ? { token_ids: g.outputTokenIds } : {}) }] },
-          { ...base, choices: [{ index: 0, delta: {}, logprobs: null, finish_reason: g.finishReason }] },
-        ];
-        if (b.stream_options?.include_usage) chunks.push({ ...base, choices: [], usage: usage(g) });
-        return sse(reply as unknown as FastifyReply, chunks) as never;
-      }
-      return {
-        id,
-        object: 'chat.completion' as const,
-        created,
-        model,
-        system_fingerprint: null,
-        choices: [
-          {
-            index: 0,
-            message: { role: 'assistant' as const, content: g.output, refusal: null },
-            logprobs,
-            finish_reason: g.finishReason,
-            ...(withIds ? { token_ids: g.outputTokenIds } : {}),
-          },
-        ],
-        ...(withIds ? { prompt_token_ids: g.promptTokenIds } : {}),
-        usage: usage(g),
-      };
+      const parts = { id, created, model, g, content: g.output, toolCalls: null, logprobs, withIds };
+      if (b.stream) return sse(reply as unknown as FastifyReply, chatChunks(parts, b.stream_options?.include_usage === true)) as never;
+      return chatCompletion(parts);
     },
   );
 }

@@ -27,7 +27,7 @@ import { MAX_REWARD, ReflectionParams, StepAnswer } from '../../agent/schemas.js
 import type { TurnAnswer, TurnInput } from '../../agent/session-types.js';
 import type { AgentMessage } from '../../agent/turns.js';
 import { bearer, errorResponses, stepErrorResponses } from '../api/common.js';
-import { chatLogprobs, completionLogprobs, sse, stops, usage } from './shared.js';
+import { chatChunks, chatCompletion, chatLogprobs, completionLogprobs, sse, stops, usage } from './shared.js';
 import {
   OpenAiModelList, SessionChatCompletion, SessionChatCompletionRequest, SessionCompletion, SessionCompletionRequest, SessionOpenAiParams,
 } from './schemas.js';
@@ -98,37 +98,12 @@ function chatRoute(fastify: FastifyInstance): void {
       const created = Math.floor(Date.now() / 1000);
       const toolCalls = g.toolCalls && g.toolCalls.length > 0 ? g.toolCalls : null;
       const content = toolCalls && g.output === '' ? null : g.output;
+      const parts = { id, created, model: t.modelVersion, g, content, toolCalls: toolCalls as Array<Record<string, unknown>> | null, logprobs, withIds };
       if (b.stream) {
-        const base = { id, object: 'chat.completion.chunk', created, model: t.modelVersion, system_fingerprint: null };
-        const delta: Record<string, unknown> = { content };
-        if (toolCalls) delta.tool_calls = toolCalls.map((c, index) => ({ index, ...(c as object) }));
-        const chunks: unknown[] = [
-          { ...base, choices: [{ index: 0, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }] },
-          { ...base, choices: [{ index: 0, delta, logprobs, finish_reason: null, ...(withIds ? { token_ids: g.outputTokenIds } : {}) }] },
-          { ...base, choices: [{ index: 0, delta: {}, logprobs: null, finish_reason: g.finishReason }], lamer: position(t) },
-        ];
-        if (b.stream_options?.include_usage) chunks.push({ ...base, choices: [], usage: usage(g) });
+        const chunks = chatChunks(parts, b.stream_options?.include_usage === true, { lamer: position(t) });
         return sse(reply as unknown as FastifyReply, chunks) as never;
       }
-      return {
-        id,
-        object: 'chat.completion' as const,
-        created,
-        model: t.modelVersion,
-        system_fingerprint: null,
-        choices: [
-          {
-            index: 0,
-            message: { role: 'assistant' as const, content, refusal: null, ...(toolCalls ? { tool_calls: toolCalls as Array<Record<string, unknown>> } : {}) },
-            logprobs,
-            finish_reason: g.finishReason,
-            ...(withIds ? { token_ids: g.outputTokenIds } : {}),
-          },
-        ],
-        ...(withIds ? { prompt_token_ids: g.promptTokenIds } : {}),
-        usage: usage(g),
-        lamer: position(t),
-      };
+      return { ...chatCompletion(parts), lamer: position(t) };
     },
   );
 }

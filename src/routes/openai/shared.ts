@@ -48,6 +48,67 @@ export const usage = (g: Pick<Generation, 'promptTokenIds' | 'outputTokenIds'>) 
   total_tokens: g.promptTokenIds.length + g.outputTokenIds.length,
 });
 
+/** What a chat answer is built from: the generation, its content and tool calls as sent, and the request's choices. */
+export interface ChatAnswerParts<C extends string | null = string | null, L = unknown> {
+  id: string;
+  /** Unix seconds. */
+  created: number;
+  model: string;
+  g: Pick<Generation, 'promptTokenIds' | 'outputTokenIds'> & { finishReason: string };
+  /** The message content (null for an answer that is only tool calls). */
+  content: C;
+  toolCalls: Array<Record<string, unknown>> | null;
+  logprobs: L;
+  /** `return_token_ids`: add the prompt's and the output's token ids. */
+  withIds: boolean;
+}
+
+/** The `chat.completion` body of a generation (OpenAI's chat API, with the token ids when asked). */
+export function chatCompletion<C extends string | null, L>(p: ChatAnswerParts<C, L>) {
+  const { g, withIds } = p;
+  return {
+    id: p.id,
+    object: 'chat.completion' as const,
+    created: p.created,
+    model: p.model,
+    system_fingerprint: null,
+    choices: [
+      {
+        index: 0,
+        message: { role: 'assistant' as const, content: p.content, refusal: null, ...(p.toolCalls ? { tool_calls: p.toolCalls } : {}) },
+        logprobs: p.logprobs,
+        finish_reason: g.finishReason,
+        ...(withIds ? { token_ids: g.outputTokenIds } : {}),
+      },
+    ],
+    ...(withIds ? { prompt_token_ids: g.promptTokenIds } : {}),
+    usage: usage(g),
+  };
+}
+
+/**
+ * The `chat.completion.chunk` events of a generation computed whole: the role, the content (and tool
+ * calls) with the logprobs, the finish reason (with `last`'s fields), and the usage when asked.
+ */
+export function chatChunks<C extends string | null, L>(
+  p: ChatAnswerParts<C, L>, includeUsage: boolean, last: Record<string, unknown> = {},
+): unknown[] {
+  const { g } = p;
+  const base = { id: p.id, object: 'chat.completion.chunk', created: p.created, model: p.model, system_fingerprint: null };
+  const delta: Record<string, unknown> = { content: p.content };
+  if (p.toolCalls) delta.tool_calls = p.toolCalls.map((c, index) => ({ index, ...c }));
+  const chunks: unknown[] = [
+    { ...base, choices: [{ index: 0, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }] },
+    {
+      ...base,
+      choices: [{ index: 0, delta, logprobs: p.logprobs, finish_reason: null, ...(p.withIds ? { token_ids: g.outputTokenIds } : {}) }],
+    },
+    { ...base, choices: [{ index: 0, delta: {}, logprobs: null, finish_reason: g.finishReason }], ...last },
+  ];
+  if (includeUsage) chunks.push({ ...base, choices: [], usage: usage(g) });
+  return chunks;
+}
+
 /** The chat API's `logprobs` of a generation: one item per output token (no alternatives). */
 export function chatLogprobs(g: Pick<Generation, 'outputTokenIds' | 'logprobs'>, asIds: boolean, tok: Tokenizer) {
   return {
