@@ -1,6 +1,6 @@
 /**
  * Held-out loss on demonstrations of the held-out eval tasks (`npm run eval:base`,
- * bench/base-policy.ts): solver demonstrations from src/envs/demos.ts, laid out as SFT trains
+ * experiments/eval-base.ts): solver demonstrations from src/envs/demos.ts, laid out as SFT trains
  * them (src/training/data/sft-data.ts) and scored by src/training/run/heldout-loss.ts. It lives
  * with the command-line layer because it joins the environments (API clients) and training, which
  * must not import each other.

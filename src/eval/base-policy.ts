@@ -1,5 +1,5 @@
 /**
- * The held-out rows of a base checkpoint (bench/base-policy.ts, `npm run eval:base`): per game, the
+ * The held-out rows of a base checkpoint (experiments/eval-base.ts, `npm run eval:base`): per game, the
  * same tasks played three ways by the same model,
  *   (a) 'lamer':       K-attempt sessions with reflection_only memory, no availableActions;
  *   (b) 'lamer-avail': the same with the env's legal actions sent as availableActions;

@@ -1,8 +1,8 @@
 /**
- * The pure parts of the base-model scaling grid (bench/base-scaling.ts, `npm run
- * bench:base-scaling`): the grid's points from the command line (`LxE[hH]:S`, layers x n_embd
+ * The pure parts of the base-model scaling grid (experiments/base-scaling.ts, `npm run
+ * experiment:base-scaling`): the grid's points from the command line (`LxE[hH]:S`, layers x n_embd
  * [heads] : optimiser steps), the per-point record built from the sft-base summary and the
- * eval:base JSON (bench/base-policy.ts, row (a) 'lamer', and the held-out loss when measured), the
+ * eval:base JSON (experiments/eval-base.ts, row (a) 'lamer', and the held-out loss when measured), the
  * markdown table of the records, and
  * the SVG of pass@1 / pass@3 against the tokens trained (log10 x), one series per model size.
  * Units: rates are fractions in [0, 1] (the table and the chart show percent); tokens are byte
@@ -169,7 +169,7 @@ export interface ScalingRecord extends PointTraining {
   games: ScalingGame[];
 }
 
-/** The part of eval:base's JSON (bench/base-policy.ts --out) that a record reads. */
+/** The part of eval:base's JSON (experiments/eval-base.ts --out) that a record reads. */
 export interface BaseEvalJson {
   model: { config: { n_layer: number; n_embd: number; n_head: number }; parameters: number };
   games: Array<Pick<GameResult, 'env'> & {

@@ -8,7 +8,7 @@
  * - every quoted section reference, `docs/<page>.md "Title"` or `README "Title"`, names a heading
  *   of that page (a leading section number such as `7. ` may be left out), or for the README also
  *   a bold paragraph label (`**Native tfjs.**`).
- * Files: the tracked text files under src/, test/, bench/, scripts/, docs/, clients/ and README.md.
+ * Files: the tracked text files under src/, test/, bench/, experiments/, scripts/, docs/, clients/ and README.md.
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
@@ -16,7 +16,7 @@ import { join, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 const ROOT = join(import.meta.dirname, '..', '..');
-const ROOTS = ['src', 'test', 'bench', 'scripts', 'docs', 'clients', 'README.md'];
+const ROOTS = ['src', 'test', 'bench', 'experiments', 'scripts', 'docs', 'clients', 'README.md'];
 const TEXT = /\.(ts|js|mjs|cjs|md|py|sh|json|html|css|txt)$/;
 
 /** Tracked files under ROOTS (git ls-files), or every file there when git is unavailable. */

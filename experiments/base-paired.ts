@@ -1,8 +1,8 @@
 /**
- * `npm run bench:base-paired -- --new DIR --old DIR [--resamples B] [--seed S] [--out FILE]`:
+ * `npm run experiment:base-paired -- --new DIR --old DIR [--resamples B] [--seed S] [--out FILE]`:
  * the paired differences new - old of pass@1 and pass@K between two checkpoints measured on the
  * same held-out tasks, from two folders written by `npm run eval:base -- --reports DIR`
- * (bench/base-policy.ts: one full eval report `{game}-{row}.json` per game and row, row one of
+ * (experiments/eval-base.ts: one full eval report `{game}-{row}.json` per game and row, row one of
  * lamer, lamer-avail, independent).
  *
  * For every game and row whose report is in both folders and for k = 1 and k = K (the reports'
@@ -22,9 +22,9 @@
  * A report in only one folder is skipped: its game and row are named in one line on stderr and
  * in the JSON's `skipped`, and the others are compared (eval:base --games / --rows can leave rows
  * out on purpose). Prints the markdown table; writes the figures as JSON (default
- * bench/results/base-paired.json, its folder created).
+ * experiments/results/base-paired.json, its folder created).
  *
- * This replaces bench/results/base-run-d/paired.py (kept: it made the run-D figures of
+ * This replaces experiments/results/base-run-d/paired.py (kept: it made the run-D figures of
  * docs/RESULTS.md). On run D's folders the point differences are the same; the intervals differ a
  * little (a different random stream, and type-7 quantiles instead of the 250th / 9750th of 10,000).
  * Unlike paired.py, a task played in several trials counts the share of its sessions that pass
@@ -44,7 +44,7 @@ import { BASE_ROWS, type BaseRow } from '../src/eval/base-policy.js';
 import { pairedBootstrap, pairedDiffs, taskValues } from '../src/eval/compare.js';
 import type { SessionRecord } from '../src/eval/metrics.js';
 
-const DEFAULT_OUT = 'bench/results/base-paired.json';
+const DEFAULT_OUT = 'experiments/results/base-paired.json';
 const DEFAULT_RESAMPLES = 10_000;
 /** pairedBootstrap's own default seed (what eval:base's (a) - (c) intervals use). */
 const DEFAULT_SEED = 12345;
@@ -134,7 +134,7 @@ export function tableRow(r: PairedRow): string {
   return `| ${r.game} | ${r.row} | ${r.k} | ${r.tasks} | ${pct(r.newRate)} | ${pct(r.oldRate)} | ${pts(r.difference)} | [${pts(r.lo)}, ${pts(r.hi)}] |`;
 }
 
-const USAGE = `usage: npm run bench:base-paired -- --new DIR --old DIR [options]
+const USAGE = `usage: npm run experiment:base-paired -- --new DIR --old DIR [options]
 
 Paired bootstrap over tasks of the pass@1 and pass@K differences new - old, per game and row,
 between two folders of eval:base reports (npm run eval:base -- --reports DIR).
@@ -151,7 +151,7 @@ A report in only one folder is skipped and named on stderr. Exit code: 0; 2 for 
 
 /** A bad command line: one line on stderr (as the lamer CLIs, src/cli/args.ts), exit code 2. */
 function fail(msg: string): never {
-  process.stderr.write(`bench:base-paired: ${msg.replace(/\s*\n\s*/g, ' ')}\n`);
+  process.stderr.write(`experiment:base-paired: ${msg.replace(/\s*\n\s*/g, ' ')}\n`);
   process.exit(2);
 }
 
@@ -236,7 +236,7 @@ function parseOptions(argv: string[]): Options {
 
 function main(): void {
   const { newDir, oldDir, resamples, seed, out, pairs, skipped } = parseOptions(process.argv.slice(2));
-  if (skipped.length > 0) process.stderr.write(`bench:base-paired: skipped, not in both folders: ${skipped.join(', ')}\n`);
+  if (skipped.length > 0) process.stderr.write(`experiment:base-paired: skipped, not in both folders: ${skipped.join(', ')}\n`);
   const rows = pairs.flatMap((p) => pairedRows(p.game, p.row, p.neu, p.old, { resamples, seed }));
   console.log(`Paired bootstrap over tasks, new (${newDir}) - old (${oldDir}): ${resamples} resamples, seed ${seed}, 95% percentile interval; rates in %, differences in percentage points.`);
   console.log('');
@@ -254,7 +254,7 @@ if (import.meta.url === `file://${process.argv[1]}` || process.argv[1]?.endsWith
   try {
     main();
   } catch (e) {
-    process.stderr.write(`bench:base-paired: ${(e as Error).stack ?? e}\n`);
+    process.stderr.write(`experiment:base-paired: ${(e as Error).stack ?? e}\n`);
     process.exit(1);
   }
 }

@@ -1,7 +1,7 @@
 /**
  * A record, not a benchmark: where in a Sokoban answer the invalid moves fall, from an eval report
  * (`npm run eval:base -- --reports DIR` writes `sokoban-6x6-2-lamer.json`).
- * `npx tsx bench/results/base-run-f/sokoban-invalid-moves.ts REPORT.json`
+ * `npx tsx experiments/results/base-run-f/sokoban-invalid-moves.ts REPORT.json`
  *
  * Replays every attempt's answers in the env from the task's initial state, and beside it the moves
  * one by one (the env's rules: a move that does not move is a no-op, the turn's other moves still
@@ -18,7 +18,7 @@ import { makeEnv } from '../../../src/envs/index.js';
 
 const file = process.argv[2];
 if (!file) {
-  process.stderr.write('usage: npx tsx bench/results/base-run-f/sokoban-invalid-moves.ts REPORT.json\n');
+  process.stderr.write('usage: npx tsx experiments/results/base-run-f/sokoban-invalid-moves.ts REPORT.json\n');
   process.exit(2);
 }
 const report = JSON.parse(readFileSync(file, 'utf8')) as { env: string; sessions: Array<{ taskId: string; attempts: Array<{ trajectory: string[] }> }> };

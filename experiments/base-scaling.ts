@@ -1,12 +1,12 @@
 /**
- * `npm run bench:base-scaling -- --out DIR --points 2x64:200,4x128:800 [options]`: how the SFT
+ * `npm run experiment:base-scaling -- --out DIR --points 2x64:200,4x128:800 [options]`: how the SFT
  * base model's held-out play scales with model size and training length. Each point of the grid
  * (LAYERSxEMBD[hHEADS]:STEPS; heads n_embd/32, at least 1, unless given) is
  *   (a) trained from scratch by `npm run model:sft-chat -- --out DIR/<point>/model --layers L
  *       --embd E --heads H --steps S` plus the shared options (defaults: the shipped recipe,
  *       models/base/README.md) and `--sft-args`, then
  *   (b) evaluated by `npm run eval:base -- --model DIR/<point>/model --tasks N --rows lamer
- *       --out DIR/<point>/eval.json` (bench/base-policy.ts: row (a), K = 3 attempt LaMer sessions
+ *       --out DIR/<point>/eval.json` (experiments/eval-base.ts: row (a), K = 3 attempt LaMer sessions
  *       with reflections, on held-out MineSweeper 6x6/3 and Sokoban 6x6/2 tasks),
  * both as child processes whose stdout / stderr go to DIR/<point>/{train,eval}.{out,err}.log;
  * progress lines (point, phase, elapsed seconds, the child's last log line) go to stderr.
@@ -21,7 +21,7 @@
  * also printed on stdout) and DIR/scaling.svg (pass@1 / pass@3 per game against log10 tokens
  * trained, one series per model size, the aims as grey lines).
  *
- * Usage: npm run bench:base-scaling -- --out /tmp/scaling --points 2x64:200,4x128:800 --existing 4x128:700=models/base
+ * Usage: npm run experiment:base-scaling -- --out /tmp/scaling --points 2x64:200,4x128:800 --existing 4x128:700=models/base
  *
  * Options: --out DIR (required; new, or holding only a grid's own files), --points LIST,
  * --existing POINT=DIR[,...], --tasks N (64), --games LIST (minesweeper-6x6-3,sokoban-6x6-2),
@@ -53,12 +53,12 @@ const SHIPPED_CURRICULUM = 'minesweeper:4x4/2,minesweeper:5x5/2,minesweeper:6x6/
 const GRID_FILES = ['scaling.json', 'scaling.md', 'scaling.svg'];
 
 function fail(msg: string): never {
-  console.error(`bench:base-scaling: ${msg}`);
+  console.error(`experiment:base-scaling: ${msg}`);
   process.exit(2);
 }
 const log = (line: string) => process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${line}\n`);
 
-const HELP = `usage: npm run bench:base-scaling -- --out DIR --points 2x64:200,4x128:800 [options]
+const HELP = `usage: npm run experiment:base-scaling -- --out DIR --points 2x64:200,4x128:800 [options]
 
 Trains (npm run model:sft-chat) and evaluates (npm run eval:base, row lamer) one SFT base model per
 point of the grid; writes DIR/scaling.json, DIR/scaling.md (also printed) and DIR/scaling.svg. A
@@ -287,7 +287,7 @@ async function runPoint(spec: PointSpec, index: number, total: number): Promise<
   const evalCommand = `npm run eval:base -- ${evalArgs.map(quote).join(' ')}`;
   writeFileSync(pointFile, JSON.stringify({ spec, training, commands: { train: trainCommand, eval: evalCommand } } satisfies PointFile, null, 1) + '\n');
   log(`${label}: evaluating: ${evalCommand}`);
-  const code = await runChild('bench/base-policy.ts', evalArgs, path.join(dir, 'eval'), `${label} eval`);
+  const code = await runChild('experiments/eval-base.ts', evalArgs, path.join(dir, 'eval'), `${label} eval`);
   if (code === 2) fail(`eval:base refused its options for ${spec.name} (${path.join(dir, 'eval.err.log')}: ${lastLine(path.join(dir, 'eval.err.log'))})`);
   if (!existsSync(path.join(dir, 'eval.json'))) {
     log(`${label}: evaluation failed (exit ${code}); see ${path.join(dir, 'eval.err.log')}`);

@@ -1,14 +1,14 @@
 /**
- * Compares the first iteration of freshly trained runs with recorded ones (bench/lamer-vs-gigpo.sh):
+ * Compares the first iteration of freshly trained runs with recorded ones (experiments/lamer-vs-gigpo.sh):
  * for each arm, point 0 of NEW_DIR/<arm>/seed-<s>/learning-curve.json against RECORDED_DIR's (for
  * the paper's setting, both are one game's folder). Fields that curves of older commits lack
  * (outputTokens, reflectionTokens, actionEntropy, reflectionEntropy) are equal when both lack them.
  * Training is deterministic for a given commit, seed and worker count (one worker per job in the
  * recorded runs), so the rollout figures must be equal and the job's figures equal within a relative
  * 1e-6 (float summation order is the only freedom).
- * Usage: npx tsx bench/lamer-vs-gigpo-verify.ts RECORDED_DIR NEW_DIR SEED ARM...
+ * Usage: npx tsx experiments/lamer-vs-gigpo-verify.ts RECORDED_DIR NEW_DIR SEED ARM...
  * Prints one table row per arm and field; exit status 1 when a field differs, 2 on bad usage.
- * Both runs come from the recorded commit's code (bench/lamer-vs-gigpo-verify.sh), whose curve
+ * Both runs come from the recorded commit's code (experiments/lamer-vs-gigpo-verify.sh), whose curve
  * points may name the zero-advantage group count by its earlier name `skippedGroups` (those
  * commits dropped such groups); either name is read.
  */
@@ -18,7 +18,7 @@ import type { CurvePoint } from '../src/eval/experiment.js';
 
 const [recorded, fresh, seedArg, ...arms] = process.argv.slice(2);
 if (!recorded || !fresh || !/^\d+$/.test(seedArg ?? '') || arms.length === 0) {
-  console.error('usage: npx tsx bench/lamer-vs-gigpo-verify.ts RECORDED_DIR NEW_DIR SEED ARM...');
+  console.error('usage: npx tsx experiments/lamer-vs-gigpo-verify.ts RECORDED_DIR NEW_DIR SEED ARM...');
   process.exit(2);
 }
 

@@ -1,6 +1,6 @@
 /**
- * The command lines of `npm run eval:base` (bench/base-policy.ts) and `npm run bench:base-scaling`
- * (bench/base-scaling.ts), run as child processes: --help / -h print the usage text listing every
+ * The command lines of `npm run eval:base` (experiments/eval-base.ts) and `npm run experiment:base-scaling`
+ * (experiments/base-scaling.ts), run as child processes: --help / -h print the usage text listing every
  * option and exit 0 without doing any work; a value starting with '-' given as a separate argument
  * is a one-line usage error, exit 2; so are a count not written in digits, past the eval seeds or
  * past the server's attempts, an --out, --reports or --results path that cannot be written (found
@@ -24,7 +24,7 @@ describe('eval:base command line', () => {
   it('--help and -h: the usage text with every option, exit 0, nothing written', () => {
     const out = path.join(tmpDir('lamer-eval-base-help-'), 'figures.json');
     for (const flag of ['--help', '-h']) {
-      const r = run('bench/base-policy.ts', [flag, '--out', out]);
+      const r = run('experiments/eval-base.ts', [flag, '--out', out]);
       expect(r.status, r.stderr).toBe(0);
       expect(r.stderr).toBe('');
       expect(r.stdout.startsWith('usage: npm run eval:base -- [options]\n')).toBe(true);
@@ -39,7 +39,7 @@ describe('eval:base command line', () => {
   }, 60_000);
 
   it('--loss-sessions -1: says to write --loss-sessions=VALUE, exit 2', () => {
-    const r = run('bench/base-policy.ts', ['--loss-sessions', '-1']);
+    const r = run('experiments/eval-base.ts', ['--loss-sessions', '-1']);
     expect(r.status).toBe(2);
     expect(r.stdout).toBe('');
     expect(r.stderr).toBe("eval:base: --loss-sessions needs a value (one that starts with '-' must be written --loss-sessions=VALUE)\n");
@@ -57,7 +57,7 @@ describe('eval:base command line', () => {
       [['--games', ''], "--games: give at least one env (e.g. minesweeper-6x6-3), got ''"],
       [['--rows', ' , '], "--rows: give at least one of lamer, lamer-avail, independent, got ' , '"],
     ] as const) {
-      const r = run('bench/base-policy.ts', [...args]);
+      const r = run('experiments/eval-base.ts', [...args]);
       expect(r.status, r.stderr).toBe(2);
       expect(r.stdout).toBe('');
       expect(r.stderr).toBe(`eval:base: ${line}\n`);
@@ -69,7 +69,7 @@ describe('eval:base command line', () => {
     copyFileSync(path.join(root, 'models', 'base', 'model.json'), path.join(dir, 'model.json'));
     const out = path.join(dir, 'new', 'figures.json');
     const reports = path.join(dir, 'reports');
-    const r = run('bench/base-policy.ts', ['--model', dir, '--out', out, '--reports', reports]);
+    const r = run('experiments/eval-base.ts', ['--model', dir, '--out', out, '--reports', reports]);
     expect(r.status).toBe(2);
     expect(r.stderr).toBe(`eval:base: --model: ${dir}/weights.bin: ENOENT (a checkpoint is model.json + weights.bin)\n`);
     // the path checks before it leave nothing behind
@@ -93,7 +93,7 @@ describe('eval:base command line', () => {
       [['--results', dir], `--results ${dir}: a folder (an existing file with a base-policy section, e.g. docs/RESULTS.md)`],
       [['--results', noSection], `--results ${noSection} has no base-policy section (<!-- base-policy:begin --> ... <!-- base-policy:end -->) to replace`],
     ] as const) {
-      const r = run('bench/base-policy.ts', [...noModel, '--out', path.join(dir, 'figures.json'), ...args]);
+      const r = run('experiments/eval-base.ts', [...noModel, '--out', path.join(dir, 'figures.json'), ...args]);
       expect(r.status, r.stderr).toBe(2);
       expect(r.stdout).toBe('');
       expect(r.stderr).toBe(`eval:base: ${line}\n`);
@@ -111,7 +111,7 @@ describe('eval:base command line', () => {
     // the in-process server's data folders (mkdtemp: the prefix and 6 characters)
     const serverDirs = () => readdirSync(tmpdir()).filter((d) => /^lamer-eval-base-[A-Za-z0-9]{6}$/.test(d));
     const before = serverDirs();
-    const r = run('bench/base-policy.ts', [
+    const r = run('experiments/eval-base.ts', [
       '--tasks', '1', '--attempts', '1', '--rows', 'independent', '--games', 'minesweeper-4x4-2', '--loss-sessions', '0', '--concurrency', '1',
       '--out', out, '--reports', reports,
     ]);
@@ -125,14 +125,14 @@ describe('eval:base command line', () => {
   }, 120_000);
 });
 
-describe('bench:base-scaling command line', () => {
+describe('experiment:base-scaling command line', () => {
   it('--help and -h: the usage text with every option, exit 0, no grid folder made', () => {
     const out = path.join(tmpDir('lamer-scaling-help-'), 'grid');
     for (const flag of ['--help', '-h']) {
-      const r = run('bench/base-scaling.ts', ['--out', out, '--points', '1x32:2', flag]);
+      const r = run('experiments/base-scaling.ts', ['--out', out, '--points', '1x32:2', flag]);
       expect(r.status, r.stderr).toBe(0);
       expect(r.stderr).toBe('');
-      expect(r.stdout.startsWith('usage: npm run bench:base-scaling -- --out DIR --points 2x64:200,4x128:800 [options]\n')).toBe(true);
+      expect(r.stdout.startsWith('usage: npm run experiment:base-scaling -- --out DIR --points 2x64:200,4x128:800 [options]\n')).toBe(true);
       expect(listed(r.stdout)).toEqual([
         '--out', '--points', '--existing', '--tasks', '--games', '--seed', '--sessions', '--curriculum', '--block', '--micro-batch-tokens',
         '--minibatch', '--lr', '--sft-args', '--report-only', '--help',
@@ -143,12 +143,12 @@ describe('bench:base-scaling command line', () => {
   }, 60_000);
 
   it('--tasks -1: says to write --tasks=VALUE; --tasks 1e3: says digits; exit 2', () => {
-    const r = run('bench/base-scaling.ts', ['--out', path.join(tmpDir('lamer-scaling-neg-'), 'grid'), '--tasks', '-1']);
+    const r = run('experiments/base-scaling.ts', ['--out', path.join(tmpDir('lamer-scaling-neg-'), 'grid'), '--tasks', '-1']);
     expect(r.status).toBe(2);
     expect(r.stdout).toBe('');
-    expect(r.stderr).toBe("bench:base-scaling: --tasks needs a value (one that starts with '-' must be written --tasks=VALUE)\n");
-    const e = run('bench/base-scaling.ts', ['--out', path.join(tmpDir('lamer-scaling-exp-'), 'grid'), '--tasks', '1e3']);
+    expect(r.stderr).toBe("experiment:base-scaling: --tasks needs a value (one that starts with '-' must be written --tasks=VALUE)\n");
+    const e = run('experiments/base-scaling.ts', ['--out', path.join(tmpDir('lamer-scaling-exp-'), 'grid'), '--tasks', '1e3']);
     expect(e.status).toBe(2);
-    expect(e.stderr).toBe(`bench:base-scaling: --tasks must be an integer in [1, ${2 ** 32 - 1e9}] written in digits, got '1e3'\n`);
+    expect(e.stderr).toBe(`experiment:base-scaling: --tasks must be an integer in [1, ${2 ** 32 - 1e9}] written in digits, got '1e3'\n`);
   }, 30_000);
 });

@@ -21,7 +21,7 @@
 # Output: OUT_DIR/<game>/<arm>/seed-<s>/learning-curve.json, OUT_DIR/<game>/eval-<arm>-seed<s>.json (and eval-lamer-independent-seed<s>.json: a LaMer run's weights as 3 independent retries, the same-weights control of memory),
 # OUT_DIR/<game>/eval-sft-{lamer-mode,independent}.json, OUT_DIR/<game>/timings.jsonl (wall and
 # CPU seconds of each training and eval), and, after each game (FINAL=1), OUT_DIR/report.md and
-# OUT_DIR/curves-<game>.svg (bench/lamer-vs-gigpo-report.ts) and, unless RESULTS='', the marked
+# OUT_DIR/curves-<game>.svg (experiments/lamer-vs-gigpo-report.ts) and, unless RESULTS='', the marked
 # section lamer-vs-gigpo-paper of $RESULTS (written, never committed by this script).
 # Resumable: a finished piece (a curve with $ITER points, an eval file) is kept when the command
 # is rerun; an unfinished training run starts again. OUT_DIR/meta.json records the commit and
@@ -35,7 +35,7 @@
 # is ready (or is not ready within 120 s) the run stops at once, exit 1, with its exit status and
 # the log's last lines.
 #
-# Usage: bench/lamer-vs-gigpo.sh OUT_DIR
+# Usage: experiments/lamer-vs-gigpo.sh OUT_DIR
 # Settings (environment):
 #   GAMES="minesweeper-6x6-3 sokoban-6x6-2" SEEDS="0 1 2" ARMS="lamer gigpo"   what to run
 #   ITER=12 T=8 G=8 LR=1e-4 GAMMA_MS=0.9 GAMMA_SOKO=0.6                          how to train
@@ -43,11 +43,11 @@
 #   TRAIN_SAMPLING=1/1/0 EVAL_SAMPLING=0.7/0.8/20 (temperature/top-p/top-k) AVAILABLE_ACTIONS=0|1
 #   EVAL_TASKS=256 BASE=models/base CONCURRENCY=32 PORT0=18431
 #   FINAL=1 (0: only the runs of $SEEDS x $ARMS and their evals; no SFT evals, no report)
-#   COMMIT=0 RECORD=bench/results/lamer-vs-gigpo-paper RESULTS=docs/RESULTS.md
+#   COMMIT=0 RECORD=experiments/results/lamer-vs-gigpo-paper RESULTS=docs/RESULTS.md
 #   SEEDS= or ARMS= (set and empty) trains nothing: with FINAL=1, only the SFT evals and the report.
 # Two cores: run two invocations on the same OUT_DIR with disjoint GAMES/SEEDS/ARMS, FINAL=0,
 # distinct PORT0 and LAMER_TRAIN_WORKERS=1, then one plain invocation (it finds those runs done).
-# Tiny check: ITER=1 SEEDS=0 T=2 G=2 EVAL_TASKS=4 RESULTS= bench/lamer-vs-gigpo.sh /tmp/lvg-tiny
+# Tiny check: ITER=1 SEEDS=0 T=2 G=2 EVAL_TASKS=4 RESULTS= experiments/lamer-vs-gigpo.sh /tmp/lvg-tiny
 # Cost on this project's 2-core machine (measured 2026-12-01/02 with ITER=1 runs, this script at
 # nice 19). Quiet machine: a training iteration takes about 9 s at T=2 G=2 (either game and arm)
 # and 70 s at T=8 G=8 (MineSweeper LaMer: 13 s of rollouts + 57 s of job, 77 CPU s; MineSweeper
@@ -67,7 +67,7 @@ set -euo pipefail
 # (tree of src/) each piece ran.
 {
 case "${1:-}" in
-  ''|-h|--help) echo "usage: bench/lamer-vs-gigpo.sh OUT_DIR (settings through the environment: see the header of this file)" >&2; exit 2 ;;
+  ''|-h|--help) echo "usage: experiments/lamer-vs-gigpo.sh OUT_DIR (settings through the environment: see the header of this file)" >&2; exit 2 ;;
 esac
 OUT=$(realpath -m "$1")
 # Paths below (node_modules, src, models) are the repository's: run from its root wherever called from.
@@ -88,7 +88,7 @@ CONCURRENCY=${CONCURRENCY:-32}
 PORT=${PORT0:-18431}
 FINAL=${FINAL:-1}
 COMMIT=${COMMIT:-0}
-RECORD=${RECORD:-bench/results/lamer-vs-gigpo-paper}
+RECORD=${RECORD:-experiments/results/lamer-vs-gigpo-paper}
 # the compact base writes its own actions (its rows are measured both ways; issue 22): default 0 there
 if [ -z "${AVAILABLE_ACTIONS:-}" ]; then
   AVAILABLE_ACTIONS=$(node -e 'try{const m=require(process.argv[1]);console.log(m.userDefinedMetadata?.lamer?.promptFormat?.name==="compact"?0:1)}catch{console.log(1)}' "$(realpath -m "$BASE/model.json")")
@@ -125,7 +125,7 @@ META=$(node -e '
   const [commit, dirty, ...kv] = process.argv.slice(1);
   const settings = Object.fromEntries(kv.map((x) => [x.slice(0, x.indexOf("=")), x.slice(x.indexOf("=") + 1)]));
   console.log(JSON.stringify({ commit, dirty: dirty !== "", settings }, null, 1));
-' "$(git rev-parse HEAD 2>/dev/null || echo unknown)" "$(git status --porcelain -- src bench/*.sh bench/*.ts models 2>/dev/null)" \
+' "$(git rev-parse HEAD 2>/dev/null || echo unknown)" "$(git status --porcelain -- src experiments/*.sh experiments/*.ts models 2>/dev/null)" \
   ITER="$ITER" T="$T" G="$G" LR="$LR" GAMMA_MS="$GAMMA_MS" GAMMA_SOKO="$GAMMA_SOKO" TRAIN_SAMPLING="$TRAIN_SAMPLING" \
   EVAL_SAMPLING="$EVAL_SAMPLING" AVAILABLE_ACTIONS="$AVAILABLE_ACTIONS" EVAL_TASKS="$EVAL_TASKS" BASE="$BASE" CONCURRENCY="$CONCURRENCY")
 same_settings() { # meta.json file -> exit 0 when it records this invocation's settings
@@ -270,7 +270,7 @@ for game in $GAMES; do
       case $arm in
         lamer)
           evaluate "$game" "$arm-seed$seed" "$OUT/$game/$arm/seed-$seed/data"
-          # the same weights without memory: what memory itself adds (bench/lamer-vs-gigpo-memory.ts)
+          # the same weights without memory: what memory itself adds (experiments/lamer-vs-gigpo-memory.ts)
           evaluate "$game" "$arm-independent-seed$seed" "$OUT/$game/$arm/seed-$seed/data" --independent-attempts ;;
         *) evaluate "$game" "$arm-seed$seed" "$OUT/$game/$arm/seed-$seed/data" --independent-attempts ;;
       esac
@@ -284,7 +284,7 @@ for game in $GAMES; do
   evaluate "$game" sft-independent "$OUT/$game/sft-data" --independent-attempts
   record "$game SFT start" "$game/eval-sft-lamer-mode.json" "$game/eval-sft-independent.json" "$game/timings.jsonl"
   say "report (games so far)"
-  node_modules/.bin/tsx bench/lamer-vs-gigpo-report.ts "$OUT" ${RESULTS:+--results "$RESULTS"} --curve-every $(( ITER > 20 ? ITER / 10 : 1 )) >>"$LOG"
+  node_modules/.bin/tsx experiments/lamer-vs-gigpo-report.ts "$OUT" ${RESULTS:+--results "$RESULTS"} --curve-every $(( ITER > 20 ? ITER / 10 : 1 )) >>"$LOG"
   record "report after $game" report.md $(cd "$OUT" && ls curves-*.svg 2>/dev/null)
 done
 if [ "$FINAL" = 1 ]; then say "done: $OUT/report.md"; else say "runs of games '$GAMES' x seeds '$SEEDS' x arms '$ARMS' done (FINAL=0: no SFT evals, no report)"; fi

@@ -1,8 +1,8 @@
 /**
- * bench/base-memory-probe.ts on a tiny random compact model: the three probes count what they
+ * experiments/base-memory-probe.ts on a tiny random compact model: the three probes count what they
  * should and give probabilities, probe 2's split adds up; an untrained model is far below chance on
  * the copy.
- * Its command line (`npm run bench:base-memory`), run as a child process: every bad option is one
+ * Its command line (`npm run experiment:base-memory-probe`), run as a child process: every bad option is one
  * line on stderr naming it, exit code 2, nothing on stdout and no figures written.
  */
 import { spawnSync } from 'node:child_process';
@@ -10,7 +10,7 @@ import { copyFileSync, existsSync, mkdirSync, readdirSync, writeFileSync } from 
 import path from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { IN_PLAY_HEAD, inPlayRows, probe, TABLE_HEAD, tableRow, type MemoryProbe } from '../../bench/base-memory-probe.js';
+import { IN_PLAY_HEAD, inPlayRows, probe, TABLE_HEAD, tableRow, type MemoryProbe } from '../../experiments/base-memory-probe.js';
 import { root } from '../helpers/cli.js';
 import { tmpDir, writeTinyGptCheckpoint } from '../helpers/index.js';
 import { initModel } from '../../src/model/gpt.js';
@@ -130,12 +130,12 @@ describe('base memory probe table', () => {
   });
 });
 
-describe('bench:base-memory command line', () => {
+describe('experiment:base-memory-probe command line', () => {
   // Each run starts node with tsx and loads tfjs: a few seconds on a busy machine.
-  const run = (args: string[]) => spawnSync(process.execPath, ['--import', 'tsx', 'bench/base-memory-probe.ts', ...args], { cwd: root, encoding: 'utf8' });
+  const run = (args: string[]) => spawnSync(process.execPath, ['--import', 'tsx', 'experiments/base-memory-probe.ts', ...args], { cwd: root, encoding: 'utf8' });
   const expectUsageError = (args: string[], line: string) => {
     const r = run(args);
-    expect(r.stderr).toBe(`bench:base-memory: ${line}\n`);
+    expect(r.stderr).toBe(`experiment:base-memory-probe: ${line}\n`);
     expect(r.status).toBe(2);
     expect(r.stdout).toBe('');
   };
@@ -158,7 +158,7 @@ describe('bench:base-memory command line', () => {
     copyFileSync(path.join(root, 'models', 'base', 'model.json'), path.join(noWeights, 'model.json'));
     const r = run(['--model', noWeights, '--out', out]);
     expect(r.status).toBe(2);
-    expect(r.stderr).toMatch(new RegExp(`^bench:base-memory: --model ${noWeights}: ENOENT[^\n]*weights\\.bin'\n$`));
+    expect(r.stderr).toMatch(new RegExp(`^experiment:base-memory-probe: --model ${noWeights}: ENOENT[^\n]*weights\\.bin'\n$`));
     expect(existsSync(out)).toBe(false);
   }, 120_000);
 
@@ -174,10 +174,10 @@ describe('bench:base-memory command line', () => {
     writeFileSync(file, 'x');
     expectUsageError(['--out', path.join(file, 'x.json')], `--out ${file}/x.json: ${file} exists and is not a folder`);
     expect(readdirSync(dir)).toEqual(['plain.txt']);
-    expect(run(['--nope']).stderr).toMatch(/^bench:base-memory: Unknown option '--nope'[^\n]*\n$/);
+    expect(run(['--nope']).stderr).toMatch(/^experiment:base-memory-probe: Unknown option '--nope'[^\n]*\n$/);
     expect(run(['models/base']).status).toBe(2);
     const help = run(['--help']);
     expect(help.status).toBe(0);
-    expect(help.stdout).toMatch(/^usage: npm run bench:base-memory -- \[options\]\n/);
+    expect(help.stdout).toMatch(/^usage: npm run experiment:base-memory-probe -- \[options\]\n/);
   }, 120_000);
 });

@@ -1,6 +1,6 @@
 """Paired bootstrap over tasks (10,000 resamples, seed 0) of pass@1 and pass@3 differences between two
 eval:base report folders (--reports): python3 paired.py NEW_REPORTS OLD_REPORTS.
-Kept as the record of how run D's figures were made; use `npm run bench:base-paired -- --new DIR --old DIR` (bench/base-paired.ts) instead."""
+Kept as the record of how run D's figures were made; use `npm run experiment:base-paired -- --new DIR --old DIR` (experiments/base-paired.ts) instead."""
 import json, random, sys
 def solved(path):
     d = json.load(open(path)); out = {}

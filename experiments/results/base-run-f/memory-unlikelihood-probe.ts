@@ -1,9 +1,9 @@
 /**
  * A record, not a benchmark: how fast a trained compact checkpoint learns to read its memory when
- * it trains on nothing else. `npx tsx bench/results/base-run-f/memory-unlikelihood-probe.ts MODEL
+ * it trains on nothing else. `npx tsx experiments/results/base-run-f/memory-unlikelihood-probe.ts MODEL
  * LAMBDA STEPS LR` (the model is not saved).
  *
- * - Data: MineSweeper 6x6/3 trials played by the solver with noise 0.4 (as `bench:base-memory`
+ * - Data: MineSweeper 6x6/3 trials played by the solver with noise 0.4 (as `experiment:base-memory-probe`
  *   probe 1), only the acting examples whose memory names mines (`CompactExample.namedMines`):
  *   600 training trials (train seeds from 77,000,000) and 150 held-out trials (eval seeds from 0).
  * - Training: STEPS AdamW steps of 32 such examples at a constant LR, soft-target cross-entropy
@@ -31,7 +31,7 @@ import { ACTION_RESERVE, REFLECTION_RESERVE } from '../../../src/cli/sft-compact
 
 const [dir, lamArg, stepsArg, lrArg] = process.argv.slice(2);
 if (!dir) {
-  process.stderr.write('usage: npx tsx bench/results/base-run-f/memory-unlikelihood-probe.ts MODEL [LAMBDA=10] [STEPS=60] [LR=5e-4]\n');
+  process.stderr.write('usage: npx tsx experiments/results/base-run-f/memory-unlikelihood-probe.ts MODEL [LAMBDA=10] [STEPS=60] [LR=5e-4]\n');
   process.exit(2);
 }
 const lambda = Number(lamArg ?? 10);

@@ -1,5 +1,5 @@
 /**
- * `npm run bench:base-memory -- [--model DIR]... [--boards N] [--out FILE]`: three probes of a
+ * `npm run experiment:base-memory-probe -- [--model DIR]... [--boards N] [--out FILE]`: three probes of a
  * compact base checkpoint that say whether LaMer's memory can work with it, without playing
  * sessions (teacher-forced, one forward pass per prompt, deterministic):
  *
@@ -31,7 +31,7 @@
  *
  * Prints two tables (probes 1 and 2, one row per model; probe 3, two rows per model: every decision
  * whose memory names mines, and those where the memory changes the solver's answer) and writes the
- * figures as JSON (default bench/results/base-memory-probe.json): per model `reflection` (probe 1),
+ * figures as JSON (default experiments/results/base-memory-probe.json): per model `reflection` (probe 1),
  * `acting` (probe 2: its top-level figures over every board whose favourite is a cell, as before
  * the split, and the split in `canBeMine` and `provablySafe`) and `memoryInPlay` (probe 3: top
  * level every decision whose memory names mines, `memoryMatters` the subset). A figure with nothing
@@ -250,13 +250,13 @@ export function probe(model: GPT, format: CompactPromptFormat, tok: GameTokenize
   };
 }
 
-const USAGE = `usage: npm run bench:base-memory -- [options]
+const USAGE = `usage: npm run experiment:base-memory-probe -- [options]
 
   --model DIR   a compact checkpoint folder (model.json + weights); repeat for several
                 (default models/base)
   --boards N    held-out trials (probes 1 and 3) and boards (probe 2), an integer in
                 [1, 100000] (default 200)
-  --out FILE    the figures as JSON (default bench/results/base-memory-probe.json; a missing
+  --out FILE    the figures as JSON (default experiments/results/base-memory-probe.json; a missing
                 folder is created)
   -h, --help    print this text and exit
 
@@ -264,7 +264,7 @@ Exit code: 0; 2 for bad options (one line on stderr naming the option); 1 for a 
 
 /** A bad command line: one line on stderr (as the lamer CLIs, src/cli/args.ts), exit code 2. */
 function fail(msg: string): never {
-  process.stderr.write(`bench:base-memory: ${msg.replace(/\s*\n\s*/g, ' ')}\n`);
+  process.stderr.write(`experiment:base-memory-probe: ${msg.replace(/\s*\n\s*/g, ' ')}\n`);
   process.exit(2);
 }
 
@@ -337,7 +337,7 @@ async function parseOptions(argv: string[]): Promise<Options> {
     const format = checkpointText(metadata).promptFormat.name;
     if (format !== 'compact') fail(`--model ${dir}: not a compact checkpoint (prompt format ${format})`);
   }
-  const out = values.out ?? 'bench/results/base-memory-probe.json';
+  const out = values.out ?? 'experiments/results/base-memory-probe.json';
   if (out === '' || (existsSync(out) && statSync(out).isDirectory())) fail(`--out '${out}' must be a file path, not a folder`);
   // its folder is made when the figures are written; checked now without making it
   orFail(() => checkOutFile('out', out), fail);
@@ -371,7 +371,7 @@ async function main(): Promise<void> {
 
 if (import.meta.url === `file://${process.argv[1]}` || process.argv[1]?.endsWith('base-memory-probe.ts')) {
   main().catch((e) => {
-    process.stderr.write(`bench:base-memory: ${(e as Error).stack ?? e}\n`);
+    process.stderr.write(`experiment:base-memory-probe: ${(e as Error).stack ?? e}\n`);
     process.exit(1);
   });
 }

@@ -13,7 +13,7 @@
  * text of solver demonstrations of the first --loss-sessions held-out tasks (the same eval seeds),
  * laid out as SFT trains them (src/cli/heldout-loss.ts heldOutDemoLoss), a number that moves with
  * training even while pass@k is near 0;
- * writes the figures as JSON (--out, default bench/results/base-policy.json; runs with fewer than
+ * writes the figures as JSON (--out, default experiments/results/base-policy.json; runs with fewer than
  * 128 tasks write to the temp folder unless --out is given, so a quick run never replaces the
  * full one), the full eval reports with --reports DIR, and with --results FILE replaces the marked
  * section `base-policy` of FILE (docs/RESULTS.md).
@@ -64,7 +64,7 @@ and the per-game held-out loss; writes the figures as JSON.
   --concurrency C        sessions played at once (default 8)
   --games LIST           comma-separated envs (default minesweeper-6x6-3,sokoban-6x6-2)
   --rows LIST            comma-separated rows (a), (b), (c) (default ${BASE_ROWS.join(',')})
-  --out FILE             the figures as JSON (default bench/results/base-policy.json; with
+  --out FILE             the figures as JSON (default experiments/results/base-policy.json; with
                          fewer than 128 tasks, base-policy-<N>tasks.json in the temp folder);
                          a missing folder is created
   --reports DIR          also write each row's full eval report there, creating the folder
@@ -134,7 +134,7 @@ for (const r of rows) if (!BASE_ROWS.includes(r)) fail(`--rows: '${r}' is not on
 // the in-process server refuses a session past its limits: K attempts of each game's turns
 usage(() => checkSessionLimits(inProcessSessionLimits(), K, Math.max(...games.map((g) => MAX_STEPS[parseEnvName(g).kind]))));
 const modelDir = path.resolve(values.model);
-const out = values.out ?? (tasks >= 128 ? path.join(repoRoot, 'bench', 'results', 'base-policy.json') : path.join(tmpdir(), `base-policy-${tasks}tasks.json`));
+const out = values.out ?? (tasks >= 128 ? path.join(repoRoot, 'experiments', 'results', 'base-policy.json') : path.join(tmpdir(), `base-policy-${tasks}tasks.json`));
 
 // The output paths, before the model is loaded: a bad one is found now and not after the run.
 usage(() => checkOutFile('out', out));
@@ -235,7 +235,7 @@ async function main(): Promise<void> {
   const rel = path.relative(repoRoot, modelDir);
   const shownModel = rel === '' || rel.startsWith('..') || path.isAbsolute(rel) ? modelDir : rel;
   const header = [
-    `Measured by \`npm run eval:base\` (bench/base-policy.ts) on ${new Date().toISOString().slice(0, 10)}: checkpoint \`${shownModel}\``
+    `Measured by \`npm run eval:base\` (experiments/eval-base.ts) on ${new Date().toISOString().slice(0, 10)}: checkpoint \`${shownModel}\``
       + ` (${meta.config.n_layer} layer${meta.config.n_layer === 1 ? '' : 's'} x ${meta.config.n_embd}, ${countParams(meta.config)} parameters, weights.bin sha256 ${weightsSha256.slice(0, 12)}...),`
       + ` ${count(tasks, 'held-out task')} per game (eval seeds from offset ${seed}), ${count(K, 'attempt')}, sampling ${JSON.stringify(PAPER_EVAL_SAMPLING)}; the same tasks in every row; ${(seconds / 60).toFixed(1)} minutes.`,
     '',

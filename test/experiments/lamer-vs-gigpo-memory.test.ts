@@ -1,5 +1,5 @@
 /**
- * bench/lamer-vs-gigpo-memory.ts ("Does memory act?") on hand-made eval reports and a hand-made
+ * experiments/lamer-vs-gigpo-memory.ts ("Does memory act?") on hand-made eval reports and a hand-made
  * LaMer database whose answers are worked out below: counts per task, the bootstrap over tasks,
  * the advantage of trained reflections (recomputed as the job does, checked against the stored
  * one), and the standalone entry printing the section.
@@ -15,7 +15,7 @@ import { sessions as sessionsTable, steps, trainingJobs } from '../../src/db/sch
 import type { AttemptRecord, SessionRecord } from '../../src/eval/metrics.js';
 import {
   memorySection, readMemoryGame, reflectionCredits, rowShares, shareDifferences, taskBootstrap, taskCounts, type MemoryGame,
-} from '../../bench/lamer-vs-gigpo-memory.js';
+} from '../../experiments/lamer-vs-gigpo-memory.js';
 
 const ENV = 'minesweeper-6x6-3';
 
@@ -179,7 +179,7 @@ describe('memorySection', () => {
     // a LaMer run still training (no eval file): its folder is not read
     mkdirSync(path.join(dir, 'lamer', 'seed-1', 'data'), { recursive: true });
     expect(readMemoryGame(dir)!.training.map((t) => t.seed)).toEqual([0]);
-    const r = spawnSync(process.execPath, ['--import', 'tsx', 'bench/lamer-vs-gigpo-memory.ts', out, '--resamples', '200'], { cwd: root, encoding: 'utf8' });
+    const r = spawnSync(process.execPath, ['--import', 'tsx', 'experiments/lamer-vs-gigpo-memory.ts', out, '--resamples', '200'], { cwd: root, encoding: 'utf8' });
     expect(r.status, r.stderr).toBe(0);
     const md = r.stdout;
     expect(md).toContain(`## ${ENV}\n\n### Does memory act?`);
@@ -211,7 +211,7 @@ describe('memorySection', () => {
   }, 60_000);
 
   it('standalone entry: usage (exit 2) and no eval files (exit 1)', () => {
-    const run = (args: string[]) => spawnSync(process.execPath, ['--import', 'tsx', 'bench/lamer-vs-gigpo-memory.ts', ...args], { cwd: root, encoding: 'utf8' });
+    const run = (args: string[]) => spawnSync(process.execPath, ['--import', 'tsx', 'experiments/lamer-vs-gigpo-memory.ts', ...args], { cwd: root, encoding: 'utf8' });
     expect(run([]).status).toBe(2);
     const r = run([tmpDir('lamer-memory-empty-')]);
     expect(r.status).toBe(1);

@@ -1,13 +1,13 @@
 /**
- * "Does memory act?": the section of bench/lamer-vs-gigpo-report.ts that measures whether the
+ * "Does memory act?": the section of experiments/lamer-vs-gigpo-report.ts that measures whether the
  * memory between attempts (reflections, docs/method.md#memory-and-reflections) changes what the next attempt does,
  * and whether the cross-episode return (§2) credits the reflections that carry the right lesson.
  *
- * Read from one game folder of bench/lamer-vs-gigpo.sh (`readMemoryGame`):
+ * Read from one game folder of experiments/lamer-vs-gigpo.sh (`readMemoryGame`):
  *   eval-<arm>-seed<s>.json, eval-sft-lamer-mode.json, eval-sft-independent.json  (lamer eval)
  *     LaMer rows and sft-lamer-mode are 3-attempt sessions with reflections ("memory"); GiGPO
  *     rows, sft-independent and, when present, eval-lamer-independent-seed<s>.json (a LaMer run's
- *     weights evaluated without memory: the same-weights control; bench/lamer-vs-gigpo.sh does not
+ *     weights evaluated without memory: the same-weights control; experiments/lamer-vs-gigpo.sh does not
  *     write it) are 3 independent single-attempt retries (`--independent-attempts`,
  *     src/eval/harness.ts: recorded as one session of attempts 0..2 without reflections), which
  *     is the no-memory control: the same measure there is what repeating looks like by chance.
@@ -46,7 +46,7 @@
  * (docs/method.md#gigpo), so the within-task difference is the difference of their returns G_0(n+1);
  * the pooled means also carry the task's episode term.
  *
- * Standalone: node_modules/.bin/tsx bench/lamer-vs-gigpo-memory.ts OUT_DIR [--resamples N]
+ * Standalone: node_modules/.bin/tsx experiments/lamer-vs-gigpo-memory.ts OUT_DIR [--resamples N]
  * prints the section for every game folder of OUT_DIR (or OUT_DIR itself when it holds eval files).
  */
 import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
@@ -373,7 +373,7 @@ const ARM_LABEL: Record<string, string> = { lamer: 'LaMer', 'lamer-independent':
 /** "LaMer seed 0", "LaMer seed 0, independent retries". */
 const rowLabel = (arm: string, seed: number) => (arm === 'lamer-independent' ? `LaMer seed ${seed}, independent retries` : `${ARM_LABEL[arm]} seed ${seed}`);
 
-/** The eval rows and LaMer databases of one game folder of bench/lamer-vs-gigpo.sh; null without eval files. */
+/** The eval rows and LaMer databases of one game folder of experiments/lamer-vs-gigpo.sh; null without eval files. */
 export function readMemoryGame(dir: string): MemoryGame | null {
   const files = existsSync(dir) ? readdirSync(dir).filter((f) => /^eval-.*\.json$/.test(f)) : [];
   const rows: MemoryRow[] = [];
@@ -417,7 +417,7 @@ export function memorySection(game: MemoryGame, opts: { level?: string; resample
   const ms = game.env.startsWith('minesweeper');
   const L: string[] = [];
   L.push(`${opts.level ?? '####'} Does memory act?`, '');
-  L.push(`After a failed attempt k, what attempt k+1 does: rows with memory (3-attempt sessions; reflections in the prompt) against rows without (independent retries: the same start, no memory, so their repeats are what the policy's own randomness gives). Pairs: a failed attempt and the next attempt of its session, both with an action. Shares in % (of the pairs, or of the attempts after a mine) with the 95% bootstrap interval over tasks in brackets (${bopts.resamples.toLocaleString('en-US')} resamples; bench/lamer-vs-gigpo-memory.ts).`, '');
+  L.push(`After a failed attempt k, what attempt k+1 does: rows with memory (3-attempt sessions; reflections in the prompt) against rows without (independent retries: the same start, no memory, so their repeats are what the policy's own randomness gives). Pairs: a failed attempt and the next attempt of its session, both with an action. Shares in % (of the pairs, or of the attempts after a mine) with the 95% bootstrap interval over tasks in brackets (${bopts.resamples.toLocaleString('en-US')} resamples; experiments/lamer-vs-gigpo-memory.ts).`, '');
   const names: RatioName[] = ['sameFirst', 'sameWhole', 'nextSolved', ...(ms ? (['reclicksMine'] as const) : [])];
   L.push(`| row | memory | pairs | same first action (%) | same trajectory (%) | next attempt solves (%) |${ms ? ' after a mine | re-clicks that mine (%) |' : ''}`);
   L.push(`|---|---|---|---|---|---|${ms ? '---|---|' : ''}`);
@@ -556,7 +556,7 @@ export function memoryReport(out: string, opts: { resamples?: number } = {}): st
 if (process.argv[1] && import.meta.url === pathToFileURL(path.resolve(process.argv[1])).href) {
   const args = process.argv.slice(2);
   const out = args[0];
-  if (!out || out.startsWith('-')) { console.error('usage: bench/lamer-vs-gigpo-memory.ts OUT_DIR [--resamples N]'); process.exit(2); }
+  if (!out || out.startsWith('-')) { console.error('usage: experiments/lamer-vs-gigpo-memory.ts OUT_DIR [--resamples N]'); process.exit(2); }
   const i = args.indexOf('--resamples');
   const text = memoryReport(out, { resamples: i >= 0 ? Number(args[i + 1]) : undefined });
   if (!text) { console.error(`no eval files under ${out} (expected <game>/eval-*.json)`); process.exit(1); }

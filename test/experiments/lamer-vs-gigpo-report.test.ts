@@ -1,8 +1,8 @@
 /**
- * bench/lamer-vs-gigpo-report.ts on made-up run folders, run as a child process: the paper's
+ * experiments/lamer-vs-gigpo-report.ts on made-up run folders, run as a child process: the paper's
  * layout (a folder per game) gives per game the arms' pass@k, the reflection share of trained
  * tokens and the entropies apart, the paired differences with both intervals, the aims, whether
- * memory acts (bench/lamer-vs-gigpo-memory.ts), and the Table 1 comparison with the paper's numbers; the one-game layout of the 4x4 run still reports;
+ * memory acts (experiments/lamer-vs-gigpo-memory.ts), and the Table 1 comparison with the paper's numbers; the one-game layout of the 4x4 run still reports;
  * --results replaces the right marked section.
  */
 import { spawnSync } from 'node:child_process';
@@ -13,7 +13,7 @@ import { root } from '../helpers/cli.js';
 import { tmpDir } from '../helpers/index.js';
 import type { AttemptRecord, SessionRecord } from '../../src/eval/metrics.js';
 
-const report = (args: string[]) => spawnSync(process.execPath, ['--import', 'tsx', 'bench/lamer-vs-gigpo-report.ts', ...args], { cwd: root, encoding: 'utf8' });
+const report = (args: string[]) => spawnSync(process.execPath, ['--import', 'tsx', 'experiments/lamer-vs-gigpo-report.ts', ...args], { cwd: root, encoding: 'utf8' });
 
 /** A session of task i solved at attempt `at` (null: never) of 3. */
 function session(env: string, i: number, at: number | null, reflections: boolean): SessionRecord {
@@ -67,7 +67,7 @@ function writeGame(dir: string, env: string, iterations = 2) {
   write(path.join(dir, 'timings.jsonl'), ['{"piece":"train lamer seed 0","wallS":30,"cpuS":25,"code":"aaa"}', '{"piece":"eval lamer-seed0","wallS":12,"cpuS":11,"code":"bbb+dirty"}', ''].join('\n'));
 }
 
-describe('bench/lamer-vs-gigpo-report.ts', () => {
+describe('experiments/lamer-vs-gigpo-report.ts', () => {
   it("paper's layout: per game the table, both intervals, the reflection share and entropies, the aims, Table 1 beside the paper", () => {
     const out = tmpDir('lamer-lvg-report-');
     write(path.join(out, 'meta.json'), { commit: '0123456789abcdef', dirty: false, settings: { ITER: '2', TRAIN_SAMPLING: '1/1/0', AVAILABLE_ACTIONS: '0' } });
@@ -101,7 +101,7 @@ describe('bench/lamer-vs-gigpo-report.ts', () => {
     expect(md).toContain('| 1 | 20.0 | 40.0 | 1.00 | 1.100 | 0.400 | 25.0% | 0.0/2 | 3 | 10 |');
     expect(md).toContain('| LaMer | 0 | 2 | 32 | 800 | 200 | 6 | 20 | 13.0 | 30 / 25 | 12 / 11 |');
     expect(md).toContain('**Warning: the pieces of this game ran different code** (trees of src/: `aaa`, `bbb+dirty`;');
-    // does memory act? (bench/lamer-vs-gigpo-memory.ts): LaMer's 10 failed attempts per seed each
+    // does memory act? (experiments/lamer-vs-gigpo-memory.ts): LaMer's 10 failed attempts per seed each
     // end on the mine (2, 2), the reflection names it, the next attempt starts elsewhere, clicks
     // (2, 2) again (and, in this made-up data, wins)
     expect(md).toContain('#### Does memory act?');

@@ -1,5 +1,5 @@
 /**
- * bench/base-paired.ts (`npm run bench:base-paired`) on tiny hand-made eval:base report folders:
+ * experiments/base-paired.ts (`npm run experiment:base-paired`) on tiny hand-made eval:base report folders:
  * the paired differences new - old of pass@1 and pass@K are exact (4 tasks, new solves 3 and old 1
  * at pass@1: +50.0 points), the interval is pairedBootstrap's for the given --resamples and --seed,
  * a report in only one folder is skipped and named in one line; run as a child process, every bad
@@ -9,7 +9,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { parseReportName, pairedRows, pts, tableRow, type PairedReport } from '../../bench/base-paired.js';
+import { parseReportName, pairedRows, pts, tableRow, type PairedReport } from '../../experiments/base-paired.js';
 import { pairedBootstrap } from '../../src/eval/compare.js';
 import type { SessionRecord } from '../../src/eval/metrics.js';
 import { root } from '../helpers/cli.js';
@@ -84,12 +84,12 @@ describe('base paired differences', () => {
   });
 });
 
-describe('bench:base-paired command line', () => {
+describe('experiment:base-paired command line', () => {
   // Each run starts node with tsx: a few seconds on a busy machine.
-  const run = (args: string[]) => spawnSync(process.execPath, ['--import', 'tsx', 'bench/base-paired.ts', ...args], { cwd: root, encoding: 'utf8' });
+  const run = (args: string[]) => spawnSync(process.execPath, ['--import', 'tsx', 'experiments/base-paired.ts', ...args], { cwd: root, encoding: 'utf8' });
   const expectUsageError = (args: string[], line: string | RegExp) => {
     const r = run(args);
-    if (typeof line === 'string') expect(r.stderr).toBe(`bench:base-paired: ${line}\n`);
+    if (typeof line === 'string') expect(r.stderr).toBe(`experiment:base-paired: ${line}\n`);
     else expect(r.stderr).toMatch(line);
     expect(r.stderr.split('\n')).toHaveLength(2); // one line
     expect(r.status).toBe(2);
@@ -110,7 +110,7 @@ describe('bench:base-paired command line', () => {
     const out = path.join(tmpDir('lamer-paired-out-'), 'sub', 'dir', 'paired.json');
     const r = run(['--new', neu, '--old', old, '--resamples', '200', '--seed', '3', '--out', out]);
     expect(r.status, r.stderr).toBe(0);
-    expect(r.stderr).toBe('bench:base-paired: skipped, not in both folders: minesweeper-6x6-3-independent.json (not in --old), sokoban-6x6-2-lamer-avail.json (not in --new)\n');
+    expect(r.stderr).toBe('experiment:base-paired: skipped, not in both folders: minesweeper-6x6-3-independent.json (not in --old), sokoban-6x6-2-lamer-avail.json (not in --new)\n');
     const ci1 = pairedBootstrap([0, 1, 1, 0], { resamples: 200, seed: 3 });
     const ci3 = pairedBootstrap([0, 0, 1, 0], { resamples: 200, seed: 3 });
     const table = r.stdout.split('\n').filter((l) => l.startsWith('| '));
@@ -149,7 +149,7 @@ describe('bench:base-paired command line', () => {
     writeFileSync(path.join(junk, 'minesweeper-6x6-3-lamer.json'), '{"attempts": 3}');
     expectUsageError(['--new', neu, '--old', junk, '--out', out], `--old ${junk}/minesweeper-6x6-3-lamer.json: not an eval:base report (needs attempts and sessions)`);
     writeFileSync(path.join(junk, 'minesweeper-6x6-3-lamer.json'), '{"attempts": ');
-    expectUsageError(['--new', neu, '--old', junk, '--out', out], new RegExp(`^bench:base-paired: --old ${junk}/minesweeper-6x6-3-lamer\\.json: [^\n]*JSON[^\n]*\n$`));
+    expectUsageError(['--new', neu, '--old', junk, '--out', out], new RegExp(`^experiment:base-paired: --old ${junk}/minesweeper-6x6-3-lamer\\.json: [^\n]*JSON[^\n]*\n$`));
     const two = folder('lamer-paired-two-', { 'minesweeper-6x6-3-lamer': { ...report('minesweeper-6x6-3', OLD_MS), attempts: 2 } });
     expectUsageError(['--new', neu, '--old', two, '--out', out], '--new and --old minesweeper-6x6-3-lamer.json: different attempts per session (3 and 2)');
     for (const v of ['0', '1e3', '1000001', '2.5']) expectUsageError([...ok, `--resamples=${v}`], `--resamples must be an integer in [1, 1000000] written in digits, got '${v}'`);
@@ -158,12 +158,12 @@ describe('bench:base-paired command line', () => {
     expectUsageError([...ok.slice(0, 4), '--out', dir], `--out '${dir}' must be a file path, not a folder`);
     const file = path.join(dir, 'a-file');
     writeFileSync(file, '');
-    expectUsageError([...ok.slice(0, 4), '--out', path.join(file, 'f.json')], new RegExp(`^bench:base-paired: --out ${file}/f\\.json: cannot create directory ${file}: [A-Z]+\n$`));
-    expectUsageError([...ok, '--nope'], /^bench:base-paired: Unknown option '--nope'[^\n]*\n$/);
-    expectUsageError([...ok, 'extra'], /^bench:base-paired: [^\n]*'extra'[^\n]*\n$/);
+    expectUsageError([...ok.slice(0, 4), '--out', path.join(file, 'f.json')], new RegExp(`^experiment:base-paired: --out ${file}/f\\.json: cannot create directory ${file}: [A-Z]+\n$`));
+    expectUsageError([...ok, '--nope'], /^experiment:base-paired: Unknown option '--nope'[^\n]*\n$/);
+    expectUsageError([...ok, 'extra'], /^experiment:base-paired: [^\n]*'extra'[^\n]*\n$/);
     expect(existsSync(out)).toBe(false);
     const help = run(['--help']);
     expect(help.status).toBe(0);
-    expect(help.stdout).toMatch(/^usage: npm run bench:base-paired -- --new DIR --old DIR \[options\]\n/);
+    expect(help.stdout).toMatch(/^usage: npm run experiment:base-paired -- --new DIR --old DIR \[options\]\n/);
   }, 120_000);
 });

@@ -1,7 +1,7 @@
 /**
- * Report of bench/lamer-vs-gigpo.sh. Reads, under OUT_DIR, per game folder <game>/ (the paper's
+ * Report of experiments/lamer-vs-gigpo.sh. Reads, under OUT_DIR, per game folder <game>/ (the paper's
  * setting: minesweeper-6x6-3, sokoban-6x6-2; or OUT_DIR itself for the earlier one-game layout of
- * the MineSweeper 4x4 run, bench/results/lamer-vs-gigpo/):
+ * the MineSweeper 4x4 run, experiments/results/lamer-vs-gigpo/):
  *   <arm>/seed-<s>/learning-curve.json   (lamer train, one per arm and training seed)
  *   eval-<arm>-seed<s>.json              (lamer eval of that run's last version)
  *   eval-sft-lamer-mode.json, eval-sft-independent.json   (the common SFT start, both ways)
@@ -13,12 +13,12 @@
  * bootstrap intervals over tasks and over training seeds and tasks (src/eval/compare.ts); the
  * issue's aims; reflection statistics; per-iteration learning curves; compute and wall time; and
  * one table like the paper's Table 1 with the paper's numbers beside ours (Jiang et al., docs/method.md#sources);
- * per game the "Does memory act?" section (bench/lamer-vs-gigpo-memory.ts; it also reads the LaMer
+ * per game the "Does memory act?" section (experiments/lamer-vs-gigpo-memory.ts; it also reads the LaMer
  * runs' databases <game>/lamer/seed-<s>/data/lamer.db, copied, never written).
  * Also OUT_DIR/curves-<game>.svg (curves.svg for the one-game layout; mean over seeds per arm).
  * With --results FILE the report also replaces the marked section of FILE (--section NAME,
  * default lamer-vs-gigpo-paper; lamer-vs-gigpo-redone for the one-game layout).
- * Usage: npx tsx bench/lamer-vs-gigpo-report.ts OUT_DIR [--results FILE] [--section NAME] [--curve-every N] [--resamples N]
+ * Usage: npx tsx experiments/lamer-vs-gigpo-report.ts OUT_DIR [--results FILE] [--section NAME] [--curve-every N] [--resamples N]
  */
 import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -31,7 +31,7 @@ import { learningCurveSvg } from '../src/eval/chart-svg.js';
 import { memorySection, readMemoryGame } from './lamer-vs-gigpo-memory.js';
 import type { CurvePoint } from '../src/eval/experiment.js';
 
-const USAGE = 'usage: bench/lamer-vs-gigpo-report.ts OUT_DIR [--results FILE] [--section NAME] [--curve-every N] [--resamples N]';
+const USAGE = 'usage: experiments/lamer-vs-gigpo-report.ts OUT_DIR [--results FILE] [--section NAME] [--curve-every N] [--resamples N]';
 const args = process.argv.slice(2);
 const out = args[0];
 if (!out || out.startsWith('-')) { console.error(USAGE); process.exit(2); }
@@ -41,7 +41,7 @@ const curveEvery = Math.max(1, Number(opt('--curve-every') ?? 1));
 const resamples = Number(opt('--resamples') ?? 10_000);
 const K = 3;
 
-/** The trained arms (bench/lamer-vs-gigpo.sh trains lamer and gigpo; gigpo-ref only in the 4x4 run). */
+/** The trained arms (experiments/lamer-vs-gigpo.sh trains lamer and gigpo; gigpo-ref only in the 4x4 run). */
 const ARMS: Array<{ key: string; label: string; evalMode: string }> = [
   { key: 'lamer', label: 'LaMer', evalMode: '3-attempt sessions, reflections' },
   { key: 'gigpo', label: 'GiGPO', evalMode: 'independent retries' },
@@ -245,7 +245,7 @@ function gameSection(g: Game, level: string): string[] {
     L.push(`| ${a.label} | ${r.reflections} | ${r.afterLosingAction} | ${share(r.namesEndingCell)} | ${share(r.repeatsPrevious)} | ${share(r.sharedAcrossTasks)} |`);
   }
 
-  // does memory act? (bench/lamer-vs-gigpo-memory.ts: eval rows with and without memory, and the
+  // does memory act? (experiments/lamer-vs-gigpo-memory.ts: eval rows with and without memory, and the
   // advantage LaMer's jobs gave the reflections)
   const memory = readMemoryGame(g.dir);
   if (memory) L.push('', ...memorySection(memory, { level: `${level}#`, resamples }));
@@ -330,7 +330,7 @@ const games = (legacy ? [out] : readdirSync(out).map((d) => path.join(out, d)).f
 if (games.length === 0) { console.error(`no eval files under ${out} (expected <game>/eval-*.json)`); process.exit(1); }
 
 const lines: string[] = [];
-lines.push(`Measured by \`bench/lamer-vs-gigpo.sh\` (report: \`bench/lamer-vs-gigpo-report.ts\`), ${new Date().toISOString().slice(0, 10)}.`);
+lines.push(`Measured by \`experiments/lamer-vs-gigpo.sh\` (report: \`experiments/lamer-vs-gigpo-report.ts\`), ${new Date().toISOString().slice(0, 10)}.`);
 if (meta) lines.push(`Code: commit \`${meta.commit.slice(0, 12)}\`${meta.dirty ? ' (with uncommitted changes)' : ''}; settings ${Object.entries(meta.settings).map(([k, v]) => `${k}=${v}`).join(' ')}; every curve and eval is in the run's folder.`);
 const trainSampling = games.flatMap((g) => g.arms.flatMap((a) => a.curves.map((c) => c.config?.sampling))).find((x) => x);
 if (trainSampling) lines.push(`Training rollouts sampled at ${samplingText(trainSampling)}${trainSampling.temperature === 1 && trainSampling.topP === 1 && !trainSampling.topK ? ' (the paper trains at temperature 1.0)' : ''}; the job trains that sampling distribution. Both RL arms see the same number of trajectories per task: LaMer G trials x 3 attempts (a trial stops at its first success), GiGPO 3G single attempts.`);
