@@ -25,8 +25,9 @@
  * experiments/results/base-paired.json, its folder created).
  *
  * This replaces experiments/results/base-run-d/paired.py (kept: it made the run-D figures of
- * docs/RESULTS.md). On run D's folders the point differences are the same; the intervals differ a
- * little (a different random stream, and type-7 quantiles instead of the 250th / 9750th of 10,000).
+ * docs/results/history/2026-12-02-base-run-d.md). On run D's folders the point differences are the
+ * same; the intervals differ a little (a different random stream, and type-7 quantiles instead of
+ * the 250th / 9750th of 10,000).
  * Unlike paired.py, a task played in several trials counts the share of its sessions that pass
  * (paired.py kept the last session of each task), and only tasks both reports played are paired.
  *

@@ -17,7 +17,9 @@
  * runs' databases <game>/lamer/seed-<s>/data/lamer.db, copied, never written).
  * Also OUT_DIR/curves-<game>.svg (curves.svg for the one-game layout; mean over seeds per arm).
  * With --results FILE the report also replaces the marked section of FILE (--section NAME,
- * default lamer-vs-gigpo-paper; lamer-vs-gigpo-redone for the one-game layout).
+ * default lamer-vs-gigpo-paper, which docs/RESULTS.md holds; lamer-vs-gigpo-redone for the one-game
+ * layout, which docs/results/history/2026-12-01-lamer-vs-gigpo-4x4.md holds), or appends it when
+ * FILE has none.
  * Usage: npx tsx experiments/lamer-vs-gigpo-report.ts OUT_DIR [--results FILE] [--section NAME] [--curve-every N] [--resamples N]
  */
 import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';

@@ -8,15 +8,18 @@
  * - every quoted section reference, `docs/<page>.md "Title"` or `README "Title"`, names a heading
  *   of that page (a leading section number such as `7. ` may be left out), or for the README also
  *   a bold paragraph label (`**Native tfjs.**`).
- * Files: the tracked text files under src/, test/, bench/, experiments/, scripts/, docs/, clients/ and README.md.
+ * - every relative Markdown link (`[text](path)`, `[text](path#anchor)`, `[text](#anchor)`) names a
+ *   file of the repository, and its anchor a heading of that file when it is Markdown;
+ * Files: the tracked text files under src/, test/, bench/, experiments/, scripts/, docs/, models/,
+ * clients/ and README.md.
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
-import { join, relative } from 'node:path';
+import { dirname, join, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 const ROOT = join(import.meta.dirname, '..', '..');
-const ROOTS = ['src', 'test', 'bench', 'experiments', 'scripts', 'docs', 'clients', 'README.md'];
+const ROOTS = ['src', 'test', 'bench', 'experiments', 'scripts', 'docs', 'models', 'clients', 'README.md'];
 const TEXT = /\.(ts|js|mjs|cjs|md|py|sh|json|html|css|txt)$/;
 
 /** Tracked files under ROOTS (git ls-files), or every file there when git is unavailable. */
@@ -126,6 +129,26 @@ describe('citations point into the repository', () => {
         if (!namesHeading(readme, title) && !bold) broken.push(`${f}: README "${title}"`);
       }
     }
+    expect(broken).toEqual([]);
+  });
+
+  it('every relative Markdown link names a file of the repository, and its #anchor a heading there', () => {
+    const broken: string[] = [];
+    let checked = 0;
+    for (const f of ALL.filter((x) => x.endsWith('.md'))) {
+      // links inside fenced code blocks are examples, not links
+      const text = read(f).replace(/^```[\s\S]*?^```/gm, '');
+      for (const m of text.matchAll(/\]\(([^)\s]+)\)/g)) {
+        const target = m[1]!;
+        if (/^[a-z][\w+.-]*:/i.test(target)) continue; // https:, mailto:
+        const [file, anchor] = target.split('#') as [string, string | undefined];
+        const resolved = file ? join(dirname(f), file) : f;
+        checked++;
+        if (!existsSync(join(ROOT, resolved))) broken.push(`${f}: ${target} (no such file)`);
+        else if (anchor && resolved.endsWith('.md') && !anchors(read(resolved)).has(anchor)) broken.push(`${f}: ${target} (no such heading)`);
+      }
+    }
+    expect(checked).toBeGreaterThan(50);
     expect(broken).toEqual([]);
   });
 
