@@ -556,7 +556,10 @@ export function memoryReport(out: string, opts: { resamples?: number } = {}): st
 if (process.argv[1] && import.meta.url === pathToFileURL(path.resolve(process.argv[1])).href) {
   const args = process.argv.slice(2);
   const out = args[0];
-  if (!out || out.startsWith('-')) { console.error('usage: experiments/lamer-vs-gigpo-memory.ts OUT_DIR [--resamples N]'); process.exit(2); }
+  if (!out || out.startsWith('-')) {
+    console.error('usage: experiments/lamer-vs-gigpo-memory.ts OUT_DIR [--resamples N]');
+    process.exit(2);
+  }
   const i = args.indexOf('--resamples');
   const text = memoryReport(out, { resamples: i >= 0 ? Number(args[i + 1]) : undefined });
   if (!text) { console.error(`no eval files under ${out} (expected <game>/eval-*.json)`); process.exit(1); }

@@ -67,7 +67,8 @@ set -euo pipefail
 # (tree of src/) each piece ran.
 {
 case "${1:-}" in
-  ''|-h|--help) echo "usage: experiments/lamer-vs-gigpo.sh OUT_DIR (settings through the environment: see the header of this file)" >&2; exit 2 ;;
+  ''|-h|--help)
+    echo "usage: experiments/lamer-vs-gigpo.sh OUT_DIR (settings through the environment: see the header of this file)" >&2; exit 2 ;;
 esac
 OUT=$(realpath -m "$1")
 # Paths below (node_modules, src, models) are the repository's: run from its root wherever called from.
@@ -125,7 +126,8 @@ META=$(node -e '
   const [commit, dirty, ...kv] = process.argv.slice(1);
   const settings = Object.fromEntries(kv.map((x) => [x.slice(0, x.indexOf("=")), x.slice(x.indexOf("=") + 1)]));
   console.log(JSON.stringify({ commit, dirty: dirty !== "", settings }, null, 1));
-' "$(git rev-parse HEAD 2>/dev/null || echo unknown)" "$(git status --porcelain -- src experiments/*.sh experiments/*.ts models 2>/dev/null)" \
+' "$(git rev-parse HEAD 2>/dev/null || echo unknown)" \
+  "$(git status --porcelain -- src experiments/*.sh experiments/*.ts models 2>/dev/null)" \
   ITER="$ITER" T="$T" G="$G" LR="$LR" GAMMA_MS="$GAMMA_MS" GAMMA_SOKO="$GAMMA_SOKO" TRAIN_SAMPLING="$TRAIN_SAMPLING" \
   EVAL_SAMPLING="$EVAL_SAMPLING" AVAILABLE_ACTIONS="$AVAILABLE_ACTIONS" EVAL_TASKS="$EVAL_TASKS" BASE="$BASE" CONCURRENCY="$CONCURRENCY")
 same_settings() { # meta.json file -> exit 0 when it records this invocation's settings

@@ -22,7 +22,9 @@ describe('experiments/lamer-vs-gigpo.sh and a server that exits before it is rea
     const log = path.join(out, 'minesweeper-6x6-3', 'server-sft-lamer-mode.log');
     const head = `eval sft-lamer-mode: its server exited (status 1) before it was ready; last lines of ${log}:`;
     expect(r.stdout).toContain(head);
-    expect(r.stderr).toContain("cannot load model version base from /nonexistent-base: ENOENT: no such file or directory, open '/nonexistent-base/model.json'");
+    const noModel =
+      "cannot load model version base from /nonexistent-base: ENOENT: no such file or directory, open '/nonexistent-base/model.json'";
+    expect(r.stderr).toContain(noModel);
     const progress = readFileSync(path.join(out, 'progress.log'), 'utf8');
     expect(progress).toContain(head);
     expect(progress.slice(progress.indexOf(head))).toContain("\nlamer serve: cannot start: model version 'base' cannot be loaded");

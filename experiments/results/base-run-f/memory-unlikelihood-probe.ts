@@ -31,7 +31,9 @@ import { ACTION_RESERVE, REFLECTION_RESERVE } from '../../../src/cli/sft-compact
 
 const [dir, lamArg, stepsArg, lrArg] = process.argv.slice(2);
 if (!dir) {
-  process.stderr.write('usage: npx tsx experiments/results/base-run-f/memory-unlikelihood-probe.ts MODEL [LAMBDA=10] [STEPS=60] [LR=5e-4]\n');
+  process.stderr.write(
+    'usage: npx tsx experiments/results/base-run-f/memory-unlikelihood-probe.ts MODEL [LAMBDA=10] [STEPS=60] [LR=5e-4]\n',
+  );
   process.exit(2);
 }
 const lambda = Number(lamArg ?? 10);
