@@ -58,7 +58,7 @@ import type { CompactPromptFormat } from '../src/model/prompt-format.js';
 import { GameTokenizer } from '../src/model/tokenizers.js';
 import { compactExamples, pieceToken } from '../src/training/data/compact-sft.js';
 import { positionLogits } from '../src/training/maths/soft-targets.js';
-import { ACTION_RESERVE, REFLECTION_RESERVE } from '../src/cli/sft-compact-play.js';
+import { ACTION_RESERVE, REFLECTION_RESERVE } from '../src/recipes/sft-base/play.js';
 import { checkOutFile, intOpt, orFail, parseArgsMessage } from '../src/cli/args.js';
 import { ensureDirSync } from '../src/ensure-dir.js';
 

@@ -273,7 +273,7 @@ async function runPoint(spec: PointSpec, index: number, total: number): Promise<
     ];
     trainCommand = `npm run model:sft-chat -- ${args.map(quote).join(' ')}`;
     log(`${label}: training: ${trainCommand}`);
-    const code = await runChild('src/cli/sft-base/sft-base.ts', args, path.join(dir, 'train'), `${label} training`);
+    const code = await runChild('src/recipes/sft-chat/sft-chat.ts', args, path.join(dir, 'train'), `${label} training`);
     if (code === 2) fail(`model:sft-chat refused its options for ${spec.name} (${path.join(dir, 'train.err.log')}: ${lastLine(path.join(dir, 'train.err.log'))})`);
     const summaryLine = lastLine(path.join(dir, 'train.out.log'));
     if (code !== 0 || !summaryLine.startsWith('{')) {

@@ -11,7 +11,7 @@
  * interval of pass@K (a) - (c) per game (maths: src/eval/base-policy.ts, src/eval/compare.ts), and
  * per game the checkpoint's held-out loss: nats per trained token of the reflection and the action
  * text of solver demonstrations of the first --loss-sessions held-out tasks (the same eval seeds),
- * laid out as SFT trains them (src/cli/heldout-loss.ts heldOutDemoLoss), a number that moves with
+ * laid out as SFT trains them (src/recipes/heldout-loss.ts heldOutDemoLoss), a number that moves with
  * training even while pass@k is near 0;
  * writes the figures as JSON (--out, default experiments/results/base-policy.json; runs with fewer than
  * 128 tasks write to the temp folder unless --out is given, so a quick run never replaces the
@@ -38,7 +38,7 @@ import { EVAL_SEED_COUNT, MAX_STEPS, parseEnvName } from '../src/envs/index.js';
 import { basePolicyMarkdown, BASE_ROWS, BASE_ROW_SPECS, rowDifference, rowSummary, type BaseRow, type GameResult } from '../src/eval/base-policy.js';
 import { hasSection, replaceSection, sectionMarkers } from '../src/eval/compare.js';
 import { PAPER_EVAL_SAMPLING, runEval, type EvalReport } from '../src/eval/harness.js';
-import { heldOutDemoLoss } from '../src/cli/heldout-loss.js';
+import { heldOutDemoLoss } from '../src/recipes/heldout-loss.js';
 import { readCheckpointMetadata } from '../src/model/checkpoint.js';
 import { countParams } from '../src/model/gpt.js';
 import { startServer } from '../src/server.js';

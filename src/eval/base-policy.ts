@@ -8,7 +8,7 @@
  * summarised as pass@1..K, the invalid-action rate and reflection statistics (./compare.ts
  * reflectionStats), with a paired bootstrap interval over tasks of the pass@K difference (a) - (c),
  * and, when measured, the checkpoint's held-out loss on demonstrations of the same held-out tasks
- * (src/cli/heldout-loss.ts). Pure functions over eval reports (./harness.ts). Units: rates are fractions
+ * (src/recipes/heldout-loss.ts). Pure functions over eval reports (./harness.ts). Units: rates are fractions
  * in [0, 1] (the markdown prints percent and percentage points); losses are nats per token.
  */
 import { firstSuccess } from '../shared/passk.js';
@@ -91,7 +91,7 @@ export interface GameResult {
   /** pass@K of (a) minus (c), paired over tasks; null when either row is missing. */
   lamerMinusIndependent: BootstrapInterval | null;
   /** Nats per trained token of the checkpoint on held-out demonstration sessions of this game
-   *  (src/cli/heldout-loss.ts heldOutDemoLoss); absent or null when not measured. */
+   *  (src/recipes/heldout-loss.ts heldOutDemoLoss); absent or null when not measured. */
   heldOutLoss?: HeldOutDemoLoss | null;
 }
 

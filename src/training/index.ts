@@ -22,7 +22,7 @@ export {
   type IterationMetrics, type JobProgress, type JobResult, type TrainingHyper, type TrainingJobSpec,
 } from './run/job.js';
 export { balanceShards, liveReplicaThreads, ReplicaError } from './run/data-parallel.js';
-export type { ModelIO, ModelIOModule, TrainableModel } from './run/model-api.js';
+export type { ModelIO, ModelIOModule, TrainableModel } from './model-api.js';
 export { DEFAULT_MODEL_IO, startTrainingWorker, TrainingJobError, type TrainingWorkerHandle, type WorkerJobRequest } from './run/worker.js';
 export { TrainingJobManager, JobRequestError, type CreateJobRequest, type ManagerOptions, type VersionRegistry } from './run/manager.js';
 export { TrainingScheduler, type ScheduleConfig } from './run/scheduler.js';

@@ -7,7 +7,7 @@
  *   probe 1), only the acting examples whose memory names mines (`CompactExample.namedMines`):
  *   600 training trials (train seeds from 77,000,000) and 150 held-out trials (eval seeds from 0).
  * - Training: STEPS AdamW steps of 32 such examples at a constant LR, soft-target cross-entropy
- *   plus LAMBDA times the unlikelihood term on the named cells (src/cli/sft-compact.ts
+ *   plus LAMBDA times the unlikelihood term on the named cells (src/recipes/sft-base/sft-base.ts
  *   `withAvoid`, src/training/maths/soft-targets.ts `unlikelihoodLoss`), grad-norm clip 1.0.
  * - Measure: the mean summed probability of the named cells at the answer position on the
  *   held-out examples (teacher-forced, the memory as served), before and after.
@@ -25,9 +25,9 @@ import { GameTokenizer } from '../../../src/model/tokenizers.js';
 import { gameVocabulary } from '../../../src/envs/vocab.js';
 import { compactExamples, type CompactExample } from '../../../src/training/data/compact-sft.js';
 import { disposeSoftBatch, makeSoftBatch, positionLogits, softTargetLoss, unlikelihoodLoss } from '../../../src/training/maths/soft-targets.js';
-import { withAvoid } from '../../../src/cli/sft-compact.js';
+import { withAvoid } from '../../../src/recipes/sft-base/sft-base.js';
 import { AdamW, clipByGlobalNorm } from '../../../src/training/maths/losses.js';
-import { ACTION_RESERVE, REFLECTION_RESERVE } from '../../../src/cli/sft-compact-play.js';
+import { ACTION_RESERVE, REFLECTION_RESERVE } from '../../../src/recipes/sft-base/play.js';
 
 const [dir, lamArg, stepsArg, lrArg] = process.argv.slice(2);
 if (!dir) {

@@ -1,6 +1,6 @@
 /**
- * The compact trainer's data thread (src/cli/sft-compact.ts `--data-thread`): the example pool
- * (src/cli/sft-compact-pool.ts) runs in a worker thread with its own tfjs backend and its own copy
+ * The compact trainer's data thread (src/recipes/sft-base/sft-base.ts `--data-thread`): the example pool
+ * (src/recipes/sft-base/pool.ts) runs in a worker thread with its own tfjs backend and its own copy
  * of the model for DAgger play, so that playing and labelling trials (a quarter of a step once
  * DAgger runs) overlaps the optimiser step on the other core instead of preceding it.
  *
@@ -13,12 +13,12 @@
  */
 import type { Worker } from 'node:worker_threads';
 import type * as tf from '@tensorflow/tfjs';
-import type { GPTConfig } from '../model/gpt.js';
-import type { CompactPromptFormat } from '../model/prompt-format.js';
-import type { CompactExample } from '../training/data/compact-sft.js';
-import { spawnEntry, WorkerChannel } from '../shared/worker-channel.js';
-import { paramCount, readWeights } from '../training/run/data-parallel.js';
-import type { PoolOptions } from './sft-compact-pool.js';
+import type { GPTConfig } from '../../model/gpt.js';
+import type { CompactPromptFormat } from '../../model/prompt-format.js';
+import type { CompactExample } from '../../training/data/compact-sft.js';
+import { spawnEntry, WorkerChannel } from '../../shared/worker-channel.js';
+import { paramCount, readWeights } from '../../training/run/data-parallel.js';
+import type { PoolOptions } from './pool.js';
 
 export type ToDataThread =
   | { type: 'init'; config: GPTConfig; weights: SharedArrayBuffer; pool: PoolOptions; format: CompactPromptFormat; size: number }
@@ -53,7 +53,7 @@ export class DataThread {
   static async start(config: GPTConfig, vars: readonly tf.Variable[], pool: PoolOptions, format: CompactPromptFormat, size = 4096): Promise<DataThread> {
     const n = paramCount(vars);
     const buffer = new SharedArrayBuffer(n * 4);
-    const t = new DataThread(spawnEntry('./sft-compact-data-entry', import.meta.url), buffer);
+    const t = new DataThread(spawnEntry('./data-entry', import.meta.url), buffer);
     readWeights(vars, t.weights);
     try {
       const m = await t.channel.request({ type: 'init', config, weights: buffer, pool, format, size });

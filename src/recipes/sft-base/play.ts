@@ -1,17 +1,17 @@
 /**
- * The compact trainer's model as a player (src/cli/sft-compact.ts): greedy decoding, the model as a
+ * The compact trainer's model as a player (src/recipes/sft-base/sft-base.ts): greedy decoding, the model as a
  * trial policy for DAgger rounds, and the held-out evaluation written to the learning curve.
  */
 import * as tf from '@tensorflow/tfjs';
-import { renderActPrompt, renderReflectionPrompt, type PromptAttempt } from '../agent/prompt.js';
-import type { EnvKind } from '../domain.js';
-import { playCompactTrial, type TrialPolicy } from '../envs/compact-data.js';
-import { evalSeed } from '../envs/index.js';
-import type { GPT } from '../model/gpt.js';
-import type { CompactPromptFormat } from '../model/prompt-format.js';
-import { EOS } from '../model/tokenizer.js';
-import type { Tokenizer } from '../model/tokenizers.js';
-import { positionLogits } from '../training/maths/soft-targets.js';
+import { renderActPrompt, renderReflectionPrompt, type PromptAttempt } from '../../agent/prompt.js';
+import type { EnvKind } from '../../domain.js';
+import { playCompactTrial, type TrialPolicy } from '../../envs/compact-data.js';
+import { evalSeed } from '../../envs/index.js';
+import type { GPT } from '../../model/gpt.js';
+import type { CompactPromptFormat } from '../../model/prompt-format.js';
+import { EOS } from '../../model/tokenizer.js';
+import type { Tokenizer } from '../../model/tokenizers.js';
+import { positionLogits } from '../../training/maths/soft-targets.js';
 
 /** Generation caps the builtin engine reserves after a prompt (src/model/sampling.ts defaults). */
 export const ACTION_RESERVE = 64;

@@ -1,21 +1,21 @@
 /**
- * The compact trainer's example pool (src/cli/sft-compact.ts): demonstration trials played by the
+ * The compact trainer's example pool (src/recipes/sft-base/sft-base.ts): demonstration trials played by the
  * solver (with noise) or, once DAgger runs, by the model itself, turned into training examples
  * (src/training/data/compact-sft.ts) under a random board symmetry. It runs in the trainer's thread
- * or in a data thread of its own (src/cli/sft-compact-data-thread.ts); both draw the same examples
+ * or in a data thread of its own (src/recipes/sft-base/data-thread.ts); both draw the same examples
  * for the same seed and weights.
  */
-import type { GPT } from '../model/gpt.js';
-import type { CompactPromptFormat } from '../model/prompt-format.js';
-import type { Tokenizer } from '../model/tokenizers.js';
+import type { GPT } from '../../model/gpt.js';
+import type { CompactPromptFormat } from '../../model/prompt-format.js';
+import type { Tokenizer } from '../../model/tokenizers.js';
 import {
   mineSweeperContrast, mineSweeperContrastPair, noisyPolicy,
   playCompactTrial, randomAction, solverPolicy, symmetriesFor, symmetry, transformTrial, type CompactTrial, type Symmetry, type TrialPolicy,
-} from '../envs/compact-data.js';
-import { parseEnvName, trainSeed } from '../envs/index.js';
-import { Rng } from '../envs/rng.js';
-import { ACTION_RESERVE, REFLECTION_RESERVE, modelPolicy } from './sft-compact-play.js';
-import { compactExamples, failureOf, takeOneKind, type CompactExample, type CompactExampleOptions } from '../training/data/compact-sft.js';
+} from '../../envs/compact-data.js';
+import { parseEnvName, trainSeed } from '../../envs/index.js';
+import { Rng } from '../../envs/rng.js';
+import { ACTION_RESERVE, REFLECTION_RESERVE, modelPolicy } from './play.js';
+import { compactExamples, failureOf, takeOneKind, type CompactExample, type CompactExampleOptions } from '../../training/data/compact-sft.js';
 
 /** What the pool needs from the command line. */
 export interface PoolOptions {

@@ -1,7 +1,7 @@
 /** Held-out loss on demonstrations (heldOutDemoLoss): a tiny real GPT on held-out demonstration sessions, against the SFT loss of the same samples. */
 import * as tf from '@tensorflow/tfjs';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { heldOutDemoLoss } from '../../src/cli/heldout-loss.js';
+import { heldOutDemoLoss } from '../../src/recipes/heldout-loss.js';
 import { generateDemos } from '../../src/envs/demos.js';
 import { initModel } from '../../src/model/gpt.js';
 import { disposeBatch, makeBatch } from '../../src/training/data/batch.js';

@@ -1,17 +1,17 @@
 /**
- * The compact trainer's example pool (src/cli/sft-compact-pool.ts) and its data thread
- * (src/cli/sft-compact-data-thread.ts): the thread draws exactly the pool's examples for the same
+ * The compact trainer's example pool (src/recipes/sft-base/pool.ts) and its data thread
+ * (src/recipes/sft-base/data-thread.ts): the thread draws exactly the pool's examples for the same
  * seed; a reflection share keeps reflections apart and trains them that often.
  */
 import * as tf from '@tensorflow/tfjs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ExamplePool, MEMORY_RING, poolRng, REFLECTION_RING, type PoolOptions } from '../../src/cli/sft-compact-pool.js';
-import { DataThread } from '../../src/cli/sft-compact-data-thread.js';
-import type { CompactExample } from '../../src/training/data/compact-sft.js';
-import { initModel, type GPT } from '../../src/model/gpt.js';
-import { GameTokenizer } from '../../src/model/tokenizers.js';
-import { GAME_ENV_TAGS, gameVocabulary } from '../../src/envs/vocab.js';
-import type { CompactPromptFormat } from '../../src/model/prompt-format.js';
+import { ExamplePool, MEMORY_RING, poolRng, REFLECTION_RING, type PoolOptions } from '../../../src/recipes/sft-base/pool.js';
+import { DataThread } from '../../../src/recipes/sft-base/data-thread.js';
+import type { CompactExample } from '../../../src/training/data/compact-sft.js';
+import { initModel, type GPT } from '../../../src/model/gpt.js';
+import { GameTokenizer } from '../../../src/model/tokenizers.js';
+import { GAME_ENV_TAGS, gameVocabulary } from '../../../src/envs/vocab.js';
+import type { CompactPromptFormat } from '../../../src/model/prompt-format.js';
 
 const tok = new GameTokenizer(gameVocabulary());
 const format: CompactPromptFormat = { name: 'compact', envTags: [...GAME_ENV_TAGS], historySteps: 0, memoryAt: 'tail' };

@@ -1,24 +1,25 @@
 /**
- * The compact trainer CLI (src/cli/sft-compact.ts) as a child process: help, usage errors, and a
- * tiny run whose checkpoint loads with its game tokenizer and compact prompt format.
+ * The compact trainer CLI (src/recipes/sft-base/sft-base.ts) as a child process: help, usage errors
+ * (of the command line and of a --config file), and a tiny run whose checkpoint loads with its game
+ * tokenizer and compact prompt format.
  */
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { checkpointText, loadCheckpoint } from '../../src/model/checkpoint.js';
-import { gameVocabulary } from '../../src/envs/vocab.js';
-import { root } from '../helpers/cli.js';
-import { withAvoid } from '../../src/cli/sft-compact.js';
-import type { CompactExample } from '../../src/training/data/compact-sft.js';
-import { tmpDir } from '../helpers/index.js';
+import { checkpointText, loadCheckpoint } from '../../../src/model/checkpoint.js';
+import { gameVocabulary } from '../../../src/envs/vocab.js';
+import { root } from '../../helpers/cli.js';
+import { withAvoid } from '../../../src/recipes/sft-base/sft-base.js';
+import type { CompactExample } from '../../../src/training/data/compact-sft.js';
+import { tmpDir } from '../../helpers/index.js';
 
 beforeAll(async () => { await tf.setBackend('cpu'); await tf.ready(); });
 
 function runCli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/sft-compact.ts', ...args], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/recipes/sft-base/sft-base.ts', ...args], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
@@ -98,6 +99,17 @@ describe('sft-compact CLI', () => {
       expect(r.stderr.split('\n')).toHaveLength(2);
       expect(r.stderr).toMatch(/^model:sft-base: .*(bogus|chess).* \(--help lists the options\)\n$/);
     }
+  });
+
+  it('a --config file\'s bad value is one line naming the file and the option, exit 2, before any work', async () => {
+    const dir = tmpDir('lamer-sft-compact-config-');
+    const file = path.join(dir, 'run.json');
+    fs.writeFileSync(file, JSON.stringify({ seed: 21, 'memory-weight': 0 }));
+    const out = path.join(dir, 'out');
+    const r = await runCli(['--config', file, '--out', out]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe(`model:sft-base: --config ${file}: --memory-weight must be an integer in [1, 64], got '0' (--help lists the options)\n`);
+    expect(fs.existsSync(out)).toBe(false);
   });
 
   it('refuses bad values of the data options with one line naming the option', async () => {

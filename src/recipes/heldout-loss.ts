@@ -2,7 +2,7 @@
  * Held-out loss on demonstrations of the held-out eval tasks (`npm run eval:base`,
  * experiments/eval-base.ts): solver demonstrations from src/envs/demos.ts, laid out as SFT trains
  * them (src/training/data/sft-data.ts) and scored by src/training/run/heldout-loss.ts. It lives
- * with the command-line layer because it joins the environments (API clients) and training, which
+ * with the recipes, which may join the environments (API clients) and training, two units that
  * must not import each other.
  */
 import type { EnvKind } from '../domain.js';
@@ -11,7 +11,7 @@ import type { EnvParams } from '../envs/index.js';
 import type { HeldOutDemoLoss } from '../shared/heldout-loss.js';
 import { buildSftSamples } from '../training/data/sft-data.js';
 import { heldOutLoss } from '../training/run/heldout-loss.js';
-import type { TrainableModel } from '../training/run/model-api.js';
+import type { TrainableModel } from '../training/model-api.js';
 
 export type { HeldOutDemoLoss } from '../shared/heldout-loss.js';
 

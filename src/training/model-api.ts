@@ -1,6 +1,7 @@
 /**
  * What the training job needs from a model (a small interface, so that the job runs on the builtin
- * transformer of src/model and on tiny test models alike).
+ * transformer of src/model and on tiny test models alike). Types only, at the bottom of
+ * src/training: maths/, data/ and run/ all use them, and it imports nothing of src/training.
  *
  * Shapes: tokens `[B, T]` int32 token ids, T <= blockSize; logits `[B, T, V]` float32 where
  * logits[b, j] predicts token j+1.
@@ -17,13 +18,13 @@ export interface TrainableModel {
   /**
    * Attention probability maps a sequence makes in one forward pass (layers x heads), when the
    * model has attention; each map is `[T, T]` float32. Used to keep a micro-batch's activations
-   * inside the wasm heap (see `fitMicroBatchTokens` in ./job.ts).
+   * inside the wasm heap (see `fitMicroBatchTokens` in ./run/job.ts).
    */
   readonly attentionMaps?: number;
   /**
    * Forward pass: `[B, T]` int32 -> `[B, T, V]` logits. `training` enables dropout if the model has
    * any. `positionOffsets` `[B]` int32 (training's random position offsets, TrainingHyper
-   * `positionOffset` in ./job.ts): row b's token t is at absolute position offsets[b] + t; null or
+   * `positionOffset` in ./run/job.ts): row b's token t is at absolute position offsets[b] + t; null or
    * absent: position t, as served. A model without absolute positions ignores it.
    */
   logits(tokens: tf.Tensor2D, training: boolean, positionOffsets?: tf.Tensor1D | null): tf.Tensor3D;

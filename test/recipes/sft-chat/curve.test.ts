@@ -1,6 +1,6 @@
 /** The learning curve of model:sft-base: going on from a start checkpoint's curve. */
 import { describe, expect, it } from 'vitest';
-import { checkCurvePoints, continueCurve, type CurvePoint } from '../../../src/cli/sft-base/sft-curve.js';
+import { checkCurvePoints, continueCurve, type CurvePoint } from '../../../src/recipes/sft-chat/curve.js';
 
 const pt = (step: number, tokens: number, seconds: number, loss = 1, lr = 1e-3): CurvePoint => ({ step, tokens, seconds, loss, lr });
 

@@ -1,5 +1,5 @@
 /**
- * The learning curve of `npm run model:sft-chat` (./sft-base.ts): one point per optimiser step,
+ * The learning curve of `npm run model:sft-chat` (./sft-chat.ts): one point per optimiser step,
  * written beside the checkpoint as learning-curve.json, and its chart (learning-curve.svg).
  * Units: nats per trained token, seconds since the job started, tokens = non-padding positions.
  */

@@ -1,7 +1,7 @@
 /**
  * `npm run model:sft-chat -- --out DIR [options]`: the byte-level chat-format SFT warm start (the
  * trainer of the base shipped before the compact one of `npm run model:sft-base`,
- * src/cli/sft-compact.ts), rebuilt from scratch and reproducibly:
+ * src/recipes/sft-base/sft-base.ts), rebuilt from scratch and reproducibly:
  *   1. a random initialisation of the chosen config (`--layers --embd --heads --block`, GPT-2 init
  *      on the cpu backend, `--init-seed`, src/model/scripts/init-base.ts) in a temporary folder,
  *      or with `--from DIR` an existing checkpoint (its config; e.g. the shipped base, trained on
@@ -22,10 +22,10 @@
  *   4. the checkpoint in `--out` (refused unless new or empty), with the config, curriculum, demo
  *      command, the demonstrations' sha256 and the hyperparameters in its metadata, and beside it
  *      `learning-curve.json` (per step: step, tokens, seconds, loss, lr; with `--from`, after the start
- *      checkpoint's own curve when it has one, ./sft-curve.ts continueCurve) and `learning-curve.svg`.
- * The command line: ./sft-base-args.ts.
+ *      checkpoint's own curve when it has one, ./curve.ts continueCurve) and `learning-curve.svg`.
+ * The command line: ./options.ts (`--help` lists each option with its default and range).
  * Progress on stderr: a bar (loss, tokens/s, ETA) when stderr is a TTY, else one JSON line per
- * `--log-every` steps. The last line on stdout is the summary JSON (`SftBaseSummary`).
+ * `--log-every` steps. The last line on stdout is the summary JSON (`SftChatSummary`).
  * `--dry-run` stops after the demonstrations and prints the plan (samples, tokens) instead.
  * The temporary folder is removed at the end, on error and on SIGINT / SIGTERM.
  * Units: seconds; tokens are byte tokens (non-padding positions); bytes on disk of model.json +
@@ -43,8 +43,9 @@ import { mulberry32 } from '../../shared/rng.js';
 import { writeInitCheckpoint } from '../../model/scripts/init-base.js';
 import { buildSftSamples, parseDemoJsonl, type TrainingSample } from '../../training/data/data.js';
 import { createModelIO } from '../../training/run/gpt-adapter.js';
-import { COMMAND, parseSftBaseArgs, SftBaseUsageError, type SftBaseOptions } from './sft-base-args.js';
-import { continueCurve, sftCurveSvg, type CurvePoint } from './sft-curve.js';
+import { UsageError } from '../../shared/usage-error.js';
+import { COMMAND, parseSftChatArgs, USAGE, type SftChatOptions } from './options.js';
+import { continueCurve, sftCurveSvg, type CurvePoint } from './curve.js';
 import { resolveTrainWorkers, runTrainingJob, type JobProgress, type TrainingHyper } from '../../training/run/job.js';
 
 const repoRoot = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..', '..', '..');
@@ -83,7 +84,7 @@ export function samplesForSteps<T>(samples: readonly T[], steps: number, minibat
 }
 
 /** The summary printed last on stdout. */
-export interface SftBaseSummary {
+export interface SftChatSummary {
   out: string;
   config: GPTConfig;
   parameters: number;
@@ -109,13 +110,13 @@ const log = (line: string) => process.stderr.write(`[${new Date().toISOString().
 
 /**
  * Run `lamer demos ARGS` as a child process (its stdout goes to our stderr).
- * @throws SftBaseUsageError when it rejects the options (exit 2; its message is on stderr), Error
+ * @throws UsageError when it rejects the options (exit 2; its message is on stderr), Error
  *   for any other non-zero exit.
  */
 function runDemos(args: string[]): void {
   log(`lamer demos ${args.join(' ')}`);
   const r = spawnSync(process.execPath, ['--import', 'tsx', 'src/cli/index.ts', 'demos', ...args], { cwd: repoRoot, stdio: ['ignore', 2, 2] });
-  if (r.status === 2) throw new SftBaseUsageError('lamer demos refused the curriculum options (its message is above)');
+  if (r.status === 2) throw new UsageError('lamer demos refused the curriculum options (its message is above)');
   if (r.status !== 0) throw new Error(`lamer demos ${args.join(' ')} exited with ${r.status ?? r.signal}`);
 }
 
@@ -143,10 +144,10 @@ interface SftData {
 /**
  * Step 1: the demonstrations (`lamer demos` checks the curriculum; a bad one exits 2 with its
  * message), their samples, the step count and the plan.
- * @throws SftBaseUsageError for a curriculum `lamer demos` refuses or a warm-up of at least the
+ * @throws UsageError for a curriculum `lamer demos` refuses or a warm-up of at least the
  *   run's steps; Error when there are no samples.
  */
-function prepareSftData(opts: SftBaseOptions, work: string): SftData {
+function prepareSftData(opts: SftChatOptions, work: string): SftData {
   const demosPath = path.join(work, 'demos.jsonl');
   const demoArgs = ['--curriculum', opts.curriculum, '--tasks', String(opts.sessions), '--seed', String(opts.seed), '--fail-rate', String(opts.failRate), '--out', demosPath];
   const seen = opts.fromDemoSeeds;
@@ -166,7 +167,7 @@ function prepareSftData(opts: SftBaseOptions, work: string): SftData {
   const epochs = opts.epochs ?? 1;
   const steps = opts.steps ?? Math.ceil(samples.length / opts.minibatch) * epochs;
   // with --epochs the step count is known only now: refuse a warm-up as long as the run before any training
-  if (opts.warmupSteps !== null && opts.warmupSteps >= steps) throw new SftBaseUsageError(`--warmup-steps (${opts.warmupSteps}) must be below the run's ${steps} optimiser steps`);
+  if (opts.warmupSteps !== null && opts.warmupSteps >= steps) throw new UsageError(`--warmup-steps (${opts.warmupSteps}) must be below the run's ${steps} optimiser steps`);
   const parameters = countParams(opts.config);
   const plan = {
     start: opts.from ?? 'random init', config: opts.config, parameters, sessionsPerEnv: sessionsPerEnv(demos), demos: demos.length, samples: samples.length,
@@ -181,7 +182,7 @@ function prepareSftData(opts: SftBaseOptions, work: string): SftData {
  * Progress of the job on stderr: a bar when stderr is a TTY, else one JSON line per `--log-every`
  * steps; collects the learning-curve points (step, tokens so far, seconds since `t0`, loss, lr).
  */
-function sftProgress(opts: SftBaseOptions, steps: number) {
+function sftProgress(opts: SftChatOptions, steps: number) {
   const points: CurvePoint[] = [];
   const bar = process.stderr.isTTY === true
     ? new cliProgress.SingleBar({ stream: process.stderr, hideCursor: true, etaBuffer: 50, format: 'sft {bar} {value}/{total} steps | loss {loss} (20-step mean) | {tps} tok/s | {duration_formatted} | ETA {eta_formatted}' }, cliProgress.Presets.shades_classic)
@@ -210,7 +211,7 @@ function sftProgress(opts: SftBaseOptions, steps: number) {
  * @returns the job's result, its hyperparameters, the threads it used, the curve points, tokens
  *   trained and seconds taken.
  */
-async function trainSftBase(opts: SftBaseOptions, data: SftData, work: string) {
+async function trainSftChat(opts: SftChatOptions, data: SftData, work: string) {
   const initDir = opts.from ?? path.join(work, 'init');
   if (opts.from === null) await writeInitCheckpoint(initDir, opts.config, opts.initSeed);
   const parent = opts.from === null
@@ -254,7 +255,7 @@ async function trainSftBase(opts: SftBaseOptions, data: SftData, work: string) {
  * from the start checkpoint's when it has one: the whole training of this checkpoint), and the
  * demonstrations with --keep-demos.
  */
-function writeSftCurve(opts: SftBaseOptions, data: SftData, hyper: TrainingHyper, points: readonly CurvePoint[]): void {
+function writeSftCurve(opts: SftChatOptions, data: SftData, hyper: TrainingHyper, points: readonly CurvePoint[]): void {
   const parentCurve = opts.fromCurve;
   const start = parentCurve.at(-1);
   const curve = {
@@ -274,8 +275,8 @@ function writeSftCurve(opts: SftBaseOptions, data: SftData, hyper: TrainingHyper
  * @throws Error when `lamer demos` fails, the data is empty, or training fails (nothing is left in
  *   `opts.out` but what the job wrote).
  */
-export async function runSftBase(opts: SftBaseOptions): Promise<SftBaseSummary | Record<string, unknown>> {
-  const work = mkdtempSync(path.join(tmpdir(), 'lamer-sft-base-'));
+export async function runSftChat(opts: SftChatOptions): Promise<SftChatSummary | Record<string, unknown>> {
+  const work = mkdtempSync(path.join(tmpdir(), 'lamer-sft-chat-'));
   const cleanup = () => rmSync(work, { recursive: true, force: true });
   const onSignal = (sig: NodeJS.Signals) => {
     cleanup();
@@ -287,7 +288,7 @@ export async function runSftBase(opts: SftBaseOptions): Promise<SftBaseSummary |
     const data = prepareSftData(opts, work);
     log(`plan ${JSON.stringify(data.plan)}`);
     if (opts.dryRun) return { dryRun: true, ...data.plan };
-    const { res, hyper, workers, points, tokens, seconds } = await trainSftBase(opts, data, work);
+    const { res, hyper, workers, points, tokens, seconds } = await trainSftChat(opts, data, work);
     writeSftCurve(opts, data, hyper, points);
     const losses = res.metrics.map((m) => m.loss);
     const k = Math.min(10, losses.length);
@@ -307,20 +308,23 @@ export async function runSftBase(opts: SftBaseOptions): Promise<SftBaseSummary |
 }
 
 async function main(): Promise<number> {
-  let opts: SftBaseOptions | null;
+  let opts: SftChatOptions | null;
   try {
-    opts = parseSftBaseArgs(process.argv.slice(2));
+    opts = parseSftChatArgs(process.argv.slice(2));
   } catch (e) {
-    if (!(e instanceof SftBaseUsageError)) throw e;
+    if (!(e instanceof UsageError)) throw e;
     console.error(`${COMMAND}: ${e.message}`);
     return 2;
   }
-  if (opts === null) return 0;
+  if (opts === null) {
+    console.log(USAGE);
+    return 0;
+  }
   let summary;
   try {
-    summary = await runSftBase(opts);
+    summary = await runSftChat(opts);
   } catch (e) {
-    if (!(e instanceof SftBaseUsageError)) throw e;
+    if (!(e instanceof UsageError)) throw e;
     console.error(`${COMMAND}: ${e.message}`);
     return 2;
   }

@@ -1,19 +1,19 @@
 /**
- * Worker-thread side of the compact trainer's data thread (src/cli/sft-compact-data-thread.ts): its
+ * Worker-thread side of the compact trainer's data thread (src/recipes/sft-base/data-thread.ts): its
  * own tfjs backend (wasm), a model of the trainer's shape whose weights it copies from the shared
- * buffer when told, the game tokenizer, and the example pool (src/cli/sft-compact-pool.ts).
+ * buffer when told, the game tokenizer, and the example pool (src/recipes/sft-base/pool.ts).
  */
 import * as tf from '@tensorflow/tfjs';
 import { parentPort } from 'node:worker_threads';
-import { initBackend } from '../model/backend.js';
-import { initModel, type GPT } from '../model/gpt.js';
-import { GameTokenizer } from '../model/tokenizers.js';
-import { gameVocabulary } from '../envs/vocab.js';
-import { paramCount, writeWeights } from '../training/run/data-parallel.js';
-import { ExamplePool, poolRng } from './sft-compact-pool.js';
-import type { FromDataThread, ToDataThread } from './sft-compact-data-thread.js';
+import { initBackend } from '../../model/backend.js';
+import { initModel, type GPT } from '../../model/gpt.js';
+import { GameTokenizer } from '../../model/tokenizers.js';
+import { gameVocabulary } from '../../envs/vocab.js';
+import { paramCount, writeWeights } from '../../training/run/data-parallel.js';
+import { ExamplePool, poolRng } from './pool.js';
+import type { FromDataThread, ToDataThread } from './data-thread.js';
 
-if (!parentPort) throw new Error('sft-compact-data-entry.ts must run in a worker thread');
+if (!parentPort) throw new Error('data-entry.ts must run in a worker thread');
 const port = parentPort;
 const post = (m: FromDataThread) => port.postMessage(m);
 

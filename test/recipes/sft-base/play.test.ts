@@ -1,6 +1,6 @@
-/** How the compact trainer's held-out evaluation keys an attempt's ending (src/cli/sft-compact-play.ts endingKey). */
+/** How the compact trainer's held-out evaluation keys an attempt's ending (src/recipes/sft-base/play.ts endingKey). */
 import { describe, expect, it } from 'vitest';
-import { endingKey } from '../../src/cli/sft-compact-play.js';
+import { endingKey } from '../../../src/recipes/sft-base/play.js';
 
 describe('endingKey', () => {
   it.each([

@@ -11,13 +11,14 @@ import { describe, expect, it } from 'vitest';
 import { loadCheckpoint } from '../../../src/model/checkpoint.js';
 import { countParams, DEFAULT_CONFIG } from '../../../src/model/gpt.js';
 import { writeInitCheckpoint } from '../../../src/model/scripts/init-base.js';
-import { samplesForSteps, sessionsPerEnv } from '../../../src/cli/sft-base/sft-base.js';
-import { parseSftBaseArgs, SftBaseUsageError } from '../../../src/cli/sft-base/sft-base-args.js';
+import { samplesForSteps, sessionsPerEnv } from '../../../src/recipes/sft-chat/sft-chat.js';
+import { parseSftChatArgs } from '../../../src/recipes/sft-chat/options.js';
+import { UsageError } from '../../../src/shared/usage-error.js';
 import { root } from '../../helpers/cli.js';
 import { tmpDir } from '../../helpers/index.js';
 
-const script = (args: string[]) => spawnSync(process.execPath, ['--import', 'tsx', 'src/cli/sft-base/sft-base.ts', ...args], { cwd: root, encoding: 'utf8' });
-const sftTempDirs = () => fs.readdirSync(os.tmpdir()).filter((f) => f.startsWith('lamer-sft-base-')).sort();
+const script = (args: string[]) => spawnSync(process.execPath, ['--import', 'tsx', 'src/recipes/sft-chat/sft-chat.ts', ...args], { cwd: root, encoding: 'utf8' });
+const sftTempDirs = () => fs.readdirSync(os.tmpdir()).filter((f) => f.startsWith('lamer-sft-chat-')).sort();
 
 describe('model:sft-chat script', () => {
   it('trains a tiny config end to end: checkpoint, learning curve (json + svg) and the summary line', async () => {
@@ -125,20 +126,20 @@ describe('model:sft-chat script', () => {
   });
 });
 
-describe('parseSftBaseArgs', () => {
+describe('parseSftChatArgs', () => {
   it('--from reads the config of its checkpoint', async () => {
     const from = path.join(tmpDir('lamer-sft-'), 'start');
     const config = { ...DEFAULT_CONFIG, n_layer: 1, n_embd: 32, n_head: 2, block_size: 256 };
     await writeInitCheckpoint(from, config, 1);
-    expect(parseSftBaseArgs(['--out', '/nonexistent/x', '--from', from])).toMatchObject({ from, config, fromCurve: [], fromDemoSeeds: null });
-    expect(parseSftBaseArgs(['--out', '/nonexistent/x'])!).toMatchObject({ from: null, fromCurve: [], fromDemoSeeds: null });
+    expect(parseSftChatArgs(['--out', '/nonexistent/x', '--from', from])).toMatchObject({ from, config, fromCurve: [], fromDemoSeeds: null });
+    expect(parseSftChatArgs(['--out', '/nonexistent/x'])!).toMatchObject({ from: null, fromCurve: [], fromDemoSeeds: null });
     // its curve and the seeds of its demonstrations (meta.hyper.seed + meta.demos.sessions)
     const points = [{ step: 1, tokens: 10, seconds: 1, loss: 3, lr: 1e-3 }];
     fs.writeFileSync(path.join(from, 'learning-curve.json'), JSON.stringify({ points }));
     const json = JSON.parse(fs.readFileSync(path.join(from, 'model.json'), 'utf8'));
     json.userDefinedMetadata.lamer.meta = { ...json.userDefinedMetadata.lamer.meta, hyper: { seed: 0 }, demos: { sessions: 6000 } };
     fs.writeFileSync(path.join(from, 'model.json'), JSON.stringify(json));
-    expect(parseSftBaseArgs(['--out', '/nonexistent/x', '--from', from])).toMatchObject({ fromCurve: points, fromDemoSeeds: [0, 6000] });
+    expect(parseSftChatArgs(['--out', '/nonexistent/x', '--from', from])).toMatchObject({ fromCurve: points, fromDemoSeeds: [0, 6000] });
   });
 
   it('--from refuses, before any work, a checkpoint whose weights or learning curve do not fit', async () => {
@@ -147,52 +148,65 @@ describe('parseSftBaseArgs', () => {
     const args = ['--out', '/nonexistent/x', '--from', from];
     const bytes = fs.statSync(path.join(from, 'weights.bin')).size;
     const curve = (text: string) => fs.writeFileSync(path.join(from, 'learning-curve.json'), text);
-    const CURVE = new SftBaseUsageError(`--from ${from}: learning-curve.json must have points {step, tokens, seconds, loss, lr} with steps 1, 2, ... in order (move it away to start a new curve)`);
+    const CURVE = new UsageError(`--from ${from}: learning-curve.json must have points {step, tokens, seconds, loss, lr} with steps 1, 2, ... in order (move it away to start a new curve)`);
     curve('notjson');
-    expect(() => parseSftBaseArgs(args)).toThrow(/learning-curve\.json is not JSON/);
+    expect(() => parseSftChatArgs(args)).toThrow(/learning-curve\.json is not JSON/);
     curve('{"points":"garbage"}');
-    expect(() => parseSftBaseArgs(args)).toThrow(CURVE);
+    expect(() => parseSftChatArgs(args)).toThrow(CURVE);
     curve(JSON.stringify({ points: [{ step: 2, tokens: 1, seconds: 1, loss: 1, lr: 1 }] }));
-    expect(() => parseSftBaseArgs(args)).toThrow(CURVE);
+    expect(() => parseSftChatArgs(args)).toThrow(CURVE);
     fs.rmSync(path.join(from, 'learning-curve.json'));
     fs.truncateSync(path.join(from, 'weights.bin'), 1000);
-    expect(() => parseSftBaseArgs(args)).toThrow(new SftBaseUsageError(`--from ${from}: weights.bin has 1000 bytes, the config's ${bytes / 4} float32 parameters need ${bytes}`));
+    expect(() => parseSftChatArgs(args)).toThrow(new UsageError(`--from ${from}: weights.bin has 1000 bytes, the config's ${bytes / 4} float32 parameters need ${bytes}`));
   });
 
   it('reads the config, the fixed step count and the defaults', () => {
-    const o = parseSftBaseArgs(['--out', '/nonexistent/x', '--layers', '3', '--embd', '96', '--heads', '3', '--steps', '7'])!;
+    const o = parseSftChatArgs(['--out', '/nonexistent/x', '--layers', '3', '--embd', '96', '--heads', '3', '--steps', '7'])!;
     expect(o.config).toEqual({ ...DEFAULT_CONFIG, n_layer: 3, n_embd: 96, n_head: 3 });
     expect([o.steps, o.epochs, o.minibatch, o.lr, o.sessions, o.failRate]).toEqual([7, null, 16, 1e-3, 1200, 0.5]);
-    expect(parseSftBaseArgs(['--out', '/nonexistent/x', '--epochs', '2'])!).toMatchObject({ steps: null, epochs: 2 });
+    expect(parseSftChatArgs(['--out', '/nonexistent/x', '--epochs', '2'])!).toMatchObject({ steps: null, epochs: 2 });
     expect(o.positionOffset).toBe('random');
-    expect(parseSftBaseArgs(['--out', '/nonexistent/x', '--position-offset', 'none'])!.positionOffset).toBe('none');
+    expect(parseSftChatArgs(['--out', '/nonexistent/x', '--position-offset', 'none'])!.positionOffset).toBe('none');
     expect([o.lrSchedule, o.warmupSteps, o.minLrRatio]).toEqual(['cosine', null, 0.1]);
-    expect(parseSftBaseArgs(['--out', '/nonexistent/x', '--steps', '50', '--warmup-steps', '5', '--min-lr-ratio', '0']))
+    expect(parseSftChatArgs(['--out', '/nonexistent/x', '--steps', '50', '--warmup-steps', '5', '--min-lr-ratio', '0']))
       .toMatchObject({ lrSchedule: 'cosine', warmupSteps: 5, minLrRatio: 0 });
-    expect(parseSftBaseArgs(['--out', '/nonexistent/x', '--lr-schedule', 'constant'])!.lrSchedule).toBe('constant');
+    expect(parseSftChatArgs(['--out', '/nonexistent/x', '--lr-schedule', 'constant'])!.lrSchedule).toBe('constant');
+  });
+
+  it('--config FILE gives options by name, which the command line overrides; the file\'s bad values name it', () => {
+    const dir = tmpDir('lamer-sft-');
+    const file = path.join(dir, 'run.json');
+    fs.writeFileSync(file, JSON.stringify({ layers: 3, embd: 96, heads: 3, steps: 7, 'lr-schedule': 'constant', 'keep-demos': true }));
+    const o = parseSftChatArgs(['--config', file, '--out', '/nonexistent/x', '--steps', '9'])!;
+    expect(o).toMatchObject({ config: { ...DEFAULT_CONFIG, n_layer: 3, n_embd: 96, n_head: 3 }, steps: 9, lrSchedule: 'constant', keepDemos: true });
+    fs.writeFileSync(file, JSON.stringify({ 'min-lr-ratio': 2 }));
+    expect(() => parseSftChatArgs(['--config', file])).toThrow(new UsageError(`--config ${file}: --min-lr-ratio must be a number in [0, 1], got '2'`));
+    // a shape option in the file counts as given: --from takes the config of its checkpoint
+    fs.writeFileSync(file, JSON.stringify({ layers: 3 }));
+    expect(() => parseSftChatArgs(['--config', file, '--from', dir])).toThrow(new UsageError('--from takes the model config of its checkpoint: drop --layers'));
   });
 
   it('rejects bad options with a message naming them', () => {
-    expect(() => parseSftBaseArgs(['--steps', '1', '--epochs', '1'])).toThrow(new SftBaseUsageError('give --steps or --epochs, not both'));
-    expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--embd', '30', '--heads', '4'])).toThrow(/n_embd \(30\) must be divisible by n_head \(4\)/);
-    expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--steps', '0'])).toThrow(/--steps must be an integer >= 1 written in digits, got '0'/);
-    expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--steps', '1e3'])).toThrow(SftBaseUsageError);
-    expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--steps', '1e3'])).toThrow("--steps must be an integer >= 1 written in digits, got '1e3'");
-    expect(() => parseSftBaseArgs(['--bogus'])).toThrow(SftBaseUsageError);
-    expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--position-offset', 'sometimes'])).toThrow(new SftBaseUsageError("--position-offset must be random or none, got 'sometimes'"));
-    expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--lr-schedule', 'linear'])).toThrow(new SftBaseUsageError("--lr-schedule must be constant or cosine, got 'linear'"));
-    expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--lr-schedule', 'constant', '--warmup-steps', '3'])).toThrow(new SftBaseUsageError('--warmup-steps and --min-lr-ratio apply to --lr-schedule cosine only'));
-    expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--steps', '10', '--warmup-steps', '10'])).toThrow(new SftBaseUsageError('--warmup-steps (10) must be below --steps (10)'));
-    expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--min-lr-ratio', '2'])).toThrow(/--min-lr-ratio must be a number in \[0, 1\], got '2'/);
-    expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--seed', '999999999', '--sessions', '2'])).toThrow(new SftBaseUsageError('--seed + --sessions must be at most 1000000000 (the training seeds [0, 1000000000); eval seeds are held out), got 1000000001'));
+    expect(() => parseSftChatArgs(['--steps', '1', '--epochs', '1'])).toThrow(new UsageError('give --steps or --epochs, not both'));
+    expect(() => parseSftChatArgs(['--out', '/nonexistent/x', '--embd', '30', '--heads', '4'])).toThrow(/n_embd \(30\) must be divisible by n_head \(4\)/);
+    expect(() => parseSftChatArgs(['--out', '/nonexistent/x', '--steps', '0'])).toThrow(/--steps must be an integer >= 1 written in digits, got '0'/);
+    expect(() => parseSftChatArgs(['--out', '/nonexistent/x', '--steps', '1e3'])).toThrow(UsageError);
+    expect(() => parseSftChatArgs(['--out', '/nonexistent/x', '--steps', '1e3'])).toThrow("--steps must be an integer >= 1 written in digits, got '1e3'");
+    expect(() => parseSftChatArgs(['--bogus'])).toThrow(UsageError);
+    expect(() => parseSftChatArgs(['--out', '/nonexistent/x', '--position-offset', 'sometimes'])).toThrow(new UsageError("--position-offset must be random or none, got 'sometimes'"));
+    expect(() => parseSftChatArgs(['--out', '/nonexistent/x', '--lr-schedule', 'linear'])).toThrow(new UsageError("--lr-schedule must be constant or cosine, got 'linear'"));
+    expect(() => parseSftChatArgs(['--out', '/nonexistent/x', '--lr-schedule', 'constant', '--warmup-steps', '3'])).toThrow(new UsageError('--warmup-steps and --min-lr-ratio apply to --lr-schedule cosine only'));
+    expect(() => parseSftChatArgs(['--out', '/nonexistent/x', '--steps', '10', '--warmup-steps', '10'])).toThrow(new UsageError('--warmup-steps (10) must be below --steps (10)'));
+    expect(() => parseSftChatArgs(['--out', '/nonexistent/x', '--min-lr-ratio', '2'])).toThrow(/--min-lr-ratio must be a number in \[0, 1\], got '2'/);
+    expect(() => parseSftChatArgs(['--out', '/nonexistent/x', '--seed', '999999999', '--sessions', '2'])).toThrow(new UsageError('--seed + --sessions must be at most 1000000000 (the training seeds [0, 1000000000); eval seeds are held out), got 1000000001'));
     const from = tmpDir('lamer-sft-');
-    expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--from', from])).toThrow(new SftBaseUsageError(`--from ${from}: no checkpoint there (model.json and weights.bin expected)`));
-    expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--from', from, '--layers', '2', '--init-seed', '3'])).toThrow(new SftBaseUsageError('--from takes the model config of its checkpoint: drop --layers, --init-seed'));
+    expect(() => parseSftChatArgs(['--out', '/nonexistent/x', '--from', from])).toThrow(new UsageError(`--from ${from}: no checkpoint there (model.json and weights.bin expected)`));
+    expect(() => parseSftChatArgs(['--out', '/nonexistent/x', '--from', from, '--layers', '2', '--init-seed', '3'])).toThrow(new UsageError('--from takes the model config of its checkpoint: drop --layers, --init-seed'));
     fs.writeFileSync(path.join(from, 'model.json'), '{"format":"lamer-gpt"}');
     fs.writeFileSync(path.join(from, 'weights.bin'), '');
-    expect(() => parseSftBaseArgs(['--out', '/nonexistent/x', '--from', from])).toThrow(new SftBaseUsageError(`--from ${from}: model.json has no userDefinedMetadata.lamer.config`));
-    expect(() => parseSftBaseArgs(['--out', from, '--from', from])).toThrow(new SftBaseUsageError('--from and --out must be different folders'));
-    expect(() => parseSftBaseArgs(['--workers', '-1'])).toThrow(new SftBaseUsageError("--workers needs a value (one that starts with '-' must be written --workers=VALUE)"));
+    expect(() => parseSftChatArgs(['--out', '/nonexistent/x', '--from', from])).toThrow(new UsageError(`--from ${from}: model.json has no userDefinedMetadata.lamer.config`));
+    expect(() => parseSftChatArgs(['--out', from, '--from', from])).toThrow(new UsageError('--from and --out must be different folders'));
+    expect(() => parseSftChatArgs(['--workers', '-1'])).toThrow(new UsageError("--workers needs a value (one that starts with '-' must be written --workers=VALUE)"));
   });
 });
 
