@@ -10,9 +10,10 @@
  * figures to test/architecture.test.ts, which turns them into assertions.
  *
  * Layer order (a unit may import units of a lower rank; docs/architecture.md):
- *   cli 8 > recipes 7.5 > server, app 7 > routes 6 > plugins 5 > training 4 > agent 3 > db 2.5
- *   (beside the engine side: agent and above use it) > policy 2 > model 1 > domain, config,
- *   shared, ensure-dir, owner-lock, schema-helpers 0 (the bottom).
+ *   cli 8 > recipes 7.5 > server, app 7 > routes 6 > plugins 5 > training 4 > serving 3.5 (beside
+ *   training: neither imports the other) > agent 3 > db 2.5 (beside the engine side: agent and
+ *   above use it) > policy 2 > model 1 > domain, config, shared, ensure-dir, owner-lock,
+ *   schema-helpers 0 (the bottom).
  * envs/ and eval/ are clients of the HTTP API: they may import the bottom and each other only,
  * and only the command lines (cli, and the trainers in recipes) may import them. ui/ is the dashboard, served to the browser and never run by the
  * server: it imports nothing of src/ outside ui/, and nothing imports it. Any other import between
@@ -45,7 +46,7 @@ function walk(dir: string): string[] {
 /** Layer rank of a unit (higher may import lower); null for the API clients envs/ and eval/.
  *  A unit missing here is reported as `unranked`. */
 const RANK: Record<string, number> = {
-  cli: 8, recipes: 7.5, server: 7, app: 7, routes: 6, plugins: 5, training: 4, agent: 3, db: 2.5, policy: 2, model: 1,
+  cli: 8, recipes: 7.5, server: 7, app: 7, routes: 6, plugins: 5, training: 4, serving: 3.5, agent: 3, db: 2.5, policy: 2, model: 1,
   domain: 0, config: 0, shared: 0, 'ensure-dir': 0, 'owner-lock': 0, 'schema-helpers': 0,
 };
 const CLIENTS = new Set(['envs', 'eval']);

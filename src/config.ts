@@ -8,7 +8,9 @@
 import path from 'node:path';
 import { isIP } from 'node:net';
 import { Cron } from 'croner';
-import type { RemoteVersionConfig } from './policy/engine.js';
+import {
+  REMOTE_DEFAULTS, REMOTE_INTEGER_SETTINGS, REMOTE_SETTINGS, remoteUrlFault, remoteVersionConfig, type RemoteVersionConfig,
+} from './shared/remote-version.js';
 import { REMOTE_KINDS, RL_ALGORITHMS, SERVER_ENGINES, TFJS_BACKENDS, type RlAlgorithm, type ServerEngine, type TfjsBackend } from './domain.js';
 
 export type EngineKind = ServerEngine;
@@ -348,33 +350,24 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
 function remoteEngine(env: Record<string, string | undefined>): RemoteVersionConfig | null {
   if (env.LAMER_ENGINE !== 'openai') return null;
   const baseUrl = env.LAMER_OPENAI_BASE_URL ?? '';
-  let ok = false;
-  let credentials = false;
-  try {
-    const u = new URL(baseUrl);
-    ok = ['http:', 'https:'].includes(u.protocol);
-    credentials = u.username !== '' || u.password !== '';
-  } catch {
-    ok = false;
+  const fault = remoteUrlFault(baseUrl);
+  if (fault === 'not-url' || fault === 'not-http') {
+    const expected = 'expected an http(s) URL such as http://gpu-host:8000/v1 (needed with LAMER_ENGINE=openai)';
+    throw new ConfigError(`LAMER_OPENAI_BASE_URL=${JSON.stringify(baseUrl)}: ${expected}`);
   }
-  if (!ok) throw new ConfigError(`LAMER_OPENAI_BASE_URL=${JSON.stringify(baseUrl)}: expected an http(s) URL such as http://gpu-host:8000/v1 (needed with LAMER_ENGINE=openai)`);
-  if (credentials) throw new ConfigError('LAMER_OPENAI_BASE_URL must not contain a user name or password: set LAMER_OPENAI_API_KEY instead');
+  if (fault === 'credentials') throw new ConfigError('LAMER_OPENAI_BASE_URL must not contain a user name or password: set LAMER_OPENAI_API_KEY instead');
   const model = env.LAMER_OPENAI_MODEL ?? '';
   if (model.trim() === '') throw new ConfigError('LAMER_OPENAI_MODEL: expected the remote model name (needed with LAMER_ENGINE=openai)');
   const apiKey = env.LAMER_OPENAI_API_KEY && env.LAMER_OPENAI_API_KEY !== '' ? env.LAMER_OPENAI_API_KEY : undefined;
-  return {
-    baseUrl,
-    model,
-    ...(apiKey ? { apiKey } : {}),
-    kind: oneOf(env, 'LAMER_OPENAI_KIND', 'plain', REMOTE_KINDS),
-    concurrency: int(env, 'LAMER_OPENAI_CONCURRENCY', 8, 1, 100_000),
-    timeoutMs: int(env, 'LAMER_OPENAI_TIMEOUT_MS', 60_000, 1, 3_600_000),
-    maxRetries: int(env, 'LAMER_OPENAI_MAX_RETRIES', 3, 0, 100),
-    maxActionTokens: int(env, 'LAMER_OPENAI_MAX_ACTION_TOKENS', 64, 1, 1_000_000),
-    maxReflectionTokens: int(env, 'LAMER_OPENAI_MAX_REFLECTION_TOKENS', 512, 1, 1_000_000),
-    maxResponseBytes: int(env, 'LAMER_OPENAI_MAX_RESPONSE_BYTES', 4 * 1024 * 1024, 1024, 1 << 30),
-    callTimeoutMs: int(env, 'LAMER_OPENAI_CALL_TIMEOUT_MS', 100_000, 1, 3_600_000),
-  };
+  const kind = oneOf(env, 'LAMER_OPENAI_KIND', REMOTE_DEFAULTS.kind, REMOTE_KINDS);
+  // Each integer setting from its variable, with the bounds and default that POST /v1/models uses too.
+  const settings = Object.fromEntries(
+    REMOTE_INTEGER_SETTINGS.map((k) => {
+      const s = REMOTE_SETTINGS[k];
+      return [k, int(env, s.env, s.default, s.min, s.max)];
+    }),
+  );
+  return remoteVersionConfig({ baseUrl, model, apiKey, kind, ...settings });
 }
 
 /**

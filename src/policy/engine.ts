@@ -17,8 +17,9 @@
 // (src/model/sampling.ts, src/model/tokenizer.ts), so that model/ does not import policy/.
 import type { SamplingParams } from '../model/sampling.js';
 import type { PromptParts } from '../model/tokenizer.js';
-import type { RemoteKind } from '../domain.js';
-export type { PromptParts, SamplingParams };
+import type { RemoteVersionConfig } from '../shared/remote-version.js';
+// The settings of a remote version are written once, below config.ts (src/shared/remote-version.ts).
+export type { PromptParts, RemoteVersionConfig, SamplingParams };
 
 export interface ActRequest {
   /** Session id: the key for a per-session KV cache. */
@@ -98,45 +99,6 @@ export interface Completion extends Generation {
 
 /** How a version is served: by this process (`builtin`) or by a remote OpenAI-compatible server. */
 export type EngineSpec = { engine: 'builtin' } | { engine: 'openai'; remote: RemoteVersionConfig };
-
-/** Where and how a remote version is served (src/policy/openai-engine.ts; docs/remote-engines.md). */
-export interface RemoteVersionConfig {
-  /** Base URL of the OpenAI-compatible API, e.g. `http://gpu-host:8000/v1` (no trailing slash needed). */
-  baseUrl: string;
-  /** The server's model name (`model` field of requests). */
-  model: string;
-  /** Sent as `Authorization: Bearer <apiKey>` when set. */
-  apiKey?: string;
-  /**
-   * Server kind, which decides how actions are kept inside `availableActions`: `vllm`
-   * (`structured_outputs.choice`), `vllm-legacy` (`guided_choice`), `lamer` (this server's
-   * `guided_choice`), `llamacpp` (`grammar`), `openai` (JSON-schema `response_format`), `plain`
-   * (parse the answer).
-   */
-  kind: RemoteKind;
-  /** Most requests in flight to this version at once (>= 1). */
-  concurrency: number;
-  /** Per-attempt timeout of one HTTP request, ms. */
-  timeoutMs: number;
-  /** Retries after a 429, 5xx, timeout or connection error (exponential backoff). */
-  maxRetries: number;
-  /** Token caps of actions and reflections. */
-  maxActionTokens: number;
-  maxReflectionTokens: number;
-  /**
-   * Most bytes of one answer's body; a longer answer is cut off there (read as a stream) and the
-   * try fails. Absent: the default of src/policy/openai-engine.ts REMOTE_DEFAULTS.
-   */
-  maxResponseBytes?: number;
-  /**
-   * Most time one model call may take, ms: every try, the backoffs between them and the wait for
-   * a free slot together; then it fails (503 engine-unavailable). Keep it below the clients' own
-   * timeout (120 s for clients/python). Absent: the default of REMOTE_DEFAULTS.
-   */
-  callTimeoutMs?: number;
-}
-
-
 
 /**
  * What a remote engine could and could not record for one generation (stored with the step, so

@@ -1,7 +1,8 @@
 /**
- * Decorates `app.engine` (PolicyEngine), `app.models` (ModelRegistry) and `app.agent`
- * (SessionService, the LaMer state machine). On close: wait for in-flight steps to commit, then
- * dispose the engine.
+ * Decorates `app.engine` (PolicyEngine), `app.models` (ModelRegistry, the model service),
+ * `app.agent` (SessionService, the LaMer state machine) and `app.completions` (CompletionService,
+ * the OpenAI-compatible endpoints). On close: wait for in-flight steps to commit, then dispose the
+ * engine.
  */
 import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
@@ -10,12 +11,14 @@ import type { EngineSpec, PolicyEngine } from '../../policy/engine.js';
 import { RoutingEngine } from '../../policy/routing-engine.js';
 import { ModelRegistry } from '../../agent/models.js';
 import { SessionService } from '../../agent/sessions.js';
+import { CompletionService } from '../../serving/completions.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
     engine: PolicyEngine;
     models: ModelRegistry;
     agent: SessionService;
+    completions: CompletionService;
   }
 }
 
@@ -72,6 +75,7 @@ export default fp(
     app.decorate('engine', opts.engine);
     app.decorate('models', models);
     app.decorate('agent', agent);
+    app.decorate('completions', new CompletionService(models, opts.engine, agent));
     let sweep: NodeJS.Timeout | null = null;
     if (opts.sessionIdleTtlSeconds > 0) {
       const ttlMs = opts.sessionIdleTtlSeconds * 1000;

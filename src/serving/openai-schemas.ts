@@ -3,11 +3,13 @@
  * Chat Completions and Completions request fields that the builtin versions honour, plus the
  * vLLM-style extensions `top_k`, `guided_choice`, `return_token_ids` and
  * `return_tokens_as_token_ids`. Unknown request fields are accepted and ignored (OpenAI clients
- * send fields such as `user` or `presence_penalty` that have no meaning here).
+ * send fields such as `user` or `presence_penalty` that have no meaning here). The session-scoped
+ * endpoint (`/v1/sessions/{id}/openai/v1`) has its own request and answer shapes below. The
+ * completion service (./completions.ts) types its requests and answers from these; the routes
+ * (src/routes/openai/) declare them.
  */
-import { Type } from 'typebox';
-import { Nullable } from '../api/common.js';
-import { StringEnum } from '../../schema-helpers.js';
+import { Type, type Static } from 'typebox';
+import { Nullable, StringEnum } from '../schema-helpers.js';
 
 const Sampling = {
   model: Type.String({ minLength: 1, maxLength: 256, description: 'a model version served by this server (GET /openai/v1/models)' }),
@@ -230,3 +232,14 @@ export const SessionCompletion = Type.Object({
 });
 
 export const SessionOpenAiParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }) });
+
+export type ChatCompletionBody = Static<typeof ChatCompletionRequest>;
+export type CompletionBody = Static<typeof CompletionRequest>;
+export type SessionChatCompletionBody = Static<typeof SessionChatCompletionRequest>;
+export type SessionCompletionBody = Static<typeof SessionCompletionRequest>;
+export type ChatCompletionAnswer = Static<typeof ChatCompletion>;
+export type CompletionAnswer = Static<typeof Completion>;
+export type SessionChatCompletionAnswer = Static<typeof SessionChatCompletion>;
+export type SessionCompletionAnswer = Static<typeof SessionCompletion>;
+export type OpenAiModelObject = Static<typeof OpenAiModel>;
+export type OpenAiModelListing = Static<typeof OpenAiModelList>;

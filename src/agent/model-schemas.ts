@@ -1,8 +1,19 @@
-/** TypeBox schemas of the model-version resource (docs/protocol.md "Model versions"). */
-import { Type } from 'typebox';
-import { REMOTE_KINDS } from '../../../domain.js';
-import { FreeObject, Nullable, StringEnum } from '../common.js';
-import { MODEL_ENGINES, MODEL_STATUSES } from '../../../domain.js';
+/**
+ * TypeBox schemas of the model-version resource (docs/protocol.md "Model versions"). The model
+ * registry's answers (src/agent/models.ts `view`) and registrations are typed from them, and the
+ * model routes declare them. A remote version's bounds and defaults come from
+ * src/shared/remote-version.ts, which the server's configuration reads as well.
+ */
+import { Type, type Static } from 'typebox';
+import { MODEL_ENGINES, MODEL_STATUSES, REMOTE_KINDS } from '../domain.js';
+import { FreeObject, Nullable, StringEnum } from '../schema-helpers.js';
+import { REMOTE_DEFAULTS, REMOTE_SETTINGS, type RemoteIntegerSetting } from '../shared/remote-version.js';
+
+/** `minimum`, `maximum` and `default` of an integer setting of a remote version, in that order. */
+function bounds(k: RemoteIntegerSetting) {
+  const s = REMOTE_SETTINGS[k];
+  return { minimum: s.min, maximum: s.max, default: s.default };
+}
 
 /** Where a remote version is served (the API key is never shown, only whether one is set). */
 export const RemoteView = Type.Object({
@@ -33,14 +44,14 @@ export const RegisterModel = Type.Object(
     baseUrl: Type.String({ minLength: 1, maxLength: 2048, pattern: '^https?://', description: 'e.g. http://gpu-host:8000/v1' }),
     model: Type.String({ minLength: 1, maxLength: 512, description: "the server's model name" }),
     apiKey: Type.Optional(Type.String({ minLength: 1, maxLength: 4096, description: 'sent as Authorization: Bearer' })),
-    kind: Type.Optional(StringEnum(REMOTE_KINDS, { default: 'plain', description: 'server kind: how actions are kept inside availableActions' })),
-    concurrency: Type.Optional(Type.Integer({ minimum: 1, maximum: 100000, default: 8, description: 'most requests in flight to this version' })),
-    timeoutMs: Type.Optional(Type.Integer({ minimum: 1, maximum: 3600000, default: 60000, description: 'per HTTP try, ms' })),
-    maxRetries: Type.Optional(Type.Integer({ minimum: 0, maximum: 100, default: 3, description: 'retries after 429, 5xx, timeouts, connection errors' })),
-    maxActionTokens: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000000, default: 64 })),
-    maxReflectionTokens: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000000, default: 512 })),
-    maxResponseBytes: Type.Optional(Type.Integer({ minimum: 1024, maximum: 1073741824, default: 4194304, description: 'most bytes of one answer; a longer one is cut off and the try fails' })),
-    callTimeoutMs: Type.Optional(Type.Integer({ minimum: 1, maximum: 3600000, default: 100000, description: "most time of one model call (every try, backoff and the wait for a slot), ms; keep it below the clients' timeout" })),
+    kind: Type.Optional(StringEnum(REMOTE_KINDS, { default: REMOTE_DEFAULTS.kind, description: 'server kind: how actions are kept inside availableActions' })),
+    concurrency: Type.Optional(Type.Integer({ ...bounds('concurrency'), description: 'most requests in flight to this version' })),
+    timeoutMs: Type.Optional(Type.Integer({ ...bounds('timeoutMs'), description: 'per HTTP try, ms' })),
+    maxRetries: Type.Optional(Type.Integer({ ...bounds('maxRetries'), description: 'retries after 429, 5xx, timeouts, connection errors' })),
+    maxActionTokens: Type.Optional(Type.Integer(bounds('maxActionTokens'))),
+    maxReflectionTokens: Type.Optional(Type.Integer(bounds('maxReflectionTokens'))),
+    maxResponseBytes: Type.Optional(Type.Integer({ ...bounds('maxResponseBytes'), description: 'most bytes of one answer; a longer one is cut off and the try fails' })),
+    callTimeoutMs: Type.Optional(Type.Integer({ ...bounds('callTimeoutMs'), description: "most time of one model call (every try, backoff and the wait for a slot), ms; keep it below the clients' timeout" })),
     metrics: Type.Optional(FreeObject({ description: 'free metrics of the external training run' })),
   },
   { additionalProperties: false },
@@ -61,3 +72,8 @@ export const Model = Type.Object({
 export const ModelList = Type.Object({ items: Type.Array(Model), active: Type.String() });
 
 export const ModelParams = Type.Object({ version: Type.String({ minLength: 1, maxLength: 256 }) });
+
+/** A `POST /v1/models` body. */
+export type RegisterModelBody = Static<typeof RegisterModel>;
+/** The model resource (`GET /v1/models/{version}` and the others). */
+export type ModelView = Static<typeof Model>;
