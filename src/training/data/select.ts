@@ -65,7 +65,8 @@ export function selectTrainingRecords(data: TrainingDataRepo, filter: DataFilter
       sessionId: r.sessionId, taskId: taskOf.get(r.sessionId)!, attempt: r.attempt, step: r.step, kind: r.kind,
       observation: r.observation, reward: r.reward, done: r.done, success: r.success, invalidAction: r.invalidAction,
       promptTokenIds: r.promptTokenIds ?? null, outputTokenIds: r.outputTokenIds ?? null, logprobs: r.logprobs ?? null,
-      modelVersion: r.modelVersion, sampling: samplerOf((r.turn as { sampling?: unknown } | null)?.sampling) ?? samplingOf.get(r.sessionId) ?? null, availableActions: r.availableActions ?? null,
+      modelVersion: r.modelVersion, availableActions: r.availableActions ?? null,
+      sampling: samplerOf((r.turn as { sampling?: unknown } | null)?.sampling) ?? samplingOf.get(r.sessionId) ?? null,
     });
   }
   return out.sort((a, b) => rank.get(a.sessionId)! - rank.get(b.sessionId)!);
