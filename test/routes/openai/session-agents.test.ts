@@ -8,7 +8,7 @@
  * - every turn's recorded token ids decode to its recorded prompt and output, and the attempt-2
  *   prompt carries the reflection written after attempt 1 (and after attempt 0);
  * - a training job on the builtin version trains on the turns (returns credited as for steps, a
- *   turn whose output the agent discarded included);
+ *   turn whose output the agent discarded included); the stats and `lamer export` show the sessions;
  * - a second server whose version is remote (the first server's `/openai/v1`) records the remote's
  *   token ids, which the remote gives again for the same messages and sampling, and its training job
  *   writes the turns into the batch for an external trainer.
@@ -19,13 +19,15 @@ import Database from 'better-sqlite3';
 import OpenAI from 'openai';
 import type { ChatCompletionMessageParam } from 'openai/resources/chat/completions';
 import { Agent, OpenAIChatCompletionsModel, Runner, user, type AgentInputItem } from '@openai/agents';
+import { Ajv } from 'ajv';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { run as exportRun } from '../../../src/cli/export.js';
 import { loadConfig } from '../../../src/config.js';
 import { MineSweeperEnv, cellAction, parseCellAction } from '../../../src/envs/minesweeper.js';
 import { decode } from '../../../src/model/tokenizer.js';
 import { sessionReturns } from '../../../src/training/maths/returns.js';
 import { DEFAULT_MODEL_IO } from '../../../src/training/run/worker.js';
-import { startTestServer, tmpDir, writeTinyGptCheckpoint, type TestServer } from '../../helpers/index.js';
+import { quietConsole, startTestServer, tmpDir, writeTinyGptCheckpoint, type TestServer } from '../../helpers/index.js';
 
 const BOARD = { rows: 4, cols: 4, mines: 3 };
 const ENV = 'minesweeper-4x4-3';
@@ -289,6 +291,34 @@ describe('unmodified agents on a builtin version', () => {
     expect(j.dataStats).toMatchObject({ sessions: 2, tasks: 1, turns: turnCount, droppedTurns: 0 });
     expect((await a.call('GET', '/v1/models/agents-v1')).body).toMatchObject({ parent: 'base', status: 'candidate' });
   }, 300_000);
+
+  it('GET /v1/stats and `lamer export` show these sessions as any other (export lines schema-valid, with each turn record)', async () => {
+    const stats = await a.call('GET', `/v1/stats?env=${ENV}`);
+    expect(stats.status).toBe(200);
+    expect(stats.body.groups).toEqual([
+      expect.objectContaining({ modelVersion: 'base', env: ENV, mode: 'train', memory: 'reflection_only', sessions: 2, passAtK: { '1': 0, '2': 0, '3': 0 } }),
+    ]);
+    const out = join(dir, 'export.jsonl');
+    const quiet = quietConsole();
+    const code = await exportRun(['--data-dir', a.dataDir, '--out', out, '--mode', 'train']).finally(() => quiet.restore());
+    expect(code).toBe(0);
+    expect(quiet.errors().join('\n')).toContain(' of 2 sessions to ');
+    const lines = readFileSync(out, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, any>);
+    const schema = JSON.parse(readFileSync(join(import.meta.dirname, '../../../docs/export.schema.json'), 'utf8'));
+    const ajv = new Ajv({ allErrors: true, strict: true });
+    ajv.addFormat('date-time', (x: string) => !Number.isNaN(Date.parse(x)));
+    const validate = ajv.compile(schema);
+    for (const id of played) {
+      const mine = lines.filter((l) => l.sessionId === id);
+      const all = await rows(a, id);
+      expect(mine.map((l) => `${l.attempt}/${l.step}/${l.kind}`)).toEqual(all.map((r) => `${r.attempt}/${r.step}/${r.kind}`));
+      for (const [i, l] of mine.entries()) {
+        expect(validate(l)).toBe(true);
+        expect(l.turn ?? null).toEqual(all[i]!.turn);
+        expect([l.output, l.outputTokenIds, l.return, l.advantage]).toEqual([all[i]!.output, all[i]!.outputTokenIds, all[i]!.return, all[i]!.advantage]);
+      }
+    }
+  });
 });
 
 describe('an unmodified agent on a remote version (a second server behind the endpoint)', () => {
