@@ -12,6 +12,7 @@
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
@@ -385,6 +386,37 @@ describe('a remote version', () => {
     // completions are for builtin versions only
     const c = await agent.call('POST', `/v1/sessions/${id}/openai/v1/completions`, { prompt: 'x' });
     expect(c.status).toBe(400);
+  });
+
+  it("puts an agent's tool-calling turns in the training batch of the remote version, with the tools sent and the tool calls returned", async () => {
+    const { id, client } = await open(agent, { maxAttempts: 1, taskId: 'tools-batch' });
+    const tools = [{ type: 'function' as const, function: { name: 'guess', parameters: { type: 'object', properties: { n: { type: 'integer' } } } } }];
+    const first = await client.chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'Guess.' }], tools, temperature: 0.3 });
+    const call = first.choices[0]!.message.tool_calls!;
+    const messages = [
+      { role: 'user' as const, content: 'Guess.' },
+      { role: 'assistant' as const, content: null, tool_calls: call },
+      { role: 'tool' as const, tool_call_id: call[0]!.id, content: 'Too low.' },
+    ];
+    await client.chat.completions.create({ model: 'x', messages, tools, tool_choice: 'required' });
+    expect((await agent.call('POST', `/v1/sessions/${id}/attempts/0/end`, { reward: 1, success: true })).status).toBe(200);
+    const job = await agent.call('POST', '/v1/training/jobs', { algorithm: 'grpo', data: { taskIds: ['tools-batch'] } });
+    expect(job.status).toBe(201);
+    let j = job.body;
+    for (let i = 0; i < 600 && (j.status === 'queued' || j.status === 'running'); i++) {
+      await new Promise((r) => setTimeout(r, 20));
+      j = (await agent.call('GET', `/v1/training/jobs/${job.body.id}`)).body;
+    }
+    expect(j).toMatchObject({ status: 'succeeded', resultVersion: null });
+    const lines = readFileSync(join(agent.dataDir, j.dataset.path), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+    expect(lines.map((l) => [l.sessionId, l.attempt, l.step, l.kind])).toEqual([[id, 0, 0, 'action'], [id, 0, 1, 'action']]);
+    expect(lines[0]).toMatchObject({ messages: [{ role: 'user', content: 'Guess.' }], passthrough: { tools }, toolCalls: call, output: '', outputTokenIds: [7, 8, 9] });
+    expect(lines[0].sampling).toMatchObject({ temperature: 0.3 });
+    // the second turn: the tool message and the agent's tool_choice went to the remote as sent
+    expect(lines[1]).toMatchObject({ messages, passthrough: { tools, tool_choice: 'required' }, toolCalls: call });
+    // the last turn earned the attempt's reward, the first its discounted return (GRPO: gamma_step only)
+    expect(lines[1].return).toBe(1);
+    expect(lines[0].return).toBeCloseTo(j.hyperparameters.gammaStep ?? 0.95, 12);
   });
 
   it('records a streamed turn whose client disconnected while the model was answering', async () => {
