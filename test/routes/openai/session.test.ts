@@ -181,6 +181,9 @@ describe('a session driven by an unmodified OpenAI client', () => {
     expect(image.status).toBe(400);
     expect(image.body.error.param).toBe('messages.0.content.1.type');
     expect(image.body.detail).toContain('reads text parts only');
+    // the Responses API and other OpenAI routes are not served (an agent framework must use chat/completions)
+    expect((await server.call('POST', `/v1/sessions/${id}/openai/v1/responses`, { model: 'x', input: 'x' })).status).toBe(404);
+    expect((await server.call('POST', `/v1/sessions/${id}/openai/v1/embeddings`, { model: 'x', input: 'x' })).status).toBe(404);
     expect((await server.call('POST', `/v1/sessions/${id}/attempts/0/end`, { reward: 1 })).status).toBe(409); // no turn yet
     expect((await server.call('POST', `/v1/sessions/${id}/attempts/1/end`, {})).status).toBe(400); // beyond maxAttempts
     expect(dumpDb(server.dataDir)).toBe(before);
