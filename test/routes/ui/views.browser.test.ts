@@ -5,7 +5,9 @@
  *   first, with pass@k and the gain of memory over independent retries, equal to `GET /v1/stats`;
  * - a session page states its limits as actions (what maxSteps caps), counts an attempt's actions
  *   and observations, puts "(invalid)" on the card of the rejected action, and shows every card of
- *   an attempt without a horizontal scroll.
+ *   an attempt without a horizontal scroll;
+ * - a session driven through its OpenAI-compatible endpoint shows its turns as steps (with the
+ *   API, latency, finish reason and memory of each), the end call's row and the reflection.
  *
  * Skipped, with that reason in its name, when no Chromium binary is found.
  */
@@ -104,5 +106,39 @@ describe.skipIf(!CHROMIUM)(`dashboard views in headless Chromium${CHROMIUM ? '' 
     expect(fit.scroll).toBeLessThanOrEqual(fit.client);
     const last = await page.$eval('[data-testid=step][data-step="7"]', (el) => el.getBoundingClientRect().right);
     expect(last).toBeLessThanOrEqual(1280);
+  });
+
+  it("shows a session driven through its OpenAI endpoint like any other: turns as steps, the end call's row, the reflection", async () => {
+    const c = await s.call('POST', '/v1/sessions', { taskId: 'agent', env: 'grid', instructions: 'x', maxAttempts: 2, maxSteps: 3 }, H);
+    const id = c.body.id as string;
+    const turn = (content: string, stream = false) =>
+      s.call('POST', `/v1/sessions/${id}/openai/v1/chat/completions`, { model: 'gpt-4o-mini', messages: [{ role: 'user', content }], stream }, H);
+    expect((await turn('board A')).status).toBe(200);
+    expect((await turn('board B', true)).status).toBe(200);
+    expect((await s.call('POST', `/v1/sessions/${id}/attempts/0/end`, { reward: -1, observation: 'lost' }, H)).status).toBe(200);
+    expect((await turn('board A')).status).toBe(200);
+    expect((await s.call('POST', `/v1/sessions/${id}/attempts/1/end`, { reward: 1, success: true, observation: 'won' }, H)).status).toBe(200);
+    const rows = (await s.call('GET', `/v1/sessions/${id}/trajectory`, undefined, H)).body.steps as Array<{ kind: string; action: string | null }>;
+
+    await page.goto(`${s.url}/ui/sessions/${id}`);
+    await page.waitForSelector('[data-testid=attempt][data-attempt="1"] [data-testid=step][data-step="1"]');
+    expect(await page.textContent('[data-testid=attempts] tr[data-attempt="0"] [data-field=actions]')).toBe('2');
+    expect(await page.textContent('[data-testid=attempts] tr[data-attempt="0"] [data-field=observations]')).toBe('3');
+    expect(await page.textContent('[data-testid=attempts] tr[data-attempt="1"] [data-field=return]')).toBe('1');
+    expect(await page.textContent('[data-testid=session-passk] td[data-k="2"]')).toBe('solved');
+    const cards = await page.$$eval('[data-testid=step]', (els) => els.map((el) => ({
+      at: `${el.getAttribute('data-attempt')}/${el.getAttribute('data-step')}`,
+      turn: el.querySelector('[data-field=turn]')?.textContent ?? null,
+      observation: el.querySelector('[data-field=observation]')!.textContent,
+      action: el.querySelector('[data-field=action]')?.textContent ?? null,
+    })));
+    expect(cards.map((x) => [x.at, x.observation, x.action])).toEqual([
+      ['0/0', 'board A', rows[0]!.action], ['0/1', 'board B', rows[1]!.action], ['0/2', 'lost', null], ['1/0', 'board A', rows[4]!.action], ['1/1', 'won', null],
+    ]);
+    // a turn's card names its API, latency and finish reason, and whether the memory was added
+    expect(cards[0]!.turn).toMatch(/^chat turn · \d+ ms · stop$/);
+    expect(cards[3]!.turn).toMatch(/^chat turn · \d+ ms · stop · memory$/);
+    expect(cards[2]!.turn).toBeNull();
+    expect(await page.textContent('[data-testid=reflection][data-attempt="0"] [data-field=source]')).toBe('policy');
   });
 });
