@@ -1,6 +1,7 @@
 /**
- * Decorates `app.engine` (PolicyEngine), `app.models` (ModelRegistry) and `app.agent`
- * (SessionService, the LaMer state machine). On close: wait for in-flight steps to commit, then
+ * Decorates `app.engine` (PolicyEngine), `app.models` (ModelRegistry), `app.agent`
+ * (SessionService, the LaMer state machine) and `app.replays` (ReplayService: recorded sessions
+ * replayed against another version). On close: wait for in-flight steps to commit, then
  * dispose the engine.
  */
 import fp from 'fastify-plugin';
@@ -10,12 +11,14 @@ import type { EngineSpec, PolicyEngine } from '../../policy/engine.js';
 import { RoutingEngine } from '../../policy/routing-engine.js';
 import { ModelRegistry } from '../../agent/models.js';
 import { SessionService } from '../../agent/sessions.js';
+import { ReplayService } from '../../agent/replays.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
     engine: PolicyEngine;
     models: ModelRegistry;
     agent: SessionService;
+    replays: ReplayService;
   }
 }
 
@@ -72,6 +75,9 @@ export default fp(
     app.decorate('engine', opts.engine);
     app.decorate('models', models);
     app.decorate('agent', agent);
+    const replayLimits = { maxReplaySteps: opts.limits.maxReplaySteps, actionChars: opts.limits.actionChars };
+    const retryAfter = opts.protection?.overloadRetryAfterSeconds ?? 1;
+    app.decorate('replays', new ReplayService(app.repos, opts.engine, models, agent, replayLimits, retryAfter));
     let sweep: NodeJS.Timeout | null = null;
     if (opts.sessionIdleTtlSeconds > 0) {
       const ttlMs = opts.sessionIdleTtlSeconds * 1000;

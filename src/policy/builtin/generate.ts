@@ -90,13 +90,19 @@ export async function onPrompt<T>(
  * As `onPrompt` for no session, with the prompt given as token ids (`[promptLen]`, BOS first) that
  * are used as they are (the caller checks they leave room in the context).
  */
-export async function onTokens<T>(ctx: GenContext, m: LoadedModel, ids: readonly number[], what: string, body: (p: Prefilled) => Promise<T>): Promise<T> {
-  const enc: EncodedPrompt = { ids: [...ids], text: m.tokenizer.decode(ids), droppedSteps: 0, headTruncatedBytes: 0, tailTruncatedBytes: 0, truncatedChars: 0 };
+export async function onTokens<T>(
+  ctx: GenContext, m: LoadedModel, ids: readonly number[], what: string, body: (p: Prefilled) => Promise<T>,
+): Promise<T> {
+  const enc: EncodedPrompt = {
+    ids: [...ids], text: m.tokenizer.decode(ids), droppedSteps: 0, headTruncatedBytes: 0, tailTruncatedBytes: 0, truncatedChars: 0,
+  };
   return onEncoded(ctx.sessions.open(null, m), enc, { head: '', steps: 0, dropped: 0 }, what, body);
 }
 
 /** Prefills `enc` into `cache`, runs `body`, then commits the cache (fitted as `fit`), or disposes it on failure. */
-async function onEncoded<T>(cache: SessionCache, enc: EncodedPrompt, fit: PromptFit, what: string, body: (p: Prefilled) => Promise<T>): Promise<T> {
+async function onEncoded<T>(
+  cache: SessionCache, enc: EncodedPrompt, fit: PromptFit, what: string, body: (p: Prefilled) => Promise<T>,
+): Promise<T> {
   try {
     const last = await cache.prefill(enc.ids);
     const value = await body({ enc, cache, last });
@@ -138,7 +144,9 @@ export async function sampleFree(
  * The generation of sampled free text: a length cap reached inside a character drops that
  * character's leading bytes (and their logprobs); the text is the tokens' without a final stop token.
  */
-export function freeGeneration(ctx: GenContext, m: LoadedModel, enc: EncodedPrompt, sampled: number[], sampledLogprobs: number[]): Generation {
+export function freeGeneration(
+  ctx: GenContext, m: LoadedModel, enc: EncodedPrompt, sampled: number[], sampledLogprobs: number[],
+): Generation {
   let out = sampled;
   let logprobs = sampledLogprobs;
   const complete = completeUtf8Prefix(out);

@@ -50,29 +50,50 @@ async function scoreTokens(m: LoadedModel, p: Prefilled, ids: readonly number[],
  * @throws EngineLimitError (before any model work) for candidates over the caps, or scored tokens
  *   longer than half the context or outside the vocabulary; EngineError.
  */
-export async function replayCall(ctx: GenContext, m: LoadedModel, caps: CandidateCaps, maxActionTokens: number, req: ReplayRequest): Promise<ReplayAnswer> {
+export async function replayCall(
+  ctx: GenContext,
+  m: LoadedModel,
+  caps: CandidateCaps,
+  maxActionTokens: number,
+  req: ReplayRequest,
+): Promise<ReplayAnswer> {
   const block = m.model.config.block_size;
   const V = m.model.config.vocab_size;
   const cands = req.candidates && req.candidates.length > 0 ? req.candidates : null;
   const candTokens = cands ? cands.map((c) => m.tokenizer.encodeCandidate(c)) : null;
-  const maxNew = cands ? candidateReserve(m, cands, caps) : Math.max(1, Math.min(Math.floor(req.maxTokens ?? maxActionTokens), Math.floor(block / 2)));
+  const maxNew = cands
+    ? candidateReserve(m, cands, caps)
+    : Math.max(1, Math.min(Math.floor(req.maxTokens ?? maxActionTokens), Math.floor(block / 2)));
   const scored = req.score ? req.score.tokenIds : null;
   if (scored && scored.some((t) => !Number.isInteger(t) || t < 0 || t >= V)) {
     throw new EngineLimitError('recorded/outputTokenIds', `holds token ids outside model version ${m.version}'s vocabulary of ${V}`);
   }
   if (scored && scored.length > Math.floor(block / 2)) {
-    throw new EngineLimitError('recorded/outputTokenIds', `is ${scored.length} tokens; model version ${m.version} scores answers of at most ${Math.floor(block / 2)} tokens (half its context of ${block})`);
+    throw new EngineLimitError(
+      'recorded/outputTokenIds',
+      `is ${scored.length} tokens; model version ${m.version} scores answers of at most ${Math.floor(block / 2)} tokens ` +
+        `(half its context of ${block})`,
+    );
   }
   const reserve = Math.max(maxNew, scored?.length ?? 0);
   const rng = rngFor(req.sampling);
   const body = async (p: Prefilled): Promise<{ g: Completion; scoredLogprobs: Array<number | null> | null }> => {
-    const scoredLogprobs = scored && scored.length > 0 ? await scoreTokens(m, p, scored, req.score!.sampling, candTokens) : scored ? [] : null;
+    const scoredLogprobs =
+      scored && scored.length > 0 ? await scoreTokens(m, p, scored, req.score!.sampling, candTokens) : scored ? [] : null;
     if (candTokens) {
       const { choice, out, logprobs } = await walkTrie(m, p, candTokens, req.sampling, rng);
       const { enc } = p;
       const g: Completion = {
-        output: cands![choice]!, promptTokenIds: enc.ids, promptText: enc.text, promptTruncatedChars: enc.truncatedChars, outputTokenIds: out, logprobs,
-        droppedSteps: enc.droppedSteps, modelVersion: m.version, choiceIndex: choice, finishReason: 'stop',
+        output: cands![choice]!,
+        promptTokenIds: enc.ids,
+        promptText: enc.text,
+        promptTruncatedChars: enc.truncatedChars,
+        outputTokenIds: out,
+        logprobs,
+        droppedSteps: enc.droppedSteps,
+        modelVersion: m.version,
+        choiceIndex: choice,
+        finishReason: 'stop',
       };
       return { g, scoredLogprobs };
     }
@@ -80,7 +101,8 @@ export async function replayCall(ctx: GenContext, m: LoadedModel, caps: Candidat
     return { g: completion(ctx, m, freeGeneration(ctx, m, p.enc, out, logprobs), req.stop ?? []), scoredLogprobs };
   };
   const ids = req.promptTokenIds;
-  const fromTokens = ids !== undefined && ids.length >= 1 && ids.length + reserve <= block && ids.every((t) => Number.isInteger(t) && t >= 0 && t < V);
+  const fromTokens =
+    ids !== undefined && ids.length >= 1 && ids.length + reserve <= block && ids.every((t) => Number.isInteger(t) && t >= 0 && t < V);
   const r = fromTokens ? await onTokens(ctx, m, ids, 'replay', body) : await onPrompt(ctx, m, null, req.prompt, reserve, 'replay', body);
   return { generation: r.g, promptFrom: fromTokens ? 'tokens' : 'text', scoredLogprobs: r.scoredLogprobs };
 }

@@ -7,7 +7,8 @@
 import type { BatcherStats } from '../../model/batcher.js';
 import type { BuiltinEngineOptions } from '../builtin-engine.js';
 import {
-  EngineError, EngineLimitError, type ActRequest, type CompleteRequest, type EngineHealth, type ReflectRequest, type ReplayRequest, type ScoreRequest,
+  EngineError, EngineLimitError, type ActRequest, type CompleteRequest, type EngineHealth, type ReflectRequest, type ReplayRequest,
+  type ScoreRequest,
 } from '../engine.js';
 
 /** Engine options a worker gets (plain data: functions do not cross threads). */
