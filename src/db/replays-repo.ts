@@ -26,8 +26,21 @@ export interface ReplaySessionFilter {
 /** The columns of a recorded row that a replay reads (the prompt text is not read: it is rebuilt). */
 export type ReplayedRow = Pick<
   StepRow,
-  | 'attempt' | 'step' | 'kind' | 'observation' | 'done' | 'success' | 'availableActions' | 'output' | 'action' | 'promptTokenIds'
-  | 'outputTokenIds' | 'logprobs' | 'engineRecord' | 'turn' | 'modelVersion'
+  | 'attempt'
+  | 'step'
+  | 'kind'
+  | 'observation'
+  | 'done'
+  | 'success'
+  | 'availableActions'
+  | 'output'
+  | 'action'
+  | 'promptTokenIds'
+  | 'outputTokenIds'
+  | 'logprobs'
+  | 'engineRecord'
+  | 'turn'
+  | 'modelVersion'
 >;
 
 /** A stored report without its steps (listings). */
@@ -43,7 +56,11 @@ export class ReplaysRepo {
 
   /** The tenant's report `id`, or undefined (another tenant's report reads as missing). */
   get(tenant: string, id: string): ReplayRow | undefined {
-    return this.db.select().from(replays).where(and(eq(replays.tenant, tenant), eq(replays.id, id))).get();
+    return this.db
+      .select()
+      .from(replays)
+      .where(and(eq(replays.tenant, tenant), eq(replays.id, id)))
+      .get();
   }
 
   /** The tenant's reports, newest id first, with ids below `cursor`, without their steps: at most `limit + 1` rows. */
@@ -53,8 +70,14 @@ export class ReplaysRepo {
     if (cursor) conds.push(lt(replays.id, cursor));
     return this.db
       .select({
-        id: replays.id, tenant: replays.tenant, modelVersion: replays.modelVersion, decoding: replays.decoding, request: replays.request,
-        summary: replays.summary, sessions: replays.sessions, createdAt: replays.createdAt,
+        id: replays.id,
+        tenant: replays.tenant,
+        modelVersion: replays.modelVersion,
+        decoding: replays.decoding,
+        request: replays.request,
+        summary: replays.summary,
+        sessions: replays.sessions,
+        createdAt: replays.createdAt,
       })
       .from(replays)
       .where(and(...conds))
@@ -73,7 +96,13 @@ export class ReplaysRepo {
     if (f.status !== undefined) conds.push(eq(sessions.status, f.status));
     if (f.since !== undefined) conds.push(gte(sessions.createdAt, f.since));
     if (f.until !== undefined) conds.push(lt(sessions.createdAt, f.until));
-    return this.db.select().from(sessions).where(and(...conds)).orderBy(desc(sessions.id)).limit(limit).all();
+    return this.db
+      .select()
+      .from(sessions)
+      .where(and(...conds))
+      .orderBy(desc(sessions.id))
+      .limit(limit)
+      .all();
   }
 
   /** Recorded model calls (action rows with an output: steps that acted, and turns) per session id; absent ids hold none. */
@@ -94,9 +123,20 @@ export class ReplaysRepo {
   actionRows(sessionId: string): ReplayedRow[] {
     return this.db
       .select({
-        attempt: steps.attempt, step: steps.step, kind: steps.kind, observation: steps.observation, done: steps.done, success: steps.success,
-        availableActions: steps.availableActions, output: steps.output, action: steps.action, promptTokenIds: steps.promptTokenIds,
-        outputTokenIds: steps.outputTokenIds, logprobs: steps.logprobs, engineRecord: steps.engineRecord, turn: steps.turn,
+        attempt: steps.attempt,
+        step: steps.step,
+        kind: steps.kind,
+        observation: steps.observation,
+        done: steps.done,
+        success: steps.success,
+        availableActions: steps.availableActions,
+        output: steps.output,
+        action: steps.action,
+        promptTokenIds: steps.promptTokenIds,
+        outputTokenIds: steps.outputTokenIds,
+        logprobs: steps.logprobs,
+        engineRecord: steps.engineRecord,
+        turn: steps.turn,
         modelVersion: steps.modelVersion,
       })
       .from(steps)
@@ -107,7 +147,11 @@ export class ReplaysRepo {
 
   /** The reflection texts of session `sessionId` by attempt (as they are now: a human edit shows). */
   reflections(sessionId: string): Map<number, string> {
-    const rows = this.db.select({ attempt: reflections.attempt, text: reflections.text }).from(reflections).where(eq(reflections.sessionId, sessionId)).all();
+    const rows = this.db
+      .select({ attempt: reflections.attempt, text: reflections.text })
+      .from(reflections)
+      .where(eq(reflections.sessionId, sessionId))
+      .all();
     return new Map(rows.map((r) => [r.attempt, r.text] as const));
   }
 }
