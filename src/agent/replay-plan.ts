@@ -290,7 +290,18 @@ export function replayedEntry(
 
 const mean = (xs: readonly number[]): number | null => (xs.length > 0 ? sum(xs) / xs.length : null);
 
-/** The summary of a report's entries (agreement, logprob differences, the calls that differ most). */
+/**
+ * Below this |logprobDiff| (nats) a call whose actions agree counts as the same under both
+ * versions (float rounding: one forward over an answer instead of one per token) and is not
+ * listed among the calls that differ most.
+ */
+export const SAME_LOGPROB = 1e-4;
+
+/**
+ * The summary of a report's entries: agreement, logprob differences, and the calls that differ
+ * most (disagreeing, or |logprobDiff| >= SAME_LOGPROB; largest |logprobDiff| first, then the
+ * disagreeing ones without a difference; at most MOST_DIFFERENT).
+ */
 export function summarize(steps: readonly ReplayStepView[]): ReplaySummaryView {
   const replayed = steps.filter((s) => s.replayed !== null);
   const scored = steps.filter((s) => s.logprobDiff !== null);
@@ -298,7 +309,7 @@ export function summarize(steps: readonly ReplayStepView[]): ReplaySummaryView {
   const size = (s: ReplayStepView): number => (s.logprobDiff === null ? -1 : Math.abs(s.logprobDiff));
   const order = steps
     .map((s, i) => ({ s, i }))
-    .filter(({ s }) => s.replayed !== null && (s.logprobDiff !== null || !s.replayed.agrees))
+    .filter(({ s }) => s.replayed !== null && (!s.replayed.agrees || size(s) >= SAME_LOGPROB))
     .sort((a, b) => size(b.s) - size(a.s) || Number(a.s.replayed!.agrees) - Number(b.s.replayed!.agrees) || a.i - b.i);
   return {
     calls: steps.length,

@@ -132,8 +132,9 @@ export const ReplaySummary = Type.Object({
   }),
   mostDifferent: Type.Array(Type.Integer(), {
     description:
-      `indices into steps of the ${MOST_DIFFERENT} replayed calls where the versions differ most: ` +
-      'largest |logprobDiff| first, then disagreeing actions',
+      `indices into steps of the (at most ${MOST_DIFFERENT}) replayed calls where the versions differ most: ` +
+      'largest |logprobDiff| first, then disagreeing actions without one; calls with the same action and ' +
+      '|logprobDiff| < 1e-4 are not listed',
   }),
 });
 

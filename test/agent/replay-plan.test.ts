@@ -111,8 +111,9 @@ describe('the summary', () => {
     expect(summarize(steps)).toEqual({
       calls: 6, replayed: 5, skipped: 1, agreeing: 2, agreement: 0.4, scored: 4,
       meanLogprobDiff: 0.125, meanRecordedLogprob: -1.5, meanReplayedLogprob: -1.375, outsideSupport: 1,
-      // largest |logprobDiff| first (the two of 2 in call order), then 0.5 and 0, then the disagreement without one
-      mostDifferent: [1, 5, 3, 0, 4],
+      // largest |logprobDiff| first (the two of 2 in call order), then 0.5, then the disagreement without one; the
+      // call with the same action and no difference is not listed
+      mostDifferent: [1, 5, 3, 4],
     });
     expect(summarize([])).toMatchObject({ calls: 0, agreement: null, meanLogprobDiff: null, mostDifferent: [] });
   });
