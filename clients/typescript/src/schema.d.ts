@@ -4394,7 +4394,7 @@ export interface paths {
                                 meanReplayedLogprob: number | null;
                                 /** @description calls whose recorded answer has a token the other version would never sample there (its logprob is null) */
                                 outsideSupport: number;
-                                /** @description indices into steps of the 10 replayed calls where the versions differ most: largest |logprobDiff| first, then disagreeing actions */
+                                /** @description indices into steps of the (at most 10) replayed calls where the versions differ most: largest |logprobDiff| first, then disagreeing actions without one; calls with the same action and |logprobDiff| < 1e-4 are not listed */
                                 mostDifferent: number[];
                             };
                             sessions: {
@@ -4689,7 +4689,7 @@ export interface paths {
                                     meanReplayedLogprob: number | null;
                                     /** @description calls whose recorded answer has a token the other version would never sample there (its logprob is null) */
                                     outsideSupport: number;
-                                    /** @description indices into steps of the 10 replayed calls where the versions differ most: largest |logprobDiff| first, then disagreeing actions */
+                                    /** @description indices into steps of the (at most 10) replayed calls where the versions differ most: largest |logprobDiff| first, then disagreeing actions without one; calls with the same action and |logprobDiff| < 1e-4 are not listed */
                                     mostDifferent: number[];
                                 };
                                 sessions: {
@@ -4921,7 +4921,7 @@ export interface paths {
                                 meanReplayedLogprob: number | null;
                                 /** @description calls whose recorded answer has a token the other version would never sample there (its logprob is null) */
                                 outsideSupport: number;
-                                /** @description indices into steps of the 10 replayed calls where the versions differ most: largest |logprobDiff| first, then disagreeing actions */
+                                /** @description indices into steps of the (at most 10) replayed calls where the versions differ most: largest |logprobDiff| first, then disagreeing actions without one; calls with the same action and |logprobDiff| < 1e-4 are not listed */
                                 mostDifferent: number[];
                             };
                             sessions: {
@@ -5211,7 +5211,7 @@ export interface paths {
                                 meanReplayedLogprob: number | null;
                                 /** @description calls whose recorded answer has a token the other version would never sample there (its logprob is null) */
                                 outsideSupport: number;
-                                /** @description indices into steps of the 10 replayed calls where the versions differ most: largest |logprobDiff| first, then disagreeing actions */
+                                /** @description indices into steps of the (at most 10) replayed calls where the versions differ most: largest |logprobDiff| first, then disagreeing actions without one; calls with the same action and |logprobDiff| < 1e-4 are not listed */
                                 mostDifferent: number[];
                             };
                             sessions: {
