@@ -141,12 +141,15 @@ function turnStops(turn: TurnRecord): string[] {
   return typeof s === 'string' ? [s] : Array.isArray(s) ? s.filter((x): x is string => typeof x === 'string') : [];
 }
 
-/** Whether the recorded answer ended (with EOS, or a turn's `stop`), so that its re-tokenised form ends with EOS. */
+/**
+ * Whether the recorded answer ended, so that its re-tokenised form ends with EOS: its last recorded
+ * token is EOS (builtin ids), else a turn not cut by its length cap, else (a remote step) true.
+ */
 function answerEnded(row: ReplayedRow): boolean {
   const ids = row.outputTokenIds;
   const turn = row.turn as TurnRecord | null;
   if (ids && ids.length > 0 && !row.engineRecord) return ids[ids.length - 1] === EOS;
-  return turn ? turn.finishReason === 'stop' : true;
+  return turn ? turn.finishReason !== 'length' : true;
 }
 
 /** The recorded answer as token ids of `target` (see the top of this file). */

@@ -35,8 +35,8 @@ most; the report stays on the server (GET /v1/replays/{id}).
   --status S          active | completed | abandoned | expired
   --limit N           most sessions, newest first (default 20, at most 100)
   --max-steps N       most recorded calls (default and largest: the server's LAMER_MAX_REPLAY_STEPS)
-  --decoding D        greedy (default: the version's most likely action) | sampled (the recorded
-                      call's sampling and seed)
+  --decoding D        greedy (default: temperature 0, the most likely token at each position) |
+                      sampled (the recorded call's sampling and seed)
   --no-logprobs       actions only, no logprobs (needed for a remote version)
   --top N             calls listed where the versions differ most (default 10, at most 10)
   --json              print the whole report as JSON instead`;
@@ -137,7 +137,7 @@ export function formatReplay(r: Report, top = 10): string {
   const m = r.summary;
   const v = r.modelVersion;
   const recordedWith = [...new Set(r.sessions.map((s) => s.modelVersion))].join(', ');
-  const how = r.decoding === 'greedy' ? 'greedy (its most likely action)' : "sampled (the recorded call's sampling and seed)";
+  const how = r.decoding === 'greedy' ? 'greedy (temperature 0)' : "sampled (the recorded call's sampling and seed)";
   const lines = [
     `replay ${r.id}: ${m.calls} recorded calls of ${r.sessions.length} session${r.sessions.length === 1 ? '' : 's'} ` +
       `(recorded with ${recordedWith}) on ${v}, decoding ${how}`,
@@ -158,9 +158,9 @@ export function formatReplay(r: Report, top = 10): string {
       const s = r.steps[i]!;
       const mine = s.replayed!;
       lines.push(
-        `  ${s.sessionId} attempt ${s.attempt} step ${s.step} (${s.kind}): ` +
-          `recorded ${quoted(s.recorded.action)} ${nats(s.recorded.logprob)}  ` +
-          `${v} ${quoted(mine.action)}${mine.agrees ? ' (same)' : ''}, recorded action ${nats(mine.logprob)}  diff ${nats(s.logprobDiff)}`,
+        `  ${s.sessionId} attempt ${s.attempt} step ${s.step} (${s.kind}): recorded ${quoted(s.recorded.action)} ` +
+          `${nats(s.recorded.logprob)}, under ${v} ${nats(mine.logprob)} (diff ${nats(s.logprobDiff)}); ` +
+          `${v} would do ${mine.agrees ? 'the same' : quoted(mine.action)}`,
       );
     }
   }

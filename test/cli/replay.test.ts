@@ -47,7 +47,7 @@ describe('lamer replay', () => {
     expect(r.err).toBe('');
     expect(r.code).toBe(0);
     const lines = r.out.split('\n');
-    expect(lines[0]).toMatch(/^replay rpl_\w+: 4 recorded calls of 2 sessions \(recorded with test\) on test, decoding greedy \(its most likely action\)$/);
+    expect(lines[0]).toMatch(/^replay rpl_\w+: 4 recorded calls of 2 sessions \(recorded with test\) on test, decoding greedy \(temperature 0\)$/);
     expect(lines[1]).toBe("agreement:        100.0% (4 of 4 replayed calls: test's action equals the recorded one)");
     expect(lines[2]).toMatch(/^logprob diff: {5}mean \+0\.000 nats \(test minus recorded, over 4 scored calls; recorded mean -\d+\.\d{3}, test mean -\d+\.\d{3}\)$/);
     const id = /^report: GET \/v1\/replays\/(rpl_\w+)$/.exec(lines.at(-1)!)![1]!;
@@ -78,12 +78,12 @@ describe('lamer replay', () => {
       steps: [step('up', true, -0.25), step('down', false, -1.75)],
     });
     expect(text.split('\n')).toEqual([
-      'replay rpl_x: 2 recorded calls of 1 session (recorded with v1) on v2, decoding greedy (its most likely action)',
+      'replay rpl_x: 2 recorded calls of 1 session (recorded with v1) on v2, decoding greedy (temperature 0)',
       "agreement:        50.0% (1 of 2 replayed calls: v2's action equals the recorded one)",
       'logprob diff:     mean -1.000 nats (v2 minus recorded, over 2 scored calls; recorded mean -0.500, v2 mean -1.500)',
       'differ most:',
-      '  ses_a attempt 0 step 1 (step): recorded "up" -0.500  v2 "down", recorded action -2.250  diff -1.750',
-      '  ses_a attempt 0 step 1 (step): recorded "up" -0.500  v2 "up" (same), recorded action -0.750  diff -0.250',
+      '  ses_a attempt 0 step 1 (step): recorded "up" -0.500, under v2 -2.250 (diff -1.750); v2 would do "down"',
+      '  ses_a attempt 0 step 1 (step): recorded "up" -0.500, under v2 -0.750 (diff -0.250); v2 would do the same',
       'report: GET /v1/replays/rpl_x',
     ]);
   });
