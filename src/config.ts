@@ -68,6 +68,8 @@ export interface Limits {
   metadataBytes: number;
   /** Max JSON bytes of the rows of one trajectory page (a page always holds at least one row). */
   trajectoryPageBytes: number;
+  /** Max recorded model calls one replay runs (docs/replay.md); a selection holding more is 400. */
+  maxReplaySteps: number;
 }
 
 export interface Config {
@@ -222,6 +224,7 @@ export const defaultLimits: Limits = {
   infoBytes: 64 * 1024,
   metadataBytes: 64 * 1024,
   trajectoryPageBytes: 1024 * 1024,
+  maxReplaySteps: 1000,
 };
 
 const repoRoot = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
@@ -302,6 +305,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     infoBytes: int(env, 'LAMER_MAX_INFO_BYTES', defaultLimits.infoBytes, 2, 1 << 30),
     metadataBytes: int(env, 'LAMER_MAX_METADATA_BYTES', defaultLimits.metadataBytes, 2, 1 << 30),
     trajectoryPageBytes: int(env, 'LAMER_TRAJECTORY_PAGE_BYTES', defaultLimits.trajectoryPageBytes, 1024, 1 << 30),
+    maxReplaySteps: int(env, 'LAMER_MAX_REPLAY_STEPS', defaultLimits.maxReplaySteps, 1, 100_000),
   };
   if (limits.defaultMaxSteps > limits.maxStepsCap) {
     throw new ConfigError(`LAMER_DEFAULT_MAX_STEPS=${limits.defaultMaxSteps} exceeds LAMER_MAX_STEPS_CAP=${limits.maxStepsCap}`);

@@ -33,11 +33,12 @@ import type { CachedRow } from '../model/gpt-cached.js';
 import { DEFAULT_LIMITS, type GenerationLimits } from '../model/sampling.js';
 import {
   EngineError, type ActRequest, type CompleteRequest, type Completion, type EngineHealth, type EngineInfo, type EngineObserver,
-  type Generation, type PolicyEngine, type ReflectRequest, type ScoreRequest,
+  type Generation, type PolicyEngine, type ReflectRequest, type ReplayAnswer, type ReplayRequest, type ScoreRequest,
 } from './engine.js';
 import { sampleCandidate, scoreCandidates, type CandidateCaps } from './builtin/candidates.js';
-import { firstStop, generate, type GenContext } from './builtin/generate.js';
+import { completion, generate, type GenContext } from './builtin/generate.js';
 import { SessionCaches } from './builtin/kv-lru.js';
+import { replayCall } from './builtin/replay.js';
 import { BackendRecovery } from './builtin/recovery.js';
 import { VersionCache, type LoadedModel } from './builtin/versions.js';
 
@@ -229,18 +230,16 @@ export class BuiltinEngine implements PolicyEngine {
         return { ...(await sampleCandidate(this.ctx, m, this.caps, null, req.prompt, req.choices, req.sampling)), finishReason: 'stop' };
       }
       const cap = Math.max(1, Math.min(Math.floor(req.maxTokens), Math.floor(m.model.config.block_size / 2)));
-      const g = await generate(this.ctx, m, null, req.prompt, cap, req.sampling);
-      const last = g.outputTokenIds[g.outputTokenIds.length - 1];
-      let finishReason: Completion['finishReason'] = last !== undefined && this.ctx.stopSet.has(last) ? 'stop' : 'length';
-      const cut = firstStop(g.outputTokenIds, req.stop ?? [], m.tokenizer);
-      if (cut >= 0) {
-        g.outputTokenIds = g.outputTokenIds.slice(0, cut);
-        g.logprobs = g.logprobs.slice(0, cut);
-        g.output = m.tokenizer.decode(g.outputTokenIds);
-        finishReason = 'stop';
-      }
-      return { ...g, finishReason };
+      return completion(this.ctx, m, await generate(this.ctx, m, null, req.prompt, cap, req.sampling), req.stop ?? []);
     });
+  }
+
+  /**
+   * One recorded call replayed (src/policy/builtin/replay.ts): the version's own answer to the
+   * prompt and the logprob of each recorded answer token; no session's cache is touched.
+   */
+  async replay(req: ReplayRequest): Promise<ReplayAnswer> {
+    return this.withModel(req.modelVersion, (m) => replayCall(this.ctx, m, this.caps, this.limits.maxActionTokens, req));
   }
 
   async dispose(): Promise<void> {

@@ -129,6 +129,51 @@ export interface GenerationRecord {
   sampling: SamplingParams & { maxTokens: number };
 }
 
+/**
+ * One recorded model call replayed on a version served by this process (docs/replay.md): the
+ * version's own answer to the prompt, and the logprob it gives the recorded answer's tokens.
+ * Sessionless: no session's KV cache is read or changed.
+ */
+export interface ReplayRequest {
+  modelVersion: string;
+  /** The prompt as text parts, fitted to the version's context as `act` fits one. */
+  prompt: PromptParts;
+  /**
+   * The prompt as token ids of the version's tokenizer (BOS first), used as they are when they
+   * leave room for the answer in the version's context; otherwise `prompt` is fitted instead.
+   */
+  promptTokenIds?: number[];
+  /** When present and non-empty, the answer is one of these (as `act` with `availableActions`), and the scored tokens walk their trie. */
+  candidates?: string[];
+  /** Token cap of a free answer (>= 1); absent: the engine's action cap. */
+  maxTokens?: number;
+  /** A free answer stops before the first occurrence of any of these (as `complete`). */
+  stop?: string[];
+  /** How the version's own answer is decoded (temperature 0: greedy). */
+  sampling: SamplingParams;
+  /**
+   * The recorded answer to score, as token ids of the version's tokenizer (EOS included when the
+   * recorded answer ended with it), and the sampling whose distribution scores it (the recorded
+   * call's temperature, top-p and top-k, over the support the recorded call sampled from: the
+   * candidates' trie, or the UTF-8 guard of free text); absent: nothing is scored.
+   */
+  score?: { tokenIds: number[]; sampling: SamplingParams };
+}
+
+/** The answer to a {@link ReplayRequest}. */
+export interface ReplayAnswer {
+  /** The version's own answer; `finishReason` as for a completion. */
+  generation: Completion;
+  /** Which prompt the version read: the given token ids, or the text parts fitted. */
+  promptFrom: 'tokens' | 'text';
+  /**
+   * Natural-log probability of each scored token under the scoring distribution,
+   * `[score.tokenIds.length]`; null for a token outside its support (the version would never
+   * sample it there). Null when nothing was scored.
+   */
+  scoredLogprobs: Array<number | null> | null;
+}
+
 export interface ScoreRequest {
   modelVersion: string;
   prompt: PromptParts;
@@ -204,6 +249,8 @@ export interface PolicyEngine {
   chatTurn?(req: ChatTurnRequest): Promise<ChatTurn>;
   /** Optional: a sessionless completion (the OpenAI-compatible endpoint serves engines that have it). */
   complete?(req: CompleteRequest): Promise<Completion>;
+  /** Optional: one recorded model call replayed on a version this process serves (replays need it for builtin versions). */
+  replay?(req: ReplayRequest): Promise<ReplayAnswer>;
   /** Forget per-session state (KV cache) of a session that ended. */
   release(sessionId: string): void;
   /** Free all tensors / workers. */
