@@ -86,6 +86,12 @@ export interface Config {
   /** Max requests per forward pass of the builtin engine. */
   maxBatchSize: number;
   /**
+   * Most padded tokens (rows x the longest row's new tokens) one synchronous forward section of the
+   * builtin engine runs before the event loop gets its turns (src/model/batcher.ts). Optional in
+   * code (absent = the batcher's default, DEFAULT_FORWARD_SECTION_TOKENS).
+   */
+  forwardSectionTokens?: number;
+  /**
    * Serving worker threads of the builtin engine (src/policy/serving-pool.ts): 1 = one engine in
    * the server's own thread; N > 1 = N worker threads, each with its own engine and tfjs backend,
    * sessions pinned to one of them. Optional in code (absent = 1).
@@ -322,6 +328,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     limits,
     batchWindowMs: int(env, 'LAMER_BATCH_WINDOW_MS', 2, 0, 1000),
     maxBatchSize: int(env, 'LAMER_MAX_BATCH_SIZE', 32, 1, 4096),
+    forwardSectionTokens: int(env, 'LAMER_FORWARD_SECTION_TOKENS', 256, 1, 1 << 20),
     serveWorkers: int(env, 'LAMER_SERVE_WORKERS', 1, 1, 256),
     sessionIdleTtlSeconds: int(env, 'LAMER_SESSION_IDLE_TTL_SECONDS', 86_400, 0, 10 * 365 * 86_400),
     http: httpTimeouts(env),

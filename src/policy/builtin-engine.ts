@@ -48,6 +48,11 @@ export interface BuiltinEngineOptions {
   batchWindowMs?: number;
   /** Max rows per forward pass (default 32). */
   maxBatchSize?: number;
+  /**
+   * Most padded tokens of one synchronous forward section; the event loop gets turns between
+   * sections (default DEFAULT_FORWARD_SECTION_TOKENS, src/model/batcher.ts).
+   */
+  forwardSectionTokens?: number;
   /** Max model versions kept loaded (default 3, >= 1). */
   maxLoadedVersions?: number;
   /** Max sessions with a KV cache kept (LRU, default 256). */
@@ -88,13 +93,14 @@ export class BuiltinEngine implements PolicyEngine {
   constructor(
     readonly backend: string,
     opts: Required<Pick<BuiltinEngineOptions, 'batchWindowMs' | 'maxBatchSize' | 'maxLoadedVersions' | 'maxCachedSessions'>> &
-      Pick<BuiltinEngineOptions, 'logger' | 'limits' | 'maxCandidateTokens' | 'maxScoredTokens' | 'onFatal' | 'beforeForward'>,
+      Pick<BuiltinEngineOptions, 'forwardSectionTokens' | 'logger' | 'limits' | 'maxCandidateTokens' | 'maxScoredTokens' | 'onFatal' | 'beforeForward'>,
   ) {
     this.limits = { ...DEFAULT_LIMITS, ...(opts.limits ?? {}) };
     this.versions = new VersionCache({
       maxLoadedVersions: opts.maxLoadedVersions,
       batchWindowMs: opts.batchWindowMs,
       maxBatchSize: opts.maxBatchSize,
+      maxSectionTokens: opts.forwardSectionTokens,
       minBlockSize: Math.max(this.limits.maxActionTokens, this.limits.maxReflectionTokens) + 16,
       runForward: (entry, rows) => this.recovery.runForward(entry, rows),
       onForward: (rows, ms) => this.observer?.forward(rows, ms),
@@ -270,6 +276,7 @@ export async function createBuiltinEngineInstance(opts: BuiltinEngineOptions = {
   return new BuiltinEngine(backend, {
     batchWindowMs: opts.batchWindowMs ?? 2,
     maxBatchSize: opts.maxBatchSize ?? 32,
+    forwardSectionTokens: opts.forwardSectionTokens,
     maxLoadedVersions: opts.maxLoadedVersions ?? 3,
     maxCachedSessions: opts.maxCachedSessions ?? 256,
     limits: opts.limits,

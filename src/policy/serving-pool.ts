@@ -78,7 +78,8 @@ export class ServingPool implements PolicyEngine {
     if (!Number.isInteger(opts.workers) || opts.workers < 1) throw new Error(`workers must be an integer >= 1, got ${opts.workers}`);
     const data: ServingWorkerData = {
       options: {
-        backend: opts.backend, batchWindowMs: opts.batchWindowMs, maxBatchSize: opts.maxBatchSize, maxLoadedVersions: opts.maxLoadedVersions,
+        backend: opts.backend, batchWindowMs: opts.batchWindowMs, maxBatchSize: opts.maxBatchSize, forwardSectionTokens: opts.forwardSectionTokens,
+        maxLoadedVersions: opts.maxLoadedVersions,
         maxCachedSessions: opts.maxCachedSessions, limits: opts.limits, maxCandidateTokens: opts.maxCandidateTokens, maxScoredTokens: opts.maxScoredTokens,
       },
       statePeriodMs: opts.statePeriodMs ?? 50,
