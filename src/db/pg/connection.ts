@@ -86,7 +86,9 @@ export function pgPoolSettings(s: Partial<PgPoolSettings> = {}): PgPoolSettings 
   const out = { ...defaultPgPoolSettings, ...Object.fromEntries(Object.entries(s).filter(([, v]) => v !== undefined)) };
   const check = (name: keyof PgPoolSettings, min: number) => {
     const v = out[name];
-    if (!Number.isSafeInteger(v) || v < min) throw new PgStartupError('config', `database pool setting ${name} must be an integer >= ${min}, got ${v}`);
+    if (!Number.isSafeInteger(v) || v < min) {
+      throw new PgStartupError('config', `database pool setting ${name} must be an integer >= ${min}, got ${v}`);
+    }
   };
   check('maxConnections', 1);
   check('connectTimeoutMs', 1);
@@ -211,7 +213,8 @@ async function migrateUnderLock(url: string, target: PgTarget, s: PgPoolSettings
     try {
       await migrate(drizzle(client), { migrationsFolder: pgMigrationsFolder });
     } catch (err) {
-      throw new PgStartupError('migration', `database at ${target.where}: a migration failed: ${oneLine(String((err as Error).message ?? err))}`, { cause: err });
+      const why = oneLine(String((err as Error).message ?? err));
+      throw new PgStartupError('migration', `database at ${target.where}: a migration failed: ${why}`, { cause: err });
     }
     return (await appliedMigrations(client)).length - before.length;
   } catch (err) {
@@ -229,7 +232,8 @@ async function lockForMigration(client: pg.Client, target: PgTarget, timeoutMs: 
     await client.query('select pg_advisory_lock($1, $2)', [LOCK_CLASS, LOCKS.migrations]);
   } catch (err) {
     if ((err as { code?: string }).code === '55P03') {
-      throw new PgStartupError('migration', `database at ${target.where}: another server held the migration lock for over ${timeoutMs} ms`, { cause: err });
+      const why = `database at ${target.where}: another server held the migration lock for over ${timeoutMs} ms`;
+      throw new PgStartupError('migration', why, { cause: err });
     }
     throw err;
   }

@@ -33,7 +33,9 @@ export class PgStartupError extends Error {
 }
 
 /** Network error codes meaning nothing answered at the address. */
-const UNREACHABLE_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ECONNRESET', 'EPIPE']);
+const UNREACHABLE_CODES = new Set([
+  'ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ECONNRESET', 'EPIPE',
+]);
 
 /** What a failed connection attempt (or the first query on it) means, as a PgStartupError; `where` is `host:port`. */
 export function startupErrorOf(err: unknown, where: string, user: string, database: string): PgStartupError {
@@ -45,9 +47,10 @@ export function startupErrorOf(err: unknown, where: string, user: string, databa
     return new PgStartupError('auth', `database authentication failed for user "${user}" at ${where}: ${message}`, { cause: err });
   }
   if (code === '3D000') return new PgStartupError('no-database', `database "${database}" does not exist at ${where}`, { cause: err });
-  if (UNREACHABLE_CODES.has(code)) return new PgStartupError('unreachable', `database unreachable at ${where} (${code})`, { cause: err });
-  if (/timeout/i.test(message)) return new PgStartupError('unreachable', `database unreachable at ${where} (no answer within the connect timeout)`, { cause: err });
-  if (/Connection terminated/i.test(message)) return new PgStartupError('unreachable', `database unreachable at ${where} (${message})`, { cause: err });
+  const unreachable = (why: string) => new PgStartupError('unreachable', `database unreachable at ${where} (${why})`, { cause: err });
+  if (UNREACHABLE_CODES.has(code)) return unreachable(code);
+  if (/timeout/i.test(message)) return unreachable('no answer within the connect timeout');
+  if (/Connection terminated/i.test(message)) return unreachable(message);
   return new PgStartupError('migration', `database at ${where}: ${message}${code ? ` (${code})` : ''}`, { cause: err });
 }
 
@@ -76,7 +79,7 @@ export function pgErrorKind(code: string): DatabaseErrorKind | null {
 }
 
 /** Driver messages of a connection lost or never made (no SQLSTATE). */
-const LOST = /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|ECONNRESET|ECONNREFUSED/i;
+const LOST = /Connection terminated|Client has encountered a connection error|ECONNRESET|ECONNREFUSED/i;
 
 /**
  * `err` as a DatabaseError when it (or an error in its `cause` chain) is a PostgreSQL failure of a
