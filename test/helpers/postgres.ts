@@ -1,7 +1,7 @@
 /**
  * A real PostgreSQL server for tests: initdb in a temporary folder, started on a free loopback
- * port with its socket in that folder, stopped and removed by `stop()`. Debian's binaries are
- * looked for in LAMER_PG_BIN, then /usr/lib/postgresql/15/bin, then the newest
+ * port with its socket in that folder, stopped and removed by `stop()`. The binaries are those in
+ * LAMER_PG_BIN when it is set, else Debian's in /usr/lib/postgresql/15/bin, else the newest
  * /usr/lib/postgresql/<n>/bin. initdb refuses to run as root, so as root the cluster is made and
  * run as the `postgres` user (`runuser -u postgres --`), with the folder handed to it.
  *
@@ -38,16 +38,18 @@ export interface TestPostgres {
   stop(): Promise<void>;
 }
 
-/** The folder with initdb and pg_ctl, or null. */
+/** The folder with initdb and pg_ctl, or null. LAMER_PG_BIN, when set, is the only folder tried. */
 export function postgresBinDir(): string | null {
-  const candidates = [process.env.LAMER_PG_BIN, '/usr/lib/postgresql/15/bin'];
+  const usable = (d: string) => fs.existsSync(path.join(d, 'initdb')) && fs.existsSync(path.join(d, 'pg_ctl'));
+  if (process.env.LAMER_PG_BIN) return usable(process.env.LAMER_PG_BIN) ? process.env.LAMER_PG_BIN : null;
+  const candidates = ['/usr/lib/postgresql/15/bin'];
   try {
     const versions = fs.readdirSync('/usr/lib/postgresql').filter((v) => /^\d+$/.test(v)).sort((a, b) => Number(b) - Number(a));
     candidates.push(...versions.map((v) => `/usr/lib/postgresql/${v}/bin`));
   } catch {
     /* no Debian PostgreSQL */
   }
-  return candidates.find((d): d is string => !!d && fs.existsSync(path.join(d, 'initdb')) && fs.existsSync(path.join(d, 'pg_ctl'))) ?? null;
+  return candidates.find(usable) ?? null;
 }
 
 /** A TCP port free on 127.0.0.1 right now. */
@@ -76,7 +78,10 @@ async function pgRun(bin: string, args: string[]): Promise<void> {
  */
 export async function startPostgres(): Promise<TestPostgres | { skip: string }> {
   const bin = postgresBinDir();
-  if (!bin) return { skip: 'PostgreSQL is not installed (no initdb under /usr/lib/postgresql/*/bin; set LAMER_PG_BIN)' };
+  if (!bin) {
+    const where = process.env.LAMER_PG_BIN ? `LAMER_PG_BIN=${process.env.LAMER_PG_BIN}` : '/usr/lib/postgresql/*/bin; set LAMER_PG_BIN';
+    return { skip: `PostgreSQL is not installed (no initdb and pg_ctl in ${where})` };
+  }
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lamer-pg-'));
   const data = path.join(dir, 'data');
   try {
