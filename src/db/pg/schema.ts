@@ -23,6 +23,7 @@ import {
   MODEL_ENGINES,
   MODEL_STATUSES,
   REFLECTION_SOURCES,
+  REPLAY_DECODINGS,
   SESSION_MODES,
   SESSION_STATUSES,
   STEP_KINDS,
@@ -149,3 +150,20 @@ export const trainingJobs = pgTable('training_jobs', {
   startedAt: ms('started_at'),
   finishedAt: ms('finished_at'),
 });
+
+/** Replay reports (src/agent/replays.ts, docs/replay.md): written once, never changed. */
+export const replays = pgTable(
+  'replays',
+  {
+    id: text('id').primaryKey(),
+    tenant: text('tenant').notNull(),
+    modelVersion: text('model_version').notNull(),
+    decoding: text('decoding', { enum: REPLAY_DECODINGS }).notNull(),
+    request: json('request').$type<Record<string, unknown>>().notNull(),
+    summary: json('summary').$type<Record<string, unknown>>().notNull(),
+    sessions: json('sessions').$type<unknown[]>().notNull(),
+    steps: json('steps').$type<unknown[]>().notNull(),
+    createdAt: ms('created_at').notNull(),
+  },
+  (t) => [index('replays_tenant_id').on(t.tenant, t.id)],
+);

@@ -49,6 +49,7 @@ export function pgTrainingData(db: PgDb): AsyncTrainingData {
               kind: steps.kind,
               output: steps.output,
               engineRecord: steps.engineRecord,
+              turn: steps.turn,
             })
             .from(steps)
             .where(inArray(steps.sessionId, sessionIds.slice(i, i + IN_CHUNK)))),
