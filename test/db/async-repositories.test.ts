@@ -448,7 +448,7 @@ for (const store of [sqliteStore, pgStore]) {
       it('reads step outputs and rows, and writes scores in one go', async () => {
         const outputs = await r.trainingData.stepOutputs(['ses_1', 'ses_none']);
         expect(outputs).toHaveLength(4);
-        expect(outputs.find((o) => o.attempt === 1 && o.step === 0)).toEqual({ sessionId: 'ses_1', attempt: 1, step: 0, kind: 'action', output: 'out 1.0', engineRecord: null });
+        expect(outputs.find((o) => o.attempt === 1 && o.step === 0)).toEqual({ sessionId: 'ses_1', attempt: 1, step: 0, kind: 'action', output: 'out 1.0', engineRecord: null, turn: null });
         const rows = await r.trainingData.stepRowsOf(['ses_2', 'ses_1']);
         expect(rows.map((x) => `${x.sessionId}:${x.attempt}.${x.step}`)).toEqual(['ses_1:0.0', 'ses_1:0.1', 'ses_1:1.0', 'ses_1:1.1', 'ses_2:0.0', 'ses_2:0.1']);
         const many = Array.from({ length: 600 }, (_, i) => `ses_none_${i}`);

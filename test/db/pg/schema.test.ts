@@ -19,6 +19,7 @@ const TABLES: Record<string, [SQLiteTable, PgTable]> = {
   reflections: [sqlite.reflections, pg.reflections],
   models: [sqlite.models, pg.models],
   trainingJobs: [sqlite.trainingJobs, pg.trainingJobs],
+  replays: [sqlite.replays, pg.replays],
 };
 
 /** Columns holding ms since the epoch or row ids: SQLite `integer`, PostgreSQL `bigint`. */

@@ -115,6 +115,38 @@ describe.skipIf(!CHROMIUM)(`dashboard views in headless Chromium${CHROMIUM ? '' 
     expect(last).toBeLessThanOrEqual(1280);
   });
 
+  it('replays the sessions of version A on version B in the compare view: what B would have done at each recorded step', async () => {
+    const errors: string[] = [];
+    page.on('console', (m) => {
+      if (m.type() === 'error') errors.push(m.text());
+    });
+    await page.goto(`${s.url}/ui/compare?a=test&b=test2&env=grid`);
+    await page.waitForSelector('[data-testid=replay-none]');
+    await page.fill('input[name=replay-sessions]', '2');
+    await page.click('[data-testid=replay-run]');
+    await page.waitForSelector('[data-testid=replay-steps] tbody tr');
+    const id = new URL(page.url()).searchParams.get('replay');
+    expect(id).toMatch(/^rpl_/);
+    const report = (await s.call('GET', `/v1/replays/${id}`, undefined, H)).body;
+    expect(report.request.filter).toEqual({ modelVersion: 'test', env: 'grid', limit: 2 });
+    expect(report.sessions.map((x: { id: string }) => x.id)[0]).toBe(sessionId); // the newest session of test on grid
+    const shown = await page.$$eval('[data-testid=replay-step]', (trs) =>
+      trs.map((tr) => [tr.getAttribute('data-session'), tr.getAttribute('data-attempt'), tr.getAttribute('data-step'),
+        ...['observation', 'recorded', 'replayed', 'diff'].map((f) => tr.querySelector(`[data-field=${f}]`)!.textContent!.trim())]),
+    );
+    const nats = (x: number) => `${x >= 0 ? '+' : '−'}${Math.abs(x).toFixed(3)}`;
+    expect(shown).toEqual(
+      report.steps.map((x: any) => [x.sessionId, String(x.attempt), String(x.step), x.observation, x.recorded.action, x.replayed.action, nats(x.logprobDiff)]),
+    );
+    expect(shown).toHaveLength(8);
+    expect(await page.textContent('[data-testid=replay-summary] [data-field=agreement]')).toBe(`${(100 * report.summary.agreement).toFixed(1)}%`);
+    // the URL names the report: a reload shows it again
+    await page.reload();
+    await page.waitForSelector('[data-testid=replay-steps] tbody tr');
+    expect(await page.$$('[data-testid=replay-step]')).toHaveLength(8);
+    expect(errors).toEqual([]);
+  });
+
   it("shows a session driven through its OpenAI endpoint like any other: turns as steps, the end call's row, the reflection", async () => {
     const c = await s.call('POST', '/v1/sessions', { taskId: 'agent', env: 'grid', instructions: 'x', maxAttempts: 2, maxSteps: 3 }, H);
     const id = c.body.id as string;
@@ -147,37 +179,5 @@ describe.skipIf(!CHROMIUM)(`dashboard views in headless Chromium${CHROMIUM ? '' 
     expect(cards[3]!.turn).toMatch(/^chat turn · \d+ ms · stop · memory$/);
     expect(cards[2]!.turn).toBeNull();
     expect(await page.textContent('[data-testid=reflection][data-attempt="0"] [data-field=source]')).toBe('policy');
-  });
-
-  it('replays the sessions of version A on version B in the compare view: what B would have done at each recorded step', async () => {
-    const errors: string[] = [];
-    page.on('console', (m) => {
-      if (m.type() === 'error') errors.push(m.text());
-    });
-    await page.goto(`${s.url}/ui/compare?a=test&b=test2&env=grid`);
-    await page.waitForSelector('[data-testid=replay-none]');
-    await page.fill('input[name=replay-sessions]', '2');
-    await page.click('[data-testid=replay-run]');
-    await page.waitForSelector('[data-testid=replay-steps] tbody tr');
-    const id = new URL(page.url()).searchParams.get('replay');
-    expect(id).toMatch(/^rpl_/);
-    const report = (await s.call('GET', `/v1/replays/${id}`, undefined, H)).body;
-    expect(report.request.filter).toEqual({ modelVersion: 'test', env: 'grid', limit: 2 });
-    expect(report.sessions.map((x: { id: string }) => x.id)[0]).toBe(sessionId); // the newest session of test on grid
-    const shown = await page.$$eval('[data-testid=replay-step]', (trs) =>
-      trs.map((tr) => [tr.getAttribute('data-session'), tr.getAttribute('data-attempt'), tr.getAttribute('data-step'),
-        ...['observation', 'recorded', 'replayed', 'diff'].map((f) => tr.querySelector(`[data-field=${f}]`)!.textContent!.trim())]),
-    );
-    const nats = (x: number) => `${x >= 0 ? '+' : '−'}${Math.abs(x).toFixed(3)}`;
-    expect(shown).toEqual(
-      report.steps.map((x: any) => [x.sessionId, String(x.attempt), String(x.step), x.observation, x.recorded.action, x.replayed.action, nats(x.logprobDiff)]),
-    );
-    expect(shown).toHaveLength(8);
-    expect(await page.textContent('[data-testid=replay-summary] [data-field=agreement]')).toBe(`${(100 * report.summary.agreement).toFixed(1)}%`);
-    // the URL names the report: a reload shows it again
-    await page.reload();
-    await page.waitForSelector('[data-testid=replay-steps] tbody tr');
-    expect(await page.$$('[data-testid=replay-step]')).toHaveLength(8);
-    expect(errors).toEqual([]);
   });
 });
