@@ -181,6 +181,10 @@ describe('a session driven by an unmodified OpenAI client', () => {
     expect(image.status).toBe(400);
     expect(image.body.error.param).toBe('messages.0.content.1.type');
     expect(image.body.detail).toContain('reads text parts only');
+    // a user message without content (OpenAI allows null content on assistant messages only)
+    const empty = await server.call('POST', `/v1/sessions/${id}/openai/v1/chat/completions`, { messages: [{ role: 'user', content: null }] });
+    expect(empty.status).toBe(400);
+    expect(empty.body.error.param).toBe('messages.0.content');
     // the Responses API and other OpenAI routes are not served (an agent framework must use chat/completions)
     expect((await server.call('POST', `/v1/sessions/${id}/openai/v1/responses`, { model: 'x', input: 'x' })).status).toBe(404);
     expect((await server.call('POST', `/v1/sessions/${id}/openai/v1/embeddings`, { model: 'x', input: 'x' })).status).toBe(404);
