@@ -44,7 +44,7 @@ export const MULTI_TOKEN_BATCH_TOKENS = 2048;
  * Default bound on the padded new tokens of one forward section (LAMER_FORWARD_SECTION_TOKENS),
  * chosen by measurement (docs/performance.md "Health checks under a burst").
  */
-export const DEFAULT_FORWARD_SECTION_TOKENS = 256;
+export const DEFAULT_FORWARD_SECTION_TOKENS = 512;
 
 /** After a section the event loop gets one turn, plus one per this many milliseconds it took. */
 export const YIELD_TURN_MS = 10;
