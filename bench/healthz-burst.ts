@@ -119,11 +119,27 @@ interface BurstResult {
   stepsPerSec: number;
   /** CPU time of the server process from the burst's start until its clients stopped, ms (null off Linux). */
   serverCpuMs: number | null;
+  /** Forward passes during the burst, their mean rows, and the seconds spent in them (/metrics). */
+  engine: { forwards: number; rowsPerForward: number; forwardSeconds: number };
   windows: WindowRow[];
   probes: Probe[];
 }
 
 const round = (x: number) => Math.round(x * 10) / 10;
+
+/** Forward passes, rows and forward seconds so far, from the server's /metrics (`lamer_engine_batch_rows`, `lamer_engine_forward_seconds`). */
+async function forwardCounters(port: number): Promise<{ forwards: number; rows: number; forwardSeconds: number }> {
+  const text = await new Promise<string>((resolve, reject) => {
+    http.get({ host: '127.0.0.1', port, path: '/metrics', agent: false }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (body += c));
+      res.on('end', () => resolve(body));
+    }).on('error', reject);
+  });
+  const read = (name: string) => Number(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
+  return { forwards: read('lamer_engine_batch_rows_count'), rows: read('lamer_engine_batch_rows_sum'), forwardSeconds: read('lamer_engine_forward_seconds_sum') };
+}
 
 /** CPU time (user + system) the process `pid` has used, ms, from /proc (Linux; null elsewhere). Clock ticks of 10 ms. */
 function cpuMsOf(pid: number | undefined): number | null {
@@ -174,12 +190,16 @@ async function burstAgainst(label: string, serverRoot: string): Promise<BurstRes
     await new Promise((r) => setTimeout(r, BEFORE_MS));
     let stop = false;
     const cpu0 = cpuMsOf(child.pid);
+    const fw0 = await forwardCounters(port);
     const clients = Array.from({ length: CLIENTS }, (_, c) => client(port, c, () => stop));
     await new Promise((r) => setTimeout(r, SECONDS * 1000));
     clearInterval(timer);
     stop = true;
     const done = await Promise.all(clients);
     const cpu1 = cpuMsOf(child.pid);
+    const fw1 = await forwardCounters(port);
+    const forwards = fw1.forwards - fw0.forwards;
+    const engine = { forwards, rowsPerForward: round(((fw1.rows - fw0.rows) / forwards) * 10) / 10, forwardSeconds: round(fw1.forwardSeconds - fw0.forwardSeconds) };
     await Promise.all(running);
 
     const windows = [
@@ -201,7 +221,7 @@ async function burstAgainst(label: string, serverRoot: string): Promise<BurstRes
     const steps = done.reduce((n, d) => n + d.steps, 0);
     const errors = done.reduce((n, d) => n + d.errors, 0);
     const serverCpuMs = cpu0 === null || cpu1 === null ? null : cpu1 - cpu0;
-    return { label, root: serverRoot, steps, errors, stepsPerSec: round(steps / SECONDS), serverCpuMs, windows: rows, probes };
+    return { label, root: serverRoot, steps, errors, stepsPerSec: round(steps / SECONDS), serverCpuMs, engine, windows: rows, probes };
   } finally {
     if (!exited) child.kill('SIGTERM');
     await exit;
@@ -218,6 +238,7 @@ function printBurst(r: BurstResult): void {
   }
   const perStep = r.serverCpuMs === null ? '' : `; server CPU ${r.serverCpuMs} ms, ${round(r.serverCpuMs / Math.max(1, r.steps))} ms per step`;
   console.log(`\nclients posted ${r.steps} steps in ${SECONDS} s (${Math.round(r.steps / SECONDS)} steps/s), ${r.errors} errors${perStep}`);
+  console.log(`forward passes ${r.engine.forwards} (${r.engine.rowsPerForward} rows each), ${r.engine.forwardSeconds} s in them`);
 }
 
 /**
