@@ -14,7 +14,8 @@
  *
  * Prints, per window of probe start times (before the burst, its first second, the rest), the
  * probes, the median and max time to first byte, and how many took over 100 ms; then the steps
- * the clients made. Writes bench/results/healthz-burst.json (BENCH_OUT: another path).
+ * the clients made. Writes bench/results/healthz-burst.json (BENCH_OUT: another path; each probe
+ * as a row of `probeFields`).
  * BENCH_NODE_ARGS passes node flags to the server (e.g. --cpu-prof).
  *
  * Before/after in one run: BENCH_BASELINE_ROOT names another checkout of the server (e.g. the
@@ -298,14 +299,14 @@ async function main(): Promise<void> {
   console.log(`load average ${os.loadavg().map((x) => x.toFixed(2)).join(' ')} (${os.cpus().length} CPUs)`);
   const out = process.env.BENCH_OUT ?? path.join('bench', 'results', 'healthz-burst.json');
   ensureDirSync(path.dirname(path.resolve(root, out)));
-  const strip = (r: BurstResult) => ({ ...r, probes: r.probes.map((p) => ({ ...p, atMs: round(p.atMs), connectMs: round(p.connectMs), firstByteMs: round(p.firstByteMs) })) });
-  fs.writeFileSync(
-    path.resolve(root, out),
-    JSON.stringify({
-      date: new Date().toISOString(), node: process.version, cpus: os.cpus().length, loadAverage: os.loadavg(), clients: CLIENTS, seconds: SECONDS, probeMs: PROBE_MS,
-      env: ENV, forwardSectionTokens: process.env.LAMER_FORWARD_SECTION_TOKENS ?? 'default', rounds, comparison, runs: results.map(strip),
-    }, null, 2) + '\n',
-  );
+  // each probe as one row [atMs, path, connectMs, firstByteMs, status] on one line
+  const strip = (r: BurstResult) => ({ ...r, probes: r.probes.map((p) => [round(p.atMs), p.path, round(p.connectMs), round(p.firstByteMs), p.status]) });
+  const text = JSON.stringify({
+    date: new Date().toISOString(), node: process.version, cpus: os.cpus().length, loadAverage: os.loadavg(), clients: CLIENTS, seconds: SECONDS, probeMs: PROBE_MS,
+    env: ENV, forwardSectionTokens: process.env.LAMER_FORWARD_SECTION_TOKENS ?? 'default', rounds, comparison,
+    probeFields: ['atMs', 'path', 'connectMs', 'firstByteMs', 'status'], runs: results.map(strip),
+  }, null, 2);
+  fs.writeFileSync(path.resolve(root, out), text.replace(/\[\n\s+([^[\]{}]*?)\n\s+\]/g, (_m, inner: string) => `[${inner.replace(/\n\s+/g, ' ')}]`) + '\n');
   console.log(`wrote ${out}`);
 }
 
