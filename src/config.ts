@@ -328,7 +328,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     limits,
     batchWindowMs: int(env, 'LAMER_BATCH_WINDOW_MS', 2, 0, 1000),
     maxBatchSize: int(env, 'LAMER_MAX_BATCH_SIZE', 32, 1, 4096),
-    forwardSectionTokens: int(env, 'LAMER_FORWARD_SECTION_TOKENS', 256, 1, 1 << 20),
+    forwardSectionTokens: int(env, 'LAMER_FORWARD_SECTION_TOKENS', 512, 1, 1 << 20),
     serveWorkers: int(env, 'LAMER_SERVE_WORKERS', 1, 1, 256),
     sessionIdleTtlSeconds: int(env, 'LAMER_SESSION_IDLE_TTL_SECONDS', 86_400, 0, 10 * 365 * 86_400),
     http: httpTimeouts(env),

@@ -24,7 +24,7 @@
  * over cached keys equals attention over the whole sequence, so the logprobs are those of the
  * unsplit row up to float rounding). After each section the event loop gets
  * `1 + floor(ms / YIELD_TURN_MS)` turns (`setImmediate`), at most MAX_YIELD_TURNS, before the next
- * section or group runs: Node (libuv 1.45 and later) accepts at most one new connection per turn,
+ * section or group runs: Node 20 (libuv 1.46) accepts at most one new connection per turn,
  * so a section that held the loop for `ms` lets that many waiting connections in (a gateway's
  * health check, new clients) and serves the requests that arrived meanwhile.
  */
@@ -44,7 +44,7 @@ export const MULTI_TOKEN_BATCH_TOKENS = 2048;
  * Default bound on the padded new tokens of one forward section (LAMER_FORWARD_SECTION_TOKENS),
  * chosen by measurement (docs/performance.md "Health checks under a burst").
  */
-export const DEFAULT_FORWARD_SECTION_TOKENS = 256;
+export const DEFAULT_FORWARD_SECTION_TOKENS = 512;
 
 /** After a section the event loop gets one turn, plus one per this many milliseconds it took. */
 export const YIELD_TURN_MS = 10;
