@@ -58,7 +58,8 @@ function expectSelfReplay(report: Record<string, any>, tol = 1e-5): void {
   }
 }
 
-describe('a builtin version', () => {
+// on a 2-core machine under a full test run these take minutes: the model calls, not the checks
+describe('a builtin version', { timeout: 300_000 }, () => {
   let s: TestServer;
   let dir: string;
   const tok = new GameTokenizer(gameVocabulary());
@@ -76,7 +77,7 @@ describe('a builtin version', () => {
         version, parent: 'base', jobId: null, checkpointDir: join(dir, folder), status: 'candidate', metrics: {}, createdAt: Date.now(), engine: 'builtin', engineConfig: null,
       });
     }
-  }, 120_000);
+  }, 300_000);
   afterAll(async () => {
     await s?.close();
   });
