@@ -154,7 +154,7 @@ export class ReplayService {
     tenant: string,
     q: { modelVersion?: string; limit: number; cursor?: string },
   ): { items: ReplayListItemView[]; nextCursor: string | null } {
-    if (q.cursor !== undefined && !this.repos.replays.get(tenant, q.cursor)) {
+    if (q.cursor !== undefined && !this.repos.replays.has(tenant, q.cursor)) {
       throw invalid('querystring/cursor', 'is not a cursor from a previous page (nextCursor)');
     }
     const rows = this.repos.replays.list(tenant, { modelVersion: q.modelVersion }, q.limit, q.cursor);

@@ -63,6 +63,11 @@ export class ReplaysRepo {
       .get();
   }
 
+  /** Whether the tenant has report `id` (its steps are not read). */
+  has(tenant: string, id: string): boolean {
+    return this.db.select({ id: replays.id }).from(replays).where(and(eq(replays.tenant, tenant), eq(replays.id, id))).get() !== undefined;
+  }
+
   /** The tenant's reports, newest id first, with ids below `cursor`, without their steps: at most `limit + 1` rows. */
   list(tenant: string, f: { modelVersion?: string }, limit: number, cursor?: string): ReplaySummaryRow[] {
     const conds: SQL[] = [eq(replays.tenant, tenant)];
