@@ -309,7 +309,8 @@ export function forwardPacked(model: GPT, rows: CachedRow[]): CachedRowResult[] 
       }
     });
     const logpT = tf.tidy(() => {
-      let x = tf.add(tf.gather(model.wte, tf.tensor1d(idxVals, 'int32')), tf.gather(model.wpe, tf.tensor1d(posVals, 'int32'))) as tf.Tensor2D;
+      const tok = tf.gather(model.wte, tf.tensor1d(idxVals, 'int32'));
+      let x = tf.add(tok, tf.gather(model.wpe, tf.tensor1d(posVals, 'int32'))) as tf.Tensor2D; // [T, C]
       model.layers.forEach((p, l) => {
         const qkv = linear(layerNorm(x, p.ln1) as tf.Tensor2D, p.attn.cAttnW, p.attn.cAttnB); // [T, 3C]
         qkvs.push(tf.keep(qkv)); // read again when the new positions are appended

@@ -72,7 +72,10 @@ export class HeapKV {
       throw new Error(`HeapKV sizes must be >= 1 with n_head dividing C, got ${nLayer}, ${nHead}, ${nEmbd}, ${capacity}`);
     }
     this.tensor = tf.keep(init ?? tf.zeros([nLayer, 2, capacity, nEmbd]));
-    if (this.tensor.shape.join() !== [nLayer, 2, capacity, nEmbd].join()) throw new Error(`HeapKV initial tensor has shape [${this.tensor.shape}]`);
+    const shape = [nLayer, 2, capacity, nEmbd];
+    if (this.tensor.shape.join() !== shape.join()) {
+      throw new Error(`HeapKV initial tensor has shape [${this.tensor.shape}], not [${shape}]`);
+    }
   }
 
   /** Counts a cache of `length` positions over this buffer. */
@@ -206,6 +209,11 @@ function heapLayers(buf: HeapKV, length: number): LayerKV[] {
   const [nLayer, , , C] = buf.tensor.shape;
   const H = buf.nHead;
   const take = (l: number, kv: number) =>
-    tf.keep(tf.tidy(() => tf.transpose(tf.reshape(tf.slice(buf.tensor, [l, kv, 0, 0], [1, 1, length, C]), [length, H, C / H]), [1, 0, 2]) as tf.Tensor3D));
+    tf.keep(
+      tf.tidy(() => {
+        const rows = tf.reshape(tf.slice(buf.tensor, [l, kv, 0, 0], [1, 1, length, C]), [length, H, C / H]);
+        return tf.transpose(rows, [1, 0, 2]) as tf.Tensor3D;
+      }),
+    );
   return Array.from({ length: nLayer }, (_, l) => ({ k: take(l, 0), v: take(l, 1) }));
 }

@@ -16,6 +16,7 @@
  * WebGPU) keep the padded path.
  */
 import * as tf from '@tensorflow/tfjs';
+import { wasmAttention, type WasmAttention } from './wasm-attention.js';
 
 /** Kernel name of the packed attention. */
 export const PACKED_ATTENTION = 'LamerPackedAttention';
@@ -46,7 +47,10 @@ let scores = new Float64Array(1024);
  * written to `scores[from ..]`, times `scale`; returns their max and `prevMax`'s larger.
  * Four keys per pass: each query value is loaded once for four products.
  */
-function scoreKeys(q: Float32Array, qb: number, k: Float32Array, kb: number, ks: number, count: number, hd: number, scale: number, from: number, prevMax: number): number {
+function scoreKeys(
+  q: Float32Array, qb: number, k: Float32Array, kb: number, ks: number, count: number,
+  hd: number, scale: number, from: number, prevMax: number,
+): number {
   let max = prevMax;
   let t = 0;
   for (; t + 4 <= count; t += 4) {
@@ -154,6 +158,53 @@ export function attendPacked(qkv: Float32Array, buffers: Float32Array[], out: Fl
   }
 }
 
+/**
+ * `attendPacked` in WebAssembly SIMD on the wasm heap (src/model/wasm-attention.ts), one (row,
+ * head) at a time: scores, their softmax, the weighted sum of the values.
+ * Addresses are the tensors' heap offsets; `scratch` holds one (row, head)'s scores.
+ */
+function attendOnHeap(k: WasmAttention, backend: any, qkv: tf.TensorInfo, buffers: tf.TensorInfo[], out: tf.TensorInfo, a: Attrs): void {
+  const at = (t: tf.TensorInfo) => backend.dataIdMap.get(t.dataId).memoryOffset as number;
+  const C = out.shape[1]!;
+  const hd = C / a.nHead;
+  const C3 = 3 * C;
+  const scale = 1 / Math.sqrt(hd);
+  const most = Math.max(4, ...a.ns.map((n, i) => n * ((a.cs[i]! + n + 3) & ~3))); // rows of whole f32x4
+  const scratch = backend.makeOutput([most], 'float32') as tf.TensorInfo;
+  try {
+    const [q0, o0, s0] = [at(qkv), at(out), at(scratch)];
+    for (let i = 0; i < a.ns.length; i++) {
+      const [n, c, o] = [a.ns[i]!, a.cs[i]!, a.offsets[i]!];
+      const b0 = c > 0 ? at(buffers[a.bufferOf[i]!]!) : 0;
+      const cap = c > 0 ? a.capacities[a.bufferOf[i]!]! : 0;
+      for (let h = 0; h < a.nHead; h++) {
+        const col = h * hd;
+        const kc = b0 + (a.layer * 2 * cap * C + col) * 4;
+        k.scores(q0 + (o * C3 + col) * 4, C3 * 4, n, kc, C * 4, c, q0 + (o * C3 + C + col) * 4, C3 * 4, hd * 4, scale, s0);
+        k.softmax(s0, n, c);
+        const vc = b0 + ((a.layer * 2 + 1) * cap * C + col) * 4;
+        k.values(s0, n, c, vc, C * 4, q0 + (o * C3 + 2 * C + col) * 4, C3 * 4, hd * 4, o0 + (o * C + col) * 4, C * 4);
+      }
+    }
+  } finally {
+    backend.disposeData(scratch.dataId);
+  }
+}
+
+/** The SIMD kernels on a wasm backend's memory, or null (another backend, or no SIMD here). */
+function simdOf(backend: any): WasmAttention | null {
+  const memory = backend?.wasm?.asm?.memory;
+  return memory instanceof WebAssembly.Memory ? wasmAttention(memory) : null;
+}
+
+/**
+ * Whether the active backend runs the packed attention in WebAssembly SIMD (wasm, for head sizes
+ * that are multiples of 4); else it runs the JavaScript loops of `attendPacked`.
+ */
+export function simdAttentionAvailable(): boolean {
+  return tf.getBackend() === 'wasm' && simdOf(tf.backend()) !== null;
+}
+
 type KernelArgs = { inputs: Record<string, tf.TensorInfo | undefined>; backend: any; attrs?: Record<string, unknown> };
 
 /** The float32 storage of a tensor on the wasm or cpu backend, as a view (writes go to the tensor). */
@@ -170,16 +221,21 @@ function kernelFunc({ inputs, backend, attrs }: KernelArgs): tf.TensorInfo {
   const shape = [T!, C3! / 3];
   // allocate first: on wasm an allocation may grow (and move) the heap, so views come after
   const onHeap = typeof backend.typedArrayFromHeap === 'function'; // wasm; else the cpu backend
-  const out: tf.TensorInfo = onHeap ? backend.makeOutput(shape, 'float32') : backend.makeTensorInfo(shape, 'float32', new Float32Array(T! * (C3! / 3)));
-  const buffers = a.capacities.map((_, b) => storageOf(backend, inputs[`b${b}`]!));
-  attendPacked(storageOf(backend, qkv), buffers, storageOf(backend, out), a);
+  const out: tf.TensorInfo = onHeap
+    ? backend.makeOutput(shape, 'float32')
+    : backend.makeTensorInfo(shape, 'float32', new Float32Array(T! * (C3! / 3)));
+  const bufferInfos = a.capacities.map((_, b) => inputs[`b${b}`]!);
+  const simdKernels = onHeap && (C3! / 3 / a.nHead) % 4 === 0 ? simdOf(backend) : null;
+  if (simdKernels) attendOnHeap(simdKernels, backend, qkv, bufferInfos, out, a);
+  else attendPacked(storageOf(backend, qkv), bufferInfos.map((b) => storageOf(backend, b)), storageOf(backend, out), a);
   return out;
 }
 
 /** Registers the packed attention for the wasm and cpu backends (idempotent). */
 export function installPackedAttention(): void {
   for (const backendName of ['wasm', 'cpu']) {
-    if (!tf.getKernel(PACKED_ATTENTION, backendName)) tf.registerKernel({ kernelName: PACKED_ATTENTION, backendName, kernelFunc: kernelFunc as unknown as tf.KernelFunc });
+    if (tf.getKernel(PACKED_ATTENTION, backendName)) continue;
+    tf.registerKernel({ kernelName: PACKED_ATTENTION, backendName, kernelFunc: kernelFunc as unknown as tf.KernelFunc });
   }
 }
 
@@ -195,7 +251,8 @@ export function packedAttentionAvailable(): boolean {
 export function packedAttention(qkv: tf.Tensor2D, buffers: tf.Tensor[], layout: PackedLayout, layer: number): tf.Tensor2D {
   const inputs: Record<string, tf.Tensor> = { qkv };
   buffers.forEach((b, i) => (inputs[`b${i}`] = b));
-  return tf.engine().runKernel(PACKED_ATTENTION, inputs as tf.NamedTensorMap, { ...layout, layer } as unknown as tf.NamedAttrMap) as tf.Tensor2D;
+  const attrs = { ...layout, layer } as unknown as tf.NamedAttrMap;
+  return tf.engine().runKernel(PACKED_ATTENTION, inputs as tf.NamedTensorMap, attrs) as tf.Tensor2D;
 }
 
 installPackedAttention();
