@@ -71,7 +71,8 @@ export class HeapKV {
     if (!(nLayer >= 1 && nHead >= 1 && capacity >= 1 && nEmbd >= 1 && nEmbd % nHead === 0)) {
       throw new Error(`HeapKV sizes must be >= 1 with n_head dividing C, got ${nLayer}, ${nHead}, ${nEmbd}, ${capacity}`);
     }
-    this.tensor = tf.keep(init ?? tf.zeros([nLayer, 2, capacity, nEmbd]));
+    // Fill, not zeros: on wasm it fills the heap in place, where zeros builds a JS array and copies it
+    this.tensor = tf.keep(init ?? tf.fill([nLayer, 2, capacity, nEmbd], 0, 'float32'));
     const shape = [nLayer, 2, capacity, nEmbd];
     if (this.tensor.shape.join() !== shape.join()) {
       throw new Error(`HeapKV initial tensor has shape [${this.tensor.shape}], not [${shape}]`);
