@@ -172,9 +172,12 @@ async function runLevel(s: Server, tree: string, roundNo: number, c: number): Pr
   };
 }
 
+/** Median (the mean of the middle two for an even count) of the finite values; NaN when none. */
 const median = (xs: number[]) => {
   const s = xs.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
-  return s.length ? s[Math.floor((s.length - 1) / 2)]! : NaN;
+  if (s.length === 0) return NaN;
+  const m = s.length >> 1;
+  return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
 };
 
 /** Per level of one tree: medians over the rounds, and the ratio to c=1 of the same round. */
