@@ -14,10 +14,14 @@
  * machine's load hits every level alike.
  *
  * Per level (medians over the rounds): steps/s, its ratio to c=1 of the same round, CPU time of the
- * server process per step (/proc), forward passes and the rows and milliseconds of each (from the
- * server's /metrics: `lamer_engine_batch_rows`, `lamer_engine_forward_seconds`), forward ms per
- * step, step latency p50. On a machine other processes share, the CPU per step is the figure that
- * their load distorts least.
+ * server process per step (/proc) and of the clients (this process, `process.cpuUsage`), forward
+ * passes and the rows and milliseconds of each (from the server's /metrics:
+ * `lamer_engine_batch_rows`, `lamer_engine_forward_seconds`), forward ms per step, step latency p50.
+ * On a machine other processes share, the CPU per step is the figure that their load distorts
+ * least, and the table ends with what it implies for an idle machine of 2 or more cores (an
+ * estimate, not a measurement): at c=1 a step costs the server's CPU plus the client's, one after
+ * the other; at higher c the server (one thread) and the clients run side by side, so a step costs
+ * the larger of the two; `cpu-bound over c=1` is the ratio of those estimates.
  *
  * Before/after in one run: BENCH_BASELINE_ROOT names another checkout of the server (e.g.
  * `git worktree add /tmp/base <commit>` with node_modules linked in); every round then measures
@@ -53,6 +57,8 @@ interface LevelRun {
   errors: number;
   /** CPU time of the server process per timed step, ms (null off Linux). */
   serverCpuMsPerStep: number | null;
+  /** CPU time of the clients (this process) per timed step, ms. */
+  clientCpuMsPerStep: number;
   forwards: number;
   rowsPerForward: number;
   msPerForward: number;
@@ -81,9 +87,9 @@ function cpuMsOf(pid: number | undefined): number | null {
   }
 }
 
-/** Forward passes, rows and forward seconds so far, from the server's /metrics. */
-async function forwardCounters(port: number): Promise<{ forwards: number; rows: number; seconds: number }> {
-  const text = await new Promise<string>((resolve, reject) => {
+/** The server's /metrics text. */
+function metricsText(port: number): Promise<string> {
+  return new Promise<string>((resolve, reject) => {
     http.get({ host: '127.0.0.1', port, path: '/metrics', agent: false }, (res) => {
       let body = '';
       res.setEncoding('utf8');
@@ -91,7 +97,15 @@ async function forwardCounters(port: number): Promise<{ forwards: number; rows: 
       res.on('end', () => resolve(body));
     }).on('error', reject);
   });
-  const read = (name: string) => Number(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
+}
+
+/** The value of metric `name` (its first series) in a /metrics text; NaN when absent. */
+const readMetric = (text: string, name: string) => Number(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
+
+/** Forward passes, rows and forward seconds so far, from the server's /metrics. */
+async function forwardCounters(port: number): Promise<{ forwards: number; rows: number; seconds: number }> {
+  const text = await metricsText(port);
+  const read = (name: string) => readMetric(text, name);
   return { forwards: read('lamer_engine_batch_rows_count'), rows: read('lamer_engine_batch_rows_sum'), seconds: read('lamer_engine_forward_seconds_sum') };
 }
 
@@ -151,8 +165,10 @@ async function runLevel(s: Server, tree: string, roundNo: number, c: number): Pr
   const fw0 = await forwardCounters(s.port);
   measuring = true;
   const t0 = performance.now();
+  const own0 = process.cpuUsage();
   await new Promise((r) => setTimeout(r, SECONDS * 1000));
   measuring = false;
+  const own = process.cpuUsage(own0);
   const elapsed = (performance.now() - t0) / 1000;
   const cpu1 = cpuMsOf(s.pid);
   const fw1 = await forwardCounters(s.port);
@@ -165,6 +181,7 @@ async function runLevel(s: Server, tree: string, roundNo: number, c: number): Pr
     tree, round: roundNo, concurrency: c, seconds: round2(elapsed), steps, stepsPerSecond: round2(steps / elapsed),
     errors: done.reduce((n, d) => n + d.errors, 0),
     serverCpuMsPerStep: cpu0 === null || cpu1 === null ? null : round2((cpu1 - cpu0) / Math.max(1, steps)),
+    clientCpuMsPerStep: round2((own.user + own.system) / 1000 / Math.max(1, steps)),
     forwards, rowsPerForward: round2((fw1.rows - fw0.rows) / Math.max(1, forwards)),
     msPerForward: round2(((fw1.seconds - fw0.seconds) * 1000) / Math.max(1, forwards)),
     forwardMsPerStep: round2(((fw1.seconds - fw0.seconds) * 1000) / Math.max(1, steps)),
@@ -187,9 +204,17 @@ function summarise(runs: LevelRun[], tree: string) {
     const at = mine.filter((r) => r.concurrency === c);
     const ratios = at.map((r) => r.stepsPerSecond / (mine.find((x) => x.round === r.round && x.concurrency === LEVELS[0])?.stepsPerSecond ?? NaN));
     const m = (f: (r: LevelRun) => number | null) => round2(median(at.map((r) => f(r) ?? NaN)));
+    // ms per step on an idle machine if CPU were all that counted (see the module comment)
+    const cpuBound = (r: LevelRun) => {
+      const server = r.serverCpuMsPerStep ?? NaN;
+      return r.concurrency === 1 ? server + r.clientCpuMsPerStep : Math.max(server, r.clientCpuMsPerStep);
+    };
+    const firstBound = median(mine.filter((x) => x.concurrency === LEVELS[0]).map(cpuBound));
     return {
       concurrency: c, stepsPerSecond: m((r) => r.stepsPerSecond), overFirstLevel: round2(median(ratios)), ratios: ratios.map(round2),
-      serverCpuMsPerStep: m((r) => r.serverCpuMsPerStep), rowsPerForward: m((r) => r.rowsPerForward), msPerForward: m((r) => r.msPerForward),
+      serverCpuMsPerStep: m((r) => r.serverCpuMsPerStep), clientCpuMsPerStep: m((r) => r.clientCpuMsPerStep),
+      cpuBoundOverFirstLevel: round2(firstBound / median(at.map(cpuBound))),
+      rowsPerForward: m((r) => r.rowsPerForward), msPerForward: m((r) => r.msPerForward),
       forwardMsPerStep: m((r) => r.forwardMsPerStep), p50Ms: m((r) => r.p50Ms), errors: at.reduce((n, r) => n + r.errors, 0),
     };
   });
@@ -197,10 +222,17 @@ function summarise(runs: LevelRun[], tree: string) {
 
 function printSummary(tree: string, rows: ReturnType<typeof summarise>): void {
   console.log(`\n${tree}: MineSweeper through HTTP, builtin engine, ${ROUNDS} rounds of ${SECONDS} s per level (medians)\n`);
-  console.log(`| c | steps/s | over c=${LEVELS[0]} (per round) | server CPU ms/step | rows/forward | ms/forward | forward ms/step | p50 ms | errors |`);
-  console.log('|---|---|---|---|---|---|---|---|---|');
+  const first = LEVELS[0];
+  console.log(
+    `| c | steps/s | over c=${first} (per round) | server CPU ms/step | client CPU ms/step | cpu-bound over c=${first} | rows/forward | ms/forward |` +
+      ' forward ms/step | p50 ms | errors |',
+  );
+  console.log('|---|---|---|---|---|---|---|---|---|---|---|');
   for (const r of rows) {
-    console.log(`| ${r.concurrency} | ${r.stepsPerSecond} | ${r.overFirstLevel} (${r.ratios.join(', ')}) | ${r.serverCpuMsPerStep} | ${r.rowsPerForward} | ${r.msPerForward} | ${r.forwardMsPerStep} | ${r.p50Ms} | ${r.errors} |`);
+    console.log(
+      `| ${r.concurrency} | ${r.stepsPerSecond} | ${r.overFirstLevel} (${r.ratios.join(', ')}) | ${r.serverCpuMsPerStep} | ${r.clientCpuMsPerStep} |` +
+        ` ${r.cpuBoundOverFirstLevel} | ${r.rowsPerForward} | ${r.msPerForward} | ${r.forwardMsPerStep} | ${r.p50Ms} | ${r.errors} |`,
+    );
   }
 }
 
@@ -209,6 +241,7 @@ async function main(): Promise<void> {
   const trees: Array<[string, string]> = baselineRoot ? [['baseline', baselineRoot], ['this tree', root]] : [['this tree', root]];
   const servers = new Map<string, Server>();
   const runs: LevelRun[] = [];
+  const rssMb: Record<string, number> = {};
   try {
     for (const [name, dir] of trees) servers.set(name, await startServer(dir));
     for (let r = 0; r < ROUNDS; r++) {
@@ -218,21 +251,24 @@ async function main(): Promise<void> {
         for (const [name] of r % 2 === 0 ? trees : [...trees].reverse()) {
           const run = await runLevel(servers.get(name)!, name, r, c);
           runs.push(run);
-          console.log(`round ${r} ${name} c=${c}: ${run.steps} steps, ${run.stepsPerSecond} steps/s, server CPU ${run.serverCpuMsPerStep} ms/step, ${run.rowsPerForward} rows/forward`);
+          console.log(`round ${r} ${name} c=${c}: ${run.steps} steps, ${run.stepsPerSecond} steps/s, server CPU ${run.serverCpuMsPerStep} ms/step`);
         }
       }
     }
+    // resident memory keeps its high-water mark (the wasm heap never shrinks)
+    for (const [name, s] of servers) rssMb[name] = Math.round(readMetric(await metricsText(s.port), 'process_resident_memory_bytes') / 2 ** 20);
   } finally {
     for (const s of servers.values()) await s.stop();
   }
   const summaries = Object.fromEntries(trees.map(([name]) => [name, summarise(runs, name)]));
   for (const [name, rows] of Object.entries(summaries)) printSummary(name, rows);
+  console.log(`\nserver resident memory at the end, MB: ${Object.entries(rssMb).map(([n, mb]) => `${n} ${mb}`).join(', ')}`);
   console.log(`\nload average ${os.loadavg().map((x) => x.toFixed(2)).join(' ')} (${os.cpus().length} CPUs)`);
   const out = process.env.BENCH_OUT ?? path.join('bench', 'results', 'builtin-http.json');
   ensureDirSync(path.dirname(path.resolve(root, out)));
   fs.writeFileSync(path.resolve(root, out), JSON.stringify({
     date: new Date().toISOString(), node: process.version, cpus: os.cpus().length, loadAverage: os.loadavg(), env: MINESWEEPER_ENV,
-    levels: LEVELS, seconds: SECONDS, warmupSeconds: WARMUP, rounds: ROUNDS, baselineRoot, summaries, runs,
+    levels: LEVELS, seconds: SECONDS, warmupSeconds: WARMUP, rounds: ROUNDS, baselineRoot, summaries, rssMb, runs,
   }, null, 2) + '\n');
   console.log(`wrote ${out}`);
 }
