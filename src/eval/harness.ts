@@ -64,6 +64,8 @@ export interface EvalOptions {
    *  attempt n with sampling seed + n * 7919, played until one succeeds; recorded as one
    *  SessionRecord so pass@k reads the same. Policy 'model' only. */
   independentAttempts?: boolean;
+  /** Once aborted, the run stops: requests in flight are dropped and runEval throws EvalAbortError. */
+  signal?: AbortSignal;
 }
 
 export interface EvalReport {
@@ -165,6 +167,12 @@ export async function runEval(opts: EvalOptions): Promise<EvalReport> {
       });
   };
   const httpOpts = { signal: stop.signal, onRetry };
+  const cancelled = () => {
+    abort ??= new EvalAbortError(`cancelled after ${finished} of ${jobs.length} sessions`);
+    stop.abort(abort);
+  };
+  if (opts.signal?.aborted) cancelled();
+  opts.signal?.addEventListener('abort', cancelled, { once: true });
   const worker = async () => {
     const env = makeEnv(opts.env, opts.params);
     while (next < jobs.length && !abort) {
@@ -192,7 +200,8 @@ export async function runEval(opts: EvalOptions): Promise<EvalReport> {
       opts.onSession?.(finished, jobs.length, rec);
     }
   };
-  await Promise.all(Array.from({ length: Math.min(opts.concurrency, jobs.length) }, worker));
+  const workers = Array.from({ length: Math.min(opts.concurrency, jobs.length) }, worker);
+  await Promise.all(workers).finally(() => opts.signal?.removeEventListener('abort', cancelled));
   if (abort) throw abort;
   return {
     env: probe.name,

@@ -12,6 +12,7 @@ import { REMOTE_DEFAULTS } from '../../../policy/openai-engine.js';
 import type { RemoteVersionConfig } from '../../../policy/engine.js';
 import type { Static } from 'typebox';
 import { Model, ModelList, ModelParams, RegisterModel } from './schemas.js';
+import type { GateReport } from '../../../training/schemas.js';
 
 const tags = ['models'];
 
@@ -33,6 +34,7 @@ const modelView = (app: FastifyInstance, m: ModelRow) => ({
   loaded: app.engine.isLoaded(m.version),
   engine: m.engine,
   remote: m.engine === 'openai' && m.engineConfig ? remoteView(m.engineConfig as unknown as RemoteVersionConfig) : null,
+  gate: (m.metrics.gate ?? null) as Static<typeof GateReport> | null,
 });
 
 /** The remote configuration of a registration body, defaults filled in (REMOTE_DEFAULTS). */

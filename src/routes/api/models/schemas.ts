@@ -3,6 +3,7 @@ import { Type } from 'typebox';
 import { REMOTE_KINDS } from '../../../domain.js';
 import { FreeObject, Nullable, StringEnum } from '../common.js';
 import { MODEL_ENGINES, MODEL_STATUSES } from '../../../domain.js';
+import { GateReport } from '../../../training/schemas.js';
 
 /** Where a remote version is served (the API key is never shown, only whether one is set). */
 export const RemoteView = Type.Object({
@@ -56,6 +57,10 @@ export const Model = Type.Object({
   loaded: Type.Boolean({ description: 'loaded in the engine now (remote: its client is set up)' }),
   engine: StringEnum(MODEL_ENGINES, { description: 'builtin: tfjs checkpoint served here; openai: a remote OpenAI-compatible server' }),
   remote: Nullable(RemoteView),
+  gate: Nullable(GateReport, {
+    description: 'the promotion gate of the job that produced it (also in metrics.gate): its figures against the version active then, '
+      + 'and whether it activated this one; null without a gate',
+  }),
 });
 
 export const ModelList = Type.Object({ items: Type.Array(Model), active: Type.String() });
