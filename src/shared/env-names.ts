@@ -8,7 +8,8 @@
  * `<env name>:seed=<seed>`. Seeds: training 0 <= seed < 1e9, held-out (eval) 1e9 <= seed < 2^32
  * (disjoint, so no evaluation task is ever trained on).
  */
-import type { EnvKind } from '../domain.js';
+/** The built-in games (src/domain.ts ENV_KINDS). */
+type EnvKind = 'minesweeper' | 'sokoban';
 
 export interface MineSweeperParams {
   rows: number;
