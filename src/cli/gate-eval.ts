@@ -98,6 +98,7 @@ function outcomes(report: EvalReport): GateTaskOutcome[] {
  */
 export async function evaluateGate(req: GateEvaluateRequest, ctx: GateEvaluateContext): Promise<GateEvaluation> {
   const { spec } = req;
+  ctx.signal.throwIfAborted(); // cancelled before it started: no server
   const stop = new AbortController();
   const abortBoth = () => stop.abort(new Error('cancelled'));
   ctx.signal.addEventListener('abort', abortBoth, { once: true });

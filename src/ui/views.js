@@ -335,26 +335,36 @@ const interval = (d) => (d ? `${signedPts(d.mean)} [${signedPts(d.lo)}, ${signed
 function GatePanel({ items }) {
   const rows = gateHistory(items);
   if (rows.length === 0) {
-    return html`<div class="card"><h2>Promotion gates</h2><p class="muted" data-testid="gates-none">No version was made by a job with a promotion gate yet (a job's <span class="mono">gate</span>, or <span class="mono">LAMER_TRAIN_GATE_TASKS</span> for scheduled jobs).</p></div>`;
+    return html`<div class="card"><h2>Promotion gates</h2><p class="muted" data-testid="gates-none">No version was made by a job
+      with a promotion gate yet (a job's <span class="mono">gate</span>, or <span class="mono">LAMER_TRAIN_GATE_TASKS</span> for
+      scheduled jobs).</p></div>`;
   }
   const series = [
     { label: 'new version', values: rows.map((r) => r.candidate) },
     { label: 'active version at its gate', values: rows.map((r) => r.incumbent) },
   ];
+  const heads = ['new', 'active at the gate', 'new − active [95% interval]', 'margin', 'vs last promoted'];
+  const small = 'font-size:11px';
   return html`<div class="card"><h2>Promotion gates: pass@k of each version on its gate's held-out tasks</h2>
-    <${LineChart} x=${rows.map((_, i) => i)} xTicks=${rows.map((r) => r.version)} xLabel="version (gated, oldest first)" yLabel="pass@k" yRange=${[0, 1]} series=${series} testid="gates-chart" />
-    <table data-testid="gates"><thead><tr><th>version</th><th>gate</th><th>tasks</th><th class="num">new</th><th class="num">active at the gate</th><th class="num">new − active [95% interval]</th><th class="num">margin</th><th class="num">vs last promoted</th><th>outcome</th></tr></thead>
+    <${LineChart} x=${rows.map((_, i) => i)} xTicks=${rows.map((r) => r.version)} xLabel="version (gated, oldest first)"
+      yLabel="pass@k" yRange=${[0, 1]} series=${series} testid="gates-chart" />
+    <table data-testid="gates"><thead><tr><th>version</th><th>gate</th><th>tasks</th>
+      ${heads.map((h) => html`<th class="num">${h}</th>`)}<th>outcome</th></tr></thead>
       <tbody>${rows.map((r) => html`<tr data-version=${r.version}>
         <td><b>${r.version}</b> <${StatusChip} s=${r.modelStatus} /></td>
-        <td data-field="gate"><${StatusChip} s=${r.status} />${r.status === 'running' ? html` <span class="muted">${pct(r.progress)}</span>` : ''}</td>
+        <td data-field="gate"><${StatusChip} s=${r.status} />${r.status === 'running' && html` <span class="muted">${pct(r.progress)}</span>`}</td>
         <td>${r.metric} · ${r.tasks} × ${r.env}</td>
         <td class="num" data-field="candidate">${pct(r.candidate)}</td>
-        <td class="num" data-field="incumbent">${pct(r.incumbent)}<div class="muted" style="font-size:11px">${r.incumbentVersion ?? ''}</div></td>
+        <td class="num" data-field="incumbent">${pct(r.incumbent)}<div class="muted" style=${small}>${r.incumbentVersion ?? ''}</div></td>
         <td class="num" data-field="difference">${interval(r.difference)}</td>
         <td class="num" data-field="margin">${signedPts(r.margin)}${r.decision === 'lower-bound' ? ' (lower bound)' : ''}</td>
         <td class="num" data-field="rise">${signedPts(r.rise)}</td>
-        <td data-field="outcome"><b>${r.promoted ? 'promoted' : 'not promoted'}</b><div class="muted" style="font-size:11px;max-width:320px">${r.reason ?? ''}</div></td></tr>`)}</tbody></table>
-    <div class="legend-note">Each gate plays the same held-out tasks with the new version and the version active then, and activates the new one only when the difference beats the margin. "vs last promoted": the new version's pass@k minus that of the last promoted version gated on the same tasks; a column of falling or flat values is a loop that does not improve.</div></div>`;
+        <td data-field="outcome"><b>${r.promoted ? 'promoted' : 'not promoted'}</b>
+          <div class="muted" style=${`${small};max-width:320px`}>${r.reason ?? ''}</div></td></tr>`)}</tbody></table>
+    <div class="legend-note">Each gate plays the same held-out tasks with the new version and the version active then, and
+      activates the new one only when the difference beats the margin. "vs last promoted": the new version's pass@k minus
+      that of the last promoted version gated on the same tasks; a column of falling or flat values is a loop that does not
+      improve.</div></div>`;
 }
 
 export function Models({ me }) {
@@ -462,7 +472,7 @@ export function Jobs({ me, query }) {
     ${q.data && html`<div class="card"><table data-testid="jobs">
       <thead><tr><th>job</th><th>algorithm</th><th>status</th><th>progress</th><th class="num">iterations</th><th>base → result</th><th>created</th></tr></thead>
       <tbody>${q.data.items.map((j) => html`<tr data-id=${j.id}><td class="mono"><a href=${`/ui/jobs/${j.id}`}>${j.id}</a></td><td>${j.algorithm}</td><td><${StatusChip} s=${j.status} /></td>
-        <td style="min-width:120px"><${Progress} value=${j.progress} /></td><td class="num">${j.iterations}</td><td>${j.baseVersion} → ${j.resultVersion ?? j.version ?? '…'}${j.gate ? html` <span class="muted">gate</span> <${StatusChip} s=${j.gate.status} />${j.gate.promoted ? ' promoted' : ''}` : ''}</td><td class="muted">${when(j.createdAt)}</td></tr>`)}</tbody></table>
+        <td style="min-width:120px"><${Progress} value=${j.progress} /></td><td class="num">${j.iterations}</td><td>${j.baseVersion} → ${j.resultVersion ?? j.version ?? '…'}<${GateChip} gate=${j.gate} /></td><td class="muted">${when(j.createdAt)}</td></tr>`)}</tbody></table>
       ${q.data.items.length === 0 && html`<p class="muted">No training jobs.</p>`}
       <div class="pager">${cursor && html`<a href=${`/ui/jobs${qs({ status, algorithm })}`}>« first page</a>`}${q.data.nextCursor ? html`<a href=${`/ui/jobs${qs({ status, algorithm, cursor: q.data.nextCursor })}`}>next page »</a>` : html`<span class="muted">end of list</span>`}</div>
     </div>`}
@@ -480,17 +490,28 @@ const CURVES = [
   ['learning rate', ['lr']],
 ];
 
+/** A job's gate in the jobs list: its status, and whether it promoted the version. */
+const GateChip = ({ gate }) => (gate
+  ? html` <span class="muted">gate</span> <${StatusChip} s=${gate.status} />${gate.promoted ? ' promoted' : ''}`
+  : null);
+/** How a job's version becomes active. */
+const activation = (j) => (j.activateWhenDone ? ' (activated when done)' : j.gate ? ' (activated if its gate passes)' : '');
+
 /** A job's promotion gate: its settings, state and figures. */
 function JobGate({ g }) {
   const k = /^pass@(\d+)$/.exec(g.metric)?.[1] ?? '1';
+  const rule = `${g.metric} new − active ${g.decision === 'lower-bound' ? '(95% lower bound)' : '(mean)'} above ${signedPts(g.margin)}`;
+  const both = `${g.candidate ?? '…'} ${pct(g.candidatePassAtK?.[k])} · ${g.incumbent ?? '…'} ${pct(g.incumbentPassAtK?.[k])}`;
+  const outcome = g.promoted ? 'promoted' : g.status === 'pending' || g.status === 'running' ? '…' : 'not promoted';
   return html`<div class="card" data-testid="job-gate"><h2>Promotion gate <${StatusChip} s=${g.status} /></h2>
     ${g.status === 'running' && html`<${Progress} value=${g.progress} />`}
     <dl class="kv">
       <dt>tasks</dt><dd>${g.tasks} × ${g.env}, seeds ${g.seedStart}…, ${g.attempts} attempts</dd>
-      <dt>rule</dt><dd>${g.metric} new − active ${g.decision === 'lower-bound' ? '(95% lower bound)' : '(mean)'} above ${signedPts(g.margin)}</dd>
-      <dt>new · active</dt><dd data-field="gate-passk">${g.candidate ?? '…'} ${pct(g.candidatePassAtK?.[k])} · ${g.incumbent ?? '…'} ${pct(g.incumbentPassAtK?.[k])}</dd>
-      <dt>difference</dt><dd data-field="gate-difference">${interval(g.difference)}${g.difference ? ` over ${g.difference.tasks} tasks` : ''}</dd>
-      <dt>outcome</dt><dd data-field="gate-outcome">${g.promoted ? 'promoted' : g.status === 'pending' || g.status === 'running' ? '…' : 'not promoted'}${g.reason ? html`<div class="muted">${g.reason}</div>` : ''}</dd>
+      <dt>rule</dt><dd>${rule}</dd>
+      <dt>new · active</dt><dd data-field="gate-passk">${both}</dd>
+      <dt>difference</dt>
+      <dd data-field="gate-difference">${interval(g.difference)}${g.difference ? ` over ${g.difference.tasks} tasks` : ''}</dd>
+      <dt>outcome</dt><dd data-field="gate-outcome">${outcome}${g.reason ? html`<div class="muted">${g.reason}</div>` : ''}</dd>
     </dl></div>`;
 }
 
@@ -515,7 +536,7 @@ export function JobPage({ id, me }) {
         <${Progress} value=${j.progress} /><p data-testid="job-progress">${pct(j.progress)} · ${j.iterations} iterations</p>
         <dl class="kv">
           <dt>algorithm</dt><dd data-field="algorithm">${j.algorithm}</dd>
-          <dt>base → result</dt><dd>${j.baseVersion} → <span data-field="resultVersion">${j.resultVersion ?? j.version ?? '…'}</span>${j.activateWhenDone ? ' (activated when done)' : j.gate ? ' (activated if its gate passes)' : ''}</dd>
+          <dt>base → result</dt><dd>${j.baseVersion} → <span data-field="resultVersion">${j.resultVersion ?? j.version ?? '…'}</span>${activation(j)}</dd>
           <dt>data</dt><dd class="mono">${j.data ? JSON.stringify(j.data) : j.demonstrations ?? (j.algorithm === 'sft' ? '–' : 'every completed train session')}</dd>
           ${dataset && html`<dt>dataset (remote version)</dt><dd class="mono" data-field="dataset">${dataset.path}${typeof dataset.samples === 'number' ? ` (${dataset.samples} samples)` : ''}</dd>`}
           <dt>hyperparameters</dt><dd class="mono" style="font-size:11px">${JSON.stringify(j.hyperparameters)}</dd>
