@@ -32,13 +32,12 @@ import { buildRlSamples, buildSftSamples, parseDemoJsonl, type Algorithm, type D
 import { JobCancelledError, type IterationMetrics, type JobResult, type TrainingHyper } from './job.js';
 import type { ModelIOModule } from './model-api.js';
 import { DEFAULT_RETURNS, type ReturnMode } from '../maths/returns.js';
-import { selectTrainingRecords, writeTurnScores, type DataFilter } from '../data/select.js';
+import { selectTrainingRecords, trainingTaskIds, writeTurnScores, type DataFilter } from '../data/select.js';
 import { buildRemoteBatch, writeRemoteBatch } from '../data/remote-dataset.js';
 import { startTrainingWorker } from './worker.js';
 import { gateOverlap, type GateSpec } from '../../shared/promotion-gate.js';
 import { pendingReport, type GateReport } from './gate.js';
 import { gateWorkDir, runGate, type GateSettings } from './gate-run.js';
-import { trainingTaskIds } from '../data/select.js';
 
 /** What a client asks for (the body of `POST /v1/training/jobs`). */
 export interface CreateJobRequest {
