@@ -50,7 +50,7 @@ RUN npm ci --omit=dev --no-audit --no-fund \
 FROM node:${NODE_VERSION}-${DEBIAN_RELEASE}-slim AS app
 WORKDIR /app
 COPY . .
-RUN rm -rf node_modules test bench clients docs scripts .ci
+RUN rm -rf node_modules test bench experiments clients docs scripts .ci
 
 # ---------------------------------------------------------------------------------------------
 # gpu: CUDA base, Node copied from the official image, @tensorflow/tfjs-node-gpu

@@ -14,8 +14,16 @@
  *
  * Prints, per window of probe start times (before the burst, its first second, the rest), the
  * probes, the median and max time to first byte, and how many took over 100 ms; then the steps
- * the clients made. Writes bench/results/healthz-burst.json. BENCH_NODE_ARGS passes node flags to
- * the server (e.g. --cpu-prof).
+ * the clients made. Writes bench/results/healthz-burst.json (BENCH_OUT: another path; each probe
+ * as a row of `probeFields`).
+ * BENCH_NODE_ARGS passes node flags to the server (e.g. --cpu-prof).
+ *
+ * Before/after in one run: BENCH_BASELINE_ROOT names another checkout of the server (e.g. the
+ * previous commit, `git archive <commit> | tar -x -C DIR` with node_modules linked in); the burst
+ * then runs BENCH_ROUNDS (2) times against each, alternating baseline and this tree, and the
+ * report ends with both side by side (medians of the rounds), the ratio of the steps posted, and
+ * the ratio of steps per second of the server process's CPU time (/proc; the throughput figure to
+ * read on a machine that other processes share, where the steps posted follow the load).
  */
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -99,11 +107,58 @@ function pct(xs: number[], q: number): number {
   return s.length ? s[Math.min(s.length - 1, Math.floor(q * s.length))]! : NaN;
 }
 
-async function main(): Promise<void> {
+type Probe = { atMs: number; path: string; connectMs: number; firstByteMs: number; status: number };
+type WindowRow = {
+  window: string; path: string; probes: number; connectMsMax: number; firstByteMsP50: number; firstByteMsMax: number; over100Ms: number; failed: number;
+};
+/** One burst against one server: the windows' figures, the steps the clients posted, the probes. */
+interface BurstResult {
+  label: string;
+  root: string;
+  steps: number;
+  errors: number;
+  stepsPerSec: number;
+  /** CPU time of the server process from the burst's start until its clients stopped, ms (null off Linux). */
+  serverCpuMs: number | null;
+  /** Forward passes during the burst, their mean rows, and the seconds spent in them (/metrics). */
+  engine: { forwards: number; rowsPerForward: number; forwardSeconds: number };
+  windows: WindowRow[];
+  probes: Probe[];
+}
+
+const round = (x: number) => Math.round(x * 10) / 10;
+
+/** Forward passes, rows and forward seconds so far, from the server's /metrics (`lamer_engine_batch_rows`, `lamer_engine_forward_seconds`). */
+async function forwardCounters(port: number): Promise<{ forwards: number; rows: number; forwardSeconds: number }> {
+  const text = await new Promise<string>((resolve, reject) => {
+    http.get({ host: '127.0.0.1', port, path: '/metrics', agent: false }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (body += c));
+      res.on('end', () => resolve(body));
+    }).on('error', reject);
+  });
+  const read = (name: string) => Number(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
+  return { forwards: read('lamer_engine_batch_rows_count'), rows: read('lamer_engine_batch_rows_sum'), forwardSeconds: read('lamer_engine_forward_seconds_sum') };
+}
+
+/** CPU time (user + system) the process `pid` has used, ms, from /proc (Linux; null elsewhere). Clock ticks of 10 ms. */
+function cpuMsOf(pid: number | undefined): number | null {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' '); // fields 3.. of proc(5)
+    return (Number(f[11]) + Number(f[12])) * 10; // utime, stime (fields 14, 15), at 100 ticks per second
+  } catch {
+    return null;
+  }
+}
+
+/** Starts `src/cli/serve.ts` of the tree at `serverRoot` (builtin engine, fresh data directory), waits until ready, runs one burst. */
+async function burstAgainst(label: string, serverRoot: string): Promise<BurstResult> {
   const port = await freePort();
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'lamer-bench-healthz-'));
   const child = spawn(process.execPath, [...(process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean), '--import', 'tsx', 'src/cli/serve.ts'], {
-    cwd: root,
+    cwd: serverRoot,
     env: { ...process.env, LAMER_ENGINE: 'builtin', LAMER_PORT: String(port), LAMER_HOST: '127.0.0.1', LAMER_DATA_DIR: dataDir, LAMER_LOG_LEVEL: 'error', LAMER_API_KEYS: '' },
     stdio: ['ignore', 'inherit', 'inherit'],
   });
@@ -111,7 +166,7 @@ async function main(): Promise<void> {
   const exit = new Promise<void>((r) => child.once('exit', () => ((exited = true), r())));
   try {
     const agent = new http.Agent({ keepAlive: true });
-    const deadline = Date.now() + 120_000;
+    const deadline = Date.now() + 180_000;
     for (;;) {
       if (exited) throw new Error('the server exited before it was ready');
       try {
@@ -119,12 +174,12 @@ async function main(): Promise<void> {
       } catch {
         /* not up yet */
       }
-      if (Date.now() > deadline) throw new Error('the server was not ready within 120 s');
+      if (Date.now() > deadline) throw new Error('the server was not ready within 180 s');
       await new Promise((r) => setTimeout(r, 200));
     }
     agent.destroy();
 
-    const probes: Array<{ atMs: number; path: string; connectMs: number; firstByteMs: number; status: number }> = [];
+    const probes: Probe[] = [];
     const t0 = performance.now() + BEFORE_MS;
     const running: Promise<void>[] = [];
     let k = 0;
@@ -135,11 +190,17 @@ async function main(): Promise<void> {
     }, PROBE_MS);
     await new Promise((r) => setTimeout(r, BEFORE_MS));
     let stop = false;
+    const cpu0 = cpuMsOf(child.pid);
+    const fw0 = await forwardCounters(port);
     const clients = Array.from({ length: CLIENTS }, (_, c) => client(port, c, () => stop));
     await new Promise((r) => setTimeout(r, SECONDS * 1000));
     clearInterval(timer);
     stop = true;
     const done = await Promise.all(clients);
+    const cpu1 = cpuMsOf(child.pid);
+    const fw1 = await forwardCounters(port);
+    const forwards = fw1.forwards - fw0.forwards;
+    const engine = { forwards, rowsPerForward: round(((fw1.rows - fw0.rows) / forwards) * 10) / 10, forwardSeconds: round(fw1.forwardSeconds - fw0.forwardSeconds) };
     await Promise.all(running);
 
     const windows = [
@@ -147,7 +208,6 @@ async function main(): Promise<void> {
       { name: 'burst 0-1 s', from: 0, to: 1000 },
       { name: `burst 1-${SECONDS} s`, from: 1000, to: Infinity },
     ];
-    const round = (x: number) => Math.round(x * 10) / 10;
     const rows = windows.flatMap((w) =>
       ['/healthz', '/readyz'].map((p) => {
         const ps = probes.filter((x) => x.path === p && x.atMs >= w.from && x.atMs < w.to);
@@ -159,24 +219,95 @@ async function main(): Promise<void> {
         };
       }),
     );
-    console.log(`\ntime to first byte of probes on fresh connections, ${CLIENTS} MineSweeper clients starting at 0 (builtin engine)\n`);
-    console.log('| window | path | probes | connect ms max | first byte ms p50 | max | over 100 ms | not 200 |');
-    console.log('|---|---|---|---|---|---|---|---|');
-    for (const r of rows) console.log(`| ${r.window} | ${r.path} | ${r.probes} | ${r.connectMsMax} | ${r.firstByteMsP50} | ${r.firstByteMsMax} | ${r.over100Ms} | ${r.failed} |`);
     const steps = done.reduce((n, d) => n + d.steps, 0);
     const errors = done.reduce((n, d) => n + d.errors, 0);
-    console.log(`\nclients posted ${steps} steps in ${SECONDS} s (${Math.round(steps / SECONDS)} steps/s), ${errors} errors; load average ${os.loadavg().map((x) => x.toFixed(2)).join(' ')} (${os.cpus().length} CPUs)`);
-    ensureDirSync(path.join(root, 'bench', 'results'));
-    fs.writeFileSync(
-      path.join(root, 'bench', 'results', 'healthz-burst.json'),
-      JSON.stringify({ date: new Date().toISOString(), node: process.version, cpus: os.cpus().length, loadAverage: os.loadavg(), clients: CLIENTS, seconds: SECONDS, probeMs: PROBE_MS, env: ENV, steps, errors, windows: rows, probes: probes.map((p) => ({ ...p, atMs: round(p.atMs), connectMs: round(p.connectMs), firstByteMs: round(p.firstByteMs) })) }, null, 2) + '\n',
-    );
-    console.log('wrote bench/results/healthz-burst.json');
+    const serverCpuMs = cpu0 === null || cpu1 === null ? null : cpu1 - cpu0;
+    return { label, root: serverRoot, steps, errors, stepsPerSec: round(steps / SECONDS), serverCpuMs, engine, windows: rows, probes };
   } finally {
     if (!exited) child.kill('SIGTERM');
     await exit;
     fs.rmSync(dataDir, { recursive: true, force: true });
   }
+}
+
+function printBurst(r: BurstResult): void {
+  console.log(`\n${r.label} (${r.root}): time to first byte of probes on fresh connections, ${CLIENTS} MineSweeper clients starting at 0 (builtin engine)\n`);
+  console.log('| window | path | probes | connect ms max | first byte ms p50 | max | over 100 ms | not 200 |');
+  console.log('|---|---|---|---|---|---|---|---|');
+  for (const w of r.windows) {
+    console.log(`| ${w.window} | ${w.path} | ${w.probes} | ${w.connectMsMax} | ${w.firstByteMsP50} | ${w.firstByteMsMax} | ${w.over100Ms} | ${w.failed} |`);
+  }
+  const perStep = r.serverCpuMs === null ? '' : `; server CPU ${r.serverCpuMs} ms, ${round(r.serverCpuMs / Math.max(1, r.steps))} ms per step`;
+  console.log(`\nclients posted ${r.steps} steps in ${SECONDS} s (${Math.round(r.steps / SECONDS)} steps/s), ${r.errors} errors${perStep}`);
+  console.log(`forward passes ${r.engine.forwards} (${r.engine.rowsPerForward} rows each), ${r.engine.forwardSeconds} s in them`);
+}
+
+/**
+ * Ratios of this tree's figures to the baseline's, over the rounds (sums of steps; medians of the
+ * rounds' window figures), per window and path.
+ */
+function compare(current: BurstResult[], baseline: BurstResult[]) {
+  const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+  const sum = (rs: BurstResult[], f: (r: BurstResult) => number) => rs.reduce((n, r) => n + f(r), 0);
+  const stepsRatio = Math.round((sum(current, (r) => r.steps) / Math.max(1, sum(baseline, (r) => r.steps))) * 100) / 100;
+  // steps per second of server CPU: the throughput figure that other processes on the machine distort least
+  const perCpu = (rs: BurstResult[]) => sum(rs, (r) => r.steps) / Math.max(1, sum(rs, (r) => r.serverCpuMs ?? NaN));
+  const stepsPerCpuRatio = Math.round((perCpu(current) / perCpu(baseline)) * 100) / 100;
+  const windows = current[0]!.windows.map((w, i) => {
+    const c = current.map((r) => r.windows[i]!);
+    const b = baseline.map((r) => r.windows[i]!);
+    return {
+      window: w.window, path: w.path,
+      baselineP50: med(b.map((x) => x.firstByteMsP50)), p50: med(c.map((x) => x.firstByteMsP50)),
+      baselineMax: med(b.map((x) => x.firstByteMsMax)), max: med(c.map((x) => x.firstByteMsMax)),
+      baselineOver100: b.reduce((n, x) => n + x.over100Ms, 0), over100: c.reduce((n, x) => n + x.over100Ms, 0),
+      probes: c.reduce((n, x) => n + x.probes, 0), baselineProbes: b.reduce((n, x) => n + x.probes, 0),
+    };
+  });
+  return { stepsRatio, stepsPerCpuRatio, windows };
+}
+
+async function main(): Promise<void> {
+  const baselineRoot = process.env.BENCH_BASELINE_ROOT ? path.resolve(process.env.BENCH_BASELINE_ROOT) : null;
+  const rounds = Number(process.env.BENCH_ROUNDS ?? (baselineRoot ? 2 : 1));
+  const results: BurstResult[] = [];
+  for (let i = 0; i < rounds; i++) {
+    // baseline and this tree alternate, so that a change of machine load hits both alike
+    if (baselineRoot) results.push(await burstAgainst('baseline', baselineRoot));
+    results.push(await burstAgainst('this tree', root));
+    if (baselineRoot) printBurst(results.at(-2)!);
+    printBurst(results.at(-1)!);
+  }
+  const current = results.filter((r) => r.label === 'this tree');
+  const baseline = results.filter((r) => r.label === 'baseline');
+  const comparison = baseline.length > 0 ? compare(current, baseline) : null;
+  if (comparison) {
+    console.log(`\nthis tree against the baseline over ${rounds} rounds each (medians of the rounds)\n`);
+    console.log('| window | path | first byte ms p50, baseline -> this | max, baseline -> this | over 100 ms, baseline -> this (of probes) |');
+    console.log('|---|---|---|---|---|');
+    for (const w of comparison.windows) {
+      const over = `${w.baselineOver100}/${w.baselineProbes} -> ${w.over100}/${w.probes}`;
+      console.log(`| ${w.window} | ${w.path} | ${w.baselineP50} -> ${w.p50} | ${w.baselineMax} -> ${w.max} | ${over} |`);
+    }
+    const b = baseline.reduce((n, r) => n + r.steps, 0);
+    const c = current.reduce((n, r) => n + r.steps, 0);
+    const cb = baseline.reduce((n, r) => n + (r.serverCpuMs ?? NaN), 0);
+    const cc = current.reduce((n, r) => n + (r.serverCpuMs ?? NaN), 0);
+    console.log(`\nsteps posted: baseline ${b}, this tree ${c} (ratio ${comparison.stepsRatio})`);
+    console.log(`server CPU: baseline ${cb} ms (${round(cb / b)} ms per step), this tree ${cc} ms (${round(cc / c)} ms per step); steps per CPU second, ratio ${comparison.stepsPerCpuRatio}`);
+  }
+  console.log(`load average ${os.loadavg().map((x) => x.toFixed(2)).join(' ')} (${os.cpus().length} CPUs)`);
+  const out = process.env.BENCH_OUT ?? path.join('bench', 'results', 'healthz-burst.json');
+  ensureDirSync(path.dirname(path.resolve(root, out)));
+  // each probe as one row [atMs, path, connectMs, firstByteMs, status] on one line
+  const strip = (r: BurstResult) => ({ ...r, probes: r.probes.map((p) => [round(p.atMs), p.path, round(p.connectMs), round(p.firstByteMs), p.status]) });
+  const text = JSON.stringify({
+    date: new Date().toISOString(), node: process.version, cpus: os.cpus().length, loadAverage: os.loadavg(), clients: CLIENTS, seconds: SECONDS, probeMs: PROBE_MS,
+    env: ENV, forwardSectionTokens: process.env.LAMER_FORWARD_SECTION_TOKENS ?? 'default', rounds, comparison,
+    probeFields: ['atMs', 'path', 'connectMs', 'firstByteMs', 'status'], runs: results.map(strip),
+  }, null, 2);
+  fs.writeFileSync(path.resolve(root, out), text.replace(/\[\n\s+([^[\]{}]*?)\n\s+\]/g, (_m, inner: string) => `[${inner.replace(/\n\s+/g, ' ')}]`) + '\n');
+  console.log(`wrote ${out}`);
 }
 
 main().catch((err: unknown) => {

@@ -25,7 +25,7 @@ import { fileURLToPath } from 'node:url';
 import type { BackendPreference } from '../src/model/backend.js';
 import type { TrainingSample } from '../src/training/data/data.js';
 import { createModelIO } from '../src/training/run/gpt-adapter.js';
-import type { ModelIO } from '../src/training/run/model-api.js';
+import type { ModelIO } from '../src/training/model-api.js';
 import { runTrainingJob } from '../src/training/run/job.js';
 import { backendFlag, flag, isMain, printWithLoad, ratio2over1, withBenchCheckpoint, workersFlag } from './cli.js';
 

@@ -4,16 +4,18 @@
  * function over 80 lines (lines, via the TypeScript parser), lines over 140 characters, import
  * edges between top-level units of src/ (static imports and re-exports, `import('...')` calls and
  * `import('...')` types with a literal path), imports that run upward against the layer order
- * below, cycles between units, SQL text outside src/db/, and HTTP status literals outside the
- * HTTP layer. Prints JSON (`--json`) or a short text report; `archReport()` returns the same
+ * below, cycles between units, imports between the folders inside one unit (`training/maths ->
+ * training/run`, for the order inside a unit), SQL text outside src/db/, and HTTP status literals
+ * outside the HTTP layer. Prints JSON (`--json`) or a short text report; `archReport()` returns the same
  * figures to test/architecture.test.ts, which turns them into assertions.
  *
  * Layer order (a unit may import units of a lower rank; docs/architecture.md):
- *   cli 8 > server, app 7 > routes 6 > plugins 5 > training 4 > agent 3 > db 2.5 (beside the
- *   engine side: agent and above use it) > policy 2 > model 1 > domain, config, shared,
- *   ensure-dir, owner-lock, schema-helpers 0 (the bottom).
+ *   cli 8 > recipes 7.5 > server, app 7 > routes 6 > plugins 5 > training 4 > serving 3.5 (beside
+ *   training: neither imports the other) > agent 3 > db 2.5 (beside the engine side: agent and
+ *   above use it) > policy 2 > model 1 > domain, config, shared, ensure-dir, owner-lock,
+ *   schema-helpers 0 (the bottom).
  * envs/ and eval/ are clients of the HTTP API: they may import the bottom and each other only,
- * and only cli may import them. ui/ is the dashboard, served to the browser and never run by the
+ * and only the command lines (cli, and the trainers in recipes) may import them. ui/ is the dashboard, served to the browser and never run by the
  * server: it imports nothing of src/ outside ui/, and nothing imports it. Any other import between
  * units is reported in `upwardImports` (with its line and whether it is type-only).
  * Usage: npx tsx scripts/arch-report.ts [--json]
@@ -44,10 +46,13 @@ function walk(dir: string): string[] {
 /** Layer rank of a unit (higher may import lower); null for the API clients envs/ and eval/.
  *  A unit missing here is reported as `unranked`. */
 const RANK: Record<string, number> = {
-  cli: 8, server: 7, app: 7, routes: 6, plugins: 5, training: 4, agent: 3, db: 2.5, policy: 2, model: 1,
+  cli: 8, recipes: 7.5, server: 7, app: 7, routes: 6, plugins: 5, training: 4, serving: 3.5, agent: 3, db: 2.5, policy: 2, model: 1,
   domain: 0, config: 0, shared: 0, 'ensure-dir': 0, 'owner-lock': 0, 'schema-helpers': 0,
 };
 const CLIENTS = new Set(['envs', 'eval']);
+/** The units that may import the API clients: the command lines and the trainers (recipes/), which
+ *  join the environments' demonstrations and training. */
+const CLIENT_USERS = new Set(['cli', 'recipes']);
 
 /** The dashboard: served to the browser, not run by the server. */
 const SERVED = 'ui';
@@ -58,7 +63,7 @@ export function layerBreak(a: string, b: string): string | null {
   if (a === SERVED) return `the dashboard ${a} imports server code ${b}`;
   if (b === SERVED) return `${a} imports the dashboard ${b}`;
   if (CLIENTS.has(a)) return CLIENTS.has(b) || RANK[b] === 0 ? null : `API client ${a} imports ${b}`;
-  if (CLIENTS.has(b)) return a === 'cli' ? null : `${a} imports API client ${b}`;
+  if (CLIENTS.has(b)) return CLIENT_USERS.has(a) ? null : `${a} imports API client ${b}`;
   const ra = RANK[a];
   const rb = RANK[b];
   if (ra === undefined || rb === undefined) return `unranked unit ${ra === undefined ? a : b}`;
@@ -111,6 +116,7 @@ export function archReport(root = defaultRoot) {
   const functions: { name: string; file: string; lines: number }[] = [];
   const edges = new Map<string, number>();
   const upward: { from: string; line: number; to: string; typeOnly: boolean; why: string }[] = [];
+  const inner: { from: string; line: number; to: string; fromFolder: string; toFolder: string }[] = [];
   const folders = new Map<string, { files: number; lines: number }>();
   const sqlFiles: string[] = [];
   const statusFiles: string[] = [];
@@ -121,6 +127,12 @@ export function archReport(root = defaultRoot) {
   const unitOf = (file: string) => {
     const rel = path.relative(root, file).split(path.sep);
     return rel.length > 1 ? rel[0]! : rel[0]!.replace(SOURCE, '');
+  };
+  /** Folder of a src file inside its unit: `training/maths` for src/training/maths/ppo.ts, the
+   *  unit itself (`training`) for a file directly in it. */
+  const folderOf = (file: string) => {
+    const rel = path.relative(root, file).split(path.sep);
+    return rel.length > 2 ? `${rel[0]}/${rel[1]}` : unitOf(file);
   };
 
   for (const file of files) {
@@ -158,6 +170,8 @@ export function archReport(root = defaultRoot) {
           const why = layerBreak(a, b);
           const to = path.relative(root, target);
           if (why) upward.push({ from: rel, line: lineOf(node.getStart()) + 1, to, typeOnly: imported.typeOnly, why });
+          const [fromFolder, toFolder] = [folderOf(file), folderOf(target)];
+          if (a === b && fromFolder !== toFolder) inner.push({ from: rel, line: lineOf(node.getStart()) + 1, to, fromFolder, toFolder });
         }
       }
       ts.forEachChild(node, visit);
@@ -192,6 +206,8 @@ export function archReport(root = defaultRoot) {
     longestLine,
     filesWithLongLines: [...longLines.entries()].map(([file, lines]) => ({ file, lines })).sort((a, b) => b.lines - a.lines),
     upwardImports: upward,
+    /** Imports between two folders of one unit (or a unit's own files and one of its folders). */
+    innerImports: inner,
     unitCycles: cycles(edges),
     sqlOutsideDb: sqlFiles,
     statusOutsideHttp: statusFiles,

@@ -86,6 +86,10 @@ export const OPERATION_NAMES: Record<string, string> = {
   'POST /v1/sessions/{id}/openai/v1/completions': 'session_completion',
   'GET /v1/sessions/{id}/openai/v1/models': 'session_list_models',
   'POST /v1/sessions/{id}/attempts/{attempt}/end': 'end_attempt',
+  'POST /v1/sessions/{id}/replay': 'replay_session',
+  'POST /v1/replays': 'replay_sessions',
+  'GET /v1/replays': 'list_replays',
+  'GET /v1/replays/{id}': 'get_replay',
 };
 
 /**
@@ -126,6 +130,10 @@ export const TYPE_NAMES: Array<[string, string]> = [
   ['POST /v1/training/jobs body', 'CreateTrainingJobRequest'],
   ['GET /v1/training/jobs/{id} response', 'TrainingJob'],
   ['GET /v1/training/jobs response', 'TrainingJobList'],
+  ['GET /v1/replays/{id} response', 'Replay'],
+  ['POST /v1/sessions/{id}/replay body', 'ReplaySessionRequest'],
+  ['POST /v1/replays body', 'ReplaySessionsRequest'],
+  ['GET /v1/replays response', 'ReplayList'],
 ];
 const PY_KEYWORDS = new Set(
   ('False None True and as assert async await break class continue def del elif else except finally for ' +

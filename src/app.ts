@@ -36,6 +36,7 @@ import stepsRoutes from './routes/api/steps/index.js';
 import modelsRoutes from './routes/api/models/index.js';
 import statsRoutes from './routes/api/stats/index.js';
 import trainingRoutes from './routes/api/training/index.js';
+import replaysRoutes from './routes/api/replays/index.js';
 import openaiRoutes from './routes/openai/index.js';
 import sessionOpenAiRoutes from './routes/openai/session.js';
 import whoamiRoutes from './routes/api/whoami/index.js';
@@ -173,6 +174,7 @@ export async function buildApp(config: Config, deps: AppDeps): Promise<FastifyIn
     await app.register(modelsRoutes);
     await app.register(statsRoutes);
     await app.register(trainingRoutes);
+    await app.register(replaysRoutes);
     await app.register(openaiRoutes);
     await app.register(sessionOpenAiRoutes);
     await app.register(whoamiRoutes);

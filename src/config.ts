@@ -8,7 +8,9 @@
 import path from 'node:path';
 import { isIP } from 'node:net';
 import { Cron } from 'croner';
-import type { RemoteVersionConfig } from './policy/engine.js';
+import {
+  REMOTE_DEFAULTS, REMOTE_INTEGER_SETTINGS, REMOTE_SETTINGS, remoteUrlFault, remoteVersionConfig, type RemoteVersionConfig,
+} from './shared/remote-version.js';
 import {
   GATE_DECISIONS, MAX_GATE_ATTEMPTS, MAX_GATE_CONCURRENCY, MAX_GATE_TASKS, gateProblem, resolveGate, type GateSpec,
 } from './shared/promotion-gate.js';
@@ -70,6 +72,8 @@ export interface Limits {
   metadataBytes: number;
   /** Max JSON bytes of the rows of one trajectory page (a page always holds at least one row). */
   trajectoryPageBytes: number;
+  /** Max recorded model calls one replay runs (docs/replay.md); a selection holding more is 400. */
+  maxReplaySteps: number;
 }
 
 export interface Config {
@@ -85,6 +89,12 @@ export interface Config {
   batchWindowMs: number;
   /** Max requests per forward pass of the builtin engine. */
   maxBatchSize: number;
+  /**
+   * Most padded tokens (rows x the longest row's new tokens) one synchronous forward section of the
+   * builtin engine runs before the event loop gets its turns (src/model/batcher.ts). Optional in
+   * code (absent = the batcher's default, DEFAULT_FORWARD_SECTION_TOKENS).
+   */
+  forwardSectionTokens?: number;
   /**
    * Serving worker threads of the builtin engine (src/policy/serving-pool.ts): 1 = one engine in
    * the server's own thread; N > 1 = N worker threads, each with its own engine and tfjs backend,
@@ -230,6 +240,7 @@ export const defaultLimits: Limits = {
   infoBytes: 64 * 1024,
   metadataBytes: 64 * 1024,
   trajectoryPageBytes: 1024 * 1024,
+  maxReplaySteps: 1000,
 };
 
 const repoRoot = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
@@ -310,6 +321,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     infoBytes: int(env, 'LAMER_MAX_INFO_BYTES', defaultLimits.infoBytes, 2, 1 << 30),
     metadataBytes: int(env, 'LAMER_MAX_METADATA_BYTES', defaultLimits.metadataBytes, 2, 1 << 30),
     trajectoryPageBytes: int(env, 'LAMER_TRAJECTORY_PAGE_BYTES', defaultLimits.trajectoryPageBytes, 1024, 1 << 30),
+    maxReplaySteps: int(env, 'LAMER_MAX_REPLAY_STEPS', defaultLimits.maxReplaySteps, 1, 100_000),
   };
   if (limits.defaultMaxSteps > limits.maxStepsCap) {
     throw new ConfigError(`LAMER_DEFAULT_MAX_STEPS=${limits.defaultMaxSteps} exceeds LAMER_MAX_STEPS_CAP=${limits.maxStepsCap}`);
@@ -326,6 +338,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     limits,
     batchWindowMs: int(env, 'LAMER_BATCH_WINDOW_MS', 2, 0, 1000),
     maxBatchSize: int(env, 'LAMER_MAX_BATCH_SIZE', 32, 1, 4096),
+    forwardSectionTokens: int(env, 'LAMER_FORWARD_SECTION_TOKENS', 512, 1, 1 << 20),
     serveWorkers: int(env, 'LAMER_SERVE_WORKERS', 1, 1, 256),
     sessionIdleTtlSeconds: int(env, 'LAMER_SESSION_IDLE_TTL_SECONDS', 86_400, 0, 10 * 365 * 86_400),
     http: httpTimeouts(env),
@@ -358,33 +371,24 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
 function remoteEngine(env: Record<string, string | undefined>): RemoteVersionConfig | null {
   if (env.LAMER_ENGINE !== 'openai') return null;
   const baseUrl = env.LAMER_OPENAI_BASE_URL ?? '';
-  let ok = false;
-  let credentials = false;
-  try {
-    const u = new URL(baseUrl);
-    ok = ['http:', 'https:'].includes(u.protocol);
-    credentials = u.username !== '' || u.password !== '';
-  } catch {
-    ok = false;
+  const fault = remoteUrlFault(baseUrl);
+  if (fault === 'not-url' || fault === 'not-http') {
+    const expected = 'expected an http(s) URL such as http://gpu-host:8000/v1 (needed with LAMER_ENGINE=openai)';
+    throw new ConfigError(`LAMER_OPENAI_BASE_URL=${JSON.stringify(baseUrl)}: ${expected}`);
   }
-  if (!ok) throw new ConfigError(`LAMER_OPENAI_BASE_URL=${JSON.stringify(baseUrl)}: expected an http(s) URL such as http://gpu-host:8000/v1 (needed with LAMER_ENGINE=openai)`);
-  if (credentials) throw new ConfigError('LAMER_OPENAI_BASE_URL must not contain a user name or password: set LAMER_OPENAI_API_KEY instead');
+  if (fault === 'credentials') throw new ConfigError('LAMER_OPENAI_BASE_URL must not contain a user name or password: set LAMER_OPENAI_API_KEY instead');
   const model = env.LAMER_OPENAI_MODEL ?? '';
   if (model.trim() === '') throw new ConfigError('LAMER_OPENAI_MODEL: expected the remote model name (needed with LAMER_ENGINE=openai)');
   const apiKey = env.LAMER_OPENAI_API_KEY && env.LAMER_OPENAI_API_KEY !== '' ? env.LAMER_OPENAI_API_KEY : undefined;
-  return {
-    baseUrl,
-    model,
-    ...(apiKey ? { apiKey } : {}),
-    kind: oneOf(env, 'LAMER_OPENAI_KIND', 'plain', REMOTE_KINDS),
-    concurrency: int(env, 'LAMER_OPENAI_CONCURRENCY', 8, 1, 100_000),
-    timeoutMs: int(env, 'LAMER_OPENAI_TIMEOUT_MS', 60_000, 1, 3_600_000),
-    maxRetries: int(env, 'LAMER_OPENAI_MAX_RETRIES', 3, 0, 100),
-    maxActionTokens: int(env, 'LAMER_OPENAI_MAX_ACTION_TOKENS', 64, 1, 1_000_000),
-    maxReflectionTokens: int(env, 'LAMER_OPENAI_MAX_REFLECTION_TOKENS', 512, 1, 1_000_000),
-    maxResponseBytes: int(env, 'LAMER_OPENAI_MAX_RESPONSE_BYTES', 4 * 1024 * 1024, 1024, 1 << 30),
-    callTimeoutMs: int(env, 'LAMER_OPENAI_CALL_TIMEOUT_MS', 100_000, 1, 3_600_000),
-  };
+  const kind = oneOf(env, 'LAMER_OPENAI_KIND', REMOTE_DEFAULTS.kind, REMOTE_KINDS);
+  // Each integer setting from its variable, with the bounds and default that POST /v1/models uses too.
+  const settings = Object.fromEntries(
+    REMOTE_INTEGER_SETTINGS.map((k) => {
+      const s = REMOTE_SETTINGS[k];
+      return [k, int(env, s.env, s.default, s.min, s.max)];
+    }),
+  );
+  return remoteVersionConfig({ baseUrl, model, apiKey, kind, ...settings });
 }
 
 /**

@@ -122,3 +122,20 @@ export type TfjsBackend = (typeof TFJS_BACKENDS)[number];
 /** Kinds of OpenAI-compatible server a remote version can live on: how actions are kept inside availableActions (docs/remote-engines.md). */
 export const REMOTE_KINDS = ['vllm', 'vllm-legacy', 'lamer', 'llamacpp', 'openai', 'plain'] as const;
 export type RemoteKind = (typeof REMOTE_KINDS)[number];
+
+/**
+ * How a replay decodes the other version's own action at each recorded step (docs/replay.md):
+ * 'greedy' (temperature 0: its most likely action) or 'sampled' (the recorded call's sampling, its
+ * seed included, so a seeded session replayed against its own version repeats itself).
+ */
+export const REPLAY_DECODINGS = ['greedy', 'sampled'] as const;
+export type ReplayDecoding = (typeof REPLAY_DECODINGS)[number];
+
+/**
+ * Where a replayed step's prompt comes from (docs/replay.md "Prompts"): the recorded prompt token
+ * ids as they are ('recorded-tokens': same tokenizer and prompt format), the step re-rendered from
+ * the recorded observations, actions and reflections in the other version's format ('rendered'),
+ * or a turn's recorded messages with its memory ('recorded-messages').
+ */
+export const REPLAY_PROMPT_SOURCES = ['recorded-tokens', 'rendered', 'recorded-messages'] as const;
+export type ReplayPromptSource = (typeof REPLAY_PROMPT_SOURCES)[number];

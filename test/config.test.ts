@@ -1,6 +1,7 @@
 /** Configuration from the environment (src/config.ts): defaults, API keys, errors naming the variable. */
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig, parseAllowedHosts, parseApiKeys } from '../src/config.js';
+import { DEFAULT_FORWARD_SECTION_TOKENS } from '../src/model/batcher.js';
 
 describe('config', () => {
   it('defaults', () => {
@@ -14,6 +15,12 @@ describe('config', () => {
     expect(loadConfig({}).serveWorkers).toBe(1);
     expect(loadConfig({ LAMER_SERVE_WORKERS: '2' }).serveWorkers).toBe(2);
     expect(() => loadConfig({ LAMER_SERVE_WORKERS: '0' })).toThrow('LAMER_SERVE_WORKERS=0: expected an integer in [1, 256]');
+  });
+  it('LAMER_FORWARD_SECTION_TOKENS: the batcher\'s default unless set, an integer in [1, 1048576]', () => {
+    expect(loadConfig({}).forwardSectionTokens).toBe(DEFAULT_FORWARD_SECTION_TOKENS);
+    expect(loadConfig({ LAMER_FORWARD_SECTION_TOKENS: '2048' }).forwardSectionTokens).toBe(2048);
+    expect(() => loadConfig({ LAMER_FORWARD_SECTION_TOKENS: '0' })).toThrow('LAMER_FORWARD_SECTION_TOKENS=0: expected an integer in [1, 1048576]');
+    expect(() => loadConfig({ LAMER_FORWARD_SECTION_TOKENS: '12.5' })).toThrow('LAMER_FORWARD_SECTION_TOKENS="12.5": expected an integer in [1, 1048576]');
   });
   it('parses API keys', () => {
     expect(parseApiKeys('key1abcd:tenantA, key2abcd:tenantB:admin')).toEqual([

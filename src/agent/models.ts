@@ -1,7 +1,10 @@
 /**
- * Model versions (docs/protocol.md "Model versions"): the registry over the `models` table. One version is
- * `active` (new sessions pin it); activation loads the version in the engine before flipping, so a
- * failed load leaves the active version unchanged.
+ * Model versions (docs/protocol.md "Model versions"): the registry over the `models` table and the
+ * model service of the `/v1/models` routes. One version is `active` (new sessions pin it);
+ * activation loads the version in the engine before flipping, so a failed load leaves the active
+ * version unchanged. Remote versions are registered by the rules of src/shared/remote-version.ts
+ * (the URL rule and the defaults), the same that the server's configuration applies to
+ * LAMER_ENGINE=openai; `view` is the model resource the routes answer with.
  */
 import type { ModelRow } from '../db/schema.js';
 import type { ModelsRepo } from '../db/models-repo.js';
@@ -10,6 +13,9 @@ import { DomainError, invalid, notFound } from './errors.js';
 import { checkpointText, readCheckpointMetadata, type CheckpointText, type DefaultSampling } from '../model/checkpoint.js';
 import { CHAT_FORMAT, type PromptFormat } from '../model/prompt-format.js';
 import { BYTE_TOKENIZER, type Tokenizer } from '../model/tokenizers.js';
+import { REMOTE_DEFAULTS, remoteUrlFault, remoteVersionConfig, type RemoteUrlFault } from '../shared/remote-version.js';
+import type { ModelView, RegisterModelBody } from './model-schemas.js';
+import type { GateReportView } from './gate-schemas.js';
 
 /** What a version reads when it declares nothing: bytes and the chat layout. */
 const DEFAULT_TEXT: Required<CheckpointText> = { tokenizer: BYTE_TOKENIZER, promptFormat: CHAT_FORMAT, sampling: null };
@@ -22,13 +28,19 @@ export function specOf(row: ModelRow): EngineSpec | undefined {
   return row.engine === 'openai' ? { engine: 'openai', remote: row.engineConfig as unknown as RemoteVersionConfig } : undefined;
 }
 
-/** A remote version to register (POST /v1/models). */
-export interface RemoteRegistration {
-  version: string;
-  parent: string | null;
-  remote: RemoteVersionConfig;
-  metrics?: Record<string, unknown>;
-}
+/** Each fault of a registration's `baseUrl` (src/shared/remote-version.ts `remoteUrlFault`) as the field's message. */
+const BASE_URL_FAULTS: Record<RemoteUrlFault, string> = {
+  'not-url': 'is not a URL',
+  'not-http': 'is not an http(s) URL',
+  credentials: 'must not contain a user name or password (send the key as apiKey)',
+};
+
+/** A remote server's configuration as shown: the API key only as `hasApiKey`, absent settings as their defaults. */
+const remoteView = (c: RemoteVersionConfig) => ({
+  baseUrl: c.baseUrl, model: c.model, kind: c.kind, hasApiKey: c.apiKey !== undefined, concurrency: c.concurrency,
+  timeoutMs: c.timeoutMs, maxRetries: c.maxRetries, maxActionTokens: c.maxActionTokens, maxReflectionTokens: c.maxReflectionTokens,
+  maxResponseBytes: c.maxResponseBytes ?? REMOTE_DEFAULTS.maxResponseBytes, callTimeoutMs: c.callTimeoutMs ?? REMOTE_DEFAULTS.callTimeoutMs,
+});
 
 export class ModelRegistry {
   private activeRow: ModelRow | null = null;
@@ -151,18 +163,41 @@ export class ModelRegistry {
   }
 
   /**
-   * Register a version served by a remote OpenAI-compatible server, as a `candidate` (activate it
-   * like any version). `parent` is the version it was trained from, when known.
-   * @throws DomainError `conflict` when the version exists; `validation` when `parent` is not registered.
+   * Register a version served by a remote OpenAI-compatible server (`POST /v1/models`), as a
+   * `candidate` (activate it like any version): its `baseUrl` must pass the URL rule, and the
+   * settings it leaves out get their defaults (src/shared/remote-version.ts). `parent` is the
+   * version it was trained from, when known.
+   * @throws DomainError `validation` naming `body/baseUrl` for a URL that breaks the rule, or
+   *   `body/parent` when `parent` is not registered; `conflict` when the version exists.
    */
-  register(r: RemoteRegistration): ModelRow {
-    if (this.get(r.version)) throw new DomainError('conflict', `model version '${r.version}' already exists`);
-    if (r.parent !== null && !this.get(r.parent)) throw invalid('body/parent', `is not a registered model version ('${r.parent}')`);
+  register(b: RegisterModelBody): ModelRow {
+    const fault = remoteUrlFault(b.baseUrl);
+    if (fault) throw invalid('body/baseUrl', BASE_URL_FAULTS[fault]);
+    const remote = remoteVersionConfig(b);
+    const parent = b.parent ?? null;
+    if (this.get(b.version)) throw new DomainError('conflict', `model version '${b.version}' already exists`);
+    if (parent !== null && !this.get(parent)) throw invalid('body/parent', `is not a registered model version ('${parent}')`);
     this.repo.insert({
-      version: r.version, parent: r.parent, jobId: null, checkpointDir: '', status: 'candidate', metrics: r.metrics ?? {},
-      createdAt: Date.now(), engine: 'openai', engineConfig: r.remote as unknown as Record<string, unknown>,
+      version: b.version, parent, jobId: null, checkpointDir: '', status: 'candidate', metrics: b.metrics ?? {},
+      createdAt: Date.now(), engine: 'openai', engineConfig: remote as unknown as Record<string, unknown>,
     });
-    return this.get(r.version)!;
+    return this.get(b.version)!;
+  }
+
+  /** The model resource of a row: `loaded` says whether the engine holds the version now; `remote` its server, the key hidden. */
+  view(m: ModelRow): ModelView {
+    return {
+      version: m.version,
+      parent: m.parent,
+      jobId: m.jobId,
+      status: m.status,
+      metrics: m.metrics,
+      createdAt: new Date(m.createdAt).toISOString(),
+      loaded: this.engine.isLoaded(m.version),
+      engine: m.engine,
+      remote: m.engine === 'openai' && m.engineConfig ? remoteView(m.engineConfig as unknown as RemoteVersionConfig) : null,
+      gate: (m.metrics.gate ?? null) as GateReportView | null,
+    };
   }
 
   /**

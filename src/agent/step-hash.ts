@@ -54,3 +54,11 @@ function randomHex(n: number): string {
 export function newSessionId(now = Date.now()): string {
   return `ses_${now.toString(36).padStart(9, '0')}${randomHex(6)}`;
 }
+
+/** Shape of a replay report id (see newReplayId). */
+export const REPLAY_ID = /^rpl_[0-9a-z]{9}[0-9a-f]{12}$/;
+
+/** Time-ordered replay report id: `rpl_` + 9 base-36 digits of ms + 12 hex random. */
+export function newReplayId(now = Date.now()): string {
+  return `rpl_${now.toString(36).padStart(9, '0')}${randomHex(6)}`;
+}

@@ -126,7 +126,7 @@ function nextOf(input: StepInput, plan: StepPlan): { status: SessionRow['status'
  * A parsed action (not a candidate) is cut to `actionChars` characters (LAMER_MAX_ACTION_CHARS, the
  * limit of a candidate action), so no answer records or executes a longer one.
  */
-function actionOf(act: Generation | null, input: StepInput, actionChars: number): string | null {
+export function actionOf(act: Generation | null, input: Pick<StepInput, 'availableActions'>, actionChars: number): string | null {
   if (!act) return null;
   if (act.record?.invalidChoice) return cutChars(invalidChoiceAction(act.output), actionChars);
   return input.availableActions ? act.output : cutChars(extractAction(act.output), actionChars);

@@ -117,7 +117,8 @@ export function toolFieldOf(body: { messages?: readonly AgentMessage[] } & Recor
 }
 
 /**
- * Refuses a request with tool or format fields (see {@link toolFieldOf}) for a builtin version.
+ * Refuses, for a builtin version, a request with tool or format fields (see {@link toolFieldOf}),
+ * a message part other than text, or a message other than an assistant's without content.
  * @throws DomainError `validation` naming the field.
  */
 export function refuseToolsOnBuiltin(body: { messages?: readonly AgentMessage[] } & Record<string, unknown>, version: string): void {
@@ -130,6 +131,10 @@ export function refuseToolsOnBuiltin(body: { messages?: readonly AgentMessage[] 
   }
   // a builtin version reads text only: an image or audio part would be dropped without a word
   for (const [i, m] of (body.messages ?? []).entries()) {
+    // only an assistant message (one that carried tool calls) may come without content, as in OpenAI's API
+    if ((m.content === null || m.content === undefined) && m.role !== 'assistant') {
+      throw invalid(`body/messages/${i}/content`, `is required for a '${String(m.role)}' message (only an assistant message may have null content)`);
+    }
     if (!Array.isArray(m.content)) continue;
     const j = m.content.findIndex((p) => p.type !== 'text');
     if (j >= 0) {

@@ -1,6 +1,6 @@
 /**
  * Option parsing shared by the `lamer` commands (eval, demos, export, train) and the npm scripts
- * (eval:base, the bench scripts, model:sft-chat): node:util parseArgs with `--help`, negative
+ * (eval:base, the bench scripts): node:util parseArgs with `--help`, negative
  * numbers as option values, the `lamer <cmd>: message` + exit code 2 convention for usage errors,
  * integer / number range checks, the held-out tasks within the eval seeds, the session limits of
  * an in-process server, output paths checked before any work, and the `--env` / `--params` pair
@@ -19,12 +19,10 @@ import { EVAL_SEED_COUNT, EVAL_SEED_START, makeEnv, parseEnvName, type EnvParams
 import { MINESWEEPER_DEFAULTS } from '../envs/minesweeper.js';
 import { SOKOBAN_DEFAULTS } from '../envs/sokoban.js';
 import { parseArgsMessage } from '../shared/parse-args-message.js';
+import { intOpt, UsageError } from '../shared/usage-error.js';
 
-// Re-exported: the commands and bench scripts take it from here with the other option helpers.
-export { parseArgsMessage };
-
-/** A bad command line: printed as one line, exit code 2. */
-export class UsageError extends Error {}
+// Re-exported: the commands and bench scripts take them from here with the other option helpers.
+export { intOpt, parseArgsMessage, UsageError };
 
 type Options = NonNullable<ParseArgsConfig['options']>;
 
@@ -92,24 +90,6 @@ export function orFail<T>(f: () => T, fail: (msg: string) => never): T {
     if (e instanceof UsageError) fail(e.message);
     throw e;
   }
-}
-
-/**
- * An integer option written as digits (optional leading '-'): `def` when absent (required when
- * `def` is undefined). @throws UsageError outside [min, max] or when not written in digits ('1e2',
- * '2.5'); the message says both, since '1e12' is an integer to the reader.
- */
-export function intOpt(name: string, v: string | undefined, def: number | undefined, min = 0, max = Number.MAX_SAFE_INTEGER): number {
-  if (v === undefined) {
-    if (def === undefined) throw new UsageError(`--${name} is required`);
-    return def;
-  }
-  const n = Number(v);
-  if (!/^-?\d+$/.test(v.trim()) || !Number.isSafeInteger(n) || n < min || n > max) {
-    const range = max === Number.MAX_SAFE_INTEGER ? `>= ${min}` : `in [${min}, ${max}]`;
-    throw new UsageError(`--${name} must be an integer ${range} written in digits, got '${v}'`);
-  }
-  return n;
 }
 
 /**

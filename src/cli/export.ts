@@ -63,11 +63,11 @@ export async function writeJsonl(lines: Iterable<ExportLine>, out: Writable): Pr
   return { lines: n, sessions };
 }
 
-/** `--since`: ms since the epoch, or an ISO 8601 date/time. @throws Error for anything else. */
-export function parseSince(v: string): number {
+/** `--since` (or the option `name`): ms since the epoch, or an ISO 8601 date/time. @throws UsageError for anything else. */
+export function parseSince(v: string, name = 'since'): number {
   if (/^\d+$/.test(v)) return Number(v);
   const t = Date.parse(v);
-  if (Number.isNaN(t)) throw new UsageError(`--since must be an ISO 8601 date/time or ms since the epoch, got '${v}'`);
+  if (Number.isNaN(t)) throw new UsageError(`--${name} must be an ISO 8601 date/time or ms since the epoch, got '${v}'`);
   return t;
 }
 

@@ -9,6 +9,7 @@ const commands: Record<string, { module: string; summary: string }> = {
   eval: { module: './eval.js', summary: 'play built-in environments against a server; pass@k' },
   train: { module: './train.js', summary: 'experiment driver: rollouts + training jobs, learning curve' },
   export: { module: './export.js', summary: 'write recorded steps as JSONL for external trainers' },
+  replay: { module: './replay.js', summary: "replay a server's recorded sessions against another model version" },
   demos: { module: './demos.js', summary: 'generate solver demonstration sessions (SFT data)' },
 };
 

@@ -9,6 +9,7 @@ import type { DatabaseConnection } from './index.js';
 import { JobsRepo } from './jobs-repo.js';
 import { ModelsRepo } from './models-repo.js';
 import { HotQueries } from './queries.js';
+import { ReplaysRepo } from './replays-repo.js';
 import { SessionsRepo } from './sessions-repo.js';
 import { StepsRepo } from './steps-repo.js';
 import { TrainingDataRepo } from './training-data.js';
@@ -26,6 +27,8 @@ export interface Repositories {
   jobs: JobsRepo;
   /** Training's reads of recorded sessions and its writes of step scores (./training-data.ts). */
   trainingData: TrainingDataRepo;
+  /** `replays`: stored replay reports, and the reads of recorded sessions a replay needs (./replays-repo.ts). */
+  replays: ReplaysRepo;
 }
 
 /** The repositories over `conn` (prepares the hot-path statements once). */
@@ -37,5 +40,6 @@ export function createRepositories(conn: DatabaseConnection): Repositories {
     models: new ModelsRepo(conn.db),
     jobs: new JobsRepo(conn.db),
     trainingData: new TrainingDataRepo(conn.db),
+    replays: new ReplaysRepo(conn.db),
   };
 }

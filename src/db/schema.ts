@@ -14,6 +14,7 @@ import {
   MODEL_ENGINES,
   MODEL_STATUSES,
   REFLECTION_SOURCES,
+  REPLAY_DECODINGS,
   SESSION_MODES,
   SESSION_STATUSES,
   STEP_KINDS,
@@ -163,8 +164,36 @@ export const trainingJobs = sqliteTable('training_jobs', {
   finishedAt: integer('finished_at'),
 });
 
+/**
+ * Replay reports (src/agent/replays.ts, docs/replay.md): what another model version does at the
+ * recorded steps of a tenant's sessions, stored so that they can be fetched later. Written once,
+ * never changed; nothing of the replayed sessions is written.
+ */
+export const replays = sqliteTable(
+  'replays',
+  {
+    /** `rpl_` + time-ordered id. */
+    id: text('id').primaryKey(),
+    tenant: text('tenant').notNull(),
+    /** The version replayed (the other version). */
+    modelVersion: text('model_version').notNull(),
+    decoding: text('decoding', { enum: REPLAY_DECODINGS }).notNull(),
+    /** The request: one session, or the filter of a batch replay, and the options. */
+    request: text('request', { mode: 'json' }).$type<Record<string, unknown>>().notNull(),
+    /** Agreement, logprob differences, counts (ReplaySummary of src/agent/replay-schemas.ts). */
+    summary: text('summary', { mode: 'json' }).$type<Record<string, unknown>>().notNull(),
+    /** The sessions replayed: id, recorded version, steps. */
+    sessions: text('sessions', { mode: 'json' }).$type<unknown[]>().notNull(),
+    /** One entry per recorded model call, in session then position order (ReplayStep). */
+    steps: text('steps', { mode: 'json' }).$type<unknown[]>().notNull(),
+    createdAt: integer('created_at').notNull(),
+  },
+  (t) => [index('replays_tenant_id').on(t.tenant, t.id)],
+);
+
 export type SessionRow = typeof sessions.$inferSelect;
 export type StepRow = typeof steps.$inferSelect;
 export type ReflectionRow = typeof reflections.$inferSelect;
 export type ModelRow = typeof models.$inferSelect;
 export type TrainingJobRow = typeof trainingJobs.$inferSelect;
+export type ReplayRow = typeof replays.$inferSelect;

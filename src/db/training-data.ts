@@ -12,8 +12,8 @@ import { sessions, steps, type SessionRow, type StepRow } from './schema.js';
 /** Sessions bound in one `IN (...)` list: stays under SQLite's bound-parameter limit. */
 const IN_CHUNK = 500;
 
-/** One step row's position with its model output text and remote engine record (null for none). */
-export type StepOutput = Pick<StepRow, 'sessionId' | 'attempt' | 'step' | 'kind' | 'output' | 'engineRecord'>;
+/** One step row's position with its model output text, remote engine record and turn record (null for none). */
+export type StepOutput = Pick<StepRow, 'sessionId' | 'attempt' | 'step' | 'kind' | 'output' | 'engineRecord' | 'turn'>;
 
 /** Which completed training sessions to read (every given field must match). */
 export interface TrainingSessionFilter {
@@ -62,12 +62,15 @@ export class TrainingDataRepo {
     return r?.n ?? 0;
   }
 
-  /** The output and engine record of every step row of `sessionIds` (any order), read 500 sessions per query. */
+  /** The output, engine record and turn record of every step row of `sessionIds` (any order), read 500 sessions per query. */
   stepOutputs(sessionIds: readonly string[]): StepOutput[] {
     const out: StepOutput[] = [];
     for (let i = 0; i < sessionIds.length; i += IN_CHUNK) {
       const rows = this.db
-        .select({ sessionId: steps.sessionId, attempt: steps.attempt, step: steps.step, kind: steps.kind, output: steps.output, engineRecord: steps.engineRecord })
+        .select({
+          sessionId: steps.sessionId, attempt: steps.attempt, step: steps.step, kind: steps.kind, output: steps.output,
+          engineRecord: steps.engineRecord, turn: steps.turn,
+        })
         .from(steps)
         .where(inArray(steps.sessionId, sessionIds.slice(i, i + IN_CHUNK)))
         .all();

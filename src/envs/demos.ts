@@ -9,7 +9,7 @@
  *
  * Sessions are solver play on training seeds (see ./index.ts), or on the held-out eval seeds with
  * `seedRange: 'eval'` (demonstrations of the eval tasks, to measure a checkpoint's held-out loss,
- * src/cli/heldout-loss.ts; never to train on). round(failRate * tasks) sessions,
+ * src/recipes/heldout-loss.ts; never to train on). round(failRate * tasks) sessions,
  * spread evenly over the tasks (`deliberateFailures`), start with a deliberately failed attempt (MineSweeper: the solver's moves then a click on a mine;
  * Sokoban: the solver's turns then the shortest walk that pushes a box into a dead position),
  * followed by a reflection written from the facts of the failure (which cell was a mine, which box

@@ -1,5 +1,5 @@
 /**
- * The held-out rows of a base checkpoint (bench/base-policy.ts, `npm run eval:base`): per game, the
+ * The held-out rows of a base checkpoint (experiments/eval-base.ts, `npm run eval:base`): per game, the
  * same tasks played three ways by the same model,
  *   (a) 'lamer':       K-attempt sessions with reflection_only memory, no availableActions;
  *   (b) 'lamer-avail': the same with the env's legal actions sent as availableActions;
@@ -8,7 +8,7 @@
  * summarised as pass@1..K, the invalid-action rate and reflection statistics (./compare.ts
  * reflectionStats), with a paired bootstrap interval over tasks of the pass@K difference (a) - (c),
  * and, when measured, the checkpoint's held-out loss on demonstrations of the same held-out tasks
- * (src/cli/heldout-loss.ts). Pure functions over eval reports (./harness.ts). Units: rates are fractions
+ * (src/recipes/heldout-loss.ts). Pure functions over eval reports (./harness.ts). Units: rates are fractions
  * in [0, 1] (the markdown prints percent and percentage points); losses are nats per token.
  */
 import { firstSuccess } from '../shared/passk.js';
@@ -91,7 +91,7 @@ export interface GameResult {
   /** pass@K of (a) minus (c), paired over tasks; null when either row is missing. */
   lamerMinusIndependent: BootstrapInterval | null;
   /** Nats per trained token of the checkpoint on held-out demonstration sessions of this game
-   *  (src/cli/heldout-loss.ts heldOutDemoLoss); absent or null when not measured. */
+   *  (src/recipes/heldout-loss.ts heldOutDemoLoss); absent or null when not measured. */
   heldOutLoss?: HeldOutDemoLoss | null;
 }
 

@@ -1,5 +1,5 @@
 /**
- * Comparing trained methods on the same held-out tasks (bench/lamer-vs-gigpo.sh, docs/RESULTS.md):
+ * Comparing trained methods on the same held-out tasks (experiments/lamer-vs-gigpo.sh, docs/RESULTS.md):
  * mean +- std over training seeds, a paired bootstrap interval over tasks, reflection statistics,
  * and the markdown report. Pure functions over eval reports (src/eval/harness.ts) and learning
  * curves (src/eval/experiment.ts).

@@ -1,8 +1,8 @@
 /**
- * The pure parts of the base-model scaling grid (bench/base-scaling.ts, `npm run
- * bench:base-scaling`): the grid's points from the command line (`LxE[hH]:S`, layers x n_embd
- * [heads] : optimiser steps), the per-point record built from the sft-base summary and the
- * eval:base JSON (bench/base-policy.ts, row (a) 'lamer', and the held-out loss when measured), the
+ * The pure parts of the base-model scaling grid (experiments/base-scaling.ts, `npm run
+ * experiment:base-scaling`): the grid's points from the command line (`LxE[hH]:S`, layers x n_embd
+ * [heads] : optimiser steps), the per-point record built from the model:sft-chat summary and the
+ * eval:base JSON (experiments/eval-base.ts, row (a) 'lamer', and the held-out loss when measured), the
  * markdown table of the records, and
  * the SVG of pass@1 / pass@3 against the tokens trained (log10 x), one series per model size.
  * Units: rates are fractions in [0, 1] (the table and the chart show percent); tokens are byte
@@ -109,12 +109,12 @@ export function parseExisting(text: string): Array<{ spec: PointSpec; dir: strin
   return out;
 }
 
-/** Options of model:sft-base that each point sets itself; `--sft-args` may not give them. */
+/** Options of model:sft-chat that each point sets itself; `--sft-args` may not give them. */
 export const PER_POINT_SFT_OPTIONS = ['--out', '--layers', '--embd', '--heads', '--steps', '--epochs', '--dry-run', '--help', '-h'] as const;
 
 /**
- * The extra model:sft-base arguments of `--sft-args`, split on whitespace (no quoting: no value
- * that sft-base takes contains a space).
+ * The extra model:sft-chat arguments of `--sft-args`, split on whitespace (no quoting: no value
+ * that model:sft-chat takes contains a space).
  * @throws ScalingUsageError for quote characters or an option that each point sets itself.
  */
 export function parseSftArgs(text: string): string[] {
@@ -131,10 +131,10 @@ export function parseSftArgs(text: string): string[] {
 
 /** How a point's checkpoint came to be. */
 export interface PointTraining {
-  /** 'trained' by this grid (model:sft-base), or an 'existing' checkpoint (--existing). */
+  /** 'trained' by this grid (model:sft-chat), or an 'existing' checkpoint (--existing). */
   source: 'trained' | 'existing';
   modelDir: string;
-  /** Tokens trained on: the sft-base summary, or the last point of the checkpoint's
+  /** Tokens trained on: the model:sft-chat summary, or the last point of the checkpoint's
    *  learning-curve.json; null when unknown. */
   tokens: number | null;
   /** Wall seconds of training, from the same sources; null when unknown. */
@@ -154,7 +154,7 @@ export interface ScalingGame {
   namesEndingCell: number | null;
   /** Held-out loss of the checkpoint on demonstrations of this game's held-out tasks, nats per
    *  trained token of the reflection and the action text (null: no such tokens); absent when the
-   *  eval did not measure it (src/cli/heldout-loss.ts). */
+   *  eval did not measure it (src/recipes/heldout-loss.ts). */
   heldOutLoss?: { reflection: number | null; action: number | null };
 }
 
@@ -169,7 +169,7 @@ export interface ScalingRecord extends PointTraining {
   games: ScalingGame[];
 }
 
-/** The part of eval:base's JSON (bench/base-policy.ts --out) that a record reads. */
+/** The part of eval:base's JSON (experiments/eval-base.ts --out) that a record reads. */
 export interface BaseEvalJson {
   model: { config: { n_layer: number; n_embd: number; n_head: number }; parameters: number };
   games: Array<Pick<GameResult, 'env'> & {

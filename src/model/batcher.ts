@@ -1,19 +1,35 @@
 /**
- * Dynamic batching of concurrent forward requests into one model forward pass.
+ * Dynamic batching of concurrent forward requests into forward passes, each one a bounded
+ * synchronous section of the event loop.
  *
  * Requests (each one or more `CachedRow`s: a prefill, one decode token, or a set of candidate
  * actions) are queued; a flush runs when `maxBatchSize` rows are waiting or `windowMs` after the
  * first queued request (`windowMs` 0: on the next macrotask, which still gathers every request
- * submitted in the same tick), or at once when every running request has a forward queued. One flush = one `forwardCached` call over the rows of the requests
- * it takes. Requests left over run in the next flush right away.
+ * submitted in the same tick), or at once when every running request has a forward queued. One
+ * flush runs the rows of the group of requests it takes. Requests left over run in the next
+ * flush right away.
  *
  * Grouping: single-token decode requests are batched with each other; multi-token requests
  * (prefills, candidate scoring) are batched together only while padding stays cheap (padded tokens
  * <= 2x real tokens + 64, and <= MULTI_TOKEN_BATCH_TOKENS), so one long prefill never makes 32
- * decode rows pay for 1,000 padded query positions. A single request larger than `maxBatchSize`
- * rows runs alone.
+ * decode rows pay for 1,000 padded query positions. No group of several requests goes over
+ * `maxSectionTokens` padded tokens (rows x the longest row's new tokens). A single request larger
+ * than `maxBatchSize` rows or `maxSectionTokens` runs alone.
+ *
+ * Sections: tfjs on wasm and cpu runs a forward pass synchronously (it downloads the logprobs in
+ * the same call), so the event loop serves nothing else, health checks included, until it ends.
+ * A group is therefore run in sections of at most `maxSectionTokens` padded tokens
+ * (`planSections`): its rows packed in order, and a row longer than the bound split along its
+ * tokens into parts, each part continuing the KV cache of the part before it (causal attention
+ * over cached keys equals attention over the whole sequence, so the logprobs are those of the
+ * unsplit row up to float rounding). After each section the event loop gets
+ * `1 + floor(ms / YIELD_TURN_MS)` turns (`setImmediate`), at most MAX_YIELD_TURNS, before the next
+ * section or group runs: Node 20 (libuv 1.46) accepts at most one new connection per turn,
+ * so a section that held the loop for `ms` lets that many waiting connections in (a gateway's
+ * health check, new clients) and serves the requests that arrived meanwhile.
  */
-import type { CachedRow, CachedRowResult } from './gpt-cached.js';
+import { disposeCache, type CachedRow, type CachedRowResult } from './gpt-cached.js';
+import type { RowCache } from './kv-cache.js';
 
 /**
  * Cap on padded tokens when batching multi-token requests together. A prefill of N tokens is
@@ -24,18 +40,35 @@ import type { CachedRow, CachedRowResult } from './gpt-cached.js';
  */
 export const MULTI_TOKEN_BATCH_TOKENS = 2048;
 
+/**
+ * Default bound on the padded new tokens of one forward section (LAMER_FORWARD_SECTION_TOKENS),
+ * chosen by measurement (docs/performance.md "Health checks under a burst").
+ */
+export const DEFAULT_FORWARD_SECTION_TOKENS = 512;
+
+/** After a section the event loop gets one turn, plus one per this many milliseconds it took. */
+export const YIELD_TURN_MS = 10;
+
+/** Most event-loop turns given after one section. */
+export const MAX_YIELD_TURNS = 64;
+
 export interface BatcherOptions {
   /** Milliseconds to wait for more requests after the first one queues. 0 = next macrotask. */
   windowMs: number;
   /** Max rows in one forward pass (>= 1). 1 disables batching across requests. */
   maxBatchSize: number;
   /**
+   * Most padded new tokens (rows x the longest row's new tokens) in one forward section (>= 1;
+   * default DEFAULT_FORWARD_SECTION_TOKENS): the bound on how long one forward holds the event loop.
+   */
+  maxSectionTokens?: number;
+  /**
    * Number of requests (act/reflect/score calls) now running on this model. When every one of
    * them has a forward queued, nobody else can join the batch, so it runs at once instead of
    * waiting out the window (a lone session never pays the window).
    */
   activeRequests?: () => number;
-  /** Called after each forward pass with its number of rows and its duration in ms (for /metrics). */
+  /** Called after each forward section with its number of rows and its duration in ms (for /metrics). */
   onForward?: (rows: number, ms: number) => void;
 }
 
@@ -49,28 +82,131 @@ interface Pending {
 }
 
 export interface BatcherStats {
-  /** Forward passes run. */
+  /** Forward passes (sections) run. */
   forwards: number;
-  /** Rows processed (sum of batch sizes). */
+  /** Rows processed (sum of section sizes; a row split along its tokens counts once per part). */
   rows: number;
-  /** Largest batch seen. */
+  /** Largest section seen, in rows. */
   maxRows: number;
   /** Milliseconds spent inside forward passes. */
   busyMs: number;
+}
+
+/** New tokens `[from, to)` of row `row` of a group, run in one section. */
+export interface RowPart {
+  row: number;
+  from: number;
+  to: number;
+}
+
+/**
+ * Splits a group's rows (their new-token counts, in order) into forward sections of at most
+ * `maxTokens` padded tokens each (rows x the longest row's count): whole rows are packed in order
+ * while the section stays within the bound; a row longer than the bound runs alone, split along
+ * its tokens into `ceil(n / maxTokens)` parts of near-equal length, in order.
+ * @throws Error when `maxTokens` is not >= 1 or a count is not >= 1.
+ */
+export function planSections(lengths: readonly number[], maxTokens: number): RowPart[][] {
+  if (!(maxTokens >= 1)) throw new Error(`maxTokens must be >= 1, got ${maxTokens}`);
+  const sections: RowPart[][] = [];
+  let cur: RowPart[] = [];
+  let curMax = 0;
+  lengths.forEach((n, row) => {
+    if (!(n >= 1)) throw new Error(`row ${row} has ${n} new tokens; a row needs at least one`);
+    if (n > maxTokens) {
+      if (cur.length > 0) sections.push(cur);
+      cur = [];
+      curMax = 0;
+      const k = Math.ceil(n / maxTokens);
+      for (let j = 0; j < k; j++) sections.push([{ row, from: Math.floor((j * n) / k), to: Math.floor(((j + 1) * n) / k) }]);
+      return;
+    }
+    if (cur.length > 0 && (cur.length + 1) * Math.max(curMax, n) > maxTokens) {
+      sections.push(cur);
+      cur = [];
+      curMax = 0;
+    }
+    cur.push({ row, from: 0, to: n });
+    curMax = Math.max(curMax, n);
+  });
+  if (cur.length > 0) sections.push(cur);
+  return sections;
+}
+
+/** A split row between its parts: the cache of its tokens so far, and their logprob rows when it wants every position. */
+interface Carried {
+  cache: RowCache | null;
+  logprobs: Float32Array[];
+}
+
+/** Disposes a cache that may belong to a backend instance that has since been replaced. */
+function disposeQuietly(cache: RowCache | null): void {
+  try {
+    disposeCache(cache);
+  } catch {
+    /* its heap went with the instance */
+  }
+}
+
+/** The row a part runs: the row itself when whole, else its tokens `[from, to)` over the cache of the part before. */
+function partRow(row: CachedRow, part: RowPart, carried: Carried | undefined): CachedRow {
+  const n = row.tokens.length;
+  if (part.from === 0 && part.to === n) return row;
+  return {
+    cache: part.from === 0 ? row.cache : (carried?.cache ?? null),
+    tokens: row.tokens.slice(part.from, part.to),
+    allPositions: row.allPositions,
+    keepCache: part.to < n || row.keepCache,
+  };
+}
+
+/** Concatenates logprob rows. */
+function concatRows(parts: Float32Array[]): Float32Array {
+  if (parts.length === 1) return parts[0];
+  const out = new Float32Array(parts.reduce((s, p) => s + p.length, 0));
+  let o = 0;
+  for (const p of parts) {
+    out.set(p, o);
+    o += p.length;
+  }
+  return out;
+}
+
+/** Event-loop turns after a section of `ms` milliseconds (see the module comment). */
+export function yieldTurnsAfter(ms: number): number {
+  return Math.min(MAX_YIELD_TURNS, 1 + Math.floor(Math.max(0, ms) / YIELD_TURN_MS));
+}
+
+/** Gives the event loop `turns` turns (each `setImmediate` callback runs after that turn's poll phase). */
+async function yieldTurns(turns: number): Promise<void> {
+  for (let i = 0; i < turns; i++) await new Promise<void>((resolve) => setImmediate(resolve));
 }
 
 export class ForwardBatcher {
   private queue: Pending[] = [];
   private timer: NodeJS.Timeout | null = null;
   private immediate: NodeJS.Immediate | null = null;
+  /** A group is running (its sections and the turns after them); flushes wait for it. */
+  private running = false;
+  /** Incremented by `close`: a group running then stops before its next section. */
+  private closes = 0;
+  private closeError: Error | null = null;
+  private readonly sectionTokens: number;
   readonly stats: BatcherStats = { forwards: 0, rows: 0, maxRows: 0, busyMs: 0 };
 
+  /**
+   * @param run one synchronous forward pass of the given rows (src/model/gpt-cached.ts `forwardCached`
+   *   through the engine): one result per row, in order.
+   * @throws Error when an option is out of range.
+   */
   constructor(
     private readonly run: (rows: CachedRow[]) => CachedRowResult[],
     private readonly opts: BatcherOptions,
   ) {
     if (!(opts.maxBatchSize >= 1)) throw new Error(`maxBatchSize must be >= 1, got ${opts.maxBatchSize}`);
     if (!(opts.windowMs >= 0)) throw new Error(`windowMs must be >= 0, got ${opts.windowMs}`);
+    this.sectionTokens = opts.maxSectionTokens ?? DEFAULT_FORWARD_SECTION_TOKENS;
+    if (!(this.sectionTokens >= 1)) throw new Error(`maxSectionTokens must be >= 1, got ${opts.maxSectionTokens}`);
   }
 
   /** Queues rows for the next forward; resolves with one result per row, in order. */
@@ -112,19 +248,18 @@ export class ForwardBatcher {
     let tokens = first.tokens;
     let maxTok = first.maxTokens;
     const rest: Pending[] = [];
+    const cap = first.decode ? this.sectionTokens : Math.min(MULTI_TOKEN_BATCH_TOKENS, this.sectionTokens);
     for (let i = 1; i < this.queue.length; i++) {
       const p = this.queue[i];
-      let fits = rows + p.rows.length <= this.opts.maxBatchSize && p.decode === first.decode;
-      if (fits && !first.decode) {
-        const newMax = Math.max(maxTok, p.maxTokens);
-        const padded = (rows + p.rows.length) * newMax;
-        fits = padded <= 2 * (tokens + p.tokens) + 64 && padded <= MULTI_TOKEN_BATCH_TOKENS;
-      }
+      const newMax = Math.max(maxTok, p.maxTokens);
+      const padded = (rows + p.rows.length) * newMax;
+      let fits = rows + p.rows.length <= this.opts.maxBatchSize && p.decode === first.decode && padded <= cap;
+      if (fits && !first.decode) fits = padded <= 2 * (tokens + p.tokens) + 64;
       if (fits) {
         group.push(p);
         rows += p.rows.length;
         tokens += p.tokens;
-        maxTok = Math.max(maxTok, p.maxTokens);
+        maxTok = newMax;
       } else rest.push(p);
     }
     this.queue = rest;
@@ -134,22 +269,23 @@ export class ForwardBatcher {
   private flush(): void {
     this.timer = null;
     this.immediate = null;
-    if (this.queue.length === 0) return;
-    const group = this.takeGroup();
-    const rows = group.flatMap((p) => p.rows);
-    const t0 = performance.now();
+    // a running group flushes again when it ends
+    if (this.running || this.queue.length === 0) return;
+    this.running = true;
+    void this.runGroup(this.takeGroup());
+  }
+
+  /**
+   * Runs a group and settles its requests, gives the event loop its turns, then flushes what
+   * queued meanwhile (unless a timer or an immediate will).
+   */
+  private async runGroup(group: Pending[]): Promise<void> {
+    let lastMs = 0;
     try {
-      const results = this.run(rows);
-      const ms = performance.now() - t0;
-      this.stats.busyMs += ms;
-      try {
-        this.opts.onForward?.(rows.length, ms);
-      } catch {
-        /* an observer's failure never fails the forward */
-      }
-      this.stats.forwards++;
-      this.stats.rows += rows.length;
-      this.stats.maxRows = Math.max(this.stats.maxRows, rows.length);
+      const results = await this.runSections(
+        group.flatMap((p) => p.rows),
+        (ms) => (lastMs = ms),
+      );
       let o = 0;
       for (const p of group) {
         p.resolve(results.slice(o, o + p.rows.length));
@@ -158,9 +294,79 @@ export class ForwardBatcher {
     } catch (err) {
       for (const p of group) p.reject(err);
     }
-    // Leftovers (and requests queued while this forward ran) go next, after the continuations of
-    // the requests just resolved have had a chance to queue their next rows (microtasks first).
-    if (this.queue.length > 0) this.scheduleNow();
+    // The continuations of the requests just settled queue their next rows meanwhile (microtasks
+    // run first), and new connections and requests are taken in.
+    await yieldTurns(yieldTurnsAfter(lastMs));
+    this.running = false;
+    if (this.queue.length > 0 && !this.timer && !this.immediate) this.flush();
+  }
+
+  /**
+   * Runs `rows` section by section (`planSections`), giving the event loop its turns between
+   * sections; returns one result per row, in order. A split row's earlier parts keep their cache
+   * for the next part (disposed once that part ran) and, when the row wants every position, their
+   * logprob rows.
+   * @param onSection told each section's duration, ms.
+   * @throws what a forward throws, or the error of `close` when it came between two sections; the
+   *   caches made for the rows are disposed then.
+   */
+  private async runSections(rows: CachedRow[], onSection: (ms: number) => void): Promise<CachedRowResult[]> {
+    const sections = planSections(
+      rows.map((r) => r.tokens.length),
+      this.sectionTokens,
+    );
+    const results: Array<CachedRowResult | undefined> = new Array(rows.length);
+    const carried = new Map<number, Carried>();
+    const closes = this.closes;
+    let lastMs = 0;
+    try {
+      for (let s = 0; s < sections.length; s++) {
+        if (s > 0) await yieldTurns(yieldTurnsAfter(lastMs));
+        if (this.closes !== closes) throw this.closeError ?? new Error('batcher closed');
+        const parts = sections[s];
+        const out = this.forward(parts.map((part) => partRow(rows[part.row], part, carried.get(part.row))));
+        lastMs = out.ms;
+        onSection(out.ms);
+        parts.forEach((part, j) => {
+          const row = rows[part.row];
+          const r = out.results[j];
+          if (part.from === 0 && part.to === row.tokens.length) {
+            results[part.row] = r;
+            return;
+          }
+          const before = carried.get(part.row);
+          if (part.from > 0) disposeQuietly(before?.cache ?? null); // the cache this part continued
+          const logprobs = row.allPositions ? [...(before?.logprobs ?? []), r.logprobs] : [r.logprobs];
+          if (part.to < row.tokens.length) carried.set(part.row, { cache: r.cache, logprobs });
+          else {
+            carried.delete(part.row);
+            results[part.row] = { logprobs: concatRows(logprobs), cache: r.cache };
+          }
+        });
+      }
+    } catch (err) {
+      for (const r of results) disposeQuietly(r?.cache ?? null);
+      for (const c of carried.values()) disposeQuietly(c.cache);
+      throw err;
+    }
+    return results as CachedRowResult[];
+  }
+
+  /** One synchronous forward section, timed and counted. */
+  private forward(rows: CachedRow[]): { results: CachedRowResult[]; ms: number } {
+    const t0 = performance.now();
+    const results = this.run(rows);
+    const ms = performance.now() - t0;
+    this.stats.busyMs += ms;
+    this.stats.forwards++;
+    this.stats.rows += rows.length;
+    this.stats.maxRows = Math.max(this.stats.maxRows, rows.length);
+    try {
+      this.opts.onForward?.(rows.length, ms);
+    } catch {
+      /* an observer's failure never fails the forward */
+    }
+    return { results, ms };
   }
 
   /** Requests queued now, waiting for a forward pass. */
@@ -168,12 +374,17 @@ export class ForwardBatcher {
     return this.queue.length;
   }
 
-  /** Rejects everything queued (engine shutdown). */
+  /**
+   * Rejects everything queued with `err` (engine shutdown, model unloaded); a group running now
+   * stops before its next section with the same error.
+   */
   close(err: Error): void {
     if (this.timer) clearTimeout(this.timer);
     if (this.immediate) clearImmediate(this.immediate);
     this.timer = null;
     this.immediate = null;
+    this.closes++;
+    this.closeError = err;
     for (const p of this.queue) p.reject(err);
     this.queue = [];
   }

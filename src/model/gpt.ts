@@ -38,7 +38,18 @@ export interface GPTConfig {
   n_embd: number;
 }
 
-/** Default config of the shipped base checkpoint: ~0.56M parameters, 2.2 MB of float32. */
+/**
+ * The model shapes the recipes start from, in one place:
+ * - `BASE_SHAPE`: the shipped base, models/base (`npm run model:sft-base`, src/recipes/sft-base/,
+ *   with the game vocabulary of 381 tokens): 4 layers x 128, 4 heads, block 384; 891,264 parameters.
+ * - `DEFAULT_CONFIG`: a model of the byte vocabulary (260 tokens), 2 layers x 128, 4 heads, block
+ *   1024 (~0.56M parameters, 2.2 MB of float32): what `npm run model:init` initialises and
+ *   `npm run model:sft-chat` trains without shape options, and the model of the benches and tests.
+ *   It is not the shipped base.
+ */
+export const BASE_SHAPE: Readonly<Omit<GPTConfig, 'vocab_size'>> = { n_layer: 4, n_embd: 128, n_head: 4, block_size: 384 };
+
+/** The byte-vocabulary default config (see BASE_SHAPE above); not the shipped base. */
 export const DEFAULT_CONFIG: GPTConfig = {
   vocab_size: VOCAB_SIZE,
   block_size: 1024,

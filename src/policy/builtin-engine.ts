@@ -33,11 +33,12 @@ import type { CachedRow } from '../model/gpt-cached.js';
 import { DEFAULT_LIMITS, type GenerationLimits } from '../model/sampling.js';
 import {
   EngineError, type ActRequest, type CompleteRequest, type Completion, type EngineHealth, type EngineInfo, type EngineObserver,
-  type Generation, type PolicyEngine, type ReflectRequest, type ScoreRequest,
+  type Generation, type PolicyEngine, type ReflectRequest, type ReplayAnswer, type ReplayRequest, type ScoreRequest,
 } from './engine.js';
 import { sampleCandidate, scoreCandidates, type CandidateCaps } from './builtin/candidates.js';
-import { firstStop, generate, type GenContext } from './builtin/generate.js';
+import { completion, generate, type GenContext } from './builtin/generate.js';
 import { SessionCaches } from './builtin/kv-lru.js';
+import { replayCall } from './builtin/replay.js';
 import { BackendRecovery } from './builtin/recovery.js';
 import { VersionCache, type LoadedModel } from './builtin/versions.js';
 
@@ -47,6 +48,11 @@ export interface BuiltinEngineOptions {
   batchWindowMs?: number;
   /** Max rows per forward pass (default 32). */
   maxBatchSize?: number;
+  /**
+   * Most padded tokens of one synchronous forward section; the event loop gets turns between
+   * sections (default DEFAULT_FORWARD_SECTION_TOKENS, src/model/batcher.ts).
+   */
+  forwardSectionTokens?: number;
   /** Max model versions kept loaded (default 3, >= 1). */
   maxLoadedVersions?: number;
   /** Max sessions with a KV cache kept (LRU, default 256). */
@@ -87,13 +93,14 @@ export class BuiltinEngine implements PolicyEngine {
   constructor(
     readonly backend: string,
     opts: Required<Pick<BuiltinEngineOptions, 'batchWindowMs' | 'maxBatchSize' | 'maxLoadedVersions' | 'maxCachedSessions'>> &
-      Pick<BuiltinEngineOptions, 'logger' | 'limits' | 'maxCandidateTokens' | 'maxScoredTokens' | 'onFatal' | 'beforeForward'>,
+      Pick<BuiltinEngineOptions, 'forwardSectionTokens' | 'logger' | 'limits' | 'maxCandidateTokens' | 'maxScoredTokens' | 'onFatal' | 'beforeForward'>,
   ) {
     this.limits = { ...DEFAULT_LIMITS, ...(opts.limits ?? {}) };
     this.versions = new VersionCache({
       maxLoadedVersions: opts.maxLoadedVersions,
       batchWindowMs: opts.batchWindowMs,
       maxBatchSize: opts.maxBatchSize,
+      maxSectionTokens: opts.forwardSectionTokens,
       minBlockSize: Math.max(this.limits.maxActionTokens, this.limits.maxReflectionTokens) + 16,
       runForward: (entry, rows) => this.recovery.runForward(entry, rows),
       onForward: (rows, ms) => this.observer?.forward(rows, ms),
@@ -229,18 +236,16 @@ export class BuiltinEngine implements PolicyEngine {
         return { ...(await sampleCandidate(this.ctx, m, this.caps, null, req.prompt, req.choices, req.sampling)), finishReason: 'stop' };
       }
       const cap = Math.max(1, Math.min(Math.floor(req.maxTokens), Math.floor(m.model.config.block_size / 2)));
-      const g = await generate(this.ctx, m, null, req.prompt, cap, req.sampling);
-      const last = g.outputTokenIds[g.outputTokenIds.length - 1];
-      let finishReason: Completion['finishReason'] = last !== undefined && this.ctx.stopSet.has(last) ? 'stop' : 'length';
-      const cut = firstStop(g.outputTokenIds, req.stop ?? [], m.tokenizer);
-      if (cut >= 0) {
-        g.outputTokenIds = g.outputTokenIds.slice(0, cut);
-        g.logprobs = g.logprobs.slice(0, cut);
-        g.output = m.tokenizer.decode(g.outputTokenIds);
-        finishReason = 'stop';
-      }
-      return { ...g, finishReason };
+      return completion(this.ctx, m, await generate(this.ctx, m, null, req.prompt, cap, req.sampling), req.stop ?? []);
     });
+  }
+
+  /**
+   * One recorded call replayed (src/policy/builtin/replay.ts): the version's own answer to the
+   * prompt and the logprob of each recorded answer token; no session's cache is touched.
+   */
+  async replay(req: ReplayRequest): Promise<ReplayAnswer> {
+    return this.withModel(req.modelVersion, (m) => replayCall(this.ctx, m, this.caps, this.limits.maxActionTokens, req));
   }
 
   async dispose(): Promise<void> {
@@ -271,6 +276,7 @@ export async function createBuiltinEngineInstance(opts: BuiltinEngineOptions = {
   return new BuiltinEngine(backend, {
     batchWindowMs: opts.batchWindowMs ?? 2,
     maxBatchSize: opts.maxBatchSize ?? 32,
+    forwardSectionTokens: opts.forwardSectionTokens,
     maxLoadedVersions: opts.maxLoadedVersions ?? 3,
     maxCachedSessions: opts.maxCachedSessions ?? 256,
     limits: opts.limits,

@@ -17,8 +17,9 @@
 // (src/model/sampling.ts, src/model/tokenizer.ts), so that model/ does not import policy/.
 import type { SamplingParams } from '../model/sampling.js';
 import type { PromptParts } from '../model/tokenizer.js';
-import type { RemoteKind } from '../domain.js';
-export type { PromptParts, SamplingParams };
+import type { RemoteVersionConfig } from '../shared/remote-version.js';
+// The settings of a remote version are written once, below config.ts (src/shared/remote-version.ts).
+export type { PromptParts, RemoteVersionConfig, SamplingParams };
 
 export interface ActRequest {
   /** Session id: the key for a per-session KV cache. */
@@ -99,45 +100,6 @@ export interface Completion extends Generation {
 /** How a version is served: by this process (`builtin`) or by a remote OpenAI-compatible server. */
 export type EngineSpec = { engine: 'builtin' } | { engine: 'openai'; remote: RemoteVersionConfig };
 
-/** Where and how a remote version is served (src/policy/openai-engine.ts; docs/remote-engines.md). */
-export interface RemoteVersionConfig {
-  /** Base URL of the OpenAI-compatible API, e.g. `http://gpu-host:8000/v1` (no trailing slash needed). */
-  baseUrl: string;
-  /** The server's model name (`model` field of requests). */
-  model: string;
-  /** Sent as `Authorization: Bearer <apiKey>` when set. */
-  apiKey?: string;
-  /**
-   * Server kind, which decides how actions are kept inside `availableActions`: `vllm`
-   * (`structured_outputs.choice`), `vllm-legacy` (`guided_choice`), `lamer` (this server's
-   * `guided_choice`), `llamacpp` (`grammar`), `openai` (JSON-schema `response_format`), `plain`
-   * (parse the answer).
-   */
-  kind: RemoteKind;
-  /** Most requests in flight to this version at once (>= 1). */
-  concurrency: number;
-  /** Per-attempt timeout of one HTTP request, ms. */
-  timeoutMs: number;
-  /** Retries after a 429, 5xx, timeout or connection error (exponential backoff). */
-  maxRetries: number;
-  /** Token caps of actions and reflections. */
-  maxActionTokens: number;
-  maxReflectionTokens: number;
-  /**
-   * Most bytes of one answer's body; a longer answer is cut off there (read as a stream) and the
-   * try fails. Absent: the default of src/policy/openai-engine.ts REMOTE_DEFAULTS.
-   */
-  maxResponseBytes?: number;
-  /**
-   * Most time one model call may take, ms: every try, the backoffs between them and the wait for
-   * a free slot together; then it fails (503 engine-unavailable). Keep it below the clients' own
-   * timeout (120 s for clients/python). Absent: the default of REMOTE_DEFAULTS.
-   */
-  callTimeoutMs?: number;
-}
-
-
-
 /**
  * What a remote engine could and could not record for one generation (stored with the step, so
  * training and export know which arrays are real).
@@ -165,6 +127,51 @@ export interface GenerationRecord {
   tries: number;
   /** The sampling sent (the call's own seed included) and the token cap. */
   sampling: SamplingParams & { maxTokens: number };
+}
+
+/**
+ * One recorded model call replayed on a version served by this process (docs/replay.md): the
+ * version's own answer to the prompt, and the logprob it gives the recorded answer's tokens.
+ * Sessionless: no session's KV cache is read or changed.
+ */
+export interface ReplayRequest {
+  modelVersion: string;
+  /** The prompt as text parts, fitted to the version's context as `act` fits one. */
+  prompt: PromptParts;
+  /**
+   * The prompt as token ids of the version's tokenizer (BOS first), used as they are when they
+   * leave room for the answer in the version's context; otherwise `prompt` is fitted instead.
+   */
+  promptTokenIds?: number[];
+  /** When present and non-empty, the answer is one of these (as `act` with `availableActions`), and the scored tokens walk their trie. */
+  candidates?: string[];
+  /** Token cap of a free answer (>= 1); absent: the engine's action cap. */
+  maxTokens?: number;
+  /** A free answer stops before the first occurrence of any of these (as `complete`). */
+  stop?: string[];
+  /** How the version's own answer is decoded (temperature 0: greedy). */
+  sampling: SamplingParams;
+  /**
+   * The recorded answer to score, as token ids of the version's tokenizer (EOS included when the
+   * recorded answer ended with it), and the sampling whose distribution scores it (the recorded
+   * call's temperature, top-p and top-k, over the support the recorded call sampled from: the
+   * candidates' trie, or the UTF-8 guard of free text); absent: nothing is scored.
+   */
+  score?: { tokenIds: number[]; sampling: SamplingParams };
+}
+
+/** The answer to a {@link ReplayRequest}. */
+export interface ReplayAnswer {
+  /** The version's own answer; `finishReason` as for a completion. */
+  generation: Completion;
+  /** Which prompt the version read: the given token ids, or the text parts fitted. */
+  promptFrom: 'tokens' | 'text';
+  /**
+   * Natural-log probability of each scored token under the scoring distribution,
+   * `[score.tokenIds.length]`; null for a token outside its support (the version would never
+   * sample it there). Null when nothing was scored.
+   */
+  scoredLogprobs: Array<number | null> | null;
 }
 
 export interface ScoreRequest {
@@ -242,6 +249,8 @@ export interface PolicyEngine {
   chatTurn?(req: ChatTurnRequest): Promise<ChatTurn>;
   /** Optional: a sessionless completion (the OpenAI-compatible endpoint serves engines that have it). */
   complete?(req: CompleteRequest): Promise<Completion>;
+  /** Optional: one recorded model call replayed on a version this process serves (replays need it for builtin versions). */
+  replay?(req: ReplayRequest): Promise<ReplayAnswer>;
   /** Forget per-session state (KV cache) of a session that ended. */
   release(sessionId: string): void;
   /** Free all tensors / workers. */

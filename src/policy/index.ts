@@ -52,6 +52,7 @@ type BuiltinFactory = (opts: {
   backend?: TfjsBackend;
   batchWindowMs?: number;
   maxBatchSize?: number;
+  forwardSectionTokens?: number;
   maxLoadedVersions?: number;
   maxCandidateTokens?: number;
   onFatal?: (err: Error) => void;
@@ -68,6 +69,8 @@ export interface EngineSettings {
   tfjsBackend: 'auto' | 'tensorflow' | 'webgpu' | 'wasm' | 'cpu';
   batchWindowMs: number;
   maxBatchSize: number;
+  /** Bound on the padded tokens of one synchronous forward section (LAMER_FORWARD_SECTION_TOKENS). */
+  forwardSectionTokens?: number;
   /** Serving worker threads (LAMER_SERVE_WORKERS); absent or 1: serve in this thread. */
   serveWorkers?: number;
   /** Bound on the candidate tokens of one step (LAMER_MAX_CANDIDATE_TOKENS). */
@@ -92,6 +95,7 @@ export async function createEngine(
       backend: config.tfjsBackend,
       batchWindowMs: config.batchWindowMs,
       maxBatchSize: config.maxBatchSize,
+      ...(config.forwardSectionTokens !== undefined ? { forwardSectionTokens: config.forwardSectionTokens } : {}),
       ...(config.limits ? { maxCandidateTokens: config.limits.candidateTokens } : {}),
       onFatal,
       ...(logger ? { logger } : {}),
@@ -119,6 +123,7 @@ export async function createEngine(
     maxBatchSize: config.maxBatchSize,
     onFatal,
   };
+  if (config.forwardSectionTokens !== undefined) opts.forwardSectionTokens = config.forwardSectionTokens;
   if (config.limits) opts.maxCandidateTokens = config.limits.candidateTokens;
   if (logger) opts.logger = logger;
   return mod.createBuiltinEngine(opts);

@@ -42,26 +42,13 @@ import { boundToCap, type BoundedAnswer } from './openai/bounds.js';
 import { matchChoice } from './openai/choice.js';
 import { constraintFields, samplingFields, toMessages, tokenFields, type ChatMessage } from './openai/request.js';
 import { postChat, probeServer } from './openai/transport.js';
+import { REMOTE_DEFAULTS } from '../shared/remote-version.js';
 
 export { TOKEN_ID_LIMIT, parseChatAnswer, parseTurnAnswer, type ParsedAnswer, type ParsedTurnAnswer } from './openai/answer.js';
 export { MAX_CHARS_PER_TOKEN } from './openai/bounds.js';
 export { invalidChoiceAction, matchChoice } from './openai/choice.js';
 export { constraintFields, toMessages, type ChatMessage } from './openai/request.js';
 export { PROBE_TIMEOUT_MS } from './openai/transport.js';
-
-/** Defaults of a remote version's settings (docs/remote-engines.md). */
-export const REMOTE_DEFAULTS = {
-  kind: 'plain',
-  concurrency: 8,
-  timeoutMs: 60_000,
-  maxRetries: 3,
-  maxActionTokens: 64,
-  maxReflectionTokens: 512,
-  /** 4 MiB: an action's answer is a few KB; prompt token ids of a 500k-token prompt fit. */
-  maxResponseBytes: 4 * 1024 * 1024,
-  /** 100 s: below the 120 s default timeout of clients/python, so the client reads the 503. */
-  callTimeoutMs: 100_000,
-} as const;
 
 /** A Generation whose record is set (every remote generation has one). */
 type RecordedGeneration = Generation & { record: GenerationRecord };

@@ -8,7 +8,7 @@
  */
 import {
   EngineError, type ActRequest, type ChatTurn, type ChatTurnRequest, type CompleteRequest, type Completion, type EngineInfo, type EngineObserver, type EngineSpec,
-  type Generation, type PolicyEngine, type ReflectRequest, type RemoteProbe, type ScoreRequest,
+  type Generation, type PolicyEngine, type ReflectRequest, type RemoteProbe, type ReplayAnswer, type ReplayRequest, type ScoreRequest,
 } from './engine.js';
 import { RemoteVersion, type RemoteDeps } from './openai-engine.js';
 
@@ -107,6 +107,18 @@ export class RoutingEngine implements PolicyEngine {
       throw new EngineError(`model version '${req.modelVersion}' is not served by this process`);
     }
     return this.local.complete(req);
+  }
+
+  /**
+   * A recorded call replayed on a version of the local engine (remote versions are replayed with
+   * `act` and `chatTurn`, which score nothing). @throws EngineError for a remote version or a local
+   * engine without replay.
+   */
+  async replay(req: ReplayRequest): Promise<ReplayAnswer> {
+    if (this.remotes.has(req.modelVersion) || !this.local.replay) {
+      throw new EngineError(`model version '${req.modelVersion}' cannot be replayed by this process's engine`);
+    }
+    return this.local.replay(req);
   }
 
   release(sessionId: string): void {

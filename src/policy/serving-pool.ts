@@ -7,7 +7,7 @@
  * - Sessions are sticky: a session's first call picks the worker with the fewest sessions (then
  *   the fewest calls in flight), and every later call of it goes to that worker, so its KV cache
  *   stays there; `release` frees the assignment and the worker's cache. Sessionless calls
- *   (`score`, `complete`) go to the worker with the fewest calls in flight.
+ *   (`score`, `complete`, `replay`) go to the worker with the fewest calls in flight.
  * - Versions: `load` runs in every worker, so each holds the same versions with the same LRU cap;
  *   a version is loaded (`isLoaded`, /readyz) when every worker has it. A worker reloads an evicted
  *   version itself when a session pinned to it steps again, as the in-process engine does.
@@ -31,7 +31,7 @@
  */
 import {
   EngineError, type ActRequest, type CompleteRequest, type Completion, type EngineHealth, type EngineInfo, type EngineObserver,
-  type EngineSpec, type Generation, type PolicyEngine, type ReflectRequest, type ScoreRequest,
+  type EngineSpec, type Generation, type PolicyEngine, type ReflectRequest, type ReplayAnswer, type ReplayRequest, type ScoreRequest,
 } from './engine.js';
 import { SessionAssignments, VersionRecency } from './serving/bookkeeping.js';
 import type { ServingWorkerData, ServingWorkerStats, WorkerEngineOptions, WorkerOp } from './serving/protocol.js';
@@ -78,7 +78,8 @@ export class ServingPool implements PolicyEngine {
     if (!Number.isInteger(opts.workers) || opts.workers < 1) throw new Error(`workers must be an integer >= 1, got ${opts.workers}`);
     const data: ServingWorkerData = {
       options: {
-        backend: opts.backend, batchWindowMs: opts.batchWindowMs, maxBatchSize: opts.maxBatchSize, maxLoadedVersions: opts.maxLoadedVersions,
+        backend: opts.backend, batchWindowMs: opts.batchWindowMs, maxBatchSize: opts.maxBatchSize, forwardSectionTokens: opts.forwardSectionTokens,
+        maxLoadedVersions: opts.maxLoadedVersions,
         maxCachedSessions: opts.maxCachedSessions, limits: opts.limits, maxCandidateTokens: opts.maxCandidateTokens, maxScoredTokens: opts.maxScoredTokens,
       },
       statePeriodMs: opts.statePeriodMs ?? 50,
@@ -171,6 +172,11 @@ export class ServingPool implements PolicyEngine {
 
   async complete(req: CompleteRequest): Promise<Completion> {
     return this.model(this.pick(), { op: 'complete', req, order: this.recency.use(req.modelVersion) });
+  }
+
+  /** A recorded call replayed (sessionless), on the worker with the fewest calls in flight. */
+  async replay(req: ReplayRequest): Promise<ReplayAnswer> {
+    return this.model(this.pick(), { op: 'replay', req, order: this.recency.use(req.modelVersion) });
   }
 
   /** Frees the session's worker assignment and its KV cache there. */

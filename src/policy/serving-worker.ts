@@ -64,6 +64,8 @@ async function handle(msg: ToWorker): Promise<unknown> {
       return engine.score(msg.req);
     case 'complete':
       return engine.complete(msg.req);
+    case 'replay':
+      return engine.replay(msg.req);
     case 'load':
       return engine.load(msg.version, msg.dir);
     case 'release':

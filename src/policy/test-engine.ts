@@ -23,6 +23,8 @@ import type {
   EngineObserver,
   CompleteRequest,
   Completion,
+  ReplayAnswer,
+  ReplayRequest,
 } from './engine.js';
 
 const LOG_UNIFORM = Math.log(1 / 256);
@@ -137,6 +139,23 @@ export class TestEngine implements PolicyEngine {
       finishReason = 'length';
     }
     return { ...this.generation(req, text), finishReason };
+  }
+
+  /**
+   * A recorded call replayed: the answer is `complete`'s over the same prompt (with `candidates` as
+   * its choices, `maxTokens` default 48); each scored token gets log(1/256). The prompt is read as
+   * text (`promptFrom` 'text') unless token ids are given.
+   */
+  async replay(req: ReplayRequest): Promise<ReplayAnswer> {
+    const generation = await this.complete({
+      modelVersion: req.modelVersion, prompt: req.prompt, sampling: req.sampling, maxTokens: req.maxTokens ?? 48, stop: req.stop,
+      ...(req.candidates ? { choices: req.candidates } : {}),
+    });
+    return {
+      generation,
+      promptFrom: req.promptTokenIds ? 'tokens' : 'text',
+      scoredLogprobs: req.score ? req.score.tokenIds.map(() => LOG_UNIFORM) : null,
+    };
   }
 
   release(_sessionId: string): void {}

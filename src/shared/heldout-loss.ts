@@ -1,6 +1,6 @@
 /**
  * The shape of a held-out loss report (nats per trained target token, per output kind), shared by
- * the code that measures it (src/training/run/heldout-loss.ts heldOutLoss, src/cli/heldout-loss.ts
+ * the code that measures it (src/training/run/heldout-loss.ts heldOutLoss, src/recipes/heldout-loss.ts
  * heldOutDemoLoss) and the eval reports that print it (src/eval/base-policy.ts, src/eval/scaling.ts).
  * Types only.
  */

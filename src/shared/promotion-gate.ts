@@ -13,6 +13,10 @@ import { canonicalEnvName, EVAL_SEED_START, SEED_END, taskSeedOf } from './env-n
 export const GATE_DECISIONS = ['mean', 'lower-bound'] as const;
 export type GateDecision = (typeof GATE_DECISIONS)[number];
 
+/** A gate's states: pending (training), running, passed, failed (margin not beaten), error (not judged), cancelled. */
+export const GATE_STATUSES = ['pending', 'running', 'passed', 'failed', 'error', 'cancelled'] as const;
+export type GateStatus = (typeof GATE_STATUSES)[number];
+
 /** Most held-out tasks of one gate (each is played once by each of the two versions). */
 export const MAX_GATE_TASKS = 10_000;
 /** Most attempts per gate session (the server's default LAMER_MAX_ATTEMPTS). */

@@ -1,7 +1,7 @@
 /**
  * The parent's side of a worker thread that answers one request at a time, and how such threads
  * are started. Used by the data-parallel training replicas (src/training/run/data-parallel.ts) and
- * the compact trainer's data thread (src/cli/sft-compact-data-thread.ts).
+ * the compact trainer's data thread (src/recipes/sft-base/data-thread.ts).
  *
  * Protocol: the parent posts a request and waits; the thread posts exactly one message in answer,
  * either a result or `{ type: 'error', message, stack? }`. The caller sends the next request only

@@ -23,15 +23,16 @@ export {
   type IterationMetrics, type JobProgress, type JobResult, type TrainingHyper, type TrainingJobSpec,
 } from './run/job.js';
 export { balanceShards, liveReplicaThreads, ReplicaError } from './run/data-parallel.js';
-export type { ModelIO, ModelIOModule, TrainableModel } from './run/model-api.js';
+export type { ModelIO, ModelIOModule, TrainableModel } from './model-api.js';
 export { DEFAULT_MODEL_IO, startTrainingWorker, TrainingJobError, type TrainingWorkerHandle, type WorkerJobRequest } from './run/worker.js';
 export { TrainingJobManager, JobRequestError, type CreateJobRequest, type ManagerOptions, type VersionRegistry } from './run/manager.js';
 export { TrainingScheduler, type ScheduleConfig } from './run/scheduler.js';
 export { selectTrainingRecords, writeTurnScores, type DataFilter } from './data/select.js';
 export { heldOutLoss, HELD_OUT_MICRO_BATCH_TOKENS, type HeldOutLoss, type KindLoss } from './run/heldout-loss.js';
 export { TrainingService, type CreateJobBody, type JobPage, type JobView, type ListJobsParams, type TrainingServiceOptions } from './service.js';
+export { GATE_STATUSES, type GateStatus } from '../shared/promotion-gate.js';
 export {
-  gateFigures, pendingReport, GATE_STATUSES,
+  gateFigures, pendingReport,
   type GateEvaluation, type GateEvaluator, type GateFigures, type GateReport, type GateTaskOutcome,
 } from './run/gate.js';
 export {

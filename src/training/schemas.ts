@@ -14,7 +14,7 @@ import {
   GATE_DECISIONS, GATE_DEFAULT_SAMPLING, GATE_DEFAULTS, MAX_GATE_ATTEMPTS, MAX_GATE_CONCURRENCY, MAX_GATE_TASKS,
 } from '../shared/promotion-gate.js';
 import { EVAL_SEED_START, SEED_END } from '../shared/env-names.js';
-import { GATE_STATUSES } from './run/gate.js';
+import { GateReport, GateSampling } from '../agent/gate-schemas.js';
 
 export const DataFilter = Type.Object(
   {
@@ -94,15 +94,6 @@ export const Hyperparameters = Type.Object(
   { additionalProperties: false },
 );
 
-const GateSampling = Type.Object(
-  {
-    temperature: Type.Number({ minimum: 0, maximum: 10 }),
-    topP: Type.Number({ exclusiveMinimum: 0, maximum: 1 }),
-    topK: Type.Integer({ minimum: 0, maximum: 1_000_000 }),
-  },
-  { additionalProperties: false },
-);
-
 /** The promotion gate of a job (src/shared/promotion-gate.ts; docs/training.md "Promotion gate"). */
 export const PromotionGate = Type.Object(
   {
@@ -146,47 +137,6 @@ export const PromotionGate = Type.Object(
       + 'without it the job behaves as activateWhenDone says',
   },
 );
-
-const Interval = Type.Object({
-  mean: Type.Number({ description: 'mean paired difference new - active (fraction)' }),
-  lo: Type.Number(),
-  hi: Type.Number(),
-  level: Type.Number(),
-  resamples: Type.Integer(),
-  tasks: Type.Integer({ description: 'tasks both versions played' }),
-});
-
-const PassRates = Type.Record(Type.String(), Type.Number());
-
-/** A gate's state and figures (src/training/run/gate.ts GateReport). */
-export const GateReport = Type.Object({
-  env: Type.String({ description: 'full env name' }),
-  tasks: Type.Integer(),
-  attempts: Type.Integer(),
-  seedStart: Type.Integer(),
-  metric: Type.String(),
-  margin: Type.Number(),
-  decision: StringEnum(GATE_DECISIONS),
-  concurrency: Type.Integer(),
-  availableActions: Type.Boolean(),
-  sampling: GateSampling,
-  status: StringEnum(GATE_STATUSES, {
-    description: 'pending (training), running, passed, failed (margin not beaten), error (not judged), cancelled',
-  }),
-  progress: Type.Number({ minimum: 0, maximum: 1, description: "share of the gate's sessions finished" }),
-  candidate: Nullable(Type.String(), { description: 'the version judged' }),
-  incumbent: Nullable(Type.String(), { description: 'the active version it was compared with' }),
-  candidatePassAtK: Nullable(PassRates, { description: 'pass@1..attempts of the new version on the gate tasks' }),
-  incumbentPassAtK: Nullable(PassRates, { description: 'the same for the active version, on the same tasks' }),
-  difference: Nullable(Interval, {
-    description: 'the metric, new - active, paired over tasks, with its 95% percentile bootstrap interval over tasks',
-  }),
-  sessionErrors: Nullable(Type.Object({ candidate: Type.Integer(), incumbent: Type.Integer() })),
-  promoted: Type.Boolean({ description: 'whether the gate activated the new version' }),
-  reason: Nullable(Type.String()),
-  startedAt: Nullable(Type.String({ format: 'date-time' })),
-  finishedAt: Nullable(Type.String({ format: 'date-time' })),
-});
 
 export const CreateJob = Type.Object(
   {

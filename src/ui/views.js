@@ -559,6 +559,94 @@ export function JobPage({ id, me }) {
       ${CURVES.map(([title, fields, yRange]) => html`<div class="card"><h2>${title}</h2><${LineChart} x=${it} xLabel="iteration" yLabel=${title} yRange=${yRange ?? null} height=${180} series=${seriesFor(fields)} /></div>`)}</div>`}`;
 }
 
+// ------------------------------------------------------------------ compare: what B would have done
+
+/** The newest stored replay on version `b` of sessions recorded with version `a` (listed without steps), or null. */
+async function latestReplay(a, b) {
+  const list = await api('GET', `/v1/replays${qs({ modelVersion: b, limit: 50 })}`);
+  return list.items.find((r) => r.sessions.length > 0 && r.sessions.every((x) => x.modelVersion === a)) ?? null;
+}
+
+const signedNats = (x) => (x === null || x === undefined ? '–' : `${x >= 0 ? '+' : '−'}${Math.abs(x).toFixed(3)}`);
+const RANK_TITLE = 'rank among the calls where the versions differ most';
+
+/**
+ * One replayed call: the observation, what A did, what B would have done, the logprob each gives
+ * A's action, and its `rank` among the calls where the two differ most.
+ */
+function ReplayRow({ r, rank }) {
+  const mine = r.replayed;
+  const cls = mine && !mine.agrees ? 'differs' : '';
+  return html`<tr class=${cls} data-testid="replay-step" data-session=${r.sessionId} data-attempt=${r.attempt} data-step=${r.step}>
+    <td><a class="mono" href=${`/ui/sessions/${encodeURIComponent(r.sessionId)}`}>${r.sessionId.slice(-8)}</a></td>
+    <td class="num">${r.attempt} · ${r.step}${r.kind === 'turn' ? ' (turn)' : ''}</td>
+    <td><pre class="obs small" data-field="observation">${r.observation}</pre></td>
+    <td class="mono" data-field="recorded">${r.recorded.action}</td>
+    <td class="mono"><span data-field="replayed">${mine ? mine.action : html`<span class="muted">skipped: ${r.skipped}</span>`}</span>
+      ${rank ? html` <span class="chip bad" data-field="rank" title=${RANK_TITLE}>#${rank}</span>` : ''}</td>
+    <td class="num" data-field="recorded-logprob">${num(r.recorded.logprob)}</td>
+    <td class="num" data-field="replayed-logprob">${num(mine?.logprob)}</td>
+    <td class="num" data-field="diff">${signedNats(r.logprobDiff)}</td>
+  </tr>`;
+}
+
+/**
+ * "What B would have done here": a replay of A's recorded sessions on B (`POST /v1/replays`, the
+ * newest `n` sessions of A, the compare view's env): at every recorded step, A's action and B's own
+ * (greedy), and the logprob each version gives A's action (docs/replay.md). Shows the report named
+ * in the URL (`replay=`), else the newest stored one of A on B.
+ */
+function ReplayPanel({ a, b, env, replayId, href }) {
+  const [n, setN] = useState(5);
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState(null);
+  const q = usePoll(async () => {
+    const id = replayId || (await latestReplay(a, b))?.id;
+    return id ? api('GET', `/v1/replays/${encodeURIComponent(id)}`) : null;
+  }, [a, b, replayId], { live: false });
+  const run = async () => {
+    setBusy(true);
+    setError(null);
+    try {
+      const r = await api('POST', '/v1/replays', { modelVersion: b, filter: { modelVersion: a, ...(env ? { env } : {}), limit: n } });
+      navigate(href({ replay: r.id }), true);
+    } catch (e) {
+      setError(e);
+    } finally {
+      setBusy(false);
+    }
+  };
+  const r = q.data;
+  const rank = new Map((r?.summary.mostDifferent ?? []).map((i, k) => [i, k + 1]));
+  return html`<div class="card" data-testid="replay">
+    <h2>What ${b} would have done here</h2>
+    <p class="muted">Replays ${a}'s recorded sessions on ${b}: at each recorded step, ${b}'s own action for the same prompt
+      (${r ? r.decoding : 'greedy'}) beside ${a}'s, and the log-probability (nats) each version gives ${a}'s action.</p>
+    <div class="filters">
+      <label>newest sessions of ${a}<input type="number" name="replay-sessions" min="1" max="100" value=${n}
+        onInput=${(e) => setN(Number(e.target.value) || 1)} /></label>
+      <button class="primary" data-testid="replay-run" disabled=${busy} onClick=${run}>${busy ? 'Replaying…' : `Replay on ${b}`}</button>
+    </div>
+    <${ErrorBox} error=${error || q.error} />
+    <${Loading} q=${q} />
+    ${!q.loading && !r && html`<p class="muted" data-testid="replay-none">No replay of ${a}'s sessions on ${b} yet.</p>`}
+    ${r && html`<div class="kpis" data-testid="replay-summary">
+        <div class="kpi"><div class="v" data-field="agreement">${pct(r.summary.agreement)}</div>
+          <div class="l">same action (${r.summary.agreeing} of ${r.summary.replayed})</div></div>
+        <div class="kpi"><div class="v" data-field="meanLogprobDiff">${signedNats(r.summary.meanLogprobDiff)}</div>
+          <div class="l">mean logprob of ${a}'s action, ${b} − ${a}</div></div>
+        <div class="kpi"><div class="v" data-field="calls">${r.summary.calls}</div>
+          <div class="l">recorded calls · ${r.sessions.length} sessions · ${r.summary.skipped} skipped</div></div>
+      </div>
+      <p class="muted" data-field="report">Report <span class="mono">${r.id}</span> · ${when(r.createdAt)}</p>
+      <table data-testid="replay-steps"><thead><tr><th>session</th><th class="num">attempt · step</th><th>observation</th><th>${a} did</th>
+        <th>${b} would do</th><th class="num">logprob, ${a}</th><th class="num">logprob, ${b}</th><th class="num">Δ</th></tr></thead>
+        <tbody>${r.steps.map((x, i) => html`<${ReplayRow} r=${x} rank=${rank.get(i)} />`)}</tbody></table>
+      <p class="legend-note">#1, #2, …: the calls where the two versions differ most (largest |Δ| first, then other actions
+        without a Δ).</p>`}
+  </div>`;
+}
+
 // ------------------------------------------------------------------ compare
 
 export function Compare({ me, query }) {
@@ -573,7 +661,9 @@ export function Compare({ me, query }) {
   const envs = [...new Set((all.data?.groups ?? []).map((g) => g.env).filter((e) => e !== null))];
   const one = (v) => (v ? Promise.all([api('GET', `/v1/stats${qs({ modelVersion: v, env, memory })}`), api('GET', `/v1/stats/diversity${qs({ modelVersion: v, env, memory })}`)]) : Promise.resolve(null));
   const q = usePoll(() => Promise.all([one(a), one(b)]), [a, b, env, memory], { intervalMs: 20000 });
-  const pick = (k) => (e) => navigate(`/ui/compare${qs({ a, b, env, memory, [k]: e.target.value })}`, true);
+  const replay = query.get('replay') ?? '';
+  const href = (o) => `/ui/compare${qs({ a, b, env, memory, replay, ...o })}`;
+  const pick = (k) => (e) => navigate(href({ [k]: e.target.value, replay: '' }), true);
   const groups = [];
   const divs = [];
   for (const [v, r] of [[a, q.data?.[0]], [b, q.data?.[1]]]) {
@@ -597,7 +687,8 @@ export function Compare({ me, query }) {
     </div>
     <div class="card"><h2>Trajectory diversity</h2><table data-testid="compare-diversity"><thead><tr><th>version</th><th class="num">completed sessions</th><th class="num">diversity (nats, mean over tasks)</th></tr></thead>
       <tbody>${divs.map((d) => html`<tr data-version=${d.v}><td>${d.v}</td><td class="num">${d.sessions}</td><td class="num">${num(d.diversity)}</td></tr>`)}</tbody></table></div>`}
-    ${groups.length === 0 && html`<p class="muted">Choose two versions (for example a LaMer and a GiGPO result) to see their curves side by side.</p>`}`;
+    ${groups.length === 0 && html`<p class="muted">Choose two versions (for example a LaMer and a GiGPO result) to see their curves side by side.</p>`}
+    ${a && b && html`<${ReplayPanel} a=${a} b=${b} env=${env} replayId=${replay} href=${href} />`}`;
 }
 
 export const NotFound = () => html`<h1>Not found</h1><p>No view at this address. <a href="/ui/">Overview</a></p>`;

@@ -55,6 +55,7 @@ describe('docs/deploy.md configuration table', () => {
       LAMER_MAX_INFO_BYTES: c.limits.infoBytes,
       LAMER_MAX_METADATA_BYTES: c.limits.metadataBytes,
       LAMER_TRAJECTORY_PAGE_BYTES: c.limits.trajectoryPageBytes,
+      LAMER_MAX_REPLAY_STEPS: c.limits.maxReplaySteps,
       LAMER_HEADERS_TIMEOUT_MS: c.http.headersTimeoutMs,
       LAMER_REQUEST_TIMEOUT_MS: c.http.requestTimeoutMs,
       LAMER_KEEP_ALIVE_TIMEOUT_MS: c.http.keepAliveTimeoutMs,

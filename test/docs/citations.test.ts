@@ -8,15 +8,18 @@
  * - every quoted section reference, `docs/<page>.md "Title"` or `README "Title"`, names a heading
  *   of that page (a leading section number such as `7. ` may be left out), or for the README also
  *   a bold paragraph label (`**Native tfjs.**`).
- * Files: the tracked text files under src/, test/, bench/, scripts/, docs/, clients/ and README.md.
+ * - every relative Markdown link (`[text](path)`, `[text](path#anchor)`, `[text](#anchor)`) names a
+ *   file of the repository, and its anchor a heading of that file when it is Markdown;
+ * Files: the tracked text files under src/, test/, bench/, experiments/, scripts/, docs/, models/,
+ * clients/ and README.md.
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
-import { join, relative } from 'node:path';
+import { dirname, join, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 const ROOT = join(import.meta.dirname, '..', '..');
-const ROOTS = ['src', 'test', 'bench', 'scripts', 'docs', 'clients', 'README.md'];
+const ROOTS = ['src', 'test', 'bench', 'experiments', 'scripts', 'docs', 'models', 'clients', 'README.md'];
 const TEXT = /\.(ts|js|mjs|cjs|md|py|sh|json|html|css|txt)$/;
 
 /** Tracked files under ROOTS (git ls-files), or every file there when git is unavailable. */
@@ -96,7 +99,9 @@ describe('citations point into the repository', () => {
     const broken: string[] = [];
     for (const f of ALL) {
       const text = read(f);
-      const inDocs = f.startsWith('docs/');
+      // a page directly in docs/ links its siblings by name; pages deeper in docs/ are checked by
+      // the relative-link test below
+      const inDocs = f.startsWith('docs/') && !f.slice('docs/'.length).includes('/');
       const links = [...text.matchAll(/(?:docs\/)([\w-]+\.md)#([\w-]+)/g)].map((m) => [m[1]!, m[2]!] as const);
       if (inDocs) {
         for (const m of text.matchAll(/\]\(([\w-]+\.md)#([\w-]+)\)/g)) links.push([m[1]!, m[2]!]);
@@ -126,6 +131,28 @@ describe('citations point into the repository', () => {
         if (!namesHeading(readme, title) && !bold) broken.push(`${f}: README "${title}"`);
       }
     }
+    expect(broken).toEqual([]);
+  });
+
+  it('every relative Markdown link names a file of the repository, and its #anchor a heading there', () => {
+    const broken: string[] = [];
+    let checked = 0;
+    for (const f of ALL.filter((x) => x.endsWith('.md'))) {
+      // links inside fenced code blocks are examples, not links
+      const text = read(f).replace(/^```[\s\S]*?^```/gm, '');
+      for (const m of text.matchAll(/\]\(([^)\s]+)\)/g)) {
+        const target = m[1]!;
+        if (/^[a-z][\w+.-]*:/i.test(target)) continue; // https:, mailto:
+        const [file, anchor] = target.split('#') as [string, string | undefined];
+        const resolved = file ? join(dirname(f), file) : f;
+        checked++;
+        if (!existsSync(join(ROOT, resolved))) broken.push(`${f}: ${target} (no such file)`);
+        else if (anchor && resolved.endsWith('.md') && !anchors(read(resolved)).has(anchor)) {
+          broken.push(`${f}: ${target} (no such heading)`);
+        }
+      }
+    }
+    expect(checked).toBeGreaterThan(50);
     expect(broken).toEqual([]);
   });
 

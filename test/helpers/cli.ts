@@ -1,5 +1,9 @@
-/** Helpers of the CLI tests: `lamer serve` as a real child process, in its own process group. */
+/**
+ * Helpers of the CLI and script tests: `lamer serve` as a real child process in its own process
+ * group, a command run to its end or to a time limit, and a free loopback port.
+ */
 import { spawn, type ChildProcess } from 'node:child_process';
+import net from 'node:net';
 import path from 'node:path';
 import { tmpDir } from './index.js';
 
@@ -73,3 +77,46 @@ export function serveOnce(env: Record<string, string>, args: string[] = []): Pro
 
 /** A fresh data directory, removed after the test file. */
 export const tmpDataDir = (): string => tmpDir('lamer-cli-');
+
+/** What `runFor` saw: exit code, output, wall milliseconds, and whether the limit killed it. */
+export interface RunForResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+  ms: number;
+  killed: boolean;
+}
+
+/** Run `cmd args` from the repository root in its own process group, killed (the whole group) after `limitMs`. */
+export function runFor(cmd: string, args: string[], env: Record<string, string>, limitMs: number): Promise<RunForResult> {
+  const t0 = performance.now();
+  return new Promise((resolve) => {
+    const child = spawn(cmd, args, { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    let stdout = '';
+    let stderr = '';
+    let killed = false;
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const timer = setTimeout(() => {
+      killed = true;
+      try {
+        process.kill(-child.pid!, 'SIGKILL');
+      } catch {
+        /* already gone */
+      }
+    }, limitMs);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr, ms: performance.now() - t0, killed });
+    });
+  });
+}
+
+/** A loopback port nothing listens on (bound, then closed). */
+export async function freePort(): Promise<number> {
+  const srv = net.createServer();
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', () => r()));
+  const port = (srv.address() as net.AddressInfo).port;
+  await new Promise<void>((r) => srv.close(() => r()));
+  return port;
+}

@@ -67,15 +67,15 @@ export function quietConsole() {
 }
 
 /**
- * Write a tiny random GPT checkpoint (byte vocabulary of 260, 384-token context, 1 layer, 2 heads,
- * 16 wide; initialised from `seed`) to `dir` as version 'base', for servers with the builtin engine
- * (`baseModelDir: dir`). @returns `dir`.
+ * Write a tiny random GPT checkpoint (byte vocabulary of 260, a context of `blockSize` tokens
+ * (default 384), 1 layer, 2 heads, 16 wide; initialised from `seed`) to `dir` as version 'base', for
+ * servers with the builtin engine (`baseModelDir: dir`). @returns `dir`.
  */
-export async function writeTinyGptCheckpoint(dir: string, seed: number): Promise<string> {
+export async function writeTinyGptCheckpoint(dir: string, seed: number, blockSize = 384): Promise<string> {
   // imported here so that test files using only the small helpers do not load the server or tfjs
   const { initModel } = await import('../../src/model/gpt.js');
   const { saveCheckpoint } = await import('../../src/model/checkpoint.js');
-  const m = initModel({ vocab_size: 260, block_size: 384, n_layer: 1, n_head: 2, n_embd: 16 }, seed);
+  const m = initModel({ vocab_size: 260, block_size: blockSize, n_layer: 1, n_head: 2, n_embd: 16 }, seed);
   try {
     await saveCheckpoint(m, dir, { version: 'base' });
   } finally {

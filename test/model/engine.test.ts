@@ -199,6 +199,53 @@ describe('builtin engine', () => {
     await unbatched.dispose();
   });
 
+  it('forward sections (a tiny LAMER_FORWARD_SECTION_TOKENS) give the outputs of unsplit forwards: greedy exactly, logprobs and scores within 1e-5', async () => {
+    // every prompt (30-60 tokens) is split into parts of at most 5 tokens and batches into sections
+    const sectioned = await createBuiltinEngineInstance({ backend: 'wasm', batchWindowMs: 1, forwardSectionTokens: 5, limits: LIMITS });
+    const whole = await createBuiltinEngineInstance({ backend: 'wasm', batchWindowMs: 1, forwardSectionTokens: 1 << 20, limits: LIMITS });
+    await sectioned.load('v1', dir);
+    await whole.load('v1', dir);
+    const baseline = tf.memory().numTensors;
+    const greedy = { temperature: 0, topP: 1, topK: 0 };
+    const actions = ['left', 'right', 'up', '(1, 2)'];
+    const play = (e: BuiltinEngine) =>
+      Promise.all(
+        Array.from({ length: 6 }, async (_, s) => {
+          const out = [];
+          // the session's prompt grows step by step: cached prefixes, then a refit that drops steps
+          for (const n of [1, 2, 3, 12, 13]) {
+            const req = { sessionId: `sec${s}`, modelVersion: 'v1', prompt: prompt(n + s), sampling: greedy };
+            out.push(await e.act(s % 2 === 0 ? req : { ...req, availableActions: actions }));
+            out.push(await e.reflect({ ...req, sampling: S(s * 10 + n) }));
+          }
+          return out;
+        }),
+      );
+    const [a, b] = [await play(sectioned), await play(whole)];
+    expect(sectioned.stats().v1.forwards).toBeGreaterThan(whole.stats().v1.forwards);
+    expect(sectioned.stats().v1.maxRows).toBeLessThanOrEqual(5);
+    let worst = 0;
+    a.flat().forEach((g, i) => {
+      const w = b.flat()[i];
+      expect(g.outputTokenIds).toEqual(w.outputTokenIds);
+      expect(g.promptTokenIds).toEqual(w.promptTokenIds);
+      g.logprobs.forEach((lp, j) => (worst = Math.max(worst, Math.abs(lp - w.logprobs[j]))));
+    });
+    for (const n of [1, 7, 14]) {
+      const req = { modelVersion: 'v1', prompt: prompt(n), candidates: [...actions, 'a much longer candidate action'] };
+      const [x, y] = [await sectioned.score(req), await whole.score(req)];
+      x.forEach((lp, j) => (worst = Math.max(worst, Math.abs(lp - y[j]))));
+    }
+    expect(worst).toBeLessThanOrEqual(1e-5);
+    for (let s = 0; s < 6; s++) {
+      sectioned.release(`sec${s}`);
+      whole.release(`sec${s}`);
+    }
+    expect(tf.memory().numTensors).toBe(baseline);
+    await sectioned.dispose();
+    await whole.dispose();
+  });
+
   it('keeps tf.memory().numTensors flat over 1,000 act calls', async () => {
     const baseline = tf.memory().numTensors;
     const actions = ['a', 'bb', 'ccc'];

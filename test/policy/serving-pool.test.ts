@@ -140,6 +140,18 @@ describe('a pool of 2 workers', () => {
     local.release('bad');
   });
 
+  it('replays a recorded call in a worker as the in-process engine does', async () => {
+    const g = await local.act({ sessionId: 'r0', modelVersion: 'v1', prompt: prompt([]), sampling: S(4), availableActions: ['north', 'south', 'east'] });
+    local.release('r0');
+    const req = {
+      modelVersion: 'v1', prompt: prompt([]), promptTokenIds: g.promptTokenIds, sampling: S(4, 0), candidates: ['north', 'south', 'east'],
+      score: { tokenIds: g.outputTokenIds, sampling: S(4) },
+    };
+    const want = await local.replay(req);
+    expect(await pool.replay(req)).toEqual(want);
+    expect(want.scoredLogprobs).toHaveLength(g.outputTokenIds.length);
+  });
+
   it('keeps tfjs memory flat in every worker over many calls', async () => {
     await play(pool, ['warm']);
     pool.release('warm');
@@ -149,6 +161,7 @@ describe('a pool of 2 workers', () => {
       await Promise.all(ids.map((s) => play(pool, [s], 'v3')));
       await pool.score({ modelVersion: 'v3', prompt: prompt([]), candidates: ['north', 'south'] });
       await pool.complete({ modelVersion: 'v3', prompt: prompt([]), sampling: S(r), maxTokens: 5 });
+      await pool.replay({ modelVersion: 'v3', prompt: prompt([]), sampling: S(r), score: { tokenIds: [110, 257], sampling: S(r) } });
       for (const s of ids) pool.release(s);
     }
     expect((await pool.workerStats()).map((w) => w.numTensors)).toEqual(before);

@@ -6,7 +6,7 @@
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import * as tf from '@tensorflow/tfjs';
-import type { ModelIO, TrainableModel } from '../../src/training/run/model-api.js';
+import type { ModelIO, TrainableModel } from '../../src/training/model-api.js';
 
 export interface TinyWeights { vocabSize: number; dim: number; blockSize: number; E: number[][]; W: number[][]; c: number[] }
 

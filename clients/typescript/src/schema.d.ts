@@ -4873,6 +4873,1098 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sessions/{id}/replay": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Replay a recorded session against another model version: its action for each recorded step and turn, and the logprob it gives the recorded action
+         * @description For every recorded model call of the session (steps that acted, turns of its OpenAI-compatible endpoint), in order: the other version's own action for the same prompt (decoding greedy or sampled) and, for builtin versions, the log-probability it gives the recorded answer (sum and per token, nats) beside the recorded one. The report is stored (GET /v1/replays/{id}). Nothing is added to the replayed sessions. 404 for an unknown session (or another tenant's); 400 validation for an unknown version, a remote version with logprobs true, or a selection of more recorded calls than maxSteps; 409 conflict for a selection without any recorded call; 503 overloaded while another replay runs (one at a time) or the model-call queue is full; nothing is stored then.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** @description the version to replay the recorded calls on (the other version) */
+                        modelVersion: string;
+                        /**
+                         * @description how the other version's own action is decoded: greedy (default; temperature 0) or sampled (the recorded call's sampling, its seed included)
+                         * @enum {string}
+                         */
+                        decoding?: "greedy" | "sampled";
+                        /** @description score the recorded actions under the other version (default true); remote versions need false (their actions only: their servers are not asked for prompt logprobs) */
+                        logprobs?: boolean;
+                        /** @description most recorded model calls to replay (default and largest: LAMER_MAX_REPLAY_STEPS, 1000 here); a selection holding more is 400, nothing run */
+                        maxSteps?: number;
+                    };
+                };
+            };
+            responses: {
+                /** @description Default Response */
+                201: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            id: string;
+                            /** @description the version replayed */
+                            modelVersion: string;
+                            /** @enum {string} */
+                            decoding: "greedy" | "sampled";
+                            logprobs: boolean;
+                            /** @description what was replayed: one session, or the filter of a batch replay */
+                            request: {
+                                sessionId?: string;
+                                filter?: {
+                                    env?: string;
+                                    /** @description sessions recorded with (pinned to) this version */
+                                    modelVersion?: string;
+                                    taskId?: string;
+                                    /** @enum {string} */
+                                    mode?: "train" | "eval";
+                                    /** @enum {string} */
+                                    status?: "active" | "completed" | "abandoned" | "expired";
+                                    /** @description RFC 3339 date-time: sessions created at or after it */
+                                    since?: string;
+                                    /** @description RFC 3339 date-time: sessions created before it */
+                                    until?: string;
+                                    /** @description most sessions, newest first (default 20) */
+                                    limit?: number;
+                                };
+                                maxSteps: number;
+                            };
+                            summary: {
+                                /** @description recorded model calls read */
+                                calls: number;
+                                replayed: number;
+                                skipped: number;
+                                /** @description replayed calls whose action equals the recorded one */
+                                agreeing: number;
+                                /** @description agreeing / replayed (under this report's decoding); null when nothing was replayed */
+                                agreement: number | null;
+                                /** @description calls with both logprobs known */
+                                scored: number;
+                                /** @description mean of logprobDiff over the scored calls, nats */
+                                meanLogprobDiff: number | null;
+                                meanRecordedLogprob: number | null;
+                                meanReplayedLogprob: number | null;
+                                /** @description calls whose recorded answer has a token the other version would never sample there (its logprob is null) */
+                                outsideSupport: number;
+                                /** @description indices into steps of the (at most 10) replayed calls where the versions differ most: largest |logprobDiff| first, then disagreeing actions without one; calls with the same action and |logprobDiff| < 1e-4 are not listed */
+                                mostDifferent: number[];
+                            };
+                            sessions: {
+                                id: string;
+                                taskId: string;
+                                env: string | null;
+                                /** @description the version the session was recorded with */
+                                modelVersion: string;
+                                calls: number;
+                            }[];
+                            /** Format: date-time */
+                            createdAt: string;
+                            steps: {
+                                sessionId: string;
+                                attempt: number;
+                                step: number;
+                                /**
+                                 * @description step: a step's action; turn: a call of the session's OpenAI-compatible endpoint
+                                 * @enum {string}
+                                 */
+                                kind: "step" | "turn";
+                                /** @description the observation acted on, its first 500 characters */
+                                observation: string;
+                                recorded: {
+                                    modelVersion: string;
+                                    action: string;
+                                    /** @description the recorded answer's tokens (null when the server did not return them) */
+                                    tokens: number | null;
+                                    /** @description sum of the recorded logprobs, nats (null when none were recorded) */
+                                    logprob: number | null;
+                                    /** @description the recorded logprob of each token, as sampled */
+                                    logprobs: number[] | null;
+                                };
+                                /** @description null when the call was not replayed (see skipped) */
+                                replayed: {
+                                    /** @description the other version's own action for the same prompt */
+                                    action: string;
+                                    /** @description equal to the recorded action */
+                                    agrees: boolean;
+                                    /**
+                                     * @description where the prompt came from (docs/replay.md "Prompts")
+                                     * @enum {string}
+                                     */
+                                    promptFrom: "recorded-tokens" | "rendered" | "recorded-messages";
+                                    /** @description earlier steps dropped to fit the prompt to the other version's context */
+                                    droppedSteps: number;
+                                    /** @description log-probability the other version gives the recorded answer, nats: the sum over its tokens; null when not scored (logprobs false, a remote version) or when a token lies outside the other version's support */
+                                    logprob: number | null;
+                                    /** @description per token of the recorded answer in the other version's tokenizer; null for a token outside its sampling support */
+                                    logprobs: (number | null)[] | null;
+                                } | null;
+                                /** @description replayed.logprob - recorded.logprob, nats; null unless both are known */
+                                logprobDiff: number | null;
+                                /** @description why the call was not replayed (for example a turn with tools on a builtin version); null when it was */
+                                skipped: string | null;
+                            }[];
+                        };
+                    };
+                };
+                /** @description rate limit of the API key exceeded (problem rate-limited); the Retry-After header gives the seconds to wait */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
+                        };
+                    };
+                };
+                /** @description overloaded (too many queued model calls), engine-unavailable, database-busy (another connection holds the database lock), storage-full or storage-unavailable (the database cannot be written); overloaded and the database problems carry a Retry-After header; nothing was recorded, retry the same step */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
+                        };
+                    };
+                };
+                /** @description client error (problem details) */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
+                        };
+                    };
+                };
+                /** @description server error (problem details) */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/replays": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List stored replay reports (without their steps), newest first, with cursor pagination */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description reports of replays on this version */
+                    modelVersion?: string;
+                    limit?: number;
+                    /** @description nextCursor of the previous page */
+                    cursor?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            items: {
+                                id: string;
+                                /** @description the version replayed */
+                                modelVersion: string;
+                                /** @enum {string} */
+                                decoding: "greedy" | "sampled";
+                                logprobs: boolean;
+                                /** @description what was replayed: one session, or the filter of a batch replay */
+                                request: {
+                                    sessionId?: string;
+                                    filter?: {
+                                        env?: string;
+                                        /** @description sessions recorded with (pinned to) this version */
+                                        modelVersion?: string;
+                                        taskId?: string;
+                                        /** @enum {string} */
+                                        mode?: "train" | "eval";
+                                        /** @enum {string} */
+                                        status?: "active" | "completed" | "abandoned" | "expired";
+                                        /** @description RFC 3339 date-time: sessions created at or after it */
+                                        since?: string;
+                                        /** @description RFC 3339 date-time: sessions created before it */
+                                        until?: string;
+                                        /** @description most sessions, newest first (default 20) */
+                                        limit?: number;
+                                    };
+                                    maxSteps: number;
+                                };
+                                summary: {
+                                    /** @description recorded model calls read */
+                                    calls: number;
+                                    replayed: number;
+                                    skipped: number;
+                                    /** @description replayed calls whose action equals the recorded one */
+                                    agreeing: number;
+                                    /** @description agreeing / replayed (under this report's decoding); null when nothing was replayed */
+                                    agreement: number | null;
+                                    /** @description calls with both logprobs known */
+                                    scored: number;
+                                    /** @description mean of logprobDiff over the scored calls, nats */
+                                    meanLogprobDiff: number | null;
+                                    meanRecordedLogprob: number | null;
+                                    meanReplayedLogprob: number | null;
+                                    /** @description calls whose recorded answer has a token the other version would never sample there (its logprob is null) */
+                                    outsideSupport: number;
+                                    /** @description indices into steps of the (at most 10) replayed calls where the versions differ most: largest |logprobDiff| first, then disagreeing actions without one; calls with the same action and |logprobDiff| < 1e-4 are not listed */
+                                    mostDifferent: number[];
+                                };
+                                sessions: {
+                                    id: string;
+                                    taskId: string;
+                                    env: string | null;
+                                    /** @description the version the session was recorded with */
+                                    modelVersion: string;
+                                    calls: number;
+                                }[];
+                                /** Format: date-time */
+                                createdAt: string;
+                            }[];
+                            /** @description pass as `cursor` for the next page; null at the end */
+                            nextCursor: string | null;
+                        };
+                    };
+                };
+                /** @description rate limit of the API key exceeded (problem rate-limited); the Retry-After header gives the seconds to wait */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
+                        };
+                    };
+                };
+                /** @description client error (problem details) */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
+                        };
+                    };
+                };
+                /** @description server error (problem details) */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        /**
+         * Replay the sessions a filter selects (newest first, at most filter.limit) against another model version
+         * @description As POST /v1/sessions/{id}/replay over every session matching the filter (env, the recorded modelVersion, taskId, mode, status, created since / until), newest first, at most filter.limit (default 20, at most 100) sessions and maxSteps recorded calls. Nothing is added to the replayed sessions. 404 for an unknown session (or another tenant's); 400 validation for an unknown version, a remote version with logprobs true, or a selection of more recorded calls than maxSteps; 409 conflict for a selection without any recorded call; 503 overloaded while another replay runs (one at a time) or the model-call queue is full; nothing is stored then.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** @description the version to replay the recorded calls on (the other version) */
+                        modelVersion: string;
+                        /**
+                         * @description how the other version's own action is decoded: greedy (default; temperature 0) or sampled (the recorded call's sampling, its seed included)
+                         * @enum {string}
+                         */
+                        decoding?: "greedy" | "sampled";
+                        /** @description score the recorded actions under the other version (default true); remote versions need false (their actions only: their servers are not asked for prompt logprobs) */
+                        logprobs?: boolean;
+                        /** @description most recorded model calls to replay (default and largest: LAMER_MAX_REPLAY_STEPS, 1000 here); a selection holding more is 400, nothing run */
+                        maxSteps?: number;
+                        filter?: {
+                            env?: string;
+                            /** @description sessions recorded with (pinned to) this version */
+                            modelVersion?: string;
+                            taskId?: string;
+                            /** @enum {string} */
+                            mode?: "train" | "eval";
+                            /** @enum {string} */
+                            status?: "active" | "completed" | "abandoned" | "expired";
+                            /** @description RFC 3339 date-time: sessions created at or after it */
+                            since?: string;
+                            /** @description RFC 3339 date-time: sessions created before it */
+                            until?: string;
+                            /** @description most sessions, newest first (default 20) */
+                            limit?: number;
+                        };
+                    };
+                };
+            };
+            responses: {
+                /** @description Default Response */
+                201: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            id: string;
+                            /** @description the version replayed */
+                            modelVersion: string;
+                            /** @enum {string} */
+                            decoding: "greedy" | "sampled";
+                            logprobs: boolean;
+                            /** @description what was replayed: one session, or the filter of a batch replay */
+                            request: {
+                                sessionId?: string;
+                                filter?: {
+                                    env?: string;
+                                    /** @description sessions recorded with (pinned to) this version */
+                                    modelVersion?: string;
+                                    taskId?: string;
+                                    /** @enum {string} */
+                                    mode?: "train" | "eval";
+                                    /** @enum {string} */
+                                    status?: "active" | "completed" | "abandoned" | "expired";
+                                    /** @description RFC 3339 date-time: sessions created at or after it */
+                                    since?: string;
+                                    /** @description RFC 3339 date-time: sessions created before it */
+                                    until?: string;
+                                    /** @description most sessions, newest first (default 20) */
+                                    limit?: number;
+                                };
+                                maxSteps: number;
+                            };
+                            summary: {
+                                /** @description recorded model calls read */
+                                calls: number;
+                                replayed: number;
+                                skipped: number;
+                                /** @description replayed calls whose action equals the recorded one */
+                                agreeing: number;
+                                /** @description agreeing / replayed (under this report's decoding); null when nothing was replayed */
+                                agreement: number | null;
+                                /** @description calls with both logprobs known */
+                                scored: number;
+                                /** @description mean of logprobDiff over the scored calls, nats */
+                                meanLogprobDiff: number | null;
+                                meanRecordedLogprob: number | null;
+                                meanReplayedLogprob: number | null;
+                                /** @description calls whose recorded answer has a token the other version would never sample there (its logprob is null) */
+                                outsideSupport: number;
+                                /** @description indices into steps of the (at most 10) replayed calls where the versions differ most: largest |logprobDiff| first, then disagreeing actions without one; calls with the same action and |logprobDiff| < 1e-4 are not listed */
+                                mostDifferent: number[];
+                            };
+                            sessions: {
+                                id: string;
+                                taskId: string;
+                                env: string | null;
+                                /** @description the version the session was recorded with */
+                                modelVersion: string;
+                                calls: number;
+                            }[];
+                            /** Format: date-time */
+                            createdAt: string;
+                            steps: {
+                                sessionId: string;
+                                attempt: number;
+                                step: number;
+                                /**
+                                 * @description step: a step's action; turn: a call of the session's OpenAI-compatible endpoint
+                                 * @enum {string}
+                                 */
+                                kind: "step" | "turn";
+                                /** @description the observation acted on, its first 500 characters */
+                                observation: string;
+                                recorded: {
+                                    modelVersion: string;
+                                    action: string;
+                                    /** @description the recorded answer's tokens (null when the server did not return them) */
+                                    tokens: number | null;
+                                    /** @description sum of the recorded logprobs, nats (null when none were recorded) */
+                                    logprob: number | null;
+                                    /** @description the recorded logprob of each token, as sampled */
+                                    logprobs: number[] | null;
+                                };
+                                /** @description null when the call was not replayed (see skipped) */
+                                replayed: {
+                                    /** @description the other version's own action for the same prompt */
+                                    action: string;
+                                    /** @description equal to the recorded action */
+                                    agrees: boolean;
+                                    /**
+                                     * @description where the prompt came from (docs/replay.md "Prompts")
+                                     * @enum {string}
+                                     */
+                                    promptFrom: "recorded-tokens" | "rendered" | "recorded-messages";
+                                    /** @description earlier steps dropped to fit the prompt to the other version's context */
+                                    droppedSteps: number;
+                                    /** @description log-probability the other version gives the recorded answer, nats: the sum over its tokens; null when not scored (logprobs false, a remote version) or when a token lies outside the other version's support */
+                                    logprob: number | null;
+                                    /** @description per token of the recorded answer in the other version's tokenizer; null for a token outside its sampling support */
+                                    logprobs: (number | null)[] | null;
+                                } | null;
+                                /** @description replayed.logprob - recorded.logprob, nats; null unless both are known */
+                                logprobDiff: number | null;
+                                /** @description why the call was not replayed (for example a turn with tools on a builtin version); null when it was */
+                                skipped: string | null;
+                            }[];
+                        };
+                    };
+                };
+                /** @description rate limit of the API key exceeded (problem rate-limited); the Retry-After header gives the seconds to wait */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
+                        };
+                    };
+                };
+                /** @description overloaded (too many queued model calls), engine-unavailable, database-busy (another connection holds the database lock), storage-full or storage-unavailable (the database cannot be written); overloaded and the database problems carry a Retry-After header; nothing was recorded, retry the same step */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
+                        };
+                    };
+                };
+                /** @description client error (problem details) */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
+                        };
+                    };
+                };
+                /** @description server error (problem details) */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/replays/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A stored replay report: summary, sessions and every replayed call */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            id: string;
+                            /** @description the version replayed */
+                            modelVersion: string;
+                            /** @enum {string} */
+                            decoding: "greedy" | "sampled";
+                            logprobs: boolean;
+                            /** @description what was replayed: one session, or the filter of a batch replay */
+                            request: {
+                                sessionId?: string;
+                                filter?: {
+                                    env?: string;
+                                    /** @description sessions recorded with (pinned to) this version */
+                                    modelVersion?: string;
+                                    taskId?: string;
+                                    /** @enum {string} */
+                                    mode?: "train" | "eval";
+                                    /** @enum {string} */
+                                    status?: "active" | "completed" | "abandoned" | "expired";
+                                    /** @description RFC 3339 date-time: sessions created at or after it */
+                                    since?: string;
+                                    /** @description RFC 3339 date-time: sessions created before it */
+                                    until?: string;
+                                    /** @description most sessions, newest first (default 20) */
+                                    limit?: number;
+                                };
+                                maxSteps: number;
+                            };
+                            summary: {
+                                /** @description recorded model calls read */
+                                calls: number;
+                                replayed: number;
+                                skipped: number;
+                                /** @description replayed calls whose action equals the recorded one */
+                                agreeing: number;
+                                /** @description agreeing / replayed (under this report's decoding); null when nothing was replayed */
+                                agreement: number | null;
+                                /** @description calls with both logprobs known */
+                                scored: number;
+                                /** @description mean of logprobDiff over the scored calls, nats */
+                                meanLogprobDiff: number | null;
+                                meanRecordedLogprob: number | null;
+                                meanReplayedLogprob: number | null;
+                                /** @description calls whose recorded answer has a token the other version would never sample there (its logprob is null) */
+                                outsideSupport: number;
+                                /** @description indices into steps of the (at most 10) replayed calls where the versions differ most: largest |logprobDiff| first, then disagreeing actions without one; calls with the same action and |logprobDiff| < 1e-4 are not listed */
+                                mostDifferent: number[];
+                            };
+                            sessions: {
+                                id: string;
+                                taskId: string;
+                                env: string | null;
+                                /** @description the version the session was recorded with */
+                                modelVersion: string;
+                                calls: number;
+                            }[];
+                            /** Format: date-time */
+                            createdAt: string;
+                            steps: {
+                                sessionId: string;
+                                attempt: number;
+                                step: number;
+                                /**
+                                 * @description step: a step's action; turn: a call of the session's OpenAI-compatible endpoint
+                                 * @enum {string}
+                                 */
+                                kind: "step" | "turn";
+                                /** @description the observation acted on, its first 500 characters */
+                                observation: string;
+                                recorded: {
+                                    modelVersion: string;
+                                    action: string;
+                                    /** @description the recorded answer's tokens (null when the server did not return them) */
+                                    tokens: number | null;
+                                    /** @description sum of the recorded logprobs, nats (null when none were recorded) */
+                                    logprob: number | null;
+                                    /** @description the recorded logprob of each token, as sampled */
+                                    logprobs: number[] | null;
+                                };
+                                /** @description null when the call was not replayed (see skipped) */
+                                replayed: {
+                                    /** @description the other version's own action for the same prompt */
+                                    action: string;
+                                    /** @description equal to the recorded action */
+                                    agrees: boolean;
+                                    /**
+                                     * @description where the prompt came from (docs/replay.md "Prompts")
+                                     * @enum {string}
+                                     */
+                                    promptFrom: "recorded-tokens" | "rendered" | "recorded-messages";
+                                    /** @description earlier steps dropped to fit the prompt to the other version's context */
+                                    droppedSteps: number;
+                                    /** @description log-probability the other version gives the recorded answer, nats: the sum over its tokens; null when not scored (logprobs false, a remote version) or when a token lies outside the other version's support */
+                                    logprob: number | null;
+                                    /** @description per token of the recorded answer in the other version's tokenizer; null for a token outside its sampling support */
+                                    logprobs: (number | null)[] | null;
+                                } | null;
+                                /** @description replayed.logprob - recorded.logprob, nats; null unless both are known */
+                                logprobDiff: number | null;
+                                /** @description why the call was not replayed (for example a turn with tools on a builtin version); null when it was */
+                                skipped: string | null;
+                            }[];
+                        };
+                    };
+                };
+                /** @description rate limit of the API key exceeded (problem rate-limited); the Retry-After header gives the seconds to wait */
+                429: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
+                        };
+                    };
+                };
+                /** @description client error (problem details) */
+                "4XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
+                        };
+                    };
+                };
+                /** @description server error (problem details) */
+                "5XX": {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** @description stable URI of the problem kind, e.g. https://lamer-server.dev/problems/validation */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** @description the request path */
+                            instance: string;
+                            requestId?: string;
+                            errors?: {
+                                /** @description e.g. body/observation */
+                                field: string;
+                                message: string;
+                            }[];
+                            expected?: {
+                                attempt: number;
+                                step: number;
+                            } | null;
+                            /** @description /openai/v1 routes only: the same problem in OpenAI's error shape, which the OpenAI SDKs read */
+                            error?: {
+                                /** @description the detail */
+                                message: string;
+                                /** @description invalid_request_error, authentication_error, permission_error, not_found_error, rate_limit_error or server_error */
+                                type: string;
+                                /** @description the request field at fault, dotted (messages.0.content), or null */
+                                param: string | null;
+                                /** @description the problem kind (validation, not-found, ...) */
+                                code: string | null;
+                            };
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/openai/v1/models/{model}": {
         parameters: {
             query?: never;

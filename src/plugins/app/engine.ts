@@ -1,7 +1,8 @@
 /**
- * Decorates `app.engine` (PolicyEngine), `app.models` (ModelRegistry) and `app.agent`
- * (SessionService, the LaMer state machine). On close: wait for in-flight steps to commit, then
- * dispose the engine.
+ * Decorates `app.engine` (PolicyEngine), `app.models` (ModelRegistry, the model service),
+ * `app.agent` (SessionService, the LaMer state machine), `app.completions` (CompletionService,
+ * the OpenAI-compatible endpoints) and `app.replays` (ReplayService: recorded sessions replayed
+ * against another version). On close: wait for in-flight steps to commit, then dispose the engine.
  */
 import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
@@ -10,12 +11,16 @@ import type { EngineSpec, PolicyEngine } from '../../policy/engine.js';
 import { RoutingEngine } from '../../policy/routing-engine.js';
 import { ModelRegistry } from '../../agent/models.js';
 import { SessionService } from '../../agent/sessions.js';
+import { CompletionService } from '../../serving/completions.js';
+import { ReplayService } from '../../agent/replays.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
     engine: PolicyEngine;
     models: ModelRegistry;
     agent: SessionService;
+    completions: CompletionService;
+    replays: ReplayService;
   }
 }
 
@@ -72,6 +77,10 @@ export default fp(
     app.decorate('engine', opts.engine);
     app.decorate('models', models);
     app.decorate('agent', agent);
+    app.decorate('completions', new CompletionService(models, opts.engine, agent));
+    const replayLimits = { maxReplaySteps: opts.limits.maxReplaySteps, actionChars: opts.limits.actionChars };
+    const retryAfter = opts.protection?.overloadRetryAfterSeconds ?? 1;
+    app.decorate('replays', new ReplayService(app.repos, opts.engine, models, agent, replayLimits, retryAfter));
     let sweep: NodeJS.Timeout | null = null;
     if (opts.sessionIdleTtlSeconds > 0) {
       const ttlMs = opts.sessionIdleTtlSeconds * 1000;

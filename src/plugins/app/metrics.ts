@@ -178,7 +178,7 @@ export function createMetrics(): Metrics {
     }),
     forwardSeconds: new Histogram({
       name: 'lamer_engine_forward_seconds',
-      help: 'Duration of one forward pass of the model, seconds',
+      help: 'Duration of one forward pass of the model (one synchronous section of the event loop), seconds',
       buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
       registers: [registry],
     }),

@@ -49,6 +49,11 @@ export default fp(
           { name: 'sessions', description: 'sessions, steps, trajectories, memory' },
           { name: 'models', description: 'model versions (admin)' },
           { name: 'stats', description: 'pass@k, returns and trajectory diversity' },
+          {
+            name: 'replays',
+            description:
+              'recorded sessions replayed against another model version: its actions and the logprobs it gives the recorded ones (docs/replay.md)',
+          },
           { name: 'auth', description: "the API key's tenant and rights" },
           { name: 'operations', description: 'health, readiness, metrics' },
           { name: 'openai', description: 'OpenAI-compatible endpoint serving the builtin versions (docs/remote-engines.md)' },

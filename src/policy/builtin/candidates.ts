@@ -70,7 +70,7 @@ export function candidateReserve(m: LoadedModel, candidates: string[], caps: Can
  * pending before a sampled position run in the same forward (`p.cache.extend`).
  * @returns the chosen index, the output tokens and their logprobs.
  */
-async function walkTrie(m: LoadedModel, p: Prefilled, tokens: number[][], sampling: SamplingParams, rng: Rng) {
+export async function walkTrie(m: LoadedModel, p: Prefilled, tokens: number[][], sampling: SamplingParams, rng: Rng) {
   let row = p.last;
   const out: number[] = [];
   const logprobs: number[] = [];

@@ -11,8 +11,9 @@
  */
 import { drawIndex, rngFor, samplingLogprobs } from '../../model/sampling.js';
 import { completeUtf8Prefix, UTF8_START, utf8Allowed, utf8Next, type EncodedPrompt, type PromptFit } from '../../model/tokenizer.js';
+import type { Rng } from '../../shared/rng.js';
 import { type Tokenizer } from '../../model/tokenizers.js';
-import { EngineError, type Generation, type PromptParts, type SamplingParams } from '../engine.js';
+import { EngineError, type Completion, type Generation, type PromptParts, type SamplingParams } from '../engine.js';
 import type { SessionCache, SessionCaches } from './kv-lru.js';
 import type { LoadedModel } from './versions.js';
 
@@ -82,7 +83,26 @@ export async function onPrompt<T>(
     cache.dispose();
     throw err;
   }
-  const fit: PromptFit = { head: prompt.head, steps: prompt.steps.length, dropped: enc.droppedSteps };
+  return onEncoded(cache, enc, { head: prompt.head, steps: prompt.steps.length, dropped: enc.droppedSteps }, what, body);
+}
+
+/**
+ * As `onPrompt` for no session, with the prompt given as token ids (`[promptLen]`, BOS first) that
+ * are used as they are (the caller checks they leave room in the context).
+ */
+export async function onTokens<T>(
+  ctx: GenContext, m: LoadedModel, ids: readonly number[], what: string, body: (p: Prefilled) => Promise<T>,
+): Promise<T> {
+  const enc: EncodedPrompt = {
+    ids: [...ids], text: m.tokenizer.decode(ids), droppedSteps: 0, headTruncatedBytes: 0, tailTruncatedBytes: 0, truncatedChars: 0,
+  };
+  return onEncoded(ctx.sessions.open(null, m), enc, { head: '', steps: 0, dropped: 0 }, what, body);
+}
+
+/** Prefills `enc` into `cache`, runs `body`, then commits the cache (fitted as `fit`), or disposes it on failure. */
+async function onEncoded<T>(
+  cache: SessionCache, enc: EncodedPrompt, fit: PromptFit, what: string, body: (p: Prefilled) => Promise<T>,
+): Promise<T> {
   try {
     const last = await cache.prefill(enc.ids);
     const value = await body({ enc, cache, last });
@@ -95,30 +115,40 @@ export async function onPrompt<T>(
   }
 }
 
-/** Samples up to `maxNew` tokens after the prompt; updates the session's cache. */
-export async function generate(ctx: GenContext, m: LoadedModel, sessionId: string | null, prompt: PromptParts, maxNew: number, sampling: SamplingParams): Promise<Generation> {
-  const rng = rngFor(sampling);
+/**
+ * Samples up to `maxNew` tokens after the prefilled prompt `p` (extending its cache), each from
+ * the masked sampling distribution: only tokens that keep the output valid UTF-8, and of the
+ * special tokens only EOS (tokenizer.ts utf8Allowed). Stops at a stop token, `maxNew`, or the end
+ * of the context. @returns the tokens `[n]` and each one's logprob under that distribution `[n]`.
+ */
+export async function sampleFree(
+  ctx: GenContext, m: LoadedModel, p: Prefilled, maxNew: number, sampling: SamplingParams, rng: Rng,
+): Promise<{ out: number[]; logprobs: number[] }> {
   const V = m.model.config.vocab_size;
-  const { enc, out: sampled, logprobs: sampledLogprobs } = await onPrompt(ctx, m, sessionId, prompt, maxNew, 'generation failed', async (p) => {
-    const res = { enc: p.enc, out: [] as number[], logprobs: [] as number[] };
-    // only tokens that keep the output valid UTF-8 are sampled, and no special token but EOS
-    // (tokenizer.ts utf8Allowed); the recorded logprob is the token's under this masked distribution
-    let u8 = UTF8_START;
-    let row = p.last;
-    for (;;) {
-      const dist = samplingLogprobs(row, sampling, utf8Allowed(u8, V)); // the behaviour policy at this position
-      const t = drawIndex(dist, sampling.temperature, rng);
-      u8 = utf8Next(u8, t);
-      res.out.push(t);
-      res.logprobs.push(dist[t]);
-      if (ctx.stopSet.has(t) || res.out.length >= maxNew || p.cache.tokens.length >= m.model.config.block_size) break;
-      row = await p.cache.extend([t]);
-    }
-    return res;
-  });
+  const res = { out: [] as number[], logprobs: [] as number[] };
+  let u8 = UTF8_START;
+  let row = p.last;
+  for (;;) {
+    const dist = samplingLogprobs(row, sampling, utf8Allowed(u8, V)); // the behaviour policy at this position
+    const t = drawIndex(dist, sampling.temperature, rng);
+    u8 = utf8Next(u8, t);
+    res.out.push(t);
+    res.logprobs.push(dist[t]);
+    if (ctx.stopSet.has(t) || res.out.length >= maxNew || p.cache.tokens.length >= m.model.config.block_size) break;
+    row = await p.cache.extend([t]);
+  }
+  return res;
+}
+
+/**
+ * The generation of sampled free text: a length cap reached inside a character drops that
+ * character's leading bytes (and their logprobs); the text is the tokens' without a final stop token.
+ */
+export function freeGeneration(
+  ctx: GenContext, m: LoadedModel, enc: EncodedPrompt, sampled: number[], sampledLogprobs: number[],
+): Generation {
   let out = sampled;
   let logprobs = sampledLogprobs;
-  // a length cap reached inside a character: its leading bytes are not part of the answer
   const complete = completeUtf8Prefix(out);
   if (complete < out.length) {
     out = out.slice(0, complete);
@@ -135,4 +165,32 @@ export async function generate(ctx: GenContext, m: LoadedModel, sessionId: strin
     droppedSteps: enc.droppedSteps,
     modelVersion: m.version,
   };
+}
+
+/** Samples up to `maxNew` tokens after the prompt; updates the session's cache. */
+export async function generate(ctx: GenContext, m: LoadedModel, sessionId: string | null, prompt: PromptParts, maxNew: number, sampling: SamplingParams): Promise<Generation> {
+  const rng = rngFor(sampling);
+  const { enc, out, logprobs } = await onPrompt(ctx, m, sessionId, prompt, maxNew, 'generation failed', async (p) => ({
+    enc: p.enc,
+    ...(await sampleFree(ctx, m, p, maxNew, sampling, rng)),
+  }));
+  return freeGeneration(ctx, m, enc, out, logprobs);
+}
+
+/**
+ * A free generation as a completion: cut before the first stop string (its token ids and logprobs
+ * cut at the token where it begins, so they are exactly those of the returned text). finishReason
+ * 'stop' when a stop token or string ended it, else 'length'. Changes `g` in place.
+ */
+export function completion(ctx: GenContext, m: LoadedModel, g: Generation, stop: readonly string[]): Completion {
+  const last = g.outputTokenIds[g.outputTokenIds.length - 1];
+  let finishReason: Completion['finishReason'] = last !== undefined && ctx.stopSet.has(last) ? 'stop' : 'length';
+  const cut = firstStop(g.outputTokenIds, stop, m.tokenizer);
+  if (cut >= 0) {
+    g.outputTokenIds = g.outputTokenIds.slice(0, cut);
+    g.logprobs = g.logprobs.slice(0, cut);
+    g.output = m.tokenizer.decode(g.outputTokenIds);
+    finishReason = 'stop';
+  }
+  return { ...g, finishReason };
 }

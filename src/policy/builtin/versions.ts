@@ -30,6 +30,8 @@ export interface VersionCacheOptions {
   maxLoadedVersions: number;
   batchWindowMs: number;
   maxBatchSize: number;
+  /** Most padded tokens of one forward section (absent: the batcher's default). */
+  maxSectionTokens?: number;
   /** Smallest block_size a checkpoint may have (the generation caps + margin). */
   minBlockSize: number;
   /** Runs one forward pass of a loaded model (the batchers' runner). */
@@ -121,6 +123,7 @@ export class VersionCache {
     entry.batcher = new ForwardBatcher((rows) => this.opts.runForward(entry, rows), {
       windowMs: this.opts.batchWindowMs,
       maxBatchSize: this.opts.maxBatchSize,
+      maxSectionTokens: this.opts.maxSectionTokens,
       activeRequests: () => entry.inFlight,
       onForward: (rows, ms) => this.opts.onForward(rows, ms),
     });

@@ -7,13 +7,14 @@
 import type { BatcherStats } from '../../model/batcher.js';
 import type { BuiltinEngineOptions } from '../builtin-engine.js';
 import {
-  EngineError, EngineLimitError, type ActRequest, type CompleteRequest, type EngineHealth, type ReflectRequest, type ScoreRequest,
+  EngineError, EngineLimitError, type ActRequest, type CompleteRequest, type EngineHealth, type ReflectRequest, type ReplayRequest,
+  type ScoreRequest,
 } from '../engine.js';
 
 /** Engine options a worker gets (plain data: functions do not cross threads). */
 export type WorkerEngineOptions = Pick<
   BuiltinEngineOptions,
-  'backend' | 'batchWindowMs' | 'maxBatchSize' | 'maxLoadedVersions' | 'maxCachedSessions' | 'limits' | 'maxCandidateTokens' | 'maxScoredTokens'
+  'backend' | 'batchWindowMs' | 'maxBatchSize' | 'forwardSectionTokens' | 'maxLoadedVersions' | 'maxCachedSessions' | 'limits' | 'maxCandidateTokens' | 'maxScoredTokens'
 >;
 
 /** `workerData` of a serving worker. */
@@ -62,6 +63,7 @@ export type WorkerOp =
   | { op: 'reflect'; req: ReflectRequest; order: string[] }
   | { op: 'score'; req: ScoreRequest; order: string[] }
   | { op: 'complete'; req: CompleteRequest; order: string[] }
+  | { op: 'replay'; req: ReplayRequest; order: string[] }
   | { op: 'load'; version: string; dir: string; order: string[] }
   | { op: 'release'; sessionId: string }
   | { op: 'observe' }

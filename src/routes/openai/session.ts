@@ -4,7 +4,7 @@
  * (docs/agent-endpoint.md says why a base URL rather than a header).
  *
  * - `POST .../chat/completions` and `POST .../completions` take the fields `/openai/v1` takes
- *   (src/routes/openai/index.ts); `model` is ignored: the session's pinned version serves. Each call
+ *   (src/serving/openai-schemas.ts); `model` is ignored: the session's pinned version serves. Each call
  *   is one turn of the session's current attempt (src/agent/turns.ts; recorded before the answer
  *   is sent). The answer carries an extension member `lamer` with the turn's position and latency.
  * - Remote versions: chat only; `tools`, `tool_choice`, `parallel_tool_calls` and
@@ -17,42 +17,22 @@
  *   success flag; the answer is a step answer (attempt result, reflection, session status).
  * - Same keys, tenant scoping and rate limit as the `/v1` routes (another tenant's session is 404);
  *   errors are problem+json with OpenAI's `error` member.
+ *
+ * The completion service (`app.completions`, src/serving/completions.ts) does the work of the
+ * three OpenAI routes; the handlers call it.
  */
-import { randomUUID } from 'node:crypto';
-import type { FastifyInstance, FastifyPluginAsync, FastifyReply } from 'fastify';
+import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { Type, type Static } from 'typebox';
-import { invalid } from '../../agent/errors.js';
+import { Type } from 'typebox';
 import { MAX_REWARD, ReflectionParams, StepAnswer } from '../../agent/schemas.js';
-import type { TurnAnswer, TurnInput } from '../../agent/session-types.js';
-import type { AgentMessage } from '../../agent/turns.js';
 import { bearer, errorResponses, stepErrorResponses } from '../api/common.js';
-import { chatChunks, chatCompletion, chatLogprobs, completionLogprobs, sse, stops, usage } from './shared.js';
 import {
   OpenAiModelList, SessionChatCompletion, SessionChatCompletionRequest, SessionCompletion, SessionCompletionRequest, SessionOpenAiParams,
-} from './schemas.js';
+} from '../../serving/openai-schemas.js';
+import { send } from './shared.js';
 
 const tags = ['agent endpoint'];
 const BASE = '/v1/sessions/:id/openai/v1';
-
-type ChatBody = Static<typeof SessionChatCompletionRequest>;
-
-/** The turn position member of an answer. */
-const position = (t: TurnAnswer) => ({ session_id: t.sessionId, attempt: t.attempt, step: t.step, latency_ms: t.latencyMs });
-
-/** @throws DomainError `validation` for n other than 1. */
-function checkN(n: number | null | undefined): void {
-  if (n !== undefined && n !== null && n !== 1) {
-    throw invalid('body/n', `is ${n}: several choices per request (n > 1) are not supported here; send n = 1 (or omit it) and make ${n} requests`);
-  }
-}
-
-/** The passthrough fields of a chat body that are set (remote versions send them on). */
-function passthrough(b: ChatBody): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
-  for (const k of ['tools', 'tool_choice', 'parallel_tool_calls', 'response_format'] as const) if (b[k] !== undefined && b[k] !== null) out[k] = b[k];
-  return out;
-}
 
 /** POST /v1/sessions/:id/openai/v1/chat/completions. */
 function chatRoute(fastify: FastifyInstance): void {
@@ -74,37 +54,7 @@ function chatRoute(fastify: FastifyInstance): void {
         response: { 200: SessionChatCompletion, ...stepErrorResponses },
       },
     },
-    async (req, reply) => {
-      const b = req.body;
-      checkN(b.n);
-      const input: TurnInput = {
-        api: 'chat',
-        body: b as unknown as Record<string, unknown>,
-        messages: b.messages as AgentMessage[],
-        sampling: b,
-        maxTokens: b.max_completion_tokens ?? b.max_tokens ?? 256,
-        stop: stops(b.stop),
-        passthrough: passthrough(b),
-        stream: b.stream === true,
-        ...(b.guided_choice ? { choices: b.guided_choice } : {}),
-      };
-      const t = await app.agent.turn(req.tenant, req.params.id, input);
-      const g = t.generation;
-      const asIds = b.return_tokens_as_token_ids === true;
-      const withIds = b.return_token_ids === true;
-      let logprobs: unknown = null;
-      if (b.logprobs) logprobs = t.remote ? (g as { rawLogprobs?: unknown }).rawLogprobs ?? null : chatLogprobs(g, asIds, await app.models.tokenizer(t.modelVersion));
-      const id = `chatcmpl-${randomUUID()}`;
-      const created = Math.floor(Date.now() / 1000);
-      const toolCalls = g.toolCalls && g.toolCalls.length > 0 ? g.toolCalls : null;
-      const content = toolCalls && g.output === '' ? null : g.output;
-      const parts = { id, created, model: t.modelVersion, g, content, toolCalls: toolCalls as Array<Record<string, unknown>> | null, logprobs, withIds };
-      if (b.stream) {
-        const chunks = chatChunks(parts, b.stream_options?.include_usage === true, { lamer: position(t) });
-        return sse(reply as unknown as FastifyReply, chunks) as never;
-      }
-      return { ...chatCompletion(parts), lamer: position(t) };
-    },
+    async (req, reply) => send(reply, await app.completions.sessionChat(req.tenant, req.params.id, req.body)),
   );
 }
 
@@ -124,46 +74,7 @@ function completionsRoute(fastify: FastifyInstance): void {
         response: { 200: SessionCompletion, ...stepErrorResponses },
       },
     },
-    async (req, reply) => {
-      const b = req.body;
-      checkN(b.n);
-      if (b.echo) throw invalid('body/echo', 'must be false (echo is not supported)');
-      const input: TurnInput = {
-        api: 'completions',
-        body: b as unknown as Record<string, unknown>,
-        prompt: typeof b.prompt === 'string' ? b.prompt : b.prompt[0]!,
-        sampling: b,
-        maxTokens: b.max_tokens ?? 16,
-        stop: stops(b.stop),
-        stream: b.stream === true,
-        ...(b.guided_choice ? { choices: b.guided_choice } : {}),
-      };
-      const t = await app.agent.turn(req.tenant, req.params.id, input);
-      const g = t.generation;
-      const tok = await app.models.tokenizer(t.modelVersion);
-      const logprobs = b.logprobs !== undefined && b.logprobs !== null ? completionLogprobs(g, b.return_tokens_as_token_ids === true, tok) : null;
-      const withIds = b.return_token_ids === true;
-      const id = `cmpl-${randomUUID()}`;
-      const created = Math.floor(Date.now() / 1000);
-      const choice = { index: 0, text: g.output, logprobs, finish_reason: g.finishReason, ...(withIds ? { token_ids: g.outputTokenIds } : {}) };
-      if (b.stream) {
-        const base = { id, object: 'text_completion', created, model: t.modelVersion, system_fingerprint: null };
-        const chunks: unknown[] = [{ ...base, choices: [choice], lamer: position(t) }];
-        if (b.stream_options?.include_usage) chunks.push({ ...base, choices: [], usage: usage(g) });
-        return sse(reply as unknown as FastifyReply, chunks) as never;
-      }
-      return {
-        id,
-        object: 'text_completion' as const,
-        created,
-        model: t.modelVersion,
-        system_fingerprint: null,
-        choices: [choice],
-        ...(withIds ? { prompt_token_ids: g.promptTokenIds } : {}),
-        usage: usage(g),
-        lamer: position(t),
-      };
-    },
+    async (req, reply) => send(reply, await app.completions.sessionComplete(req.tenant, req.params.id, req.body)),
   );
 }
 
@@ -181,12 +92,7 @@ function modelsRoute(fastify: FastifyInstance): void {
         response: { 200: OpenAiModelList, ...errorResponses },
       },
     },
-    async (req) => {
-      const s = app.agent.get(req.tenant, req.params.id);
-      const m = app.models.get(s.modelVersion);
-      const created = Math.floor((m?.createdAt ?? Date.parse(s.createdAt)) / 1000);
-      return { object: 'list' as const, data: [{ id: s.modelVersion, object: 'model' as const, created, owned_by: 'lamer-server', parent: m?.parent ?? null }] };
-    },
+    async (req) => app.completions.sessionModels(req.tenant, req.params.id),
   );
 }
 

@@ -6,7 +6,7 @@
  */
 import * as tf from '@tensorflow/tfjs';
 import type { Behaviour, TrainingSample } from './data.js';
-import type { TrainableModel } from '../run/model-api.js';
+import type { TrainableModel } from '../model-api.js';
 
 /** A minibatch as tensors; see `makeBatch`. */
 export interface Batch {

@@ -11,7 +11,7 @@ import { logprobsFromLogits } from '../../model/logprobs.js';
 import type { OldLogprobSource } from '../../domain.js';
 import { disposeBatch, effectiveBehaviour, makeBatch, type Supports } from './batch.js';
 import type { TrainingSample } from './data.js';
-import type { TrainableModel } from '../run/model-api.js';
+import type { TrainableModel } from '../model-api.js';
 
 /**
  * Logprobs of each sample's output tokens under `model` and the sample's behaviour policy,

@@ -15,7 +15,7 @@ import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { StepKind } from '../../domain.js';
 import { ensureDir } from '../../ensure-dir.js';
-import type { TrainingDataRepo } from '../../db/training-data.js';
+import type { StepOutput, TrainingDataRepo } from '../../db/training-data.js';
 import { buildRlSamples, type DataStats, type RlAlgorithm, type StepRecord, type TurnScore } from './data.js';
 import type { ReturnConfig } from '../maths/returns.js';
 import { selectTrainingRecords, type DataFilter } from './select.js';
@@ -43,7 +43,17 @@ export interface RemoteBatchLine {
   return: number;
   /** Sampling of the call (temperature, topP, topK, seed, maxTokens), when recorded. */
   sampling: Record<string, unknown> | null;
+  /** A turn of the session's OpenAI-compatible endpoint: the `tools`, `tool_choice`,
+   *  `parallel_tool_calls` and `response_format` the agent sent (passed to the remote server as
+   *  sent); null for other turns or when none was sent. */
+  passthrough: Record<string, unknown> | null;
+  /** A turn of the session's OpenAI-compatible endpoint: the answer's tool calls as the remote
+   *  server returned them (`output` is then '' when the answer was only tool calls); else null. */
+  toolCalls: unknown[] | null;
 }
+
+/** What a batch line reads from a step's remote engine record (src/policy/engine.ts GenerationRecord). */
+type EngineRecord = { messages?: RemoteBatchLine['messages']; sampling?: Record<string, unknown>; passthrough?: Record<string, unknown> };
 
 export interface RemoteBatchOptions {
   algorithm: RlAlgorithm;
@@ -61,9 +71,9 @@ export interface RemoteBatchOptions {
 export function buildRemoteBatch(data: TrainingDataRepo, opts: RemoteBatchOptions): { lines: RemoteBatchLine[]; stats: DataStats; scores: TurnScore[] } {
   const records = selectTrainingRecords(data, opts.data);
   const key = (s: string, a: number, t: number, k: string) => `${s}\u0000${a}\u0000${t}\u0000${k}`;
-  const extra = new Map<string, { output: string | null; engineRecord: Record<string, unknown> | null }>();
+  const extra = new Map<string, StepOutput>();
   const ids = [...new Set(records.map((r) => r.sessionId))];
-  for (const r of data.stepOutputs(ids)) extra.set(key(r.sessionId, r.attempt, r.step, r.kind), { output: r.output, engineRecord: r.engineRecord });
+  for (const r of data.stepOutputs(ids)) extra.set(key(r.sessionId, r.attempt, r.step, r.kind), r);
   // A model turn whose server returned no token ids still is a turn: give it one placeholder token
   // so that the advantage computation keeps it; the line reports the arrays as null.
   const placeholder = new Set<string>();
@@ -78,7 +88,8 @@ export function buildRemoteBatch(data: TrainingDataRepo, opts: RemoteBatchOption
   const lines = built.samples.map((s): RemoteBatchLine => {
     const k = key(s.sessionId, s.attempt, s.step, s.kind);
     const e = extra.get(k);
-    const rec = e?.engineRecord as { messages?: RemoteBatchLine['messages']; sampling?: Record<string, unknown>; available?: Record<string, boolean> } | null | undefined;
+    const rec = e?.engineRecord as EngineRecord | null | undefined;
+    const toolCalls = (e?.turn as { toolCalls?: unknown[] | null } | null | undefined)?.toolCalls;
     const ph = placeholder.has(k);
     const orig = byKey.get(k)!;
     return {
@@ -97,6 +108,8 @@ export function buildRemoteBatch(data: TrainingDataRepo, opts: RemoteBatchOption
       advantage: s.advantage,
       return: s.return,
       sampling: rec?.sampling ?? null,
+      passthrough: rec?.passthrough ?? null,
+      toolCalls: toolCalls && toolCalls.length > 0 ? toolCalls : null,
     };
   });
   return { lines, stats: built.stats, scores: built.scores };

@@ -33,7 +33,8 @@ export interface StepRecord {
   /** `[outLen]` logprobs of the output tokens as sampled, or null. */
   logprobs: number[] | null;
   modelVersion: string;
-  /** The session's sampling settings (temperature, top-p, top-k); absent or null: 1 / 1 / 0. */
+  /** The sampling settings (temperature, top-p, top-k) that produced the output: a turn's own
+   *  (src/agent/turns.ts TurnRecord.sampling), else the session's; absent or null: 1 / 1 / 0. */
   sampling?: SamplerSettings | null;
   /** The step's availableActions (action records), when the answer was constrained to them. */
   availableActions?: string[] | null;
@@ -195,8 +196,8 @@ export function sessionOutcomes(records: readonly StepRecord[]): { meanReturn: n
 }
 
 /**
- * The behaviour policy of a record's output: its session's sampling, its step's candidates as the
- * serving version's tokenizer encodes them (`tokenizer`, default byte; the job passes its base
+ * The behaviour policy of a record's output: its sampling (a turn's own, else its session's), its
+ * step's candidates as the serving version's tokenizer encodes them (`tokenizer`, default byte; the job passes its base
  * checkpoint's, src/model/checkpoint.ts checkpointText).
  */
 export function behaviourOf(r: Pick<StepRecord, 'kind' | 'sampling' | 'availableActions'>, tokenizer: Pick<Tokenizer, 'encodeCandidate'> = BYTE_TOKENIZER): Behaviour {

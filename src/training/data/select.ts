@@ -19,10 +19,23 @@ export interface DataFilter {
   maxSessions?: number;
 }
 
+/** Sampler settings from a stored sampling object (missing keys: temperature 1, topP 1, topK 0); null for none. */
+function samplerOf(stored: unknown): SamplerSettings | null {
+  if (stored === null || stored === undefined || typeof stored !== 'object') return null;
+  const s = stored as Partial<SamplerSettings>;
+  return { temperature: s.temperature ?? 1, topP: s.topP ?? 1, topK: s.topK ?? 0 };
+}
+
 /**
  * Step records of the completed training sessions matching `filter`, ordered by task id, the
  * session's sampling seed (sessions without one after those with one), creation time and session
  * id, then attempt, step and kind (action before reflection).
+ *
+ * Each record's `sampling` is the sampler that produced its output: a turn of the session's
+ * OpenAI-compatible endpoint carries its own (`turn.sampling`: the request's temperature, top_p and
+ * top_k over the session's, src/agent/turns.ts turnSampling), every other record its session's.
+ * The job recomputes the behaviour policy from it (samples.ts behaviourOf), so a turn the agent
+ * sampled at temperature 0.5 is not trained as if sampled at the session's 1.
  *
  * The order does not depend on when concurrent rollouts happened to start: session ids are
  * time-ordered, so ordering by id alone made the order of the job's samples (and with it the
@@ -33,10 +46,7 @@ export function selectTrainingRecords(data: TrainingDataRepo, filter: DataFilter
   let ids = selectedSessions(data, filter);
   if (ids.length === 0) return [];
   const taskOf = new Map(ids.map((r) => [r.id, r.taskId]));
-  const samplingOf = new Map(ids.map((r) => {
-    const s = r.sampling as Partial<SamplerSettings> | null;
-    return [r.id, s ? { temperature: s.temperature ?? 1, topP: s.topP ?? 1, topK: s.topK ?? 0 } : null];
-  }));
+  const samplingOf = new Map(ids.map((r) => [r.id, samplerOf(r.sampling)]));
   const seedOf = (s: unknown) => {
     const v = (s as { seed?: unknown } | null)?.seed;
     return typeof v === 'number' && Number.isFinite(v) ? v : Number.POSITIVE_INFINITY;
@@ -52,7 +62,8 @@ export function selectTrainingRecords(data: TrainingDataRepo, filter: DataFilter
       sessionId: r.sessionId, taskId: taskOf.get(r.sessionId)!, attempt: r.attempt, step: r.step, kind: r.kind,
       observation: r.observation, reward: r.reward, done: r.done, success: r.success, invalidAction: r.invalidAction,
       promptTokenIds: r.promptTokenIds ?? null, outputTokenIds: r.outputTokenIds ?? null, logprobs: r.logprobs ?? null,
-      modelVersion: r.modelVersion, sampling: samplingOf.get(r.sessionId) ?? null, availableActions: r.availableActions ?? null,
+      modelVersion: r.modelVersion, availableActions: r.availableActions ?? null,
+      sampling: samplerOf((r.turn as { sampling?: unknown } | null)?.sampling) ?? samplingOf.get(r.sessionId) ?? null,
     });
   }
   return out.sort((a, b) => rank.get(a.sessionId)! - rank.get(b.sessionId)!);

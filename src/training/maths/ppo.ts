@@ -15,7 +15,7 @@ import * as tf from '@tensorflow/tfjs';
 import { entropyFromLogits } from '../../model/logprobs.js';
 import { behaviourLogits, type Batch } from '../data/batch.js';
 import { type AdamW, clipByGlobalNorm, ppoObjective, reflectionSplit, sftLoss, tokenMean } from './losses.js';
-import type { TrainableModel } from '../run/model-api.js';
+import type { TrainableModel } from '../model-api.js';
 
 /** The losses of one step by name (token-means; SFT: pgLoss = loss and no clip or KL: 0). */
 export interface StepLosses {

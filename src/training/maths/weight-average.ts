@@ -2,7 +2,7 @@
  * Exponential moving average of a model's weights (Polyak averaging), kept beside the optimiser so
  * that a checkpoint can be evaluated and saved with the averaged weights instead of the last
  * iterate, whose sampled play moves by several points between checkpoints a few hundred steps
- * apart at a small learning rate (docs/RESULTS.md, run G).
+ * apart at a small learning rate (docs/results/history/2026-12-02-base-run-g.md).
  *
  * After the t-th update (t = 1, 2, ...):
  *   shadow <- d_t * shadow + (1 - d_t) * weights,   d_t = min(decay, (1 + t) / (10 + t))

@@ -29,7 +29,7 @@ import { spawnEntry, WorkerChannel } from '../../shared/worker-channel.js';
 import { makeBatch, disposeBatch, type Supports } from '../data/batch.js';
 import type { TrainingSample } from '../data/data.js';
 import { splitMicroBatches } from '../data/minibatches.js';
-import type { ModelIOModule, TrainableModel } from './model-api.js';
+import type { ModelIOModule, TrainableModel } from '../model-api.js';
 import { accumulateGradients, outputTokens, ppoLoss, sftObjective, type Objective, type PpoCoefficients, type StepLosses } from '../maths/ppo.js';
 
 /** The losses in the order they travel between threads. */

@@ -17,7 +17,7 @@
  */
 import { pairedBootstrap, type BootstrapInterval } from '../../shared/bootstrap.js';
 import { passAtKRate } from '../../shared/passk.js';
-import { GATE_BOOTSTRAP, metricK, type GateSpec } from '../../shared/promotion-gate.js';
+import { GATE_BOOTSTRAP, metricK, type GateSpec, type GateStatus } from '../../shared/promotion-gate.js';
 
 /** One task as a version played it in the gate: its first successful attempt (-1: none), and the session's error, if any. */
 export interface GateTaskOutcome {
@@ -61,9 +61,6 @@ export interface GateEvaluateContext {
 
 /** An evaluator module's export: plays the gate's sessions. @throws when it cannot (the gate is then `error`). */
 export type GateEvaluator = (req: GateEvaluateRequest, ctx: GateEvaluateContext) => Promise<GateEvaluation>;
-
-export const GATE_STATUSES = ['pending', 'running', 'passed', 'failed', 'error', 'cancelled'] as const;
-export type GateStatus = (typeof GATE_STATUSES)[number];
 
 /** The figures of an evaluation (see the top of this file). */
 export interface GateFigures {

@@ -9,7 +9,7 @@ import { initBackend, type BackendPreference } from '../../model/backend.js';
 import { checkpointText, loadCheckpoint, saveCheckpoint, type CheckpointText } from '../../model/checkpoint.js';
 import { forward, type GPT } from '../../model/gpt.js';
 import { PAD } from '../../model/tokenizer.js';
-import type { ModelIO, TrainableModel } from './model-api.js';
+import type { ModelIO, TrainableModel } from '../model-api.js';
 
 /** A loaded GPT as a TrainableModel. */
 export class GptTrainable implements TrainableModel {

@@ -15,7 +15,7 @@ import { disposeBatch, makeBatch } from '../data/batch.js';
 import { unpackSample, type TrainingSample } from '../data/data.js';
 import { splitMicroBatches } from '../data/minibatches.js';
 import { fitMicroBatchTokens, fitPacked } from './job.js';
-import type { TrainableModel } from './model-api.js';
+import type { TrainableModel } from '../model-api.js';
 
 export type { HeldOutLoss, KindLoss } from '../../shared/heldout-loss.js';
 

@@ -34,7 +34,7 @@ import { learningRateAt, validateLrSchedule } from '../maths/lr-schedule.js';
 import { balanceShards, objectiveOf, ReplicaPool, type ObjectiveSpec } from './data-parallel.js';
 import { parallelOldPolicy, parallelStep } from './parallel-step.js';
 import { minibatchOrder, randomPositionOffsets, splitMicroBatches } from '../data/minibatches.js';
-import type { ModelIO, TrainableModel } from './model-api.js';
+import type { ModelIO, TrainableModel } from '../model-api.js';
 import { ppoUpdate, type StepLosses } from '../maths/ppo.js';
 
 export interface TrainingHyper {

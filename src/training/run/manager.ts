@@ -30,7 +30,7 @@ import type { PromptFormat } from '../../model/prompt-format.js';
 import type { Tokenizer } from '../../model/tokenizers.js';
 import { buildRlSamples, buildSftSamples, parseDemoJsonl, type Algorithm, type DataStats, type TrainingSample } from '../data/data.js';
 import { JobCancelledError, type IterationMetrics, type JobResult, type TrainingHyper } from './job.js';
-import type { ModelIOModule } from './model-api.js';
+import type { ModelIOModule } from '../model-api.js';
 import { DEFAULT_RETURNS, type ReturnMode } from '../maths/returns.js';
 import { selectTrainingRecords, trainingTaskIds, writeTurnScores, type DataFilter } from '../data/select.js';
 import { buildRemoteBatch, writeRemoteBatch } from '../data/remote-dataset.js';

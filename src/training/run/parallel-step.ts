@@ -12,7 +12,7 @@ import { behaviourOutputs, oldPolicyFrom, type OldPolicy } from '../data/behavio
 import type { TrainingSample } from '../data/data.js';
 import { balanceShards, combineGradients, LOSS_KEYS, objectiveOf, ReplicaPool, shardGradients } from './data-parallel.js';
 import type { AdamW } from '../maths/losses.js';
-import type { TrainableModel } from './model-api.js';
+import type { TrainableModel } from '../model-api.js';
 import { applyUpdate, type StepLosses } from '../maths/ppo.js';
 
 /**

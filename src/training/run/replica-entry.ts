@@ -10,7 +10,7 @@ import { pathToFileURL } from 'node:url';
 import { parentPort } from 'node:worker_threads';
 import { behaviourOutputs } from '../data/behaviour.js';
 import { LOSS_KEYS, objectiveOf, paramCount, shardGradients, writeWeights, type FromReplica, type ReplicaInit, type ReplicaPolicy, type ToReplica } from './data-parallel.js';
-import type { ModelIO, TrainableModel } from './model-api.js';
+import type { ModelIO, TrainableModel } from '../model-api.js';
 import type { Objective } from '../maths/ppo.js';
 
 if (!parentPort) throw new Error('replica-entry.ts must run in a worker thread');

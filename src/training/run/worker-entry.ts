@@ -5,7 +5,7 @@
 import { parentPort } from 'node:worker_threads';
 import { pathToFileURL } from 'node:url';
 import { JobCancelledError, runTrainingJob } from './job.js';
-import type { ModelIO } from './model-api.js';
+import type { ModelIO } from '../model-api.js';
 import { DEFAULT_MODEL_IO, type ParentToWorker, type WorkerToParent } from './worker.js';
 
 if (!parentPort) throw new Error('worker-entry.ts must run in a worker thread');

@@ -14,7 +14,7 @@
 import { spawnEntry } from '../../shared/worker-channel.js';
 import type { TrainingSample } from '../data/data.js';
 import { JobCancelledError, type JobProgress, type JobResult, type TrainingJobSpec } from './job.js';
-import type { ModelIOModule } from './model-api.js';
+import type { ModelIOModule } from '../model-api.js';
 
 /** What the worker needs: the job, its samples and where to get the model I/O from. */
 export interface WorkerJobRequest {

@@ -2,7 +2,8 @@
  * A failing policy engine: the step is 503 engine-unavailable, nothing is recorded, and the same
  * step succeeds once the engine recovers. /readyz is 503 while the active model is not loaded. A
  * request too large for the model is a 400 naming the field. The recorded prompt is the one the
- * engine reports it fed the model, with how much was cut; reflections are cut by characters.
+ * engine reports it fed the model, with how much was cut; reflections are cut by characters. Health
+ * checks on fresh connections are answered while the builtin engine runs forwards back to back.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
@@ -11,6 +12,7 @@ import { loadConfig } from '../../../src/config.js';
 import { openDatabase } from '../../../src/db/index.js';
 import { EngineError, EngineLimitError, type ActRequest, type ReflectRequest } from '../../../src/policy/engine.js';
 import { exitOnEngineFailure } from '../../../src/policy/index.js';
+import http from 'node:http';
 import path from 'node:path';
 import { initModel } from '../../../src/model/gpt.js';
 import { saveCheckpoint } from '../../../src/model/checkpoint.js';
@@ -245,6 +247,66 @@ describe('the builtin engine over HTTP: the record is what the model saw', () =>
       );
     } finally {
       await app3.close();
+    }
+  });
+});
+
+describe('the builtin engine over HTTP: health checks on fresh connections while forwards run back to back', () => {
+  it('16 /healthz probes opened at once are all answered within fewer forward sections than there are probes', async () => {
+    const tmp = tmpDir();
+    const ckpt = path.join(tmp, 'model');
+    const m = initModel(TINY, 5);
+    await saveCheckpoint(m, ckpt, { version: 'base' });
+    m.dispose();
+    let forwards = 0;
+    const builtin = await createBuiltinEngineInstance({
+      backend: 'wasm', batchWindowMs: 0, limits: { maxActionTokens: 8, maxReflectionTokens: 16 },
+      // a slow machine: every forward section holds the event loop for at least 30 ms
+      beforeForward: () => {
+        forwards++;
+        const until = performance.now() + 30;
+        while (performance.now() < until);
+      },
+    });
+    const config = { ...loadConfig({}), engine: 'builtin' as const, logLevel: 'silent' as const, dataDir: path.join(tmp, 'data'), baseModelDir: ckpt, apiKeys: [] };
+    const app2 = await buildApp(config, { database: openDatabase(config.dataDir), engine: builtin });
+    const u = await app2.listen({ host: '127.0.0.1', port: 0 });
+    const port = Number(new URL(u).port);
+    let stop = false;
+    try {
+      // 8 sessions step without pause, so that forward sections follow each other
+      const players = Array.from({ length: 8 }, async (_, c) => {
+        const created = await call(u, 'POST', '/v1/sessions', { taskId: `t${c}`, instructions: 'x', maxSteps: 1000 });
+        expect(created.status).toBe(201);
+        for (let t = 0; !stop; t++) {
+          expect((await call(u, 'POST', `/v1/sessions/${created.body.id}/steps`, { attempt: 0, step: t, observation: `o${t}` })).status).toBe(200);
+        }
+      });
+      while (forwards < 10) await new Promise((r) => setTimeout(r, 5));
+      const start = forwards;
+      const probes = Array.from(
+        { length: 16 },
+        () =>
+          new Promise<{ status: number; forwards: number }>((resolve, reject) => {
+            const req = http.request({ host: '127.0.0.1', port, path: '/healthz', agent: false }, (res) => {
+              const at = forwards;
+              res.resume();
+              res.on('end', () => resolve({ status: res.statusCode ?? 0, forwards: at - start }));
+            });
+            req.on('error', reject);
+            req.end();
+          }),
+      );
+      const answers = await Promise.all(probes);
+      stop = true;
+      await Promise.all(players);
+      expect(answers.map((a) => a.status)).toEqual(new Array(16).fill(200));
+      // Node accepts one new connection per event-loop turn; a 30 ms section is followed by 4 turns
+      // (src/model/batcher.ts yieldTurnsAfter), where one turn per forward would need about 16
+      expect(Math.max(...answers.map((a) => a.forwards))).toBeLessThanOrEqual(8);
+    } finally {
+      stop = true;
+      await app2.close();
     }
   });
 });

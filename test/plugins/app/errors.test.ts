@@ -32,6 +32,7 @@ beforeAll(async () => {
       infoBytes: 64 * 1024,
       metadataBytes: 64 * 1024,
       trajectoryPageBytes: 1024 * 1024,
+      maxReplaySteps: 1000,
     },
   });
   id = (await s.call('POST', '/v1/sessions', { taskId: 't', instructions: 'x' })).body.id;

@@ -91,6 +91,27 @@ describe('/openai/v1 with the official client', () => {
     expect(usage).toEqual(plain.usage);
   });
 
+  it('streams a text completion as one choice chunk and the usage chunk, the same answer as without stream', async () => {
+    const body = { model: 'test', prompt: 'Say:', seed: 5, logprobs: 0, return_token_ids: true };
+    const plain = await server.call('POST', '/openai/v1/completions', body);
+    expect(plain.status).toBe(200);
+    const r = await fetch(`${server.url}/openai/v1/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ ...body, stream: true, stream_options: { include_usage: true } }),
+    });
+    expect(r.headers.get('content-type')).toBe('text/event-stream; charset=utf-8');
+    const events = (await r.text()).split('\n\n').filter((e) => e !== '').map((e) => e.replace(/^data: /, ''));
+    expect(events.at(-1)).toBe('[DONE]');
+    const chunks = events.slice(0, -1).map((e) => JSON.parse(e) as Record<string, any>);
+    expect(chunks).toHaveLength(2);
+    for (const c of chunks) expect(c).toMatchObject({ object: 'text_completion', model: 'test', system_fingerprint: null, id: chunks[0]!.id });
+    expect(chunks[0]!.choices).toEqual(plain.body.choices);
+    expect(chunks[1]).toMatchObject({ choices: [], usage: plain.body.usage });
+    expect(plain.body.choices[0].token_ids).toHaveLength(plain.body.usage.completion_tokens);
+    expect(plain.body.prompt_token_ids).toEqual([...Buffer.from('Say:', 'utf8')]);
+  });
+
   it('refuses unknown models (404) and unsupported fields (400) as problem+json', async () => {
     await expect(client.chat.completions.create({ model: 'nope', messages: [{ role: 'user', content: 'x' }] })).rejects.toMatchObject({ status: 404 });
     const r = await server.call('POST', '/openai/v1/chat/completions', { model: 'test', messages: [{ role: 'user', content: 'x' }], n: 2 });

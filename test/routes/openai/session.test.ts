@@ -2,12 +2,17 @@
  * The session-scoped OpenAI-compatible endpoint (`/v1/sessions/{id}/openai/v1`) against real
  * servers on ephemeral ports over SQLite files: the official `openai` client pointed at a session's
  * base URL, turns recorded in the session's attempts, an attempt ended with a reward, the
- * reflection reaching the next attempt as memory, the refusals (4xx, nothing changed), a tiny
- * builtin GPT whose recorded token ids decode to the recorded texts, and a remote version (a plain
- * HTTP server speaking OpenAI's wire format) that gets tools and response_format passed through.
+ * reflection reaching the next attempt as memory, the refusals (4xx, nothing changed: an ended or
+ * abandoned session, an attempt ended twice, also by two end calls at once), calls and ends that
+ * come at once served in arrival order, a tiny builtin GPT whose recorded token ids decode to the
+ * recorded texts, and a remote version (a plain HTTP server speaking OpenAI's wire format) that gets
+ * tools and response_format passed through, and whose streamed turn is recorded whole when the
+ * client disconnected during the model call. Real agents playing whole sessions:
+ * session-agents.test.ts.
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
@@ -176,6 +181,13 @@ describe('a session driven by an unmodified OpenAI client', () => {
     expect(image.status).toBe(400);
     expect(image.body.error.param).toBe('messages.0.content.1.type');
     expect(image.body.detail).toContain('reads text parts only');
+    // a user message without content (OpenAI allows null content on assistant messages only)
+    const empty = await server.call('POST', `/v1/sessions/${id}/openai/v1/chat/completions`, { messages: [{ role: 'user', content: null }] });
+    expect(empty.status).toBe(400);
+    expect(empty.body.error.param).toBe('messages.0.content');
+    // the Responses API and other OpenAI routes are not served (an agent framework must use chat/completions)
+    expect((await server.call('POST', `/v1/sessions/${id}/openai/v1/responses`, { model: 'x', input: 'x' })).status).toBe(404);
+    expect((await server.call('POST', `/v1/sessions/${id}/openai/v1/embeddings`, { model: 'x', input: 'x' })).status).toBe(404);
     expect((await server.call('POST', `/v1/sessions/${id}/attempts/0/end`, { reward: 1 })).status).toBe(409); // no turn yet
     expect((await server.call('POST', `/v1/sessions/${id}/attempts/1/end`, {})).status).toBe(400); // beyond maxAttempts
     expect(dumpDb(server.dataDir)).toBe(before);
@@ -194,6 +206,58 @@ describe('a session driven by an unmodified OpenAI client', () => {
     expect(late).toMatchObject({ status: 409 });
     expect((late as InstanceType<typeof OpenAI.APIError>).code).toBe('session-not-active');
     expect(dumpDb(server.dataDir)).toBe(ended);
+  });
+
+  it('refuses a call, a streamed call and an end on an abandoned session (409 session-not-active, nothing changed)', async () => {
+    const { id, client } = await open(server);
+    await client.chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'x' }] });
+    expect((await server.call('DELETE', `/v1/sessions/${id}`)).status).toBe(200);
+    const before = dumpDb(server.dataDir);
+    const plain = await client.chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e);
+    expect(plain).toMatchObject({ status: 409, code: 'session-not-active' });
+    // a streamed call is refused before any event: a problem+json answer, which the SDK raises
+    const streamed = await client.chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'x' }], stream: true }).catch((e: unknown) => e);
+    expect(streamed).toMatchObject({ status: 409, code: 'session-not-active' });
+    const raw = await server.call('POST', `/v1/sessions/${id}/openai/v1/chat/completions`, { messages: [{ role: 'user', content: 'x' }], stream: true });
+    expect(raw.type).toMatch(/^application\/problem\+json/);
+    expect(raw.body.detail).toContain('abandoned');
+    expect((await server.call('POST', `/v1/sessions/${id}/openai/v1/completions`, { prompt: 'x' })).status).toBe(409);
+    expect((await server.call('POST', `/v1/sessions/${id}/attempts/0/end`, { reward: 1 })).status).toBe(409);
+    expect(dumpDb(server.dataDir)).toBe(before);
+  });
+
+  it('ends an attempt once when two end calls come at once: one 200, one 409 conflict, one final row', async () => {
+    const { id, client } = await open(server);
+    await client.chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'x' }] });
+    const both = await Promise.all([1, 2].map((reward) => server.call('POST', `/v1/sessions/${id}/attempts/0/end`, { reward })));
+    expect(both.map((r) => r.status).sort()).toEqual([200, 409]);
+    const lost = both.find((r) => r.status === 409)!;
+    expect(lost.body.type).toMatch(/conflict$/);
+    expect(lost.body.detail).toContain('attempt 0 already ended');
+    const won = both.find((r) => r.status === 200)!;
+    const t = await rows(server, id);
+    expect(t.filter((x) => x.kind === 'action').map((x) => [x.attempt, x.step, x.done, x.reward])).toEqual([[0, 0, false, 0], [0, 1, true, won.body.attemptResult.return]]);
+  });
+
+  it('serves a call and an end that come at once in arrival order: the rows are those of one of the two orders', async () => {
+    const { id, client } = await open(server);
+    await client.chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'first' }] });
+    const [call, end] = await Promise.all([
+      client.chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'second' }] }),
+      server.call('POST', `/v1/sessions/${id}/attempts/0/end`, { reward: 1 }),
+    ]);
+    expect(end.status).toBe(200);
+    const at = (call as unknown as { lamer: { attempt: number; step: number } }).lamer;
+    const t = (await rows(server, id)).filter((x) => x.kind === 'action').map((x) => [x.attempt, x.step, x.observation, x.done]);
+    if (at.attempt === 0) {
+      // the call came first: the end is the attempt's third row
+      expect(at.step).toBe(1);
+      expect(t).toEqual([[0, 0, 'first', false], [0, 1, 'second', false], [0, 2, '', true]]);
+    } else {
+      // the end came first: the call is the first turn of attempt 1, with the reflection as memory
+      expect(at).toEqual({ attempt: 1, step: 0, session_id: id, latency_ms: expect.any(Number) });
+      expect(t).toEqual([[0, 0, 'first', false], [0, 1, '', true], [1, 0, 'second', false]]);
+    }
   });
 
   it('serves two concurrent calls of one session one after the other, each at its own position', async () => {
@@ -271,9 +335,25 @@ describe('a remote version', () => {
   let remote: http.Server;
   let agent: TestServer;
   const seen: Array<Record<string, any>> = [];
+  let release: () => void = () => {};
+  const held = new Promise<void>((r) => (release = r));
 
   beforeAll(async () => {
-    // An OpenAI-compatible server that answers every chat request with one tool call and token ids.
+    /** The remote's answer to every chat request: one tool call, with token ids. */
+    const answer = (res: http.ServerResponse, b: Record<string, any>) => {
+      const call = { id: 'call_1', type: 'function', function: { name: 'guess', arguments: '{"n":3}' } };
+      res.setHeader('content-type', 'application/json');
+      res.end(
+        JSON.stringify({
+          id: 'x', object: 'chat.completion', created: 0, model: b.model,
+          choices: [{ index: 0, message: { role: 'assistant', content: null, tool_calls: [call] }, finish_reason: 'tool_calls', token_ids: [7, 8, 9],
+            logprobs: { content: [7, 8, 9].map((t) => ({ token: `token_id:${t}`, logprob: -0.5, bytes: null, top_logprobs: [] })) } }],
+          prompt_token_ids: [1, 2],
+          usage: { prompt_tokens: 2, completion_tokens: 3, total_tokens: 5 },
+        }),
+      );
+    };
+    // An OpenAI-compatible server; a request whose last message is HOLD is answered once the test releases it.
     remote = http.createServer((req, res) => {
       let body = '';
       req.on('data', (c) => (body += c));
@@ -281,17 +361,8 @@ describe('a remote version', () => {
         if (req.url?.endsWith('/models')) return void res.end(JSON.stringify({ object: 'list', data: [] }));
         const b = JSON.parse(body) as Record<string, any>;
         seen.push(b);
-        const call = { id: 'call_1', type: 'function', function: { name: 'guess', arguments: '{"n":3}' } };
-        res.setHeader('content-type', 'application/json');
-        res.end(
-          JSON.stringify({
-            id: 'x', object: 'chat.completion', created: 0, model: b.model,
-            choices: [{ index: 0, message: { role: 'assistant', content: null, tool_calls: [call] }, finish_reason: 'tool_calls', token_ids: [7, 8, 9],
-              logprobs: { content: [7, 8, 9].map((t) => ({ token: `token_id:${t}`, logprob: -0.5, bytes: null, top_logprobs: [] })) } }],
-            prompt_token_ids: [1, 2],
-            usage: { prompt_tokens: 2, completion_tokens: 3, total_tokens: 5 },
-          }),
-        );
+        if (b.messages.at(-1)?.content === 'HOLD') return void held.then(() => answer(res, b));
+        answer(res, b);
       });
     });
     await new Promise<void>((r) => remote.listen(0, '127.0.0.1', r));
@@ -322,5 +393,62 @@ describe('a remote version', () => {
     // completions are for builtin versions only
     const c = await agent.call('POST', `/v1/sessions/${id}/openai/v1/completions`, { prompt: 'x' });
     expect(c.status).toBe(400);
+  });
+
+  it("puts an agent's tool-calling turns in the training batch of the remote version, with the tools sent and the tool calls returned", async () => {
+    const { id, client } = await open(agent, { maxAttempts: 1, taskId: 'tools-batch' });
+    const tools = [{ type: 'function' as const, function: { name: 'guess', parameters: { type: 'object', properties: { n: { type: 'integer' } } } } }];
+    const first = await client.chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'Guess.' }], tools, temperature: 0.3 });
+    const call = first.choices[0]!.message.tool_calls!;
+    const messages = [
+      { role: 'user' as const, content: 'Guess.' },
+      { role: 'assistant' as const, content: null, tool_calls: call },
+      { role: 'tool' as const, tool_call_id: call[0]!.id, content: 'Too low.' },
+    ];
+    await client.chat.completions.create({ model: 'x', messages, tools, tool_choice: 'required' });
+    expect((await agent.call('POST', `/v1/sessions/${id}/attempts/0/end`, { reward: 1, success: true })).status).toBe(200);
+    const job = await agent.call('POST', '/v1/training/jobs', { algorithm: 'grpo', data: { taskIds: ['tools-batch'] } });
+    expect(job.status).toBe(201);
+    let j = job.body;
+    for (let i = 0; i < 600 && (j.status === 'queued' || j.status === 'running'); i++) {
+      await new Promise((r) => setTimeout(r, 20));
+      j = (await agent.call('GET', `/v1/training/jobs/${job.body.id}`)).body;
+    }
+    expect(j).toMatchObject({ status: 'succeeded', resultVersion: null });
+    const lines = readFileSync(join(agent.dataDir, j.dataset.path), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+    expect(lines.map((l) => [l.sessionId, l.attempt, l.step, l.kind])).toEqual([[id, 0, 0, 'action'], [id, 0, 1, 'action']]);
+    expect(lines[0]).toMatchObject({ messages: [{ role: 'user', content: 'Guess.' }], passthrough: { tools }, toolCalls: call, output: '', outputTokenIds: [7, 8, 9] });
+    expect(lines[0].sampling).toMatchObject({ temperature: 0.3 });
+    // the second turn: the tool message and the agent's tool_choice went to the remote as sent
+    expect(lines[1]).toMatchObject({ messages, passthrough: { tools, tool_choice: 'required' }, toolCalls: call });
+    // the last turn earned the attempt's reward, the first its discounted return (GRPO: gamma_step only)
+    expect(lines[1].return).toBe(1);
+    expect(lines[0].return).toBeCloseTo(j.hyperparameters.gammaStep ?? 0.95, 12);
+  });
+
+  it('records a streamed turn whose client disconnected while the model was answering', async () => {
+    const { id, client } = await open(agent);
+    const n = seen.length;
+    const abort = new AbortController();
+    const call = client.chat.completions
+      .create({ model: 'x', messages: [{ role: 'user', content: 'HOLD' }], stream: true }, { signal: abort.signal })
+      .catch((e: unknown) => e);
+    // the remote has the request: the server is inside the model call; the client goes away
+    while (seen.length === n) await new Promise((r) => setTimeout(r, 10));
+    abort.abort();
+    expect(await call).toBeInstanceOf(OpenAI.APIUserAbortError);
+    release();
+    let t = await rows(agent, id);
+    for (let i = 0; i < 500 && t.length === 0; i++) {
+      await new Promise((r) => setTimeout(r, 20));
+      t = await rows(agent, id);
+    }
+    // the whole answer, as a connected client would have streamed it
+    expect(t).toHaveLength(1);
+    expect(t[0]).toMatchObject({ attempt: 0, step: 0, observation: 'HOLD', outputTokenIds: [7, 8, 9], logprobs: [-0.5, -0.5, -0.5] });
+    expect(t[0]!.turn).toMatchObject({ stream: true, finishReason: 'tool_calls', toolCalls: [{ id: 'call_1', type: 'function' }] });
+    // the session goes on at the next position
+    const next = await client.chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'Again.' }] });
+    expect((next as unknown as { lamer: { step: number } }).lamer.step).toBe(1);
   });
 });

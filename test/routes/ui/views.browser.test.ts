@@ -8,7 +8,11 @@
  *   an attempt without a horizontal scroll;
  * - the models page draws the promotion gates of the versions (pass@k of each gated version against
  *   the version active at its gate, the difference with its interval, the outcome), from versions
- *   registered with gate figures.
+ *   registered with gate figures;
+ * - a session driven through its OpenAI-compatible endpoint shows its turns as steps (with the
+ *   API, latency, finish reason and memory of each), the end call's row and the reflection.
+ * - the compare view replays version A's sessions on version B and shows, per recorded step, what
+ *   B would have done beside what A did, equal to the stored report (`GET /v1/replays/{id}`).
  *
  * Skipped, with that reason in its name, when no Chromium binary is found.
  */
@@ -60,6 +64,11 @@ beforeAll(async () => {
     expect(r.body.action).toBe(t < 7 ? `act ${t}` : null);
   }
 
+  // a second version for the compare view (the test engine serves any version it is given)
+  s.app.repos.models.insert({
+    version: 'test2', parent: 'test', jobId: null, checkpointDir: '', status: 'candidate', metrics: {}, createdAt: Date.now(), engine: 'builtin', engineConfig: null,
+  });
+
   // versions made by gated jobs, as GET /v1/models gives them (the gate itself: test/training/gate-routes.test.ts)
   const report = (promoted: boolean, cand: number, inc: number, status: string) => ({
     env: 'minesweeper-6x6-3', tasks: 64, attempts: 3, seedStart: 1e9, metric: 'pass@3', margin: 0.02, decision: 'mean', concurrency: 4, availableActions: true,
@@ -68,9 +77,13 @@ beforeAll(async () => {
     difference: { mean: cand - inc, lo: cand - inc - 0.1, hi: cand - inc + 0.1, level: 0.95, resamples: 10000, tasks: 64 },
     sessionErrors: { candidate: 0, incumbent: 0 }, startedAt: null, finishedAt: null,
   });
-  const repos = (s.app as unknown as { repos: { models: { insert(r: object): void } } }).repos;
-  repos.models.insert({ version: 'g1', parent: 'test', jobId: null, checkpointDir: '', status: 'candidate', metrics: { gate: { ...report(true, 0.5, 0.25, 'passed'), candidate: 'g1' } }, createdAt: Date.now() + 1 });
-  repos.models.insert({ version: 'g2', parent: 'g1', jobId: null, checkpointDir: '', status: 'candidate', metrics: { gate: { ...report(false, 0.4, 0.5, 'failed'), candidate: 'g2', incumbent: 'g1' } }, createdAt: Date.now() + 2 });
+  const gated = { jobId: null, checkpointDir: '', status: 'candidate' as const, engine: 'builtin' as const, engineConfig: null };
+  s.app.repos.models.insert({
+    ...gated, version: 'g1', parent: 'test', metrics: { gate: { ...report(true, 0.5, 0.25, 'passed'), candidate: 'g1' } }, createdAt: Date.now() + 1,
+  });
+  s.app.repos.models.insert({
+    ...gated, version: 'g2', parent: 'g1', metrics: { gate: { ...report(false, 0.4, 0.5, 'failed'), candidate: 'g2', incumbent: 'g1' } }, createdAt: Date.now() + 2,
+  });
 
   const { chromium } = await import('playwright-core');
   browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-dev-shm-usage'] });
@@ -133,5 +146,71 @@ describe.skipIf(!CHROMIUM)(`dashboard views in headless Chromium${CHROMIUM ? '' 
     expect(fit.scroll).toBeLessThanOrEqual(fit.client);
     const last = await page.$eval('[data-testid=step][data-step="7"]', (el) => el.getBoundingClientRect().right);
     expect(last).toBeLessThanOrEqual(1280);
+  });
+
+  it('replays the sessions of version A on version B in the compare view: what B would have done at each recorded step', async () => {
+    const errors: string[] = [];
+    page.on('console', (m) => {
+      if (m.type() === 'error') errors.push(m.text());
+    });
+    await page.goto(`${s.url}/ui/compare?a=test&b=test2&env=grid`);
+    await page.waitForSelector('[data-testid=replay-none]');
+    await page.fill('input[name=replay-sessions]', '2');
+    await page.click('[data-testid=replay-run]');
+    await page.waitForSelector('[data-testid=replay-steps] tbody tr');
+    const id = new URL(page.url()).searchParams.get('replay');
+    expect(id).toMatch(/^rpl_/);
+    const report = (await s.call('GET', `/v1/replays/${id}`, undefined, H)).body;
+    expect(report.request.filter).toEqual({ modelVersion: 'test', env: 'grid', limit: 2 });
+    expect(report.sessions.map((x: { id: string }) => x.id)[0]).toBe(sessionId); // the newest session of test on grid
+    const shown = await page.$$eval('[data-testid=replay-step]', (trs) =>
+      trs.map((tr) => [tr.getAttribute('data-session'), tr.getAttribute('data-attempt'), tr.getAttribute('data-step'),
+        ...['observation', 'recorded', 'replayed', 'diff'].map((f) => tr.querySelector(`[data-field=${f}]`)!.textContent!.trim())]),
+    );
+    const nats = (x: number) => `${x >= 0 ? '+' : '−'}${Math.abs(x).toFixed(3)}`;
+    expect(shown).toEqual(
+      report.steps.map((x: any) => [x.sessionId, String(x.attempt), String(x.step), x.observation, x.recorded.action, x.replayed.action, nats(x.logprobDiff)]),
+    );
+    expect(shown).toHaveLength(8);
+    expect(await page.textContent('[data-testid=replay-summary] [data-field=agreement]')).toBe(`${(100 * report.summary.agreement).toFixed(1)}%`);
+    // the URL names the report: a reload shows it again
+    await page.reload();
+    await page.waitForSelector('[data-testid=replay-steps] tbody tr');
+    expect(await page.$$('[data-testid=replay-step]')).toHaveLength(8);
+    expect(errors).toEqual([]);
+  });
+
+  it("shows a session driven through its OpenAI endpoint like any other: turns as steps, the end call's row, the reflection", async () => {
+    const c = await s.call('POST', '/v1/sessions', { taskId: 'agent', env: 'grid', instructions: 'x', maxAttempts: 2, maxSteps: 3 }, H);
+    const id = c.body.id as string;
+    const turn = (content: string, stream = false) =>
+      s.call('POST', `/v1/sessions/${id}/openai/v1/chat/completions`, { model: 'gpt-4o-mini', messages: [{ role: 'user', content }], stream }, H);
+    expect((await turn('board A')).status).toBe(200);
+    expect((await turn('board B', true)).status).toBe(200);
+    expect((await s.call('POST', `/v1/sessions/${id}/attempts/0/end`, { reward: -1, observation: 'lost' }, H)).status).toBe(200);
+    expect((await turn('board A')).status).toBe(200);
+    expect((await s.call('POST', `/v1/sessions/${id}/attempts/1/end`, { reward: 1, success: true, observation: 'won' }, H)).status).toBe(200);
+    const rows = (await s.call('GET', `/v1/sessions/${id}/trajectory`, undefined, H)).body.steps as Array<{ kind: string; action: string | null }>;
+
+    await page.goto(`${s.url}/ui/sessions/${id}`);
+    await page.waitForSelector('[data-testid=attempt][data-attempt="1"] [data-testid=step][data-step="1"]');
+    expect(await page.textContent('[data-testid=attempts] tr[data-attempt="0"] [data-field=actions]')).toBe('2');
+    expect(await page.textContent('[data-testid=attempts] tr[data-attempt="0"] [data-field=observations]')).toBe('3');
+    expect(await page.textContent('[data-testid=attempts] tr[data-attempt="1"] [data-field=return]')).toBe('1');
+    expect(await page.textContent('[data-testid=session-passk] td[data-k="2"]')).toBe('solved');
+    const cards = await page.$$eval('[data-testid=step]', (els) => els.map((el) => ({
+      at: `${el.getAttribute('data-attempt')}/${el.getAttribute('data-step')}`,
+      turn: el.querySelector('[data-field=turn]')?.textContent ?? null,
+      observation: el.querySelector('[data-field=observation]')!.textContent,
+      action: el.querySelector('[data-field=action]')?.textContent ?? null,
+    })));
+    expect(cards.map((x) => [x.at, x.observation, x.action])).toEqual([
+      ['0/0', 'board A', rows[0]!.action], ['0/1', 'board B', rows[1]!.action], ['0/2', 'lost', null], ['1/0', 'board A', rows[4]!.action], ['1/1', 'won', null],
+    ]);
+    // a turn's card names its API, latency and finish reason, and whether the memory was added
+    expect(cards[0]!.turn).toMatch(/^chat turn · \d+ ms · stop$/);
+    expect(cards[3]!.turn).toMatch(/^chat turn · \d+ ms · stop · memory$/);
+    expect(cards[2]!.turn).toBeNull();
+    expect(await page.textContent('[data-testid=reflection][data-attempt="0"] [data-field=source]')).toBe('policy');
   });
 });

@@ -1,9 +1,10 @@
 import { tmpDir } from '../../helpers/index.js';
+import { and, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase, type DatabaseConnection } from '../../../src/db/index.js';
 import { TrainingDataRepo } from '../../../src/db/training-data.js';
 import { sessions, steps } from '../../../src/db/schema.js';
-import { buildRlSamples } from '../../../src/training/data/data.js';
+import { behaviourOf, buildRlSamples } from '../../../src/training/data/data.js';
 import { selectTrainingRecords, writeTurnScores } from '../../../src/training/data/select.js';
 
 let dir: string;
@@ -69,6 +70,19 @@ describe('selectTrainingRecords', () => {
     const recs = selectTrainingRecords(new TrainingDataRepo(d.db), { taskIds: ['T'] });
     expect(recs[0].sampling).toEqual({ temperature: 1, topP: 1, topK: 0 });
     expect(recs[0].availableActions).toBeNull();
+  });
+  it("gives a turn of the session's OpenAI endpoint the sampling it was served with, not the session's", () => {
+    // the agent asked for temperature 0.5 and top_k 5 in its request; the session samples at 0.7
+    addSession('turns', { taskId: 'TT', sampling: { temperature: 0.7, topP: 0.9, topK: 0, seed: 1 } }, [
+      [0, 0, 'action', 'Board.', 0, false, false, [80]], [0, 1, 'action', 'Board 2.', 0, false, false, [81]], [0, 2, 'action', '', 1, true, true, null],
+    ]);
+    const turn = { api: 'chat', request: { messages: [], temperature: 0.5, top_k: 5 }, memory: null, sampling: { temperature: 0.5, topP: 0.9, topK: 5, seed: 9, maxTokens: 8 },
+      latencyMs: 1, finishReason: 'stop', toolCalls: null, stream: false };
+    d.db.update(steps).set({ turn }).where(and(eq(steps.sessionId, 'turns'), eq(steps.step, 0))).run();
+    const recs = selectTrainingRecords(new TrainingDataRepo(d.db), { taskIds: ['TT'] });
+    expect(recs.map((r) => r.sampling)).toEqual([{ temperature: 0.5, topP: 0.9, topK: 5 }, { temperature: 0.7, topP: 0.9, topK: 0 }, { temperature: 0.7, topP: 0.9, topK: 0 }]);
+    // the job's behaviour policy of that turn is the one it was sampled from
+    expect(behaviourOf(recs[0])).toEqual({ temperature: 0.5, topP: 0.9, topK: 5 });
   });
 });
 

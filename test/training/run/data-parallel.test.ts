@@ -9,7 +9,7 @@ import { BOS, encode, EOS } from '../../../src/model/tokenizer.js';
 import { buildRlSamples, type StepRecord, type TrainingSample } from '../../../src/training/data/data.js';
 import { createModelIO } from '../../../src/training/run/gpt-adapter.js';
 import { JobCancelledError, resolveTrainWorkers, runTrainingJob, trainWorkersFromEnv, type JobResult, type TrainingJobSpec } from '../../../src/training/run/job.js';
-import type { ModelIO } from '../../../src/training/run/model-api.js';
+import type { ModelIO } from '../../../src/training/model-api.js';
 import { writeTinyGptCheckpoint } from '../../helpers/index.js';
 import { createModelIO as createTinyIO, TinyModel, writeTinyCheckpoint } from '../tiny-model.js';
 

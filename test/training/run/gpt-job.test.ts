@@ -11,7 +11,7 @@ import { createModelIO, GptTrainable } from '../../../src/training/run/gpt-adapt
 import { outputLogprobs } from '../../../src/training/data/behaviour.js';
 import { runTrainingJob } from '../../../src/training/run/job.js';
 import { randomPositionOffsets } from '../../../src/training/data/minibatches.js';
-import type { ModelIO } from '../../../src/training/run/model-api.js';
+import type { ModelIO } from '../../../src/training/model-api.js';
 import { DEFAULT_MODEL_IO, startTrainingWorker } from '../../../src/training/run/worker.js';
 
 // The training job on the builtin GPT (src/model), with a tiny config so that it runs in seconds.

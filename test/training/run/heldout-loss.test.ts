@@ -3,7 +3,7 @@ import * as tf from '@tensorflow/tfjs';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { disposeBatch, makeBatch } from '../../../src/training/data/batch.js';
 import type { TrainingSample } from '../../../src/training/data/data.js';
-import type { TrainableModel } from '../../../src/training/run/model-api.js';
+import type { TrainableModel } from '../../../src/training/model-api.js';
 import { trainedTokens } from '../../../src/training/data/samples.js';
 import { heldOutLoss } from '../../../src/training/run/heldout-loss.js';
 

@@ -1,0 +1,111 @@
+/**
+ * The `sessions` and `reflections` queries of src/db/sessions-repo.ts on PostgreSQL (AsyncSessions):
+ * the same filters, orders and answers. Session ids are lowercase ASCII (`ses_...`), so ordering
+ * them gives the same order under any collation as SQLite's bytewise one.
+ */
+import { and, desc, eq, gt, lt, sql, type SQL } from 'drizzle-orm';
+import type { AsyncSessions } from '../async-repositories.js';
+import type { AttemptTrajectory, SessionFilters } from '../sessions-repo.js';
+import type { PgDb } from './connection.js';
+import { reflections, sessions, steps } from './schema.js';
+
+/** Conditions of `f` on the sessions table, after `first` (as src/db/sessions-repo.ts filterConds). */
+function filterConds(first: SQL[], f: SessionFilters): SQL[] {
+  const conds = [...first];
+  if (f.status) conds.push(eq(sessions.status, f.status));
+  if (f.taskId) conds.push(eq(sessions.taskId, f.taskId));
+  if (f.env) conds.push(eq(sessions.env, f.env));
+  if (f.mode) conds.push(eq(sessions.mode, f.mode));
+  if (f.modelVersion) conds.push(eq(sessions.modelVersion, f.modelVersion));
+  if (f.memory === 'none') conds.push(eq(sessions.maxAttempts, 1));
+  else if (f.memory) conds.push(eq(sessions.memory, f.memory), gt(sessions.maxAttempts, 1));
+  return conds;
+}
+
+/** AsyncSessions over a PostgreSQL store (errors unmapped: src/db/pg/repositories.ts maps them). */
+export function pgSessions(db: PgDb): AsyncSessions {
+  return {
+    async insert(row) {
+      await db.insert(sessions).values(row);
+    },
+    list(tenant, f, limit, cursor) {
+      const conds = filterConds([eq(sessions.tenant, tenant)], f);
+      if (cursor) conds.push(lt(sessions.id, cursor));
+      return db.select().from(sessions).where(and(...conds)).orderBy(desc(sessions.id)).limit(limit + 1);
+    },
+    async abandon(id, attempts, now) {
+      await db.update(sessions).set({ status: 'abandoned', attempts, updatedAt: now }).where(eq(sessions.id, id));
+    },
+    async editReflection(sessionId, attempt, text, now) {
+      const r = await db
+        .update(reflections)
+        .set({ text, source: 'human', updatedAt: now })
+        .where(and(eq(reflections.sessionId, sessionId), eq(reflections.attempt, attempt)));
+      return r.rowCount ?? 0;
+    },
+    async idleIds(cutoff) {
+      const rows = await db
+        .select({ id: sessions.id })
+        .from(sessions)
+        .where(and(eq(sessions.status, 'active'), lt(sessions.updatedAt, cutoff)));
+      return rows.map((r) => r.id);
+    },
+    async expire(id, attempts, cutoff, now) {
+      const r = await db
+        .update(sessions)
+        .set({ status: 'expired', attempts, updatedAt: now })
+        .where(and(eq(sessions.id, id), eq(sessions.status, 'active'), lt(sessions.updatedAt, cutoff)));
+      return r.rowCount === 1;
+    },
+    async activeCount(tenant) {
+      const where = tenant === undefined ? eq(sessions.status, 'active') : and(eq(sessions.tenant, tenant), eq(sessions.status, 'active'));
+      const [r] = await db.select({ n: sql<number>`count(*)::int` }).from(sessions).where(where);
+      return r?.n ?? 0;
+    },
+    completed(tenant, f) {
+      const conds = filterConds([eq(sessions.tenant, tenant), eq(sessions.status, 'completed')], f);
+      return db
+        .select({
+          id: sessions.id,
+          taskId: sessions.taskId,
+          attempts: sessions.attempts,
+          maxAttempts: sessions.maxAttempts,
+          modelVersion: sessions.modelVersion,
+          env: sessions.env,
+          mode: sessions.mode,
+          memory: sessions.memory,
+        })
+        .from(sessions)
+        .where(and(...conds))
+        .orderBy(sessions.id);
+    },
+    async completedToken(tenant) {
+      const [r] = await db
+        .select({ n: sql<number>`count(*)::int`, at: sql<string | null>`max(${sessions.updatedAt})::text` })
+        .from(sessions)
+        .where(and(eq(sessions.tenant, tenant), eq(sessions.status, 'completed')));
+      return `${r?.n ?? 0}:${r?.at ?? 0}`;
+    },
+    attemptTrajectories: (tenant, f, maxSessions) => attemptTrajectories(db, tenant, f, maxSessions),
+  };
+}
+
+/** AsyncSessions.attemptTrajectories: src/db/sessions-repo.ts attemptTrajectories, with `string_agg` for `group_concat`. */
+async function attemptTrajectories(
+  db: PgDb,
+  tenant: string,
+  f: Omit<SessionFilters, 'status'>,
+  maxSessions: number,
+): Promise<AttemptTrajectory[]> {
+  const where = and(...filterConds([eq(sessions.tenant, tenant), eq(sessions.status, 'completed')], f));
+  const r = await db.execute<AttemptTrajectory & Record<string, unknown>>(sql`
+    WITH s AS (SELECT ${sessions.id} AS id, ${sessions.modelVersion} AS mv, ${sessions.env} AS env, ${sessions.taskId} AS task,
+                      CASE WHEN ${sessions.maxAttempts} = 1 THEN 'none' ELSE ${sessions.memory} END AS memory
+               FROM ${sessions} WHERE ${where} ORDER BY ${sessions.id} DESC LIMIT ${maxSessions})
+    SELECT s.id AS "sessionId", s.mv AS "modelVersion", s.env AS env, s.task AS "taskId", s.memory AS memory,
+           string_agg(coalesce(st.action, ''), E'\\n' ORDER BY st.step) AS trajectory
+    FROM s LEFT JOIN ${steps} st ON st.session_id = s.id AND st.kind = 'action' AND st.action IS NOT NULL
+    GROUP BY s.id, s.mv, s.env, s.task, s.memory, st.attempt
+    ORDER BY s.id, st.attempt`);
+  return r.rows;
+}

@@ -1,0 +1,494 @@
+/**
+ * The store contract (src/db/async-repositories.ts): the same cases against both stores, the
+ * SQLite store through its adapter over a real database file and the PostgreSQL store against a
+ * real server on loopback (test/helpers/postgres.ts; skipped, saying why, where none can start).
+ * Sessions, steps, the step hot path with its exactly-once commit, models, jobs, training data and
+ * the export answer alike on both.
+ */
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { openDatabase } from '../../src/db/index.js';
+import { SessionNotActiveError, sqliteAsyncRepositories, type AsyncRepositories } from '../../src/db/async-repositories.js';
+import { openPgDatabase, type PgConnection } from '../../src/db/pg/connection.js';
+import { pgRepositories } from '../../src/db/pg/repositories.js';
+import type { StepCommit, StepInsert } from '../../src/db/queries.js';
+import type { AttemptSummary, SessionRow } from '../../src/db/schema.js';
+import { tmpDir } from '../helpers/index.js';
+import { postgresForTests } from '../helpers/postgres.js';
+
+const server = await postgresForTests();
+
+interface Store {
+  name: 'sqlite' | 'postgres';
+  skip: boolean;
+  /** Empty repositories for one test. */
+  fresh(): Promise<AsyncRepositories>;
+}
+
+const sqliteStore: Store = {
+  name: 'sqlite',
+  skip: false,
+  async fresh() {
+    const conn = openDatabase(tmpDir('lamer-contract-'));
+    afterAllClose.push(async () => conn.close());
+    return sqliteAsyncRepositories(conn);
+  },
+};
+
+let pgConn: PgConnection | null = null;
+const pgStore: Store = {
+  name: 'postgres',
+  skip: !server,
+  async fresh() {
+    pgConn ??= await openPgDatabase(await server!.freshDatabase());
+    await pgConn.pool.query('TRUNCATE steps, reflections, sessions, models, training_jobs RESTART IDENTITY');
+    return pgRepositories(pgConn);
+  },
+};
+
+const afterAllClose: Array<() => Promise<void>> = [];
+afterAll(async () => {
+  for (const close of afterAllClose.splice(0)) await close();
+  await pgConn?.close();
+});
+
+const T0 = 1_800_000_000_000;
+
+function session(id: string, over: Partial<SessionRow> = {}): SessionRow {
+  return {
+    id,
+    tenant: 't1',
+    taskId: 'task-a',
+    env: 'alfworld',
+    mode: 'train',
+    status: 'active',
+    instructions: 'Find the key.',
+    maxAttempts: 3,
+    maxSteps: 10,
+    memory: 'reflection_only',
+    memoryPlacement: 'system',
+    sampling: { temperature: 0.7, seed: 7, nested: { k: '"123"' } },
+    modelVersion: 'v1',
+    metadata: { user: 'ü', n: 1.5 },
+    nextAttempt: 0,
+    nextStep: 0,
+    attempts: [],
+    createdAt: T0,
+    updatedAt: T0,
+    ...over,
+  };
+}
+
+function stepRow(sessionId: string, attempt: number, step: number, over: Partial<StepInsert> = {}): StepInsert {
+  return {
+    sessionId,
+    attempt,
+    step,
+    kind: 'action',
+    observation: `obs ${attempt}.${step}`,
+    reward: step === 0 ? 0 : 0.5,
+    done: false,
+    success: false,
+    invalidAction: false,
+    availableActions: ['go north', 'take key'],
+    info: { room: 3 },
+    prompt: `prompt ${attempt}.${step}`,
+    output: `out ${attempt}.${step}`,
+    action: `act ${attempt}.${step}`,
+    promptTokenIds: [1, 2, 3],
+    outputTokenIds: [4, 5],
+    logprobs: [-0.125, -1.0000000000000002],
+    droppedSteps: 0,
+    promptTruncatedChars: 0,
+    engineRecord: null,
+    turn: null,
+    modelVersion: 'v1',
+    requestHash: `hash ${attempt}.${step}`,
+    answer: JSON.stringify({ action: `act ${attempt}.${step}`, attempt, step }),
+    createdAt: T0 + attempt * 100 + step,
+    ...over,
+  };
+}
+
+/** The commit of one action step at (attempt, step) that moves the session on by one step. */
+function commitAt(sessionId: string, attempt: number, step: number, over: Partial<StepInsert> = {}): StepCommit {
+  const row = stepRow(sessionId, attempt, step, over);
+  return {
+    rows: [row],
+    reflection: null,
+    session: { id: sessionId, status: 'active', attempts: [], nextAttempt: attempt, nextStep: step + 1, updatedAt: row.createdAt },
+  };
+}
+
+const summary = (attempt: number, success: boolean): AttemptSummary => ({
+  attempt,
+  status: success ? 'succeeded' : 'failed',
+  steps: 2,
+  return: success ? 1 : 0,
+  success,
+  endReason: success ? 'success' : 'done',
+} as AttemptSummary);
+
+/** A completed session `id` with attempts whose actions are given (one array of actions per attempt). */
+async function completedSession(r: AsyncRepositories, id: string, actions: string[][], over: Partial<SessionRow> = {}): Promise<void> {
+  await r.sessions.insert(session(id, { maxAttempts: Math.max(actions.length, 1), ...over }));
+  for (const [a, acts] of actions.entries()) {
+    for (const [s, act] of acts.entries()) await r.hot.commitStep(commitAt(id, a, s, { action: act }));
+  }
+  const attempts = actions.map((_, a) => summary(a, a === actions.length - 1));
+  const last = commitAt(id, actions.length - 1, actions.at(-1)!.length, { action: null, done: true, success: true });
+  last.session = { ...last.session, status: 'completed', attempts, updatedAt: T0 + 999 };
+  await r.hot.commitStep(last);
+}
+
+for (const store of [sqliteStore, pgStore]) {
+  describe.skipIf(store.skip)(`store contract: ${store.name}`, () => {
+    let r: AsyncRepositories;
+    beforeAll(async () => {
+      r = await store.fresh();
+      expect(r.store).toBe(store.name);
+    });
+
+    describe('sessions', () => {
+      beforeAll(async () => {
+        r = await store.fresh();
+      });
+
+      it('reads a session back exactly as written (JSON values, defaults), refuses a second insert of its id', async () => {
+        const row = session('ses_a');
+        await r.sessions.insert(row);
+        expect(await r.hot.session('ses_a')).toEqual(row);
+        expect(await r.hot.session('ses_none')).toBeUndefined();
+        await expect(r.sessions.insert(row)).rejects.toThrow();
+        expect(await r.sessions.list('t1', {}, 10)).toHaveLength(1);
+      });
+
+      it('lists a tenant\'s sessions newest id first, with filters, cursor and limit + 1', async () => {
+        await r.sessions.insert(session('ses_b', { taskId: 'task-b', env: null, mode: 'eval' }));
+        await r.sessions.insert(session('ses_c', { status: 'completed', maxAttempts: 1, modelVersion: 'v2' }));
+        await r.sessions.insert(session('ses_d', { memory: 'history_only' }));
+        await r.sessions.insert(session('ses_e', { tenant: 't2' }));
+        const ids = async (f: Parameters<AsyncRepositories['sessions']['list']>[1], limit = 10, cursor?: string) =>
+          (await r.sessions.list('t1', f, limit, cursor)).map((s) => s.id);
+        expect(await ids({})).toEqual(['ses_d', 'ses_c', 'ses_b', 'ses_a']);
+        expect(await ids({}, 1)).toEqual(['ses_d', 'ses_c']);
+        expect(await ids({}, 2, 'ses_c')).toEqual(['ses_b', 'ses_a']);
+        expect(await ids({ status: 'completed' })).toEqual(['ses_c']);
+        expect(await ids({ taskId: 'task-b' })).toEqual(['ses_b']);
+        expect(await ids({ env: 'alfworld' })).toEqual(['ses_d', 'ses_c', 'ses_a']);
+        expect(await ids({ mode: 'eval' })).toEqual(['ses_b']);
+        expect(await ids({ modelVersion: 'v2' })).toEqual(['ses_c']);
+        expect(await ids({ memory: 'none' })).toEqual(['ses_c']);
+        expect(await ids({ memory: 'reflection_only' })).toEqual(['ses_b', 'ses_a']);
+        expect(await ids({ memory: 'history_only', status: 'active' })).toEqual(['ses_d']);
+        expect((await r.sessions.list('t2', {}, 10)).map((s) => s.id)).toEqual(['ses_e']);
+      });
+
+      it('counts active sessions per tenant and in total', async () => {
+        expect(await r.sessions.activeCount()).toBe(4);
+        expect(await r.sessions.activeCount('t1')).toBe(3);
+        expect(await r.hot.activeCount('t1')).toBe(3);
+        expect(await r.hot.activeCount('nobody')).toBe(0);
+      });
+
+      it('abandons, finds idle sessions and expires only active idle ones', async () => {
+        await r.sessions.abandon('ses_b', [summary(0, false)], T0 + 50);
+        expect(await r.hot.session('ses_b')).toMatchObject({ status: 'abandoned', attempts: [summary(0, false)], updatedAt: T0 + 50 });
+        expect((await r.sessions.idleIds(T0 + 10)).sort()).toEqual(['ses_a', 'ses_d', 'ses_e']);
+        expect(await r.sessions.idleIds(T0)).toEqual([]);
+        expect(await r.sessions.expire('ses_a', [], T0 + 10, T0 + 60)).toBe(true);
+        expect(await r.sessions.expire('ses_a', [], T0 + 10, T0 + 70)).toBe(false);
+        expect(await r.sessions.expire('ses_b', [], T0 + 100, T0 + 70)).toBe(false);
+        expect(await r.sessions.expire('ses_d', [], T0, T0 + 70)).toBe(false);
+        expect(await r.hot.session('ses_a')).toMatchObject({ status: 'expired', updatedAt: T0 + 60 });
+        expect(await r.sessions.activeCount('t1')).toBe(1);
+      });
+    });
+
+    describe('completed sessions: statistics rows, change token, attempt trajectories', () => {
+      beforeAll(async () => {
+        r = await store.fresh();
+      });
+
+      it('answer alike', async () => {
+        expect(await r.sessions.completedToken('t1')).toBe('0:0');
+        await completedSession(r, 'ses_1', [['a', 'b'], ['c']]);
+        await completedSession(r, 'ses_2', [['x']], { maxAttempts: 1, modelVersion: 'v2', env: null });
+        await completedSession(r, 'ses_3', [[]]);
+        await r.sessions.insert(session('ses_4'));
+        expect(await r.sessions.completedToken('t1')).toBe(`3:${T0 + 999}`);
+        const rows = await r.sessions.completed('t1', {});
+        expect(rows.map((s) => s.id)).toEqual(['ses_1', 'ses_2', 'ses_3']);
+        expect(rows[0]).toEqual({
+          id: 'ses_1', taskId: 'task-a', attempts: [summary(0, false), summary(1, true)], maxAttempts: 2,
+          modelVersion: 'v1', env: 'alfworld', mode: 'train', memory: 'reflection_only',
+        });
+        expect((await r.sessions.completed('t1', { memory: 'none' })).map((s) => s.id)).toEqual(['ses_2', 'ses_3']);
+        expect((await r.sessions.completed('t1', { modelVersion: 'v2' })).map((s) => s.id)).toEqual(['ses_2']);
+        expect(await r.sessions.attemptTrajectories('t1', {}, 10)).toEqual([
+          { sessionId: 'ses_1', modelVersion: 'v1', env: 'alfworld', taskId: 'task-a', memory: 'reflection_only', trajectory: 'a\nb' },
+          { sessionId: 'ses_1', modelVersion: 'v1', env: 'alfworld', taskId: 'task-a', memory: 'reflection_only', trajectory: 'c' },
+          { sessionId: 'ses_2', modelVersion: 'v2', env: null, taskId: 'task-a', memory: 'none', trajectory: 'x' },
+          // A session without any recorded action: one row whose trajectory is '' on both stores, though
+          // src/db/sessions-repo.ts documents null and src/agent/diversity.ts skips only null.
+          { sessionId: 'ses_3', modelVersion: 'v1', env: 'alfworld', taskId: 'task-a', memory: 'none', trajectory: '' },
+        ]);
+        expect((await r.sessions.attemptTrajectories('t1', {}, 1)).map((t) => t.sessionId)).toEqual(['ses_3']);
+        expect(await r.sessions.attemptTrajectories('t2', {}, 10)).toEqual([]);
+      });
+    });
+
+    describe('the step hot path', () => {
+      beforeEach(async () => {
+        r = await store.fresh();
+        await r.sessions.insert(session('ses_h'));
+      });
+
+      it('records a step\'s rows, reflection and session update in one commit, and reads them back', async () => {
+        expect(await r.hot.commitStep(commitAt('ses_h', 0, 0))).toEqual({ recorded: true, requestHash: 'hash 0.0', answer: stepRow('ses_h', 0, 0).answer });
+        const end: StepCommit = {
+          rows: [stepRow('ses_h', 0, 1, { done: true, action: null }), stepRow('ses_h', 0, 1, { kind: 'reflection', requestHash: 'hash 0.1', answer: null, output: 'I should look first' })],
+          reflection: { sessionId: 'ses_h', attempt: 0, text: 'I should look first', updatedAt: T0 + 5 },
+          session: { id: 'ses_h', status: 'active', attempts: [summary(0, false)], nextAttempt: 1, nextStep: 0, updatedAt: T0 + 5 },
+        };
+        expect((await r.hot.commitStep(end)).recorded).toBe(true);
+        expect(await r.hot.session('ses_h')).toMatchObject({ nextAttempt: 1, nextStep: 0, attempts: [summary(0, false)], updatedAt: T0 + 5, status: 'active' });
+        expect(await r.hot.stepAtPosition('ses_h', 0, 0)).toEqual({ requestHash: 'hash 0.0', answer: stepRow('ses_h', 0, 0).answer });
+        expect(await r.hot.stepAtPosition('ses_h', 0, 5)).toBeUndefined();
+        expect(await r.hot.stepsOfAttempt('ses_h', 0)).toEqual([{ observation: 'obs 0.0', action: 'act 0.0' }, { observation: 'obs 0.1', action: null }]);
+        expect(await r.hot.reflections('ses_h')).toEqual([{ sessionId: 'ses_h', attempt: 0, text: 'I should look first', source: 'policy', updatedAt: T0 + 5 }]);
+        expect(await r.sessions.editReflection('ses_h', 0, 'Look first.', T0 + 9)).toBe(1);
+        expect(await r.sessions.editReflection('ses_h', 1, 'none here', T0 + 9)).toBe(0);
+        expect(await r.hot.reflections('ses_h')).toEqual([{ sessionId: 'ses_h', attempt: 0, text: 'Look first.', source: 'human', updatedAt: T0 + 9 }]);
+        // a step that completes the session writes its status
+        const done = commitAt('ses_h', 1, 0, { done: true, success: true });
+        done.session = { ...done.session, status: 'completed', nextAttempt: 2, nextStep: 0 };
+        await r.hot.commitStep(done);
+        expect(await r.hot.session('ses_h')).toMatchObject({ status: 'completed', nextAttempt: 2 });
+      });
+
+      it('exactly once: two concurrent commits of one position give one row and the same answer to both', async () => {
+        const a = commitAt('ses_h', 0, 0, { answer: JSON.stringify({ from: 'replica a' }) });
+        const b = commitAt('ses_h', 0, 0, { answer: JSON.stringify({ from: 'replica b' }) });
+        b.session.updatedAt = T0 + 77;
+        const results = await Promise.all([r.hot.commitStep(a), r.hot.commitStep(b)]);
+        expect(results.map((x) => x.recorded).sort()).toEqual([false, true]);
+        expect(results[1]!.answer).toBe(results[0]!.answer);
+        expect(results[1]!.requestHash).toBe('hash 0.0');
+        const stored = await r.hot.stepAtPosition('ses_h', 0, 0);
+        expect(stored?.answer).toBe(results[0]!.answer);
+        const rows = (await r.steps.page('ses_h', undefined, 10, 1e9)).rows;
+        expect(rows).toHaveLength(1);
+        // the loser wrote nothing: the session update is the winner's
+        const winner = results[0]!.recorded ? a : b;
+        expect((await r.hot.session('ses_h'))?.updatedAt).toBe(winner.session.updatedAt);
+        // a retry later gets the same answer again
+        expect(await r.hot.commitStep(commitAt('ses_h', 0, 0))).toEqual({ recorded: false, requestHash: 'hash 0.0', answer: results[0]!.answer });
+      });
+
+      it('many concurrent commits of one position: one row, one answer for all', async () => {
+        const results = await Promise.all(
+          Array.from({ length: 8 }, (_, i) => r.hot.commitStep(commitAt('ses_h', 0, 0, { answer: JSON.stringify({ i }) }))),
+        );
+        expect(results.filter((x) => x.recorded)).toHaveLength(1);
+        expect(new Set(results.map((x) => x.answer)).size).toBe(1);
+        expect((await r.steps.page('ses_h', undefined, 10, 1e9)).rows).toHaveLength(1);
+      });
+
+      it('concurrent commits of different sessions are all recorded', async () => {
+        for (const id of ['ses_x', 'ses_y', 'ses_z']) await r.sessions.insert(session(id));
+        const results = await Promise.all(['ses_h', 'ses_x', 'ses_y', 'ses_z'].map((id) => r.hot.commitStep(commitAt(id, 0, 0))));
+        expect(results.every((x) => x.recorded)).toBe(true);
+        for (const id of ['ses_h', 'ses_x', 'ses_y', 'ses_z']) expect((await r.hot.session(id))?.nextStep).toBe(1);
+      });
+
+      it('a commit for an unknown session is refused and writes nothing; a commit beside it is recorded', async () => {
+        const [bad, good] = await Promise.allSettled([r.hot.commitStep(commitAt('ses_unknown', 0, 0)), r.hot.commitStep(commitAt('ses_h', 0, 0))]);
+        expect(bad.status).toBe('rejected');
+        expect(good).toEqual({ status: 'fulfilled', value: expect.objectContaining({ recorded: true }) });
+        expect(await r.hot.stepAtPosition('ses_unknown', 0, 0)).toBeUndefined();
+      });
+
+      it('a commit for a session that is no longer active is refused and writes nothing', async () => {
+        await r.sessions.abandon('ses_h', [], T0 + 1);
+        await expect(r.hot.commitStep(commitAt('ses_h', 0, 0))).rejects.toBeInstanceOf(SessionNotActiveError);
+        expect(await r.hot.stepAtPosition('ses_h', 0, 0)).toBeUndefined();
+        expect(await r.hot.session('ses_h')).toMatchObject({ status: 'abandoned', nextStep: 0 });
+      });
+
+      it('a commit without rows is refused', async () => {
+        await expect(r.hot.commitStep({ ...commitAt('ses_h', 0, 0), rows: [] })).rejects.toThrow(TypeError);
+      });
+
+      it('pages a trajectory in position order, within limit and bytes, always at least one row', async () => {
+        for (let s = 0; s < 4; s++) await r.hot.commitStep(commitAt('ses_h', 0, s));
+        const end: StepCommit = {
+          rows: [stepRow('ses_h', 0, 4, { done: true }), stepRow('ses_h', 0, 4, { kind: 'reflection', requestHash: 'refl' })],
+          reflection: null,
+          session: { id: 'ses_h', status: 'active', attempts: [], nextAttempt: 1, nextStep: 0, updatedAt: T0 },
+        };
+        await r.hot.commitStep(end);
+        await r.hot.commitStep(commitAt('ses_h', 1, 0));
+        const pos = (p: { rows: Array<{ attempt: number; step: number; kind: string }> }) => p.rows.map((x) => `${x.attempt}.${x.step}.${x.kind[0]}`);
+        const all = await r.steps.page('ses_h', undefined, 100, 1e9);
+        expect(pos(all)).toEqual(['0.0.a', '0.1.a', '0.2.a', '0.3.a', '0.4.a', '0.4.r', '1.0.a']);
+        expect(all.last).toBeNull();
+        expect(all.rows[0]).toMatchObject({
+          sessionId: 'ses_h', observation: 'obs 0.0', done: false, availableActions: ['go north', 'take key'], info: { room: 3 },
+          promptTokenIds: [1, 2, 3], logprobs: [-0.125, -1.0000000000000002], answer: { action: 'act 0.0', attempt: 0, step: 0 }, return: null,
+        });
+        const first = await r.steps.page('ses_h', undefined, 3, 1e9);
+        expect(pos(first)).toEqual(['0.0.a', '0.1.a', '0.2.a']);
+        expect(first.last).toEqual({ attempt: 0, step: 2, kind: 'action' });
+        const next = await r.steps.page('ses_h', { attempt: 0, step: 4, kind: 'action' }, 3, 1e9);
+        expect(pos(next)).toEqual(['0.4.r', '1.0.a']);
+        expect(next.last).toBeNull();
+        // a byte budget below one row still gives one row; two rows' worth gives two
+        const one = await r.steps.page('ses_h', undefined, 100, 1);
+        expect(pos(one)).toEqual(['0.0.a']);
+        expect(one.last).toEqual({ attempt: 0, step: 0, kind: 'action' });
+        // each of these rows is 720 bytes as estimated: 600 + its text and JSON columns as sent (120)
+        expect(pos(await r.steps.page('ses_h', undefined, 100, 2 * 720))).toEqual(['0.0.a', '0.1.a']);
+        expect(pos(await r.steps.page('ses_h', undefined, 100, 2 * 720 - 1))).toEqual(['0.0.a']);
+        expect(await r.steps.page('ses_none', undefined, 10, 1e9)).toEqual({ rows: [], last: null });
+      });
+    });
+
+    describe('models', () => {
+      beforeAll(async () => {
+        r = await store.fresh();
+      });
+
+      it('register, read, list, activate one at a time, update in place', async () => {
+        expect(await r.models.isEmpty()).toBe(true);
+        expect(await r.models.active()).toBeUndefined();
+        await r.models.insert({ version: 'base', parent: null, jobId: null, checkpointDir: '/c/base', status: 'active', metrics: {}, createdAt: T0 });
+        await r.models.insert({ version: 'v2', parent: 'base', jobId: 'job_1', checkpointDir: '/c/v2', status: 'candidate', metrics: { loss: 0.5 }, createdAt: T0 + 1 });
+        await r.models.insert({
+          version: 'remote', parent: null, jobId: null, checkpointDir: '', engine: 'openai', engineConfig: { baseUrl: 'http://x' }, status: 'candidate', metrics: {}, createdAt: T0 + 1,
+        });
+        expect(await r.models.isEmpty()).toBe(false);
+        expect(await r.models.get('v2')).toEqual({
+          version: 'v2', parent: 'base', jobId: 'job_1', checkpointDir: '/c/v2', engine: 'builtin', engineConfig: null, status: 'candidate', metrics: { loss: 0.5 }, createdAt: T0 + 1,
+        });
+        expect(await r.models.get('nope')).toBeUndefined();
+        expect((await r.models.list()).map((m) => m.version)).toEqual(['base', 'remote', 'v2']);
+        expect(await r.models.remoteVersions()).toEqual(['remote']);
+        await Promise.all([r.models.activate('v2'), r.models.activate('remote')]);
+        const active = (await r.models.list()).filter((m) => m.status === 'active');
+        expect(active).toHaveLength(1);
+        expect((await r.models.get('base'))?.status).toBe('retired');
+        await r.models.activate('v2');
+        expect((await r.models.active())?.version).toBe('v2');
+        await r.models.setCheckpointDir('v2', '/c/v2-moved');
+        await r.models.setEngineConfig('remote', { baseUrl: 'http://y' });
+        expect((await r.models.get('v2'))?.checkpointDir).toBe('/c/v2-moved');
+        expect((await r.models.get('remote'))?.engineConfig).toEqual({ baseUrl: 'http://y' });
+        await expect(r.models.insert({ version: 'v2', checkpointDir: '', status: 'candidate', metrics: {}, createdAt: 0 })).rejects.toThrow();
+      });
+    });
+
+    describe('training jobs', () => {
+      beforeAll(async () => {
+        r = await store.fresh();
+      });
+
+      it('insert, list with filters and cursor, counts, running, update, fail running, queue', async () => {
+        const job = (id: string, status: 'queued' | 'running' | 'succeeded', createdAt: number, algorithm: 'lamer' | 'grpo' = 'lamer') =>
+          r.jobs.insert({ id, algorithm, status, config: { lr: 0.001 }, metrics: [], createdAt });
+        await job('job_a', 'succeeded', T0);
+        await job('job_b', 'running', T0 + 1, 'grpo');
+        await job('job_c', 'queued', T0 + 2);
+        await job('job_d', 'queued', T0 + 2);
+        expect(await r.jobs.get('job_a')).toEqual({
+          id: 'job_a', algorithm: 'lamer', status: 'succeeded', config: { lr: 0.001 }, progress: 0, metrics: [],
+          resultVersion: null, error: null, createdAt: T0, startedAt: null, finishedAt: null,
+        });
+        expect(await r.jobs.get('job_none')).toBeUndefined();
+        expect((await r.jobs.list({ limit: 10 })).map((j) => j.id)).toEqual(['job_d', 'job_c', 'job_b', 'job_a']);
+        expect((await r.jobs.list({ limit: 1, cursor: `${T0 + 2}~job_d` })).map((j) => j.id)).toEqual(['job_c', 'job_b']);
+        expect((await r.jobs.list({ limit: 10, status: 'queued' })).map((j) => j.id)).toEqual(['job_d', 'job_c']);
+        expect((await r.jobs.list({ limit: 10, algorithm: 'grpo' })).map((j) => j.id)).toEqual(['job_b']);
+        expect(await r.jobs.countsByStatus()).toEqual({ succeeded: 1, running: 1, queued: 2 });
+        expect(await r.jobs.running()).toEqual([{ id: 'job_b', algorithm: 'grpo', progress: 0 }]);
+        expect((await r.jobs.recent(2)).map((j) => j.id).sort()).toEqual(['job_c', 'job_d']);
+        await r.jobs.update('job_b', { progress: 0.25, metrics: [{ it: 1 }], startedAt: T0 + 3 });
+        expect(await r.jobs.get('job_b')).toMatchObject({ progress: 0.25, metrics: [{ it: 1 }], startedAt: T0 + 3 });
+        await r.jobs.failRunning('server restarted', T0 + 4);
+        expect(await r.jobs.get('job_b')).toMatchObject({ status: 'failed', error: 'server restarted', finishedAt: T0 + 4 });
+        expect(await r.jobs.running()).toEqual([]);
+        expect((await r.jobs.queuedIds()).sort()).toEqual(['job_c', 'job_d']);
+      });
+    });
+
+    describe('training data and the export', () => {
+      beforeAll(async () => {
+        r = await store.fresh();
+        await completedSession(r, 'ses_1', [['a', 'b'], ['c']]);
+        await completedSession(r, 'ses_2', [['x']], { taskId: 'task-b', env: 'webshop', createdAt: T0 + 10, modelVersion: 'v2' });
+        await completedSession(r, 'ses_3', [['y']], { mode: 'eval' });
+        await r.sessions.insert(session('ses_4'));
+        await r.hot.commitStep(commitAt('ses_4', 0, 0));
+      });
+
+      it('reads the completed training sessions with filters and counts them', async () => {
+        const ids = async (f: Parameters<AsyncRepositories['trainingData']['completedTrainSessions']>[0]) =>
+          (await r.trainingData.completedTrainSessions(f)).map((s) => s.id).sort();
+        expect(await ids({})).toEqual(['ses_1', 'ses_2']);
+        expect(await ids({ since: T0 + 5 })).toEqual(['ses_2']);
+        expect(await ids({ env: 'webshop' })).toEqual(['ses_2']);
+        expect(await ids({ taskIds: ['task-a'] })).toEqual(['ses_1']);
+        expect(await ids({ taskIds: [] })).toEqual([]);
+        expect(await ids({ modelVersion: 'v2' })).toEqual(['ses_2']);
+        const [one] = await r.trainingData.completedTrainSessions({ modelVersion: 'v2' });
+        expect(one).toEqual({ id: 'ses_2', taskId: 'task-b', createdAt: T0 + 10, sampling: session('x').sampling });
+        expect(await r.trainingData.countCompletedTrainSessions(T0)).toBe(2);
+        expect(await r.trainingData.countCompletedTrainSessions(T0 + 1)).toBe(1);
+      });
+
+      it('reads step outputs and rows, and writes scores in one go', async () => {
+        const outputs = await r.trainingData.stepOutputs(['ses_1', 'ses_none']);
+        expect(outputs).toHaveLength(4);
+        expect(outputs.find((o) => o.attempt === 1 && o.step === 0)).toEqual({ sessionId: 'ses_1', attempt: 1, step: 0, kind: 'action', output: 'out 1.0', engineRecord: null, turn: null });
+        const rows = await r.trainingData.stepRowsOf(['ses_2', 'ses_1']);
+        expect(rows.map((x) => `${x.sessionId}:${x.attempt}.${x.step}`)).toEqual(['ses_1:0.0', 'ses_1:0.1', 'ses_1:1.0', 'ses_1:1.1', 'ses_2:0.0', 'ses_2:0.1']);
+        const many = Array.from({ length: 600 }, (_, i) => `ses_none_${i}`);
+        expect(await r.trainingData.stepRowsOf([...many, 'ses_2'])).toHaveLength(2);
+        await r.trainingData.writeStepScores([
+          { sessionId: 'ses_1', attempt: 0, step: 1, kind: 'action', return: 0.9, advantage: -0.25 },
+          { sessionId: 'ses_2', attempt: 0, step: 0, kind: 'action', return: 1, advantage: 0.5 },
+        ]);
+        const scored = (await r.trainingData.stepRowsOf(['ses_1', 'ses_2'])).filter((x) => x.return !== null);
+        expect(scored.map((x) => [x.sessionId, x.attempt, x.step, x.return, x.advantage])).toEqual([
+          ['ses_1', 0, 1, 0.9, -0.25],
+          ['ses_2', 0, 0, 1, 0.5],
+        ]);
+      });
+
+      it('exports lines in position order, chunk by chunk, with filters', async () => {
+        const lines = async (f: Parameters<AsyncRepositories['export']['lines']>[0], chunk?: number) => {
+          const out = [];
+          for await (const l of r.export.lines(f, chunk)) out.push(l);
+          return out;
+        };
+        const all = await lines({}, 2);
+        expect(all.map((l) => `${l.sessionId}:${l.attempt}.${l.step}`)).toEqual([
+          'ses_1:0.0', 'ses_1:0.1', 'ses_1:1.0', 'ses_1:1.1', 'ses_2:0.0', 'ses_2:0.1', 'ses_3:0.0', 'ses_3:0.1', 'ses_4:0.0',
+        ]);
+        expect(await lines({})).toEqual(all);
+        expect(all[0]).toEqual({
+          schemaVersion: 1, sessionId: 'ses_1', tenant: 't1', taskId: 'task-a', env: 'alfworld', mode: 'train', sessionStatus: 'completed',
+          attempt: 0, step: 0, kind: 'action', modelVersion: 'v1', observation: 'obs 0.0', availableActions: ['go north', 'take key'],
+          prompt: 'prompt 0.0', output: 'out 0.0', action: 'a', promptTokenIds: [1, 2, 3], outputTokenIds: [4, 5],
+          logprobs: [-0.125, -1.0000000000000002], droppedSteps: 0, promptTruncatedChars: 0, reward: 0, done: false, success: false,
+          invalidAction: false, return: null, advantage: null, createdAt: new Date(T0).toISOString(), engine: null, turn: null,
+        });
+        expect(all.at(-1)?.sessionStatus).toBe('active');
+        expect((await lines({ completedOnly: true, mode: 'train' }, 3)).map((l) => l.sessionId)).toEqual(['ses_1', 'ses_1', 'ses_1', 'ses_1', 'ses_2', 'ses_2']);
+        expect((await lines({ env: 'webshop' })).length).toBe(2);
+        expect((await lines({ since: T0 + 5 })).length).toBe(2);
+        expect((await lines({ modelVersion: 'v2' })).length).toBe(2);
+        expect((await lines({ tenant: 'nobody' })).length).toBe(0);
+      });
+    });
+  });
+}

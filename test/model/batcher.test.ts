@@ -1,0 +1,172 @@
+/**
+ * ForwardBatcher's forward sections: a group runs in sections of at most `maxSectionTokens` padded
+ * tokens (a long row split along its tokens over the cache of its earlier part), the event loop
+ * gets turns between sections, the results equal those of one unsplit forward, and no tensor is
+ * left behind, also when a section fails or the batcher closes between sections.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import * as tf from '@tensorflow/tfjs';
+import { ForwardBatcher, MAX_YIELD_TURNS, YIELD_TURN_MS, planSections, yieldTurnsAfter } from '../../src/model/batcher.js';
+import { disposeCache, forwardCached, type CachedRow, type CachedRowResult } from '../../src/model/gpt-cached.js';
+import { initModel, type GPT } from '../../src/model/gpt.js';
+import { TINY, useWasm } from './setup.js';
+
+let model: GPT;
+beforeAll(async () => {
+  expect(await useWasm()).toBe('wasm');
+  model = initModel(TINY, 11);
+});
+afterAll(() => model.dispose());
+
+const fakeRow = (n: number) => ({ cache: null, tokens: new Array<number>(n).fill(5), allPositions: false, keepCache: false }) as CachedRow;
+const padded = (rows: CachedRow[]) => rows.length * Math.max(...rows.map((r) => r.tokens.length));
+const seq = (seed: number, n: number) => Array.from({ length: n }, (_, j) => 4 + ((seed * 37 + j * 11) % 250));
+
+describe('planSections', () => {
+  it('packs whole rows in order while rows x the longest stays within the bound', () => {
+    expect(planSections([3, 3, 3, 3], 8)).toEqual([
+      [{ row: 0, from: 0, to: 3 }, { row: 1, from: 0, to: 3 }],
+      [{ row: 2, from: 0, to: 3 }, { row: 3, from: 0, to: 3 }],
+    ]);
+    // a longer row raises the padded width of the section it joins
+    expect(planSections([1, 1, 4, 1], 8).map((s) => s.map((p) => p.row))).toEqual([[0, 1], [2, 3]]);
+    expect(planSections([1, 1, 1], 100)).toEqual([[{ row: 0, from: 0, to: 1 }, { row: 1, from: 0, to: 1 }, { row: 2, from: 0, to: 1 }]]);
+  });
+
+  it('splits a row longer than the bound into near-equal parts that run alone, in order', () => {
+    expect(planSections([2, 10, 2], 4)).toEqual([
+      [{ row: 0, from: 0, to: 2 }],
+      [{ row: 1, from: 0, to: 3 }],
+      [{ row: 1, from: 3, to: 6 }],
+      [{ row: 1, from: 6, to: 10 }],
+      [{ row: 2, from: 0, to: 2 }],
+    ]);
+    expect(planSections([5], 1)).toHaveLength(5);
+  });
+
+  it('every section stays within the bound and covers every token once (property)', () => {
+    for (let seed = 1; seed < 200; seed++) {
+      const lens = Array.from({ length: 1 + (seed % 9) }, (_, i) => 1 + ((seed * 7 + i * 13) % 40));
+      const bound = 1 + ((seed * 5) % 50);
+      const sections = planSections(lens, bound);
+      const covered = lens.map(() => 0);
+      for (const s of sections) {
+        expect(s.length * Math.max(...s.map((p) => p.to - p.from))).toBeLessThanOrEqual(bound);
+        for (const p of s) {
+          expect(p.from).toBe(covered[p.row]);
+          covered[p.row] = p.to;
+        }
+      }
+      expect(covered).toEqual(lens);
+    }
+  });
+
+  it('refuses a bound below 1 and a row without tokens', () => {
+    expect(() => planSections([3], 0)).toThrow('maxTokens must be >= 1, got 0');
+    expect(() => planSections([3, 0], 4)).toThrow('row 1 has 0 new tokens; a row needs at least one');
+    expect(() => new ForwardBatcher(() => [], { windowMs: 0, maxBatchSize: 4, maxSectionTokens: 0 })).toThrow('maxSectionTokens must be >= 1, got 0');
+  });
+});
+
+describe('ForwardBatcher sections', () => {
+  it('gives the event loop one turn after a short section and more after a long one, up to a cap', () => {
+    expect(yieldTurnsAfter(0)).toBe(1);
+    expect(yieldTurnsAfter(YIELD_TURN_MS - 0.1)).toBe(1);
+    expect(yieldTurnsAfter(3 * YIELD_TURN_MS)).toBe(4);
+    expect(yieldTurnsAfter(1e9)).toBe(MAX_YIELD_TURNS);
+  });
+
+  it('no forward goes over the bound, and callbacks queued meanwhile run between sections', async () => {
+    const calls: CachedRow[][] = [];
+    const order: string[] = [];
+    const b = new ForwardBatcher(
+      (rows) => {
+        calls.push(rows);
+        order.push('forward');
+        return rows.map(() => ({ logprobs: new Float32Array(1), cache: null }));
+      },
+      { windowMs: 0, maxBatchSize: 32, maxSectionTokens: 16 },
+    );
+    // 6 requests of 6 tokens (2 fit a section) and one of 40 (split in 3 parts)
+    const reqs = [...Array.from({ length: 6 }, () => [fakeRow(6)]), [fakeRow(40)]].map((rows) => b.submit(rows));
+    let ticks = 0;
+    const tick = () => {
+      order.push('io');
+      if (++ticks < 50) setImmediate(tick);
+    };
+    setImmediate(tick);
+    await Promise.all(reqs);
+    for (const rows of calls) expect(padded(rows)).toBeLessThanOrEqual(16);
+    expect(calls.map((rows) => rows.map((r) => r.tokens.length))).toEqual([[6, 6], [6, 6], [6, 6], [13], [13], [14]]);
+    // between two forwards the event loop turned at least once
+    for (let i = 1; i < order.length; i++) if (order[i] === 'forward') expect(order[i - 1]).toBe('io');
+    expect(b.stats.forwards).toBe(6);
+  });
+
+  it('results equal one unsplit forward within 1e-5 (split rows, caches, every position or the last), and leave no tensor', async () => {
+    const before = tf.memory().numTensors;
+    const prefix = forwardCached(model, [{ cache: null, tokens: seq(1, 20), allPositions: false, keepCache: true }])[0].cache!;
+    const rows: CachedRow[] = [
+      { cache: prefix, tokens: seq(2, 30), allPositions: true, keepCache: true },
+      { cache: null, tokens: seq(3, 7), allPositions: false, keepCache: true },
+      { cache: null, tokens: seq(4, 41), allPositions: false, keepCache: true },
+      { cache: prefix, tokens: seq(5, 3), allPositions: true, keepCache: false },
+    ];
+    const whole = forwardCached(model, rows);
+    const b = new ForwardBatcher((r) => forwardCached(model, r), { windowMs: 0, maxBatchSize: 32, maxSectionTokens: 9 });
+    const split = (await Promise.all([b.submit([rows[0], rows[1]]), b.submit([rows[2]]), b.submit([rows[3]])])).flat();
+    expect(b.stats.forwards).toBeGreaterThan(8);
+    split.forEach((r, i) => {
+      expect(r.logprobs.length).toBe(whole[i].logprobs.length);
+      let worst = 0;
+      r.logprobs.forEach((x, k) => (worst = Math.max(worst, Math.abs(x - whole[i].logprobs[k]))));
+      expect(worst).toBeLessThanOrEqual(1e-5);
+      expect(r.cache?.length ?? 0).toBe(whole[i].cache?.length ?? 0);
+    });
+    // the kept caches continue alike: one more token over each
+    for (const i of [0, 1, 2]) {
+      const next = (c: CachedRowResult) => forwardCached(model, [{ cache: c.cache, tokens: [9], allPositions: false, keepCache: false }])[0].logprobs;
+      const a = next(split[i]);
+      const w = next(whole[i]);
+      a.forEach((x, k) => expect(Math.abs(x - w[k])).toBeLessThanOrEqual(1e-5));
+    }
+    for (const r of [...split, ...whole]) disposeCache(r.cache);
+    disposeCache(prefix);
+    expect(tf.memory().numTensors).toBe(before);
+  });
+
+  it('a section that fails rejects the whole group and disposes the caches made for it', async () => {
+    const before = tf.memory().numTensors;
+    let n = 0;
+    const b = new ForwardBatcher(
+      (rows) => {
+        if (++n === 3) throw new Error('backend broke');
+        return forwardCached(model, rows);
+      },
+      { windowMs: 0, maxBatchSize: 32, maxSectionTokens: 8 },
+    );
+    const rows: CachedRow[] = [
+      { cache: null, tokens: seq(6, 4), allPositions: false, keepCache: true },
+      { cache: null, tokens: seq(7, 30), allPositions: true, keepCache: true },
+    ];
+    await expect(b.submit(rows)).rejects.toThrow('backend broke');
+    expect(tf.memory().numTensors).toBe(before);
+    // the batcher goes on with the next request
+    const [r] = await b.submit([{ cache: null, tokens: seq(8, 3), allPositions: false, keepCache: false }]);
+    expect(r.logprobs.length).toBe(TINY.vocab_size);
+  });
+
+  it('close between two sections rejects the running group with its error, leaving no tensor', async () => {
+    const before = tf.memory().numTensors;
+    const b = new ForwardBatcher((rows) => forwardCached(model, rows), { windowMs: 0, maxBatchSize: 32, maxSectionTokens: 4 });
+    const running = b.submit([{ cache: null, tokens: seq(9, 40), allPositions: true, keepCache: true }]).catch((e: Error) => e);
+    const queued = b.submit([{ cache: null, tokens: seq(10, 5), allPositions: false, keepCache: false }]).catch((e: Error) => e);
+    await new Promise((r) => setImmediate(r));
+    b.close(new Error('model unloaded'));
+    expect(await running).toEqual(new Error('model unloaded'));
+    expect(await queued).toEqual(new Error('model unloaded'));
+    expect(b.stats.forwards).toBeGreaterThanOrEqual(1);
+    expect(b.stats.forwards).toBeLessThan(10);
+    expect(tf.memory().numTensors).toBe(before);
+  });
+});

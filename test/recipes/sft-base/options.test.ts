@@ -1,0 +1,94 @@
+/**
+ * The options of `npm run model:sft-base` (src/recipes/sft-base/options.ts): the committed run of
+ * the shipped base (src/recipes/configs/base.json) against the options models/base records, the
+ * checks that join options, the model shape's one source, and the recipe's learning-rate schedule.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { BASE_SHAPE } from '../../../src/model/gpt.js';
+import { parseSftBaseArgs, SFT_BASE_OPTIONS, USAGE } from '../../../src/recipes/sft-base/options.js';
+import { learningRate } from '../../../src/recipes/sft-base/sft-base.js';
+import { UsageError } from '../../../src/shared/usage-error.js';
+import { root } from '../../helpers/cli.js';
+import { tmpDir } from '../../helpers/index.js';
+
+const BASE_CONFIG = path.join(root, 'src/recipes/configs/base.json');
+const BASE_DIR = path.join(root, 'models/base');
+const shipped = JSON.parse(fs.readFileSync(path.join(BASE_DIR, 'model.json'), 'utf8')).userDefinedMetadata.lamer;
+const newOut = () => path.join(tmpDir('lamer-sft-base-options-'), 'out');
+
+describe('the committed run of models/base', () => {
+  it('gives every option models/base records of its run (its out folder aside), and the later options their defaults', () => {
+    const out = newOut();
+    const o = parseSftBaseArgs(['--config', BASE_CONFIG, '--out', out])!;
+    const { out: _recordedOut, ...recorded } = shipped.meta.options;
+    expect(o).toEqual({ ...recorded, memoryPairs: false, memoryShare: null, out });
+    // the six options of its command line (models/base/README.md), and models/base is its last iterate
+    expect(o).toMatchObject({ minutes: 110, dataThread: true, reflectionShare: 0.2, memoryWeight: 6, ema: 0.998, seed: 21 });
+    expect(shipped.meta.weights).toBe('last');
+  });
+
+  it('names every option of the table, so that a later default does not change the run', () => {
+    const keys = Object.keys(JSON.parse(fs.readFileSync(BASE_CONFIG, 'utf8'))).filter((k) => k !== '$comment');
+    const table = Object.keys(SFT_BASE_OPTIONS).map((k) => k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`));
+    expect(table.filter((k) => !keys.includes(k))).toEqual(['steps', 'from', 'out', 'overwrite']);
+  });
+
+  it('is overridden by the command line: a short run of the same recipe', () => {
+    const o = parseSftBaseArgs(['--config', BASE_CONFIG, '--out', newOut(), '--steps', '30', '--data-thread', 'off'])!;
+    expect(o).toMatchObject({ steps: 30, dataThread: false, minutes: 110, seed: 21, ema: 0.998 });
+  });
+
+  it('names a whole run from scratch: --from beside it is refused', () => {
+    expect(() => parseSftBaseArgs(['--config', BASE_CONFIG, '--out', newOut(), '--from', BASE_DIR])).toThrow(
+      new UsageError('--from keeps the prompt format of its checkpoint; drop --memory-at'),
+    );
+  });
+});
+
+describe('parseSftBaseArgs', () => {
+  it('takes the model shape of the shipped base by default, from BASE_SHAPE, the shape models/base has', () => {
+    const o = parseSftBaseArgs(['--out', newOut()])!;
+    expect([o.layers, o.embd, o.heads, o.block]).toEqual([BASE_SHAPE.n_layer, BASE_SHAPE.n_embd, BASE_SHAPE.n_head, BASE_SHAPE.block_size]);
+    expect(shipped.config).toEqual({ vocab_size: 381, ...BASE_SHAPE });
+    expect(USAGE).toContain(`(default ${BASE_SHAPE.n_layer}; an integer in [1, 48])`);
+  });
+
+  it('joins options: --embd a multiple of --heads, --from without shape options, --from apart from --out', () => {
+    expect(() => parseSftBaseArgs(['--embd', '30', '--heads', '4'])).toThrow(new UsageError('--embd (30) must be divisible by --heads (4)'));
+    expect(() => parseSftBaseArgs(['--from', BASE_DIR, '--layers', '2', '--block', '300', '--out', newOut()])).toThrow(
+      new UsageError('--from takes the model shape from the checkpoint; drop --layers, --block'),
+    );
+    expect(() => parseSftBaseArgs(['--from', BASE_DIR, '--out', BASE_DIR])).toThrow(
+      new UsageError('--from and --out must be different folders (the start checkpoint is read, the result written)'),
+    );
+    const empty = tmpDir('lamer-sft-base-options-');
+    expect(() => parseSftBaseArgs(['--from', empty, '--out', newOut()])).toThrow(new UsageError(`--from ${empty}: no model.json there`));
+  });
+
+  it('creates --out only for a command line without other errors', () => {
+    const out = newOut();
+    expect(() => parseSftBaseArgs(['--out', out, '--lr', '2'])).toThrow(UsageError);
+    expect(fs.existsSync(out)).toBe(false);
+    expect(parseSftBaseArgs(['--out', out])!.out).toBe(out);
+    expect(fs.readdirSync(out)).toEqual([]);
+  });
+});
+
+describe('learningRate', () => {
+  const peak = 0.002;
+  it('warms up linearly over 200 steps, then decays by a cosine to 10% of the peak at step `total`', () => {
+    expect(learningRate(peak, 0, 1000)).toBe(peak / 200);
+    expect(learningRate(peak, 99, 1000)).toBe(peak / 2);
+    expect(learningRate(peak, 199, 1000)).toBe(peak);
+    expect(learningRate(peak, 200, 1000)).toBe(peak);
+    expect(learningRate(peak, 1000, 1000)).toBeCloseTo(0.1 * peak, 15);
+    // halfway through the decay: 10% + 90% / 2
+    expect(learningRate(peak, 600, 1000)).toBeCloseTo(0.55 * peak, 15);
+    for (const step of [250, 431, 777, 999]) {
+      const p = (step - 200) / 800;
+      expect(learningRate(peak, step, 1000)).toBeCloseTo(peak * (0.1 + 0.45 * (1 + Math.cos(Math.PI * p))), 15);
+    }
+  });
+});
