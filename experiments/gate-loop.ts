@@ -26,13 +26,13 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { choiceOpt, intOpt, joinNegativeValues, numOpt, parseArgsMessage, UsageError } from '../src/cli/args.js';
 import { loadConfig } from '../src/config.js';
 import { RL_ALGORITHMS, type TfjsBackend } from '../src/domain.js';
 import { checkServer, runEval } from '../src/eval/harness.js';
 import { startServer, type RunningServer } from '../src/server.js';
-import { isMain } from './cli.js';
 
 const USAGE = `usage: npm run demo:gate-loop -- [--server URL] [--minutes 5] [--jobs N] [--every 24] [--round 24]
   [--gate-tasks 16] [--gate-attempts 3] [--margin 0] [--algorithm lamer] [--concurrency 4] [--base-model DIR]
@@ -206,7 +206,7 @@ async function main(argv: string[]): Promise<number> {
   }
 }
 
-if (isMain(import.meta.url)) {
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   main(process.argv.slice(2)).then(
     (code) => { process.exitCode = code; },
     (err: unknown) => {

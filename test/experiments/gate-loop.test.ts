@@ -1,11 +1,11 @@
 /**
- * `npm run demo:gate-loop` (bench/gate-loop.ts): its options (defaults, and a bad one named) and
+ * `npm run demo:gate-loop` (experiments/gate-loop.ts): its options (defaults, and a bad one named) and
  * the version history it prints, one row per version with its gate in one line. The loop itself
  * runs the server's schedule and gate, which test/training/gate-routes.test.ts covers over HTTP.
  */
 import { describe, expect, it } from 'vitest';
 import { UsageError } from '../../src/cli/args.js';
-import { gateLine, historyTable, loopOptions, type VersionRow } from '../../bench/gate-loop.js';
+import { gateLine, historyTable, loopOptions, type VersionRow } from '../../experiments/gate-loop.js';
 
 describe('loopOptions', () => {
   it('has short defaults: 5 minutes, a job every 24 sessions, gates of 16 tasks', () => {
