@@ -213,8 +213,8 @@ function checkedCounts(opts: EvalOptions): { trials: number; maxSteps: number } 
   const trials = opts.trials ?? 1;
   const maxSteps = opts.maxSteps ?? MAX_STEPS[opts.env];
   const counts = [
-    ['tasks', opts.tasks, 1], ['attempts', opts.attempts, 1], ['concurrency', opts.concurrency, 1], ['trials', trials, 1], ['maxSteps', maxSteps, 1],
-    ['seed', opts.seed, 0],
+    ['tasks', opts.tasks, 1], ['attempts', opts.attempts, 1], ['concurrency', opts.concurrency, 1], ['trials', trials, 1],
+    ['maxSteps', maxSteps, 1], ['seed', opts.seed, 0],
   ] as const;
   for (const [k, v, min] of counts) {
     if (!Number.isInteger(v) || v < min) throw new RangeError(`${k} must be an integer >= ${min}, got ${v}`);

@@ -43,6 +43,7 @@ export interface ModelLike {
 export interface GateRow {
   version: string; modelStatus: string; status: string; promoted: boolean; reason: string | null; progress: number;
   env: string; tasks: number; metric: string; k: number; margin: number; decision: string; incumbentVersion: string | null;
-  candidate: number | null; incumbent: number | null; difference: { mean: number; lo: number; hi: number; tasks: number } | null; rise: number | null;
+  candidate: number | null; incumbent: number | null; rise: number | null;
+  difference: { mean: number; lo: number; hi: number; tasks: number } | null;
 }
 export function gateHistory(models: ModelLike[]): GateRow[];

@@ -68,7 +68,8 @@ export const actionsTaken = (rows) => rows.filter((r) => r.action !== null).leng
  * gated on the same env, tasks, seeds and metric (null when there is none, or no value yet).
  */
 export function gateHistory(models) {
-  const gated = models.filter((m) => m.gate).slice().sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.version.localeCompare(b.version));
+  const gated = models.filter((m) => m.gate)
+    .sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.version.localeCompare(b.version));
   const lastPromoted = new Map();
   return gated.map((m) => {
     const g = m.gate;

@@ -352,7 +352,8 @@ function GatePanel({ items }) {
       ${heads.map((h) => html`<th class="num">${h}</th>`)}<th>outcome</th></tr></thead>
       <tbody>${rows.map((r) => html`<tr data-version=${r.version}>
         <td><b>${r.version}</b> <${StatusChip} s=${r.modelStatus} /></td>
-        <td data-field="gate"><${StatusChip} s=${r.status} />${r.status === 'running' && html` <span class="muted">${pct(r.progress)}</span>`}</td>
+        <td data-field="gate"><${StatusChip} s=${r.status} />${
+          r.status === 'running' && html` <span class="muted">${pct(r.progress)}</span>`}</td>
         <td>${r.metric} · ${r.tasks} × ${r.env}</td>
         <td class="num" data-field="candidate">${pct(r.candidate)}</td>
         <td class="num" data-field="incumbent">${pct(r.incumbent)}<div class="muted" style=${small}>${r.incumbentVersion ?? ''}</div></td>
@@ -472,7 +473,9 @@ export function Jobs({ me, query }) {
     ${q.data && html`<div class="card"><table data-testid="jobs">
       <thead><tr><th>job</th><th>algorithm</th><th>status</th><th>progress</th><th class="num">iterations</th><th>base → result</th><th>created</th></tr></thead>
       <tbody>${q.data.items.map((j) => html`<tr data-id=${j.id}><td class="mono"><a href=${`/ui/jobs/${j.id}`}>${j.id}</a></td><td>${j.algorithm}</td><td><${StatusChip} s=${j.status} /></td>
-        <td style="min-width:120px"><${Progress} value=${j.progress} /></td><td class="num">${j.iterations}</td><td>${j.baseVersion} → ${j.resultVersion ?? j.version ?? '…'}<${GateChip} gate=${j.gate} /></td><td class="muted">${when(j.createdAt)}</td></tr>`)}</tbody></table>
+        <td style="min-width:120px"><${Progress} value=${j.progress} /></td><td class="num">${j.iterations}</td>
+        <td>${j.baseVersion} → ${j.resultVersion ?? j.version ?? '…'}<${GateChip} gate=${j.gate} /></td>
+        <td class="muted">${when(j.createdAt)}</td></tr>`)}</tbody></table>
       ${q.data.items.length === 0 && html`<p class="muted">No training jobs.</p>`}
       <div class="pager">${cursor && html`<a href=${`/ui/jobs${qs({ status, algorithm })}`}>« first page</a>`}${q.data.nextCursor ? html`<a href=${`/ui/jobs${qs({ status, algorithm, cursor: q.data.nextCursor })}`}>next page »</a>` : html`<span class="muted">end of list</span>`}</div>
     </div>`}
@@ -536,7 +539,8 @@ export function JobPage({ id, me }) {
         <${Progress} value=${j.progress} /><p data-testid="job-progress">${pct(j.progress)} · ${j.iterations} iterations</p>
         <dl class="kv">
           <dt>algorithm</dt><dd data-field="algorithm">${j.algorithm}</dd>
-          <dt>base → result</dt><dd>${j.baseVersion} → <span data-field="resultVersion">${j.resultVersion ?? j.version ?? '…'}</span>${activation(j)}</dd>
+          <dt>base → result</dt>
+          <dd>${j.baseVersion} → <span data-field="resultVersion">${j.resultVersion ?? j.version ?? '…'}</span>${activation(j)}</dd>
           <dt>data</dt><dd class="mono">${j.data ? JSON.stringify(j.data) : j.demonstrations ?? (j.algorithm === 'sft' ? '–' : 'every completed train session')}</dd>
           ${dataset && html`<dt>dataset (remote version)</dt><dd class="mono" data-field="dataset">${dataset.path}${typeof dataset.samples === 'number' ? ` (${dataset.samples} samples)` : ''}</dd>`}
           <dt>hyperparameters</dt><dd class="mono" style="font-size:11px">${JSON.stringify(j.hyperparameters)}</dd>

@@ -347,7 +347,8 @@ export class TrainingJobManager {
     const overlap = gateOverlap(gate, trainingTaskIds(this.opts.repos.trainingData, req.data ?? {}));
     if (overlap !== null) {
       const seeds = `seeds ${gate.seedStart}..${gate.seedStart + gate.tasks - 1}`;
-      const why = `the training data holds task '${overlap}', one of the gate's held-out tasks (${seeds}): choose seeds no session trained on`;
+      const why = `the training data holds task '${overlap}', one of the gate's held-out tasks (${seeds}): `
+        + 'choose seeds no session trained on';
       throw invalid('body/gate/seedStart', why);
     }
   }
