@@ -55,7 +55,7 @@ beforeAll(async () => {
   const cfg = loadConfig({});
   a = await startTestServer({ dataDir: join(dir, 'a'), engine: 'builtin', tfjsBackend: 'wasm', baseModelDir: join(dir, 'base-model'), training: { ...cfg.training, modelIO: { ...DEFAULT_MODEL_IO, options: { backend: 'wasm' } } } });
   for (let i = 0; i < 4; i++) await playDoors(a, i % 2, i);
-}, 60_000);
+}, 180_000);
 afterAll(async () => {
   await a?.close();
 });
