@@ -14,7 +14,19 @@ import { checkpointText, readCheckpointMetadata, type CheckpointText, type Defau
 import { CHAT_FORMAT, type PromptFormat } from '../model/prompt-format.js';
 import { BYTE_TOKENIZER, type Tokenizer } from '../model/tokenizers.js';
 import { REMOTE_DEFAULTS, remoteUrlFault, remoteVersionConfig, type RemoteUrlFault } from '../shared/remote-version.js';
+import { Value } from 'typebox/value';
 import type { ModelView, RegisterModelBody } from './model-schemas.js';
+import { GateReport, type GateReportView } from './gate-schemas.js';
+
+/**
+ * A version's promotion gate: `metrics.gate` when it holds a gate report (a training job's gate
+ * writes one there, src/training/run/gate-run.ts), else null, so that the free metrics of a
+ * registered version never break the model resource.
+ */
+function gateOf(metrics: Record<string, unknown>): GateReportView | null {
+  const g = metrics.gate;
+  return g !== undefined && Value.Check(GateReport, g) ? g : null;
+}
 
 /** What a version reads when it declares nothing: bytes and the chat layout. */
 const DEFAULT_TEXT: Required<CheckpointText> = { tokenizer: BYTE_TOKENIZER, promptFormat: CHAT_FORMAT, sampling: null };
@@ -195,6 +207,7 @@ export class ModelRegistry {
       loaded: this.engine.isLoaded(m.version),
       engine: m.engine,
       remote: m.engine === 'openai' && m.engineConfig ? remoteView(m.engineConfig as unknown as RemoteVersionConfig) : null,
+      gate: gateOf(m.metrics),
     };
   }
 
