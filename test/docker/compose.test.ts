@@ -45,7 +45,7 @@ describe('docker/compose.yaml', () => {
     expect(replicas).toEqual(['lamer-1', 'lamer-2']);
   });
 
-  it('every ${...} is a variable with an optional default or required-message', () => {
+  it('every interpolation is a variable with an optional default or a required-message', () => {
     const refs = [...text.matchAll(/\$\{([^}]*)\}/g)].map((m) => m[1]!);
     expect(refs.length).toBeGreaterThan(0);
     for (const r of refs) expect(r).toMatch(/^[A-Z_][A-Z0-9_]*(?::?[-?][^}]*)?$/);

@@ -15,9 +15,12 @@
  */
 import { readFileSync } from 'node:fs';
 import http from 'node:http';
+import path from 'node:path';
+import Database from 'better-sqlite3';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort, startDetached, type Started } from '../helpers/cli.js';
+import { playSessions, type StoredStep, storedOnceProblems } from '../helpers/scale-out.js';
 import { GATEWAY_CONFIG, type NginxGateway, nginxUnavailable, renderGatewayConfig, startNginx } from '../helpers/nginx.js';
 
 const skip = nginxUnavailable();
@@ -171,7 +174,9 @@ describe.skipIf(skip)('docker/nginx.conf in front of two lamer-server replicas (
   const portOf = (s: Started) => Number(new URL(s.url).port);
 
   beforeAll(async () => {
-    [a, b] = await Promise.all([startDetached('node'), startDetached('node')]);
+    // one after the other: on 2 busy cores, two starting at once can pass startDetached's 30 s
+    a = await startDetached('node');
+    b = await startDetached('node');
     g = await gatewayFor([portOf(a), portOf(b)]);
   }, 90_000);
 
@@ -251,6 +256,25 @@ describe.skipIf(skip)('docker/nginx.conf in front of two lamer-server replicas (
     // a session is created on the live replica: the dead one refused the connection, so nothing was sent twice
     const created = await send(g.url, 'POST', '/v1/sessions', JSON.stringify({ taskId: 't', instructions: 'x' }));
     expect(created.status).toBe(201);
+  });
+
+  it('with the other replica dead, 32 clients play sessions through the gateway: no error, every answered step stored once', async () => {
+    const before = g.accessLog().length;
+    const played = await playSessions({ url: g.url, clients: 32, sessionsPerClient: 1, attempts: 2, steps: 4 });
+    expect(played.errors).toEqual([]);
+    expect(played.answered.size).toBe(32 * 2 * 5);
+    const db = new Database(path.join(a.dataDir, 'lamer.db'), { readonly: true });
+    try {
+      const rows = db.prepare("SELECT session_id, attempt, step, kind, answer FROM steps WHERE session_id IN (SELECT id FROM sessions WHERE env = 'scale-out')").all();
+      expect(storedOnceProblems(played, rows as StoredStep[])).toEqual([]);
+      // the failed first attempts got their reflections
+      expect(rows.filter((r) => (r as StoredStep).kind === 'reflection')).toHaveLength(32);
+    } finally {
+      db.close();
+    }
+    // the dead replica was probed again now and then (fail_timeout), and each such step was passed on
+    const probed = g.accessLog().slice(before).filter((e) => e.upstream.includes(`:${portOf(b)}`));
+    for (const e of probed) expect([e.upstreamStatus, e.status]).toEqual(['502, 200', e.uri.endsWith('/steps') ? 200 : 201]);
   });
 });
 
