@@ -21,7 +21,7 @@ const nginxConf = readFileSync(join(DOCKER, 'nginx.conf'), 'utf8');
 
 /**
  * Settings the compose file passes that the server reads only once it can run on PostgreSQL
- * (docs/deploy.md, section 3, "PostgreSQL"): the store's URL and the replica's role.
+ * (docs/deploy.md "PostgreSQL (in progress)"): the store's URL and the replica's role.
  */
 const PENDING = ['LAMER_DATABASE_URL', 'LAMER_ROLE'];
 
