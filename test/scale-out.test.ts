@@ -45,13 +45,13 @@ describe.skipIf(skip !== null || pg === null)('scale-out: nginx, two replicas on
   beforeAll(async () => {
     url = await pg!.freshDatabase();
     const env = (role: string) => ({ LAMER_DATABASE_URL: url, ...(readsRole ? { LAMER_ROLE: role } : {}) });
-    // one after the other: on 2 busy cores, two starting at once can pass startDetached's 30 s
-    trainer = await startDetached('node', env('both'));
-    server = await startDetached('node', env('server'));
+    // one after the other, each given 90 s: under a full test run on 2 busy cores a start can take long
+    trainer = await startDetached('node', env('both'), [], 90_000);
+    server = await startDetached('node', env('server'), [], 90_000);
     const g = await startNginx({ upstreams: [portOf(trainer), portOf(server)] });
     if ('skip' in g) throw new Error(`nginx could not start: ${g.skip}`);
     gateway = g;
-  }, 90_000);
+  }, 200_000);
 
   afterAll(async () => {
     await gateway?.stop();

@@ -174,11 +174,11 @@ describe.skipIf(skip)('docker/nginx.conf in front of two lamer-server replicas (
   const portOf = (s: Started) => Number(new URL(s.url).port);
 
   beforeAll(async () => {
-    // one after the other: on 2 busy cores, two starting at once can pass startDetached's 30 s
-    a = await startDetached('node');
-    b = await startDetached('node');
+    // one after the other, each given 90 s: under a full test run on 2 busy cores a start can take long
+    a = await startDetached('node', {}, [], 90_000);
+    b = await startDetached('node', {}, [], 90_000);
     g = await gatewayFor([portOf(a), portOf(b)]);
-  }, 90_000);
+  }, 200_000);
 
   afterAll(async () => {
     for (const s of [a, b]) {
