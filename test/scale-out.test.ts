@@ -81,8 +81,12 @@ describe.skipIf(skip !== null || pg === null)('scale-out: nginx, two replicas on
     expect(await server.exited).toBe(-1);
     expect(killedAt).toBeLessThan(Number.POSITIVE_INFINITY);
 
-    // no error but for requests in flight at the kill (at most one a client)
-    expect(errorsOutside(played, killedAt)).toEqual([]);
+    // No error but for requests in flight at the kill (at most one a client). One more case counts as
+    // in flight: nginx may reuse an idle keep-alive connection to the killed replica in the moment
+    // before it reads that connection's close; a session creation sent on it is answered 502 (never
+    // sent twice), where a step is passed on. So a 502 to a creation begun within 1 s of the kill is allowed.
+    const unexplained = errorsOutside(played, killedAt).filter((e) => !(e.what.startsWith('create ') && e.detail === '502' && e.start - killedAt < 1000));
+    expect(unexplained).toEqual([]);
     expect(played.errors.length).toBeLessThanOrEqual(CLIENTS);
 
     // every session ran to its end, those in progress at the kill through the other replica
