@@ -22,7 +22,7 @@ import { learningCurveSvg } from '../eval/chart-svg.js';
 import { runExperiment, type CurvePoint, type ExperimentAlgorithm } from '../eval/experiment.js';
 import { checkServer } from '../eval/harness.js';
 import { describeHttpFailure, HttpError } from '../eval/http.js';
-import { RL_ALGORITHMS } from '../domain.js';
+import { REFLECTION_GROUPS, RL_ALGORITHMS } from '../domain.js';
 import { ensureDirSync } from '../ensure-dir.js';
 import { envOpt, intOpt, MAX_TOP_K, parseCommand, usageError, UsageError } from './args.js';
 
@@ -43,6 +43,8 @@ const HELP = `usage: lamer train --env NAME --algorithm lamer|gigpo|grpo|rloo [o
   --temperature X --top-p X --top-k N   rollout sampling (default 1.0 / 1 / 0, LaMer's training setting)
   --available-actions   send the env's legal actions with each step
   --lr X --epochs N --minibatch N --gamma-traj X --ent-coef X   job hyperparameters
+  --reflection-group G  lamer only: task (default, the reference) | own (an ablation: reflections' GiGPO episode
+                        term centred among the task's reflections only; docs/method.md#gigpo)
   --no-pack             train one sequence per turn (default: an attempt's turns, then its reflection,
                         in one sequence where the recorded prompts extend each other; same losses)
   --data-dir DIR        in-process server: data directory (checkpoints and database are kept there;
@@ -78,7 +80,7 @@ const OPTIONS = {
   group: { type: 'string' }, server: { type: 'string' }, out: { type: 'string' }, params: { type: 'string' }, seed: { type: 'string' },
   concurrency: { type: 'string' }, temperature: { type: 'string' }, 'top-p': { type: 'string' }, 'top-k': { type: 'string' }, 'available-actions': { type: 'boolean' }, lr: { type: 'string' },
   epochs: { type: 'string' }, minibatch: { type: 'string' }, 'gamma-traj': { type: 'string' }, 'ent-coef': { type: 'string' },
-  'no-pack': { type: 'boolean' },
+  'no-pack': { type: 'boolean' }, 'reflection-group': { type: 'string' },
   'data-dir': { type: 'string' }, 'base-model-dir': { type: 'string' }, 'api-key': { type: 'string' }, 'max-minutes': { type: 'string' }, quiet: { type: 'boolean' },
 } as const;
 
@@ -92,12 +94,18 @@ function trainOptions(values: Values) {
     throw new UsageError(`--algorithm must be ${RL_ALGORITHMS.slice(0, -1).join(', ')} or ${RL_ALGORITHMS.at(-1)}, got '${values.algorithm ?? ''}'`);
   }
   if (values.server !== undefined && !/^https?:\/\/\S+$/.test(values.server)) throw new UsageError(`--server must be an http(s) URL, got '${values.server}'`);
-  const hyper: Record<string, number | boolean> = {};
+  const hyper: Record<string, number | boolean | string> = {};
   for (const [flag, key, lo, hi] of [['lr', 'lr', 1e-12, 1], ['epochs', 'epochs', 1, 100], ['minibatch', 'minibatchSize', 1, 4096], ['gamma-traj', 'gammaTraj', 0, 1], ['ent-coef', 'entCoef', 0, 1]] as const) {
     const v = num(flag, values[flag], lo, hi);
     if (v !== undefined) hyper[key] = v;
   }
   if (values['no-pack']) hyper.pack = false;
+  const group = values['reflection-group'];
+  if (group !== undefined) {
+    if (!(REFLECTION_GROUPS as readonly string[]).includes(group)) throw new UsageError(`--reflection-group must be ${REFLECTION_GROUPS.join(' or ')}, got '${group}'`);
+    if (algorithm !== 'lamer') throw new UsageError(`--reflection-group applies to --algorithm lamer only (${algorithm} trains no reflections)`);
+    hyper.reflectionGroup = group;
+  }
   const temperature = num('temperature', values.temperature, 0, 10) ?? 1;
   const opts = {
     env, algorithm, params,

@@ -234,3 +234,29 @@ describe('lamer train --no-pack', () => {
     expect(c.errors()[0]).toMatch(/^lamer train: .*--no-pack.*\(lamer train --help for the options\)$/);
   });
 });
+
+describe('lamer train --reflection-group', () => {
+  it("sends hyperparameters.reflectionGroup with a lamer job; absent, the job's default ('task') applies", () => {
+    const base = ['--env', 'minesweeper', '--algorithm', 'lamer', '--quiet'];
+    const own = trainCommand([...base, '--reflection-group', 'own']);
+    const plain = trainCommand(base);
+    if ('code' in own || 'code' in plain) throw new Error('usage error');
+    expect(own.opts.hyperparameters).toEqual({ reflectionGroup: 'own' });
+    expect(plain.opts.hyperparameters).toEqual({});
+  });
+
+  it.each([
+    [['--algorithm', 'lamer', '--reflection-group', 'mine'], "lamer train: --reflection-group must be task or own, got 'mine'"],
+    [['--algorithm', 'gigpo', '--reflection-group', 'own'], 'lamer train: --reflection-group applies to --algorithm lamer only (gigpo trains no reflections)'],
+  ])('%j is one usage line, exit 2', (args, line) => {
+    const c = quietConsole();
+    let r;
+    try {
+      r = trainCommand(['--env', 'minesweeper', ...args]);
+    } finally {
+      c.restore();
+    }
+    expect(r).toEqual({ code: 2 });
+    expect(c.errors()).toEqual([line]);
+  });
+});

@@ -3382,6 +3382,11 @@ export interface paths {
                             invalidPenalty?: number;
                             /** @description GiGPO step-term weight */
                             stepCoef?: number;
+                            /**
+                             * @description lamer only: what a reflection's GiGPO episode term is centred against: 'task' (default, the reference) every turn of its task; 'own' (an ablation) its task's reflections only, and action turns their task's action turns only
+                             * @enum {string}
+                             */
+                            reflectionGroup?: "task" | "own";
                         };
                     };
                 };
