@@ -80,7 +80,11 @@
 # game each; 34 pieces summing to 10,207 s wall), with other work beside it. The tiny check above
 # takes about 5-8 minutes, most of it tsx and server start-up.
 # T x G sets the trajectories per iteration: the paper's 16 tasks x 8 trials is T=16 G=8 (about
-# twice the time).
+# twice the time). With COMMIT=1 each of a run's `lamer train --resume` invocations (one per
+# COMMIT_EVERY iterations) starts tsx, the in-process server and the model again: 27 s before the
+# first rollout, measured on 2026-12-06 with the machine loaded (load average 17, this script at
+# nice 19); COMMIT_EVERY=5 pays it once in 5 iterations. The held-out probe (32 tasks x 3 attempts)
+# and the KL replays (the first trial of each task) add rollouts of their own to each iteration.
 set -euo pipefail
 # The whole script is one compound command, read before it runs: a checkout or merge that changes
 # this file during a run cannot break the run (bash reads a script as it goes). The sources are
