@@ -195,6 +195,33 @@ export class ModelRegistry {
     return this.get(b.version)!;
   }
 
+  /**
+   * Register a builtin checkpoint folder that is already in place (under the data directory's
+   * `checkpoints/`) as a `candidate` version, without a training job: how `lamer train --resume`
+   * brings a run's last trained version, copied from its output folder, into a new data directory.
+   * The folder's metadata is read now, so a folder the engine could not load is refused here.
+   * `parent`, when given, must be registered.
+   * @throws DomainError `conflict` when the version exists; `validation` naming `checkpointDir`
+   *   when the folder holds no readable checkpoint, or `parent` when it is not registered.
+   */
+  async registerCheckpoint(
+    version: string, checkpointDir: string, opts: { parent?: string; metrics?: Record<string, unknown> } = {},
+  ): Promise<ModelRow> {
+    if (this.get(version)) throw new DomainError('conflict', `model version '${version}' already exists`);
+    const parent = opts.parent ?? null;
+    if (parent !== null && !this.get(parent)) throw invalid('parent', `is not a registered model version ('${parent}')`);
+    try {
+      await readCheckpointMetadata(checkpointDir);
+    } catch (err) {
+      throw invalid('checkpointDir', `holds no readable checkpoint: ${(err as Error).message}`);
+    }
+    this.repo.insert({
+      version, parent, jobId: null, checkpointDir, status: 'candidate', metrics: opts.metrics ?? {}, createdAt: Date.now(),
+      engine: 'builtin', engineConfig: null,
+    });
+    return this.get(version)!;
+  }
+
   /** The model resource of a row: `loaded` says whether the engine holds the version now; `remote` its server, the key hidden. */
   view(m: ModelRow): ModelView {
     return {

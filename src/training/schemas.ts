@@ -9,7 +9,7 @@
  */
 import { Type } from 'typebox';
 import { FreeObject, Nullable, StringEnum } from '../schema-helpers.js';
-import { ALGORITHMS, JOB_STATUSES, OLD_LOGPROB_SOURCES, LR_SCHEDULES, POSITION_OFFSETS, RETURN_MODES } from '../domain.js';
+import { ALGORITHMS, JOB_STATUSES, OLD_LOGPROB_SOURCES, LR_SCHEDULES, POSITION_OFFSETS, REFLECTION_GROUPS, RETURN_MODES } from '../domain.js';
 import {
   GATE_DECISIONS, GATE_DEFAULT_SAMPLING, GATE_DEFAULTS, MAX_GATE_ATTEMPTS, MAX_GATE_CONCURRENCY, MAX_GATE_TASKS,
 } from '../shared/promotion-gate.js';
@@ -90,6 +90,9 @@ export const Hyperparameters = Type.Object(
     returnMode: Type.Optional(StringEnum(RETURN_MODES, { description: "cross-episode return: LaMer Eq. 4 ('paper') or the reference code's recursion ('code')" })),
     invalidPenalty: Type.Optional(Type.Number({ minimum: 0, maximum: 100 })),
     stepCoef: Type.Optional(Type.Number({ minimum: 0, maximum: 100, description: 'GiGPO step-term weight' })),
+    reflectionGroup: Type.Optional(StringEnum(REFLECTION_GROUPS, {
+      description: "lamer only: what a reflection's GiGPO episode term is centred against: 'task' (default, the reference) every turn of its task; 'own' (an ablation) its task's reflections only, and action turns their task's action turns only",
+    })),
   },
   { additionalProperties: false },
 );

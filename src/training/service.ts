@@ -147,6 +147,10 @@ export class TrainingService {
       if (hp?.[k] !== undefined && hp.lrSchedule !== 'cosine') throw invalid(`body/hyperparameters/${k}`, `applies to lrSchedule 'cosine' only (lrSchedule is ${hp.lrSchedule ?? "'constant' by default"})`);
     }
     if (isSft && b.data !== undefined) throw invalid('body/data', 'sft jobs train on demonstrations, not on recorded sessions');
+    // only lamer jobs train reflections: elsewhere the setting would change nothing
+    if (hp?.reflectionGroup !== undefined && b.algorithm !== 'lamer') {
+      throw invalid('body/hyperparameters/reflectionGroup', `applies to lamer jobs only (${b.algorithm} trains no reflections)`);
+    }
     const gate = b.gate ? gateOf(b) : undefined;
     const data = dataFilterOf(b.data);
     return {

@@ -3682,6 +3682,11 @@ export interface paths {
                             invalidPenalty?: number;
                             /** @description GiGPO step-term weight */
                             stepCoef?: number;
+                            /**
+                             * @description lamer only: what a reflection's GiGPO episode term is centred against: 'task' (default, the reference) every turn of its task; 'own' (an ablation) its task's reflections only, and action turns their task's action turns only
+                             * @enum {string}
+                             */
+                            reflectionGroup?: "task" | "own";
                         };
                         /** @description activate the new version only when it beats the active one on held-out tasks; without it the job behaves as activateWhenDone says */
                         gate?: {

@@ -32,6 +32,7 @@ import { buildRlSamples, buildSftSamples, parseDemoJsonl, type Algorithm, type D
 import { JobCancelledError, type IterationMetrics, type JobResult, type TrainingHyper } from './job.js';
 import type { ModelIOModule } from '../model-api.js';
 import { DEFAULT_RETURNS, type ReturnMode } from '../maths/returns.js';
+import type { ReflectionGroup } from '../../domain.js';
 import { selectTrainingRecords, trainingTaskIds, writeTurnScores, type DataFilter } from '../data/select.js';
 import { buildRemoteBatch, writeRemoteBatch } from '../data/remote-dataset.js';
 import { startTrainingWorker } from './worker.js';
@@ -60,6 +61,7 @@ export interface CreateJobRequest {
     returnMode?: ReturnMode;
     invalidPenalty?: number;
     stepCoef?: number;
+    reflectionGroup?: ReflectionGroup;
   };
 }
 
@@ -386,13 +388,18 @@ export class TrainingJobManager {
     if (req.algorithm === 'sft') throw new JobRequestError(`base version '${base.version}' is remote: SFT demonstrations are trained elsewhere from the demos file itself`);
     const h = req.hyper ?? {};
     const returns = { gammaStep: h.gammaStep ?? DEFAULT_RETURNS.gammaStep, gammaTraj: h.gammaTraj ?? DEFAULT_RETURNS.gammaTraj, mode: h.returnMode ?? DEFAULT_RETURNS.mode };
-    const { lines, stats, scores } = buildRemoteBatch(this.opts.repos.trainingData, { algorithm: req.algorithm, data: { modelVersion: base.version, ...(req.data ?? {}) }, returns, invalidPenalty: h.invalidPenalty, stepCoef: h.stepCoef });
+    const { lines, stats, scores } = buildRemoteBatch(this.opts.repos.trainingData, {
+      algorithm: req.algorithm, data: { modelVersion: base.version, ...(req.data ?? {}) }, returns,
+      invalidPenalty: h.invalidPenalty, stepCoef: h.stepCoef, reflectionGroup: h.reflectionGroup,
+    });
     if (lines.length === 0) throw new JobRequestError(`no training samples: ${stats.sessions} sessions, ${stats.turns} turns with a model output, ${stats.droppedTurns} dropped`);
     writeTurnScores(this.opts.repos.trainingData, scores);
     const remote = { ...(base.engineConfig ?? {}) } as Record<string, unknown>;
     delete remote.apiKey;
     const dir = path.join(this.opts.dataDir, 'datasets', id);
-    const file = await writeRemoteBatch(dir, lines, { jobId: id, algorithm: req.algorithm, baseVersion: base.version, remote, returns, invalidPenalty: h.invalidPenalty ?? null, stepCoef: h.stepCoef ?? null, data: stats });
+    const file = await writeRemoteBatch(dir, lines, { jobId: id, algorithm: req.algorithm, baseVersion: base.version, remote, returns, invalidPenalty: h.invalidPenalty ?? null, stepCoef: h.stepCoef ?? null,
+      reflectionGroup: h.reflectionGroup ?? 'task', data: stats,
+    });
     const row = this.get(id)!;
     this.opts.repos.jobs.update(id, { config: { ...row.config, dataStats: stats, dataset: { path: file, samples: lines.length } } });
     this.finish(id, { status: 'succeeded', resultVersion: null, progress: 1 });
@@ -416,6 +423,7 @@ export class TrainingJobManager {
       returns: { gammaStep: h.gammaStep ?? DEFAULT_RETURNS.gammaStep, gammaTraj: h.gammaTraj ?? DEFAULT_RETURNS.gammaTraj, mode: h.returnMode ?? DEFAULT_RETURNS.mode },
       invalidPenalty: h.invalidPenalty,
       stepCoef: h.stepCoef,
+      reflectionGroup: h.reflectionGroup,
       // each attempt's acting turns, then its reflection, in one sample where the served prompts
       // extend each other (the job unpacks any that do not fit the loaded model's block)
       pack: h.pack ?? true,
