@@ -3,30 +3,36 @@
  * on the tfjs wasm backend's own memory (the module imports it), so they read the qkv matrix and
  * the KV buffers where they lie and write the output tensor in place.
  *
- * The module is assembled here from its instructions (no toolchain, no binary file): two exported
- * functions over byte addresses, each for one (row, head) of a packed forward:
+ * The module is assembled here from its instructions (no toolchain, no binary file): three exported
+ * functions over byte addresses, each for one (row, head) of a packed forward, called in order:
  * - `scores(q, qStride, n, kc, kcStride, c, kn, knStride, hdBytes, scale, s)`: for query j < n
  *   (at q + j qStride), the scaled dot products with the c cached keys (kc + t kcStride) and with
- *   new keys 0..j (kn + t knStride), written as float32 row j of s (row length c + n);
+ *   new keys 0..j (kn + t knStride), written as float32 row j of s (rows of c + n floats rounded
+ *   up to a multiple of 4);
+ * - `softmax(s, n, c)`: each row j of s becomes the softmax of its first c + j + 1 scores (its
+ *   slots up to the next multiple of 4 become 0), exp in f32x4 as Cephes `expf` computes it;
  * - `values(s, n, c, vc, vcStride, vn, vnStride, hdBytes, out, outStride)`: out row j = the sum of
- *   s[j][t] times value t over the same keys (s holds the softmax weights by then).
+ *   s[j][t] times value t over the same keys.
  * Dot products and sums run four floats at a time (f32x4) and four keys per pass; the head size
- * must be a multiple of 4. The softmax between the two calls stays in JavaScript (Math.exp).
+ * must be a multiple of 4.
  *
  * `wasmAttention(memory)` instantiates the module for a memory (once per memory), or returns null
  * when this runtime cannot (no SIMD, a shared memory): the caller then uses the JavaScript loops.
  */
 
-/** The two kernels, bound to one memory. */
+/** The three kernels, bound to one memory (addresses, strides and hdBytes in bytes; n, c counts; see above). */
 export interface WasmAttention {
+  /** Scaled dot products of n queries with their c cached and j + 1 new keys, into rows of s. */
   scores(
     q: number, qStride: number, n: number, kc: number, kcStride: number, c: number, kn: number, knStride: number,
     hdBytes: number, scale: number, s: number,
   ): void;
+  /** Out row j = the weighted sum of the values, weights row j of s (softmax already applied). */
   values(
     s: number, n: number, c: number, vc: number, vcStride: number, vn: number, vnStride: number,
     hdBytes: number, out: number, outStride: number,
   ): void;
+  /** Row j of s (n rows over c cached positions) becomes the softmax of its first c + j + 1 scores. */
   softmax(s: number, n: number, c: number): void;
 }
 
