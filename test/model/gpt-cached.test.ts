@@ -134,6 +134,69 @@ describe('packed forward over heap KV buffers', () => {
     expect(tf.memory().numTensors).toBe(before);
   });
 
+  it('keeps tensors and bytes flat over 150 packed forwards of sessions that grow, refit, score candidates and restart', () => {
+    const before = tf.memory();
+    const packedBefore = forwardCachedStats.packed;
+    const { n_layer, n_embd, block_size } = TINY;
+    const bufferBytes = n_layer * 2 * block_size * n_embd * 4; // the largest heap buffer
+    let x = 12345;
+    const rnd = (k: number) => {
+      x = (Math.imul(x, 1664525) + 1013904223) >>> 0;
+      return x % k;
+    };
+    // 8 sessions, each its tokens so far and the cache over them (what the engine keeps per session)
+    const sessions = Array.from({ length: 8 }, () => ({ ids: [] as number[], cache: null as RowCache | null }));
+    for (let round = 0; round < 150; round++) {
+      const picked = sessions.filter(() => rnd(3) > 0);
+      const rows: CachedRow[] = [];
+      const updates: Array<() => void> = [];
+      for (const s of picked) {
+        const kind = rnd(4);
+        if (kind === 0 && s.cache) {
+          // candidate scoring: three rows over the same cache, none kept
+          for (let k = 0; k < 3; k++) rows.push({ cache: s.cache, tokens: seq(round + k, 1 + k), allPositions: true, keepCache: false });
+          continue;
+        }
+        // a refit: drop the last few positions, then extend from there
+        if (kind === 1 && s.cache && s.cache.length > 4) {
+          const cut = truncateCache(s.cache, s.cache.length - 3);
+          disposeCache(s.cache);
+          s.cache = cut;
+          s.ids = s.ids.slice(0, s.ids.length - 3);
+        }
+        const add = seq(round * 8 + rnd(50), kind === 2 ? 1 : 2 + rnd(8));
+        if (s.ids.length + add.length > block_size - 3) {
+          // the session ends (room is kept for three candidate tokens); a new one starts on its slot
+          disposeCache(s.cache);
+          s.cache = null;
+          s.ids = [];
+        }
+        const at = rows.push({ cache: s.cache, tokens: add, allPositions: false, keepCache: true }) - 1;
+        updates.push(() => {
+          disposeCache(s.cache);
+          s.cache = out[at].cache;
+          s.ids = [...s.ids, ...add];
+        });
+      }
+      if (rows.length === 0) continue;
+      const out = forwardPacked(model, rows);
+      for (const u of updates) u();
+      // held: at most one heap buffer per live cache, each at most a full-context buffer
+      const live = sessions.filter((s) => s.cache).length;
+      expect(tf.memory().numTensors - before.numTensors).toBeLessThanOrEqual(live);
+      expect(tf.memory().numBytes - before.numBytes).toBeLessThanOrEqual(live * bufferBytes);
+    }
+    expect(forwardCachedStats.packed - packedBefore).toBeGreaterThanOrEqual(100);
+    // after all those in-place appends, every live cache still holds its session's keys and values
+    for (const s of sessions.filter((s) => s.cache)) {
+      const [r] = forwardPacked(model, [{ cache: s.cache, tokens: [99], allPositions: false, keepCache: false }]);
+      expectExact(r, [...s.ids, 99], s.ids.length, false);
+    }
+    for (const s of sessions) disposeCache(s.cache);
+    expect(tf.memory().numTensors).toBe(before.numTensors);
+    expect(tf.memory().numBytes).toBe(before.numBytes);
+  });
+
   it('refuses rows without tokens or beyond block_size, leaving no tensor', () => {
     const before = tf.memory().numTensors;
     expect(() => forwardPacked(model, [{ cache: null, tokens: [], allPositions: false, keepCache: true }])).toThrow('a row needs at least one new token');
