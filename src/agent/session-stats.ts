@@ -10,7 +10,9 @@ import type { SessionFilters, StatsRow } from '../db/sessions-repo.js';
 import { STATS_MEMORY, type SessionMode } from '../domain.js';
 import { exactSum, mergeExact, roundSum } from '../shared/exact-sum.js';
 import { passAtKRate } from '../shared/passk.js';
-import { bump, emptyGroupDoc, groupKeyOf, mergeSessionParts, statsGroupKey, statsMemory, type StatsGroup, type StatsGroupDoc } from '../shared/stats-aggregate.js';
+import {
+  bump, emptyGroupDoc, groupKeyOf, mergeSessionParts, statsGroupKey, statsMemory, type StatsGroup, type StatsGroupDoc,
+} from '../shared/stats-aggregate.js';
 
 export { statsMemory };
 
@@ -157,7 +159,8 @@ function chainSummary(doc: StatsGroupDoc, retries: number) {
 
 /** The filters a group meets (the same fields as the SQL of src/db/sessions-repo.ts; an empty filter value matches all). */
 function groupMatches(g: StatsGroup, f: Omit<SessionFilters, 'status' | 'taskId'>): boolean {
-  return (!f.env || g.env === f.env) && (!f.mode || g.mode === f.mode) && (!f.modelVersion || g.modelVersion === f.modelVersion) && (!f.memory || g.memory === f.memory);
+  const is = <T>(want: T | undefined, have: T) => !want || want === have;
+  return is(f.env, g.env) && is(f.mode, g.mode) && is(f.modelVersion, g.modelVersion) && is(f.memory, g.memory);
 }
 
 /**

@@ -42,7 +42,7 @@ import { KeyedMutex } from './mutex.js';
 import { DomainError, invalid, isCallerFault, notFound, overloaded } from './errors.js';
 import { cutChars, memorySection, renderActPrompt, renderReflectionPrompt, type PromptAttempt } from './prompt.js';
 import { promptAsSeen, promptTokenCount } from './prompt-seen.js';
-import { sessionStats } from './session-stats.js';
+import { sessionStats, statsFromGroups } from './session-stats.js';
 import { diversityByVersion, type DiversityAnswer } from './diversity.js';
 import { iso, newSessionRow, sessionView, trajectoryStep } from './session-views.js';
 import type {
@@ -568,9 +568,12 @@ export class SessionService {
    * Statistics over the tenant's completed sessions (docs/method.md#metrics): pass@1..k, success rate
    * and mean return by attempt, overall and per (modelVersion, env, mode, memory) group, with
    * single-attempt sessions read as chains of up to `retries` independent retries (session-stats.ts).
+   * Answered from the groups' aggregates kept on write (one row per group, whatever the number of
+   * sessions); with a `taskId` filter, from that task's sessions.
    */
   stats(tenant: string, f: Omit<SessionFilters, 'status'>, retries = 3) {
-    return sessionStats(this.repo.completed(tenant, f), retries);
+    if (f.taskId) return sessionStats(this.repo.completed(tenant, f), retries);
+    return statsFromGroups(this.repo.statsGroups(tenant), f, retries);
   }
 
   /** Diversity answers by query, kept while the tenant's completed sessions are unchanged (LRU order). */

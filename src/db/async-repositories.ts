@@ -21,6 +21,7 @@ import type { StepCommit } from './queries.js';
 import { createRepositories, type Repositories } from './repositories.js';
 import type { ModelRow, SessionRow, StepRow, TrainingJobRow } from './schema.js';
 import type { AttemptTrajectory, SessionFilters, StatsRow } from './sessions-repo.js';
+import type { StatsGroup } from '../shared/stats-aggregate.js';
 import type { StepPage, StepPosition } from './steps-repo.js';
 import type { StepOutput, StepScore, TrainingSessionFilter } from './training-data.js';
 
@@ -44,6 +45,8 @@ export interface AsyncSessions {
   activeCount(tenant?: string): Promise<number>;
   completed(tenant: string, f: Omit<SessionFilters, 'status'>): Promise<StatsRow[]>;
   completedToken(tenant: string): Promise<string>;
+  /** The statistics aggregates of the tenant's completed sessions, one per group (src/shared/stats-aggregate.ts), any order. */
+  statsGroups(tenant: string): Promise<StatsGroup[]>;
   /** One row per attempt of the newest `maxSessions` matching completed sessions, ordered by session id, then attempt. */
   attemptTrajectories(tenant: string, f: Omit<SessionFilters, 'status'>, maxSessions: number): Promise<AttemptTrajectory[]>;
 }
@@ -217,6 +220,7 @@ export function sqliteAsyncRepositories(conn: DatabaseConnection, repos: Reposit
       activeCount: (tenant) => read(() => s.activeCount(tenant)),
       completed: (tenant, f) => read(() => s.completed(tenant, f)),
       completedToken: (tenant) => read(() => s.completedToken(tenant)),
+      statsGroups: (tenant) => read(() => s.statsGroups(tenant)),
       attemptTrajectories: (tenant, f, max) =>
         read(() => s.attemptTrajectories(tenant, f, max).sort((a, b) => bytewise(a.sessionId, b.sessionId))),
     },

@@ -7,6 +7,8 @@ import { and, desc, eq, gt, lt, sql, type SQL } from 'drizzle-orm';
 import type { StatsMemory } from '../domain.js';
 import type { Db } from './index.js';
 import { reflections, sessions, steps, type SessionRow } from './schema.js';
+import type { StatsGroup } from '../shared/stats-aggregate.js';
+import { statsAggregates, type SqliteStatsAggregates } from './stats-aggregates.js';
 
 /** Filters of a session listing (every given field must match). */
 export interface SessionFilters {
@@ -48,10 +50,22 @@ function filterConds(first: SQL[], f: SessionFilters): SQL[] {
 }
 
 export class SessionsRepo {
-  constructor(private readonly db: Db) {}
+  private readonly stats: SqliteStatsAggregates;
 
+  constructor(private readonly db: Db) {
+    this.stats = statsAggregates(db.$client);
+  }
+
+  /** Insert a session; one inserted as completed is counted in the statistics aggregates in the same transaction. */
   insert(row: SessionRow): void {
-    this.db.insert(sessions).values(row).run();
+    if (row.status !== 'completed') {
+      this.db.insert(sessions).values(row).run();
+      return;
+    }
+    this.db.$client.transaction(() => {
+      this.db.insert(sessions).values(row).run();
+      this.stats.recordCompletion(row.id);
+    })();
   }
 
   /** The tenant's sessions matching `f`, newest id first, with ids below `cursor`: at most `limit + 1` rows. */
@@ -126,16 +140,18 @@ export class SessionsRepo {
   }
   /**
    * A token that changes whenever the set of the tenant's completed sessions may have changed: their
-   * number and latest update time (ms). A completed session's actions never change afterwards, so
-   * equal tokens mean equal `attemptTrajectories` answers (the diversity statistic is cached on it).
+   * number and latest update time (ms), read from the statistics aggregates (one row per group, so
+   * it costs the same however many sessions there are). A completed session's actions never change
+   * afterwards, so equal tokens mean equal `attemptTrajectories` answers (the diversity statistic is
+   * cached on it).
    */
   completedToken(tenant: string): string {
-    const r = this.db
-      .select({ n: sql<number>`count(*)`, at: sql<number | null>`max(${sessions.updatedAt})` })
-      .from(sessions)
-      .where(and(eq(sessions.tenant, tenant), eq(sessions.status, 'completed')))
-      .get();
-    return `${r?.n ?? 0}:${r?.at ?? 0}`;
+    return this.stats.token(tenant);
+  }
+
+  /** The statistics aggregates of the tenant's completed sessions, one per (modelVersion, env, mode, memory) group (any order). */
+  statsGroups(tenant: string): StatsGroup[] {
+    return this.stats.groups(tenant);
   }
 
   /**

@@ -154,7 +154,8 @@ export function mergeSessionParts(a: StatsGroupDoc, b: StatsGroupDoc): void {
 /** A single-attempt session's outcome (streak not yet known). */
 export function retryOutcome(s: StatsSession): RetryOutcome {
   const a = s.attempts[0];
-  return { sessionId: s.id, attempted: a !== undefined, success: a?.success ?? false, played: a !== undefined && a.status !== 'running', return: a?.return ?? 0, streak: null };
+  const played = a !== undefined && a.status !== 'running';
+  return { sessionId: s.id, attempted: a !== undefined, success: a?.success ?? false, played, return: a?.return ?? 0, streak: null };
 }
 
 /** Count (sign 1) or uncount (-1) an attempted outcome at streak `f`. */
@@ -201,7 +202,12 @@ function countEnd(doc: StatsGroupDoc, e: ChainEnd, sign: 1 | -1): void {
  *   null), in id order, with their stored streaks.
  * @returns `x` with its streak, and the outcomes of `tail` whose streak changed (new streaks), to store.
  */
-export function insertRetry(doc: StatsGroupDoc, prev: RetryOutcome | null, tail: readonly RetryOutcome[], x: RetryOutcome): { x: RetryOutcome; changed: RetryOutcome[] } {
+export function insertRetry(
+  doc: StatsGroupDoc,
+  prev: RetryOutcome | null,
+  tail: readonly RetryOutcome[],
+  x: RetryOutcome,
+): { x: RetryOutcome; changed: RetryOutcome[] } {
   countEnd(doc, chainEnd(prev, tail), -1);
   const at = tail.findIndex((r) => r.sessionId > x.sessionId);
   const rows = at < 0 ? [...tail, x] : [...tail.slice(0, at), x, ...tail.slice(at)];
@@ -284,7 +290,7 @@ export function buildAggregates(sessions: ReadonlyArray<StatsSession & { updated
     groups.set(key, g);
     const chainKey = retryChainKey(s);
     const chain = retries.get(chainKey) ?? [];
-    const placed = countCompleted(g, s, s.updatedAt, chainReads(chain, s.id));
+    const placed = countCompleted(g, s, s.updatedAt, g.memory === 'none' ? chainReads(chain, s.id) : { prev: null, tail: [] });
     if (placed) {
       // in id order the new outcome comes last, so no stored streak changes
       chain.push(placed.x);

@@ -6,13 +6,16 @@
  * the export answer alike on both.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { openDatabase } from '../../src/db/index.js';
+import fc from 'fast-check';
+import { openDatabase, type DatabaseConnection } from '../../src/db/index.js';
 import { SessionNotActiveError, sqliteAsyncRepositories, type AsyncRepositories } from '../../src/db/async-repositories.js';
 import { openPgDatabase, type PgConnection } from '../../src/db/pg/connection.js';
 import { pgRepositories } from '../../src/db/pg/repositories.js';
 import type { StepCommit, StepInsert } from '../../src/db/queries.js';
 import type { AttemptSummary, SessionRow } from '../../src/db/schema.js';
+import { sessionStats, statsFromGroups } from '../../src/agent/session-stats.js';
 import { tmpDir } from '../helpers/index.js';
+import { shuffled, statsSessions, type StatsFixture } from '../helpers/stats-sessions.js';
 import { postgresForTests } from '../helpers/postgres.js';
 
 const server = await postgresForTests();
@@ -22,25 +25,70 @@ interface Store {
   skip: boolean;
   /** Empty repositories for one test. */
   fresh(): Promise<AsyncRepositories>;
+  /** Write completed sessions straight into the sessions table, past the repositories (as a copy or an import would). */
+  writeAround(rows: SessionRow[]): Promise<void>;
+  /** Open the store of the last `fresh()` again (a server restart): its repositories. */
+  reopen(): Promise<AsyncRepositories>;
 }
 
+let sqliteDir = '';
+let sqliteConn: DatabaseConnection | null = null;
 const sqliteStore: Store = {
   name: 'sqlite',
   skip: false,
   async fresh() {
-    const conn = openDatabase(tmpDir('lamer-contract-'));
+    sqliteDir = tmpDir('lamer-contract-');
+    const conn = openDatabase(sqliteDir);
+    sqliteConn = conn;
+    afterAllClose.push(async () => conn.close());
+    return sqliteAsyncRepositories(conn);
+  },
+  async writeAround(rows) {
+    const insert = sqliteConn!.sqlite.prepare(
+      `INSERT INTO sessions (id, tenant, task_id, env, mode, status, instructions, max_attempts, max_steps, memory, sampling,
+        model_version, metadata, next_attempt, next_step, attempts, created_at, updated_at)
+       VALUES (@id, @tenant, @taskId, @env, @mode, @status, @instructions, @maxAttempts, @maxSteps, @memory, @sampling,
+        @modelVersion, @metadata, @nextAttempt, @nextStep, @attempts, @createdAt, @updatedAt)`,
+    );
+    for (const r of rows) {
+      const { memoryPlacement: _m, ...cols } = r;
+      insert.run({ ...cols, sampling: JSON.stringify(r.sampling), metadata: JSON.stringify(r.metadata), attempts: JSON.stringify(r.attempts) });
+    }
+  },
+  async reopen() {
+    sqliteConn!.close();
+    const conn = openDatabase(sqliteDir);
+    sqliteConn = conn;
     afterAllClose.push(async () => conn.close());
     return sqliteAsyncRepositories(conn);
   },
 };
 
 let pgConn: PgConnection | null = null;
+let pgUrl = '';
 const pgStore: Store = {
   name: 'postgres',
   skip: !server,
   async fresh() {
-    pgConn ??= await openPgDatabase(await server!.freshDatabase());
-    await pgConn.pool.query('TRUNCATE steps, reflections, sessions, models, training_jobs RESTART IDENTITY');
+    pgUrl ||= await server!.freshDatabase();
+    pgConn ??= await openPgDatabase(pgUrl);
+    await pgConn.pool.query('TRUNCATE stats_retries, stats_groups, steps, reflections, sessions, models, training_jobs RESTART IDENTITY');
+    return pgRepositories(pgConn);
+  },
+  async writeAround(rows) {
+    for (const r of rows) {
+      await pgConn!.pool.query(
+        `INSERT INTO sessions (id, tenant, task_id, env, mode, status, instructions, max_attempts, max_steps, memory, sampling,
+          model_version, metadata, next_attempt, next_step, attempts, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`,
+        [r.id, r.tenant, r.taskId, r.env, r.mode, r.status, r.instructions, r.maxAttempts, r.maxSteps, r.memory, JSON.stringify(r.sampling),
+          r.modelVersion, JSON.stringify(r.metadata), r.nextAttempt, r.nextStep, JSON.stringify(r.attempts), r.createdAt, r.updatedAt],
+      );
+    }
+  },
+  async reopen() {
+    await pgConn!.close();
+    pgConn = await openPgDatabase(pgUrl);
     return pgRepositories(pgConn);
   },
 };
@@ -234,6 +282,83 @@ for (const store of [sqliteStore, pgStore]) {
         ]);
         expect((await r.sessions.attemptTrajectories('t1', {}, 1)).map((t) => t.sessionId)).toEqual(['ses_3']);
         expect(await r.sessions.attemptTrajectories('t2', {}, 10)).toEqual([]);
+      });
+    });
+
+    describe('statistics aggregates kept on write', () => {
+      /** The session row of a statistics fixture, still active (or completed, to insert as such). */
+      const rowOf = (f: StatsFixture, status: SessionRow['status']): SessionRow =>
+        session(f.id, { ...f, status, attempts: status === 'completed' ? [...f.attempts] : [], updatedAt: status === 'completed' ? f.updatedAt : T0 });
+      /** The step commit that completes fixture `f`. */
+      const completing = (f: StatsFixture): StepCommit => {
+        const c = commitAt(f.id, 0, 0, { done: true, action: null });
+        c.session = { ...c.session, status: 'completed', attempts: [...f.attempts], updatedAt: f.updatedAt };
+        return c;
+      };
+      const filters = [{}, { memory: 'none' as const }, { modelVersion: 'v1', env: 'alfworld' }, { mode: 'eval' as const, memory: 'reflection_only' as const }];
+      /** The aggregate answers equal the full computation over the completed sessions, for each tenant, filter and chain length. */
+      const expectSameAnswers = async (repos: AsyncRepositories) => {
+        for (const tenant of ['t1', 't2']) {
+          const groups = await repos.sessions.statsGroups(tenant);
+          for (const f of filters) {
+            const rows = await repos.sessions.completed(tenant, f);
+            for (const retries of [1, 2, 3]) expect(statsFromGroups(groups, f, retries)).toEqual(sessionStats(rows, retries));
+          }
+        }
+      };
+
+      it('sessions completed by step commits in any order, several at once, and inserted completed: the same answers as the full computation', async () => {
+        await fc.assert(
+          fc.asyncProperty(statsSessions({ realistic: false, tenants: ['t1', 't2'], maxLength: 40 }), fc.integer(), async (fixtures, seed) => {
+            r = await store.fresh();
+            const direct = fixtures.filter((_, i) => i % 5 === 4);
+            const played = fixtures.filter((_, i) => i % 5 !== 4);
+            for (const f of played) await r.sessions.insert(rowOf(f, 'active'));
+            for (const f of direct) await r.sessions.insert(rowOf(f, 'completed'));
+            const order = shuffled(played, seed);
+            // commits of several sessions at once, as several replicas (or one replica's batch) make them
+            for (let i = 0; i < order.length; i += 6) await Promise.all(order.slice(i, i + 6).map((f) => r.hot.commitStep(completing(f))));
+            await expectSameAnswers(r);
+            const completed = fixtures.filter((f) => f.tenant === 't1');
+            const latest = completed.reduce((m, f) => Math.max(m, f.updatedAt), 0);
+            expect(await r.sessions.completedToken('t1')).toBe(`${completed.length}:${latest}`);
+          }),
+          { numRuns: store.name === 'postgres' ? 8 : 15 },
+        );
+      });
+
+      it('many concurrent completions of one task\'s single-attempt sessions keep the chains exact', async () => {
+        r = await store.fresh();
+        const fixtures = Array.from({ length: 30 }, (_, i): StatsFixture => ({
+          id: `ses_${String(i).padStart(3, '0')}`, tenant: 't1', taskId: 'task-a', modelVersion: 'v1', env: 'alfworld', mode: 'train',
+          memory: 'reflection_only', maxAttempts: 1, updatedAt: T0 + i,
+          attempts: [{ ...summary(0, i % 4 === 3), return: i % 4 === 3 ? 1 : 0.1 }],
+        }));
+        for (const f of fixtures) await r.sessions.insert(rowOf(f, 'active'));
+        await Promise.all(shuffled(fixtures, 7).map((f) => r.hot.commitStep(completing(f))));
+        await expectSameAnswers(r);
+        const none = (await r.sessions.statsGroups('t1')).find((g) => g.memory === 'none');
+        expect(none).toMatchObject({ sessions: 30, updatedAt: T0 + 29 });
+      });
+
+      it('sessions written around the repositories are counted after a reopen (rebuilt from the sessions)', async () => {
+        r = await store.fresh();
+        const [fixtures] = fc.sample(statsSessions({ realistic: true, tenants: ['t1', 't2'], minLength: 40, maxLength: 40 }), { numRuns: 1, seed: 42 });
+        const [first, rest] = [fixtures!.slice(0, 10), fixtures!.slice(10)];
+        for (const f of first) await r.sessions.insert(rowOf(f, 'completed'));
+        await store.writeAround(rest.map((f) => rowOf(f, 'completed')));
+        expect((await r.sessions.statsGroups('t1')).reduce((n, g) => n + g.sessions, 0)).toBe(first.filter((f) => f.tenant === 't1').length);
+        r = await store.reopen();
+        expect((await r.sessions.statsGroups('t1')).reduce((n, g) => n + g.sessions, 0)).toBe(fixtures!.filter((f) => f.tenant === 't1').length);
+        await expectSameAnswers(r);
+        // the rebuilt aggregates go on counting completions
+        const next: StatsFixture = {
+          id: 'ses_999999', tenant: 't1', taskId: 'task-a', modelVersion: 'v1', env: 'alfworld', mode: 'train', memory: 'history_only',
+          maxAttempts: 1, attempts: [summary(0, true)], updatedAt: T0 + 5,
+        };
+        await r.sessions.insert(rowOf(next, 'active'));
+        await r.hot.commitStep(completing(next));
+        await expectSameAnswers(r);
       });
     });
 

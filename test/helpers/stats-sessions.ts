@@ -35,7 +35,7 @@ function attempt(realistic: boolean): fc.Arbitrary<AttemptSummary> {
  * and modes, many single-attempt ones; `realistic: false` also gives sessions without attempts,
  * running attempts and successes that do not match the status, which the server never writes.
  */
-export function statsSessions(opts: { realistic: boolean; maxLength?: number; tenants?: string[] }): fc.Arbitrary<StatsFixture[]> {
+export function statsSessions(opts: { realistic: boolean; minLength?: number; maxLength?: number; tenants?: string[] }): fc.Arbitrary<StatsFixture[]> {
   const one = fc
     .record({
       tenant: fc.constantFrom(...(opts.tenants ?? ['t1'])),
@@ -57,7 +57,7 @@ export function statsSessions(opts: { realistic: boolean; maxLength?: number; te
       }
       return { ...s, attempts: attempts.map((a, i) => ({ ...a, attempt: i })) };
     });
-  return fc.array(one, { maxLength: opts.maxLength ?? 60 }).map((xs) => xs.map((s, i) => ({ id: `ses_${String(i).padStart(6, '0')}`, ...s })));
+  return fc.array(one, { minLength: opts.minLength ?? 0, maxLength: opts.maxLength ?? 60 }).map((xs) => xs.map((s, i) => ({ id: `ses_${String(i).padStart(6, '0')}`, ...s })));
 }
 
 /** A filter of `GET /v1/stats` without a task (the fields the aggregates answer). */

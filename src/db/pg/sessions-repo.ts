@@ -8,6 +8,7 @@ import type { AsyncSessions } from '../async-repositories.js';
 import type { AttemptTrajectory, SessionFilters } from '../sessions-repo.js';
 import type { PgDb } from './connection.js';
 import { reflections, sessions, steps } from './schema.js';
+import { recordCompletion, statsGroupsOf, statsToken } from './stats-aggregates.js';
 
 /** Conditions of `f` on the sessions table, after `first` (as src/db/sessions-repo.ts filterConds). */
 function filterConds(first: SQL[], f: SessionFilters): SQL[] {
@@ -26,7 +27,15 @@ function filterConds(first: SQL[], f: SessionFilters): SQL[] {
 export function pgSessions(db: PgDb): AsyncSessions {
   return {
     async insert(row) {
-      await db.insert(sessions).values(row);
+      if (row.status !== 'completed') {
+        await db.insert(sessions).values(row);
+        return;
+      }
+      // a session inserted as completed is counted in the statistics aggregates in the same transaction
+      await db.transaction(async (tx) => {
+        await tx.insert(sessions).values(row);
+        await recordCompletion(tx as unknown as PgDb, row.id);
+      });
     },
     list(tenant, f, limit, cursor) {
       const conds = filterConds([eq(sessions.tenant, tenant)], f);
@@ -79,13 +88,8 @@ export function pgSessions(db: PgDb): AsyncSessions {
         .where(and(...conds))
         .orderBy(sessions.id);
     },
-    async completedToken(tenant) {
-      const [r] = await db
-        .select({ n: sql<number>`count(*)::int`, at: sql<string | null>`max(${sessions.updatedAt})::text` })
-        .from(sessions)
-        .where(and(eq(sessions.tenant, tenant), eq(sessions.status, 'completed')));
-      return `${r?.n ?? 0}:${r?.at ?? 0}`;
-    },
+    completedToken: (tenant) => statsToken(db, tenant),
+    statsGroups: (tenant) => statsGroupsOf(db, tenant),
     attemptTrajectories: (tenant, f, maxSessions) => attemptTrajectories(db, tenant, f, maxSessions),
   };
 }

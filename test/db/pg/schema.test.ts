@@ -20,6 +20,8 @@ const TABLES: Record<string, [SQLiteTable, PgTable]> = {
   models: [sqlite.models, pg.models],
   trainingJobs: [sqlite.trainingJobs, pg.trainingJobs],
   replays: [sqlite.replays, pg.replays],
+  statsGroups: [sqlite.statsGroups, pg.statsGroups],
+  statsRetries: [sqlite.statsRetries, pg.statsRetries],
 };
 
 /** Columns holding ms since the epoch or row ids: SQLite `integer`, PostgreSQL `bigint`. */

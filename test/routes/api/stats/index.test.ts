@@ -1,11 +1,16 @@
 /**
  * `GET /v1/stats` over real HTTP (src/agent/session-stats.ts): success rate and mean return by
  * attempt count the sessions that played the attempt, and are null (not 0) for an attempt that no
- * session played, overall and per group.
+ * session played, overall and per group. The answers come from the aggregates kept on write and
+ * equal the full computation over the database's completed sessions, per tenant, filter (a task
+ * filter too) and chain length, with sessions completing out of creation order.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../../../helpers/index.js';
 import { runEval } from '../../../../src/eval/harness.js';
+import { openDatabase } from '../../../../src/db/index.js';
+import { createRepositories } from '../../../../src/db/repositories.js';
+import { sessionStats } from '../../../../src/agent/session-stats.js';
 
 let s: TestServer;
 beforeAll(async () => {
@@ -109,6 +114,72 @@ describe('GET /v1/stats by memory', () => {
       const r = await s.call('GET', `/v1/stats?${q}`);
       expect(r.status, q).toBe(400);
       expect(r.body.type).toBe('https://lamer-server.dev/problems/validation');
+    }
+  });
+});
+
+describe('GET /v1/stats from the aggregates', () => {
+  let t: TestServer;
+  const ACME = { authorization: 'Bearer k1' };
+  const OTHER = { authorization: 'Bearer k2' };
+  beforeAll(async () => {
+    t = await startTestServer({ apiKeys: [{ key: 'k1', tenant: 'acme', admin: false }, { key: 'k2', tenant: 'other', admin: false }] });
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+
+  /** Creates a session and plays its first step; returns a function that ends its attempts with the given outcomes. */
+  async function open(headers: Record<string, string>, body: Record<string, unknown>) {
+    const c = await t.call('POST', '/v1/sessions', { instructions: 'x', maxSteps: 5, ...body }, headers);
+    expect(c.status).toBe(201);
+    const id = c.body.id as string;
+    return async (outcomes: Array<[number, boolean]>) => {
+      for (const [a, [ret, ok]] of outcomes.entries()) {
+        expect((await t.call('POST', `/v1/sessions/${id}/steps`, { attempt: a, step: 0, observation: 'o', availableActions: ['go'] }, headers)).status).toBe(200);
+        const end = await t.call('POST', `/v1/sessions/${id}/steps`, { attempt: a, step: 1, observation: 'e', reward: ret, done: true, success: ok }, headers);
+        expect(end.status).toBe(200);
+      }
+    };
+  }
+
+  it('equal the full computation per tenant, filter and chain length, sessions completing out of creation order', async () => {
+    // single-attempt retries of two tasks, created in one order and completed in another
+    const F: [number, boolean] = [0.1, false];
+    const S: [number, boolean] = [1, true];
+    const retries = [];
+    for (const [task, outcome] of [['r1', F], ['r1', F], ['r2', S], ['r1', S], ['r1', F], ['r2', F], ['r1', F]] as const) {
+      retries.push({ finish: await open(ACME, { taskId: task, env: 'e', maxAttempts: 1, mode: 'eval' }), outcome });
+    }
+    for (const i of [3, 0, 6, 1, 5, 2, 4]) await retries[i]!.finish([retries[i]!.outcome]);
+    // multi-attempt sessions of both tenants
+    await (await open(ACME, { taskId: 'r1', env: 'e', maxAttempts: 3 }))([F, F, S]);
+    await (await open(ACME, { taskId: 'm1', env: 'f', maxAttempts: 2, memory: 'history_only' }))([[0.3, false], [0.7, false]]);
+    await (await open(OTHER, { taskId: 'r1', env: 'e', maxAttempts: 1, mode: 'eval' }))([S]);
+    // an active session counts nowhere
+    await open(ACME, { taskId: 'r1', env: 'e', maxAttempts: 1, mode: 'eval' });
+
+    const conn = openDatabase(t.dataDir);
+    try {
+      const repos = createRepositories(conn);
+      const queries: Array<[string, Record<string, string>]> = [
+        ['acme', {}], ['acme', { memory: 'none' }], ['acme', { env: 'e', mode: 'eval' }], ['acme', { memory: 'history_only' }],
+        ['acme', { taskId: 'r1' }], ['acme', { taskId: 'r1', memory: 'none' }], ['acme', { modelVersion: 'nope' }], ['other', {}],
+      ];
+      for (const [tenant, f] of queries) {
+        for (const n of [1, 2, 3]) {
+          const r = await t.call('GET', `/v1/stats?${new URLSearchParams({ ...f, retries: String(n) })}`, undefined, tenant === 'acme' ? ACME : OTHER);
+          expect(r.status).toBe(200);
+          expect(r.body, `${tenant} ${JSON.stringify(f)} retries=${n}`).toEqual(sessionStats(repos.sessions.completed(tenant, f), n));
+        }
+      }
+      const all = await t.call('GET', '/v1/stats', undefined, ACME);
+      expect(all.body.sessions).toBe(9);
+      // r1's retries in creation order: F F S F F -> chains of 3: [F F S], [F F]; r2: S F -> [S], [F]
+      expect(all.body.groups[0]).toMatchObject({ memory: 'none', sessions: 7, runs: 4, attemptsPlayed: [4, 2, 1] });
+      expect((await t.call('GET', '/v1/stats', undefined, OTHER)).body).toMatchObject({ sessions: 1, passAtK: { '1': 1 } });
+    } finally {
+      conn.close();
     }
   });
 });
