@@ -1,3 +1,10 @@
+CREATE TABLE "stats_completions" (
+	"tenant" text NOT NULL,
+	"seq" integer NOT NULL,
+	"session_id" text NOT NULL,
+	CONSTRAINT "stats_completions_tenant_seq_pk" PRIMARY KEY("tenant","seq")
+);
+--> statement-breakpoint
 CREATE TABLE "stats_groups" (
 	"tenant" text NOT NULL,
 	"group_key" text NOT NULL,
@@ -23,4 +30,10 @@ CREATE TABLE "stats_retries" (
 	CONSTRAINT "stats_retries_tenant_chain_key_session_id_pk" PRIMARY KEY("tenant","chain_key","session_id")
 );
 --> statement-breakpoint
+CREATE TABLE "stats_tenants" (
+	"tenant" text PRIMARY KEY NOT NULL,
+	"completed" integer NOT NULL
+);
+--> statement-breakpoint
+ALTER TABLE "stats_completions" ADD CONSTRAINT "stats_completions_session_id_sessions_id_fk" FOREIGN KEY ("session_id") REFERENCES "public"."sessions"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
 ALTER TABLE "stats_retries" ADD CONSTRAINT "stats_retries_session_id_sessions_id_fk" FOREIGN KEY ("session_id") REFERENCES "public"."sessions"("id") ON DELETE no action ON UPDATE no action;

@@ -1,3 +1,11 @@
+CREATE TABLE `stats_completions` (
+	`tenant` text NOT NULL,
+	`seq` integer NOT NULL,
+	`session_id` text NOT NULL,
+	PRIMARY KEY(`tenant`, `seq`),
+	FOREIGN KEY (`session_id`) REFERENCES `sessions`(`id`) ON UPDATE no action ON DELETE no action
+);
+--> statement-breakpoint
 CREATE TABLE `stats_groups` (
 	`tenant` text NOT NULL,
 	`group_key` text NOT NULL,
@@ -22,4 +30,9 @@ CREATE TABLE `stats_retries` (
 	`streak` integer,
 	PRIMARY KEY(`tenant`, `chain_key`, `session_id`),
 	FOREIGN KEY (`session_id`) REFERENCES `sessions`(`id`) ON UPDATE no action ON DELETE no action
+);
+--> statement-breakpoint
+CREATE TABLE `stats_tenants` (
+	`tenant` text PRIMARY KEY NOT NULL,
+	`completed` integer NOT NULL
 );

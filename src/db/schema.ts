@@ -241,6 +241,31 @@ export const statsRetries = sqliteTable(
   (t) => [primaryKey({ columns: [t.tenant, t.chainKey, t.sessionId] })],
 );
 
+/** Per tenant: the number of completions so far, which is the `seq` of its latest stats_completions row. */
+export const statsTenants = sqliteTable('stats_tenants', {
+  tenant: text('tenant').primaryKey(),
+  completed: integer('completed').notNull(),
+});
+
+/**
+ * The order in which the tenant's sessions completed, as committed: `seq` 1, 2, ... without gaps
+ * (the completing transaction takes the next number from stats_tenants, and a later one cannot
+ * commit before it). A cache of answers over completed sessions (the diversity window,
+ * src/agent/diversity-cache.ts) reads only the rows after the last `seq` it has. A rebuild at
+ * open appends the sessions missing here and never renumbers.
+ */
+export const statsCompletions = sqliteTable(
+  'stats_completions',
+  {
+    tenant: text('tenant').notNull(),
+    seq: integer('seq').notNull(),
+    sessionId: text('session_id')
+      .notNull()
+      .references(() => sessions.id),
+  },
+  (t) => [primaryKey({ columns: [t.tenant, t.seq] })],
+);
+
 export type SessionRow = typeof sessions.$inferSelect;
 export type StepRow = typeof steps.$inferSelect;
 export type ReflectionRow = typeof reflections.$inferSelect;

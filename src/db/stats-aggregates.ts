@@ -1,10 +1,12 @@
 /**
- * The statistics aggregates of the SQLite store (tables `stats_groups` and `stats_retries`,
- * src/db/schema.ts; what they hold: src/shared/stats-aggregate.ts): kept in the transaction that
- * completes a session (the step commit of ./queries.ts, or an insert of a completed session in
- * ./sessions-repo.ts), read by `GET /v1/stats` instead of every completed session, and rebuilt
- * from the sessions at open when they do not count the same sessions (a database from before
- * these tables, or sessions written by other means than the server's).
+ * The statistics aggregates of the SQLite store (tables `stats_groups`, `stats_retries`,
+ * `stats_tenants` and `stats_completions`, src/db/schema.ts; what the first two hold:
+ * src/shared/stats-aggregate.ts): kept in the transaction that completes a session (the step commit
+ * of ./queries.ts, or an insert of a completed session in ./sessions-repo.ts), read by
+ * `GET /v1/stats` instead of every completed session and by the diversity cache
+ * (src/agent/diversity-cache.ts) for the sessions completed since it last looked, and rebuilt from
+ * the sessions at open when they do not count the same sessions (a database from before these
+ * tables, or sessions written by other means than the server's).
  *
  * Statements are prepared once per connection ({@link statsAggregates}).
  */
@@ -91,6 +93,10 @@ export class SqliteStatsAggregates {
   private readonly after: Database.Statement<[string, string, string], RawRetry>;
   private readonly putRetry: Database.Statement;
   private readonly setStreak: Database.Statement;
+  private readonly nextSeq: Database.Statement<[string], { completed: number }>;
+  private readonly putCompletion: Database.Statement<[string, number, string]>;
+  private readonly seqOf: Database.Statement<[string], { completed: number }>;
+  private readonly completionsIn: Database.Statement<[string, number, number], { sessionId: string }>;
 
   constructor(private readonly sqlite: Database.Database) {
     this.sessionById = sqlite.prepare(`SELECT ${SESSION_COLUMNS} FROM sessions WHERE id = ?`);
@@ -116,6 +122,15 @@ export class SqliteStatsAggregates {
        VALUES (@tenant, @chainKey, @sessionId, @attempted, @success, @played, @return, @streak)`,
     );
     this.setStreak = sqlite.prepare('UPDATE stats_retries SET streak = ? WHERE tenant = ? AND chain_key = ? AND session_id = ?');
+    this.nextSeq = sqlite.prepare(
+      `INSERT INTO stats_tenants (tenant, completed) VALUES (?, 1)
+       ON CONFLICT (tenant) DO UPDATE SET completed = completed + 1 RETURNING completed`,
+    );
+    this.putCompletion = sqlite.prepare('INSERT INTO stats_completions (tenant, seq, session_id) VALUES (?, ?, ?)');
+    this.seqOf = sqlite.prepare('SELECT completed FROM stats_tenants WHERE tenant = ?');
+    this.completionsIn = sqlite.prepare(
+      'SELECT session_id AS sessionId FROM stats_completions WHERE tenant = ? AND seq > ? AND seq <= ? ORDER BY seq',
+    );
   }
 
   /**
@@ -138,9 +153,25 @@ export class SqliteStatsAggregates {
     }
     const placed = countCompleted(g, s, s.updatedAt, reads);
     this.writeGroup(s.tenant, groupKey, g);
+    this.logCompletion(s.tenant, s.id);
     if (!placed) return;
     this.writeRetry(s.tenant, chainKey, placed.x);
     for (const c of placed.changed) this.setStreak.run(c.streak, s.tenant, chainKey, c.sessionId);
+  }
+
+  /** Append session `id` to the tenant's completions with the next seq. */
+  private logCompletion(tenant: string, id: string): void {
+    this.putCompletion.run(tenant, this.nextSeq.get(tenant)!.completed, id);
+  }
+
+  /** The tenant's completions so far: the seq of its latest completion (0 before the first). */
+  completionSeq(tenant: string): number {
+    return this.seqOf.get(tenant)?.completed ?? 0;
+  }
+
+  /** Ids of the tenant's sessions completed with a seq in (after, upTo], in completion order. */
+  completionsBetween(tenant: string, after: number, upTo: number): string[] {
+    return this.completionsIn.all(tenant, after, upTo).map((r) => r.sessionId);
   }
 
   private writeGroup(tenant: string, groupKey: string, g: StatsGroup): void {
@@ -181,12 +212,17 @@ export class SqliteStatsAggregates {
   }
 
   private stale(): boolean {
-    const done = this.sqlite.prepare("SELECT count(*) AS n FROM sessions WHERE status = 'completed'").get() as { n: number };
-    const counted = this.sqlite.prepare('SELECT coalesce(sum(sessions), 0) AS n FROM stats_groups').get() as { n: number };
-    return done.n !== counted.n;
+    const count = (q: string) => (this.sqlite.prepare(q).get() as { n: number }).n;
+    const done = count("SELECT count(*) AS n FROM sessions WHERE status = 'completed'");
+    const grouped = count('SELECT coalesce(sum(sessions), 0) AS n FROM stats_groups');
+    return done !== grouped || done !== count('SELECT count(*) AS n FROM stats_completions');
   }
 
-  /** Both tables anew from every completed session (inside the caller's transaction). */
+  /**
+   * The groups and retry outcomes anew from every completed session, and the completions missing
+   * from `stats_completions` appended in id order (those there keep their seq, so that a cache
+   * that read up to some seq goes on reading what is new), inside the caller's transaction.
+   */
   private rebuild(): void {
     this.sqlite.prepare('DELETE FROM stats_retries').run();
     this.sqlite.prepare('DELETE FROM stats_groups').run();
@@ -199,10 +235,14 @@ export class SqliteStatsAggregates {
       list.push(s);
       byTenant.set(s.tenant, list);
     }
+    const loggedRows = this.sqlite.prepare<[], { id: string }>('SELECT session_id AS id FROM stats_completions').all();
+    const logged = new Set(loggedRows.map((r) => r.id));
     for (const [tenant, sessions] of byTenant) {
       const { groups, retries } = buildAggregates(sessions);
       for (const [key, g] of groups) this.writeGroup(tenant, key, g);
       for (const [chainKey, chain] of retries) for (const r of chain) this.writeRetry(tenant, chainKey, r);
+      const missing = sessions.map((s) => s.id).filter((id) => !logged.has(id));
+      for (const id of missing.sort()) this.logCompletion(tenant, id);
     }
   }
 }

@@ -72,7 +72,7 @@ const pgStore: Store = {
   async fresh() {
     pgUrl ||= await server!.freshDatabase();
     pgConn ??= await openPgDatabase(pgUrl);
-    await pgConn.pool.query('TRUNCATE stats_retries, stats_groups, steps, reflections, sessions, models, training_jobs RESTART IDENTITY');
+    await pgConn.pool.query('TRUNCATE stats_completions, stats_tenants, stats_retries, stats_groups, steps, reflections, sessions, models, training_jobs RESTART IDENTITY');
     return pgRepositories(pgConn);
   },
   async writeAround(rows) {
@@ -281,6 +281,15 @@ for (const store of [sqliteStore, pgStore]) {
           { sessionId: 'ses_3', modelVersion: 'v1', env: 'alfworld', taskId: 'task-a', memory: 'none', trajectory: '' },
         ]);
         expect((await r.sessions.attemptTrajectories('t1', {}, 1)).map((t) => t.sessionId)).toEqual(['ses_3']);
+        // the rows of given sessions: completed ones of the tenant matching the filter, in (id, attempt) order
+        const all = await r.sessions.attemptTrajectories('t1', {}, 10);
+        expect(await r.sessions.trajectoriesOf('t1', {}, ['ses_3', 'ses_4', 'ses_1', 'ses_none'])).toEqual(all.filter((t) => t.sessionId !== 'ses_2'));
+        expect(await r.sessions.trajectoriesOf('t1', { memory: 'none' }, ['ses_1', 'ses_2', 'ses_3'])).toEqual(all.filter((t) => t.sessionId !== 'ses_1'));
+        expect(await r.sessions.trajectoriesOf('t2', {}, ['ses_1'])).toEqual([]);
+        expect(await r.sessions.trajectoriesOf('t1', {}, [])).toEqual([]);
+        expect(await r.sessions.completionSeq('t1')).toBe(3);
+        expect(await r.sessions.completionsBetween('t1', 0, 3)).toEqual(['ses_1', 'ses_2', 'ses_3']);
+        expect(await r.sessions.completionSeq('t2')).toBe(0);
         expect(await r.sessions.attemptTrajectories('t2', {}, 10)).toEqual([]);
       });
     });
@@ -322,6 +331,12 @@ for (const store of [sqliteStore, pgStore]) {
             const completed = fixtures.filter((f) => f.tenant === 't1');
             const latest = completed.reduce((m, f) => Math.max(m, f.updatedAt), 0);
             expect(await r.sessions.completedToken('t1')).toBe(`${completed.length}:${latest}`);
+            // every completion once in the tenant's log, numbered 1..n
+            expect(await r.sessions.completionSeq('t1')).toBe(completed.length);
+            const logged = await r.sessions.completionsBetween('t1', 0, completed.length);
+            expect([...logged].sort()).toEqual(completed.map((f) => f.id).sort());
+            expect(await r.sessions.completionsBetween('t1', 1, 3)).toEqual(logged.slice(1, 3));
+            expect(await r.sessions.completionsBetween('t1', completed.length - 1, completed.length + 5)).toEqual(logged.slice(-1));
           }),
           { numRuns: store.name === 'postgres' ? 8 : 15 },
         );
@@ -335,7 +350,9 @@ for (const store of [sqliteStore, pgStore]) {
           attempts: [{ ...summary(0, i % 4 === 3), return: i % 4 === 3 ? 1 : 0.1 }],
         }));
         for (const f of fixtures) await r.sessions.insert(rowOf(f, 'active'));
-        await Promise.all(shuffled(fixtures, 7).map((f) => r.hot.commitStep(completing(f))));
+        // eight at a time: within the pool's connections (10), so that all of them wait on the group's lock, none on the pool
+        const order = shuffled(fixtures, 7);
+        for (let i = 0; i < order.length; i += 8) await Promise.all(order.slice(i, i + 8).map((f) => r.hot.commitStep(completing(f))));
         await expectSameAnswers(r);
         const none = (await r.sessions.statsGroups('t1')).find((g) => g.memory === 'none');
         expect(none).toMatchObject({ sessions: 30, updatedAt: T0 + 29 });
@@ -347,8 +364,14 @@ for (const store of [sqliteStore, pgStore]) {
         const [first, rest] = [fixtures!.slice(0, 10), fixtures!.slice(10)];
         for (const f of first) await r.sessions.insert(rowOf(f, 'completed'));
         await store.writeAround(rest.map((f) => rowOf(f, 'completed')));
-        expect((await r.sessions.statsGroups('t1')).reduce((n, g) => n + g.sessions, 0)).toBe(first.filter((f) => f.tenant === 't1').length);
+        const firstT1 = first.filter((f) => f.tenant === 't1').map((f) => f.id);
+        expect((await r.sessions.statsGroups('t1')).reduce((n, g) => n + g.sessions, 0)).toBe(firstT1.length);
+        expect(await r.sessions.completionsBetween('t1', 0, 100)).toEqual(firstT1);
         r = await store.reopen();
+        // the completions logged keep their seq; the others follow in id order
+        const t1 = fixtures!.filter((f) => f.tenant === 't1').map((f) => f.id);
+        expect(await r.sessions.completionSeq('t1')).toBe(t1.length);
+        expect(await r.sessions.completionsBetween('t1', 0, 100)).toEqual([...firstT1, ...t1.filter((id) => !firstT1.includes(id))]);
         expect((await r.sessions.statsGroups('t1')).reduce((n, g) => n + g.sessions, 0)).toBe(fixtures!.filter((f) => f.tenant === 't1').length);
         await expectSameAnswers(r);
         // the rebuilt aggregates go on counting completions

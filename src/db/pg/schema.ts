@@ -204,3 +204,22 @@ export const statsRetries = pgTable(
   },
   (t) => [primaryKey({ columns: [t.tenant, t.chainKey, t.sessionId] })],
 );
+
+/** Per tenant: the number of completions so far (src/db/schema.ts statsTenants). */
+export const statsTenants = pgTable('stats_tenants', {
+  tenant: text('tenant').primaryKey(),
+  completed: integer('completed').notNull(),
+});
+
+/** The order in which the tenant's sessions completed, as committed (src/db/schema.ts statsCompletions). */
+export const statsCompletions = pgTable(
+  'stats_completions',
+  {
+    tenant: text('tenant').notNull(),
+    seq: integer('seq').notNull(),
+    sessionId: text('session_id')
+      .notNull()
+      .references(() => sessions.id),
+  },
+  (t) => [primaryKey({ columns: [t.tenant, t.seq] })],
+);

@@ -22,6 +22,8 @@ const TABLES: Record<string, [SQLiteTable, PgTable]> = {
   replays: [sqlite.replays, pg.replays],
   statsGroups: [sqlite.statsGroups, pg.statsGroups],
   statsRetries: [sqlite.statsRetries, pg.statsRetries],
+  statsTenants: [sqlite.statsTenants, pg.statsTenants],
+  statsCompletions: [sqlite.statsCompletions, pg.statsCompletions],
 };
 
 /** Columns holding ms since the epoch or row ids: SQLite `integer`, PostgreSQL `bigint`. */
