@@ -1,15 +1,19 @@
 /**
- * The diversity cache (src/agent/diversity-cache.ts) over a real SQLite database: sessions with
- * actions complete in random order between calls, and every answer equals a full read of the
- * window (diversityByVersion of attemptTrajectories) for several filters and window sizes, with a
- * small row store so that rows are dropped and read again. Between calls the cache reads nothing
- * but the tenant's completion seq when no session completed, and only the new sessions' rows when
- * some did.
+ * The diversity window (src/agent/diversity-window.ts) against diversityByVersion as sessions
+ * enter and leave it, and the diversity cache (src/agent/diversity-cache.ts) over a real SQLite
+ * database: sessions with actions complete in random order between calls, and every answer equals
+ * a full read of the window (diversityByVersion of attemptTrajectories) for several filters and
+ * window sizes, with a small limit so that answers are dropped and read again. Between calls the
+ * cache reads nothing but the tenant's completion seq when no session completed, and only the new
+ * sessions' rows when some did.
  */
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DiversityCache, type DiversityReads } from '../../src/agent/diversity-cache.js';
 import { diversityByVersion } from '../../src/agent/diversity.js';
+import { DiversityWindow } from '../../src/agent/diversity-window.js';
+import type { AttemptTrajectory } from '../../src/db/sessions-repo.js';
+import { STATS_MEMORY } from '../../src/domain.js';
 import { openDatabase, type DatabaseConnection } from '../../src/db/index.js';
 import type { StepCommit, StepInsert } from '../../src/db/queries.js';
 import { createRepositories, type Repositories } from '../../src/db/repositories.js';
@@ -101,36 +105,86 @@ const QUERIES: Array<[string, Omit<SessionFilters, 'status'>, number]> = [
   ['t1', {}, 2000], ['t1', {}, 4], ['t1', { modelVersion: 'v2' }, 3], ['t1', { taskId: 'a' }, 2000], ['t2', { memory: 'none' }, 5], ['t2', {}, 1],
 ];
 
-describe('the diversity cache', () => {
-  it('answers as a full read of the window after every batch of completions, in any order', async () => {
-    await fc.assert(
-      fc.asyncProperty(planned, fc.integer(), fc.integer({ min: 1, max: 6 }), async (plans, seed, batch) => {
-        const conn = openDatabase(tmpDir('lamer-divcache-'));
-        opened.push(conn);
-        const r = createRepositories(conn);
-        for (const p of plans) r.sessions.insert(row(p));
-        const { reads, seen } = counting(r);
-        const cache = new DiversityCache(reads, { answers: 64, sessions: 8 });
-        const check = () => {
-          for (const [tenant, f, n] of QUERIES) expect(cache.answer(tenant, f, n)).toEqual(diversityByVersion(r.sessions.attemptTrajectories(tenant, f, n)));
-        };
-        check();
-        const order = shuffled(plans, seed);
-        for (let i = 0; i < order.length; i += batch) {
-          const done = order.slice(i, i + batch);
-          for (const p of done) await play(r, p);
-          check();
-          // nothing completed: nothing read but the seq
-          const before = seen.trajectoryReads;
-          for (const [tenant, f, n] of QUERIES) cache.answer(tenant, f, n);
-          expect(seen.trajectoryReads).toBe(before);
-        }
+/** Rows of random sessions: ids ascending, tasks, groups, trajectories (null and '' too), several attempts. */
+const sessionRows: fc.Arbitrary<AttemptTrajectory[][]> = fc
+  .array(
+    fc.record({
+      // few groups, many tasks: the order a group's task entropies are summed in shows in the last bits
+      modelVersion: fc.constantFrom('v1', 'v1', 'v1', 'v2'),
+      env: fc.constantFrom('e', 'e', 'e', null),
+      memory: fc.constantFrom('none', 'none', 'none', ...STATS_MEMORY),
+      taskId: fc.constantFrom('a', 'b', 'c', 'd', 'e', 'f', 'g'),
+      trajectories: fc.array(fc.option(fc.constantFrom('', 'up', 'up\ndown', 'left', 'down\nleft\nup', 'right', 'up\nup'), { freq: 8 }), {
+        minLength: 1,
+        maxLength: 3,
       }),
-      { numRuns: 25 },
+    }),
+    { maxLength: 60 },
+  )
+  .map((xs) =>
+    xs.map(({ trajectories, ...s }, i) => trajectories.map((trajectory) => ({ sessionId: `ses_${String(i).padStart(3, '0')}`, ...s, trajectory }))),
+  );
+
+describe('the diversity window', () => {
+  it('answers as diversityByVersion over its rows, bit for bit, as sessions enter in any order and the oldest leave', () => {
+    fc.assert(
+      fc.property(sessionRows, fc.integer(), fc.integer({ min: 1, max: 40 }), (sessions, seed, max) => {
+        const w = new DiversityWindow();
+        const kept = new Map<string, AttemptTrajectory[]>();
+        const expectSame = () => {
+          const rows = [...kept.keys()].sort().flatMap((id) => kept.get(id)!);
+          expect(w.answer()).toEqual(diversityByVersion(rows));
+        };
+        for (const rows of shuffled(sessions, seed)) {
+          w.add(rows);
+          kept.set(rows[0]!.sessionId, rows);
+          while (w.size > max) {
+            const oldest = w.ids[0]!;
+            w.remove(oldest);
+            kept.delete(oldest);
+          }
+          expectSame();
+        }
+        w.add(sessions[0] ?? []);
+        w.remove('ses_none');
+      }),
+      { numRuns: 300 },
     );
   });
+});
 
-  it('reads only the rows of the sessions completed since, when its row store holds the window', async () => {
+describe('the diversity cache', () => {
+  for (const limits of [undefined, { answers: 3, sessions: 12 }]) {
+    const what = limits ? 'answers dropped for lack of room and read again' : 'all answers kept';
+    it(`answers as a full read of the window after every batch of completions, in any order (${what})`, async () => {
+      await fc.assert(
+        fc.asyncProperty(planned, fc.integer(), fc.integer({ min: 1, max: 6 }), async (plans, seed, batch) => {
+          const conn = openDatabase(tmpDir('lamer-divcache-'));
+          opened.push(conn);
+          const r = createRepositories(conn);
+          for (const p of plans) r.sessions.insert(row(p));
+          const { reads, seen } = counting(r);
+          const cache = new DiversityCache(reads, limits);
+          const check = () => {
+            for (const [tenant, f, n] of QUERIES) expect(cache.answer(tenant, f, n)).toEqual(diversityByVersion(r.sessions.attemptTrajectories(tenant, f, n)));
+          };
+          check();
+          const order = shuffled(plans, seed);
+          for (let i = 0; i < order.length; i += batch) {
+            for (const p of order.slice(i, i + batch)) await play(r, p);
+            check();
+            // nothing completed: nothing read but the seq (when every answer is kept)
+            const before = seen.trajectoryReads;
+            for (const [tenant, f, n] of QUERIES) cache.answer(tenant, f, n);
+            if (!limits) expect(seen.trajectoryReads).toBe(before);
+          }
+        }),
+        { numRuns: 20 },
+      );
+    });
+  }
+
+  it('reads only the rows of the sessions completed since that belong in the window', async () => {
     const conn = openDatabase(tmpDir('lamer-divcache-'));
     opened.push(conn);
     const r = createRepositories(conn);
