@@ -10,18 +10,21 @@
  * 4 actions (prompts of 200 characters), so trajectories repeat and diversity has something to
  * measure. Ids and times are time-ordered as the server makes them.
  *
- * Per server: the time until /readyz answers 200 (this tree rebuilds its aggregates from the
- * sessions at that start, the file having been written around it); the first call of each route;
- * BENCH_STATS_REPS (50) calls in a row (median, p90, min, and the server process's CPU time per
- * call from /proc, which other processes on a shared machine distort least: what a polling
- * dashboard meets); then BENCH_STATS_AFTER (10) rounds of one new session completed over HTTP followed by one call of each
- * route (median: what a dashboard meets while sessions complete, as during an eval).
+ * All servers run at once, each on its own copy of the file, and are measured alike, round by
+ * round, so that a change of the machine's load meets all of them: the time until /readyz answers
+ * 200 (this tree rebuilds its aggregates from the sessions at that start, the file having been
+ * written around it); the first call of each route; BENCH_STATS_ROUNDS (60) rounds of one call of
+ * each route on each server, in a new random order each round (median, p90, min, and the server
+ * process's CPU time per call from /proc, which other processes on a shared machine distort
+ * least: what a polling dashboard meets); then BENCH_STATS_AFTER (20) rounds of one new session
+ * completed over HTTP on each server followed by one call of each route (median ms, and CPU ms per
+ * call: what a dashboard meets while sessions complete, as during an eval).
  *
- * Before/after in one run: BENCH_BASELINE_ROOT names another checkout of the server (e.g.
- * `git worktree add /tmp/base main`, with node_modules linked in); for each size the baseline runs
- * first on the file, then this tree (the file holds only sessions the baseline can read; this
- * tree's migrations and rebuild come on top). Both run as child processes (`tsx src/cli/serve.ts`,
- * engine test, no API keys: tenant `default`).
+ * Before/after in one run: BENCH_BASELINE_ROOT names another checkout of the server (e.g. the
+ * branch's base, `git archive <commit> | tar -x -C DIR` with node_modules linked in); it runs on a
+ * copy of each size's file (written before any server starts, with this tree's schema, which holds
+ * the baseline's). Servers run as child processes (`tsx src/cli/serve.ts`, engine test, no API
+ * keys: tenant `default`).
  *
  * Prints a table; writes bench/results/stats.json (BENCH_OUT: another path) with the host's load
  * average. Run it under `nice -n 19` on a shared machine: the ratios are what to read.
@@ -40,8 +43,8 @@ import { freePort, request } from './bench-http-client.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const SIZES = (process.env.BENCH_STATS_SIZES ?? '1000,10000,100000').split(',').map(Number);
-const REPS = Number(process.env.BENCH_STATS_REPS ?? 50);
-const AFTER = Number(process.env.BENCH_STATS_AFTER ?? 10);
+const REPS = Number(process.env.BENCH_STATS_ROUNDS ?? 60);
+const AFTER = Number(process.env.BENCH_STATS_AFTER ?? 20);
 const ROUTES = ['/v1/stats', '/v1/stats/diversity'] as const;
 const VERSIONS = ['test', 'lamer-1', 'gigpo-1'];
 const ENVS = ['minesweeper', 'sokoban'];
@@ -129,7 +132,7 @@ interface RouteFigures {
   medianMs: number;
   p90Ms: number;
   minMs: number;
-  /** The server process's CPU time per call over the calls in a row, ms (null off Linux). */
+  /** The server process's CPU time per call over the polling rounds, ms (null off Linux). */
   cpuMsPerCall: number | null;
   afterCompletionMs: number;
   /** The server's CPU time per call over the calls after a completion (the completions not counted), ms. */
@@ -163,8 +166,20 @@ async function timed(agent: http.Agent, port: number, p: string): Promise<{ ms: 
   return { ms, json: r.json };
 }
 
-/** Starts the server of `serverRoot` on `dataDir`, measures both routes, stops it. */
-async function measure(label: string, serverRoot: string, dataDir: string, size: number): Promise<ServerRun> {
+/** One server process under measurement. */
+interface Running {
+  label: string;
+  root: string;
+  size: number;
+  port: number;
+  agent: http.Agent;
+  readyMs: number;
+  cpu(): number | null;
+  stop(): Promise<void>;
+}
+
+/** Starts `src/cli/serve.ts` of `serverRoot` on `dataDir` (engine test, no keys) and waits until /readyz answers 200. */
+async function start(label: string, serverRoot: string, dataDir: string, size: number): Promise<Running> {
   const port = await freePort();
   const t0 = performance.now();
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/serve.ts'], {
@@ -175,52 +190,67 @@ async function measure(label: string, serverRoot: string, dataDir: string, size:
   let exited = false;
   const exit = new Promise<void>((r) => child.once('exit', () => ((exited = true), r())));
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
-  try {
-    for (;;) {
-      if (exited) throw new Error(`${label}: the server exited before it was ready`);
-      try {
-        if ((await request(agent, port, 'GET', '/readyz')).status === 200) break;
-      } catch {
-        /* not up yet */
-      }
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    const readyMs = performance.now() - t0;
-    const routes: Record<string, RouteFigures> = {};
-    const cpu = () => cpuMsOf(child.pid);
-    for (const p of ROUTES) {
-      const first = await timed(agent, port, p);
-      const ms: number[] = [];
-      const cpu0 = cpu();
-      for (let i = 0; i < REPS; i++) ms.push((await timed(agent, port, p)).ms);
-      const cpu1 = cpu();
-      const cpuMsPerCall = cpu0 === null || cpu1 === null ? null : r2((cpu1 - cpu0) / REPS);
-      const sessions = p === '/v1/stats' ? (first.json.sessions as number) : (first.json.scanned as number);
-      routes[p] = {
-        firstMs: r2(first.ms), medianMs: r2(pct(ms, 0.5)), p90Ms: r2(pct(ms, 0.9)), minMs: r2(Math.min(...ms)), cpuMsPerCall,
-        afterCompletionMs: NaN, afterCompletionCpuMs: null, sessions,
-      };
-    }
-    const after: Record<string, number[]> = Object.fromEntries(ROUTES.map((p) => [p, []]));
-    const afterCpu: Record<string, number> = Object.fromEntries(ROUTES.map((p) => [p, 0]));
-    for (let k = 0; k < AFTER; k++) {
-      await completeOne(agent, port, k);
-      for (const p of ROUTES) {
-        const c0 = cpu();
-        after[p]!.push((await timed(agent, port, p)).ms);
-        afterCpu[p]! += (cpu() ?? NaN) - (c0 ?? NaN);
-      }
-    }
-    for (const p of ROUTES) {
-      routes[p]!.afterCompletionMs = r2(pct(after[p]!, 0.5));
-      routes[p]!.afterCompletionCpuMs = Number.isNaN(afterCpu[p]) ? null : r2(afterCpu[p]! / AFTER);
-    }
-    return { label, root: serverRoot, size, readyMs: Math.round(readyMs), routes };
-  } finally {
+  const stop = async () => {
     agent.destroy();
     if (!exited) child.kill('SIGTERM');
     await exit;
+  };
+  for (;;) {
+    if (exited) throw new Error(`${label} (${size}): the server exited before it was ready`);
+    try {
+      if ((await request(agent, port, 'GET', '/readyz')).status === 200) break;
+    } catch {
+      /* not up yet */
+    }
+    await new Promise((r) => setTimeout(r, 50));
   }
+  return { label, root: serverRoot, size, port, agent, readyMs: Math.round(performance.now() - t0), cpu: () => cpuMsOf(child.pid), stop };
+}
+
+/**
+ * Measures every server alike: the first call of each route, then ROUNDS rounds in which each
+ * server (in a new random order each round) answers one call of each route, then AFTER rounds in
+ * which each server completes one session and answers one call of each route. A change of the
+ * machine's load meets every server within the same round.
+ */
+async function measureAll(servers: Running[]): Promise<ServerRun[]> {
+  const figures = servers.map(() => Object.fromEntries(ROUTES.map((p) => [p, { first: 0, sessions: 0, ms: [] as number[], after: [] as number[], cpu: 0, afterCpu: 0 }])));
+  for (const [i, s] of servers.entries()) {
+    for (const p of ROUTES) {
+      const first = await timed(s.agent, s.port, p);
+      Object.assign(figures[i]![p]!, { first: first.ms, sessions: p === '/v1/stats' ? first.json.sessions : first.json.scanned });
+    }
+  }
+  const order = servers.map((_, i) => i);
+  const shuffle = () => order.sort(() => Math.random() - 0.5);
+  const cpu0 = servers.map((s) => s.cpu());
+  for (let k = 0; k < REPS; k++) {
+    for (const i of shuffle()) for (const p of ROUTES) figures[i]![p]!.ms.push((await timed(servers[i]!.agent, servers[i]!.port, p)).ms);
+  }
+  // the polling rounds call one route after the other: the CPU per call is the server's per pair of calls, split evenly
+  servers.forEach((s, i) => ROUTES.forEach((p) => (figures[i]![p]!.cpu = ((s.cpu() ?? NaN) - (cpu0[i] ?? NaN)) / REPS / ROUTES.length)));
+  for (let k = 0; k < AFTER; k++) {
+    for (const i of shuffle()) {
+      const s = servers[i]!;
+      await completeOne(s.agent, s.port, k);
+      for (const p of ROUTES) {
+        const c0 = s.cpu();
+        figures[i]![p]!.after.push((await timed(s.agent, s.port, p)).ms);
+        figures[i]![p]!.afterCpu += ((s.cpu() ?? NaN) - (c0 ?? NaN)) / AFTER;
+      }
+    }
+  }
+  return servers.map((s, i) => ({
+    label: s.label, root: s.root, size: s.size, readyMs: s.readyMs,
+    routes: Object.fromEntries(ROUTES.map((p) => {
+      const f = figures[i]![p]!;
+      const cpu = (x: number) => (Number.isNaN(x) ? null : r2(x));
+      return [p, {
+        firstMs: r2(f.first), medianMs: r2(pct(f.ms, 0.5)), p90Ms: r2(pct(f.ms, 0.9)), minMs: r2(Math.min(...f.ms)), cpuMsPerCall: cpu(f.cpu),
+        afterCompletionMs: r2(pct(f.after, 0.5)), afterCompletionCpuMs: cpu(f.afterCpu), sessions: f.sessions,
+      }];
+    })),
+  }));
 }
 
 function printRuns(runs: ServerRun[]): void {
@@ -255,33 +285,43 @@ function ratios(runs: ServerRun[]) {
 
 async function main(): Promise<void> {
   const baselineRoot = process.env.BENCH_BASELINE_ROOT ? path.resolve(process.env.BENCH_BASELINE_ROOT) : null;
-  const runs: ServerRun[] = [];
-  for (const size of SIZES) {
-    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'lamer-bench-stats-'));
-    try {
+  const dirs: string[] = [];
+  const servers: Running[] = [];
+  try {
+    for (const size of SIZES) {
+      const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'lamer-bench-stats-'));
+      dirs.push(dataDir);
       const t0 = performance.now();
       fill(dataDir, size);
-      console.log(`${size} sessions written in ${Math.round(performance.now() - t0)} ms`);
-      if (baselineRoot) runs.push(await measure('baseline', baselineRoot, dataDir, size));
-      runs.push(await measure('this tree', root, dataDir, size));
-      printRuns(runs.filter((r) => r.size === size));
-    } finally {
-      fs.rmSync(dataDir, { recursive: true, force: true });
+      const mb = Math.round(fs.statSync(path.join(dataDir, 'lamer.db')).size / 2 ** 20);
+      console.log(`${size} sessions written in ${Math.round(performance.now() - t0)} ms (${mb} MiB)`);
+      if (baselineRoot) {
+        // the baseline gets a copy: each server completes sessions of its own
+        const copy = fs.mkdtempSync(path.join(os.tmpdir(), 'lamer-bench-stats-'));
+        dirs.push(copy);
+        fs.copyFileSync(path.join(dataDir, 'lamer.db'), path.join(copy, 'lamer.db'));
+        servers.push(await start('baseline', baselineRoot, copy, size));
+      }
+      servers.push(await start('this tree', root, dataDir, size));
     }
+    const runs = await measureAll(servers);
+    const byLabel = [...runs].sort((a, b) => (a.label < b.label ? -1 : a.label > b.label ? 1 : a.size - b.size));
+    printRuns(byLabel);
+    const rel = ratios(byLabel);
+    console.log(`\nmedian ms per call as a multiple of the same server's at ${SIZES[0]} sessions\n`);
+    console.log('| server | route | sessions | polling, median ms | polling, CPU ms | after a completion, median ms |');
+    console.log('|---|---|---|---|---|---|');
+    for (const x of rel) console.log(`| ${x.label} | ${x.route} | ${x.size} | ${x.median} | ${x.cpu} | ${x.afterCompletion} |`);
+    console.log(`\nload average ${os.loadavg().map((x) => x.toFixed(2)).join(' ')} (${os.cpus().length} CPUs)`);
+    const out = process.env.BENCH_OUT ?? path.join('bench', 'results', 'stats.json');
+    ensureDirSync(path.dirname(path.resolve(root, out)));
+    const text = JSON.stringify({ date: new Date().toISOString(), node: process.version, cpus: os.cpus().length, loadAverage: os.loadavg(), rounds: REPS, after: AFTER, runs: byLabel, ratios: rel }, null, 2);
+    fs.writeFileSync(path.resolve(root, out), `${text}\n`);
+    console.log(`wrote ${out}`);
+  } finally {
+    for (const s of servers) await s.stop();
+    for (const d of dirs) fs.rmSync(d, { recursive: true, force: true });
   }
-  const byLabel = [...runs].sort((a, b) => (a.label < b.label ? -1 : a.label > b.label ? 1 : a.size - b.size));
-  printRuns(byLabel);
-  const rel = ratios(byLabel);
-  console.log(`\nmedian ms per call as a multiple of the same server's at ${SIZES[0]} sessions\n`);
-  console.log('| server | route | sessions | polling, median ms | polling, CPU ms | after a completion, median ms |');
-  console.log('|---|---|---|---|---|---|');
-  for (const x of rel) console.log(`| ${x.label} | ${x.route} | ${x.size} | ${x.median} | ${x.cpu} | ${x.afterCompletion} |`);
-  console.log(`\nload average ${os.loadavg().map((x) => x.toFixed(2)).join(' ')} (${os.cpus().length} CPUs)`);
-  const out = process.env.BENCH_OUT ?? path.join('bench', 'results', 'stats.json');
-  ensureDirSync(path.dirname(path.resolve(root, out)));
-  const text = JSON.stringify({ date: new Date().toISOString(), node: process.version, cpus: os.cpus().length, loadAverage: os.loadavg(), reps: REPS, after: AFTER, runs: byLabel, ratios: rel }, null, 2);
-  fs.writeFileSync(path.resolve(root, out), `${text}\n`);
-  console.log(`wrote ${out}`);
 }
 
 main().catch((err: unknown) => {
