@@ -13,8 +13,8 @@
  * All servers run at once, each on its own copy of the file, and are measured alike, round by
  * round, so that a change of the machine's load meets all of them: the time until /readyz answers
  * 200 (this tree rebuilds its aggregates from the sessions at that start, the file having been
- * written around it); the first call of each route; BENCH_STATS_ROUNDS (60) rounds of one call of
- * each route on each server, in a new random order each round (median, p90, min, and the server
+ * written around it); the first call of each route; for each route, BENCH_STATS_ROUNDS (60) rounds
+ * of one call on each server, in a new random order each round (median, p90, min, and the server
  * process's CPU time per call from /proc, which other processes on a shared machine distort
  * least: what a polling dashboard meets); then BENCH_STATS_AFTER (20) rounds of one new session
  * completed over HTTP on each server followed by one call of each route (median ms, and CPU ms per
@@ -223,12 +223,13 @@ async function measureAll(servers: Running[]): Promise<ServerRun[]> {
   }
   const order = servers.map((_, i) => i);
   const shuffle = () => order.sort(() => Math.random() - 0.5);
-  const cpu0 = servers.map((s) => s.cpu());
-  for (let k = 0; k < REPS; k++) {
-    for (const i of shuffle()) for (const p of ROUTES) figures[i]![p]!.ms.push((await timed(servers[i]!.agent, servers[i]!.port, p)).ms);
+  for (const p of ROUTES) {
+    const cpu0 = servers.map((s) => s.cpu());
+    for (let k = 0; k < REPS; k++) {
+      for (const i of shuffle()) figures[i]![p]!.ms.push((await timed(servers[i]!.agent, servers[i]!.port, p)).ms);
+    }
+    servers.forEach((s, i) => (figures[i]![p]!.cpu = ((s.cpu() ?? NaN) - (cpu0[i] ?? NaN)) / REPS));
   }
-  // the polling rounds call one route after the other: the CPU per call is the server's per pair of calls, split evenly
-  servers.forEach((s, i) => ROUTES.forEach((p) => (figures[i]![p]!.cpu = ((s.cpu() ?? NaN) - (cpu0[i] ?? NaN)) / REPS / ROUTES.length)));
   for (let k = 0; k < AFTER; k++) {
     for (const i of shuffle()) {
       const s = servers[i]!;
