@@ -13,8 +13,8 @@
  * All servers run at once, each on its own copy of the file, and are measured alike, round by
  * round, so that a change of the machine's load meets all of them: the time until /readyz answers
  * 200 (this tree rebuilds its aggregates from the sessions at that start, the file having been
- * written around it); the first call of each route; for each route, BENCH_STATS_ROUNDS (60) rounds
- * of one call on each server, in a new random order each round (median, p90, min, and the server
+ * written around it); the first call of each route; for each route, BENCH_STATS_WARMUP (10) rounds
+ * not measured and a pause of 1 s, then BENCH_STATS_ROUNDS (60) rounds of one call on each server, in a new random order each round (median, p90, min, and the server
  * process's CPU time per call from /proc, which other processes on a shared machine distort
  * least: what a polling dashboard meets); then BENCH_STATS_AFTER (20) rounds of one new session
  * completed over HTTP on each server followed by one call of each route (median ms, and CPU ms per
@@ -45,6 +45,7 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const SIZES = (process.env.BENCH_STATS_SIZES ?? '1000,10000,100000').split(',').map(Number);
 const REPS = Number(process.env.BENCH_STATS_ROUNDS ?? 60);
 const AFTER = Number(process.env.BENCH_STATS_AFTER ?? 20);
+const WARMUP = Number(process.env.BENCH_STATS_WARMUP ?? 10);
 const ROUTES = ['/v1/stats', '/v1/stats/diversity'] as const;
 const VERSIONS = ['test', 'lamer-1', 'gigpo-1'];
 const ENVS = ['minesweeper', 'sokoban'];
@@ -224,6 +225,9 @@ async function measureAll(servers: Running[]): Promise<ServerRun[]> {
   const order = servers.map((_, i) => i);
   const shuffle = () => order.sort(() => Math.random() - 0.5);
   for (const p of ROUTES) {
+    // warm-up rounds (JIT, and the garbage of a start-up rebuild collected), then a pause, before the CPU is read
+    for (let k = 0; k < WARMUP; k++) for (const i of shuffle()) await timed(servers[i]!.agent, servers[i]!.port, p);
+    await new Promise((r) => setTimeout(r, 1000));
     const cpu0 = servers.map((s) => s.cpu());
     for (let k = 0; k < REPS; k++) {
       for (const i of shuffle()) figures[i]![p]!.ms.push((await timed(servers[i]!.agent, servers[i]!.port, p)).ms);
