@@ -13,8 +13,9 @@
  * All servers run at once, each on its own copy of the file, and are measured alike, round by
  * round, so that a change of the machine's load meets all of them: the time until /readyz answers
  * 200 (this tree rebuilds its aggregates from the sessions at that start, the file having been
- * written around it); the first call of each route; for each route, BENCH_STATS_WARMUP (10) rounds
- * not measured and a pause of 1 s, then BENCH_STATS_ROUNDS (60) rounds of one call on each server, in a new random order each round (median, p90, min, and the server
+ * written around it); the first call of each route; BENCH_STATS_WARMUP (10) rounds of every route
+ * not measured and a pause of 3 s (then the CPU each server uses in 2 s idle, printed: it should
+ * be about 0); then, route by route, BENCH_STATS_ROUNDS (60) rounds of one call on each server, in a new random order each round (median, p90, min, and the server
  * process's CPU time per call from /proc, which other processes on a shared machine distort
  * least: what a polling dashboard meets); then BENCH_STATS_AFTER (20) rounds of one new session
  * completed over HTTP on each server followed by one call of each route (median ms, and CPU ms per
@@ -46,6 +47,8 @@ const SIZES = (process.env.BENCH_STATS_SIZES ?? '1000,10000,100000').split(',').
 const REPS = Number(process.env.BENCH_STATS_ROUNDS ?? 60);
 const AFTER = Number(process.env.BENCH_STATS_AFTER ?? 20);
 const WARMUP = Number(process.env.BENCH_STATS_WARMUP ?? 10);
+/** CPU ms each server used in 2 s without calls, after the warm-up (a check that the CPU per call is the calls'). */
+const idleCpuMs: number[] = [];
 const ROUTES = ['/v1/stats', '/v1/stats/diversity'] as const;
 const VERSIONS = ['test', 'lamer-1', 'gigpo-1'];
 const ENVS = ['minesweeper', 'sokoban'];
@@ -145,6 +148,8 @@ interface ServerRun {
   root: string;
   size: number;
   readyMs: number;
+  /** CPU ms used in 2 s without calls after the warm-up. */
+  idleCpuMs: number | null;
   routes: Record<string, RouteFigures>;
 }
 
@@ -224,10 +229,14 @@ async function measureAll(servers: Running[]): Promise<ServerRun[]> {
   }
   const order = servers.map((_, i) => i);
   const shuffle = () => order.sort(() => Math.random() - 0.5);
+  // warm-up rounds of every route, then a pause: V8 compiles and collects garbage (a start-up
+  // rebuild's too) on threads of its own, whose CPU time would count in the calls' otherwise
+  for (let k = 0; k < WARMUP; k++) for (const p of ROUTES) for (const i of shuffle()) await timed(servers[i]!.agent, servers[i]!.port, p);
+  await new Promise((r) => setTimeout(r, 3000));
+  const idle0 = servers.map((s) => s.cpu());
+  await new Promise((r) => setTimeout(r, 2000));
+  idleCpuMs.push(...servers.map((s, i) => (s.cpu() ?? NaN) - (idle0[i] ?? NaN)));
   for (const p of ROUTES) {
-    // warm-up rounds (JIT, and the garbage of a start-up rebuild collected), then a pause, before the CPU is read
-    for (let k = 0; k < WARMUP; k++) for (const i of shuffle()) await timed(servers[i]!.agent, servers[i]!.port, p);
-    await new Promise((r) => setTimeout(r, 1000));
     const cpu0 = servers.map((s) => s.cpu());
     for (let k = 0; k < REPS; k++) {
       for (const i of shuffle()) figures[i]![p]!.ms.push((await timed(servers[i]!.agent, servers[i]!.port, p)).ms);
@@ -246,7 +255,7 @@ async function measureAll(servers: Running[]): Promise<ServerRun[]> {
     }
   }
   return servers.map((s, i) => ({
-    label: s.label, root: s.root, size: s.size, readyMs: s.readyMs,
+    label: s.label, root: s.root, size: s.size, readyMs: s.readyMs, idleCpuMs: idleCpuMs[i] ?? null,
     routes: Object.fromEntries(ROUTES.map((p) => {
       const f = figures[i]![p]!;
       const cpu = (x: number) => (Number.isNaN(x) ? null : r2(x));
@@ -259,12 +268,12 @@ async function measureAll(servers: Running[]): Promise<ServerRun[]> {
 }
 
 function printRuns(runs: ServerRun[]): void {
-  console.log('\n| sessions | server | ready ms | route | first ms | median ms | p90 ms | min ms | CPU ms/call | after a completion: ms | CPU ms |');
-  console.log('|---|---|---|---|---|---|---|---|---|---|---|');
+  console.log('\n| sessions | server | ready ms | idle CPU ms in 2 s | route | first ms | median ms | p90 ms | min ms | CPU ms/call | after a completion: ms | CPU ms |');
+  console.log('|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const r of runs) {
     for (const p of ROUTES) {
       const f = r.routes[p]!;
-      const cells = [r.size, r.label, r.readyMs, p, f.firstMs, f.medianMs, f.p90Ms, f.minMs, f.cpuMsPerCall, f.afterCompletionMs, f.afterCompletionCpuMs];
+      const cells = [r.size, r.label, r.readyMs, r.idleCpuMs, p, f.firstMs, f.medianMs, f.p90Ms, f.minMs, f.cpuMsPerCall, f.afterCompletionMs, f.afterCompletionCpuMs];
       console.log(`| ${cells.join(' | ')} |`);
     }
   }
