@@ -17,7 +17,7 @@
  * not measured and a pause of 3 s (then the CPU each server uses in 2 s idle, printed: it should
  * be about 0); then, route by route, BENCH_STATS_ROUNDS (60) rounds of one call on each server, in a new random order each round (median, p90, min, and the server
  * process's CPU time per call from /proc, which other processes on a shared machine distort
- * least: what a polling dashboard meets); then BENCH_STATS_AFTER (20) rounds of one new session
+ * least: what a polling dashboard meets); then BENCH_STATS_AFTER (30) rounds of one new session
  * completed over HTTP on each server followed by one call of each route (median ms, and CPU ms per
  * call: what a dashboard meets while sessions complete, as during an eval).
  *
@@ -45,7 +45,7 @@ import { freePort, request } from './bench-http-client.js';
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const SIZES = (process.env.BENCH_STATS_SIZES ?? '1000,10000,100000').split(',').map(Number);
 const REPS = Number(process.env.BENCH_STATS_ROUNDS ?? 60);
-const AFTER = Number(process.env.BENCH_STATS_AFTER ?? 20);
+const AFTER = Number(process.env.BENCH_STATS_AFTER ?? 30);
 const WARMUP = Number(process.env.BENCH_STATS_WARMUP ?? 10);
 /** CPU ms each server used in 2 s without calls, after the warm-up (a check that the CPU per call is the calls'). */
 const idleCpuMs: number[] = [];
@@ -236,12 +236,16 @@ async function measureAll(servers: Running[]): Promise<ServerRun[]> {
   const idle0 = servers.map((s) => s.cpu());
   await new Promise((r) => setTimeout(r, 2000));
   idleCpuMs.push(...servers.map((s, i) => (s.cpu() ?? NaN) - (idle0[i] ?? NaN)));
+  // CPU read around each call, not over a round (the other servers' calls would add each server's idle CPU)
   for (const p of ROUTES) {
-    const cpu0 = servers.map((s) => s.cpu());
     for (let k = 0; k < REPS; k++) {
-      for (const i of shuffle()) figures[i]![p]!.ms.push((await timed(servers[i]!.agent, servers[i]!.port, p)).ms);
+      for (const i of shuffle()) {
+        const s = servers[i]!;
+        const c0 = s.cpu();
+        figures[i]![p]!.ms.push((await timed(s.agent, s.port, p)).ms);
+        figures[i]![p]!.cpu += ((s.cpu() ?? NaN) - (c0 ?? NaN)) / REPS;
+      }
     }
-    servers.forEach((s, i) => (figures[i]![p]!.cpu = ((s.cpu() ?? NaN) - (cpu0[i] ?? NaN)) / REPS));
   }
   for (let k = 0; k < AFTER; k++) {
     for (const i of shuffle()) {
