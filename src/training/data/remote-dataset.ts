@@ -13,7 +13,7 @@
  */
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import type { StepKind } from '../../domain.js';
+import type { ReflectionGroup, StepKind } from '../../domain.js';
 import { ensureDir } from '../../ensure-dir.js';
 import type { StepOutput, TrainingDataRepo } from '../../db/training-data.js';
 import { buildRlSamples, type DataStats, type RlAlgorithm, type StepRecord, type TurnScore } from './data.js';
@@ -61,6 +61,7 @@ export interface RemoteBatchOptions {
   returns: ReturnConfig;
   invalidPenalty?: number;
   stepCoef?: number;
+  reflectionGroup?: ReflectionGroup;
 }
 
 /**
@@ -83,7 +84,9 @@ export function buildRemoteBatch(data: TrainingDataRepo, opts: RemoteBatchOption
     placeholder.add(key(r.sessionId, r.attempt, r.step, r.kind));
     return { ...r, promptTokenIds: r.promptTokenIds ?? [], outputTokenIds: [0], logprobs: [0] };
   });
-  const built = buildRlSamples(filled, { algorithm: opts.algorithm, returns: opts.returns, invalidPenalty: opts.invalidPenalty, stepCoef: opts.stepCoef });
+  const built = buildRlSamples(filled, {
+    algorithm: opts.algorithm, returns: opts.returns, invalidPenalty: opts.invalidPenalty, stepCoef: opts.stepCoef, reflectionGroup: opts.reflectionGroup,
+  });
   const byKey = new Map(records.map((r) => [key(r.sessionId, r.attempt, r.step, r.kind), r]));
   const lines = built.samples.map((s): RemoteBatchLine => {
     const k = key(s.sessionId, s.attempt, s.step, s.kind);

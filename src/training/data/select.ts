@@ -43,10 +43,7 @@ function samplerOf(stored: unknown): SamplerSettings | null {
  * rollouts.
  */
 export function selectTrainingRecords(data: TrainingDataRepo, filter: DataFilter = {}): StepRecord[] {
-  let ids = data.completedTrainSessions(filter);
-  if (filter.maxSessions !== undefined) {
-    ids = ids.sort((a, b) => b.createdAt - a.createdAt).slice(0, filter.maxSessions);
-  }
+  let ids = selectedSessions(data, filter);
   if (ids.length === 0) return [];
   const taskOf = new Map(ids.map((r) => [r.id, r.taskId]));
   const samplingOf = new Map(ids.map((r) => [r.id, samplerOf(r.sampling)]));
@@ -70,6 +67,20 @@ export function selectTrainingRecords(data: TrainingDataRepo, filter: DataFilter
     });
   }
   return out.sort((a, b) => rank.get(a.sessionId)! - rank.get(b.sessionId)!);
+}
+
+/** The completed training sessions `filter` selects (its `maxSessions` newest when set), in no particular order. */
+function selectedSessions(data: TrainingDataRepo, filter: DataFilter) {
+  const ids = data.completedTrainSessions(filter);
+  return filter.maxSessions === undefined ? ids : ids.sort((a, b) => b.createdAt - a.createdAt).slice(0, filter.maxSessions);
+}
+
+/**
+ * The task ids of the sessions a job with data filter `filter` would train on now (the promotion
+ * gate checks that its tasks are not among them).
+ */
+export function trainingTaskIds(data: TrainingDataRepo, filter: DataFilter = {}): string[] {
+  return [...new Set(selectedSessions(data, filter).map((r) => r.taskId))];
 }
 
 /** Store each turn's return and advantage on its step row (dropped turns too, with advantage 0). */

@@ -1,7 +1,9 @@
 /**
  * Automatic training (LAMER_TRAIN_* variables): start a job from a template every N completed training
  * sessions and/or on a cron expression (croner; 5 or 6 fields, seconds first when 6).
- * Only one job runs at a time: a trigger while the manager is busy is skipped (and logged).
+ * Only one job runs at a time: a trigger while the manager is busy is skipped (logged once per
+ * busy spell, not at every poll: a job with a promotion gate can run for long). A job template may
+ * carry a promotion gate (LAMER_TRAIN_GATE_*, src/training/run/gate-run.ts).
  * RL jobs started by the schedule train on the sessions created since the previous trigger,
  * unless the template sets its own `data.since`.
  */
@@ -34,6 +36,8 @@ export class TrainingScheduler {
   private baseline: number;
   /** Ids of jobs this scheduler started, oldest first. */
   readonly started: string[] = [];
+  /** Whether a skipped trigger was logged since the last job this scheduler started. */
+  private skipLogged = false;
 
   /** @throws RangeError for everySessions < 1 or an invalid cron expression. */
   constructor(private readonly data: TrainingDataRepo, private readonly starter: JobStarter, private readonly cfg: ScheduleConfig, private readonly logger?: ManagerLogger, now = Date.now()) {
@@ -81,7 +85,10 @@ export class TrainingScheduler {
   /** Start the template job now unless one is running. @returns the job id, or null when skipped. */
   trigger(reason: 'sessions' | 'cron'): string | null {
     if (this.starter.busy()) {
-      this.logger?.warn({ reason }, 'scheduled training skipped: a job is running');
+      if (!this.skipLogged) {
+        this.logger?.warn({ reason }, 'scheduled training skipped: a job is running (said once until the next job starts)');
+      }
+      this.skipLogged = true;
       return null;
     }
     const now = Date.now();
@@ -90,6 +97,7 @@ export class TrainingScheduler {
     try {
       const { id } = this.starter.create(req);
       this.started.push(id);
+      this.skipLogged = false;
       this.windowStart = now;
       this.baseline = this.completedSince(0);
       this.logger?.info({ reason, jobId: id }, 'scheduled training job created');
