@@ -1,11 +1,20 @@
 /**
  * Random sets of completed sessions for the statistics tests (fast-check arbitraries), and the
  * filters of `GET /v1/stats` as the SQL of src/db/sessions-repo.ts applies them, so that a test can
- * compute the full answer (sessionStats over the matching rows) beside the aggregate one.
+ * compute the full answer (sessionStats over the matching rows) beside the aggregate one; their
+ * session rows and completing step commits, and a database from before the aggregates.
  */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import { drizzle } from 'drizzle-orm/better-sqlite3';
+import { migrate } from 'drizzle-orm/better-sqlite3/migrator';
 import fc from 'fast-check';
 import { ATTEMPT_STATUSES, MEMORY_MODES, SESSION_MODES, STATS_MEMORY } from '../../src/domain.js';
-import type { AttemptSummary } from '../../src/db/schema.js';
+import { migrationsFolder } from '../../src/db/index.js';
+import type { StepCommit, StepInsert } from '../../src/db/queries.js';
+import type { AttemptSummary, SessionRow } from '../../src/db/schema.js';
 import type { SessionFilters, StatsRow } from '../../src/db/sessions-repo.js';
 
 /** A completed session's statistics columns, with its tenant and update time. */
@@ -97,4 +106,57 @@ export function shuffled<T>(xs: readonly T[], seed: number): T[] {
     [out[i], out[j]] = [out[j]!, out[i]!];
   }
   return out;
+}
+
+/** The session row of fixture `f`: active (no attempt yet), or completed as the fixture says. */
+export function fixtureRow(f: StatsFixture, status: SessionRow['status'] = 'completed'): SessionRow {
+  const done = status === 'completed';
+  return {
+    id: f.id, tenant: f.tenant, taskId: f.taskId, env: f.env, mode: f.mode, status, instructions: 'x', maxAttempts: f.maxAttempts, maxSteps: 10,
+    memory: f.memory, memoryPlacement: 'system', sampling: {}, modelVersion: f.modelVersion, metadata: {},
+    nextAttempt: done ? f.attempts.length : 0, nextStep: 0, attempts: done ? [...f.attempts] : [], createdAt: 1, updatedAt: done ? f.updatedAt : 1,
+  };
+}
+
+/** The step commit that completes the active session of fixture `f`: one final step, and the fixture's attempts. */
+export function completingCommit(f: StatsFixture): StepCommit {
+  const row: StepInsert = {
+    sessionId: f.id, attempt: Math.max(0, f.attempts.length - 1), step: 0, kind: 'action', observation: 'end', reward: 0, done: true, success: false,
+    invalidAction: false, availableActions: null, info: null, prompt: null, output: null, action: null, promptTokenIds: null, outputTokenIds: null,
+    logprobs: null, droppedSteps: null, modelVersion: f.modelVersion, requestHash: `end.${f.id}`, answer: null, createdAt: f.updatedAt,
+  };
+  const session = { id: f.id, status: 'completed', attempts: [...f.attempts], nextAttempt: f.attempts.length, nextStep: 0, updatedAt: f.updatedAt };
+  return { rows: [row], reflection: null, session };
+}
+
+/**
+ * A SQLite database in `dataDir` as the server left it before the statistics aggregates existed:
+ * every migration up to the one that adds them (found by its tag), applied by drizzle as
+ * `openDatabase` applies them, then `rows` written into `sessions`. The caller closes it.
+ */
+export function databaseBeforeAggregates(dataDir: string, rows: readonly SessionRow[]): Database.Database {
+  const folder = fs.mkdtempSync(path.join(os.tmpdir(), 'lamer-old-migrations-'));
+  fs.cpSync(migrationsFolder, folder, { recursive: true });
+  const journalFile = path.join(folder, 'meta', '_journal.json');
+  const journal = JSON.parse(fs.readFileSync(journalFile, 'utf8')) as { entries: Array<{ tag: string }> };
+  const at = journal.entries.findIndex((e) => e.tag.endsWith('_stats_aggregates'));
+  if (at < 0) throw new Error('no stats_aggregates migration');
+  journal.entries = journal.entries.slice(0, at);
+  fs.writeFileSync(journalFile, JSON.stringify(journal));
+  const sqlite = new Database(path.join(dataDir, 'lamer.db'));
+  migrate(drizzle(sqlite), { migrationsFolder: folder });
+  fs.rmSync(folder, { recursive: true, force: true });
+  const insert = sqlite.prepare(
+    `INSERT INTO sessions (id, tenant, task_id, env, mode, status, instructions, max_attempts, max_steps, memory, sampling,
+      model_version, metadata, next_attempt, next_step, attempts, created_at, updated_at)
+     VALUES (@id, @tenant, @taskId, @env, @mode, @status, @instructions, @maxAttempts, @maxSteps, @memory, @sampling,
+      @modelVersion, @metadata, @nextAttempt, @nextStep, @attempts, @createdAt, @updatedAt)`,
+  );
+  sqlite.transaction(() => {
+    for (const r of rows) {
+      const { memoryPlacement: _m, ...cols } = r;
+      insert.run({ ...cols, sampling: JSON.stringify(r.sampling), metadata: JSON.stringify(r.metadata), attempts: JSON.stringify(r.attempts) });
+    }
+  })();
+  return sqlite;
 }
