@@ -3,7 +3,9 @@
  * SQLite store through its adapter over a real database file and the PostgreSQL store against a
  * real server on loopback (test/helpers/postgres.ts; skipped, saying why, where none can start).
  * Sessions, steps, the step hot path with its exactly-once commit, models, jobs, training data and
- * the export answer alike on both.
+ * the export answer alike on both, and so do the statistics aggregates: kept by the commit that
+ * completes a session or by nothing (a completion whose aggregates fail commits nothing), rebuilt
+ * at reopen when sessions were written around the store.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
@@ -29,6 +31,8 @@ interface Store {
   writeAround(rows: SessionRow[]): Promise<void>;
   /** Open the store of the last `fresh()` again (a server restart): its repositories. */
   reopen(): Promise<AsyncRepositories>;
+  /** Make the statistics aggregates of session `id` fail to write (its completion row) until the returned function runs. */
+  breakCompletionOf(id: string): Promise<() => Promise<void>>;
 }
 
 let sqliteDir = '';
@@ -54,6 +58,11 @@ const sqliteStore: Store = {
       const { memoryPlacement: _m, ...cols } = r;
       insert.run({ ...cols, sampling: JSON.stringify(r.sampling), metadata: JSON.stringify(r.metadata), attempts: JSON.stringify(r.attempts) });
     }
+  },
+  async breakCompletionOf(id) {
+    sqliteConn!.sqlite.exec(`CREATE TRIGGER broken_completion BEFORE INSERT ON stats_completions WHEN NEW.session_id = '${id}'
+      BEGIN SELECT RAISE(ABORT, 'stats_completions refused'); END`);
+    return async () => void sqliteConn!.sqlite.exec('DROP TRIGGER broken_completion');
   },
   async reopen() {
     sqliteConn!.close();
@@ -85,6 +94,15 @@ const pgStore: Store = {
           r.modelVersion, JSON.stringify(r.metadata), r.nextAttempt, r.nextStep, JSON.stringify(r.attempts), r.createdAt, r.updatedAt],
       );
     }
+  },
+  async breakCompletionOf(id) {
+    await pgConn!.pool.query(`CREATE FUNCTION refuse_completion() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN IF NEW.session_id = '${id}' THEN RAISE EXCEPTION 'stats_completions refused'; END IF; RETURN NEW; END $$`);
+    await pgConn!.pool.query('CREATE TRIGGER broken_completion BEFORE INSERT ON stats_completions FOR EACH ROW EXECUTE FUNCTION refuse_completion()');
+    return async () => {
+      await pgConn!.pool.query('DROP TRIGGER broken_completion ON stats_completions');
+      await pgConn!.pool.query('DROP FUNCTION refuse_completion()');
+    };
   },
   async reopen() {
     await pgConn!.close();
@@ -356,6 +374,34 @@ for (const store of [sqliteStore, pgStore]) {
         await expectSameAnswers(r);
         const none = (await r.sessions.statsGroups('t1')).find((g) => g.memory === 'none');
         expect(none).toMatchObject({ sessions: 30, updatedAt: T0 + 29 });
+      });
+
+      it('a completion whose aggregates cannot be written commits nothing, beside others that commit; a retry counts it once', async () => {
+        r = await store.fresh();
+        const [fixtures] = fc.sample(statsSessions({ realistic: true, tenants: ['t1', 't2'], minLength: 12, maxLength: 12 }), { numRuns: 1, seed: 4 });
+        for (const f of fixtures!) await r.sessions.insert(rowOf(f, 'active'));
+        const [victim, ...others] = shuffled(fixtures!, 2);
+        for (const f of others.slice(0, 4)) await r.hot.commitStep(completing(f));
+        const mend = await store.breakCompletionOf(victim!.id);
+        const seq = await r.sessions.completionSeq(victim!.tenant);
+        const groups = await r.sessions.statsGroups(victim!.tenant);
+        const results = await Promise.allSettled([victim!, ...others.slice(4, 8)].map((f) => r.hot.commitStep(completing(f))));
+        expect(results.map((x) => x.status)).toEqual(['rejected', 'fulfilled', 'fulfilled', 'fulfilled', 'fulfilled']);
+        expect(String((results[0] as PromiseRejectedResult).reason)).toMatch(/stats_completions refused/);
+        expect((await r.hot.session(victim!.id))?.status).toBe('active');
+        expect(await r.hot.stepAtPosition(victim!.id, 0, 0)).toBeUndefined();
+        expect(await r.sessions.completionsBetween(victim!.tenant, 0, 100)).not.toContain(victim!.id);
+        await expectSameAnswers(r);
+        const moreOfTenant = others.slice(4, 8).filter((f) => f.tenant === victim!.tenant).length;
+        expect(await r.sessions.completionSeq(victim!.tenant)).toBe(seq + moreOfTenant);
+        if (moreOfTenant === 0) expect(await r.sessions.statsGroups(victim!.tenant)).toEqual(groups);
+        await mend();
+        for (const f of [victim!, ...others.slice(8)]) await r.hot.commitStep(completing(f));
+        await expectSameAnswers(r);
+        for (const tenant of ['t1', 't2']) {
+          const ids = fixtures!.filter((f) => f.tenant === tenant).map((f) => f.id).sort();
+          expect([...(await r.sessions.completionsBetween(tenant, 0, 100))].sort()).toEqual(ids);
+        }
       });
 
       it('sessions written around the repositories are counted after a reopen (rebuilt from the sessions)', async () => {
