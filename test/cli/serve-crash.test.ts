@@ -31,7 +31,7 @@ function spawnServer(dataDir: string): Promise<{ child: ChildProcess; url: strin
       // not left running when the test gives up on it
       child.kill('SIGKILL');
       reject(new Error(`server did not start:\n${out}`));
-    }, 30_000);
+    }, 120_000);
     child.stdout!.on('data', (d: Buffer) => {
       out += d.toString();
       const m = /"url":"(http:\/\/[^"]+)"/.exec(out);
