@@ -3,11 +3,12 @@
  * the same filters, orders and answers. Session ids are lowercase ASCII (`ses_...`), so ordering
  * them gives the same order under any collation as SQLite's bytewise one.
  */
-import { and, desc, eq, gt, lt, sql, type SQL } from 'drizzle-orm';
+import { and, desc, eq, gt, inArray, lt, sql, type SQL } from 'drizzle-orm';
 import type { AsyncSessions } from '../async-repositories.js';
 import type { AttemptTrajectory, SessionFilters } from '../sessions-repo.js';
 import type { PgDb } from './connection.js';
 import { reflections, sessions, steps } from './schema.js';
+import { completionSeq, completionsBetween, recordCompletion, statsGroupsOf, statsToken } from './stats-aggregates.js';
 
 /** Conditions of `f` on the sessions table, after `first` (as src/db/sessions-repo.ts filterConds). */
 function filterConds(first: SQL[], f: SessionFilters): SQL[] {
@@ -26,7 +27,15 @@ function filterConds(first: SQL[], f: SessionFilters): SQL[] {
 export function pgSessions(db: PgDb): AsyncSessions {
   return {
     async insert(row) {
-      await db.insert(sessions).values(row);
+      if (row.status !== 'completed') {
+        await db.insert(sessions).values(row);
+        return;
+      }
+      // a session inserted as completed is counted in the statistics aggregates in the same transaction
+      await db.transaction(async (tx) => {
+        await tx.insert(sessions).values(row);
+        await recordCompletion(tx as unknown as PgDb, row.id);
+      });
     },
     list(tenant, f, limit, cursor) {
       const conds = filterConds([eq(sessions.tenant, tenant)], f);
@@ -79,29 +88,43 @@ export function pgSessions(db: PgDb): AsyncSessions {
         .where(and(...conds))
         .orderBy(sessions.id);
     },
-    async completedToken(tenant) {
-      const [r] = await db
-        .select({ n: sql<number>`count(*)::int`, at: sql<string | null>`max(${sessions.updatedAt})::text` })
-        .from(sessions)
-        .where(and(eq(sessions.tenant, tenant), eq(sessions.status, 'completed')));
-      return `${r?.n ?? 0}:${r?.at ?? 0}`;
+    completedToken: (tenant) => statsToken(db, tenant),
+    statsGroups: (tenant) => statsGroupsOf(db, tenant),
+    attemptTrajectories: (tenant, f, maxSessions) => {
+      const where = and(...filterConds([eq(sessions.tenant, tenant), eq(sessions.status, 'completed')], f));
+      return trajectories(db, sql`WHERE ${where} ORDER BY ${sessions.id} DESC LIMIT ${maxSessions}`);
     },
-    attemptTrajectories: (tenant, f, maxSessions) => attemptTrajectories(db, tenant, f, maxSessions),
+    trajectoriesOf: (tenant, f, ids) => trajectoriesOf(db, tenant, f, ids),
+    completionSeq: (tenant) => completionSeq(db, tenant),
+    completionsBetween: (tenant, after, upTo) => completionsBetween(db, tenant, after, upTo),
   };
 }
 
-/** AsyncSessions.attemptTrajectories: src/db/sessions-repo.ts attemptTrajectories, with `string_agg` for `group_concat`. */
-async function attemptTrajectories(
+/** AsyncSessions.trajectoriesOf: src/db/sessions-repo.ts trajectoriesOf. */
+async function trajectoriesOf(
   db: PgDb,
   tenant: string,
   f: Omit<SessionFilters, 'status'>,
-  maxSessions: number,
+  ids: readonly string[],
 ): Promise<AttemptTrajectory[]> {
-  const where = and(...filterConds([eq(sessions.tenant, tenant), eq(sessions.status, 'completed')], f));
+  const out: AttemptTrajectory[] = [];
+  for (let i = 0; i < ids.length; i += 5000) {
+    const chunk = ids.slice(i, i + 5000);
+    const where = and(...filterConds([eq(sessions.tenant, tenant), eq(sessions.status, 'completed'), inArray(sessions.id, chunk)], f));
+    out.push(...(await trajectories(db, sql`WHERE ${where}`)));
+  }
+  return out.sort((a, b) => (a.sessionId < b.sessionId ? -1 : a.sessionId > b.sessionId ? 1 : 0));
+}
+
+/**
+ * The trajectory rows of the sessions that `chosen` (a WHERE clause, with ORDER and LIMIT if any)
+ * selects: src/db/sessions-repo.ts `trajectories`, with `string_agg` for `group_concat`.
+ */
+async function trajectories(db: PgDb, chosen: SQL): Promise<AttemptTrajectory[]> {
   const r = await db.execute<AttemptTrajectory & Record<string, unknown>>(sql`
     WITH s AS (SELECT ${sessions.id} AS id, ${sessions.modelVersion} AS mv, ${sessions.env} AS env, ${sessions.taskId} AS task,
                       CASE WHEN ${sessions.maxAttempts} = 1 THEN 'none' ELSE ${sessions.memory} END AS memory
-               FROM ${sessions} WHERE ${where} ORDER BY ${sessions.id} DESC LIMIT ${maxSessions})
+               FROM ${sessions} ${chosen})
     SELECT s.id AS "sessionId", s.mv AS "modelVersion", s.env AS env, s.task AS "taskId", s.memory AS memory,
            string_agg(coalesce(st.action, ''), E'\\n' ORDER BY st.step) AS trajectory
     FROM s LEFT JOIN ${steps} st ON st.session_id = s.id AND st.kind = 'action' AND st.action IS NOT NULL

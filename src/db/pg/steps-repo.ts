@@ -8,7 +8,8 @@
  * first; if the first commits, the second inserts nothing, rolls back, and answers the row the
  * first stored (read after the first committed); if the first rolls back, the second records it.
  * The session update applies only while the session is `active`, so a session ended by another
- * replica takes no further step.
+ * replica takes no further step. The commit that completes a session counts it in the statistics
+ * aggregates in the same transaction (./stats-aggregates.ts).
  */
 import { and, asc, eq, sql, type SQL, type SQLWrapper } from 'drizzle-orm';
 import { SessionNotActiveError, type AsyncHot, type AsyncSteps, type StepCommitResult } from '../async-repositories.js';
@@ -16,6 +17,7 @@ import type { StepCommit, StepInsert } from '../queries.js';
 import type { StepPosition } from '../steps-repo.js';
 import type { PgDb } from './connection.js';
 import { reflections, sessions, steps } from './schema.js';
+import { recordCompletion } from './stats-aggregates.js';
 
 /** AsyncSteps over a PostgreSQL store: byte sizes estimated as src/db/steps-repo.ts does (text as JSON string literals, JSON as stored). */
 export function pgSteps(db: PgDb): AsyncSteps {
@@ -152,4 +154,6 @@ async function applyCommit(tx: PgDb, { rows, reflection, session }: StepCommit):
     const [exists] = await tx.select({ id: sessions.id }).from(sessions).where(eq(sessions.id, session.id));
     throw exists ? new SessionNotActiveError(session.id) : new Error(`no session '${session.id}' to update`);
   }
+  // the update applied to an active session, so this is the session's one completion
+  if (session.status === 'completed') await recordCompletion(tx, session.id);
 }
