@@ -40,6 +40,7 @@ import Database from 'better-sqlite3';
 import { ensureDirSync } from '../src/ensure-dir.js';
 import { openDatabase } from '../src/db/index.js';
 import { newSessionId } from '../src/agent/step-hash.js';
+import { mulberry32 } from '../src/shared/rng.js';
 import { freePort, request } from './bench-http-client.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -54,18 +55,6 @@ const VERSIONS = ['test', 'lamer-1', 'gigpo-1'];
 const ENVS = ['minesweeper', 'sokoban'];
 const ACTIONS = ['up', 'down', 'left', 'right'];
 
-/** A small seeded generator (mulberry32), so every size gets the same kind of data on every run. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 /**
  * Writes `n` completed sessions and their action steps into the database of `dataDir` (created
  * with this tree's schema, which the baseline's reads are a part of).
@@ -73,7 +62,7 @@ function rng(seed: number): () => number {
 function fill(dataDir: string, n: number): void {
   openDatabase(dataDir).close();
   const db = new Database(path.join(dataDir, 'lamer.db'));
-  const rand = rng(n);
+  const rand = mulberry32(n); // seeded: every size gets the same kind of data on every run
   const insSession = db.prepare(
     `INSERT INTO sessions (id, tenant, task_id, env, mode, status, instructions, max_attempts, max_steps, memory, sampling,
       model_version, metadata, next_attempt, next_step, attempts, created_at, updated_at)
