@@ -221,23 +221,26 @@ function gameSection(g: Game, level: string): string[] {
     }
   }
 
-  // the issue's aims
-  const lam = g.arms.find((a) => a.key === 'lamer');
+  // the aims the runs were set: for each LaMer arm against GiGPO and the SFT start
   const gig = g.arms.find((a) => a.key === 'gigpo');
-  if (lam && gig) {
+  const lamers = g.arms.filter((a) => a.key === 'lamer' || a.key === 'lamer-own');
+  if (gig && lamers.length > 0) {
     const yes = (b: boolean) => (b ? 'met' : 'not met');
-    const d3 = difference(g.arms, 'lamer', 'gigpo', 3);
-    const gl = summarizeArm(lam, K).gain.mean, gg = summarizeArm(gig, K).gain.mean;
+    const gg = summarizeArm(gig, K).gain.mean;
     const stretch = kind === 'minesweeper' ? 19 : 12;
-    L.push('', `Aims (issue 23${kind === 'minesweeper' ? '' : '; the +5 aim is set for MineSweeper, shown here for comparison'}):`, '');
+    L.push('', `Aims${kind === 'minesweeper' ? '' : ' (set for MineSweeper, shown here for comparison)'}:`, '');
     L.push('| aim | measured | |', '|---|---|---|');
-    if (d3) L.push(`| LaMer pass@3 at least GiGPO's + 5 points, interval (seeds and tasks) above 0 | ${(100 * d3.both.mean).toFixed(1)} pts, ${ci(d3.both)} | ${yes(d3.both.mean >= 0.05 && d3.both.lo > 0)} |`);
-    L.push(`| LaMer's pass@1 -> pass@3 gain at least 1.5x GiGPO's | ${(100 * gl).toFixed(1)} vs ${(100 * gg).toFixed(1)} pts (${gg > 0 ? (gl / gg).toFixed(2) + 'x' : "GiGPO's gain <= 0"}) | ${yes(gl > 0 && gl >= 1.5 * gg)} |`);
-    for (const [ka, kb] of [['lamer', 'sft-lamer-mode'], ['gigpo', 'sft-independent']] as const) {
-      const d = difference(g.arms, ka, kb, 3);
-      if (d) L.push(`| ${d.a.label} beats the SFT start (${d.b.evalMode}) at pass@3, interval (seeds and tasks) above 0 | ${(100 * d.both.mean).toFixed(1)} pts, ${ci(d.both)} | ${yes(d.both.lo > 0)} |`);
+    for (const lam of lamers) {
+      const d3 = difference(g.arms, lam.key, 'gigpo', 3);
+      const ds = difference(g.arms, lam.key, 'sft-lamer-mode', 3);
+      const gl = summarizeArm(lam, K).gain.mean;
+      if (d3) L.push(`| ${lam.label}: pass@3 at least GiGPO's + 5 points, interval (seeds and tasks) above 0 | ${(100 * d3.both.mean).toFixed(1)} pts, ${ci(d3.both)} | ${yes(d3.both.mean >= 0.05 && d3.both.lo > 0)} |`);
+      if (ds) L.push(`| ${lam.label}: pass@3 at least the SFT start's (${ds.b.evalMode}) + 5 points, interval above 0 | ${(100 * ds.both.mean).toFixed(1)} pts, ${ci(ds.both)} | ${yes(ds.both.mean >= 0.05 && ds.both.lo > 0)} |`);
+      L.push(`| ${lam.label}: pass@1 -> pass@3 gain at least 1.5x GiGPO's | ${(100 * gl).toFixed(1)} vs ${(100 * gg).toFixed(1)} pts (${gg > 0 ? (gl / gg).toFixed(2) + 'x' : "GiGPO's gain <= 0"}) | ${yes(gl > 0 && gl >= 1.5 * gg)} |`);
+      if (d3) L.push(`| ${lam.label}, stretch: the paper's LaMer - GiGPO at pass@3 (+${stretch} points) | ${(100 * d3.both.mean).toFixed(1)} pts | ${yes(d3.both.mean >= stretch / 100)} |`);
     }
-    if (d3) L.push(`| stretch: the paper's LaMer - GiGPO at pass@3 (+${stretch} points) | ${(100 * d3.both.mean).toFixed(1)} pts | ${yes(d3.both.mean >= stretch / 100)} |`);
+    const dg = difference(g.arms, 'gigpo', 'sft-independent', 3);
+    if (dg) L.push(`| ${dg.a.label} beats the SFT start (${dg.b.evalMode}) at pass@3, interval above 0 (for reference) | ${(100 * dg.both.mean).toFixed(1)} pts, ${ci(dg.both)} | ${yes(dg.both.lo > 0)} |`);
   }
 
   // reflections
