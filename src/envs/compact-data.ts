@@ -68,7 +68,13 @@ export function mineSweeperContrast(envName: string, seed: number, observation: 
     env: 'minesweeper', envName, seed, instructions: makeEnv(envName).instructions,
     attempts: [
       { steps: [], finalObservation: observation, success: false, reflection },
-      { steps: [{ observation, action: target, choices: [choices], target, memoryMatters: true, ...invalidField(revealedCells(observation)) }], finalObservation: observation, success: false, reflection: null },
+      {
+        steps: [{
+          observation, action: target, choices: [choices], target, memoryMatters: true,
+          ...invalidField(revealedCells(observation)), ...provableField(observation, mines),
+        }],
+        finalObservation: observation, success: false, reflection: null,
+      },
     ],
   };
 }
@@ -96,7 +102,10 @@ export function mineSweeperContrastPair(
   const twin: CompactTrial = {
     env: 'minesweeper', envName, seed, instructions: withMemory.instructions,
     attempts: [{
-      steps: [{ observation, action: target, choices: [bare], target, ...invalidField(revealedCells(observation)) }],
+      steps: [{
+        observation, action: target, choices: [bare], target,
+        ...invalidField(revealedCells(observation)), ...provableField(observation, mines),
+      }],
       finalObservation: observation, success: false, reflection: null,
     }],
   };
@@ -111,6 +120,26 @@ export function revealedCells(observation: string): string[] {
 
 /** `{ invalid }` when there are invalid answers, else nothing: a step's optional field. */
 const invalidField = (invalid: string[]): { invalid?: string[] } => (invalid.length > 0 ? { invalid } : {});
+
+/**
+ * The hidden cells of a MineSweeper observation that the board itself proves to be mines: mine
+ * probability exactly 1 in the solver's analysis of the revealed numbers and the mine count
+ * (src/envs/solvers analyseMines, no memory), as actions `(r, c)` (1-based), in reading order.
+ * Where the frontier is too large for exact enumeration, the solver's fallback still names only
+ * proven mines (a number whose hidden neighbours must all be mines), possibly fewer.
+ */
+export function provableMineCells(observation: string, mines: number): string[] {
+  const cells = parseGridRows(observation);
+  const cols = cells[0]!.length;
+  const flat = cells.flat();
+  return analyseMines(cells, mines).mines.filter((i) => flat[i] === '?').map((i) => cellAction(Math.floor(i / cols), i % cols));
+}
+
+/** `{ provableMines }` of a MineSweeper observation when the board proves any mine, else nothing. */
+function provableField(observation: string, mines: number): { provableMines?: string[] } {
+  const provableMines = provableMineCells(observation, mines);
+  return provableMines.length > 0 ? { provableMines } : {};
+}
 
 /** Shortest solution length from `s`, or null when unsolvable; memoised per state key. */
 function distance(s: SokobanState, memo: Map<string, number | null>): number | null {
@@ -251,9 +280,11 @@ export function playCompactTrial(opts: TrialOptions): CompactTrial {
       let target: string | null = null;
       let memoryMatters = false;
       let invalid: string[] = [];
+      let provable: { provableMines?: string[] } = {};
       let invalidMoves: string[][] = [];
       if (env instanceof MineSweeperEnv) {
         invalid = revealedCells(obs);
+        provable = provableField(obs, env.params.mines);
         const cells = mineSweeperChoices(obs, env.params.mines, knownMines);
         choices = [cells];
         target = cells[rng.int(cells.length)]!;
@@ -268,6 +299,7 @@ export function playCompactTrial(opts: TrialOptions): CompactTrial {
         observation: obs, action, choices, target,
         ...(memoryMatters ? { memoryMatters } : {}),
         ...invalidField(invalid),
+        ...provable,
         ...(invalidMoves.some((m) => m.length > 0) ? { invalidMoves } : {}),
         ...(r.invalidAction ? { invalidAction: true } : {}),
       });
@@ -387,6 +419,7 @@ export function transformTrial(trial: CompactTrial, sym: Symmetry): CompactTrial
         target: s.target === null ? null : t(s.target),
         ...(s.memoryMatters ? { memoryMatters: true } : {}),
         ...(s.invalid ? { invalid: s.invalid.map(t) } : {}),
+        ...(s.provableMines ? { provableMines: s.provableMines.map(t) } : {}),
         ...(s.invalidMoves ? { invalidMoves: s.invalidMoves.map((set) => set.map(t)) } : {}),
         ...(s.invalidAction ? { invalidAction: true } : {}),
       })),
