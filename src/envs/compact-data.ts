@@ -18,7 +18,7 @@
 import { parseGridRows, gridText } from './grid.js';
 import { MAX_STEPS, makeEnv } from './index.js';
 import { cellAction, MineSweeperEnv, parseCellAction } from './minesweeper.js';
-import { analyseMines, type MineMemory } from './solvers/minesweeper-solver.js';
+import { analyseMines, type MineAnalysis, type MineMemory } from './solvers/minesweeper-solver.js';
 import { applyMove, isCornered, MOVES, MOVES_PER_TURN, parseSokoban, solveSokoban, type Move, type SokobanState } from './sokoban.js';
 import { Rng } from './rng.js';
 import type { EnvKind } from '../domain.js';
@@ -33,9 +33,13 @@ export type { CompactAttempt, CompactStep, CompactTrial } from '../shared/compac
  */
 export function mineSweeperChoices(observation: string, mines: number, knownMines: ReadonlySet<number>): string[] {
   const cells = parseGridRows(observation);
-  const cols = cells[0]!.length;
   const memory: MineMemory = new Map([...knownMines].map((i) => [i, '*']));
-  const a = analyseMines(cells, mines, memory);
+  return safestCells(cells, analyseMines(cells, mines, memory), knownMines);
+}
+
+/** `mineSweeperChoices` from the board's `analyseMines` with `knownMines` as its memory. */
+function safestCells(cells: string[][], a: MineAnalysis, knownMines: ReadonlySet<number>): string[] {
+  const cols = cells[0]!.length;
   const flat = cells.flat();
   const hidden = flat.map((s, i) => i).filter((i) => flat[i] === '?' && !knownMines.has(i));
   if (hidden.length === 0) throw new Error('minesweeper: no hidden cell');
@@ -59,8 +63,8 @@ export function mineSweeperContrast(envName: string, seed: number, observation: 
   const at = parseCellAction(cell.trim());
   if (!at || at.row < 1 || at.col < 1 || at.row > cells.length || at.col > cols || cells[at.row - 1]![at.col - 1] !== '?') return null;
   const i = (at.row - 1) * cols + (at.col - 1);
-  const p = analyseMines(cells, mines).probability[i]!;
-  if (!(p > 0)) return null;
+  const bare = analyseMines(cells, mines);
+  if (!(bare.probability[i]! > 0)) return null;
   const choices = mineSweeperChoices(observation, mines, new Set([i]));
   const target = choices[rng.int(choices.length)]!;
   const reflection = `${cellAction(at.row - 1, at.col - 1)} was a mine.`;
@@ -71,7 +75,7 @@ export function mineSweeperContrast(envName: string, seed: number, observation: 
       {
         steps: [{
           observation, action: target, choices: [choices], target, memoryMatters: true,
-          ...invalidField(revealedCells(observation)), ...provableField(observation, mines),
+          ...invalidField(revealedCells(observation)), ...provableField(provenMines(cells, bare)),
         }],
         finalObservation: observation, success: false, reflection: null,
       },
@@ -104,7 +108,7 @@ export function mineSweeperContrastPair(
     attempts: [{
       steps: [{
         observation, action: target, choices: [bare], target,
-        ...invalidField(revealedCells(observation)), ...provableField(observation, mines),
+        ...invalidField(revealedCells(observation)), ...provableField(provableMineCells(observation, mines)),
       }],
       finalObservation: observation, success: false, reflection: null,
     }],
@@ -130,15 +134,33 @@ const invalidField = (invalid: string[]): { invalid?: string[] } => (invalid.len
  */
 export function provableMineCells(observation: string, mines: number): string[] {
   const cells = parseGridRows(observation);
-  const cols = cells[0]!.length;
-  const flat = cells.flat();
-  return analyseMines(cells, mines).mines.filter((i) => flat[i] === '?').map((i) => cellAction(Math.floor(i / cols), i % cols));
+  return provenMines(cells, analyseMines(cells, mines));
 }
 
-/** `{ provableMines }` of a MineSweeper observation when the board proves any mine, else nothing. */
-function provableField(observation: string, mines: number): { provableMines?: string[] } {
-  const provableMines = provableMineCells(observation, mines);
-  return provableMines.length > 0 ? { provableMines } : {};
+/** `provableMineCells` from the board's `analyseMines` without memory. */
+function provenMines(cells: string[][], bare: MineAnalysis): string[] {
+  const cols = cells[0]!.length;
+  const flat = cells.flat();
+  return bare.mines.filter((i) => flat[i] === '?').map((i) => cellAction(Math.floor(i / cols), i % cols));
+}
+
+/** `{ provableMines }` when there are any, else nothing: a step's optional field. */
+const provableField = (provableMines: string[]): { provableMines?: string[] } => (provableMines.length > 0 ? { provableMines } : {});
+
+/**
+ * The labels of one MineSweeper decision of a trial: the solver's safest cells knowing the mines
+ * that reflections name (`knownMines`, indices; `namedMines`, the same as actions), the cells the
+ * board proves to be mines, and whether a named mine is among the safest cells of the bare board
+ * (`memoryMatters`). The bare board is analysed once for both; the memory adds a second analysis.
+ */
+function mineSweeperLabels(
+  observation: string, mines: number, knownMines: ReadonlySet<number>, namedMines: ReadonlySet<string>,
+): { choices: string[]; provableMines: string[]; memoryMatters: boolean } {
+  const cells = parseGridRows(observation);
+  const bare = analyseMines(cells, mines);
+  const choices = knownMines.size > 0 ? mineSweeperChoices(observation, mines, knownMines) : safestCells(cells, bare, knownMines);
+  const memoryMatters = namedMines.size > 0 && safestCells(cells, bare, new Set()).some((c) => namedMines.has(c));
+  return { choices, provableMines: provenMines(cells, bare), memoryMatters };
 }
 
 /** Shortest solution length from `s`, or null when unsolvable; memoised per state key. */
@@ -280,15 +302,14 @@ export function playCompactTrial(opts: TrialOptions): CompactTrial {
       let target: string | null = null;
       let memoryMatters = false;
       let invalid: string[] = [];
-      let provable: { provableMines?: string[] } = {};
+      let provableMines: string[] = [];
       let invalidMoves: string[][] = [];
       if (env instanceof MineSweeperEnv) {
         invalid = revealedCells(obs);
-        provable = provableField(obs, env.params.mines);
-        const cells = mineSweeperChoices(obs, env.params.mines, knownMines);
-        choices = [cells];
-        target = cells[rng.int(cells.length)]!;
-        if (namedMines.size > 0) memoryMatters = mineSweeperChoices(obs, env.params.mines, new Set()).some((c) => namedMines.has(c));
+        const labels = mineSweeperLabels(obs, env.params.mines, knownMines, namedMines);
+        ({ provableMines, memoryMatters } = labels);
+        choices = [labels.choices];
+        target = labels.choices[rng.int(labels.choices.length)]!;
       } else {
         const c = sokobanChoices(obs, rng);
         if (c) ({ choices, target, invalid: invalidMoves } = c);
@@ -299,7 +320,7 @@ export function playCompactTrial(opts: TrialOptions): CompactTrial {
         observation: obs, action, choices, target,
         ...(memoryMatters ? { memoryMatters } : {}),
         ...invalidField(invalid),
-        ...provable,
+        ...provableField(provableMines),
         ...(invalidMoves.some((m) => m.length > 0) ? { invalidMoves } : {}),
         ...(r.invalidAction ? { invalidAction: true } : {}),
       });
