@@ -103,12 +103,14 @@ export function mineSweeperContrastPair(
   const withMemory = mineSweeperContrast(envName, seed, observation, mines, cell, rng);
   if (!withMemory) return null;
   const target = bare[rng.int(bare.length)]!;
+  // the same board proves the same mines, whatever the memory says
+  const { provableMines } = withMemory.attempts[1]!.steps[0]!;
   const twin: CompactTrial = {
     env: 'minesweeper', envName, seed, instructions: withMemory.instructions,
     attempts: [{
       steps: [{
         observation, action: target, choices: [bare], target,
-        ...invalidField(revealedCells(observation)), ...provableField(provableMineCells(observation, mines)),
+        ...invalidField(revealedCells(observation)), ...(provableMines ? { provableMines: [...provableMines] } : {}),
       }],
       finalObservation: observation, success: false, reflection: null,
     }],

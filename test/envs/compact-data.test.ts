@@ -100,6 +100,10 @@ describe('mineSweeperContrastPair', () => {
     expect(step!.memoryMatters).toBeUndefined();
     // a fresh board proves no mine
     expect(step!.provableMines).toBeUndefined();
+    // the 1s around (1, 1) see no other hidden cell: it is a mine with the memory and without it
+    const proving = mineSweeperContrastPair('minesweeper-2x4-2', 4, ms(['?11?', '111?']), 2, '(1, 4)', new Rng(1))!;
+    expect(proving.twin.attempts[0]!.steps[0]).toMatchObject({ choices: [['(1, 4)', '(2, 4)']], provableMines: ['(1, 1)'] });
+    expect(proving.withMemory.attempts[1]!.steps[0]).toMatchObject({ choices: [['(2, 4)']], provableMines: ['(1, 1)'] });
     expect(pair.twin.attempts[0]!.reflection).toBeNull();
     // the answer is read as the env reads it: its last cell
     expect(mineSweeperContrastPair('minesweeper-2x2-1', 4, fresh, 1, '(2, 2)(1, 1)', new Rng(1))!.withMemory.attempts[0]!.reflection).toBe('(1, 1) was a mine.');
