@@ -18,7 +18,7 @@
 import { parseGridRows, gridText } from './grid.js';
 import { MAX_STEPS, makeEnv } from './index.js';
 import { cellAction, MineSweeperEnv, parseCellAction } from './minesweeper.js';
-import { analyseMines, type MineMemory } from './solvers/minesweeper-solver.js';
+import { analyseMines, type MineAnalysis, type MineMemory } from './solvers/minesweeper-solver.js';
 import { applyMove, isCornered, MOVES, MOVES_PER_TURN, parseSokoban, solveSokoban, type Move, type SokobanState } from './sokoban.js';
 import { Rng } from './rng.js';
 import type { EnvKind } from '../domain.js';
@@ -33,9 +33,13 @@ export type { CompactAttempt, CompactStep, CompactTrial } from '../shared/compac
  */
 export function mineSweeperChoices(observation: string, mines: number, knownMines: ReadonlySet<number>): string[] {
   const cells = parseGridRows(observation);
-  const cols = cells[0]!.length;
   const memory: MineMemory = new Map([...knownMines].map((i) => [i, '*']));
-  const a = analyseMines(cells, mines, memory);
+  return safestCells(cells, analyseMines(cells, mines, memory), knownMines);
+}
+
+/** `mineSweeperChoices` from the board's `analyseMines` with `knownMines` as its memory. */
+function safestCells(cells: string[][], a: MineAnalysis, knownMines: ReadonlySet<number>): string[] {
+  const cols = cells[0]!.length;
   const flat = cells.flat();
   const hidden = flat.map((s, i) => i).filter((i) => flat[i] === '?' && !knownMines.has(i));
   if (hidden.length === 0) throw new Error('minesweeper: no hidden cell');
@@ -59,8 +63,8 @@ export function mineSweeperContrast(envName: string, seed: number, observation: 
   const at = parseCellAction(cell.trim());
   if (!at || at.row < 1 || at.col < 1 || at.row > cells.length || at.col > cols || cells[at.row - 1]![at.col - 1] !== '?') return null;
   const i = (at.row - 1) * cols + (at.col - 1);
-  const p = analyseMines(cells, mines).probability[i]!;
-  if (!(p > 0)) return null;
+  const bare = analyseMines(cells, mines);
+  if (!(bare.probability[i]! > 0)) return null;
   const choices = mineSweeperChoices(observation, mines, new Set([i]));
   const target = choices[rng.int(choices.length)]!;
   const reflection = `${cellAction(at.row - 1, at.col - 1)} was a mine.`;
@@ -68,7 +72,13 @@ export function mineSweeperContrast(envName: string, seed: number, observation: 
     env: 'minesweeper', envName, seed, instructions: makeEnv(envName).instructions,
     attempts: [
       { steps: [], finalObservation: observation, success: false, reflection },
-      { steps: [{ observation, action: target, choices: [choices], target, memoryMatters: true, ...invalidField(revealedCells(observation)) }], finalObservation: observation, success: false, reflection: null },
+      {
+        steps: [{
+          observation, action: target, choices: [choices], target, memoryMatters: true,
+          ...invalidField(revealedCells(observation)), ...provableField(provenMines(cells, bare)),
+        }],
+        finalObservation: observation, success: false, reflection: null,
+      },
     ],
   };
 }
@@ -93,10 +103,15 @@ export function mineSweeperContrastPair(
   const withMemory = mineSweeperContrast(envName, seed, observation, mines, cell, rng);
   if (!withMemory) return null;
   const target = bare[rng.int(bare.length)]!;
+  // the same board proves the same mines, whatever the memory says
+  const { provableMines } = withMemory.attempts[1]!.steps[0]!;
   const twin: CompactTrial = {
     env: 'minesweeper', envName, seed, instructions: withMemory.instructions,
     attempts: [{
-      steps: [{ observation, action: target, choices: [bare], target, ...invalidField(revealedCells(observation)) }],
+      steps: [{
+        observation, action: target, choices: [bare], target,
+        ...invalidField(revealedCells(observation)), ...(provableMines ? { provableMines: [...provableMines] } : {}),
+      }],
       finalObservation: observation, success: false, reflection: null,
     }],
   };
@@ -111,6 +126,44 @@ export function revealedCells(observation: string): string[] {
 
 /** `{ invalid }` when there are invalid answers, else nothing: a step's optional field. */
 const invalidField = (invalid: string[]): { invalid?: string[] } => (invalid.length > 0 ? { invalid } : {});
+
+/**
+ * The hidden cells of a MineSweeper observation that the board itself proves to be mines: mine
+ * probability exactly 1 in the solver's analysis of the revealed numbers and the mine count
+ * (src/envs/solvers analyseMines, no memory), as actions `(r, c)` (1-based), in reading order.
+ * Where the frontier is too large for exact enumeration, the solver's fallback still names only
+ * proven mines (a number whose hidden neighbours must all be mines), possibly fewer.
+ */
+export function provableMineCells(observation: string, mines: number): string[] {
+  const cells = parseGridRows(observation);
+  return provenMines(cells, analyseMines(cells, mines));
+}
+
+/** `provableMineCells` from the board's `analyseMines` without memory. */
+function provenMines(cells: string[][], bare: MineAnalysis): string[] {
+  const cols = cells[0]!.length;
+  const flat = cells.flat();
+  return bare.mines.filter((i) => flat[i] === '?').map((i) => cellAction(Math.floor(i / cols), i % cols));
+}
+
+/** `{ provableMines }` when there are any, else nothing: a step's optional field. */
+const provableField = (provableMines: string[]): { provableMines?: string[] } => (provableMines.length > 0 ? { provableMines } : {});
+
+/**
+ * The labels of one MineSweeper decision of a trial: the solver's safest cells knowing the mines
+ * that reflections name (`knownMines`, indices; `namedMines`, the same as actions), the cells the
+ * board proves to be mines, and whether a named mine is among the safest cells of the bare board
+ * (`memoryMatters`). The bare board is analysed once for both; the memory adds a second analysis.
+ */
+function mineSweeperLabels(
+  observation: string, mines: number, knownMines: ReadonlySet<number>, namedMines: ReadonlySet<string>,
+): { choices: string[]; provableMines: string[]; memoryMatters: boolean } {
+  const cells = parseGridRows(observation);
+  const bare = analyseMines(cells, mines);
+  const choices = knownMines.size > 0 ? mineSweeperChoices(observation, mines, knownMines) : safestCells(cells, bare, knownMines);
+  const memoryMatters = namedMines.size > 0 && safestCells(cells, bare, new Set()).some((c) => namedMines.has(c));
+  return { choices, provableMines: provenMines(cells, bare), memoryMatters };
+}
 
 /** Shortest solution length from `s`, or null when unsolvable; memoised per state key. */
 function distance(s: SokobanState, memo: Map<string, number | null>): number | null {
@@ -251,13 +304,14 @@ export function playCompactTrial(opts: TrialOptions): CompactTrial {
       let target: string | null = null;
       let memoryMatters = false;
       let invalid: string[] = [];
+      let provableMines: string[] = [];
       let invalidMoves: string[][] = [];
       if (env instanceof MineSweeperEnv) {
         invalid = revealedCells(obs);
-        const cells = mineSweeperChoices(obs, env.params.mines, knownMines);
-        choices = [cells];
-        target = cells[rng.int(cells.length)]!;
-        if (namedMines.size > 0) memoryMatters = mineSweeperChoices(obs, env.params.mines, new Set()).some((c) => namedMines.has(c));
+        const labels = mineSweeperLabels(obs, env.params.mines, knownMines, namedMines);
+        ({ provableMines, memoryMatters } = labels);
+        choices = [labels.choices];
+        target = labels.choices[rng.int(labels.choices.length)]!;
       } else {
         const c = sokobanChoices(obs, rng);
         if (c) ({ choices, target, invalid: invalidMoves } = c);
@@ -268,6 +322,7 @@ export function playCompactTrial(opts: TrialOptions): CompactTrial {
         observation: obs, action, choices, target,
         ...(memoryMatters ? { memoryMatters } : {}),
         ...invalidField(invalid),
+        ...provableField(provableMines),
         ...(invalidMoves.some((m) => m.length > 0) ? { invalidMoves } : {}),
         ...(r.invalidAction ? { invalidAction: true } : {}),
       });
@@ -387,6 +442,7 @@ export function transformTrial(trial: CompactTrial, sym: Symmetry): CompactTrial
         target: s.target === null ? null : t(s.target),
         ...(s.memoryMatters ? { memoryMatters: true } : {}),
         ...(s.invalid ? { invalid: s.invalid.map(t) } : {}),
+        ...(s.provableMines ? { provableMines: s.provableMines.map(t) } : {}),
         ...(s.invalidMoves ? { invalidMoves: s.invalidMoves.map((set) => set.map(t)) } : {}),
         ...(s.invalidAction ? { invalidAction: true } : {}),
       })),

@@ -30,6 +30,12 @@ export interface CompactStep {
    */
   invalid?: string[];
   /**
+   * MineSweeper: the hidden cells that the board in front of the player proves to be mines (the
+   * solver's exact mine probability 1 from the revealed numbers and the mine count, no memory), as
+   * pieces of the first answer position, never among `choices[0]`. Absent: none.
+   */
+  provableMines?: string[];
+  /**
    * Sokoban: for each position of `choices`, the moves that would not move from the state that
    * the pieces of `target` before it reach (into a wall, or pushing a box into a wall or a box:
    * the env's no-op, an invalid action); [] at the separators. Absent: no such move anywhere.

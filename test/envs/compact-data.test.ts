@@ -4,7 +4,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import {
-  mineSweeperChoices, mineSweeperCompactReflection, mineSweeperContrast, mineSweeperContrastPair, noisyPolicy, playCompactTrial, randomAction, revealedCells, sokobanChoices, sokobanCompactReflection,
+  mineSweeperChoices, mineSweeperCompactReflection, mineSweeperContrast, mineSweeperContrastPair, noisyPolicy, playCompactTrial,
+  provableMineCells, randomAction, revealedCells, sokobanChoices, sokobanCompactReflection,
   solverPolicy, symmetriesFor, symmetry, transformTrial, type CompactTrial,
 } from '../../src/envs/compact-data.js';
 import { gridText, parseGridRows } from '../../src/envs/grid.js';
@@ -41,6 +42,27 @@ describe('revealedCells', () => {
   });
 });
 
+describe('provableMineCells', () => {
+  it('is exactly the hidden cells the revealed numbers prove to be mines, in reading order', () => {
+    const cases: Array<[string[], number, string[]]> = [
+      // every '1' in column 2 sees (2, 3), and the middle one sees all three: (2, 3) is the mine
+      [['.1?', '.1?', '.1?'], 1, ['(2, 3)']],
+      // 1-2-1 under three hidden cells: the outer two are mines, the middle one is safe
+      [['???', '121', '...'], 2, ['(1, 1)', '(1, 3)']],
+      // a 1 that sees a single hidden cell; two 1s that see the same two
+      [['?1.', '11.'], 1, ['(1, 1)']],
+      [['1?', '1?'], 1, []],
+      // the same as the first on its side, and with the known mine shown: only hidden cells count
+      [['...', '111', '?*?'], 1, []],
+      [['...', '111', '???'], 1, ['(3, 2)']],
+      // nothing proved: a 1 that sees two hidden cells, a fresh board
+      [['?1.', '?1.'], 1, []],
+      [['??', '??'], 1, []],
+    ];
+    for (const [rows, mines, proved] of cases) expect(provableMineCells(ms(rows), mines), rows.join('/')).toEqual(proved);
+  });
+});
+
 describe('mineSweeperContrast', () => {
   it('is the board again in a later attempt whose memory names the cell a mine, the target knowing it', () => {
     const board = ms(['.1?', '.1?', '.1?']);
@@ -49,7 +71,10 @@ describe('mineSweeperContrast', () => {
     expect(t.attempts[0]).toMatchObject({ steps: [], success: false, reflection: '(2, 3) was a mine.' });
     const [step] = t.attempts[1]!.steps;
     expect(t.attempts[1]!.reflection).toBeNull();
-    expect(step).toMatchObject({ observation: board, choices: [['(1, 3)', '(3, 3)']], memoryMatters: true, invalid: ['(1, 1)', '(1, 2)', '(2, 1)', '(2, 2)', '(3, 1)', '(3, 2)'] });
+    expect(step).toMatchObject({
+      observation: board, choices: [['(1, 3)', '(3, 3)']], memoryMatters: true, invalid: ['(1, 1)', '(1, 2)', '(2, 1)', '(2, 2)', '(3, 1)', '(3, 2)'],
+      provableMines: ['(2, 3)'],
+    });
     expect(['(1, 3)', '(3, 3)']).toContain(step!.target);
     // on a fresh board every other cell is as safe
     const fresh = ms(['??', '??']);
@@ -73,6 +98,12 @@ describe('mineSweeperContrastPair', () => {
     const [step] = pair.twin.attempts[0]!.steps;
     expect(step).toMatchObject({ observation: fresh, choices: [['(1, 1)', '(1, 2)', '(2, 1)', '(2, 2)']] });
     expect(step!.memoryMatters).toBeUndefined();
+    // a fresh board proves no mine
+    expect(step!.provableMines).toBeUndefined();
+    // the 1s around (1, 1) see no other hidden cell: it is a mine with the memory and without it
+    const proving = mineSweeperContrastPair('minesweeper-2x4-2', 4, ms(['?11?', '111?']), 2, '(1, 4)', new Rng(1))!;
+    expect(proving.twin.attempts[0]!.steps[0]).toMatchObject({ choices: [['(1, 4)', '(2, 4)']], provableMines: ['(1, 1)'] });
+    expect(proving.withMemory.attempts[1]!.steps[0]).toMatchObject({ choices: [['(2, 4)']], provableMines: ['(1, 1)'] });
     expect(pair.twin.attempts[0]!.reflection).toBeNull();
     // the answer is read as the env reads it: its last cell
     expect(mineSweeperContrastPair('minesweeper-2x2-1', 4, fresh, 1, '(2, 2)(1, 1)', new Rng(1))!.withMemory.attempts[0]!.reflection).toBe('(1, 1) was a mine.');
@@ -211,6 +242,28 @@ describe('playCompactTrial', () => {
     }
   });
 
+  it('records on each MineSweeper step the cells its board proves to be mines, each a mine of the env\'s board', () => {
+    let proved = 0;
+    for (let seed = 0; seed < 8; seed++) {
+      const t = playCompactTrial({ envName: 'minesweeper-5x5-3', seed, maxAttempts: 3, policy: noisyPolicy(0.3), rngSeed: seed });
+      for (const a of t.attempts) a.steps.forEach((s, j) => {
+        expect(s.provableMines ?? []).toEqual(provableMineCells(s.observation, 3));
+        for (const cell of s.provableMines ?? []) {
+          expect(s.choices![0]).not.toContain(cell);
+          // replay the attempt to this step, then click the cell: the game ends on a mine
+          const env = makeEnv('minesweeper-5x5-3');
+          env.reset(seed);
+          for (const p of a.steps.slice(0, j)) env.step(p.action);
+          expect(env.step(cell)).toMatchObject({ done: true, success: false, invalidAction: false });
+          proved++;
+        }
+      });
+    }
+    expect(proved).toBeGreaterThan(0);
+    const sokoban = playCompactTrial({ envName: 'sokoban-5x5-1', seed: 3, maxAttempts: 2, policy: noisyPolicy(0.3), rngSeed: 1 });
+    expect(sokoban.attempts.flatMap((a) => a.steps).some((s) => 'provableMines' in s)).toBe(false);
+  });
+
   it('flags exactly the steps whose answer the env called an invalid action', () => {
     for (const [envName, seed] of [['minesweeper-5x5-3', 2], ['sokoban-5x5-1', 3]] as const) {
       // a policy that repeats its first answer: MineSweeper clicks a revealed cell, Sokoban walks into a wall
@@ -271,7 +324,7 @@ describe('board symmetries', () => {
     }
   });
 
-  it('map a MineSweeper trial to one whose targets are the solver\'s on the mapped boards, its invalid cells the revealed ones', () => {
+  it('map a MineSweeper trial to one whose targets, invalid cells and provable mines are those of the mapped boards', () => {
     for (const t of trials.filter((x) => x.env === 'minesweeper')) for (let k = 0; k < 8; k++) {
       const m = transformTrial(t, symmetry(k));
       const known = new Set<number>();
@@ -279,6 +332,7 @@ describe('board symmetries', () => {
         for (const s of a.steps) {
           expect([...s.choices![0]!].sort()).toEqual([...mineSweeperChoices(s.observation, 2, known)].sort());
           expect([...(s.invalid ?? [])].sort()).toEqual(revealedCells(s.observation).sort());
+          expect([...(s.provableMines ?? [])].sort()).toEqual(provableMineCells(s.observation, 2).sort());
         }
         if (a.reflection?.endsWith('was a mine.')) {
           const c = parseCellAction(a.reflection)!;

@@ -79,7 +79,7 @@ console.log(`P(named cells) before: ${pNamed().toFixed(4)}`);
 const opt = new AdamW(model.trainableVariables, { lr, weightDecay: 0.01 });
 for (let step = 0; step < steps; step++) {
   const batch = Array.from({ length: 32 }, (_, k) => train[(step * 32 + k) % train.length]!);
-  const sb = makeSoftBatch(withAvoid(batch, { memory: lambda, invalid: 0, moves: 0 }), tok.vocabSize, model.config.block_size);
+  const sb = makeSoftBatch(withAvoid(batch, { memory: lambda, invalid: 0, moves: 0, mines: 0 }), tok.vocabSize, model.config.block_size);
   const { value, grads } = tf.variableGrads(() => {
     const logits = positionLogits(model, sb.idx, sb.rows);
     const ce = softTargetLoss(logits, sb.weights);

@@ -121,6 +121,11 @@ export const SFT_BASE_OPTIONS = {
     help: 'the same term on Sokoban moves that would not move at each move of the answer (into a wall or an unpushable box: the '
       + 'game\'s invalid no-op), from the state the solver\'s earlier moves of that answer reach',
   }),
+  mineUnlikelihood: opt.number({
+    meta: 'L', default: 0, range: [0, 100],
+    help: 'the same term on the MineSweeper cells that the board itself proves to be mines (the solver\'s mine probability 1 '
+      + 'from the revealed numbers and the mine count, without memory), at every decision',
+  }),
   ema: opt.number({
     meta: 'D', default: 0, range: [0, 0.99999], defaultText: '0: off',
     help: 'keep an exponential moving average of the weights with decay D (about 1 / (1 - D) steps; e.g. 0.998) and evaluate and '

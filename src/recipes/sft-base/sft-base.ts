@@ -130,21 +130,24 @@ async function startModel(o: SftBaseOptions, tok: GameTokenizer): Promise<Start>
 
 /**
  * Weights of the unlikelihood term (0: off): on the cells a memory names as mines, on MineSweeper's
- * revealed cells, and on Sokoban moves that would not move.
+ * revealed cells, on Sokoban moves that would not move, and on the cells a MineSweeper board proves
+ * to be mines.
  */
-export interface UnlikelihoodWeights { memory: number; invalid: number; moves: number }
+export interface UnlikelihoodWeights { memory: number; invalid: number; moves: number; mines: number }
 
 /**
  * A batch's examples with the tokens their answer positions are trained away from, as
- * `makeSoftBatch` takes them (`[k, token id, weight]`, the k-th trained position): `namedMines` and
- * `invalid` at the first position with weights `w.memory` and `w.invalid`, `invalidMoves` at their
- * own positions with `w.moves`; a weight of 0 leaves its kind out.
+ * `makeSoftBatch` takes them (`[k, token id, weight]`, the k-th trained position): `namedMines`,
+ * `invalid` and `provableMines` at the first position with weights `w.memory`, `w.invalid` and
+ * `w.mines`, `invalidMoves` at their own positions with `w.moves`; a weight of 0 leaves its kind out
+ * (a token named by several kinds keeps the larger weight in `makeSoftBatch`).
  */
 export function withAvoid(batch: readonly CompactExample[], w: UnlikelihoodWeights): Array<CompactExample & { avoid?: Array<[number, number, number]> }> {
   return batch.map((x) => {
     const avoid: Array<[number, number, number]> = [
       ...(w.memory > 0 ? (x.namedMines ?? []).map((v): [number, number, number] => [0, v, w.memory]) : []),
       ...(w.invalid > 0 ? (x.invalid ?? []).map((v): [number, number, number] => [0, v, w.invalid]) : []),
+      ...(w.mines > 0 ? (x.provableMines ?? []).map((v): [number, number, number] => [0, v, w.mines]) : []),
       ...(w.moves > 0 ? (x.invalidMoves ?? []).flatMap((set, k) => set.map((v): [number, number, number] => [k, v, w.moves])) : []),
     ];
     return avoid.length > 0 ? { ...x, avoid } : x;
@@ -258,7 +261,9 @@ async function main(): Promise<void> {
     ({ examples: batch, trials, daggerTrials } = await takeBatch(data, pool, o.batch, elapsedFrac >= o.daggerFrom));
     dataMs += Date.now() - t0;
     opt.lr = learningRate(o.lr, step, total);
-    lossSum += trainStep(model, opt, batch, tok.vocabSize, { memory: o.memoryUnlikelihood, invalid: o.invalidUnlikelihood, moves: o.moveUnlikelihood });
+    lossSum += trainStep(model, opt, batch, tok.vocabSize, {
+      memory: o.memoryUnlikelihood, invalid: o.invalidUnlikelihood, moves: o.moveUnlikelihood, mines: o.mineUnlikelihood,
+    });
     data?.publish(model.trainableVariables);
     average?.update();
     lossN++;

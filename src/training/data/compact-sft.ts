@@ -32,6 +32,11 @@ export interface CompactExample {
   /** Acting examples: the token ids of the step's `invalid` answers at `at[0]`, for the same term. Absent: none. */
   invalid?: number[];
   /**
+   * MineSweeper acting examples: the token ids of the step's `provableMines` (cells the board proves
+   * to be mines) at `at[0]`, less the first position's target, for the same term. Absent: none.
+   */
+  provableMines?: number[];
+  /**
    * Sokoban acting examples: per answer position (`at[k]`, k < the number of answer pieces), the
    * token ids of the step's `invalidMoves` there, for the same term. Absent: none.
    */
@@ -111,12 +116,14 @@ export function compactExamples(trial: CompactTrial, opts: CompactExampleOptions
         at.push(ids.length - 1);
         const named = [...namedMines].filter((v) => !sets[0]!.includes(v));
         const invalid = (s.invalid ?? []).map((p) => pieceToken(tok, p)).filter((v) => !sets[0]!.includes(v));
+        const provableMines = (s.provableMines ?? []).map((p) => pieceToken(tok, p)).filter((v) => !sets[0]!.includes(v));
         const invalidMoves = s.invalidMoves?.map((set, k) => set.map((p) => pieceToken(tok, p)).filter((v) => !sets[k]!.includes(v)));
         out.push({
           kind: 'action', ids, at, targets: [...sets, [EOS]],
           ...(s.memoryMatters ? { memoryMatters: true } : {}),
           ...(named.length > 0 ? { namedMines: named } : {}),
           ...(invalid.length > 0 ? { invalid } : {}),
+          ...(provableMines.length > 0 ? { provableMines } : {}),
           ...(invalidMoves?.some((m) => m.length > 0) ? { invalidMoves } : {}),
         });
       }

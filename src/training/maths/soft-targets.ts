@@ -10,8 +10,9 @@
  *   ul = -(1/N) sum_i sum_v a[i, v] log(1 - softmax(logits_i)_v),   a[i, v] >= 0 weights
  * With a[i, v] = lambda its gradient on that token's logit is lambda times the token's probability,
  * lambda times what the cross-entropy gives a token with no target weight, so the token is pushed
- * down lambda + 1 times as hard; used for the cells a MineSweeper memory names as mines and for
- * invalid answers (`CompactExample.namedMines`, `.invalid`).
+ * down lambda + 1 times as hard; used for the cells a MineSweeper memory names as mines, for
+ * invalid answers and for the cells a MineSweeper board proves to be mines
+ * (`CompactExample.namedMines`, `.invalid`, `.invalidMoves`, `.provableMines`).
  */
 import * as tf from '@tensorflow/tfjs';
 import { forwardHidden, lmHead, type GPT } from '../../model/gpt.js';

@@ -145,20 +145,24 @@ describe('ExamplePool', () => {
 });
 
 describe('DataThread', () => {
-  it('gives the batches the pool gives in this thread for the same seed, and passes the trial counters on', async () => {
+  it('gives the batches the pool gives in this thread for the same seed, with every field, and passes the trial counters on', async () => {
     const options = { ...base, balanceReflections: true, reflectionShare: 0.3 };
     const local = new ExamplePool(options, model, tok, format, poolRng(options.seed), 128);
     const thread = await DataThread.start(model.config, model.trainableVariables, options, format, 128);
     try {
+      const fields = new Set<string>();
       for (let t = 0; t < 4; t++) {
         local.refill(false);
         const want = local.take(6);
         const got = await thread.take(6, false);
         expect(got.examples).toEqual(want);
+        for (const x of got.examples) for (const k of Object.keys(x)) fields.add(k);
         expect(got.trials).toBe(local.trials);
         expect(got.daggerTrials).toBe(0);
         thread.publish(model.trainableVariables);
       }
+      // the optional fields the unlikelihood terms read crossed the thread boundary too
+      for (const k of ['invalid', 'invalidMoves', 'provableMines']) expect(fields).toContain(k);
       // DAgger trials in the thread play its copy of the weights (a refill plays trials once the pool is short)
       let dagger = 0;
       for (let t = 0; t < 20 && dagger === 0; t++) dagger = (await thread.take(32, true)).daggerTrials;

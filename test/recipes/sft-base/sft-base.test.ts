@@ -31,12 +31,25 @@ function runCli(args: string[]): Promise<{ code: number | null; stdout: string; 
 describe('withAvoid', () => {
   const x: CompactExample = { kind: 'action', ids: [1, 2], at: [1], targets: [[3]], namedMines: [5], invalid: [6, 7] };
   const y: CompactExample = { kind: 'action', ids: [1, 2, 3, 4], at: [1, 2, 3], targets: [[3], [4], [8]], invalidMoves: [[5], [], [6, 7]] };
+  const z: CompactExample = { kind: 'action', ids: [1, 2], at: [1], targets: [[3]], invalid: [6], provableMines: [9, 11] };
   it('weights named mines and invalid answers by their own weights at their positions, leaving out a kind at weight 0', () => {
-    expect(withAvoid([x], { memory: 2, invalid: 0.5, moves: 9 })[0]!.avoid).toEqual([[0, 5, 2], [0, 6, 0.5], [0, 7, 0.5]]);
-    expect(withAvoid([x], { memory: 0, invalid: 1, moves: 0 })[0]!.avoid).toEqual([[0, 6, 1], [0, 7, 1]]);
-    expect('avoid' in withAvoid([x], { memory: 0, invalid: 0, moves: 1 })[0]!).toBe(false);
-    expect(withAvoid([y], { memory: 1, invalid: 1, moves: 3 })[0]!.avoid).toEqual([[0, 5, 3], [2, 6, 3], [2, 7, 3]]);
-    expect('avoid' in withAvoid([y], { memory: 1, invalid: 1, moves: 0 })[0]!).toBe(false);
+    expect(withAvoid([x], { memory: 2, invalid: 0.5, moves: 9, mines: 4 })[0]!.avoid).toEqual([[0, 5, 2], [0, 6, 0.5], [0, 7, 0.5]]);
+    expect(withAvoid([x], { memory: 0, invalid: 1, moves: 0, mines: 0 })[0]!.avoid).toEqual([[0, 6, 1], [0, 7, 1]]);
+    expect('avoid' in withAvoid([x], { memory: 0, invalid: 0, moves: 1, mines: 1 })[0]!).toBe(false);
+    expect(withAvoid([y], { memory: 1, invalid: 1, moves: 3, mines: 1 })[0]!.avoid).toEqual([[0, 5, 3], [2, 6, 3], [2, 7, 3]]);
+    expect('avoid' in withAvoid([y], { memory: 1, invalid: 1, moves: 0, mines: 1 })[0]!).toBe(false);
+  });
+
+  it('avoids the cells a board proves to be mines at the first position with weight w.mines, only when it is > 0', () => {
+    const cases: Array<[{ memory: number; invalid: number; moves: number; mines: number }, Array<[number, number, number]> | undefined]> = [
+      [{ memory: 0, invalid: 0, moves: 0, mines: 2 }, [[0, 9, 2], [0, 11, 2]]],
+      [{ memory: 5, invalid: 0.5, moves: 5, mines: 2 }, [[0, 6, 0.5], [0, 9, 2], [0, 11, 2]]],
+      [{ memory: 1, invalid: 0.5, moves: 1, mines: 0 }, [[0, 6, 0.5]]],
+      [{ memory: 1, invalid: 0, moves: 1, mines: 0 }, undefined],
+    ];
+    for (const [w, avoid] of cases) expect(withAvoid([z], w)[0]!.avoid).toEqual(avoid);
+    // examples without provable mines gain nothing from the weight
+    expect(withAvoid([y], { memory: 0, invalid: 0, moves: 0, mines: 3 })[0]).toBe(y);
   });
 });
 
@@ -113,7 +126,7 @@ describe('sft-compact CLI', () => {
   });
 
   it('refuses bad values of the data options with one line naming the option', async () => {
-    const cases = [['--data-thread', 'yes'], ['--balance-reflections', '1'], ['--reflection-share', '1.5'], ['--memory-weight', '0'], ['--memory-weight', '2.5'], ['--memory-contrast', '2'], ['--memory-unlikelihood', '101'], ['--memory-unlikelihood', 'x'], ['--invalid-unlikelihood', '101'], ['--move-unlikelihood', 'y'], ['--invalid-unlikelihood', ''], ['--seed', ' '], ['--ema', '1'], ['--ema', 'x']];
+    const cases = [['--data-thread', 'yes'], ['--balance-reflections', '1'], ['--reflection-share', '1.5'], ['--memory-weight', '0'], ['--memory-weight', '2.5'], ['--memory-contrast', '2'], ['--memory-unlikelihood', '101'], ['--memory-unlikelihood', 'x'], ['--invalid-unlikelihood', '101'], ['--move-unlikelihood', 'y'], ['--mine-unlikelihood', '100.5'], ['--mine-unlikelihood', 'z'], ['--mine-unlikelihood', ''], ['--invalid-unlikelihood', ''], ['--seed', ' '], ['--ema', '1'], ['--ema', 'x']];
     const results = await Promise.all(cases.map(([opt, v]) => runCli([opt!, v!])));
     results.forEach((r, i) => {
       const [opt, v] = cases[i]!;
@@ -125,12 +138,12 @@ describe('sft-compact CLI', () => {
   it('trains with the data thread, a reflection share, balanced reflections, a memory weight, memory contrasts and unlikelihood weights, and records them', async () => {
     const out = path.join(tmpDir('lamer-sft-compact-thread-'), 'base');
     const r = await runCli(['--steps', '3', '--eval-every', '100', '--eval-tasks', '1', '--layers', '1', '--embd', '32', '--heads', '2', '--batch', '4', '--block', '384', '--out', out, '--seed', '3',
-      '--data-thread', 'on', '--reflection-share', '0.5', '--balance-reflections', 'on', '--memory-weight', '4', '--memory-contrast', '0.5', '--memory-unlikelihood', '5', '--invalid-unlikelihood', '2', '--move-unlikelihood', '3']);
+      '--data-thread', 'on', '--reflection-share', '0.5', '--balance-reflections', 'on', '--memory-weight', '4', '--memory-contrast', '0.5', '--memory-unlikelihood', '5', '--invalid-unlikelihood', '2', '--move-unlikelihood', '3', '--mine-unlikelihood', '4']);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stderr).toMatch(/model:sft-base: done, 3 steps, \d+ examples, \d+ tokens/);
     const { model, metadata } = await loadCheckpoint(out);
     model.dispose();
-    expect(metadata).toMatchObject({ meta: { steps: 3, options: { dataThread: true, reflectionShare: 0.5, balanceReflections: true, memoryWeight: 4, memoryContrast: 0.5, memoryUnlikelihood: 5, invalidUnlikelihood: 2, moveUnlikelihood: 3 } } });
+    expect(metadata).toMatchObject({ meta: { steps: 3, options: { dataThread: true, reflectionShare: 0.5, balanceReflections: true, memoryWeight: 4, memoryContrast: 0.5, memoryUnlikelihood: 5, invalidUnlikelihood: 2, moveUnlikelihood: 3, mineUnlikelihood: 4 } } });
   }, 120_000);
 
   it('with --ema, evaluates and saves the averaged weights at each point, and the last iterate beside them at the end', async () => {

@@ -6,7 +6,7 @@ import { BOS, EOS } from '../../../src/model/tokenizer.js';
 import { BYTE_TOKENIZER, GameTokenizer } from '../../../src/model/tokenizers.js';
 import { gameVocabulary } from '../../../src/envs/vocab.js';
 import { gridText } from '../../../src/envs/grid.js';
-import type { CompactTrial } from '../../../src/envs/compact-data.js';
+import { provableMineCells, type CompactTrial } from '../../../src/envs/compact-data.js';
 import type { CompactPromptFormat } from '../../../src/model/prompt-format.js';
 
 const tok = new GameTokenizer(gameVocabulary());
@@ -84,6 +84,36 @@ describe('compactExamples', () => {
     const t: CompactTrial = { ...trial, attempts: [{ ...trial.attempts[1]!, steps: [{ ...trial.attempts[1]!.steps[0]!, invalid: ['(2, 2)'] }] }] };
     expect(compactExamples(t, opts)[0]).toMatchObject({ kind: 'action', invalid: [cell(2, 2)] });
     expect('invalid' in compactExamples(trial, opts)[0]!).toBe(false);
+  });
+
+  it('gives the cells a board proves to be mines as tokens of the first position, less the target set', () => {
+    // 1-2-1 under three hidden cells, two mines: (1, 1) and (1, 3) are mines, (1, 2) is safe
+    const board = gridText(['???', '121', '...'], 1);
+    const proved = provableMineCells(board, 2);
+    expect(proved).toEqual(['(1, 1)', '(1, 3)']);
+    const step = (choices: string[], provableMines?: string[]): CompactTrial => ({
+      env: 'minesweeper', envName: 'minesweeper-3x3-2', seed: 1, instructions: 'RULES',
+      attempts: [{
+        steps: [{
+          observation: board, action: choices[0]!, choices: [choices], target: choices[0]!,
+          ...(provableMines ? { provableMines } : {}),
+        }],
+        finalObservation: board, success: false, reflection: null,
+      }],
+    });
+    const cases: Array<[string[], string[] | undefined, number[] | undefined]> = [
+      [['(1, 2)'], proved, [cell(1, 1), cell(1, 3)]],
+      // a cell in the target set is never avoided
+      [['(1, 2)', '(1, 3)'], proved, [cell(1, 1)]],
+      [['(1, 1)', '(1, 3)'], proved, undefined],
+      [['(1, 2)'], undefined, undefined],
+    ];
+    for (const [choices, provableMines, ids] of cases) {
+      const [ex] = compactExamples(step(choices, provableMines), opts);
+      expect(ex!.kind).toBe('action');
+      expect(ex!.provableMines).toEqual(ids);
+      expect('provableMines' in ex!).toBe(ids !== undefined);
+    }
   });
 
   it('renders as the server does for the same format and tokenizer, and skips reflections on request', () => {
