@@ -16,7 +16,7 @@ import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import Fastify, { type FastifyHttpOptions, type FastifyInstance } from 'fastify';
 import type { Config } from './config.js';
-import type { DatabaseConnection } from './db/index.js';
+import type { Store } from './db/store.js';
 import type { PolicyEngine } from './policy/engine.js';
 import swagger from './plugins/external/swagger.js';
 import rateLimit from './plugins/external/rate-limit.js';
@@ -50,7 +50,8 @@ declare module 'fastify' {
 }
 
 export interface AppDeps {
-  database: DatabaseConnection;
+  /** The store (SQLite or PostgreSQL, src/db/store.ts); the app closes it on close. */
+  store: Store;
   engine: PolicyEngine;
 }
 
@@ -158,7 +159,7 @@ export async function buildApp(config: Config, deps: AppDeps): Promise<FastifyIn
     await app.register(authentication, { apiKeys: config.apiKeys });
     await app.register(rateLimit, { protection: config.protection });
     await app.register(swagger);
-    await app.register(dbPlugin, { database: deps.database });
+    await app.register(dbPlugin, { store: deps.store });
     await app.register(enginePlugin, {
       engine: deps.engine,
       initialVersion: initialVersion(config),
@@ -197,10 +198,11 @@ export async function buildOpenApiDocument(): Promise<Record<string, unknown>> {
   const path = await import('node:path');
   const { loadConfig } = await import('./config.js');
   const { openDatabase } = await import('./db/index.js');
+  const { sqliteStore } = await import('./db/store.js');
   const { TestEngine } = await import('./policy/test-engine.js');
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lamer-openapi-'));
   const config = { ...loadConfig({}), engine: 'test' as const, logLevel: 'silent' as const, dataDir: dir };
-  const app = await buildApp(config, { database: openDatabase(dir), engine: new TestEngine() });
+  const app = await buildApp(config, { store: sqliteStore(openDatabase(dir)), engine: new TestEngine() });
   try {
     await app.ready();
     return JSON.parse(JSON.stringify(app.swagger())) as Record<string, unknown>;

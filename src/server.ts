@@ -16,6 +16,7 @@ import { pino } from 'pino';
 import { buildApp } from './app.js';
 import { isLoopback, loadConfig, type Config } from './config.js';
 import { openDatabase } from './db/index.js';
+import { sqliteStore, type Store } from './db/store.js';
 import { createEngine } from './policy/index.js';
 import { acquireOwnerLock, OwnerLockError, type OwnerLock } from './owner-lock.js';
 
@@ -104,12 +105,12 @@ export async function startServer(overrides: Partial<Config> = {}): Promise<Runn
     }
     throw dataDirError(config.dataDir, err);
   }
-  let database: ReturnType<typeof openDatabase> | undefined;
+  let store: Store | undefined;
   let app: FastifyInstance | undefined;
   let engine: Awaited<ReturnType<typeof createEngine>> | undefined;
   try {
     try {
-      database = openDatabase(config.dataDir, { synchronous: process.env.LAMER_SQLITE_SYNC === 'full' ? 'full' : 'normal' });
+      store = sqliteStore(openDatabase(config.dataDir, { synchronous: process.env.LAMER_SQLITE_SYNC === 'full' ? 'full' : 'normal' }));
       // The database may open read-only without complaint; checkpoints are written here too.
       fs.accessSync(config.dataDir, fs.constants.W_OK);
     } catch (err) {
@@ -118,7 +119,7 @@ export async function startServer(overrides: Partial<Config> = {}): Promise<Runn
     await probePort(host, config.port);
     // The engine logs before the app exists (backend choice, model loaded): same level, same stream.
     engine = await createEngine(config, pino({ level: config.logLevel }).child({ component: 'engine' }));
-    app = await buildApp({ ...config, host }, { database, engine });
+    app = await buildApp({ ...config, host }, { store, engine });
     if (config.apiKeys.length === 0) {
       app.log.warn(
         forcedLoopback
@@ -137,7 +138,7 @@ export async function startServer(overrides: Partial<Config> = {}): Promise<Runn
     else {
       // buildApp closed what it had started; the engine (threads, backend) and database are ours.
       await Promise.resolve(engine?.dispose()).catch(() => {});
-      database?.close();
+      await store?.close();
     }
     lock.release();
     throw err;

@@ -41,11 +41,11 @@ export interface SessionState {
   previousChars: number;
 }
 
-/** Where the state of a session is read from when it is not in memory. */
+/** Where the state of a session is read from when it is not in memory (the store's hot path, src/db/async-repositories.ts AsyncHot). */
 export interface SessionStateSource {
-  session(id: string): SessionRow | undefined;
-  stepsOfAttempt(sessionId: string, attempt: number): Array<{ observation: string; action: string | null }>;
-  reflections(sessionId: string): Array<{ attempt: number; text: string }>;
+  session(id: string): Promise<SessionRow | undefined>;
+  stepsOfAttempt(sessionId: string, attempt: number): Promise<Array<{ observation: string; action: string | null }>>;
+  reflections(sessionId: string): Promise<Array<{ attempt: number; text: string }>>;
 }
 
 /** Bounds of the cache: entries, and characters of step text (about 2 bytes each in memory). */
@@ -83,7 +83,7 @@ export class ActiveSessions {
    * session is active). Undefined when there is no such session. The caller checks the tenant.
    * Call it under the session's mutex.
    */
-  get(id: string): SessionState | undefined {
+  async get(id: string): Promise<SessionState | undefined> {
     const hit = this.entries.get(id);
     if (hit) {
       // most recently used last
@@ -91,12 +91,27 @@ export class ActiveSessions {
       this.entries.set(id, hit);
       return hit.state;
     }
-    const row = this.source.session(id);
+    return this.load(id);
+  }
+
+  /** Whether session `id` is held in memory now. */
+  has(id: string): boolean {
+    return this.entries.has(id);
+  }
+
+  /**
+   * The state of session `id` read from the database (held when the session is active), whether
+   * or not it was in memory: for a store that other servers write too, where an entry may be behind.
+   * Call it under the session's mutex.
+   */
+  async load(id: string): Promise<SessionState | undefined> {
+    this.drop(id);
+    const row = await this.source.session(id);
     if (!row) return undefined;
     if (row.status !== 'active') return bare(row);
-    const current = this.attemptSteps(id, row.nextAttempt).steps;
-    const previous = row.nextAttempt > 0 && row.memory !== 'reflection_only' ? this.attemptSteps(id, row.nextAttempt - 1) : null;
-    const reflections = new Map(this.source.reflections(id).map((r) => [r.attempt, r.text] as const));
+    const current = (await this.attemptSteps(id, row.nextAttempt)).steps;
+    const previous = row.nextAttempt > 0 && row.memory !== 'reflection_only' ? await this.attemptSteps(id, row.nextAttempt - 1) : null;
+    const reflections = new Map((await this.source.reflections(id)).map((r) => [r.attempt, r.text] as const));
     const state: SessionState = { row, current, previous, reflections, currentChars: sumChars(current), previousChars: previous ? sumChars(previous.steps) : 0 };
     this.put(id, state);
     return state;
@@ -160,8 +175,8 @@ export class ActiveSessions {
     }
   }
 
-  private attemptSteps(id: string, attempt: number): AttemptSteps {
-    const rows = this.source.stepsOfAttempt(id, attempt);
+  private async attemptSteps(id: string, attempt: number): Promise<AttemptSteps> {
+    const rows = await this.source.stepsOfAttempt(id, attempt);
     return {
       steps: rows.filter((r): r is PromptStep => r.action !== null),
       finalObservation: rows.length > 0 ? rows[rows.length - 1]!.observation : '',

@@ -29,9 +29,10 @@
  *   Retry-After and records nothing, so the client retries the same step. A tenant may hold at
  *   most `protection.maxOpenSessionsPerTenant` active sessions; one more is 409 too-many-sessions.
  */
-import { DatabaseError } from '../db/errors.js';
+import { DatabaseError, SessionNotActiveError } from '../db/errors.js';
 import type { SessionRow } from '../db/schema.js';
-import type { Repositories } from '../db/repositories.js';
+import type { AsyncHot, AsyncRepositories, AsyncSessions, AsyncSteps, StepCommitResult } from '../db/async-repositories.js';
+import type { StepCommit } from '../db/queries.js';
 import type { SessionFilters } from '../db/sessions-repo.js';
 import type { StepPosition } from '../db/steps-repo.js';
 import { callSeed, type CallKind } from '../model/sampling.js';
@@ -69,6 +70,11 @@ function failedStepOutcome(err: unknown): StepOutcome | null {
   return err instanceof DatabaseError ? 'database_error' : 'rejected';
 }
 
+/** 409 `too-many-sessions`: the tenant holds `open` active sessions, the cap is `cap`. */
+function tooManySessions(open: number, cap: number): DomainError {
+  return new DomainError('too-many-sessions', `tenant has ${open} active sessions (limit ${cap}); finish or close one (DELETE /v1/sessions/{id}) first`);
+}
+
 /** The sampling of one call: a seeded session reproduces itself, and each call (attempt, step, act/reflect) has its own stream. */
 function callSampling(row: SessionRow, input: StepInput, kind: CallKind): SamplingParams {
   const s = row.sampling as SamplingParams;
@@ -84,16 +90,21 @@ function trajectoryCursor(cursor: string): StepPosition {
 
 export class SessionService {
   private readonly mutex = new KeyedMutex();
-  private readonly repo: Repositories['sessions'];
-  private readonly steps: Repositories['steps'];
-  private readonly hot: Repositories['hot'];
+  private readonly repo: AsyncSessions;
+  private readonly steps: AsyncSteps;
+  private readonly hot: AsyncHot;
+  /**
+   * Other servers write the same database (PostgreSQL): a session's state held here may be behind,
+   * so a step at another position than the one expected here reads the database's state first.
+   */
+  private readonly shared: boolean;
   /** Active sessions' rows, attempt steps and reflections, kept between steps (./active-sessions.ts). */
   private readonly active: ActiveSessions;
   private modelCalls = 0;
 
-  /** @param repos the repositories of the server's database (`app.repos`): sessions, steps and the step hot path. */
+  /** @param repos the repositories of the server's store (`app.repos`): sessions, steps and the step hot path. */
   constructor(
-    repos: Pick<Repositories, 'sessions' | 'steps' | 'hot'>,
+    repos: Pick<AsyncRepositories, 'sessions' | 'steps' | 'hot' | 'store'>,
     private readonly engine: PolicyEngine,
     private readonly models: ModelRegistry,
     private readonly limits: Limits,
@@ -101,6 +112,7 @@ export class SessionService {
     private readonly protection: AgentProtection = NO_PROTECTION,
   ) {
     ({ sessions: this.repo, steps: this.steps, hot: this.hot } = repos);
+    this.shared = repos.store === 'postgres';
     this.active = new ActiveSessions(this.hot);
   }
 
@@ -121,50 +133,49 @@ export class SessionService {
    *   when the tenant already holds `maxOpenSessionsPerTenant` active sessions.
    */
   async create(tenant: string, input: CreateSessionInput): Promise<SessionView> {
-    this.checkOpenCap(tenant);
+    await this.checkOpenCap(tenant);
     const maxAttempts = input.maxAttempts ?? 3;
     if (maxAttempts > this.limits.maxAttempts) throw invalid('body/maxAttempts', `must be <= ${this.limits.maxAttempts}`);
     const maxSteps = input.maxSteps ?? this.limits.defaultMaxSteps;
     if (maxSteps > this.limits.maxStepsCap) throw invalid('body/maxSteps', `must be <= ${this.limits.maxStepsCap}`);
     let modelVersion: string;
     if (input.modelVersion !== undefined) {
-      if (!this.models.get(input.modelVersion)) throw invalid('body/modelVersion', `unknown model version '${input.modelVersion}'`);
+      if (!(await this.models.get(input.modelVersion))) throw invalid('body/modelVersion', `unknown model version '${input.modelVersion}'`);
       modelVersion = input.modelVersion;
     } else {
       modelVersion = this.models.active().version;
     }
     const sampling = await this.models.defaultSampling(modelVersion);
-    // Synchronous count and insert (again, after the await): no other create of this process runs in between.
-    this.checkOpenCap(tenant);
     const row = newSessionRow(tenant, input, { maxAttempts, maxSteps, modelVersion, sampling }, Date.now());
-    this.hot.write(() => this.repo.insert(row));
+    // The count and the insert again, as one step of the store (creates that raced past the check above).
+    const cap = this.protection.maxOpenSessionsPerTenant;
+    const { inserted, open } = await this.repo.insertUnderCap(row, cap);
+    if (!inserted) throw tooManySessions(open, cap);
     this.active.created(row);
     return sessionView(row, []);
   }
 
   /** @throws DomainError `too-many-sessions` when `tenant` holds `maxOpenSessionsPerTenant` active sessions. */
-  private checkOpenCap(tenant: string): void {
+  private async checkOpenCap(tenant: string): Promise<void> {
     const cap = this.protection.maxOpenSessionsPerTenant;
     if (cap <= 0) return;
-    const open = this.hot.activeCount(tenant);
-    if (open >= cap) {
-      throw new DomainError('too-many-sessions', `tenant has ${open} active sessions (limit ${cap}); finish or close one (DELETE /v1/sessions/{id}) first`);
-    }
+    const open = await this.hot.activeCount(tenant);
+    if (open >= cap) throw tooManySessions(open, cap);
   }
 
   /** The tenant's session `id`. @throws DomainError `not-found` (another tenant's session is indistinguishable from a missing one). */
-  private row(tenant: string, id: string): SessionRow {
-    const row = this.hot.session(id);
+  private async row(tenant: string, id: string): Promise<SessionRow> {
+    const row = await this.hot.session(id);
     if (!row || row.tenant !== tenant) throw notFound(`session '${id}'`);
     return row;
   }
 
-  private view(row: SessionRow): SessionView {
-    return sessionView(row, this.hot.reflections(row.id));
+  private async view(row: SessionRow): Promise<SessionView> {
+    return sessionView(row, await this.hot.reflections(row.id));
   }
 
-  get(tenant: string, id: string): SessionView {
-    return this.view(this.row(tenant, id));
+  async get(tenant: string, id: string): Promise<SessionView> {
+    return this.view(await this.row(tenant, id));
   }
 
   /**
@@ -172,15 +183,15 @@ export class SessionService {
    * `querystring/cursor` when the cursor is not the id of one of the tenant's sessions (a garbage
    * or tampered cursor would otherwise read as the end of the list).
    */
-  list(tenant: string, f: SessionFilters, limit: number, cursor?: string): { items: SessionView[]; nextCursor: string | null } {
+  async list(tenant: string, f: SessionFilters, limit: number, cursor?: string): Promise<{ items: SessionView[]; nextCursor: string | null }> {
     if (cursor !== undefined) {
-      const at = SESSION_ID.test(cursor) ? this.hot.session(cursor) : undefined;
+      const at = SESSION_ID.test(cursor) ? await this.hot.session(cursor) : undefined;
       if (!at || at.tenant !== tenant) throw invalid('querystring/cursor', 'is not a cursor from a previous page (nextCursor)');
     }
-    const rows = this.repo.list(tenant, f, limit, cursor);
+    const rows = await this.repo.list(tenant, f, limit, cursor);
     const page = rows.slice(0, limit);
     return {
-      items: page.map((r) => this.view(r)),
+      items: await Promise.all(page.map((r) => this.view(r))),
       nextCursor: rows.length > limit ? page[page.length - 1]!.id : null,
     };
   }
@@ -193,11 +204,11 @@ export class SessionService {
    */
   close(tenant: string, id: string): Promise<SessionView> {
     return this.mutex.run(id, async () => {
-      const row = this.row(tenant, id);
+      const row = await this.row(tenant, id);
       if (row.status === 'active') {
         const now = Date.now();
         const attempts = attemptsAbandoned(row.attempts);
-        this.hot.write(() => this.repo.abandon(id, attempts, now));
+        await this.repo.abandon(id, attempts, now);
         this.active.drop(id);
         row.status = 'abandoned';
         row.attempts = attempts;
@@ -213,17 +224,17 @@ export class SessionService {
 
   // ---------------------------------------------------------------- memory
 
-  memory(tenant: string, id: string): MemoryView {
-    const row = this.row(tenant, id);
-    return { sessionId: id, memory: row.memory, reflections: this.view(row).reflections };
+  async memory(tenant: string, id: string): Promise<MemoryView> {
+    const row = await this.row(tenant, id);
+    return { sessionId: id, memory: row.memory, reflections: (await this.view(row)).reflections };
   }
 
   /** Replace the reflection of `attempt` with a human-written text (source `human`). @throws DomainError `not-found`. */
   editReflection(tenant: string, id: string, attempt: number, text: string): Promise<ReflectionView> {
     return this.mutex.run(id, async () => {
-      this.row(tenant, id);
+      await this.row(tenant, id);
       const now = Date.now();
-      const changes = this.hot.write(() => this.repo.editReflection(id, attempt, text, now));
+      const changes = await this.repo.editReflection(id, attempt, text, now);
       this.active.drop(id);
       if (changes === 0) throw notFound(`reflection of attempt ${attempt} in session '${id}'`);
       return { attempt, text, source: 'human' as const, updatedAt: iso(now) };
@@ -355,15 +366,52 @@ export class SessionService {
     return { ...none, refl, reflPrompt: refl.promptText ?? promptAsSeen(prompt, refl.droppedSteps), reflectionText };
   }
 
-  private async stepLocked(tenant: string, id: string, input: StepInput): Promise<StepAnswer> {
-    const state = this.active.get(id);
+  /**
+   * The state of session `id` for a request at position `at` (null: at whatever position is next):
+   * from memory, and on a store other servers write too, read again from the database when the
+   * position is not the one expected here (another server may have moved the session on).
+   * @throws DomainError `not-found` (unknown session, another tenant's).
+   */
+  private async stateFor(tenant: string, id: string, at: { attempt: number; step: number } | null): Promise<SessionState> {
+    const held = this.active.has(id);
+    let state = await this.active.get(id);
+    const expected = state && state.row.status === 'active' && (at === null || (at.attempt === state.row.nextAttempt && at.step === state.row.nextStep));
+    if (state && held && this.shared && !expected) state = await this.active.load(id);
     if (!state || state.row.tenant !== tenant) throw notFound(`session '${id}'`);
+    return state;
+  }
+
+  /**
+   * Commit a step's writes, then apply them to the state held in memory. When `recorded` is false
+   * another server recorded the position first (nothing of this commit was written), and the
+   * state held here is dropped: the next request reads the database's.
+   * @throws DomainError `session-not-active` when the session ended meanwhile (another server closed
+   *   or expired it; nothing was written); DatabaseError as the store's commit.
+   */
+  private async commitStep(state: SessionState, commit: StepCommit): Promise<StepCommitResult> {
+    const id = state.row.id;
+    let result: StepCommitResult;
+    try {
+      result = await this.hot.commitStep(commit);
+    } catch (err) {
+      if (!(err instanceof SessionNotActiveError)) throw err;
+      this.active.drop(id);
+      const now = await this.hot.session(id);
+      throw new DomainError('session-not-active', `session '${id}' is ${now?.status ?? 'gone'}`);
+    }
+    if (result.recorded) this.active.committed(state, commit);
+    else this.active.drop(id);
+    return result;
+  }
+
+  private async stepLocked(tenant: string, id: string, input: StepInput): Promise<StepAnswer> {
+    const state = await this.stateFor(tenant, id, input);
     const { row } = state;
     const hash = stepHash(input);
     // Nothing is recorded yet at an active session's next position; any other position may hold
     // a step to replay (or to refuse as a conflict).
     const atNext = row.status === 'active' && input.attempt === row.nextAttempt && input.step === row.nextStep;
-    const admitted = admitStep(row, atNext ? undefined : this.hot.stepAtPosition(id, input.attempt, input.step), input, hash);
+    const admitted = admitStep(row, atNext ? undefined : await this.hot.stepAtPosition(id, input.attempt, input.step), input, hash);
     if (admitted) {
       this.events.onStepOutcome?.('replayed');
       return admitted.replay;
@@ -372,8 +420,14 @@ export class SessionService {
     await this.models.ensureLoaded(row.modelVersion);
     const gens = await this.generateStep(state, input, plan);
     const { answer, commit, status } = stepTransition(row, input, hash, plan, gens, Date.now(), this.limits.actionChars ?? Infinity);
-    await this.hot.commitStep(commit);
-    this.active.committed(state, commit);
+    const result = await this.commitStep(state, commit);
+    if (!result.recorded) {
+      // Another server recorded this position first: answered as a retry of it is (its stored
+      // answer for the same body, step-conflict for another).
+      const replay = admitStep(row, result, input, hash)!.replay;
+      this.events.onStepOutcome?.('replayed');
+      return replay;
+    }
     this.events.onStep?.('action', row.modelVersion);
     if (gens.refl) this.events.onStep?.('reflection', row.modelVersion);
     this.events.onStepOutcome?.('recorded');
@@ -415,12 +469,11 @@ export class SessionService {
 
   private async turnLocked(tenant: string, id: string, t: TurnInput): Promise<TurnAnswer> {
     // the session's state in memory, as a step reads it; updated after the turn's commit
-    const state = this.active.get(id);
-    if (!state || state.row.tenant !== tenant) throw notFound(`session '${id}'`);
+    const state = await this.stateFor(tenant, id, null);
     const { row } = state;
     this.checkTurnable(row);
     const version = row.modelVersion;
-    const remote = (this.models.get(version)?.engine ?? 'builtin') !== 'builtin';
+    const remote = ((await this.models.get(version))?.engine ?? 'builtin') !== 'builtin';
     if (!remote) refuseToolsOnBuiltin(t.body, version);
     if (remote && t.api === 'completions') {
       throw invalid('body/prompt', `is not served: the session's model version '${version}' is remote, and remote versions serve chat/completions only`);
@@ -481,8 +534,10 @@ export class SessionService {
     };
     const observation = t.api === 'chat' ? turnObservation(t.messages ?? []) : (t.prompt ?? '');
     const commit = turnCommit({ row, gen, prompt: gen.promptText ?? text, observation, record, choices: t.choices ?? null, now: Date.now() });
-    await this.hot.commitStep(commit);
-    this.active.committed(state, commit);
+    const result = await this.commitStep(state, commit);
+    if (!result.recorded) {
+      throw new DomainError('conflict', `another call on session '${id}' was recorded at attempt ${attempt} step ${step} first; send this one again`);
+    }
     this.events.onStep?.('action', version);
     return { sessionId: id, attempt, step, modelVersion: version, remote, generation: gen, latencyMs };
   }
@@ -498,7 +553,7 @@ export class SessionService {
    */
   endAttempt(tenant: string, id: string, e: EndAttemptInput): Promise<StepAnswer> {
     return this.mutex.run(id, async () => {
-      const row = this.row(tenant, id);
+      const row = await this.row(tenant, id);
       if (e.attempt >= row.maxAttempts) {
         throw invalid('params/attempt', `is ${e.attempt}, beyond the session's maxAttempts of ${row.maxAttempts} (attempts are numbered 0 to ${row.maxAttempts - 1})`);
       }
@@ -524,10 +579,10 @@ export class SessionService {
    * (`<attempt>.<step>.<a|r>`); `nextCursor` is null on the last.
    * @throws DomainError `not-found` for a session of another tenant or none; `validation` for a malformed cursor.
    */
-  trajectory(tenant: string, id: string, page: { limit: number; cursor?: string; maxBytes: number }) {
-    this.row(tenant, id);
+  async trajectory(tenant: string, id: string, page: { limit: number; cursor?: string; maxBytes: number }) {
+    await this.row(tenant, id);
     const after = page.cursor !== undefined ? trajectoryCursor(page.cursor) : undefined;
-    const { rows, last } = this.steps.page(id, after, page.limit, page.maxBytes);
+    const { rows, last } = await this.steps.page(id, after, page.limit, page.maxBytes);
     const nextCursor = last ? `${last.attempt}.${last.step}.${last.kind === 'action' ? 'a' : 'r'}` : null;
     return { sessionId: id, nextCursor, steps: rows.map(trajectoryStep) };
   }
@@ -543,11 +598,11 @@ export class SessionService {
   async expireIdle(ttlMs: number, now = Date.now()): Promise<string[]> {
     const cutoff = now - ttlMs;
     const expired: string[] = [];
-    for (const id of this.repo.idleIds(cutoff)) {
+    for (const id of await this.repo.idleIds(cutoff)) {
       await this.mutex.run(id, async () => {
-        const row = this.hot.session(id);
+        const row = await this.hot.session(id);
         if (!row) return;
-        const wasExpired = this.hot.write(() => this.repo.expire(id, attemptsAbandoned(row.attempts), cutoff, now));
+        const wasExpired = await this.repo.expire(id, attemptsAbandoned(row.attempts), cutoff, now);
         this.active.drop(id);
         if (wasExpired) {
           expired.push(id);
@@ -560,7 +615,7 @@ export class SessionService {
   }
 
   /** Number of active sessions of `tenant`, or of all tenants (for /metrics). */
-  activeCount(tenant?: string): number {
+  activeCount(tenant?: string): Promise<number> {
     return this.repo.activeCount(tenant);
   }
 
@@ -569,8 +624,8 @@ export class SessionService {
    * and mean return by attempt, overall and per (modelVersion, env, mode, memory) group, with
    * single-attempt sessions read as chains of up to `retries` independent retries (session-stats.ts).
    */
-  stats(tenant: string, f: Omit<SessionFilters, 'status'>, retries = 3) {
-    return sessionStats(this.repo.completed(tenant, f), retries);
+  async stats(tenant: string, f: Omit<SessionFilters, 'status'>, retries = 3) {
+    return sessionStats(await this.repo.completed(tenant, f), retries);
   }
 
   /** Diversity answers by query, kept while the tenant's completed sessions are unchanged (LRU order). */
@@ -583,12 +638,12 @@ export class SessionService {
    * while the tenant's completed sessions are unchanged (`completedToken`): a polling dashboard
    * re-reads nothing until a session completes.
    */
-  diversity(tenant: string, f: Omit<SessionFilters, 'status'>, maxSessions: number): DiversityAnswer {
+  async diversity(tenant: string, f: Omit<SessionFilters, 'status'>, maxSessions: number): Promise<DiversityAnswer> {
     const key = JSON.stringify([tenant, f.env, f.mode, f.modelVersion, f.taskId, f.memory, maxSessions]);
-    const token = this.repo.completedToken(tenant);
+    const token = await this.repo.completedToken(tenant);
     const hit = this.diversityCache.get(key);
     this.diversityCache.delete(key);
-    const answer = hit && hit.token === token ? hit.answer : diversityByVersion(this.repo.attemptTrajectories(tenant, f, maxSessions));
+    const answer = hit && hit.token === token ? hit.answer : diversityByVersion(await this.repo.attemptTrajectories(tenant, f, maxSessions));
     this.diversityCache.set(key, { token, answer });
     if (this.diversityCache.size > 64) this.diversityCache.delete(this.diversityCache.keys().next().value!);
     return answer;

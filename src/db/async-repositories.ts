@@ -1,6 +1,8 @@
 /**
  * The repositories as both stores can serve them: every operation of ./repositories.ts (sessions,
- * steps, the step hot path, models, jobs, training data) and the export query, returning promises.
+ * steps, the step hot path, models, jobs, training data, replays) and the export query, returning
+ * promises. The server's services use these (`app.repos`, src/plugins/app/db.ts), whichever store
+ * the configuration selects.
  * The PostgreSQL store implements them natively (./pg/repositories.ts); the SQLite store through
  * {@link sqliteAsyncRepositories}, an adapter over the synchronous repositories of one open
  * database. test/db/store-contract.test.ts runs the same cases against both.
@@ -14,12 +16,14 @@
  */
 import type { ReflectionSource } from '../domain.js';
 import { databaseErrorOf, guardedWrite, type DatabaseConnection } from './index.js';
+import { SessionNotActiveError } from './errors.js';
 import { exportLines, type ExportFilter, type ExportLine } from './export.js';
 import type { JobInsert, JobListQuery } from './jobs-repo.js';
 import type { ModelInsert } from './models-repo.js';
 import type { StepCommit } from './queries.js';
 import { createRepositories, type Repositories } from './repositories.js';
-import type { ModelRow, SessionRow, StepRow, TrainingJobRow } from './schema.js';
+import type { ReplaySessionFilter, ReplaySummaryRow, ReplayedRow, ReplaysRepo } from './replays-repo.js';
+import type { ModelRow, ReplayRow, SessionRow, StepRow, TrainingJobRow } from './schema.js';
 import type { AttemptTrajectory, SessionFilters, StatsRow } from './sessions-repo.js';
 import type { StepPage, StepPosition } from './steps-repo.js';
 import type { StepOutput, StepScore, TrainingSessionFilter } from './training-data.js';
@@ -36,6 +40,14 @@ export interface ReflectionRead {
 /** `sessions` and `reflections` outside the hot path (./sessions-repo.ts documents each operation). */
 export interface AsyncSessions {
   insert(row: SessionRow): Promise<void>;
+  /**
+   * Insert `row` unless its tenant already holds `cap` active sessions (`cap` <= 0: no cap). The
+   * count and the insert are one step: on SQLite one synchronous write of the one process that
+   * owns the file; on PostgreSQL one transaction under a transaction advisory lock on the tenant,
+   * so that replicas creating sessions at once never pass the cap together.
+   * @returns whether it inserted, and the tenant's active sessions counted before (0 without a cap).
+   */
+  insertUnderCap(row: SessionRow, cap: number): Promise<{ inserted: boolean; open: number }>;
   list(tenant: string, f: SessionFilters, limit: number, cursor?: string): Promise<SessionRow[]>;
   abandon(id: string, attempts: SessionRow['attempts'], now: number): Promise<void>;
   editReflection(sessionId: string, attempt: number, text: string, now: number): Promise<number>;
@@ -130,6 +142,18 @@ export interface AsyncExport {
   lines(filter?: ExportFilter, chunkRows?: number): AsyncIterable<ExportLine>;
 }
 
+/** `replays`: stored reports and the reads of recorded sessions a replay needs (./replays-repo.ts). */
+export interface AsyncReplays {
+  insert(row: ReplayRow): Promise<void>;
+  get(tenant: string, id: string): Promise<ReplayRow | undefined>;
+  has(tenant: string, id: string): Promise<boolean>;
+  list(tenant: string, f: { modelVersion?: string }, limit: number, cursor?: string): Promise<ReplaySummaryRow[]>;
+  sessions(tenant: string, f: ReplaySessionFilter, limit: number): Promise<SessionRow[]>;
+  modelCalls(sessionIds: readonly string[]): Promise<Map<string, number>>;
+  actionRows(sessionId: string): Promise<ReplayedRow[]>;
+  reflections(sessionId: string): Promise<Map<number, string>>;
+}
+
 /** Every repository of one store. */
 export interface AsyncRepositories {
   /** Which store serves them. */
@@ -140,16 +164,11 @@ export interface AsyncRepositories {
   models: AsyncModels;
   jobs: AsyncJobs;
   trainingData: AsyncTrainingData;
+  replays: AsyncReplays;
   export: AsyncExport;
 }
 
-/** A step commit refused because its session is no longer `active` (nothing was written). */
-export class SessionNotActiveError extends Error {
-  constructor(readonly sessionId: string) {
-    super(`session '${sessionId}' is no longer active`);
-    this.name = 'SessionNotActiveError';
-  }
-}
+export { SessionNotActiveError };
 
 /** Order of two ASCII ids as SQLite and the C collation compare them. */
 const bytewise = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
@@ -168,26 +187,35 @@ function isConstraint(err: unknown): boolean {
 /**
  * Step commits of the SQLite store with the exactly-once answer of AsyncHot.commitStep: a commit
  * refused by the `steps_position` unique index (its savepoint rolled back, nothing written)
- * resolves with what is stored at its position. A commit for a session that is not active is refused.
+ * resolves with what is stored at its position. A commit for a session that is not active is
+ * refused inside its own transaction (./queries.ts), so the hot path reads nothing more.
  */
 async function commitOnce(r: Repositories, commit: StepCommit): Promise<StepCommitResult> {
   const first = commit.rows[0];
   if (!first) throw new TypeError('a step commit needs at least one row');
-  // One process owns a SQLite file and serialises each session's writes (src/agent/sessions.ts),
-  // so the status read here still holds when the commit runs.
-  const row = r.hot.session(commit.session.id);
-  if (row && row.status !== 'active') throw new SessionNotActiveError(commit.session.id);
   try {
     await r.hot.commitStep(commit);
     return { recorded: true, requestHash: first.requestHash, answer: first.answer };
   } catch (err) {
     if (!isConstraint(err)) throw err;
-    const stored = r.hot.sqlite
-      .prepare('SELECT request_hash AS requestHash, answer FROM steps WHERE session_id = ? AND attempt = ? AND step = ? AND kind = ?')
-      .get(first.sessionId, first.attempt, first.step, first.kind) as { requestHash: string; answer: string | null } | undefined;
+    const stored = r.hot.storedAt(first.sessionId, first.attempt, first.step, first.kind);
     if (!stored) throw err;
     return { recorded: false, ...stored };
   }
+}
+
+/** AsyncReplays over the SQLite ReplaysRepo, through the adapter's `read` and `write`. */
+function sqliteReplays(rp: ReplaysRepo, read: <T>(fn: () => T) => Promise<T>, write: <T>(fn: () => T) => Promise<T>): AsyncReplays {
+  return {
+    insert: (row) => write(() => rp.insert(row)),
+    get: (tenant, id) => read(() => rp.get(tenant, id)),
+    has: (tenant, id) => read(() => rp.has(tenant, id)),
+    list: (tenant, f, limit, cursor) => read(() => rp.list(tenant, f, limit, cursor)),
+    sessions: (tenant, f, limit) => read(() => rp.sessions(tenant, f, limit)),
+    modelCalls: (ids) => read(() => rp.modelCalls(ids)),
+    actionRows: (id) => read(() => rp.actionRows(id)),
+    reflections: (id) => read(() => rp.reflections(id)),
+  };
 }
 
 /**
@@ -196,7 +224,7 @@ async function commitOnce(r: Repositories, commit: StepCommit): Promise<StepComm
  * their outcome in the connection's StorageHealth (as the services do through `hot.write`).
  */
 export function sqliteAsyncRepositories(conn: DatabaseConnection, repos: Repositories = createRepositories(conn)): AsyncRepositories {
-  const { sessions: s, steps, hot, models: m, jobs: j, trainingData: t } = repos;
+  const { sessions: s, steps, hot, models: m, jobs: j, trainingData: t, replays: rp } = repos;
   const read = async <T>(fn: () => T): Promise<T> => {
     try {
       return fn();
@@ -209,6 +237,14 @@ export function sqliteAsyncRepositories(conn: DatabaseConnection, repos: Reposit
     store: 'sqlite',
     sessions: {
       insert: (row) => write(() => s.insert(row)),
+      // One process owns the file and runs this synchronously: nothing comes between the count and the insert.
+      insertUnderCap: (row, cap) =>
+        write(() => {
+          const open = cap > 0 ? hot.activeCount(row.tenant) : 0;
+          if (cap > 0 && open >= cap) return { inserted: false, open };
+          s.insert(row);
+          return { inserted: true, open };
+        }),
       list: (tenant, f, limit, cursor) => read(() => s.list(tenant, f, limit, cursor)),
       abandon: (id, attempts, now) => write(() => s.abandon(id, attempts, now)),
       editReflection: (id, attempt, text, now) => write(() => s.editReflection(id, attempt, text, now)),
@@ -258,6 +294,7 @@ export function sqliteAsyncRepositories(conn: DatabaseConnection, repos: Reposit
       stepRowsOf: (ids) => read(() => t.stepRowsOf(ids)),
       writeStepScores: (scores) => write(() => t.writeStepScores(scores)),
     },
+    replays: sqliteReplays(rp, read, write),
     export: {
       async *lines(filter = {}, chunkRows) {
         yield* exportLines(conn.file, filter, chunkRows);

@@ -77,3 +77,11 @@ export function databaseErrorOf(err: unknown): DatabaseError | null {
 
 /** Kinds after which the database cannot be written until a write succeeds again (readiness false). */
 export const STORAGE_FAILURE_KINDS: readonly DatabaseErrorKind[] = ['full', 'io', 'readonly', 'corrupt'];
+
+/** A step commit refused because its session is no longer `active` (nothing was written). */
+export class SessionNotActiveError extends Error {
+  constructor(readonly sessionId: string) {
+    super(`session '${sessionId}' is no longer active`);
+    this.name = 'SessionNotActiveError';
+  }
+}

@@ -8,7 +8,7 @@ import type Database from 'better-sqlite3';
 import type { ReflectionSource, StepKind } from '../domain.js';
 import type { AttemptSummary, SessionRow } from './schema.js';
 import { connectionTuning, guardedWrite, storageHealth, type StorageHealth } from './index.js';
-import { DatabaseError } from './errors.js';
+import { DatabaseError, SessionNotActiveError } from './errors.js';
 
 interface RawSession {
   id: string;
@@ -112,14 +112,16 @@ export class HotQueries {
         @availableActions, @info, @prompt, @output, @action, @promptTokenIds, @outputTokenIds, @logprobs, @droppedSteps, @promptTruncatedChars,
         @engineRecord, @turn, @modelVersion, @requestHash, @answer, @createdAt)`,
     );
+    // A step is committed only on an active session: the update matches no row otherwise, and the
+    // step's writes are rolled back (SessionNotActiveError), which costs no extra read.
     this.updateSession = sqlite.prepare(
       `UPDATE sessions SET status = @status, attempts = @attempts, next_attempt = @nextAttempt, next_step = @nextStep,
-        updated_at = @updatedAt WHERE id = @id`,
+        updated_at = @updatedAt WHERE id = @id AND status = 'active'`,
     );
-    // A step is committed only on an active session (src/agent/step-transition.ts admitStep): while
-    // it stays active, the status column (and its index) need not be written.
+    // While the session stays active, the status column (and its index) need not be written.
     this.updateActiveSession = sqlite.prepare(
-      `UPDATE sessions SET attempts = @attempts, next_attempt = @nextAttempt, next_step = @nextStep, updated_at = @updatedAt WHERE id = @id`,
+      `UPDATE sessions SET attempts = @attempts, next_attempt = @nextAttempt, next_step = @nextStep, updated_at = @updatedAt
+        WHERE id = @id AND status = 'active'`,
     );
     this.activeOfTenant = sqlite.prepare("SELECT count(*) AS n FROM sessions WHERE tenant = ? AND status = 'active'");
     this.insertReflection = sqlite.prepare(
@@ -171,6 +173,13 @@ export class HotQueries {
     return r ? { requestHash: r.request_hash, answer: r.answer } : undefined;
   }
 
+  /** The request hash and answer stored at a position of any kind (a step commit that lost its position reads the winner's). */
+  storedAt(sessionId: string, attempt: number, step: number, kind: StepKind): { requestHash: string; answer: string | null } | undefined {
+    return this.sqlite
+      .prepare('SELECT request_hash AS requestHash, answer FROM steps WHERE session_id = ? AND attempt = ? AND step = ? AND kind = ?')
+      .get(sessionId, attempt, step, kind) as { requestHash: string; answer: string | null } | undefined;
+  }
+
   /** Observations and actions of one attempt's action steps, in order. */
   stepsOfAttempt(sessionId: string, attempt: number): Array<{ observation: string; action: string | null }> {
     return this.attemptSteps.all(sessionId, attempt);
@@ -192,8 +201,9 @@ export class HotQueries {
    * timers (2, 4, 8 ... 32 ms apart) until the step has waited the connection's busy timeout
    * (ConnectionTuning.busyTimeoutMs); then it is rejected as busy. When the transaction cannot
    * start or is lost (disk full, I/O error) every step of the batch is rejected and none is
-   * recorded.
-   * @throws (rejects) DatabaseError kind `busy` | `full` | `io` | `readonly` | `corrupt` for those
+   * recorded. A step whose session is no longer `active` is rolled back alone.
+   * @throws (rejects) SessionNotActiveError when the session is not active (or missing);
+   *   DatabaseError kind `busy` | `full` | `io` | `readonly` | `corrupt` for those
    *   SQLite failures; other errors unchanged.
    */
   commitStep(commit: StepCommit): Promise<void> {
@@ -308,7 +318,8 @@ export class HotQueries {
       }
       if (reflection) this.insertReflection.run(reflection.sessionId, reflection.attempt, reflection.text, reflection.updatedAt);
       const params = { ...session, attempts: JSON.stringify(session.attempts) };
-      (session.status === 'active' ? this.updateActiveSession : this.updateSession).run(params);
+      const changed = (session.status === 'active' ? this.updateActiveSession : this.updateSession).run(params).changes;
+      if (changed !== 1) throw new SessionNotActiveError(session.id);
     }
   }
 }

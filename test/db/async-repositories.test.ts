@@ -40,7 +40,7 @@ const pgStore: Store = {
   skip: !server,
   async fresh() {
     pgConn ??= await openPgDatabase(await server!.freshDatabase());
-    await pgConn.pool.query('TRUNCATE steps, reflections, sessions, models, training_jobs RESTART IDENTITY');
+    await pgConn.pool.query('TRUNCATE steps, reflections, sessions, models, training_jobs, replays RESTART IDENTITY');
     return pgRepositories(pgConn);
   },
 };
@@ -188,6 +188,18 @@ for (const store of [sqliteStore, pgStore]) {
         expect(await r.sessions.activeCount('t1')).toBe(3);
         expect(await r.hot.activeCount('t1')).toBe(3);
         expect(await r.hot.activeCount('nobody')).toBe(0);
+      });
+
+      it('inserts under the open-session cap: the count and the insert are one step, however many creates race', async () => {
+        const rows = Array.from({ length: 6 }, (_, i) => session(`ses_cap${i}`, { tenant: 't-cap' }));
+        const results = await Promise.all(rows.map((row) => r.sessions.insertUnderCap(row, 4)));
+        expect(results.filter((x) => x.inserted)).toHaveLength(4);
+        expect(results.filter((x) => !x.inserted).every((x) => x.open === 4)).toBe(true);
+        expect(await r.sessions.activeCount('t-cap')).toBe(4);
+        // no cap: inserted, nothing counted
+        expect(await r.sessions.insertUnderCap(session('ses_cap9', { tenant: 't-cap' }), 0)).toEqual({ inserted: true, open: 0 });
+        for (const row of rows) await r.sessions.abandon(row.id, [], T0);
+        await r.sessions.abandon('ses_cap9', [], T0);
       });
 
       it('abandons, finds idle sessions and expires only active idle ones', async () => {
@@ -417,6 +429,54 @@ for (const store of [sqliteStore, pgStore]) {
         expect(await r.jobs.get('job_b')).toMatchObject({ status: 'failed', error: 'server restarted', finishedAt: T0 + 4 });
         expect(await r.jobs.running()).toEqual([]);
         expect((await r.jobs.queuedIds()).sort()).toEqual(['job_c', 'job_d']);
+      });
+    });
+
+    describe('replays', () => {
+      beforeAll(async () => {
+        r = await store.fresh();
+        await completedSession(r, 'ses_1', [['a', 'b'], ['c']]);
+        await completedSession(r, 'ses_2', [['x']], { taskId: 'task-b', env: 'webshop', createdAt: T0 + 10, modelVersion: 'v2' });
+        await r.sessions.insert(session('ses_3', { tenant: 't2' }));
+      });
+
+      const report = (id: string, over: Record<string, unknown> = {}) => ({
+        id, tenant: 't1', modelVersion: 'v2', decoding: 'greedy' as const, request: { sessionId: 'ses_1', maxSteps: 10, logprobs: true },
+        summary: { calls: 2, agreement: 0.5 }, sessions: [{ id: 'ses_1', calls: 2 }], steps: [{ attempt: 0, step: 0, action: 'a' }], createdAt: T0, ...over,
+      });
+
+      it('stores reports and lists them newest id first, per tenant, without their steps', async () => {
+        await r.replays.insert(report('rpl_1'));
+        await r.replays.insert(report('rpl_2', { modelVersion: 'v3' }));
+        await r.replays.insert(report('rpl_3', { tenant: 't2' }));
+        expect(await r.replays.get('t1', 'rpl_1')).toEqual(report('rpl_1'));
+        expect(await r.replays.get('t2', 'rpl_1')).toBeUndefined();
+        expect(await r.replays.has('t1', 'rpl_2')).toBe(true);
+        expect(await r.replays.has('t1', 'rpl_3')).toBe(false);
+        const listed = await r.replays.list('t1', {}, 1);
+        expect(listed.map((x) => x.id)).toEqual(['rpl_2', 'rpl_1']);
+        expect(listed[0]).not.toHaveProperty('steps');
+        expect((await r.replays.list('t1', { modelVersion: 'v2' }, 10)).map((x) => x.id)).toEqual(['rpl_1']);
+        expect((await r.replays.list('t1', {}, 10, 'rpl_2')).map((x) => x.id)).toEqual(['rpl_1']);
+      });
+
+      it('reads the recorded sessions a replay needs', async () => {
+        const ids = async (f: Parameters<AsyncRepositories['replays']['sessions']>[1], limit = 10) => (await r.replays.sessions('t1', f, limit)).map((x) => x.id);
+        expect(await ids({})).toEqual(['ses_2', 'ses_1']);
+        expect(await ids({}, 1)).toEqual(['ses_2']);
+        expect(await ids({ env: 'webshop', modelVersion: 'v2', taskId: 'task-b', mode: 'train', status: 'completed' })).toEqual(['ses_2']);
+        expect(await ids({ since: T0 + 5 })).toEqual(['ses_2']);
+        expect(await ids({ until: T0 + 5 })).toEqual(['ses_1']);
+        expect(await r.replays.modelCalls(['ses_1', 'ses_2', 'ses_3'])).toEqual(new Map([['ses_1', 4], ['ses_2', 2]]));
+        expect(await r.replays.modelCalls([])).toEqual(new Map());
+        const rows = await r.replays.actionRows('ses_1');
+        expect(rows.map((x) => `${x.attempt}.${x.step}:${x.action}`)).toEqual(['0.0:a', '0.1:b', '1.0:c', '1.1:null']);
+        expect(rows[0]).toEqual({
+          attempt: 0, step: 0, kind: 'action', observation: 'obs 0.0', done: false, success: false, availableActions: ['go north', 'take key'],
+          output: 'out 0.0', action: 'a', promptTokenIds: [1, 2, 3], outputTokenIds: [4, 5], logprobs: [-0.125, -1.0000000000000002],
+          engineRecord: null, turn: null, modelVersion: 'v1',
+        });
+        expect(await r.replays.reflections('ses_1')).toEqual(new Map());
       });
     });
 

@@ -5,8 +5,9 @@
  */
 import { and, desc, eq, gt, lt, sql, type SQL } from 'drizzle-orm';
 import type { AsyncSessions } from '../async-repositories.js';
+import type { SessionRow } from '../schema.js';
 import type { AttemptTrajectory, SessionFilters } from '../sessions-repo.js';
-import type { PgDb } from './connection.js';
+import { TENANT_LOCK_CLASS, type PgDb } from './connection.js';
 import { reflections, sessions, steps } from './schema.js';
 
 /** Conditions of `f` on the sessions table, after `first` (as src/db/sessions-repo.ts filterConds). */
@@ -28,6 +29,7 @@ export function pgSessions(db: PgDb): AsyncSessions {
     async insert(row) {
       await db.insert(sessions).values(row);
     },
+    insertUnderCap: (row, cap) => insertUnderCap(db, row, cap),
     list(tenant, f, limit, cursor) {
       const conds = filterConds([eq(sessions.tenant, tenant)], f);
       if (cursor) conds.push(lt(sessions.id, cursor));
@@ -88,6 +90,26 @@ export function pgSessions(db: PgDb): AsyncSessions {
     },
     attemptTrajectories: (tenant, f, maxSessions) => attemptTrajectories(db, tenant, f, maxSessions),
   };
+}
+
+/** AsyncSessions.insertUnderCap: count and insert in one transaction under the tenant's transaction advisory lock. */
+async function insertUnderCap(db: PgDb, row: SessionRow, cap: number): Promise<{ inserted: boolean; open: number }> {
+  if (cap <= 0) {
+    await db.insert(sessions).values(row);
+    return { inserted: true, open: 0 };
+  }
+  return db.transaction(async (tx) => {
+    // Creates of one tenant take turns here, on every replica, until their transaction ends.
+    await tx.execute(sql`select pg_advisory_xact_lock(${TENANT_LOCK_CLASS}::int, hashtext(${row.tenant}))`);
+    const [r] = await tx
+      .select({ n: sql<number>`count(*)::int` })
+      .from(sessions)
+      .where(and(eq(sessions.tenant, row.tenant), eq(sessions.status, 'active')));
+    const open = r?.n ?? 0;
+    if (open >= cap) return { inserted: false, open };
+    await tx.insert(sessions).values(row);
+    return { inserted: true, open };
+  });
 }
 
 /** AsyncSessions.attemptTrajectories: src/db/sessions-repo.ts attemptTrajectories, with `string_agg` for `group_concat`. */

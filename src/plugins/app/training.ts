@@ -36,6 +36,7 @@ export default fp(
       maxQueuedJobs: config.training.maxQueuedJobs ?? 0, queueRetryAfterSeconds: config.training.queueRetryAfterSeconds ?? 60,
     });
     const service = new TrainingService({ manager, jobs: repos.jobs, demosDir: path.join(config.dataDir, 'demos') });
+    await manager.start();
     let scheduler: TrainingScheduler | null = null;
     const t = config.training;
     if (t.everySessions > 0 || t.cron !== null) {
@@ -49,7 +50,7 @@ export default fp(
         },
         logger,
       );
-      scheduler.start();
+      await scheduler.start();
       logger.info({ everySessions: t.everySessions || null, cron: t.cron, algorithm: t.algorithm, activate: t.activate, nextRun: scheduler.nextRun() }, 'training schedule started');
     }
     // /metrics: progress of running jobs and job counts by status, read from the jobs table.

@@ -19,7 +19,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { DomainError, invalid } from '../../agent/errors.js';
-import type { Repositories } from '../../db/repositories.js';
+import type { AsyncRepositories } from '../../db/async-repositories.js';
 import type { ModelRow, TrainingJobRow } from '../../db/schema.js';
 import { checkpointText, readCheckpointMetadata } from '../../model/checkpoint.js';
 import type { PromptFormat } from '../../model/prompt-format.js';
@@ -57,7 +57,7 @@ export interface CreateJobRequest {
 /** The model registry as the manager needs it (src/agent/models.ts ModelRegistry fits). */
 export interface VersionRegistry {
   active(): ModelRow;
-  get(version: string): ModelRow | undefined;
+  get(version: string): Promise<ModelRow | undefined>;
   activate(version: string): Promise<unknown>;
 }
 
@@ -69,7 +69,7 @@ export interface ManagerLogger {
 
 export interface ManagerOptions {
   /** The `training_jobs` and `models` tables and training's session reads (`app.repos`). */
-  repos: Pick<Repositories, 'jobs' | 'models' | 'trainingData'>;
+  repos: Pick<AsyncRepositories, 'jobs' | 'models' | 'trainingData'>;
   dataDir: string;
   registry: VersionRegistry;
   logger?: ManagerLogger;
@@ -92,11 +92,17 @@ export class TrainingJobManager {
   private idle: Promise<void> = Promise.resolve();
   private closed = false;
 
-  constructor(private readonly opts: ManagerOptions) {
-    // jobs left by a previous process: running ones failed with it, queued ones run again
-    const { jobs } = opts.repos;
-    jobs.failRunning('server stopped while the job was running', Date.now());
-    this.queue.push(...jobs.queuedIds());
+  constructor(private readonly opts: ManagerOptions) {}
+
+  /**
+   * Take over the jobs a previous process left: running ones failed with it (marked `failed`),
+   * queued ones run again, in order. Call it once before the first job.
+   * @throws DatabaseError when the store refuses the reads or the write.
+   */
+  async start(): Promise<void> {
+    const { jobs } = this.opts.repos;
+    await jobs.failRunning('server stopped while the job was running', Date.now());
+    this.queue.push(...(await jobs.queuedIds()));
     this.pump();
   }
 
@@ -108,17 +114,17 @@ export class TrainingJobManager {
    *   `conflict` for a version name already taken; `too-many-jobs` (with Retry-After) when
    *   `maxQueuedJobs` jobs already wait.
    */
-  create(req: CreateJobRequest): TrainingJobRow {
+  async create(req: CreateJobRequest): Promise<TrainingJobRow> {
     if (this.closed) throw new DomainError('overloaded', 'the server is shutting down');
     const base = req.baseVersion ?? this.opts.registry.active().version;
-    const baseRow = this.opts.registry.get(base);
+    const baseRow = await this.opts.registry.get(base);
     if (!baseRow) throw invalid('body/baseVersion', `unknown base version '${base}'`);
     if (req.algorithm === 'sft' && !req.demosPath) throw invalid('body', 'an sft job needs demosPath');
     if (req.algorithm === 'sft' && baseRow.engine === 'openai') {
       throw invalid(req.baseVersion !== undefined ? 'body/baseVersion' : 'body/algorithm',
         `base version '${base}' is remote (its weights are not on this server): sft demonstrations are trained elsewhere from the demos file itself; RL jobs on it write a training batch instead`);
     }
-    if (req.version !== undefined && this.opts.registry.get(req.version)) throw new DomainError('conflict', `model version '${req.version}' already exists`);
+    if (req.version !== undefined && (await this.opts.registry.get(req.version))) throw new DomainError('conflict', `model version '${req.version}' already exists`);
     const bound = this.opts.maxQueuedJobs ?? 0;
     if (bound > 0 && this.queue.length >= bound) {
       throw new DomainError('too-many-jobs', `${this.queue.length} training jobs are queued (limit ${bound}, LAMER_TRAIN_MAX_QUEUED_JOBS); wait for them or cancel some, then send the job again`, {
@@ -130,17 +136,18 @@ export class TrainingJobManager {
       id, algorithm: req.algorithm, status: 'queued' as const, config: { ...req, baseVersion: base } as Record<string, unknown>,
       progress: 0, metrics: [] as unknown[], resultVersion: null, error: null, createdAt: Date.now(), startedAt: null, finishedAt: null,
     };
-    this.opts.repos.jobs.insert(row);
+    await this.opts.repos.jobs.insert(row);
+    const created = (await this.get(id))!;
     this.queue.push(id);
     this.pump();
-    return this.get(id)!;
+    return created;
   }
 
-  get(id: string): TrainingJobRow | undefined {
+  get(id: string): Promise<TrainingJobRow | undefined> {
     return this.opts.repos.jobs.get(id);
   }
 
-  list(limit = 50): TrainingJobRow[] {
+  list(limit = 50): Promise<TrainingJobRow[]> {
     return this.opts.repos.jobs.recent(limit);
   }
 
@@ -153,13 +160,13 @@ export class TrainingJobManager {
    * Cancel a queued or running job (a running one stops after its current iteration).
    * @returns the row, or undefined for an unknown id. Finished jobs are returned unchanged.
    */
-  cancel(id: string): TrainingJobRow | undefined {
-    const row = this.get(id);
+  async cancel(id: string): Promise<TrainingJobRow | undefined> {
+    const row = await this.get(id);
     if (!row) return undefined;
     if (row.status === 'queued') {
       const i = this.queue.indexOf(id);
       if (i >= 0) this.queue.splice(i, 1);
-      this.finish(id, { status: 'cancelled' });
+      await this.finish(id, { status: 'cancelled' });
     } else if (row.status === 'running' && this.running?.id === id) {
       this.running.cancelled = true;
       this.running.handle?.cancel();
@@ -176,7 +183,10 @@ export class TrainingJobManager {
   async close(): Promise<void> {
     this.closed = true;
     this.queue.length = 0;
-    if (this.running) this.cancel(this.running.id);
+    if (this.running) {
+      this.running.cancelled = true;
+      this.running.handle?.cancel();
+    }
     await this.idle;
   }
 
@@ -197,34 +207,34 @@ export class TrainingJobManager {
       });
   }
 
-  private finish(id: string, set: Partial<Pick<TrainingJobRow, 'status' | 'error' | 'resultVersion' | 'progress'>>): void {
-    this.opts.repos.jobs.update(id, { ...set, finishedAt: Date.now() });
+  private finish(id: string, set: Partial<Pick<TrainingJobRow, 'status' | 'error' | 'resultVersion' | 'progress'>>): Promise<void> {
+    return this.opts.repos.jobs.update(id, { ...set, finishedAt: Date.now() });
   }
 
   private async runJob(id: string): Promise<void> {
     const { logger } = this.opts;
     const { jobs } = this.opts.repos;
-    const row = this.get(id);
+    const row = await this.get(id);
     if (!row) return;
     const req = row.config as unknown as CreateJobRequest & { baseVersion: string };
-    jobs.update(id, { status: 'running', startedAt: Date.now() });
+    await jobs.update(id, { status: 'running', startedAt: Date.now() });
     logger?.info({ jobId: id, algorithm: req.algorithm, baseVersion: req.baseVersion }, 'training job started');
     try {
-      const base = this.opts.registry.get(req.baseVersion);
+      const base = await this.opts.registry.get(req.baseVersion);
       if (!base) throw new JobRequestError(`base version '${req.baseVersion}' no longer exists`);
       if (base.engine === 'openai') {
         await this.exportRemoteBatch(id, req, base);
         return;
       }
       const { samples, stats } = await this.prepare(req, base.checkpointDir);
-      jobs.update(id, { config: { ...row.config, dataStats: stats } });
+      await jobs.update(id, { config: { ...row.config, dataStats: stats } });
       logger?.info({ jobId: id, ...stats }, 'training data ready');
       if (samples.length === 0) {
         throw new JobRequestError(`no training samples: ${stats.sessions} sessions, ${stats.turns} turns with a model output, ${stats.droppedTurns} dropped`);
       }
       if (this.running?.cancelled) throw new JobCancelledError();
       const version = req.version ?? `${req.algorithm}-${id.slice(4, 12)}`;
-      if (this.opts.registry.get(version)) throw new JobRequestError(`model version '${version}' already exists`);
+      if (await this.opts.registry.get(version)) throw new JobRequestError(`model version '${version}' already exists`);
       const outputDir = path.join(this.opts.dataDir, 'checkpoints', version);
       const metrics: IterationMetrics[] = [];
       const handle = startTrainingWorker({
@@ -233,13 +243,15 @@ export class TrainingJobManager {
         modelIO: this.opts.modelIO,
       }, (p) => {
         metrics.push(p.metrics);
-        jobs.update(id, { progress: p.progress, metrics });
+        jobs.update(id, { progress: p.progress, metrics }).catch((err: unknown) => {
+          logger?.warn({ jobId: id, err: String(err) }, 'training progress could not be recorded');
+        });
         logger?.info({ jobId: id, iteration: p.iteration, of: p.totalIterations, loss: p.metrics.loss, entropy: p.metrics.entropy, clipFrac: p.metrics.clipFrac, approxKl: p.metrics.approxKl, tokensPerSec: Math.round(p.metrics.tokensPerSec) }, 'training iteration');
       });
       if (this.running) this.running.handle = handle;
       if (this.running?.cancelled) handle.cancel();
       const result: JobResult = await handle.done;
-      this.opts.repos.models.insert({
+      await this.opts.repos.models.insert({
         version, parent: base.version, jobId: id, checkpointDir: outputDir, status: 'candidate',
         metrics: { algorithm: req.algorithm, data: stats, iterations: result.iterations, final: result.metrics[result.metrics.length - 1] ?? null, seconds: result.seconds, behaviorLogprobGap: result.behaviorLogprobGap },
         createdAt: Date.now(),
@@ -256,15 +268,15 @@ export class TrainingJobManager {
           activationError = `trained, but activation failed: ${String(err)}`;
         }
       }
-      this.finish(id, { status: 'succeeded', resultVersion: version, progress: 1, ...(activationError ? { error: activationError } : {}) });
+      await this.finish(id, { status: 'succeeded', resultVersion: version, progress: 1, ...(activationError ? { error: activationError } : {}) });
       logger?.info({ jobId: id, version, seconds: result.seconds }, 'training job succeeded');
     } catch (err) {
       if (err instanceof JobCancelledError) {
-        this.finish(id, { status: 'cancelled' });
+        await this.finish(id, { status: 'cancelled' });
         logger?.info({ jobId: id }, 'training job cancelled');
       } else {
         const message = err instanceof Error ? err.message : String(err);
-        this.finish(id, { status: 'failed', error: message });
+        await this.finish(id, { status: 'failed', error: message });
         logger?.error({ jobId: id, err: message }, 'training job failed');
       }
     }
@@ -281,16 +293,16 @@ export class TrainingJobManager {
     if (req.algorithm === 'sft') throw new JobRequestError(`base version '${base.version}' is remote: SFT demonstrations are trained elsewhere from the demos file itself`);
     const h = req.hyper ?? {};
     const returns = { gammaStep: h.gammaStep ?? DEFAULT_RETURNS.gammaStep, gammaTraj: h.gammaTraj ?? DEFAULT_RETURNS.gammaTraj, mode: h.returnMode ?? DEFAULT_RETURNS.mode };
-    const { lines, stats, scores } = buildRemoteBatch(this.opts.repos.trainingData, { algorithm: req.algorithm, data: { modelVersion: base.version, ...(req.data ?? {}) }, returns, invalidPenalty: h.invalidPenalty, stepCoef: h.stepCoef });
+    const { lines, stats, scores } = await buildRemoteBatch(this.opts.repos.trainingData, { algorithm: req.algorithm, data: { modelVersion: base.version, ...(req.data ?? {}) }, returns, invalidPenalty: h.invalidPenalty, stepCoef: h.stepCoef });
     if (lines.length === 0) throw new JobRequestError(`no training samples: ${stats.sessions} sessions, ${stats.turns} turns with a model output, ${stats.droppedTurns} dropped`);
-    writeTurnScores(this.opts.repos.trainingData, scores);
+    await writeTurnScores(this.opts.repos.trainingData, scores);
     const remote = { ...(base.engineConfig ?? {}) } as Record<string, unknown>;
     delete remote.apiKey;
     const dir = path.join(this.opts.dataDir, 'datasets', id);
     const file = await writeRemoteBatch(dir, lines, { jobId: id, algorithm: req.algorithm, baseVersion: base.version, remote, returns, invalidPenalty: h.invalidPenalty ?? null, stepCoef: h.stepCoef ?? null, data: stats });
-    const row = this.get(id)!;
-    this.opts.repos.jobs.update(id, { config: { ...row.config, dataStats: stats, dataset: { path: file, samples: lines.length } } });
-    this.finish(id, { status: 'succeeded', resultVersion: null, progress: 1 });
+    const row = (await this.get(id))!;
+    await this.opts.repos.jobs.update(id, { config: { ...row.config, dataStats: stats, dataset: { path: file, samples: lines.length } } });
+    await this.finish(id, { status: 'succeeded', resultVersion: null, progress: 1 });
     this.opts.logger?.info({ jobId: id, path: file, samples: lines.length }, 'remote base version: training batch written for an external trainer');
   }
 
@@ -302,8 +314,8 @@ export class TrainingJobManager {
       return buildSftSamples(demos, { blockSize, pack: h.pack ?? true, ...(await this.text(checkpointDir)) });
     }
     // Sessions of remote versions hold another model's token ids: never train the local model on them.
-    const remote = new Set(this.opts.repos.models.remoteVersions());
-    const records = selectTrainingRecords(this.opts.repos.trainingData, req.data ?? {}).filter((r) => !remote.has(r.modelVersion));
+    const remote = new Set(await this.opts.repos.models.remoteVersions());
+    const records = (await selectTrainingRecords(this.opts.repos.trainingData, req.data ?? {})).filter((r) => !remote.has(r.modelVersion));
     const built = buildRlSamples(records, {
       algorithm: req.algorithm,
       returns: { gammaStep: h.gammaStep ?? DEFAULT_RETURNS.gammaStep, gammaTraj: h.gammaTraj ?? DEFAULT_RETURNS.gammaTraj, mode: h.returnMode ?? DEFAULT_RETURNS.mode },
@@ -315,7 +327,7 @@ export class TrainingJobManager {
       blockSize: await this.blockSize(checkpointDir),
       tokenizer: (await this.text(checkpointDir)).tokenizer,
     });
-    writeTurnScores(this.opts.repos.trainingData, built.scores);
+    await writeTurnScores(this.opts.repos.trainingData, built.scores);
     return built;
   }
 

@@ -6,7 +6,7 @@
  * unless the template sets its own `data.since`.
  */
 import { Cron } from 'croner';
-import type { TrainingDataRepo } from '../../db/training-data.js';
+import type { AsyncTrainingData } from '../../db/async-repositories.js';
 import type { CreateJobRequest, ManagerLogger } from './manager.js';
 
 export interface ScheduleConfig {
@@ -22,7 +22,7 @@ export interface ScheduleConfig {
 
 /** The part of TrainingJobManager the scheduler uses. */
 export interface JobStarter {
-  create(req: CreateJobRequest): { id: string };
+  create(req: CreateJobRequest): Promise<{ id: string }>;
   busy(): boolean;
 }
 
@@ -31,30 +31,45 @@ export class TrainingScheduler {
   private timer: NodeJS.Timeout | null = null;
   /** Start of the data window of the next job (ms since the epoch). */
   private windowStart: number;
-  private baseline: number;
+  /** Completed training sessions counted at the last trigger (or at start); null before `start`. */
+  private baseline: number | null = null;
+  /** A check or trigger in progress (the poll timer skips a check while one runs). */
+  private pending: Promise<unknown> | null = null;
   /** Ids of jobs this scheduler started, oldest first. */
   readonly started: string[] = [];
 
   /** @throws RangeError for everySessions < 1 or an invalid cron expression. */
-  constructor(private readonly data: TrainingDataRepo, private readonly starter: JobStarter, private readonly cfg: ScheduleConfig, private readonly logger?: ManagerLogger, now = Date.now()) {
+  constructor(private readonly data: AsyncTrainingData, private readonly starter: JobStarter, private readonly cfg: ScheduleConfig, private readonly logger?: ManagerLogger, now = Date.now()) {
     if (cfg.everySessions !== undefined && !(Number.isInteger(cfg.everySessions) && cfg.everySessions >= 1)) {
       throw new RangeError(`everySessions must be an integer >= 1, got ${cfg.everySessions}`);
     }
     this.windowStart = now;
-    this.baseline = this.completedSince(0);
     if (cfg.cron) {
       try {
-        this.cron = new Cron(cfg.cron, { paused: true, protect: true }, () => { this.trigger('cron'); });
+        this.cron = new Cron(cfg.cron, { paused: true, protect: true }, () => {
+          void this.trigger('cron');
+        });
       } catch (err) {
         throw new RangeError(`invalid cron expression '${cfg.cron}': ${(err as Error).message}`);
       }
     }
   }
 
-  start(): void {
+  /**
+   * Count the completed training sessions there are now (the baseline of `everySessions`), then
+   * start the cron and the count checks.
+   * @throws DatabaseError when the count cannot be read.
+   */
+  async start(): Promise<void> {
+    this.baseline ??= await this.completedSince(0);
     this.cron?.resume();
     if (this.cfg.everySessions !== undefined && !this.timer) {
-      this.timer = setInterval(() => this.check(), this.cfg.pollMs ?? 5000);
+      this.timer = setInterval(() => {
+        if (this.pending) return;
+        this.pending = this.check()
+          .catch((err: unknown) => this.logger?.error({ err: String(err) }, 'scheduled training: the session count could not be read'))
+          .finally(() => { this.pending = null; });
+      }, this.cfg.pollMs ?? 5000);
       this.timer.unref();
     }
   }
@@ -71,15 +86,16 @@ export class TrainingScheduler {
   }
 
   /** Count check for `everySessions` (called by the poll timer; public for tests). @returns the job id started, if any. */
-  check(): string | null {
+  async check(): Promise<string | null> {
     if (this.cfg.everySessions === undefined) return null;
-    const total = this.completedSince(0);
+    this.baseline ??= await this.completedSince(0);
+    const total = await this.completedSince(0);
     if (total - this.baseline < this.cfg.everySessions) return null;
     return this.trigger('sessions');
   }
 
   /** Start the template job now unless one is running. @returns the job id, or null when skipped. */
-  trigger(reason: 'sessions' | 'cron'): string | null {
+  async trigger(reason: 'sessions' | 'cron'): Promise<string | null> {
     if (this.starter.busy()) {
       this.logger?.warn({ reason }, 'scheduled training skipped: a job is running');
       return null;
@@ -88,10 +104,10 @@ export class TrainingScheduler {
     const { version: _fixedName, ...tpl } = this.cfg.job; // each scheduled job gets its own version name
     const req: CreateJobRequest = tpl.algorithm === 'sft' ? { ...tpl } : { ...tpl, data: { since: this.windowStart, ...tpl.data } };
     try {
-      const { id } = this.starter.create(req);
+      const { id } = await this.starter.create(req);
       this.started.push(id);
       this.windowStart = now;
-      this.baseline = this.completedSince(0);
+      this.baseline = await this.completedSince(0);
       this.logger?.info({ reason, jobId: id }, 'scheduled training job created');
       return id;
     } catch (err) {
@@ -100,7 +116,7 @@ export class TrainingScheduler {
     }
   }
 
-  private completedSince(since: number): number {
+  private completedSince(since: number): Promise<number> {
     return this.data.countCompletedTrainSessions(since);
   }
 }

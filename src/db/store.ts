@@ -1,0 +1,57 @@
+/**
+ * The store the server runs on, whichever it is: the SQLite file of the data directory (the
+ * default, one server per directory) or a PostgreSQL database that several replicas share
+ * (LAMER_DATABASE_URL). The services see only {@link Store.repos} (AsyncRepositories); readiness
+ * and closing are answered here for both.
+ */
+import type { AsyncRepositories } from './async-repositories.js';
+import { sqliteAsyncRepositories } from './async-repositories.js';
+import type { DatabaseConnection } from './index.js';
+
+/** What `/readyz` reports of the store. */
+export interface StoreReadiness {
+  /** The database answers a trivial read. */
+  database: boolean;
+  /**
+   * 'ok', or why writes fail: 'full', 'io', 'readonly', 'corrupt' (SQLite: the last failed write,
+   * until a write succeeds again); 'unknown' when the database does not answer.
+   */
+  storage: string;
+}
+
+export interface Store {
+  /** Which store this is. */
+  kind: 'sqlite' | 'postgres';
+  /** The repositories every service reads and writes through. */
+  repos: AsyncRepositories;
+  /** The SQLite connection (kind `sqlite`: WAL maintenance, tuning, tests), else null. */
+  sqlite: DatabaseConnection | null;
+  /** Readiness of the database (never throws). */
+  readiness(): Promise<StoreReadiness>;
+  /** Close the connection(s). Idempotent. */
+  close(): Promise<void>;
+}
+
+/**
+ * The store over an open SQLite database. Readiness: the connection answers `SELECT 1`; after a
+ * failed write (disk full, I/O error) a small probe write, at most once a second and never waiting
+ * for a lock, finds out whether writes succeed again.
+ */
+export function sqliteStore(conn: DatabaseConnection): Store {
+  let closed = false;
+  return {
+    kind: 'sqlite',
+    repos: sqliteAsyncRepositories(conn),
+    sqlite: conn,
+    async readiness() {
+      const database = conn.ping();
+      const st = database ? conn.probeStorage(1000) : conn.storage.state();
+      return { database, storage: st.writable ? 'ok' : (st.kind ?? 'unknown') };
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      conn.close();
+    },
+  };
+}
