@@ -90,6 +90,7 @@ export type ModelEngine = (typeof MODEL_ENGINES)[number];
 export const SERVER_ENGINES = ['builtin', 'test', 'openai'] as const;
 export type ServerEngine = (typeof SERVER_ENGINES)[number];
 
+
 /** Built-in environment kinds (src/envs); full env names carry parameters, e.g. `minesweeper-6x6-3`. */
 export const ENV_KINDS = ['minesweeper', 'sokoban'] as const;
 export type EnvKind = (typeof ENV_KINDS)[number];
