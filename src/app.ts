@@ -30,6 +30,7 @@ import metricsPlugin, { createMetrics } from './plugins/app/metrics.js';
 import dbPlugin from './plugins/app/db.js';
 import enginePlugin from './plugins/app/engine.js';
 import trainingPlugin from './plugins/app/training.js';
+import replicasPlugin from './plugins/app/replicas.js';
 import opsRoutes from './routes/ops.js';
 import sessionsRoutes from './routes/api/sessions/index.js';
 import stepsRoutes from './routes/api/steps/index.js';
@@ -167,6 +168,7 @@ export async function buildApp(config: Config, deps: AppDeps): Promise<FastifyIn
       sessionIdleTtlSeconds: config.sessionIdleTtlSeconds,
       protection: config.protection,
     });
+    await app.register(replicasPlugin, { pollMs: config.postgres?.pollMs ?? 2000 });
     await app.register(trainingPlugin, { config });
 
     await app.register(opsRoutes);

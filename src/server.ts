@@ -120,7 +120,7 @@ async function openStore(config: Config, log: Logger): Promise<{ store: Store; l
         onError: (err) => log.warn({ err: err.message }, 'an idle database connection was lost; the pool opens another'),
       });
       log.info({ database: conn.target.where, migrated: conn.migrated }, 'PostgreSQL store open');
-      return { store: pgStore(conn), lock: null };
+      return { store: pgStore(conn, url), lock: null };
     } catch (err) {
       if (err instanceof PgStartupError) throw new StartupError(`LAMER_DATABASE_URL: ${err.message}`, { cause: err });
       throw err;

@@ -43,6 +43,8 @@ const remoteView = (c: RemoteVersionConfig) => ({
 
 export class ModelRegistry {
   private activeRow: ModelRow | null = null;
+  /** Activations started here (a read of the active version begun before one is stale). */
+  private activations = 0;
   private readonly loading = new Map<string, Promise<void>>();
   /** Tokenizer and prompt format per `version|checkpointDir` (a checkpoint folder is immutable once registered). */
   private readonly texts = new Map<string, Promise<Required<CheckpointText>>>();
@@ -224,6 +226,7 @@ export class ModelRegistry {
     const row = await this.get(version);
     if (!row) throw notFound(`model version '${version}'`);
     await this.ensureLoaded(version);
+    this.activations++;
     this.invalidate();
     try {
       await this.repo.activate(version);
@@ -232,6 +235,24 @@ export class ModelRegistry {
     }
     this.activeRow = (await this.get(version))!;
     return this.activeRow;
+  }
+
+  /**
+   * Follow an activation (or rollback) made elsewhere: another server on the same database
+   * (src/plugins/app/replicas.ts calls this on each poll and notification). Reads the active
+   * version; when it is not the one held here, forgets the rows read so far and holds the new one,
+   * so new sessions pin it. Loading it in the engine is the caller's (`ensureLoaded`): a step of a
+   * session pinned to it waits for that load, and `/readyz` is 503 until it is done.
+   * @returns the new active row, or null when unchanged (or when an activation here raced the read).
+   * @throws DatabaseError when the store cannot be read.
+   */
+  async follow(): Promise<ModelRow | null> {
+    const before = this.activations;
+    const row = await this.repo.active();
+    if (!row || row.version === this.activeRow?.version || before !== this.activations) return null;
+    this.invalidate();
+    this.activeRow = row;
+    return { ...row };
   }
 
   /** Load `version` in the engine from its row. @throws DomainError `not-found`; the engine's error. */

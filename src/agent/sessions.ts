@@ -29,7 +29,7 @@
  *   Retry-After and records nothing, so the client retries the same step. A tenant may hold at
  *   most `protection.maxOpenSessionsPerTenant` active sessions; one more is 409 too-many-sessions.
  */
-import { DatabaseError, SessionNotActiveError } from '../db/errors.js';
+import { DatabaseError, SessionNotActiveError, StaleSessionError } from '../db/errors.js';
 import type { SessionRow } from '../db/schema.js';
 import type { AsyncHot, AsyncRepositories, AsyncSessions, AsyncSteps, StepCommitResult } from '../db/async-repositories.js';
 import type { StepCommit } from '../db/queries.js';
@@ -246,7 +246,7 @@ export class SessionService {
   /** Record one step and answer it (see the guarantees above); serialised per session. */
   step(tenant: string, id: string, input: StepInput): Promise<StepAnswer> {
     const outcome = this.events.onStepOutcome;
-    const p = this.mutex.run(id, () => this.stepLocked(tenant, id, input));
+    const p = this.mutex.run(id, () => this.fresh(() => this.stepLocked(tenant, id, input)));
     if (!outcome) return p;
     return p.catch((err: unknown) => {
       // Caller faults are counted as `rejected` where the answer is sent (the step routes), so that
@@ -386,22 +386,44 @@ export class SessionService {
    * another server recorded the position first (nothing of this commit was written), and the
    * state held here is dropped: the next request reads the database's.
    * @throws DomainError `session-not-active` when the session ended meanwhile (another server closed
-   *   or expired it; nothing was written); DatabaseError as the store's commit.
+   *   or expired it; nothing was written); StaleSessionError when it changed since the state was
+   *   read (the state is dropped: compute the step again); DatabaseError as the store's commit.
    */
   private async commitStep(state: SessionState, commit: StepCommit): Promise<StepCommitResult> {
     const id = state.row.id;
     let result: StepCommitResult;
     try {
-      result = await this.hot.commitStep(commit);
+      result = await this.hot.commitStep({ ...commit, session: { ...commit.session, expectedUpdatedAt: state.row.updatedAt } });
     } catch (err) {
-      if (!(err instanceof SessionNotActiveError)) throw err;
+      if (!(err instanceof SessionNotActiveError || err instanceof StaleSessionError)) throw err;
       this.active.drop(id);
+      if (err instanceof StaleSessionError) throw err;
       const now = await this.hot.session(id);
       throw new DomainError('session-not-active', `session '${id}' is ${now?.status ?? 'gone'}`);
     }
     if (result.recorded) this.active.committed(state, commit);
     else this.active.drop(id);
     return result;
+  }
+
+  /**
+   * `fn` (one step or turn), once more when its commit finds the session changed since its state
+   * was read (StaleSessionError: another server edited it; nothing was written), now from the
+   * session as stored.
+   * @throws DomainError `conflict` when it changed again (nothing was written: send it again).
+   */
+  private async fresh<T>(fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (err) {
+      if (!(err instanceof StaleSessionError)) throw err;
+    }
+    try {
+      return await fn();
+    } catch (err) {
+      if (!(err instanceof StaleSessionError)) throw err;
+      throw new DomainError('conflict', `session '${err.sessionId}' kept changing while this request was served; nothing was recorded, send it again`);
+    }
   }
 
   private async stepLocked(tenant: string, id: string, input: StepInput): Promise<StepAnswer> {
@@ -453,7 +475,7 @@ export class SessionService {
    *   recorded then.
    */
   turn(tenant: string, id: string, t: TurnInput): Promise<TurnAnswer> {
-    return this.mutex.run(id, () => this.turnLocked(tenant, id, t));
+    return this.mutex.run(id, () => this.fresh(() => this.turnLocked(tenant, id, t)));
   }
 
   /** @throws DomainError `session-not-active`, or `conflict` when the current attempt holds maxSteps turns. */
@@ -565,7 +587,7 @@ export class SessionService {
       if (e.attempt > row.nextAttempt) throw new DomainError('conflict', `attempt ${e.attempt} has not started; the current attempt is ${row.nextAttempt}`);
       if (row.nextStep === 0) throw new DomainError('conflict', `attempt ${e.attempt} has no turn yet: make at least one call before ending it`);
       const input: StepInput = { attempt: e.attempt, step: row.nextStep, observation: e.observation ?? '', reward: e.reward ?? 0, done: true, success: e.success ?? false };
-      return this.stepLocked(tenant, id, input);
+      return this.fresh(() => this.stepLocked(tenant, id, input));
     });
   }
 

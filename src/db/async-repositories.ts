@@ -16,7 +16,7 @@
  */
 import type { ReflectionSource } from '../domain.js';
 import { databaseErrorOf, guardedWrite, type DatabaseConnection } from './index.js';
-import { SessionNotActiveError } from './errors.js';
+import { SessionNotActiveError, StaleSessionError } from './errors.js';
 import { exportLines, type ExportFilter, type ExportLine } from './export.js';
 import type { JobInsert, JobListQuery } from './jobs-repo.js';
 import type { ModelInsert } from './models-repo.js';
@@ -93,9 +93,10 @@ export interface AsyncHot {
    * commits of one position, however concurrent, one records it and both resolve with the stored
    * request hash and answer (the `steps_position` unique index decides; the loser writes nothing).
    * Only an active session takes a step: a commit for a session that is no longer `active` (ended
-   * meanwhile, e.g. abandoned or expired by another replica) writes nothing.
+   * meanwhile, e.g. abandoned or expired by another replica) writes nothing, and so does one whose
+   * session changed since `commit.session.expectedUpdatedAt` (when given).
    * @throws TypeError when `commit.rows` is empty; SessionNotActiveError when the session is not
-   *   active; DatabaseError for storage failures; other failures (e.g. an unknown session) reject
+   *   active; StaleSessionError when it changed; DatabaseError for storage failures; other failures (e.g. an unknown session) reject
    *   and write nothing.
    */
   commitStep(commit: StepCommit): Promise<StepCommitResult>;
@@ -168,7 +169,7 @@ export interface AsyncRepositories {
   export: AsyncExport;
 }
 
-export { SessionNotActiveError };
+export { SessionNotActiveError, StaleSessionError };
 
 /** Order of two ASCII ids as SQLite and the C collation compare them. */
 const bytewise = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);

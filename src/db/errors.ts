@@ -85,3 +85,15 @@ export class SessionNotActiveError extends Error {
     this.name = 'SessionNotActiveError';
   }
 }
+
+/**
+ * A step commit refused because the session changed since the state it was computed from (its
+ * `expectedUpdatedAt`): another server wrote it meanwhile, e.g. a human edit of a reflection.
+ * Nothing was written; compute the step again from the session as stored.
+ */
+export class StaleSessionError extends Error {
+  constructor(readonly sessionId: string) {
+    super(`session '${sessionId}' changed since its state was read`);
+    this.name = 'StaleSessionError';
+  }
+}

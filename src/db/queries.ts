@@ -8,7 +8,7 @@ import type Database from 'better-sqlite3';
 import type { ReflectionSource, StepKind } from '../domain.js';
 import type { AttemptSummary, SessionRow } from './schema.js';
 import { connectionTuning, guardedWrite, storageHealth, type StorageHealth } from './index.js';
-import { DatabaseError, SessionNotActiveError } from './errors.js';
+import { DatabaseError, SessionNotActiveError, StaleSessionError } from './errors.js';
 
 interface RawSession {
   id: string;
@@ -68,7 +68,20 @@ export interface StepInsert {
 export interface StepCommit {
   rows: StepInsert[];
   reflection: { sessionId: string; attempt: number; text: string; updatedAt: number } | null;
-  session: { id: string; status: string; attempts: AttemptSummary[]; nextAttempt: number; nextStep: number; updatedAt: number };
+  session: {
+    id: string;
+    status: string;
+    attempts: AttemptSummary[];
+    nextAttempt: number;
+    nextStep: number;
+    updatedAt: number;
+    /**
+     * The session's `updatedAt` as the step read it: the commit applies only while the stored row
+     * still has it (every change of a session moves it on), else it is refused (StaleSessionError).
+     * Absent: not checked.
+     */
+    expectedUpdatedAt?: number;
+  };
 }
 
 const json = (v: unknown): string | null => (v === null || v === undefined ? null : JSON.stringify(v));
@@ -80,6 +93,7 @@ export class HotQueries {
   private readonly insertStep: Database.Statement;
   private readonly updateSession: Database.Statement;
   private readonly updateActiveSession: Database.Statement;
+  private readonly statusOf: Database.Statement<[string], { status: string }>;
   private readonly activeOfTenant: Database.Statement<[string], { n: number }>;
   private readonly insertReflection: Database.Statement;
   private readonly reflectionsOf: Database.Statement<[string], { attempt: number; text: string; source: ReflectionSource; updated_at: number }>;
@@ -112,17 +126,20 @@ export class HotQueries {
         @availableActions, @info, @prompt, @output, @action, @promptTokenIds, @outputTokenIds, @logprobs, @droppedSteps, @promptTruncatedChars,
         @engineRecord, @turn, @modelVersion, @requestHash, @answer, @createdAt)`,
     );
-    // A step is committed only on an active session: the update matches no row otherwise, and the
-    // step's writes are rolled back (SessionNotActiveError), which costs no extra read.
+    // A step is committed only on an active session, unchanged since the step read it: the update
+    // matches no row otherwise, and the step's writes are rolled back (SessionNotActiveError or
+    // StaleSessionError), which costs no extra read on the way that succeeds.
+    const unchanged = `id = @id AND status = 'active' AND (@expectedUpdatedAt IS NULL OR updated_at = @expectedUpdatedAt)`;
     this.updateSession = sqlite.prepare(
       `UPDATE sessions SET status = @status, attempts = @attempts, next_attempt = @nextAttempt, next_step = @nextStep,
-        updated_at = @updatedAt WHERE id = @id AND status = 'active'`,
+        updated_at = @updatedAt WHERE ${unchanged}`,
     );
     // While the session stays active, the status column (and its index) need not be written.
     this.updateActiveSession = sqlite.prepare(
       `UPDATE sessions SET attempts = @attempts, next_attempt = @nextAttempt, next_step = @nextStep, updated_at = @updatedAt
-        WHERE id = @id AND status = 'active'`,
+        WHERE ${unchanged}`,
     );
+    this.statusOf = sqlite.prepare('SELECT status FROM sessions WHERE id = ?');
     this.activeOfTenant = sqlite.prepare("SELECT count(*) AS n FROM sessions WHERE tenant = ? AND status = 'active'");
     this.insertReflection = sqlite.prepare(
       `INSERT INTO reflections (session_id, attempt, text, source, updated_at) VALUES (?, ?, ?, 'policy', ?)`,
@@ -203,6 +220,7 @@ export class HotQueries {
    * start or is lost (disk full, I/O error) every step of the batch is rejected and none is
    * recorded. A step whose session is no longer `active` is rolled back alone.
    * @throws (rejects) SessionNotActiveError when the session is not active (or missing);
+   *   StaleSessionError when it changed since `commit.session.expectedUpdatedAt`;
    *   DatabaseError kind `busy` | `full` | `io` | `readonly` | `corrupt` for those
    *   SQLite failures; other errors unchanged.
    */
@@ -317,9 +335,12 @@ export class HotQueries {
         });
       }
       if (reflection) this.insertReflection.run(reflection.sessionId, reflection.attempt, reflection.text, reflection.updatedAt);
-      const params = { ...session, attempts: JSON.stringify(session.attempts) };
+      const params = { ...session, attempts: JSON.stringify(session.attempts), expectedUpdatedAt: session.expectedUpdatedAt ?? null };
       const changed = (session.status === 'active' ? this.updateActiveSession : this.updateSession).run(params).changes;
-      if (changed !== 1) throw new SessionNotActiveError(session.id);
+      if (changed !== 1) {
+        // the way that fails: why
+        throw this.statusOf.get(session.id)?.status === 'active' ? new StaleSessionError(session.id) : new SessionNotActiveError(session.id);
+      }
     }
   }
 }

@@ -26,6 +26,13 @@ export interface Store {
   repos: AsyncRepositories;
   /** The SQLite connection (kind `sqlite`: WAL maintenance, tuning, tests), else null. */
   sqlite: DatabaseConnection | null;
+  /**
+   * Other servers on the same database (PostgreSQL): `onChange` is called soon after any of them
+   * activates a model version (and once after a lost connection to the database comes back, as a
+   * notification may have been missed); `onError` hears of lost connections. Returns a function
+   * that stops it. Null on SQLite, where one server owns the file.
+   */
+  watchModels: ((onChange: () => void, onError: (err: Error) => void) => () => Promise<void>) | null;
   /** Readiness of the database (never throws). */
   readiness(): Promise<StoreReadiness>;
   /** Close the connection(s). Idempotent. */
@@ -43,6 +50,7 @@ export function sqliteStore(conn: DatabaseConnection): Store {
     kind: 'sqlite',
     repos: sqliteAsyncRepositories(conn),
     sqlite: conn,
+    watchModels: null,
     async readiness() {
       const database = conn.ping();
       const st = database ? conn.probeStorage(1000) : conn.storage.state();

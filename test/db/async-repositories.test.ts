@@ -7,7 +7,7 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { openDatabase } from '../../src/db/index.js';
-import { SessionNotActiveError, sqliteAsyncRepositories, type AsyncRepositories } from '../../src/db/async-repositories.js';
+import { SessionNotActiveError, StaleSessionError, sqliteAsyncRepositories, type AsyncRepositories } from '../../src/db/async-repositories.js';
 import { openPgDatabase, type PgConnection } from '../../src/db/pg/connection.js';
 import { pgRepositories } from '../../src/db/pg/repositories.js';
 import type { StepCommit, StepInsert } from '../../src/db/queries.js';
@@ -325,6 +325,48 @@ for (const store of [sqliteStore, pgStore]) {
         await expect(r.hot.commitStep(commitAt('ses_h', 0, 0))).rejects.toBeInstanceOf(SessionNotActiveError);
         expect(await r.hot.stepAtPosition('ses_h', 0, 0)).toBeUndefined();
         expect(await r.hot.session('ses_h')).toMatchObject({ status: 'abandoned', nextStep: 0 });
+      });
+
+      it('a commit of a session changed since its expectedUpdatedAt is refused and writes nothing; a reflection edit moves updatedAt on', async () => {
+        const withReflection: StepCommit = {
+          ...commitAt('ses_h', 0, 0),
+          reflection: { sessionId: 'ses_h', attempt: 0, text: 'policy text', updatedAt: T0 + 5 },
+        };
+        withReflection.session = { ...withReflection.session, updatedAt: T0 + 5, expectedUpdatedAt: T0 };
+        expect((await r.hot.commitStep(withReflection)).recorded).toBe(true);
+        const stale = commitAt('ses_h', 0, 1);
+        stale.session.expectedUpdatedAt = T0;
+        await expect(r.hot.commitStep(stale)).rejects.toBeInstanceOf(StaleSessionError);
+        expect(await r.hot.stepAtPosition('ses_h', 0, 1)).toBeUndefined();
+        // an edit at a time not after the last change still moves it on, by 1 ms
+        expect(await r.sessions.editReflection('ses_h', 0, 'human text', T0 + 5)).toBe(1);
+        expect(await r.sessions.editReflection('ses_h', 9, 'none', T0 + 50)).toBe(0);
+        expect((await r.hot.session('ses_h'))!.updatedAt).toBe(T0 + 6);
+        const before = commitAt('ses_h', 0, 1);
+        before.session.expectedUpdatedAt = T0 + 5;
+        await expect(r.hot.commitStep(before)).rejects.toBeInstanceOf(StaleSessionError);
+        const after = commitAt('ses_h', 0, 1);
+        after.session.expectedUpdatedAt = T0 + 6;
+        expect((await r.hot.commitStep(after)).recorded).toBe(true);
+        expect(await r.hot.reflections('ses_h')).toEqual([{ sessionId: 'ses_h', attempt: 0, text: 'human text', source: 'human', updatedAt: T0 + 5 }]);
+      });
+
+      it('free text with U+0000 and U+FFFF (a model sampling bytes writes them) reads back exactly, in rows, the export and the filters', async () => {
+        const odd = 'a\u0000b\uFFFF0c\uFFFF1\u0000';
+        await r.sessions.insert(session('ses_nul', { taskId: `task${odd}`, env: `env${odd}`, instructions: `Do ${odd}` }));
+        const c = commitAt('ses_nul', 0, 0, { observation: `obs ${odd}`, prompt: `prompt ${odd}`, output: `out ${odd}`, action: `act ${odd}` });
+        c.reflection = { sessionId: 'ses_nul', attempt: 0, text: `memory ${odd}`, updatedAt: T0 };
+        expect((await r.hot.commitStep(c)).recorded).toBe(true);
+        expect(await r.hot.session('ses_nul')).toMatchObject({ taskId: `task${odd}`, env: `env${odd}`, instructions: `Do ${odd}` });
+        expect(await r.hot.stepsOfAttempt('ses_nul', 0)).toEqual([{ observation: `obs ${odd}`, action: `act ${odd}` }]);
+        expect((await r.hot.reflections('ses_nul'))[0]!.text).toBe(`memory ${odd}`);
+        const [row] = (await r.steps.page('ses_nul', undefined, 10, 1 << 20)).rows;
+        expect(row).toMatchObject({ observation: `obs ${odd}`, prompt: `prompt ${odd}`, output: `out ${odd}`, action: `act ${odd}` });
+        expect((await r.sessions.list('t1', { env: `env${odd}` }, 10)).map((x) => x.id)).toEqual(['ses_nul']);
+        const lines = [];
+        for await (const l of r.export.lines({ env: `env${odd}` })) lines.push(l);
+        expect(lines).toHaveLength(1);
+        expect(lines[0]).toMatchObject({ taskId: `task${odd}`, env: `env${odd}`, observation: `obs ${odd}`, output: `out ${odd}`, action: `act ${odd}` });
       });
 
       it('a commit without rows is refused', async () => {

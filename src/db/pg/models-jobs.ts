@@ -4,11 +4,13 @@
  *
  * Unlike the SQLite repository, `models.get` keeps no rows in memory: several replicas write the
  * table, and a row cached on one would hide another's change. Activation takes a transaction-scoped
- * advisory lock, so two replicas activating at once leave exactly one version `active`.
+ * advisory lock, so two replicas activating at once leave exactly one version `active`, and
+ * notifies the other replicas (./listen.ts CHANNELS.models) when it commits.
  */
 import { and, desc, eq, lt, or, sql, type SQL } from 'drizzle-orm';
 import type { AsyncJobs, AsyncModels } from '../async-repositories.js';
 import { LOCK_CLASS, LOCKS, type PgDb } from './connection.js';
+import { CHANNELS } from './listen.js';
 import { models, trainingJobs } from './schema.js';
 
 /** AsyncModels over a PostgreSQL store (errors unmapped: src/db/pg/repositories.ts maps them). */
@@ -45,6 +47,8 @@ export function pgModels(db: PgDb): AsyncModels {
         await tx.execute(sql`select pg_advisory_xact_lock(${LOCK_CLASS}::int, ${LOCKS.modelActivation}::int)`);
         await tx.update(models).set({ status: 'retired' }).where(eq(models.status, 'active'));
         await tx.update(models).set({ status: 'active' }).where(eq(models.version, version));
+        // delivered to the other replicas' listeners when this transaction commits (./listen.ts)
+        await tx.execute(sql`select pg_notify(${CHANNELS.models}, ${version})`);
       });
     },
   };

@@ -8,7 +8,7 @@ import type { AsyncSessions } from '../async-repositories.js';
 import type { SessionRow } from '../schema.js';
 import type { AttemptTrajectory, SessionFilters } from '../sessions-repo.js';
 import { TENANT_LOCK_CLASS, type PgDb } from './connection.js';
-import { reflections, sessions, steps } from './schema.js';
+import { reflections, sessions, steps, unescapeText } from './schema.js';
 
 /** Conditions of `f` on the sessions table, after `first` (as src/db/sessions-repo.ts filterConds). */
 function filterConds(first: SQL[], f: SessionFilters): SQL[] {
@@ -38,12 +38,19 @@ export function pgSessions(db: PgDb): AsyncSessions {
     async abandon(id, attempts, now) {
       await db.update(sessions).set({ status: 'abandoned', attempts, updatedAt: now }).where(eq(sessions.id, id));
     },
-    async editReflection(sessionId, attempt, text, now) {
-      const r = await db
-        .update(reflections)
-        .set({ text, source: 'human', updatedAt: now })
-        .where(and(eq(reflections.sessionId, sessionId), eq(reflections.attempt, attempt)));
-      return r.rowCount ?? 0;
+    editReflection(sessionId, attempt, text, now) {
+      // as src/db/sessions-repo.ts: the session's updatedAt moves on with the edit
+      return db.transaction(async (tx) => {
+        const r = await tx
+          .update(reflections)
+          .set({ text, source: 'human', updatedAt: now })
+          .where(and(eq(reflections.sessionId, sessionId), eq(reflections.attempt, attempt)));
+        const changes = r.rowCount ?? 0;
+        if (changes > 0) {
+          await tx.update(sessions).set({ updatedAt: sql`greatest(${now}::bigint, ${sessions.updatedAt} + 1)` }).where(eq(sessions.id, sessionId));
+        }
+        return changes;
+      });
     },
     async idleIds(cutoff) {
       const rows = await db
@@ -129,5 +136,8 @@ async function attemptTrajectories(
     FROM s LEFT JOIN ${steps} st ON st.session_id = s.id AND st.kind = 'action' AND st.action IS NOT NULL
     GROUP BY s.id, s.mv, s.env, s.task, s.memory, st.attempt
     ORDER BY s.id, st.attempt`);
-  return r.rows;
+  // read as stored: the free text of the schema's escape (./schema.ts escapeText)
+  return r.rows.map((t) => ({
+    ...t, taskId: unescapeText(t.taskId), env: t.env === null ? null : unescapeText(t.env), trajectory: t.trajectory === null ? null : unescapeText(t.trajectory),
+  }));
 }
