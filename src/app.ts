@@ -172,17 +172,14 @@ export async function buildApp(config: Config, deps: AppDeps): Promise<FastifyIn
     await app.register(trainingPlugin, { config });
 
     await app.register(opsRoutes);
-    await app.register(sessionsRoutes);
-    await app.register(stepsRoutes);
-    await app.register(modelsRoutes);
-    await app.register(statsRoutes);
-    await app.register(trainingRoutes);
-    await app.register(replaysRoutes);
-    await app.register(openaiRoutes);
-    await app.register(sessionOpenAiRoutes);
-    await app.register(whoamiRoutes);
-    await app.register(diversityRoutes);
-    await app.register(uiRoutes);
+    // A trainer (LAMER_ROLE=trainer) serves no sessions: its routes are operations, models, training, the dashboard.
+    const serves = (config.role ?? 'both') !== 'trainer';
+    const sessionRoutes = new Set([sessionsRoutes, stepsRoutes, statsRoutes, replaysRoutes, openaiRoutes, sessionOpenAiRoutes]);
+    sessionRoutes.add(diversityRoutes);
+    const all = [sessionsRoutes, stepsRoutes, modelsRoutes, statsRoutes, trainingRoutes, replaysRoutes, openaiRoutes, sessionOpenAiRoutes];
+    for (const routes of [...all, whoamiRoutes, diversityRoutes, uiRoutes]) {
+      if (serves || !sessionRoutes.has(routes)) await app.register(routes);
+    }
   } catch (err) {
     await app.close().catch(() => {});
     throw err;

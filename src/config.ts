@@ -11,7 +11,9 @@ import { Cron } from 'croner';
 import {
   REMOTE_DEFAULTS, REMOTE_INTEGER_SETTINGS, REMOTE_SETTINGS, remoteUrlFault, remoteVersionConfig, type RemoteVersionConfig,
 } from './shared/remote-version.js';
-import { REMOTE_KINDS, RL_ALGORITHMS, SERVER_ENGINES, TFJS_BACKENDS, type RlAlgorithm, type ServerEngine, type TfjsBackend } from './domain.js';
+import {
+  REMOTE_KINDS, RL_ALGORITHMS, SERVER_ENGINES, SERVER_ROLES, TFJS_BACKENDS, type RlAlgorithm, type ServerEngine, type ServerRole, type TfjsBackend,
+} from './domain.js';
 
 export type EngineKind = ServerEngine;
 export type { TfjsBackend } from './domain.js';
@@ -128,6 +130,8 @@ export interface Config {
    * (or absent) = SQLite in the data directory. Optional in code.
    */
   postgres?: PostgresConfig | null;
+  /** LAMER_ROLE: what this server does (domain.ts SERVER_ROLES). Optional in code (absent = `both`). */
+  role?: ServerRole;
 }
 
 /** The PostgreSQL store (docs/deploy.md "Several replicas on PostgreSQL"): where, and the pool of this replica. */
@@ -375,6 +379,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       storageRetryAfterSeconds: int(env, 'LAMER_STORAGE_RETRY_AFTER_SECONDS', 30, 1, 3600),
     },
     postgres: postgresConfig(env),
+    role: oneOf(env, 'LAMER_ROLE', 'both', SERVER_ROLES),
     trustProxy: parseTrustProxy(env.LAMER_TRUST_PROXY),
     allowedHosts: parseAllowedHosts(env.LAMER_ALLOWED_HOSTS),
     baseModelDir: path.resolve(env.LAMER_BASE_MODEL_DIR && env.LAMER_BASE_MODEL_DIR !== '' ? env.LAMER_BASE_MODEL_DIR : path.join(repoRoot, 'models', 'base')),

@@ -199,7 +199,7 @@ export async function startServer(overrides: Partial<Config> = {}): Promise<Runn
   const port = typeof addr === 'object' && addr ? addr.port : config.port;
   const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
   const info = running.engine.info();
-  const where = { store: config.postgres ? 'postgres' : 'sqlite' };
+  const where = { store: config.postgres ? 'postgres' : 'sqlite', role: config.role ?? 'both' };
   running.log.info({ url, dataDir: config.dataDir, ...where, engine: info.engine, backend: info.backend, model: running.models.active().version }, 'lamer-server ready');
   let closed: Promise<void> | null = null;
   const close = () => {

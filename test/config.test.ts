@@ -48,6 +48,11 @@ describe('config', () => {
     }
     expect(() => loadConfig({ LAMER_DATABASE_URL: 'postgres://db/x', LAMER_DATABASE_POLL_MS: '10' })).toThrow('LAMER_DATABASE_POLL_MS=10: expected an integer in [50, 600000]');
   });
+  it('LAMER_ROLE: both unless set; server, trainer or both', () => {
+    expect(loadConfig({}).role).toBe('both');
+    expect(loadConfig({ LAMER_ROLE: 'trainer' }).role).toBe('trainer');
+    expect(() => loadConfig({ LAMER_ROLE: 'worker' })).toThrow('LAMER_ROLE="worker": expected one of server, trainer, both');
+  });
   it('parses API keys', () => {
     expect(parseApiKeys('key1abcd:tenantA, key2abcd:tenantB:admin')).toEqual([
       { key: 'key1abcd', tenant: 'tenantA', admin: false },

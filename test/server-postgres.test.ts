@@ -261,3 +261,21 @@ describe.skipIf(!pg)('two replicas with the builtin model', () => {
 
   }, 300_000);
 });
+
+describe.skipIf(!pg)('LAMER_ROLE on PostgreSQL', () => {
+  it('a server replica queues jobs and runs none; a trainer replica runs them and serves no sessions', async () => {
+    const url = await pg!.freshDatabase();
+    const dir = tmpDir('lamer-pg-roles-');
+    const s = await server(url, dir, { role: 'server' });
+    expect((await s.call('POST', '/v1/sessions', { taskId: 't', instructions: 'x' })).status).toBe(201);
+    const job = await s.call('POST', '/v1/training/jobs', { algorithm: 'rloo' });
+    expect(job.status).toBe(201);
+    expect((await s.call('GET', `/v1/training/jobs/${job.body.id}`)).body.status).toBe('queued');
+    const t = await server(url, dir, { role: 'trainer' });
+    expect((await t.call('POST', '/v1/sessions', { taskId: 't', instructions: 'x' })).status).toBe(404);
+    expect((await t.call('GET', '/readyz')).status).toBe(200);
+    // the trainer takes the job queued on the server replica (no training sessions yet: it fails saying so)
+    await vi.waitFor(async () => expect((await s.call('GET', `/v1/training/jobs/${job.body.id}`)).body.status).toBe('failed'), { timeout: 30_000, interval: 50 });
+    expect((await t.call('GET', `/v1/training/jobs/${job.body.id}`)).body).toMatchObject({ error: expect.stringMatching(/^no training samples/) });
+  }, 120_000);
+});

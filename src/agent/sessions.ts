@@ -70,9 +70,13 @@ function failedStepOutcome(err: unknown): StepOutcome | null {
   return err instanceof DatabaseError ? 'database_error' : 'rejected';
 }
 
+/** One page of a tenant's sessions, newest first. */
+type SessionPage = { items: SessionView[]; nextCursor: string | null };
+
 /** 409 `too-many-sessions`: the tenant holds `open` active sessions, the cap is `cap`. */
 function tooManySessions(open: number, cap: number): DomainError {
-  return new DomainError('too-many-sessions', `tenant has ${open} active sessions (limit ${cap}); finish or close one (DELETE /v1/sessions/{id}) first`);
+  const what = `tenant has ${open} active sessions (limit ${cap}); finish or close one (DELETE /v1/sessions/{id}) first`;
+  return new DomainError('too-many-sessions', what);
 }
 
 /** The sampling of one call: a seeded session reproduces itself, and each call (attempt, step, act/reflect) has its own stream. */
@@ -183,7 +187,7 @@ export class SessionService {
    * `querystring/cursor` when the cursor is not the id of one of the tenant's sessions (a garbage
    * or tampered cursor would otherwise read as the end of the list).
    */
-  async list(tenant: string, f: SessionFilters, limit: number, cursor?: string): Promise<{ items: SessionView[]; nextCursor: string | null }> {
+  async list(tenant: string, f: SessionFilters, limit: number, cursor?: string): Promise<SessionPage> {
     if (cursor !== undefined) {
       const at = SESSION_ID.test(cursor) ? await this.hot.session(cursor) : undefined;
       if (!at || at.tenant !== tenant) throw invalid('querystring/cursor', 'is not a cursor from a previous page (nextCursor)');
@@ -375,7 +379,8 @@ export class SessionService {
   private async stateFor(tenant: string, id: string, at: { attempt: number; step: number } | null): Promise<SessionState> {
     const held = this.active.has(id);
     let state = await this.active.get(id);
-    const expected = state && state.row.status === 'active' && (at === null || (at.attempt === state.row.nextAttempt && at.step === state.row.nextStep));
+    const row = state?.row;
+    const expected = row?.status === 'active' && (at === null || (at.attempt === row.nextAttempt && at.step === row.nextStep));
     if (state && held && this.shared && !expected) state = await this.active.load(id);
     if (!state || state.row.tenant !== tenant) throw notFound(`session '${id}'`);
     return state;
@@ -422,7 +427,8 @@ export class SessionService {
       return await fn();
     } catch (err) {
       if (!(err instanceof StaleSessionError)) throw err;
-      throw new DomainError('conflict', `session '${err.sessionId}' kept changing while this request was served; nothing was recorded, send it again`);
+      const why = `session '${err.sessionId}' kept changing while this request was served; nothing was recorded, send it again`;
+      throw new DomainError('conflict', why);
     }
   }
 
@@ -558,7 +564,8 @@ export class SessionService {
     const commit = turnCommit({ row, gen, prompt: gen.promptText ?? text, observation, record, choices: t.choices ?? null, now: Date.now() });
     const result = await this.commitStep(state, commit);
     if (!result.recorded) {
-      throw new DomainError('conflict', `another call on session '${id}' was recorded at attempt ${attempt} step ${step} first; send this one again`);
+      const why = `another call on session '${id}' was recorded at attempt ${attempt} step ${step} first; send this one again`;
+      throw new DomainError('conflict', why);
     }
     this.events.onStep?.('action', version);
     return { sessionId: id, attempt, step, modelVersion: version, remote, generation: gen, latencyMs };
@@ -665,7 +672,8 @@ export class SessionService {
     const token = await this.repo.completedToken(tenant);
     const hit = this.diversityCache.get(key);
     this.diversityCache.delete(key);
-    const answer = hit && hit.token === token ? hit.answer : diversityByVersion(await this.repo.attemptTrajectories(tenant, f, maxSessions));
+    const fresh = hit && hit.token === token;
+    const answer = fresh ? hit.answer : diversityByVersion(await this.repo.attemptTrajectories(tenant, f, maxSessions));
     this.diversityCache.set(key, { token, answer });
     if (this.diversityCache.size > 64) this.diversityCache.delete(this.diversityCache.keys().next().value!);
     return answer;

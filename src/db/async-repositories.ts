@@ -18,7 +18,7 @@ import type { ReflectionSource } from '../domain.js';
 import { databaseErrorOf, guardedWrite, type DatabaseConnection } from './index.js';
 import { SessionNotActiveError, StaleSessionError } from './errors.js';
 import { exportLines, type ExportFilter, type ExportLine } from './export.js';
-import type { JobInsert, JobListQuery } from './jobs-repo.js';
+import type { JobInsert, JobListQuery, JobsRepo } from './jobs-repo.js';
 import type { ModelInsert } from './models-repo.js';
 import type { StepCommit } from './queries.js';
 import { createRepositories, type Repositories } from './repositories.js';
@@ -126,7 +126,14 @@ export interface AsyncJobs {
   recent(limit: number): Promise<TrainingJobRow[]>;
   update(id: string, set: Partial<JobInsert>): Promise<void>;
   failRunning(error: string, finishedAt: number): Promise<void>;
+  /** Ids of the queued jobs, oldest first (createdAt, then id). */
   queuedIds(): Promise<string[]>;
+  /** Job `id` becomes `running` if it is still `queued` (one trainer takes it); resolves whether it did. */
+  claim(id: string, startedAt: number): Promise<boolean>;
+  /** Job `id` becomes `cancelled` if it is still `queued`; resolves whether it did. */
+  cancelQueued(id: string, finishedAt: number): Promise<boolean>;
+  /** Record that running job `id` is to stop (`cancelRequestedAt`); resolves whether it was running. */
+  requestCancel(id: string, at: number): Promise<boolean>;
 }
 
 /** Training's reads and writes (./training-data.ts). */
@@ -205,6 +212,24 @@ async function commitOnce(r: Repositories, commit: StepCommit): Promise<StepComm
   }
 }
 
+/** AsyncJobs over the SQLite JobsRepo, through the adapter's `read` and `write`. */
+function sqliteJobs(j: JobsRepo, read: <T>(fn: () => T) => Promise<T>, write: <T>(fn: () => T) => Promise<T>): AsyncJobs {
+  return {
+    list: (q) => read(() => j.list(q)),
+    running: () => read(() => j.running()),
+    countsByStatus: () => read(() => j.countsByStatus()),
+    insert: (row) => write(() => j.insert(row)),
+    get: (id) => read(() => j.get(id)),
+    recent: (limit) => read(() => j.recent(limit)),
+    update: (id, set) => write(() => j.update(id, set)),
+    failRunning: (error, at) => write(() => j.failRunning(error, at)),
+    queuedIds: () => read(() => j.queuedIds()),
+    claim: (id, at) => write(() => j.claim(id, at)),
+    cancelQueued: (id, at) => write(() => j.cancelQueued(id, at)),
+    requestCancel: (id, at) => write(() => j.requestCancel(id, at)),
+  };
+}
+
 /** AsyncReplays over the SQLite ReplaysRepo, through the adapter's `read` and `write`. */
 function sqliteReplays(rp: ReplaysRepo, read: <T>(fn: () => T) => Promise<T>, write: <T>(fn: () => T) => Promise<T>): AsyncReplays {
   return {
@@ -277,17 +302,7 @@ export function sqliteAsyncRepositories(conn: DatabaseConnection, repos: Reposit
       get: (v) => read(() => m.get(v)),
       activate: (v) => write(() => m.activate(v)),
     },
-    jobs: {
-      list: (q) => read(() => j.list(q)),
-      running: () => read(() => j.running()),
-      countsByStatus: () => read(() => j.countsByStatus()),
-      insert: (row) => write(() => j.insert(row)),
-      get: (id) => read(() => j.get(id)),
-      recent: (limit) => read(() => j.recent(limit)),
-      update: (id, set) => write(() => j.update(id, set)),
-      failRunning: (error, at) => write(() => j.failRunning(error, at)),
-      queuedIds: () => read(() => j.queuedIds()),
-    },
+    jobs: sqliteJobs(j, read, write),
     trainingData: {
       completedTrainSessions: (f) => read(() => t.completedTrainSessions(f)),
       countCompletedTrainSessions: (since) => read(() => t.countCompletedTrainSessions(since)),

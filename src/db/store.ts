@@ -19,6 +19,34 @@ export interface StoreReadiness {
   storage: string;
 }
 
+/**
+ * The right to run training jobs: held by one server of a database at a time, so that at most one
+ * runs a job (src/training/run/manager.ts).
+ */
+export interface TrainerLease {
+  /** Take it if it is free (never waits for it); resolves true while it is held. Never rejects. */
+  acquire(): Promise<boolean>;
+  /** Whether it is held now (false again once lost). */
+  held(): boolean;
+  /** `cb` is called each time a held lease is lost (the connection that holds it broke). */
+  onLost(cb: () => void): void;
+  /** Give it back (nothing when not held). */
+  release(): Promise<void>;
+}
+
+/** The lease of a store that one server owns (SQLite under its owner lock): held once asked for, never lost. */
+export function soleTrainerLease(): TrainerLease {
+  let held = false;
+  return {
+    acquire: async () => (held = true),
+    held: () => held,
+    onLost: () => {},
+    release: async () => {
+      held = false;
+    },
+  };
+}
+
 export interface Store {
   /** Which store this is. */
   kind: 'sqlite' | 'postgres';
@@ -33,6 +61,8 @@ export interface Store {
    * that stops it. Null on SQLite, where one server owns the file.
    */
   watchModels: ((onChange: () => void, onError: (err: Error) => void) => () => Promise<void>) | null;
+  /** A new trainer lease on this store (one per job manager). */
+  trainerLease(): TrainerLease;
   /** Readiness of the database (never throws). */
   readiness(): Promise<StoreReadiness>;
   /** Close the connection(s). Idempotent. */
@@ -51,6 +81,7 @@ export function sqliteStore(conn: DatabaseConnection): Store {
     repos: sqliteAsyncRepositories(conn),
     sqlite: conn,
     watchModels: null,
+    trainerLease: soleTrainerLease,
     async readiness() {
       const database = conn.ping();
       const st = database ? conn.probeStorage(1000) : conn.storage.state();

@@ -40,7 +40,8 @@ export function listenPg(url: string, channel: string, onNotify: () => void, opt
   };
   const connect = async () => {
     if (stopped) return;
-    const c = new pg.Client({ connectionString: url, connectionTimeoutMillis: opts.connectTimeoutMs ?? 5000, application_name: 'lamer-server listen' });
+    const timeout = opts.connectTimeoutMs ?? 5000;
+    const c = new pg.Client({ connectionString: url, connectionTimeoutMillis: timeout, application_name: 'lamer-server listen' });
     client = c;
     c.on('notification', (m) => {
       if (m.channel === channel) onNotify();

@@ -54,6 +54,9 @@ export function pgModels(db: PgDb): AsyncModels {
   };
 }
 
+/** Job `id` while it has `status`. */
+const jobIn = (id: string, status: 'queued' | 'running') => and(eq(trainingJobs.id, id), eq(trainingJobs.status, status));
+
 /** AsyncJobs over a PostgreSQL store (errors unmapped: src/db/pg/repositories.ts maps them). */
 export function pgJobs(db: PgDb): AsyncJobs {
   return {
@@ -102,8 +105,20 @@ export function pgJobs(db: PgDb): AsyncJobs {
         .select({ id: trainingJobs.id })
         .from(trainingJobs)
         .where(eq(trainingJobs.status, 'queued'))
-        .orderBy(trainingJobs.createdAt);
+        .orderBy(trainingJobs.createdAt, trainingJobs.id);
       return rows.map((r) => r.id);
+    },
+    async claim(id, startedAt) {
+      const r = await db.update(trainingJobs).set({ status: 'running', startedAt }).where(jobIn(id, 'queued'));
+      return r.rowCount === 1;
+    },
+    async cancelQueued(id, finishedAt) {
+      const r = await db.update(trainingJobs).set({ status: 'cancelled', finishedAt }).where(jobIn(id, 'queued'));
+      return r.rowCount === 1;
+    },
+    async requestCancel(id, at) {
+      const r = await db.update(trainingJobs).set({ cancelRequestedAt: at }).where(jobIn(id, 'running'));
+      return r.rowCount === 1;
     },
   };
 }

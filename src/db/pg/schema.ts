@@ -176,6 +176,7 @@ export const trainingJobs = pgTable('training_jobs', {
   createdAt: ms('created_at').notNull(),
   startedAt: ms('started_at'),
   finishedAt: ms('finished_at'),
+  cancelRequestedAt: ms('cancel_requested_at'),
 });
 
 /** Replay reports (src/agent/replays.ts, docs/replay.md): written once, never changed. */

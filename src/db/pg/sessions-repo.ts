@@ -47,7 +47,8 @@ export function pgSessions(db: PgDb): AsyncSessions {
           .where(and(eq(reflections.sessionId, sessionId), eq(reflections.attempt, attempt)));
         const changes = r.rowCount ?? 0;
         if (changes > 0) {
-          await tx.update(sessions).set({ updatedAt: sql`greatest(${now}::bigint, ${sessions.updatedAt} + 1)` }).where(eq(sessions.id, sessionId));
+          const updatedAt = sql`greatest(${now}::bigint, ${sessions.updatedAt} + 1)`;
+          await tx.update(sessions).set({ updatedAt }).where(eq(sessions.id, sessionId));
         }
         return changes;
       });
@@ -137,7 +138,6 @@ async function attemptTrajectories(
     GROUP BY s.id, s.mv, s.env, s.task, s.memory, st.attempt
     ORDER BY s.id, st.attempt`);
   // read as stored: the free text of the schema's escape (./schema.ts escapeText)
-  return r.rows.map((t) => ({
-    ...t, taskId: unescapeText(t.taskId), env: t.env === null ? null : unescapeText(t.env), trajectory: t.trajectory === null ? null : unescapeText(t.trajectory),
-  }));
+  const text = (v: string | null) => (v === null ? null : unescapeText(v));
+  return r.rows.map((t) => ({ ...t, taskId: unescapeText(t.taskId), env: text(t.env), trajectory: text(t.trajectory) }));
 }

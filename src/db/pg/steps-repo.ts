@@ -128,7 +128,8 @@ export function pgHot(db: PgDb): AsyncHot {
 /**
  * The writes of one step commit inside its transaction (see the top of this file).
  * @throws PositionTaken when the first row's position is already recorded; SessionNotActiveError
- *   when the session is not active; StaleSessionError when it changed since `expectedUpdatedAt`; the driver's error otherwise (the caller's transaction rolls back).
+ *   when the session is not active; StaleSessionError when it changed since `expectedUpdatedAt`;
+ *   the driver's error otherwise (the caller's transaction rolls back).
  */
 async function applyCommit(tx: PgDb, { rows, reflection, session }: StepCommit): Promise<void> {
   for (const [i, r] of rows.entries()) {

@@ -22,6 +22,9 @@ import type { FastifyInstance } from 'fastify';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { JOB_STATUSES } from '../../domain.js';
 
+/** A running training job as /metrics shows it. */
+type RunningJob = { id: string; algorithm: string; progress: number };
+
 /** What the gauges read when /metrics is scraped; set by the engine and training plugins (the store's counts are read as promises). */
 export interface MetricSources {
   activeSessions(): number | Promise<number>;
@@ -30,7 +33,7 @@ export interface MetricSources {
   loadedVersions(): string[];
   engineInfo(): { engine: string; backend: string } | null;
   /** Running jobs and their progress in [0, 1]. */
-  runningJobs(): Array<{ id: string; algorithm: string; progress: number }> | Promise<Array<{ id: string; algorithm: string; progress: number }>>;
+  runningJobs(): RunningJob[] | Promise<RunningJob[]>;
   /** Number of jobs per status. */
   jobsByStatus(): Record<string, number> | Promise<Record<string, number>>;
 }

@@ -20,6 +20,7 @@ import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { DomainError, invalid } from '../../agent/errors.js';
 import type { AsyncRepositories } from '../../db/async-repositories.js';
+import { soleTrainerLease, type TrainerLease } from '../../db/store.js';
 import type { ModelRow, TrainingJobRow } from '../../db/schema.js';
 import { checkpointText, readCheckpointMetadata } from '../../model/checkpoint.js';
 import type { PromptFormat } from '../../model/prompt-format.js';
@@ -79,6 +80,15 @@ export interface ManagerOptions {
   maxQueuedJobs?: number;
   /** `Retry-After` seconds of that refusal (default 60). */
   queueRetryAfterSeconds?: number;
+  /** Whether this server runs jobs (LAMER_ROLE `trainer` or `both`); false: it only queues them. Default true. */
+  runsJobs?: boolean;
+  /** The right to run jobs, held by one server of the database at a time (default: held, for a store one server owns). */
+  lease?: TrainerLease;
+  /**
+   * How often a server that runs jobs tries the lease, looks for queued jobs and for a cancel
+   * request of its running job, ms (default 2000).
+   */
+  pollMs?: number;
 }
 
 /** A queued job that cannot run as requested (base version gone, version name taken meanwhile, no training data): the job fails with this message. */
@@ -87,32 +97,82 @@ export class JobRequestError extends Error {
 }
 
 export class TrainingJobManager {
-  private readonly queue: string[] = [];
-  private running: { id: string; handle: TrainingWorkerHandle | null; cancelled: boolean } | null = null;
-  private idle: Promise<void> = Promise.resolve();
+  /** The job this server runs now; `lostLease`: stopped because the trainer lease was lost. */
+  private running: { id: string; handle: TrainingWorkerHandle | null; cancelled: boolean; lostLease: boolean } | null = null;
+  /** The loop that runs queued jobs one after another, while it runs. */
+  private draining: Promise<void> | null = null;
+  /** A job was queued while the loop ran: it looks at the queue once more before it ends. */
+  private again = false;
   private closed = false;
+  private timer: NodeJS.Timeout | null = null;
+  private readonly lease: TrainerLease;
 
-  constructor(private readonly opts: ManagerOptions) {}
+  constructor(private readonly opts: ManagerOptions) {
+    this.lease = opts.lease ?? soleTrainerLease();
+  }
 
-  /**
-   * Take over the jobs a previous process left: running ones failed with it (marked `failed`),
-   * queued ones run again, in order. Call it once before the first job.
-   * @throws DatabaseError when the store refuses the reads or the write.
-   */
-  async start(): Promise<void> {
-    const { jobs } = this.opts.repos;
-    await jobs.failRunning('server stopped while the job was running', Date.now());
-    this.queue.push(...(await jobs.queuedIds()));
-    this.pump();
+  /** Whether this server runs jobs (else it only queues them for the server that does). */
+  private get runsJobs(): boolean {
+    return this.opts.runsJobs ?? true;
   }
 
   /**
-   * Queue a job.
+   * Begin: a server that runs jobs tries to take the trainer lease now and every `pollMs` until it
+   * holds it; holding it, it looks for queued jobs (and a cancel request for its running job) every
+   * `pollMs`, and at once for jobs queued here. Call it once before the first job.
+   * @throws DatabaseError when the store refuses the first reads or writes.
+   */
+  async start(): Promise<void> {
+    if (!this.runsJobs) return;
+    this.lease.onLost(() => this.leaseLost());
+    await this.takeLease();
+    this.timer = setInterval(() => {
+      this.tick().catch((err: unknown) => this.opts.logger?.warn({ err: String(err) }, 'the training queue could not be read'));
+    }, this.opts.pollMs ?? 2000);
+    this.timer.unref();
+  }
+
+  /**
+   * Take the trainer lease if it is free; then the jobs its previous holder left running (it died,
+   * or this server's previous run did) are marked failed, as a restart of one server does, and the
+   * queue runs here.
+   */
+  private async takeLease(): Promise<void> {
+    if (this.closed || this.lease.held() || !(await this.lease.acquire())) return;
+    await this.opts.repos.jobs.failRunning('the server running the job stopped while it was running', Date.now());
+    this.opts.logger?.info({}, 'trainer lease taken: this server runs the training jobs');
+    this.pump();
+  }
+
+  private async tick(): Promise<void> {
+    if (this.closed) return;
+    if (!this.lease.held()) return this.takeLease();
+    const r = this.running;
+    if (!r) return this.pump();
+    // a cancel asked for on another server
+    if (!r.cancelled && (await this.get(r.id))?.cancelRequestedAt != null) {
+      r.cancelled = true;
+      r.handle?.cancel();
+    }
+  }
+
+  /** The lease's connection broke: another server may take the queue, so the running job stops here. */
+  private leaseLost(): void {
+    const jobId = this.running?.id ?? null;
+    this.opts.logger?.error({ jobId }, 'trainer lease lost (its database connection broke): the running job stops');
+    if (!this.running) return;
+    this.running.cancelled = true;
+    this.running.lostLease = true;
+    this.running.handle?.cancel();
+  }
+
+  /**
+   * Queue a job (any server: the one holding the trainer lease runs it).
    * @throws DomainError `overloaded` once the manager is closed (the server is shutting down);
    *   `validation` for an unknown base version (body/baseVersion), an SFT job without demosPath, or
    *   an SFT job on a remote base version (its weights are not here: nothing to train);
    *   `conflict` for a version name already taken; `too-many-jobs` (with Retry-After) when
-   *   `maxQueuedJobs` jobs already wait.
+   *   `maxQueuedJobs` jobs already wait (all servers' together).
    */
   async create(req: CreateJobRequest): Promise<TrainingJobRow> {
     if (this.closed) throw new DomainError('overloaded', 'the server is shutting down');
@@ -125,12 +185,7 @@ export class TrainingJobManager {
         `base version '${base}' is remote (its weights are not on this server): sft demonstrations are trained elsewhere from the demos file itself; RL jobs on it write a training batch instead`);
     }
     if (req.version !== undefined && (await this.opts.registry.get(req.version))) throw new DomainError('conflict', `model version '${req.version}' already exists`);
-    const bound = this.opts.maxQueuedJobs ?? 0;
-    if (bound > 0 && this.queue.length >= bound) {
-      throw new DomainError('too-many-jobs', `${this.queue.length} training jobs are queued (limit ${bound}, LAMER_TRAIN_MAX_QUEUED_JOBS); wait for them or cancel some, then send the job again`, {
-        retryAfterSeconds: this.opts.queueRetryAfterSeconds ?? 60,
-      });
-    }
+    await this.checkQueueBound();
     const id = `job_${randomUUID().replace(/-/g, '').slice(0, 16)}`;
     const row = {
       id, algorithm: req.algorithm, status: 'queued' as const, config: { ...req, baseVersion: base } as Record<string, unknown>,
@@ -138,9 +193,20 @@ export class TrainingJobManager {
     };
     await this.opts.repos.jobs.insert(row);
     const created = (await this.get(id))!;
-    this.queue.push(id);
     this.pump();
     return created;
+  }
+
+  /** @throws DomainError `too-many-jobs` when `maxQueuedJobs` jobs are queued. */
+  private async checkQueueBound(): Promise<void> {
+    const bound = this.opts.maxQueuedJobs ?? 0;
+    if (bound <= 0) return;
+    const queued = (await this.opts.repos.jobs.countsByStatus()).queued ?? 0;
+    if (queued < bound) return;
+    const why = `${queued} training jobs are queued (limit ${bound}, LAMER_TRAIN_MAX_QUEUED_JOBS); wait for them or cancel some, then send the job again`;
+    throw new DomainError('too-many-jobs', why, {
+      retryAfterSeconds: this.opts.queueRetryAfterSeconds ?? 60,
+    });
   }
 
   get(id: string): Promise<TrainingJobRow | undefined> {
@@ -151,60 +217,91 @@ export class TrainingJobManager {
     return this.opts.repos.jobs.recent(limit);
   }
 
-  /** Whether a job is queued or running. */
+  /** Whether this server is running jobs of the queue now. */
   busy(): boolean {
-    return this.running !== null || this.queue.length > 0;
+    return this.draining !== null;
+  }
+
+  /** Whether this server holds the trainer lease (it runs the queue). */
+  holdsQueue(): boolean {
+    return this.runsJobs && this.lease.held();
   }
 
   /**
-   * Cancel a queued or running job (a running one stops after its current iteration).
+   * Cancel a queued or running job: a queued one is `cancelled` at once; a running one stops after
+   * its current iteration, here or, through its row (`cancelRequestedAt`), on the server that runs
+   * it within its `pollMs`.
    * @returns the row, or undefined for an unknown id. Finished jobs are returned unchanged.
    */
   async cancel(id: string): Promise<TrainingJobRow | undefined> {
     const row = await this.get(id);
     if (!row) return undefined;
-    if (row.status === 'queued') {
-      const i = this.queue.indexOf(id);
-      if (i >= 0) this.queue.splice(i, 1);
-      await this.finish(id, { status: 'cancelled' });
-    } else if (row.status === 'running' && this.running?.id === id) {
-      this.running.cancelled = true;
-      this.running.handle?.cancel();
+    const now = Date.now();
+    if (row.status === 'queued' && !(await this.opts.repos.jobs.cancelQueued(id, now))) return this.cancel(id);
+    if (row.status === 'running') {
+      if (this.running?.id === id) {
+        this.running.cancelled = true;
+        this.running.handle?.cancel();
+      }
+      await this.opts.repos.jobs.requestCancel(id, now);
     }
     return this.get(id);
   }
 
-  /** Resolves when no job is queued or running. */
+  /** Resolves when this server runs no job and its loop found the queue empty. */
   async whenIdle(): Promise<void> {
-    while (this.busy()) await this.idle;
+    while (this.draining) await this.draining;
   }
 
-  /** Stop taking jobs, cancel the running one and wait for it. */
+  /** Stop taking jobs, cancel the running one and wait for it, give the trainer lease back. */
   async close(): Promise<void> {
     this.closed = true;
-    this.queue.length = 0;
+    if (this.timer) clearInterval(this.timer);
     if (this.running) {
       this.running.cancelled = true;
       this.running.handle?.cancel();
     }
-    await this.idle;
+    await this.whenIdle();
+    await this.lease.release();
   }
 
+  /** Run the queue here, unless it runs already (then it looks once more), or this server does not hold the lease. */
   private pump(): void {
-    if (this.running || this.queue.length === 0 || this.closed) return;
-    const id = this.queue.shift()!;
-    this.running = { id, handle: null, cancelled: false };
-    this.idle = this.runJob(id)
-      .catch((err: unknown) => {
-        // A bookkeeping write refused by the database (locked by another process, disk full):
-        // the job's row keeps its last state (a `running` row is marked failed at the next start).
-        // Logged, never an unhandled rejection that would stop the server.
-        this.opts.logger?.error({ jobId: id, err: String(err) }, 'training job could not record its state in the database');
-      })
+    if (this.closed || !this.runsJobs || !this.lease.held()) return;
+    if (this.draining) {
+      this.again = true;
+      return;
+    }
+    this.draining = this.drain()
+      .catch((err: unknown) => this.opts.logger?.warn({ err: String(err) }, 'the training queue could not be read'))
       .finally(() => {
-        this.running = null;
-        this.pump();
+        this.draining = null;
       });
+  }
+
+  /** Run queued jobs, oldest first, one at a time, each claimed in the store first (one server takes it). */
+  private async drain(): Promise<void> {
+    const { jobs } = this.opts.repos;
+    while (!this.closed && this.lease.held()) {
+      this.again = false;
+      const [id] = await jobs.queuedIds();
+      if (id === undefined) {
+        if (this.again) continue;
+        return;
+      }
+      if (!(await jobs.claim(id, Date.now()))) continue;
+      this.running = { id, handle: null, cancelled: false, lostLease: false };
+      try {
+        await this.runJob(id);
+      } catch (err) {
+        // A bookkeeping write refused by the database (locked by another process, disk full):
+        // the job's row keeps its last state (a `running` row is marked failed when a server next
+        // takes the trainer lease). Logged, never an unhandled rejection that would stop the server.
+        this.opts.logger?.error({ jobId: id, err: String(err) }, 'training job could not record its state in the database');
+      } finally {
+        this.running = null;
+      }
+    }
   }
 
   private finish(id: string, set: Partial<Pick<TrainingJobRow, 'status' | 'error' | 'resultVersion' | 'progress'>>): Promise<void> {
@@ -217,7 +314,6 @@ export class TrainingJobManager {
     const row = await this.get(id);
     if (!row) return;
     const req = row.config as unknown as CreateJobRequest & { baseVersion: string };
-    await jobs.update(id, { status: 'running', startedAt: Date.now() });
     logger?.info({ jobId: id, algorithm: req.algorithm, baseVersion: req.baseVersion }, 'training job started');
     try {
       const base = await this.opts.registry.get(req.baseVersion);
@@ -271,7 +367,11 @@ export class TrainingJobManager {
       await this.finish(id, { status: 'succeeded', resultVersion: version, progress: 1, ...(activationError ? { error: activationError } : {}) });
       logger?.info({ jobId: id, version, seconds: result.seconds }, 'training job succeeded');
     } catch (err) {
-      if (err instanceof JobCancelledError) {
+      if (err instanceof JobCancelledError && this.running?.lostLease) {
+        const error = 'this server lost the trainer lease (its database connection broke) while the job ran';
+        await this.finish(id, { status: 'failed', error });
+        logger?.error({ jobId: id }, 'training job stopped: trainer lease lost');
+      } else if (err instanceof JobCancelledError) {
         await this.finish(id, { status: 'cancelled' });
         logger?.info({ jobId: id }, 'training job cancelled');
       } else {

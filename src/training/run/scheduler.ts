@@ -1,7 +1,8 @@
 /**
  * Automatic training (LAMER_TRAIN_* variables): start a job from a template every N completed training
  * sessions and/or on a cron expression (croner; 5 or 6 fields, seconds first when 6).
- * Only one job runs at a time: a trigger while the manager is busy is skipped (and logged).
+ * Only one job runs at a time: a trigger while the manager is busy is skipped (and logged). Of
+ * several servers on one database, only the one holding the trainer lease starts jobs.
  * RL jobs started by the schedule train on the sessions created since the previous trigger,
  * unless the template sets its own `data.since`.
  */
@@ -24,6 +25,8 @@ export interface ScheduleConfig {
 export interface JobStarter {
   create(req: CreateJobRequest): Promise<{ id: string }>;
   busy(): boolean;
+  /** Whether this server runs the training queue (holds the trainer lease); absent: it does. Other servers' schedules start nothing. */
+  holdsQueue?(): boolean;
 }
 
 export class TrainingScheduler {
@@ -96,6 +99,8 @@ export class TrainingScheduler {
 
   /** Start the template job now unless one is running. @returns the job id, or null when skipped. */
   async trigger(reason: 'sessions' | 'cron'): Promise<string | null> {
+    // Of several servers on one database, the one running the queue starts the scheduled jobs.
+    if (this.starter.holdsQueue && !this.starter.holdsQueue()) return null;
     if (this.starter.busy()) {
       this.logger?.warn({ reason }, 'scheduled training skipped: a job is running');
       return null;
