@@ -4,8 +4,11 @@
  * observation, and the reflections. A step then reads nothing from the database that it (or an
  * earlier step of this process) wrote, and its cost does not grow with the attempt.
  *
- * Consistency: the session service (src/agent/sessions.ts) is the only writer of a session's row,
- * steps and reflections, and every write of one session runs under its per-session mutex. A step
+ * Consistency: in one server, the session service (src/agent/sessions.ts) is the only writer of a
+ * session's row, steps and reflections, and every write of one session runs under its per-session
+ * mutex. Servers that share a PostgreSQL database write the same sessions: there an entry may be
+ * behind, and the service re-reads it ({@link ActiveSessions.load}) when a step is not at the
+ * position it expects, and its commits apply only while the stored session is unchanged. A step
  * updates the entry only after its transaction has committed ({@link ActiveSessions.committed});
  * a step that fails changes nothing. Every other write of a session (close, expiry, a human edit
  * of a reflection) drops the entry, and the next step reads the database again. An entry also

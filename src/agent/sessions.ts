@@ -14,7 +14,12 @@
  * attempts run out.
  *
  * Guarantees:
- * - Steps of one session are serialised (KeyedMutex): never two records for one position.
+ * - Steps of one session are serialised (KeyedMutex): never two records for one position. Across
+ *   servers on one PostgreSQL database the store keeps a position exactly once: of two commits of
+ *   one position one is stored, and the other server answers the stored answer (or step-conflict
+ *   for another body). The state kept in memory between steps is re-read when another server may
+ *   have moved the session on, and a commit computed from a state that changed meanwhile (a
+ *   reflection edited elsewhere) is computed again from the stored session.
  * - The model call happens outside any transaction; the step record, the session update and the
  *   reflection are committed in one transaction, and the answer is returned only after the commit.
  * - Retries: the same position with the same body returns the stored answer; a different body is

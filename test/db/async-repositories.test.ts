@@ -455,7 +455,7 @@ for (const store of [sqliteStore, pgStore]) {
         await job('job_d', 'queued', T0 + 2);
         expect(await r.jobs.get('job_a')).toEqual({
           id: 'job_a', algorithm: 'lamer', status: 'succeeded', config: { lr: 0.001 }, progress: 0, metrics: [],
-          resultVersion: null, error: null, createdAt: T0, startedAt: null, finishedAt: null,
+          resultVersion: null, error: null, createdAt: T0, startedAt: null, finishedAt: null, cancelRequestedAt: null,
         });
         expect(await r.jobs.get('job_none')).toBeUndefined();
         expect((await r.jobs.list({ limit: 10 })).map((j) => j.id)).toEqual(['job_d', 'job_c', 'job_b', 'job_a']);
@@ -470,7 +470,22 @@ for (const store of [sqliteStore, pgStore]) {
         await r.jobs.failRunning('server restarted', T0 + 4);
         expect(await r.jobs.get('job_b')).toMatchObject({ status: 'failed', error: 'server restarted', finishedAt: T0 + 4 });
         expect(await r.jobs.running()).toEqual([]);
-        expect((await r.jobs.queuedIds()).sort()).toEqual(['job_c', 'job_d']);
+        // oldest first, then by id
+        expect(await r.jobs.queuedIds()).toEqual(['job_c', 'job_d']);
+      });
+
+      it('claims a queued job once, cancels only queued ones, records a cancel request of a running one', async () => {
+        const results = await Promise.all([r.jobs.claim('job_c', T0 + 5), r.jobs.claim('job_c', T0 + 6)]);
+        expect(results.sort()).toEqual([false, true]);
+        expect(await r.jobs.get('job_c')).toMatchObject({ status: 'running' });
+        expect(await r.jobs.cancelQueued('job_c', T0 + 7)).toBe(false);
+        expect(await r.jobs.requestCancel('job_c', T0 + 7)).toBe(true);
+        expect(await r.jobs.get('job_c')).toMatchObject({ status: 'running', cancelRequestedAt: T0 + 7 });
+        expect(await r.jobs.requestCancel('job_d', T0 + 8)).toBe(false);
+        expect(await r.jobs.cancelQueued('job_d', T0 + 8)).toBe(true);
+        expect(await r.jobs.get('job_d')).toMatchObject({ status: 'cancelled', finishedAt: T0 + 8, cancelRequestedAt: null });
+        expect(await r.jobs.claim('job_d', T0 + 9)).toBe(false);
+        expect(await r.jobs.queuedIds()).toEqual([]);
       });
     });
 
