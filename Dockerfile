@@ -95,8 +95,8 @@ COPY --from=app /app /app
 COPY --from=gpu-deps /app/node_modules /app/node_modules
 RUN groupadd --gid 1000 lamer \
  && useradd --uid 1000 --gid lamer --no-create-home --shell /usr/sbin/nologin lamer \
- && mkdir -p /data \
- && chown lamer:lamer /data
+ && mkdir -p /data/checkpoints \
+ && chown -R lamer:lamer /data
 USER lamer
 RUN node --import tsx src/cli/index.ts --help
 VOLUME ["/data"]
@@ -120,11 +120,13 @@ ENV NODE_ENV=production \
     LAMER_TFJS_BACKEND=auto \
     LAMER_LOG_LEVEL=info
 WORKDIR /app
-# application files stay owned by root (read-only for the server); only /data is writable
+# application files stay owned by root (read-only for the server); only /data is writable.
+# /data/checkpoints exists in the image so that a volume mounted there (docker/compose.yaml shares
+# one between replicas) starts out owned by the server's user
 COPY --from=app /app /app
 COPY --from=deps /app/node_modules /app/node_modules
-RUN mkdir -p /data \
- && chown node:node /data
+RUN mkdir -p /data/checkpoints \
+ && chown -R node:node /data
 # the image's built-in non-root user (uid 1000)
 USER node
 # smoke check at build time: the CLI loads from its TypeScript sources

@@ -1,9 +1,15 @@
 /**
  * Plain HTTP helpers shared by the benches that start a server process and drive it
- * (bench/http.ts, bench/healthz-burst.ts).
+ * (bench/http.ts, bench/healthz-burst.ts, bench/scale-out.ts): a free port, one request, a server
+ * process started and waited for, and a process's CPU time.
  */
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
+import path from 'node:path';
+
+const root = path.resolve(import.meta.dirname, '..');
 
 /** A TCP port free on 127.0.0.1 at the moment of asking. @throws Error when none is given. */
 export async function freePort(): Promise<number> {
@@ -38,4 +44,85 @@ export function request(agent: http.Agent, port: number, method: string, p: stri
     if (data) req.write(data);
     req.end();
   });
+}
+
+/** CPU seconds (user + system) used so far by process `pid`, from /proc; null when unavailable. */
+export function cpuSeconds(pid: number | undefined): number | null {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const ticks = Number(fields[11]) + Number(fields[12]);
+    return ticks / 100;
+  } catch {
+    return null;
+  }
+}
+
+/** The bench cannot go on: a server it started exited or never got ready (message: why, and the server's last output). */
+export class ServerNotReady extends Error {}
+
+/** A server process the bench started: its port, pid, and how to wait for it and stop it. */
+export interface Started {
+  name: string;
+  port: number;
+  pid: number | undefined;
+  /** Resolves once `GET /readyz` answers 200. @throws ServerNotReady when it exits first or is not ready within 60 s. */
+  ready(): Promise<void>;
+  /** SIGTERM (unless it has exited) and wait for the exit. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Spawn `node [nodeArgs] --import tsx <script>` from the repository root with `env` added, its
+ * output passed through to ours (the last 8 KB kept for the message when it stops early).
+ */
+export async function startProcess(name: string, script: string, env: Record<string, string>, port: number, nodeArgs: string[] = []): Promise<Started> {
+  const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', script], {
+    cwd: root,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let tail = '';
+  const pass = (to: NodeJS.WriteStream) => (d: Buffer) => {
+    to.write(d);
+    tail = (tail + d.toString('utf8')).slice(-8192);
+  };
+  child.stdout!.on('data', pass(process.stdout));
+  child.stderr!.on('data', pass(process.stderr));
+  let exitedWith: string | null = null;
+  const exited = new Promise<void>((resolve) =>
+    child.once('exit', (code, signal) => {
+      exitedWith = signal ? `signal ${signal}` : `status ${code}`;
+      resolve();
+    }),
+  );
+  const lastLines = () => tail.trimEnd().split('\n').slice(-20).join('\n') || '(no output)';
+  return {
+    name,
+    port,
+    pid: child.pid,
+    async ready() {
+      const agent = new http.Agent({ keepAlive: true });
+      const deadline = Date.now() + 60_000;
+      try {
+        for (;;) {
+          if (exitedWith) throw new ServerNotReady(`the ${name} exited (${exitedWith}) before it was ready; its last output:\n${lastLines()}`);
+          try {
+            if ((await request(agent, port, 'GET', '/readyz')).status === 200) return;
+          } catch {
+            /* not up yet */
+          }
+          if (Date.now() > deadline) throw new ServerNotReady(`the ${name} was not ready within 60 s; its last output:\n${lastLines()}`);
+          // wake at once when the server exits
+          await Promise.race([new Promise((r) => setTimeout(r, 200)), exited]);
+        }
+      } finally {
+        agent.destroy();
+      }
+    },
+    async stop() {
+      if (!exitedWith) child.kill('SIGTERM');
+      await exited;
+    },
+  };
 }

@@ -32,42 +32,21 @@
  * before it is ready (or is not ready within 60 s) the bench stops at once, exit 1, with its exit
  * status and the last lines of its output.
  */
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ensureDirSync } from '../src/ensure-dir.js';
-import { freePort, request } from './bench-http-client.js';
+import { cpuSeconds, freePort, request, ServerNotReady, type Started, startProcess } from './bench-http-client.js';
+import { autocannonSteps, STEPS, stepBody } from './step-workload.js';
 import { BYTE_TOKENIZER } from '../src/model/tokenizers.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
 const WARMUP = Number(process.env.BENCH_WARMUP_SECONDS ?? 1);
 const LEVELS = (process.env.BENCH_CONCURRENCY ?? '1,16,64').split(',').map(Number);
-const STEPS = 8;
 const CLIENT = process.env.BENCH_CLIENT === 'http' ? 'http' : 'autocannon';
-const ACTIONS = ['up', 'down', 'left', 'right'];
-
-/**
- * Body of step `t` (0..STEPS) of attempt `a` (0..2) in both clients' workload: a Sokoban-like board;
- * reward 0 at step 0, then -0.1 a step, except +10 at the last step of the third attempt, which
- * succeeds.
- */
-function stepBody(a: number, t: number) {
-  const last = t === STEPS;
-  return {
-    attempt: a,
-    step: t,
-    observation: `0: # # # # # #\n1: # _ P _ _ #\n2: # _ X _ O #\n3: # _ _ _ _ #\n4: # # # # # #\nstep ${t}`,
-    reward: t === 0 ? 0 : last && a === 2 ? 10 : -0.1,
-    done: last,
-    success: last && a === 2,
-    availableActions: ACTIONS,
-  };
-}
-
 
 function percentile(sorted: number[], q: number): number {
   if (sorted.length === 0) return NaN;
@@ -85,18 +64,6 @@ interface LevelResult {
   errors: number;
   /** Server process CPU time (user + system) per measured step, µs; null where /proc is missing. */
   serverCpuUsPerStep: number | null;
-}
-
-/** CPU seconds (user + system) used so far by process `pid`, from /proc; null when unavailable. */
-function cpuSeconds(pid: number | undefined): number | null {
-  try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    const ticks = Number(fields[11]) + Number(fields[12]);
-    return ticks / 100;
-  } catch {
-    return null;
-  }
 }
 
 async function runLevel(port: number, concurrency: number, serverPid: number | undefined): Promise<LevelResult> {
@@ -161,130 +128,24 @@ async function runLevel(port: number, concurrency: number, serverPid: number | u
 }
 
 /**
- * The same workload driven by autocannon (lower client CPU than node:http): each connection cycles
- * through [create session, 27 steps (3 attempts x 9 steps)] with its state in autocannon's
- * per-connection `context`. Latency percentiles include the 1-in-28 session creations.
+ * The same workload driven by autocannon (bench/step-workload.ts; lower client CPU than
+ * node:http). Latency percentiles include the 1-in-28 session creations.
  */
 async function runLevelAutocannon(port: number, concurrency: number, serverPid: number | undefined): Promise<LevelResult> {
-  const specifier = 'autocannon'; // untyped package: imported by name to skip type resolution
-  const { default: autocannon } = (await import(specifier)) as {
-    default: (opts: Record<string, unknown>) => Promise<Record<string, any>>;
-  };
-  const stepRequests = [];
-  for (let a = 0; a < 3; a++) {
-    for (let t = 0; t <= STEPS; t++) {
-      const body = JSON.stringify(stepBody(a, t));
-      stepRequests.push({
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body,
-        setupRequest: (req: Record<string, unknown>, ctx: Record<string, unknown>) => ({ ...req, path: `/v1/sessions/${String(ctx.id)}/steps` }),
-      });
-    }
-  }
-  let n = 0;
-  const requests = [
-    {
-      method: 'POST',
-      path: '/v1/sessions',
-      headers: { 'content-type': 'application/json' },
-      setupRequest: (req: Record<string, unknown>) => ({
-        ...req,
-        body: JSON.stringify({ taskId: `bench-${n++}`, instructions: 'Push the box onto the target. Answer with one move.', maxAttempts: 3, maxSteps: STEPS, env: 'bench' }),
-      }),
-      onResponse: (_status: number, body: string, ctx: Record<string, unknown>) => {
-        ctx.id = (JSON.parse(body) as { id: string }).id;
-      },
-    },
-    ...stepRequests,
-  ];
-  const run = (duration: number) => autocannon({ url: `http://127.0.0.1:${port}`, connections: concurrency, duration, requests });
-  await run(WARMUP);
+  await autocannonSteps(port, concurrency, WARMUP);
   const cpu0 = cpuSeconds(serverPid);
-  const r = await run(SECONDS);
+  const r = await autocannonSteps(port, concurrency, SECONDS);
   const cpu1 = cpuSeconds(serverPid);
-  const total = r.requests.total as number;
-  const steps = Math.round((total * 27) / 28);
   return {
     concurrency,
     seconds: SECONDS,
-    steps,
-    stepsPerSecond: Math.round(steps / SECONDS),
-    p50Ms: r.latency.p50 as number,
-    p99Ms: r.latency.p99 as number,
-    maxMs: r.latency.max as number,
-    errors: (r.errors as number) + (r.non2xx as number),
-    serverCpuUsPerStep: cpu0 !== null && cpu1 !== null && total > 0 ? Math.round(((cpu1 - cpu0) / total) * 1e6) : null,
-  };
-}
-
-
-/** The bench cannot go on: a server it started exited or never got ready (message: why, and the server's last output). */
-class ServerNotReady extends Error {}
-
-/** A server process the bench started: its port, pid, and how to wait for it and stop it. */
-interface Started {
-  name: string;
-  port: number;
-  pid: number | undefined;
-  /** Resolves once `GET /readyz` answers 200. @throws ServerNotReady when it exits first or is not ready within 60 s. */
-  ready(): Promise<void>;
-  /** SIGTERM (unless it has exited) and wait for the exit. */
-  stop(): Promise<void>;
-}
-
-/**
- * Spawn `node [nodeArgs] --import tsx <script>` from the repository root with `env` added, its
- * output passed through to ours (the last 8 KB kept for the message when it stops early).
- */
-async function startProcess(name: string, script: string, env: Record<string, string>, port: number, nodeArgs: string[] = []): Promise<Started> {
-  const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', script], {
-    cwd: root,
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let tail = '';
-  const pass = (to: NodeJS.WriteStream) => (d: Buffer) => {
-    to.write(d);
-    tail = (tail + d.toString('utf8')).slice(-8192);
-  };
-  child.stdout!.on('data', pass(process.stdout));
-  child.stderr!.on('data', pass(process.stderr));
-  let exitedWith: string | null = null;
-  const exited = new Promise<void>((resolve) =>
-    child.once('exit', (code, signal) => {
-      exitedWith = signal ? `signal ${signal}` : `status ${code}`;
-      resolve();
-    }),
-  );
-  const lastLines = () => tail.trimEnd().split('\n').slice(-20).join('\n') || '(no output)';
-  return {
-    name,
-    port,
-    pid: child.pid,
-    async ready() {
-      const agent = new http.Agent({ keepAlive: true });
-      const deadline = Date.now() + 60_000;
-      try {
-        for (;;) {
-          if (exitedWith) throw new ServerNotReady(`the ${name} exited (${exitedWith}) before it was ready; its last output:\n${lastLines()}`);
-          try {
-            if ((await request(agent, port, 'GET', '/readyz')).status === 200) return;
-          } catch {
-            /* not up yet */
-          }
-          if (Date.now() > deadline) throw new ServerNotReady(`the ${name} was not ready within 60 s; its last output:\n${lastLines()}`);
-          // wake at once when the server exits
-          await Promise.race([new Promise((r) => setTimeout(r, 200)), exited]);
-        }
-      } finally {
-        agent.destroy();
-      }
-    },
-    async stop() {
-      if (!exitedWith) child.kill('SIGTERM');
-      await exited;
-    },
+    steps: r.steps,
+    stepsPerSecond: Math.round(r.steps / SECONDS),
+    p50Ms: r.p50Ms,
+    p99Ms: r.p99Ms,
+    maxMs: r.maxMs,
+    errors: r.errors,
+    serverCpuUsPerStep: cpu0 !== null && cpu1 !== null && r.requests > 0 ? Math.round(((cpu1 - cpu0) / r.requests) * 1e6) : null,
   };
 }
 

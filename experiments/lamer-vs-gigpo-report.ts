@@ -43,9 +43,10 @@ const curveEvery = Math.max(1, Number(opt('--curve-every') ?? 1));
 const resamples = Number(opt('--resamples') ?? 10_000);
 const K = 3;
 
-/** The trained arms (experiments/lamer-vs-gigpo.sh trains lamer and gigpo; gigpo-ref only in the 4x4 run). */
+/** The trained arms (experiments/lamer-vs-gigpo.sh trains lamer and gigpo, and lamer-own when asked; gigpo-ref only in the 4x4 run). */
 const ARMS: Array<{ key: string; label: string; evalMode: string }> = [
   { key: 'lamer', label: 'LaMer', evalMode: '3-attempt sessions, reflections' },
+  { key: 'lamer-own', label: 'LaMer, reflections centred among themselves (ablation)', evalMode: '3-attempt sessions, reflections' },
   { key: 'gigpo', label: 'GiGPO', evalMode: 'independent retries' },
   { key: 'gigpo-ref', label: 'GiGPO (reference MineSweeper script: 3 attempts + reflections in training)', evalMode: 'independent retries' },
 ];
@@ -54,7 +55,10 @@ const SFT: Array<{ key: string; file: string; label: string; evalMode: string }>
   { key: 'sft-independent', file: 'eval-sft-independent.json', label: 'SFT start', evalMode: 'independent retries' },
 ];
 /** Differences reported: a - b on the same tasks (each RL arm against the SFT start evaluated its way). */
-const PAIRS: Array<[string, string]> = [['lamer', 'gigpo'], ['lamer', 'gigpo-ref'], ['lamer', 'sft-lamer-mode'], ['gigpo', 'sft-independent'], ['gigpo-ref', 'sft-independent']];
+const PAIRS: Array<[string, string]> = [
+  ['lamer', 'gigpo'], ['lamer', 'gigpo-ref'], ['lamer-own', 'lamer'], ['lamer-own', 'gigpo'], ['lamer', 'sft-lamer-mode'], ['lamer-own', 'sft-lamer-mode'],
+  ['gigpo', 'sft-independent'], ['gigpo-ref', 'sft-independent'],
+];
 /** The paper's Table 1 (Jiang et al., arXiv 2512.16848): Qwen3-4B, pass@1 / pass@2 / pass@3 in percent. */
 const PAPER: Record<string, { sokoban: number[]; minesweeper: number[] }> = {
   'Zero-shot': { sokoban: [6.8, 9.8, 12.9], minesweeper: [4.5, 6.6, 8.6] },
@@ -257,13 +261,15 @@ function gameSection(g: Game, level: string): string[] {
     const cs = a.curves.map((c) => c.points).filter((p) => p.length > 0);
     if (cs.length === 0) continue;
     const n = Math.min(...cs.map((c) => c.length));
-    L.push('', `Per-iteration rollouts of ${a.label} (mean over ${cs.length} seed${cs.length > 1 ? 's' : ''}; training sampling):`, '');
-    L.push('| iteration | pass@1 (%) | pass@3 (%) | mean return | action entropy | reflection entropy | reflection share of tokens | zero-advantage groups | rollout s | train s |');
-    L.push('|---|---|---|---|---|---|---|---|---|---|');
+    L.push('', `Per-iteration rollouts of ${a.label} (mean over ${cs.length} seed${cs.length > 1 ? 's' : ''}; training sampling; held-out: the version that iteration trained, on the run's held-out probe tasks at the evaluation's sampling; clip fraction: the job's; KL: of the rollout policy from the start, nats per action token):`, '');
+    L.push('| iteration | pass@1 (%) | pass@3 (%) | held-out pass@1 (%) | held-out pass@3 (%) | mean return | action entropy | reflection entropy | clip fraction | KL to start | reflection share of tokens | zero-advantage groups | rollout s | train s |');
+    L.push('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|');
     for (let i = 0; i < n; i += curveEvery) {
       const at = (f: (p: CurvePoint) => number | null | undefined) => mean(present(cs.map((c) => f(c[i]!))));
       const shareAt = at((p) => (p.outputTokens && typeof p.reflectionTokens === 'number' ? p.reflectionTokens / p.outputTokens : null));
-      L.push(`| ${i} | ${pct(at((p) => p.passAtK['1'] ?? 0))} | ${pct(at((p) => p.passAtK['3'] ?? p.passAtK['1'] ?? 0))} | ${num(at((p) => p.meanReturn), 2)} | ${num(at((p) => p.actionEntropy))} | ${num(at((p) => p.reflectionEntropy))} | ${Number.isNaN(shareAt) ? '-' : pct(shareAt) + '%'} | ${num(at((p) => p.zeroAdvantageGroups), 1)}/${num(at((p) => p.groups), 0)} | ${num(at((p) => p.rolloutSeconds), 0)} | ${num(at((p) => p.trainSeconds), 0)} |`);
+      const held = (k: string) => { const x = at((p) => p.heldOut?.passAtK[k]); return Number.isNaN(x) ? '-' : pct(x); };
+      const kl = at((p) => p.klToStart);
+      L.push(`| ${i} | ${pct(at((p) => p.passAtK['1'] ?? 0))} | ${pct(at((p) => p.passAtK['3'] ?? p.passAtK['1'] ?? 0))} | ${held('1')} | ${held('3')} | ${num(at((p) => p.meanReturn), 2)} | ${num(at((p) => p.actionEntropy))} | ${num(at((p) => p.reflectionEntropy))} | ${num(at((p) => p.clipFrac), 4)} | ${Number.isNaN(kl) ? '-' : kl.toExponential(2)} | ${Number.isNaN(shareAt) ? '-' : pct(shareAt) + '%'} | ${num(at((p) => p.zeroAdvantageGroups), 1)}/${num(at((p) => p.groups), 0)} | ${num(at((p) => p.rolloutSeconds), 0)} | ${num(at((p) => p.trainSeconds), 0)} |`);
     }
   }
 
@@ -272,13 +278,18 @@ function gameSection(g: Game, level: string): string[] {
   L.push('| method | seed | iterations | rollout sessions | output tokens trained | of which reflections | rollout s | train s | s / iteration | train wall s / CPU s | eval s (wall / CPU) |');
   L.push('|---|---|---|---|---|---|---|---|---|---|---|');
   const timing = (piece: string) => g.timings.filter((t) => t.piece === piece).at(-1);
+  // a training run recorded in parts (`train <arm> seed <s> to <n>`, one per lamer train --resume): their sum
+  const trainTiming = (key: string, seed: number) => {
+    const parts = g.timings.filter((t) => t.piece.startsWith(`train ${key} seed ${seed} to `));
+    return parts.length ? { wallS: parts.reduce((a, t) => a + t.wallS, 0), cpuS: parts.reduce((a, t) => a + t.cpuS, 0) } : timing(`train ${key} seed ${seed}`);
+  };
   for (const a of g.arms) {
     if (a.curves.length === 0) continue;
     a.runs.forEach((r) => {
       const pts = (r.curve ?? []) as CurvePoint[];
       const sum = (f: (p: CurvePoint) => number) => pts.reduce((acc, p) => acc + f(p), 0);
       const secs = sum((p) => p.rolloutSeconds + p.trainSeconds);
-      const tt = timing(`train ${a.key} seed ${r.seed}`);
+      const tt = trainTiming(a.key, r.seed);
       const te = timing(`eval ${a.key}-seed${r.seed}`);
       const ev = g.evals.get(`${a.key}-seed${r.seed}`)!;
       L.push(`| ${a.label} | ${r.seed} | ${pts.length} | ${sum((p) => p.sessions)} | ${sum((p) => p.outputTokens ?? 0) || '-'} | ${pts.some((p) => typeof p.reflectionTokens === 'number') ? sum((p) => p.reflectionTokens ?? 0) : '-'} | ${sum((p) => p.rolloutSeconds).toFixed(0)} | ${sum((p) => p.trainSeconds).toFixed(0)} | ${(secs / Math.max(1, pts.length)).toFixed(1)} | ${tt ? `${tt.wallS.toFixed(0)} / ${tt.cpuS.toFixed(0)}` : '-'} | ${te ? `${te.wallS.toFixed(0)} / ${te.cpuS.toFixed(0)}` : ev.durationS.toFixed(0)} |`);

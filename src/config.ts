@@ -12,6 +12,10 @@ import {
   REMOTE_DEFAULTS, REMOTE_INTEGER_SETTINGS, REMOTE_SETTINGS, remoteUrlFault, remoteVersionConfig, type RemoteVersionConfig,
 } from './shared/remote-version.js';
 import {
+  GATE_DECISIONS, MAX_GATE_ATTEMPTS, MAX_GATE_CONCURRENCY, MAX_GATE_TASKS, gateProblem, resolveGate, type GateSpec,
+} from './shared/promotion-gate.js';
+import { EVAL_SEED_START, SEED_END } from './shared/env-names.js';
+import {
   REMOTE_KINDS, RL_ALGORITHMS, SERVER_ENGINES, SERVER_ROLES, TFJS_BACKENDS, type RlAlgorithm, type ServerEngine, type ServerRole, type TfjsBackend,
 } from './domain.js';
 
@@ -234,6 +238,12 @@ export interface TrainingConfig {
   /** Model I/O module of the training worker (not from the environment: for tests and embedding);
    *  default the builtin GPT adapter on `tfjsBackend`. */
   modelIO?: { module: string; exportName?: string; options?: Record<string, unknown> };
+  /** LAMER_TRAIN_GATE_*: the promotion gate of scheduled jobs (src/shared/promotion-gate.ts); null = none
+   *  (scheduled versions are activated as LAMER_TRAIN_ACTIVATE says). Optional in code (absent = none). */
+  gate?: GateSpec | null;
+  /** Evaluator module of the promotion gates' worker thread (not from the environment: for tests and
+   *  embedding); default src/cli/gate-eval.ts (src/training/run/gate-worker.ts DEFAULT_GATE_EVALUATOR). */
+  gateEvaluator?: { module: string; exportName?: string };
 }
 
 export class ConfigError extends Error {
@@ -473,16 +483,74 @@ function trainingSchedule(env: Record<string, string | undefined>): TrainingConf
       throw new ConfigError(`LAMER_TRAIN_CRON=${JSON.stringify(cron)}: not a cron expression (${(err as Error).message})`);
     }
   }
+  const activate = oneOf(env, 'LAMER_TRAIN_ACTIVATE', 'false', ['true', 'false'] as const) === 'true';
+  const gate = trainingGate(env);
+  if (gate && activate) {
+    throw new ConfigError(
+      'LAMER_TRAIN_ACTIVATE=true activates every scheduled version; with LAMER_TRAIN_GATE_TASKS the gate activates those that pass: '
+        + 'unset LAMER_TRAIN_ACTIVATE',
+    );
+  }
   return {
     everySessions: int(env, 'LAMER_TRAIN_EVERY_SESSIONS', 0, 0, 100_000_000),
     cron,
     algorithm: oneOf(env, 'LAMER_TRAIN_ALGORITHM', 'lamer', RL_ALGORITHMS),
-    activate: oneOf(env, 'LAMER_TRAIN_ACTIVATE', 'false', ['true', 'false'] as const) === 'true',
+    activate,
+    gate,
     env: env.LAMER_TRAIN_ENV && env.LAMER_TRAIN_ENV !== '' ? env.LAMER_TRAIN_ENV : null,
     workers: parseTrainWorkers(env),
     maxQueuedJobs: int(env, 'LAMER_TRAIN_MAX_QUEUED_JOBS', 16, 0, 1_000_000),
     queueRetryAfterSeconds: int(env, 'LAMER_TRAIN_QUEUE_RETRY_AFTER_SECONDS', 60, 1, 86_400),
   };
+}
+
+/** A number variable (a fraction such as a margin): finite, in [min, max]. */
+function num(env: Record<string, string | undefined>, name: string, def: number, min: number, max: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw.trim() === '') return def;
+  const v = Number(raw.trim());
+  if (!Number.isFinite(v) || v < min || v > max) {
+    throw new ConfigError(`${name}=${JSON.stringify(raw)}: expected a number in [${min}, ${max}]`);
+  }
+  return v;
+}
+
+/**
+ * LAMER_TRAIN_GATE_*: the promotion gate of scheduled jobs (docs/training.md "Promotion gate"), on
+ * when LAMER_TRAIN_GATE_TASKS > 0; the other variables need it.
+ * @throws ConfigError naming the variable at fault (the rules of src/shared/promotion-gate.ts).
+ */
+function trainingGate(env: Record<string, string | undefined>): GateSpec | null {
+  const tasks = int(env, 'LAMER_TRAIN_GATE_TASKS', 0, 0, MAX_GATE_TASKS);
+  const names = ['ENV', 'ATTEMPTS', 'SEED_START', 'METRIC', 'MARGIN', 'DECISION', 'CONCURRENCY'].map((n) => `LAMER_TRAIN_GATE_${n}`);
+  if (tasks === 0) {
+    const stray = names.find((n) => env[n] !== undefined && env[n] !== '');
+    if (stray) {
+      throw new ConfigError(`${stray} is set but LAMER_TRAIN_GATE_TASKS is not: set the number of held-out tasks to turn the gate on`);
+    }
+    return null;
+  }
+  const attempts = int(env, 'LAMER_TRAIN_GATE_ATTEMPTS', 3, 1, MAX_GATE_ATTEMPTS);
+  const input = {
+    env: env.LAMER_TRAIN_GATE_ENV && env.LAMER_TRAIN_GATE_ENV !== '' ? env.LAMER_TRAIN_GATE_ENV : 'minesweeper',
+    tasks,
+    attempts,
+    seedStart: int(env, 'LAMER_TRAIN_GATE_SEED_START', EVAL_SEED_START, EVAL_SEED_START, SEED_END - 1),
+    metric: env.LAMER_TRAIN_GATE_METRIC && env.LAMER_TRAIN_GATE_METRIC !== '' ? env.LAMER_TRAIN_GATE_METRIC : `pass@${attempts}`,
+    margin: num(env, 'LAMER_TRAIN_GATE_MARGIN', 0, -1, 1),
+    decision: oneOf(env, 'LAMER_TRAIN_GATE_DECISION', 'mean', GATE_DECISIONS),
+    concurrency: int(env, 'LAMER_TRAIN_GATE_CONCURRENCY', 4, 1, MAX_GATE_CONCURRENCY),
+  };
+  const problem = gateProblem(input);
+  if (problem) {
+    const names: Record<string, string> = {
+      env: 'ENV', tasks: 'TASKS', attempts: 'ATTEMPTS', seedStart: 'SEED_START', metric: 'METRIC', margin: 'MARGIN', decision: 'DECISION',
+      concurrency: 'CONCURRENCY',
+    };
+    const name = names[problem.field] ?? 'TASKS';
+    throw new ConfigError(`LAMER_TRAIN_GATE_${name}: ${problem.message}`);
+  }
+  return resolveGate(input);
 }
 
 /**

@@ -117,6 +117,12 @@ export type LrSchedule = (typeof LR_SCHEDULES)[number];
 export const RETURN_MODES = ['paper', 'code'] as const;
 export type ReturnMode = (typeof RETURN_MODES)[number];
 
+/** Which turns a reflection's GiGPO episode term is centred against (docs/method.md#gigpo):
+ *  'task', the reference: every turn of its task; 'own', an ablation: its task's reflections only
+ *  (and action turns against their task's action turns only). */
+export const REFLECTION_GROUPS = ['task', 'own'] as const;
+export type ReflectionGroup = (typeof REFLECTION_GROUPS)[number];
+
 /** The advantage estimators (docs/method.md#advantages): each RL algorithm's, `lamer` using GiGPO's. */
 export const ADVANTAGE_ESTIMATORS = ['gigpo', 'grpo', 'rloo'] as const satisfies readonly RlAlgorithm[];
 export type AdvantageEstimator = (typeof ADVANTAGE_ESTIMATORS)[number];

@@ -8,6 +8,7 @@ import { Type, type Static } from 'typebox';
 import { MODEL_ENGINES, MODEL_STATUSES, REMOTE_KINDS } from '../domain.js';
 import { FreeObject, Nullable, StringEnum } from '../schema-helpers.js';
 import { REMOTE_DEFAULTS, REMOTE_SETTINGS, type RemoteIntegerSetting } from '../shared/remote-version.js';
+import { GateReport } from './gate-schemas.js';
 
 /** `minimum`, `maximum` and `default` of an integer setting of a remote version, in that order. */
 function bounds(k: RemoteIntegerSetting) {
@@ -67,6 +68,10 @@ export const Model = Type.Object({
   loaded: Type.Boolean({ description: 'loaded in the engine now (remote: its client is set up)' }),
   engine: StringEnum(MODEL_ENGINES, { description: 'builtin: tfjs checkpoint served here; openai: a remote OpenAI-compatible server' }),
   remote: Nullable(RemoteView),
+  gate: Nullable(GateReport, {
+    description: 'the promotion gate of the job that produced it (also in metrics.gate): its figures against the version active then, '
+      + 'and whether it activated this one; null without a gate',
+  }),
 });
 
 export const ModelList = Type.Object({ items: Type.Array(Model), active: Type.String() });

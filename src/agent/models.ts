@@ -14,7 +14,19 @@ import { checkpointText, readCheckpointMetadata, type CheckpointText, type Defau
 import { CHAT_FORMAT, type PromptFormat } from '../model/prompt-format.js';
 import { BYTE_TOKENIZER, type Tokenizer } from '../model/tokenizers.js';
 import { REMOTE_DEFAULTS, remoteUrlFault, remoteVersionConfig, type RemoteUrlFault } from '../shared/remote-version.js';
+import { Value } from 'typebox/value';
 import type { ModelView, RegisterModelBody } from './model-schemas.js';
+import { GateReport, type GateReportView } from './gate-schemas.js';
+
+/**
+ * A version's promotion gate: `metrics.gate` when it holds a gate report (a training job's gate
+ * writes one there, src/training/run/gate-run.ts), else null, so that the free metrics of a
+ * registered version never break the model resource.
+ */
+function gateOf(metrics: Record<string, unknown>): GateReportView | null {
+  const g = metrics.gate;
+  return g !== undefined && Value.Check(GateReport, g) ? g : null;
+}
 
 /** What a version reads when it declares nothing: bytes and the chat layout. */
 const DEFAULT_TEXT: Required<CheckpointText> = { tokenizer: BYTE_TOKENIZER, promptFormat: CHAT_FORMAT, sampling: null };
@@ -203,6 +215,33 @@ export class ModelRegistry {
     return (await this.get(b.version))!;
   }
 
+  /**
+   * Register a builtin checkpoint folder that is already in place (under the data directory's
+   * `checkpoints/`) as a `candidate` version, without a training job: how `lamer train --resume`
+   * brings a run's last trained version, copied from its output folder, into a new data directory.
+   * The folder's metadata is read now, so a folder the engine could not load is refused here.
+   * `parent`, when given, must be registered.
+   * @throws DomainError `conflict` when the version exists; `validation` naming `checkpointDir`
+   *   when the folder holds no readable checkpoint, or `parent` when it is not registered.
+   */
+  async registerCheckpoint(
+    version: string, checkpointDir: string, opts: { parent?: string; metrics?: Record<string, unknown> } = {},
+  ): Promise<ModelRow> {
+    if (await this.get(version)) throw new DomainError('conflict', `model version '${version}' already exists`);
+    const parent = opts.parent ?? null;
+    if (parent !== null && !(await this.get(parent))) throw invalid('parent', `is not a registered model version ('${parent}')`);
+    try {
+      await readCheckpointMetadata(checkpointDir);
+    } catch (err) {
+      throw invalid('checkpointDir', `holds no readable checkpoint: ${(err as Error).message}`);
+    }
+    await this.repo.insert({
+      version, parent, jobId: null, checkpointDir, status: 'candidate', metrics: opts.metrics ?? {}, createdAt: Date.now(),
+      engine: 'builtin', engineConfig: null,
+    });
+    return (await this.get(version))!;
+  }
+
   /** The model resource of a row: `loaded` says whether the engine holds the version now; `remote` its server, the key hidden. */
   view(m: ModelRow): ModelView {
     return {
@@ -215,6 +254,7 @@ export class ModelRegistry {
       loaded: this.engine.isLoaded(m.version),
       engine: m.engine,
       remote: m.engine === 'openai' && m.engineConfig ? remoteView(m.engineConfig as unknown as RemoteVersionConfig) : null,
+      gate: gateOf(m.metrics),
     };
   }
 

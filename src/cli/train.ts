@@ -6,25 +6,31 @@
  * `<out>/learning-curve.json` and `<out>/learning-curve.svg` (rewritten after every iteration).
  * Without --server a server is started in-process (builtin engine, data in --data-dir or a
  * temporary folder, base checkpoint --base-model-dir). Progress goes to stderr; the final curve
- * table to stdout.
+ * table to stdout. After every iteration `<out>` also holds the job (`jobs/`) and (in-process) a copy
+ * of the trained checkpoint, and `--resume` continues a run from them (./train-resume.ts).
  *
  * Before any work: --out must be (or be creatable as) a writable directory, and --server must
  * answer GET /healthz; either failure is one line on stderr and exit 1. A temporary data directory
  * is kept at the end (it holds the checkpoints of the versions the run trained) and its path is
  * printed; it is removed only when the in-process server could not start in it.
  */
-import { accessSync, constants as fsConstants, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { accessSync, constants as fsConstants, cpSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { parseArgs } from 'node:util';
 import cliProgress from 'cli-progress';
 import { learningCurveSvg } from '../eval/chart-svg.js';
-import { runExperiment, type CurvePoint, type ExperimentAlgorithm } from '../eval/experiment.js';
+import { runExperiment, type CurvePoint, type ExperimentAlgorithm, type IterationState } from '../eval/experiment.js';
+import type { RunningServer } from '../server.js';
+import {
+  httpVersions, keepCheckpoint, pruneCheckpoints, pruneJobs, readCurve, resumeConflicts, resumeFrom, writeAtomic, writeJob, type CurveFile,
+} from './train-resume.js';
 import { checkServer } from '../eval/harness.js';
 import { describeHttpFailure, HttpError } from '../eval/http.js';
-import { RL_ALGORITHMS } from '../domain.js';
+import { REFLECTION_GROUPS, RL_ALGORITHMS } from '../domain.js';
 import { ensureDirSync } from '../ensure-dir.js';
-import { envOpt, intOpt, MAX_TOP_K, parseCommand, usageError, UsageError } from './args.js';
+import { checkEvalSeeds, envOpt, intOpt, MAX_TOP_K, parseCommand, usageError, UsageError } from './args.js';
+import type { HeldOutSettings } from '../eval/experiment-probes.js';
 
 const HELP = `usage: lamer train --env NAME --algorithm lamer|gigpo|grpo|rloo [options]
 
@@ -43,12 +49,23 @@ const HELP = `usage: lamer train --env NAME --algorithm lamer|gigpo|grpo|rloo [o
   --temperature X --top-p X --top-k N   rollout sampling (default 1.0 / 1 / 0, LaMer's training setting)
   --available-actions   send the env's legal actions with each step
   --lr X --epochs N --minibatch N --gamma-traj X --ent-coef X   job hyperparameters
+  --reflection-group G  lamer only: task (default, the reference) | own (an ablation: reflections' GiGPO episode
+                        term centred among the task's reflections only; docs/method.md#gigpo)
   --no-pack             train one sequence per turn (default: an attempt's turns, then its reflection,
                         in one sequence where the recorded prompts extend each other; same losses)
   --data-dir DIR        in-process server: data directory (checkpoints and database are kept there;
                         default: a new temporary directory, also kept, its path printed at the end)
   --base-model-dir DIR  in-process server: base checkpoint (default models/base)
   --max-minutes M       wall-clock budget: start no iteration that would end after M minutes
+  --resume              continue the run in --out (its learning-curve.json; same settings, --iterations may grow):
+                        from the last iteration whose trained version the server has, or (in-process) whose
+                        checkpoint --out/checkpoint/ holds; without a curve there, start at iteration 0
+  --heldout-tasks N     held-out probe: play each trained version on N held-out tasks (3 attempts; default 0: none)
+  --heldout-every E     ... after every E-th iteration and the last (default 1)
+  --heldout-seed S      ... eval seeds from S (default 1000000: apart from lamer eval --seed 0's tasks)
+  --heldout-sampling T/P/K   ... at temperature/top-p/top-k (default 0.7/0.8/20, the paper's evaluation)
+  --kl-every E          KL of the rollout policy from the start version every E-th iteration and the last
+                        (replays of the first trial of each task; 0: never; default 1)
   --quiet               no progress bars`;
 
 function num(name: string, v: string | undefined, lo: number, hi: number): number | undefined {
@@ -78,11 +95,33 @@ const OPTIONS = {
   group: { type: 'string' }, server: { type: 'string' }, out: { type: 'string' }, params: { type: 'string' }, seed: { type: 'string' },
   concurrency: { type: 'string' }, temperature: { type: 'string' }, 'top-p': { type: 'string' }, 'top-k': { type: 'string' }, 'available-actions': { type: 'boolean' }, lr: { type: 'string' },
   epochs: { type: 'string' }, minibatch: { type: 'string' }, 'gamma-traj': { type: 'string' }, 'ent-coef': { type: 'string' },
-  'no-pack': { type: 'boolean' },
+  'no-pack': { type: 'boolean' }, 'reflection-group': { type: 'string' },
   'data-dir': { type: 'string' }, 'base-model-dir': { type: 'string' }, 'api-key': { type: 'string' }, 'max-minutes': { type: 'string' }, quiet: { type: 'boolean' },
+  resume: { type: 'boolean' }, 'heldout-tasks': { type: 'string' }, 'heldout-every': { type: 'string' }, 'heldout-seed': { type: 'string' },
+  'heldout-sampling': { type: 'string' }, 'kl-every': { type: 'string' },
 } as const;
 
 type Values = ReturnType<typeof parseArgs<{ options: typeof OPTIONS; strict: true }>>['values'];
+
+/** `--heldout-*` as the experiment's `heldOut` (none without --heldout-tasks). @throws UsageError naming the bad option. */
+function heldOutOptions(values: Values): { heldOut?: HeldOutSettings } {
+  const tasks = intOpt('heldout-tasks', values['heldout-tasks'], 0, 0, 100_000);
+  const given = (['heldout-every', 'heldout-seed', 'heldout-sampling'] as const).filter((k) => values[k] !== undefined);
+  if (tasks === 0) {
+    if (given.length > 0) throw new UsageError(`--${given[0]} needs --heldout-tasks N (N >= 1)`);
+    return {};
+  }
+  const seed = intOpt('heldout-seed', values['heldout-seed'], 1_000_000, 0);
+  checkEvalSeeds('--heldout-seed + --heldout-tasks', seed, tasks);
+  const parts = (values['heldout-sampling'] ?? '0.7/0.8/20').split('/');
+  if (parts.length !== 3) throw new UsageError(`--heldout-sampling must be temperature/top-p/top-k, got '${values['heldout-sampling']}'`);
+  const sampling = {
+    temperature: num('heldout-sampling', parts[0], 0, 10)!,
+    topP: num('heldout-sampling', parts[1], 1e-9, 1)!,
+    topK: intOpt('heldout-sampling', parts[2], 0, 0, MAX_TOP_K),
+  };
+  return { heldOut: { tasks, every: intOpt('heldout-every', values['heldout-every'], 1, 1), seed, sampling } };
+}
 
 /** The experiment options and the output folder from the command line. @throws UsageError naming the bad option. */
 function trainOptions(values: Values) {
@@ -92,12 +131,18 @@ function trainOptions(values: Values) {
     throw new UsageError(`--algorithm must be ${RL_ALGORITHMS.slice(0, -1).join(', ')} or ${RL_ALGORITHMS.at(-1)}, got '${values.algorithm ?? ''}'`);
   }
   if (values.server !== undefined && !/^https?:\/\/\S+$/.test(values.server)) throw new UsageError(`--server must be an http(s) URL, got '${values.server}'`);
-  const hyper: Record<string, number | boolean> = {};
+  const hyper: Record<string, number | boolean | string> = {};
   for (const [flag, key, lo, hi] of [['lr', 'lr', 1e-12, 1], ['epochs', 'epochs', 1, 100], ['minibatch', 'minibatchSize', 1, 4096], ['gamma-traj', 'gammaTraj', 0, 1], ['ent-coef', 'entCoef', 0, 1]] as const) {
     const v = num(flag, values[flag], lo, hi);
     if (v !== undefined) hyper[key] = v;
   }
   if (values['no-pack']) hyper.pack = false;
+  const group = values['reflection-group'];
+  if (group !== undefined) {
+    if (!(REFLECTION_GROUPS as readonly string[]).includes(group)) throw new UsageError(`--reflection-group must be ${REFLECTION_GROUPS.join(' or ')}, got '${group}'`);
+    if (algorithm !== 'lamer') throw new UsageError(`--reflection-group applies to --algorithm lamer only (${algorithm} trains no reflections)`);
+    hyper.reflectionGroup = group;
+  }
   const temperature = num('temperature', values.temperature, 0, 10) ?? 1;
   const opts = {
     env, algorithm, params,
@@ -111,6 +156,8 @@ function trainOptions(values: Values) {
     hyperparameters: hyper,
     server: values.server ?? '',
     ...(values['max-minutes'] !== undefined ? { maxWallSeconds: 60 * num('max-minutes', values['max-minutes'], 0.01, 1e6)! } : {}),
+    ...heldOutOptions(values),
+    klEvery: intOpt('kl-every', values['kl-every'], 1, 0),
     apiKey: values['api-key'] ?? process.env.LAMER_API_KEY,
   };
   return { opts, out: path.resolve(values.out ?? `train-${algorithm}`) };
@@ -168,11 +215,60 @@ function progress(quiet: boolean) {
   };
 }
 
-/** Write the learning curve so far as `<out>/learning-curve.json` and `.svg`. */
-function writeCurve(out: string, opts: TrainOptions, points: CurvePoint[]): void {
-  const curve = { config: { ...opts, apiKey: undefined }, points };
-  writeFileSync(path.join(out, 'learning-curve.json'), JSON.stringify(curve, null, 2) + '\n');
+/** Write the learning curve so far as `<out>/learning-curve.json` (whole: ./train-resume.ts writeAtomic) and `.svg`. */
+function writeCurve(out: string, opts: TrainOptions, points: CurvePoint[], run: Omit<CurveFile, 'config' | 'points'>): void {
+  const curve: CurveFile = { config: { ...opts, apiKey: undefined }, ...run, points };
+  writeAtomic(path.join(out, 'learning-curve.json'), JSON.stringify(curve, null, 2) + '\n');
   writeFileSync(path.join(out, 'learning-curve.svg'), learningCurveSvg([{ label: opts.algorithm, points }], `${opts.algorithm} on ${opts.env}: ${opts.tasksPerIter} tasks/iteration, G=${opts.group}`));
+}
+
+/**
+ * What `lamer train` writes after each iteration (./train-resume.ts module doc): the trained
+ * checkpoint's copy (in-process), the job's file, the curve, then the previous checkpoint copy removed.
+ */
+function iterationRecorder(out: string, opts: TrainOptions, inProcess: RunningServer | null, startedAt: string) {
+  return async (points: CurvePoint[], state: IterationState): Promise<void> => {
+    const p = points[points.length - 1]!;
+    const dir = inProcess && p.trainedVersion ? (await inProcess.app.models.get(p.trainedVersion))?.checkpointDir : undefined;
+    if (dir) keepCheckpoint(out, p.trainedVersion!, dir);
+    writeJob(out, p.iteration, state.job);
+    writeCurve(out, opts, points, { startVersion: state.startVersion, heldOutStart: state.heldOutStart, startedAt });
+    if (dir) pruneCheckpoints(out, p.trainedVersion!);
+  };
+}
+
+/**
+ * The earlier run in `out` that --resume continues, or null when there is none (a line says so).
+ * @throws Error naming the file when it is no curve, or listing the settings that differ from it.
+ */
+function priorRun(out: string, opts: TrainOptions): CurveFile | null {
+  const prior = readCurve(out);
+  if (!prior) {
+    console.error(`--resume: no learning-curve.json in ${out}: starting at iteration 0`);
+    return null;
+  }
+  const conflicts = resumeConflicts(prior.config, opts);
+  const file = path.join(out, 'learning-curve.json');
+  if (conflicts.length > 0) throw new Error(`--resume: ${file} was made with other settings (${conflicts.join('; ')})`);
+  return prior;
+}
+
+/**
+ * Copy checkpoint folder `dir` into the in-process server's data directory as
+ * `checkpoints/<version>` and register it; its parent as recorded when the server has it.
+ */
+async function importCheckpoint(srv: RunningServer, dataDir: string, version: string, dir: string): Promise<void> {
+  const dest = path.join(dataDir, 'checkpoints', version);
+  rmSync(dest, { recursive: true, force: true }); // unregistered (resumeFrom asked): a leftover of a crash
+  cpSync(dir, dest, { recursive: true });
+  let parent: string | undefined;
+  try {
+    parent = JSON.parse(readFileSync(path.join(dir, 'model.json'), 'utf8'))?.userDefinedMetadata?.lamer?.meta?.parent;
+  } catch {
+    parent = undefined;
+  }
+  const known = parent !== undefined && srv.app.models.get(parent) !== undefined;
+  await srv.app.models.registerCheckpoint(version, dest, { ...(known ? { parent } : {}), metrics: { resumedFrom: dir } });
 }
 
 /**
@@ -231,13 +327,40 @@ export function trainCommand(argv: string[]): { code: number } | { opts: TrainOp
   }
 }
 
+/**
+ * Start the in-process server (no --server): data in --data-dir, or a new temporary folder that is
+ * kept. @returns it with its data folder, or the exit code after one line on stderr (a --data-dir
+ * another server owns, or unusable).
+ */
+async function startInProcess(values: Values): Promise<{ srv: RunningServer; dataDir: string; tmp: string | null } | { code: number }> {
+  const tmp = values['data-dir'] === undefined ? mkdtempSync(path.join(tmpdir(), 'lamer-train-')) : null;
+  const dataDir = tmp ?? path.resolve(values['data-dir']!);
+  const { startServer, StartupError } = await import('../server.js');
+  try {
+    const srv = await startServer({
+      port: 0, host: '127.0.0.1', dataDir, engine: 'builtin', apiKeys: [], logLevel: 'warn',
+      ...(values['base-model-dir'] ? { baseModelDir: path.resolve(values['base-model-dir']) } : {}),
+    });
+    console.error(`started an in-process server at ${srv.url} (data ${dataDir})`);
+    return { srv, dataDir, tmp };
+  } catch (e) {
+    if (tmp) rmSync(tmp, { recursive: true, force: true });
+    // --data-dir owned by a running server (one owner per directory) or unusable: one line.
+    if (!(e instanceof StartupError)) throw e;
+    console.error(`lamer train: cannot start the in-process server: ${e.message.replace(/^LAMER_DATA_DIR=/, '--data-dir ')}`);
+    return { code: 1 };
+  }
+}
+
 export async function run(argv: string[]): Promise<number> {
   const cmd = trainCommand(argv);
   if ('code' in cmd) return cmd.code;
   const { opts, out, values } = cmd;
-  // Checked before any work, so that a wrong --out or --server costs no rollouts or training.
+  // Checked before any work, so that a wrong --out, --server or --resume costs no rollouts or training.
+  let prior: CurveFile | null = null;
   try {
     checkOutDir(out);
+    if (values.resume) prior = priorRun(out, opts);
     if (opts.server) await checkServer(opts.server);
     try {
       ensureDirSync(out);
@@ -249,38 +372,35 @@ export async function run(argv: string[]): Promise<number> {
     return 1;
   }
 
-  let inProcess: { close(): Promise<void> } | null = null;
+  let inProcess: RunningServer | null = null;
   // A temporary data directory (no --data-dir): kept, and named when the run ends.
   let keptTmpDir: string | null = null;
+  let dataDir = '';
   if (!opts.server) {
-    const tmp = values['data-dir'] === undefined ? mkdtempSync(path.join(tmpdir(), 'lamer-train-')) : null;
-    const dataDir = tmp ?? path.resolve(values['data-dir']!);
-    const { startServer, StartupError } = await import('../server.js');
-    let srv;
-    try {
-      srv = await startServer({
-        port: 0, host: '127.0.0.1', dataDir, engine: 'builtin', apiKeys: [], logLevel: 'warn',
-        ...(values['base-model-dir'] ? { baseModelDir: path.resolve(values['base-model-dir']) } : {}),
-      });
-    } catch (e) {
-      if (tmp) rmSync(tmp, { recursive: true, force: true });
-      // --data-dir owned by a running server (one owner per directory) or unusable: one line.
-      if (!(e instanceof StartupError)) throw e;
-      console.error(`lamer train: cannot start the in-process server: ${e.message.replace(/^LAMER_DATA_DIR=/, '--data-dir ')}`);
-      return 1;
-    }
-    inProcess = srv;
-    keptTmpDir = tmp;
-    opts.server = srv.url;
+    const started = await startInProcess(values);
+    if ('code' in started) return started.code;
+    ({ srv: inProcess, dataDir, tmp: keptTmpDir } = started);
+    opts.server = inProcess.url;
     opts.apiKey = undefined;
-    console.error(`started an in-process server at ${srv.url} (data ${dataDir})`);
   }
 
   const p = progress(values.quiet ?? false);
   try {
-    const result = await runExperiment({ ...opts, log: p.log, onRollout: p.onRollout, onJob: p.onJob, onPoint: (points) => writeCurve(out, opts, points) });
+    const srv = inProcess;
+    const importInto = srv ? (v: string, dir: string) => importCheckpoint(srv, dataDir, v, dir) : null;
+    const access = { ...httpVersions(opts.server, opts.apiKey), importCheckpoint: importInto };
+    const resumed = prior ? await resumeFrom(prior, out, access) : null;
+    for (const line of resumed?.notes ?? []) p.log(`--resume: ${line}`);
+    if (resumed) p.log(`--resume: continuing after iteration ${resumed.points.length - 1} of ${prior!.points.length} recorded`);
+    const kept = resumed?.points ?? [];
+    const startedAt = (kept.length > 0 && prior!.startedAt) || new Date().toISOString();
+    const startVersion = prior?.startVersion ?? kept[0]?.rolloutVersion ?? '';
+    const resume = kept.length > 0 ? { points: kept, startVersion, heldOutStart: prior!.heldOutStart ?? null, startedAt } : undefined;
+    pruneJobs(out, kept.length);
+    const onPoint = iterationRecorder(out, opts, inProcess, startedAt);
+    const result = await runExperiment({ ...opts, resume, log: p.log, onRollout: p.onRollout, onJob: p.onJob, onPoint });
     p.stop();
-    writeFileSync(path.join(out, 'learning-curve.json'), JSON.stringify(result, null, 2) + '\n');
+    writeAtomic(path.join(out, 'learning-curve.json'), JSON.stringify(result, null, 2) + '\n');
     console.log(formatCurve(result.points));
     console.log(`wrote ${path.join(out, 'learning-curve.json')} and learning-curve.svg (${result.wallSeconds.toFixed(0)} s)`);
     if (keptTmpDir) console.log(keptDirNote(keptTmpDir));

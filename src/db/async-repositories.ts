@@ -5,7 +5,7 @@
  * the configuration selects.
  * The PostgreSQL store implements them natively (./pg/repositories.ts); the SQLite store through
  * {@link sqliteAsyncRepositories}, an adapter over the synchronous repositories of one open
- * database. test/db/store-contract.test.ts runs the same cases against both.
+ * database. test/db/async-repositories.test.ts runs the same cases against both.
  *
  * Rows have the SQLite schema's types (./schema.ts); the PostgreSQL schema reads back the same
  * shapes (test/db/pg/schema.test.ts). Times are ms since the Unix epoch.
@@ -108,6 +108,8 @@ export interface AsyncModels {
   insert(row: ModelInsert): Promise<void>;
   setCheckpointDir(version: string, checkpointDir: string): Promise<void>;
   setEngineConfig(version: string, engineConfig: Record<string, unknown>): Promise<void>;
+  /** Replace the metrics of `version` (a training job's promotion gate writes its figures there). */
+  setMetrics(version: string, metrics: Record<string, unknown>): Promise<void>;
   active(): Promise<ModelRow | undefined>;
   list(): Promise<ModelRow[]>;
   remoteVersions(): Promise<string[]>;
@@ -296,6 +298,7 @@ export function sqliteAsyncRepositories(conn: DatabaseConnection, repos: Reposit
       insert: (row) => write(() => m.insert(row)),
       setCheckpointDir: (v, dir) => write(() => m.setCheckpointDir(v, dir)),
       setEngineConfig: (v, cfg) => write(() => m.setEngineConfig(v, cfg)),
+      setMetrics: (v, metrics) => write(() => m.setMetrics(v, metrics)),
       active: () => read(() => m.active()),
       list: () => read(() => m.list()),
       remoteVersions: () => read(() => m.remoteVersions()),

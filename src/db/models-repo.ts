@@ -65,6 +65,11 @@ export class ModelsRepo {
     this.changing(version, () => this.db.update(models).set({ engineConfig }).where(eq(models.version, version)).run());
   }
 
+  /** Replace the metrics of `version` (a training job's promotion gate writes its figures there). */
+  setMetrics(version: string, metrics: Record<string, unknown>): void {
+    this.changing(version, () => this.db.update(models).set({ metrics }).where(eq(models.version, version)).run());
+  }
+
   /** The `active` version, if any. */
   active(): ModelRow | undefined {
     return this.db.select().from(models).where(eq(models.status, 'active')).get();

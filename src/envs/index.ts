@@ -10,21 +10,19 @@
  * - eval seeds:  1_000_000_000 <= seed < 2^32 (held-out tasks of `lamer eval`).
  * Turn caps per attempt (LaMer reference code; docs/method.md#environments): 7 for both games.
  */
-import { MineSweeperEnv, MINESWEEPER_DEFAULTS, type MineSweeperParams } from './minesweeper.js';
-import { SokobanEnv, SOKOBAN_DEFAULTS, type SokobanParams } from './sokoban.js';
+import { MineSweeperEnv, type MineSweeperParams } from './minesweeper.js';
+import { SokobanEnv, type SokobanParams } from './sokoban.js';
 import type { BuiltinEnv } from './types.js';
 import type { EnvKind } from '../domain.js';
+import { EVAL_SEED_START, parseEnvName, SEED_END, type EnvParams } from '../shared/env-names.js';
 
 const TRAIN_SEED_START = 0;
-export const EVAL_SEED_START = 1_000_000_000;
-const SEED_END = 2 ** 32;
+export { EVAL_SEED_START, parseEnvName, type EnvParams };
 /** How many held-out eval seeds there are, [EVAL_SEED_START, 2^32): the most tasks an evaluation can play. */
 export const EVAL_SEED_COUNT = SEED_END - EVAL_SEED_START;
 
 /** Turns per attempt (`maxSteps` of a session). */
 export const MAX_STEPS: Record<EnvKind, number> = { minesweeper: 7, sokoban: 7 };
-
-export type EnvParams = Partial<MineSweeperParams> | Partial<SokobanParams>;
 
 /**
  * Make an env from a kind ('minesweeper' | 'sokoban', with optional params) or a full name
@@ -34,21 +32,6 @@ export function makeEnv(name: string, params: EnvParams = {}): BuiltinEnv {
   const parsed = parseEnvName(name);
   if (parsed.kind === 'minesweeper') return new MineSweeperEnv({ ...parsed.params, ...(params as Partial<MineSweeperParams>) });
   return new SokobanEnv({ ...parsed.params, ...(params as Partial<SokobanParams>) });
-}
-
-/** Parse an env name into kind and params. @throws RangeError when it is not one of the grammars above. */
-export function parseEnvName(name: string): { kind: EnvKind; params: EnvParams } {
-  if (name === 'minesweeper') return { kind: 'minesweeper', params: { ...MINESWEEPER_DEFAULTS } };
-  if (name === 'sokoban') return { kind: 'sokoban', params: { ...SOKOBAN_DEFAULTS } };
-  let m = /^minesweeper-(\d+)x(\d+)-(\d+)$/.exec(name);
-  if (m) return { kind: 'minesweeper', params: { rows: +m[1], cols: +m[2], mines: +m[3] } };
-  m = /^sokoban-(\d+)x(\d+)-(\d+)(?:-m(\d+)-(\d+))?$/.exec(name);
-  if (m) {
-    const p: Partial<SokobanParams> = { rows: +m[1], cols: +m[2], boxes: +m[3] };
-    if (m[4] !== undefined) Object.assign(p, { minMoves: +m[4], maxMoves: +m[5] });
-    return { kind: 'sokoban', params: p };
-  }
-  throw new RangeError(`unknown env '${name}': expected minesweeper[-RxC-M] or sokoban[-RxC-B]`);
 }
 
 /** `${envName}:seed=${seed}`. @throws RangeError for a seed outside [0, 2^32). */

@@ -15,17 +15,12 @@
  *   goes on; revealing one cell +0.5; a cascade (an empty cell opening several) +2; the click that
  *   reveals the last safe cell +10 and done with success; a mine -0.1 and done.
  */
+import { checkMineSweeperParams, MINESWEEPER_DEFAULTS, mineSweeperName, type MineSweeperParams } from '../shared/env-names.js';
 import { gridText, parseGridRows } from './grid.js';
 import { Rng } from './rng.js';
 import type { BuiltinEnv, ResetResult, StepResult } from './types.js';
 
-export interface MineSweeperParams {
-  rows: number;
-  cols: number;
-  mines: number;
-}
-
-export const MINESWEEPER_DEFAULTS: MineSweeperParams = { rows: 6, cols: 6, mines: 3 };
+export { MINESWEEPER_DEFAULTS, type MineSweeperParams };
 
 const MS_REWARD = { invalid: -1, single: 0.5, cascade: 2, win: 10, mine: -0.1 } as const;
 
@@ -53,15 +48,6 @@ export function cellAction(row: number, col: number): string {
   return `(${row + 1}, ${col + 1})`;
 }
 
-/** Validate params. @throws RangeError with the offending field. */
-function checkMineSweeperParams(p: MineSweeperParams): void {
-  for (const k of ['rows', 'cols', 'mines'] as const) {
-    if (!Number.isInteger(p[k]) || p[k] < 1) throw new RangeError(`minesweeper: ${k} must be a positive integer, got ${p[k]}`);
-  }
-  if (p.rows > 30 || p.cols > 30) throw new RangeError('minesweeper: rows and cols must be at most 30');
-  if (p.mines > p.rows * p.cols - 2) throw new RangeError(`minesweeper: at most rows*cols-2 = ${p.rows * p.cols - 2} mines`);
-}
-
 /** The rules in about 200 bytes: symbols, coordinates, goal and the answer format with an example. */
 function mineSweeperInstructions(p: MineSweeperParams): string {
   return (
@@ -86,8 +72,7 @@ export class MineSweeperEnv implements BuiltinEnv {
   constructor(params: Partial<MineSweeperParams> = {}) {
     this.params = { ...MINESWEEPER_DEFAULTS, ...params };
     checkMineSweeperParams(this.params);
-    const { rows, cols, mines } = this.params;
-    this.name = `minesweeper-${rows}x${cols}-${mines}`;
+    this.name = mineSweeperName(this.params);
     this.instructions = mineSweeperInstructions(this.params);
   }
 

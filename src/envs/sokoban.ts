@@ -18,20 +18,12 @@
  *   leaves the puzzle unsolvable (a dead state, checked exactly by search) the attempt ends (done,
  *   no success). The turn stops at the move that ends the attempt.
  */
+import { checkSokobanParams, SOKOBAN_DEFAULTS, sokobanName, type SokobanParams } from '../shared/env-names.js';
 import { gridText } from './grid.js';
 import { Rng } from './rng.js';
 import type { BuiltinEnv, ResetResult, StepResult } from './types.js';
 
-export interface SokobanParams {
-  rows: number;
-  cols: number;
-  boxes: number;
-  /** Bounds of the BFS shortest solution length, in moves. */
-  minMoves: number;
-  maxMoves: number;
-}
-
-export const SOKOBAN_DEFAULTS: SokobanParams = { rows: 6, cols: 6, boxes: 2, minMoves: 5, maxMoves: 21 };
+export { SOKOBAN_DEFAULTS, type SokobanParams };
 
 const SOKOBAN_REWARD = { step: -0.1, boxOn: 1, boxOff: -1, solved: 10 } as const;
 
@@ -231,16 +223,6 @@ function sokobanInstructions(p: SokobanParams): string {
   );
 }
 
-/** Check params. @throws RangeError naming the field. */
-function checkSokobanParams(p: SokobanParams): void {
-  for (const k of ['rows', 'cols', 'boxes', 'minMoves', 'maxMoves'] as const) {
-    if (!Number.isInteger(p[k]) || p[k] < 1) throw new RangeError(`sokoban: ${k} must be a positive integer, got ${p[k]}`);
-  }
-  if (p.rows < 5 || p.cols < 5 || p.rows > 10 || p.cols > 10) throw new RangeError('sokoban: rows and cols must be in 5..10');
-  if (p.minMoves > p.maxMoves) throw new RangeError('sokoban: minMoves must be <= maxMoves');
-  if (2 * p.boxes + 1 > (p.rows - 2) * (p.cols - 2) - 2) throw new RangeError('sokoban: too many boxes for the room');
-}
-
 /**
  * Draw a puzzle from `rng`: border walls, up to floor(interior/8) random interior walls, then
  * targets, boxes and player on distinct floor cells; kept when no box starts on a target and the
@@ -290,9 +272,7 @@ export class SokobanEnv implements BuiltinEnv {
   constructor(params: Partial<SokobanParams> = {}) {
     this.params = { ...SOKOBAN_DEFAULTS, ...params };
     checkSokobanParams(this.params);
-    const { rows, cols, boxes } = this.params;
-    const bounds = this.params.minMoves !== 5 || this.params.maxMoves !== 21 ? `-m${this.params.minMoves}-${this.params.maxMoves}` : '';
-    this.name = `sokoban-${rows}x${cols}-${boxes}${bounds}`;
+    this.name = sokobanName(this.params);
     this.instructions = sokobanInstructions(this.params);
   }
 

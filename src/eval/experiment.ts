@@ -14,8 +14,17 @@
  *      task ids, created since the iteration started, the version that played them), with
  *      activateWhenDone, awaited by polling GET /v1/training/jobs/{id};
  *   3. a learning-curve point: mean return and pass@1..3 of the rollouts, the job's mean loss and
- *      entropy (also over action and reflection tokens apart), zero-advantage groups (trained, no
- *      signal), output tokens trained and how many were reflections, positions processed, seconds.
+ *      entropy (also over action and reflection tokens apart), clip fraction and KL(old || new) of
+ *      its steps, zero-advantage groups (trained, no signal), output tokens trained and how many
+ *      were reflections, positions processed, seconds; and, from ./experiment-probes.ts, the KL of
+ *      the rollout policy from the start version (`klEvery`) and the held-out pass@k of the version
+ *      the job trained (`heldOut`, also measured once for the start version before iteration 0).
+ * Resuming (`resume`): the points of an earlier run of the same settings are taken as iterations
+ * 0..n-1, and iteration n starts from the server's active version, which must be the version the
+ * last point trained (the caller activates it). Every iteration's randomness is a function of its
+ * index alone (task seeds seed + k*T + i, sampling seeds from those, the job's fixed shuffle seed;
+ * each job starts a fresh optimiser from the version it trains), so a resumed run plays and trains
+ * what an unbroken one would from the same weights.
  * pass@k of the single-attempt rollouts reads each task's 3G sessions as G triples of independent
  * retries (sessions 3m, 3m+1, 3m+2, in trial order), the way the paper evaluates those baselines.
  * Units: seconds; returns are undiscounted sums of the env's rewards. The learning-curve chart is
@@ -23,6 +32,7 @@
  */
 import { FINISHED_JOB_STATUSES, type EnvKind, type RlAlgorithm } from '../domain.js';
 import { makeEnv, taskId as makeTaskId, trainSeed, type EnvParams } from '../envs/index.js';
+import { heldOutProbe, klSessions, klToStart, type HeldOutFigures, type HeldOutSettings, type KlEstimate } from './experiment-probes.js';
 import { runEval } from './harness.js';
 import { Http } from './http.js';
 import { summarize, type SessionRecord } from './metrics.js';
@@ -54,13 +64,29 @@ export interface ExperimentOptions {
   log?: (line: string) => void;
   onRollout?: (done: number, total: number) => void;
   onJob?: (progress: number, iteration: number) => void;
-  /** Called after each iteration with the curve so far (e.g. to write files). */
-  onPoint?: (points: CurvePoint[]) => void | Promise<void>;
+  /** Called after each iteration with the curve so far and the run's state (e.g. to write files). */
+  onPoint?: (points: CurvePoint[], state: IterationState) => void | Promise<void>;
   /** Job poll interval, ms. Default 1000. */
   pollMs?: number;
-  /** Wall-clock budget, seconds: no iteration starts when the time so far plus the longest
-   *  iteration so far would exceed it. Default: none (all `iterations`). */
+  /** Wall-clock budget of this call, seconds: no iteration starts when the time so far plus the
+   *  longest iteration so far would exceed it. Default: none (all `iterations`). */
   maxWallSeconds?: number;
+  /** Held-out probe of each trained version (./experiment-probes.ts). Default: none. */
+  heldOut?: HeldOutSettings;
+  /** Measure the KL of the rollout policy from the start version at every `klEvery`-th iteration
+   *  (0: never). Default 1. */
+  klEvery?: number;
+  /** An earlier run of the same settings to continue (module doc). */
+  resume?: { points: CurvePoint[]; startVersion: string; heldOutStart: HeldOutFigures | null; startedAt?: string };
+}
+
+/** The run's state after an iteration, beside its points. */
+export interface IterationState {
+  /** The version iteration 0 played (the start of every "to the start" figure). */
+  startVersion: string;
+  heldOutStart: HeldOutFigures | null;
+  /** The job of the iteration just done, as GET /v1/training/jobs/{id} answered. */
+  job: JobView;
 }
 
 export interface CurvePoint {
@@ -83,6 +109,16 @@ export interface CurvePoint {
   loss: number | null;
   entropy: number | null;
   clipFrac: number | null;
+  /** Mean over the job's optimiser steps of approxKl, KL(old || new) within the job (docs/method.md
+   *  "The PPO loss"); absent in curves recorded before it was. */
+  approxKl?: number | null;
+  /** KL(rollout policy || start version), nats per action token (./experiment-probes.ts klToStart);
+   *  0 when the rollouts were played by the start version; null when not measured this iteration. */
+  klToStart?: number | null;
+  /** The action tokens that estimate stands on. */
+  klToStartTokens?: number | null;
+  /** Held-out figures of `trainedVersion` (null when not probed this iteration). */
+  heldOut?: HeldOutFigures | null;
   /** Advantage groups (task ids) of the job's data. */
   groups: number | null;
   /** Of those, groups whose advantages are all 0 (trained all the same; they dilute the token mean). */
@@ -100,13 +136,16 @@ export interface CurvePoint {
   tokensTrained: number;
   rolloutSeconds: number;
   trainSeconds: number;
-  /** Since the experiment started. */
+  /** Seconds of work since iteration 0 began (the time between a run and its resumption not counted). */
   wallSeconds: number;
   rolloutErrors: number;
 }
 
 export interface ExperimentResult {
-  config: Omit<ExperimentOptions, 'log' | 'onRollout' | 'onJob' | 'onPoint' | 'apiKey'>;
+  config: Omit<ExperimentOptions, 'log' | 'onRollout' | 'onJob' | 'onPoint' | 'apiKey' | 'resume'>;
+  startVersion: string;
+  /** Held-out figures of the start version (null without `heldOut`). */
+  heldOutStart: HeldOutFigures | null;
   points: CurvePoint[];
   startedAt: string;
   wallSeconds: number;
@@ -160,14 +199,17 @@ class Api {
   }
 }
 
-interface JobView {
+export interface JobView {
   id: string;
   status: string;
   progress: number;
   resultVersion: string | null;
   error: string | null;
   dataStats: { groups: number; zeroAdvantageGroups: number; samples: number; outputTokens?: number; reflectionTokens?: number } | null;
-  metrics: Array<{ loss: number; entropy: number; clipFrac: number; tokens: number; seconds: number; actionEntropy?: number | null; reflectionEntropy?: number | null }>;
+  metrics: Array<{
+    loss: number; entropy: number; clipFrac: number; approxKl: number; tokens: number; seconds: number;
+    actionEntropy?: number | null; reflectionEntropy?: number | null;
+  }>;
 }
 
 const mean = (xs: number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : null);
@@ -180,6 +222,8 @@ interface Rollouts {
   firstReturn: number | null;
   summary: ReturnType<typeof summarize>;
   seconds: number;
+  /** The sessions played to the end. */
+  played: SessionRecord[];
 }
 
 /** Play iteration `it`'s rollouts with the eval harness (mode 'train') and summarise them. */
@@ -201,7 +245,7 @@ async function playRollouts(opts: ExperimentOptions, it: number, seed: number, a
   const firstReturn = mean(ok.map((s) => s.attempts[0]?.return).filter((x): x is number => x !== undefined));
   const errors = report.sessions.length - ok.length;
   log(`iteration ${it}: rollouts done in ${seconds.toFixed(1)} s: mean return ${meanReturn.toFixed(2)}, pass@1..3 ${summary.passAtK['1']?.toFixed(3)} ${summary.passAtK['2']?.toFixed(3)} ${summary.passAtK['3']?.toFixed(3)}, ${errors} errors`);
-  return { sessions: ok.length, errors, meanReturn, firstReturn, summary, seconds };
+  return { sessions: ok.length, errors, meanReturn, firstReturn, summary, seconds, played: ok };
 }
 
 /**
@@ -245,6 +289,7 @@ function curvePoint(it: number, active: string, r: Rollouts, job: JobView, train
     loss: mean(job.metrics.map((x) => x.loss)),
     entropy: mean(job.metrics.map((x) => x.entropy)),
     clipFrac: mean(job.metrics.map((x) => x.clipFrac)),
+    approxKl: mean(job.metrics.map((x) => x.approxKl)),
     groups: job.dataStats?.groups ?? null,
     zeroAdvantageGroups: job.dataStats?.zeroAdvantageGroups ?? null,
     samples: job.dataStats?.samples ?? null,
@@ -260,40 +305,101 @@ function curvePoint(it: number, active: string, r: Rollouts, job: JobView, train
   };
 }
 
+/** Held-out figures as one line. */
+const heldOutText = (h: HeldOutFigures): string =>
+  `pass@1 ${h.passAtK['1']?.toFixed(3)}, pass@3 ${h.passAtK['3']?.toFixed(3)} (${h.tasks} tasks, ${h.seconds.toFixed(1)} s)`;
+
+/** Whether iteration `it` (0-based) of `iterations` is probed at cadence `every`: every `every`-th iteration and the last (0: never). */
+export function probesAt(it: number, every: number, iterations: number): boolean {
+  return every > 0 && ((it + 1) % every === 0 || it === iterations - 1);
+}
+
+/** KL of the rollouts' policy from the start (0 when the start played them); null, logged, when the replays fail. */
+async function measureKl(
+  opts: ExperimentOptions, r: Rollouts, active: string, startVersion: string, log: (line: string) => void,
+): Promise<KlEstimate | null> {
+  if (active === startVersion) return { kl: 0, tokens: 0, calls: 0, sessions: 0, outsideSupport: 0 };
+  try {
+    const kl = await klToStart(opts, klSessions(r.played, opts.algorithm === 'lamer'), startVersion);
+    if (kl.outsideSupport > 0) log(`KL to ${startVersion}: ${kl.outsideSupport} recorded tokens outside its support, left out`);
+    return kl;
+  } catch (err) {
+    log(`KL to ${startVersion} not measured: ${err instanceof Error ? err.message : String(err)}`);
+    return null;
+  }
+}
+
+/** One iteration: rollouts, the KL probe, the job, the held-out probe; its point and its job. */
+async function runIteration(
+  api: Api, opts: ExperimentOptions, it: number, run: { envName: string; startVersion: string; started: number },
+  log: (line: string) => void,
+): Promise<{ point: CurvePoint; job: JobView }> {
+  const lamer = opts.algorithm === 'lamer';
+  const seed = (opts.seed ?? 0) + it * opts.tasksPerIter;
+  const taskIds = Array.from({ length: opts.tasksPerIter }, (_, i) => makeTaskId(run.envName, trainSeed(seed, i)));
+  const active = (await api.call<{ active: string }>('GET', '/v1/models')).active;
+  // the server's clock decides `since`; one second of slack for clock granularity
+  const since = new Date(Date.now() - 1000).toISOString();
+  const rollouts = await playRollouts(opts, it, seed, active, log);
+  const kl = probesAt(it, opts.klEvery ?? 1, opts.iterations) ? await measureKl(opts, rollouts, active, run.startVersion, log) : null;
+  const { job, seconds: trainSeconds } = await trainOnRollouts(api, opts, it, taskIds, since, active);
+  const probe = opts.heldOut && probesAt(it, opts.heldOut.every, opts.iterations) ? opts.heldOut : null;
+  const heldOut = probe ? await heldOutProbe(opts, probe, job.resultVersion ?? active, lamer) : null;
+  const point: CurvePoint = {
+    ...curvePoint(it, active, rollouts, job, trainSeconds, run.started), klToStart: kl?.kl ?? null, klToStartTokens: kl?.tokens ?? null, heldOut,
+  };
+  log(`iteration ${it}: job ${job.id} ${job.status} in ${trainSeconds.toFixed(1)} s -> ${job.resultVersion ?? '(no new version: no training samples)'}; loss ${point.loss?.toFixed(4) ?? '-'}, entropy ${point.entropy?.toFixed(3) ?? '-'}, zero-advantage groups ${point.zeroAdvantageGroups ?? '-'}/${point.groups ?? '-'}, ${point.tokensTrained} tokens; entropy of actions ${point.actionEntropy?.toFixed(3) ?? '-'}, of reflections ${point.reflectionEntropy?.toFixed(3) ?? '-'} (${point.reflectionTokens ?? '-'} of ${point.outputTokens ?? '-'} output tokens)`);
+  const klText = kl ? `${kl.kl.toFixed(5)} (${kl.tokens} tokens)` : '-';
+  log(`iteration ${it}: clip fraction ${point.clipFrac?.toFixed(4) ?? '-'}, KL to ${run.startVersion} ${klText}${heldOut ? `; held-out ${heldOutText(heldOut)}` : ''}`);
+  return { point, job };
+}
+
 /**
- * Run the experiment. @throws RangeError for bad options; Error when the server refuses a job or a
- * job fails (the points so far have been passed to onPoint).
+ * Run the experiment (from iteration 0, or after `resume.points`). @throws RangeError for bad
+ * options; Error when the server's active version is not the one a resumed run's last point
+ * trained, when the server refuses a job or a job fails (the points so far have been passed to
+ * onPoint).
  */
 export async function runExperiment(opts: ExperimentOptions): Promise<ExperimentResult> {
   for (const [k, v] of [['iterations', opts.iterations], ['tasksPerIter', opts.tasksPerIter], ['group', opts.group]] as const) {
     if (!Number.isInteger(v) || v < 1) throw new RangeError(`${k} must be an integer >= 1, got ${v}`);
   }
+  const h = opts.heldOut;
+  if (h && !(Number.isInteger(h.tasks) && h.tasks >= 1 && Number.isInteger(h.every) && h.every >= 1)) {
+    throw new RangeError(`heldOut.tasks and heldOut.every must be integers >= 1, got ${h.tasks} and ${h.every}`);
+  }
   const api = new Api(opts.server, opts.apiKey);
   const log = opts.log ?? (() => undefined);
-  const seed0 = opts.seed ?? 0;
-  const envName = makeEnv(opts.env, opts.params).name;
-  const started = Date.now();
-  const points: CurvePoint[] = [];
-  const { log: _l, onRollout: _r, onJob: _j, onPoint: _p, apiKey: _k, ...config } = opts;
+  const t0 = Date.now();
+  const points: CurvePoint[] = [...(opts.resume?.points ?? [])];
+  // a point's wallSeconds counts the seconds of work since iteration 0, earlier runs' included
+  const started = t0 - 1000 * (points.at(-1)?.wallSeconds ?? 0);
+  const { log: _l, onRollout: _r, onJob: _j, onPoint: _p, apiKey: _k, resume: _s, ...config } = opts;
+  const active = (await api.call<{ active: string }>('GET', '/v1/models')).active;
+  const last = points.at(-1);
+  if (last && active !== (last.trainedVersion ?? last.rolloutVersion)) {
+    const left = last.trainedVersion ?? last.rolloutVersion;
+    throw new Error(`cannot resume: the server's active version is '${active}', iteration ${last.iteration} left '${left}'`);
+  }
+  const startVersion = last ? opts.resume!.startVersion : active;
+  let heldOutStart = last ? opts.resume!.heldOutStart : null;
+  if (opts.heldOut && !last) {
+    heldOutStart = await heldOutProbe(opts, opts.heldOut, active, opts.algorithm === 'lamer');
+    log(`start ${active}: held-out ${heldOutText(heldOutStart)}`);
+  }
+  const run = { envName: makeEnv(opts.env, opts.params).name, startVersion, started };
   let longest = 0;
-  for (let it = 0; it < opts.iterations; it++) {
-    const elapsed = (Date.now() - started) / 1000;
-    if (opts.maxWallSeconds !== undefined && it > 0 && elapsed + longest > opts.maxWallSeconds) {
+  for (let it = points.length; it < opts.iterations; it++) {
+    const elapsed = (Date.now() - t0) / 1000;
+    if (opts.maxWallSeconds !== undefined && longest > 0 && elapsed + longest > opts.maxWallSeconds) {
       log(`stopping after ${it} iterations: ${elapsed.toFixed(0)} s + ${longest.toFixed(0)} s for another would pass the ${opts.maxWallSeconds} s budget`);
       break;
     }
-    const seed = seed0 + it * opts.tasksPerIter;
-    const taskIds = Array.from({ length: opts.tasksPerIter }, (_, i) => makeTaskId(envName, trainSeed(seed, i)));
-    const active = (await api.call<{ active: string }>('GET', '/v1/models')).active;
-    // the server's clock decides `since`; one second of slack for clock granularity
-    const since = new Date(Date.now() - 1000).toISOString();
-    const rollouts = await playRollouts(opts, it, seed, active, log);
-    const { job, seconds: trainSeconds } = await trainOnRollouts(api, opts, it, taskIds, since, active);
-    const point = curvePoint(it, active, rollouts, job, trainSeconds, started);
+    const { point, job } = await runIteration(api, opts, it, run, log);
     points.push(point);
     longest = Math.max(longest, point.rolloutSeconds + point.trainSeconds);
-    log(`iteration ${it}: job ${job.id} ${job.status} in ${trainSeconds.toFixed(1)} s -> ${job.resultVersion ?? '(no new version: no training samples)'}; loss ${point.loss?.toFixed(4) ?? '-'}, entropy ${point.entropy?.toFixed(3) ?? '-'}, zero-advantage groups ${point.zeroAdvantageGroups ?? '-'}/${point.groups ?? '-'}, ${point.tokensTrained} tokens; entropy of actions ${point.actionEntropy?.toFixed(3) ?? '-'}, of reflections ${point.reflectionEntropy?.toFixed(3) ?? '-'} (${point.reflectionTokens ?? '-'} of ${point.outputTokens ?? '-'} output tokens)`);
-    await opts.onPoint?.(points);
+    await opts.onPoint?.(points, { startVersion, heldOutStart, job });
   }
-  return { config, points, startedAt: new Date(started).toISOString(), wallSeconds: (Date.now() - started) / 1000 };
+  const startedAt = (last && opts.resume?.startedAt) || new Date(t0).toISOString();
+  return { config, startVersion, heldOutStart, points, startedAt, wallSeconds: (Date.now() - started) / 1000 };
 }

@@ -64,6 +64,8 @@ export interface EvalOptions {
    *  attempt n with sampling seed + n * 7919, played until one succeeds; recorded as one
    *  SessionRecord so pass@k reads the same. Policy 'model' only. */
   independentAttempts?: boolean;
+  /** Once aborted, the run stops: requests in flight are dropped and runEval throws EvalAbortError. */
+  signal?: AbortSignal;
 }
 
 export interface EvalReport {
@@ -131,12 +133,7 @@ export async function checkServer(base: string, timeoutMs = 3000): Promise<void>
  * `lamer train`, which go on with the sessions that worked), are recorded per session.
  */
 export async function runEval(opts: EvalOptions): Promise<EvalReport> {
-  const trials = opts.trials ?? 1;
-  const maxSteps = opts.maxSteps ?? MAX_STEPS[opts.env];
-  for (const [k, v, min] of [['tasks', opts.tasks, 1], ['attempts', opts.attempts, 1], ['concurrency', opts.concurrency, 1], ['trials', trials, 1], ['maxSteps', maxSteps, 1], ['seed', opts.seed, 0]] as const) {
-    if (!Number.isInteger(v) || v < min) throw new RangeError(`${k} must be an integer >= ${min}, got ${v}`);
-  }
-  if (opts.policy === 'model' && !opts.server) throw new RangeError('policy model needs a server URL');
+  const { trials, maxSteps } = checkedCounts(opts);
   const probe = makeEnv(opts.env, opts.params);
   const jobs: Array<{ i: number; trial: number }> = [];
   for (let i = 0; i < opts.tasks; i++) for (let r = 0; r < trials; r++) jobs.push({ i, trial: r });
@@ -165,26 +162,19 @@ export async function runEval(opts: EvalOptions): Promise<EvalReport> {
       });
   };
   const httpOpts = { signal: stop.signal, onRetry };
+  const cancelled = () => {
+    abort ??= new EvalAbortError(`cancelled after ${finished} of ${jobs.length} sessions`);
+    stop.abort(abort);
+  };
+  if (opts.signal?.aborted) cancelled();
+  opts.signal?.addEventListener('abort', cancelled, { once: true });
   const worker = async () => {
     const env = makeEnv(opts.env, opts.params);
     while (next < jobs.length && !abort) {
       const idx = next++;
-      const j = jobs[idx];
-      const seed = taskSeed(opts, j.i);
-      const samplingSeed = (opts.seed * 1_000_003 + j.i * 131 + j.trial) % 2 ** 32;
-      const rec: PlayedRecord =
-        opts.policy === 'model'
-          ? opts.independentAttempts
-            ? await playHttpIndependent(env, seed, j.trial, samplingSeed, maxSteps, opts, sampling!, httpOpts)
-            : await playHttp(env, seed, j.trial, samplingSeed, maxSteps, opts, sampling!, httpOpts)
-          : playLocal(env, seed, j.trial, samplingSeed, maxSteps, opts);
+      const rec = await playJob(env, jobs[idx], maxSteps, opts, sampling, httpOpts);
       if (rec.sessionId) created++;
-      if (rec.createError && !abort && opts.mode !== 'train') {
-        const { status } = rec.createError;
-        if ((status >= 400 && status < 500 && status !== 429) || (status === 0 && created === 0)) {
-          abort = new EvalAbortError(status === 0 ? `cannot reach ${opts.server} (${rec.createError.why})` : `server rejected the session: ${rec.createError.why}`);
-        }
-      }
+      if (rec.createError && !abort && opts.mode !== 'train') abort = createAbort(rec.createError, created, opts.server);
       delete rec.createError;
       if (abort) break;
       results[idx] = rec;
@@ -192,7 +182,8 @@ export async function runEval(opts: EvalOptions): Promise<EvalReport> {
       opts.onSession?.(finished, jobs.length, rec);
     }
   };
-  await Promise.all(Array.from({ length: Math.min(opts.concurrency, jobs.length) }, worker));
+  const workers = Array.from({ length: Math.min(opts.concurrency, jobs.length) }, worker);
+  await Promise.all(workers).finally(() => opts.signal?.removeEventListener('abort', cancelled));
   if (abort) throw abort;
   return {
     env: probe.name,
@@ -213,8 +204,50 @@ export async function runEval(opts: EvalOptions): Promise<EvalReport> {
   };
 }
 
+/**
+ * The trials per task and the step cap of a run, its counts checked.
+ * @throws RangeError naming the first count that is not an integer >= 1 (seed: >= 0), or for policy
+ * 'model' without a server URL.
+ */
+function checkedCounts(opts: EvalOptions): { trials: number; maxSteps: number } {
+  const trials = opts.trials ?? 1;
+  const maxSteps = opts.maxSteps ?? MAX_STEPS[opts.env];
+  const counts = [
+    ['tasks', opts.tasks, 1], ['attempts', opts.attempts, 1], ['concurrency', opts.concurrency, 1], ['trials', trials, 1],
+    ['maxSteps', maxSteps, 1], ['seed', opts.seed, 0],
+  ] as const;
+  for (const [k, v, min] of counts) {
+    if (!Number.isInteger(v) || v < min) throw new RangeError(`${k} must be an integer >= ${min}, got ${v}`);
+  }
+  if (opts.policy === 'model' && !opts.server) throw new RangeError('policy model needs a server URL');
+  return { trials, maxSteps };
+}
+
 /** A session record plus, when creating the session failed, why (HTTP status, 0 for no answer). */
 type PlayedRecord = SessionRecord & { createError?: { status: number; why: string } };
+
+/** One session of task `j.i` (trial `j.trial`): played here (policy 'random' or 'solver') or against the server. */
+function playJob(
+  env: BuiltinEnv, j: { i: number; trial: number }, maxSteps: number, opts: EvalOptions,
+  sampling: { temperature: number; topP: number; topK: number } | null, httpOpts: HttpOptions,
+): PlayedRecord | Promise<PlayedRecord> {
+  const seed = taskSeed(opts, j.i);
+  const samplingSeed = (opts.seed * 1_000_003 + j.i * 131 + j.trial) % 2 ** 32;
+  if (opts.policy !== 'model') return playLocal(env, seed, j.trial, samplingSeed, maxSteps, opts);
+  const play = opts.independentAttempts ? playHttpIndependent : playHttp;
+  return play(env, seed, j.trial, samplingSeed, maxSteps, opts, sampling!, httpOpts);
+}
+
+/**
+ * The error that stops the run after a failed session creation: a 4xx other than 429 (the server
+ * refuses every session alike), or no answer before any session was created; null when only that
+ * session is lost (5xx, 429, or no answer once sessions were created).
+ */
+function createAbort(err: { status: number; why: string }, created: number, server: string | undefined): EvalAbortError | null {
+  const { status, why } = err;
+  if (status >= 400 && status < 500 && status !== 429) return new EvalAbortError(`server rejected the session: ${why}`);
+  return status === 0 && created === 0 ? new EvalAbortError(`cannot reach ${server} (${why})`) : null;
+}
 
 /** Seed of task i: the eval range, or the training range in mode 'train'. */
 function taskSeed(opts: EvalOptions, i: number): number {

@@ -4,7 +4,8 @@
  * - `data/`: samples from recorded sessions and demonstrations, packing, batches, minibatches, the
  *   behaviour policy, selection from the database, the remote training batch;
  * - `run/`: the job runner (in-thread and worker thread, data-parallel over replica threads), the
- *   job manager over the `training_jobs` table, the schedule, model I/O, the held-out loss.
+ *   job manager over the `training_jobs` table, the schedule, the promotion gate, model I/O, the
+ *   held-out loss.
  */
 export { discountedReturns, sessionReturns, DEFAULT_RETURNS, type ReturnConfig, type ReturnMode, type SessionReturns } from './maths/returns.js';
 export { computeAdvantages, type AdvantageOptions, type AdvantageResult, type Estimator, type Turn, type TurnAdvantage, type TurnKind } from './maths/advantages.js';
@@ -29,3 +30,12 @@ export { TrainingScheduler, type ScheduleConfig } from './run/scheduler.js';
 export { selectTrainingRecords, writeTurnScores, type DataFilter } from './data/select.js';
 export { heldOutLoss, HELD_OUT_MICRO_BATCH_TOKENS, type HeldOutLoss, type KindLoss } from './run/heldout-loss.js';
 export { TrainingService, type CreateJobBody, type JobPage, type JobView, type ListJobsParams, type TrainingServiceOptions } from './service.js';
+export { GATE_STATUSES, type GateStatus } from '../shared/promotion-gate.js';
+export {
+  gateFigures, pendingReport,
+  type GateEvaluation, type GateEvaluator, type GateFigures, type GateReport, type GateTaskOutcome,
+} from './run/gate.js';
+export {
+  DEFAULT_GATE_EVALUATOR, GateCancelledError, startGateWorker, type GateEvaluatorModule, type GateRunner,
+} from './run/gate-worker.js';
+export { runGate, type GateSettings } from './run/gate-run.js';

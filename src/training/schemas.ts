@@ -9,7 +9,12 @@
  */
 import { Type } from 'typebox';
 import { FreeObject, Nullable, StringEnum } from '../schema-helpers.js';
-import { ALGORITHMS, JOB_STATUSES, OLD_LOGPROB_SOURCES, LR_SCHEDULES, POSITION_OFFSETS, RETURN_MODES } from '../domain.js';
+import { ALGORITHMS, JOB_STATUSES, OLD_LOGPROB_SOURCES, LR_SCHEDULES, POSITION_OFFSETS, REFLECTION_GROUPS, RETURN_MODES } from '../domain.js';
+import {
+  GATE_DECISIONS, GATE_DEFAULT_SAMPLING, GATE_DEFAULTS, MAX_GATE_ATTEMPTS, MAX_GATE_CONCURRENCY, MAX_GATE_TASKS,
+} from '../shared/promotion-gate.js';
+import { EVAL_SEED_START, SEED_END } from '../shared/env-names.js';
+import { GateReport, GateSampling } from '../agent/gate-schemas.js';
 
 export const DataFilter = Type.Object(
   {
@@ -85,8 +90,55 @@ export const Hyperparameters = Type.Object(
     returnMode: Type.Optional(StringEnum(RETURN_MODES, { description: "cross-episode return: LaMer Eq. 4 ('paper') or the reference code's recursion ('code')" })),
     invalidPenalty: Type.Optional(Type.Number({ minimum: 0, maximum: 100 })),
     stepCoef: Type.Optional(Type.Number({ minimum: 0, maximum: 100, description: 'GiGPO step-term weight' })),
+    reflectionGroup: Type.Optional(StringEnum(REFLECTION_GROUPS, {
+      description: "lamer only: what a reflection's GiGPO episode term is centred against: 'task' (default, the reference) every turn of its task; 'own' (an ablation) its task's reflections only, and action turns their task's action turns only",
+    })),
   },
   { additionalProperties: false },
+);
+
+/** The promotion gate of a job (src/shared/promotion-gate.ts; docs/training.md "Promotion gate"). */
+export const PromotionGate = Type.Object(
+  {
+    env: Type.String({
+      minLength: 1, maxLength: 64,
+      description: "built-in env of the held-out tasks: 'minesweeper', 'sokoban' or a full name such as 'minesweeper-6x6-3'",
+    }),
+    tasks: Type.Integer({ minimum: 1, maximum: MAX_GATE_TASKS, description: 'held-out tasks; each version plays one session per task' }),
+    attempts: Type.Optional(Type.Integer({
+      minimum: 1, maximum: MAX_GATE_ATTEMPTS, description: `attempts per session (default ${GATE_DEFAULTS.attempts})`,
+    })),
+    seedStart: Type.Optional(Type.Integer({
+      minimum: EVAL_SEED_START, maximum: SEED_END - 1,
+      description: `first task seed (default ${EVAL_SEED_START}); the tasks are seeds seedStart .. seedStart + tasks - 1, `
+        + 'in the held-out range and in no training session of the job',
+    })),
+    metric: Type.Optional(Type.String({
+      pattern: '^pass@[1-9][0-9]{0,2}$', description: 'pass@k with k <= attempts (default pass@<attempts>)',
+    })),
+    margin: Type.Optional(Type.Number({
+      minimum: -1, maximum: 1,
+      description: "the new version is activated only when its metric minus the active version's, paired over the tasks, "
+        + 'exceeds this (fraction: 0.05 = 5 points; default 0)',
+    })),
+    decision: Type.Optional(StringEnum(GATE_DECISIONS, {
+      description: "'mean' (default): the mean paired difference must exceed the margin; "
+        + "'lower-bound': the lower end of its 95% bootstrap interval must",
+    })),
+    concurrency: Type.Optional(Type.Integer({
+      minimum: 1, maximum: MAX_GATE_CONCURRENCY, description: `sessions played at once per version (default ${GATE_DEFAULTS.concurrency})`,
+    })),
+    availableActions: Type.Optional(Type.Boolean({ description: "send the env's legal actions with each step (default true)" })),
+    sampling: Type.Optional(Type.Object(GateSampling.properties, {
+      additionalProperties: false,
+      description: `sampling of the gate's sessions (default ${JSON.stringify(GATE_DEFAULT_SAMPLING)}, the paper's evaluation setting)`,
+    })),
+  },
+  {
+    additionalProperties: false,
+    description: 'activate the new version only when it beats the active one on held-out tasks; '
+      + 'without it the job behaves as activateWhenDone says',
+  },
 );
 
 export const CreateJob = Type.Object(
@@ -98,6 +150,7 @@ export const CreateJob = Type.Object(
     version: Type.Optional(Type.String({ minLength: 1, maxLength: 128, pattern: '^[A-Za-z0-9][A-Za-z0-9._-]*$', description: 'name of the new version; default <algorithm>-<job id>' })),
     activateWhenDone: Type.Optional(Type.Boolean({ default: false })),
     hyperparameters: Type.Optional(Hyperparameters),
+    gate: Type.Optional(PromotionGate),
   },
   { additionalProperties: false },
 );
@@ -162,6 +215,7 @@ const jobFields = {
   ),
   iterations: Type.Integer({ description: 'iterations reported so far' }),
   lastMetrics: Nullable(IterationMetrics),
+  gate: Nullable(GateReport, { description: 'the promotion gate, its state and figures; null for a job without one' }),
   error: Nullable(Type.String()),
   createdAt: Type.String({ format: 'date-time' }),
   startedAt: Nullable(Type.String({ format: 'date-time' })),

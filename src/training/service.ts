@@ -7,7 +7,8 @@
  * - create: the body rules the schema cannot express (sft takes demonstrations and no data filter;
  *   RL takes no demonstrations and no random position offsets; warm-up and final ratio only with
  *   the cosine schedule; `data.since` is a date-time), the demonstrations path check (relative to
- *   `<demosDir>`, no `..`, an existing file) or the writing of inline demonstrations to
+ *   `<demosDir>`, no `..`, an existing file), the promotion gate's fields (src/shared/promotion-gate.ts;
+ *   inline demonstrations must not hold its tasks) or the writing of inline demonstrations to
  *   `<demosDir>/inline/<uuid>.jsonl`, then the job manager's own checks (base version known,
  *   version name free, not shutting down) and the queue;
  * - list: filters and cursor paging, newest first (cursor `<createdAt ms>~<id>`);
@@ -30,6 +31,8 @@ import { positionOffsetProblem } from './run/job.js';
 import { type CreateJob, type Job, type JobList, type JobSummary, type ListJobsQuery } from './schemas.js';
 import type { DataFilter } from './data/select.js';
 import type { DataStats } from './data/samples.js';
+import { gateOverlap, gateProblem, resolveGate, type GateSpec } from '../shared/promotion-gate.js';
+import { pendingReport, type GateReport } from './run/gate.js';
 
 /** The body of `POST /v1/training/jobs` (the CreateJob schema). */
 export type CreateJobBody = Static<typeof CreateJob>;
@@ -144,6 +147,11 @@ export class TrainingService {
       if (hp?.[k] !== undefined && hp.lrSchedule !== 'cosine') throw invalid(`body/hyperparameters/${k}`, `applies to lrSchedule 'cosine' only (lrSchedule is ${hp.lrSchedule ?? "'constant' by default"})`);
     }
     if (isSft && b.data !== undefined) throw invalid('body/data', 'sft jobs train on demonstrations, not on recorded sessions');
+    // only lamer jobs train reflections: elsewhere the setting would change nothing
+    if (hp?.reflectionGroup !== undefined && b.algorithm !== 'lamer') {
+      throw invalid('body/hyperparameters/reflectionGroup', `applies to lamer jobs only (${b.algorithm} trains no reflections)`);
+    }
+    const gate = b.gate ? gateOf(b) : undefined;
     const data = dataFilterOf(b.data);
     return {
       algorithm: b.algorithm,
@@ -153,6 +161,7 @@ export class TrainingService {
       ...(b.version !== undefined ? { version: b.version } : {}),
       activate: b.activateWhenDone ?? false,
       ...(hp ? { hyper: hp } : {}),
+      ...(gate ? { gate } : {}),
     };
   }
 
@@ -201,6 +210,7 @@ export class TrainingService {
       dataset: c.dataset ? { path: path.relative(path.dirname(this.opts.demosDir), c.dataset.path), samples: c.dataset.samples } : null,
       iterations: metrics.length,
       lastMetrics: metrics.length > 0 ? metrics[metrics.length - 1]! : null,
+      gate: (c as { gateReport?: GateReport }).gateReport ?? (c.gate ? pendingReport(c.gate) : null),
       error: r.error,
       createdAt: iso(r.createdAt)!,
       startedAt: iso(r.startedAt),
@@ -212,6 +222,24 @@ export class TrainingService {
   private viewOf(r: TrainingJobRow): JobView {
     return { ...this.summaryOf(r), metrics: (r.metrics ?? []) as IterationMetrics[] };
   }
+}
+
+/**
+ * The promotion gate of a create body with its defaults, after the rules of
+ * src/shared/promotion-gate.ts and, for inline demonstrations, that none holds one of its tasks.
+ * @throws DomainError `validation` naming the gate field at fault.
+ */
+function gateOf(b: CreateJobBody): GateSpec {
+  const g = b.gate!;
+  const problem = gateProblem(g);
+  if (problem) throw invalid(`body/gate/${problem.field}`, problem.message);
+  const spec = resolveGate(g);
+  const overlap = gateOverlap(spec, (b.demonstrations?.sessions ?? []).map((d) => d.taskId));
+  if (overlap !== null) {
+    const seeds = `seeds ${spec.seedStart}..${spec.seedStart + spec.tasks - 1}`;
+    throw invalid('body/gate/seedStart', `demonstration task '${overlap}' is one of the gate's held-out tasks (${seeds})`);
+  }
+  return spec;
 }
 
 /** The data filter of a create body (`since` as ms since the epoch). @throws DomainError `validation`. */

@@ -27,3 +27,23 @@ export function memoryLabel(m: string | undefined | null): string;
 export function memoryComparison<G extends StatsGroupLike>(groups: G[]): Array<MemoryBlock<G>>;
 export function stepCards<R extends StepRowLike>(rows: R[]): Array<R & { invalid: boolean }>;
 export function actionsTaken(rows: StepRowLike[]): number;
+
+/** The fields of a `GET /v1/models` item that gateHistory reads (`gate`: the GateReport schema, or null). */
+export interface ModelLike {
+  version: string;
+  status: string;
+  createdAt: string;
+  gate: null | {
+    env: string; tasks: number; seedStart: number; metric: string; margin: number; decision: string; status: string; progress: number;
+    incumbent: string | null; promoted: boolean; reason: string | null;
+    candidatePassAtK: Record<string, number> | null; incumbentPassAtK: Record<string, number> | null;
+    difference: { mean: number; lo: number; hi: number; tasks: number } | null;
+  };
+}
+export interface GateRow {
+  version: string; modelStatus: string; status: string; promoted: boolean; reason: string | null; progress: number;
+  env: string; tasks: number; metric: string; k: number; margin: number; decision: string; incumbentVersion: string | null;
+  candidate: number | null; incumbent: number | null; rise: number | null;
+  difference: { mean: number; lo: number; hi: number; tasks: number } | null;
+}
+export function gateHistory(models: ModelLike[]): GateRow[];

@@ -58,3 +58,32 @@ export function stepCards(rows) {
 
 /** Actions taken in an attempt: its rows with an action (the final observation has none). */
 export const actionsTaken = (rows) => rows.filter((r) => r.action !== null).length;
+
+/**
+ * The promotion-gate history of `GET /v1/models` items: one row per version whose job had a gate,
+ * oldest first (createdAt, then version), with the gate's metric k, the candidate's and the
+ * incumbent's pass@k at that k on the gate tasks (null until the gate has figures), the paired
+ * difference with its interval, the margin and decision, the outcome (`status`, `promoted`,
+ * `reason`) and `rise`: the candidate's value minus that of the last earlier promoted version
+ * gated on the same env, tasks, seeds and metric (null when there is none, or no value yet).
+ */
+export function gateHistory(models) {
+  const gated = models.filter((m) => m.gate)
+    .sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.version.localeCompare(b.version));
+  const lastPromoted = new Map();
+  return gated.map((m) => {
+    const g = m.gate;
+    const k = Number(/^pass@(\d+)$/.exec(g.metric)?.[1] ?? 1);
+    const candidate = g.candidatePassAtK?.[String(k)] ?? null;
+    const same = JSON.stringify([g.env, g.tasks, g.seedStart, g.metric]);
+    const before = lastPromoted.get(same);
+    const row = {
+      version: m.version, modelStatus: m.status, status: g.status, promoted: g.promoted, reason: g.reason, progress: g.progress,
+      env: g.env, tasks: g.tasks, metric: g.metric, k, margin: g.margin, decision: g.decision, incumbentVersion: g.incumbent,
+      candidate, incumbent: g.incumbentPassAtK?.[String(k)] ?? null, difference: g.difference,
+      rise: candidate !== null && before !== undefined ? candidate - before : null,
+    };
+    if (g.promoted && candidate !== null) lastPromoted.set(same, candidate);
+    return row;
+  });
+}

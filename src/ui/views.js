@@ -5,13 +5,16 @@ import { html } from 'htm/preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, qs, navigate, usePoll, pct, num, short, when, ks, parseProm, stepFigures, histogramQuantile, histogramDelta } from './lib.js';
 import { LineChart } from './charts.js';
-import { MEMORY_LABELS, memoryComparison, memoryLabel, stepCards, actionsTaken } from './figures.js';
+import { MEMORY_LABELS, memoryComparison, memoryLabel, stepCards, actionsTaken, gateHistory } from './figures.js';
 
 // ------------------------------------------------------------------ small pieces
 
 const ErrorBox = ({ error }) => (error ? html`<div class="error" data-testid="error">${error.message}${error.status ? ` (HTTP ${error.status})` : ''}</div>` : null);
 const StatusChip = ({ s }) => {
-  const cls = { completed: 'ok', succeeded: 'ok', active: 'run', running: 'run', queued: 'run', failed: 'bad', abandoned: 'bad', expired: 'bad', cancelled: 'bad', candidate: '', retired: '' }[s] ?? '';
+  const cls = {
+    completed: 'ok', succeeded: 'ok', passed: 'ok', active: 'run', running: 'run', queued: 'run', pending: 'run',
+    failed: 'bad', abandoned: 'bad', expired: 'bad', cancelled: 'bad', error: 'bad', candidate: '', retired: '',
+  }[s] ?? '';
   return html`<span class="chip ${cls}" data-testid="status">${s}</span>`;
 };
 const groupLabel = (g) => `${g.modelVersion} · ${g.env ?? '(no env)'}${g.mode ? ` · ${g.mode}` : ''}${g.memory ? ` · ${memoryLabel(g.memory)}` : ''}`;
@@ -321,6 +324,50 @@ function Lineage({ items }) {
   return html`<div class="lineage" data-testid="lineage"><ul>${(byParent.get(null) ?? []).map(node)}</ul></div>`;
 }
 
+/** A gate's difference with its interval: "+2.3 pts [−1.0, +5.5]". */
+const interval = (d) => (d ? `${signedPts(d.mean)} [${signedPts(d.lo)}, ${signedPts(d.hi)}]` : '–');
+
+/**
+ * The promotion gates of the versions (src/ui/figures.js gateHistory): the gate's pass@k of each
+ * gated version, new against the version active at its gate, as a chart (does it rise?) and a
+ * table with the paired difference, the margin and the outcome.
+ */
+function GatePanel({ items }) {
+  const rows = gateHistory(items);
+  if (rows.length === 0) {
+    return html`<div class="card"><h2>Promotion gates</h2><p class="muted" data-testid="gates-none">No version was made by a job
+      with a promotion gate yet (a job's <span class="mono">gate</span>, or <span class="mono">LAMER_TRAIN_GATE_TASKS</span> for
+      scheduled jobs).</p></div>`;
+  }
+  const series = [
+    { label: 'new version', values: rows.map((r) => r.candidate) },
+    { label: 'active version at its gate', values: rows.map((r) => r.incumbent) },
+  ];
+  const heads = ['new', 'active at the gate', 'new − active [95% interval]', 'margin', 'vs last promoted'];
+  const small = 'font-size:11px';
+  return html`<div class="card"><h2>Promotion gates: pass@k of each version on its gate's held-out tasks</h2>
+    <${LineChart} x=${rows.map((_, i) => i)} xTicks=${rows.map((r) => r.version)} xLabel="version (gated, oldest first)"
+      yLabel="pass@k" yRange=${[0, 1]} series=${series} testid="gates-chart" />
+    <table data-testid="gates"><thead><tr><th>version</th><th>gate</th><th>tasks</th>
+      ${heads.map((h) => html`<th class="num">${h}</th>`)}<th>outcome</th></tr></thead>
+      <tbody>${rows.map((r) => html`<tr data-version=${r.version}>
+        <td><b>${r.version}</b> <${StatusChip} s=${r.modelStatus} /></td>
+        <td data-field="gate"><${StatusChip} s=${r.status} />${
+          r.status === 'running' && html` <span class="muted">${pct(r.progress)}</span>`}</td>
+        <td>${r.metric} · ${r.tasks} × ${r.env}</td>
+        <td class="num" data-field="candidate">${pct(r.candidate)}</td>
+        <td class="num" data-field="incumbent">${pct(r.incumbent)}<div class="muted" style=${small}>${r.incumbentVersion ?? ''}</div></td>
+        <td class="num" data-field="difference">${interval(r.difference)}</td>
+        <td class="num" data-field="margin">${signedPts(r.margin)}${r.decision === 'lower-bound' ? ' (lower bound)' : ''}</td>
+        <td class="num" data-field="rise">${signedPts(r.rise)}</td>
+        <td data-field="outcome"><b>${r.promoted ? 'promoted' : 'not promoted'}</b>
+          <div class="muted" style=${`${small};max-width:320px`}>${r.reason ?? ''}</div></td></tr>`)}</tbody></table>
+    <div class="legend-note">Each gate plays the same held-out tasks with the new version and the version active then, and
+      activates the new one only when the difference beats the margin. "vs last promoted": the new version's pass@k minus
+      that of the last promoted version gated on the same tasks; a column of falling or flat values is a loop that does not
+      improve.</div></div>`;
+}
+
 export function Models({ me }) {
   if (!me.admin) return html`<${AdminOnly} />`;
   const q = usePoll(() => api('GET', '/v1/models'), [], { intervalMs: 15000 });
@@ -350,7 +397,8 @@ export function Models({ me }) {
           <td class="muted">${when(m.createdAt)}</td>
           <td>${m.status !== 'active' && html`<${Confirm} label=${rollback ? 'Roll back to this' : 'Activate'} testid=${`activate-${m.version}`}
               question=${html`Make <b>${m.version}</b> the active version? New sessions use it; running sessions keep theirs.`} onConfirm=${() => activate(m.version)} />`}</td></tr>`;
-      })}</tbody></table></div>`}`;
+      })}</tbody></table></div>
+    <${GatePanel} items=${items} />`}`;
 }
 
 // ------------------------------------------------------------------ jobs
@@ -425,7 +473,9 @@ export function Jobs({ me, query }) {
     ${q.data && html`<div class="card"><table data-testid="jobs">
       <thead><tr><th>job</th><th>algorithm</th><th>status</th><th>progress</th><th class="num">iterations</th><th>base → result</th><th>created</th></tr></thead>
       <tbody>${q.data.items.map((j) => html`<tr data-id=${j.id}><td class="mono"><a href=${`/ui/jobs/${j.id}`}>${j.id}</a></td><td>${j.algorithm}</td><td><${StatusChip} s=${j.status} /></td>
-        <td style="min-width:120px"><${Progress} value=${j.progress} /></td><td class="num">${j.iterations}</td><td>${j.baseVersion} → ${j.resultVersion ?? j.version ?? '…'}</td><td class="muted">${when(j.createdAt)}</td></tr>`)}</tbody></table>
+        <td style="min-width:120px"><${Progress} value=${j.progress} /></td><td class="num">${j.iterations}</td>
+        <td>${j.baseVersion} → ${j.resultVersion ?? j.version ?? '…'}<${GateChip} gate=${j.gate} /></td>
+        <td class="muted">${when(j.createdAt)}</td></tr>`)}</tbody></table>
       ${q.data.items.length === 0 && html`<p class="muted">No training jobs.</p>`}
       <div class="pager">${cursor && html`<a href=${`/ui/jobs${qs({ status, algorithm })}`}>« first page</a>`}${q.data.nextCursor ? html`<a href=${`/ui/jobs${qs({ status, algorithm, cursor: q.data.nextCursor })}`}>next page »</a>` : html`<span class="muted">end of list</span>`}</div>
     </div>`}
@@ -442,6 +492,31 @@ const CURVES = [
   ['clip fraction', ['clipFrac', 'dualClipFrac'], [0, 1]],
   ['learning rate', ['lr']],
 ];
+
+/** A job's gate in the jobs list: its status, and whether it promoted the version. */
+const GateChip = ({ gate }) => (gate
+  ? html` <span class="muted">gate</span> <${StatusChip} s=${gate.status} />${gate.promoted ? ' promoted' : ''}`
+  : null);
+/** How a job's version becomes active. */
+const activation = (j) => (j.activateWhenDone ? ' (activated when done)' : j.gate ? ' (activated if its gate passes)' : '');
+
+/** A job's promotion gate: its settings, state and figures. */
+function JobGate({ g }) {
+  const k = /^pass@(\d+)$/.exec(g.metric)?.[1] ?? '1';
+  const rule = `${g.metric} new − active ${g.decision === 'lower-bound' ? '(95% lower bound)' : '(mean)'} above ${signedPts(g.margin)}`;
+  const both = `${g.candidate ?? '…'} ${pct(g.candidatePassAtK?.[k])} · ${g.incumbent ?? '…'} ${pct(g.incumbentPassAtK?.[k])}`;
+  const outcome = g.promoted ? 'promoted' : g.status === 'pending' || g.status === 'running' ? '…' : 'not promoted';
+  return html`<div class="card" data-testid="job-gate"><h2>Promotion gate <${StatusChip} s=${g.status} /></h2>
+    ${g.status === 'running' && html`<${Progress} value=${g.progress} />`}
+    <dl class="kv">
+      <dt>tasks</dt><dd>${g.tasks} × ${g.env}, seeds ${g.seedStart}…, ${g.attempts} attempts</dd>
+      <dt>rule</dt><dd>${rule}</dd>
+      <dt>new · active</dt><dd data-field="gate-passk">${both}</dd>
+      <dt>difference</dt>
+      <dd data-field="gate-difference">${interval(g.difference)}${g.difference ? ` over ${g.difference.tasks} tasks` : ''}</dd>
+      <dt>outcome</dt><dd data-field="gate-outcome">${outcome}${g.reason ? html`<div class="muted">${g.reason}</div>` : ''}</dd>
+    </dl></div>`;
+}
 
 export function JobPage({ id, me }) {
   if (!me.admin) return html`<${AdminOnly} />`;
@@ -464,7 +539,8 @@ export function JobPage({ id, me }) {
         <${Progress} value=${j.progress} /><p data-testid="job-progress">${pct(j.progress)} · ${j.iterations} iterations</p>
         <dl class="kv">
           <dt>algorithm</dt><dd data-field="algorithm">${j.algorithm}</dd>
-          <dt>base → result</dt><dd>${j.baseVersion} → <span data-field="resultVersion">${j.resultVersion ?? j.version ?? '…'}</span>${j.activateWhenDone ? ' (activated when done)' : ''}</dd>
+          <dt>base → result</dt>
+          <dd>${j.baseVersion} → <span data-field="resultVersion">${j.resultVersion ?? j.version ?? '…'}</span>${activation(j)}</dd>
           <dt>data</dt><dd class="mono">${j.data ? JSON.stringify(j.data) : j.demonstrations ?? (j.algorithm === 'sft' ? '–' : 'every completed train session')}</dd>
           ${dataset && html`<dt>dataset (remote version)</dt><dd class="mono" data-field="dataset">${dataset.path}${typeof dataset.samples === 'number' ? ` (${dataset.samples} samples)` : ''}</dd>`}
           <dt>hyperparameters</dt><dd class="mono" style="font-size:11px">${JSON.stringify(j.hyperparameters)}</dd>
@@ -474,6 +550,7 @@ export function JobPage({ id, me }) {
           question=${j.status === 'running' ? 'Cancel this job? It stops after its current iteration.' : 'Cancel this queued job?'}
           onConfirm=${async () => { await api('POST', `/v1/training/jobs/${encodeURIComponent(j.id)}/cancel`); q.reload(); }} /></p>`}
       </div>
+      ${j.gate && html`<${JobGate} g=${j.gate} />`}
       <div class="card"><h2>Data</h2>${j.dataStats ? html`<dl class="kv" data-testid="data-stats">
         ${['sessions', 'tasks', 'turns', 'samples', 'groups', 'zeroAdvantageGroups', 'zeroAdvantageTurns', 'droppedTurns', 'outputTokens'].map((k) => html`<dt>${k}</dt><dd data-field=${k}>${j.dataStats[k]}</dd>`)}
         <dt>mean return</dt><dd>${num(j.dataStats.meanReturn)}</dd>

@@ -63,3 +63,35 @@ describe('ModelRegistry', () => {
     d.close();
   });
 });
+
+describe('ModelRegistry.registerCheckpoint', () => {
+  it('registers a checkpoint folder as a candidate builtin version that activates like any other', async () => {
+    const root = tmpDir();
+    const g = initModel({ vocab_size: 260, block_size: 16, n_layer: 1, n_head: 1, n_embd: 8 }, 1);
+    await saveCheckpoint(g, `${root}/v7`, { version: 'v7' });
+    g.dispose();
+    const d = openDatabase(tmpDir());
+    const r = new ModelRegistry(sqliteAsyncRepositories(d).models, new TestEngine());
+    await r.init('base', '/m/base');
+    const row = await r.registerCheckpoint('v7', `${root}/v7`, { parent: 'base', metrics: { resumedFrom: 'out/checkpoint' } });
+    expect(row).toMatchObject({ version: 'v7', parent: 'base', jobId: null, checkpointDir: `${root}/v7`, status: 'candidate', engine: 'builtin', metrics: { resumedFrom: 'out/checkpoint' } });
+    expect((await r.activate('v7')).status).toBe('active');
+    expect((await r.get('base'))!.status).toBe('retired');
+    d.close();
+  });
+
+  it('refuses a taken name, an unknown parent and a folder without a checkpoint, registering nothing', async () => {
+    const root = tmpDir();
+    const g = initModel({ vocab_size: 260, block_size: 16, n_layer: 1, n_head: 1, n_embd: 8 }, 1);
+    await saveCheckpoint(g, `${root}/ok`, { version: 'ok' });
+    g.dispose();
+    const d = openDatabase(tmpDir());
+    const r = new ModelRegistry(sqliteAsyncRepositories(d).models, new TestEngine());
+    await r.init('base', '/m/base');
+    await expect(r.registerCheckpoint('base', `${root}/ok`)).rejects.toMatchObject({ kind: 'conflict', message: "model version 'base' already exists" });
+    await expect(r.registerCheckpoint('v1', `${root}/ok`, { parent: 'nope' })).rejects.toMatchObject({ kind: 'validation' });
+    await expect(r.registerCheckpoint('v1', `${root}/missing`)).rejects.toMatchObject({ kind: 'validation' });
+    expect((await r.list()).map((m) => m.version)).toEqual(['base']);
+    d.close();
+  });
+});

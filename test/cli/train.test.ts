@@ -5,11 +5,12 @@
  * The failure tests spawn the CLI as a user runs it (node --import tsx src/cli/index.ts train).
  */
 import { spawn } from 'node:child_process';
-import { chmodSync, existsSync, readdirSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { chmodSync, cpSync, existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { describeTrainFailure, run, trainCommand } from '../../src/cli/train.js';
 import { quietConsole, startTestServer, tmpDir, writeTinyGptCheckpoint } from '../helpers/index.js';
 import { root } from '../helpers/cli.js';
@@ -232,5 +233,106 @@ describe('lamer train --no-pack', () => {
     expect(r).toEqual({ code: 2 });
     expect(c.errors()).toHaveLength(1);
     expect(c.errors()[0]).toMatch(/^lamer train: .*--no-pack.*\(lamer train --help for the options\)$/);
+  });
+});
+
+describe('lamer train --reflection-group', () => {
+  it("sends hyperparameters.reflectionGroup with a lamer job; absent, the job's default ('task') applies", () => {
+    const base = ['--env', 'minesweeper', '--algorithm', 'lamer', '--quiet'];
+    const own = trainCommand([...base, '--reflection-group', 'own']);
+    const plain = trainCommand(base);
+    if ('code' in own || 'code' in plain) throw new Error('usage error');
+    expect(own.opts.hyperparameters).toEqual({ reflectionGroup: 'own' });
+    expect(plain.opts.hyperparameters).toEqual({});
+  });
+
+  it.each([
+    [['--algorithm', 'lamer', '--reflection-group', 'mine'], "lamer train: --reflection-group must be task or own, got 'mine'"],
+    [['--algorithm', 'gigpo', '--reflection-group', 'own'], 'lamer train: --reflection-group applies to --algorithm lamer only (gigpo trains no reflections)'],
+  ])('%j is one usage line, exit 2', (args, line) => {
+    const c = quietConsole();
+    let r;
+    try {
+      r = trainCommand(['--env', 'minesweeper', ...args]);
+    } finally {
+      c.restore();
+    }
+    expect(r).toEqual({ code: 2 });
+    expect(c.errors()).toEqual([line]);
+  });
+});
+
+describe('lamer train --resume (in-process, a tiny GPT)', () => {
+  /** A point without what names or times a run (version names and job ids are random, seconds vary). */
+  const comparable = (p: Record<string, unknown>) => {
+    const { jobId: _j, rolloutVersion: _r, trainedVersion: _t, rolloutSeconds: _rs, trainSeconds: _ts, wallSeconds: _w, klToStart, heldOut, ...rest } = p;
+    const { version: _v, seconds: _s, ...h } = (heldOut ?? {}) as Record<string, unknown>;
+    return { ...rest, heldOut: h, klToStart: typeof klToStart === 'number' ? Number(klToStart.toPrecision(4)) : klToStart };
+  };
+  const curve = (out: string) => JSON.parse(readFileSync(path.join(out, 'learning-curve.json'), 'utf8'));
+  /** sha256 of the weights of the last version the curve in `out` trained, from out/checkpoint/. */
+  const weights = (out: string) => {
+    const c = curve(out);
+    expect(readdirSync(path.join(out, 'checkpoint'))).toEqual([c.points.at(-1).trainedVersion]);
+    return createHash('sha256').update(readFileSync(path.join(out, 'checkpoint', c.points.at(-1).trainedVersion, 'weights.bin'))).digest('hex');
+  };
+
+  it('3 iterations in one run = 2, then --resume to 3 in the same data directory = 2, then --resume in a new one (imported from --out/checkpoint/)', async () => {
+    vi.stubEnv('LAMER_TFJS_BACKEND', 'wasm');
+    const base = await writeTinyGptCheckpoint(tmpDir('lamer-train-base-'), 9);
+    const root = tmpDir('lamer-train-resume-');
+    const args = (name: string, data: string, iterations: number, ...more: string[]) => [
+      '--env', 'minesweeper-4x4-2', '--algorithm', 'lamer', '--group', '2', '--tasks-per-iter', '1', '--iterations', String(iterations), '--lr', '0.01',
+      '--available-actions', '--heldout-tasks', '2', '--base-model-dir', base, '--out', path.join(root, name), '--data-dir', path.join(root, data), '--quiet', ...more,
+    ];
+    const c = quietConsole();
+    try {
+      expect(await run(args('a', 'a-data', 3))).toBe(0);
+      expect(await run(args('b', 'b-data', 2))).toBe(0);
+      cpSync(path.join(root, 'b'), path.join(root, 'c'), { recursive: true }); // the records of 2 iterations, without their data directory
+      expect(await run(args('b', 'b-data', 3, '--resume'))).toBe(0);
+      expect(await run(args('c', 'c-data', 3, '--resume'))).toBe(0);
+    } finally {
+      c.restore();
+      vi.unstubAllEnvs();
+    }
+    const a = curve(path.join(root, 'a'));
+    expect(a.points).toHaveLength(3);
+    expect(a.heldOutStart).toMatchObject({ version: 'base', tasks: 2 });
+    expect(a.points.map((p: { heldOut: { tasks: number } }) => p.heldOut.tasks)).toEqual([2, 2, 2]);
+    expect(a.points[0].klToStart).toBe(0); // iteration 0 is played by the start version itself
+    for (const name of ['b', 'c']) {
+      const other = curve(path.join(root, name));
+      expect(other.points.map(comparable)).toEqual(a.points.map(comparable));
+      expect(other.startVersion).toBe('base');
+      expect(weights(path.join(root, name))).toBe(weights(path.join(root, 'a')));
+      expect(readdirSync(path.join(root, name, 'jobs'))).toEqual(['iteration-0000.json', 'iteration-0001.json', 'iteration-0002.json']);
+    }
+    expect(c.errors().some((l) => l.includes(`--resume: registered ${curve(path.join(root, 'b')).points[1].trainedVersion} (iteration 1) from `))).toBe(true);
+  }, 1_200_000);
+
+  it('other settings than the curve in --out are one line naming each, exit 1, before any work', async () => {
+    const out = tmpDir('lamer-train-out-');
+    const recorded = trainCommand(['--env', 'minesweeper', '--algorithm', 'lamer', '--group', '8', '--lr', '0.001']);
+    if ('code' in recorded) throw new Error('usage error');
+    writeFileSync(path.join(out, 'learning-curve.json'), JSON.stringify({ config: recorded.opts, points: [] }));
+    // a dead --server: the refusal comes before the server is asked
+    const r = await train(['--out', out, '--resume', '--group', '4', '--lr', '0.002', '--iterations', '60', '--server', 'http://127.0.0.1:1'], {}, 60_000);
+    expect(r).toEqual({
+      code: 1, stdout: '',
+      stderr: `lamer train: --resume: ${path.join(out, 'learning-curve.json')} was made with other settings (group: 8 -> 4; hyperparameters: {"lr":0.001} -> {"lr":0.002})\n`,
+    });
+  }, 90_000);
+
+  it('--heldout-every without --heldout-tasks is one usage line, exit 2', () => {
+    const c = quietConsole();
+    let r;
+    try {
+      r = trainCommand(['--env', 'minesweeper', '--algorithm', 'lamer', '--heldout-every', '2']);
+    } finally {
+      c.restore();
+    }
+    expect(r).toEqual({ code: 2 });
+    expect(c.errors()).toEqual(['lamer train: --heldout-every needs --heldout-tasks N (N >= 1)']);
   });
 });

@@ -86,12 +86,21 @@ describe('docs/deploy.md configuration table', () => {
       LAMER_OPENAI_MAX_RESPONSE_BYTES: remote.maxResponseBytes,
       LAMER_OPENAI_CALL_TIMEOUT_MS: remote.callTimeoutMs,
     });
+    const gate = loadConfig({ LAMER_TRAIN_GATE_TASKS: '1' }).training.gate!;
+    expect(c.training.gate).toBeNull();
+    Object.assign(numeric, {
+      LAMER_TRAIN_GATE_TASKS: 0,
+      LAMER_TRAIN_GATE_ATTEMPTS: gate.attempts,
+      LAMER_TRAIN_GATE_SEED_START: gate.seedStart,
+      LAMER_TRAIN_GATE_MARGIN: gate.margin,
+      LAMER_TRAIN_GATE_CONCURRENCY: gate.concurrency,
+    });
     for (const [name, value] of Object.entries(numeric)) {
       const row = rows.find((r) => r.name === name);
       expect(row, name).toBeDefined();
       expect(row!.def, name).toBe(`\`${value}\``);
     }
-    const text: Record<string, string> = { LAMER_HOST: c.host, LAMER_ENGINE: c.engine, LAMER_TFJS_BACKEND: c.tfjsBackend, LAMER_LOG_LEVEL: c.logLevel, LAMER_OPENAI_KIND: remote.kind };
+    const text: Record<string, string> = { LAMER_HOST: c.host, LAMER_ENGINE: c.engine, LAMER_TFJS_BACKEND: c.tfjsBackend, LAMER_LOG_LEVEL: c.logLevel, LAMER_OPENAI_KIND: remote.kind, LAMER_TRAIN_GATE_DECISION: gate.decision };
     for (const [name, value] of Object.entries(text)) expect(rows.find((r) => r.name === name)!.def.startsWith(`\`${value}\``), name).toBe(true);
   });
 });

@@ -119,7 +119,29 @@ describe('runExperiment', () => {
     const models = (await gpt.call('GET', '/v1/models')).body;
     expect(models.active).toBe(p1.trainedVersion ?? p1.rolloutVersion);
     expect(Object.keys(p0.passAtK)).toEqual(['1', '2', '3']);
-  }, 300_000);
+    // the KL to the start: 0 for the start's own rollouts, measured on the next version's
+    expect(res.startVersion).toBe('base');
+    expect(p0.klToStart).toBe(0);
+    if (p1.rolloutVersion !== 'base') {
+      expect(p1.klToStart).toBeGreaterThanOrEqual(0);
+      expect(p1.klToStartTokens).toBeGreaterThan(0);
+    }
+    for (const p of res.points) if (p.jobStatus === 'succeeded') expect(p.approxKl).toBeGreaterThanOrEqual(0);
+    // no held-out probe asked for
+    expect(res.heldOutStart).toBeNull();
+    expect(res.points.map((p) => p.heldOut)).toEqual([null, null]);
+  }, 600_000); // two iterations and the KL replays, under a full test run on 2 cores
+
+  it("resuming refuses a server whose active version is not the one the last point left, before any rollout", async () => {
+    const active = (await gpt.call('GET', '/v1/models')).body.active;
+    const before = (await gpt.call('GET', '/v1/sessions?limit=200')).body.items.length;
+    const last = { iteration: 0, rolloutVersion: 'base', trainedVersion: 'not-this-one' } as CurvePoint;
+    await expect(runExperiment({
+      env: 'minesweeper', params: { rows: 4, cols: 4, mines: 2 }, algorithm: 'lamer', iterations: 2, tasksPerIter: 1, group: 1, server: gpt.url,
+      resume: { points: [last], startVersion: 'base', heldOutStart: null },
+    })).rejects.toThrow(`cannot resume: the server's active version is '${active}', iteration 0 left 'not-this-one'`);
+    expect((await gpt.call('GET', '/v1/sessions?limit=200')).body.items.length).toBe(before);
+  });
 
   it('GiGPO: 3G single-attempt sessions per task', async () => {
     const res = await runExperiment({

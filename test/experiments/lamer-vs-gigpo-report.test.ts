@@ -98,7 +98,7 @@ describe('experiments/lamer-vs-gigpo-report.ts', () => {
     expect(md).toContain('| LaMer | 50.0 / 100.0 / 100.0 | 50.0 / 100.0 / 100.0 | 42.4 / 52.0 / 55.9 | 44.1 / 66.4 / 74.4 |');
     expect(md).toContain('| GRPO | - | - | 22.9 / 26.4 / 27.0 | 36.3 / 40.0 / 40.4 |');
     // learning curves and compute
-    expect(md).toContain('| 1 | 20.0 | 40.0 | 1.00 | 1.100 | 0.400 | 25.0% | 0.0/2 | 3 | 10 |');
+    expect(md).toContain('| 1 | 20.0 | 40.0 | - | - | 1.00 | 1.100 | 0.400 | 0.0000 | - | 25.0% | 0.0/2 | 3 | 10 |');
     expect(md).toContain('| LaMer | 0 | 2 | 32 | 800 | 200 | 6 | 20 | 13.0 | 30 / 25 | 12 / 11 |');
     expect(md).toContain('**Warning: the pieces of this game ran different code** (trees of src/: `aaa`, `bbb+dirty`;');
     // does memory act? (experiments/lamer-vs-gigpo-memory.ts): LaMer's 10 failed attempts per seed each

@@ -25,8 +25,11 @@ export interface Started {
   exited: Promise<number | null>;
 }
 
-/** Start the server `how` in its own process group (detached) on a fresh data directory. */
-export function startDetached(how: How, env: Record<string, string> = {}, args: string[] = []): Promise<Started> {
+/**
+ * Start the server `how` in its own process group (detached) on a fresh data directory; rejects
+ * when it exits first or has not logged that it is ready within `readyMs` (default 30 s).
+ */
+export function startDetached(how: How, env: Record<string, string> = {}, args: string[] = [], readyMs = 30_000): Promise<Started> {
   const dataDir = env.LAMER_DATA_DIR ?? tmpDir('lamer-signal-');
   const [cmd, base] = COMMANDS[how];
   const child = spawn(cmd, [...base, ...args], {
@@ -40,7 +43,7 @@ export function startDetached(how: How, env: Record<string, string> = {}, args: 
   child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
   const exited = new Promise<number | null>((r) => child.once('exit', (code, sig) => r(code ?? (sig ? -1 : null))));
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`server did not start:\n${out}`)), 30_000);
+    const timer = setTimeout(() => reject(new Error(`server did not start within ${readyMs} ms:\n${out}`)), readyMs);
     const check = () => {
       const m = /"url":"(http:\/\/[^"]+)".*"msg":"lamer-server ready"/.exec(out);
       if (m) {

@@ -102,6 +102,20 @@ describe('registering remote versions', () => {
     expect((await server.call('POST', '/v1/models', { version: 'v1.2..3', engine: 'openai', baseUrl: remoteUrl, model: 'q' })).status).toBe(201);
     expect((await server.call('POST', '/v1/models', { version: '.hidden', engine: 'openai', baseUrl: remoteUrl, model: 'q' })).status).toBe(201);
   });
+
+  it('shows gate null for free metrics whose `gate` is not a gate report, and keeps them in metrics', async () => {
+    for (const [version, gate] of [['g-text', 'passed'], ['g-partial', { status: 'passed', promoted: true }]] as const) {
+      const r = await server.call('POST', '/v1/models', { version, engine: 'openai', baseUrl: remoteUrl, model: 'q', metrics: { gate } });
+      expect(r.status).toBe(201);
+      expect(r.body).toMatchObject({ version, gate: null, metrics: { gate } });
+      const one = await server.call('GET', `/v1/models/${version}`);
+      expect(one.status).toBe(200);
+      expect(one.body).toMatchObject({ gate: null, metrics: { gate } });
+    }
+    const list = await server.call('GET', '/v1/models');
+    expect(list.status).toBe(200);
+    expect(list.body.items.filter((m: { version: string }) => m.version.startsWith('g-')).map((m: { gate: unknown }) => m.gate)).toEqual([null, null]);
+  });
 });
 
 describe('a remote version that misbehaves', () => {

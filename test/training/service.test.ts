@@ -69,6 +69,7 @@ describe('TrainingService.create', () => {
     ['warm-up without the cosine schedule', { algorithm: 'sft', demonstrations: { sessions: [demo] }, hyperparameters: { warmupSteps: 2 } }, 'body/hyperparameters/warmupSteps', "applies to lrSchedule 'cosine' only (lrSchedule is 'constant' by default)"],
     ['a path leaving demos/', { algorithm: 'sft', demonstrations: { path: 'a/../../x.jsonl' } }, 'body/demonstrations/path', 'must be relative to the demos folder, without ..'],
     ['since not a date', { algorithm: 'rloo', data: { since: 'yesterday' } }, 'body/data/since', 'must be a date-time'],
+    ['reflectionGroup on a job that trains no reflection', { algorithm: 'gigpo', hyperparameters: { reflectionGroup: 'own' } }, 'body/hyperparameters/reflectionGroup', 'applies to lamer jobs only (gigpo trains no reflections)'],
   ])('%s is a validation error naming the field; no job, no file', async (_name, body, field, message) => {
     const e = await refusal(() => service.create(body));
     expect(e.kind).toBe('validation');

@@ -2122,6 +2122,66 @@ export interface paths {
                                     maxResponseBytes: number;
                                     callTimeoutMs: number;
                                 } | null;
+                                /** @description the promotion gate of the job that produced it (also in metrics.gate): its figures against the version active then, and whether it activated this one; null without a gate */
+                                gate: {
+                                    /** @description full env name */
+                                    env: string;
+                                    tasks: number;
+                                    attempts: number;
+                                    seedStart: number;
+                                    metric: string;
+                                    margin: number;
+                                    /** @enum {string} */
+                                    decision: "mean" | "lower-bound";
+                                    concurrency: number;
+                                    availableActions: boolean;
+                                    sampling: {
+                                        temperature: number;
+                                        topP: number;
+                                        topK: number;
+                                    };
+                                    /**
+                                     * @description pending (training), running, passed, failed (margin not beaten), error (not judged), cancelled
+                                     * @enum {string}
+                                     */
+                                    status: "pending" | "running" | "passed" | "failed" | "error" | "cancelled";
+                                    /** @description share of the gate's sessions finished */
+                                    progress: number;
+                                    /** @description the version judged */
+                                    candidate: string | null;
+                                    /** @description the active version it was compared with */
+                                    incumbent: string | null;
+                                    /** @description pass@1..attempts of the new version on the gate tasks */
+                                    candidatePassAtK: {
+                                        [key: string]: number;
+                                    } | null;
+                                    /** @description the same for the active version, on the same tasks */
+                                    incumbentPassAtK: {
+                                        [key: string]: number;
+                                    } | null;
+                                    /** @description the metric, new - active, paired over tasks, with its 95% percentile bootstrap interval over tasks */
+                                    difference: {
+                                        /** @description mean paired difference new - active (fraction) */
+                                        mean: number;
+                                        lo: number;
+                                        hi: number;
+                                        level: number;
+                                        resamples: number;
+                                        /** @description tasks both versions played */
+                                        tasks: number;
+                                    } | null;
+                                    sessionErrors: {
+                                        candidate: number;
+                                        incumbent: number;
+                                    } | null;
+                                    /** @description whether the gate activated the new version */
+                                    promoted: boolean;
+                                    reason: string | null;
+                                    /** Format: date-time */
+                                    startedAt: string | null;
+                                    /** Format: date-time */
+                                    finishedAt: string | null;
+                                } | null;
                             }[];
                             active: string;
                         };
@@ -2352,6 +2412,66 @@ export interface paths {
                                 maxResponseBytes: number;
                                 callTimeoutMs: number;
                             } | null;
+                            /** @description the promotion gate of the job that produced it (also in metrics.gate): its figures against the version active then, and whether it activated this one; null without a gate */
+                            gate: {
+                                /** @description full env name */
+                                env: string;
+                                tasks: number;
+                                attempts: number;
+                                seedStart: number;
+                                metric: string;
+                                margin: number;
+                                /** @enum {string} */
+                                decision: "mean" | "lower-bound";
+                                concurrency: number;
+                                availableActions: boolean;
+                                sampling: {
+                                    temperature: number;
+                                    topP: number;
+                                    topK: number;
+                                };
+                                /**
+                                 * @description pending (training), running, passed, failed (margin not beaten), error (not judged), cancelled
+                                 * @enum {string}
+                                 */
+                                status: "pending" | "running" | "passed" | "failed" | "error" | "cancelled";
+                                /** @description share of the gate's sessions finished */
+                                progress: number;
+                                /** @description the version judged */
+                                candidate: string | null;
+                                /** @description the active version it was compared with */
+                                incumbent: string | null;
+                                /** @description pass@1..attempts of the new version on the gate tasks */
+                                candidatePassAtK: {
+                                    [key: string]: number;
+                                } | null;
+                                /** @description the same for the active version, on the same tasks */
+                                incumbentPassAtK: {
+                                    [key: string]: number;
+                                } | null;
+                                /** @description the metric, new - active, paired over tasks, with its 95% percentile bootstrap interval over tasks */
+                                difference: {
+                                    /** @description mean paired difference new - active (fraction) */
+                                    mean: number;
+                                    lo: number;
+                                    hi: number;
+                                    level: number;
+                                    resamples: number;
+                                    /** @description tasks both versions played */
+                                    tasks: number;
+                                } | null;
+                                sessionErrors: {
+                                    candidate: number;
+                                    incumbent: number;
+                                } | null;
+                                /** @description whether the gate activated the new version */
+                                promoted: boolean;
+                                reason: string | null;
+                                /** Format: date-time */
+                                startedAt: string | null;
+                                /** Format: date-time */
+                                finishedAt: string | null;
+                            } | null;
                         };
                     };
                 };
@@ -2534,6 +2654,66 @@ export interface paths {
                                 maxReflectionTokens: number;
                                 maxResponseBytes: number;
                                 callTimeoutMs: number;
+                            } | null;
+                            /** @description the promotion gate of the job that produced it (also in metrics.gate): its figures against the version active then, and whether it activated this one; null without a gate */
+                            gate: {
+                                /** @description full env name */
+                                env: string;
+                                tasks: number;
+                                attempts: number;
+                                seedStart: number;
+                                metric: string;
+                                margin: number;
+                                /** @enum {string} */
+                                decision: "mean" | "lower-bound";
+                                concurrency: number;
+                                availableActions: boolean;
+                                sampling: {
+                                    temperature: number;
+                                    topP: number;
+                                    topK: number;
+                                };
+                                /**
+                                 * @description pending (training), running, passed, failed (margin not beaten), error (not judged), cancelled
+                                 * @enum {string}
+                                 */
+                                status: "pending" | "running" | "passed" | "failed" | "error" | "cancelled";
+                                /** @description share of the gate's sessions finished */
+                                progress: number;
+                                /** @description the version judged */
+                                candidate: string | null;
+                                /** @description the active version it was compared with */
+                                incumbent: string | null;
+                                /** @description pass@1..attempts of the new version on the gate tasks */
+                                candidatePassAtK: {
+                                    [key: string]: number;
+                                } | null;
+                                /** @description the same for the active version, on the same tasks */
+                                incumbentPassAtK: {
+                                    [key: string]: number;
+                                } | null;
+                                /** @description the metric, new - active, paired over tasks, with its 95% percentile bootstrap interval over tasks */
+                                difference: {
+                                    /** @description mean paired difference new - active (fraction) */
+                                    mean: number;
+                                    lo: number;
+                                    hi: number;
+                                    level: number;
+                                    resamples: number;
+                                    /** @description tasks both versions played */
+                                    tasks: number;
+                                } | null;
+                                sessionErrors: {
+                                    candidate: number;
+                                    incumbent: number;
+                                } | null;
+                                /** @description whether the gate activated the new version */
+                                promoted: boolean;
+                                reason: string | null;
+                                /** Format: date-time */
+                                startedAt: string | null;
+                                /** Format: date-time */
+                                finishedAt: string | null;
                             } | null;
                         };
                     };
@@ -2721,6 +2901,66 @@ export interface paths {
                                 maxReflectionTokens: number;
                                 maxResponseBytes: number;
                                 callTimeoutMs: number;
+                            } | null;
+                            /** @description the promotion gate of the job that produced it (also in metrics.gate): its figures against the version active then, and whether it activated this one; null without a gate */
+                            gate: {
+                                /** @description full env name */
+                                env: string;
+                                tasks: number;
+                                attempts: number;
+                                seedStart: number;
+                                metric: string;
+                                margin: number;
+                                /** @enum {string} */
+                                decision: "mean" | "lower-bound";
+                                concurrency: number;
+                                availableActions: boolean;
+                                sampling: {
+                                    temperature: number;
+                                    topP: number;
+                                    topK: number;
+                                };
+                                /**
+                                 * @description pending (training), running, passed, failed (margin not beaten), error (not judged), cancelled
+                                 * @enum {string}
+                                 */
+                                status: "pending" | "running" | "passed" | "failed" | "error" | "cancelled";
+                                /** @description share of the gate's sessions finished */
+                                progress: number;
+                                /** @description the version judged */
+                                candidate: string | null;
+                                /** @description the active version it was compared with */
+                                incumbent: string | null;
+                                /** @description pass@1..attempts of the new version on the gate tasks */
+                                candidatePassAtK: {
+                                    [key: string]: number;
+                                } | null;
+                                /** @description the same for the active version, on the same tasks */
+                                incumbentPassAtK: {
+                                    [key: string]: number;
+                                } | null;
+                                /** @description the metric, new - active, paired over tasks, with its 95% percentile bootstrap interval over tasks */
+                                difference: {
+                                    /** @description mean paired difference new - active (fraction) */
+                                    mean: number;
+                                    lo: number;
+                                    hi: number;
+                                    level: number;
+                                    resamples: number;
+                                    /** @description tasks both versions played */
+                                    tasks: number;
+                                } | null;
+                                sessionErrors: {
+                                    candidate: number;
+                                    incumbent: number;
+                                } | null;
+                                /** @description whether the gate activated the new version */
+                                promoted: boolean;
+                                reason: string | null;
+                                /** Format: date-time */
+                                startedAt: string | null;
+                                /** Format: date-time */
+                                finishedAt: string | null;
                             } | null;
                         };
                     };
@@ -3154,6 +3394,66 @@ export interface paths {
                                     tokensPerSec: number;
                                     seconds: number;
                                 } | null;
+                                /** @description the promotion gate, its state and figures; null for a job without one */
+                                gate: {
+                                    /** @description full env name */
+                                    env: string;
+                                    tasks: number;
+                                    attempts: number;
+                                    seedStart: number;
+                                    metric: string;
+                                    margin: number;
+                                    /** @enum {string} */
+                                    decision: "mean" | "lower-bound";
+                                    concurrency: number;
+                                    availableActions: boolean;
+                                    sampling: {
+                                        temperature: number;
+                                        topP: number;
+                                        topK: number;
+                                    };
+                                    /**
+                                     * @description pending (training), running, passed, failed (margin not beaten), error (not judged), cancelled
+                                     * @enum {string}
+                                     */
+                                    status: "pending" | "running" | "passed" | "failed" | "error" | "cancelled";
+                                    /** @description share of the gate's sessions finished */
+                                    progress: number;
+                                    /** @description the version judged */
+                                    candidate: string | null;
+                                    /** @description the active version it was compared with */
+                                    incumbent: string | null;
+                                    /** @description pass@1..attempts of the new version on the gate tasks */
+                                    candidatePassAtK: {
+                                        [key: string]: number;
+                                    } | null;
+                                    /** @description the same for the active version, on the same tasks */
+                                    incumbentPassAtK: {
+                                        [key: string]: number;
+                                    } | null;
+                                    /** @description the metric, new - active, paired over tasks, with its 95% percentile bootstrap interval over tasks */
+                                    difference: {
+                                        /** @description mean paired difference new - active (fraction) */
+                                        mean: number;
+                                        lo: number;
+                                        hi: number;
+                                        level: number;
+                                        resamples: number;
+                                        /** @description tasks both versions played */
+                                        tasks: number;
+                                    } | null;
+                                    sessionErrors: {
+                                        candidate: number;
+                                        incumbent: number;
+                                    } | null;
+                                    /** @description whether the gate activated the new version */
+                                    promoted: boolean;
+                                    reason: string | null;
+                                    /** Format: date-time */
+                                    startedAt: string | null;
+                                    /** Format: date-time */
+                                    finishedAt: string | null;
+                                } | null;
                                 error: string | null;
                                 /** Format: date-time */
                                 createdAt: string;
@@ -3286,7 +3586,7 @@ export interface paths {
         put?: never;
         /**
          * Start a training job (queued; one runs at a time)
-         * @description RL algorithms (lamer, gigpo, grpo, rloo) train on completed `mode: train` sessions matching `data`; `sft` trains on `demonstrations`. The result is a new model version (status candidate, or active with activateWhenDone).
+         * @description RL algorithms (lamer, gigpo, grpo, rloo) train on completed `mode: train` sessions matching `data`; `sft` trains on `demonstrations`. The result is a new model version (status candidate, or active with activateWhenDone). With a gate, the new version and the active one then play the same held-out tasks in a worker thread, and the new one is activated only when its pass@k beats the active one's by the margin (the gate's figures on the job and the version).
          */
         post: {
             parameters: {
@@ -3382,6 +3682,41 @@ export interface paths {
                             invalidPenalty?: number;
                             /** @description GiGPO step-term weight */
                             stepCoef?: number;
+                            /**
+                             * @description lamer only: what a reflection's GiGPO episode term is centred against: 'task' (default, the reference) every turn of its task; 'own' (an ablation) its task's reflections only, and action turns their task's action turns only
+                             * @enum {string}
+                             */
+                            reflectionGroup?: "task" | "own";
+                        };
+                        /** @description activate the new version only when it beats the active one on held-out tasks; without it the job behaves as activateWhenDone says */
+                        gate?: {
+                            /** @description built-in env of the held-out tasks: 'minesweeper', 'sokoban' or a full name such as 'minesweeper-6x6-3' */
+                            env: string;
+                            /** @description held-out tasks; each version plays one session per task */
+                            tasks: number;
+                            /** @description attempts per session (default 3) */
+                            attempts?: number;
+                            /** @description first task seed (default 1000000000); the tasks are seeds seedStart .. seedStart + tasks - 1, in the held-out range and in no training session of the job */
+                            seedStart?: number;
+                            /** @description pass@k with k <= attempts (default pass@<attempts>) */
+                            metric?: string;
+                            /** @description the new version is activated only when its metric minus the active version's, paired over the tasks, exceeds this (fraction: 0.05 = 5 points; default 0) */
+                            margin?: number;
+                            /**
+                             * @description 'mean' (default): the mean paired difference must exceed the margin; 'lower-bound': the lower end of its 95% bootstrap interval must
+                             * @enum {string}
+                             */
+                            decision?: "mean" | "lower-bound";
+                            /** @description sessions played at once per version (default 4) */
+                            concurrency?: number;
+                            /** @description send the env's legal actions with each step (default true) */
+                            availableActions?: boolean;
+                            /** @description sampling of the gate's sessions (default {"temperature":0.7,"topP":0.8,"topK":20}, the paper's evaluation setting) */
+                            sampling?: {
+                                temperature: number;
+                                topP: number;
+                                topK: number;
+                            };
                         };
                     };
                 };
@@ -3473,6 +3808,66 @@ export interface paths {
                                 padFrac: number;
                                 tokensPerSec: number;
                                 seconds: number;
+                            } | null;
+                            /** @description the promotion gate, its state and figures; null for a job without one */
+                            gate: {
+                                /** @description full env name */
+                                env: string;
+                                tasks: number;
+                                attempts: number;
+                                seedStart: number;
+                                metric: string;
+                                margin: number;
+                                /** @enum {string} */
+                                decision: "mean" | "lower-bound";
+                                concurrency: number;
+                                availableActions: boolean;
+                                sampling: {
+                                    temperature: number;
+                                    topP: number;
+                                    topK: number;
+                                };
+                                /**
+                                 * @description pending (training), running, passed, failed (margin not beaten), error (not judged), cancelled
+                                 * @enum {string}
+                                 */
+                                status: "pending" | "running" | "passed" | "failed" | "error" | "cancelled";
+                                /** @description share of the gate's sessions finished */
+                                progress: number;
+                                /** @description the version judged */
+                                candidate: string | null;
+                                /** @description the active version it was compared with */
+                                incumbent: string | null;
+                                /** @description pass@1..attempts of the new version on the gate tasks */
+                                candidatePassAtK: {
+                                    [key: string]: number;
+                                } | null;
+                                /** @description the same for the active version, on the same tasks */
+                                incumbentPassAtK: {
+                                    [key: string]: number;
+                                } | null;
+                                /** @description the metric, new - active, paired over tasks, with its 95% percentile bootstrap interval over tasks */
+                                difference: {
+                                    /** @description mean paired difference new - active (fraction) */
+                                    mean: number;
+                                    lo: number;
+                                    hi: number;
+                                    level: number;
+                                    resamples: number;
+                                    /** @description tasks both versions played */
+                                    tasks: number;
+                                } | null;
+                                sessionErrors: {
+                                    candidate: number;
+                                    incumbent: number;
+                                } | null;
+                                /** @description whether the gate activated the new version */
+                                promoted: boolean;
+                                reason: string | null;
+                                /** Format: date-time */
+                                startedAt: string | null;
+                                /** Format: date-time */
+                                finishedAt: string | null;
                             } | null;
                             error: string | null;
                             /** Format: date-time */
@@ -3741,6 +4136,66 @@ export interface paths {
                                 padFrac: number;
                                 tokensPerSec: number;
                                 seconds: number;
+                            } | null;
+                            /** @description the promotion gate, its state and figures; null for a job without one */
+                            gate: {
+                                /** @description full env name */
+                                env: string;
+                                tasks: number;
+                                attempts: number;
+                                seedStart: number;
+                                metric: string;
+                                margin: number;
+                                /** @enum {string} */
+                                decision: "mean" | "lower-bound";
+                                concurrency: number;
+                                availableActions: boolean;
+                                sampling: {
+                                    temperature: number;
+                                    topP: number;
+                                    topK: number;
+                                };
+                                /**
+                                 * @description pending (training), running, passed, failed (margin not beaten), error (not judged), cancelled
+                                 * @enum {string}
+                                 */
+                                status: "pending" | "running" | "passed" | "failed" | "error" | "cancelled";
+                                /** @description share of the gate's sessions finished */
+                                progress: number;
+                                /** @description the version judged */
+                                candidate: string | null;
+                                /** @description the active version it was compared with */
+                                incumbent: string | null;
+                                /** @description pass@1..attempts of the new version on the gate tasks */
+                                candidatePassAtK: {
+                                    [key: string]: number;
+                                } | null;
+                                /** @description the same for the active version, on the same tasks */
+                                incumbentPassAtK: {
+                                    [key: string]: number;
+                                } | null;
+                                /** @description the metric, new - active, paired over tasks, with its 95% percentile bootstrap interval over tasks */
+                                difference: {
+                                    /** @description mean paired difference new - active (fraction) */
+                                    mean: number;
+                                    lo: number;
+                                    hi: number;
+                                    level: number;
+                                    resamples: number;
+                                    /** @description tasks both versions played */
+                                    tasks: number;
+                                } | null;
+                                sessionErrors: {
+                                    candidate: number;
+                                    incumbent: number;
+                                } | null;
+                                /** @description whether the gate activated the new version */
+                                promoted: boolean;
+                                reason: string | null;
+                                /** Format: date-time */
+                                startedAt: string | null;
+                                /** Format: date-time */
+                                finishedAt: string | null;
                             } | null;
                             error: string | null;
                             /** Format: date-time */
@@ -4014,6 +4469,66 @@ export interface paths {
                                 tokensPerSec: number;
                                 seconds: number;
                             } | null;
+                            /** @description the promotion gate, its state and figures; null for a job without one */
+                            gate: {
+                                /** @description full env name */
+                                env: string;
+                                tasks: number;
+                                attempts: number;
+                                seedStart: number;
+                                metric: string;
+                                margin: number;
+                                /** @enum {string} */
+                                decision: "mean" | "lower-bound";
+                                concurrency: number;
+                                availableActions: boolean;
+                                sampling: {
+                                    temperature: number;
+                                    topP: number;
+                                    topK: number;
+                                };
+                                /**
+                                 * @description pending (training), running, passed, failed (margin not beaten), error (not judged), cancelled
+                                 * @enum {string}
+                                 */
+                                status: "pending" | "running" | "passed" | "failed" | "error" | "cancelled";
+                                /** @description share of the gate's sessions finished */
+                                progress: number;
+                                /** @description the version judged */
+                                candidate: string | null;
+                                /** @description the active version it was compared with */
+                                incumbent: string | null;
+                                /** @description pass@1..attempts of the new version on the gate tasks */
+                                candidatePassAtK: {
+                                    [key: string]: number;
+                                } | null;
+                                /** @description the same for the active version, on the same tasks */
+                                incumbentPassAtK: {
+                                    [key: string]: number;
+                                } | null;
+                                /** @description the metric, new - active, paired over tasks, with its 95% percentile bootstrap interval over tasks */
+                                difference: {
+                                    /** @description mean paired difference new - active (fraction) */
+                                    mean: number;
+                                    lo: number;
+                                    hi: number;
+                                    level: number;
+                                    resamples: number;
+                                    /** @description tasks both versions played */
+                                    tasks: number;
+                                } | null;
+                                sessionErrors: {
+                                    candidate: number;
+                                    incumbent: number;
+                                } | null;
+                                /** @description whether the gate activated the new version */
+                                promoted: boolean;
+                                reason: string | null;
+                                /** Format: date-time */
+                                startedAt: string | null;
+                                /** Format: date-time */
+                                finishedAt: string | null;
+                            } | null;
                             error: string | null;
                             /** Format: date-time */
                             createdAt: string;
@@ -4140,6 +4655,66 @@ export interface paths {
                                 padFrac: number;
                                 tokensPerSec: number;
                                 seconds: number;
+                            } | null;
+                            /** @description the promotion gate, its state and figures; null for a job without one */
+                            gate: {
+                                /** @description full env name */
+                                env: string;
+                                tasks: number;
+                                attempts: number;
+                                seedStart: number;
+                                metric: string;
+                                margin: number;
+                                /** @enum {string} */
+                                decision: "mean" | "lower-bound";
+                                concurrency: number;
+                                availableActions: boolean;
+                                sampling: {
+                                    temperature: number;
+                                    topP: number;
+                                    topK: number;
+                                };
+                                /**
+                                 * @description pending (training), running, passed, failed (margin not beaten), error (not judged), cancelled
+                                 * @enum {string}
+                                 */
+                                status: "pending" | "running" | "passed" | "failed" | "error" | "cancelled";
+                                /** @description share of the gate's sessions finished */
+                                progress: number;
+                                /** @description the version judged */
+                                candidate: string | null;
+                                /** @description the active version it was compared with */
+                                incumbent: string | null;
+                                /** @description pass@1..attempts of the new version on the gate tasks */
+                                candidatePassAtK: {
+                                    [key: string]: number;
+                                } | null;
+                                /** @description the same for the active version, on the same tasks */
+                                incumbentPassAtK: {
+                                    [key: string]: number;
+                                } | null;
+                                /** @description the metric, new - active, paired over tasks, with its 95% percentile bootstrap interval over tasks */
+                                difference: {
+                                    /** @description mean paired difference new - active (fraction) */
+                                    mean: number;
+                                    lo: number;
+                                    hi: number;
+                                    level: number;
+                                    resamples: number;
+                                    /** @description tasks both versions played */
+                                    tasks: number;
+                                } | null;
+                                sessionErrors: {
+                                    candidate: number;
+                                    incumbent: number;
+                                } | null;
+                                /** @description whether the gate activated the new version */
+                                promoted: boolean;
+                                reason: string | null;
+                                /** Format: date-time */
+                                startedAt: string | null;
+                                /** Format: date-time */
+                                finishedAt: string | null;
                             } | null;
                             error: string | null;
                             /** Format: date-time */

@@ -28,6 +28,9 @@ export function pgModels(db: PgDb): AsyncModels {
     async setEngineConfig(version, engineConfig) {
       await db.update(models).set({ engineConfig }).where(eq(models.version, version));
     },
+    async setMetrics(version, metrics) {
+      await db.update(models).set({ metrics }).where(eq(models.version, version));
+    },
     async active() {
       const [row] = await db.select().from(models).where(eq(models.status, 'active')).limit(1);
       return row;

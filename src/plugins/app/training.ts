@@ -10,8 +10,10 @@
  *
  * Jobs write checkpoints under `<dataDir>/checkpoints/<version>/`; sft demonstrations are read from
  * (and inline ones written to) `<dataDir>/demos/`; the worker's model I/O is the builtin GPT
- * adapter on `config.tfjsBackend` unless `config.training.modelIO` names another. Repositories come
- * from `app.repos` (src/plugins/app/db.ts).
+ * adapter on `config.tfjsBackend` unless `config.training.modelIO` names another. Promotion gates
+ * evaluate with the server's engine kind and backend, in a worker thread running
+ * `config.training.gateEvaluator` (default src/cli/gate-eval.ts); scheduled jobs carry
+ * `config.training.gate` (LAMER_TRAIN_GATE_*). Repositories come from `app.repos` (src/plugins/app/db.ts).
  */
 import path from 'node:path';
 import fp from 'fastify-plugin';
@@ -21,6 +23,7 @@ import { TrainingJobManager } from '../../training/run/manager.js';
 import { TrainingScheduler } from '../../training/run/scheduler.js';
 import { TrainingService } from '../../training/service.js';
 import { DEFAULT_MODEL_IO } from '../../training/run/worker.js';
+import { DEFAULT_GATE_EVALUATOR } from '../../training/run/gate-worker.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -39,6 +42,10 @@ export default fp(
     const manager = new TrainingJobManager({ repos, dataDir: config.dataDir, registry: app.models, logger, modelIO,
       maxQueuedJobs: config.training.maxQueuedJobs ?? 0, queueRetryAfterSeconds: config.training.queueRetryAfterSeconds ?? 60,
       runsJobs, lease: app.store.trainerLease(), pollMs: config.postgres?.pollMs ?? 2000,
+      gate: {
+        engine: { kind: config.engine, tfjsBackend: config.tfjsBackend },
+        evaluator: config.training.gateEvaluator ?? DEFAULT_GATE_EVALUATOR,
+      },
     });
     const service = new TrainingService({ manager, jobs: repos.jobs, demosDir: path.join(config.dataDir, 'demos') });
     await manager.start();
@@ -51,12 +58,18 @@ export default fp(
         {
           ...(t.everySessions > 0 ? { everySessions: t.everySessions } : {}),
           ...(t.cron !== null ? { cron: t.cron } : {}),
-          job: { algorithm: t.algorithm, activate: t.activate, ...(t.env !== null ? { data: { env: t.env } } : {}) },
+          job: {
+            algorithm: t.algorithm, activate: t.activate,
+            ...(t.env !== null ? { data: { env: t.env } } : {}), ...(t.gate ? { gate: t.gate } : {}),
+          },
         },
         logger,
       );
       await scheduler.start();
-      logger.info({ everySessions: t.everySessions || null, cron: t.cron, algorithm: t.algorithm, activate: t.activate, nextRun: scheduler.nextRun() }, 'training schedule started');
+      logger.info({
+        everySessions: t.everySessions || null, cron: t.cron, algorithm: t.algorithm, activate: t.activate, nextRun: scheduler.nextRun(),
+        gate: t.gate ? { env: t.gate.env, tasks: t.gate.tasks, metric: t.gate.metric, margin: t.gate.margin } : null,
+      }, 'training schedule started');
     }
     // /metrics: progress of running jobs and job counts by status, read from the jobs table.
     app.metrics.sources.runningJobs = () => repos.jobs.running();

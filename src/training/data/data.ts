@@ -24,7 +24,7 @@ export {
 export { unpackSample } from './rl-packing.js';
 export { buildSftSamples, parseDemoJsonl, type DemoAttempt, type DemoSession, type DemoStep, type SftDataOptions } from './sft-data.js';
 
-import type { RlAlgorithm } from '../../domain.js';
+import type { ReflectionGroup, RlAlgorithm } from '../../domain.js';
 import type { Tokenizer } from '../../model/tokenizers.js';
 
 export type { Algorithm, RlAlgorithm } from '../../domain.js';
@@ -35,6 +35,8 @@ export interface RlDataOptions {
   returns: ReturnConfig;
   invalidPenalty?: number;
   stepCoef?: number;
+  /** GiGPO's episode-term baseline for reflections (../maths/advantages.ts AdvantageOptions; default 'task'). */
+  reflectionGroup?: ReflectionGroup;
   /** Pack each attempt's acting turns into one sample where the recorded prompts allow it (default
    *  true; see `buildRlSamples`). Needs `blockSize`: without it nothing is packed. */
   pack?: boolean;
@@ -78,6 +80,7 @@ export function buildRlSamples(records: readonly StepRecord[], opts: RlDataOptio
     returns: multiAttempt ? opts.returns : { ...opts.returns, gammaTraj: 0 },
     invalidPenalty: opts.invalidPenalty,
     stepCoef: opts.stepCoef,
+    reflectionGroup: opts.reflectionGroup,
   });
   const samples: TrainingSample[] = [];
   const scores: TurnScore[] = [];

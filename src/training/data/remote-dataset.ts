@@ -13,7 +13,7 @@
  */
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import type { StepKind } from '../../domain.js';
+import type { ReflectionGroup, StepKind } from '../../domain.js';
 import { ensureDir } from '../../ensure-dir.js';
 import type { AsyncTrainingData } from '../../db/async-repositories.js';
 import type { StepOutput } from '../../db/training-data.js';
@@ -62,6 +62,7 @@ export interface RemoteBatchOptions {
   returns: ReturnConfig;
   invalidPenalty?: number;
   stepCoef?: number;
+  reflectionGroup?: ReflectionGroup;
 }
 
 /**
@@ -87,7 +88,9 @@ export async function buildRemoteBatch(
     placeholder.add(key(r.sessionId, r.attempt, r.step, r.kind));
     return { ...r, promptTokenIds: r.promptTokenIds ?? [], outputTokenIds: [0], logprobs: [0] };
   });
-  const built = buildRlSamples(filled, { algorithm: opts.algorithm, returns: opts.returns, invalidPenalty: opts.invalidPenalty, stepCoef: opts.stepCoef });
+  const built = buildRlSamples(filled, {
+    algorithm: opts.algorithm, returns: opts.returns, invalidPenalty: opts.invalidPenalty, stepCoef: opts.stepCoef, reflectionGroup: opts.reflectionGroup,
+  });
   const byKey = new Map(records.map((r) => [key(r.sessionId, r.attempt, r.step, r.kind), r]));
   const lines = built.samples.map((s): RemoteBatchLine => {
     const k = key(s.sessionId, s.attempt, s.step, s.kind);

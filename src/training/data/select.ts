@@ -91,6 +91,14 @@ export function trainingRecordsOf(chosen: readonly ChosenSession[], rows: readon
   return out.sort((a, b) => rank.get(a.sessionId)! - rank.get(b.sessionId)!);
 }
 
+/**
+ * The task ids of the sessions a job with data filter `filter` would train on now (the promotion
+ * gate checks that its tasks are not among them): those of chooseTrainingSessions, each once.
+ */
+export async function trainingTaskIds(data: AsyncTrainingData, filter: DataFilter = {}): Promise<string[]> {
+  return [...new Set(chooseTrainingSessions(await data.completedTrainSessions(filter), filter).map((r) => r.taskId))];
+}
+
 /** Store each turn's return and advantage on its step row (dropped turns too, with advantage 0). */
 export function writeTurnScores(data: AsyncTrainingData, scores: readonly TurnScore[]): Promise<void> {
   return data.writeStepScores(scores);

@@ -21,7 +21,7 @@
  *   mean like every other turn of the batch. A reflection with no recorded attempt n+1 is dropped
  *   (not trained: it has no return).
  */
-import type { AdvantageEstimator } from '../../domain.js';
+import type { AdvantageEstimator, ReflectionGroup } from '../../domain.js';
 import { sessionReturns, type ReturnConfig } from './returns.js';
 
 export type TurnKind = 'action' | 'reflection';
@@ -51,6 +51,12 @@ export interface AdvantageOptions {
   invalidPenalty?: number;
   /** Weight of GiGPO's step term (LaMer CODE: 1.0). */
   stepCoef?: number;
+  /** GiGPO's episode-term baseline: 'task' (default, the reference) centres every turn against the
+   *  mean score of all turns of its task; 'own' (an ablation, a departure from the reference)
+   *  centres reflection turns against the mean of their task's reflection turns only and action
+   *  turns against the mean of their task's action turns only. The step term is the same either
+   *  way. Ignored by GRPO and RLOO. */
+  reflectionGroup?: ReflectionGroup;
   /** GRPO std epsilon (verl: 1e-6). */
   eps?: number;
   /** |advantage| at or below this counts as zero when counting zero-advantage groups. */
@@ -108,11 +114,35 @@ function groupBy<T>(items: readonly T[], key: (x: T, i: number) => string): Map<
 }
 
 /**
+ * GiGPO's advantages of one task group `idx` (indices of its kept turns), written into `out`:
+ *   A_E = s - mean(s) over the task group ('task'), or over the turns of its kind in the task group
+ *         ('own'); a (sub)group of one takes mean 0, as a task group of one does in the reference;
+ *   A_S = G - mean(G) over its anchor state: identical raw observation, all reflections of the task
+ *         together; a group of one has its own G as mean (core_gigpo.py 300-302): step term 0;
+ *   A   = A_E + stepCoef * A_S.
+ */
+function gigpoGroup(turns: readonly Turn[], out: TurnAdvantage[], idx: readonly number[], stepCoef: number, reflectionGroup: ReflectionGroup): void {
+  const baselines = reflectionGroup === 'own' ? [...groupBy(idx, (i) => turns[i].kind).values()].map((g) => g.map((k) => idx[k])) : [idx];
+  for (const g of baselines) {
+    const meanS = g.length === 1 ? 0 : mean(g.map((i) => out[i].episodeScore));
+    for (const i of g) out[i].episodeTerm = out[i].episodeScore - meanS;
+  }
+  const anchors = groupBy(idx, (i) => (turns[i].kind === 'reflection' ? '\u0000reflection' : 'obs:' + turns[i].observation));
+  for (const members of anchors.values()) {
+    const meanG = mean(members.map((k) => out[idx[k]].return));
+    for (const k of members) out[idx[k]].stepTerm = out[idx[k]].return - meanG;
+  }
+  for (const i of idx) out[i].advantage = out[i].episodeTerm + stepCoef * out[i].stepTerm;
+}
+
+/**
  * Compute returns and advantages for a batch of turns from many sessions and tasks.
  *
  * GiGPO mean_norm (docs/method.md#gigpo):
  *   episode term  A_E = s - mean_{task}(s),      s = sum of the attempt's rewards - penalty * invalid
  *                                                (reflection turns: s = 0 - penalty * invalid)
+ *                 reflectionGroup 'own': A_E = s - mean_{task, kind}(s) (reflections among reflections,
+ *                                                actions among actions)
  *   step term     A_S = G - mean_{task, obs}(G)  (all reflection turns of a task: one group)
  *   advantage     A   = A_E + stepCoef * A_S
  * GRPO:  A = (s - mean_{task}(s)) / (std_{task}(s) + eps)   (std unbiased)
@@ -172,16 +202,7 @@ export function computeAdvantages(turns: readonly Turn[], opts: AdvantageOptions
     // a task group of one: mean 0, std 1 (reference core_gigpo.py 191-193, core_algos.py 159-161)
     const single = s.length === 1;
     if (opts.estimator === 'gigpo') {
-      const meanS = single ? 0 : mean(s);
-      idx.forEach((i) => { out[i].episodeTerm = out[i].episodeScore - meanS; }); // A_E = s - mean(s)
-      // anchor-state groups: identical raw observation; all reflections of the task together.
-      // A group of one has its own G as mean (core_gigpo.py 300-302): step term 0.
-      const anchors = groupBy(idx, (i) => (turns[i].kind === 'reflection' ? '\u0000reflection' : 'obs:' + turns[i].observation));
-      for (const members of anchors.values()) {
-        const meanG = mean(members.map((k) => out[idx[k]].return));
-        for (const k of members) out[idx[k]].stepTerm = out[idx[k]].return - meanG; // A_S = G - mean(G)
-      }
-      for (const i of idx) out[i].advantage = out[i].episodeTerm + stepCoef * out[i].stepTerm; // A = A_E + w A_S
+      gigpoGroup(turns, out, idx, stepCoef, opts.reflectionGroup ?? 'task');
     } else if (opts.estimator === 'grpo') {
       const meanS = single ? 0 : mean(s);
       const stdS = single ? 1 : std(s);

@@ -12,9 +12,13 @@
  *   3. trains in a worker thread (src/training/run/worker.ts) from the base version's checkpoint,
  *      recording progress and per-iteration metrics on the job row as they arrive;
  *   4. writes `<dataDir>/checkpoints/<version>/` and inserts the model version (parent, job id, data
- *      counts and final metrics in `metrics`).
+ *      counts and final metrics in `metrics`);
+ *   5. with a promotion gate (./gate-run.ts), compares the new version with the active one on
+ *      held-out tasks in a worker thread and activates it only when it beats the active one by the
+ *      gate's margin; the job stays `running` meanwhile.
  * Errors of a job fail that job (status `failed`, `error` set); they never throw out of the manager.
  */
+import { rmSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
@@ -29,9 +33,13 @@ import { buildRlSamples, buildSftSamples, parseDemoJsonl, type Algorithm, type D
 import { JobCancelledError, type IterationMetrics, type JobResult, type TrainingHyper } from './job.js';
 import type { ModelIOModule } from '../model-api.js';
 import { DEFAULT_RETURNS, type ReturnMode } from '../maths/returns.js';
-import { selectTrainingRecords, writeTurnScores, type DataFilter } from '../data/select.js';
+import type { ReflectionGroup } from '../../domain.js';
+import { selectTrainingRecords, trainingTaskIds, writeTurnScores, type DataFilter } from '../data/select.js';
 import { buildRemoteBatch, writeRemoteBatch } from '../data/remote-dataset.js';
-import { startTrainingWorker, type TrainingWorkerHandle } from './worker.js';
+import { startTrainingWorker } from './worker.js';
+import { gateOverlap, type GateSpec } from '../../shared/promotion-gate.js';
+import { pendingReport, type GateReport } from './gate.js';
+import { gateWorkDir, runGate, type GateSettings } from './gate-run.js';
 
 /** What a client asks for (the body of `POST /v1/training/jobs`). */
 export interface CreateJobRequest {
@@ -46,12 +54,15 @@ export interface CreateJobRequest {
   version?: string;
   /** Activate the new version when the job succeeds. Default false. */
   activate?: boolean;
+  /** Promotion gate: activate the new version only when it beats the active one on held-out tasks (never together with `activate`). */
+  gate?: GateSpec;
   hyper?: TrainingHyper & {
     gammaStep?: number;
     gammaTraj?: number;
     returnMode?: ReturnMode;
     invalidPenalty?: number;
     stepCoef?: number;
+    reflectionGroup?: ReflectionGroup;
   };
 }
 
@@ -89,6 +100,15 @@ export interface ManagerOptions {
    * request of its running job, ms (default 2000).
    */
   pollMs?: number;
+  /** How promotion gates evaluate; without it a job with a gate is refused. */
+  gate?: GateSettings;
+}
+
+/** A job's samples, their counts and the task ids they come from. */
+interface PreparedData {
+  samples: TrainingSample[];
+  stats: DataStats;
+  taskIds: string[];
 }
 
 /** A queued job that cannot run as requested (base version gone, version name taken meanwhile, no training data): the job fails with this message. */
@@ -98,7 +118,7 @@ export class JobRequestError extends Error {
 
 export class TrainingJobManager {
   /** The job this server runs now; `lostLease`: stopped because the trainer lease was lost. */
-  private running: { id: string; handle: TrainingWorkerHandle | null; cancelled: boolean; lostLease: boolean } | null = null;
+  private running: { id: string; handle: { cancel(): void } | null; cancelled: boolean; lostLease: boolean } | null = null;
   /** The loop that runs queued jobs one after another, while it runs. */
   private draining: Promise<void> | null = null;
   /** A job was queued while the loop ran: it looks at the queue once more before it ends. */
@@ -139,6 +159,7 @@ export class TrainingJobManager {
    */
   private async takeLease(): Promise<void> {
     if (this.closed || this.lease.held() || !(await this.lease.acquire())) return;
+    await this.endInterruptedGates();
     await this.opts.repos.jobs.failRunning('the server running the job stopped while it was running', Date.now());
     this.opts.logger?.info({}, 'trainer lease taken: this server runs the training jobs');
     this.pump();
@@ -185,6 +206,7 @@ export class TrainingJobManager {
         `base version '${base}' is remote (its weights are not on this server): sft demonstrations are trained elsewhere from the demos file itself; RL jobs on it write a training batch instead`);
     }
     if (req.version !== undefined && (await this.opts.registry.get(req.version))) throw new DomainError('conflict', `model version '${req.version}' already exists`);
+    if (req.gate) await this.checkGate(req, baseRow);
     await this.checkQueueBound();
     const id = `job_${randomUUID().replace(/-/g, '').slice(0, 16)}`;
     const row = {
@@ -322,7 +344,7 @@ export class TrainingJobManager {
         await this.exportRemoteBatch(id, req, base);
         return;
       }
-      const { samples, stats } = await this.prepare(req, base.checkpointDir);
+      const { samples, stats, taskIds } = await this.prepare(req, base.checkpointDir);
       await jobs.update(id, { config: { ...row.config, dataStats: stats } });
       logger?.info({ jobId: id, ...stats }, 'training data ready');
       if (samples.length === 0) {
@@ -349,22 +371,25 @@ export class TrainingJobManager {
       const result: JobResult = await handle.done;
       await this.opts.repos.models.insert({
         version, parent: base.version, jobId: id, checkpointDir: outputDir, status: 'candidate',
-        metrics: { algorithm: req.algorithm, data: stats, iterations: result.iterations, final: result.metrics[result.metrics.length - 1] ?? null, seconds: result.seconds, behaviorLogprobGap: result.behaviorLogprobGap },
+        metrics: {
+          algorithm: req.algorithm, data: stats, iterations: result.iterations, final: result.metrics[result.metrics.length - 1] ?? null,
+          seconds: result.seconds, behaviorLogprobGap: result.behaviorLogprobGap,
+          ...(req.gate ? { gate: { ...pendingReport(req.gate), candidate: version } } : {}),
+        },
         createdAt: Date.now(),
       });
-      // activate before the job reads as succeeded, so a client that waits for the job sees the
-      // new version active
-      let activationError: string | null = null;
-      if (req.activate) {
-        try {
-          await this.opts.registry.activate(version);
-          logger?.info({ jobId: id, version }, 'model version activated');
-        } catch (err) {
-          logger?.error({ jobId: id, version, err: String(err) }, 'activation after training failed');
-          activationError = `trained, but activation failed: ${String(err)}`;
-        }
+      // activate (or gate) before the job reads as succeeded, so a client that waits for the job
+      // sees the new version active
+      const after = req.gate
+        ? await this.gate(id, req.gate, version, outputDir, taskIds)
+        : { cancelled: false, error: await this.activateTrained(id, version, req.activate) };
+      if (after.cancelled && this.running?.lostLease) throw new JobCancelledError();
+      if (after.cancelled) {
+        await this.finish(id, { status: 'cancelled', resultVersion: version });
+        logger?.info({ jobId: id, version }, 'training job cancelled during its promotion gate; the version stays a candidate');
+        return;
       }
-      await this.finish(id, { status: 'succeeded', resultVersion: version, progress: 1, ...(activationError ? { error: activationError } : {}) });
+      await this.finish(id, { status: 'succeeded', resultVersion: version, progress: 1, ...(after.error ? { error: after.error } : {}) });
       logger?.info({ jobId: id, version, seconds: result.seconds }, 'training job succeeded');
     } catch (err) {
       if (err instanceof JobCancelledError && this.running?.lostLease) {
@@ -382,6 +407,90 @@ export class TrainingJobManager {
     }
   }
 
+  /** Activate `version` when the job asked for it. @returns the job's error text when activation failed, else null. */
+  private async activateTrained(id: string, version: string, activate: boolean | undefined): Promise<string | null> {
+    if (!activate) return null;
+    try {
+      await this.opts.registry.activate(version);
+      this.opts.logger?.info({ jobId: id, version }, 'model version activated');
+      return null;
+    } catch (err) {
+      this.opts.logger?.error({ jobId: id, version, err: String(err) }, 'activation after training failed');
+      return `trained, but activation failed: ${String(err)}`;
+    }
+  }
+
+  /** Run job `id`'s promotion gate on its new version (./gate-run.ts). */
+  private gate(
+    id: string, spec: GateSpec, version: string, checkpointDir: string, taskIds: readonly string[],
+  ): Promise<{ cancelled: boolean; error: string | null }> {
+    const settings = this.opts.gate;
+    if (!settings) return Promise.resolve({ cancelled: false, error: 'trained, but this server runs no promotion gates' });
+    return runGate({
+      repos: this.opts.repos, registry: this.opts.registry, dataDir: this.opts.dataDir, settings, logger: this.opts.logger,
+      onHandle: (handle) => {
+        if (!this.running) return;
+        this.running.handle = handle;
+        if (this.running.cancelled) handle.cancel();
+      },
+    }, id, spec, version, checkpointDir, taskIds);
+  }
+
+  /**
+   * The rules a gated job must meet at creation (the gate's own fields are checked by the service,
+   * src/shared/promotion-gate.ts): gates run on this server, the new version and the active one are
+   * served here, and none of the gate's tasks is in the training data the job would read now.
+   * @throws DomainError `validation` naming the field.
+   */
+  private async checkGate(req: CreateJobRequest, base: ModelRow): Promise<void> {
+    const gate = req.gate!;
+    if (!this.opts.gate || this.opts.gate.engine.kind === 'openai') {
+      throw invalid('body/gate', 'this server runs no promotion gates (its versions are served by remote servers)');
+    }
+    if (req.activate) {
+      throw invalid('body/activateWhenDone', 'a gate activates the new version only when it passes: leave activateWhenDone out');
+    }
+    if (base.engine === 'openai') {
+      throw invalid('body/gate', `base version '${base.version}' is remote: the job produces a training batch, not a version to gate`);
+    }
+    const active = this.opts.registry.active();
+    if (active.engine === 'openai') {
+      const why = `the active version '${active.version}' is served by a remote server; the gate compares versions served here`;
+      throw invalid('body/gate', why);
+    }
+    if (req.algorithm === 'sft') return; // demonstrations are checked when the job reads them
+    const overlap = gateOverlap(gate, await trainingTaskIds(this.opts.repos.trainingData, req.data ?? {}));
+    if (overlap !== null) {
+      const seeds = `seeds ${gate.seedStart}..${gate.seedStart + gate.tasks - 1}`;
+      const why = `the training data holds task '${overlap}', one of the gate's held-out tasks (${seeds}): `
+        + 'choose seeds no session trained on';
+      throw invalid('body/gate/seedStart', why);
+    }
+  }
+
+  /**
+   * Gates that the previous holder of the trainer lease left pending or running (it died, or this
+   * server's previous run did) end as `error` on their version and job (the job itself is failed
+   * by failRunning); their scratch folders are removed.
+   */
+  private async endInterruptedGates(): Promise<void> {
+    const { jobs, models } = this.opts.repos;
+    const why = 'the server stopped while the gate ran: the version stays a candidate';
+    const ended = (r: GateReport): GateReport => ({ ...r, status: 'error', reason: why, finishedAt: new Date().toISOString() });
+    for (const m of await models.list()) {
+      const g = m.metrics.gate as GateReport | undefined;
+      if (g && (g.status === 'pending' || g.status === 'running')) await models.setMetrics(m.version, { ...m.metrics, gate: ended(g) });
+    }
+    for (const { id } of await jobs.running()) {
+      const row = await jobs.get(id);
+      const g = row?.config.gateReport as GateReport | undefined;
+      if (row && g && (g.status === 'pending' || g.status === 'running')) {
+        await jobs.update(id, { config: { ...row.config, gateReport: ended(g) } });
+      }
+      rmSync(gateWorkDir(this.opts.dataDir, id), { recursive: true, force: true });
+    }
+  }
+
   /**
    * A job on a remote base version: its weights live elsewhere, so the job writes the LaMer
    * training batch (token ids, old logprobs, returns, advantages; src/training/data/remote-dataset.ts)
@@ -393,25 +502,32 @@ export class TrainingJobManager {
     if (req.algorithm === 'sft') throw new JobRequestError(`base version '${base.version}' is remote: SFT demonstrations are trained elsewhere from the demos file itself`);
     const h = req.hyper ?? {};
     const returns = { gammaStep: h.gammaStep ?? DEFAULT_RETURNS.gammaStep, gammaTraj: h.gammaTraj ?? DEFAULT_RETURNS.gammaTraj, mode: h.returnMode ?? DEFAULT_RETURNS.mode };
-    const { lines, stats, scores } = await buildRemoteBatch(this.opts.repos.trainingData, { algorithm: req.algorithm, data: { modelVersion: base.version, ...(req.data ?? {}) }, returns, invalidPenalty: h.invalidPenalty, stepCoef: h.stepCoef });
+    const { lines, stats, scores } = await buildRemoteBatch(this.opts.repos.trainingData, {
+      algorithm: req.algorithm, data: { modelVersion: base.version, ...(req.data ?? {}) }, returns,
+      invalidPenalty: h.invalidPenalty, stepCoef: h.stepCoef, reflectionGroup: h.reflectionGroup,
+    });
     if (lines.length === 0) throw new JobRequestError(`no training samples: ${stats.sessions} sessions, ${stats.turns} turns with a model output, ${stats.droppedTurns} dropped`);
     await writeTurnScores(this.opts.repos.trainingData, scores);
     const remote = { ...(base.engineConfig ?? {}) } as Record<string, unknown>;
     delete remote.apiKey;
     const dir = path.join(this.opts.dataDir, 'datasets', id);
-    const file = await writeRemoteBatch(dir, lines, { jobId: id, algorithm: req.algorithm, baseVersion: base.version, remote, returns, invalidPenalty: h.invalidPenalty ?? null, stepCoef: h.stepCoef ?? null, data: stats });
+    const file = await writeRemoteBatch(dir, lines, { jobId: id, algorithm: req.algorithm, baseVersion: base.version, remote, returns, invalidPenalty: h.invalidPenalty ?? null, stepCoef: h.stepCoef ?? null,
+      reflectionGroup: h.reflectionGroup ?? 'task', data: stats,
+    });
     const row = (await this.get(id))!;
     await this.opts.repos.jobs.update(id, { config: { ...row.config, dataStats: stats, dataset: { path: file, samples: lines.length } } });
     await this.finish(id, { status: 'succeeded', resultVersion: null, progress: 1 });
     this.opts.logger?.info({ jobId: id, path: file, samples: lines.length }, 'remote base version: training batch written for an external trainer');
   }
 
-  private async prepare(req: CreateJobRequest, checkpointDir: string): Promise<{ samples: TrainingSample[]; stats: DataStats }> {
+  /** The job's samples, their counts and the task ids they come from (the gate checks its tasks are not among them). */
+  private async prepare(req: CreateJobRequest, checkpointDir: string): Promise<PreparedData> {
     const h = req.hyper ?? {};
     if (req.algorithm === 'sft') {
       const demos = parseDemoJsonl(await readFile(req.demosPath!, 'utf8'));
       const blockSize = await this.blockSize(checkpointDir);
-      return buildSftSamples(demos, { blockSize, pack: h.pack ?? true, ...(await this.text(checkpointDir)) });
+      const built = buildSftSamples(demos, { blockSize, pack: h.pack ?? true, ...(await this.text(checkpointDir)) });
+      return { ...built, taskIds: [...new Set(demos.map((d) => d.taskId))] };
     }
     // Sessions of remote versions hold another model's token ids: never train the local model on them.
     const remote = new Set(await this.opts.repos.models.remoteVersions());
@@ -421,6 +537,7 @@ export class TrainingJobManager {
       returns: { gammaStep: h.gammaStep ?? DEFAULT_RETURNS.gammaStep, gammaTraj: h.gammaTraj ?? DEFAULT_RETURNS.gammaTraj, mode: h.returnMode ?? DEFAULT_RETURNS.mode },
       invalidPenalty: h.invalidPenalty,
       stepCoef: h.stepCoef,
+      reflectionGroup: h.reflectionGroup,
       // each attempt's acting turns, then its reflection, in one sample where the served prompts
       // extend each other (the job unpacks any that do not fit the loaded model's block)
       pack: h.pack ?? true,
@@ -428,7 +545,7 @@ export class TrainingJobManager {
       tokenizer: (await this.text(checkpointDir)).tokenizer,
     });
     await writeTurnScores(this.opts.repos.trainingData, built.scores);
-    return built;
+    return { ...built, taskIds: [...new Set(records.map((r) => r.taskId))] };
   }
 
   /** Tokenizer and prompt format of a checkpoint; none (byte, chat) when the folder is not one. */

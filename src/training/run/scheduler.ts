@@ -1,8 +1,10 @@
 /**
  * Automatic training (LAMER_TRAIN_* variables): start a job from a template every N completed training
  * sessions and/or on a cron expression (croner; 5 or 6 fields, seconds first when 6).
- * Only one job runs at a time: a trigger while the manager is busy is skipped (and logged). Of
- * several servers on one database, only the one holding the trainer lease starts jobs.
+ * Only one job runs at a time: a trigger while the manager is busy is skipped (logged once per
+ * busy spell, not at every poll: a job with a promotion gate can run for long). Of several servers
+ * on one database, only the one holding the trainer lease starts jobs. A job template may carry a
+ * promotion gate (LAMER_TRAIN_GATE_*, src/training/run/gate-run.ts).
  * RL jobs started by the schedule train on the sessions created since the previous trigger,
  * unless the template sets its own `data.since`.
  */
@@ -40,6 +42,8 @@ export class TrainingScheduler {
   private pending: Promise<unknown> | null = null;
   /** Ids of jobs this scheduler started, oldest first. */
   readonly started: string[] = [];
+  /** Whether a skipped trigger was logged since the last job this scheduler started. */
+  private skipLogged = false;
 
   /** @throws RangeError for everySessions < 1 or an invalid cron expression. */
   constructor(private readonly data: AsyncTrainingData, private readonly starter: JobStarter, private readonly cfg: ScheduleConfig, private readonly logger?: ManagerLogger, now = Date.now()) {
@@ -102,7 +106,10 @@ export class TrainingScheduler {
     // Of several servers on one database, the one running the queue starts the scheduled jobs.
     if (this.starter.holdsQueue && !this.starter.holdsQueue()) return null;
     if (this.starter.busy()) {
-      this.logger?.warn({ reason }, 'scheduled training skipped: a job is running');
+      if (!this.skipLogged) {
+        this.logger?.warn({ reason }, 'scheduled training skipped: a job is running (said once until the next job starts)');
+      }
+      this.skipLogged = true;
       return null;
     }
     const now = Date.now();
@@ -111,6 +118,7 @@ export class TrainingScheduler {
     try {
       const { id } = await this.starter.create(req);
       this.started.push(id);
+      this.skipLogged = false;
       this.windowStart = now;
       this.baseline = await this.completedSince(0);
       this.logger?.info({ reason, jobId: id }, 'scheduled training job created');

@@ -6,6 +6,9 @@
  * - a session page states its limits as actions (what maxSteps caps), counts an attempt's actions
  *   and observations, puts "(invalid)" on the card of the rejected action, and shows every card of
  *   an attempt without a horizontal scroll;
+ * - the models page draws the promotion gates of the versions (pass@k of each gated version against
+ *   the version active at its gate, the difference with its interval, the outcome), from versions
+ *   registered with gate figures;
  * - a session driven through its OpenAI-compatible endpoint shows its turns as steps (with the
  *   API, latency, finish reason and memory of each), the end call's row and the reflection.
  * - the compare view replays version A's sessions on version B and shows, per recorded step, what
@@ -66,6 +69,22 @@ beforeAll(async () => {
     version: 'test2', parent: 'test', jobId: null, checkpointDir: '', status: 'candidate', metrics: {}, createdAt: Date.now(), engine: 'builtin', engineConfig: null,
   });
 
+  // versions made by gated jobs, as GET /v1/models gives them (the gate itself: test/training/gate-routes.test.ts)
+  const report = (promoted: boolean, cand: number, inc: number, status: string) => ({
+    env: 'minesweeper-6x6-3', tasks: 64, attempts: 3, seedStart: 1e9, metric: 'pass@3', margin: 0.02, decision: 'mean', concurrency: 4, availableActions: true,
+    sampling: { temperature: 0.7, topP: 0.8, topK: 20 }, status, progress: 1, candidate: null, incumbent: 'test', promoted, reason: `reason ${status}`,
+    candidatePassAtK: { '1': cand / 2, '2': cand, '3': cand }, incumbentPassAtK: { '1': inc / 2, '2': inc, '3': inc },
+    difference: { mean: cand - inc, lo: cand - inc - 0.1, hi: cand - inc + 0.1, level: 0.95, resamples: 10000, tasks: 64 },
+    sessionErrors: { candidate: 0, incumbent: 0 }, startedAt: null, finishedAt: null,
+  });
+  const gated = { jobId: null, checkpointDir: '', status: 'candidate' as const, engine: 'builtin' as const, engineConfig: null };
+  s.app.repos.models.insert({
+    ...gated, version: 'g1', parent: 'test', metrics: { gate: { ...report(true, 0.5, 0.25, 'passed'), candidate: 'g1' } }, createdAt: Date.now() + 1,
+  });
+  s.app.repos.models.insert({
+    ...gated, version: 'g2', parent: 'g1', metrics: { gate: { ...report(false, 0.4, 0.5, 'failed'), candidate: 'g2', incumbent: 'g1' } }, createdAt: Date.now() + 2,
+  });
+
   const { chromium } = await import('playwright-core');
   browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-dev-shm-usage'] });
   page = await (await browser.newContext({ viewport: { width: 1280, height: 900 } })).newPage();
@@ -97,6 +116,20 @@ describe.skipIf(!CHROMIUM)(`dashboard views in headless Chromium${CHROMIUM ? '' 
       ['none', 'independent retries (no memory)', '6', '0.0%', '0.0%', '50.0%', '–'],
       ['reflection_only', 'memory: reflections', '2', pct(0.5), pct(1), pct(1), '+50.0 pts'],
     ]);
+  });
+
+  it('draws the promotion gates of the versions on the models page, with figures and outcomes', async () => {
+    await page.goto(`${s.url}/ui/models`);
+    await page.waitForSelector('[data-testid=gates] tbody tr[data-version=g2]');
+    const rows = await page.$$eval('[data-testid=gates] tbody tr', (trs) => trs.map((tr) => ({
+      version: tr.getAttribute('data-version'),
+      ...Object.fromEntries([...tr.querySelectorAll('[data-field]')].map((td) => [td.getAttribute('data-field'), td.textContent!.trim()])),
+    })));
+    expect(rows).toEqual([
+      { version: 'g1', gate: 'passed', candidate: '50.0%', incumbent: '25.0%test', difference: '+25.0 pts [+15.0 pts, +35.0 pts]', margin: '+2.0 pts', rise: '–', outcome: 'promotedreason passed' },
+      { version: 'g2', gate: 'failed', candidate: '40.0%', incumbent: '50.0%g1', difference: '−10.0 pts [−20.0 pts, +0.0 pts]', margin: '+2.0 pts', rise: '−10.0 pts', outcome: 'not promotedreason failed' },
+    ]);
+    expect(await page.$('[data-testid=gates-chart] canvas')).not.toBeNull();
   });
 
   it('shows a session page with true step counts, the invalid tag on its own card, and every card in view', async () => {

@@ -241,3 +241,55 @@ describe('groups of one and zero-advantage groups (reference parity, exact value
     expect(loose.turns.every((x) => x.kept && x.advantage !== 0)).toBe(true); // counted, not zeroed
   });
 });
+
+describe("GiGPO with reflectionGroup 'own' (an ablation: reflections centred among themselves)", () => {
+  const returns = { gammaStep: 0.95, gammaTraj: 0.6 };
+  // Every attempt has one turn, so g_0 = r. Two trials of task T (each attempt's one turn sees 'A'):
+  //   S1: a0 r 2, reflection, a1 r 10 -> G: a0 = 2 + 0.6 * 10 = 8, reflection G_0(1) = 10, a1 = 10
+  //   S2: a0 r 2, reflection, a1 r 2  -> G: a0 = 2 + 0.6 * 2 = 3.2, reflection 2, a1 = 2
+  // scores: actions 2, 10, 2, 2; reflections 0, 0.
+  // step terms (either way): anchor A {8, 10, 3.2, 2} mean 5.8 -> 2.2, 4.2, -2.6, -3.8;
+  //   reflections {10, 2} mean 6 -> 4, -4.
+  // 'task': every turn against mean 16/6 = 8/3 -> actions -2/3, 22/3, -2/3, -2/3; reflections -8/3.
+  // 'own': actions against mean 16/4 = 4 -> -2, 6, -2, -2; reflections against mean 0 -> 0.
+  const two: Turn[] = [
+    act('T', 'S1', 0, 0, 'A', 2), refl('T', 'S1', 0), act('T', 'S1', 1, 0, 'A', 10),
+    act('T', 'S2', 0, 0, 'A', 2), refl('T', 'S2', 0), act('T', 'S2', 1, 0, 'A', 2),
+  ];
+  // One trial whose reflection is marked invalid: a0 'X' r -1, reflection (score 0 - 0.5), a1 'Y' r 10.
+  // 'own': the reflection is alone in its kind (mean 0, as a task group of one): -0.5; actions
+  //   {-1, 10} mean 4.5 -> -5.5, 5.5. 'task': mean (-1 - 0.5 + 10) / 3 = 8.5/3.
+  //   Every anchor group (X, Y, the reflection) has one turn: step terms 0.
+  const lone: Turn[] = [act('U', 'L', 0, 0, 'X', -1), { ...refl('U', 'L', 0), invalidAction: true }, act('U', 'L', 1, 0, 'Y', 10)];
+  const rows: Array<{ name: string; turns: Turn[]; group: 'task' | 'own'; episodeTerm: number[]; stepTerm: number[] }> = [
+    { name: "two trials, 'task' (the reference)", turns: two, group: 'task', episodeTerm: [-2 / 3, -8 / 3, 22 / 3, -2 / 3, -8 / 3, -2 / 3], stepTerm: [2.2, 4, 4.2, -2.6, -4, -3.8] },
+    { name: "two trials, 'own'", turns: two, group: 'own', episodeTerm: [-2, 0, 6, -2, 0, -2], stepTerm: [2.2, 4, 4.2, -2.6, -4, -3.8] },
+    { name: "a lone invalid reflection, 'task'", turns: lone, group: 'task', episodeTerm: [-1 - 8.5 / 3, -0.5 - 8.5 / 3, 10 - 8.5 / 3], stepTerm: [0, 0, 0] },
+    { name: "a lone invalid reflection, 'own': alone in its kind, its raw score", turns: lone, group: 'own', episodeTerm: [-5.5, -0.5, 5.5], stepTerm: [0, 0, 0] },
+    { // a task with one turn (solved at once): the same raw score either way
+      name: "a task of one action turn, 'own'", turns: [act('V', 'O', 0, 0, 'X', 10)], group: 'own', episodeTerm: [10], stepTerm: [0],
+    },
+  ];
+  for (const row of rows) {
+    it(`table: ${row.name}`, () => {
+      const res = computeAdvantages(row.turns, { estimator: 'gigpo', returns, reflectionGroup: row.group });
+      row.episodeTerm.forEach((w, i) => expect(res.turns[i]!.episodeTerm).toBeCloseTo(w, 9));
+      row.stepTerm.forEach((w, i) => expect(res.turns[i]!.stepTerm).toBeCloseTo(w, 9));
+      row.episodeTerm.forEach((w, i) => expect(res.turns[i]!.advantage).toBeCloseTo(w + row.stepTerm[i]!, 9));
+    });
+  }
+  it("'own' moves each reflection up by the task mean it no longer sees, and each action by the difference of the two means", () => {
+    const task = computeAdvantages(two, { estimator: 'gigpo', returns }).turns;
+    const own = computeAdvantages(two, { estimator: 'gigpo', returns, reflectionGroup: 'own' }).turns;
+    // reflections: +8/3; actions: 8/3 - 4 = -4/3
+    [1, 4].forEach((i) => expect(own[i]!.advantage - task[i]!.advantage).toBeCloseTo(8 / 3, 9));
+    [0, 2, 3, 5].forEach((i) => expect(own[i]!.advantage - task[i]!.advantage).toBeCloseTo(-4 / 3, 9));
+    // and leaves the default unchanged: 'task' is what no setting gives
+    expect(computeAdvantages(two, { estimator: 'gigpo', returns, reflectionGroup: 'task' }).turns).toEqual(task);
+  });
+  it('GRPO and RLOO ignore it', () => {
+    for (const estimator of ['grpo', 'rloo'] as const) {
+      expect(computeAdvantages(two, { estimator, returns, reflectionGroup: 'own' }).turns).toEqual(computeAdvantages(two, { estimator, returns }).turns);
+    }
+  });
+});

@@ -145,6 +145,38 @@ describe('TrainingJobManager', () => {
     await m.close();
   }, 180_000); // four jobs, each in its own worker thread
 
+  it("reflectionGroup 'own' reaches the advantages the job writes back: the reflection no longer centred against the attempts", async () => {
+    // task R, one trial: attempt 0 A (r 0) -> B (r -1, done), a reflection, attempt 1 A (r 0) -> W (r 10, done, success).
+    // Turns with a model output: attempt 0's acting turn (score -1: B's reward is its action's), the
+    // reflection (0), attempt 1's acting turn (10). 'task': the reflection's episode term is
+    // 0 - mean(-1, 0, 10) = -3; 'own': it is alone in its kind (mean 0): 0. Its anchor group has one turn
+    // (step term 0), so its advantage is -3, then 0.
+    d.db.insert(sessions).values({
+      id: 'r1', tenant: 'default', taskId: 'R', env: 'minesweeper', mode: 'train', status: 'completed', instructions: 'Play.', maxAttempts: 3, maxSteps: 7,
+      memory: 'reflection_only', sampling: {}, modelVersion: 'base', metadata: {}, nextAttempt: 0, nextStep: 0, attempts: [], createdAt: 3000, updatedAt: 3000,
+    }).run();
+    const row = (attempt: number, step: number, kind: 'action' | 'reflection', observation: string, reward: number, out: number[] | null, done = false, success = false) =>
+      d.db.insert(steps).values({
+        sessionId: 'r1', attempt, step, kind, observation, reward, done, success, invalidAction: false, promptTokenIds: out ? [5, 6] : null,
+        outputTokenIds: out, logprobs: out ? out.map(() => -5.7) : null, modelVersion: 'base', requestHash: `r1${attempt}${step}${kind}`, createdAt: 3000,
+      }).run();
+    row(0, 0, 'action', 'A', 0, [20]);
+    row(0, 1, 'action', 'B', -1, null, true);
+    row(0, 1, 'reflection', 'B', 0, [21, 22]);
+    row(1, 0, 'action', 'A', 0, [23]);
+    row(1, 1, 'action', 'W', 10, null, true, true);
+    const m = await manager({ dataDir: dir, registry: registry(), modelIO: tiny() });
+    const reflectionAdvantage = async (hyper: Record<string, unknown>) => {
+      const job = await m.create({ algorithm: 'lamer', data: { taskIds: ['R'] }, hyper: { lr: 0.01, ...hyper } });
+      await m.whenIdle();
+      expect((await m.get(job.id))!.status).toBe('succeeded');
+      return d.db.select().from(steps).where(eq(steps.sessionId, 'r1')).all().find((r) => r.kind === 'reflection')!.advantage;
+    };
+    expect(await reflectionAdvantage({})).toBeCloseTo(-3, 6);
+    expect(await reflectionAdvantage({ reflectionGroup: 'own' })).toBeCloseTo(0, 6);
+    await m.close();
+  });
+
   it('cancels a running job', async () => {
     const m = await manager({ dataDir: dir, registry: registry(), modelIO: tiny({ slowMs: 30 }) });
     const j = await m.create({ algorithm: 'lamer', version: 'slow', hyper: { epochs: 200, minibatchSize: 1 } });

@@ -73,6 +73,24 @@ describe('TrainingScheduler', () => {
       vi.useRealTimers();
     }
   });
+  it('logs a skipped trigger once while a job runs, not at every poll', async () => {
+    const st = fakeStarter();
+    const warnings: string[] = [];
+    const logger = { info: () => {}, error: () => {}, warn: (_o: object, msg?: string) => void warnings.push(msg ?? '') };
+    const s = new TrainingScheduler(sqliteAsyncRepositories(d).trainingData, st, { everySessions: 1, job: { algorithm: 'lamer' } }, logger);
+    await s.start(); // counts the sessions there are now
+    s.stop(); // checked by hand below
+    addSession();
+    st.setBusy(true);
+    for (let i = 0; i < 5; i++) expect(await s.check()).toBeNull();
+    expect(warnings).toEqual(['scheduled training skipped: a job is running (said once until the next job starts)']);
+    st.setBusy(false);
+    expect(await s.check()).toBe('job1');
+    addSession();
+    st.setBusy(true);
+    expect(await s.check()).toBeNull();
+    expect(warnings).toHaveLength(2);
+  });
   it('rejects bad settings', () => {
     const st = fakeStarter();
     expect(() => new TrainingScheduler(sqliteAsyncRepositories(d).trainingData, st, { everySessions: 0, job: { algorithm: 'lamer' } })).toThrow(/everySessions/);

@@ -27,7 +27,9 @@ function createRoute(fastify: FastifyInstance): void {
         summary: 'Start a training job (queued; one runs at a time)',
         description:
           'RL algorithms (lamer, gigpo, grpo, rloo) train on completed `mode: train` sessions matching `data`; `sft` trains on `demonstrations`. ' +
-          'The result is a new model version (status candidate, or active with activateWhenDone).',
+          'The result is a new model version (status candidate, or active with activateWhenDone). ' +
+          'With a gate, the new version and the active one then play the same held-out tasks in a worker thread, and the new one is ' +
+          'activated only when its pass@k beats the active one\'s by the margin (the gate\'s figures on the job and the version).',
         security: bearer,
         body: CreateJob,
         response: {
