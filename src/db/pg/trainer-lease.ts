@@ -40,19 +40,28 @@ export function pgTrainerLease(url: string, connectTimeoutMs: number): TrainerLe
       return null;
     }
   };
+  const tryLock = async (): Promise<boolean> => {
+    const c = await connect();
+    if (!c) return false;
+    try {
+      const r = await c.query<{ ok: boolean }>('select pg_try_advisory_lock($1, $2) as ok', [LOCK_CLASS, LOCKS.trainer]);
+      held = client === c && r.rows[0]?.ok === true;
+      return held;
+    } catch {
+      drop(c);
+      return false;
+    }
+  };
+  // one try at a time: a caller that asks while one runs (a poll that came round before a slow
+  // try ended) shares it, so the connection never runs two statements at once
+  let trying: Promise<boolean> | null = null;
   return {
-    async acquire() {
-      if (held) return true;
-      const c = await connect();
-      if (!c) return false;
-      try {
-        const r = await c.query<{ ok: boolean }>('select pg_try_advisory_lock($1, $2) as ok', [LOCK_CLASS, LOCKS.trainer]);
-        held = client === c && r.rows[0]?.ok === true;
-        return held;
-      } catch {
-        drop(c);
-        return false;
-      }
+    acquire() {
+      if (held) return Promise.resolve(true);
+      trying ??= tryLock().finally(() => {
+        trying = null;
+      });
+      return trying;
     },
     held: () => held,
     onLost: (cb) => {

@@ -125,6 +125,8 @@ export class TrainingJobManager {
   private again = false;
   private closed = false;
   private timer: NodeJS.Timeout | null = null;
+  /** The poll in progress (the next waits for it). */
+  private ticking: Promise<void> | null = null;
   private readonly lease: TrainerLease;
 
   constructor(private readonly opts: ManagerOptions) {
@@ -147,7 +149,13 @@ export class TrainingJobManager {
     this.lease.onLost(() => this.leaseLost());
     await this.takeLease();
     this.timer = setInterval(() => {
-      this.tick().catch((err: unknown) => this.opts.logger?.warn({ err: String(err) }, 'the training queue could not be read'));
+      // one tick at a time: a lease taken twice at once would fail a job the first taking claimed
+      if (this.ticking) return;
+      this.ticking = this.tick()
+        .catch((err: unknown) => this.opts.logger?.warn({ err: String(err) }, 'the training queue could not be read'))
+        .finally(() => {
+          this.ticking = null;
+        });
     }, this.opts.pollMs ?? 2000);
     this.timer.unref();
   }
