@@ -130,6 +130,19 @@ export class ModelRegistry {
   }
 
   /**
+   * The row of `version` as the table holds it now (read past the rows kept in memory, which it
+   * refreshes), or undefined: what the model resource shows, since a version's metrics change
+   * outside this registry (a training job's promotion gate writes its report there, on this server
+   * or on the one that runs the job).
+   */
+  async current(version: string): Promise<ModelRow | undefined> {
+    const row = await this.repo.get(version);
+    if (!row) return undefined;
+    this.rows.set(version, row);
+    return { ...row };
+  }
+
+  /**
    * How `version` reads text: a builtin checkpoint's declared tokenizer and `promptFormat`
    * (src/model/checkpoint.ts), else the byte tokenizer and `chat` (remote versions, older
    * checkpoints, and engines whose folders are not checkpoints, such as the test engine's). Read

@@ -52,7 +52,7 @@ function getRoute(fastify: FastifyInstance): void {
       schema: { tags, summary: 'Get a model version', security: bearer, params: ModelParams, response: { 200: Model, ...errorResponses } },
     },
     async (req) => {
-      const m = await app.models.get(req.params.version);
+      const m = await app.models.current(req.params.version);
       if (!m) throw notFound(`model version '${req.params.version}'`);
       return app.models.view(m);
     },
