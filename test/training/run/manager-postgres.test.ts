@@ -4,7 +4,9 @@
  * none can start), each with its own trainer lease (src/db/pg/trainer-lease.ts). At most one runs
  * jobs at a time; when its lease's connection breaks, another takes the queue and the job left
  * `running` is marked failed, as a restart of one server marks it; a server that does not run
- * jobs (LAMER_ROLE=server) only queues them; a cancel asked for on another replica stops the job.
+ * jobs (LAMER_ROLE=server) only queues them; a cancel asked for on another replica stops the job;
+ * a job's promotion gate (src/training/run/gate-run.ts, with a runner that answers as told) keeps
+ * its report on the store, and the next holder of the lease ends a gate a dead trainer left running.
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -13,6 +15,9 @@ import { openPgDatabase, LOCK_CLASS, LOCKS, type PgConnection } from '../../../s
 import { pgRepositories } from '../../../src/db/pg/repositories.js';
 import { pgTrainerLease } from '../../../src/db/pg/trainer-lease.js';
 import type { AsyncRepositories } from '../../../src/db/async-repositories.js';
+import { resolveGate } from '../../../src/shared/promotion-gate.js';
+import type { GateFigures, GateReport } from '../../../src/training/run/gate.js';
+import type { GateRunner } from '../../../src/training/run/gate-worker.js';
 import { TrainingJobManager, type VersionRegistry } from '../../../src/training/run/manager.js';
 import { TinyModel, writeTinyCheckpoint } from '../tiny-model.js';
 import { tmpDir } from '../../helpers/index.js';
@@ -36,10 +41,10 @@ function registry(): VersionRegistry {
 }
 
 /** A replica's job manager on the database, started. */
-async function replica(o: { runsJobs?: boolean; slowMs?: number } = {}): Promise<TrainingJobManager> {
+async function replica(o: { runsJobs?: boolean; slowMs?: number; gate?: GateRunner } = {}): Promise<TrainingJobManager> {
   const m = new TrainingJobManager({
     repos, dataDir: dir, registry: registry(), modelIO: tiny(o.slowMs ? { slowMs: o.slowMs } : {}), runsJobs: o.runsJobs ?? true,
-    lease: pgTrainerLease(url, 5000), pollMs: 100,
+    lease: pgTrainerLease(url, 5000), pollMs: 100, ...(o.gate ? { gate: { engine: { kind: 'builtin' as const, tfjsBackend: 'cpu' }, runner: o.gate } } : {}),
   });
   await m.start();
   managers.push(m);
@@ -116,11 +121,56 @@ describe.skipIf(!pg)('one trainer among replicas on PostgreSQL', () => {
     await vi.waitFor(() => expect(runner.busy()).toBe(false), { timeout: 60_000 });
     const job = await elsewhere.create(sft('cancelled-elsewhere', 2000));
     await vi.waitFor(async () => expect((await repos.jobs.get(job.id))!.metrics.length).toBeGreaterThan(0), { timeout: 60_000, interval: 25 });
+    // a job queued behind the running one (which keeps it queued), cancelled on any replica, never runs
+    const queued = await elsewhere.create(sft('never'));
+    expect(await elsewhere.cancel(queued.id)).toMatchObject({ status: 'cancelled', startedAt: null });
     const answered = await elsewhere.cancel(job.id);
     expect(answered).toMatchObject({ status: 'running', cancelRequestedAt: expect.any(Number) });
     await vi.waitFor(async () => expect(await status(job.id)).toBe('cancelled'), { timeout: 60_000, interval: 25 });
-    // a queued job cancelled on any replica never runs
-    const queued = await elsewhere.create(sft('never'));
-    expect((await elsewhere.cancel(queued.id))!.status).toBe('cancelled');
+    await vi.waitFor(() => expect(runner.busy()).toBe(false), { timeout: 60_000 });
+    expect(await repos.jobs.get(queued.id)).toMatchObject({ status: 'cancelled', startedAt: null });
+    expect(await repos.models.get('never')).toBeUndefined();
+  }, 180_000);
+
+  it('a gated job: the gate runs on the replica holding the lease, its report on the job and the version; a gate a dead trainer left running ends as an error', async () => {
+    for (const m of managers.splice(0)) await m.close();
+    const spec = resolveGate({ env: 'minesweeper', tasks: 4, attempts: 2 });
+    // a trainer died during the gate of job_dead_gate: its version and job say `running`
+    const running = { status: 'running', promoted: false, candidate: 'dead-gated', incumbent: 'base', progress: 0.5 };
+    await repos.models.insert({
+      version: 'dead-gated', parent: 'base', jobId: 'job_dead_gate', checkpointDir: join(dir, 'base'), status: 'candidate', metrics: { gate: running }, createdAt: 6,
+    });
+    await repos.jobs.insert({
+      id: 'job_dead_gate', algorithm: 'sft', status: 'running', config: { ...sft('dead-gated'), baseVersion: 'base', gate: spec, gateReport: running },
+      progress: 1, metrics: [], resultVersion: null, error: null, createdAt: 6, startedAt: 6, finishedAt: null,
+    });
+    const figures: GateFigures = {
+      candidatePassAtK: { '1': 0.5, '2': 0.75 }, incumbentPassAtK: { '1': 0.25, '2': 0.5 },
+      difference: { mean: 0.25, lo: 0, hi: 0.5, level: 0.95, resamples: 10_000, tasks: 4 },
+      sessionErrors: { candidate: 0, incumbent: 0 }, status: 'passed', reason: 'figures say passed',
+    };
+    const progressed: number[] = [];
+    const gated = await replica({
+      gate: (req, onProgress) => {
+        expect(req.incumbent.version).toBe('base');
+        for (let i = 1; i <= 8; i++) onProgress(i, 8);
+        progressed.push(8);
+        return { done: Promise.resolve(figures), cancel: () => {} };
+      },
+    });
+    expect(gated.holdsQueue()).toBe(true);
+    const dead = (await repos.models.get('dead-gated'))!.metrics.gate as GateReport;
+    expect(dead).toMatchObject({ status: 'error', reason: 'the server stopped while the gate ran: the version stays a candidate' });
+    expect(await repos.jobs.get('job_dead_gate')).toMatchObject({ status: 'failed', config: { gateReport: { status: 'error' } } });
+
+    const job = await gated.create({ ...sft('gated'), gate: spec });
+    await vi.waitFor(async () => expect(await status(job.id)).toBe('succeeded'), { timeout: 120_000, interval: 25 });
+    expect(progressed).toEqual([8]);
+    const version = (await repos.models.get('gated'))!;
+    expect(version.status).toBe('active');
+    const report = version.metrics.gate as GateReport;
+    expect(report).toMatchObject({ status: 'passed', promoted: true, candidate: 'gated', incumbent: 'base', progress: 1, reason: 'figures say passed: activated' });
+    // the progress writes and the final one, one after another: the job ends with the final report
+    expect(((await repos.jobs.get(job.id))!.config as { gateReport: GateReport }).gateReport).toEqual(report);
   }, 180_000);
 });
