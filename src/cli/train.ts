@@ -267,7 +267,7 @@ async function importCheckpoint(srv: RunningServer, dataDir: string, version: st
   } catch {
     parent = undefined;
   }
-  const known = parent !== undefined && srv.app.models.get(parent) !== undefined;
+  const known = parent !== undefined && (await srv.app.models.get(parent)) !== undefined;
   await srv.app.models.registerCheckpoint(version, dest, { ...(known ? { parent } : {}), metrics: { resumedFrom: dir } });
 }
 
