@@ -33,14 +33,14 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ensureDirSync } from '../src/ensure-dir.js';
 import { freePort, request } from './bench-http-client.js';
-import { makeEnv } from '../src/envs/index.js';
+import { MINESWEEPER_ENV, playMineSweeper } from './minesweeper-client.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const CLIENTS = Number(process.env.BENCH_CLIENTS ?? 64);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 6);
 const PROBE_MS = Number(process.env.BENCH_PROBE_MS ?? 25);
 const BEFORE_MS = 1000;
-const ENV = 'minesweeper-6x6-3';
+const ENV = MINESWEEPER_ENV;
 
 
 /** One probe on a fresh connection: ms from the start to the connection and to the status line. */
@@ -59,47 +59,10 @@ function probe(port: number, p: string): Promise<{ connectMs: number; firstByteM
   });
 }
 
-/** One client: MineSweeper sessions (3 attempts each) until `stop()`; returns the steps it posted. */
-async function client(port: number, c: number, stop: () => boolean): Promise<{ steps: number; errors: number }> {
-  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
-  const env = makeEnv(ENV);
-  let steps = 0;
-  let errors = 0;
-  for (let n = 0; !stop(); n++) {
-    const seed = c * 1000 + n;
-    const created = await request(agent, port, 'POST', '/v1/sessions', { taskId: `${ENV}:seed=${seed}`, instructions: env.instructions, env: 'minesweeper', maxAttempts: 3, maxSteps: 36, mode: 'eval' });
-    if (created.status !== 201) {
-      errors++;
-      continue;
-    }
-    const id = created.json.id as string;
-    let status = 'active';
-    for (let a = 0; a < 3 && status === 'active' && !stop(); a++) {
-      let { observation, availableActions } = env.reset(seed);
-      let reward = 0;
-      let done = false;
-      let success = false;
-      for (let t = 0; !stop(); t++) {
-        const r = await request(agent, port, 'POST', `/v1/sessions/${id}/steps`, { attempt: a, step: t, observation, reward, done, success, ...(done ? {} : { availableActions }) });
-        if (r.status !== 200) {
-          errors++;
-          status = 'error';
-          break;
-        }
-        steps++;
-        status = r.json.session.status;
-        if (done || r.json.action === null) break;
-        const s = env.step(r.json.action as string);
-        observation = s.observation;
-        reward = s.reward;
-        done = s.done;
-        success = s.success;
-        availableActions = env.legalActions();
-      }
-    }
-  }
-  agent.destroy();
-  return { steps, errors };
+/** One client: MineSweeper sessions (3 attempts of up to 36 turns) until `stop()`; returns the steps it posted. */
+function client(port: number, c: number, stop: () => boolean): Promise<{ steps: number; errors: number }> {
+  let n = 0;
+  return playMineSweeper({ port, nextSeed: () => c * 1000 + n++, stop, maxSteps: 36 });
 }
 
 function pct(xs: number[], q: number): number {

@@ -65,6 +65,13 @@ export function diversityByVersion(rows: readonly AttemptTrajectory[]): Diversit
       diversity: g.byTask.size === 0 ? 0 : sum / g.byTask.size,
     });
   }
-  out.sort((a, b) => a.modelVersion.localeCompare(b.modelVersion) || String(a.env).localeCompare(String(b.env)) || STATS_MEMORY.indexOf(a.memory) - STATS_MEMORY.indexOf(b.memory));
+  out.sort(compareDiversityGroups);
   return { groups: out, scanned: scanned.size };
+}
+
+/** The order of the answer's groups: version, env, then memory in STATS_MEMORY order. */
+export function compareDiversityGroups(a: DiversityGroup, b: DiversityGroup): number {
+  return (
+    a.modelVersion.localeCompare(b.modelVersion) || String(a.env).localeCompare(String(b.env)) || STATS_MEMORY.indexOf(a.memory) - STATS_MEMORY.indexOf(b.memory)
+  );
 }

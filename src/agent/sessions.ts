@@ -48,8 +48,9 @@ import { KeyedMutex } from './mutex.js';
 import { DomainError, invalid, isCallerFault, notFound, overloaded } from './errors.js';
 import { cutChars, memorySection, renderActPrompt, renderReflectionPrompt, type PromptAttempt } from './prompt.js';
 import { promptAsSeen, promptTokenCount } from './prompt-seen.js';
-import { sessionStats } from './session-stats.js';
-import { diversityByVersion, type DiversityAnswer } from './diversity.js';
+import { sessionStats, statsFromGroups } from './session-stats.js';
+import type { DiversityAnswer } from './diversity.js';
+import { DiversityCache } from './diversity-cache.js';
 import { iso, newSessionRow, sessionView, trajectoryStep } from './session-views.js';
 import type {
   AgentProtection, CreateSessionInput, EndAttemptInput, Limits, MemoryView, ReflectionView, SessionView, StepAnswer, StepEvents, StepInput, StepOutcome,
@@ -110,6 +111,8 @@ export class SessionService {
   /** Active sessions' rows, attempt steps and reflections, kept between steps (./active-sessions.ts). */
   private readonly active: ActiveSessions;
   private modelCalls = 0;
+  /** Diversity answers kept between calls (./diversity-cache.ts). */
+  private readonly diversityCache: DiversityCache;
 
   /** @param repos the repositories of the server's store (`app.repos`): sessions, steps and the step hot path. */
   constructor(
@@ -123,6 +126,7 @@ export class SessionService {
     ({ sessions: this.repo, steps: this.steps, hot: this.hot } = repos);
     this.shared = repos.store === 'postgres';
     this.active = new ActiveSessions(this.hot);
+    this.diversityCache = new DiversityCache(this.repo);
   }
 
   /** Model calls (act/reflect) waiting on or running in the engine now. */
@@ -657,30 +661,22 @@ export class SessionService {
    * Statistics over the tenant's completed sessions (docs/method.md#metrics): pass@1..k, success rate
    * and mean return by attempt, overall and per (modelVersion, env, mode, memory) group, with
    * single-attempt sessions read as chains of up to `retries` independent retries (session-stats.ts).
+   * Answered from the groups' aggregates kept on write (one row per group, whatever the number of
+   * sessions); with a `taskId` filter, from that task's sessions.
    */
   async stats(tenant: string, f: Omit<SessionFilters, 'status'>, retries = 3) {
-    return sessionStats(await this.repo.completed(tenant, f), retries);
+    if (f.taskId) return sessionStats(await this.repo.completed(tenant, f), retries);
+    return statsFromGroups(await this.repo.statsGroups(tenant), f, retries);
   }
-
-  /** Diversity answers by query, kept while the tenant's completed sessions are unchanged (LRU order). */
-  private readonly diversityCache = new Map<string, { token: string; answer: DiversityAnswer }>();
 
   /**
    * Trajectory diversity per (modelVersion, env, memory) over the tenant's newest `maxSessions` completed
    * sessions matching `f` (diversity.ts). Reading the actions is the costly part (about 250 ms for
-   * 2,000 sessions on the shared 2-core VM under load), so the last 64 answers are kept and reused
-   * while the tenant's completed sessions are unchanged (`completedToken`): a polling dashboard
-   * re-reads nothing until a session completes.
+   * 2,000 sessions on the shared 2-core VM under load), so answers are kept and brought up to date
+   * with the sessions completed since (diversity-cache.ts): a polling dashboard reads one row while
+   * nothing completes, and only the new sessions' actions when some did.
    */
-  async diversity(tenant: string, f: Omit<SessionFilters, 'status'>, maxSessions: number): Promise<DiversityAnswer> {
-    const key = JSON.stringify([tenant, f.env, f.mode, f.modelVersion, f.taskId, f.memory, maxSessions]);
-    const token = await this.repo.completedToken(tenant);
-    const hit = this.diversityCache.get(key);
-    this.diversityCache.delete(key);
-    const fresh = hit && hit.token === token;
-    const answer = fresh ? hit.answer : diversityByVersion(await this.repo.attemptTrajectories(tenant, f, maxSessions));
-    this.diversityCache.set(key, { token, answer });
-    if (this.diversityCache.size > 64) this.diversityCache.delete(this.diversityCache.keys().next().value!);
-    return answer;
+  diversity(tenant: string, f: Omit<SessionFilters, 'status'>, maxSessions: number): Promise<DiversityAnswer> {
+    return this.diversityCache.answer(tenant, f, maxSessions);
   }
 }

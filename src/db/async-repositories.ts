@@ -25,6 +25,7 @@ import { createRepositories, type Repositories } from './repositories.js';
 import type { ReplaySessionFilter, ReplaySummaryRow, ReplayedRow, ReplaysRepo } from './replays-repo.js';
 import type { ModelRow, ReplayRow, SessionRow, StepRow, TrainingJobRow } from './schema.js';
 import type { AttemptTrajectory, SessionFilters, StatsRow } from './sessions-repo.js';
+import type { StatsGroup } from '../shared/stats-aggregate.js';
 import type { StepPage, StepPosition } from './steps-repo.js';
 import type { StepOutput, StepScore, TrainingSessionFilter } from './training-data.js';
 
@@ -56,8 +57,16 @@ export interface AsyncSessions {
   activeCount(tenant?: string): Promise<number>;
   completed(tenant: string, f: Omit<SessionFilters, 'status'>): Promise<StatsRow[]>;
   completedToken(tenant: string): Promise<string>;
+  /** The statistics aggregates of the tenant's completed sessions, one per group (src/shared/stats-aggregate.ts), any order. */
+  statsGroups(tenant: string): Promise<StatsGroup[]>;
   /** One row per attempt of the newest `maxSessions` matching completed sessions, ordered by session id, then attempt. */
   attemptTrajectories(tenant: string, f: Omit<SessionFilters, 'status'>, maxSessions: number): Promise<AttemptTrajectory[]>;
+  /** The rows of attemptTrajectories for those of `ids` that are matching completed sessions, ordered by session id, then attempt. */
+  trajectoriesOf(tenant: string, f: Omit<SessionFilters, 'status'>, ids: readonly string[]): Promise<AttemptTrajectory[]>;
+  /** The seq of the tenant's latest completion (0 before the first): completions are numbered 1, 2, ... in commit order. */
+  completionSeq(tenant: string): Promise<number>;
+  /** Ids of the tenant's sessions completed with a seq in (after, upTo], in completion order. */
+  completionsBetween(tenant: string, after: number, upTo: number): Promise<string[]>;
 }
 
 /** Paged reads of `steps` (./steps-repo.ts). */
@@ -180,9 +189,6 @@ export interface AsyncRepositories {
 
 export { SessionNotActiveError, StaleSessionError };
 
-/** Order of two ASCII ids as SQLite and the C collation compare them. */
-const bytewise = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
-
 /** A SQLite constraint failure (better-sqlite3 `SQLITE_CONSTRAINT*`, possibly wrapped by drizzle). */
 function isConstraint(err: unknown): boolean {
   let e: unknown = err;
@@ -281,8 +287,11 @@ export function sqliteAsyncRepositories(conn: DatabaseConnection, repos: Reposit
       activeCount: (tenant) => read(() => s.activeCount(tenant)),
       completed: (tenant, f) => read(() => s.completed(tenant, f)),
       completedToken: (tenant) => read(() => s.completedToken(tenant)),
-      attemptTrajectories: (tenant, f, max) =>
-        read(() => s.attemptTrajectories(tenant, f, max).sort((a, b) => bytewise(a.sessionId, b.sessionId))),
+      statsGroups: (tenant) => read(() => s.statsGroups(tenant)),
+      attemptTrajectories: (tenant, f, max) => read(() => s.attemptTrajectories(tenant, f, max)),
+      trajectoriesOf: (tenant, f, ids) => read(() => s.trajectoriesOf(tenant, f, ids)),
+      completionSeq: (tenant) => read(() => s.completionSeq(tenant)),
+      completionsBetween: (tenant, after, upTo) => read(() => s.completionsBetween(tenant, after, upTo)),
     },
     steps: { page: (id, after, limit, maxBytes) => read(() => steps.page(id, after, limit, maxBytes)) },
     hot: {

@@ -28,8 +28,9 @@ import { migrate } from 'drizzle-orm/better-sqlite3/migrator';
 import { ensureDirSync } from '../ensure-dir.js';
 import * as schema from './schema.js';
 import { databaseErrorOf, STORAGE_FAILURE_KINDS, type DatabaseErrorKind } from './errors.js';
+import { statsAggregates } from './stats-aggregates.js';
 
-export type Db = BetterSQLite3Database<typeof schema>;
+export type Db = BetterSQLite3Database<typeof schema> & { $client: Database.Database };
 
 /** Tunables of an open connection (src/config.ts DatabaseConfig). */
 export interface ConnectionTuning {
@@ -169,8 +170,9 @@ const require = createRequire(import.meta.url);
 export const migrationsFolder = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'migrations');
 
 /**
- * Open (creating if needed) the database in `dataDir` and apply pending migrations. Migrations
- * wait up to 5 s for a lock (start-up only); then the busy timeout is `opts.busyTimeoutMs`.
+ * Open (creating if needed) the database in `dataDir`, apply pending migrations, and rebuild the
+ * statistics aggregates when they do not count every completed session (./stats-aggregates.ts).
+ * Migrations wait up to 5 s for a lock (start-up only); then the busy timeout is `opts.busyTimeoutMs`.
  * @throws DirectoryError (src/ensure-dir.ts) when the directory cannot be created; SQLite's error
  *   when a migration fails.
  */
@@ -185,6 +187,8 @@ export function openDatabase(dataDir: string, opts: { synchronous?: 'normal' | '
   sqlite.pragma('busy_timeout = 5000');
   const db = drizzle(sqlite, { schema });
   migrate(db, { migrationsFolder });
+  // sessions completed before the aggregates existed, or written by other means than the server's
+  statsAggregates(sqlite).rebuildIfStale();
   let tuning: ConnectionTuning = { ...defaultTuning };
   const tune = (t: ConnectionTuning): void => {
     tuning = { ...t };

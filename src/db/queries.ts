@@ -1,6 +1,7 @@
 /**
  * Prepared statements of the step hot path (one session read, one position lookup, the current
- * attempt's steps, the step insert, the session update), prepared once per connection. Drizzle
+ * attempt's steps, the step insert, the session update, and on the step that completes a session
+ * the statistics aggregates of ./stats-aggregates.ts), prepared once per connection. Drizzle
  * builds and prepares SQL on every call; these skip that (src/db/schema.ts is the source of the
  * column names; the HTTP tests under test/routes cover every statement).
  */
@@ -9,6 +10,7 @@ import type { ReflectionSource, StepKind } from '../domain.js';
 import type { AttemptSummary, SessionRow } from './schema.js';
 import { connectionTuning, guardedWrite, storageHealth, type StorageHealth } from './index.js';
 import { DatabaseError, SessionNotActiveError, StaleSessionError } from './errors.js';
+import { statsAggregates, type SqliteStatsAggregates } from './stats-aggregates.js';
 
 interface RawSession {
   id: string;
@@ -99,6 +101,8 @@ export class HotQueries {
   private readonly reflectionsOf: Database.Statement<[string], { attempt: number; text: string; source: ReflectionSource; updated_at: number }>;
 
   private readonly health: StorageHealth;
+  /** The statistics aggregates a completing step updates in its transaction (./stats-aggregates.ts). */
+  private readonly stats: SqliteStatsAggregates;
 
   private readonly beginImmediate: Database.Statement;
   private readonly commit: Database.Statement;
@@ -108,6 +112,7 @@ export class HotQueries {
 
   constructor(readonly sqlite: Database.Database) {
     this.health = storageHealth(sqlite);
+    this.stats = statsAggregates(sqlite);
     this.beginImmediate = sqlite.prepare('BEGIN IMMEDIATE');
     this.commit = sqlite.prepare('COMMIT');
     this.rollback = sqlite.prepare('ROLLBACK');
@@ -341,6 +346,8 @@ export class HotQueries {
         // the way that fails: why
         throw this.statusOf.get(session.id)?.status === 'active' ? new StaleSessionError(session.id) : new SessionNotActiveError(session.id);
       }
+      // the update matched the session while it was active, so this is the session's one completion
+      if (session.status === 'completed') this.stats.recordCompletion(session.id);
     }
   }
 }

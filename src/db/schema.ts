@@ -17,10 +17,12 @@ import {
   REPLAY_DECODINGS,
   SESSION_MODES,
   SESSION_STATUSES,
+  STATS_MEMORY,
   STEP_KINDS,
   type AttemptStatus,
   type EndReason,
 } from '../domain.js';
+import type { StatsGroupDoc } from '../shared/stats-aggregate.js';
 
 /** Summary of one attempt, kept on the session row (rebuilt from steps if ever needed). */
 export interface AttemptSummary {
@@ -191,6 +193,79 @@ export const replays = sqliteTable(
     createdAt: integer('created_at').notNull(),
   },
   (t) => [index('replays_tenant_id').on(t.tenant, t.id)],
+);
+
+/**
+ * Statistics of completed sessions kept on write (src/shared/stats-aggregate.ts; written by
+ * src/db/stats-aggregates.ts in the transaction that completes a session): one row per tenant and
+ * (modelVersion, env, mode, memory) group, `memory` 'none' for single-attempt sessions.
+ * `group_key` is statsGroupKey (JSON of the four fields; env may be null, so it cannot be part of
+ * the primary key itself). `updated_at` is the latest update time of the group's sessions.
+ */
+export const statsGroups = sqliteTable(
+  'stats_groups',
+  {
+    tenant: text('tenant').notNull(),
+    groupKey: text('group_key').notNull(),
+    modelVersion: text('model_version').notNull(),
+    env: text('env'),
+    mode: text('mode', { enum: SESSION_MODES }).notNull(),
+    memory: text('memory', { enum: STATS_MEMORY }).notNull(),
+    /** Completed sessions counted. */
+    sessions: integer('sessions').notNull(),
+    updatedAt: integer('updated_at').notNull(),
+    /** StatsGroupDoc: counts and exact return sums by attempt (and by streak for memory 'none'). */
+    doc: text('doc', { mode: 'json' }).$type<StatsGroupDoc>().notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.tenant, t.groupKey] })],
+);
+
+/**
+ * The outcome of each completed single-attempt session in its task's chain of retries
+ * (src/shared/stats-aggregate.ts RetryOutcome): `chain_key` is retryChainKey (task, version, env,
+ * mode), `streak` the session's streak (null without an attempt). A session that completes out of
+ * creation order reads its neighbours here and moves their streaks.
+ */
+export const statsRetries = sqliteTable(
+  'stats_retries',
+  {
+    tenant: text('tenant').notNull(),
+    chainKey: text('chain_key').notNull(),
+    sessionId: text('session_id')
+      .notNull()
+      .references(() => sessions.id),
+    attempted: integer('attempted', { mode: 'boolean' }).notNull(),
+    success: integer('success', { mode: 'boolean' }).notNull(),
+    played: integer('played', { mode: 'boolean' }).notNull(),
+    return: real('return').notNull(),
+    streak: integer('streak'),
+  },
+  (t) => [primaryKey({ columns: [t.tenant, t.chainKey, t.sessionId] })],
+);
+
+/** Per tenant: the number of completions so far, which is the `seq` of its latest stats_completions row. */
+export const statsTenants = sqliteTable('stats_tenants', {
+  tenant: text('tenant').primaryKey(),
+  completed: integer('completed').notNull(),
+});
+
+/**
+ * The order in which the tenant's sessions completed, as committed: `seq` 1, 2, ... without gaps
+ * (the completing transaction takes the next number from stats_tenants, and a later one cannot
+ * commit before it). A cache of answers over completed sessions (the diversity window,
+ * src/agent/diversity-cache.ts) reads only the rows after the last `seq` it has. A rebuild at
+ * open appends the sessions missing here and never renumbers.
+ */
+export const statsCompletions = sqliteTable(
+  'stats_completions',
+  {
+    tenant: text('tenant').notNull(),
+    seq: integer('seq').notNull(),
+    sessionId: text('session_id')
+      .notNull()
+      .references(() => sessions.id),
+  },
+  (t) => [primaryKey({ columns: [t.tenant, t.seq] })],
 );
 
 export type SessionRow = typeof sessions.$inferSelect;

@@ -3,10 +3,12 @@
  * prepared statements of src/db/queries.ts): create, list, close, expire, count, statistics rows,
  * human edits of reflections. The rules (who may do what, when) live in src/agent/sessions.ts.
  */
-import { and, desc, eq, gt, lt, sql, type SQL } from 'drizzle-orm';
+import { and, desc, eq, gt, inArray, lt, sql, type SQL } from 'drizzle-orm';
 import type { StatsMemory } from '../domain.js';
 import type { Db } from './index.js';
 import { reflections, sessions, steps, type SessionRow } from './schema.js';
+import type { StatsGroup } from '../shared/stats-aggregate.js';
+import { statsAggregates, type SqliteStatsAggregates } from './stats-aggregates.js';
 
 /** Filters of a session listing (every given field must match). */
 export interface SessionFilters {
@@ -48,10 +50,22 @@ function filterConds(first: SQL[], f: SessionFilters): SQL[] {
 }
 
 export class SessionsRepo {
-  constructor(private readonly db: Db) {}
+  private readonly stats: SqliteStatsAggregates;
 
+  constructor(private readonly db: Db) {
+    this.stats = statsAggregates(db.$client);
+  }
+
+  /** Insert a session; one inserted as completed is counted in the statistics aggregates in the same transaction. */
   insert(row: SessionRow): void {
-    this.db.insert(sessions).values(row).run();
+    if (row.status !== 'completed') {
+      this.db.insert(sessions).values(row).run();
+      return;
+    }
+    this.db.$client.transaction(() => {
+      this.db.insert(sessions).values(row).run();
+      this.stats.recordCompletion(row.id);
+    })();
   }
 
   /** The tenant's sessions matching `f`, newest id first, with ids below `cursor`: at most `limit + 1` rows. */
@@ -137,16 +151,18 @@ export class SessionsRepo {
   }
   /**
    * A token that changes whenever the set of the tenant's completed sessions may have changed: their
-   * number and latest update time (ms). A completed session's actions never change afterwards, so
-   * equal tokens mean equal `attemptTrajectories` answers (the diversity statistic is cached on it).
+   * number and latest update time (ms), read from the statistics aggregates (one row per group, so
+   * it costs the same however many sessions there are). A completed session's actions never change
+   * afterwards, so equal tokens mean equal `attemptTrajectories` answers (the diversity statistic is
+   * cached on it).
    */
   completedToken(tenant: string): string {
-    const r = this.db
-      .select({ n: sql<number>`count(*)`, at: sql<number | null>`max(${sessions.updatedAt})` })
-      .from(sessions)
-      .where(and(eq(sessions.tenant, tenant), eq(sessions.status, 'completed')))
-      .get();
-    return `${r?.n ?? 0}:${r?.at ?? 0}`;
+    return this.stats.token(tenant);
+  }
+
+  /** The statistics aggregates of the tenant's completed sessions, one per (modelVersion, env, mode, memory) group (any order). */
+  statsGroups(tenant: string): StatsGroup[] {
+    return this.stats.groups(tenant);
   }
 
   /**
@@ -158,13 +174,43 @@ export class SessionsRepo {
    */
   attemptTrajectories(tenant: string, f: Omit<SessionFilters, 'status'>, maxSessions: number): AttemptTrajectory[] {
     const where = and(...filterConds([eq(sessions.tenant, tenant), eq(sessions.status, 'completed')], f));
+    return this.trajectories(sql`WHERE ${where} ORDER BY ${sessions.id} DESC LIMIT ${maxSessions}`);
+  }
+
+  /**
+   * attemptTrajectories's rows of the sessions `ids` that are completed sessions of `tenant` matching
+   * `f` (others are left out), ordered by session id, then attempt.
+   */
+  trajectoriesOf(tenant: string, f: Omit<SessionFilters, 'status'>, ids: readonly string[]): AttemptTrajectory[] {
+    const out: AttemptTrajectory[] = [];
+    for (let i = 0; i < ids.length; i += 5000) {
+      const chunk = ids.slice(i, i + 5000);
+      const where = and(...filterConds([eq(sessions.tenant, tenant), eq(sessions.status, 'completed'), inArray(sessions.id, chunk)], f));
+      out.push(...this.trajectories(sql`WHERE ${where}`));
+    }
+    return out.sort((a, b) => (a.sessionId < b.sessionId ? -1 : a.sessionId > b.sessionId ? 1 : 0));
+  }
+
+  /** The trajectory rows of the sessions that `chosen` (a WHERE clause, with ORDER and LIMIT if any) selects, in (id, attempt) order. */
+  private trajectories(chosen: SQL): AttemptTrajectory[] {
     return this.db.all<AttemptTrajectory>(sql`
       WITH s AS (SELECT ${sessions.id} AS id, ${sessions.modelVersion} AS mv, ${sessions.env} AS env, ${sessions.taskId} AS task,
                         CASE WHEN ${sessions.maxAttempts} = 1 THEN 'none' ELSE ${sessions.memory} END AS memory
-                 FROM ${sessions} WHERE ${where} ORDER BY ${sessions.id} DESC LIMIT ${maxSessions})
+                 FROM ${sessions} ${chosen})
       SELECT s.id AS sessionId, s.mv AS modelVersion, s.env AS env, s.task AS taskId, s.memory AS memory,
              group_concat(coalesce(st.action, ''), char(10) ORDER BY st.step) AS trajectory
       FROM s LEFT JOIN ${steps} st ON st.session_id = s.id AND st.kind = 'action' AND st.action IS NOT NULL
-      GROUP BY s.id, st.attempt`);
+      GROUP BY s.id, st.attempt
+      ORDER BY s.id, st.attempt`);
+  }
+
+  /** The tenant's completions so far: the seq of its latest (0 before the first; src/db/schema.ts statsCompletions). */
+  completionSeq(tenant: string): number {
+    return this.stats.completionSeq(tenant);
+  }
+
+  /** Ids of the tenant's sessions completed with a seq in (after, upTo], in completion order. */
+  completionsBetween(tenant: string, after: number, upTo: number): string[] {
+    return this.stats.completionsBetween(tenant, after, upTo);
   }
 }

@@ -9,17 +9,22 @@
  * flush runs the rows of the group of requests it takes. Requests left over run in the next
  * flush right away.
  *
- * Grouping: single-token decode requests are batched with each other; multi-token requests
- * (prefills, candidate scoring) are batched together only while padding stays cheap (padded tokens
- * <= 2x real tokens + 64, and <= MULTI_TOKEN_BATCH_TOKENS), so one long prefill never makes 32
- * decode rows pay for 1,000 padded query positions. No group of several requests goes over
- * `maxSectionTokens` padded tokens (rows x the longest row's new tokens). A single request larger
- * than `maxBatchSize` rows or `maxSectionTokens` runs alone.
+ * Grouping depends on what a forward costs (`packedRows`):
+ * - packed forwards (src/model/gpt-cached.ts on wasm and cpu) cost their real tokens, whatever the
+ *   mix of lengths: requests of every kind (prefills, decode steps, candidate scoring) are grouped
+ *   in queue order up to `maxBatchSize` rows and MULTI_TOKEN_BATCH_TOKENS tokens, and a section
+ *   holds at most `maxSectionTokens` real tokens;
+ * - padded forwards cost rows x the longest row's new tokens: single-token decode requests are
+ *   batched with each other; multi-token requests (prefills, candidate scoring) are batched
+ *   together only while padding stays cheap (padded tokens <= 2x real tokens + 64, and <=
+ *   MULTI_TOKEN_BATCH_TOKENS), so one long prefill never makes 32 decode rows pay for 1,000 padded
+ *   query positions; no group of several requests goes over `maxSectionTokens` padded tokens.
+ * A single request larger than `maxBatchSize` rows or `maxSectionTokens` runs alone.
  *
  * Sections: tfjs on wasm and cpu runs a forward pass synchronously (it downloads the logprobs in
  * the same call), so the event loop serves nothing else, health checks included, until it ends.
- * A group is therefore run in sections of at most `maxSectionTokens` padded tokens
- * (`planSections`): its rows packed in order, and a row longer than the bound split along its
+ * A group is therefore run in sections of at most `maxSectionTokens` tokens, counted as the
+ * forward costs them (`planSections`): its rows packed in order, and a row longer than the bound split along its
  * tokens into parts, each part continuing the KV cache of the part before it (causal attention
  * over cached keys equals attention over the whole sequence, so the logprobs are those of the
  * unsplit row up to float rounding). After each section the event loop gets
@@ -70,6 +75,12 @@ export interface BatcherOptions {
   activeRequests?: () => number;
   /** Called after each forward section with its number of rows and its duration in ms (for /metrics). */
   onForward?: (rows: number, ms: number) => void;
+  /**
+   * true: `run` packs rows (a forward costs the sum of their new tokens, src/model/gpt-cached.ts
+   * `forwardPacked`); false or absent: it pads them (rows x the longest). Sets the grouping and the
+   * section bound's count (see the module comment).
+   */
+  packedRows?: boolean;
 }
 
 interface Pending {
@@ -101,33 +112,39 @@ export interface RowPart {
 
 /**
  * Splits a group's rows (their new-token counts, in order) into forward sections of at most
- * `maxTokens` padded tokens each (rows x the longest row's count): whole rows are packed in order
- * while the section stays within the bound; a row longer than the bound runs alone, split along
- * its tokens into `ceil(n / maxTokens)` parts of near-equal length, in order.
+ * `maxTokens` tokens each, counted as padded (rows x the longest row's count) or, with `packed`,
+ * as the sum of the counts: whole rows are packed in order while the section stays within the
+ * bound; a row longer than the bound runs alone, split along its tokens into `ceil(n / maxTokens)`
+ * parts of near-equal length, in order.
  * @throws Error when `maxTokens` is not >= 1 or a count is not >= 1.
  */
-export function planSections(lengths: readonly number[], maxTokens: number): RowPart[][] {
+export function planSections(lengths: readonly number[], maxTokens: number, packed = false): RowPart[][] {
   if (!(maxTokens >= 1)) throw new Error(`maxTokens must be >= 1, got ${maxTokens}`);
   const sections: RowPart[][] = [];
   let cur: RowPart[] = [];
   let curMax = 0;
+  let curSum = 0;
   lengths.forEach((n, row) => {
     if (!(n >= 1)) throw new Error(`row ${row} has ${n} new tokens; a row needs at least one`);
     if (n > maxTokens) {
       if (cur.length > 0) sections.push(cur);
       cur = [];
       curMax = 0;
+      curSum = 0;
       const k = Math.ceil(n / maxTokens);
       for (let j = 0; j < k; j++) sections.push([{ row, from: Math.floor((j * n) / k), to: Math.floor(((j + 1) * n) / k) }]);
       return;
     }
-    if (cur.length > 0 && (cur.length + 1) * Math.max(curMax, n) > maxTokens) {
+    const cost = packed ? curSum + n : (cur.length + 1) * Math.max(curMax, n);
+    if (cur.length > 0 && cost > maxTokens) {
       sections.push(cur);
       cur = [];
       curMax = 0;
+      curSum = 0;
     }
     cur.push({ row, from: 0, to: n });
     curMax = Math.max(curMax, n);
+    curSum += n;
   });
   if (cur.length > 0) sections.push(cur);
   return sections;
@@ -242,6 +259,7 @@ export class ForwardBatcher {
 
   /** Takes the group of requests to run now: the oldest request plus compatible ones. */
   private takeGroup(): Pending[] {
+    if (this.opts.packedRows) return this.takePackedGroup();
     const first = this.queue[0];
     const group = [first];
     let rows = first.rows.length;
@@ -263,6 +281,26 @@ export class ForwardBatcher {
       } else rest.push(p);
     }
     this.queue = rest;
+    return group;
+  }
+
+  /**
+   * The packed grouping: the oldest request, then the next ones in queue order while the group
+   * stays within `maxBatchSize` rows and MULTI_TOKEN_BATCH_TOKENS tokens (any kind of request).
+   */
+  private takePackedGroup(): Pending[] {
+    const group = [this.queue[0]];
+    let rows = group[0].rows.length;
+    let tokens = group[0].tokens;
+    let i = 1;
+    for (; i < this.queue.length; i++) {
+      const p = this.queue[i];
+      if (rows + p.rows.length > this.opts.maxBatchSize || tokens + p.tokens > MULTI_TOKEN_BATCH_TOKENS) break;
+      group.push(p);
+      rows += p.rows.length;
+      tokens += p.tokens;
+    }
+    this.queue = this.queue.slice(i);
     return group;
   }
 
@@ -314,6 +352,7 @@ export class ForwardBatcher {
     const sections = planSections(
       rows.map((r) => r.tokens.length),
       this.sectionTokens,
+      this.opts.packedRows === true,
     );
     const results: Array<CachedRowResult | undefined> = new Array(rows.length);
     const carried = new Map<number, Carried>();

@@ -2,12 +2,19 @@
  * Durability of `lamer serve`: the server runs as a real child process (tsx src/cli/serve.ts,
  * engine test); many sessions are driven concurrently; the process is killed with SIGKILL in the
  * middle; a new server on the same data directory must hold every step whose answer a client
- * received, with the same action. Also: SIGTERM shuts down gracefully (exit 0) and keeps the same
- * guarantee.
+ * received, with the same action, and statistics aggregates that count exactly the sessions the
+ * file holds as completed, read before anything reopens it through the server (which would rebuild
+ * them). Also: SIGTERM shuts down gracefully (exit 0) and keeps the same guarantee.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
+import Database from 'better-sqlite3';
+import { drizzle } from 'drizzle-orm/better-sqlite3';
 import { describe, expect, it } from 'vitest';
+import { sessionStats, statsFromGroups } from '../../src/agent/session-stats.js';
+import * as schema from '../../src/db/schema.js';
+import { SessionsRepo } from '../../src/db/sessions-repo.js';
+import { statsAggregates } from '../../src/db/stats-aggregates.js';
 import { call, startTestServer, tmpDir } from '../helpers/index.js';
 
 const root = path.resolve(import.meta.dirname, '..', '..');
@@ -20,7 +27,11 @@ function spawnServer(dataDir: string): Promise<{ child: ChildProcess; url: strin
   });
   return new Promise((resolve, reject) => {
     let out = '';
-    const timer = setTimeout(() => reject(new Error(`server did not start:\n${out}`)), 30_000);
+    const timer = setTimeout(() => {
+      // not left running when the test gives up on it
+      child.kill('SIGKILL');
+      reject(new Error(`server did not start:\n${out}`));
+    }, 120_000);
     child.stdout!.on('data', (d: Buffer) => {
       out += d.toString();
       const m = /"url":"(http:\/\/[^"]+)"/.exec(out);
@@ -100,6 +111,26 @@ async function verify(dataDir: string, received: Received[]): Promise<void> {
   }
 }
 
+/**
+ * The statistics aggregates in the file as the dead server left it (opened directly, not through
+ * openDatabase, which would rebuild them) count every completed session once and answer as the
+ * full computation; returns the number of completed sessions.
+ */
+function expectAggregatesExact(dataDir: string): number {
+  const sqlite = new Database(path.join(dataDir, 'lamer.db'));
+  try {
+    const repo = new SessionsRepo(drizzle(sqlite, { schema }));
+    const completed = repo.completed('default', {});
+    for (const retries of [1, 3]) expect(statsFromGroups(repo.statsGroups('default'), {}, retries)).toEqual(sessionStats(completed, retries));
+    expect(repo.completionSeq('default')).toBe(completed.length);
+    expect([...repo.completionsBetween('default', 0, completed.length)].sort()).toEqual(completed.map((r) => r.id).sort());
+    expect(statsAggregates(sqlite).rebuildIfStale()).toBe(false);
+    return completed.length;
+  } finally {
+    sqlite.close();
+  }
+}
+
 describe('process death', () => {
   it('kill -9 mid-flight loses no step whose answer was received', async () => {
     const dataDir = tmpDir('lamer-crash-');
@@ -115,6 +146,7 @@ describe('process death', () => {
     await driving;
     await exited;
     expect(received.length).toBeGreaterThanOrEqual(400);
+    expect(expectAggregatesExact(dataDir)).toBeGreaterThan(0);
     await verify(dataDir, received);
   });
 
@@ -131,6 +163,7 @@ describe('process death', () => {
     stopped = true;
     await driving;
     expect(code).toBe(0);
+    expectAggregatesExact(dataDir);
     await verify(dataDir, received);
   });
 });

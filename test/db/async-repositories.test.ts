@@ -3,16 +3,21 @@
  * SQLite store through its adapter over a real database file and the PostgreSQL store against a
  * real server on loopback (test/helpers/postgres.ts; skipped, saying why, where none can start).
  * Sessions, steps, the step hot path with its exactly-once commit, models, jobs, training data and
- * the export answer alike on both.
+ * the export answer alike on both, and so do the statistics aggregates: kept by the commit that
+ * completes a session or by nothing (a completion whose aggregates fail commits nothing), rebuilt
+ * at reopen when sessions were written around the store.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { openDatabase } from '../../src/db/index.js';
+import fc from 'fast-check';
+import { openDatabase, type DatabaseConnection } from '../../src/db/index.js';
 import { SessionNotActiveError, StaleSessionError, sqliteAsyncRepositories, type AsyncRepositories } from '../../src/db/async-repositories.js';
 import { openPgDatabase, type PgConnection } from '../../src/db/pg/connection.js';
 import { pgRepositories } from '../../src/db/pg/repositories.js';
 import type { StepCommit, StepInsert } from '../../src/db/queries.js';
 import type { AttemptSummary, SessionRow } from '../../src/db/schema.js';
+import { sessionStats, statsFromGroups } from '../../src/agent/session-stats.js';
 import { tmpDir } from '../helpers/index.js';
+import { shuffled, statsSessions, type StatsFixture } from '../helpers/stats-sessions.js';
 import { postgresForTests } from '../helpers/postgres.js';
 
 const server = await postgresForTests();
@@ -22,25 +27,87 @@ interface Store {
   skip: boolean;
   /** Empty repositories for one test. */
   fresh(): Promise<AsyncRepositories>;
+  /** Write completed sessions straight into the sessions table, past the repositories (as a copy or an import would). */
+  writeAround(rows: SessionRow[]): Promise<void>;
+  /** Open the store of the last `fresh()` again (a server restart): its repositories. */
+  reopen(): Promise<AsyncRepositories>;
+  /** Make the statistics aggregates of session `id` fail to write (its completion row) until the returned function (idempotent) runs. */
+  breakCompletionOf(id: string): Promise<() => Promise<void>>;
 }
 
+let sqliteDir = '';
+let sqliteConn: DatabaseConnection | null = null;
 const sqliteStore: Store = {
   name: 'sqlite',
   skip: false,
   async fresh() {
-    const conn = openDatabase(tmpDir('lamer-contract-'));
+    sqliteDir = tmpDir('lamer-contract-');
+    const conn = openDatabase(sqliteDir);
+    sqliteConn = conn;
+    afterAllClose.push(async () => conn.close());
+    return sqliteAsyncRepositories(conn);
+  },
+  async writeAround(rows) {
+    const insert = sqliteConn!.sqlite.prepare(
+      `INSERT INTO sessions (id, tenant, task_id, env, mode, status, instructions, max_attempts, max_steps, memory, sampling,
+        model_version, metadata, next_attempt, next_step, attempts, created_at, updated_at)
+       VALUES (@id, @tenant, @taskId, @env, @mode, @status, @instructions, @maxAttempts, @maxSteps, @memory, @sampling,
+        @modelVersion, @metadata, @nextAttempt, @nextStep, @attempts, @createdAt, @updatedAt)`,
+    );
+    for (const r of rows) {
+      const { memoryPlacement: _m, ...cols } = r;
+      insert.run({ ...cols, sampling: JSON.stringify(r.sampling), metadata: JSON.stringify(r.metadata), attempts: JSON.stringify(r.attempts) });
+    }
+  },
+  async breakCompletionOf(id) {
+    sqliteConn!.sqlite.exec(`CREATE TRIGGER broken_completion BEFORE INSERT ON stats_completions WHEN NEW.session_id = '${id}'
+      BEGIN SELECT RAISE(ABORT, 'stats_completions refused'); END`);
+    return async () => void sqliteConn!.sqlite.exec('DROP TRIGGER IF EXISTS broken_completion');
+  },
+  async reopen() {
+    sqliteConn!.close();
+    const conn = openDatabase(sqliteDir);
+    sqliteConn = conn;
     afterAllClose.push(async () => conn.close());
     return sqliteAsyncRepositories(conn);
   },
 };
 
 let pgConn: PgConnection | null = null;
+let pgUrl = '';
 const pgStore: Store = {
   name: 'postgres',
   skip: !server,
   async fresh() {
-    pgConn ??= await openPgDatabase(await server!.freshDatabase());
-    await pgConn.pool.query('TRUNCATE steps, reflections, sessions, models, training_jobs, replays RESTART IDENTITY');
+    pgUrl ||= await server!.freshDatabase();
+    pgConn ??= await openPgDatabase(pgUrl);
+    await pgConn.pool.query(`TRUNCATE stats_completions, stats_tenants, stats_retries, stats_groups, steps, reflections, sessions, models, training_jobs, replays
+      RESTART IDENTITY`);
+    return pgRepositories(pgConn);
+  },
+  async writeAround(rows) {
+    for (const r of rows) {
+      await pgConn!.pool.query(
+        `INSERT INTO sessions (id, tenant, task_id, env, mode, status, instructions, max_attempts, max_steps, memory, sampling,
+          model_version, metadata, next_attempt, next_step, attempts, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`,
+        [r.id, r.tenant, r.taskId, r.env, r.mode, r.status, r.instructions, r.maxAttempts, r.maxSteps, r.memory, JSON.stringify(r.sampling),
+          r.modelVersion, JSON.stringify(r.metadata), r.nextAttempt, r.nextStep, JSON.stringify(r.attempts), r.createdAt, r.updatedAt],
+      );
+    }
+  },
+  async breakCompletionOf(id) {
+    await pgConn!.pool.query(`CREATE FUNCTION refuse_completion() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN IF NEW.session_id = '${id}' THEN RAISE EXCEPTION 'stats_completions refused'; END IF; RETURN NEW; END $$`);
+    await pgConn!.pool.query('CREATE TRIGGER broken_completion BEFORE INSERT ON stats_completions FOR EACH ROW EXECUTE FUNCTION refuse_completion()');
+    return async () => {
+      await pgConn!.pool.query('DROP TRIGGER IF EXISTS broken_completion ON stats_completions');
+      await pgConn!.pool.query('DROP FUNCTION IF EXISTS refuse_completion()');
+    };
+  },
+  async reopen() {
+    await pgConn!.close();
+    pgConn = await openPgDatabase(pgUrl);
     return pgRepositories(pgConn);
   },
 };
@@ -245,7 +312,140 @@ for (const store of [sqliteStore, pgStore]) {
           { sessionId: 'ses_3', modelVersion: 'v1', env: 'alfworld', taskId: 'task-a', memory: 'none', trajectory: '' },
         ]);
         expect((await r.sessions.attemptTrajectories('t1', {}, 1)).map((t) => t.sessionId)).toEqual(['ses_3']);
+        // the rows of given sessions: completed ones of the tenant matching the filter, in (id, attempt) order
+        const all = await r.sessions.attemptTrajectories('t1', {}, 10);
+        expect(await r.sessions.trajectoriesOf('t1', {}, ['ses_3', 'ses_4', 'ses_1', 'ses_none'])).toEqual(all.filter((t) => t.sessionId !== 'ses_2'));
+        expect(await r.sessions.trajectoriesOf('t1', { memory: 'none' }, ['ses_1', 'ses_2', 'ses_3'])).toEqual(all.filter((t) => t.sessionId !== 'ses_1'));
+        expect(await r.sessions.trajectoriesOf('t2', {}, ['ses_1'])).toEqual([]);
+        expect(await r.sessions.trajectoriesOf('t1', {}, [])).toEqual([]);
+        expect(await r.sessions.completionSeq('t1')).toBe(3);
+        expect(await r.sessions.completionsBetween('t1', 0, 3)).toEqual(['ses_1', 'ses_2', 'ses_3']);
+        expect(await r.sessions.completionSeq('t2')).toBe(0);
         expect(await r.sessions.attemptTrajectories('t2', {}, 10)).toEqual([]);
+      });
+    });
+
+    describe('statistics aggregates kept on write', () => {
+      /** The session row of a statistics fixture, still active (or completed, to insert as such). */
+      const rowOf = (f: StatsFixture, status: SessionRow['status']): SessionRow =>
+        session(f.id, { ...f, status, attempts: status === 'completed' ? [...f.attempts] : [], updatedAt: status === 'completed' ? f.updatedAt : T0 });
+      /** The step commit that completes fixture `f`. */
+      const completing = (f: StatsFixture): StepCommit => {
+        const c = commitAt(f.id, 0, 0, { done: true, action: null });
+        c.session = { ...c.session, status: 'completed', attempts: [...f.attempts], updatedAt: f.updatedAt };
+        return c;
+      };
+      const filters = [{}, { memory: 'none' as const }, { modelVersion: 'v1', env: 'alfworld' }, { mode: 'eval' as const, memory: 'reflection_only' as const }];
+      /** The aggregate answers equal the full computation over the completed sessions, for each tenant, filter and chain length. */
+      const expectSameAnswers = async (repos: AsyncRepositories) => {
+        for (const tenant of ['t1', 't2']) {
+          const groups = await repos.sessions.statsGroups(tenant);
+          for (const f of filters) {
+            const rows = await repos.sessions.completed(tenant, f);
+            for (const retries of [1, 2, 3]) expect(statsFromGroups(groups, f, retries)).toEqual(sessionStats(rows, retries));
+          }
+        }
+      };
+
+      it('sessions completed by step commits in any order, several at once, and inserted completed: the same answers as the full computation', async () => {
+        await fc.assert(
+          fc.asyncProperty(statsSessions({ realistic: false, tenants: ['t1', 't2'], maxLength: 40 }), fc.integer(), async (fixtures, seed) => {
+            r = await store.fresh();
+            const direct = fixtures.filter((_, i) => i % 5 === 4);
+            const played = fixtures.filter((_, i) => i % 5 !== 4);
+            for (const f of played) await r.sessions.insert(rowOf(f, 'active'));
+            for (const f of direct) await r.sessions.insert(rowOf(f, 'completed'));
+            const order = shuffled(played, seed);
+            // commits of several sessions at once, as several replicas (or one replica's batch) make them
+            for (let i = 0; i < order.length; i += 6) await Promise.all(order.slice(i, i + 6).map((f) => r.hot.commitStep(completing(f))));
+            await expectSameAnswers(r);
+            const completed = fixtures.filter((f) => f.tenant === 't1');
+            const latest = completed.reduce((m, f) => Math.max(m, f.updatedAt), 0);
+            expect(await r.sessions.completedToken('t1')).toBe(`${completed.length}:${latest}`);
+            // every completion once in the tenant's log, numbered 1..n
+            expect(await r.sessions.completionSeq('t1')).toBe(completed.length);
+            const logged = await r.sessions.completionsBetween('t1', 0, completed.length);
+            expect([...logged].sort()).toEqual(completed.map((f) => f.id).sort());
+            expect(await r.sessions.completionsBetween('t1', 1, 3)).toEqual(logged.slice(1, 3));
+            expect(await r.sessions.completionsBetween('t1', completed.length - 1, completed.length + 5)).toEqual(logged.slice(-1));
+          }),
+          { numRuns: store.name === 'postgres' ? 8 : 15 },
+        );
+      });
+
+      it('many concurrent completions of one task\'s single-attempt sessions keep the chains exact', async () => {
+        r = await store.fresh();
+        const fixtures = Array.from({ length: 30 }, (_, i): StatsFixture => ({
+          id: `ses_${String(i).padStart(3, '0')}`, tenant: 't1', taskId: 'task-a', modelVersion: 'v1', env: 'alfworld', mode: 'train',
+          memory: 'reflection_only', maxAttempts: 1, updatedAt: T0 + i,
+          attempts: [{ ...summary(0, i % 4 === 3), return: i % 4 === 3 ? 1 : 0.1 }],
+        }));
+        for (const f of fixtures) await r.sessions.insert(rowOf(f, 'active'));
+        // eight at a time: within the pool's connections (10), so that all of them wait on the group's lock, none on the pool
+        const order = shuffled(fixtures, 7);
+        for (let i = 0; i < order.length; i += 8) await Promise.all(order.slice(i, i + 8).map((f) => r.hot.commitStep(completing(f))));
+        await expectSameAnswers(r);
+        const none = (await r.sessions.statsGroups('t1')).find((g) => g.memory === 'none');
+        expect(none).toMatchObject({ sessions: 30, updatedAt: T0 + 29 });
+      });
+
+      it('a completion whose aggregates cannot be written commits nothing, beside others that commit; a retry counts it once', async () => {
+        r = await store.fresh();
+        const [fixtures] = fc.sample(statsSessions({ realistic: true, tenants: ['t1', 't2'], minLength: 12, maxLength: 12 }), { numRuns: 1, seed: 4 });
+        for (const f of fixtures!) await r.sessions.insert(rowOf(f, 'active'));
+        const [victim, ...others] = shuffled(fixtures!, 2);
+        for (const f of others.slice(0, 4)) await r.hot.commitStep(completing(f));
+        const mend = await store.breakCompletionOf(victim!.id);
+        const seq = await r.sessions.completionSeq(victim!.tenant);
+        const groups = await r.sessions.statsGroups(victim!.tenant);
+        const results = await Promise.allSettled([victim!, ...others.slice(4, 8)].map((f) => r.hot.commitStep(completing(f))));
+        expect(results.map((x) => x.status)).toEqual(['rejected', 'fulfilled', 'fulfilled', 'fulfilled', 'fulfilled']);
+        try {
+          // the store's error, or the driver's beneath it (drizzle wraps PostgreSQL's)
+          const reason = (results[0] as PromiseRejectedResult).reason as Error & { cause?: Error };
+          expect(`${reason.message} ${reason.cause?.message ?? ''}`).toMatch(/stats_completions refused/);
+          expect((await r.hot.session(victim!.id))?.status).toBe('active');
+          expect(await r.hot.stepAtPosition(victim!.id, 0, 0)).toBeUndefined();
+          expect(await r.sessions.completionsBetween(victim!.tenant, 0, 100)).not.toContain(victim!.id);
+          await expectSameAnswers(r);
+          const moreOfTenant = others.slice(4, 8).filter((f) => f.tenant === victim!.tenant).length;
+          expect(await r.sessions.completionSeq(victim!.tenant)).toBe(seq + moreOfTenant);
+          if (moreOfTenant === 0) expect(await r.sessions.statsGroups(victim!.tenant)).toEqual(groups);
+        } finally {
+          await mend();
+        }
+        for (const f of [victim!, ...others.slice(8)]) await r.hot.commitStep(completing(f));
+        await expectSameAnswers(r);
+        for (const tenant of ['t1', 't2']) {
+          const ids = fixtures!.filter((f) => f.tenant === tenant).map((f) => f.id).sort();
+          expect([...(await r.sessions.completionsBetween(tenant, 0, 100))].sort()).toEqual(ids);
+        }
+      });
+
+      it('sessions written around the repositories are counted after a reopen (rebuilt from the sessions)', async () => {
+        r = await store.fresh();
+        const [fixtures] = fc.sample(statsSessions({ realistic: true, tenants: ['t1', 't2'], minLength: 40, maxLength: 40 }), { numRuns: 1, seed: 42 });
+        const [first, rest] = [fixtures!.slice(0, 10), fixtures!.slice(10)];
+        for (const f of first) await r.sessions.insert(rowOf(f, 'completed'));
+        await store.writeAround(rest.map((f) => rowOf(f, 'completed')));
+        const firstT1 = first.filter((f) => f.tenant === 't1').map((f) => f.id);
+        expect((await r.sessions.statsGroups('t1')).reduce((n, g) => n + g.sessions, 0)).toBe(firstT1.length);
+        expect(await r.sessions.completionsBetween('t1', 0, 100)).toEqual(firstT1);
+        r = await store.reopen();
+        // the completions logged keep their seq; the others follow in id order
+        const t1 = fixtures!.filter((f) => f.tenant === 't1').map((f) => f.id);
+        expect(await r.sessions.completionSeq('t1')).toBe(t1.length);
+        expect(await r.sessions.completionsBetween('t1', 0, 100)).toEqual([...firstT1, ...t1.filter((id) => !firstT1.includes(id))]);
+        expect((await r.sessions.statsGroups('t1')).reduce((n, g) => n + g.sessions, 0)).toBe(fixtures!.filter((f) => f.tenant === 't1').length);
+        await expectSameAnswers(r);
+        // the rebuilt aggregates go on counting completions
+        const next: StatsFixture = {
+          id: 'ses_999999', tenant: 't1', taskId: 'task-a', modelVersion: 'v1', env: 'alfworld', mode: 'train', memory: 'history_only',
+          maxAttempts: 1, attempts: [summary(0, true)], updatedAt: T0 + 5,
+        };
+        await r.sessions.insert(rowOf(next, 'active'));
+        await r.hot.commitStep(completing(next));
+        await expectSameAnswers(r);
       });
     });
 

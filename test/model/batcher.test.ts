@@ -61,6 +61,26 @@ describe('planSections', () => {
     }
   });
 
+  it('with packed rows, counts a section as the sum of its rows\' tokens (property: within the bound, every token once)', () => {
+    expect(planSections([3, 3, 3, 3], 8, true).map((s) => s.map((p) => p.row))).toEqual([[0, 1], [2, 3]]);
+    // a long row no longer widens the others: 1 + 1 + 4 + 1 tokens fit a bound of 8
+    expect(planSections([1, 1, 4, 1], 8, true).map((s) => s.map((p) => p.row))).toEqual([[0, 1, 2, 3]]);
+    expect(planSections([2, 10, 2], 4, true)).toEqual(planSections([2, 10, 2], 4));
+    for (let seed = 1; seed < 200; seed++) {
+      const lens = Array.from({ length: 1 + (seed % 9) }, (_, i) => 1 + ((seed * 7 + i * 13) % 40));
+      const bound = 1 + ((seed * 5) % 50);
+      const covered = lens.map(() => 0);
+      for (const s of planSections(lens, bound, true)) {
+        expect(s.reduce((n, p) => n + p.to - p.from, 0)).toBeLessThanOrEqual(bound);
+        for (const p of s) {
+          expect(p.from).toBe(covered[p.row]);
+          covered[p.row] = p.to;
+        }
+      }
+      expect(covered).toEqual(lens);
+    }
+  });
+
   it('refuses a bound below 1 and a row without tokens', () => {
     expect(() => planSections([3], 0)).toThrow('maxTokens must be >= 1, got 0');
     expect(() => planSections([3, 0], 4)).toThrow('row 1 has 0 new tokens; a row needs at least one');
@@ -101,6 +121,25 @@ describe('ForwardBatcher sections', () => {
     // between two forwards the event loop turned at least once
     for (let i = 1; i < order.length; i++) if (order[i] === 'forward') expect(order[i - 1]).toBe('io');
     expect(b.stats.forwards).toBe(6);
+  });
+
+  it('with packed rows, groups requests of every kind in queue order; padded, it keeps decode steps apart from prompts', async () => {
+    const shapes = async (packedRows: boolean) => {
+      const calls: number[][] = [];
+      const b = new ForwardBatcher(
+        (rows) => {
+          calls.push(rows.map((r) => r.tokens.length));
+          return rows.map(() => ({ logprobs: new Float32Array(1), cache: null }));
+        },
+        { windowMs: 0, maxBatchSize: 6, maxSectionTokens: 64, packedRows },
+      );
+      // decode steps, prompt deltas of different lengths, a request of two candidate rows
+      await Promise.all([[1], [30], [1], [3], [2, 9], [1], [1]].map((lens) => b.submit(lens.map(fakeRow))));
+      return calls;
+    };
+    // packed: 6 rows at most per group, one section of 46 real tokens; padded: 4 decode rows, then prompts while rows x longest <= 64
+    expect(await shapes(true)).toEqual([[1, 30, 1, 3, 2, 9], [1, 1]]);
+    expect(await shapes(false)).toEqual([[1, 1, 1, 1], [30, 3], [2, 9]]);
   });
 
   it('results equal one unsplit forward within 1e-5 (split rows, caches, every position or the last), and leave no tensor', async () => {

@@ -18,6 +18,7 @@ import { migrate } from 'drizzle-orm/node-postgres/migrator';
 import { readMigrationFiles } from 'drizzle-orm/migrator';
 import * as pgSchema from './schema.js';
 import { PgStartupError, oneLine, startupErrorOf } from './errors.js';
+import { rebuildStatsIfStale } from './stats-aggregates.js';
 
 export type PgDb = NodePgDatabase<typeof pgSchema>;
 
@@ -130,7 +131,8 @@ export interface OpenPgOptions extends Partial<PgPoolSettings> {
 
 /**
  * Open the PostgreSQL store at `url`: apply the pending migrations under the migration advisory
- * lock on a connection of its own, then open the pool.
+ * lock on a connection of its own, then open the pool, and rebuild the statistics aggregates when
+ * they do not count every completed session (./stats-aggregates.ts).
  * @throws PgStartupError: `config` (URL or setting), `unreachable`, `auth`, `no-database`,
  *   `schema-too-new`, `migration` (a migration failed, or the lock was not granted within
  *   `migrationLockTimeoutMs`).
@@ -149,9 +151,17 @@ export async function openPgDatabase(url: string, opts: OpenPgOptions = {}): Pro
     application_name: applicationName,
   });
   pool.on('error', (err) => opts.onError?.(err));
+  const db = drizzle(pool, { schema: pgSchema });
+  try {
+    // sessions completed before the aggregates existed, or written by other means than the server's
+    await rebuildStatsIfStale(db);
+  } catch (err) {
+    await pool.end().catch(() => {});
+    throw startupErrorOf(err, target.where, target.user, target.database);
+  }
   let closing: Promise<void> | null = null;
   return {
-    db: drizzle(pool, { schema: pgSchema }),
+    db,
     pool,
     target,
     settings,

@@ -26,8 +26,10 @@ import {
   REPLAY_DECODINGS,
   SESSION_MODES,
   SESSION_STATUSES,
+  STATS_MEMORY,
   STEP_KINDS,
 } from '../../domain.js';
+import type { StatsGroupDoc } from '../../shared/stats-aggregate.js';
 import type { AttemptSummary } from '../schema.js';
 
 /** The escape character of free text (U+FFFF, a Unicode noncharacter). */
@@ -194,4 +196,58 @@ export const replays = pgTable(
     createdAt: ms('created_at').notNull(),
   },
   (t) => [index('replays_tenant_id').on(t.tenant, t.id)],
+);
+
+/** Statistics of completed sessions kept on write, one row per tenant and group (src/db/schema.ts statsGroups). */
+export const statsGroups = pgTable(
+  'stats_groups',
+  {
+    tenant: text('tenant').notNull(),
+    groupKey: text('group_key').notNull(),
+    modelVersion: text('model_version').notNull(),
+    env: text('env'),
+    mode: text('mode', { enum: SESSION_MODES }).notNull(),
+    memory: text('memory', { enum: STATS_MEMORY }).notNull(),
+    sessions: integer('sessions').notNull(),
+    updatedAt: ms('updated_at').notNull(),
+    doc: json('doc').$type<StatsGroupDoc>().notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.tenant, t.groupKey] })],
+);
+
+/** Each completed single-attempt session's outcome in its task's chain of retries (src/db/schema.ts statsRetries). */
+export const statsRetries = pgTable(
+  'stats_retries',
+  {
+    tenant: text('tenant').notNull(),
+    chainKey: text('chain_key').notNull(),
+    sessionId: text('session_id')
+      .notNull()
+      .references(() => sessions.id),
+    attempted: boolean('attempted').notNull(),
+    success: boolean('success').notNull(),
+    played: boolean('played').notNull(),
+    return: doublePrecision('return').notNull(),
+    streak: integer('streak'),
+  },
+  (t) => [primaryKey({ columns: [t.tenant, t.chainKey, t.sessionId] })],
+);
+
+/** Per tenant: the number of completions so far (src/db/schema.ts statsTenants). */
+export const statsTenants = pgTable('stats_tenants', {
+  tenant: text('tenant').primaryKey(),
+  completed: integer('completed').notNull(),
+});
+
+/** The order in which the tenant's sessions completed, as committed (src/db/schema.ts statsCompletions). */
+export const statsCompletions = pgTable(
+  'stats_completions',
+  {
+    tenant: text('tenant').notNull(),
+    seq: integer('seq').notNull(),
+    sessionId: text('session_id')
+      .notNull()
+      .references(() => sessions.id),
+  },
+  (t) => [primaryKey({ columns: [t.tenant, t.seq] })],
 );

@@ -3,12 +3,13 @@
  * the same filters, orders and answers. Session ids are lowercase ASCII (`ses_...`), so ordering
  * them gives the same order under any collation as SQLite's bytewise one.
  */
-import { and, desc, eq, gt, lt, sql, type SQL } from 'drizzle-orm';
+import { and, desc, eq, gt, inArray, lt, sql, type SQL } from 'drizzle-orm';
 import type { AsyncSessions } from '../async-repositories.js';
 import type { SessionRow } from '../schema.js';
 import type { AttemptTrajectory, SessionFilters } from '../sessions-repo.js';
 import { TENANT_LOCK_CLASS, type PgDb } from './connection.js';
 import { reflections, sessions, steps, unescapeText } from './schema.js';
+import { completionSeq, completionsBetween, recordCompletion, statsGroupsOf, statsToken } from './stats-aggregates.js';
 
 /** Conditions of `f` on the sessions table, after `first` (as src/db/sessions-repo.ts filterConds). */
 function filterConds(first: SQL[], f: SessionFilters): SQL[] {
@@ -26,9 +27,7 @@ function filterConds(first: SQL[], f: SessionFilters): SQL[] {
 /** AsyncSessions over a PostgreSQL store (errors unmapped: src/db/pg/repositories.ts maps them). */
 export function pgSessions(db: PgDb): AsyncSessions {
   return {
-    async insert(row) {
-      await db.insert(sessions).values(row);
-    },
+    insert: (row) => insertSession(db, row),
     insertUnderCap: (row, cap) => insertUnderCap(db, row, cap),
     list(tenant, f, limit, cursor) {
       const conds = filterConds([eq(sessions.tenant, tenant)], f);
@@ -89,21 +88,34 @@ export function pgSessions(db: PgDb): AsyncSessions {
         .where(and(...conds))
         .orderBy(sessions.id);
     },
-    async completedToken(tenant) {
-      const [r] = await db
-        .select({ n: sql<number>`count(*)::int`, at: sql<string | null>`max(${sessions.updatedAt})::text` })
-        .from(sessions)
-        .where(and(eq(sessions.tenant, tenant), eq(sessions.status, 'completed')));
-      return `${r?.n ?? 0}:${r?.at ?? 0}`;
+    completedToken: (tenant) => statsToken(db, tenant),
+    statsGroups: (tenant) => statsGroupsOf(db, tenant),
+    attemptTrajectories: (tenant, f, maxSessions) => {
+      const where = and(...filterConds([eq(sessions.tenant, tenant), eq(sessions.status, 'completed')], f));
+      return trajectories(db, sql`WHERE ${where} ORDER BY ${sessions.id} DESC LIMIT ${maxSessions}`);
     },
-    attemptTrajectories: (tenant, f, maxSessions) => attemptTrajectories(db, tenant, f, maxSessions),
+    trajectoriesOf: (tenant, f, ids) => trajectoriesOf(db, tenant, f, ids),
+    completionSeq: (tenant) => completionSeq(db, tenant),
+    completionsBetween: (tenant, after, upTo) => completionsBetween(db, tenant, after, upTo),
   };
+}
+
+/** AsyncSessions.insert: a session inserted as completed is counted in the statistics aggregates in the same transaction. */
+async function insertSession(db: PgDb, row: SessionRow): Promise<void> {
+  if (row.status === 'completed') await db.transaction((tx) => insertRow(tx as unknown as PgDb, row));
+  else await db.insert(sessions).values(row);
+}
+
+/** Insert `row` inside the caller's transaction; a session inserted as completed is counted in the statistics aggregates there too. */
+async function insertRow(tx: PgDb, row: SessionRow): Promise<void> {
+  await tx.insert(sessions).values(row);
+  if (row.status === 'completed') await recordCompletion(tx, row.id);
 }
 
 /** AsyncSessions.insertUnderCap: count and insert in one transaction under the tenant's transaction advisory lock. */
 async function insertUnderCap(db: PgDb, row: SessionRow, cap: number): Promise<{ inserted: boolean; open: number }> {
   if (cap <= 0) {
-    await db.insert(sessions).values(row);
+    await insertSession(db, row);
     return { inserted: true, open: 0 };
   }
   return db.transaction(async (tx) => {
@@ -115,23 +127,36 @@ async function insertUnderCap(db: PgDb, row: SessionRow, cap: number): Promise<{
       .where(and(eq(sessions.tenant, row.tenant), eq(sessions.status, 'active')));
     const open = r?.n ?? 0;
     if (open >= cap) return { inserted: false, open };
-    await tx.insert(sessions).values(row);
+    await insertRow(tx as unknown as PgDb, row);
     return { inserted: true, open };
   });
 }
 
-/** AsyncSessions.attemptTrajectories: src/db/sessions-repo.ts attemptTrajectories, with `string_agg` for `group_concat`. */
-async function attemptTrajectories(
+/** AsyncSessions.trajectoriesOf: src/db/sessions-repo.ts trajectoriesOf. */
+async function trajectoriesOf(
   db: PgDb,
   tenant: string,
   f: Omit<SessionFilters, 'status'>,
-  maxSessions: number,
+  ids: readonly string[],
 ): Promise<AttemptTrajectory[]> {
-  const where = and(...filterConds([eq(sessions.tenant, tenant), eq(sessions.status, 'completed')], f));
+  const out: AttemptTrajectory[] = [];
+  for (let i = 0; i < ids.length; i += 5000) {
+    const chunk = ids.slice(i, i + 5000);
+    const where = and(...filterConds([eq(sessions.tenant, tenant), eq(sessions.status, 'completed'), inArray(sessions.id, chunk)], f));
+    out.push(...(await trajectories(db, sql`WHERE ${where}`)));
+  }
+  return out.sort((a, b) => (a.sessionId < b.sessionId ? -1 : a.sessionId > b.sessionId ? 1 : 0));
+}
+
+/**
+ * The trajectory rows of the sessions that `chosen` (a WHERE clause, with ORDER and LIMIT if any)
+ * selects: src/db/sessions-repo.ts `trajectories`, with `string_agg` for `group_concat`.
+ */
+async function trajectories(db: PgDb, chosen: SQL): Promise<AttemptTrajectory[]> {
   const r = await db.execute<AttemptTrajectory & Record<string, unknown>>(sql`
     WITH s AS (SELECT ${sessions.id} AS id, ${sessions.modelVersion} AS mv, ${sessions.env} AS env, ${sessions.taskId} AS task,
                       CASE WHEN ${sessions.maxAttempts} = 1 THEN 'none' ELSE ${sessions.memory} END AS memory
-               FROM ${sessions} WHERE ${where} ORDER BY ${sessions.id} DESC LIMIT ${maxSessions})
+               FROM ${sessions} ${chosen})
     SELECT s.id AS "sessionId", s.mv AS "modelVersion", s.env AS env, s.task AS "taskId", s.memory AS memory,
            string_agg(coalesce(st.action, ''), E'\\n' ORDER BY st.step) AS trajectory
     FROM s LEFT JOIN ${steps} st ON st.session_id = s.id AND st.kind = 'action' AND st.action IS NOT NULL

@@ -9,7 +9,10 @@
  * first stored (read after the first committed); if the first rolls back, the second records it.
  * The session update applies only while the session is `active` (and, given `expectedUpdatedAt`,
  * unchanged since the step read it), so a session ended or changed by another replica takes no
- * step computed from its old state.
+ * step computed from its old state. The commit that completes a session counts it in the
+ * statistics aggregates in the same transaction (./stats-aggregates.ts); a commit that lost its
+ * position, or whose session update matched no row, rolls back before that, so a completion is
+ * counted once however many replicas race on its step.
  */
 import { and, asc, eq, sql, type SQL, type SQLWrapper } from 'drizzle-orm';
 import { SessionNotActiveError, type AsyncHot, type AsyncSteps, type StepCommitResult } from '../async-repositories.js';
@@ -18,6 +21,7 @@ import type { StepCommit, StepInsert } from '../queries.js';
 import type { StepPosition } from '../steps-repo.js';
 import type { PgDb } from './connection.js';
 import { reflections, sessions, steps } from './schema.js';
+import { recordCompletion } from './stats-aggregates.js';
 
 /** AsyncSteps over a PostgreSQL store: byte sizes estimated as src/db/steps-repo.ts does (text as JSON string literals, JSON as stored). */
 export function pgSteps(db: PgDb): AsyncSteps {
@@ -161,4 +165,6 @@ async function applyCommit(tx: PgDb, { rows, reflection, session }: StepCommit):
     if (!now) throw new Error(`no session '${session.id}' to update`);
     throw now.status === 'active' ? new StaleSessionError(session.id) : new SessionNotActiveError(session.id);
   }
+  // the update applied to an active session, so this is the session's one completion
+  if (session.status === 'completed') await recordCompletion(tx, session.id);
 }

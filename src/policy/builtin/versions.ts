@@ -6,6 +6,7 @@
  */
 import { backendGeneration } from '../../model/backend.js';
 import { ForwardBatcher } from '../../model/batcher.js';
+import { packedAttentionAvailable } from '../../model/packed-attention.js';
 import { checkpointText, loadCheckpoint } from '../../model/checkpoint.js';
 import type { Tokenizer } from '../../model/tokenizers.js';
 import type { CachedRow, CachedRowResult } from '../../model/gpt-cached.js';
@@ -124,6 +125,7 @@ export class VersionCache {
       windowMs: this.opts.batchWindowMs,
       maxBatchSize: this.opts.maxBatchSize,
       maxSectionTokens: this.opts.maxSectionTokens,
+      packedRows: packedAttentionAvailable(), // forwardCached packs rows on this backend
       activeRequests: () => entry.inFlight,
       onForward: (rows, ms) => this.opts.onForward(rows, ms),
     });

@@ -1,7 +1,7 @@
 /**
- * `npm run model:sft-base`: trains the shipped builtin model (models/base) from scratch on this
- * machine: a GPT that reads the `compact` prompt format through the game vocabulary
- * (src/envs/vocab.ts), trained on solver demonstrations with soft targets
+ * `npm run model:sft-base`: trains the shipped builtin model (models/base) on this machine, from
+ * scratch or `--from` a checkpoint: a GPT that reads the `compact` prompt format through the game
+ * vocabulary (src/envs/vocab.ts), trained on solver demonstrations with soft targets
  * (src/envs/compact-data.ts, src/training/data/compact-sft.ts), the 8 board symmetries, a
  * curriculum of board sizes, failures on purpose with factual reflections, and DAgger rounds (the
  * model plays training tasks; the solver labels the states it reaches).
@@ -11,8 +11,9 @@
  * `<out>` (model.json + weights.bin) at each evaluation and at the end.
  *
  *   npm run model:sft-base -- [--config FILE] [--out models/base] [--minutes 95] [--layers 4] ...
- * The options: ./options.ts (`--help` lists each with its default and range). The run of
- * models/base: `--config src/recipes/configs/base.json`.
+ * The options: ./options.ts (`--help` lists each with its default and range). The first stage of
+ * models/base: `--config src/recipes/configs/base.json`; three `--from` stages follow it
+ * (models/base/README.md).
  */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';

@@ -137,7 +137,7 @@ describe.skipIf(!server)('opening a PostgreSQL store', () => {
     const applied = await pgs.query<{ created_at: string }>('select created_at from drizzle.__drizzle_migrations order by id', [], dbName);
     expect(applied.map((r) => Number(r.created_at))).toEqual(localMigrations.map((m) => m.folderMillis));
     const tables = await pgs.query<{ t: string }>("select tablename as t from pg_tables where schemaname = 'public' order by 1", [], dbName);
-    expect(tables.map((r) => r.t)).toEqual(['models', 'reflections', 'replays', 'sessions', 'steps', 'training_jobs']);
+    expect(tables.map((r) => r.t)).toEqual(['models', 'reflections', 'replays', 'sessions', 'stats_completions', 'stats_groups', 'stats_retries', 'stats_tenants', 'steps', 'training_jobs']);
     // and a later open finds nothing to do
     expect((await open(url)).migrated).toBe(0);
     expect(await a.ping()).toBe(true);

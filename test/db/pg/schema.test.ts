@@ -20,6 +20,10 @@ const TABLES: Record<string, [SQLiteTable, PgTable]> = {
   models: [sqlite.models, pg.models],
   trainingJobs: [sqlite.trainingJobs, pg.trainingJobs],
   replays: [sqlite.replays, pg.replays],
+  statsGroups: [sqlite.statsGroups, pg.statsGroups],
+  statsRetries: [sqlite.statsRetries, pg.statsRetries],
+  statsTenants: [sqlite.statsTenants, pg.statsTenants],
+  statsCompletions: [sqlite.statsCompletions, pg.statsCompletions],
 };
 
 /** Columns holding ms since the epoch or row ids: SQLite `integer`, PostgreSQL `bigint`. */

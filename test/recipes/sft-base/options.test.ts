@@ -1,8 +1,11 @@
 /**
  * The options of `npm run model:sft-base` (src/recipes/sft-base/options.ts): the committed run of
- * the shipped base (src/recipes/configs/base.json) against the options models/base records, the
- * checks that join options, the model shape's one source, and the recipe's learning-rate schedule.
+ * the shipped base's first stage (src/recipes/configs/base.json) against the options models/base
+ * records of that stage, the lineage of models/base (each stage's weights and command against what
+ * the checkpoint records), the checks that join options, the model shape's one source, and the
+ * recipe's learning-rate schedule.
  */
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -16,17 +19,20 @@ import { tmpDir } from '../../helpers/index.js';
 const BASE_CONFIG = path.join(root, 'src/recipes/configs/base.json');
 const BASE_DIR = path.join(root, 'models/base');
 const shipped = JSON.parse(fs.readFileSync(path.join(BASE_DIR, 'model.json'), 'utf8')).userDefinedMetadata.lamer;
+const stages = shipped.meta.lineage.stages;
 const newOut = () => path.join(tmpDir('lamer-sft-base-options-'), 'out');
 
-describe('the committed run of models/base', () => {
-  it('gives every option models/base records of its run (its out folder aside), and the later options their defaults', () => {
+describe('the committed run of the first stage of models/base (run H)', () => {
+  it('gives every option models/base records of its first stage (its out folder aside), and the later options their defaults', () => {
     const out = newOut();
     const o = parseSftBaseArgs(['--config', BASE_CONFIG, '--out', out])!;
-    const { out: _recordedOut, ...recorded } = shipped.meta.options;
+    expect(stages[0]).toMatchObject({ stage: 'H', from: null });
+    expect(stages[0].command).toContain('--config src/recipes/configs/base.json');
+    const { out: _recordedOut, ...recorded } = stages[0].meta.options;
     expect(o).toEqual({ ...recorded, memoryPairs: false, memoryShare: null, out });
-    // the six options of its command line (models/base/README.md), and models/base is its last iterate
+    // the six options of its command line (models/base/README.md), and the stage is its last iterate
     expect(o).toMatchObject({ minutes: 110, dataThread: true, reflectionShare: 0.2, memoryWeight: 6, ema: 0.998, seed: 21 });
-    expect(shipped.meta.weights).toBe('last');
+    expect(stages[0].meta.weights).toBe('last');
   });
 
   it('names every option of the table, so that a later default does not change the run', () => {
@@ -44,6 +50,32 @@ describe('the committed run of models/base', () => {
     expect(() => parseSftBaseArgs(['--config', BASE_CONFIG, '--out', newOut(), '--from', BASE_DIR])).toThrow(
       new UsageError('--from keeps the prompt format of its checkpoint; drop --memory-at'),
     );
+  });
+});
+
+describe('the lineage of models/base', () => {
+  it('chains each stage to the one before, ending at the weights and counters models/base holds', () => {
+    const weights = createHash('sha256').update(fs.readFileSync(path.join(BASE_DIR, 'weights.bin'))).digest('hex');
+    expect(stages.map((s: { stage: string }) => s.stage)).toEqual(['H', 'I1', 'I2', 'I3']);
+    for (let i = 1; i < stages.length; i++) expect(stages[i].from).toBe(stages[i - 1].stage);
+    expect(stages.at(-1).weightsSha256).toBe(weights);
+    // the start of the last stage, as its run recorded it, is the stage before
+    expect(shipped.meta.parent.weightsSha256).toBe(stages.at(-2).weightsSha256);
+    const steps = stages.slice(1).reduce((n: number, s: { steps: number }) => n + s.steps, stages[0].meta.steps);
+    expect(steps).toBe(shipped.meta.steps);
+    const curve = JSON.parse(fs.readFileSync(path.join(BASE_DIR, 'learning-curve.json'), 'utf8'));
+    expect(curve.points.at(-1).step).toBe(shipped.meta.steps);
+  });
+
+  it('records the command of its last stage: parsed, it gives the options models/base records of its run', () => {
+    const command: string = stages.at(-1).command;
+    const argv = command.slice(command.indexOf(' -- ') + 4).split(/\s+/);
+    const at = (flag: string) => argv.indexOf(flag) + 1;
+    argv[at('--from')] = BASE_DIR; // the stage before's folder, here any compact checkpoint
+    const out = newOut();
+    argv[at('--out')] = out;
+    const { out: _recordedOut, from: _recordedFrom, ...recorded } = shipped.meta.options;
+    expect(parseSftBaseArgs(argv)).toEqual({ ...recorded, from: BASE_DIR, out });
   });
 });
 

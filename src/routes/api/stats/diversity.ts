@@ -1,7 +1,8 @@
 /**
  * `GET /v1/stats/diversity`: trajectory diversity per model version, env and memory over the tenant's
- * newest completed sessions (`app.agent.diversity`, src/agent/diversity.ts; cached while they are
- * unchanged). A falling value from one version to the next is exploration collapse.
+ * newest completed sessions (`app.agent.diversity`, src/agent/diversity.ts; answers kept and brought
+ * up to date with the sessions completed since, src/agent/diversity-cache.ts). A falling value from
+ * one version to the next is exploration collapse.
  */
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';

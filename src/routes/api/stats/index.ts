@@ -1,6 +1,7 @@
 /**
  * `GET /v1/stats`: pass@1..k, success and mean return by attempt, per model version, env, mode and
- * memory ('none' for single-attempt sessions, read as independent retries).
+ * memory ('none' for single-attempt sessions, read as independent retries), from the groups'
+ * aggregates kept as sessions complete (src/agent/session-stats.ts statsFromGroups).
  */
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';

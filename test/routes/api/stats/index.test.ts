@@ -1,11 +1,21 @@
 /**
  * `GET /v1/stats` over real HTTP (src/agent/session-stats.ts): success rate and mean return by
  * attempt count the sessions that played the attempt, and are null (not 0) for an attempt that no
- * session played, overall and per group.
+ * session played, overall and per group. The answers come from the aggregates kept on write and
+ * equal the full computation over the database's completed sessions, per tenant, filter (a task
+ * filter too) and chain length, with sessions completing out of creation order, also on a database
+ * from before the aggregates (rebuilt at start). Bad filters are refused with 400 and change nothing.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../../../helpers/index.js';
 import { runEval } from '../../../../src/eval/harness.js';
+import { openDatabase } from '../../../../src/db/index.js';
+import { createRepositories } from '../../../../src/db/repositories.js';
+import { sessionStats } from '../../../../src/agent/session-stats.js';
+import type { SessionFilters } from '../../../../src/db/sessions-repo.js';
+import { tmpDir } from '../../../helpers/index.js';
+import { databaseBeforeAggregates, fixtureRow, matching, statsSessions } from '../../../helpers/stats-sessions.js';
+import fc from 'fast-check';
 
 let s: TestServer;
 beforeAll(async () => {
@@ -110,5 +120,147 @@ describe('GET /v1/stats by memory', () => {
       expect(r.status, q).toBe(400);
       expect(r.body.type).toBe('https://lamer-server.dev/problems/validation');
     }
+  });
+});
+
+describe('GET /v1/stats from the aggregates', () => {
+  let t: TestServer;
+  const ACME = { authorization: 'Bearer k1' };
+  const OTHER = { authorization: 'Bearer k2' };
+  beforeAll(async () => {
+    t = await startTestServer({ apiKeys: [{ key: 'k1', tenant: 'acme', admin: false }, { key: 'k2', tenant: 'other', admin: false }] });
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+
+  /** Creates a session and plays its first step; returns a function that ends its attempts with the given outcomes. */
+  async function open(headers: Record<string, string>, body: Record<string, unknown>) {
+    const c = await t.call('POST', '/v1/sessions', { instructions: 'x', maxSteps: 5, ...body }, headers);
+    expect(c.status).toBe(201);
+    const id = c.body.id as string;
+    return async (outcomes: Array<[number, boolean]>) => {
+      for (const [a, [ret, ok]] of outcomes.entries()) {
+        expect((await t.call('POST', `/v1/sessions/${id}/steps`, { attempt: a, step: 0, observation: 'o', availableActions: ['go'] }, headers)).status).toBe(200);
+        const end = await t.call('POST', `/v1/sessions/${id}/steps`, { attempt: a, step: 1, observation: 'e', reward: ret, done: true, success: ok }, headers);
+        expect(end.status).toBe(200);
+      }
+    };
+  }
+
+  it('equal the full computation per tenant, filter and chain length, sessions completing out of creation order', async () => {
+    // single-attempt retries of two tasks, created in one order and completed in another
+    const F: [number, boolean] = [0.1, false];
+    const S: [number, boolean] = [1, true];
+    const retries = [];
+    for (const [task, outcome] of [['r1', F], ['r1', F], ['r2', S], ['r1', S], ['r1', F], ['r2', F], ['r1', F]] as const) {
+      retries.push({ finish: await open(ACME, { taskId: task, env: 'e', maxAttempts: 1, mode: 'eval' }), outcome });
+    }
+    for (const i of [3, 0, 6, 1, 5, 2, 4]) await retries[i]!.finish([retries[i]!.outcome]);
+    // multi-attempt sessions of both tenants
+    await (await open(ACME, { taskId: 'r1', env: 'e', maxAttempts: 3 }))([F, F, S]);
+    await (await open(ACME, { taskId: 'm1', env: 'f', maxAttempts: 2, memory: 'history_only' }))([[0.3, false], [0.7, false]]);
+    await (await open(OTHER, { taskId: 'r1', env: 'e', maxAttempts: 1, mode: 'eval' }))([S]);
+    // an active session counts nowhere
+    await open(ACME, { taskId: 'r1', env: 'e', maxAttempts: 1, mode: 'eval' });
+
+    const conn = openDatabase(t.dataDir);
+    try {
+      const repos = createRepositories(conn);
+      const queries: Array<[string, Record<string, string>]> = [
+        ['acme', {}], ['acme', { memory: 'none' }], ['acme', { env: 'e', mode: 'eval' }], ['acme', { memory: 'history_only' }],
+        ['acme', { taskId: 'r1' }], ['acme', { taskId: 'r1', memory: 'none' }], ['acme', { modelVersion: 'nope' }], ['other', {}],
+      ];
+      for (const [tenant, f] of queries) {
+        for (const n of [1, 2, 3]) {
+          const r = await t.call('GET', `/v1/stats?${new URLSearchParams({ ...f, retries: String(n) })}`, undefined, tenant === 'acme' ? ACME : OTHER);
+          expect(r.status).toBe(200);
+          expect(r.body, `${tenant} ${JSON.stringify(f)} retries=${n}`).toEqual(sessionStats(repos.sessions.completed(tenant, f), n));
+        }
+      }
+      const all = await t.call('GET', '/v1/stats', undefined, ACME);
+      expect(all.body.sessions).toBe(9);
+      // r1's retries in creation order: F F S F F -> chains of 3: [F F S], [F F]; r2: S F -> [S], [F]
+      expect(all.body.groups[0]).toMatchObject({ memory: 'none', sessions: 7, runs: 4, attemptsPlayed: [4, 2, 1] });
+      expect((await t.call('GET', '/v1/stats', undefined, OTHER)).body).toMatchObject({ sessions: 1, passAtK: { '1': 1 } });
+    } finally {
+      conn.close();
+    }
+  });
+});
+
+describe('GET /v1/stats on a database from before the aggregates', () => {
+  it('answers from the aggregates rebuilt at start, as the full computation, and goes on counting completions', async () => {
+    const [fixtures] = fc.sample(statsSessions({ realistic: true, tenants: ['default', 'other'], minLength: 80, maxLength: 80 }), { numRuns: 1, seed: 5 });
+    const dataDir = tmpDir('lamer-stats-old-');
+    databaseBeforeAggregates(dataDir, fixtures!.map((f) => fixtureRow(f))).close();
+    const old = await startTestServer({ dataDir });
+    try {
+      const filters: Array<Record<string, string>> = [{}, { memory: 'none' }, { modelVersion: 'v1', mode: 'eval' }, { env: 'webshop', memory: 'history_only' }];
+      for (const f of filters) {
+        for (const retries of [1, 3]) {
+          const r = await old.call('GET', `/v1/stats?${new URLSearchParams({ ...f, retries: String(retries) })}`);
+          expect(r.status).toBe(200);
+          expect(r.body, JSON.stringify(f)).toEqual(sessionStats(matching(fixtures!, 'default', f as Omit<SessionFilters, 'status'>), retries));
+        }
+      }
+      // a session completed by this server joins the rebuilt group of its kind
+      const c = await old.call('POST', '/v1/sessions', { taskId: 'task-a', env: 'alfworld', instructions: 'x', maxAttempts: 1, maxSteps: 5 });
+      expect(c.status).toBe(201);
+      await old.call('POST', `/v1/sessions/${c.body.id}/steps`, { attempt: 0, step: 0, observation: 'o', availableActions: ['go'] });
+      const end = await old.call('POST', `/v1/sessions/${c.body.id}/steps`, { attempt: 0, step: 1, observation: 'e', reward: 1, done: true, success: true });
+      expect(end.body.session.status).toBe('completed');
+      const conn = openDatabase(dataDir);
+      try {
+        const full = sessionStats(createRepositories(conn).sessions.completed('default', {}), 3);
+        const r = await old.call('GET', '/v1/stats');
+        expect(r.body).toEqual(full);
+        expect(r.body.sessions).toBe(fixtures!.filter((f) => f.tenant === 'default').length + 1);
+      } finally {
+        conn.close();
+      }
+    } finally {
+      await old.close();
+    }
+  });
+});
+
+describe('GET /v1/stats refuses bad filters', () => {
+  let t: TestServer;
+  beforeAll(async () => {
+    t = await startTestServer({ apiKeys: [{ key: 'k1', tenant: 'acme', admin: false }] });
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+
+  it('with 400 problem+json naming the field, and changes nothing', async () => {
+    const A = { authorization: 'Bearer k1' };
+    const c = await t.call('POST', '/v1/sessions', { taskId: 'k', env: 'e', instructions: 'x', maxAttempts: 1, maxSteps: 5 }, A);
+    await t.call('POST', `/v1/sessions/${c.body.id}/steps`, { attempt: 0, step: 0, observation: 'o', availableActions: ['go'] }, A);
+    await t.call('POST', `/v1/sessions/${c.body.id}/steps`, { attempt: 0, step: 1, observation: 'e', reward: 1, done: true, success: true }, A);
+    const before = await t.call('GET', '/v1/stats', undefined, A);
+    expect(before.body.sessions).toBe(1);
+    const bad: Array<[string, string]> = [
+      ['mode=play', 'mode'],
+      ['memory=all', 'memory'],
+      ['retries=abc', 'retries'],
+      ['retries=-1', 'retries'],
+      [`env=${'e'.repeat(257)}`, 'env'],
+      [`modelVersion=${'v'.repeat(257)}`, 'modelVersion'],
+      [`taskId=${'k'.repeat(1025)}`, 'taskId'],
+      ['groupBy=env', 'groupBy'],
+    ];
+    for (const [q, field] of bad) {
+      const r = await t.call('GET', `/v1/stats?${q}`, undefined, A);
+      expect(r.status, q).toBe(400);
+      expect(r.headers.get('content-type'), q).toMatch(/application\/problem\+json/);
+      expect(r.body.type, q).toBe('https://lamer-server.dev/problems/validation');
+      expect(JSON.stringify(r.body), q).toContain(field);
+    }
+    const unauthenticated = await t.call('GET', '/v1/stats');
+    expect(unauthenticated.status).toBe(401);
+    expect((await t.call('GET', '/v1/stats', undefined, { authorization: 'Bearer nope' })).status).toBe(401);
+    expect(await t.call('GET', '/v1/stats', undefined, A)).toMatchObject({ status: 200, body: before.body });
   });
 });
