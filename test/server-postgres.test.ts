@@ -10,10 +10,13 @@ import { afterAll, describe, expect, it, vi } from 'vitest';
 import { buildApp } from '../src/app.js';
 import { loadConfig, type PostgresConfig } from '../src/config.js';
 import { openPgDatabase } from '../src/db/pg/connection.js';
+import { pgRepositories } from '../src/db/pg/repositories.js';
 import { pgStore } from '../src/db/pg/store.js';
+import { sessionStats } from '../src/agent/session-stats.js';
 import { TestEngine } from '../src/policy/test-engine.js';
 import { call, startTestServer, tmpDir, writeTinyGptCheckpoint, type TestServer } from './helpers/index.js';
 import { postgresForTests, startPostgres } from './helpers/postgres.js';
+import { finishTwice } from './helpers/stats-sessions.js';
 
 const pg = await postgresForTests();
 
@@ -168,6 +171,35 @@ describe.skipIf(!pg)('two replicas on one database', () => {
     const again = await b.call('POST', `/v1/sessions/${id}/steps`, { attempt: 0, step: 0, observation: 'o0.0', done: false, success: false });
     expect(first.status).toBe(200);
     expect(again.body).toEqual(first.body);
+  }, 120_000);
+
+  it('the final step of each session posted to both at once and retried: each completion counted once in the statistics of both', async () => {
+    const url = await pg!.freshDatabase();
+    const dir = tmpDir('lamer-pg-stats-');
+    const [a, b] = [await server(url, dir), await server(url, dir)];
+    // each replica's diversity answer kept from before the completions, then brought up to date
+    for (const s of [a, b]) expect((await s.call('GET', '/v1/stats/diversity?env=twice')).body.scanned).toBe(0);
+    const ids = await finishTwice(a, b, 'twice-task', 10);
+    const conn = await openPgDatabase(url, { maxConnections: 1 });
+    try {
+      const repos = pgRepositories(conn);
+      const completed = await repos.sessions.completed('default', { env: 'twice' });
+      expect(completed.map((r) => r.id).sort()).toEqual([...ids].sort());
+      expect(await repos.sessions.completionSeq('default')).toBe(ids.length);
+      expect([...(await repos.sessions.completionsBetween('default', 0, 100))].sort()).toEqual([...ids].sort());
+      for (const s of [a, b]) {
+        for (const retries of [1, 3]) {
+          const got = await s.call('GET', `/v1/stats?env=twice&retries=${retries}`);
+          expect(got.status).toBe(200);
+          expect(got.body).toEqual(sessionStats(completed, retries));
+        }
+        const diversity = await s.call('GET', '/v1/stats/diversity?env=twice');
+        expect(diversity.body.scanned).toBe(ids.length);
+        expect(diversity.body.groups.map((g: { sessions: number }) => g.sessions).reduce((x: number, y: number) => x + y, 0)).toBe(ids.length);
+      }
+    } finally {
+      await conn.close();
+    }
   }, 120_000);
 
   it("a reflection edited on one replica is what the other's next step shows, although it held the session", async () => {

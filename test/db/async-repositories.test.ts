@@ -33,6 +33,11 @@ interface Store {
   reopen(): Promise<AsyncRepositories>;
   /** Make the statistics aggregates of session `id` fail to write (its completion row) until the returned function (idempotent) runs. */
   breakCompletionOf(id: string): Promise<() => Promise<void>>;
+  /**
+   * The repositories of a second replica on the store of the last `fresh()`: on PostgreSQL a pool of
+   * its own; on SQLite the same repositories (one process owns the file, so there is no other replica).
+   */
+  replica(): Promise<AsyncRepositories>;
 }
 
 let sqliteDir = '';
@@ -63,6 +68,9 @@ const sqliteStore: Store = {
     sqliteConn!.sqlite.exec(`CREATE TRIGGER broken_completion BEFORE INSERT ON stats_completions WHEN NEW.session_id = '${id}'
       BEGIN SELECT RAISE(ABORT, 'stats_completions refused'); END`);
     return async () => void sqliteConn!.sqlite.exec('DROP TRIGGER IF EXISTS broken_completion');
+  },
+  async replica() {
+    return sqliteAsyncRepositories(sqliteConn!);
   },
   async reopen() {
     sqliteConn!.close();
@@ -104,6 +112,11 @@ const pgStore: Store = {
       await pgConn!.pool.query('DROP TRIGGER IF EXISTS broken_completion ON stats_completions');
       await pgConn!.pool.query('DROP FUNCTION IF EXISTS refuse_completion()');
     };
+  },
+  async replica() {
+    const conn = await openPgDatabase(pgUrl);
+    afterAllClose.push(() => conn.close());
+    return pgRepositories(conn);
   },
   async reopen() {
     await pgConn!.close();
@@ -422,6 +435,56 @@ for (const store of [sqliteStore, pgStore]) {
         }
       });
 
+      it('the step that completes a session, posted to two replicas at once and retried after: counted once', async () => {
+        r = await store.fresh();
+        const other = await store.replica();
+        const [fixtures] = fc.sample(statsSessions({ realistic: true, tenants: ['t1', 't2'], minLength: 16, maxLength: 16 }), { numRuns: 1, seed: 11 });
+        // one task's chain of single-attempt sessions too, where a second count would move the streaks
+        const chain = Array.from({ length: 6 }, (_, i): StatsFixture => ({
+          id: `ses_c${i}`, tenant: 't1', taskId: 'task-a', modelVersion: 'v1', env: 'alfworld', mode: 'train',
+          memory: 'reflection_only', maxAttempts: 1, updatedAt: T0 + i, attempts: [{ ...summary(0, i % 3 === 2), return: i % 3 === 2 ? 1 : 0.1 }],
+        }));
+        const all = [...fixtures!, ...chain];
+        for (const f of all) await r.sessions.insert(rowOf(f, 'active'));
+        const racing = (f: StatsFixture, replica: number, i: number): StepCommit => {
+          const c = completing(f);
+          // each replica's own answer and update time; half of them guard on the state they read, as the service does
+          c.rows = c.rows.map((row) => ({ ...row, answer: JSON.stringify({ replica }) }));
+          c.session = { ...c.session, updatedAt: f.updatedAt + replica, expectedUpdatedAt: i % 2 === 0 ? T0 : undefined };
+          return c;
+        };
+        const results = await Promise.all(
+          shuffled(all, 5).map(async (f, i) => ({ f, got: await Promise.all([r.hot.commitStep(racing(f, 0, i)), other.hot.commitStep(racing(f, 1, i))]) })),
+        );
+        for (const { got } of results) {
+          expect(got.map((x) => x.recorded).sort()).toEqual([false, true]);
+          expect(got[0]!.answer).toBe(got[1]!.answer);
+        }
+        // the idempotent replays of the client that did not see its answer, on either replica
+        for (const [i, f] of all.entries()) {
+          const again = await (i % 2 ? other : r).hot.commitStep(racing(f, 2, i));
+          expect(again.recorded).toBe(false);
+        }
+        // a commit a stale replica computed for a later position finds the session completed and writes nothing
+        const late = commitAt(chain[0]!.id, 0, 1, { done: true, action: null });
+        late.session = { ...late.session, status: 'completed', attempts: [...chain[0]!.attempts] };
+        await expect(other.hot.commitStep(late)).rejects.toBeInstanceOf(SessionNotActiveError);
+        // every session stored with the update of the commit that recorded its step
+        for (const { f, got } of results) {
+          const winner = JSON.parse(got[0]!.answer!) as { replica: number };
+          expect((await r.hot.session(f.id))?.updatedAt).toBe(f.updatedAt + winner.replica);
+        }
+        for (const tenant of ['t1', 't2']) {
+          const ids = all.filter((f) => f.tenant === tenant).map((f) => f.id).sort();
+          expect(await r.sessions.completionSeq(tenant)).toBe(ids.length);
+          expect([...(await other.sessions.completionsBetween(tenant, 0, 100))].sort()).toEqual(ids);
+          const groups = await other.sessions.statsGroups(tenant);
+          expect(groups.reduce((n, g) => n + g.sessions, 0)).toBe(ids.length);
+        }
+        await expectSameAnswers(r);
+        await expectSameAnswers(other);
+      });
+
       it('sessions written around the repositories are counted after a reopen (rebuilt from the sessions)', async () => {
         r = await store.fresh();
         const [fixtures] = fc.sample(statsSessions({ realistic: true, tenants: ['t1', 't2'], minLength: 40, maxLength: 40 }), { numRuns: 1, seed: 42 });
@@ -567,6 +630,14 @@ for (const store of [sqliteStore, pgStore]) {
         for await (const l of r.export.lines({ env: `env${odd}` })) lines.push(l);
         expect(lines).toHaveLength(1);
         expect(lines[0]).toMatchObject({ taskId: `task${odd}`, env: `env${odd}`, observation: `obs ${odd}`, output: `out ${odd}`, action: `act ${odd}` });
+        // completed: its statistics group and trajectories keep the text too
+        const done = commitAt('ses_nul', 0, 1, { done: true, success: true, action: null });
+        done.session = { ...done.session, status: 'completed', attempts: [summary(0, true)] };
+        expect((await r.hot.commitStep(done)).recorded).toBe(true);
+        expect((await r.sessions.statsGroups('t1')).map((g) => g.env)).toEqual([`env${odd}`]);
+        expect((await r.sessions.completed('t1', { env: `env${odd}`, taskId: `task${odd}` })).map((x) => x.id)).toEqual(['ses_nul']);
+        const trajectories = await r.sessions.trajectoriesOf('t1', { env: `env${odd}` }, ['ses_nul']);
+        expect(trajectories).toEqual([expect.objectContaining({ taskId: `task${odd}`, env: `env${odd}`, trajectory: `act ${odd}` })]);
       });
 
       it('a commit without rows is refused', async () => {

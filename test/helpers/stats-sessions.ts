@@ -160,3 +160,39 @@ export function databaseBeforeAggregates(dataDir: string, rows: readonly Session
   })();
   return sqlite;
 }
+
+/** What {@link finishTwice} needs of a server: its JSON call (test/helpers/index.ts TestServer). */
+interface Caller {
+  call(method: string, p: string, body?: unknown): Promise<{ status: number; body: any }>;
+}
+
+/**
+ * Plays `n` sessions of task `taskId` over HTTP, one action and then the final step each, the
+ * final step posted to `a` and `b` at once (two replicas, or one server twice) and then once more
+ * to each, as a client that retries a step whose answer it did not see. Sessions alternate one
+ * attempt and two (the latter succeed at their first attempt, so every session completes).
+ * @returns the sessions' ids, after checking that every post of a final step got the same answer.
+ */
+export async function finishTwice(a: Caller, b: Caller, taskId: string, n: number): Promise<string[]> {
+  const ids: string[] = [];
+  for (let i = 0; i < n; i++) {
+    const maxAttempts = i % 2 === 0 ? 1 : 2;
+    const c = await a.call('POST', '/v1/sessions', { taskId, env: 'twice', instructions: 'x', maxAttempts, maxSteps: 5 });
+    if (c.status !== 201) throw new Error(`create: ${c.status} ${JSON.stringify(c.body)}`);
+    const id = c.body.id as string;
+    const steps = `/v1/sessions/${id}/steps`;
+    const first = await b.call('POST', steps, { attempt: 0, step: 0, observation: 'o', availableActions: ['go', 'stay'] });
+    if (first.status !== 200) throw new Error(`step 0: ${first.status} ${JSON.stringify(first.body)}`);
+    const end = { attempt: 0, step: 1, observation: 'end', reward: i % 3, done: true, success: maxAttempts === 2 || i % 4 === 0 };
+    const answers = await Promise.all([a.call('POST', steps, end), b.call('POST', steps, end)]);
+    answers.push(await b.call('POST', steps, end), await a.call('POST', steps, end));
+    for (const x of answers) {
+      if (x.status !== 200 || JSON.stringify(x.body) !== JSON.stringify(answers[0]!.body)) {
+        throw new Error(`final step of ${id}: ${x.status} ${JSON.stringify(x.body)} differs from ${JSON.stringify(answers[0]!.body)}`);
+      }
+    }
+    if (answers[0]!.body.session?.status !== 'completed') throw new Error(`${id} did not complete: ${JSON.stringify(answers[0]!.body)}`);
+    ids.push(id);
+  }
+  return ids;
+}

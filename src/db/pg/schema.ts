@@ -205,7 +205,7 @@ export const statsGroups = pgTable(
     tenant: text('tenant').notNull(),
     groupKey: text('group_key').notNull(),
     modelVersion: text('model_version').notNull(),
-    env: text('env'),
+    env: freeText('env'),
     mode: text('mode', { enum: SESSION_MODES }).notNull(),
     memory: text('memory', { enum: STATS_MEMORY }).notNull(),
     sessions: integer('sessions').notNull(),
