@@ -5,7 +5,6 @@
  * session rows and completing step commits, and a database from before the aggregates.
  */
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { drizzle } from 'drizzle-orm/better-sqlite3';
@@ -13,6 +12,7 @@ import { migrate } from 'drizzle-orm/better-sqlite3/migrator';
 import fc from 'fast-check';
 import { ATTEMPT_STATUSES, MEMORY_MODES, SESSION_MODES, STATS_MEMORY } from '../../src/domain.js';
 import { migrationsFolder } from '../../src/db/index.js';
+import { migrationsUpTo } from './migrations.js';
 import type { StepCommit, StepInsert } from '../../src/db/queries.js';
 import type { AttemptSummary, SessionRow } from '../../src/db/schema.js';
 import type { SessionFilters, StatsRow } from '../../src/db/sessions-repo.js';
@@ -135,14 +135,7 @@ export function completingCommit(f: StatsFixture): StepCommit {
  * `openDatabase` applies them, then `rows` written into `sessions`. The caller closes it.
  */
 export function databaseBeforeAggregates(dataDir: string, rows: readonly SessionRow[]): Database.Database {
-  const folder = fs.mkdtempSync(path.join(os.tmpdir(), 'lamer-old-migrations-'));
-  fs.cpSync(migrationsFolder, folder, { recursive: true });
-  const journalFile = path.join(folder, 'meta', '_journal.json');
-  const journal = JSON.parse(fs.readFileSync(journalFile, 'utf8')) as { entries: Array<{ tag: string }> };
-  const at = journal.entries.findIndex((e) => e.tag.endsWith('_stats_aggregates'));
-  if (at < 0) throw new Error('no stats_aggregates migration');
-  journal.entries = journal.entries.slice(0, at);
-  fs.writeFileSync(journalFile, JSON.stringify(journal));
+  const folder = migrationsUpTo(migrationsFolder, 'stats_aggregates', false);
   const sqlite = new Database(path.join(dataDir, 'lamer.db'));
   migrate(drizzle(sqlite), { migrationsFolder: folder });
   fs.rmSync(folder, { recursive: true, force: true });
