@@ -121,8 +121,8 @@ ENV NODE_ENV=production \
     LAMER_LOG_LEVEL=info
 WORKDIR /app
 # application files stay owned by root (read-only for the server); only /data is writable.
-# /data/checkpoints exists in the image so that a volume mounted there (docker/compose.yaml shares
-# one between replicas) starts out owned by the server's user
+# /data (with checkpoints/) exists in the image owned by the server's user, so that a named volume
+# mounted there (docker/compose.yaml shares one between replicas) starts out writable
 COPY --from=app /app /app
 COPY --from=deps /app/node_modules /app/node_modules
 RUN mkdir -p /data/checkpoints \

@@ -279,7 +279,8 @@ async function main(): Promise<void> {
       const { startServer } = await import('../src/server.js');
       const b = await startServer({ host: '127.0.0.1', port: 0, engine: 'test', logLevel: 'silent', apiKeys: [], dataDir: path.join(dataDir, 'bounded') });
       try {
-        b.app.repos.models.setCheckpointDir(b.app.models.active().version, modelDir);
+        await b.app.repos.models.setCheckpointDir(b.app.models.active().version, modelDir);
+        b.app.models.invalidate();
         bounded = await lengthProfile(Number(new URL(b.url).port), LENGTH_SESSIONS, LENGTH, '[bench]');
       } finally {
         await b.close();

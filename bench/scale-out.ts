@@ -16,9 +16,9 @@
  * (postmaster and its processes) and the client (this process), and the cores that add up to at
  * its rate: where that is near the machine's cores, the cores are the limit, not the design.
  *
- * The PostgreSQL rows skip, saying why, while src/config.ts does not read LAMER_DATABASE_URL (the
- * server cannot run on PostgreSQL yet), or where PostgreSQL cannot start; the gateway rows skip
- * where nginx cannot run. LAMER_ROLE=both is passed to the replicas once src/config.ts reads it.
+ * The PostgreSQL rows skip, saying why, where PostgreSQL cannot start; the gateway rows skip where
+ * nginx cannot run. The replicas run with LAMER_ROLE=both (one of them holds the trainer lease; no
+ * job runs during the bench).
  *
  * Options (env): BENCH_SECONDS (8 per measurement), BENCH_WARMUP_SECONDS (1), BENCH_ROUNDS (3),
  * BENCH_CONCURRENCY (32 connections), BENCH_ROWS (comma list of row names; default all). Writes
@@ -42,10 +42,6 @@ const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 32);
 const ROW_NAMES = ['sqlite-1', 'sqlite-1-gateway', 'pg-1', 'pg-2-gateway'] as const;
 type RowName = (typeof ROW_NAMES)[number];
 const WANTED = (process.env.BENCH_ROWS ?? ROW_NAMES.join(',')).split(',').map((s) => s.trim()) as RowName[];
-
-const configSource = fs.readFileSync(path.join(root, 'src', 'config.ts'), 'utf8');
-const readsDatabaseUrl = /\bLAMER_DATABASE_URL\b/.test(configSource);
-const readsRole = /\bLAMER_ROLE\b/.test(configSource);
 
 /** A row ready to measure: where clients connect and which processes do its work. */
 interface LiveRow {
@@ -146,13 +142,13 @@ async function startRows(res: Resources): Promise<{ live: LiveRow[]; skipped: Ar
   const live: LiveRow[] = [];
   const skipped: Array<{ name: RowName; reason: string }> = [];
   const noNginx = nginxUnavailable();
-  let pgSkip = readsDatabaseUrl ? null : 'the server cannot run on PostgreSQL yet (src/config.ts does not read LAMER_DATABASE_URL)';
+  let pgSkip: string | null = null;
   if (!pgSkip && WANTED.some((w) => w.startsWith('pg-'))) {
     const started = await startPostgres();
     if ('skip' in started) pgSkip = started.skip;
     else res.pg = started;
   }
-  const replicaEnv = async () => ({ LAMER_DATABASE_URL: await res.pg!.freshDatabase(), ...(readsRole ? { LAMER_ROLE: 'both' } : {}) });
+  const replicaEnv = async () => ({ LAMER_DATABASE_URL: await res.pg!.freshDatabase(), LAMER_ROLE: 'both' });
   if (WANTED.includes('sqlite-1') || WANTED.includes('sqlite-1-gateway')) {
     const s = await startServer('SQLite server', {}, res.servers, res.dirs);
     if (WANTED.includes('sqlite-1')) live.push({ name: 'sqlite-1', replicas: 1, store: 'SQLite', port: s.port, servers: [s], gateway: null, postmaster: null });

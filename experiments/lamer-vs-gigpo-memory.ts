@@ -64,7 +64,7 @@ import { canonicalAction, type EvalReport } from '../src/eval/harness.js';
 import type { AttemptRecord, SessionRecord } from '../src/eval/metrics.js';
 import { Rng } from '../src/shared/rng.js';
 import { buildRlSamples } from '../src/training/data/data.js';
-import { selectTrainingRecords, type DataFilter } from '../src/training/data/select.js';
+import { chooseTrainingSessions, trainingRecordsOf, type DataFilter } from '../src/training/data/select.js';
 import { DEFAULT_RETURNS, type ReturnMode } from '../src/training/maths/returns.js';
 
 // --- counts per task -------------------------------------------------------------------------
@@ -288,7 +288,8 @@ export function reflectionCredits(file: string, seed: number, env: string): Refl
         const filter = cfg.data ?? {};
         const h = cfg.hyper ?? {};
         // as src/training/run/manager.ts prepare builds the job's samples (packing changes no score)
-        const built = buildRlSamples(selectTrainingRecords(repo, filter), {
+        const chosen = chooseTrainingSessions(repo.completedTrainSessions(filter), filter);
+        const built = buildRlSamples(trainingRecordsOf(chosen, repo.stepRowsOf(chosen.map((r) => r.id))), {
           algorithm: 'lamer',
           returns: { gammaStep: h.gammaStep ?? DEFAULT_RETURNS.gammaStep, gammaTraj: h.gammaTraj ?? DEFAULT_RETURNS.gammaTraj, mode: h.returnMode ?? DEFAULT_RETURNS.mode },
           invalidPenalty: h.invalidPenalty,

@@ -16,7 +16,7 @@ import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import Fastify, { type FastifyHttpOptions, type FastifyInstance } from 'fastify';
 import type { Config } from './config.js';
-import type { DatabaseConnection } from './db/index.js';
+import type { Store } from './db/store.js';
 import type { PolicyEngine } from './policy/engine.js';
 import swagger from './plugins/external/swagger.js';
 import rateLimit from './plugins/external/rate-limit.js';
@@ -30,6 +30,7 @@ import metricsPlugin, { createMetrics } from './plugins/app/metrics.js';
 import dbPlugin from './plugins/app/db.js';
 import enginePlugin from './plugins/app/engine.js';
 import trainingPlugin from './plugins/app/training.js';
+import replicasPlugin from './plugins/app/replicas.js';
 import opsRoutes from './routes/ops.js';
 import sessionsRoutes from './routes/api/sessions/index.js';
 import stepsRoutes from './routes/api/steps/index.js';
@@ -50,7 +51,8 @@ declare module 'fastify' {
 }
 
 export interface AppDeps {
-  database: DatabaseConnection;
+  /** The store (SQLite or PostgreSQL, src/db/store.ts); the app closes it on close. */
+  store: Store;
   engine: PolicyEngine;
 }
 
@@ -158,7 +160,7 @@ export async function buildApp(config: Config, deps: AppDeps): Promise<FastifyIn
     await app.register(authentication, { apiKeys: config.apiKeys });
     await app.register(rateLimit, { protection: config.protection });
     await app.register(swagger);
-    await app.register(dbPlugin, { database: deps.database });
+    await app.register(dbPlugin, { store: deps.store });
     await app.register(enginePlugin, {
       engine: deps.engine,
       initialVersion: initialVersion(config),
@@ -166,20 +168,18 @@ export async function buildApp(config: Config, deps: AppDeps): Promise<FastifyIn
       sessionIdleTtlSeconds: config.sessionIdleTtlSeconds,
       protection: config.protection,
     });
+    await app.register(replicasPlugin, { pollMs: config.postgres?.pollMs ?? 2000 });
     await app.register(trainingPlugin, { config });
 
     await app.register(opsRoutes);
-    await app.register(sessionsRoutes);
-    await app.register(stepsRoutes);
-    await app.register(modelsRoutes);
-    await app.register(statsRoutes);
-    await app.register(trainingRoutes);
-    await app.register(replaysRoutes);
-    await app.register(openaiRoutes);
-    await app.register(sessionOpenAiRoutes);
-    await app.register(whoamiRoutes);
-    await app.register(diversityRoutes);
-    await app.register(uiRoutes);
+    // A trainer (LAMER_ROLE=trainer) serves no sessions: its routes are operations, models, training, the dashboard.
+    const serves = (config.role ?? 'both') !== 'trainer';
+    const sessionRoutes = new Set([sessionsRoutes, stepsRoutes, statsRoutes, replaysRoutes, openaiRoutes, sessionOpenAiRoutes]);
+    sessionRoutes.add(diversityRoutes);
+    const all = [sessionsRoutes, stepsRoutes, modelsRoutes, statsRoutes, trainingRoutes, replaysRoutes, openaiRoutes, sessionOpenAiRoutes];
+    for (const routes of [...all, whoamiRoutes, diversityRoutes, uiRoutes]) {
+      if (serves || !sessionRoutes.has(routes)) await app.register(routes);
+    }
   } catch (err) {
     await app.close().catch(() => {});
     throw err;
@@ -197,10 +197,11 @@ export async function buildOpenApiDocument(): Promise<Record<string, unknown>> {
   const path = await import('node:path');
   const { loadConfig } = await import('./config.js');
   const { openDatabase } = await import('./db/index.js');
+  const { sqliteStore } = await import('./db/store.js');
   const { TestEngine } = await import('./policy/test-engine.js');
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lamer-openapi-'));
   const config = { ...loadConfig({}), engine: 'test' as const, logLevel: 'silent' as const, dataDir: dir };
-  const app = await buildApp(config, { database: openDatabase(dir), engine: new TestEngine() });
+  const app = await buildApp(config, { store: sqliteStore(openDatabase(dir)), engine: new TestEngine() });
   try {
     await app.ready();
     return JSON.parse(JSON.stringify(app.swagger())) as Record<string, unknown>;

@@ -15,7 +15,9 @@ import {
   GATE_DECISIONS, MAX_GATE_ATTEMPTS, MAX_GATE_CONCURRENCY, MAX_GATE_TASKS, gateProblem, resolveGate, type GateSpec,
 } from './shared/promotion-gate.js';
 import { EVAL_SEED_START, SEED_END } from './shared/env-names.js';
-import { REMOTE_KINDS, RL_ALGORITHMS, SERVER_ENGINES, TFJS_BACKENDS, type RlAlgorithm, type ServerEngine, type TfjsBackend } from './domain.js';
+import {
+  REMOTE_KINDS, RL_ALGORITHMS, SERVER_ENGINES, SERVER_ROLES, TFJS_BACKENDS, type RlAlgorithm, type ServerEngine, type ServerRole, type TfjsBackend,
+} from './domain.js';
 
 export type EngineKind = ServerEngine;
 export type { TfjsBackend } from './domain.js';
@@ -127,6 +129,35 @@ export interface Config {
   protection: ProtectionConfig;
   /** SQLite lock waits, WAL size and the answers to a busy or full database (src/db/index.ts). */
   database: DatabaseConfig;
+  /**
+   * LAMER_DATABASE_URL and its pool settings: the PostgreSQL store several replicas share; null
+   * (or absent) = SQLite in the data directory. Optional in code.
+   */
+  postgres?: PostgresConfig | null;
+  /** LAMER_ROLE: what this server does (domain.ts SERVER_ROLES). Optional in code (absent = `both`). */
+  role?: ServerRole;
+}
+
+/** The PostgreSQL store (docs/deploy.md "Several replicas on PostgreSQL"): where, and the pool of this replica. */
+export interface PostgresConfig {
+  /** `postgres://user:password@host:port/database` (or `postgresql://`). */
+  url: string;
+  /** Most connections this replica's pool opens. */
+  maxConnections: number;
+  /** Longest wait for a new connection, or for a free one of a full pool, ms. */
+  connectTimeoutMs: number;
+  /** Server-side limit of one statement, ms; 0 = none. */
+  statementTimeoutMs: number;
+  /** An idle pooled connection is closed after this long, ms; 0 = never. */
+  idleTimeoutMs: number;
+  /** Longest wait at start for another replica that holds the migration lock, ms. */
+  migrationLockTimeoutMs: number;
+  /**
+   * How often this replica reads what other replicas change (the active model version; for the
+   * trainer the job queue, cancel requests and the trainer lock), ms: activation and rollback
+   * reach every replica within it.
+   */
+  pollMs: number;
 }
 
 /** SQLite contention and growth (docs/deploy.md "7. Configuration" and "3. Persistence"). */
@@ -357,9 +388,42 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       busyRetryAfterSeconds: int(env, 'LAMER_DB_BUSY_RETRY_AFTER_SECONDS', 1, 1, 3600),
       storageRetryAfterSeconds: int(env, 'LAMER_STORAGE_RETRY_AFTER_SECONDS', 30, 1, 3600),
     },
+    postgres: postgresConfig(env),
+    role: oneOf(env, 'LAMER_ROLE', 'both', SERVER_ROLES),
     trustProxy: parseTrustProxy(env.LAMER_TRUST_PROXY),
     allowedHosts: parseAllowedHosts(env.LAMER_ALLOWED_HOSTS),
     baseModelDir: path.resolve(env.LAMER_BASE_MODEL_DIR && env.LAMER_BASE_MODEL_DIR !== '' ? env.LAMER_BASE_MODEL_DIR : path.join(repoRoot, 'models', 'base')),
+  };
+}
+
+/**
+ * LAMER_DATABASE_URL and LAMER_DATABASE_* (pool settings): null when the URL is unset or empty
+ * (SQLite in the data directory). The URL must be a `postgres://` or `postgresql://` URL; errors
+ * never repeat it (it may hold a password). Whether the database answers is checked at start
+ * (src/server.ts), not here.
+ * @throws ConfigError for a URL that is not a PostgreSQL URL, or a pool setting out of range.
+ */
+function postgresConfig(env: Record<string, string | undefined>): PostgresConfig | null {
+  const url = (env.LAMER_DATABASE_URL ?? '').trim();
+  if (url === '') return null;
+  const expected = 'expected postgres://user:password@host:port/database';
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    throw new ConfigError(`LAMER_DATABASE_URL is not a URL (${expected})`);
+  }
+  if (u.protocol !== 'postgres:' && u.protocol !== 'postgresql:') {
+    throw new ConfigError(`LAMER_DATABASE_URL must start with postgres:// or postgresql://, not ${u.protocol}// (${expected})`);
+  }
+  return {
+    url,
+    maxConnections: int(env, 'LAMER_DATABASE_POOL_MAX', 10, 1, 10_000),
+    connectTimeoutMs: int(env, 'LAMER_DATABASE_CONNECT_TIMEOUT_MS', 5_000, 1, 600_000),
+    statementTimeoutMs: int(env, 'LAMER_DATABASE_STATEMENT_TIMEOUT_MS', 30_000, 0, 86_400_000),
+    idleTimeoutMs: int(env, 'LAMER_DATABASE_IDLE_TIMEOUT_MS', 30_000, 0, 86_400_000),
+    migrationLockTimeoutMs: int(env, 'LAMER_DATABASE_MIGRATION_LOCK_TIMEOUT_MS', 60_000, 1, 86_400_000),
+    pollMs: int(env, 'LAMER_DATABASE_POLL_MS', 2_000, 50, 600_000),
   };
 }
 

@@ -89,6 +89,13 @@ export type ModelEngine = (typeof MODEL_ENGINES)[number];
 /** The server's engine (LAMER_ENGINE): the model engines plus 'test', a scripted engine for tests. */
 export const SERVER_ENGINES = ['builtin', 'test', 'openai'] as const;
 export type ServerEngine = (typeof SERVER_ENGINES)[number];
+/**
+ * What one server (replica) does (LAMER_ROLE): `server` serves sessions and never runs a training
+ * job; `trainer` runs training jobs (one replica at a time) and serves no sessions; `both` does both.
+ */
+export const SERVER_ROLES = ['server', 'trainer', 'both'] as const;
+export type ServerRole = (typeof SERVER_ROLES)[number];
+
 
 /** Built-in environment kinds (src/envs); full env names carry parameters, e.g. `minesweeper-6x6-3`. */
 export const ENV_KINDS = ['minesweeper', 'sokoban'] as const;

@@ -12,10 +12,15 @@
 import fs from 'node:fs';
 import net from 'node:net';
 import type { FastifyInstance } from 'fastify';
-import { pino } from 'pino';
+import { pino, type Logger } from 'pino';
 import { buildApp } from './app.js';
 import { isLoopback, loadConfig, type Config } from './config.js';
 import { openDatabase } from './db/index.js';
+import { sqliteStore, type Store } from './db/store.js';
+import { openPgDatabase } from './db/pg/connection.js';
+import { PgStartupError } from './db/pg/errors.js';
+import { pgStore } from './db/pg/store.js';
+import { ensureDirSync } from './ensure-dir.js';
 import { createEngine } from './policy/index.js';
 import { acquireOwnerLock, OwnerLockError, type OwnerLock } from './owner-lock.js';
 
@@ -82,16 +87,45 @@ function listenError(err: unknown, host: string, port: number): unknown {
 }
 
 /**
- * Start a server: take the data directory's owner lock (src/owner-lock.ts), open the database,
- * check that the port is free, then load the engine (the slow part) and listen.
- * @throws StartupError when the data directory is unusable or owned by another server, or the
- *   port cannot be listened on; ConfigError for a bad LAMER_* value; engine errors as thrown.
+ * The data directory, created if needed and writable (checkpoints and demonstrations are written there).
+ * @throws StartupError naming LAMER_DATA_DIR.
  */
-export async function startServer(overrides: Partial<Config> = {}): Promise<RunningServer> {
-  const config: Config = { ...loadConfig(), ...overrides };
-  let host = config.host;
-  const forcedLoopback = config.apiKeys.length === 0 && !isLoopback(host);
-  if (forcedLoopback) host = '127.0.0.1';
+function usableDataDir(dataDir: string): void {
+  try {
+    ensureDirSync(dataDir);
+    fs.accessSync(dataDir, fs.constants.W_OK);
+  } catch (err) {
+    throw dataDirError(dataDir, err);
+  }
+}
+
+/**
+ * Open the configured store. With LAMER_DATABASE_URL: PostgreSQL, its pending migrations applied
+ * under the migration lock (src/db/pg/connection.ts); the data directory then holds files only
+ * (checkpoints, demonstrations, datasets), which every replica shares, and takes no owner lock.
+ * Else SQLite in the data directory, under the directory's owner lock (src/owner-lock.ts).
+ * @returns the store, and the owner lock to release when the server closes (null on PostgreSQL).
+ * @throws StartupError, one line: the database unreachable, refusing the login, missing, or with a
+ *   schema newer than this build (naming LAMER_DATABASE_URL's host:port, never its password); the
+ *   data directory unusable or owned by another server.
+ */
+async function openStore(config: Config, log: Logger): Promise<{ store: Store; lock: OwnerLock | null }> {
+  const pgConfig = config.postgres;
+  if (pgConfig) {
+    usableDataDir(config.dataDir);
+    try {
+      const { url, pollMs: _poll, ...pool } = pgConfig;
+      const conn = await openPgDatabase(url, {
+        ...pool,
+        onError: (err) => log.warn({ err: err.message }, 'an idle database connection was lost; the pool opens another'),
+      });
+      log.info({ database: conn.target.where, migrated: conn.migrated }, 'PostgreSQL store open');
+      return { store: pgStore(conn, url), lock: null };
+    } catch (err) {
+      if (err instanceof PgStartupError) throw new StartupError(`LAMER_DATABASE_URL: ${err.message}`, { cause: err });
+      throw err;
+    }
+  }
   let lock: OwnerLock;
   try {
     lock = acquireOwnerLock(config.dataDir);
@@ -104,21 +138,39 @@ export async function startServer(overrides: Partial<Config> = {}): Promise<Runn
     }
     throw dataDirError(config.dataDir, err);
   }
-  let database: ReturnType<typeof openDatabase> | undefined;
+  let store: Store | undefined;
+  try {
+    store = sqliteStore(openDatabase(config.dataDir, { synchronous: process.env.LAMER_SQLITE_SYNC === 'full' ? 'full' : 'normal' }));
+    // The database may open read-only without complaint; checkpoints are written here too.
+    fs.accessSync(config.dataDir, fs.constants.W_OK);
+    return { store, lock };
+  } catch (err) {
+    await store?.close();
+    lock.release();
+    throw dataDirError(config.dataDir, err);
+  }
+}
+
+/**
+ * Start a server: open the store (PostgreSQL, or SQLite under the data directory's owner lock),
+ * check that the port is free, then load the engine (the slow part) and listen.
+ * @throws StartupError when the store cannot be opened (see openStore), or the port cannot be
+ *   listened on; ConfigError for a bad LAMER_* value; engine errors as thrown.
+ */
+export async function startServer(overrides: Partial<Config> = {}): Promise<RunningServer> {
+  const config: Config = { ...loadConfig(), ...overrides };
+  let host = config.host;
+  const forcedLoopback = config.apiKeys.length === 0 && !isLoopback(host);
+  if (forcedLoopback) host = '127.0.0.1';
+  // The engine logs before the app exists (backend choice, model loaded): same level, same stream.
+  const bootLog = pino({ level: config.logLevel });
+  const { store, lock } = await openStore(config, bootLog);
   let app: FastifyInstance | undefined;
   let engine: Awaited<ReturnType<typeof createEngine>> | undefined;
   try {
-    try {
-      database = openDatabase(config.dataDir, { synchronous: process.env.LAMER_SQLITE_SYNC === 'full' ? 'full' : 'normal' });
-      // The database may open read-only without complaint; checkpoints are written here too.
-      fs.accessSync(config.dataDir, fs.constants.W_OK);
-    } catch (err) {
-      throw dataDirError(config.dataDir, err);
-    }
     await probePort(host, config.port);
-    // The engine logs before the app exists (backend choice, model loaded): same level, same stream.
-    engine = await createEngine(config, pino({ level: config.logLevel }).child({ component: 'engine' }));
-    app = await buildApp({ ...config, host }, { database, engine });
+    engine = await createEngine(config, bootLog.child({ component: 'engine' }));
+    app = await buildApp({ ...config, host }, { store, engine });
     if (config.apiKeys.length === 0) {
       app.log.warn(
         forcedLoopback
@@ -135,11 +187,11 @@ export async function startServer(overrides: Partial<Config> = {}): Promise<Runn
   } catch (err) {
     if (app) await app.close();
     else {
-      // buildApp closed what it had started; the engine (threads, backend) and database are ours.
+      // buildApp closed what it had started; the engine (threads, backend) and the store are ours.
       await Promise.resolve(engine?.dispose()).catch(() => {});
-      database?.close();
+      await store.close();
     }
-    lock.release();
+    lock?.release();
     throw err;
   }
   const running = app;
@@ -147,10 +199,11 @@ export async function startServer(overrides: Partial<Config> = {}): Promise<Runn
   const port = typeof addr === 'object' && addr ? addr.port : config.port;
   const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
   const info = running.engine.info();
-  running.log.info({ url, dataDir: config.dataDir, engine: info.engine, backend: info.backend, model: running.models.active().version }, 'lamer-server ready');
+  const where = { store: config.postgres ? 'postgres' : 'sqlite', role: config.role ?? 'both' };
+  running.log.info({ url, dataDir: config.dataDir, ...where, engine: info.engine, backend: info.backend, model: running.models.active().version }, 'lamer-server ready');
   let closed: Promise<void> | null = null;
   const close = () => {
-    closed ??= running.drainAndClose().finally(() => lock.release());
+    closed ??= running.drainAndClose().finally(() => lock?.release());
     return closed;
   };
   return { url, app: running, close };

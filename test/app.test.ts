@@ -251,11 +251,12 @@ describe('the request timeout bounds receiving a request, not answering it', () 
     const { buildApp } = await import('../src/app.js');
     const { loadConfig } = await import('../src/config.js');
     const { openDatabase } = await import('../src/db/index.js');
+    const { sqliteStore } = await import('../src/db/store.js');
     const { TestEngine } = await import('../src/policy/test-engine.js');
     const { tmpDir, call } = await import('./helpers/index.js');
     const dir = tmpDir();
     const config = { ...loadConfig({}), engine: 'test' as const, logLevel: 'silent' as const, dataDir: dir, http: { headersTimeoutMs: 300, requestTimeoutMs: 600, keepAliveTimeoutMs: 5000 } };
-    const app = await buildApp(config, { database: openDatabase(dir), engine: new TestEngine() });
+    const app = await buildApp(config, { store: sqliteStore(openDatabase(dir)), engine: new TestEngine() });
     // Stands for a long model call (a reflection on CPU can take many seconds).
     app.post('/slow-answer', async (req) => {
       await new Promise((r) => setTimeout(r, 1500));

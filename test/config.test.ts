@@ -22,6 +22,37 @@ describe('config', () => {
     expect(() => loadConfig({ LAMER_FORWARD_SECTION_TOKENS: '0' })).toThrow('LAMER_FORWARD_SECTION_TOKENS=0: expected an integer in [1, 1048576]');
     expect(() => loadConfig({ LAMER_FORWARD_SECTION_TOKENS: '12.5' })).toThrow('LAMER_FORWARD_SECTION_TOKENS="12.5": expected an integer in [1, 1048576]');
   });
+  it('LAMER_DATABASE_URL: unset or empty is SQLite (null); a PostgreSQL URL with the pool settings and their defaults', () => {
+    expect(loadConfig({}).postgres).toBeNull();
+    expect(loadConfig({ LAMER_DATABASE_URL: ' ' }).postgres).toBeNull();
+    expect(loadConfig({ LAMER_DATABASE_URL: 'postgres://u:p@db:5432/lamer' }).postgres).toEqual({
+      url: 'postgres://u:p@db:5432/lamer', maxConnections: 10, connectTimeoutMs: 5000, statementTimeoutMs: 30000, idleTimeoutMs: 30000,
+      migrationLockTimeoutMs: 60000, pollMs: 2000,
+    });
+    const env = {
+      LAMER_DATABASE_URL: 'postgresql:///lamer?host=/run/postgresql', LAMER_DATABASE_POOL_MAX: '4', LAMER_DATABASE_CONNECT_TIMEOUT_MS: '1500',
+      LAMER_DATABASE_STATEMENT_TIMEOUT_MS: '0', LAMER_DATABASE_IDLE_TIMEOUT_MS: '0', LAMER_DATABASE_MIGRATION_LOCK_TIMEOUT_MS: '1000', LAMER_DATABASE_POLL_MS: '250',
+    };
+    expect(loadConfig(env).postgres).toEqual({
+      url: 'postgresql:///lamer?host=/run/postgresql', maxConnections: 4, connectTimeoutMs: 1500, statementTimeoutMs: 0, idleTimeoutMs: 0,
+      migrationLockTimeoutMs: 1000, pollMs: 250,
+    });
+    // the URL may hold a password: an error never repeats it
+    for (const url of ['secret@db/lamer', 'mysql://u:secret@db/lamer']) {
+      expect(() => loadConfig({ LAMER_DATABASE_URL: url })).toThrow(ConfigError);
+      try {
+        loadConfig({ LAMER_DATABASE_URL: url });
+      } catch (err) {
+        expect((err as Error).message).not.toContain('secret');
+      }
+    }
+    expect(() => loadConfig({ LAMER_DATABASE_URL: 'postgres://db/x', LAMER_DATABASE_POLL_MS: '10' })).toThrow('LAMER_DATABASE_POLL_MS=10: expected an integer in [50, 600000]');
+  });
+  it('LAMER_ROLE: both unless set; server, trainer or both', () => {
+    expect(loadConfig({}).role).toBe('both');
+    expect(loadConfig({ LAMER_ROLE: 'trainer' }).role).toBe('trainer');
+    expect(() => loadConfig({ LAMER_ROLE: 'worker' })).toThrow('LAMER_ROLE="worker": expected one of server, trainer, both');
+  });
   it('parses API keys', () => {
     expect(parseApiKeys('key1abcd:tenantA, key2abcd:tenantB:admin')).toEqual([
       { key: 'key1abcd', tenant: 'tenantA', admin: false },

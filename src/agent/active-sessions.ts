@@ -4,8 +4,11 @@
  * observation, and the reflections. A step then reads nothing from the database that it (or an
  * earlier step of this process) wrote, and its cost does not grow with the attempt.
  *
- * Consistency: the session service (src/agent/sessions.ts) is the only writer of a session's row,
- * steps and reflections, and every write of one session runs under its per-session mutex. A step
+ * Consistency: in one server, the session service (src/agent/sessions.ts) is the only writer of a
+ * session's row, steps and reflections, and every write of one session runs under its per-session
+ * mutex. Servers that share a PostgreSQL database write the same sessions: there an entry may be
+ * behind, and the service re-reads it ({@link ActiveSessions.load}) when a step is not at the
+ * position it expects, and its commits apply only while the stored session is unchanged. A step
  * updates the entry only after its transaction has committed ({@link ActiveSessions.committed});
  * a step that fails changes nothing. Every other write of a session (close, expiry, a human edit
  * of a reflection) drops the entry, and the next step reads the database again. An entry also
@@ -41,11 +44,11 @@ export interface SessionState {
   previousChars: number;
 }
 
-/** Where the state of a session is read from when it is not in memory. */
+/** Where the state of a session is read from when it is not in memory (the store's hot path, src/db/async-repositories.ts AsyncHot). */
 export interface SessionStateSource {
-  session(id: string): SessionRow | undefined;
-  stepsOfAttempt(sessionId: string, attempt: number): Array<{ observation: string; action: string | null }>;
-  reflections(sessionId: string): Array<{ attempt: number; text: string }>;
+  session(id: string): Promise<SessionRow | undefined>;
+  stepsOfAttempt(sessionId: string, attempt: number): Promise<Array<{ observation: string; action: string | null }>>;
+  reflections(sessionId: string): Promise<Array<{ attempt: number; text: string }>>;
 }
 
 /** Bounds of the cache: entries, and characters of step text (about 2 bytes each in memory). */
@@ -83,7 +86,7 @@ export class ActiveSessions {
    * session is active). Undefined when there is no such session. The caller checks the tenant.
    * Call it under the session's mutex.
    */
-  get(id: string): SessionState | undefined {
+  async get(id: string): Promise<SessionState | undefined> {
     const hit = this.entries.get(id);
     if (hit) {
       // most recently used last
@@ -91,12 +94,27 @@ export class ActiveSessions {
       this.entries.set(id, hit);
       return hit.state;
     }
-    const row = this.source.session(id);
+    return this.load(id);
+  }
+
+  /** Whether session `id` is held in memory now. */
+  has(id: string): boolean {
+    return this.entries.has(id);
+  }
+
+  /**
+   * The state of session `id` read from the database (held when the session is active), whether
+   * or not it was in memory: for a store that other servers write too, where an entry may be behind.
+   * Call it under the session's mutex.
+   */
+  async load(id: string): Promise<SessionState | undefined> {
+    this.drop(id);
+    const row = await this.source.session(id);
     if (!row) return undefined;
     if (row.status !== 'active') return bare(row);
-    const current = this.attemptSteps(id, row.nextAttempt).steps;
-    const previous = row.nextAttempt > 0 && row.memory !== 'reflection_only' ? this.attemptSteps(id, row.nextAttempt - 1) : null;
-    const reflections = new Map(this.source.reflections(id).map((r) => [r.attempt, r.text] as const));
+    const current = (await this.attemptSteps(id, row.nextAttempt)).steps;
+    const previous = row.nextAttempt > 0 && row.memory !== 'reflection_only' ? await this.attemptSteps(id, row.nextAttempt - 1) : null;
+    const reflections = new Map((await this.source.reflections(id)).map((r) => [r.attempt, r.text] as const));
     const state: SessionState = { row, current, previous, reflections, currentChars: sumChars(current), previousChars: previous ? sumChars(previous.steps) : 0 };
     this.put(id, state);
     return state;
@@ -160,8 +178,8 @@ export class ActiveSessions {
     }
   }
 
-  private attemptSteps(id: string, attempt: number): AttemptSteps {
-    const rows = this.source.stepsOfAttempt(id, attempt);
+  private async attemptSteps(id: string, attempt: number): Promise<AttemptSteps> {
+    const rows = await this.source.stepsOfAttempt(id, attempt);
     return {
       steps: rows.filter((r): r is PromptStep => r.action !== null),
       finalObservation: rows.length > 0 ? rows[rows.length - 1]!.observation : '',

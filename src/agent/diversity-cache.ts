@@ -13,6 +13,12 @@
  * `maxSessions`, and recomputes the entropy of the tasks that changed. A completed session's
  * trajectories never change, so the answer is the one a full read of the window gives.
  *
+ * The reads are async (either store). An answer is taken out of the cache while a call brings it
+ * up to date, so concurrent calls never change one window together (a call that comes meanwhile
+ * reads its own). A full read may already hold sessions completed after the seq read before it;
+ * the window adds a session once (./diversity-window.ts), so following those completions later
+ * changes nothing.
+ *
  * Memory: the windows hold their sessions' trajectories; answers beyond `limits.answers`, or
  * beyond `limits.sessions` sessions in all windows together, are dropped least recently used first.
  */
@@ -22,10 +28,10 @@ import { DiversityWindow } from './diversity-window.js';
 
 /** The reads the cache makes (src/db/sessions-repo.ts documents each). */
 export interface DiversityReads {
-  completionSeq(tenant: string): number;
-  completionsBetween(tenant: string, after: number, upTo: number): string[];
-  attemptTrajectories(tenant: string, f: Omit<SessionFilters, 'status'>, maxSessions: number): AttemptTrajectory[];
-  trajectoriesOf(tenant: string, f: Omit<SessionFilters, 'status'>, ids: readonly string[]): AttemptTrajectory[];
+  completionSeq(tenant: string): Promise<number>;
+  completionsBetween(tenant: string, after: number, upTo: number): Promise<string[]>;
+  attemptTrajectories(tenant: string, f: Omit<SessionFilters, 'status'>, maxSessions: number): Promise<AttemptTrajectory[]>;
+  trajectoriesOf(tenant: string, f: Omit<SessionFilters, 'status'>, ids: readonly string[]): Promise<AttemptTrajectory[]>;
 }
 
 interface Entry {
@@ -50,42 +56,47 @@ export class DiversityCache {
   ) {}
 
   /** The diversity of the tenant's newest `maxSessions` completed sessions matching `f` (diversityByVersion of attemptTrajectories). */
-  answer(tenant: string, f: Omit<SessionFilters, 'status'>, maxSessions: number): DiversityAnswer {
+  async answer(tenant: string, f: Omit<SessionFilters, 'status'>, maxSessions: number): Promise<DiversityAnswer> {
     const key = JSON.stringify([tenant, f.env, f.mode, f.modelVersion, f.taskId, f.memory, maxSessions]);
-    const seq = this.reads.completionSeq(tenant);
+    const seq = await this.reads.completionSeq(tenant);
+    // taken out of the map while it is brought up to date: a call that comes meanwhile reads its own
     let e = this.entries.get(key);
     this.entries.delete(key);
     // more completions than the window holds: one read of the window costs less than following them
-    if (!e || seq < e.seq || seq - e.seq > maxSessions) e = this.full(tenant, f, maxSessions, seq);
-    else if (seq !== e.seq) this.extend(e, tenant, f, maxSessions, seq);
-    this.entries.set(key, e);
+    if (!e || seq < e.seq || seq - e.seq > maxSessions) e = await this.full(tenant, f, maxSessions, seq);
+    else if (seq !== e.seq) await this.extend(e, tenant, f, maxSessions, seq);
+    // of this call's entry and one a call that came meanwhile stored, the later one is kept
+    const other = this.entries.get(key);
+    const kept = other && other.seq > e.seq ? other : e;
+    this.entries.delete(key);
+    this.entries.set(key, kept);
     let held = 0;
     for (const x of this.entries.values()) held += x.window.size;
     for (const [k, x] of this.entries) {
       if (this.entries.size <= this.limits.answers && held <= this.limits.sessions) break;
-      if (x === e) continue;
+      if (x === kept) continue;
       this.entries.delete(k);
       held -= x.window.size;
     }
     return e.answer;
   }
 
-  private full(tenant: string, f: Omit<SessionFilters, 'status'>, maxSessions: number, seq: number): Entry {
+  private async full(tenant: string, f: Omit<SessionFilters, 'status'>, maxSessions: number, seq: number): Promise<Entry> {
     const window = new DiversityWindow();
-    for (const rows of bySession(this.reads.attemptTrajectories(tenant, f, maxSessions))) window.add(rows);
+    for (const rows of bySession(await this.reads.attemptTrajectories(tenant, f, maxSessions))) window.add(rows);
     return { seq, window, answer: window.answer() };
   }
 
   /** Bring `e` up to the completions with a seq in (e.seq, seq]. */
-  private extend(e: Entry, tenant: string, f: Omit<SessionFilters, 'status'>, maxSessions: number, seq: number): void {
+  private async extend(e: Entry, tenant: string, f: Omit<SessionFilters, 'status'>, maxSessions: number, seq: number): Promise<void> {
     const { window } = e;
     const full = window.size >= maxSessions;
     const oldest = window.ids[0] ?? '';
-    const candidates = this.reads.completionsBetween(tenant, e.seq, seq).filter((id) => !full || id > oldest);
+    const candidates = (await this.reads.completionsBetween(tenant, e.seq, seq)).filter((id) => !full || id > oldest);
     e.seq = seq;
     if (candidates.length === 0) return;
     const before = window.size;
-    const added = bySession(this.reads.trajectoriesOf(tenant, f, candidates));
+    const added = bySession(await this.reads.trajectoriesOf(tenant, f, candidates));
     for (const rows of added) window.add(rows);
     if (window.size === before) return;
     while (window.size > maxSessions) window.remove(window.ids[0]!);

@@ -7,7 +7,7 @@
  * LAMER_ENGINE=openai; `view` is the model resource the routes answer with.
  */
 import type { ModelRow } from '../db/schema.js';
-import type { ModelsRepo } from '../db/models-repo.js';
+import type { AsyncModels } from '../db/async-repositories.js';
 import { EngineError, type EngineSpec, type PolicyEngine, type RemoteVersionConfig } from '../policy/engine.js';
 import { DomainError, invalid, notFound } from './errors.js';
 import { checkpointText, readCheckpointMetadata, type CheckpointText, type DefaultSampling } from '../model/checkpoint.js';
@@ -55,14 +55,28 @@ const remoteView = (c: RemoteVersionConfig) => ({
 
 export class ModelRegistry {
   private activeRow: ModelRow | null = null;
+  /** Activations started here (a read of the active version begun before one is stale). */
+  private activations = 0;
   private readonly loading = new Map<string, Promise<void>>();
   /** Tokenizer and prompt format per `version|checkpointDir` (a checkpoint folder is immutable once registered). */
   private readonly texts = new Map<string, Promise<Required<CheckpointText>>>();
+  /**
+   * Rows read by version, so that a step (which reads its version's prompt layout) reads no
+   * table. Every write of this registry drops them, and so does {@link ModelRegistry.invalidate}
+   * (a change made elsewhere: another replica's activation, a write past the registry). Versions
+   * not found are not kept, so a version registered elsewhere is seen at once.
+   */
+  private readonly rows = new Map<string, ModelRow>();
   /** @param repo the `models` table (`app.repos.models`). */
   constructor(
-    private readonly repo: ModelsRepo,
+    private readonly repo: AsyncModels,
     private readonly engine: PolicyEngine,
   ) {}
+
+  /** Forget the rows read so far (the table was changed by other means than this registry). */
+  invalidate(): void {
+    this.rows.clear();
+  }
 
   /**
    * When the table is empty, register `version` at `checkpointDir` as active (first start). When
@@ -72,22 +86,24 @@ export class ModelRegistry {
    */
   async init(version: string, checkpointDir: string, spec?: EngineSpec): Promise<void> {
     const remote = spec?.engine === 'openai' ? spec.remote : null;
-    if (this.repo.isEmpty()) {
-      this.repo.insert({
+    this.invalidate();
+    if (await this.repo.isEmpty()) {
+      await this.repo.insert({
         version, parent: null, jobId: null, checkpointDir, status: 'active', metrics: {}, createdAt: Date.now(),
         engine: remote ? 'openai' : 'builtin', engineConfig: remote as unknown as Record<string, unknown> | null,
       });
     } else if (remote) {
       // The remote server of the configured version may have moved (URL, key, limits); its kind may not change.
-      const row = this.get(version);
+      const row = await this.repo.get(version);
       if (row && row.engine !== 'openai') {
         throw new Error(`model version '${version}' is a builtin version in this database; LAMER_ENGINE=openai needs a new LAMER_DATA_DIR (or register the remote server with POST /v1/models)`);
       }
-      if (row) this.repo.setEngineConfig(version, remote as unknown as Record<string, unknown>);
+      if (row) await this.repo.setEngineConfig(version, remote as unknown as Record<string, unknown>);
     } else {
-      this.repo.setCheckpointDir(version, checkpointDir);
+      await this.repo.setCheckpointDir(version, checkpointDir);
     }
-    this.activeRow = this.repo.active() ?? null;
+    this.invalidate();
+    this.activeRow = (await this.repo.active()) ?? null;
     if (!this.activeRow) throw new Error('no active model version in the models table');
     await this.ensureLoaded(this.activeRow.version);
   }
@@ -97,12 +113,33 @@ export class ModelRegistry {
     return this.activeRow;
   }
 
-  list(): ModelRow[] {
+  /** Every version, oldest first, as the table holds them now. */
+  list(): Promise<ModelRow[]> {
     return this.repo.list();
   }
 
-  get(version: string): ModelRow | undefined {
-    return this.repo.get(version);
+  /** The row of `version` (see `rows`: read once, then from memory), or undefined. A copy: changing it changes nothing here. */
+  async get(version: string): Promise<ModelRow | undefined> {
+    let row = this.rows.get(version);
+    if (!row) {
+      row = await this.repo.get(version);
+      if (!row) return undefined;
+      this.rows.set(version, row);
+    }
+    return { ...row };
+  }
+
+  /**
+   * The row of `version` as the table holds it now (read past the rows kept in memory, which it
+   * refreshes), or undefined: what the model resource shows, since a version's metrics change
+   * outside this registry (a training job's promotion gate writes its report there, on this server
+   * or on the one that runs the job).
+   */
+  async current(version: string): Promise<ModelRow | undefined> {
+    const row = await this.repo.get(version);
+    if (!row) return undefined;
+    this.rows.set(version, row);
+    return { ...row };
   }
 
   /**
@@ -111,9 +148,9 @@ export class ModelRegistry {
    * checkpoints, and engines whose folders are not checkpoints, such as the test engine's). Read
    * once per version and folder.
    */
-  private text(version: string): Promise<Required<CheckpointText>> {
-    const row = this.get(version);
-    if (!row || specOf(row) || !row.checkpointDir) return Promise.resolve(DEFAULT_TEXT);
+  private async text(version: string): Promise<Required<CheckpointText>> {
+    const row = await this.get(version);
+    if (!row || specOf(row) || !row.checkpointDir) return DEFAULT_TEXT;
     const key = `${version}|${row.checkpointDir}`;
     let p = this.texts.get(key);
     if (!p) {
@@ -150,17 +187,13 @@ export class ModelRegistry {
     if (this.engine.isLoaded(version)) return;
     let p = this.loading.get(version);
     if (!p) {
-      const row = this.get(version);
-      if (!row) throw notFound(`model version '${version}'`);
-      const spec = specOf(row);
-      p = (spec ? this.engine.load(version, row.checkpointDir, spec) : this.engine.load(version, row.checkpointDir)).finally(() =>
-        this.loading.delete(version),
-      );
+      p = this.load(version).finally(() => this.loading.delete(version));
       this.loading.set(version, p);
     }
     try {
       await p;
     } catch (err) {
+      if (err instanceof DomainError) throw err;
       // EngineError messages are written for clients (they name the version, never a folder or a
       // server address); anything else may carry paths or internals: it stays in the log, through
       // `cause` (the error handler logs 5xx problems with their causes).
@@ -181,18 +214,18 @@ export class ModelRegistry {
    * @throws DomainError `validation` naming `body/baseUrl` for a URL that breaks the rule, or
    *   `body/parent` when `parent` is not registered; `conflict` when the version exists.
    */
-  register(b: RegisterModelBody): ModelRow {
+  async register(b: RegisterModelBody): Promise<ModelRow> {
     const fault = remoteUrlFault(b.baseUrl);
     if (fault) throw invalid('body/baseUrl', BASE_URL_FAULTS[fault]);
     const remote = remoteVersionConfig(b);
     const parent = b.parent ?? null;
-    if (this.get(b.version)) throw new DomainError('conflict', `model version '${b.version}' already exists`);
-    if (parent !== null && !this.get(parent)) throw invalid('body/parent', `is not a registered model version ('${parent}')`);
-    this.repo.insert({
+    if (await this.get(b.version)) throw new DomainError('conflict', `model version '${b.version}' already exists`);
+    if (parent !== null && !(await this.get(parent))) throw invalid('body/parent', `is not a registered model version ('${parent}')`);
+    await this.repo.insert({
       version: b.version, parent, jobId: null, checkpointDir: '', status: 'candidate', metrics: b.metrics ?? {},
       createdAt: Date.now(), engine: 'openai', engineConfig: remote as unknown as Record<string, unknown>,
     });
-    return this.get(b.version)!;
+    return (await this.get(b.version))!;
   }
 
   /**
@@ -207,19 +240,19 @@ export class ModelRegistry {
   async registerCheckpoint(
     version: string, checkpointDir: string, opts: { parent?: string; metrics?: Record<string, unknown> } = {},
   ): Promise<ModelRow> {
-    if (this.get(version)) throw new DomainError('conflict', `model version '${version}' already exists`);
+    if (await this.get(version)) throw new DomainError('conflict', `model version '${version}' already exists`);
     const parent = opts.parent ?? null;
-    if (parent !== null && !this.get(parent)) throw invalid('parent', `is not a registered model version ('${parent}')`);
+    if (parent !== null && !(await this.get(parent))) throw invalid('parent', `is not a registered model version ('${parent}')`);
     try {
       await readCheckpointMetadata(checkpointDir);
     } catch (err) {
       throw invalid('checkpointDir', `holds no readable checkpoint: ${(err as Error).message}`);
     }
-    this.repo.insert({
+    await this.repo.insert({
       version, parent, jobId: null, checkpointDir, status: 'candidate', metrics: opts.metrics ?? {}, createdAt: Date.now(),
       engine: 'builtin', engineConfig: null,
     });
-    return this.get(version)!;
+    return (await this.get(version))!;
   }
 
   /** The model resource of a row: `loaded` says whether the engine holds the version now; `remote` its server, the key hidden. */
@@ -243,12 +276,44 @@ export class ModelRegistry {
    * @throws DomainError `not-found` for an unknown version, `engine-unavailable` when the engine cannot load it.
    */
   async activate(version: string): Promise<ModelRow> {
-    const row = this.get(version);
+    const row = await this.get(version);
     if (!row) throw notFound(`model version '${version}'`);
     await this.ensureLoaded(version);
-    this.repo.activate(version);
-    this.activeRow = this.get(version)!;
+    this.activations++;
+    this.invalidate();
+    try {
+      await this.repo.activate(version);
+    } finally {
+      this.invalidate();
+    }
+    this.activeRow = (await this.get(version))!;
     return this.activeRow;
+  }
+
+  /**
+   * Follow an activation (or rollback) made elsewhere: another server on the same database
+   * (src/plugins/app/replicas.ts calls this on each poll and notification). Reads the active
+   * version; when it is not the one held here, forgets the rows read so far and holds the new one,
+   * so new sessions pin it. Loading it in the engine is the caller's (`ensureLoaded`): a step of a
+   * session pinned to it waits for that load, and `/readyz` is 503 until it is done.
+   * @returns the new active row, or null when unchanged (or when an activation here raced the read).
+   * @throws DatabaseError when the store cannot be read.
+   */
+  async follow(): Promise<ModelRow | null> {
+    const before = this.activations;
+    const row = await this.repo.active();
+    if (!row || row.version === this.activeRow?.version || before !== this.activations) return null;
+    this.invalidate();
+    this.activeRow = row;
+    return { ...row };
+  }
+
+  /** Load `version` in the engine from its row. @throws DomainError `not-found`; the engine's error. */
+  private async load(version: string): Promise<void> {
+    const row = await this.get(version);
+    if (!row) throw notFound(`model version '${version}'`);
+    const spec = specOf(row);
+    await (spec ? this.engine.load(version, row.checkpointDir, spec) : this.engine.load(version, row.checkpointDir));
   }
 }
 

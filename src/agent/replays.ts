@@ -18,7 +18,7 @@
  * tenant's) 404; an unknown version, a remote version asked for logprobs, or a selection of more
  * recorded calls than `maxSteps` 400 validation; a selection without any recorded call 409 conflict.
  */
-import type { Repositories } from '../db/repositories.js';
+import type { AsyncRepositories } from '../db/async-repositories.js';
 import type { ReplayRow, SessionRow } from '../db/schema.js';
 import type { ReplaySessionFilter } from '../db/replays-repo.js';
 import type { ReplayDecoding } from '../domain.js';
@@ -78,12 +78,12 @@ export class ReplayService {
   private running = 0;
 
   /**
-   * @param repos `replays` (reports and the reads of recorded sessions) and `hot` (session rows, guarded writes).
+   * @param repos `replays` (reports and the reads of recorded sessions) and `hot` (session rows).
    * @param sessions the session service, whose bound on queued model calls every replayed call goes through.
    * @param retryAfterSeconds Retry-After of 503 overloaded when a replay is already running.
    */
   constructor(
-    private readonly repos: Pick<Repositories, 'replays' | 'hot'>,
+    private readonly repos: Pick<AsyncRepositories, 'replays' | 'hot'>,
     private readonly engine: PolicyEngine,
     private readonly models: ModelRegistry,
     private readonly sessions: SessionService,
@@ -96,10 +96,10 @@ export class ReplayService {
    * @throws DomainError `not-found`, `validation`, `conflict`, `overloaded`, `engine-unavailable` (see the top of this file).
    */
   async replaySession(tenant: string, id: string, body: ReplayOptionsBody, signal?: AbortSignal): Promise<ReplayView> {
-    const row = this.repos.hot.session(id);
+    const row = await this.repos.hot.session(id);
     if (!row || row.tenant !== tenant) throw notFound(`session '${id}'`);
-    const c = this.check(body);
-    const calls = this.repos.replays.modelCalls([id]).get(id) ?? 0;
+    const c = await this.check(body);
+    const calls = (await this.repos.replays.modelCalls([id])).get(id) ?? 0;
     if (calls === 0) throw new DomainError('conflict', `session '${id}' holds no recorded model call to replay (no step has acted yet)`);
     this.checkSize(calls, 1, c.maxSteps);
     return this.run(tenant, [row], c, { sessionId: id, maxSteps: c.maxSteps, logprobs: c.logprobs }, signal);
@@ -111,7 +111,7 @@ export class ReplayService {
    * @throws DomainError as `replaySession`; `validation` for `since` not before `until`.
    */
   async replayBatch(tenant: string, body: ReplayOptionsBody & { filter?: ReplayFilterBody }, signal?: AbortSignal): Promise<ReplayView> {
-    const c = this.check(body);
+    const c = await this.check(body);
     const f = body.filter ?? {};
     const filter: ReplaySessionFilter = {
       env: f.env,
@@ -125,8 +125,8 @@ export class ReplayService {
     if (filter.since !== undefined && filter.until !== undefined && !(filter.since < filter.until)) {
       throw invalid('body/filter/until', `must be after since (${f.since}), got ${f.until}`);
     }
-    const found = this.repos.replays.sessions(tenant, filter, f.limit ?? DEFAULT_REPLAY_SESSIONS);
-    const counts = this.repos.replays.modelCalls(found.map((s) => s.id));
+    const found = await this.repos.replays.sessions(tenant, filter, f.limit ?? DEFAULT_REPLAY_SESSIONS);
+    const counts = await this.repos.replays.modelCalls(found.map((s) => s.id));
     const selected = found.filter((s) => (counts.get(s.id) ?? 0) > 0);
     if (selected.length === 0) {
       throw new DomainError('conflict', `none of the ${found.length} sessions matching the filter holds a recorded model call to replay`);
@@ -140,8 +140,8 @@ export class ReplayService {
   }
 
   /** The tenant's report `id`. @throws DomainError `not-found` (another tenant's reads as missing). */
-  get(tenant: string, id: string): ReplayView {
-    const row = REPLAY_ID.test(id) ? this.repos.replays.get(tenant, id) : undefined;
+  async get(tenant: string, id: string): Promise<ReplayView> {
+    const row = REPLAY_ID.test(id) ? await this.repos.replays.get(tenant, id) : undefined;
     if (!row) throw notFound(`replay '${id}'`);
     return { ...listItem(row), steps: row.steps as ReplayStepView[] };
   }
@@ -150,21 +150,21 @@ export class ReplayService {
    * The tenant's reports without their steps, newest first; `cursor` is the last id of the previous page.
    * @throws DomainError `validation` naming `querystring/cursor` when it is not one of the tenant's reports.
    */
-  list(
+  async list(
     tenant: string,
     q: { modelVersion?: string; limit: number; cursor?: string },
-  ): { items: ReplayListItemView[]; nextCursor: string | null } {
-    if (q.cursor !== undefined && !this.repos.replays.has(tenant, q.cursor)) {
+  ): Promise<{ items: ReplayListItemView[]; nextCursor: string | null }> {
+    if (q.cursor !== undefined && !(await this.repos.replays.has(tenant, q.cursor))) {
       throw invalid('querystring/cursor', 'is not a cursor from a previous page (nextCursor)');
     }
-    const rows = this.repos.replays.list(tenant, { modelVersion: q.modelVersion }, q.limit, q.cursor);
+    const rows = await this.repos.replays.list(tenant, { modelVersion: q.modelVersion }, q.limit, q.cursor);
     const page = rows.slice(0, q.limit);
     return { items: page.map(listItem), nextCursor: rows.length > q.limit ? page[page.length - 1]!.id : null };
   }
 
   /** The options of a request, checked against the registry. @throws DomainError `validation`. */
-  private check(body: ReplayOptionsBody): Checked {
-    const m = this.models.get(body.modelVersion);
+  private async check(body: ReplayOptionsBody): Promise<Checked> {
+    const m = await this.models.get(body.modelVersion);
     if (!m) throw invalid('body/modelVersion', `unknown model version '${body.modelVersion}'`);
     const logprobs = body.logprobs ?? true;
     if (m.engine !== 'builtin' && logprobs) {
@@ -189,7 +189,7 @@ export class ReplayService {
 
   /** How `version` reads text and whether it is remote; null when it is not registered. */
   private async versionText(version: string): Promise<VersionText | null> {
-    const m = this.models.get(version);
+    const m = await this.models.get(version);
     if (!m) return null;
     const remote = m.engine !== 'builtin';
     const tokenizer = await this.models.tokenizer(version);
@@ -222,8 +222,8 @@ export class ReplayService {
       const steps: ReplayStepView[] = [];
       const done: ReplayRow['sessions'] = [];
       for (const session of sessions) {
-        const rows = this.repos.replays.actionRows(session.id);
-        const reflections = this.repos.replays.reflections(session.id);
+        const rows = await this.repos.replays.actionRows(session.id);
+        const reflections = await this.repos.replays.reflections(session.id);
         let calls = 0;
         for (let index = 0; index < rows.length && steps.length < c.maxSteps; index++) {
           const row = rows[index]!;
@@ -248,7 +248,7 @@ export class ReplayService {
         steps,
         createdAt: Date.now(),
       };
-      this.repos.hot.write(() => this.repos.replays.insert(row));
+      await this.repos.replays.insert(row);
       return { ...listItem(row), steps };
     } finally {
       this.running--;

@@ -14,7 +14,12 @@
  * attempts run out.
  *
  * Guarantees:
- * - Steps of one session are serialised (KeyedMutex): never two records for one position.
+ * - Steps of one session are serialised (KeyedMutex): never two records for one position. Across
+ *   servers on one PostgreSQL database the store keeps a position exactly once: of two commits of
+ *   one position one is stored, and the other server answers the stored answer (or step-conflict
+ *   for another body). The state kept in memory between steps is re-read when another server may
+ *   have moved the session on, and a commit computed from a state that changed meanwhile (a
+ *   reflection edited elsewhere) is computed again from the stored session.
  * - The model call happens outside any transaction; the step record, the session update and the
  *   reflection are committed in one transaction, and the answer is returned only after the commit.
  * - Retries: the same position with the same body returns the stored answer; a different body is
@@ -29,9 +34,10 @@
  *   Retry-After and records nothing, so the client retries the same step. A tenant may hold at
  *   most `protection.maxOpenSessionsPerTenant` active sessions; one more is 409 too-many-sessions.
  */
-import { DatabaseError } from '../db/errors.js';
+import { DatabaseError, SessionNotActiveError, StaleSessionError } from '../db/errors.js';
 import type { SessionRow } from '../db/schema.js';
-import type { Repositories } from '../db/repositories.js';
+import type { AsyncHot, AsyncRepositories, AsyncSessions, AsyncSteps, StepCommitResult } from '../db/async-repositories.js';
+import type { StepCommit } from '../db/queries.js';
 import type { SessionFilters } from '../db/sessions-repo.js';
 import type { StepPosition } from '../db/steps-repo.js';
 import { callSeed, type CallKind } from '../model/sampling.js';
@@ -70,6 +76,15 @@ function failedStepOutcome(err: unknown): StepOutcome | null {
   return err instanceof DatabaseError ? 'database_error' : 'rejected';
 }
 
+/** One page of a tenant's sessions, newest first. */
+type SessionPage = { items: SessionView[]; nextCursor: string | null };
+
+/** 409 `too-many-sessions`: the tenant holds `open` active sessions, the cap is `cap`. */
+function tooManySessions(open: number, cap: number): DomainError {
+  const what = `tenant has ${open} active sessions (limit ${cap}); finish or close one (DELETE /v1/sessions/{id}) first`;
+  return new DomainError('too-many-sessions', what);
+}
+
 /** The sampling of one call: a seeded session reproduces itself, and each call (attempt, step, act/reflect) has its own stream. */
 function callSampling(row: SessionRow, input: StepInput, kind: CallKind): SamplingParams {
   const s = row.sampling as SamplingParams;
@@ -85,18 +100,23 @@ function trajectoryCursor(cursor: string): StepPosition {
 
 export class SessionService {
   private readonly mutex = new KeyedMutex();
-  private readonly repo: Repositories['sessions'];
-  private readonly steps: Repositories['steps'];
-  private readonly hot: Repositories['hot'];
+  private readonly repo: AsyncSessions;
+  private readonly steps: AsyncSteps;
+  private readonly hot: AsyncHot;
+  /**
+   * Other servers write the same database (PostgreSQL): a session's state held here may be behind,
+   * so a step at another position than the one expected here reads the database's state first.
+   */
+  private readonly shared: boolean;
   /** Active sessions' rows, attempt steps and reflections, kept between steps (./active-sessions.ts). */
   private readonly active: ActiveSessions;
   private modelCalls = 0;
   /** Diversity answers kept between calls (./diversity-cache.ts). */
   private readonly diversityCache: DiversityCache;
 
-  /** @param repos the repositories of the server's database (`app.repos`): sessions, steps and the step hot path. */
+  /** @param repos the repositories of the server's store (`app.repos`): sessions, steps and the step hot path. */
   constructor(
-    repos: Pick<Repositories, 'sessions' | 'steps' | 'hot'>,
+    repos: Pick<AsyncRepositories, 'sessions' | 'steps' | 'hot' | 'store'>,
     private readonly engine: PolicyEngine,
     private readonly models: ModelRegistry,
     private readonly limits: Limits,
@@ -104,6 +124,7 @@ export class SessionService {
     private readonly protection: AgentProtection = NO_PROTECTION,
   ) {
     ({ sessions: this.repo, steps: this.steps, hot: this.hot } = repos);
+    this.shared = repos.store === 'postgres';
     this.active = new ActiveSessions(this.hot);
     this.diversityCache = new DiversityCache(this.repo);
   }
@@ -125,50 +146,49 @@ export class SessionService {
    *   when the tenant already holds `maxOpenSessionsPerTenant` active sessions.
    */
   async create(tenant: string, input: CreateSessionInput): Promise<SessionView> {
-    this.checkOpenCap(tenant);
+    await this.checkOpenCap(tenant);
     const maxAttempts = input.maxAttempts ?? 3;
     if (maxAttempts > this.limits.maxAttempts) throw invalid('body/maxAttempts', `must be <= ${this.limits.maxAttempts}`);
     const maxSteps = input.maxSteps ?? this.limits.defaultMaxSteps;
     if (maxSteps > this.limits.maxStepsCap) throw invalid('body/maxSteps', `must be <= ${this.limits.maxStepsCap}`);
     let modelVersion: string;
     if (input.modelVersion !== undefined) {
-      if (!this.models.get(input.modelVersion)) throw invalid('body/modelVersion', `unknown model version '${input.modelVersion}'`);
+      if (!(await this.models.get(input.modelVersion))) throw invalid('body/modelVersion', `unknown model version '${input.modelVersion}'`);
       modelVersion = input.modelVersion;
     } else {
       modelVersion = this.models.active().version;
     }
     const sampling = await this.models.defaultSampling(modelVersion);
-    // Synchronous count and insert (again, after the await): no other create of this process runs in between.
-    this.checkOpenCap(tenant);
     const row = newSessionRow(tenant, input, { maxAttempts, maxSteps, modelVersion, sampling }, Date.now());
-    this.hot.write(() => this.repo.insert(row));
+    // The count and the insert again, as one step of the store (creates that raced past the check above).
+    const cap = this.protection.maxOpenSessionsPerTenant;
+    const { inserted, open } = await this.repo.insertUnderCap(row, cap);
+    if (!inserted) throw tooManySessions(open, cap);
     this.active.created(row);
     return sessionView(row, []);
   }
 
   /** @throws DomainError `too-many-sessions` when `tenant` holds `maxOpenSessionsPerTenant` active sessions. */
-  private checkOpenCap(tenant: string): void {
+  private async checkOpenCap(tenant: string): Promise<void> {
     const cap = this.protection.maxOpenSessionsPerTenant;
     if (cap <= 0) return;
-    const open = this.hot.activeCount(tenant);
-    if (open >= cap) {
-      throw new DomainError('too-many-sessions', `tenant has ${open} active sessions (limit ${cap}); finish or close one (DELETE /v1/sessions/{id}) first`);
-    }
+    const open = await this.hot.activeCount(tenant);
+    if (open >= cap) throw tooManySessions(open, cap);
   }
 
   /** The tenant's session `id`. @throws DomainError `not-found` (another tenant's session is indistinguishable from a missing one). */
-  private row(tenant: string, id: string): SessionRow {
-    const row = this.hot.session(id);
+  private async row(tenant: string, id: string): Promise<SessionRow> {
+    const row = await this.hot.session(id);
     if (!row || row.tenant !== tenant) throw notFound(`session '${id}'`);
     return row;
   }
 
-  private view(row: SessionRow): SessionView {
-    return sessionView(row, this.hot.reflections(row.id));
+  private async view(row: SessionRow): Promise<SessionView> {
+    return sessionView(row, await this.hot.reflections(row.id));
   }
 
-  get(tenant: string, id: string): SessionView {
-    return this.view(this.row(tenant, id));
+  async get(tenant: string, id: string): Promise<SessionView> {
+    return this.view(await this.row(tenant, id));
   }
 
   /**
@@ -176,15 +196,15 @@ export class SessionService {
    * `querystring/cursor` when the cursor is not the id of one of the tenant's sessions (a garbage
    * or tampered cursor would otherwise read as the end of the list).
    */
-  list(tenant: string, f: SessionFilters, limit: number, cursor?: string): { items: SessionView[]; nextCursor: string | null } {
+  async list(tenant: string, f: SessionFilters, limit: number, cursor?: string): Promise<SessionPage> {
     if (cursor !== undefined) {
-      const at = SESSION_ID.test(cursor) ? this.hot.session(cursor) : undefined;
+      const at = SESSION_ID.test(cursor) ? await this.hot.session(cursor) : undefined;
       if (!at || at.tenant !== tenant) throw invalid('querystring/cursor', 'is not a cursor from a previous page (nextCursor)');
     }
-    const rows = this.repo.list(tenant, f, limit, cursor);
+    const rows = await this.repo.list(tenant, f, limit, cursor);
     const page = rows.slice(0, limit);
     return {
-      items: page.map((r) => this.view(r)),
+      items: await Promise.all(page.map((r) => this.view(r))),
       nextCursor: rows.length > limit ? page[page.length - 1]!.id : null,
     };
   }
@@ -197,11 +217,11 @@ export class SessionService {
    */
   close(tenant: string, id: string): Promise<SessionView> {
     return this.mutex.run(id, async () => {
-      const row = this.row(tenant, id);
+      const row = await this.row(tenant, id);
       if (row.status === 'active') {
         const now = Date.now();
         const attempts = attemptsAbandoned(row.attempts);
-        this.hot.write(() => this.repo.abandon(id, attempts, now));
+        await this.repo.abandon(id, attempts, now);
         this.active.drop(id);
         row.status = 'abandoned';
         row.attempts = attempts;
@@ -217,17 +237,17 @@ export class SessionService {
 
   // ---------------------------------------------------------------- memory
 
-  memory(tenant: string, id: string): MemoryView {
-    const row = this.row(tenant, id);
-    return { sessionId: id, memory: row.memory, reflections: this.view(row).reflections };
+  async memory(tenant: string, id: string): Promise<MemoryView> {
+    const row = await this.row(tenant, id);
+    return { sessionId: id, memory: row.memory, reflections: (await this.view(row)).reflections };
   }
 
   /** Replace the reflection of `attempt` with a human-written text (source `human`). @throws DomainError `not-found`. */
   editReflection(tenant: string, id: string, attempt: number, text: string): Promise<ReflectionView> {
     return this.mutex.run(id, async () => {
-      this.row(tenant, id);
+      await this.row(tenant, id);
       const now = Date.now();
-      const changes = this.hot.write(() => this.repo.editReflection(id, attempt, text, now));
+      const changes = await this.repo.editReflection(id, attempt, text, now);
       this.active.drop(id);
       if (changes === 0) throw notFound(`reflection of attempt ${attempt} in session '${id}'`);
       return { attempt, text, source: 'human' as const, updatedAt: iso(now) };
@@ -239,7 +259,7 @@ export class SessionService {
   /** Record one step and answer it (see the guarantees above); serialised per session. */
   step(tenant: string, id: string, input: StepInput): Promise<StepAnswer> {
     const outcome = this.events.onStepOutcome;
-    const p = this.mutex.run(id, () => this.stepLocked(tenant, id, input));
+    const p = this.mutex.run(id, () => this.fresh(() => this.stepLocked(tenant, id, input)));
     if (!outcome) return p;
     return p.catch((err: unknown) => {
       // Caller faults are counted as `rejected` where the answer is sent (the step routes), so that
@@ -359,15 +379,76 @@ export class SessionService {
     return { ...none, refl, reflPrompt: refl.promptText ?? promptAsSeen(prompt, refl.droppedSteps), reflectionText };
   }
 
-  private async stepLocked(tenant: string, id: string, input: StepInput): Promise<StepAnswer> {
-    const state = this.active.get(id);
+  /**
+   * The state of session `id` for a request at position `at` (null: at whatever position is next):
+   * from memory, and on a store other servers write too, read again from the database when the
+   * position is not the one expected here (another server may have moved the session on).
+   * @throws DomainError `not-found` (unknown session, another tenant's).
+   */
+  private async stateFor(tenant: string, id: string, at: { attempt: number; step: number } | null): Promise<SessionState> {
+    const held = this.active.has(id);
+    let state = await this.active.get(id);
+    const row = state?.row;
+    const expected = row?.status === 'active' && (at === null || (at.attempt === row.nextAttempt && at.step === row.nextStep));
+    if (state && held && this.shared && !expected) state = await this.active.load(id);
     if (!state || state.row.tenant !== tenant) throw notFound(`session '${id}'`);
+    return state;
+  }
+
+  /**
+   * Commit a step's writes, then apply them to the state held in memory. When `recorded` is false
+   * another server recorded the position first (nothing of this commit was written), and the
+   * state held here is dropped: the next request reads the database's.
+   * @throws DomainError `session-not-active` when the session ended meanwhile (another server closed
+   *   or expired it; nothing was written); StaleSessionError when it changed since the state was
+   *   read (the state is dropped: compute the step again); DatabaseError as the store's commit.
+   */
+  private async commitStep(state: SessionState, commit: StepCommit): Promise<StepCommitResult> {
+    const id = state.row.id;
+    let result: StepCommitResult;
+    try {
+      result = await this.hot.commitStep({ ...commit, session: { ...commit.session, expectedUpdatedAt: state.row.updatedAt } });
+    } catch (err) {
+      if (!(err instanceof SessionNotActiveError || err instanceof StaleSessionError)) throw err;
+      this.active.drop(id);
+      if (err instanceof StaleSessionError) throw err;
+      const now = await this.hot.session(id);
+      throw new DomainError('session-not-active', `session '${id}' is ${now?.status ?? 'gone'}`);
+    }
+    if (result.recorded) this.active.committed(state, commit);
+    else this.active.drop(id);
+    return result;
+  }
+
+  /**
+   * `fn` (one step or turn), once more when its commit finds the session changed since its state
+   * was read (StaleSessionError: another server edited it; nothing was written), now from the
+   * session as stored.
+   * @throws DomainError `conflict` when it changed again (nothing was written: send it again).
+   */
+  private async fresh<T>(fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (err) {
+      if (!(err instanceof StaleSessionError)) throw err;
+    }
+    try {
+      return await fn();
+    } catch (err) {
+      if (!(err instanceof StaleSessionError)) throw err;
+      const why = `session '${err.sessionId}' kept changing while this request was served; nothing was recorded, send it again`;
+      throw new DomainError('conflict', why);
+    }
+  }
+
+  private async stepLocked(tenant: string, id: string, input: StepInput): Promise<StepAnswer> {
+    const state = await this.stateFor(tenant, id, input);
     const { row } = state;
     const hash = stepHash(input);
     // Nothing is recorded yet at an active session's next position; any other position may hold
     // a step to replay (or to refuse as a conflict).
     const atNext = row.status === 'active' && input.attempt === row.nextAttempt && input.step === row.nextStep;
-    const admitted = admitStep(row, atNext ? undefined : this.hot.stepAtPosition(id, input.attempt, input.step), input, hash);
+    const admitted = admitStep(row, atNext ? undefined : await this.hot.stepAtPosition(id, input.attempt, input.step), input, hash);
     if (admitted) {
       this.events.onStepOutcome?.('replayed');
       return admitted.replay;
@@ -376,8 +457,14 @@ export class SessionService {
     await this.models.ensureLoaded(row.modelVersion);
     const gens = await this.generateStep(state, input, plan);
     const { answer, commit, status } = stepTransition(row, input, hash, plan, gens, Date.now(), this.limits.actionChars ?? Infinity);
-    await this.hot.commitStep(commit);
-    this.active.committed(state, commit);
+    const result = await this.commitStep(state, commit);
+    if (!result.recorded) {
+      // Another server recorded this position first: answered as a retry of it is (its stored
+      // answer for the same body, step-conflict for another).
+      const replay = admitStep(row, result, input, hash)!.replay;
+      this.events.onStepOutcome?.('replayed');
+      return replay;
+    }
     this.events.onStep?.('action', row.modelVersion);
     if (gens.refl) this.events.onStep?.('reflection', row.modelVersion);
     this.events.onStepOutcome?.('recorded');
@@ -403,7 +490,7 @@ export class SessionService {
    *   recorded then.
    */
   turn(tenant: string, id: string, t: TurnInput): Promise<TurnAnswer> {
-    return this.mutex.run(id, () => this.turnLocked(tenant, id, t));
+    return this.mutex.run(id, () => this.fresh(() => this.turnLocked(tenant, id, t)));
   }
 
   /** @throws DomainError `session-not-active`, or `conflict` when the current attempt holds maxSteps turns. */
@@ -419,12 +506,11 @@ export class SessionService {
 
   private async turnLocked(tenant: string, id: string, t: TurnInput): Promise<TurnAnswer> {
     // the session's state in memory, as a step reads it; updated after the turn's commit
-    const state = this.active.get(id);
-    if (!state || state.row.tenant !== tenant) throw notFound(`session '${id}'`);
+    const state = await this.stateFor(tenant, id, null);
     const { row } = state;
     this.checkTurnable(row);
     const version = row.modelVersion;
-    const remote = (this.models.get(version)?.engine ?? 'builtin') !== 'builtin';
+    const remote = ((await this.models.get(version))?.engine ?? 'builtin') !== 'builtin';
     if (!remote) refuseToolsOnBuiltin(t.body, version);
     if (remote && t.api === 'completions') {
       throw invalid('body/prompt', `is not served: the session's model version '${version}' is remote, and remote versions serve chat/completions only`);
@@ -485,8 +571,11 @@ export class SessionService {
     };
     const observation = t.api === 'chat' ? turnObservation(t.messages ?? []) : (t.prompt ?? '');
     const commit = turnCommit({ row, gen, prompt: gen.promptText ?? text, observation, record, choices: t.choices ?? null, now: Date.now() });
-    await this.hot.commitStep(commit);
-    this.active.committed(state, commit);
+    const result = await this.commitStep(state, commit);
+    if (!result.recorded) {
+      const why = `another call on session '${id}' was recorded at attempt ${attempt} step ${step} first; send this one again`;
+      throw new DomainError('conflict', why);
+    }
     this.events.onStep?.('action', version);
     return { sessionId: id, attempt, step, modelVersion: version, remote, generation: gen, latencyMs };
   }
@@ -502,7 +591,7 @@ export class SessionService {
    */
   endAttempt(tenant: string, id: string, e: EndAttemptInput): Promise<StepAnswer> {
     return this.mutex.run(id, async () => {
-      const row = this.row(tenant, id);
+      const row = await this.row(tenant, id);
       if (e.attempt >= row.maxAttempts) {
         throw invalid('params/attempt', `is ${e.attempt}, beyond the session's maxAttempts of ${row.maxAttempts} (attempts are numbered 0 to ${row.maxAttempts - 1})`);
       }
@@ -514,7 +603,7 @@ export class SessionService {
       if (e.attempt > row.nextAttempt) throw new DomainError('conflict', `attempt ${e.attempt} has not started; the current attempt is ${row.nextAttempt}`);
       if (row.nextStep === 0) throw new DomainError('conflict', `attempt ${e.attempt} has no turn yet: make at least one call before ending it`);
       const input: StepInput = { attempt: e.attempt, step: row.nextStep, observation: e.observation ?? '', reward: e.reward ?? 0, done: true, success: e.success ?? false };
-      return this.stepLocked(tenant, id, input);
+      return this.fresh(() => this.stepLocked(tenant, id, input));
     });
   }
 
@@ -528,10 +617,10 @@ export class SessionService {
    * (`<attempt>.<step>.<a|r>`); `nextCursor` is null on the last.
    * @throws DomainError `not-found` for a session of another tenant or none; `validation` for a malformed cursor.
    */
-  trajectory(tenant: string, id: string, page: { limit: number; cursor?: string; maxBytes: number }) {
-    this.row(tenant, id);
+  async trajectory(tenant: string, id: string, page: { limit: number; cursor?: string; maxBytes: number }) {
+    await this.row(tenant, id);
     const after = page.cursor !== undefined ? trajectoryCursor(page.cursor) : undefined;
-    const { rows, last } = this.steps.page(id, after, page.limit, page.maxBytes);
+    const { rows, last } = await this.steps.page(id, after, page.limit, page.maxBytes);
     const nextCursor = last ? `${last.attempt}.${last.step}.${last.kind === 'action' ? 'a' : 'r'}` : null;
     return { sessionId: id, nextCursor, steps: rows.map(trajectoryStep) };
   }
@@ -547,11 +636,11 @@ export class SessionService {
   async expireIdle(ttlMs: number, now = Date.now()): Promise<string[]> {
     const cutoff = now - ttlMs;
     const expired: string[] = [];
-    for (const id of this.repo.idleIds(cutoff)) {
+    for (const id of await this.repo.idleIds(cutoff)) {
       await this.mutex.run(id, async () => {
-        const row = this.hot.session(id);
+        const row = await this.hot.session(id);
         if (!row) return;
-        const wasExpired = this.hot.write(() => this.repo.expire(id, attemptsAbandoned(row.attempts), cutoff, now));
+        const wasExpired = await this.repo.expire(id, attemptsAbandoned(row.attempts), cutoff, now);
         this.active.drop(id);
         if (wasExpired) {
           expired.push(id);
@@ -564,7 +653,7 @@ export class SessionService {
   }
 
   /** Number of active sessions of `tenant`, or of all tenants (for /metrics). */
-  activeCount(tenant?: string): number {
+  activeCount(tenant?: string): Promise<number> {
     return this.repo.activeCount(tenant);
   }
 
@@ -575,9 +664,9 @@ export class SessionService {
    * Answered from the groups' aggregates kept on write (one row per group, whatever the number of
    * sessions); with a `taskId` filter, from that task's sessions.
    */
-  stats(tenant: string, f: Omit<SessionFilters, 'status'>, retries = 3) {
-    if (f.taskId) return sessionStats(this.repo.completed(tenant, f), retries);
-    return statsFromGroups(this.repo.statsGroups(tenant), f, retries);
+  async stats(tenant: string, f: Omit<SessionFilters, 'status'>, retries = 3) {
+    if (f.taskId) return sessionStats(await this.repo.completed(tenant, f), retries);
+    return statsFromGroups(await this.repo.statsGroups(tenant), f, retries);
   }
 
   /**
@@ -587,7 +676,7 @@ export class SessionService {
    * with the sessions completed since (diversity-cache.ts): a polling dashboard reads one row while
    * nothing completes, and only the new sessions' actions when some did.
    */
-  diversity(tenant: string, f: Omit<SessionFilters, 'status'>, maxSessions: number): DiversityAnswer {
+  diversity(tenant: string, f: Omit<SessionFilters, 'status'>, maxSessions: number): Promise<DiversityAnswer> {
     return this.diversityCache.answer(tenant, f, maxSessions);
   }
 }

@@ -15,6 +15,7 @@ import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../app.js';
 import { loadConfig, type Config } from '../config.js';
 import { openDatabase } from '../db/index.js';
+import { sqliteStore } from '../db/store.js';
 import { parseEnvName, EVAL_SEED_START } from '../envs/index.js';
 import { runEval, type EvalReport } from '../eval/harness.js';
 import { createEngine } from '../policy/index.js';
@@ -63,11 +64,11 @@ async function startGateServer(req: GateEvaluateRequest, onFatal: (err: Error) =
     database.close();
     throw err;
   }
-  const app = await buildApp(config, { database, engine });
+  const app = await buildApp(config, { store: sqliteStore(database), engine });
   try {
     // the test engine serves every version alike; the builtin one registers the incumbent as `base`
     const incumbent = app.models.active().version;
-    app.repos.models.insert({
+    await app.repos.models.insert({
       version: NAMES.candidate, parent: incumbent, jobId: null, checkpointDir: req.candidate.checkpointDir, status: 'candidate',
       metrics: {}, createdAt: Date.now(),
     });

@@ -227,9 +227,9 @@ function writeCurve(out: string, opts: TrainOptions, points: CurvePoint[], run: 
  * checkpoint's copy (in-process), the job's file, the curve, then the previous checkpoint copy removed.
  */
 function iterationRecorder(out: string, opts: TrainOptions, inProcess: RunningServer | null, startedAt: string) {
-  return (points: CurvePoint[], state: IterationState): void => {
+  return async (points: CurvePoint[], state: IterationState): Promise<void> => {
     const p = points[points.length - 1]!;
-    const dir = inProcess && p.trainedVersion ? inProcess.app.models.get(p.trainedVersion)?.checkpointDir : undefined;
+    const dir = inProcess && p.trainedVersion ? (await inProcess.app.models.get(p.trainedVersion))?.checkpointDir : undefined;
     if (dir) keepCheckpoint(out, p.trainedVersion!, dir);
     writeJob(out, p.iteration, state.job);
     writeCurve(out, opts, points, { startVersion: state.startVersion, heldOutStart: state.heldOutStart, startedAt });
@@ -267,7 +267,7 @@ async function importCheckpoint(srv: RunningServer, dataDir: string, version: st
   } catch {
     parent = undefined;
   }
-  const known = parent !== undefined && srv.app.models.get(parent) !== undefined;
+  const known = parent !== undefined && (await srv.app.models.get(parent)) !== undefined;
   await srv.app.models.registerCheckpoint(version, dest, { ...(known ? { parent } : {}), metrics: { resumedFrom: dir } });
 }
 

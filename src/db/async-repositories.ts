@@ -1,9 +1,11 @@
 /**
  * The repositories as both stores can serve them: every operation of ./repositories.ts (sessions,
- * steps, the step hot path, models, jobs, training data) and the export query, returning promises.
+ * steps, the step hot path, models, jobs, training data, replays) and the export query, returning
+ * promises. The server's services use these (`app.repos`, src/plugins/app/db.ts), whichever store
+ * the configuration selects.
  * The PostgreSQL store implements them natively (./pg/repositories.ts); the SQLite store through
  * {@link sqliteAsyncRepositories}, an adapter over the synchronous repositories of one open
- * database. test/db/store-contract.test.ts runs the same cases against both.
+ * database. test/db/async-repositories.test.ts runs the same cases against both.
  *
  * Rows have the SQLite schema's types (./schema.ts); the PostgreSQL schema reads back the same
  * shapes (test/db/pg/schema.test.ts). Times are ms since the Unix epoch.
@@ -14,12 +16,14 @@
  */
 import type { ReflectionSource } from '../domain.js';
 import { databaseErrorOf, guardedWrite, type DatabaseConnection } from './index.js';
+import { SessionNotActiveError, StaleSessionError } from './errors.js';
 import { exportLines, type ExportFilter, type ExportLine } from './export.js';
-import type { JobInsert, JobListQuery } from './jobs-repo.js';
+import type { JobInsert, JobListQuery, JobsRepo } from './jobs-repo.js';
 import type { ModelInsert } from './models-repo.js';
 import type { StepCommit } from './queries.js';
 import { createRepositories, type Repositories } from './repositories.js';
-import type { ModelRow, SessionRow, StepRow, TrainingJobRow } from './schema.js';
+import type { ReplaySessionFilter, ReplaySummaryRow, ReplayedRow, ReplaysRepo } from './replays-repo.js';
+import type { ModelRow, ReplayRow, SessionRow, StepRow, TrainingJobRow } from './schema.js';
 import type { AttemptTrajectory, SessionFilters, StatsRow } from './sessions-repo.js';
 import type { StatsGroup } from '../shared/stats-aggregate.js';
 import type { StepPage, StepPosition } from './steps-repo.js';
@@ -37,6 +41,14 @@ export interface ReflectionRead {
 /** `sessions` and `reflections` outside the hot path (./sessions-repo.ts documents each operation). */
 export interface AsyncSessions {
   insert(row: SessionRow): Promise<void>;
+  /**
+   * Insert `row` unless its tenant already holds `cap` active sessions (`cap` <= 0: no cap). The
+   * count and the insert are one step: on SQLite one synchronous write of the one process that
+   * owns the file; on PostgreSQL one transaction under a transaction advisory lock on the tenant,
+   * so that replicas creating sessions at once never pass the cap together.
+   * @returns whether it inserted, and the tenant's active sessions counted before (0 without a cap).
+   */
+  insertUnderCap(row: SessionRow, cap: number): Promise<{ inserted: boolean; open: number }>;
   list(tenant: string, f: SessionFilters, limit: number, cursor?: string): Promise<SessionRow[]>;
   abandon(id: string, attempts: SessionRow['attempts'], now: number): Promise<void>;
   editReflection(sessionId: string, attempt: number, text: string, now: number): Promise<number>;
@@ -90,9 +102,10 @@ export interface AsyncHot {
    * commits of one position, however concurrent, one records it and both resolve with the stored
    * request hash and answer (the `steps_position` unique index decides; the loser writes nothing).
    * Only an active session takes a step: a commit for a session that is no longer `active` (ended
-   * meanwhile, e.g. abandoned or expired by another replica) writes nothing.
+   * meanwhile, e.g. abandoned or expired by another replica) writes nothing, and so does one whose
+   * session changed since `commit.session.expectedUpdatedAt` (when given).
    * @throws TypeError when `commit.rows` is empty; SessionNotActiveError when the session is not
-   *   active; DatabaseError for storage failures; other failures (e.g. an unknown session) reject
+   *   active; StaleSessionError when it changed; DatabaseError for storage failures; other failures (e.g. an unknown session) reject
    *   and write nothing.
    */
   commitStep(commit: StepCommit): Promise<StepCommitResult>;
@@ -104,6 +117,8 @@ export interface AsyncModels {
   insert(row: ModelInsert): Promise<void>;
   setCheckpointDir(version: string, checkpointDir: string): Promise<void>;
   setEngineConfig(version: string, engineConfig: Record<string, unknown>): Promise<void>;
+  /** Replace the metrics of `version` (a training job's promotion gate writes its figures there). */
+  setMetrics(version: string, metrics: Record<string, unknown>): Promise<void>;
   active(): Promise<ModelRow | undefined>;
   list(): Promise<ModelRow[]>;
   remoteVersions(): Promise<string[]>;
@@ -122,7 +137,14 @@ export interface AsyncJobs {
   recent(limit: number): Promise<TrainingJobRow[]>;
   update(id: string, set: Partial<JobInsert>): Promise<void>;
   failRunning(error: string, finishedAt: number): Promise<void>;
+  /** Ids of the queued jobs, oldest first (createdAt, then id). */
   queuedIds(): Promise<string[]>;
+  /** Job `id` becomes `running` if it is still `queued` (one trainer takes it); resolves whether it did. */
+  claim(id: string, startedAt: number): Promise<boolean>;
+  /** Job `id` becomes `cancelled` if it is still `queued`; resolves whether it did. */
+  cancelQueued(id: string, finishedAt: number): Promise<boolean>;
+  /** Record that running job `id` is to stop (`cancelRequestedAt`); resolves whether it was running. */
+  requestCancel(id: string, at: number): Promise<boolean>;
 }
 
 /** Training's reads and writes (./training-data.ts). */
@@ -139,6 +161,18 @@ export interface AsyncExport {
   lines(filter?: ExportFilter, chunkRows?: number): AsyncIterable<ExportLine>;
 }
 
+/** `replays`: stored reports and the reads of recorded sessions a replay needs (./replays-repo.ts). */
+export interface AsyncReplays {
+  insert(row: ReplayRow): Promise<void>;
+  get(tenant: string, id: string): Promise<ReplayRow | undefined>;
+  has(tenant: string, id: string): Promise<boolean>;
+  list(tenant: string, f: { modelVersion?: string }, limit: number, cursor?: string): Promise<ReplaySummaryRow[]>;
+  sessions(tenant: string, f: ReplaySessionFilter, limit: number): Promise<SessionRow[]>;
+  modelCalls(sessionIds: readonly string[]): Promise<Map<string, number>>;
+  actionRows(sessionId: string): Promise<ReplayedRow[]>;
+  reflections(sessionId: string): Promise<Map<number, string>>;
+}
+
 /** Every repository of one store. */
 export interface AsyncRepositories {
   /** Which store serves them. */
@@ -149,16 +183,11 @@ export interface AsyncRepositories {
   models: AsyncModels;
   jobs: AsyncJobs;
   trainingData: AsyncTrainingData;
+  replays: AsyncReplays;
   export: AsyncExport;
 }
 
-/** A step commit refused because its session is no longer `active` (nothing was written). */
-export class SessionNotActiveError extends Error {
-  constructor(readonly sessionId: string) {
-    super(`session '${sessionId}' is no longer active`);
-    this.name = 'SessionNotActiveError';
-  }
-}
+export { SessionNotActiveError, StaleSessionError };
 
 /** A SQLite constraint failure (better-sqlite3 `SQLITE_CONSTRAINT*`, possibly wrapped by drizzle). */
 function isConstraint(err: unknown): boolean {
@@ -174,26 +203,53 @@ function isConstraint(err: unknown): boolean {
 /**
  * Step commits of the SQLite store with the exactly-once answer of AsyncHot.commitStep: a commit
  * refused by the `steps_position` unique index (its savepoint rolled back, nothing written)
- * resolves with what is stored at its position. A commit for a session that is not active is refused.
+ * resolves with what is stored at its position. A commit for a session that is not active is
+ * refused inside its own transaction (./queries.ts), so the hot path reads nothing more.
  */
 async function commitOnce(r: Repositories, commit: StepCommit): Promise<StepCommitResult> {
   const first = commit.rows[0];
   if (!first) throw new TypeError('a step commit needs at least one row');
-  // One process owns a SQLite file and serialises each session's writes (src/agent/sessions.ts),
-  // so the status read here still holds when the commit runs.
-  const row = r.hot.session(commit.session.id);
-  if (row && row.status !== 'active') throw new SessionNotActiveError(commit.session.id);
   try {
     await r.hot.commitStep(commit);
     return { recorded: true, requestHash: first.requestHash, answer: first.answer };
   } catch (err) {
     if (!isConstraint(err)) throw err;
-    const stored = r.hot.sqlite
-      .prepare('SELECT request_hash AS requestHash, answer FROM steps WHERE session_id = ? AND attempt = ? AND step = ? AND kind = ?')
-      .get(first.sessionId, first.attempt, first.step, first.kind) as { requestHash: string; answer: string | null } | undefined;
+    const stored = r.hot.storedAt(first.sessionId, first.attempt, first.step, first.kind);
     if (!stored) throw err;
     return { recorded: false, ...stored };
   }
+}
+
+/** AsyncJobs over the SQLite JobsRepo, through the adapter's `read` and `write`. */
+function sqliteJobs(j: JobsRepo, read: <T>(fn: () => T) => Promise<T>, write: <T>(fn: () => T) => Promise<T>): AsyncJobs {
+  return {
+    list: (q) => read(() => j.list(q)),
+    running: () => read(() => j.running()),
+    countsByStatus: () => read(() => j.countsByStatus()),
+    insert: (row) => write(() => j.insert(row)),
+    get: (id) => read(() => j.get(id)),
+    recent: (limit) => read(() => j.recent(limit)),
+    update: (id, set) => write(() => j.update(id, set)),
+    failRunning: (error, at) => write(() => j.failRunning(error, at)),
+    queuedIds: () => read(() => j.queuedIds()),
+    claim: (id, at) => write(() => j.claim(id, at)),
+    cancelQueued: (id, at) => write(() => j.cancelQueued(id, at)),
+    requestCancel: (id, at) => write(() => j.requestCancel(id, at)),
+  };
+}
+
+/** AsyncReplays over the SQLite ReplaysRepo, through the adapter's `read` and `write`. */
+function sqliteReplays(rp: ReplaysRepo, read: <T>(fn: () => T) => Promise<T>, write: <T>(fn: () => T) => Promise<T>): AsyncReplays {
+  return {
+    insert: (row) => write(() => rp.insert(row)),
+    get: (tenant, id) => read(() => rp.get(tenant, id)),
+    has: (tenant, id) => read(() => rp.has(tenant, id)),
+    list: (tenant, f, limit, cursor) => read(() => rp.list(tenant, f, limit, cursor)),
+    sessions: (tenant, f, limit) => read(() => rp.sessions(tenant, f, limit)),
+    modelCalls: (ids) => read(() => rp.modelCalls(ids)),
+    actionRows: (id) => read(() => rp.actionRows(id)),
+    reflections: (id) => read(() => rp.reflections(id)),
+  };
 }
 
 /**
@@ -202,7 +258,7 @@ async function commitOnce(r: Repositories, commit: StepCommit): Promise<StepComm
  * their outcome in the connection's StorageHealth (as the services do through `hot.write`).
  */
 export function sqliteAsyncRepositories(conn: DatabaseConnection, repos: Repositories = createRepositories(conn)): AsyncRepositories {
-  const { sessions: s, steps, hot, models: m, jobs: j, trainingData: t } = repos;
+  const { sessions: s, steps, hot, models: m, jobs: j, trainingData: t, replays: rp } = repos;
   const read = async <T>(fn: () => T): Promise<T> => {
     try {
       return fn();
@@ -215,6 +271,14 @@ export function sqliteAsyncRepositories(conn: DatabaseConnection, repos: Reposit
     store: 'sqlite',
     sessions: {
       insert: (row) => write(() => s.insert(row)),
+      // One process owns the file and runs this synchronously: nothing comes between the count and the insert.
+      insertUnderCap: (row, cap) =>
+        write(() => {
+          const open = cap > 0 ? hot.activeCount(row.tenant) : 0;
+          if (cap > 0 && open >= cap) return { inserted: false, open };
+          s.insert(row);
+          return { inserted: true, open };
+        }),
       list: (tenant, f, limit, cursor) => read(() => s.list(tenant, f, limit, cursor)),
       abandon: (id, attempts, now) => write(() => s.abandon(id, attempts, now)),
       editReflection: (id, attempt, text, now) => write(() => s.editReflection(id, attempt, text, now)),
@@ -243,23 +307,14 @@ export function sqliteAsyncRepositories(conn: DatabaseConnection, repos: Reposit
       insert: (row) => write(() => m.insert(row)),
       setCheckpointDir: (v, dir) => write(() => m.setCheckpointDir(v, dir)),
       setEngineConfig: (v, cfg) => write(() => m.setEngineConfig(v, cfg)),
+      setMetrics: (v, metrics) => write(() => m.setMetrics(v, metrics)),
       active: () => read(() => m.active()),
       list: () => read(() => m.list()),
       remoteVersions: () => read(() => m.remoteVersions()),
       get: (v) => read(() => m.get(v)),
       activate: (v) => write(() => m.activate(v)),
     },
-    jobs: {
-      list: (q) => read(() => j.list(q)),
-      running: () => read(() => j.running()),
-      countsByStatus: () => read(() => j.countsByStatus()),
-      insert: (row) => write(() => j.insert(row)),
-      get: (id) => read(() => j.get(id)),
-      recent: (limit) => read(() => j.recent(limit)),
-      update: (id, set) => write(() => j.update(id, set)),
-      failRunning: (error, at) => write(() => j.failRunning(error, at)),
-      queuedIds: () => read(() => j.queuedIds()),
-    },
+    jobs: sqliteJobs(j, read, write),
     trainingData: {
       completedTrainSessions: (f) => read(() => t.completedTrainSessions(f)),
       countCompletedTrainSessions: (since) => read(() => t.countCompletedTrainSessions(since)),
@@ -267,6 +322,7 @@ export function sqliteAsyncRepositories(conn: DatabaseConnection, repos: Reposit
       stepRowsOf: (ids) => read(() => t.stepRowsOf(ids)),
       writeStepScores: (scores) => write(() => t.writeStepScores(scores)),
     },
+    replays: sqliteReplays(rp, read, write),
     export: {
       async *lines(filter = {}, chunkRows) {
         yield* exportLines(conn.file, filter, chunkRows);

@@ -77,3 +77,23 @@ export function databaseErrorOf(err: unknown): DatabaseError | null {
 
 /** Kinds after which the database cannot be written until a write succeeds again (readiness false). */
 export const STORAGE_FAILURE_KINDS: readonly DatabaseErrorKind[] = ['full', 'io', 'readonly', 'corrupt'];
+
+/** A step commit refused because its session is no longer `active` (nothing was written). */
+export class SessionNotActiveError extends Error {
+  constructor(readonly sessionId: string) {
+    super(`session '${sessionId}' is no longer active`);
+    this.name = 'SessionNotActiveError';
+  }
+}
+
+/**
+ * A step commit refused because the session changed since the state it was computed from (its
+ * `expectedUpdatedAt`): another server wrote it meanwhile, e.g. a human edit of a reflection.
+ * Nothing was written; compute the step again from the session as stored.
+ */
+export class StaleSessionError extends Error {
+  constructor(readonly sessionId: string) {
+    super(`session '${sessionId}' changed since its state was read`);
+    this.name = 'StaleSessionError';
+  }
+}

@@ -77,8 +77,32 @@ export class JobsRepo {
     this.db.update(trainingJobs).set({ status: 'failed', error, finishedAt }).where(eq(trainingJobs.status, 'running')).run();
   }
 
-  /** Ids of the `queued` jobs, oldest first. */
+  /** Ids of the `queued` jobs, oldest first (createdAt, then id). */
   queuedIds(): string[] {
-    return this.db.select({ id: trainingJobs.id }).from(trainingJobs).where(eq(trainingJobs.status, 'queued')).orderBy(trainingJobs.createdAt).all().map((r) => r.id);
+    return this.db
+      .select({ id: trainingJobs.id })
+      .from(trainingJobs)
+      .where(eq(trainingJobs.status, 'queued'))
+      .orderBy(trainingJobs.createdAt, trainingJobs.id)
+      .all()
+      .map((r) => r.id);
+  }
+
+  /** Job `id` becomes `running`, started at `startedAt` (ms), if it is still `queued`; returns whether it did. */
+  claim(id: string, startedAt: number): boolean {
+    const set = { status: 'running' as const, startedAt };
+    return this.db.update(trainingJobs).set(set).where(and(eq(trainingJobs.id, id), eq(trainingJobs.status, 'queued'))).run().changes === 1;
+  }
+
+  /** Job `id` becomes `cancelled`, finished at `finishedAt` (ms), if it is still `queued`; returns whether it did. */
+  cancelQueued(id: string, finishedAt: number): boolean {
+    const set = { status: 'cancelled' as const, finishedAt };
+    return this.db.update(trainingJobs).set(set).where(and(eq(trainingJobs.id, id), eq(trainingJobs.status, 'queued'))).run().changes === 1;
+  }
+
+  /** Record at `at` (ms) that running job `id` is to stop (its trainer reads it); returns whether it was running. */
+  requestCancel(id: string, at: number): boolean {
+    const set = { cancelRequestedAt: at };
+    return this.db.update(trainingJobs).set(set).where(and(eq(trainingJobs.id, id), eq(trainingJobs.status, 'running'))).run().changes === 1;
   }
 }

@@ -9,7 +9,7 @@ import type Database from 'better-sqlite3';
 import type { ReflectionSource, StepKind } from '../domain.js';
 import type { AttemptSummary, SessionRow } from './schema.js';
 import { connectionTuning, guardedWrite, storageHealth, type StorageHealth } from './index.js';
-import { DatabaseError } from './errors.js';
+import { DatabaseError, SessionNotActiveError, StaleSessionError } from './errors.js';
 import { statsAggregates, type SqliteStatsAggregates } from './stats-aggregates.js';
 
 interface RawSession {
@@ -70,7 +70,20 @@ export interface StepInsert {
 export interface StepCommit {
   rows: StepInsert[];
   reflection: { sessionId: string; attempt: number; text: string; updatedAt: number } | null;
-  session: { id: string; status: string; attempts: AttemptSummary[]; nextAttempt: number; nextStep: number; updatedAt: number };
+  session: {
+    id: string;
+    status: string;
+    attempts: AttemptSummary[];
+    nextAttempt: number;
+    nextStep: number;
+    updatedAt: number;
+    /**
+     * The session's `updatedAt` as the step read it: the commit applies only while the stored row
+     * still has it (every change of a session moves it on), else it is refused (StaleSessionError).
+     * Absent: not checked.
+     */
+    expectedUpdatedAt?: number;
+  };
 }
 
 const json = (v: unknown): string | null => (v === null || v === undefined ? null : JSON.stringify(v));
@@ -82,6 +95,7 @@ export class HotQueries {
   private readonly insertStep: Database.Statement;
   private readonly updateSession: Database.Statement;
   private readonly updateActiveSession: Database.Statement;
+  private readonly statusOf: Database.Statement<[string], { status: string }>;
   private readonly activeOfTenant: Database.Statement<[string], { n: number }>;
   private readonly insertReflection: Database.Statement;
   private readonly reflectionsOf: Database.Statement<[string], { attempt: number; text: string; source: ReflectionSource; updated_at: number }>;
@@ -117,15 +131,20 @@ export class HotQueries {
         @availableActions, @info, @prompt, @output, @action, @promptTokenIds, @outputTokenIds, @logprobs, @droppedSteps, @promptTruncatedChars,
         @engineRecord, @turn, @modelVersion, @requestHash, @answer, @createdAt)`,
     );
+    // A step is committed only on an active session, unchanged since the step read it: the update
+    // matches no row otherwise, and the step's writes are rolled back (SessionNotActiveError or
+    // StaleSessionError), which costs no extra read on the way that succeeds.
+    const unchanged = `id = @id AND status = 'active' AND (@expectedUpdatedAt IS NULL OR updated_at = @expectedUpdatedAt)`;
     this.updateSession = sqlite.prepare(
       `UPDATE sessions SET status = @status, attempts = @attempts, next_attempt = @nextAttempt, next_step = @nextStep,
-        updated_at = @updatedAt WHERE id = @id`,
+        updated_at = @updatedAt WHERE ${unchanged}`,
     );
-    // A step is committed only on an active session (src/agent/step-transition.ts admitStep): while
-    // it stays active, the status column (and its index) need not be written.
+    // While the session stays active, the status column (and its index) need not be written.
     this.updateActiveSession = sqlite.prepare(
-      `UPDATE sessions SET attempts = @attempts, next_attempt = @nextAttempt, next_step = @nextStep, updated_at = @updatedAt WHERE id = @id`,
+      `UPDATE sessions SET attempts = @attempts, next_attempt = @nextAttempt, next_step = @nextStep, updated_at = @updatedAt
+        WHERE ${unchanged}`,
     );
+    this.statusOf = sqlite.prepare('SELECT status FROM sessions WHERE id = ?');
     this.activeOfTenant = sqlite.prepare("SELECT count(*) AS n FROM sessions WHERE tenant = ? AND status = 'active'");
     this.insertReflection = sqlite.prepare(
       `INSERT INTO reflections (session_id, attempt, text, source, updated_at) VALUES (?, ?, ?, 'policy', ?)`,
@@ -176,6 +195,13 @@ export class HotQueries {
     return r ? { requestHash: r.request_hash, answer: r.answer } : undefined;
   }
 
+  /** The request hash and answer stored at a position of any kind (a step commit that lost its position reads the winner's). */
+  storedAt(sessionId: string, attempt: number, step: number, kind: StepKind): { requestHash: string; answer: string | null } | undefined {
+    return this.sqlite
+      .prepare('SELECT request_hash AS requestHash, answer FROM steps WHERE session_id = ? AND attempt = ? AND step = ? AND kind = ?')
+      .get(sessionId, attempt, step, kind) as { requestHash: string; answer: string | null } | undefined;
+  }
+
   /** Observations and actions of one attempt's action steps, in order. */
   stepsOfAttempt(sessionId: string, attempt: number): Array<{ observation: string; action: string | null }> {
     return this.attemptSteps.all(sessionId, attempt);
@@ -197,8 +223,10 @@ export class HotQueries {
    * timers (2, 4, 8 ... 32 ms apart) until the step has waited the connection's busy timeout
    * (ConnectionTuning.busyTimeoutMs); then it is rejected as busy. When the transaction cannot
    * start or is lost (disk full, I/O error) every step of the batch is rejected and none is
-   * recorded.
-   * @throws (rejects) DatabaseError kind `busy` | `full` | `io` | `readonly` | `corrupt` for those
+   * recorded. A step whose session is no longer `active` is rolled back alone.
+   * @throws (rejects) SessionNotActiveError when the session is not active (or missing);
+   *   StaleSessionError when it changed since `commit.session.expectedUpdatedAt`;
+   *   DatabaseError kind `busy` | `full` | `io` | `readonly` | `corrupt` for those
    *   SQLite failures; other errors unchanged.
    */
   commitStep(commit: StepCommit): Promise<void> {
@@ -312,9 +340,13 @@ export class HotQueries {
         });
       }
       if (reflection) this.insertReflection.run(reflection.sessionId, reflection.attempt, reflection.text, reflection.updatedAt);
-      const params = { ...session, attempts: JSON.stringify(session.attempts) };
-      (session.status === 'active' ? this.updateActiveSession : this.updateSession).run(params);
-      // a step is committed only on an active session, so this is the session's one completion
+      const params = { ...session, attempts: JSON.stringify(session.attempts), expectedUpdatedAt: session.expectedUpdatedAt ?? null };
+      const changed = (session.status === 'active' ? this.updateActiveSession : this.updateSession).run(params).changes;
+      if (changed !== 1) {
+        // the way that fails: why
+        throw this.statusOf.get(session.id)?.status === 'active' ? new StaleSessionError(session.id) : new SessionNotActiveError(session.id);
+      }
+      // the update matched the session while it was active, so this is the session's one completion
       if (session.status === 'completed') this.stats.recordCompletion(session.id);
     }
   }

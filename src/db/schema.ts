@@ -164,6 +164,8 @@ export const trainingJobs = sqliteTable('training_jobs', {
   createdAt: integer('created_at').notNull(),
   startedAt: integer('started_at'),
   finishedAt: integer('finished_at'),
+  /** A running job's cancel was asked for at this time (on any replica); its trainer stops it after the current iteration. */
+  cancelRequestedAt: integer('cancel_requested_at'),
 });
 
 /**

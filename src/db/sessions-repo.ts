@@ -80,13 +80,24 @@ export class SessionsRepo {
     this.db.update(sessions).set({ status: 'abandoned', attempts, updatedAt: now }).where(eq(sessions.id, id)).run();
   }
 
-  /** Replace the reflection of `attempt` with a human text; returns the rows changed (0: no such reflection). */
+  /**
+   * Replace the reflection of `attempt` with a human text; returns the rows changed (0: no such
+   * reflection). The session's `updatedAt` moves on with it (to `now`, or 1 ms past its value when
+   * that is not earlier), so that a step computed from the reflection before the edit is refused
+   * (src/db/queries.ts StepCommit `expectedUpdatedAt`).
+   */
   editReflection(sessionId: string, attempt: number, text: string, now: number): number {
-    return this.db
-      .update(reflections)
-      .set({ text, source: 'human', updatedAt: now })
-      .where(and(eq(reflections.sessionId, sessionId), eq(reflections.attempt, attempt)))
-      .run().changes;
+    return this.db.transaction((tx) => {
+      const changes = tx
+        .update(reflections)
+        .set({ text, source: 'human', updatedAt: now })
+        .where(and(eq(reflections.sessionId, sessionId), eq(reflections.attempt, attempt)))
+        .run().changes;
+      if (changes > 0) {
+        tx.update(sessions).set({ updatedAt: sql`max(${now}, ${sessions.updatedAt} + 1)` }).where(eq(sessions.id, sessionId)).run();
+      }
+      return changes;
+    });
   }
 
   /** Ids of active sessions last changed before `cutoff` (ms). */

@@ -48,18 +48,17 @@ const opsRoutes: FastifyPluginAsync = async (fastify) => {
     '/readyz',
     { schema: { tags, summary: 'Database open and writable, the active model loaded (a remote one: its server answers)', response: { 200: Ready, 503: Ready } } },
     async (_req, reply) => {
-      const database = app.db.ping();
-      // After a failed write (disk full, I/O error) a small probe write (at most once a second,
-      // never waiting for a lock) finds out whether writes succeed again.
-      const st = database ? app.db.probeStorage(1000) : app.db.storage.state();
-      const storage = st.writable ? 'ok' : (st.kind ?? 'unknown');
+      // SQLite: after a failed write (disk full, I/O error) a small probe write (at most once a
+      // second, never waiting for a lock) finds out whether writes succeed again. PostgreSQL: a
+      // `select 1` with a short timeout (src/db/store.ts).
+      const { database, storage } = await app.store.readiness();
       const version = app.models.active().version;
       const loaded = app.engine.isLoaded(version);
       const info = app.engine.info();
       // A remote active version is ready only while its server answers (cached probe, short timeout).
       const probe = loaded ? ((await app.engine.probe?.(version)) ?? null) : null;
       const remote = probe ? { reachable: probe.reachable, ...(probe.detail ? { detail: probe.detail } : {}), checkedAt: new Date(probe.checkedAt).toISOString() } : null;
-      const ready = database && st.writable && loaded && (probe === null || probe.reachable);
+      const ready = database && storage === 'ok' && loaded && (probe === null || probe.reachable);
       reply.code(ready ? 200 : 503);
       return {
         status: ready ? 'ready' : 'not-ready', database, storage, model: { version, loaded, ...(remote ? { remote } : {}) }, engine: info.engine, backend: info.backend,

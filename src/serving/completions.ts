@@ -119,13 +119,13 @@ export class CompletionService {
   ) {}
 
   /** `GET /openai/v1/models`: the versions served here. */
-  list(): OpenAiModelListing {
-    return { object: 'list' as const, data: this.models.list().filter(servedHere).map(modelObject) };
+  async list(): Promise<OpenAiModelListing> {
+    return { object: 'list' as const, data: (await this.models.list()).filter(servedHere).map(modelObject) };
   }
 
   /** `GET /openai/v1/models/{model}`. @throws DomainError `not-found` for a version not served by this process. */
-  model(name: string): OpenAiModelObject {
-    return modelObject(this.servedRow(name));
+  async model(name: string): Promise<OpenAiModelObject> {
+    return modelObject(await this.servedRow(name));
   }
 
   /**
@@ -218,23 +218,23 @@ export class CompletionService {
   }
 
   /** `GET /v1/sessions/{id}/openai/v1/models`: the session's pinned version. @throws DomainError `not-found` for an unknown session. */
-  sessionModels(tenant: string, id: string): OpenAiModelListing {
-    const s = this.agent.get(tenant, id);
-    const m = this.models.get(s.modelVersion);
+  async sessionModels(tenant: string, id: string): Promise<OpenAiModelListing> {
+    const s = await this.agent.get(tenant, id);
+    const m = await this.models.get(s.modelVersion);
     const created = Math.floor((m?.createdAt ?? Date.parse(s.createdAt)) / 1000);
     return { object: 'list' as const, data: [{ id: s.modelVersion, object: 'model' as const, created, owned_by: 'lamer-server', parent: m?.parent ?? null }] };
   }
 
   /** The row of a version served here. @throws DomainError `not-found` when it is unknown or not served by this process. */
-  private servedRow(model: string): ModelRow {
-    const row = this.models.get(model);
+  private async servedRow(model: string): Promise<ModelRow> {
+    const row = await this.models.get(model);
     if (!row || !servedHere(row)) throw notFound(`model '${model}' (GET /openai/v1/models lists the versions served here)`);
     return row;
   }
 
   /** The version a request names, loaded. @throws DomainError `not-found` as `servedRow`; `engine-unavailable` when it cannot load. */
   private async served(model: string): Promise<string> {
-    this.servedRow(model);
+    await this.servedRow(model);
     await this.models.ensureLoaded(model);
     return model;
   }

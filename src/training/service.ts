@@ -22,7 +22,7 @@ import { existsSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Static } from 'typebox';
 import { DomainError, invalid, notFound } from '../agent/errors.js';
-import type { Repositories } from '../db/repositories.js';
+import type { AsyncJobs } from '../db/async-repositories.js';
 import type { TrainingJobRow } from '../db/schema.js';
 import { ensureDirSync } from '../ensure-dir.js';
 import type { IterationMetrics } from './run/job.js';
@@ -49,7 +49,7 @@ export interface TrainingServiceOptions {
   /** The job queue and runner (queue, worker thread, new model versions). */
   manager: TrainingJobManager;
   /** The `training_jobs` table, for listings. */
-  jobs: Repositories['jobs'];
+  jobs: AsyncJobs;
   /** Where sft demonstrations are read from and inline ones written to: `<dataDir>/demos`. */
   demosDir: string;
 }
@@ -70,11 +70,11 @@ export class TrainingService {
    *   server is shutting down. Nothing is stored when it throws (inline demonstrations are written
    *   only after the body rules passed).
    */
-  create(body: CreateJobBody): JobView {
+  async create(body: CreateJobBody): Promise<JobView> {
     const request = this.jobRequestOf(body);
     let row: TrainingJobRow;
     try {
-      row = this.opts.manager.create(request);
+      row = await this.opts.manager.create(request);
     } catch (err) {
       // a refused job leaves nothing behind: the inline demonstrations written for it go too
       if (request.demosPath?.startsWith(path.join(this.opts.demosDir, 'inline') + path.sep)) rmSync(request.demosPath, { force: true });
@@ -84,19 +84,19 @@ export class TrainingService {
   }
 
   /** Jobs matching the query, newest first, one page of `limit` (default 50) after `cursor`. */
-  list(q: ListJobsParams): JobPage {
+  async list(q: ListJobsParams): Promise<JobPage> {
     const { status, algorithm, cursor } = q;
     const limit = q.limit ?? DEFAULT_JOB_PAGE;
     // one row more than the page tells whether another page follows
-    const rows = this.opts.jobs.list({ ...(status ? { status } : {}), ...(algorithm ? { algorithm } : {}), ...(cursor ? { cursor } : {}), limit });
+    const rows = await this.opts.jobs.list({ ...(status ? { status } : {}), ...(algorithm ? { algorithm } : {}), ...(cursor ? { cursor } : {}), limit });
     const page = rows.slice(0, limit);
     const last = page[page.length - 1];
     return { items: page.map((r) => this.summaryOf(r)), nextCursor: rows.length > limit && last ? `${last.createdAt}~${last.id}` : null };
   }
 
   /** The job `id` with its metrics. @throws DomainError `not-found`. */
-  get(id: string): JobView {
-    return this.viewOf(this.find(id));
+  async get(id: string): Promise<JobView> {
+    return this.viewOf(await this.find(id));
   }
 
   /**
@@ -104,12 +104,12 @@ export class TrainingService {
    * current iteration (`running: true`, the job as it is now); a cancelled one is returned unchanged.
    * @throws DomainError `not-found`; `conflict` for a job that already succeeded or failed.
    */
-  cancel(id: string): { job: JobView; running: boolean } {
-    const before = this.find(id);
+  async cancel(id: string): Promise<{ job: JobView; running: boolean }> {
+    const before = await this.find(id);
     if (before.status === 'succeeded' || before.status === 'failed') {
       throw new DomainError('conflict', `training job '${before.id}' already ${before.status}`);
     }
-    const after = this.opts.manager.cancel(before.id) ?? before;
+    const after = (await this.opts.manager.cancel(before.id)) ?? before;
     return { job: this.viewOf(after), running: after.status === 'running' };
   }
 
@@ -129,8 +129,8 @@ export class TrainingService {
   }
 
   /** The job row `id`. @throws DomainError `not-found`. */
-  private find(id: string): TrainingJobRow {
-    const r = this.opts.manager.get(id);
+  private async find(id: string): Promise<TrainingJobRow> {
+    const r = await this.opts.manager.get(id);
     if (!r) throw notFound(`training job '${id}'`);
     return r;
   }

@@ -21,9 +21,9 @@ function row(id: string, over: Partial<SessionRow> = {}): SessionRow {
 function source(rows: Record<string, SessionRow>, steps: Record<string, Array<{ observation: string; action: string | null }>> = {}) {
   const reads = { session: 0, steps: 0, reflections: 0 };
   const src: SessionStateSource = {
-    session: (id) => (reads.session++, rows[id]),
-    stepsOfAttempt: (id, a) => (reads.steps++, steps[`${id}/${a}`] ?? []),
-    reflections: () => (reads.reflections++, []),
+    session: async (id) => (reads.session++, rows[id]),
+    stepsOfAttempt: async (id, a) => (reads.steps++, steps[`${id}/${a}`] ?? []),
+    reflections: async () => (reads.reflections++, []),
   };
   return { src, reads };
 }
@@ -37,19 +37,19 @@ function commit(id: string, attempt: number, step: number, observation: string, 
   };
 }
 
-describe('ActiveSessions', () => {
-  it('reads a session once, then follows its committed steps across an attempt end', () => {
+describe('ActiveSessions', async () => {
+  it('reads a session once, then follows its committed steps across an attempt end', async () => {
     const { src, reads } = source(
       { a: row('a', { nextAttempt: 1, nextStep: 1 }) },
       { 'a/0': [{ observation: 'o0', action: 'x' }, { observation: 'end', action: null }], 'a/1': [{ observation: 'p0', action: 'y' }] },
     );
     const cache = new ActiveSessions(src);
-    const s = cache.get('a')!;
+    const s = (await cache.get('a'))!;
     expect(s.current).toEqual([{ observation: 'p0', action: 'y' }]);
     expect(s.previous).toEqual({ steps: [{ observation: 'o0', action: 'x' }], finalObservation: 'end' });
     cache.committed(s, commit('a', 1, 1, 'p1', 'z', { attempt: 1, step: 2 }));
     cache.committed(s, commit('a', 1, 2, 'fin', null, { attempt: 2, step: 0 }, 'active', 'try left'));
-    const again = cache.get('a')!;
+    const again = (await cache.get('a'))!;
     expect(again.row).toMatchObject({ nextAttempt: 2, nextStep: 0 });
     expect(again.current).toEqual([]);
     expect(again.previous).toEqual({ steps: [{ observation: 'p0', action: 'y' }, { observation: 'p1', action: 'z' }], finalObservation: 'fin' });
@@ -60,37 +60,55 @@ describe('ActiveSessions', () => {
     expect(cache.size).toBe(0);
   });
 
-  it('does not keep sessions that are not active, and drops on request', () => {
+  it('does not keep sessions that are not active, and drops on request', async () => {
     const { src, reads } = source({ done: row('done', { status: 'completed' }), b: row('b') });
     const cache = new ActiveSessions(src);
-    expect(cache.get('done')!.row.status).toBe('completed');
-    expect(cache.get('missing')).toBeUndefined();
-    cache.get('b');
+    expect((await cache.get('done'))!.row.status).toBe('completed');
+    expect((await cache.get('missing'))).toBeUndefined();
+    await cache.get('b');
     expect(cache.size).toBe(1);
     cache.drop('b');
-    cache.get('b');
+    await cache.get('b');
     expect(reads.session).toBe(4);
   });
 
-  it('evicts the least recently used sessions over its bounds, then reads them again', () => {
+  it('evicts the least recently used sessions over its bounds, then reads them again', async () => {
     const rows = Object.fromEntries(['a', 'b', 'c'].map((id) => [id, row(id, { nextStep: 1 })]));
     const steps = Object.fromEntries(['a', 'b', 'c'].map((id) => [`${id}/0`, [{ observation: 'x'.repeat(10), action: 'up' }]]));
     const { src, reads } = source(rows, steps);
     const cache = new ActiveSessions(src, { maxEntries: 2, maxChars: 1000 });
-    cache.get('a');
-    cache.get('b');
-    cache.get('a'); // a is now the most recent
-    cache.get('c'); // evicts b
+    await cache.get('a');
+    await cache.get('b');
+    await cache.get('a'); // a is now the most recent
+    await cache.get('c'); // evicts b
     expect(cache.size).toBe(2);
     expect(reads.session).toBe(3);
-    cache.get('a');
+    await cache.get('a');
     expect(reads.session).toBe(3);
-    expect(cache.get('b')!.current).toEqual([{ observation: 'x'.repeat(10), action: 'up' }]);
+    expect((await cache.get('b'))!.current).toEqual([{ observation: 'x'.repeat(10), action: 'up' }]);
     expect(reads.session).toBe(4);
     // the character bound: each session holds 12 characters; 20 leave room for one
     const small = new ActiveSessions(source(rows, steps).src, { maxEntries: 10, maxChars: 20 });
-    small.get('a');
-    small.get('b');
+    await small.get('a');
+    await small.get('b');
     expect(small.size).toBe(1);
+  });
+
+  it('load reads a held session again (another server may have moved it on)', async () => {
+    const rows: Record<string, SessionRow> = { a: row('a') };
+    const { src, reads } = source(rows);
+    const cache = new ActiveSessions(src);
+    expect(cache.has('a')).toBe(false);
+    await cache.get('a');
+    expect(cache.has('a')).toBe(true);
+    rows.a = row('a', { nextStep: 3 });
+    expect((await cache.get('a'))!.row.nextStep).toBe(0);
+    expect((await cache.load('a'))!.row.nextStep).toBe(3);
+    expect((await cache.get('a'))!.row.nextStep).toBe(3);
+    expect(reads.session).toBe(2);
+    // a session that ended elsewhere is no longer held
+    rows.a = row('a', { status: 'abandoned' });
+    expect((await cache.load('a'))!.row.status).toBe('abandoned');
+    expect(cache.has('a')).toBe(false);
   });
 });

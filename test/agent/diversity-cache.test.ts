@@ -86,13 +86,13 @@ async function play(r: Repositories, p: Planned): Promise<void> {
 function counting(r: Repositories) {
   const seen = { trajectoryReads: 0, idsRead: 0 };
   const reads: DiversityReads = {
-    completionSeq: (t) => r.sessions.completionSeq(t),
-    completionsBetween: (t, a, b) => r.sessions.completionsBetween(t, a, b),
-    attemptTrajectories: (t, f, n) => {
+    completionSeq: async (t) => r.sessions.completionSeq(t),
+    completionsBetween: async (t, a, b) => r.sessions.completionsBetween(t, a, b),
+    attemptTrajectories: async (t, f, n) => {
       seen.trajectoryReads++;
       return r.sessions.attemptTrajectories(t, f, n);
     },
-    trajectoriesOf: (t, f, ids) => {
+    trajectoriesOf: async (t, f, ids) => {
       seen.trajectoryReads++;
       seen.idsRead += ids.length;
       return r.sessions.trajectoriesOf(t, f, ids);
@@ -165,17 +165,19 @@ describe('the diversity cache', () => {
           for (const p of plans) r.sessions.insert(row(p));
           const { reads, seen } = counting(r);
           const cache = new DiversityCache(reads, limits);
-          const check = () => {
-            for (const [tenant, f, n] of QUERIES) expect(cache.answer(tenant, f, n)).toEqual(diversityByVersion(r.sessions.attemptTrajectories(tenant, f, n)));
+          const check = async () => {
+            for (const [tenant, f, n] of QUERIES) {
+              expect(await cache.answer(tenant, f, n)).toEqual(diversityByVersion(r.sessions.attemptTrajectories(tenant, f, n)));
+            }
           };
-          check();
+          await check();
           const order = shuffled(plans, seed);
           for (let i = 0; i < order.length; i += batch) {
             for (const p of order.slice(i, i + batch)) await play(r, p);
-            check();
+            await check();
             // nothing completed: nothing read but the seq (when every answer is kept)
             const before = seen.trajectoryReads;
-            for (const [tenant, f, n] of QUERIES) cache.answer(tenant, f, n);
+            for (const [tenant, f, n] of QUERIES) await cache.answer(tenant, f, n);
             if (!limits) expect(seen.trajectoryReads).toBe(before);
           }
         }),
@@ -193,11 +195,44 @@ describe('the diversity cache', () => {
     for (const p of plans.slice(0, 30)) await play(r, p);
     const { reads, seen } = counting(r);
     const cache = new DiversityCache(reads);
-    expect(cache.answer('t1', {}, 20).scanned).toBe(20);
+    expect((await cache.answer('t1', {}, 20)).scanned).toBe(20);
     // completions out of creation order: ids older than the window's oldest are not read at all
     for (const p of plans.slice(30)) await play(r, p);
     const idsBefore = seen.idsRead;
-    expect(cache.answer('t1', {}, 20)).toEqual(diversityByVersion(r.sessions.attemptTrajectories('t1', {}, 20)));
+    expect(await cache.answer('t1', {}, 20)).toEqual(diversityByVersion(r.sessions.attemptTrajectories('t1', {}, 20)));
     expect(seen.idsRead - idsBefore).toBe(10);
+  });
+
+  it('answers as a full read when sessions complete between its reads, and with calls at once on one query', async () => {
+    const conn = openDatabase(tmpDir('lamer-divcache-'));
+    opened.push(conn);
+    const r = createRepositories(conn);
+    const plans = Array.from({ length: 30 }, (_, i): Planned => ({ id: `ses_${String(i).padStart(4, '0')}`, tenant: 't1', taskId: `k${i % 4}`, modelVersion: 'v1', maxAttempts: 1, attempts: [['up', i % 3 ? 'down' : 'left']] }));
+    for (const p of plans) r.sessions.insert(row(p));
+    for (const p of plans.slice(0, 10)) await play(r, p);
+    // as on a store shared by replicas: a completion commits after the seq is read, before the rows are
+    const { reads } = counting(r);
+    let pending = plans.slice(10, 20);
+    const racing: DiversityReads = {
+      ...reads,
+      attemptTrajectories: async (t, f, n) => {
+        for (const p of pending) await play(r, p);
+        pending = [];
+        return reads.attemptTrajectories(t, f, n);
+      },
+    };
+    const cache = new DiversityCache(racing);
+    const full = () => diversityByVersion(r.sessions.attemptTrajectories('t1', {}, 15));
+    const first = await cache.answer('t1', {}, 15);
+    expect(first.scanned).toBe(15);
+    // the sessions it already held are followed from their seq again, and counted once
+    expect(await cache.answer('t1', {}, 15)).toEqual(full());
+    const later = plans.slice(20);
+    const answers = await Promise.all([cache.answer('t1', {}, 15), (async () => {
+      for (const p of later) await play(r, p);
+      return cache.answer('t1', {}, 15);
+    })(), cache.answer('t1', {}, 15)]);
+    expect(answers[1]).toEqual(full());
+    expect(await cache.answer('t1', {}, 15)).toEqual(full());
   });
 });

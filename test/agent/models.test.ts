@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { ModelRegistry } from '../../src/agent/models.js';
 import { openDatabase } from '../../src/db/index.js';
-import { ModelsRepo } from '../../src/db/models-repo.js';
+import { sqliteAsyncRepositories } from '../../src/db/async-repositories.js';
 import { TestEngine } from '../../src/policy/test-engine.js';
 import { tmpDir } from '../helpers/index.js';
 import { saveCheckpoint } from '../../src/model/checkpoint.js';
@@ -14,28 +14,28 @@ describe('ModelRegistry', () => {
   it('registers the initial version once and keeps its folder in line with the configuration', async () => {
     const dir = tmpDir();
     const d1 = openDatabase(dir);
-    const r1 = new ModelRegistry(new ModelsRepo(d1.db), new TestEngine());
+    const r1 = new ModelRegistry(sqliteAsyncRepositories(d1).models, new TestEngine());
     await r1.init('base', '/old/models/base');
     expect(r1.active()).toMatchObject({ version: 'base', status: 'active', checkpointDir: '/old/models/base', parent: null });
     d1.close();
     const d2 = openDatabase(dir);
     const engine = new TestEngine();
-    const r2 = new ModelRegistry(new ModelsRepo(d2.db), engine);
+    const r2 = new ModelRegistry(sqliteAsyncRepositories(d2).models, engine);
     await r2.init('base', '/new/models/base');
-    expect(r2.list().map((m) => [m.version, m.status, m.checkpointDir])).toEqual([['base', 'active', '/new/models/base']]);
+    expect((await r2.list()).map((m) => [m.version, m.status, m.checkpointDir])).toEqual([['base', 'active', '/new/models/base']]);
     expect(engine.isLoaded('base')).toBe(true);
     d2.close();
   });
 
   it('activation retires the previous version; an unknown one is 404', async () => {
     const d = openDatabase(tmpDir());
-    const r = new ModelRegistry(new ModelsRepo(d.db), new TestEngine());
+    const r = new ModelRegistry(sqliteAsyncRepositories(d).models, new TestEngine());
     await r.init('base', '/m/base');
     d.sqlite
       .prepare("INSERT INTO models (version, parent, job_id, checkpoint_dir, status, metrics, created_at) VALUES ('v1', 'base', 'job_1', '/m/v1', 'candidate', '{}', 1)")
       .run();
     expect((await r.activate('v1')).status).toBe('active');
-    expect(r.get('base')!.status).toBe('retired');
+    expect((await r.get('base'))!.status).toBe('retired');
     expect(r.active().version).toBe('v1');
     await expect(r.activate('nope')).rejects.toMatchObject({ name: 'DomainError', kind: 'not-found' });
     d.close();
@@ -49,7 +49,7 @@ describe('ModelRegistry', () => {
     await saveCheckpoint(g, `${root}/compact`, { version: 'base' }, { tokenizer: tok, promptFormat: format });
     g.dispose();
     const d = openDatabase(tmpDir());
-    const r = new ModelRegistry(new ModelsRepo(d.db), new TestEngine());
+    const r = new ModelRegistry(sqliteAsyncRepositories(d).models, new TestEngine());
     await r.init('base', `${root}/compact`);
     d.sqlite
       .prepare(`INSERT INTO models (version, parent, job_id, checkpoint_dir, status, metrics, created_at) VALUES ('v1', 'base', 'job_1', '${root}/missing', 'candidate', '{}', 1)`)
@@ -71,12 +71,12 @@ describe('ModelRegistry.registerCheckpoint', () => {
     await saveCheckpoint(g, `${root}/v7`, { version: 'v7' });
     g.dispose();
     const d = openDatabase(tmpDir());
-    const r = new ModelRegistry(new ModelsRepo(d.db), new TestEngine());
+    const r = new ModelRegistry(sqliteAsyncRepositories(d).models, new TestEngine());
     await r.init('base', '/m/base');
     const row = await r.registerCheckpoint('v7', `${root}/v7`, { parent: 'base', metrics: { resumedFrom: 'out/checkpoint' } });
     expect(row).toMatchObject({ version: 'v7', parent: 'base', jobId: null, checkpointDir: `${root}/v7`, status: 'candidate', engine: 'builtin', metrics: { resumedFrom: 'out/checkpoint' } });
     expect((await r.activate('v7')).status).toBe('active');
-    expect(r.get('base')!.status).toBe('retired');
+    expect((await r.get('base'))!.status).toBe('retired');
     d.close();
   });
 
@@ -86,12 +86,12 @@ describe('ModelRegistry.registerCheckpoint', () => {
     await saveCheckpoint(g, `${root}/ok`, { version: 'ok' });
     g.dispose();
     const d = openDatabase(tmpDir());
-    const r = new ModelRegistry(new ModelsRepo(d.db), new TestEngine());
+    const r = new ModelRegistry(sqliteAsyncRepositories(d).models, new TestEngine());
     await r.init('base', '/m/base');
     await expect(r.registerCheckpoint('base', `${root}/ok`)).rejects.toMatchObject({ kind: 'conflict', message: "model version 'base' already exists" });
     await expect(r.registerCheckpoint('v1', `${root}/ok`, { parent: 'nope' })).rejects.toMatchObject({ kind: 'validation' });
     await expect(r.registerCheckpoint('v1', `${root}/missing`)).rejects.toMatchObject({ kind: 'validation' });
-    expect(r.list().map((m) => m.version)).toEqual(['base']);
+    expect((await r.list()).map((m) => m.version)).toEqual(['base']);
     d.close();
   });
 });

@@ -42,9 +42,9 @@ const byteText: VersionText = { version: 'test', remote: false, format: CHAT_FOR
 describe('the rendered prompt of a recorded step', () => {
   it.each(MEMORY_MODES)('is the prompt the step was served with (memory %s)', async (memory) => {
     const id = await play(memory);
-    const session = s.app.repos.hot.session(id)!;
-    const rows = s.app.repos.replays.actionRows(id);
-    const reflections = s.app.repos.replays.reflections(id);
+    const session = (await s.app.repos.hot.session(id))!;
+    const rows = await s.app.repos.replays.actionRows(id);
+    const reflections = await s.app.repos.replays.reflections(id);
     const traj = (await s.call('GET', `/v1/sessions/${id}/trajectory?limit=1000`)).body.steps.filter((x: any) => x.kind === 'action');
     let checked = 0;
     rows.forEach((row, index) => {
@@ -58,8 +58,8 @@ describe('the rendered prompt of a recorded step', () => {
 
   it("plans the recorded token ids and the recorded call's sampling for the same tokenizer, the text prompt for another", async () => {
     const id = await play('reflection_only');
-    const session = s.app.repos.hot.session(id)!;
-    const rows = s.app.repos.replays.actionRows(id);
+    const session = (await s.app.repos.hot.session(id))!;
+    const rows = await s.app.repos.replays.actionRows(id);
     const c = { session, rows, reflections: new Map<number, string>(), index: 0 };
     const opts = { decoding: 'sampled' as const, logprobs: true, replayId: 'rpl_x' };
     const same = planCall(c, byteText, byteText, opts);

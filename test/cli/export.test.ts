@@ -44,7 +44,7 @@ beforeAll(async () => {
   active = (await s.call('POST', '/v1/sessions', { taskId: 'sk-1', instructions: 'Push the box.', env: 'sokoban', mode: 'eval' })).body.id;
   await step(active, { attempt: 0, step: 0, observation: 'room' });
   // Returns and advantages as a training job stores them.
-  writeTurnScores(s.app.repos.trainingData, [{ sessionId: played, attempt: 2, step: 1, kind: 'action', return: 1.75, advantage: 0.5, kept: true }]);
+  await writeTurnScores(s.app.repos.trainingData, [{ sessionId: played, attempt: 2, step: 1, kind: 'action', return: 1.75, advantage: 0.5, kept: true }]);
 });
 afterAll(async () => {
   await s.close();
@@ -131,7 +131,7 @@ describe('lamer export', () => {
     const db = path.join(s.dataDir, 'lamer.db');
     const whole = [...exportLines(db, {})];
     for (const n of [1, 2, 3, 11, 12, 1000]) expect([...exportLines(db, {}, n)]).toEqual(whole);
-    const live = s.app.db.sqlite;
+    const live = s.app.store.sqlite!.sqlite;
     const it = exportLines(db, {}, 2);
     expect(it.next().value).toEqual(whole[0]);
     // A write while the export is paused between lines, then a full checkpoint that must wait for

@@ -1,6 +1,9 @@
 /**
  * `lamer serve` start-up errors are one clear line naming the variable, exit 1 (not a stack trace):
- * LAMER_DATA_DIR is a file, is below a file or cannot be created, the port is already in use.
+ * LAMER_DATA_DIR is a file, is below a file or cannot be created, the port is already in use; a
+ * LAMER_DATABASE_URL that is not a PostgreSQL URL (exit 2), a database that cannot be reached,
+ * refuses the password, does not exist, or holds a schema newer than this build (exit 1), each
+ * without the password. The PostgreSQL cases run a real server on loopback (test/helpers/postgres.ts).
  */
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -8,6 +11,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { tmpDir } from '../helpers/index.js';
+import { PG_PASSWORD, postgresForTests } from '../helpers/postgres.js';
 
 function serve(env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
   return new Promise((resolve) => {
@@ -93,4 +97,74 @@ describe('lamer serve with the builtin engine', () => {
     expect(line.level).toBe(30);
     expect(line.msg).toMatch(/^tfjs native backend (loaded|unavailable \(optional @tensorflow\/tfjs-node\[-gpu\] not installed or libtensorflow missing\); trying wasm)$/);
   }, 90_000);
+});
+
+const pg = await postgresForTests();
+
+describe('lamer serve start-up errors of LAMER_DATABASE_URL', () => {
+  it.each([
+    ['not a URL', 'secret@db.example/lamer', 'LAMER_DATABASE_URL is not a URL (expected postgres://user:password@host:port/database)'],
+    ['another scheme', 'mysql://lamer:secret@db/x', 'LAMER_DATABASE_URL must start with postgres:// or postgresql://, not mysql:// (expected postgres://user:password@host:port/database)'],
+  ])('%s -> one line, exit 2, the password not shown', async (_name, url, message) => {
+    const r = await serve({ LAMER_DATA_DIR: tmp(), LAMER_DATABASE_URL: url });
+    expect(r).toEqual({ code: 2, stderr: `lamer serve: invalid configuration: ${message}\n` });
+    expect(r.stderr).not.toContain('secret');
+  }, 30_000);
+
+  it('a pool setting out of range -> one line naming it, exit 2', async () => {
+    const r = await serve({ LAMER_DATA_DIR: tmp(), LAMER_DATABASE_URL: 'postgres://lamer@127.0.0.1:1/x', LAMER_DATABASE_POOL_MAX: '0' });
+    expect(r).toEqual({ code: 2, stderr: 'lamer serve: invalid configuration: LAMER_DATABASE_POOL_MAX=0: expected an integer in [1, 10000]\n' });
+  }, 30_000);
+
+  it('nothing listening at host:port -> one line naming it, exit 1', async () => {
+    const blocker = net.createServer();
+    await new Promise<void>((r) => blocker.listen(0, '127.0.0.1', () => r()));
+    const port = (blocker.address() as net.AddressInfo).port;
+    await new Promise<void>((r) => blocker.close(() => r()));
+    const r = await serve({ LAMER_DATA_DIR: tmp(), LAMER_DATABASE_URL: `postgres://lamer:secret@127.0.0.1:${port}/lamer` });
+    expect(r).toEqual({ code: 1, stderr: `lamer serve: cannot start: LAMER_DATABASE_URL: database unreachable at 127.0.0.1:${port} (ECONNREFUSED)\n` });
+  }, 30_000);
+
+  describe.skipIf(!pg)('against a real PostgreSQL', () => {
+    it('a wrong password, a missing database -> one line each, exit 1, no password', async () => {
+      const wrong = await serve({ LAMER_DATA_DIR: tmp(), LAMER_DATABASE_URL: `postgres://lamer:not-the-password@127.0.0.1:${pg!.port}/postgres` });
+      expect(wrong.code).toBe(1);
+      expect(wrong.stderr).toMatch(new RegExp(`^lamer serve: cannot start: LAMER_DATABASE_URL: database authentication failed for user "lamer" at 127\\.0\\.0\\.1:${pg!.port}: [^\\n]+\\n$`));
+      expect(wrong.stderr).not.toContain('not-the-password');
+      const missing = await serve({ LAMER_DATA_DIR: tmp(), LAMER_DATABASE_URL: pg!.url('no_such_database') });
+      expect(missing).toEqual({ code: 1, stderr: `lamer serve: cannot start: LAMER_DATABASE_URL: database "no_such_database" does not exist at 127.0.0.1:${pg!.port}\n` });
+      expect(missing.stderr).not.toContain(PG_PASSWORD);
+    }, 60_000);
+
+    it('a schema newer than this build -> one line, exit 1, and nothing changed', async () => {
+      const url = await pg!.freshDatabase();
+      const db = new URL(url).pathname.slice(1);
+      const first = spawn(process.execPath, ['--import', 'tsx', 'src/cli/serve.ts'], {
+        env: { ...process.env, LAMER_ENGINE: 'test', LAMER_HOST: '127.0.0.1', LAMER_PORT: '0', LAMER_LOG_LEVEL: 'info', LAMER_API_KEYS: '', LAMER_DATA_DIR: tmp(), LAMER_DATABASE_URL: url },
+        stdio: ['ignore', 'pipe', 'ignore'],
+      });
+      // a first server migrates the database, then stops
+      await new Promise<void>((resolve) => {
+        let out = '';
+        first.stdout.on('data', (d) => {
+          out += d;
+          if (out.includes('lamer-server ready')) resolve();
+        });
+        first.once('exit', () => resolve());
+      });
+      const exited = new Promise((r) => first.once('exit', r));
+      first.kill('SIGTERM');
+      await exited;
+      // a newer build's migration
+      await pg!.query('INSERT INTO drizzle.__drizzle_migrations (hash, created_at) VALUES ($1, $2)', ['newer', String(Date.UTC(2099, 0, 1))], db);
+      const r = await serve({ LAMER_DATA_DIR: tmp(), LAMER_DATABASE_URL: url });
+      expect(r).toEqual({
+        code: 1,
+        stderr:
+          `lamer serve: cannot start: LAMER_DATABASE_URL: database at 127.0.0.1:${pg!.port} has 1 migration(s) this build does not know (newest from 2099-01-01T00:00:00.000Z): ` +
+          'its schema is newer than this build; refusing to start (run the newer build, or restore the database from before it)\n',
+      });
+      expect((await pg!.query('SELECT count(*)::int AS n FROM drizzle.__drizzle_migrations', [], db))[0].n).toBeGreaterThan(1);
+    }, 90_000);
+  });
 });

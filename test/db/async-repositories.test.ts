@@ -10,7 +10,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { openDatabase, type DatabaseConnection } from '../../src/db/index.js';
-import { SessionNotActiveError, sqliteAsyncRepositories, type AsyncRepositories } from '../../src/db/async-repositories.js';
+import { SessionNotActiveError, StaleSessionError, sqliteAsyncRepositories, type AsyncRepositories } from '../../src/db/async-repositories.js';
 import { openPgDatabase, type PgConnection } from '../../src/db/pg/connection.js';
 import { pgRepositories } from '../../src/db/pg/repositories.js';
 import type { StepCommit, StepInsert } from '../../src/db/queries.js';
@@ -33,6 +33,11 @@ interface Store {
   reopen(): Promise<AsyncRepositories>;
   /** Make the statistics aggregates of session `id` fail to write (its completion row) until the returned function (idempotent) runs. */
   breakCompletionOf(id: string): Promise<() => Promise<void>>;
+  /**
+   * The repositories of a second replica on the store of the last `fresh()`: on PostgreSQL a pool of
+   * its own; on SQLite the same repositories (one process owns the file, so there is no other replica).
+   */
+  replica(): Promise<AsyncRepositories>;
 }
 
 let sqliteDir = '';
@@ -64,6 +69,9 @@ const sqliteStore: Store = {
       BEGIN SELECT RAISE(ABORT, 'stats_completions refused'); END`);
     return async () => void sqliteConn!.sqlite.exec('DROP TRIGGER IF EXISTS broken_completion');
   },
+  async replica() {
+    return sqliteAsyncRepositories(sqliteConn!);
+  },
   async reopen() {
     sqliteConn!.close();
     const conn = openDatabase(sqliteDir);
@@ -81,7 +89,8 @@ const pgStore: Store = {
   async fresh() {
     pgUrl ||= await server!.freshDatabase();
     pgConn ??= await openPgDatabase(pgUrl);
-    await pgConn.pool.query('TRUNCATE stats_completions, stats_tenants, stats_retries, stats_groups, steps, reflections, sessions, models, training_jobs RESTART IDENTITY');
+    await pgConn.pool.query(`TRUNCATE stats_completions, stats_tenants, stats_retries, stats_groups, steps, reflections, sessions, models, training_jobs, replays
+      RESTART IDENTITY`);
     return pgRepositories(pgConn);
   },
   async writeAround(rows) {
@@ -103,6 +112,11 @@ const pgStore: Store = {
       await pgConn!.pool.query('DROP TRIGGER IF EXISTS broken_completion ON stats_completions');
       await pgConn!.pool.query('DROP FUNCTION IF EXISTS refuse_completion()');
     };
+  },
+  async replica() {
+    const conn = await openPgDatabase(pgUrl);
+    afterAllClose.push(() => conn.close());
+    return pgRepositories(conn);
   },
   async reopen() {
     await pgConn!.close();
@@ -254,6 +268,18 @@ for (const store of [sqliteStore, pgStore]) {
         expect(await r.sessions.activeCount('t1')).toBe(3);
         expect(await r.hot.activeCount('t1')).toBe(3);
         expect(await r.hot.activeCount('nobody')).toBe(0);
+      });
+
+      it('inserts under the open-session cap: the count and the insert are one step, however many creates race', async () => {
+        const rows = Array.from({ length: 6 }, (_, i) => session(`ses_cap${i}`, { tenant: 't-cap' }));
+        const results = await Promise.all(rows.map((row) => r.sessions.insertUnderCap(row, 4)));
+        expect(results.filter((x) => x.inserted)).toHaveLength(4);
+        expect(results.filter((x) => !x.inserted).every((x) => x.open === 4)).toBe(true);
+        expect(await r.sessions.activeCount('t-cap')).toBe(4);
+        // no cap: inserted, nothing counted
+        expect(await r.sessions.insertUnderCap(session('ses_cap9', { tenant: 't-cap' }), 0)).toEqual({ inserted: true, open: 0 });
+        for (const row of rows) await r.sessions.abandon(row.id, [], T0);
+        await r.sessions.abandon('ses_cap9', [], T0);
       });
 
       it('abandons, finds idle sessions and expires only active idle ones', async () => {
@@ -409,6 +435,56 @@ for (const store of [sqliteStore, pgStore]) {
         }
       });
 
+      it('the step that completes a session, posted to two replicas at once and retried after: counted once', async () => {
+        r = await store.fresh();
+        const other = await store.replica();
+        const [fixtures] = fc.sample(statsSessions({ realistic: true, tenants: ['t1', 't2'], minLength: 16, maxLength: 16 }), { numRuns: 1, seed: 11 });
+        // one task's chain of single-attempt sessions too, where a second count would move the streaks
+        const chain = Array.from({ length: 6 }, (_, i): StatsFixture => ({
+          id: `ses_c${i}`, tenant: 't1', taskId: 'task-a', modelVersion: 'v1', env: 'alfworld', mode: 'train',
+          memory: 'reflection_only', maxAttempts: 1, updatedAt: T0 + i, attempts: [{ ...summary(0, i % 3 === 2), return: i % 3 === 2 ? 1 : 0.1 }],
+        }));
+        const all = [...fixtures!, ...chain];
+        for (const f of all) await r.sessions.insert(rowOf(f, 'active'));
+        const racing = (f: StatsFixture, replica: number, i: number): StepCommit => {
+          const c = completing(f);
+          // each replica's own answer and update time; half of them guard on the state they read, as the service does
+          c.rows = c.rows.map((row) => ({ ...row, answer: JSON.stringify({ replica }) }));
+          c.session = { ...c.session, updatedAt: f.updatedAt + replica, expectedUpdatedAt: i % 2 === 0 ? T0 : undefined };
+          return c;
+        };
+        const results = await Promise.all(
+          shuffled(all, 5).map(async (f, i) => ({ f, got: await Promise.all([r.hot.commitStep(racing(f, 0, i)), other.hot.commitStep(racing(f, 1, i))]) })),
+        );
+        for (const { got } of results) {
+          expect(got.map((x) => x.recorded).sort()).toEqual([false, true]);
+          expect(got[0]!.answer).toBe(got[1]!.answer);
+        }
+        // the idempotent replays of the client that did not see its answer, on either replica
+        for (const [i, f] of all.entries()) {
+          const again = await (i % 2 ? other : r).hot.commitStep(racing(f, 2, i));
+          expect(again.recorded).toBe(false);
+        }
+        // a commit a stale replica computed for a later position finds the session completed and writes nothing
+        const late = commitAt(chain[0]!.id, 0, 1, { done: true, action: null });
+        late.session = { ...late.session, status: 'completed', attempts: [...chain[0]!.attempts] };
+        await expect(other.hot.commitStep(late)).rejects.toBeInstanceOf(SessionNotActiveError);
+        // every session stored with the update of the commit that recorded its step
+        for (const { f, got } of results) {
+          const winner = JSON.parse(got[0]!.answer!) as { replica: number };
+          expect((await r.hot.session(f.id))?.updatedAt).toBe(f.updatedAt + winner.replica);
+        }
+        for (const tenant of ['t1', 't2']) {
+          const ids = all.filter((f) => f.tenant === tenant).map((f) => f.id).sort();
+          expect(await r.sessions.completionSeq(tenant)).toBe(ids.length);
+          expect([...(await other.sessions.completionsBetween(tenant, 0, 100))].sort()).toEqual(ids);
+          const groups = await other.sessions.statsGroups(tenant);
+          expect(groups.reduce((n, g) => n + g.sessions, 0)).toBe(ids.length);
+        }
+        await expectSameAnswers(r);
+        await expectSameAnswers(other);
+      });
+
       it('sessions written around the repositories are counted after a reopen (rebuilt from the sessions)', async () => {
         r = await store.fresh();
         const [fixtures] = fc.sample(statsSessions({ realistic: true, tenants: ['t1', 't2'], minLength: 40, maxLength: 40 }), { numRuns: 1, seed: 42 });
@@ -514,6 +590,56 @@ for (const store of [sqliteStore, pgStore]) {
         expect(await r.hot.session('ses_h')).toMatchObject({ status: 'abandoned', nextStep: 0 });
       });
 
+      it('a commit of a session changed since its expectedUpdatedAt is refused and writes nothing; a reflection edit moves updatedAt on', async () => {
+        const withReflection: StepCommit = {
+          ...commitAt('ses_h', 0, 0),
+          reflection: { sessionId: 'ses_h', attempt: 0, text: 'policy text', updatedAt: T0 + 5 },
+        };
+        withReflection.session = { ...withReflection.session, updatedAt: T0 + 5, expectedUpdatedAt: T0 };
+        expect((await r.hot.commitStep(withReflection)).recorded).toBe(true);
+        const stale = commitAt('ses_h', 0, 1);
+        stale.session.expectedUpdatedAt = T0;
+        await expect(r.hot.commitStep(stale)).rejects.toBeInstanceOf(StaleSessionError);
+        expect(await r.hot.stepAtPosition('ses_h', 0, 1)).toBeUndefined();
+        // an edit at a time not after the last change still moves it on, by 1 ms
+        expect(await r.sessions.editReflection('ses_h', 0, 'human text', T0 + 5)).toBe(1);
+        expect(await r.sessions.editReflection('ses_h', 9, 'none', T0 + 50)).toBe(0);
+        expect((await r.hot.session('ses_h'))!.updatedAt).toBe(T0 + 6);
+        const before = commitAt('ses_h', 0, 1);
+        before.session.expectedUpdatedAt = T0 + 5;
+        await expect(r.hot.commitStep(before)).rejects.toBeInstanceOf(StaleSessionError);
+        const after = commitAt('ses_h', 0, 1);
+        after.session.expectedUpdatedAt = T0 + 6;
+        expect((await r.hot.commitStep(after)).recorded).toBe(true);
+        expect(await r.hot.reflections('ses_h')).toEqual([{ sessionId: 'ses_h', attempt: 0, text: 'human text', source: 'human', updatedAt: T0 + 5 }]);
+      });
+
+      it('free text with U+0000 and U+FFFF (a model sampling bytes writes them) reads back exactly, in rows, the export and the filters', async () => {
+        const odd = 'a\u0000b\uFFFF0c\uFFFF1\u0000';
+        await r.sessions.insert(session('ses_nul', { taskId: `task${odd}`, env: `env${odd}`, instructions: `Do ${odd}` }));
+        const c = commitAt('ses_nul', 0, 0, { observation: `obs ${odd}`, prompt: `prompt ${odd}`, output: `out ${odd}`, action: `act ${odd}` });
+        c.reflection = { sessionId: 'ses_nul', attempt: 0, text: `memory ${odd}`, updatedAt: T0 };
+        expect((await r.hot.commitStep(c)).recorded).toBe(true);
+        expect(await r.hot.session('ses_nul')).toMatchObject({ taskId: `task${odd}`, env: `env${odd}`, instructions: `Do ${odd}` });
+        expect(await r.hot.stepsOfAttempt('ses_nul', 0)).toEqual([{ observation: `obs ${odd}`, action: `act ${odd}` }]);
+        expect((await r.hot.reflections('ses_nul'))[0]!.text).toBe(`memory ${odd}`);
+        const [row] = (await r.steps.page('ses_nul', undefined, 10, 1 << 20)).rows;
+        expect(row).toMatchObject({ observation: `obs ${odd}`, prompt: `prompt ${odd}`, output: `out ${odd}`, action: `act ${odd}` });
+        expect((await r.sessions.list('t1', { env: `env${odd}` }, 10)).map((x) => x.id)).toEqual(['ses_nul']);
+        const lines = [];
+        for await (const l of r.export.lines({ env: `env${odd}` })) lines.push(l);
+        expect(lines).toHaveLength(1);
+        expect(lines[0]).toMatchObject({ taskId: `task${odd}`, env: `env${odd}`, observation: `obs ${odd}`, output: `out ${odd}`, action: `act ${odd}` });
+        // completed: its statistics group and trajectories keep the text too
+        const done = commitAt('ses_nul', 0, 1, { done: true, success: true, action: null });
+        done.session = { ...done.session, status: 'completed', attempts: [summary(0, true)] };
+        expect((await r.hot.commitStep(done)).recorded).toBe(true);
+        expect((await r.sessions.statsGroups('t1')).map((g) => g.env)).toEqual([`env${odd}`]);
+        expect((await r.sessions.completed('t1', { env: `env${odd}`, taskId: `task${odd}` })).map((x) => x.id)).toEqual(['ses_nul']);
+        const trajectories = await r.sessions.trajectoriesOf('t1', { env: `env${odd}` }, ['ses_nul']);
+        expect(trajectories).toEqual([expect.objectContaining({ taskId: `task${odd}`, env: `env${odd}`, trajectory: `act ${odd}` })]);
+      });
+
       it('a commit without rows is refused', async () => {
         await expect(r.hot.commitStep({ ...commitAt('ses_h', 0, 0), rows: [] })).rejects.toThrow(TypeError);
       });
@@ -600,7 +726,7 @@ for (const store of [sqliteStore, pgStore]) {
         await job('job_d', 'queued', T0 + 2);
         expect(await r.jobs.get('job_a')).toEqual({
           id: 'job_a', algorithm: 'lamer', status: 'succeeded', config: { lr: 0.001 }, progress: 0, metrics: [],
-          resultVersion: null, error: null, createdAt: T0, startedAt: null, finishedAt: null,
+          resultVersion: null, error: null, createdAt: T0, startedAt: null, finishedAt: null, cancelRequestedAt: null,
         });
         expect(await r.jobs.get('job_none')).toBeUndefined();
         expect((await r.jobs.list({ limit: 10 })).map((j) => j.id)).toEqual(['job_d', 'job_c', 'job_b', 'job_a']);
@@ -615,7 +741,70 @@ for (const store of [sqliteStore, pgStore]) {
         await r.jobs.failRunning('server restarted', T0 + 4);
         expect(await r.jobs.get('job_b')).toMatchObject({ status: 'failed', error: 'server restarted', finishedAt: T0 + 4 });
         expect(await r.jobs.running()).toEqual([]);
-        expect((await r.jobs.queuedIds()).sort()).toEqual(['job_c', 'job_d']);
+        // oldest first, then by id
+        expect(await r.jobs.queuedIds()).toEqual(['job_c', 'job_d']);
+      });
+
+      it('claims a queued job once, cancels only queued ones, records a cancel request of a running one', async () => {
+        const results = await Promise.all([r.jobs.claim('job_c', T0 + 5), r.jobs.claim('job_c', T0 + 6)]);
+        expect(results.sort()).toEqual([false, true]);
+        expect(await r.jobs.get('job_c')).toMatchObject({ status: 'running' });
+        expect(await r.jobs.cancelQueued('job_c', T0 + 7)).toBe(false);
+        expect(await r.jobs.requestCancel('job_c', T0 + 7)).toBe(true);
+        expect(await r.jobs.get('job_c')).toMatchObject({ status: 'running', cancelRequestedAt: T0 + 7 });
+        expect(await r.jobs.requestCancel('job_d', T0 + 8)).toBe(false);
+        expect(await r.jobs.cancelQueued('job_d', T0 + 8)).toBe(true);
+        expect(await r.jobs.get('job_d')).toMatchObject({ status: 'cancelled', finishedAt: T0 + 8, cancelRequestedAt: null });
+        expect(await r.jobs.claim('job_d', T0 + 9)).toBe(false);
+        expect(await r.jobs.queuedIds()).toEqual([]);
+      });
+    });
+
+    describe('replays', () => {
+      beforeAll(async () => {
+        r = await store.fresh();
+        await completedSession(r, 'ses_1', [['a', 'b'], ['c']]);
+        await completedSession(r, 'ses_2', [['x']], { taskId: 'task-b', env: 'webshop', createdAt: T0 + 10, modelVersion: 'v2' });
+        await r.sessions.insert(session('ses_3', { tenant: 't2' }));
+      });
+
+      const report = (id: string, over: Record<string, unknown> = {}) => ({
+        id, tenant: 't1', modelVersion: 'v2', decoding: 'greedy' as const, request: { sessionId: 'ses_1', maxSteps: 10, logprobs: true },
+        summary: { calls: 2, agreement: 0.5 }, sessions: [{ id: 'ses_1', calls: 2 }], steps: [{ attempt: 0, step: 0, action: 'a' }], createdAt: T0, ...over,
+      });
+
+      it('stores reports and lists them newest id first, per tenant, without their steps', async () => {
+        await r.replays.insert(report('rpl_1'));
+        await r.replays.insert(report('rpl_2', { modelVersion: 'v3' }));
+        await r.replays.insert(report('rpl_3', { tenant: 't2' }));
+        expect(await r.replays.get('t1', 'rpl_1')).toEqual(report('rpl_1'));
+        expect(await r.replays.get('t2', 'rpl_1')).toBeUndefined();
+        expect(await r.replays.has('t1', 'rpl_2')).toBe(true);
+        expect(await r.replays.has('t1', 'rpl_3')).toBe(false);
+        const listed = await r.replays.list('t1', {}, 1);
+        expect(listed.map((x) => x.id)).toEqual(['rpl_2', 'rpl_1']);
+        expect(listed[0]).not.toHaveProperty('steps');
+        expect((await r.replays.list('t1', { modelVersion: 'v2' }, 10)).map((x) => x.id)).toEqual(['rpl_1']);
+        expect((await r.replays.list('t1', {}, 10, 'rpl_2')).map((x) => x.id)).toEqual(['rpl_1']);
+      });
+
+      it('reads the recorded sessions a replay needs', async () => {
+        const ids = async (f: Parameters<AsyncRepositories['replays']['sessions']>[1], limit = 10) => (await r.replays.sessions('t1', f, limit)).map((x) => x.id);
+        expect(await ids({})).toEqual(['ses_2', 'ses_1']);
+        expect(await ids({}, 1)).toEqual(['ses_2']);
+        expect(await ids({ env: 'webshop', modelVersion: 'v2', taskId: 'task-b', mode: 'train', status: 'completed' })).toEqual(['ses_2']);
+        expect(await ids({ since: T0 + 5 })).toEqual(['ses_2']);
+        expect(await ids({ until: T0 + 5 })).toEqual(['ses_1']);
+        expect(await r.replays.modelCalls(['ses_1', 'ses_2', 'ses_3'])).toEqual(new Map([['ses_1', 4], ['ses_2', 2]]));
+        expect(await r.replays.modelCalls([])).toEqual(new Map());
+        const rows = await r.replays.actionRows('ses_1');
+        expect(rows.map((x) => `${x.attempt}.${x.step}:${x.action}`)).toEqual(['0.0:a', '0.1:b', '1.0:c', '1.1:null']);
+        expect(rows[0]).toEqual({
+          attempt: 0, step: 0, kind: 'action', observation: 'obs 0.0', done: false, success: false, availableActions: ['go north', 'take key'],
+          output: 'out 0.0', action: 'a', promptTokenIds: [1, 2, 3], outputTokenIds: [4, 5], logprobs: [-0.125, -1.0000000000000002],
+          engineRecord: null, turn: null, modelVersion: 'v1',
+        });
+        expect(await r.replays.reflections('ses_1')).toEqual(new Map());
       });
     });
 

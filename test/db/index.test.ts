@@ -109,7 +109,7 @@ describe('no room to write (SQLITE_FULL)', () => {
     s = await startTestServer({ database: database({ storageRetryAfterSeconds: 7 }) });
     const srv = s;
     const id = await newSession(srv, { maxSteps: 50 });
-    const sqlite = srv.app.db.sqlite;
+    const sqlite = srv.app.store.sqlite!.sqlite;
     const body = (step: number) => ({ attempt: 0, step, observation: `cell ${step} `.repeat(4000) });
     expect((await srv.call('POST', `/v1/sessions/${id}/steps`, body(0))).status).toBe(200);
     expect((await srv.call('GET', '/readyz')).status).toBe(200);
@@ -144,7 +144,7 @@ describe('no room to write (SQLITE_FULL)', () => {
     s = await startTestServer();
     const srv = s;
     const id = await newSession(srv, { maxSteps: 50 });
-    const sqlite = srv.app.db.sqlite;
+    const sqlite = srv.app.store.sqlite!.sqlite;
     sqlite.pragma(`max_page_count = ${sqlite.pragma('page_count', { simple: true }) as number}`);
     const r = await srv.call('POST', `/v1/sessions/${id}/steps`, { attempt: 0, step: 0, observation: 'x'.repeat(30000) });
     expect(r.body.type).toBe(TYPE + 'storage-full');
@@ -182,11 +182,11 @@ describe('WAL size', () => {
     // Pinned: the checkpoint cannot restart the log while the reader may need it. Meanwhile the
     // backlog is left to the checkpoint worker: commits no longer checkpoint on this thread.
     expect(fs.statSync(wal).size).toBeGreaterThan(limit);
-    expect(srv.app.db.sqlite.pragma('wal_autocheckpoint', { simple: true })).toBe(0);
+    expect(srv.app.store.sqlite!.sqlite.pragma('wal_autocheckpoint', { simple: true })).toBe(0);
     reader.exec('COMMIT');
     // Polls the checkpoint timer's work (every 100 ms); the deadlines only bound how long the test waits.
     await vi.waitFor(() => expect(fs.statSync(wal).size, 'WAL bytes once the reader is gone').toBeLessThanOrEqual(limit), { timeout: 20_000, interval: 50 });
-    await vi.waitFor(() => expect(srv.app.db.sqlite.pragma('wal_autocheckpoint', { simple: true }), 'commit checkpoints switched back on').toBe(1000), { timeout: 20_000, interval: 50 });
+    await vi.waitFor(() => expect(srv.app.store.sqlite!.sqlite.pragma('wal_autocheckpoint', { simple: true }), 'commit checkpoints switched back on').toBe(1000), { timeout: 20_000, interval: 50 });
     // Nothing lost.
     expect(countRows(srv.dataDir, 'SELECT count(*) AS n FROM steps')).toBe(60);
   });
@@ -214,7 +214,7 @@ describe('configuration', () => {
     expect(() => loadConfig({ LAMER_SQLITE_BUSY_TIMEOUT_MS: '5s' })).toThrow(/LAMER_SQLITE_BUSY_TIMEOUT_MS/);
     expect(() => loadConfig({ LAMER_DB_BUSY_RETRY_AFTER_SECONDS: '0' })).toThrow(/LAMER_DB_BUSY_RETRY_AFTER_SECONDS/);
     s = await startTestServer({ database: database({ busyTimeoutMs: 250, walLimitBytes: 123456 }) });
-    expect(s.app.db.sqlite.pragma('busy_timeout', { simple: true })).toBe(250);
-    expect(s.app.db.sqlite.pragma('journal_size_limit', { simple: true })).toBe(123456);
+    expect(s.app.store.sqlite!.sqlite.pragma('busy_timeout', { simple: true })).toBe(250);
+    expect(s.app.store.sqlite!.sqlite.pragma('journal_size_limit', { simple: true })).toBe(123456);
   });
 });

@@ -2,7 +2,7 @@
  * Static checks of docker/compose.yaml (no Docker engine runs here): it parses as YAML (merge keys
  * resolved, as compose does), and its structure is asserted: PostgreSQL with a readiness check,
  * two replicas of the image on that database with one training role among them, health checks on
- * /readyz, nothing published but the gateway, a checkpoints volume every replica shares, and nginx
+ * /readyz, nothing published but the gateway, one data volume every replica shares, and nginx
  * mounting docker/nginx.conf, whose upstream names exactly the replicas. The nginx file itself is
  * run by a real nginx in test/docker/nginx-gateway.test.ts.
  */
@@ -18,12 +18,6 @@ const compose = parse(text, { merge: true }) as Record<string, any>;
 const services = compose.services as Record<string, any>;
 const replicas = Object.keys(services).filter((n) => /^lamer-\d+$/.test(n));
 const nginxConf = readFileSync(join(DOCKER, 'nginx.conf'), 'utf8');
-
-/**
- * Settings the compose file passes that the server reads only once it can run on PostgreSQL
- * (docs/deploy.md "PostgreSQL (in progress)"): the store's URL and the replica's role.
- */
-const PENDING = ['LAMER_DATABASE_URL', 'LAMER_ROLE'];
 
 function sources(dir: string): string[] {
   return readdirSync(dir).flatMap((n) => {
@@ -85,11 +79,12 @@ describe('docker/compose.yaml', () => {
     expect(roles.filter((r) => r !== 'server')).toHaveLength(1);
   });
 
-  it('each replica has its own /data volume and all share the checkpoints volume at /data/checkpoints', () => {
-    const own = replicas.map((n) => services[n].volumes.find((v: string) => v.endsWith(':/data')));
-    expect(new Set(own).size).toBe(replicas.length);
-    for (const n of replicas) expect(services[n].volumes).toContain('lamer-checkpoints:/data/checkpoints');
-    for (const v of [...own.map((o: string) => o.split(':')[0]), 'lamer-checkpoints', 'pg-data']) expect(compose.volumes).toHaveProperty(v);
+  it('every replica mounts the one shared data volume at /data, its data directory (checkpoints, demonstrations), and nothing else', () => {
+    // on PostgreSQL the data directory holds files only: what one replica writes (a trained
+    // checkpoint, a job's demonstrations) another reads, so all mount the same volume
+    for (const n of replicas) expect(services[n].volumes, n).toEqual(['lamer-data:/data']);
+    for (const n of replicas) expect(services[n].environment.LAMER_DATA_DIR ?? '/data', n).toBe('/data');
+    for (const v of ['lamer-data', 'pg-data']) expect(compose.volumes).toHaveProperty(v);
   });
 
   it('replicas believe X-Forwarded-* only from the gateway, whose fixed address lies in the network', () => {
@@ -119,10 +114,10 @@ describe('docker/compose.yaml', () => {
     expect(nginxConf).toMatch(/^\s*location = \/gateway\/healthz \{/m);
   });
 
-  it('passes only LAMER_* settings the server reads, or the two it reads once it runs on PostgreSQL', () => {
+  it('passes only LAMER_* settings the server reads', () => {
     const src = sources(join(ROOT, 'src')).map((f) => readFileSync(f, 'utf8')).join('\n');
     const used = new Set(replicas.flatMap((n) => Object.keys(services[n].environment)));
-    const unknown = [...used].filter((v) => v.startsWith('LAMER_') && !new RegExp(`\\b${v}\\b`).test(src) && !PENDING.includes(v));
+    const unknown = [...used].filter((v) => v.startsWith('LAMER_') && !new RegExp(`\\b${v}\\b`).test(src));
     expect(unknown).toEqual([]);
   });
 });

@@ -5,7 +5,6 @@
  * session rows and completing step commits, and a database from before the aggregates.
  */
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { drizzle } from 'drizzle-orm/better-sqlite3';
@@ -13,6 +12,7 @@ import { migrate } from 'drizzle-orm/better-sqlite3/migrator';
 import fc from 'fast-check';
 import { ATTEMPT_STATUSES, MEMORY_MODES, SESSION_MODES, STATS_MEMORY } from '../../src/domain.js';
 import { migrationsFolder } from '../../src/db/index.js';
+import { migrationsUpTo } from './migrations.js';
 import type { StepCommit, StepInsert } from '../../src/db/queries.js';
 import type { AttemptSummary, SessionRow } from '../../src/db/schema.js';
 import type { SessionFilters, StatsRow } from '../../src/db/sessions-repo.js';
@@ -135,14 +135,7 @@ export function completingCommit(f: StatsFixture): StepCommit {
  * `openDatabase` applies them, then `rows` written into `sessions`. The caller closes it.
  */
 export function databaseBeforeAggregates(dataDir: string, rows: readonly SessionRow[]): Database.Database {
-  const folder = fs.mkdtempSync(path.join(os.tmpdir(), 'lamer-old-migrations-'));
-  fs.cpSync(migrationsFolder, folder, { recursive: true });
-  const journalFile = path.join(folder, 'meta', '_journal.json');
-  const journal = JSON.parse(fs.readFileSync(journalFile, 'utf8')) as { entries: Array<{ tag: string }> };
-  const at = journal.entries.findIndex((e) => e.tag.endsWith('_stats_aggregates'));
-  if (at < 0) throw new Error('no stats_aggregates migration');
-  journal.entries = journal.entries.slice(0, at);
-  fs.writeFileSync(journalFile, JSON.stringify(journal));
+  const folder = migrationsUpTo(migrationsFolder, 'stats_aggregates', false);
   const sqlite = new Database(path.join(dataDir, 'lamer.db'));
   migrate(drizzle(sqlite), { migrationsFolder: folder });
   fs.rmSync(folder, { recursive: true, force: true });
@@ -159,4 +152,40 @@ export function databaseBeforeAggregates(dataDir: string, rows: readonly Session
     }
   })();
   return sqlite;
+}
+
+/** What {@link finishTwice} needs of a server: its JSON call (test/helpers/index.ts TestServer). */
+interface Caller {
+  call(method: string, p: string, body?: unknown): Promise<{ status: number; body: any }>;
+}
+
+/**
+ * Plays `n` sessions of task `taskId` over HTTP, one action and then the final step each, the
+ * final step posted to `a` and `b` at once (two replicas, or one server twice) and then once more
+ * to each, as a client that retries a step whose answer it did not see. Sessions alternate one
+ * attempt and two (the latter succeed at their first attempt, so every session completes).
+ * @returns the sessions' ids, after checking that every post of a final step got the same answer.
+ */
+export async function finishTwice(a: Caller, b: Caller, taskId: string, n: number): Promise<string[]> {
+  const ids: string[] = [];
+  for (let i = 0; i < n; i++) {
+    const maxAttempts = i % 2 === 0 ? 1 : 2;
+    const c = await a.call('POST', '/v1/sessions', { taskId, env: 'twice', instructions: 'x', maxAttempts, maxSteps: 5 });
+    if (c.status !== 201) throw new Error(`create: ${c.status} ${JSON.stringify(c.body)}`);
+    const id = c.body.id as string;
+    const steps = `/v1/sessions/${id}/steps`;
+    const first = await b.call('POST', steps, { attempt: 0, step: 0, observation: 'o', availableActions: ['go', 'stay'] });
+    if (first.status !== 200) throw new Error(`step 0: ${first.status} ${JSON.stringify(first.body)}`);
+    const end = { attempt: 0, step: 1, observation: 'end', reward: i % 3, done: true, success: maxAttempts === 2 || i % 4 === 0 };
+    const answers = await Promise.all([a.call('POST', steps, end), b.call('POST', steps, end)]);
+    answers.push(await b.call('POST', steps, end), await a.call('POST', steps, end));
+    for (const x of answers) {
+      if (x.status !== 200 || JSON.stringify(x.body) !== JSON.stringify(answers[0]!.body)) {
+        throw new Error(`final step of ${id}: ${x.status} ${JSON.stringify(x.body)} differs from ${JSON.stringify(answers[0]!.body)}`);
+      }
+    }
+    if (answers[0]!.body.session?.status !== 'completed') throw new Error(`${id} did not complete: ${JSON.stringify(answers[0]!.body)}`);
+    ids.push(id);
+  }
+  return ids;
 }

@@ -224,11 +224,10 @@ describe('the serving server (builtin) against hostile requests', () => {
 
   it('keeps a damaged checkpoint\'s folder and the loader\'s message out of the answers: the version and "an operator must look"', async () => {
     const { cpSync, truncateSync } = await import('node:fs');
-    const { ModelsRepo } = await import('../../src/db/models-repo.js');
     const broken = join(dir, 'checkpoints', 'v-broken');
     cpSync(join(dir, 'base-model'), broken, { recursive: true });
     truncateSync(join(broken, 'weights.bin'), 100);
-    new ModelsRepo((a.app as unknown as { db: { db: never } }).db.db).insert({
+    await a.app.repos.models.insert({
       version: 'v-broken', parent: 'base', jobId: null, checkpointDir: broken, status: 'candidate', metrics: {}, createdAt: Date.now(), engine: 'builtin', engineConfig: null,
     });
     const want = "model version 'v-broken' cannot be loaded (its checkpoint is missing or damaged); an operator must check the server log";

@@ -188,7 +188,7 @@ describe('scheduled jobs with a gate from the configuration', () => {
     });
     for (let i = 0; i < 2; i++) await playDoors(b, i, i);
     const scheduler = (b.app as unknown as { trainingScheduler: TrainingScheduler }).trainingScheduler;
-    const id = scheduler.check() ?? scheduler.started[0];
+    const id = (await scheduler.check()) ?? scheduler.started[0];
     expect(id).toBeDefined();
     const done = await waitFor(b, id!, finished);
     expect(done).toMatchObject({ status: 'succeeded', activateWhenDone: false, gate: { env: 'minesweeper-5x5-2', tasks: 2, status: 'passed', promoted: true, incumbent: 'base' } });

@@ -215,7 +215,7 @@ describe('admin keys, crashes, schedule', () => {
     expect(b.app.trainingScheduler).not.toBeNull();
     await playDoors(b, 1, 2, user); // the crash test above played the first
     // the scheduler polls every 5 s; call its check directly instead of waiting
-    const id = b.app.trainingScheduler!.check() ?? b.app.trainingScheduler!.started[0] ?? null;
+    const id = (await b.app.trainingScheduler!.check()) ?? b.app.trainingScheduler!.started[0] ?? null;
     expect(id).not.toBeNull();
     const job = await b.call('GET', `/v1/training/jobs/${id}`, undefined, admin);
     expect(job.body).toMatchObject({ algorithm: 'gigpo', activateWhenDone: false });

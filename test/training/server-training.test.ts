@@ -7,8 +7,7 @@
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startServer, type RunningServer } from '../../src/server.js';
-import type { DatabaseConnection } from '../../src/db/index.js';
-import type { Repositories } from '../../src/db/repositories.js';
+import type { AsyncRepositories } from '../../src/db/async-repositories.js';
 import type { ModelRegistry } from '../../src/agent/models.js';
 import { TrainingJobManager } from '../../src/training/run/manager.js';
 import { DEFAULT_MODEL_IO } from '../../src/training/run/worker.js';
@@ -52,26 +51,26 @@ afterAll(async () => {
 describe('a LaMer job next to a serving server', () => {
   it('trains in a worker while steps are answered, then hot-swaps to the new version', async () => {
     for (let seed = 0; seed < 4; seed++) await playSession(seed);
-    const app = server.app as unknown as { db: DatabaseConnection; repos: Repositories; models: ModelRegistry };
+    const app = server.app as unknown as { repos: AsyncRepositories; models: ModelRegistry };
     const manager = new TrainingJobManager({ repos: app.repos, dataDir: join(dir, 'data'), registry: app.models, modelIO: { ...DEFAULT_MODEL_IO, options: { backend: 'wasm' } } });
-    const job = manager.create({ algorithm: 'lamer', version: 'v1', activate: true, hyper: { lr: 1e-3, epochs: 3, minibatchSize: 2, gammaTraj: 0.6 } });
+    const job = await manager.create({ algorithm: 'lamer', version: 'v1', activate: true, hyper: { lr: 1e-3, epochs: 3, minibatchSize: 2, gammaTraj: 0.6 } });
     let stepsWhileRunning = 0;
     let seed = 100;
-    const unfinished = () => ['queued', 'running'].includes(manager.get(job.id)!.status);
-    while (unfinished()) {
+    const unfinished = async () => ['queued', 'running'].includes((await manager.get(job.id))!.status);
+    while (await unfinished()) {
       const r = await playSession(seed++);
       // The job may finish (and activate v1) between the loop's check and the session's creation,
       // so only a session that ended while the job was still unfinished was surely created before
       // the activation: it pins 'base'. One that overlapped the end may pin either version.
-      if (unfinished()) {
+      if (await unfinished()) {
         expect(r.modelVersion).toBe('base');
-        if (manager.get(job.id)!.status === 'running') stepsWhileRunning += r.steps;
+        if ((await manager.get(job.id))!.status === 'running') stepsWhileRunning += r.steps;
       } else {
         expect(['base', 'v1']).toContain(r.modelVersion);
       }
     }
     await manager.whenIdle();
-    const done = manager.get(job.id)!;
+    const done = (await manager.get(job.id))!;
     expect(done.error).toBeNull();
     expect(done.status).toBe('succeeded');
     expect(stepsWhileRunning).toBeGreaterThan(0);

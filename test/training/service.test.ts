@@ -10,7 +10,7 @@ import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DomainError } from '../../src/agent/errors.js';
 import { openDatabase, type DatabaseConnection } from '../../src/db/index.js';
-import { createRepositories, type Repositories } from '../../src/db/repositories.js';
+import { sqliteAsyncRepositories, type AsyncRepositories } from '../../src/db/async-repositories.js';
 import { models } from '../../src/db/schema.js';
 import { TrainingJobManager, type VersionRegistry } from '../../src/training/run/manager.js';
 import { TrainingService, type CreateJobBody } from '../../src/training/service.js';
@@ -19,7 +19,7 @@ import { tmpDir } from '../helpers/index.js';
 
 let dir: string;
 let d: DatabaseConnection;
-let repos: Repositories;
+let repos: AsyncRepositories;
 let service: TrainingService;
 
 const demo = {
@@ -30,15 +30,15 @@ const demo = {
 function registry(): VersionRegistry {
   return {
     active: () => d.db.select().from(models).where(eq(models.status, 'active')).get()!,
-    get: (v) => d.db.select().from(models).where(eq(models.version, v)).get(),
+    get: async (v) => d.db.select().from(models).where(eq(models.version, v)).get(),
     async activate() {},
   };
 }
 
-/** The DomainError `fn` throws (fails the test when it throws none or another error). */
-function refusal(fn: () => unknown): DomainError {
+/** The DomainError `fn` throws or rejects with (fails the test when there is none or another error). */
+async function refusal(fn: () => unknown): Promise<DomainError> {
   try {
-    fn();
+    await fn();
   } catch (err) {
     expect(err).toBeInstanceOf(DomainError);
     return err as DomainError;
@@ -49,10 +49,11 @@ function refusal(fn: () => unknown): DomainError {
 beforeAll(async () => {
   dir = tmpDir('lamer-trainsvc-');
   d = openDatabase(dir);
-  repos = createRepositories(d);
+  repos = sqliteAsyncRepositories(d);
   await writeTinyCheckpoint(join(dir, 'base'), TinyModel.init(300, 4, 16));
   d.db.insert(models).values({ version: 'base', parent: null, jobId: null, checkpointDir: join(dir, 'base'), status: 'active', metrics: {}, createdAt: 1 }).run();
   const manager = new TrainingJobManager({ repos, dataDir: dir, registry: registry(), modelIO: { module: new URL('./tiny-model.ts', import.meta.url).href, options: {} } });
+  await manager.start();
   service = new TrainingService({ manager, jobs: repos.jobs, demosDir: join(dir, 'demos') });
 });
 afterAll(async () => {
@@ -69,23 +70,23 @@ describe('TrainingService.create', () => {
     ['a path leaving demos/', { algorithm: 'sft', demonstrations: { path: 'a/../../x.jsonl' } }, 'body/demonstrations/path', 'must be relative to the demos folder, without ..'],
     ['since not a date', { algorithm: 'rloo', data: { since: 'yesterday' } }, 'body/data/since', 'must be a date-time'],
     ['reflectionGroup on a job that trains no reflection', { algorithm: 'gigpo', hyperparameters: { reflectionGroup: 'own' } }, 'body/hyperparameters/reflectionGroup', 'applies to lamer jobs only (gigpo trains no reflections)'],
-  ])('%s is a validation error naming the field; no job, no file', (_name, body, field, message) => {
-    const e = refusal(() => service.create(body));
+  ])('%s is a validation error naming the field; no job, no file', async (_name, body, field, message) => {
+    const e = await refusal(() => service.create(body));
     expect(e.kind).toBe('validation');
     expect(e.details.errors).toEqual([{ field, message }]);
-    expect(repos.jobs.list({ limit: 10 })).toEqual([]);
+    expect(await repos.jobs.list({ limit: 10 })).toEqual([]);
     expect(existsSync(join(dir, 'demos', 'inline'))).toBe(false);
   });
 
   it('writes inline demonstrations to demos/inline and names the file relative to demos/', async () => {
-    const job = service.create({ algorithm: 'sft', version: 'sft-inline', demonstrations: { sessions: [demo, { ...demo, taskId: 'doors:seed=1' }] }, hyperparameters: { epochs: 1 } });
+    const job = await service.create({ algorithm: 'sft', version: 'sft-inline', demonstrations: { sessions: [demo, { ...demo, taskId: 'doors:seed=1' }] }, hyperparameters: { epochs: 1 } });
     expect(job.demonstrations).toMatch(/^inline\/[0-9a-f-]{36}\.jsonl$/);
     expect(readdirSync(join(dir, 'demos', 'inline'))).toEqual([job.demonstrations!.slice('inline/'.length)]);
     const lines = readFileSync(join(dir, 'demos', job.demonstrations!), 'utf8').split('\n');
     expect(lines).toEqual([JSON.stringify(demo), JSON.stringify({ ...demo, taskId: 'doors:seed=1' }), '']);
     expect(job).toMatchObject({ algorithm: 'sft', baseVersion: 'base', version: 'sft-inline', data: null, activateWhenDone: false, hyperparameters: { epochs: 1 } });
     await service.whenIdle();
-    expect(service.get(job.id)).toMatchObject({ status: 'succeeded', resultVersion: 'sft-inline', dataStats: { sessions: 2 } });
+    expect(await service.get(job.id)).toMatchObject({ status: 'succeeded', resultVersion: 'sft-inline', dataStats: { sessions: 2 } });
   });
 });
 
@@ -95,39 +96,39 @@ describe('TrainingService.list / get / cancel', () => {
     const row = (id: string, createdAt: number, status: 'succeeded' | 'failed' | 'cancelled') => repos.jobs.insert({
       id, algorithm: 'gigpo', status, config: { algorithm: 'gigpo', baseVersion: 'base' }, progress: 1, metrics: [], resultVersion: null, error: null, createdAt, startedAt: null, finishedAt: null,
     });
-    row('job_p1', 10, 'failed');
-    row('job_p2', 20, 'cancelled');
-    row('job_p3', 20, 'failed');
+    await row('job_p1', 10, 'failed');
+    await row('job_p2', 20, 'cancelled');
+    await row('job_p3', 20, 'failed');
     const gigpo = { algorithm: 'gigpo' as const };
-    const first = service.list({ ...gigpo, limit: 2 });
+    const first = await service.list({ ...gigpo, limit: 2 });
     expect(first.items.map((j) => j.id)).toEqual(['job_p3', 'job_p2']);
     expect(first.nextCursor).toBe('20~job_p2');
-    const second = service.list({ ...gigpo, limit: 2, cursor: first.nextCursor! });
+    const second = await service.list({ ...gigpo, limit: 2, cursor: first.nextCursor! });
     expect(second.items.map((j) => j.id)).toEqual(['job_p1']);
     expect(second.nextCursor).toBeNull();
-    expect(service.list({ ...gigpo, status: 'failed' }).items.map((j) => j.id)).toEqual(['job_p3', 'job_p1']);
+    expect((await service.list({ ...gigpo, status: 'failed' })).items.map((j) => j.id)).toEqual(['job_p3', 'job_p1']);
     expect(second.items[0]).toMatchObject({ createdAt: new Date(10).toISOString(), startedAt: null, iterations: 0, lastMetrics: null });
     expect(second.items[0]).not.toHaveProperty('metrics');
   });
 
-  it('reads data counts stored under their earlier names (skippedGroups, skippedTurns) in the current shape', () => {
+  it('reads data counts stored under their earlier names (skippedGroups, skippedTurns) in the current shape', async () => {
     const common = { sessions: 4, tasks: 2, turns: 9, samples: 7, groups: 2, meanReturn: 1.5, passAtK: { 1: 0.5 }, outputTokens: 30 };
     const insert = (id: string, dataStats: Record<string, unknown>) => repos.jobs.insert({
       id, algorithm: 'lamer', status: 'succeeded', config: { algorithm: 'lamer', baseVersion: 'base', dataStats }, progress: 1, metrics: [], resultVersion: null, error: null, createdAt: 5, startedAt: null, finishedAt: null,
     });
-    insert('job_legacy', { ...common, skippedGroups: 1, skippedTurns: 2 });
-    insert('job_current', { ...common, zeroAdvantageGroups: 1, zeroAdvantageTurns: 2, droppedTurns: 0 });
+    await insert('job_legacy', { ...common, skippedGroups: 1, skippedTurns: 2 });
+    await insert('job_current', { ...common, zeroAdvantageGroups: 1, zeroAdvantageTurns: 2, droppedTurns: 0 });
     // earlier rows dropped zero-advantage groups: their turns were not trained
-    expect(service.get('job_legacy').dataStats).toEqual({ ...common, zeroAdvantageGroups: 1, zeroAdvantageTurns: 2, droppedTurns: 2 });
-    expect(service.get('job_current').dataStats).toEqual({ ...common, zeroAdvantageGroups: 1, zeroAdvantageTurns: 2, droppedTurns: 0 });
+    expect((await service.get('job_legacy')).dataStats).toEqual({ ...common, zeroAdvantageGroups: 1, zeroAdvantageTurns: 2, droppedTurns: 2 });
+    expect((await service.get('job_current')).dataStats).toEqual({ ...common, zeroAdvantageGroups: 1, zeroAdvantageTurns: 2, droppedTurns: 0 });
   });
 
-  it('get of an unknown job is not-found; cancel of a finished job is a conflict, of a cancelled one a no-op', () => {
-    expect(refusal(() => service.get('job_nope')).kind).toBe('not-found');
-    expect(refusal(() => service.cancel('job_nope')).kind).toBe('not-found');
-    const e = refusal(() => service.cancel('job_p1'));
+  it('get of an unknown job is not-found; cancel of a finished job is a conflict, of a cancelled one a no-op', async () => {
+    expect((await refusal(() => service.get('job_nope'))).kind).toBe('not-found');
+    expect((await refusal(() => service.cancel('job_nope'))).kind).toBe('not-found');
+    const e = await refusal(() => service.cancel('job_p1'));
     expect(e.kind).toBe('conflict');
     expect(e.message).toBe("training job 'job_p1' already failed");
-    expect(service.cancel('job_p2')).toEqual({ job: service.get('job_p2'), running: false });
+    expect(await service.cancel('job_p2')).toEqual({ job: await service.get('job_p2'), running: false });
   });
 });

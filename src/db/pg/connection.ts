@@ -50,7 +50,12 @@ export const defaultPgPoolSettings: PgPoolSettings = {
  * the same database.
  */
 export const LOCK_CLASS = 0x6c616d65;
-export const LOCKS = { migrations: 1, modelActivation: 2 } as const;
+export const LOCKS = { migrations: 1, modelActivation: 2, trainer: 3 } as const;
+/**
+ * Class of the per-tenant locks, `pg_advisory_xact_lock(TENANT_LOCK_CLASS, hashtext(tenant))`
+ * (the ASCII bytes of 'lamt'): session creates of one tenant under the open-session cap take turns.
+ */
+export const TENANT_LOCK_CLASS = 0x6c616d74;
 
 export const pgMigrationsFolder = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'migrations-pg');
 

@@ -4,11 +4,13 @@
  *
  * Unlike the SQLite repository, `models.get` keeps no rows in memory: several replicas write the
  * table, and a row cached on one would hide another's change. Activation takes a transaction-scoped
- * advisory lock, so two replicas activating at once leave exactly one version `active`.
+ * advisory lock, so two replicas activating at once leave exactly one version `active`, and
+ * notifies the other replicas (./listen.ts CHANNELS.models) when it commits.
  */
 import { and, desc, eq, lt, or, sql, type SQL } from 'drizzle-orm';
 import type { AsyncJobs, AsyncModels } from '../async-repositories.js';
 import { LOCK_CLASS, LOCKS, type PgDb } from './connection.js';
+import { CHANNELS } from './listen.js';
 import { models, trainingJobs } from './schema.js';
 
 /** AsyncModels over a PostgreSQL store (errors unmapped: src/db/pg/repositories.ts maps them). */
@@ -25,6 +27,9 @@ export function pgModels(db: PgDb): AsyncModels {
     },
     async setEngineConfig(version, engineConfig) {
       await db.update(models).set({ engineConfig }).where(eq(models.version, version));
+    },
+    async setMetrics(version, metrics) {
+      await db.update(models).set({ metrics }).where(eq(models.version, version));
     },
     async active() {
       const [row] = await db.select().from(models).where(eq(models.status, 'active')).limit(1);
@@ -45,10 +50,15 @@ export function pgModels(db: PgDb): AsyncModels {
         await tx.execute(sql`select pg_advisory_xact_lock(${LOCK_CLASS}::int, ${LOCKS.modelActivation}::int)`);
         await tx.update(models).set({ status: 'retired' }).where(eq(models.status, 'active'));
         await tx.update(models).set({ status: 'active' }).where(eq(models.version, version));
+        // delivered to the other replicas' listeners when this transaction commits (./listen.ts)
+        await tx.execute(sql`select pg_notify(${CHANNELS.models}, ${version})`);
       });
     },
   };
 }
+
+/** Job `id` while it has `status`. */
+const jobIn = (id: string, status: 'queued' | 'running') => and(eq(trainingJobs.id, id), eq(trainingJobs.status, status));
 
 /** AsyncJobs over a PostgreSQL store (errors unmapped: src/db/pg/repositories.ts maps them). */
 export function pgJobs(db: PgDb): AsyncJobs {
@@ -98,8 +108,20 @@ export function pgJobs(db: PgDb): AsyncJobs {
         .select({ id: trainingJobs.id })
         .from(trainingJobs)
         .where(eq(trainingJobs.status, 'queued'))
-        .orderBy(trainingJobs.createdAt);
+        .orderBy(trainingJobs.createdAt, trainingJobs.id);
       return rows.map((r) => r.id);
+    },
+    async claim(id, startedAt) {
+      const r = await db.update(trainingJobs).set({ status: 'running', startedAt }).where(jobIn(id, 'queued'));
+      return r.rowCount === 1;
+    },
+    async cancelQueued(id, finishedAt) {
+      const r = await db.update(trainingJobs).set({ status: 'cancelled', finishedAt }).where(jobIn(id, 'queued'));
+      return r.rowCount === 1;
+    },
+    async requestCancel(id, at) {
+      const r = await db.update(trainingJobs).set({ cancelRequestedAt: at }).where(jobIn(id, 'running'));
+      return r.rowCount === 1;
     },
   };
 }

@@ -7,6 +7,7 @@ import type { AsyncExport, AsyncRepositories } from '../async-repositories.js';
 import type { PgConnection } from './connection.js';
 import { mapPgErrors, pgDatabaseErrorOf } from './errors.js';
 import { pgJobs, pgModels } from './models-jobs.js';
+import { pgReplays } from './replays-repo.js';
 import { pgSessions } from './sessions-repo.js';
 import { pgHot, pgSteps } from './steps-repo.js';
 import { pgExport, pgTrainingData } from './training-export.js';
@@ -44,6 +45,7 @@ export function pgRepositories(conn: PgConnection): AsyncRepositories {
     models: mapped(pgModels(db)),
     jobs: mapped(pgJobs(db)),
     trainingData: mapped(pgTrainingData(db)),
+    replays: mapped(pgReplays(db)),
     export: mappedExport(pgExport(db)),
   };
 }

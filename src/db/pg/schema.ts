@@ -32,6 +32,33 @@ import {
 import type { StatsGroupDoc } from '../../shared/stats-aggregate.js';
 import type { AttemptSummary } from '../schema.js';
 
+/** The escape character of free text (U+FFFF, a Unicode noncharacter). */
+const ESC = '\uFFFF';
+
+/**
+ * Free text as PostgreSQL's `text` can hold it: it cannot hold U+0000 (SQLite's text can, and a
+ * model that samples bytes may write one), so U+0000 is stored as U+FFFF '0' and U+FFFF itself as
+ * U+FFFF '1'. Text holding neither (all but such rare text) is stored unchanged, so comparisons,
+ * indexes and lengths are those of the text itself. {@link unescapeText} reverses it exactly.
+ */
+export function escapeText(s: string): string {
+  if (!s.includes('\u0000') && !s.includes(ESC)) return s;
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: U+0000 is the character this escapes
+  return s.replace(/[\u0000\uFFFF]/g, (c) => (c === ESC ? `${ESC}1` : `${ESC}0`));
+}
+
+/** The text {@link escapeText} stored. */
+export function unescapeText(s: string): string {
+  return s.includes(ESC) ? s.replace(/\uFFFF([01])/g, (_m, d: string) => (d === '0' ? '\u0000' : ESC)) : s;
+}
+
+/** A `text` column of free text (client or model text): any JavaScript string, stored through {@link escapeText}. */
+const freeText = customType<{ data: string; driverData: string }>({
+  dataType: () => 'text',
+  toDriver: (value) => escapeText(value),
+  fromDriver: (value) => unescapeText(value),
+});
+
 /**
  * A `json` column read back as the driver parsed it. node-postgres already parses `json` values
  * (JSON.parse), so drizzle's own `json` column would parse a JSON string value a second time
@@ -51,11 +78,11 @@ export const sessions = pgTable(
   {
     id: text('id').primaryKey(),
     tenant: text('tenant').notNull(),
-    taskId: text('task_id').notNull(),
-    env: text('env'),
+    taskId: freeText('task_id').notNull(),
+    env: freeText('env'),
     mode: text('mode', { enum: SESSION_MODES }).notNull(),
     status: text('status', { enum: SESSION_STATUSES }).notNull(),
-    instructions: text('instructions').notNull(),
+    instructions: freeText('instructions').notNull(),
     maxAttempts: integer('max_attempts').notNull(),
     maxSteps: integer('max_steps').notNull(),
     memory: text('memory', { enum: MEMORY_MODES }).notNull(),
@@ -86,16 +113,16 @@ export const steps = pgTable(
     attempt: integer('attempt').notNull(),
     step: integer('step').notNull(),
     kind: text('kind', { enum: STEP_KINDS }).notNull(),
-    observation: text('observation').notNull(),
+    observation: freeText('observation').notNull(),
     reward: doublePrecision('reward').notNull(),
     done: boolean('done').notNull(),
     success: boolean('success').notNull(),
     invalidAction: boolean('invalid_action').notNull(),
     availableActions: json('available_actions').$type<string[] | null>(),
     info: json('info').$type<Record<string, unknown> | null>(),
-    prompt: text('prompt'),
-    output: text('output'),
-    action: text('action'),
+    prompt: freeText('prompt'),
+    output: freeText('output'),
+    action: freeText('action'),
     promptTokenIds: json('prompt_token_ids').$type<number[] | null>(),
     outputTokenIds: json('output_token_ids').$type<number[] | null>(),
     logprobs: json('logprobs').$type<number[] | null>(),
@@ -120,7 +147,7 @@ export const reflections = pgTable(
       .notNull()
       .references(() => sessions.id),
     attempt: integer('attempt').notNull(),
-    text: text('text').notNull(),
+    text: freeText('text').notNull(),
     source: text('source', { enum: REFLECTION_SOURCES }).notNull(),
     updatedAt: ms('updated_at').notNull(),
   },
@@ -151,6 +178,7 @@ export const trainingJobs = pgTable('training_jobs', {
   createdAt: ms('created_at').notNull(),
   startedAt: ms('started_at'),
   finishedAt: ms('finished_at'),
+  cancelRequestedAt: ms('cancel_requested_at'),
 });
 
 /** Replay reports (src/agent/replays.ts, docs/replay.md): written once, never changed. */
@@ -177,7 +205,7 @@ export const statsGroups = pgTable(
     tenant: text('tenant').notNull(),
     groupKey: text('group_key').notNull(),
     modelVersion: text('model_version').notNull(),
-    env: text('env'),
+    env: freeText('env'),
     mode: text('mode', { enum: SESSION_MODES }).notNull(),
     memory: text('memory', { enum: STATS_MEMORY }).notNull(),
     sessions: integer('sessions').notNull(),

@@ -5,9 +5,10 @@
  */
 import { and, desc, eq, gt, inArray, lt, sql, type SQL } from 'drizzle-orm';
 import type { AsyncSessions } from '../async-repositories.js';
+import type { SessionRow } from '../schema.js';
 import type { AttemptTrajectory, SessionFilters } from '../sessions-repo.js';
-import type { PgDb } from './connection.js';
-import { reflections, sessions, steps } from './schema.js';
+import { TENANT_LOCK_CLASS, type PgDb } from './connection.js';
+import { reflections, sessions, steps, unescapeText } from './schema.js';
 import { completionSeq, completionsBetween, recordCompletion, statsGroupsOf, statsToken } from './stats-aggregates.js';
 
 /** Conditions of `f` on the sessions table, after `first` (as src/db/sessions-repo.ts filterConds). */
@@ -26,17 +27,8 @@ function filterConds(first: SQL[], f: SessionFilters): SQL[] {
 /** AsyncSessions over a PostgreSQL store (errors unmapped: src/db/pg/repositories.ts maps them). */
 export function pgSessions(db: PgDb): AsyncSessions {
   return {
-    async insert(row) {
-      if (row.status !== 'completed') {
-        await db.insert(sessions).values(row);
-        return;
-      }
-      // a session inserted as completed is counted in the statistics aggregates in the same transaction
-      await db.transaction(async (tx) => {
-        await tx.insert(sessions).values(row);
-        await recordCompletion(tx as unknown as PgDb, row.id);
-      });
-    },
+    insert: (row) => insertSession(db, row),
+    insertUnderCap: (row, cap) => insertUnderCap(db, row, cap),
     list(tenant, f, limit, cursor) {
       const conds = filterConds([eq(sessions.tenant, tenant)], f);
       if (cursor) conds.push(lt(sessions.id, cursor));
@@ -45,12 +37,20 @@ export function pgSessions(db: PgDb): AsyncSessions {
     async abandon(id, attempts, now) {
       await db.update(sessions).set({ status: 'abandoned', attempts, updatedAt: now }).where(eq(sessions.id, id));
     },
-    async editReflection(sessionId, attempt, text, now) {
-      const r = await db
-        .update(reflections)
-        .set({ text, source: 'human', updatedAt: now })
-        .where(and(eq(reflections.sessionId, sessionId), eq(reflections.attempt, attempt)));
-      return r.rowCount ?? 0;
+    editReflection(sessionId, attempt, text, now) {
+      // as src/db/sessions-repo.ts: the session's updatedAt moves on with the edit
+      return db.transaction(async (tx) => {
+        const r = await tx
+          .update(reflections)
+          .set({ text, source: 'human', updatedAt: now })
+          .where(and(eq(reflections.sessionId, sessionId), eq(reflections.attempt, attempt)));
+        const changes = r.rowCount ?? 0;
+        if (changes > 0) {
+          const updatedAt = sql`greatest(${now}::bigint, ${sessions.updatedAt} + 1)`;
+          await tx.update(sessions).set({ updatedAt }).where(eq(sessions.id, sessionId));
+        }
+        return changes;
+      });
     },
     async idleIds(cutoff) {
       const rows = await db
@@ -100,6 +100,38 @@ export function pgSessions(db: PgDb): AsyncSessions {
   };
 }
 
+/** AsyncSessions.insert: a session inserted as completed is counted in the statistics aggregates in the same transaction. */
+async function insertSession(db: PgDb, row: SessionRow): Promise<void> {
+  if (row.status === 'completed') await db.transaction((tx) => insertRow(tx as unknown as PgDb, row));
+  else await db.insert(sessions).values(row);
+}
+
+/** Insert `row` inside the caller's transaction; a session inserted as completed is counted in the statistics aggregates there too. */
+async function insertRow(tx: PgDb, row: SessionRow): Promise<void> {
+  await tx.insert(sessions).values(row);
+  if (row.status === 'completed') await recordCompletion(tx, row.id);
+}
+
+/** AsyncSessions.insertUnderCap: count and insert in one transaction under the tenant's transaction advisory lock. */
+async function insertUnderCap(db: PgDb, row: SessionRow, cap: number): Promise<{ inserted: boolean; open: number }> {
+  if (cap <= 0) {
+    await insertSession(db, row);
+    return { inserted: true, open: 0 };
+  }
+  return db.transaction(async (tx) => {
+    // Creates of one tenant take turns here, on every replica, until their transaction ends.
+    await tx.execute(sql`select pg_advisory_xact_lock(${TENANT_LOCK_CLASS}::int, hashtext(${row.tenant}))`);
+    const [r] = await tx
+      .select({ n: sql<number>`count(*)::int` })
+      .from(sessions)
+      .where(and(eq(sessions.tenant, row.tenant), eq(sessions.status, 'active')));
+    const open = r?.n ?? 0;
+    if (open >= cap) return { inserted: false, open };
+    await insertRow(tx as unknown as PgDb, row);
+    return { inserted: true, open };
+  });
+}
+
 /** AsyncSessions.trajectoriesOf: src/db/sessions-repo.ts trajectoriesOf. */
 async function trajectoriesOf(
   db: PgDb,
@@ -130,5 +162,7 @@ async function trajectories(db: PgDb, chosen: SQL): Promise<AttemptTrajectory[]>
     FROM s LEFT JOIN ${steps} st ON st.session_id = s.id AND st.kind = 'action' AND st.action IS NOT NULL
     GROUP BY s.id, s.mv, s.env, s.task, s.memory, st.attempt
     ORDER BY s.id, st.attempt`);
-  return r.rows;
+  // read as stored: the free text of the schema's escape (./schema.ts escapeText)
+  const text = (v: string | null) => (v === null ? null : unescapeText(v));
+  return r.rows.map((t) => ({ ...t, taskId: unescapeText(t.taskId), env: text(t.env), trajectory: text(t.trajectory) }));
 }

@@ -7,12 +7,16 @@
  * index. Of two transactions inserting one position, PostgreSQL makes the second wait for the
  * first; if the first commits, the second inserts nothing, rolls back, and answers the row the
  * first stored (read after the first committed); if the first rolls back, the second records it.
- * The session update applies only while the session is `active`, so a session ended by another
- * replica takes no further step. The commit that completes a session counts it in the statistics
- * aggregates in the same transaction (./stats-aggregates.ts).
+ * The session update applies only while the session is `active` (and, given `expectedUpdatedAt`,
+ * unchanged since the step read it), so a session ended or changed by another replica takes no
+ * step computed from its old state. The commit that completes a session counts it in the
+ * statistics aggregates in the same transaction (./stats-aggregates.ts); a commit that lost its
+ * position, or whose session update matched no row, rolls back before that, so a completion is
+ * counted once however many replicas race on its step.
  */
 import { and, asc, eq, sql, type SQL, type SQLWrapper } from 'drizzle-orm';
 import { SessionNotActiveError, type AsyncHot, type AsyncSteps, type StepCommitResult } from '../async-repositories.js';
+import { StaleSessionError } from '../errors.js';
 import type { StepCommit, StepInsert } from '../queries.js';
 import type { StepPosition } from '../steps-repo.js';
 import type { PgDb } from './connection.js';
@@ -128,7 +132,8 @@ export function pgHot(db: PgDb): AsyncHot {
 /**
  * The writes of one step commit inside its transaction (see the top of this file).
  * @throws PositionTaken when the first row's position is already recorded; SessionNotActiveError
- *   when the session is not active; the driver's error otherwise (the caller's transaction rolls back).
+ *   when the session is not active; StaleSessionError when it changed since `expectedUpdatedAt`;
+ *   the driver's error otherwise (the caller's transaction rolls back).
  */
 async function applyCommit(tx: PgDb, { rows, reflection, session }: StepCommit): Promise<void> {
   for (const [i, r] of rows.entries()) {
@@ -146,13 +151,19 @@ async function applyCommit(tx: PgDb, { rows, reflection, session }: StepCommit):
     await tx.insert(reflections).values({ ...reflection, source: 'policy' });
   }
   const set = { attempts: session.attempts, nextAttempt: session.nextAttempt, nextStep: session.nextStep, updatedAt: session.updatedAt };
+  const unchanged = and(
+    eq(sessions.id, session.id),
+    eq(sessions.status, 'active'),
+    session.expectedUpdatedAt === undefined ? undefined : eq(sessions.updatedAt, session.expectedUpdatedAt),
+  );
   const updated = await tx
     .update(sessions)
     .set(session.status === 'active' ? set : { ...set, status: session.status as (typeof sessions.$inferInsert)['status'] })
-    .where(and(eq(sessions.id, session.id), eq(sessions.status, 'active')));
+    .where(unchanged);
   if (updated.rowCount !== 1) {
-    const [exists] = await tx.select({ id: sessions.id }).from(sessions).where(eq(sessions.id, session.id));
-    throw exists ? new SessionNotActiveError(session.id) : new Error(`no session '${session.id}' to update`);
+    const [now] = await tx.select({ status: sessions.status }).from(sessions).where(eq(sessions.id, session.id));
+    if (!now) throw new Error(`no session '${session.id}' to update`);
+    throw now.status === 'active' ? new StaleSessionError(session.id) : new SessionNotActiveError(session.id);
   }
   // the update applied to an active session, so this is the session's one completion
   if (session.status === 'completed') await recordCompletion(tx, session.id);

@@ -6,7 +6,7 @@ import { and, asc, eq, gte, inArray, sql, type SQL } from 'drizzle-orm';
 import type { AsyncExport, AsyncTrainingData } from '../async-repositories.js';
 import { EXPORT_CHUNK_ROWS, type ExportFilter, type ExportLine } from '../export.js';
 import type { PgDb } from './connection.js';
-import { sessions, steps } from './schema.js';
+import { escapeText, sessions, steps, unescapeText } from './schema.js';
 
 /** Sessions bound in one `IN (...)` list (as the SQLite repository reads them). */
 const IN_CHUNK = 500;
@@ -127,19 +127,19 @@ function toLine(r: ExportRow): ExportLine {
     schemaVersion: 1,
     sessionId: r.session_id,
     tenant: r.tenant,
-    taskId: r.task_id,
-    env: r.env,
+    taskId: unescapeText(r.task_id),
+    env: r.env === null ? null : unescapeText(r.env),
     mode: r.mode,
     sessionStatus: r.status,
     attempt: r.attempt,
     step: r.step,
     kind: r.kind,
     modelVersion: r.model_version,
-    observation: r.observation,
+    observation: unescapeText(r.observation),
     availableActions: parse<string[]>(r.available_actions),
-    prompt: r.prompt,
-    output: r.output,
-    action: r.action,
+    prompt: r.prompt === null ? null : unescapeText(r.prompt),
+    output: r.output === null ? null : unescapeText(r.output),
+    action: r.action === null ? null : unescapeText(r.action),
     promptTokenIds: parse<number[]>(r.prompt_token_ids),
     outputTokenIds: parse<number[]>(r.output_token_ids),
     logprobs: parse<number[]>(r.logprobs),
@@ -166,7 +166,7 @@ export function pgExport(db: PgDb): AsyncExport {
     async *lines(filter: ExportFilter = {}, chunkRows = EXPORT_CHUNK_ROWS) {
       const where: SQL[] = [];
       if (filter.since !== undefined) where.push(sql`s.created_at >= ${filter.since}`);
-      if (filter.env !== undefined) where.push(sql`s.env = ${filter.env}`);
+      if (filter.env !== undefined) where.push(sql`s.env = ${escapeText(filter.env)}`);
       if (filter.mode !== undefined) where.push(sql`s.mode = ${filter.mode}`);
       if (filter.modelVersion !== undefined) where.push(sql`s.model_version = ${filter.modelVersion}`);
       if (filter.tenant !== undefined) where.push(sql`s.tenant = ${filter.tenant}`);

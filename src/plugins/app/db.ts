@@ -1,36 +1,37 @@
 /**
- * Decorates `app.db` (the open database connection: drizzle over better-sqlite3, src/db) and
- * `app.repos` (the repositories over it, src/db/repositories.ts: what the services, routes and
- * workers read and write tables through), and closes the connection last on shutdown.
- * Applies `config.database` to the connection: the busy timeout and WAL size limit, and the timer
- * (and worker thread) that checkpoints an oversized WAL (LAMER_SQLITE_CHECKPOINT_INTERVAL_MS;
- * stopped, its connection closed, before the database closes).
+ * Decorates `app.store` (the store the server runs on, src/db/store.ts: SQLite in the data
+ * directory, or PostgreSQL) and `app.repos` (its repositories, src/db/async-repositories.ts: what
+ * the services read and write tables through), and closes the store last on shutdown.
+ * On SQLite, applies `config.database` to the connection: the busy timeout and WAL size limit,
+ * and the timer (and worker thread) that checkpoints an oversized WAL
+ * (LAMER_SQLITE_CHECKPOINT_INTERVAL_MS; stopped, its connection closed, before the database closes).
  */
 import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
-import type { DatabaseConnection } from '../../db/index.js';
-import { createRepositories, type Repositories } from '../../db/repositories.js';
+import type { AsyncRepositories } from '../../db/async-repositories.js';
+import type { Store } from '../../db/store.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
-    db: DatabaseConnection;
-    repos: Repositories;
+    store: Store;
+    repos: AsyncRepositories;
   }
 }
 
 export default fp(
-  async function db(app: FastifyInstance, opts: { database: DatabaseConnection }) {
+  async function db(app: FastifyInstance, opts: { store: Store }) {
     const cfg = app.config.database;
-    opts.database.tune({ busyTimeoutMs: cfg.busyTimeoutMs, walLimitBytes: cfg.walLimitBytes });
+    const sqlite = opts.store.sqlite;
+    sqlite?.tune({ busyTimeoutMs: cfg.busyTimeoutMs, walLimitBytes: cfg.walLimitBytes });
     const stopMaintenance =
-      cfg.checkpointIntervalMs > 0
-        ? opts.database.startWalMaintenance(cfg.checkpointIntervalMs, (err) => app.log.warn({ err }, 'WAL checkpoint failed'))
+      sqlite && cfg.checkpointIntervalMs > 0
+        ? sqlite.startWalMaintenance(cfg.checkpointIntervalMs, (err) => app.log.warn({ err }, 'WAL checkpoint failed'))
         : async () => {};
-    app.decorate('db', opts.database);
-    app.decorate('repos', createRepositories(opts.database));
+    app.decorate('store', opts.store);
+    app.decorate('repos', opts.store.repos);
     app.addHook('onClose', async () => {
       await stopMaintenance();
-      opts.database.close();
+      await opts.store.close();
     });
   },
   { name: 'db' },

@@ -22,17 +22,20 @@ import type { FastifyInstance } from 'fastify';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { JOB_STATUSES } from '../../domain.js';
 
-/** What the gauges read when /metrics is scraped; set by the engine and training plugins. */
+/** A running training job as /metrics shows it. */
+type RunningJob = { id: string; algorithm: string; progress: number };
+
+/** What the gauges read when /metrics is scraped; set by the engine and training plugins (the store's counts are read as promises). */
 export interface MetricSources {
-  activeSessions(): number;
+  activeSessions(): number | Promise<number>;
   engineQueueDepth(): number;
   modelCallsInFlight(): number;
   loadedVersions(): string[];
   engineInfo(): { engine: string; backend: string } | null;
   /** Running jobs and their progress in [0, 1]. */
-  runningJobs(): Array<{ id: string; algorithm: string; progress: number }>;
+  runningJobs(): RunningJob[] | Promise<RunningJob[]>;
   /** Number of jobs per status. */
-  jobsByStatus(): Record<string, number>;
+  jobsByStatus(): Record<string, number> | Promise<Record<string, number>>;
 }
 
 export interface Metrics {
@@ -44,7 +47,7 @@ export interface Metrics {
   sessionsCreated: Counter;
   activeSessions: Gauge;
   /** Set by the engine plugin: counts active sessions when /metrics is scraped. */
-  countActiveSessions: () => number;
+  countActiveSessions: () => number | Promise<number>;
   engineInfo: Gauge<'engine' | 'backend'>;
   batchRows: Histogram;
   forwardSeconds: Histogram;
@@ -95,9 +98,10 @@ function registerSourceGauges(registry: Registry, sources: () => Metrics['source
     help: 'Progress of each running training job, 0..1',
     labelNames: ['job_id', 'algorithm'],
     registers: [registry],
-    collect() {
+    async collect() {
+      const jobs = await sources().runningJobs();
       this.reset();
-      for (const j of sources().runningJobs()) this.set({ job_id: j.id, algorithm: j.algorithm }, j.progress);
+      for (const j of jobs) this.set({ job_id: j.id, algorithm: j.algorithm }, j.progress);
     },
   });
   new Gauge({
@@ -105,8 +109,8 @@ function registerSourceGauges(registry: Registry, sources: () => Metrics['source
     help: 'Training jobs by status',
     labelNames: ['status'],
     registers: [registry],
-    collect() {
-      const counts = sources().jobsByStatus();
+    async collect() {
+      const counts = await sources().jobsByStatus();
       for (const s of JOB_STATUSES) this.set({ status: s }, counts[s] ?? 0);
     },
   });
@@ -145,8 +149,8 @@ export function createMetrics(): Metrics {
       name: 'lamer_active_sessions',
       help: 'Sessions with status active',
       registers: [registry],
-      collect() {
-        this.set(m.countActiveSessions());
+      async collect() {
+        this.set(await m.countActiveSessions());
       },
     }),
     countActiveSessions: () => m.sources.activeSessions(),

@@ -1,7 +1,10 @@
 /**
  * Decorates `app.training` (TrainingService, src/training/service.ts: the job rules over the
  * TrainingJobManager's queue, worker thread and new model versions) and `app.trainingScheduler`
- * (TrainingScheduler, or null when `config.training` sets neither `everySessions` nor `cron`).
+ * (TrainingScheduler, or null when `config.training` sets neither `everySessions` nor `cron`, or
+ * the server does not run jobs). Every server queues jobs; one that runs them (LAMER_ROLE `trainer`
+ * or `both`) runs the queue while it holds the store's trainer lease, one server of the database
+ * at a time (src/db/store.ts TrainerLease), and its schedule starts jobs only then.
  * On close: stop the schedule, cancel the running job (it stops after its current iteration) and
  * wait for it, before the engine and the database close.
  *
@@ -35,17 +38,20 @@ export default fp(
     const { repos } = app;
     const logger = app.log.child({ component: 'training' });
     const modelIO = config.training.modelIO ?? { ...DEFAULT_MODEL_IO, options: { backend: config.tfjsBackend } };
+    const runsJobs = (config.role ?? 'both') !== 'server';
     const manager = new TrainingJobManager({ repos, dataDir: config.dataDir, registry: app.models, logger, modelIO,
       maxQueuedJobs: config.training.maxQueuedJobs ?? 0, queueRetryAfterSeconds: config.training.queueRetryAfterSeconds ?? 60,
+      runsJobs, lease: app.store.trainerLease(), pollMs: config.postgres?.pollMs ?? 2000,
       gate: {
         engine: { kind: config.engine, tfjsBackend: config.tfjsBackend },
         evaluator: config.training.gateEvaluator ?? DEFAULT_GATE_EVALUATOR,
       },
     });
     const service = new TrainingService({ manager, jobs: repos.jobs, demosDir: path.join(config.dataDir, 'demos') });
+    await manager.start();
     let scheduler: TrainingScheduler | null = null;
     const t = config.training;
-    if (t.everySessions > 0 || t.cron !== null) {
+    if (runsJobs && (t.everySessions > 0 || t.cron !== null)) {
       scheduler = new TrainingScheduler(
         repos.trainingData,
         manager,
@@ -59,7 +65,7 @@ export default fp(
         },
         logger,
       );
-      scheduler.start();
+      await scheduler.start();
       logger.info({
         everySessions: t.everySessions || null, cron: t.cron, algorithm: t.algorithm, activate: t.activate, nextRun: scheduler.nextRun(),
         gate: t.gate ? { env: t.gate.env, tasks: t.gate.tasks, metric: t.gate.metric, margin: t.gate.margin } : null,

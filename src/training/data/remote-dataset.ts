@@ -15,7 +15,8 @@ import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { ReflectionGroup, StepKind } from '../../domain.js';
 import { ensureDir } from '../../ensure-dir.js';
-import type { StepOutput, TrainingDataRepo } from '../../db/training-data.js';
+import type { AsyncTrainingData } from '../../db/async-repositories.js';
+import type { StepOutput } from '../../db/training-data.js';
 import { buildRlSamples, type DataStats, type RlAlgorithm, type StepRecord, type TurnScore } from './data.js';
 import type { ReturnConfig } from '../maths/returns.js';
 import { selectTrainingRecords, type DataFilter } from './select.js';
@@ -69,12 +70,15 @@ export interface RemoteBatchOptions {
  * (their advantages need only rewards and observations), advantages as for a local job.
  * @returns the lines, the data counts and the scores to write back to the steps.
  */
-export function buildRemoteBatch(data: TrainingDataRepo, opts: RemoteBatchOptions): { lines: RemoteBatchLine[]; stats: DataStats; scores: TurnScore[] } {
-  const records = selectTrainingRecords(data, opts.data);
+export async function buildRemoteBatch(
+  data: AsyncTrainingData,
+  opts: RemoteBatchOptions,
+): Promise<{ lines: RemoteBatchLine[]; stats: DataStats; scores: TurnScore[] }> {
+  const records = await selectTrainingRecords(data, opts.data);
   const key = (s: string, a: number, t: number, k: string) => `${s}\u0000${a}\u0000${t}\u0000${k}`;
   const extra = new Map<string, StepOutput>();
   const ids = [...new Set(records.map((r) => r.sessionId))];
-  for (const r of data.stepOutputs(ids)) extra.set(key(r.sessionId, r.attempt, r.step, r.kind), r);
+  for (const r of await data.stepOutputs(ids)) extra.set(key(r.sessionId, r.attempt, r.step, r.kind), r);
   // A model turn whose server returned no token ids still is a turn: give it one placeholder token
   // so that the advantage computation keeps it; the line reports the arrays as null.
   const placeholder = new Set<string>();

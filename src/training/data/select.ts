@@ -6,7 +6,8 @@
  * A job trains on recorded sessions with `mode = 'train'` and `status = 'completed'`, optionally
  * filtered by creation time, env label, task ids and the model version the session pinned.
  */
-import type { TrainingDataRepo } from '../../db/training-data.js';
+import type { AsyncTrainingData } from '../../db/async-repositories.js';
+import type { SessionRow, StepRow } from '../../db/schema.js';
 import type { SamplerSettings, StepRecord, TurnScore } from './data.js';
 
 export interface DataFilter {
@@ -42,22 +43,43 @@ function samplerOf(stored: unknown): SamplerSettings | null {
  * seeded minibatch shuffle and the trained weights) differ between two runs of the same seeded
  * rollouts.
  */
-export function selectTrainingRecords(data: TrainingDataRepo, filter: DataFilter = {}): StepRecord[] {
-  let ids = selectedSessions(data, filter);
-  if (ids.length === 0) return [];
-  const taskOf = new Map(ids.map((r) => [r.id, r.taskId]));
-  const samplingOf = new Map(ids.map((r) => [r.id, samplerOf(r.sampling)]));
+export async function selectTrainingRecords(data: AsyncTrainingData, filter: DataFilter = {}): Promise<StepRecord[]> {
+  const chosen = chooseTrainingSessions(await data.completedTrainSessions(filter), filter);
+  if (chosen.length === 0) return [];
+  return trainingRecordsOf(chosen, await data.stepRowsOf(chosen.map((r) => r.id)));
+}
+
+/** A completed training session as the selection reads it. */
+type ChosenSession = Pick<SessionRow, 'id' | 'taskId' | 'createdAt' | 'sampling'>;
+
+/**
+ * The sessions a selection trains on, in the order of their records (see selectTrainingRecords):
+ * the newest `filter.maxSessions` when set, then by task id, seed, creation time and id.
+ */
+export function chooseTrainingSessions(found: readonly ChosenSession[], filter: DataFilter = {}): ChosenSession[] {
+  let ids = [...found];
+  if (filter.maxSessions !== undefined) {
+    ids = ids.sort((a, b) => b.createdAt - a.createdAt).slice(0, filter.maxSessions);
+  }
   const seedOf = (s: unknown) => {
     const v = (s as { seed?: unknown } | null)?.seed;
     return typeof v === 'number' && Number.isFinite(v) ? v : Number.POSITIVE_INFINITY;
   };
   const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
-  ids = [...ids].sort((a, b) => cmp(a.taskId, b.taskId) || seedOf(a.sampling) - seedOf(b.sampling) || a.createdAt - b.createdAt || cmp(a.id, b.id));
-  const rank = new Map(ids.map((r, i) => [r.id, i]));
+  return ids.sort((a, b) => cmp(a.taskId, b.taskId) || seedOf(a.sampling) - seedOf(b.sampling) || a.createdAt - b.createdAt || cmp(a.id, b.id));
+}
+
+/**
+ * The step records of `chosen` (chooseTrainingSessions' order) from their step rows `rows`, as
+ * the store orders them: (session id, attempt, step, kind).
+ */
+export function trainingRecordsOf(chosen: readonly ChosenSession[], rows: readonly StepRow[]): StepRecord[] {
+  const taskOf = new Map(chosen.map((r) => [r.id, r.taskId]));
+  const samplingOf = new Map(chosen.map((r) => [r.id, samplerOf(r.sampling)]));
+  const rank = new Map(chosen.map((r, i) => [r.id, i]));
   const out: StepRecord[] = [];
-  // stepRowsOf orders rows by (session id, attempt, step, kind); the stable sort below keeps that
-  // order within a session and puts sessions in rank order
-  for (const r of data.stepRowsOf([...taskOf.keys()])) {
+  // the stable sort below keeps the store's order within a session and puts sessions in rank order
+  for (const r of rows) {
     out.push({
       sessionId: r.sessionId, taskId: taskOf.get(r.sessionId)!, attempt: r.attempt, step: r.step, kind: r.kind,
       observation: r.observation, reward: r.reward, done: r.done, success: r.success, invalidAction: r.invalidAction,
@@ -69,21 +91,15 @@ export function selectTrainingRecords(data: TrainingDataRepo, filter: DataFilter
   return out.sort((a, b) => rank.get(a.sessionId)! - rank.get(b.sessionId)!);
 }
 
-/** The completed training sessions `filter` selects (its `maxSessions` newest when set), in no particular order. */
-function selectedSessions(data: TrainingDataRepo, filter: DataFilter) {
-  const ids = data.completedTrainSessions(filter);
-  return filter.maxSessions === undefined ? ids : ids.sort((a, b) => b.createdAt - a.createdAt).slice(0, filter.maxSessions);
-}
-
 /**
  * The task ids of the sessions a job with data filter `filter` would train on now (the promotion
- * gate checks that its tasks are not among them).
+ * gate checks that its tasks are not among them): those of chooseTrainingSessions, each once.
  */
-export function trainingTaskIds(data: TrainingDataRepo, filter: DataFilter = {}): string[] {
-  return [...new Set(selectedSessions(data, filter).map((r) => r.taskId))];
+export async function trainingTaskIds(data: AsyncTrainingData, filter: DataFilter = {}): Promise<string[]> {
+  return [...new Set(chooseTrainingSessions(await data.completedTrainSessions(filter), filter).map((r) => r.taskId))];
 }
 
 /** Store each turn's return and advantage on its step row (dropped turns too, with advantage 0). */
-export function writeTurnScores(data: TrainingDataRepo, scores: readonly TurnScore[]): void {
-  data.writeStepScores(scores);
+export function writeTurnScores(data: AsyncTrainingData, scores: readonly TurnScore[]): Promise<void> {
+  return data.writeStepScores(scores);
 }

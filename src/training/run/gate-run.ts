@@ -5,11 +5,12 @@
  * (./gate-worker.ts), then activates the candidate when it passed and the active version is still
  * the one it was compared with. The report is kept up to date on the job row (`config.gateReport`)
  * and, at start and end, on the version's metrics (`metrics.gate`), so both show it while it runs.
- * Nothing here throws: every failure ends as the report's `error` status and the job's `error` text.
+ * Nothing here throws: every failure ends as the report's `error` status and the job's `error` text
+ * (a report the store refuses to take is logged).
  */
 import { mkdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
-import type { Repositories } from '../../db/repositories.js';
+import type { AsyncRepositories } from '../../db/async-repositories.js';
 import { gateOverlap, type GateSpec } from '../../shared/promotion-gate.js';
 import { pendingReport, type GateEvaluateRequest, type GateReport } from './gate.js';
 import { GateCancelledError, startGateWorker, type GateEvaluatorModule, type GateRunner, type GateWorkerHandle } from './gate-worker.js';
@@ -25,7 +26,7 @@ export interface GateSettings {
 }
 
 export interface GateRunDeps {
-  repos: Pick<Repositories, 'jobs' | 'models'>;
+  repos: Pick<AsyncRepositories, 'jobs' | 'models'>;
   registry: VersionRegistry;
   dataDir: string;
   settings: GateSettings;
@@ -47,21 +48,38 @@ export interface GateRunResult {
 /** The folder gates use as scratch space: `<dataDir>/gates/<jobId>`. */
 export const gateWorkDir = (dataDir: string, jobId: string) => path.join(dataDir, 'gates', jobId);
 
-/** The report of job `jobId`'s gate on the job row and the version's metrics. */
-function save(deps: GateRunDeps, jobId: string, report: GateReport, onVersion: boolean): void {
-  const job = deps.repos.jobs.get(jobId);
-  if (job) deps.repos.jobs.update(jobId, { config: { ...job.config, gateReport: report } });
-  if (!onVersion || !report.candidate) return;
-  const row = deps.repos.models.get(report.candidate);
-  if (row) deps.repos.models.setMetrics(report.candidate, { ...row.metrics, gate: report });
+/**
+ * Writes of one gate's report, one after another (each reads the row it changes, so two at once
+ * could lose one); a write the store refuses is logged and the gate goes on.
+ */
+class ReportWriter {
+  private last: Promise<void> = Promise.resolve();
+  constructor(private readonly deps: GateRunDeps, private readonly jobId: string) {}
+
+  /** Queue the report on the job row and, with `onVersion`, on the version's metrics. @returns when it is written. */
+  save(report: GateReport, onVersion: boolean): Promise<void> {
+    this.last = this.last.then(() => this.write(report, onVersion)).catch((err: unknown) => {
+      this.deps.logger?.warn({ jobId: this.jobId, err: String(err) }, 'the promotion gate report could not be recorded');
+    });
+    return this.last;
+  }
+
+  private async write(report: GateReport, onVersion: boolean): Promise<void> {
+    const { jobs, models } = this.deps.repos;
+    const job = await jobs.get(this.jobId);
+    if (job) await jobs.update(this.jobId, { config: { ...job.config, gateReport: report } });
+    if (!onVersion || !report.candidate) return;
+    const row = await models.get(report.candidate);
+    if (row) await models.setMetrics(report.candidate, { ...row.metrics, gate: report });
+  }
 }
 
 /** Ends the gate with `status`, `reason` and, for an error, the job's error text. */
-function end(
-  deps: GateRunDeps, jobId: string, report: GateReport, status: GateReport['status'], reason: string, error: string | null,
-): GateRunResult {
+async function end(
+  w: ReportWriter, deps: GateRunDeps, jobId: string, report: GateReport, status: GateReport['status'], reason: string, error: string | null,
+): Promise<GateRunResult> {
   const final: GateReport = { ...report, status, reason, finishedAt: new Date().toISOString() };
-  save(deps, jobId, final, true);
+  await w.save(final, true);
   deps.logger?.info({ jobId, version: report.candidate, gate: status, promoted: final.promoted, reason }, 'promotion gate finished');
   return { report: final, cancelled: status === 'cancelled', error };
 }
@@ -83,17 +101,18 @@ export async function runGate(
   deps: GateRunDeps, jobId: string, spec: GateSpec, version: string, checkpointDir: string, trainedTaskIds: readonly string[],
 ): Promise<GateRunResult> {
   let report: GateReport = { ...pendingReport(spec), candidate: version };
+  const w = new ReportWriter(deps, jobId);
   const overlap = gateOverlap(spec, trainedTaskIds);
   if (overlap !== null) {
     const seeds = `seeds ${spec.seedStart}..${spec.seedStart + spec.tasks - 1}`;
     const why = `the job trained on task '${overlap}', one of the gate's held-out tasks (${seeds}): not judged, not activated`;
-    return end(deps, jobId, report, 'error', why, `trained, but the gate refused: ${why}`);
+    return end(w, deps, jobId, report, 'error', why, `trained, but the gate refused: ${why}`);
   }
   const problem = incumbentProblem(deps);
-  if (problem) return end(deps, jobId, report, 'error', problem, `trained, but the gate could not run: ${problem}`);
+  if (problem) return end(w, deps, jobId, report, 'error', problem, `trained, but the gate could not run: ${problem}`);
   const incumbent = deps.registry.active();
   report = { ...report, status: 'running', incumbent: incumbent.version, startedAt: new Date().toISOString() };
-  save(deps, jobId, report, true);
+  await w.save(report, true);
   const { env, tasks, metric, margin } = spec;
   deps.logger?.info({ jobId, version, incumbent: incumbent.version, env, tasks, metric, margin }, 'promotion gate started');
   const workDir = gateWorkDir(deps.dataDir, jobId);
@@ -108,39 +127,39 @@ export async function runGate(
   try {
     const handle = run(request, (done, total) => {
       report = { ...report, progress: total > 0 ? done / total : 0 };
-      save(deps, jobId, report, false);
+      void w.save(report, false);
     });
     deps.onHandle(handle);
     const figures = await handle.done;
     report = { ...report, ...figures, progress: 1 };
     if (figures.status !== 'passed') {
       const error = figures.status === 'error' ? `trained, but the gate failed: ${figures.reason}` : null;
-      return end(deps, jobId, report, figures.status, figures.reason, error);
+      return end(w, deps, jobId, report, figures.status, figures.reason, error);
     }
-    return await promote(deps, jobId, report, figures.reason);
+    return await promote(w, deps, jobId, report, figures.reason);
   } catch (err) {
     if (err instanceof GateCancelledError) {
-      return end(deps, jobId, report, 'cancelled', 'the gate was cancelled: the version stays a candidate', null);
+      return end(w, deps, jobId, report, 'cancelled', 'the gate was cancelled: the version stays a candidate', null);
     }
     const why = err instanceof Error ? err.message : String(err);
-    return end(deps, jobId, report, 'error', `the evaluation failed: ${why}`, `trained, but the gate failed: ${why}`);
+    return end(w, deps, jobId, report, 'error', `the evaluation failed: ${why}`, `trained, but the gate failed: ${why}`);
   } finally {
     rmSync(workDir, { recursive: true, force: true });
   }
 }
 
 /** The gate passed: activate the candidate, unless the active version changed meanwhile. */
-async function promote(deps: GateRunDeps, jobId: string, report: GateReport, reason: string): Promise<GateRunResult> {
+async function promote(w: ReportWriter, deps: GateRunDeps, jobId: string, report: GateReport, reason: string): Promise<GateRunResult> {
   const now = deps.registry.active().version;
   if (now !== report.incumbent) {
     const why = `${reason}; but the active version changed during the gate (to '${now}'): not activated`;
-    return end(deps, jobId, report, 'passed', why, null);
+    return end(w, deps, jobId, report, 'passed', why, null);
   }
   try {
     await deps.registry.activate(report.candidate!);
   } catch (err) {
     const why = `activation failed: ${String(err)}`;
-    return end(deps, jobId, report, 'passed', `${reason}; ${why}`, `trained and passed the gate, but ${why}`);
+    return end(w, deps, jobId, report, 'passed', `${reason}; ${why}`, `trained and passed the gate, but ${why}`);
   }
-  return end(deps, jobId, { ...report, promoted: true }, 'passed', `${reason}: activated`, null);
+  return end(w, deps, jobId, { ...report, promoted: true }, 'passed', `${reason}: activated`, null);
 }

@@ -23,7 +23,8 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { DomainError, invalid } from '../../agent/errors.js';
-import type { Repositories } from '../../db/repositories.js';
+import type { AsyncRepositories } from '../../db/async-repositories.js';
+import { soleTrainerLease, type TrainerLease } from '../../db/store.js';
 import type { ModelRow, TrainingJobRow } from '../../db/schema.js';
 import { checkpointText, readCheckpointMetadata } from '../../model/checkpoint.js';
 import type { PromptFormat } from '../../model/prompt-format.js';
@@ -68,7 +69,7 @@ export interface CreateJobRequest {
 /** The model registry as the manager needs it (src/agent/models.ts ModelRegistry fits). */
 export interface VersionRegistry {
   active(): ModelRow;
-  get(version: string): ModelRow | undefined;
+  get(version: string): Promise<ModelRow | undefined>;
   activate(version: string): Promise<unknown>;
 }
 
@@ -80,7 +81,7 @@ export interface ManagerLogger {
 
 export interface ManagerOptions {
   /** The `training_jobs` and `models` tables and training's session reads (`app.repos`). */
-  repos: Pick<Repositories, 'jobs' | 'models' | 'trainingData'>;
+  repos: Pick<AsyncRepositories, 'jobs' | 'models' | 'trainingData'>;
   dataDir: string;
   registry: VersionRegistry;
   logger?: ManagerLogger;
@@ -90,6 +91,15 @@ export interface ManagerOptions {
   maxQueuedJobs?: number;
   /** `Retry-After` seconds of that refusal (default 60). */
   queueRetryAfterSeconds?: number;
+  /** Whether this server runs jobs (LAMER_ROLE `trainer` or `both`); false: it only queues them. Default true. */
+  runsJobs?: boolean;
+  /** The right to run jobs, held by one server of the database at a time (default: held, for a store one server owns). */
+  lease?: TrainerLease;
+  /**
+   * How often a server that runs jobs tries the lease, looks for queued jobs and for a cancel
+   * request of its running job, ms (default 2000).
+   */
+  pollMs?: number;
   /** How promotion gates evaluate; without it a job with a gate is refused. */
   gate?: GateSettings;
 }
@@ -107,146 +117,250 @@ export class JobRequestError extends Error {
 }
 
 export class TrainingJobManager {
-  private readonly queue: string[] = [];
-  private running: { id: string; handle: { cancel(): void } | null; cancelled: boolean } | null = null;
-  private idle: Promise<void> = Promise.resolve();
+  /** The job this server runs now; `lostLease`: stopped because the trainer lease was lost. */
+  private running: { id: string; handle: { cancel(): void } | null; cancelled: boolean; lostLease: boolean } | null = null;
+  /** The loop that runs queued jobs one after another, while it runs. */
+  private draining: Promise<void> | null = null;
+  /** A job was queued while the loop ran: it looks at the queue once more before it ends. */
+  private again = false;
   private closed = false;
+  private timer: NodeJS.Timeout | null = null;
+  /** The poll in progress (the next waits for it). */
+  private ticking: Promise<void> | null = null;
+  private readonly lease: TrainerLease;
 
   constructor(private readonly opts: ManagerOptions) {
-    // jobs left by a previous process: running ones failed with it, queued ones run again
-    const { jobs } = opts.repos;
-    this.endInterruptedGates();
-    jobs.failRunning('server stopped while the job was running', Date.now());
-    this.queue.push(...jobs.queuedIds());
-    this.pump();
+    this.lease = opts.lease ?? soleTrainerLease();
+  }
+
+  /** Whether this server runs jobs (else it only queues them for the server that does). */
+  private get runsJobs(): boolean {
+    return this.opts.runsJobs ?? true;
   }
 
   /**
-   * Queue a job.
+   * Begin: a server that runs jobs tries to take the trainer lease now and every `pollMs` until it
+   * holds it; holding it, it looks for queued jobs (and a cancel request for its running job) every
+   * `pollMs`, and at once for jobs queued here. Call it once before the first job.
+   * @throws DatabaseError when the store refuses the first reads or writes.
+   */
+  async start(): Promise<void> {
+    if (!this.runsJobs) return;
+    this.lease.onLost(() => this.leaseLost());
+    await this.takeLease();
+    this.timer = setInterval(() => {
+      // one tick at a time: a lease taken twice at once would fail a job the first taking claimed
+      if (this.ticking) return;
+      this.ticking = this.tick()
+        .catch((err: unknown) => this.opts.logger?.warn({ err: String(err) }, 'the training queue could not be read'))
+        .finally(() => {
+          this.ticking = null;
+        });
+    }, this.opts.pollMs ?? 2000);
+    this.timer.unref();
+  }
+
+  /**
+   * Take the trainer lease if it is free; then the jobs its previous holder left running (it died,
+   * or this server's previous run did) are marked failed, as a restart of one server does, and the
+   * queue runs here.
+   */
+  private async takeLease(): Promise<void> {
+    if (this.closed || this.lease.held() || !(await this.lease.acquire())) return;
+    await this.endInterruptedGates();
+    await this.opts.repos.jobs.failRunning('the server running the job stopped while it was running', Date.now());
+    this.opts.logger?.info({}, 'trainer lease taken: this server runs the training jobs');
+    this.pump();
+  }
+
+  private async tick(): Promise<void> {
+    if (this.closed) return;
+    if (!this.lease.held()) return this.takeLease();
+    const r = this.running;
+    if (!r) return this.pump();
+    // a cancel asked for on another server
+    if (!r.cancelled && (await this.get(r.id))?.cancelRequestedAt != null) {
+      r.cancelled = true;
+      r.handle?.cancel();
+    }
+  }
+
+  /** The lease's connection broke: another server may take the queue, so the running job stops here. */
+  private leaseLost(): void {
+    const jobId = this.running?.id ?? null;
+    this.opts.logger?.error({ jobId }, 'trainer lease lost (its database connection broke): the running job stops');
+    if (!this.running) return;
+    this.running.cancelled = true;
+    this.running.lostLease = true;
+    this.running.handle?.cancel();
+  }
+
+  /**
+   * Queue a job (any server: the one holding the trainer lease runs it).
    * @throws DomainError `overloaded` once the manager is closed (the server is shutting down);
    *   `validation` for an unknown base version (body/baseVersion), an SFT job without demosPath, or
    *   an SFT job on a remote base version (its weights are not here: nothing to train);
    *   `conflict` for a version name already taken; `too-many-jobs` (with Retry-After) when
-   *   `maxQueuedJobs` jobs already wait.
+   *   `maxQueuedJobs` jobs already wait (all servers' together).
    */
-  create(req: CreateJobRequest): TrainingJobRow {
+  async create(req: CreateJobRequest): Promise<TrainingJobRow> {
     if (this.closed) throw new DomainError('overloaded', 'the server is shutting down');
     const base = req.baseVersion ?? this.opts.registry.active().version;
-    const baseRow = this.opts.registry.get(base);
+    const baseRow = await this.opts.registry.get(base);
     if (!baseRow) throw invalid('body/baseVersion', `unknown base version '${base}'`);
     if (req.algorithm === 'sft' && !req.demosPath) throw invalid('body', 'an sft job needs demosPath');
     if (req.algorithm === 'sft' && baseRow.engine === 'openai') {
       throw invalid(req.baseVersion !== undefined ? 'body/baseVersion' : 'body/algorithm',
         `base version '${base}' is remote (its weights are not on this server): sft demonstrations are trained elsewhere from the demos file itself; RL jobs on it write a training batch instead`);
     }
-    if (req.version !== undefined && this.opts.registry.get(req.version)) throw new DomainError('conflict', `model version '${req.version}' already exists`);
-    if (req.gate) this.checkGate(req, baseRow);
-    const bound = this.opts.maxQueuedJobs ?? 0;
-    if (bound > 0 && this.queue.length >= bound) {
-      throw new DomainError('too-many-jobs', `${this.queue.length} training jobs are queued (limit ${bound}, LAMER_TRAIN_MAX_QUEUED_JOBS); wait for them or cancel some, then send the job again`, {
-        retryAfterSeconds: this.opts.queueRetryAfterSeconds ?? 60,
-      });
-    }
+    if (req.version !== undefined && (await this.opts.registry.get(req.version))) throw new DomainError('conflict', `model version '${req.version}' already exists`);
+    if (req.gate) await this.checkGate(req, baseRow);
+    await this.checkQueueBound();
     const id = `job_${randomUUID().replace(/-/g, '').slice(0, 16)}`;
     const row = {
       id, algorithm: req.algorithm, status: 'queued' as const, config: { ...req, baseVersion: base } as Record<string, unknown>,
       progress: 0, metrics: [] as unknown[], resultVersion: null, error: null, createdAt: Date.now(), startedAt: null, finishedAt: null,
     };
-    this.opts.repos.jobs.insert(row);
-    this.queue.push(id);
+    await this.opts.repos.jobs.insert(row);
+    const created = (await this.get(id))!;
     this.pump();
-    return this.get(id)!;
+    return created;
   }
 
-  get(id: string): TrainingJobRow | undefined {
+  /** @throws DomainError `too-many-jobs` when `maxQueuedJobs` jobs are queued. */
+  private async checkQueueBound(): Promise<void> {
+    const bound = this.opts.maxQueuedJobs ?? 0;
+    if (bound <= 0) return;
+    const queued = (await this.opts.repos.jobs.countsByStatus()).queued ?? 0;
+    if (queued < bound) return;
+    const why = `${queued} training jobs are queued (limit ${bound}, LAMER_TRAIN_MAX_QUEUED_JOBS); wait for them or cancel some, then send the job again`;
+    throw new DomainError('too-many-jobs', why, {
+      retryAfterSeconds: this.opts.queueRetryAfterSeconds ?? 60,
+    });
+  }
+
+  get(id: string): Promise<TrainingJobRow | undefined> {
     return this.opts.repos.jobs.get(id);
   }
 
-  list(limit = 50): TrainingJobRow[] {
+  list(limit = 50): Promise<TrainingJobRow[]> {
     return this.opts.repos.jobs.recent(limit);
   }
 
-  /** Whether a job is queued or running. */
+  /** Whether this server is running jobs of the queue now. */
   busy(): boolean {
-    return this.running !== null || this.queue.length > 0;
+    return this.draining !== null;
+  }
+
+  /** Whether this server holds the trainer lease (it runs the queue). */
+  holdsQueue(): boolean {
+    return this.runsJobs && this.lease.held();
   }
 
   /**
-   * Cancel a queued or running job (a running one stops after its current iteration).
+   * Cancel a queued or running job: a queued one is `cancelled` at once; a running one stops after
+   * its current iteration, here or, through its row (`cancelRequestedAt`), on the server that runs
+   * it within its `pollMs`.
    * @returns the row, or undefined for an unknown id. Finished jobs are returned unchanged.
    */
-  cancel(id: string): TrainingJobRow | undefined {
-    const row = this.get(id);
+  async cancel(id: string): Promise<TrainingJobRow | undefined> {
+    const row = await this.get(id);
     if (!row) return undefined;
-    if (row.status === 'queued') {
-      const i = this.queue.indexOf(id);
-      if (i >= 0) this.queue.splice(i, 1);
-      this.finish(id, { status: 'cancelled' });
-    } else if (row.status === 'running' && this.running?.id === id) {
-      this.running.cancelled = true;
-      this.running.handle?.cancel();
+    const now = Date.now();
+    if (row.status === 'queued' && !(await this.opts.repos.jobs.cancelQueued(id, now))) return this.cancel(id);
+    if (row.status === 'running') {
+      if (this.running?.id === id) {
+        this.running.cancelled = true;
+        this.running.handle?.cancel();
+      }
+      await this.opts.repos.jobs.requestCancel(id, now);
     }
     return this.get(id);
   }
 
-  /** Resolves when no job is queued or running. */
+  /** Resolves when this server runs no job and its loop found the queue empty. */
   async whenIdle(): Promise<void> {
-    while (this.busy()) await this.idle;
+    while (this.draining) await this.draining;
   }
 
-  /** Stop taking jobs, cancel the running one and wait for it. */
+  /** Stop taking jobs, cancel the running one and wait for it, give the trainer lease back. */
   async close(): Promise<void> {
     this.closed = true;
-    this.queue.length = 0;
-    if (this.running) this.cancel(this.running.id);
-    await this.idle;
+    if (this.timer) clearInterval(this.timer);
+    if (this.running) {
+      this.running.cancelled = true;
+      this.running.handle?.cancel();
+    }
+    await this.whenIdle();
+    await this.lease.release();
   }
 
+  /** Run the queue here, unless it runs already (then it looks once more), or this server does not hold the lease. */
   private pump(): void {
-    if (this.running || this.queue.length === 0 || this.closed) return;
-    const id = this.queue.shift()!;
-    this.running = { id, handle: null, cancelled: false };
-    this.idle = this.runJob(id)
-      .catch((err: unknown) => {
-        // A bookkeeping write refused by the database (locked by another process, disk full):
-        // the job's row keeps its last state (a `running` row is marked failed at the next start).
-        // Logged, never an unhandled rejection that would stop the server.
-        this.opts.logger?.error({ jobId: id, err: String(err) }, 'training job could not record its state in the database');
-      })
+    if (this.closed || !this.runsJobs || !this.lease.held()) return;
+    if (this.draining) {
+      this.again = true;
+      return;
+    }
+    this.draining = this.drain()
+      .catch((err: unknown) => this.opts.logger?.warn({ err: String(err) }, 'the training queue could not be read'))
       .finally(() => {
-        this.running = null;
-        this.pump();
+        this.draining = null;
       });
   }
 
-  private finish(id: string, set: Partial<Pick<TrainingJobRow, 'status' | 'error' | 'resultVersion' | 'progress'>>): void {
-    this.opts.repos.jobs.update(id, { ...set, finishedAt: Date.now() });
+  /** Run queued jobs, oldest first, one at a time, each claimed in the store first (one server takes it). */
+  private async drain(): Promise<void> {
+    const { jobs } = this.opts.repos;
+    while (!this.closed && this.lease.held()) {
+      this.again = false;
+      const [id] = await jobs.queuedIds();
+      if (id === undefined) {
+        if (this.again) continue;
+        return;
+      }
+      if (!(await jobs.claim(id, Date.now()))) continue;
+      this.running = { id, handle: null, cancelled: false, lostLease: false };
+      try {
+        await this.runJob(id);
+      } catch (err) {
+        // A bookkeeping write refused by the database (locked by another process, disk full):
+        // the job's row keeps its last state (a `running` row is marked failed when a server next
+        // takes the trainer lease). Logged, never an unhandled rejection that would stop the server.
+        this.opts.logger?.error({ jobId: id, err: String(err) }, 'training job could not record its state in the database');
+      } finally {
+        this.running = null;
+      }
+    }
+  }
+
+  private finish(id: string, set: Partial<Pick<TrainingJobRow, 'status' | 'error' | 'resultVersion' | 'progress'>>): Promise<void> {
+    return this.opts.repos.jobs.update(id, { ...set, finishedAt: Date.now() });
   }
 
   private async runJob(id: string): Promise<void> {
     const { logger } = this.opts;
     const { jobs } = this.opts.repos;
-    const row = this.get(id);
+    const row = await this.get(id);
     if (!row) return;
     const req = row.config as unknown as CreateJobRequest & { baseVersion: string };
-    jobs.update(id, { status: 'running', startedAt: Date.now() });
     logger?.info({ jobId: id, algorithm: req.algorithm, baseVersion: req.baseVersion }, 'training job started');
     try {
-      const base = this.opts.registry.get(req.baseVersion);
+      const base = await this.opts.registry.get(req.baseVersion);
       if (!base) throw new JobRequestError(`base version '${req.baseVersion}' no longer exists`);
       if (base.engine === 'openai') {
         await this.exportRemoteBatch(id, req, base);
         return;
       }
       const { samples, stats, taskIds } = await this.prepare(req, base.checkpointDir);
-      jobs.update(id, { config: { ...row.config, dataStats: stats } });
+      await jobs.update(id, { config: { ...row.config, dataStats: stats } });
       logger?.info({ jobId: id, ...stats }, 'training data ready');
       if (samples.length === 0) {
         throw new JobRequestError(`no training samples: ${stats.sessions} sessions, ${stats.turns} turns with a model output, ${stats.droppedTurns} dropped`);
       }
       if (this.running?.cancelled) throw new JobCancelledError();
       const version = req.version ?? `${req.algorithm}-${id.slice(4, 12)}`;
-      if (this.opts.registry.get(version)) throw new JobRequestError(`model version '${version}' already exists`);
+      if (await this.opts.registry.get(version)) throw new JobRequestError(`model version '${version}' already exists`);
       const outputDir = path.join(this.opts.dataDir, 'checkpoints', version);
       const metrics: IterationMetrics[] = [];
       const handle = startTrainingWorker({
@@ -255,13 +369,15 @@ export class TrainingJobManager {
         modelIO: this.opts.modelIO,
       }, (p) => {
         metrics.push(p.metrics);
-        jobs.update(id, { progress: p.progress, metrics });
+        jobs.update(id, { progress: p.progress, metrics }).catch((err: unknown) => {
+          logger?.warn({ jobId: id, err: String(err) }, 'training progress could not be recorded');
+        });
         logger?.info({ jobId: id, iteration: p.iteration, of: p.totalIterations, loss: p.metrics.loss, entropy: p.metrics.entropy, clipFrac: p.metrics.clipFrac, approxKl: p.metrics.approxKl, tokensPerSec: Math.round(p.metrics.tokensPerSec) }, 'training iteration');
       });
       if (this.running) this.running.handle = handle;
       if (this.running?.cancelled) handle.cancel();
       const result: JobResult = await handle.done;
-      this.opts.repos.models.insert({
+      await this.opts.repos.models.insert({
         version, parent: base.version, jobId: id, checkpointDir: outputDir, status: 'candidate',
         metrics: {
           algorithm: req.algorithm, data: stats, iterations: result.iterations, final: result.metrics[result.metrics.length - 1] ?? null,
@@ -275,20 +391,25 @@ export class TrainingJobManager {
       const after = req.gate
         ? await this.gate(id, req.gate, version, outputDir, taskIds)
         : { cancelled: false, error: await this.activateTrained(id, version, req.activate) };
+      if (after.cancelled && this.running?.lostLease) throw new JobCancelledError();
       if (after.cancelled) {
-        this.finish(id, { status: 'cancelled', resultVersion: version });
+        await this.finish(id, { status: 'cancelled', resultVersion: version });
         logger?.info({ jobId: id, version }, 'training job cancelled during its promotion gate; the version stays a candidate');
         return;
       }
-      this.finish(id, { status: 'succeeded', resultVersion: version, progress: 1, ...(after.error ? { error: after.error } : {}) });
+      await this.finish(id, { status: 'succeeded', resultVersion: version, progress: 1, ...(after.error ? { error: after.error } : {}) });
       logger?.info({ jobId: id, version, seconds: result.seconds }, 'training job succeeded');
     } catch (err) {
-      if (err instanceof JobCancelledError) {
-        this.finish(id, { status: 'cancelled' });
+      if (err instanceof JobCancelledError && this.running?.lostLease) {
+        const error = 'this server lost the trainer lease (its database connection broke) while the job ran';
+        await this.finish(id, { status: 'failed', error });
+        logger?.error({ jobId: id }, 'training job stopped: trainer lease lost');
+      } else if (err instanceof JobCancelledError) {
+        await this.finish(id, { status: 'cancelled' });
         logger?.info({ jobId: id }, 'training job cancelled');
       } else {
         const message = err instanceof Error ? err.message : String(err);
-        this.finish(id, { status: 'failed', error: message });
+        await this.finish(id, { status: 'failed', error: message });
         logger?.error({ jobId: id, err: message }, 'training job failed');
       }
     }
@@ -329,7 +450,7 @@ export class TrainingJobManager {
    * served here, and none of the gate's tasks is in the training data the job would read now.
    * @throws DomainError `validation` naming the field.
    */
-  private checkGate(req: CreateJobRequest, base: ModelRow): void {
+  private async checkGate(req: CreateJobRequest, base: ModelRow): Promise<void> {
     const gate = req.gate!;
     if (!this.opts.gate || this.opts.gate.engine.kind === 'openai') {
       throw invalid('body/gate', 'this server runs no promotion gates (its versions are served by remote servers)');
@@ -346,7 +467,7 @@ export class TrainingJobManager {
       throw invalid('body/gate', why);
     }
     if (req.algorithm === 'sft') return; // demonstrations are checked when the job reads them
-    const overlap = gateOverlap(gate, trainingTaskIds(this.opts.repos.trainingData, req.data ?? {}));
+    const overlap = gateOverlap(gate, await trainingTaskIds(this.opts.repos.trainingData, req.data ?? {}));
     if (overlap !== null) {
       const seeds = `seeds ${gate.seedStart}..${gate.seedStart + gate.tasks - 1}`;
       const why = `the training data holds task '${overlap}', one of the gate's held-out tasks (${seeds}): `
@@ -356,22 +477,23 @@ export class TrainingJobManager {
   }
 
   /**
-   * Gates that a previous process left pending or running end as `error` on their version and job
-   * (the job itself is failed by failRunning).
+   * Gates that the previous holder of the trainer lease left pending or running (it died, or this
+   * server's previous run did) end as `error` on their version and job (the job itself is failed
+   * by failRunning); their scratch folders are removed.
    */
-  private endInterruptedGates(): void {
+  private async endInterruptedGates(): Promise<void> {
     const { jobs, models } = this.opts.repos;
     const why = 'the server stopped while the gate ran: the version stays a candidate';
     const ended = (r: GateReport): GateReport => ({ ...r, status: 'error', reason: why, finishedAt: new Date().toISOString() });
-    for (const m of models.list()) {
+    for (const m of await models.list()) {
       const g = m.metrics.gate as GateReport | undefined;
-      if (g && (g.status === 'pending' || g.status === 'running')) models.setMetrics(m.version, { ...m.metrics, gate: ended(g) });
+      if (g && (g.status === 'pending' || g.status === 'running')) await models.setMetrics(m.version, { ...m.metrics, gate: ended(g) });
     }
-    for (const { id } of jobs.running()) {
-      const row = jobs.get(id);
+    for (const { id } of await jobs.running()) {
+      const row = await jobs.get(id);
       const g = row?.config.gateReport as GateReport | undefined;
       if (row && g && (g.status === 'pending' || g.status === 'running')) {
-        jobs.update(id, { config: { ...row.config, gateReport: ended(g) } });
+        await jobs.update(id, { config: { ...row.config, gateReport: ended(g) } });
       }
       rmSync(gateWorkDir(this.opts.dataDir, id), { recursive: true, force: true });
     }
@@ -388,21 +510,21 @@ export class TrainingJobManager {
     if (req.algorithm === 'sft') throw new JobRequestError(`base version '${base.version}' is remote: SFT demonstrations are trained elsewhere from the demos file itself`);
     const h = req.hyper ?? {};
     const returns = { gammaStep: h.gammaStep ?? DEFAULT_RETURNS.gammaStep, gammaTraj: h.gammaTraj ?? DEFAULT_RETURNS.gammaTraj, mode: h.returnMode ?? DEFAULT_RETURNS.mode };
-    const { lines, stats, scores } = buildRemoteBatch(this.opts.repos.trainingData, {
+    const { lines, stats, scores } = await buildRemoteBatch(this.opts.repos.trainingData, {
       algorithm: req.algorithm, data: { modelVersion: base.version, ...(req.data ?? {}) }, returns,
       invalidPenalty: h.invalidPenalty, stepCoef: h.stepCoef, reflectionGroup: h.reflectionGroup,
     });
     if (lines.length === 0) throw new JobRequestError(`no training samples: ${stats.sessions} sessions, ${stats.turns} turns with a model output, ${stats.droppedTurns} dropped`);
-    writeTurnScores(this.opts.repos.trainingData, scores);
+    await writeTurnScores(this.opts.repos.trainingData, scores);
     const remote = { ...(base.engineConfig ?? {}) } as Record<string, unknown>;
     delete remote.apiKey;
     const dir = path.join(this.opts.dataDir, 'datasets', id);
     const file = await writeRemoteBatch(dir, lines, { jobId: id, algorithm: req.algorithm, baseVersion: base.version, remote, returns, invalidPenalty: h.invalidPenalty ?? null, stepCoef: h.stepCoef ?? null,
       reflectionGroup: h.reflectionGroup ?? 'task', data: stats,
     });
-    const row = this.get(id)!;
-    this.opts.repos.jobs.update(id, { config: { ...row.config, dataStats: stats, dataset: { path: file, samples: lines.length } } });
-    this.finish(id, { status: 'succeeded', resultVersion: null, progress: 1 });
+    const row = (await this.get(id))!;
+    await this.opts.repos.jobs.update(id, { config: { ...row.config, dataStats: stats, dataset: { path: file, samples: lines.length } } });
+    await this.finish(id, { status: 'succeeded', resultVersion: null, progress: 1 });
     this.opts.logger?.info({ jobId: id, path: file, samples: lines.length }, 'remote base version: training batch written for an external trainer');
   }
 
@@ -416,8 +538,8 @@ export class TrainingJobManager {
       return { ...built, taskIds: [...new Set(demos.map((d) => d.taskId))] };
     }
     // Sessions of remote versions hold another model's token ids: never train the local model on them.
-    const remote = new Set(this.opts.repos.models.remoteVersions());
-    const records = selectTrainingRecords(this.opts.repos.trainingData, req.data ?? {}).filter((r) => !remote.has(r.modelVersion));
+    const remote = new Set(await this.opts.repos.models.remoteVersions());
+    const records = (await selectTrainingRecords(this.opts.repos.trainingData, req.data ?? {})).filter((r) => !remote.has(r.modelVersion));
     const built = buildRlSamples(records, {
       algorithm: req.algorithm,
       returns: { gammaStep: h.gammaStep ?? DEFAULT_RETURNS.gammaStep, gammaTraj: h.gammaTraj ?? DEFAULT_RETURNS.gammaTraj, mode: h.returnMode ?? DEFAULT_RETURNS.mode },
@@ -430,7 +552,7 @@ export class TrainingJobManager {
       blockSize: await this.blockSize(checkpointDir),
       tokenizer: (await this.text(checkpointDir)).tokenizer,
     });
-    writeTurnScores(this.opts.repos.trainingData, built.scores);
+    await writeTurnScores(this.opts.repos.trainingData, built.scores);
     return { ...built, taskIds: [...new Set(records.map((r) => r.taskId))] };
   }
 

@@ -2,13 +2,14 @@
  * Automatic training (LAMER_TRAIN_* variables): start a job from a template every N completed training
  * sessions and/or on a cron expression (croner; 5 or 6 fields, seconds first when 6).
  * Only one job runs at a time: a trigger while the manager is busy is skipped (logged once per
- * busy spell, not at every poll: a job with a promotion gate can run for long). A job template may
- * carry a promotion gate (LAMER_TRAIN_GATE_*, src/training/run/gate-run.ts).
+ * busy spell, not at every poll: a job with a promotion gate can run for long). Of several servers
+ * on one database, only the one holding the trainer lease starts jobs. A job template may carry a
+ * promotion gate (LAMER_TRAIN_GATE_*, src/training/run/gate-run.ts).
  * RL jobs started by the schedule train on the sessions created since the previous trigger,
  * unless the template sets its own `data.since`.
  */
 import { Cron } from 'croner';
-import type { TrainingDataRepo } from '../../db/training-data.js';
+import type { AsyncTrainingData } from '../../db/async-repositories.js';
 import type { CreateJobRequest, ManagerLogger } from './manager.js';
 
 export interface ScheduleConfig {
@@ -24,8 +25,10 @@ export interface ScheduleConfig {
 
 /** The part of TrainingJobManager the scheduler uses. */
 export interface JobStarter {
-  create(req: CreateJobRequest): { id: string };
+  create(req: CreateJobRequest): Promise<{ id: string }>;
   busy(): boolean;
+  /** Whether this server runs the training queue (holds the trainer lease); absent: it does. Other servers' schedules start nothing. */
+  holdsQueue?(): boolean;
 }
 
 export class TrainingScheduler {
@@ -33,32 +36,47 @@ export class TrainingScheduler {
   private timer: NodeJS.Timeout | null = null;
   /** Start of the data window of the next job (ms since the epoch). */
   private windowStart: number;
-  private baseline: number;
+  /** Completed training sessions counted at the last trigger (or at start); null before `start`. */
+  private baseline: number | null = null;
+  /** A check or trigger in progress (the poll timer skips a check while one runs). */
+  private pending: Promise<unknown> | null = null;
   /** Ids of jobs this scheduler started, oldest first. */
   readonly started: string[] = [];
   /** Whether a skipped trigger was logged since the last job this scheduler started. */
   private skipLogged = false;
 
   /** @throws RangeError for everySessions < 1 or an invalid cron expression. */
-  constructor(private readonly data: TrainingDataRepo, private readonly starter: JobStarter, private readonly cfg: ScheduleConfig, private readonly logger?: ManagerLogger, now = Date.now()) {
+  constructor(private readonly data: AsyncTrainingData, private readonly starter: JobStarter, private readonly cfg: ScheduleConfig, private readonly logger?: ManagerLogger, now = Date.now()) {
     if (cfg.everySessions !== undefined && !(Number.isInteger(cfg.everySessions) && cfg.everySessions >= 1)) {
       throw new RangeError(`everySessions must be an integer >= 1, got ${cfg.everySessions}`);
     }
     this.windowStart = now;
-    this.baseline = this.completedSince(0);
     if (cfg.cron) {
       try {
-        this.cron = new Cron(cfg.cron, { paused: true, protect: true }, () => { this.trigger('cron'); });
+        this.cron = new Cron(cfg.cron, { paused: true, protect: true }, () => {
+          void this.trigger('cron');
+        });
       } catch (err) {
         throw new RangeError(`invalid cron expression '${cfg.cron}': ${(err as Error).message}`);
       }
     }
   }
 
-  start(): void {
+  /**
+   * Count the completed training sessions there are now (the baseline of `everySessions`), then
+   * start the cron and the count checks.
+   * @throws DatabaseError when the count cannot be read.
+   */
+  async start(): Promise<void> {
+    this.baseline ??= await this.completedSince(0);
     this.cron?.resume();
     if (this.cfg.everySessions !== undefined && !this.timer) {
-      this.timer = setInterval(() => this.check(), this.cfg.pollMs ?? 5000);
+      this.timer = setInterval(() => {
+        if (this.pending) return;
+        this.pending = this.check()
+          .catch((err: unknown) => this.logger?.error({ err: String(err) }, 'scheduled training: the session count could not be read'))
+          .finally(() => { this.pending = null; });
+      }, this.cfg.pollMs ?? 5000);
       this.timer.unref();
     }
   }
@@ -75,15 +93,18 @@ export class TrainingScheduler {
   }
 
   /** Count check for `everySessions` (called by the poll timer; public for tests). @returns the job id started, if any. */
-  check(): string | null {
+  async check(): Promise<string | null> {
     if (this.cfg.everySessions === undefined) return null;
-    const total = this.completedSince(0);
+    this.baseline ??= await this.completedSince(0);
+    const total = await this.completedSince(0);
     if (total - this.baseline < this.cfg.everySessions) return null;
     return this.trigger('sessions');
   }
 
   /** Start the template job now unless one is running. @returns the job id, or null when skipped. */
-  trigger(reason: 'sessions' | 'cron'): string | null {
+  async trigger(reason: 'sessions' | 'cron'): Promise<string | null> {
+    // Of several servers on one database, the one running the queue starts the scheduled jobs.
+    if (this.starter.holdsQueue && !this.starter.holdsQueue()) return null;
     if (this.starter.busy()) {
       if (!this.skipLogged) {
         this.logger?.warn({ reason }, 'scheduled training skipped: a job is running (said once until the next job starts)');
@@ -95,11 +116,11 @@ export class TrainingScheduler {
     const { version: _fixedName, ...tpl } = this.cfg.job; // each scheduled job gets its own version name
     const req: CreateJobRequest = tpl.algorithm === 'sft' ? { ...tpl } : { ...tpl, data: { since: this.windowStart, ...tpl.data } };
     try {
-      const { id } = this.starter.create(req);
+      const { id } = await this.starter.create(req);
       this.started.push(id);
       this.skipLogged = false;
       this.windowStart = now;
-      this.baseline = this.completedSince(0);
+      this.baseline = await this.completedSince(0);
       this.logger?.info({ reason, jobId: id }, 'scheduled training job created');
       return id;
     } catch (err) {
@@ -108,7 +129,7 @@ export class TrainingScheduler {
     }
   }
 
-  private completedSince(since: number): number {
+  private completedSince(since: number): Promise<number> {
     return this.data.countCompletedTrainSessions(since);
   }
 }

@@ -225,11 +225,12 @@ describe('no default tenant while keys are configured', () => {
     const { buildApp } = await import('../../../src/app.js');
     const { loadConfig } = await import('../../../src/config.js');
     const { openDatabase } = await import('../../../src/db/index.js');
+    const { sqliteStore } = await import('../../../src/db/store.js');
     const { TestEngine } = await import('../../../src/policy/test-engine.js');
     const { tmpDir, call } = await import('../../helpers/index.js');
     const dir = tmpDir();
     const config = { ...loadConfig({}), engine: 'test' as const, logLevel: 'silent' as const, dataDir: dir, apiKeys: [{ key: 'key-tenant-a', tenant: 'a', admin: false }] };
-    const app = await buildApp(config, { database: openDatabase(dir), engine: new TestEngine() });
+    const app = await buildApp(config, { store: sqliteStore(openDatabase(dir)), engine: new TestEngine() });
     // A route outside /v1 (no key needed) that reads the tenant anyway.
     app.get('/internal/tenant', async (req) => ({ tenant: req.tenant }));
     const url = await app.listen({ host: '127.0.0.1', port: 0 });

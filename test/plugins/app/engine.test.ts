@@ -10,6 +10,7 @@ import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../../src/app.js';
 import { loadConfig } from '../../../src/config.js';
 import { openDatabase } from '../../../src/db/index.js';
+import { sqliteStore } from '../../../src/db/store.js';
 import { EngineError, EngineLimitError, type ActRequest, type ReflectRequest } from '../../../src/policy/engine.js';
 import { exitOnEngineFailure } from '../../../src/policy/index.js';
 import http from 'node:http';
@@ -60,7 +61,7 @@ beforeAll(async () => {
   dir = tmpDir();
   const base = loadConfig({});
   const config = { ...base, limits: { ...base.limits, reflectionChars: 5 }, engine: 'test' as const, logLevel: 'silent' as const, dataDir: dir, apiKeys: [] };
-  app = await buildApp(config, { database: openDatabase(dir), engine });
+  app = await buildApp(config, { store: sqliteStore(openDatabase(dir)), engine });
   url = await app.listen({ host: '127.0.0.1', port: 0 });
 });
 afterAll(async () => {
@@ -179,7 +180,7 @@ describe('the builtin engine over HTTP: a backend fault is one 503, then every s
     });
     const base = loadConfig({});
     const config = { ...base, engine: 'builtin' as const, logLevel: 'silent' as const, dataDir: path.join(tmp, 'data'), baseModelDir: ckpt, apiKeys: [] };
-    const app2 = await buildApp(config, { database: openDatabase(config.dataDir), engine: builtin });
+    const app2 = await buildApp(config, { store: sqliteStore(openDatabase(config.dataDir)), engine: builtin });
     const u = await app2.listen({ host: '127.0.0.1', port: 0 });
     try {
       const a = (await call(u, 'POST', '/v1/sessions', { taskId: 't', instructions: 'x' })).body.id;
@@ -220,7 +221,7 @@ describe('the builtin engine over HTTP: the record is what the model saw', () =>
     m.dispose();
     const builtin = await createBuiltinEngineInstance({ backend: 'wasm', batchWindowMs: 0, limits: { maxActionTokens: 8, maxReflectionTokens: 16 } });
     const config = { ...loadConfig({}), engine: 'builtin' as const, logLevel: 'silent' as const, dataDir: path.join(tmp, 'data'), baseModelDir: ckpt, apiKeys: [] };
-    const app3 = await buildApp(config, { database: openDatabase(config.dataDir), engine: builtin });
+    const app3 = await buildApp(config, { store: sqliteStore(openDatabase(config.dataDir)), engine: builtin });
     const u = await app3.listen({ host: '127.0.0.1', port: 0 });
     const fatal = new TextDecoder('utf-8', { fatal: true });
     const text = (max: number) => fc.string({ unit: fc.constantFrom('binary', 'grapheme') as never, minLength: 1, maxLength: max });
@@ -269,7 +270,7 @@ describe('the builtin engine over HTTP: health checks on fresh connections while
       },
     });
     const config = { ...loadConfig({}), engine: 'builtin' as const, logLevel: 'silent' as const, dataDir: path.join(tmp, 'data'), baseModelDir: ckpt, apiKeys: [] };
-    const app2 = await buildApp(config, { database: openDatabase(config.dataDir), engine: builtin });
+    const app2 = await buildApp(config, { store: sqliteStore(openDatabase(config.dataDir)), engine: builtin });
     const u = await app2.listen({ host: '127.0.0.1', port: 0 });
     const port = Number(new URL(u).port);
     let stop = false;

@@ -91,8 +91,8 @@ describe('/metrics', () => {
     // Rows as the job manager writes them (a running job mid-way, one finished).
     const now = Date.now();
     const row = { algorithm: 'lamer' as const, config: {}, metrics: [], resultVersion: null, error: null, createdAt: now, startedAt: now, finishedAt: null };
-    s.app.db.db.insert(trainingJobs).values({ ...row, id: 'job_metrics_1', status: 'running', progress: 0.25 }).run();
-    s.app.db.db.insert(trainingJobs).values({ ...row, id: 'job_metrics_0', status: 'succeeded', progress: 1, finishedAt: now }).run();
+    s.app.store.sqlite!.db.insert(trainingJobs).values({ ...row, id: 'job_metrics_1', status: 'running', progress: 0.25 }).run();
+    s.app.store.sqlite!.db.insert(trainingJobs).values({ ...row, id: 'job_metrics_0', status: 'succeeded', progress: 1, finishedAt: now }).run();
     const m = await scrape();
     expect(get(m, 'lamer_training_job_progress{job_id="job_metrics_1",algorithm="lamer"}')).toBe(0.25);
     expect(m.has('lamer_training_job_progress{job_id="job_metrics_0",algorithm="lamer"}')).toBe(false);

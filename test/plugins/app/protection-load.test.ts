@@ -11,6 +11,7 @@ import path from 'node:path';
 import { buildApp } from '../../../src/app.js';
 import { loadConfig } from '../../../src/config.js';
 import { openDatabase } from '../../../src/db/index.js';
+import { sqliteStore } from '../../../src/db/store.js';
 import type { ActRequest, ReflectRequest } from '../../../src/policy/engine.js';
 import { TestEngine } from '../../../src/policy/test-engine.js';
 import { rateLimitKey } from '../../../src/plugins/external/rate-limit.js';
@@ -85,7 +86,7 @@ beforeAll(async () => {
     ],
     protection: { rateLimitMax: RATE_MAX, rateLimitWindowSeconds: 60, maxOpenSessionsPerTenant: 4, maxQueuedSteps: MAX_QUEUED, overloadRetryAfterSeconds: 1 },
   };
-  app = await buildApp(config, { database: openDatabase(dir), engine: (engine = new SlowEngine()) });
+  app = await buildApp(config, { store: sqliteStore(openDatabase(dir)), engine: (engine = new SlowEngine()) });
   url = await app.listen({ host: '127.0.0.1', port: 0 });
 });
 afterAll(async () => {
@@ -220,7 +221,7 @@ describe('idle expiry and training data', () => {
     expect(got.body.status).toBe('expired');
     const r = await call(url, 'POST', `/v1/sessions/${id}/steps`, { attempt: 0, step: 1, observation: 'o' }, auth(KEY_B));
     expectProblem(r, 409, 'session-not-active');
-    const records = selectTrainingRecords(app.repos.trainingData, {});
+    const records = await selectTrainingRecords(app.repos.trainingData, {});
     expect(records.filter((x) => x.sessionId === id)).toEqual([]);
     expect(recordedPositions(id)).toEqual(['0/0']);
   });

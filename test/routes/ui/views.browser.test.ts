@@ -65,7 +65,7 @@ beforeAll(async () => {
   }
 
   // a second version for the compare view (the test engine serves any version it is given)
-  s.app.repos.models.insert({
+  await s.app.repos.models.insert({
     version: 'test2', parent: 'test', jobId: null, checkpointDir: '', status: 'candidate', metrics: {}, createdAt: Date.now(), engine: 'builtin', engineConfig: null,
   });
 

@@ -2,13 +2,14 @@ import { tmpDir } from '../../helpers/index.js';
 import { and, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase, type DatabaseConnection } from '../../../src/db/index.js';
-import { TrainingDataRepo } from '../../../src/db/training-data.js';
+import { sqliteAsyncRepositories } from '../../../src/db/async-repositories.js';
 import { sessions, steps } from '../../../src/db/schema.js';
 import { behaviourOf, buildRlSamples } from '../../../src/training/data/data.js';
 import { selectTrainingRecords, writeTurnScores } from '../../../src/training/data/select.js';
 
 let dir: string;
 let d: DatabaseConnection;
+const data = () => sqliteAsyncRepositories(d).trainingData;
 
 function addSession(id: string, o: { taskId?: string; env?: string; mode?: 'train' | 'eval'; status?: 'completed' | 'active'; createdAt?: number; modelVersion?: string; sampling?: Record<string, unknown> }, rows: Array<[number, number, 'action' | 'reflection', string, number, boolean, boolean, number[] | null]>) {
   d.db.insert(sessions).values({
@@ -39,26 +40,26 @@ beforeAll(() => {
 afterAll(() => { d.close(); });
 
 describe('selectTrainingRecords', () => {
-  it('takes completed training sessions only, ordered by task, seed, creation time, session, then attempt, step, kind', () => {
-    const recs = selectTrainingRecords(new TrainingDataRepo(d.db));
+  it('takes completed training sessions only, ordered by task, seed, creation time, session, then attempt, step, kind', async () => {
+    const recs = await selectTrainingRecords(data());
     expect([...new Set(recs.map((r) => r.sessionId))]).toEqual(['e', 'a', 'b']);
     expect(recs.filter((r) => r.sessionId === 'a').map((r) => `${r.attempt}/${r.step}/${r.kind}`)).toEqual(['0/0/action', '0/1/action', '0/1/reflection', '1/0/action', '1/1/action']);
     expect(recs[3].outputTokenIds).toEqual([66, 67]);
   });
-  it('filters by since, env, task ids, model version and count', () => {
-    const ids = (f: Parameters<typeof selectTrainingRecords>[1]) => [...new Set(selectTrainingRecords(new TrainingDataRepo(d.db), f).map((r) => r.sessionId))];
-    expect(ids({ since: 2000 })).toEqual(['b']);
-    expect(ids({ env: 'sokoban' })).toEqual(['e']);
-    expect(ids({ taskIds: ['T'] })).toEqual(['a', 'b']);
-    expect(ids({ taskIds: [] })).toEqual([]);
-    expect(ids({ modelVersion: 'v2' })).toEqual(['e']);
-    expect(ids({ maxSessions: 1 })).toEqual(['b']);
+  it('filters by since, env, task ids, model version and count', async () => {
+    const ids = async (f: Parameters<typeof selectTrainingRecords>[1]) => [...new Set((await selectTrainingRecords(data(), f)).map((r) => r.sessionId))];
+    expect(await ids({ since: 2000 })).toEqual(['b']);
+    expect(await ids({ env: 'sokoban' })).toEqual(['e']);
+    expect(await ids({ taskIds: ['T'] })).toEqual(['a', 'b']);
+    expect(await ids({ taskIds: [] })).toEqual([]);
+    expect(await ids({ modelVersion: 'v2' })).toEqual(['e']);
+    expect(await ids({ maxSessions: 1 })).toEqual(['b']);
   });
-  it('LaMer advantages computed from the table are written back to the step rows', () => {
-    const recs = selectTrainingRecords(new TrainingDataRepo(d.db), { taskIds: ['T'] });
+  it('LaMer advantages computed from the table are written back to the step rows', async () => {
+    const recs = await selectTrainingRecords(data(), { taskIds: ['T'] });
     const { scores, stats } = buildRlSamples(recs, { algorithm: 'lamer', returns: { gammaStep: 0.95, gammaTraj: 0.6 } });
     expect(stats.passAtK).toEqual({ 1: 0.5, 2: 1 });
-    writeTurnScores(new TrainingDataRepo(d.db), scores);
+    await writeTurnScores(data(), scores);
     const rows = d.db.select().from(steps).all().filter((r) => r.sessionId === 'a' && r.outputTokenIds !== null);
     // a: attempt 0 turn reward -1, G = -1 + 0.6*10 = 5; reflection G = 10; attempt 1 G = 10
     expect(rows.map((r) => r.return)).toEqual([5, 10, 10]);
@@ -66,12 +67,12 @@ describe('selectTrainingRecords', () => {
     expect(rows[0].advantage).toBeCloseTo(-5.75 + (5 - 25 / 3), 6);
     expect(rows[1].advantage).toBeCloseTo(-4.75, 6);
   });
-  it("carries the session's sampling settings (defaults for missing keys) and the step's availableActions", () => {
-    const recs = selectTrainingRecords(new TrainingDataRepo(d.db), { taskIds: ['T'] });
+  it("carries the session's sampling settings (defaults for missing keys) and the step's availableActions", async () => {
+    const recs = await selectTrainingRecords(data(), { taskIds: ['T'] });
     expect(recs[0].sampling).toEqual({ temperature: 1, topP: 1, topK: 0 });
     expect(recs[0].availableActions).toBeNull();
   });
-  it("gives a turn of the session's OpenAI endpoint the sampling it was served with, not the session's", () => {
+  it("gives a turn of the session's OpenAI endpoint the sampling it was served with, not the session's", async () => {
     // the agent asked for temperature 0.5 and top_k 5 in its request; the session samples at 0.7
     addSession('turns', { taskId: 'TT', sampling: { temperature: 0.7, topP: 0.9, topK: 0, seed: 1 } }, [
       [0, 0, 'action', 'Board.', 0, false, false, [80]], [0, 1, 'action', 'Board 2.', 0, false, false, [81]], [0, 2, 'action', '', 1, true, true, null],
@@ -79,7 +80,7 @@ describe('selectTrainingRecords', () => {
     const turn = { api: 'chat', request: { messages: [], temperature: 0.5, top_k: 5 }, memory: null, sampling: { temperature: 0.5, topP: 0.9, topK: 5, seed: 9, maxTokens: 8 },
       latencyMs: 1, finishReason: 'stop', toolCalls: null, stream: false };
     d.db.update(steps).set({ turn }).where(and(eq(steps.sessionId, 'turns'), eq(steps.step, 0))).run();
-    const recs = selectTrainingRecords(new TrainingDataRepo(d.db), { taskIds: ['TT'] });
+    const recs = await selectTrainingRecords(data(), { taskIds: ['TT'] });
     expect(recs.map((r) => r.sampling)).toEqual([{ temperature: 0.5, topP: 0.9, topK: 5 }, { temperature: 0.7, topP: 0.9, topK: 0 }, { temperature: 0.7, topP: 0.9, topK: 0 }]);
     // the job's behaviour policy of that turn is the one it was sampled from
     expect(behaviourOf(recs[0])).toEqual({ temperature: 0.5, topP: 0.9, topK: 5 });
@@ -96,7 +97,7 @@ describe('selectTrainingRecords order', () => {
     // run 2: reversed start order, other ids, two sessions started in the same millisecond
     [['r1', 'T', null, 200], ['r3', 'T', 8, 201], ['r2', 'T', 7, 201], ['r4', 'U', 8, 202], ['r5', 'U', 7, 203]],
   ] as const;
-  it('does not depend on session ids or start times when the sessions are seeded', () => {
+  it('does not depend on session ids or start times when the sessions are seeded', async () => {
     const orders: string[][] = [];
     const samples: unknown[] = [];
     for (const run of runs) {
@@ -105,7 +106,7 @@ describe('selectTrainingRecords order', () => {
       for (const [id, task, seed, at] of run) {
         addSession(id, { taskId: task, createdAt: at, sampling: seed === null ? {} : { seed, temperature: 0.7 } }, play(seed ?? 3, 60 + (seed ?? 0) + (task === 'T' ? 10 : 0)));
       }
-      const recs = selectTrainingRecords(new TrainingDataRepo(d.db));
+      const recs = await selectTrainingRecords(data());
       orders.push(recs.map((r) => `${r.taskId}/${r.observation}/${r.outputTokenIds?.[0] ?? '-'}`));
       const built = buildRlSamples(recs, { algorithm: 'gigpo', returns: { gammaStep: 0.95, gammaTraj: 0 } });
       samples.push(built.samples.map((s) => [s.taskId, s.outputTokenIds, s.advantage]));

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase, type DatabaseConnection } from '../../../src/db/index.js';
-import { createRepositories } from '../../../src/db/repositories.js';
+import { sqliteAsyncRepositories } from '../../../src/db/async-repositories.js';
 import { models, sessions, steps, trainingJobs } from '../../../src/db/schema.js';
 import { resolveGate } from '../../../src/shared/promotion-gate.js';
 import type { GateFigures, GateReport } from '../../../src/training/run/gate.js';
@@ -29,7 +29,7 @@ const ENGINE = { kind: 'builtin' as const, tfjsBackend: 'cpu' };
 function registry(): VersionRegistry {
   return {
     active: () => d.db.select().from(models).where(eq(models.status, 'active')).get()!,
-    get: (v) => d.db.select().from(models).where(eq(models.version, v)).get(),
+    get: async (v) => d.db.select().from(models).where(eq(models.version, v)).get(),
     async activate(v) {
       d.db.update(models).set({ status: 'retired' }).where(eq(models.status, 'active')).run();
       d.db.update(models).set({ status: 'active' }).where(eq(models.version, v)).run();
@@ -55,9 +55,14 @@ function runner(outcome: GateFigures | Error, during: () => void = () => {}, see
   };
 }
 
-const manager = (run: GateRunner | null) => new TrainingJobManager({
-  repos: createRepositories(d), dataDir: dir, registry: registry(), modelIO: tiny, ...(run ? { gate: { engine: ENGINE, runner: run } } : {}),
-});
+/** A manager over the test database, started (as a server starts it: gates and jobs a stopped one left are ended). */
+async function manager(run: GateRunner | null): Promise<TrainingJobManager> {
+  const m = new TrainingJobManager({
+    repos: sqliteAsyncRepositories(d), dataDir: dir, registry: registry(), modelIO: tiny, ...(run ? { gate: { engine: ENGINE, runner: run } } : {}),
+  });
+  await m.start();
+  return m;
+}
 const gateOf = (version: string) => d.db.select().from(models).where(eq(models.version, version)).get()!.metrics.gate as GateReport;
 const statusOf = (version: string) => d.db.select().from(models).where(eq(models.version, version)).get()!.status;
 
@@ -82,24 +87,24 @@ afterAll(() => d.close());
 describe('a gated job', () => {
   it('passes: the version is activated, with the figures on the job and the version; the scratch folder is removed', async () => {
     const seen: { workDir?: string; incumbent?: string } = {};
-    const m = manager(runner(figures('passed'), undefined, seen));
-    const job = m.create({ algorithm: 'grpo', version: 'p1', gate: SPEC, hyper: { epochs: 1 } });
+    const m = await manager(runner(figures('passed'), undefined, seen));
+    const job = await m.create({ algorithm: 'grpo', version: 'p1', gate: SPEC, hyper: { epochs: 1 } });
     await m.whenIdle();
-    expect(m.get(job.id)).toMatchObject({ status: 'succeeded', resultVersion: 'p1', error: null });
+    expect(await m.get(job.id)).toMatchObject({ status: 'succeeded', resultVersion: 'p1', error: null });
     expect(statusOf('p1')).toBe('active');
     const g = gateOf('p1');
     expect(g).toMatchObject({ status: 'passed', promoted: true, candidate: 'p1', incumbent: 'base', progress: 1, candidatePassAtK: { '1': 0.5 }, reason: 'figures say passed: activated' });
-    expect((m.get(job.id)!.config as { gateReport: GateReport }).gateReport).toEqual(g);
+    expect(((await m.get(job.id))!.config as { gateReport: GateReport }).gateReport).toEqual(g);
     expect(seen.incumbent).toBe('base');
     expect(existsSync(seen.workDir!)).toBe(false);
     await m.close();
   });
 
   it('passes, but the active version changed during the gate: not activated', async () => {
-    const m = manager(runner(figures('passed'), () => void registry().activate('base')));
-    const job = m.create({ algorithm: 'grpo', version: 'p2', gate: SPEC, hyper: { epochs: 1 } });
+    const m = await manager(runner(figures('passed'), () => void registry().activate('base')));
+    const job = await m.create({ algorithm: 'grpo', version: 'p2', gate: SPEC, hyper: { epochs: 1 } });
     await m.whenIdle();
-    expect(m.get(job.id)).toMatchObject({ status: 'succeeded', error: null });
+    expect(await m.get(job.id)).toMatchObject({ status: 'succeeded', error: null });
     expect(gateOf('p2')).toMatchObject({ status: 'passed', promoted: false, incumbent: 'p1', reason: expect.stringMatching(/active version changed during the gate \(to 'base'\): not activated$/) });
     expect(statusOf('p2')).toBe('candidate');
     expect(registry().active().version).toBe('base');
@@ -107,29 +112,29 @@ describe('a gated job', () => {
   });
 
   it('fails, errs or is cancelled: the version stays a candidate', async () => {
-    const failed = manager(runner(figures('failed')));
-    const j1 = failed.create({ algorithm: 'grpo', version: 'f1', gate: SPEC, hyper: { epochs: 1 } });
+    const failed = await manager(runner(figures('failed')));
+    const j1 = await failed.create({ algorithm: 'grpo', version: 'f1', gate: SPEC, hyper: { epochs: 1 } });
     await failed.whenIdle();
-    expect(failed.get(j1.id)).toMatchObject({ status: 'succeeded', error: null });
+    expect(await failed.get(j1.id)).toMatchObject({ status: 'succeeded', error: null });
     expect(gateOf('f1')).toMatchObject({ status: 'failed', promoted: false, reason: 'figures say failed' });
     await failed.close();
 
-    const broken = manager(runner(new Error('checkpoint unreadable')));
-    const j2 = broken.create({ algorithm: 'grpo', version: 'e1', gate: SPEC, hyper: { epochs: 1 } });
+    const broken = await manager(runner(new Error('checkpoint unreadable')));
+    const j2 = await broken.create({ algorithm: 'grpo', version: 'e1', gate: SPEC, hyper: { epochs: 1 } });
     await broken.whenIdle();
-    expect(broken.get(j2.id)).toMatchObject({ status: 'succeeded', resultVersion: 'e1', error: 'trained, but the gate failed: checkpoint unreadable' });
+    expect(await broken.get(j2.id)).toMatchObject({ status: 'succeeded', resultVersion: 'e1', error: 'trained, but the gate failed: checkpoint unreadable' });
     expect(gateOf('e1')).toMatchObject({ status: 'error', promoted: false, reason: 'the evaluation failed: checkpoint unreadable' });
     await broken.close();
 
-    const cancelled = manager(runner(new GateCancelledError()));
-    const j3 = cancelled.create({ algorithm: 'grpo', version: 'c1', gate: SPEC, hyper: { epochs: 1 } });
+    const cancelled = await manager(runner(new GateCancelledError()));
+    const j3 = await cancelled.create({ algorithm: 'grpo', version: 'c1', gate: SPEC, hyper: { epochs: 1 } });
     await cancelled.whenIdle();
-    expect(cancelled.get(j3.id)).toMatchObject({ status: 'cancelled', resultVersion: 'c1' });
+    expect(await cancelled.get(j3.id)).toMatchObject({ status: 'cancelled', resultVersion: 'c1' });
     expect(gateOf('c1')).toMatchObject({ status: 'cancelled', promoted: false });
     for (const v of ['f1', 'e1', 'c1']) expect(statusOf(v)).toBe('candidate');
     expect(registry().active().version).toBe('base');
     await cancelled.close();
-  });
+  }, 180_000); // three jobs, each in its own worker thread
 
   it('refuses to judge on tasks the job trained on (demonstrations read at run time)', async () => {
     const demo = {
@@ -138,28 +143,28 @@ describe('a gated job', () => {
     };
     writeFileSync(join(dir, 'leak.jsonl'), JSON.stringify(demo) + '\n');
     let ran = false;
-    const m = manager(() => { ran = true; throw new Error('not reached'); });
-    const job = m.create({ algorithm: 'sft', demosPath: join(dir, 'leak.jsonl'), version: 'leak1', gate: SPEC, hyper: { epochs: 1 } });
+    const m = await manager(() => { ran = true; throw new Error('not reached'); });
+    const job = await m.create({ algorithm: 'sft', demosPath: join(dir, 'leak.jsonl'), version: 'leak1', gate: SPEC, hyper: { epochs: 1 } });
     await m.whenIdle();
     expect(ran).toBe(false);
-    expect(m.get(job.id)!.error).toMatch(/^trained, but the gate refused: the job trained on task 'minesweeper-6x6-3:seed=1000000002'/);
+    expect((await m.get(job.id))!.error).toMatch(/^trained, but the gate refused: the job trained on task 'minesweeper-6x6-3:seed=1000000002'/);
     expect(gateOf('leak1')).toMatchObject({ status: 'error', promoted: false });
     expect(statusOf('leak1')).toBe('candidate');
     await m.close();
   });
 
   it('is refused at creation without gates on the server, with activate, or with trained tasks among the gate\'s', async () => {
-    const none = manager(null);
-    expect(() => none.create({ algorithm: 'grpo', gate: SPEC })).toThrow(/runs no promotion gates/);
+    const none = await manager(null);
+    await expect(none.create({ algorithm: 'grpo', gate: SPEC })).rejects.toThrow(/runs no promotion gates/);
     await none.close();
-    const m = manager(runner(figures('passed')));
-    expect(() => m.create({ algorithm: 'grpo', gate: SPEC, activate: true })).toThrow(/leave activateWhenDone out/);
+    const m = await manager(runner(figures('passed')));
+    await expect(m.create({ algorithm: 'grpo', gate: SPEC, activate: true })).rejects.toThrow(/leave activateWhenDone out/);
     d.db.update(sessions).set({ taskId: 'minesweeper-6x6-3:seed=1000000003' }).where(eq(sessions.id, 's1')).run();
     try {
-      const before = m.list(1000).length;
-      expect(() => m.create({ algorithm: 'grpo', gate: SPEC })).toThrow(/the training data holds task 'minesweeper-6x6-3:seed=1000000003'/);
-      expect(m.list(1000).length).toBe(before);
-      expect(() => m.create({ algorithm: 'grpo', gate: { ...SPEC, seedStart: 1_000_000_004 }, hyper: { epochs: 1 } })).not.toThrow();
+      const before = (await m.list(1000)).length;
+      await expect(m.create({ algorithm: 'grpo', gate: SPEC })).rejects.toThrow(/the training data holds task 'minesweeper-6x6-3:seed=1000000003'/);
+      expect((await m.list(1000)).length).toBe(before);
+      await expect(m.create({ algorithm: 'grpo', gate: { ...SPEC, seedStart: 1_000_000_004 }, hyper: { epochs: 1 } })).resolves.toMatchObject({ status: 'queued' });
       await m.whenIdle();
     } finally {
       d.db.update(sessions).set({ taskId: 'T' }).where(eq(sessions.id, 's1')).run();
@@ -176,9 +181,9 @@ describe('a restart', () => {
       id: 'job_r1', algorithm: 'grpo', status: 'running', config: { algorithm: 'grpo', baseVersion: 'base', gate: SPEC, gateReport: report },
       progress: 1, metrics: [], resultVersion: null, error: null, createdAt: 5, startedAt: 5, finishedAt: null,
     }).run();
-    const m = manager(runner(figures('passed')));
+    const m = await manager(runner(figures('passed')));
     expect(gateOf('r1')).toMatchObject({ status: 'error', reason: 'the server stopped while the gate ran: the version stays a candidate' });
-    expect(m.get('job_r1')).toMatchObject({ status: 'failed', config: { gateReport: { status: 'error' } } });
+    expect(await m.get('job_r1')).toMatchObject({ status: 'failed', config: { gateReport: { status: 'error' } } });
     await m.close();
   });
 });

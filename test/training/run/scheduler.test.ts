@@ -1,7 +1,7 @@
 import { tmpDir } from '../../helpers/index.js';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { openDatabase, type DatabaseConnection } from '../../../src/db/index.js';
-import { TrainingDataRepo } from '../../../src/db/training-data.js';
+import { sqliteAsyncRepositories } from '../../../src/db/async-repositories.js';
 import { sessions } from '../../../src/db/schema.js';
 import type { CreateJobRequest } from '../../../src/training/run/manager.js';
 import { TrainingScheduler } from '../../../src/training/run/scheduler.js';
@@ -17,27 +17,29 @@ const addSession = (o: { mode?: 'train' | 'eval'; status?: 'completed' | 'active
 function fakeStarter() {
   const created: CreateJobRequest[] = [];
   let busy = false;
-  return { created, setBusy: (b: boolean) => { busy = b; }, create(req: CreateJobRequest) { created.push(req); return { id: `job${created.length}` }; }, busy: () => busy };
+  return { created, setBusy: (b: boolean) => { busy = b; }, async create(req: CreateJobRequest) { created.push(req); return { id: `job${created.length}` }; }, busy: () => busy };
 }
 
 beforeAll(() => { dir = tmpDir('lamer-sched-'); d = openDatabase(dir); addSession(); });
 afterAll(() => { d.close(); });
 
 describe('TrainingScheduler', () => {
-  it('starts a job every N newly completed training sessions, with the data window since the last trigger', () => {
+  it('starts a job every N newly completed training sessions, with the data window since the last trigger', async () => {
     const st = fakeStarter();
-    const s = new TrainingScheduler(new TrainingDataRepo(d.db), st, { everySessions: 3, job: { algorithm: 'lamer', version: 'fixed', activate: true } }, undefined, 12345);
+    const s = new TrainingScheduler(sqliteAsyncRepositories(d).trainingData, st, { everySessions: 3, job: { algorithm: 'lamer', version: 'fixed', activate: true } }, undefined, 12345);
+    await s.start();
+    s.stop(); // checked by hand below
     addSession(); addSession(); addSession({ mode: 'eval' }); addSession({ status: 'active' });
-    expect(s.check()).toBeNull(); // 2 new completed training sessions
+    expect(await s.check()).toBeNull(); // 2 new completed training sessions
     addSession();
-    expect(s.check()).toBe('job1');
+    expect(await s.check()).toBe('job1');
     expect(st.created[0]).toEqual({ algorithm: 'lamer', activate: true, data: { since: 12345 } });
-    expect(s.check()).toBeNull(); // counter restarts
+    expect(await s.check()).toBeNull(); // counter restarts
     addSession(); addSession(); addSession();
     st.setBusy(true);
-    expect(s.check()).toBeNull(); // one job at a time: skipped while busy
+    expect(await s.check()).toBeNull(); // one job at a time: skipped while busy
     st.setBusy(false);
-    expect(s.check()).toBe('job2');
+    expect(await s.check()).toBe('job2');
     expect(st.created[1].data!.since).toBeGreaterThan(12345);
     expect(s.started).toEqual(['job1', 'job2']);
   });
@@ -47,9 +49,9 @@ describe('TrainingScheduler', () => {
     vi.useFakeTimers({ now: new Date(2030, 0, 1, 0, 0, 0, 500) });
     try {
       const st = fakeStarter();
-      const s = new TrainingScheduler(new TrainingDataRepo(d.db), st, { cron: '* * * * * *', job: { algorithm: 'sft', demosPath: '/x.jsonl' } });
+      const s = new TrainingScheduler(sqliteAsyncRepositories(d).trainingData, st, { cron: '* * * * * *', job: { algorithm: 'sft', demosPath: '/x.jsonl' } });
       expect(s.nextRun()).toEqual(new Date(2030, 0, 1, 0, 0, 1));
-      s.start();
+      await s.start();
       await vi.advanceTimersByTimeAsync(499);
       expect(st.created).toHaveLength(0);
       await vi.advanceTimersByTimeAsync(1); // 00:00:01
@@ -71,25 +73,27 @@ describe('TrainingScheduler', () => {
       vi.useRealTimers();
     }
   });
-  it('logs a skipped trigger once while a job runs, not at every poll', () => {
+  it('logs a skipped trigger once while a job runs, not at every poll', async () => {
     const st = fakeStarter();
     const warnings: string[] = [];
     const logger = { info: () => {}, error: () => {}, warn: (_o: object, msg?: string) => void warnings.push(msg ?? '') };
-    const s = new TrainingScheduler(new TrainingDataRepo(d.db), st, { everySessions: 1, job: { algorithm: 'lamer' } }, logger);
+    const s = new TrainingScheduler(sqliteAsyncRepositories(d).trainingData, st, { everySessions: 1, job: { algorithm: 'lamer' } }, logger);
+    await s.start(); // counts the sessions there are now
+    s.stop(); // checked by hand below
     addSession();
     st.setBusy(true);
-    for (let i = 0; i < 5; i++) expect(s.check()).toBeNull();
+    for (let i = 0; i < 5; i++) expect(await s.check()).toBeNull();
     expect(warnings).toEqual(['scheduled training skipped: a job is running (said once until the next job starts)']);
     st.setBusy(false);
-    expect(s.check()).toBe('job1');
+    expect(await s.check()).toBe('job1');
     addSession();
     st.setBusy(true);
-    expect(s.check()).toBeNull();
+    expect(await s.check()).toBeNull();
     expect(warnings).toHaveLength(2);
   });
   it('rejects bad settings', () => {
     const st = fakeStarter();
-    expect(() => new TrainingScheduler(new TrainingDataRepo(d.db), st, { everySessions: 0, job: { algorithm: 'lamer' } })).toThrow(/everySessions/);
-    expect(() => new TrainingScheduler(new TrainingDataRepo(d.db), st, { cron: 'not a cron', job: { algorithm: 'lamer' } })).toThrow(/invalid cron/);
+    expect(() => new TrainingScheduler(sqliteAsyncRepositories(d).trainingData, st, { everySessions: 0, job: { algorithm: 'lamer' } })).toThrow(/everySessions/);
+    expect(() => new TrainingScheduler(sqliteAsyncRepositories(d).trainingData, st, { cron: 'not a cron', job: { algorithm: 'lamer' } })).toThrow(/invalid cron/);
   });
 });

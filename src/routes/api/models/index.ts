@@ -17,7 +17,7 @@ function listRoute(fastify: FastifyInstance): void {
   app.get(
     '/v1/models',
     { schema: { tags, summary: 'List model versions', security: bearer, response: { 200: ModelList, ...errorResponses } } },
-    async () => ({ items: app.models.list().map((m) => app.models.view(m)), active: app.models.active().version }),
+    async () => ({ items: (await app.models.list()).map((m) => app.models.view(m)), active: app.models.active().version }),
   );
 }
 
@@ -36,7 +36,7 @@ function registerRoute(fastify: FastifyInstance): void {
       },
     },
     async (req, reply) => {
-      const m = app.models.register(req.body);
+      const m = await app.models.register(req.body);
       req.log.info({ version: m.version, baseUrl: req.body.baseUrl, model: req.body.model }, 'remote model version registered');
       return reply.code(201).send(app.models.view(m));
     },
@@ -52,7 +52,7 @@ function getRoute(fastify: FastifyInstance): void {
       schema: { tags, summary: 'Get a model version', security: bearer, params: ModelParams, response: { 200: Model, ...errorResponses } },
     },
     async (req) => {
-      const m = app.models.get(req.params.version);
+      const m = await app.models.current(req.params.version);
       if (!m) throw notFound(`model version '${req.params.version}'`);
       return app.models.view(m);
     },

@@ -43,7 +43,7 @@ function createRoute(fastify: FastifyInstance): void {
       },
     },
     async (req, reply) => {
-      const job = app.training.create(req.body);
+      const job = await app.training.create(req.body);
       req.log.info({ jobId: job.id, algorithm: job.algorithm }, 'training job created');
       reply.code(201).header('location', `/v1/training/jobs/${job.id}`);
       return job;
@@ -102,7 +102,7 @@ function cancelRoute(fastify: FastifyInstance): void {
       },
     },
     async (req, reply) => {
-      const { job, running } = app.training.cancel(req.params.id);
+      const { job, running } = await app.training.cancel(req.params.id);
       if (running) reply.code(202);
       req.log.info({ jobId: job.id, status: job.status }, 'training job cancel requested');
       return job;

@@ -73,7 +73,7 @@ describe('a builtin version', { timeout: 300_000 }, () => {
     g.dispose();
     s = await startTestServer({ engine: 'builtin', tfjsBackend: 'wasm', baseModelDir: join(dir, 'base'), dataDir: join(dir, 'data') });
     for (const [version, folder] of [['v2', 'v2'], ['v3', 'compact']] as const) {
-      s.app.repos.models.insert({
+      await s.app.repos.models.insert({
         version, parent: 'base', jobId: null, checkpointDir: join(dir, folder), status: 'candidate', metrics: {}, createdAt: Date.now(), engine: 'builtin', engineConfig: null,
       });
     }

@@ -14,7 +14,7 @@ import { createRepositories } from '../../../../src/db/repositories.js';
 import { sessionStats } from '../../../../src/agent/session-stats.js';
 import type { SessionFilters } from '../../../../src/db/sessions-repo.js';
 import { tmpDir } from '../../../helpers/index.js';
-import { databaseBeforeAggregates, fixtureRow, matching, statsSessions } from '../../../helpers/stats-sessions.js';
+import { databaseBeforeAggregates, finishTwice, fixtureRow, matching, statsSessions } from '../../../helpers/stats-sessions.js';
 import fc from 'fast-check';
 
 let s: TestServer;
@@ -221,6 +221,33 @@ describe('GET /v1/stats on a database from before the aggregates', () => {
       }
     } finally {
       await old.close();
+    }
+  });
+});
+
+describe('GET /v1/stats with steps posted twice', () => {
+  it('counts a session once when its final step is posted twice at once and retried after; the diversity scans it once', async () => {
+    const t = await startTestServer();
+    try {
+      const ids = await finishTwice(t, t, 'twice-task', 8);
+      const r = await t.call('GET', '/v1/stats?env=twice');
+      expect(r.status).toBe(200);
+      expect(r.body.sessions).toBe(ids.length);
+      const conn = openDatabase(t.dataDir);
+      try {
+        const repos = createRepositories(conn);
+        for (const retries of [1, 3]) {
+          const got = await t.call('GET', `/v1/stats?env=twice&retries=${retries}`);
+          expect(got.body).toEqual(sessionStats(repos.sessions.completed('default', { env: 'twice' }), retries));
+        }
+        expect(repos.sessions.completionSeq('default')).toBe(ids.length);
+        expect([...repos.sessions.completionsBetween('default', 0, 100)].sort()).toEqual([...ids].sort());
+      } finally {
+        conn.close();
+      }
+      expect((await t.call('GET', '/v1/stats/diversity?env=twice')).body.scanned).toBe(ids.length);
+    } finally {
+      await t.close();
     }
   });
 });

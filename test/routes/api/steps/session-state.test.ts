@@ -107,7 +107,8 @@ describe('session state between steps', () => {
     const s = await start(join(dir, 'data'));
     const id = (await s.call('POST', '/v1/sessions', { taskId: 't', instructions: 'Solve it.', env: 'bench' })).body.id as string;
     expect((await s.call('POST', `/v1/sessions/${id}/steps`, { attempt: 0, step: 0, observation: 'A' })).status).toBe(200);
-    s.app.repos.models.setCheckpointDir(s.app.models.active().version, join(dir, 'compact'));
+    await s.app.repos.models.setCheckpointDir(s.app.models.active().version, join(dir, 'compact'));
+    s.app.models.invalidate();
     expect((await s.call('POST', `/v1/sessions/${id}/steps`, { attempt: 0, step: 1, observation: 'B' })).status).toBe(200);
     const traj = await s.call('GET', `/v1/sessions/${id}/trajectory`);
     const prompts = traj.body.steps.map((x: { prompt: string }) => x.prompt);
