@@ -228,7 +228,7 @@ describe.skipIf(!pg)('two replicas on one database', () => {
     expect((await create(b)).body).toMatchObject({ type: expect.stringContaining('too-many-sessions') });
   }, 120_000);
 
-  it('activation and rollback on one replica reach the other within the poll interval; pinned sessions keep their version everywhere', async () => {
+  it('activation and rollback reach the other replica (by notification, or by the poll when none came); pinned sessions keep their version', async () => {
     const url = await pg!.freshDatabase();
     const dir = tmpDir('lamer-pg-activate-');
     const pollMs = 500;
@@ -239,11 +239,13 @@ describe.skipIf(!pg)('two replicas on one database', () => {
     const pinnedOld = (await b.call('POST', '/v1/sessions', { taskId: 't', instructions: 'x' })).body.id as string;
     expect((await a.call('POST', '/v1/models/v2/activate')).status).toBe(200);
     const activeOn = async (s: TestServer) => (await s.call('GET', '/v1/models')).body.active;
-    // the bound: the poll interval (the notification usually comes sooner); 10x for a loaded machine
-    await vi.waitFor(async () => expect(await activeOn(b)).toBe('v2'), { timeout: 10 * pollMs, interval: 20 });
+    // Each wait polls until the change is seen; its deadline only stops a test that would hang.
+    const untilSeen = { timeout: 30_000, interval: 20 };
+    await vi.waitFor(async () => expect(await activeOn(b)).toBe('v2'), untilSeen);
     const created = await b.call('POST', '/v1/sessions', { taskId: 't', instructions: 'x' });
     expect(created.body.modelVersion).toBe('v2');
-    await vi.waitFor(async () => expect((await b.call('GET', '/readyz')).body).toMatchObject({ status: 'ready', model: { version: 'v2', loaded: true } }), { timeout: 10 * pollMs });
+    const ready = { status: 'ready', model: { version: 'v2', loaded: true } };
+    await vi.waitFor(async () => expect((await b.call('GET', '/readyz')).body).toMatchObject(ready), untilSeen);
     // a session pinned before the activation is served by its version on either replica
     for (const [s, step] of [[a, 0], [b, 1]] as const) {
       expect((await s.call('POST', `/v1/sessions/${pinnedOld}/steps`, { attempt: 0, step, observation: 'o' })).status).toBe(200);
@@ -252,10 +254,10 @@ describe.skipIf(!pg)('two replicas on one database', () => {
     expect(traj.body.steps.map((s: { modelVersion: string }) => s.modelVersion)).toEqual(['test', 'test']);
     // a change no notification announced (a missed one) is read by the poll
     await pg!.query("UPDATE models SET status = CASE WHEN version = 'test' THEN 'active' ELSE 'retired' END", [], new URL(url).pathname.slice(1));
-    await vi.waitFor(async () => expect([await activeOn(a), await activeOn(b)]).toEqual(['test', 'test']), { timeout: 10 * pollMs, interval: 20 });
+    await vi.waitFor(async () => expect([await activeOn(a), await activeOn(b)]).toEqual(['test', 'test']), untilSeen);
     // rollback through the API on b reaches a
     expect((await b.call('POST', '/v1/models/v2/activate')).status).toBe(200);
-    await vi.waitFor(async () => expect(await activeOn(a)).toBe('v2'), { timeout: 10 * pollMs, interval: 20 });
+    await vi.waitFor(async () => expect(await activeOn(a)).toBe('v2'), untilSeen);
   }, 120_000);
 });
 

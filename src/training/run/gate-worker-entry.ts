@@ -5,9 +5,9 @@
  * `cancel` aborts the evaluation.
  */
 import { parentPort } from 'node:worker_threads';
-import { pathToFileURL } from 'node:url';
 import { gateFigures, type GateEvaluator } from './gate.js';
 import type { GateFromWorker, GateToWorker } from './gate-worker.js';
+import { importFunction } from './job-thread.js';
 
 if (!parentPort) throw new Error('gate-worker-entry.ts must run in a worker thread');
 const port = parentPort;
@@ -16,11 +16,9 @@ const post = (m: GateFromWorker) => port.postMessage(m);
 
 async function run(msg: Extract<GateToWorker, { type: 'start' }>): Promise<void> {
   const { module, exportName = 'evaluateGate' } = msg.evaluator;
-  const url = /^[a-z]+:/i.test(module) ? module : pathToFileURL(module).href;
-  const evaluate = ((await import(url)) as Record<string, unknown>)[exportName];
-  if (typeof evaluate !== 'function') throw new TypeError(`${module} has no function ${exportName}`);
+  const evaluate = (await importFunction(module, exportName)) as GateEvaluator;
   let last = 0;
-  const evaluation = await (evaluate as GateEvaluator)(msg.request, {
+  const evaluation = await evaluate(msg.request, {
     signal: abort.signal,
     onProgress: (done, total) => {
       // at most about 4 messages a second, and the last one

@@ -11,8 +11,8 @@
  * part (src/envs, src/eval), which only src/cli may import (docs/architecture.md), so the default,
  * `DEFAULT_GATE_EVALUATOR`, is src/cli/gate-eval.ts.
  */
-import { spawnEntry } from '../../shared/worker-channel.js';
 import type { GateEvaluateRequest, GateFigures } from './gate.js';
+import { startJobThread } from './job-thread.js';
 
 /**
  * A module with a `GateEvaluator` export (src/training/run/gate.ts): a file URL or absolute path,
@@ -59,37 +59,18 @@ export type GateRunner = (request: GateEvaluateRequest, onProgress: (done: numbe
 export function startGateWorker(
   request: GateEvaluateRequest, onProgress: (done: number, total: number) => void, evaluator = DEFAULT_GATE_EVALUATOR,
 ): GateWorkerHandle {
-  const worker = spawnEntry('./gate-worker-entry', import.meta.url);
-  let settled = false;
-  let cancelTimer: NodeJS.Timeout | null = null;
-  let resolveDone!: (f: GateFigures) => void;
-  let rejectDone!: (e: Error) => void;
-  const done = new Promise<GateFigures>((res, rej) => { resolveDone = res; rejectDone = rej; });
-  const finish = (fn: () => void) => {
-    if (settled) return;
-    settled = true;
-    if (cancelTimer) clearTimeout(cancelTimer);
-    fn();
-    void worker.terminate();
-  };
-  worker.on('message', (msg: GateFromWorker) => {
-    if (msg.type === 'progress') {
-      try { onProgress(msg.done, msg.total); } catch { /* a listener bug must not end the gate */ }
-    } else if (msg.type === 'done') finish(() => resolveDone(msg.figures));
-    else if (msg.type === 'cancelled') finish(() => rejectDone(new GateCancelledError()));
-    else if (msg.type === 'error') finish(() => rejectDone(new Error(msg.message)));
-  });
-  worker.on('error', (err) => finish(() => rejectDone(new Error(`gate worker crashed: ${err.message}`))));
-  worker.on('exit', (code) => finish(() => {
-    rejectDone(cancelTimer ? new GateCancelledError() : new Error(`gate worker exited with code ${code} before finishing`));
-  }));
-  worker.postMessage({ type: 'start', request, evaluator } satisfies GateToWorker);
-  return {
-    done,
-    cancel(graceMs = 10_000) {
-      if (settled || cancelTimer) return;
-      worker.postMessage({ type: 'cancel' } satisfies GateToWorker);
-      cancelTimer = setTimeout(() => { void worker.terminate(); }, graceMs);
+  const start = { type: 'start', request, evaluator } satisfies GateToWorker;
+  return startJobThread<GateFigures, GateFromWorker>('./gate-worker-entry', import.meta.url, start, {
+    onMessage(msg) {
+      if (msg.type === 'progress') {
+        try { onProgress(msg.done, msg.total); } catch { /* a listener bug must not end the gate */ }
+      } else if (msg.type === 'done') return { value: msg.figures };
+      else if (msg.type === 'cancelled') return { error: new GateCancelledError() };
+      else if (msg.type === 'error') return { error: new Error(msg.message) };
+      return null;
     },
-  };
+    crashed: (err) => new Error(`gate worker crashed: ${err.message}`),
+    exited: (code, cancelling) =>
+      cancelling ? new GateCancelledError() : new Error(`gate worker exited with code ${code} before finishing`),
+  });
 }

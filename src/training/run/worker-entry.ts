@@ -3,9 +3,9 @@
  * runs the job and posts progress / done / cancelled / error. `cancel` aborts the job.
  */
 import { parentPort } from 'node:worker_threads';
-import { pathToFileURL } from 'node:url';
 import { JobCancelledError, runTrainingJob } from './job.js';
 import type { ModelIO } from '../model-api.js';
+import { importFunction } from './job-thread.js';
 import { DEFAULT_MODEL_IO, type ParentToWorker, type WorkerToParent } from './worker.js';
 
 if (!parentPort) throw new Error('worker-entry.ts must run in a worker thread');
@@ -16,11 +16,9 @@ const post = (m: WorkerToParent) => port.postMessage(m);
 async function run(msg: Extract<ParentToWorker, { type: 'start' }>): Promise<void> {
   const { spec, samples } = msg.request;
   const ioSpec = msg.request.modelIO ?? DEFAULT_MODEL_IO;
-  const url = /^[a-z]+:/i.test(ioSpec.module) ? ioSpec.module : pathToFileURL(ioSpec.module).href;
-  const mod = (await import(url)) as Record<string, unknown>;
-  const factory = mod[ioSpec.exportName ?? 'createModelIO'];
-  if (typeof factory !== 'function') throw new TypeError(`${ioSpec.module} has no function ${ioSpec.exportName ?? 'createModelIO'}`);
-  const io = (await factory(ioSpec.options ?? {})) as ModelIO;
+  type Factory = (options: unknown) => ModelIO | Promise<ModelIO>;
+  const factory = (await importFunction(ioSpec.module, ioSpec.exportName ?? 'createModelIO')) as Factory;
+  const io = await factory(ioSpec.options ?? {});
   const result = await runTrainingJob(spec, samples, { io, signal: abort.signal, onProgress: (progress) => post({ type: 'progress', progress }) });
   post({ type: 'done', result });
 }

@@ -7,14 +7,15 @@
  *
  * Under tsx the worker file is TypeScript. `execArgv: ['--import', 'tsx']` does not apply to a
  * worker's entry module on Node 20, so the worker starts from src/shared/worker-bootstrap.mjs
- * (src/shared/worker-channel.ts spawnEntry), which registers tsx's ESM loader in the worker thread
- * (`tsx/esm/api` register) and then imports worker-entry.ts. When this file runs compiled (.js),
+ * (src/shared/worker-channel.ts spawnEntry, called by src/training/run/job-thread.ts), which
+ * registers tsx's ESM loader in the worker thread (`tsx/esm/api` register) and then imports
+ * worker-entry.ts. When this file runs compiled (.js),
  * worker-entry.js is started directly.
  */
-import { spawnEntry } from '../../shared/worker-channel.js';
 import type { TrainingSample } from '../data/data.js';
 import { JobCancelledError, type JobProgress, type JobResult, type TrainingJobSpec } from './job.js';
 import type { ModelIOModule } from '../model-api.js';
+import { startJobThread } from './job-thread.js';
 
 /** What the worker needs: the job, its samples and where to get the model I/O from. */
 export interface WorkerJobRequest {
@@ -55,42 +56,22 @@ export const DEFAULT_MODEL_IO: ModelIOModule = { module: new URL(`./gpt-adapter$
  * @param onProgress called in the parent for each iteration.
  */
 export function startTrainingWorker(request: WorkerJobRequest, onProgress?: (p: JobProgress) => void): TrainingWorkerHandle {
-  const worker = spawnEntry('./worker-entry', import.meta.url);
-  let settled = false;
-  let cancelTimer: NodeJS.Timeout | null = null;
-  let resolveDone!: (r: JobResult) => void;
-  let rejectDone!: (e: Error) => void;
-  const done = new Promise<JobResult>((res, rej) => { resolveDone = res; rejectDone = rej; });
-  const finish = (fn: () => void) => {
-    if (settled) return;
-    settled = true;
-    if (cancelTimer) clearTimeout(cancelTimer);
-    fn();
-    void worker.terminate();
-  };
-  worker.on('message', (msg: WorkerToParent) => {
-    if (msg.type === 'progress') {
-      try { onProgress?.(msg.progress); } catch { /* a listener bug must not kill the job */ }
-    } else if (msg.type === 'done') finish(() => resolveDone(msg.result));
-    else if (msg.type === 'cancelled') finish(() => rejectDone(new JobCancelledError()));
-    else if (msg.type === 'error') {
-      const e = new TrainingJobError(`${msg.error.name}: ${msg.error.message}`);
-      if (msg.error.stack) e.stack = msg.error.stack;
-      finish(() => rejectDone(e));
-    }
-  });
-  worker.on('error', (err) => finish(() => rejectDone(new TrainingJobError(`training worker crashed: ${err.message}`, { cause: err }))));
-  worker.on('exit', (code) => finish(() => rejectDone(
-    cancelTimer ? new JobCancelledError() : new TrainingJobError(`training worker exited with code ${code} before finishing`),
-  )));
-  worker.postMessage({ type: 'start', request } satisfies ParentToWorker);
-  return {
-    done,
-    threadId: worker.threadId,
-    cancel(graceMs = 10_000) {
-      if (settled || cancelTimer) return;
-      worker.postMessage({ type: 'cancel' } satisfies ParentToWorker);
-      cancelTimer = setTimeout(() => { void worker.terminate(); }, graceMs);
+  const start = { type: 'start', request } satisfies ParentToWorker;
+  return startJobThread<JobResult, WorkerToParent>('./worker-entry', import.meta.url, start, {
+    onMessage(msg) {
+      if (msg.type === 'progress') {
+        try { onProgress?.(msg.progress); } catch { /* a listener bug must not kill the job */ }
+      } else if (msg.type === 'done') return { value: msg.result };
+      else if (msg.type === 'cancelled') return { error: new JobCancelledError() };
+      else if (msg.type === 'error') {
+        const e = new TrainingJobError(`${msg.error.name}: ${msg.error.message}`);
+        if (msg.error.stack) e.stack = msg.error.stack;
+        return { error: e };
+      }
+      return null;
     },
-  };
+    crashed: (err) => new TrainingJobError(`training worker crashed: ${err.message}`, { cause: err }),
+    exited: (code, cancelling) =>
+      cancelling ? new JobCancelledError() : new TrainingJobError(`training worker exited with code ${code} before finishing`),
+  });
 }

@@ -174,7 +174,7 @@ describe('data-parallel training', () => {
         const crashing: ModelIO = { ...createTinyIO({ slowMs: 20 }), replica: { module: tinyModule, options: { crash } } };
         const spec: TrainingJobSpec = { algorithm: 'sft', baseCheckpointDir: join(dir, 'tiny'), outputDir: join(dir, `crash-${crash}`), hyper: { minibatchSize: 4, epochs: 3, workers: 2 } };
         await expect(runTrainingJob(spec, data, { io: crashing })).rejects.toThrow(/training replica 1 (exited with code 3|crashed: tiny model: uncaught crash)/);
-        await vi.waitFor(() => expect(liveReplicaThreads()).toBe(0));
+        await vi.waitFor(() => expect(liveReplicaThreads(), 'replica threads still alive').toBe(0), { timeout: 20_000, interval: 20 });
       }
     } finally {
       await tf.setBackend('wasm');
@@ -187,7 +187,7 @@ describe('data-parallel training', () => {
     const seen: number[] = [];
     await expect(runTrainingJob(spec, samples(18, false), { io, signal: abort.signal, onProgress: (p) => { seen.push(p.iteration); abort.abort(); } })).rejects.toBeInstanceOf(JobCancelledError);
     expect(seen).toEqual([1]);
-    await vi.waitFor(() => expect(liveReplicaThreads()).toBe(0));
+    await vi.waitFor(() => expect(liveReplicaThreads(), 'replica threads still alive').toBe(0), { timeout: 20_000, interval: 20 });
   }, 30_000);
 
   it('workers > 1 with a model I/O that threads cannot make is refused; the default falls back to this thread', async () => {
