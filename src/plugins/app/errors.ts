@@ -14,6 +14,7 @@
  * that write the whole body before reading read the answer instead of a broken pipe.
  */
 import fp from 'fastify-plugin';
+import { randomUUID } from 'node:crypto';
 import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { DomainError, type ErrorKind, type FieldError } from '../../agent/errors.js';
@@ -241,20 +242,25 @@ export function frameworkErrorProblem(err: FastifyError, req: FastifyRequest, re
  * Fastify `clientErrorHandler`: a request Node's HTTP parser refused (no route ran), answered as
  * problem+json on the raw socket, which is then closed: HPE_HEADER_OVERFLOW (headers, request line
  * or query string beyond Node's 16 KiB header limit) -> 431 `header-too-large`; a request
- * timeout -> 408 `request-timeout`; anything else -> 400 `bad-request`.
+ * timeout -> 408 `request-timeout`; anything else -> 400 `bad-request`; each with a fresh request id (body `requestId`, header
+ * `x-request-id`) and an empty `instance` (no request line was read).
  */
 export function clientErrorProblem(err: NodeJS.ErrnoException, socket: Duplex): void {
   if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  // the parser gave up before a request existed: a fresh request id, so that this answer too can be
+  // quoted and found in the logs like every other one
+  const requestId = randomUUID();
   const p =
     err.code === 'HPE_HEADER_OVERFLOW'
-      ? doc('header-too-large', 'the request line and headers are larger than 16 KiB (a long query string counts)', '')
+      ? doc('header-too-large', 'the request line and headers are larger than 16 KiB (a long query string counts)', '', requestId)
       : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-        ? doc('request-timeout', 'the request was not received in time', '')
-        : doc('bad-request', 'the request is not valid HTTP/1.1', '');
+        ? doc('request-timeout', 'the request was not received in time', '', requestId)
+        : doc('bad-request', 'the request is not valid HTTP/1.1', '', requestId);
   if (socket.writable) {
     const body = JSON.stringify(p);
     socket.write(
-      `HTTP/1.1 ${p.status} ${p.title}\r\ncontent-type: application/problem+json\r\nx-content-type-options: nosniff\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+      `HTTP/1.1 ${p.status} ${p.title}\r\ncontent-type: application/problem+json\r\nx-content-type-options: nosniff\r\nx-request-id: ${requestId}\r\n`
+        + `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
     );
   }
   socket.destroy(err);

@@ -174,6 +174,9 @@ describe('answers from the router and the HTTP parser are problem+json', () => {
     expect(r.type).toContain('application/problem+json');
     expect(r.body.type).toBe('https://lamer-server.dev/problems/header-too-large');
     expect(r.body.status).toBe(431);
+    // written by the parser's error handler before any request existed: a request id all the same
+    expect(r.body.requestId).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
+    expect(r.headers.get('x-request-id')).toBe(r.body.requestId);
   });
 
   it('a 20 KB header -> 431 header-too-large', async () => {
