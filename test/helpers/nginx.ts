@@ -52,6 +52,12 @@ export interface NginxGateway {
   dir: string;
   /** The access log so far, one entry a request answered. */
   accessLog(): AccessEntry[];
+  /**
+   * The access log once it holds at least `n` entries: nginx writes a request's entry when it
+   * finalises the request, which can be after the client has read the answer.
+   * @throws Error when fewer than `n` entries are written within 10 s (a request nginx never logged).
+   */
+  accessLogAtLeast(n: number): Promise<AccessEntry[]>;
   /** The error log so far. */
   errorLog(): string;
   /** Fast shutdown (SIGTERM, then SIGKILL after 5 s), then the folder is removed. Idempotent. */
@@ -243,6 +249,15 @@ function gateway(child: ChildProcess, exited: Promise<number | null>, port: numb
         .split('\n')
         .filter((l) => l.trim() !== '')
         .map((l) => JSON.parse(l) as AccessEntry),
+    async accessLogAtLeast(n) {
+      const deadline = Date.now() + 10_000;
+      for (;;) {
+        const log = this.accessLog();
+        if (log.length >= n) return log;
+        if (Date.now() > deadline) throw new Error(`nginx logged ${log.length} requests, expected at least ${n}`);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    },
     errorLog: () => read('error.log'),
     stop() {
       stopped ??= (async () => {
