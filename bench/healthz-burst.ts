@@ -17,6 +17,9 @@
  * the clients made. Writes bench/results/healthz-burst.json (BENCH_OUT: another path; each probe
  * as a row of `probeFields`).
  * BENCH_NODE_ARGS passes node flags to the server (e.g. --cpu-prof).
+ * LOOP_TRACE_DIR: each probe's start (monotonic clock) and client port are written there as
+ * probes-<server pid>.json, to match against the server's loop trace (bench/loop-trace.ts, loaded
+ * with BENCH_NODE_ARGS="--import tsx --import <abs path>/bench/loop-trace.ts").
  *
  * Before/after in one run: BENCH_BASELINE_ROOT names another checkout of the server (e.g. the
  * previous commit, `git archive <commit> | tar -x -C DIR` with node_modules linked in); the burst
@@ -41,19 +44,25 @@ const SECONDS = Number(process.env.BENCH_SECONDS ?? 6);
 const PROBE_MS = Number(process.env.BENCH_PROBE_MS ?? 25);
 const BEFORE_MS = 1000;
 const ENV = MINESWEEPER_ENV;
+/** Set: each probe's start (monotonic clock, ms) and client port go to LOOP_TRACE_DIR/probes-<server pid>.json (bench/loop-trace.ts). */
+const TRACE_DIR = process.env.LOOP_TRACE_DIR;
+let traced: object[] = [];
 
 
 /** One probe on a fresh connection: ms from the start to the connection and to the status line. */
 function probe(port: number, p: string): Promise<{ connectMs: number; firstByteMs: number; status: number }> {
   const t0 = performance.now();
+  const startNs = process.hrtime.bigint();
   let connectMs = NaN;
+  let localPort = 0;
   return new Promise((resolve) => {
     const req = http.request({ host: '127.0.0.1', port, method: 'GET', path: p, agent: false }, (res) => {
       const firstByteMs = performance.now() - t0;
+      if (TRACE_DIR) traced.push({ t: Number(startNs) / 1e6, port: localPort, path: p, connectMs, firstByteMs });
       res.resume();
       res.on('end', () => resolve({ connectMs, firstByteMs, status: res.statusCode ?? 0 }));
     });
-    req.on('socket', (s) => s.once('connect', () => (connectMs = performance.now() - t0)));
+    req.on('socket', (s) => s.once('connect', () => ((connectMs = performance.now() - t0), (localPort = s.localPort ?? 0))));
     req.on('error', () => resolve({ connectMs, firstByteMs: performance.now() - t0, status: 0 }));
     req.end();
   });
@@ -155,6 +164,7 @@ async function burstAgainst(label: string, serverRoot: string): Promise<BurstRes
     let stop = false;
     const cpu0 = cpuMsOf(child.pid);
     const fw0 = await forwardCounters(port);
+    const burstT = Number(process.hrtime.bigint()) / 1e6;
     const clients = Array.from({ length: CLIENTS }, (_, c) => client(port, c, () => stop));
     await new Promise((r) => setTimeout(r, SECONDS * 1000));
     clearInterval(timer);
@@ -165,6 +175,11 @@ async function burstAgainst(label: string, serverRoot: string): Promise<BurstRes
     const forwards = fw1.forwards - fw0.forwards;
     const engine = { forwards, rowsPerForward: round(((fw1.rows - fw0.rows) / forwards) * 10) / 10, forwardSeconds: round(fw1.forwardSeconds - fw0.forwardSeconds) };
     await Promise.all(running);
+    if (TRACE_DIR) {
+      fs.mkdirSync(TRACE_DIR, { recursive: true });
+      fs.writeFileSync(path.join(TRACE_DIR, `probes-${child.pid}.json`), JSON.stringify({ label, burstT, probes: traced }));
+      traced = [];
+    }
 
     const windows = [
       { name: 'before the burst', from: -Infinity, to: 0 },

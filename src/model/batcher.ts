@@ -32,6 +32,10 @@
  * section or group runs: Node 20 (libuv 1.46) accepts at most one new connection per turn,
  * so a section that held the loop for `ms` lets that many waiting connections in (a gateway's
  * health check, new clients) and serves the requests that arrived meanwhile.
+ * With a time target (`sectionTargetMs`, LAMER_FORWARD_SECTION_MS) the bound of each group's
+ * sections is also `targetMs / c` tokens, c the running average of the sections' wall ms per token
+ * (`timedSectionBound`): where other processes share the cores a token costs more wall time and the
+ * sections get shorter.
  */
 import { disposeCache, type CachedRow, type CachedRowResult } from './gpt-cached.js';
 import type { RowCache } from './kv-cache.js';
@@ -51,6 +55,18 @@ export const MULTI_TOKEN_BATCH_TOKENS = 2048;
  */
 export const DEFAULT_FORWARD_SECTION_TOKENS = 512;
 
+/**
+ * Default target duration of one forward section, ms (LAMER_FORWARD_SECTION_MS; 0: the token bound
+ * alone), chosen by measurement (docs/performance.md "Health checks under a burst").
+ */
+export const DEFAULT_FORWARD_SECTION_MS = 40;
+
+/** The time target never bounds a section below this many tokens (the per-forward overhead would dominate). */
+export const MIN_TIMED_SECTION_TOKENS = 64;
+
+/** Weight of the newest section in the running average of milliseconds per token. */
+export const SECTION_COST_EMA = 0.25;
+
 /** After a section the event loop gets one turn, plus one per this many milliseconds it took. */
 export const YIELD_TURN_MS = 10;
 
@@ -67,6 +83,17 @@ export interface BatcherOptions {
    * default DEFAULT_FORWARD_SECTION_TOKENS): the bound on how long one forward holds the event loop.
    */
   maxSectionTokens?: number;
+  /**
+   * Target wall time of one forward section, ms (> 0), or absent / 0 for the token bound alone: a
+   * section then holds at most `targetMs / c` tokens, c being the running average (weight
+   * SECTION_COST_EMA) of the milliseconds per counted token of the sections so far, and never
+   * fewer than MIN_TIMED_SECTION_TOKENS nor more than `maxSectionTokens` (`timedSectionBound`).
+   * Wall time, not CPU time: on a machine whose cores other processes share, a token costs more
+   * wall time, sections get shorter, and the event loop still turns about every `targetMs`.
+   */
+  sectionTargetMs?: number;
+  /** Clock for the sections' durations, ms (default `performance.now`; tests drive it). */
+  now?: () => number;
   /**
    * Number of requests (act/reflect/score calls) now running on this model. When every one of
    * them has a forward queued, nobody else can join the batch, so it runs at once instead of
@@ -189,6 +216,16 @@ function concatRows(parts: Float32Array[]): Float32Array {
   return out;
 }
 
+/**
+ * The token bound of the next section under a time target: `floor(targetMs / msPerToken)` within
+ * `[min(MIN_TIMED_SECTION_TOKENS, maxTokens), maxTokens]`; `maxTokens` while no section has been
+ * timed yet (`msPerToken` null) or without a target (`targetMs` 0).
+ */
+export function timedSectionBound(msPerToken: number | null, targetMs: number, maxTokens: number): number {
+  if (!(targetMs > 0) || msPerToken === null || !(msPerToken > 0)) return maxTokens;
+  return Math.max(Math.min(MIN_TIMED_SECTION_TOKENS, maxTokens), Math.min(maxTokens, Math.floor(targetMs / msPerToken)));
+}
+
 /** Event-loop turns after a section of `ms` milliseconds (see the module comment). */
 export function yieldTurnsAfter(ms: number): number {
   return Math.min(MAX_YIELD_TURNS, 1 + Math.floor(Math.max(0, ms) / YIELD_TURN_MS));
@@ -209,6 +246,10 @@ export class ForwardBatcher {
   private closes = 0;
   private closeError: Error | null = null;
   private readonly sectionTokens: number;
+  private readonly targetMs: number;
+  private readonly now: () => number;
+  /** Running average of the milliseconds per counted token of the sections run (null before the first). */
+  private msPerToken: number | null = null;
   readonly stats: BatcherStats = { forwards: 0, rows: 0, maxRows: 0, busyMs: 0 };
 
   /**
@@ -224,6 +265,14 @@ export class ForwardBatcher {
     if (!(opts.windowMs >= 0)) throw new Error(`windowMs must be >= 0, got ${opts.windowMs}`);
     this.sectionTokens = opts.maxSectionTokens ?? DEFAULT_FORWARD_SECTION_TOKENS;
     if (!(this.sectionTokens >= 1)) throw new Error(`maxSectionTokens must be >= 1, got ${opts.maxSectionTokens}`);
+    this.targetMs = opts.sectionTargetMs ?? 0;
+    if (!(this.targetMs >= 0)) throw new Error(`sectionTargetMs must be >= 0, got ${opts.sectionTargetMs}`);
+    this.now = opts.now ?? (() => performance.now());
+  }
+
+  /** The token bound of the next section (`timedSectionBound` of the running cost). */
+  get sectionBound(): number {
+    return timedSectionBound(this.msPerToken, this.targetMs, this.sectionTokens);
   }
 
   /** Queues rows for the next forward; resolves with one result per row, in order. */
@@ -266,7 +315,8 @@ export class ForwardBatcher {
     let tokens = first.tokens;
     let maxTok = first.maxTokens;
     const rest: Pending[] = [];
-    const cap = first.decode ? this.sectionTokens : Math.min(MULTI_TOKEN_BATCH_TOKENS, this.sectionTokens);
+    const bound = this.sectionBound;
+    const cap = first.decode ? bound : Math.min(MULTI_TOKEN_BATCH_TOKENS, bound);
     for (let i = 1; i < this.queue.length; i++) {
       const p = this.queue[i];
       const newMax = Math.max(maxTok, p.maxTokens);
@@ -351,7 +401,7 @@ export class ForwardBatcher {
   private async runSections(rows: CachedRow[], onSection: (ms: number) => void): Promise<CachedRowResult[]> {
     const sections = planSections(
       rows.map((r) => r.tokens.length),
-      this.sectionTokens,
+      this.sectionBound,
       this.opts.packedRows === true,
     );
     const results: Array<CachedRowResult | undefined> = new Array(rows.length);
@@ -393,9 +443,13 @@ export class ForwardBatcher {
 
   /** One synchronous forward section, timed and counted. */
   private forward(rows: CachedRow[]): { results: CachedRowResult[]; ms: number } {
-    const t0 = performance.now();
+    const t0 = this.now();
     const results = this.run(rows);
-    const ms = performance.now() - t0;
+    const ms = this.now() - t0;
+    const lens = rows.map((r) => r.tokens.length);
+    const tokens = this.opts.packedRows ? lens.reduce((a, b) => a + b, 0) : rows.length * Math.max(...lens);
+    const perToken = ms / tokens;
+    this.msPerToken = this.msPerToken === null ? perToken : this.msPerToken + SECTION_COST_EMA * (perToken - this.msPerToken);
     this.stats.busyMs += ms;
     this.stats.forwards++;
     this.stats.rows += rows.length;

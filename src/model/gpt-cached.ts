@@ -356,3 +356,38 @@ export function disposeCache(cache: RowCache | null): void {
 export function truncateCache(cache: RowCache, len: number): RowCache | null {
   return cache.truncate(len);
 }
+
+/**
+ * Runs the serving path once at each shape a session's steps use, so that the first forward a
+ * client waits for does not pay the one-time costs: the wasm kernels' and the JIT's first calls and
+ * the heap growth that comes with them (measured: the first forward after a start held the event
+ * loop about 3x as long as the same forward later; docs/performance.md "Health checks under a
+ * burst"). Rows: `rows` prefills of `promptTokens` tokens (kept), a decode token on each cache, a
+ * prompt delta of `deltaTokens` on each, and one row scored at every position (candidate scoring).
+ * Token ids are arbitrary ids of the vocabulary; every result and cache is disposed, so the
+ * number of tensors is the same before and after.
+ * @returns the milliseconds it took.
+ */
+export function warmUpForward(model: GPT, rows = 8, promptTokens = 48, deltaTokens = 27): number {
+  const t0 = performance.now();
+  const V = model.config.vocab_size;
+  const n = Math.max(1, Math.min(promptTokens, Math.floor(model.config.block_size / 2)));
+  const d = Math.max(1, Math.min(deltaTokens, model.config.block_size - n - 5)); // n + 1 + d + 4 positions at most
+  const ids = (i: number, len: number) => Array.from({ length: len }, (_, j) => 1 + ((i * 31 + j * 7) % (V - 1)));
+  let caches: Array<RowCache | null> = forwardCached(
+    model,
+    Array.from({ length: rows }, (_, i) => ({ cache: null, tokens: ids(i, n), allPositions: false, keepCache: true })),
+  ).map((r) => r.cache);
+  try {
+    for (const len of [1, d]) {
+      const out = forwardCached(model, caches.map((cache, i) => ({ cache, tokens: ids(i + len, len), allPositions: false, keepCache: true })));
+      for (const c of caches) disposeCache(c);
+      caches = out.map((r) => r.cache);
+    }
+    const [scored] = forwardCached(model, [{ cache: caches[0] ?? null, tokens: ids(1, 4), allPositions: true, keepCache: false }]);
+    disposeCache(scored?.cache ?? null);
+  } finally {
+    for (const c of caches) disposeCache(c);
+  }
+  return performance.now() - t0;
+}

@@ -53,6 +53,11 @@ export interface BuiltinEngineOptions {
    * sections (default DEFAULT_FORWARD_SECTION_TOKENS, src/model/batcher.ts).
    */
   forwardSectionTokens?: number;
+  /**
+   * Target wall time of one forward section, ms; 0 or absent: the token bound alone (the batcher's
+   * `sectionTargetMs`, src/model/batcher.ts).
+   */
+  forwardSectionMs?: number;
   /** Max model versions kept loaded (default 3, >= 1). */
   maxLoadedVersions?: number;
   /** Max sessions with a KV cache kept (LRU, default 256). */
@@ -93,7 +98,7 @@ export class BuiltinEngine implements PolicyEngine {
   constructor(
     readonly backend: string,
     opts: Required<Pick<BuiltinEngineOptions, 'batchWindowMs' | 'maxBatchSize' | 'maxLoadedVersions' | 'maxCachedSessions'>> &
-      Pick<BuiltinEngineOptions, 'forwardSectionTokens' | 'logger' | 'limits' | 'maxCandidateTokens' | 'maxScoredTokens' | 'onFatal' | 'beforeForward'>,
+      Pick<BuiltinEngineOptions, 'forwardSectionTokens' | 'forwardSectionMs' | 'logger' | 'limits' | 'maxCandidateTokens' | 'maxScoredTokens' | 'onFatal' | 'beforeForward'>,
   ) {
     this.limits = { ...DEFAULT_LIMITS, ...(opts.limits ?? {}) };
     this.versions = new VersionCache({
@@ -101,6 +106,7 @@ export class BuiltinEngine implements PolicyEngine {
       batchWindowMs: opts.batchWindowMs,
       maxBatchSize: opts.maxBatchSize,
       maxSectionTokens: opts.forwardSectionTokens,
+      sectionTargetMs: opts.forwardSectionMs,
       minBlockSize: Math.max(this.limits.maxActionTokens, this.limits.maxReflectionTokens) + 16,
       runForward: (entry, rows) => this.recovery.runForward(entry, rows),
       onForward: (rows, ms) => this.observer?.forward(rows, ms),
@@ -277,6 +283,7 @@ export async function createBuiltinEngineInstance(opts: BuiltinEngineOptions = {
     batchWindowMs: opts.batchWindowMs ?? 2,
     maxBatchSize: opts.maxBatchSize ?? 32,
     forwardSectionTokens: opts.forwardSectionTokens,
+    forwardSectionMs: opts.forwardSectionMs,
     maxLoadedVersions: opts.maxLoadedVersions ?? 3,
     maxCachedSessions: opts.maxCachedSessions ?? 256,
     limits: opts.limits,

@@ -53,6 +53,7 @@ type BuiltinFactory = (opts: {
   batchWindowMs?: number;
   maxBatchSize?: number;
   forwardSectionTokens?: number;
+  forwardSectionMs?: number;
   maxLoadedVersions?: number;
   maxCandidateTokens?: number;
   onFatal?: (err: Error) => void;
@@ -71,6 +72,8 @@ export interface EngineSettings {
   maxBatchSize: number;
   /** Bound on the padded tokens of one synchronous forward section (LAMER_FORWARD_SECTION_TOKENS). */
   forwardSectionTokens?: number;
+  /** Target wall time of one forward section, ms; 0 or absent: the token bound alone (LAMER_FORWARD_SECTION_MS). */
+  forwardSectionMs?: number;
   /** Serving worker threads (LAMER_SERVE_WORKERS); absent or 1: serve in this thread. */
   serveWorkers?: number;
   /** Bound on the candidate tokens of one step (LAMER_MAX_CANDIDATE_TOKENS). */
@@ -96,6 +99,7 @@ export async function createEngine(
       batchWindowMs: config.batchWindowMs,
       maxBatchSize: config.maxBatchSize,
       ...(config.forwardSectionTokens !== undefined ? { forwardSectionTokens: config.forwardSectionTokens } : {}),
+      ...(config.forwardSectionMs !== undefined ? { forwardSectionMs: config.forwardSectionMs } : {}),
       ...(config.limits ? { maxCandidateTokens: config.limits.candidateTokens } : {}),
       onFatal,
       ...(logger ? { logger } : {}),
@@ -124,6 +128,7 @@ export async function createEngine(
     onFatal,
   };
   if (config.forwardSectionTokens !== undefined) opts.forwardSectionTokens = config.forwardSectionTokens;
+  if (config.forwardSectionMs !== undefined) opts.forwardSectionMs = config.forwardSectionMs;
   if (config.limits) opts.maxCandidateTokens = config.limits.candidateTokens;
   if (logger) opts.logger = logger;
   return mod.createBuiltinEngine(opts);

@@ -79,6 +79,7 @@ export class ServingPool implements PolicyEngine {
     const data: ServingWorkerData = {
       options: {
         backend: opts.backend, batchWindowMs: opts.batchWindowMs, maxBatchSize: opts.maxBatchSize, forwardSectionTokens: opts.forwardSectionTokens,
+        forwardSectionMs: opts.forwardSectionMs,
         maxLoadedVersions: opts.maxLoadedVersions,
         maxCachedSessions: opts.maxCachedSessions, limits: opts.limits, maxCandidateTokens: opts.maxCandidateTokens, maxScoredTokens: opts.maxScoredTokens,
       },

@@ -6,7 +6,9 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as tf from '@tensorflow/tfjs';
-import { ForwardBatcher, MAX_YIELD_TURNS, YIELD_TURN_MS, planSections, yieldTurnsAfter } from '../../src/model/batcher.js';
+import {
+  ForwardBatcher, MAX_YIELD_TURNS, MIN_TIMED_SECTION_TOKENS, YIELD_TURN_MS, planSections, timedSectionBound, yieldTurnsAfter,
+} from '../../src/model/batcher.js';
 import { disposeCache, forwardCached, type CachedRow, type CachedRowResult } from '../../src/model/gpt-cached.js';
 import { initModel, type GPT } from '../../src/model/gpt.js';
 import { TINY, useWasm } from './setup.js';
@@ -121,6 +123,43 @@ describe('ForwardBatcher sections', () => {
     // between two forwards the event loop turned at least once
     for (let i = 1; i < order.length; i++) if (order[i] === 'forward') expect(order[i - 1]).toBe('io');
     expect(b.stats.forwards).toBe(6);
+  });
+
+  it('a time target bounds a section by the running cost per token, between a floor and the token bound', () => {
+    expect(timedSectionBound(null, 40, 512)).toBe(512); // nothing timed yet
+    expect(timedSectionBound(0.5, 0, 512)).toBe(512); // no target
+    expect(timedSectionBound(0.25, 40, 512)).toBe(160);
+    expect(timedSectionBound(0.01, 40, 512)).toBe(512);
+    expect(timedSectionBound(10, 40, 512)).toBe(MIN_TIMED_SECTION_TOKENS);
+    expect(timedSectionBound(10, 40, 16)).toBe(16); // the floor never exceeds the token bound
+    expect(() => new ForwardBatcher(() => [], { windowMs: 0, maxBatchSize: 1, sectionTargetMs: -1 })).toThrow(/sectionTargetMs/);
+  });
+
+  it('with a time target, sections shrink as forwards get slower per token and grow back as they get faster', async () => {
+    let clock = 0;
+    let msPerToken = 0.1;
+    const calls: number[] = [];
+    const b = new ForwardBatcher(
+      (rows) => {
+        const tokens = rows.reduce((n, r) => n + r.tokens.length, 0);
+        calls.push(tokens);
+        clock += tokens * msPerToken; // the fake clock: the forward's cost
+        return rows.map(() => ({ logprobs: new Float32Array(1), cache: null }));
+      },
+      { windowMs: 0, maxBatchSize: 64, maxSectionTokens: 512, sectionTargetMs: 40, packedRows: true, now: () => clock },
+    );
+    const run = (n: number) => Promise.all(Array.from({ length: n }, () => b.submit([fakeRow(10)])));
+    await run(32); // 320 tokens at 0.1 ms each: one section (the bound is 400 tokens)
+    expect(calls).toEqual([320]);
+    expect(b.sectionBound).toBe(400);
+    msPerToken = 1; // the machine got 10x slower
+    for (let i = 0; i < 12; i++) await run(32);
+    expect(b.sectionBound).toBe(MIN_TIMED_SECTION_TOKENS); // 40 ms / 1 ms per token, raised to the floor
+    expect(Math.max(...calls.slice(-5))).toBeLessThanOrEqual(MIN_TIMED_SECTION_TOKENS);
+    msPerToken = 0.05;
+    for (let i = 0; i < 12; i++) await run(32);
+    expect(b.sectionBound).toBe(512);
+    expect(calls.at(-1)).toBe(320);
   });
 
   it('with packed rows, groups requests of every kind in queue order; padded, it keeps decode steps apart from prompts', async () => {

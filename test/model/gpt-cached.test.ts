@@ -8,7 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as tf from '@tensorflow/tfjs';
 import { forward, initModel, type GPT } from '../../src/model/gpt.js';
 import {
-  disposeCache, forwardCached, forwardCachedStats, forwardPacked, forwardPadded, truncateCache, type CachedRow, type CachedRowResult,
+  disposeCache, forwardCached, forwardCachedStats, forwardPacked, forwardPadded, truncateCache, warmUpForward, type CachedRow,
+  type CachedRowResult,
 } from '../../src/model/gpt-cached.js';
 import type { RowCache } from '../../src/model/kv-cache.js';
 import { TINY, useWasm } from './setup.js';
@@ -204,5 +205,17 @@ describe('packed forward over heap KV buffers', () => {
       `${TINY.block_size + 1} positions exceed block_size ${TINY.block_size}`,
     );
     expect(tf.memory().numTensors).toBe(before);
+  });
+});
+
+describe('warmUpForward', () => {
+  it('runs the serving shapes once, leaves no tensor, and changes no later result', () => {
+    const rows = [{ cache: null, tokens: seq(3, 9), allPositions: true, keepCache: false }];
+    const before = forwardCached(model, rows)[0]!.logprobs;
+    const tensors = tf.memory().numTensors;
+    expect(warmUpForward(model)).toBeGreaterThanOrEqual(0);
+    expect(warmUpForward(model, 3, TINY.block_size, TINY.block_size)).toBeGreaterThanOrEqual(0); // lengths fitted to the context
+    expect(tf.memory().numTensors).toBe(tensors);
+    expect(forwardCached(model, rows)[0]!.logprobs).toEqual(before);
   });
 });

@@ -9,7 +9,7 @@ import { ForwardBatcher } from '../../model/batcher.js';
 import { packedAttentionAvailable } from '../../model/packed-attention.js';
 import { checkpointText, loadCheckpoint } from '../../model/checkpoint.js';
 import type { Tokenizer } from '../../model/tokenizers.js';
-import type { CachedRow, CachedRowResult } from '../../model/gpt-cached.js';
+import { warmUpForward, type CachedRow, type CachedRowResult } from '../../model/gpt-cached.js';
 import type { GPT } from '../../model/gpt.js';
 import { EngineError } from '../engine.js';
 
@@ -33,6 +33,8 @@ export interface VersionCacheOptions {
   maxBatchSize: number;
   /** Most padded tokens of one forward section (absent: the batcher's default). */
   maxSectionTokens?: number;
+  /** Target wall time of one forward section, ms (absent or 0: the token bound alone). */
+  sectionTargetMs?: number;
   /** Smallest block_size a checkpoint may have (the generation caps + margin). */
   minBlockSize: number;
   /** Runs one forward pass of a loaded model (the batchers' runner). */
@@ -120,17 +122,26 @@ export class VersionCache {
       model.dispose();
       throw new EngineError(`model version ${version}: block_size ${model.config.block_size} too small for the generation caps (needs >= ${minBlock})`);
     }
+    // Before the version counts as loaded (and /readyz says ready): the first forward's one-time costs.
+    let warmUpMs: number;
+    try {
+      warmUpMs = warmUpForward(model);
+    } catch (err) {
+      model.dispose();
+      throw new EngineError(`model version '${version}' failed its first forward pass`, { cause: err });
+    }
     const entry: LoadedModel = { generation: backendGeneration(), version, dir, model, tokenizer, batcher: undefined as unknown as ForwardBatcher, inFlight: 0, evicted: false };
     entry.batcher = new ForwardBatcher((rows) => this.opts.runForward(entry, rows), {
       windowMs: this.opts.batchWindowMs,
       maxBatchSize: this.opts.maxBatchSize,
       maxSectionTokens: this.opts.maxSectionTokens,
+      sectionTargetMs: this.opts.sectionTargetMs,
       packedRows: packedAttentionAvailable(), // forwardCached packs rows on this backend
       activeRequests: () => entry.inFlight,
       onForward: (rows, ms) => this.opts.onForward(rows, ms),
     });
     this.models.set(version, entry);
-    this.opts.logger?.info({ version, dir, config: model.config }, 'model version loaded');
+    this.opts.logger?.info({ version, dir, config: model.config, warmUpMs: Math.round(warmUpMs) }, 'model version loaded');
     while (this.models.size > this.opts.maxLoadedVersions) {
       const oldest = this.models.keys().next().value as string;
       this.evict(oldest);

@@ -14,7 +14,7 @@ import {
 /** Engine options a worker gets (plain data: functions do not cross threads). */
 export type WorkerEngineOptions = Pick<
   BuiltinEngineOptions,
-  'backend' | 'batchWindowMs' | 'maxBatchSize' | 'forwardSectionTokens' | 'maxLoadedVersions' | 'maxCachedSessions' | 'limits' | 'maxCandidateTokens' | 'maxScoredTokens'
+  'backend' | 'batchWindowMs' | 'maxBatchSize' | 'forwardSectionTokens' | 'forwardSectionMs' | 'maxLoadedVersions' | 'maxCachedSessions' | 'limits' | 'maxCandidateTokens' | 'maxScoredTokens'
 >;
 
 /** `workerData` of a serving worker. */
