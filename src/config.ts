@@ -376,7 +376,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     batchWindowMs: int(env, 'LAMER_BATCH_WINDOW_MS', 2, 0, 1000),
     maxBatchSize: int(env, 'LAMER_MAX_BATCH_SIZE', 32, 1, 4096),
     forwardSectionTokens: int(env, 'LAMER_FORWARD_SECTION_TOKENS', 512, 1, 1 << 20),
-    forwardSectionMs: int(env, 'LAMER_FORWARD_SECTION_MS', 40, 0, 60_000),
+    forwardSectionMs: int(env, 'LAMER_FORWARD_SECTION_MS', 0, 0, 60_000),
     serveWorkers: int(env, 'LAMER_SERVE_WORKERS', 1, 1, 256),
     sessionIdleTtlSeconds: int(env, 'LAMER_SESSION_IDLE_TTL_SECONDS', 86_400, 0, 10 * 365 * 86_400),
     http: httpTimeouts(env),

@@ -56,10 +56,13 @@ export const MULTI_TOKEN_BATCH_TOKENS = 2048;
 export const DEFAULT_FORWARD_SECTION_TOKENS = 512;
 
 /**
- * Default target duration of one forward section, ms (LAMER_FORWARD_SECTION_MS; 0: the token bound
- * alone), chosen by measurement (docs/performance.md "Health checks under a burst").
+ * Default target duration of one forward section, ms (LAMER_FORWARD_SECTION_MS): 0, the token bound
+ * alone. A time target shrinks sections when other processes take the cores, which shortens the
+ * waits of health checks but cuts the rows per forward (to 1-2 of 8-10 on a loaded 2-core VM) when
+ * CPU is scarcest, at a throughput cost not yet resolved by measurement (docs/performance.md
+ * "Health checks under a burst"); deployments whose probes time out under load can set e.g. 40.
  */
-export const DEFAULT_FORWARD_SECTION_MS = 40;
+export const DEFAULT_FORWARD_SECTION_MS = 0;
 
 /** The time target never bounds a section below this many tokens (the per-forward overhead would dominate). */
 export const MIN_TIMED_SECTION_TOKENS = 64;
