@@ -172,12 +172,13 @@ async function startRows(res: Resources, tree: Tree): Promise<{ live: LiveRow[];
   const replicaEnv = async () => ({ LAMER_DATABASE_URL: await res.pg!.freshDatabase(), LAMER_ROLE: 'both' });
   if (WANTED.includes('sqlite-1') || WANTED.includes('sqlite-1-gateway')) {
     const s = await server('SQLite server', {});
-    if (WANTED.includes('sqlite-1')) live.push(row({ name: 'sqlite-1', replicas: 1, store: 'SQLite', port: s.port, servers: [s], gateway: null, postmaster: null }));
+    const direct = { replicas: 1, store: 'SQLite' as const, port: s.port, servers: [s], postmaster: null };
+    if (WANTED.includes('sqlite-1')) live.push(row({ name: 'sqlite-1', ...direct, gateway: null }));
     if (WANTED.includes('sqlite-1-gateway')) {
       if (noNginx) skip('sqlite-1-gateway', noNginx);
       else {
         const g = await gatewayFor([s], res.gateways);
-        live.push(row({ name: 'sqlite-1-gateway', replicas: 1, store: 'SQLite', port: g.port, servers: [s], gateway: g, postmaster: null }));
+        live.push(row({ name: 'sqlite-1-gateway', ...direct, port: g.port, gateway: g }));
       }
     }
   }

@@ -69,6 +69,7 @@ function statement(param: (name: keyof StepCommitParams, column: PgColumn, encod
   const expected = param('sExpectedUpdatedAt', sessions.updatedAt);
   const columns = sql.join(STEP_FIELDS.map((f) => sql.identifier(steps[f].name)), sql`, `);
   const values = sql.join(STEP_FIELDS.map((f) => param(f, steps[f], f === 'answer' ? asIs : undefined)), sql`, `);
+  const position = sql.join([steps.sessionId, steps.attempt, steps.step, steps.kind].map((c) => sql.identifier(c.name)), sql`, `);
   const set = (column: PgColumn, name: keyof StepCommitParams) => sql`${sql.identifier(column.name)} = ${param(name, column)}`;
   return sql`WITH s AS (
       SELECT ${sessions.id} FROM ${sessions}
@@ -77,7 +78,7 @@ function statement(param: (name: keyof StepCommitParams, column: PgColumn, encod
       FOR UPDATE),
     ins AS (
       INSERT INTO ${steps} (${columns}) SELECT ${values} FROM s
-      ON CONFLICT (${sql.join([steps.sessionId, steps.attempt, steps.step, steps.kind].map((c) => sql.identifier(c.name)), sql`, `)}) DO NOTHING
+      ON CONFLICT (${position}) DO NOTHING
       RETURNING 1),
     upd AS (
       UPDATE ${sessions} SET ${sql.join(
