@@ -66,16 +66,23 @@ export interface Started {
   name: string;
   port: number;
   pid: number | undefined;
-  /** Resolves once `GET /readyz` answers 200. @throws ServerNotReady when it exits first or is not ready within 60 s. */
+  /**
+   * Resolves once `GET /readyz` answers 200. @throws ServerNotReady when it exits first or is not ready within
+   * BENCH_READY_TIMEOUT_S seconds (default 60; a loaded machine compiles and starts the server slowly).
+   */
   ready(): Promise<void>;
   /** SIGTERM (unless it has exited) and wait for the exit. */
   stop(): Promise<void>;
 }
 
+/** Longest wait for a started server's readiness, s (BENCH_READY_TIMEOUT_S). */
+const READY_TIMEOUT_S = Number(process.env.BENCH_READY_TIMEOUT_S ?? 60);
+
 /**
  * Spawn `node [nodeArgs] --import tsx <script>` from the repository root with `env` added, its
  * output passed through to ours (the last 8 KB kept for the message when it stops early).
  */
+
 export async function startProcess(name: string, script: string, env: Record<string, string>, port: number, nodeArgs: string[] = []): Promise<Started> {
   const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', script], {
     cwd: root,
@@ -103,7 +110,7 @@ export async function startProcess(name: string, script: string, env: Record<str
     pid: child.pid,
     async ready() {
       const agent = new http.Agent({ keepAlive: true });
-      const deadline = Date.now() + 60_000;
+      const deadline = Date.now() + READY_TIMEOUT_S * 1000;
       try {
         for (;;) {
           if (exitedWith) throw new ServerNotReady(`the ${name} exited (${exitedWith}) before it was ready; its last output:\n${lastLines()}`);
@@ -112,7 +119,7 @@ export async function startProcess(name: string, script: string, env: Record<str
           } catch {
             /* not up yet */
           }
-          if (Date.now() > deadline) throw new ServerNotReady(`the ${name} was not ready within 60 s; its last output:\n${lastLines()}`);
+          if (Date.now() > deadline) throw new ServerNotReady(`the ${name} was not ready within ${READY_TIMEOUT_S} s; its last output:\n${lastLines()}`);
           // wake at once when the server exits
           await Promise.race([new Promise((r) => setTimeout(r, 200)), exited]);
         }

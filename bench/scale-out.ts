@@ -20,8 +20,14 @@
  * nginx cannot run. The replicas run with LAMER_ROLE=both (one of them holds the trainer lease; no
  * job runs during the bench).
  *
+ * Before/after in one run: BENCH_BASELINE_ROOT names another checkout of the server (e.g.
+ * `git worktree add /tmp/base <commit>` with node_modules linked in); each wanted row then runs a
+ * second time on that checkout's servers (named `<row>@baseline`, on its own PostgreSQL database and
+ * data directories), measured in the same rounds, its ratio taken to the baseline's `sqlite-1`.
+ *
  * Options (env): BENCH_SECONDS (8 per measurement), BENCH_WARMUP_SECONDS (1), BENCH_ROUNDS (3),
- * BENCH_CONCURRENCY (32 connections), BENCH_ROWS (comma list of row names; default all). Writes
+ * BENCH_CONCURRENCY (32 connections), BENCH_ROWS (comma list of row names; default all),
+ * BENCH_NODE_ARGS (node flags for the servers, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`). Writes
  * bench/results/scale-out.json. A server that exits before it is ready stops the bench, exit 1,
  * with its exit status and last output.
  */
@@ -42,10 +48,20 @@ const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 32);
 const ROW_NAMES = ['sqlite-1', 'sqlite-1-gateway', 'pg-1', 'pg-2-gateway'] as const;
 type RowName = (typeof ROW_NAMES)[number];
 const WANTED = (process.env.BENCH_ROWS ?? ROW_NAMES.join(',')).split(',').map((s) => s.trim()) as RowName[];
+const BASELINE_ROOT = process.env.BENCH_BASELINE_ROOT ? path.resolve(process.env.BENCH_BASELINE_ROOT) : null;
+const NODE_ARGS = (process.env.BENCH_NODE_ARGS ?? '').split(/\s+/).filter(Boolean);
+
+/** A checkout whose servers a row runs: this tree, or the baseline's (`@baseline` after the row's name). */
+interface Tree {
+  root: string;
+  suffix: '' | '@baseline';
+}
 
 /** A row ready to measure: where clients connect and which processes do its work. */
 interface LiveRow {
   name: RowName;
+  /** The row's name and its tree's suffix. */
+  label: string;
   replicas: number;
   store: 'SQLite' | 'PostgreSQL';
   port: number;
@@ -110,13 +126,13 @@ function median(xs: number[]): number {
   return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
 }
 
-async function startServer(name: string, env: Record<string, string>, started: Started[], dirs: string[]): Promise<Started> {
+async function startServer(tree: Tree, name: string, env: Record<string, string>, started: Started[], dirs: string[]): Promise<Started> {
   const port = await freePort();
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'lamer-bench-'));
   dirs.push(dataDir);
-  const s = await startProcess(name, 'src/cli/serve.ts', {
+  const s = await startProcess(`${name}${tree.suffix}`, path.join(tree.root, 'src', 'cli', 'serve.ts'), {
     LAMER_ENGINE: 'test', LAMER_PORT: String(port), LAMER_HOST: '127.0.0.1', LAMER_DATA_DIR: dataDir, LAMER_LOG_LEVEL: 'error', LAMER_API_KEYS: '', ...env,
-  }, port);
+  }, port, NODE_ARGS);
   started.push(s);
   await s.ready();
   return s;
@@ -134,49 +150,55 @@ interface Resources {
   servers: Started[];
   gateways: NginxGateway[];
   pg: TestPostgres | null;
+  /** Why PostgreSQL could not start, once it was tried. */
+  pgSkip: string | null;
   dirs: string[];
 }
 
-/** Start the processes of the wanted rows; rows that cannot run here are returned with why. */
-async function startRows(res: Resources): Promise<{ live: LiveRow[]; skipped: Array<{ name: RowName; reason: string }> }> {
+/** Start the processes of the wanted rows of `tree`; rows that cannot run here are returned with why. */
+async function startRows(res: Resources, tree: Tree): Promise<{ live: LiveRow[]; skipped: Array<{ name: string; reason: string }> }> {
   const live: LiveRow[] = [];
-  const skipped: Array<{ name: RowName; reason: string }> = [];
+  const skipped: Array<{ name: string; reason: string }> = [];
   const noNginx = nginxUnavailable();
-  let pgSkip: string | null = null;
-  if (!pgSkip && WANTED.some((w) => w.startsWith('pg-'))) {
+  if (!res.pg && res.pgSkip === null && WANTED.some((w) => w.startsWith('pg-'))) {
     const started = await startPostgres();
-    if ('skip' in started) pgSkip = started.skip;
+    if ('skip' in started) res.pgSkip = started.skip;
     else res.pg = started;
   }
+  const pgSkip = res.pgSkip;
+  const row = (r: Omit<LiveRow, 'label'>): LiveRow => ({ ...r, label: `${r.name}${tree.suffix}` });
+  const skip = (name: RowName, reason: string) => skipped.push({ name: `${name}${tree.suffix}`, reason });
+  const server = (name: string, env: Record<string, string>) => startServer(tree, name, env, res.servers, res.dirs);
   const replicaEnv = async () => ({ LAMER_DATABASE_URL: await res.pg!.freshDatabase(), LAMER_ROLE: 'both' });
   if (WANTED.includes('sqlite-1') || WANTED.includes('sqlite-1-gateway')) {
-    const s = await startServer('SQLite server', {}, res.servers, res.dirs);
-    if (WANTED.includes('sqlite-1')) live.push({ name: 'sqlite-1', replicas: 1, store: 'SQLite', port: s.port, servers: [s], gateway: null, postmaster: null });
+    const s = await server('SQLite server', {});
+    const direct = { replicas: 1, store: 'SQLite' as const, port: s.port, servers: [s], postmaster: null };
+    if (WANTED.includes('sqlite-1')) live.push(row({ name: 'sqlite-1', ...direct, gateway: null }));
     if (WANTED.includes('sqlite-1-gateway')) {
-      if (noNginx) skipped.push({ name: 'sqlite-1-gateway', reason: noNginx });
+      if (noNginx) skip('sqlite-1-gateway', noNginx);
       else {
         const g = await gatewayFor([s], res.gateways);
-        live.push({ name: 'sqlite-1-gateway', replicas: 1, store: 'SQLite', port: g.port, servers: [s], gateway: g, postmaster: null });
+        live.push(row({ name: 'sqlite-1-gateway', ...direct, port: g.port, gateway: g }));
       }
     }
   }
   const postmaster = res.pg ? await postmasterPid(res.pg) : null;
   if (WANTED.includes('pg-1')) {
-    if (pgSkip) skipped.push({ name: 'pg-1', reason: pgSkip });
+    if (pgSkip) skip('pg-1', pgSkip);
     else {
-      const s = await startServer('PostgreSQL replica', await replicaEnv(), res.servers, res.dirs);
-      live.push({ name: 'pg-1', replicas: 1, store: 'PostgreSQL', port: s.port, servers: [s], gateway: null, postmaster });
+      const s = await server('PostgreSQL replica', await replicaEnv());
+      live.push(row({ name: 'pg-1', replicas: 1, store: 'PostgreSQL', port: s.port, servers: [s], gateway: null, postmaster }));
     }
   }
   if (WANTED.includes('pg-2-gateway')) {
     const reason = pgSkip ?? noNginx;
-    if (reason) skipped.push({ name: 'pg-2-gateway', reason });
+    if (reason) skip('pg-2-gateway', reason);
     else {
       const env = await replicaEnv();
-      const a = await startServer('PostgreSQL replica 1 of 2', env, res.servers, res.dirs);
-      const b = await startServer('PostgreSQL replica 2 of 2', env, res.servers, res.dirs);
+      const a = await server('PostgreSQL replica 1 of 2', env);
+      const b = await server('PostgreSQL replica 2 of 2', env);
       const g = await gatewayFor([a, b], res.gateways);
-      live.push({ name: 'pg-2-gateway', replicas: 2, store: 'PostgreSQL', port: g.port, servers: [a, b], gateway: g, postmaster });
+      live.push(row({ name: 'pg-2-gateway', replicas: 2, store: 'PostgreSQL', port: g.port, servers: [a, b], gateway: g, postmaster }));
     }
   }
   return { live, skipped };
@@ -217,7 +239,8 @@ async function measure(row: LiveRow): Promise<RowRound> {
 }
 
 interface RowSummary {
-  name: RowName;
+  /** The row's name, with `@baseline` for the baseline checkout's. */
+  name: string;
   replicas: number;
   store: string;
   gateway: boolean;
@@ -246,7 +269,7 @@ function summarise(row: LiveRow, rounds: RowRound[], base: number | null): RowSu
   };
   const known = Object.values(cpu).filter((x): x is number => x !== null);
   return {
-    name: row.name,
+    name: row.label,
     replicas: row.replicas,
     store: row.store,
     gateway: row.gateway !== null,
@@ -261,7 +284,7 @@ function summarise(row: LiveRow, rounds: RowRound[], base: number | null): RowSu
   };
 }
 
-function printTable(rows: RowSummary[], skipped: Array<{ name: RowName; reason: string }>): void {
+function printTable(rows: RowSummary[], skipped: Array<{ name: string; reason: string }>): void {
   const v = (x: number | null) => (x === null ? '-' : String(x));
   console.log(`\nscale-out: steps/s and latency, test engine, ${CONCURRENCY} connections (autocannon), median of ${ROUNDS} rotated rounds of ${SECONDS} s\n`);
   console.log('| row | replicas | store | gateway | steps/s | p50 / p99 ms | errors | / sqlite-1 | CPU µs/step servers | gateway | database | client | cores busy |');
@@ -279,17 +302,28 @@ function printTable(rows: RowSummary[], skipped: Array<{ name: RowName; reason: 
 async function main(): Promise<void> {
   const unknown = WANTED.filter((w) => !(ROW_NAMES as readonly string[]).includes(w));
   if (unknown.length) throw new Error(`BENCH_ROWS: unknown row ${unknown.join(', ')} (rows: ${ROW_NAMES.join(', ')})`);
-  const res: Resources = { servers: [], gateways: [], pg: null, dirs: [] };
+  const res: Resources = { servers: [], gateways: [], pg: null, pgSkip: null, dirs: [] };
   try {
-    const { live, skipped } = await startRows(res);
-    const rounds = new Map<RowName, RowRound[]>(live.map((r) => [r.name, []]));
+    const trees: Tree[] = [{ root, suffix: '' }];
+    if (BASELINE_ROOT) trees.push({ root: BASELINE_ROOT, suffix: '@baseline' });
+    const live: LiveRow[] = [];
+    const skipped: Array<{ name: string; reason: string }> = [];
+    for (const tree of trees) {
+      const started = await startRows(res, tree);
+      live.push(...started.live);
+      skipped.push(...started.skipped);
+    }
+    const rounds = new Map<string, RowRound[]>(live.map((r) => [r.label, []]));
     for (let round = 0; round < ROUNDS; round++) {
       const order = live.map((_, i) => live[(i + round) % live.length]!);
-      for (const row of order) rounds.get(row.name)!.push(await measure(row));
+      for (const row of order) rounds.get(row.label)!.push(await measure(row));
     }
-    const baseRounds = rounds.get('sqlite-1');
-    const base = baseRounds ? median(baseRounds.map((r) => r.stepsPerSecond)) : null;
-    const rows = live.map((r) => summarise(r, rounds.get(r.name)!, base));
+    // each tree's rows over its own sqlite-1
+    const baseOf = (suffix: string) => {
+      const baseRounds = rounds.get(`sqlite-1${suffix}`);
+      return baseRounds ? median(baseRounds.map((r) => r.stepsPerSecond)) : null;
+    };
+    const rows = live.map((r) => summarise(r, rounds.get(r.label)!, baseOf(r.label.slice(r.name.length))));
     printTable(rows, skipped);
     const out = {
       date: new Date().toISOString(),
@@ -301,6 +335,8 @@ async function main(): Promise<void> {
       connections: CONCURRENCY,
       secondsPerMeasurement: SECONDS,
       rounds: ROUNDS,
+      baselineRoot: BASELINE_ROOT,
+      nodeArgs: NODE_ARGS,
       gatewayConfig: 'docker/nginx.conf (test/helpers/nginx.ts: loopback addresses, 1 worker)',
       rows,
       skipped,

@@ -41,7 +41,7 @@ export function pgRepositories(conn: PgConnection): AsyncRepositories {
     store: 'postgres',
     sessions: mapped(pgSessions(db)),
     steps: mapped(pgSteps(db)),
-    hot: mapped(pgHot(db)),
+    hot: mapped(pgHot(db, conn.pool)),
     models: mapped(pgModels(db)),
     jobs: mapped(pgJobs(db)),
     trainingData: mapped(pgTrainingData(db)),

@@ -2,18 +2,21 @@
  * The `steps` reads and the step hot path on PostgreSQL (AsyncSteps, AsyncHot): the trajectory
  * pages of src/db/steps-repo.ts and the queries and step commit of src/db/queries.ts.
  *
- * Step commits are exactly once per position: each commit is one transaction whose first insert
- * is `ON CONFLICT (session_id, attempt, step, kind) DO NOTHING` on the `steps_position` unique
- * index. Of two transactions inserting one position, PostgreSQL makes the second wait for the
- * first; if the first commits, the second inserts nothing, rolls back, and answers the row the
- * first stored (read after the first committed); if the first rolls back, the second records it.
- * The session update applies only while the session is `active` (and, given `expectedUpdatedAt`,
- * unchanged since the step read it), so a session ended or changed by another replica takes no
- * step computed from its old state. The commit that completes a session counts it in the
- * statistics aggregates in the same transaction (./stats-aggregates.ts); a commit that lost its
- * position, or whose session update matched no row, rolls back before that, so a completion is
- * counted once however many replicas race on its step.
+ * Step commits are exactly once per position. Each starts with one statement (./step-commit.ts)
+ * that locks the session row while the session is `active` (and, given `expectedUpdatedAt`,
+ * unchanged since the step read it), inserts the step row `ON CONFLICT (session_id, attempt,
+ * step, kind) DO NOTHING` on the `steps_position` unique index, and applies the session update
+ * only when the row was inserted. Commits of one session take turns on its row lock: of two
+ * replicas committing one position, the second waits for the first; if the first commits, the
+ * second finds the session changed (or the position recorded) and writes nothing, then answers
+ * the row the first stored; if the first rolls back, the second records it. A commit of one row
+ * that completes nothing is that statement alone: one round trip. A commit with more writes (a
+ * reflection, or the completion of the session, which is counted in the statistics aggregates,
+ * ./stats-aggregates.ts) runs the statement first inside a transaction with the rest; a commit
+ * whose statement wrote nothing writes nothing more, so a completion is counted once however many
+ * replicas race on its step.
  */
+import type pg from 'pg';
 import { and, asc, eq, sql, type SQL, type SQLWrapper } from 'drizzle-orm';
 import { SessionNotActiveError, type AsyncHot, type AsyncSteps, type StepCommitResult } from '../async-repositories.js';
 import { StaleSessionError } from '../errors.js';
@@ -22,6 +25,7 @@ import type { StepPosition } from '../steps-repo.js';
 import type { PgDb } from './connection.js';
 import { reflections, sessions, steps } from './schema.js';
 import { recordCompletion } from './stats-aggregates.js';
+import { runStepCommit, stepCommitParams, stepCommitSql, type StepCommitOutcome, type StepCommitParams } from './step-commit.js';
 
 /** AsyncSteps over a PostgreSQL store: byte sizes estimated as src/db/steps-repo.ts does (text as JSON string literals, JSON as stored). */
 export function pgSteps(db: PgDb): AsyncSteps {
@@ -55,9 +59,6 @@ export function pgSteps(db: PgDb): AsyncSteps {
   };
 }
 
-/** Thrown inside a step commit's transaction to roll it back when its position is already recorded. */
-class PositionTaken extends Error {}
-
 /** The values of one step row to insert: JSON columns through the schema's json type, `answer` as the JSON text it already is. */
 function stepValues(r: StepInsert) {
   return {
@@ -69,8 +70,11 @@ function stepValues(r: StepInsert) {
   };
 }
 
-/** AsyncHot over a PostgreSQL store (errors unmapped: src/db/pg/repositories.ts maps them). */
-export function pgHot(db: PgDb): AsyncHot {
+/**
+ * AsyncHot over a PostgreSQL store (errors unmapped: src/db/pg/repositories.ts maps them); `pool`
+ * is the pool `db` runs on, for the step commit's prepared statement.
+ */
+export function pgHot(db: PgDb, pool: pg.Pool): AsyncHot {
   const stored = async (r: StepInsert): Promise<{ requestHash: string; answer: string | null } | undefined> => {
     const [row] = await db
       .select({ requestHash: steps.requestHash, answer: sql<string | null>`${steps.answer}::text` })
@@ -116,55 +120,58 @@ export function pgHot(db: PgDb): AsyncHot {
     async commitStep(commit): Promise<StepCommitResult> {
       const first = commit.rows[0];
       if (!first) throw new TypeError('a step commit needs at least one row');
-      try {
-        await db.transaction((tx) => applyCommit(tx as unknown as PgDb, commit));
+      const params = stepCommitParams(commit);
+      // A commit of one row that completes nothing is the one statement, in its own transaction; one
+      // with more writes runs the same statement first in a transaction that holds them all.
+      const alone = commit.rows.length === 1 && !commit.reflection && commit.session.status !== 'completed';
+      const outcome = alone
+        ? await runStepCommit(pool, params)
+        : await db.transaction(async (tx) => {
+            const o = await statementIn(tx as unknown as PgDb, params);
+            if (o.inserted === 1) await applyRest(tx as unknown as PgDb, commit);
+            return o;
+          });
+      if (outcome.inserted === 1) {
+        if (outcome.updated !== 1) throw new Error(`step commit of session '${commit.session.id}' wrote the step but not the session`);
         return { recorded: true, requestHash: first.requestHash, answer: first.answer };
-      } catch (err) {
-        if (!(err instanceof PositionTaken)) throw err;
       }
+      // Nothing was written: the position is recorded (by another replica, or a retry), else the session ended or changed.
       const row = await stored(first);
-      if (!row) throw new Error(`step position (${first.sessionId}, ${first.attempt}, ${first.step}, ${first.kind}) taken, then gone`);
-      return { recorded: false, ...row };
+      if (row) return { recorded: false, ...row };
+      if (outcome.unchanged === 1) {
+        throw new Error(`step position (${first.sessionId}, ${first.attempt}, ${first.step}, ${first.kind}) taken, then gone`);
+      }
+      const [now] = await db.select({ status: sessions.status }).from(sessions).where(eq(sessions.id, commit.session.id));
+      if (!now) throw new Error(`no session '${commit.session.id}' to update`);
+      throw now.status === 'active' ? new StaleSessionError(commit.session.id) : new SessionNotActiveError(commit.session.id);
     },
   };
 }
 
+/** The step commit statement (./step-commit.ts) inside transaction `tx`. */
+async function statementIn(tx: PgDb, params: StepCommitParams): Promise<StepCommitOutcome> {
+  const r = await tx.execute<StepCommitOutcome & Record<string, unknown>>(stepCommitSql(params));
+  const row = r.rows[0];
+  if (!row) throw new Error('step commit statement returned no row');
+  return row;
+}
+
 /**
- * The writes of one step commit inside its transaction (see the top of this file).
- * @throws PositionTaken when the first row's position is already recorded; SessionNotActiveError
- *   when the session is not active; StaleSessionError when it changed since `expectedUpdatedAt`;
- *   the driver's error otherwise (the caller's transaction rolls back).
+ * The writes of a step commit after its statement wrote the first row and the session update,
+ * inside the same transaction: the other rows, the reflection, and the completion's statistics
+ * (the session was active when the statement locked it, so this is the session's one completion).
+ * @throws Error when another row's position is already recorded; the driver's error otherwise
+ *   (the caller's transaction rolls back).
  */
-async function applyCommit(tx: PgDb, { rows, reflection, session }: StepCommit): Promise<void> {
-  for (const [i, r] of rows.entries()) {
+async function applyRest(tx: PgDb, { rows, reflection, session }: StepCommit): Promise<void> {
+  for (const r of rows.slice(1)) {
     const inserted = await tx
       .insert(steps)
       .values(stepValues(r))
       .onConflictDoNothing({ target: [steps.sessionId, steps.attempt, steps.step, steps.kind] })
       .returning({ id: steps.id });
-    if (inserted.length === 0) {
-      if (i === 0) throw new PositionTaken();
-      throw new Error(`step position (${r.sessionId}, ${r.attempt}, ${r.step}, ${r.kind}) is already recorded`);
-    }
+    if (inserted.length === 0) throw new Error(`step position (${r.sessionId}, ${r.attempt}, ${r.step}, ${r.kind}) is already recorded`);
   }
-  if (reflection) {
-    await tx.insert(reflections).values({ ...reflection, source: 'policy' });
-  }
-  const set = { attempts: session.attempts, nextAttempt: session.nextAttempt, nextStep: session.nextStep, updatedAt: session.updatedAt };
-  const unchanged = and(
-    eq(sessions.id, session.id),
-    eq(sessions.status, 'active'),
-    session.expectedUpdatedAt === undefined ? undefined : eq(sessions.updatedAt, session.expectedUpdatedAt),
-  );
-  const updated = await tx
-    .update(sessions)
-    .set(session.status === 'active' ? set : { ...set, status: session.status as (typeof sessions.$inferInsert)['status'] })
-    .where(unchanged);
-  if (updated.rowCount !== 1) {
-    const [now] = await tx.select({ status: sessions.status }).from(sessions).where(eq(sessions.id, session.id));
-    if (!now) throw new Error(`no session '${session.id}' to update`);
-    throw now.status === 'active' ? new StaleSessionError(session.id) : new SessionNotActiveError(session.id);
-  }
-  // the update applied to an active session, so this is the session's one completion
+  if (reflection) await tx.insert(reflections).values({ ...reflection, source: 'policy' });
   if (session.status === 'completed') await recordCompletion(tx, session.id);
 }

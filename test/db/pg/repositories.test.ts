@@ -7,13 +7,14 @@
  */
 import pg from 'pg';
 import { drizzle } from 'drizzle-orm/node-postgres';
-import { afterAll, describe, expect, it } from 'vitest';
-import { DatabaseError } from '../../../src/db/errors.js';
+import { afterAll, describe, expect, it, vi } from 'vitest';
+import { DatabaseError, StaleSessionError } from '../../../src/db/errors.js';
 import { openPgDatabase, type PgConnection } from '../../../src/db/pg/connection.js';
 import { pgDatabaseErrorOf, pgErrorKind, startupErrorOf } from '../../../src/db/pg/errors.js';
 import { pgRepositories } from '../../../src/db/pg/repositories.js';
 import * as pgSchema from '../../../src/db/pg/schema.js';
 import type { StepCommit } from '../../../src/db/queries.js';
+import type { SessionRow } from '../../../src/db/schema.js';
 import { freePort, postgresForTests } from '../../helpers/postgres.js';
 
 const server = await postgresForTests();
@@ -24,6 +25,14 @@ afterAll(async () => {
 });
 
 const T0 = 1_800_000_000_000;
+
+function activeSession(id: string): SessionRow {
+  return {
+    id, tenant: 't', taskId: 'k', env: null, mode: 'train', status: 'active', instructions: 'i', maxAttempts: 1, maxSteps: 10,
+    memory: 'reflection_only', memoryPlacement: 'system', sampling: {}, modelVersion: 'v1', metadata: {}, nextAttempt: 0, nextStep: 0,
+    attempts: [], createdAt: T0, updatedAt: T0,
+  };
+}
 
 function commit(sessionId: string, step: number, answer: string): StepCommit {
   return {
@@ -94,11 +103,7 @@ describe.skipIf(!server)('PostgreSQL repositories', () => {
     const [ra, rb] = [pgRepositories(a), pgRepositories(b)];
     const ids = Array.from({ length: 16 }, (_, i) => `ses_${String(i).padStart(2, '0')}`);
     for (const id of ids) {
-      await ra.sessions.insert({
-        id, tenant: 't', taskId: 'k', env: null, mode: 'train', status: 'active', instructions: 'i', maxAttempts: 1, maxSteps: 10,
-        memory: 'reflection_only', memoryPlacement: 'system', sampling: {}, modelVersion: 'v1', metadata: {}, nextAttempt: 0, nextStep: 0,
-        attempts: [], createdAt: T0, updatedAt: T0,
-      });
+      await ra.sessions.insert(activeSession(id));
     }
     for (let step = 0; step < 3; step++) {
       const results = await Promise.all(
@@ -113,6 +118,56 @@ describe.skipIf(!server)('PostgreSQL repositories', () => {
     const counts = await a.pool.query<{ n: number; positions: number }>('select count(*)::int as n, count(distinct (session_id, step))::int as positions from steps');
     expect(counts.rows[0]).toEqual({ n: 48, positions: 48 });
     for (const id of ids) expect((await rb.hot.session(id))?.nextStep).toBe(3);
+  });
+
+  it('a step of one row that completes nothing is one statement on the pool; its null values are stored as SQL NULL', async () => {
+    const url = await pgs.freshDatabase();
+    const c = await openPgDatabase(url);
+    opened.push(c);
+    const r = pgRepositories(c);
+    await r.sessions.insert(activeSession('ses_one'));
+    const query = vi.spyOn(c.pool, 'query');
+    const connect = vi.spyOn(c.pool, 'connect');
+    try {
+      for (let step = 0; step < 3; step++) expect((await r.hot.commitStep(commit('ses_one', step, `"${step}"`))).recorded).toBe(true);
+      expect([query.mock.calls.length, connect.mock.calls.length]).toEqual([3, 3]);
+    } finally {
+      query.mockRestore();
+      connect.mockRestore();
+    }
+    const nulls = await c.pool.query<{ n: number }>(
+      'select count(*)::int as n from steps where info is null and available_actions is null and engine_record is null and turn is null',
+    );
+    expect(nulls.rows[0]!.n).toBe(3);
+    expect(await r.hot.stepAtPosition('ses_one', 0, 2)).toEqual({ requestHash: 'h2', answer: '"2"' });
+    expect((await r.hot.session('ses_one'))?.nextStep).toBe(3);
+  });
+
+  it('a step commit waits for a transaction that holds its session, then finds the session changed and writes nothing', async () => {
+    const url = await pgs.freshDatabase();
+    const c = await openPgDatabase(url);
+    opened.push(c);
+    const r = pgRepositories(c);
+    await r.sessions.insert(activeSession('ses_held'));
+    const holder = new pg.Client({ connectionString: url });
+    await holder.connect();
+    try {
+      await holder.query('begin');
+      await holder.query("select * from sessions where id = 'ses_held' for update");
+      const step = commit('ses_held', 0, '"late"');
+      step.session.expectedUpdatedAt = T0;
+      const pending = r.hot.commitStep(step).then(() => null, (e: unknown) => e);
+      // once the commit waits on the row lock, the holder changes the session and commits
+      const waiting = "select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and datname = current_database()";
+      while ((await c.pool.query<{ n: number }>(waiting)).rows[0]!.n === 0) await new Promise((resolve) => setTimeout(resolve, 20));
+      await holder.query(`update sessions set updated_at = ${T0 + 1} where id = 'ses_held'`);
+      await holder.query('commit');
+      expect(await pending).toBeInstanceOf(StaleSessionError);
+      expect(await r.hot.stepAtPosition('ses_held', 0, 0)).toBeUndefined();
+      expect((await r.hot.session('ses_held'))?.nextStep).toBe(0);
+    } finally {
+      await holder.end();
+    }
   });
 
   it('a statement held past the statement timeout rejects as `busy` and writes nothing', async () => {
