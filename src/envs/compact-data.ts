@@ -126,7 +126,8 @@ export function mineSweeperContrastPair(
  * first attempt, at most 3 as the env reads them) makes a push that leaves the puzzle with no
  * solution, `withMemory` is the same board in a later attempt whose memory names that push
  * (`deadPushReflection`), its target the solver's (`sokobanChoices`) with the moves that would
- * make the named push recorded (`deadMoves`, marked `memoryMatters`); `twin` is the same board in
+ * make the named push recorded (`deadMoves`; marked `memoryMatters` when the push is one move
+ * away, at the first position); `twin` is the same board in
  * a first attempt, the same target without them. The solver never gives a dead push, so the pair's
  * targets agree and only the memory line and its unlikelihood labels separate the two: trained
  * where the model's own answer goes, as `mineSweeperContrastPair` is.
@@ -153,7 +154,7 @@ export function sokobanContrastPair(
   const instructions = makeEnv(envName).instructions;
   const step = (memory: boolean): CompactStep => ({
     observation, action: target, choices, target,
-    ...(memory ? { memoryMatters: true } : {}),
+    ...(memory && deadMoves[0]!.length > 0 ? { memoryMatters: true } : {}),
     ...(invalid.some((m) => m.length > 0) ? { invalidMoves: invalid } : {}),
     ...(memory ? { deadMoves } : {}),
   });
@@ -415,8 +416,8 @@ export interface TrialOptions {
  * reflection know the mines the reflections name (as a model reading its memory could); a step
  * where that knowledge changes the target (a named mine would otherwise be among the safest cells)
  * is marked `memoryMatters`. With `pushReflections`, a Sokoban step whose memory names a dead push
- * that a move of the target path could make records those moves (`deadMoves`) and is marked
- * `memoryMatters` too.
+ * that a move of the target path could make records those moves (`deadMoves`), and is marked
+ * `memoryMatters` when its first move could (the named push is one move away).
  */
 export function playCompactTrial(opts: TrialOptions): CompactTrial {
   const env = makeEnv(opts.envName);
@@ -453,7 +454,8 @@ export function playCompactTrial(opts: TrialOptions): CompactTrial {
         const c = sokobanChoices(obs, rng, opts.pushReflections ? namedDeadPushes(memory) : []);
         if (c) {
           ({ choices, target, invalid: invalidMoves, deadMoves } = c);
-          memoryMatters = deadMoves.some((m) => m.length > 0);
+          // the analogue of a named mine among the favourite cells: the named push is one move away
+          memoryMatters = deadMoves[0]!.length > 0;
         }
       }
       const action = play({ env: env.kind, observation: obs, attempt: n, step: t, memory, choices, target, rng });
@@ -464,7 +466,7 @@ export function playCompactTrial(opts: TrialOptions): CompactTrial {
         ...invalidField(invalid),
         ...provableField(provableMines),
         ...(invalidMoves.some((m) => m.length > 0) ? { invalidMoves } : {}),
-        ...(memoryMatters && env.kind === 'sokoban' ? { deadMoves } : {}),
+        ...(deadMoves.some((m) => m.length > 0) ? { deadMoves } : {}),
         ...(r.invalidAction ? { invalidAction: true } : {}),
       });
       obs = r.observation;

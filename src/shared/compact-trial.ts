@@ -22,7 +22,7 @@ export interface CompactStep {
   /**
    * MineSweeper: a mine that the memory names is among the equally safest cells the solver would
    * give without the memory, so only reading the memory keeps the answer off it. Sokoban: a push
-   * that the memory names as a dead end can be made at a position of the answer (`deadMoves`).
+   * that the memory names as a dead end can be made by the answer's first move (`deadMoves[0]`).
    * Absent: false.
    */
   memoryMatters?: boolean;

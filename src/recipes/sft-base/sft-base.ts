@@ -248,7 +248,8 @@ async function main(): Promise<void> {
     }
     const points = average ? await average.withAverage(() => evalAndSave(o.out, 'average')) : await evalAndSave(o.out, 'last');
     curve.push({
-      ...counts, ...(o.from ? { continues: o.from } : {}), loss: lossN ? lossSum / lossN : null, daggerTrials, evalSeconds: Math.round((Date.now() - t0) / 1000),
+      ...counts, ...(o.from ? { continues: o.from } : {}), loss: lossN ? lossSum / lossN : null, daggerTrials,
+      ...(o.pushReflections ? { deadPush: { made: deadPushExamples, trained: deadPushTrained, steps: deadPushSteps } } : {}), evalSeconds: Math.round((Date.now() - t0) / 1000),
       ...(average ? { weights: 'average', ...(lastIterate ? { lastIterate } : {}) } : {}), games: points,
     });
     lossSum = 0; lossN = 0;
@@ -284,7 +285,7 @@ async function main(): Promise<void> {
     if (step > 0 && step % o.evalEvery === 0) await doEval(step, false);
   }
   await doEval(step, true);
-  process.stderr.write(`${COMMAND}: done, ${step} steps, ${examples} examples, ${tokens} tokens, ${(trainMs / 60000).toFixed(1)} min training, ${((Date.now() - started) / 60000).toFixed(1)} min wall; checkpoint in ${o.out}${average ? ` (averaged weights; the last iterate in ${path.join(o.out, 'last-iterate')})` : ''}\n`);
+  process.stderr.write(`${COMMAND}: done, ${step} steps, ${examples} examples, ${tokens} tokens, ${(trainMs / 60000).toFixed(1)} min training, ${((Date.now() - started) / 60000).toFixed(1)} min wall${o.pushReflections ? `; dead-push examples made ${deadPushExamples}, trained ${deadPushTrained} in ${deadPushSteps} steps` : ''}; checkpoint in ${o.out}${average ? ` (averaged weights; the last iterate in ${path.join(o.out, 'last-iterate')})` : ''}\n`);
   await data?.close();
   average?.dispose();
   opt.dispose();
