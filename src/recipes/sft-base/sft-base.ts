@@ -249,7 +249,8 @@ async function main(): Promise<void> {
     const points = average ? await average.withAverage(() => evalAndSave(o.out, 'average')) : await evalAndSave(o.out, 'last');
     curve.push({
       ...counts, ...(o.from ? { continues: o.from } : {}), loss: lossN ? lossSum / lossN : null, daggerTrials,
-      ...(o.pushReflections ? { deadPush: { made: deadPushExamples, trained: deadPushTrained, steps: deadPushSteps } } : {}), evalSeconds: Math.round((Date.now() - t0) / 1000),
+      ...(o.pushReflections ? { deadPush: { made: deadPushExamples, trained: deadPushTrained, steps: deadPushSteps } } : {}),
+      evalSeconds: Math.round((Date.now() - t0) / 1000),
       ...(average ? { weights: 'average', ...(lastIterate ? { lastIterate } : {}) } : {}), games: points,
     });
     lossSum = 0; lossN = 0;
