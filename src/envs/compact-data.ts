@@ -8,7 +8,8 @@
  * - Sokoban: one answer is up to 3 moves; at each move the set of moves that start a shortest
  *   solution from the state reached so far (BFS, `solveSokoban`).
  * - Reflections are factual, in the compact memory language (src/envs/vocab.ts MEMORY_WORDS):
- *   `(2, 3) was a mine.`, `turns ran out.`, `box (2, 3) stuck in a corner.`, ` boxes stuck.`.
+ *   `(2, 3) was a mine.`, `turns ran out.`, `box (2, 3) stuck in a corner.`, `boxes stuck. dead end.`,
+ *   or, with `pushReflections`, the push that ended a Sokoban attempt: `box (2, 3) right dead end.`.
  * - Failures on purpose: a trial's acting policy takes a random action with probability `noise`
  *   at each step, so that attempts fail, reflections follow and later attempts act with memory.
  * - The 8 board symmetries (4 for non-square boards) map a whole trial to an equally valid one
@@ -19,7 +20,9 @@ import { parseGridRows, gridText } from './grid.js';
 import { MAX_STEPS, makeEnv } from './index.js';
 import { cellAction, MineSweeperEnv, parseCellAction } from './minesweeper.js';
 import { analyseMines, type MineAnalysis, type MineMemory } from './solvers/minesweeper-solver.js';
-import { applyMove, isCornered, MOVES, MOVES_PER_TURN, parseSokoban, solveSokoban, type Move, type SokobanState } from './sokoban.js';
+import {
+  applyMove, isCornered, MOVES, MOVES_PER_TURN, parseMoves, parseSokoban, solveSokoban, type Move, type SokobanState,
+} from './sokoban.js';
 import { Rng } from './rng.js';
 import type { EnvKind } from '../domain.js';
 import type { CompactAttempt, CompactStep, CompactTrial } from '../shared/compact-trial.js';
@@ -118,6 +121,55 @@ export function mineSweeperContrastPair(
   return { withMemory, twin };
 }
 
+/**
+ * A Sokoban memory contrast pair: where an `answer` (the moves a model plays from `observation` in a
+ * first attempt, at most 3 as the env reads them) makes a push that leaves the puzzle with no
+ * solution, `withMemory` is the same board in a later attempt whose memory names that push
+ * (`deadPushReflection`), its target the solver's (`sokobanChoices`) with the moves that would
+ * make the named push recorded (`deadMoves`; marked `memoryMatters` when the push is one move
+ * away, at the first position); `twin` is the same board in
+ * a first attempt, the same target without them. The solver never gives a dead push, so the pair's
+ * targets agree and only the memory line and its unlikelihood labels separate the two: trained
+ * where the model's own answer goes, as `mineSweeperContrastPair` is.
+ * @returns null when the answer makes no dead push, the board has no solution, or the named push
+ *   is made at no position of the target path (the answer leaves the solver's path before it).
+ */
+export function sokobanContrastPair(
+  envName: string, seed: number, observation: string, answer: string, rng: Rng,
+): { withMemory: CompactTrial; twin: CompactTrial } | null {
+  let s = parseSokoban(observation);
+  let push: SokobanPush | null = null;
+  for (const m of parseMoves(answer)) {
+    const o = applyMove(s, m);
+    if (o.push && solveSokoban(o.state) === null) {
+      push = { row: Math.floor(o.push.from / s.cols), col: o.push.from % s.cols, move: m };
+      break;
+    }
+    s = o.state;
+  }
+  if (!push) return null;
+  const c = sokobanChoices(observation, rng, [push]);
+  if (!c || !c.deadMoves.some((m) => m.length > 0)) return null;
+  const { choices, target, invalid, deadMoves } = c;
+  const instructions = makeEnv(envName).instructions;
+  const step = (memory: boolean): CompactStep => ({
+    observation, action: target, choices, target,
+    ...(memory && deadMoves[0]!.length > 0 ? { memoryMatters: true } : {}),
+    ...(invalid.some((m) => m.length > 0) ? { invalidMoves: invalid } : {}),
+    ...(memory ? { deadMoves } : {}),
+  });
+  const attempt = (memory: boolean): CompactAttempt => ({
+    steps: [step(memory)], finalObservation: observation, success: false, reflection: null,
+  });
+  return {
+    withMemory: {
+      env: 'sokoban', envName, seed, instructions,
+      attempts: [{ steps: [], finalObservation: observation, success: false, reflection: deadPushReflection(push) }, attempt(true)],
+    },
+    twin: { env: 'sokoban', envName, seed, instructions, attempts: [attempt(false)] },
+  };
+}
+
 /** The revealed (not `?`) cells of a MineSweeper observation as actions `(r, c)`, in reading order. */
 export function revealedCells(observation: string): string[] {
   const cells = parseGridRows(observation);
@@ -176,19 +228,85 @@ function distance(s: SokobanState, memo: Map<string, number | null>): number | n
 }
 
 /**
+ * A Sokoban push: the box on cell (`row`, `col`) (0-based, as observations number them) pushed
+ * one cell in direction `move` (the player's move).
+ */
+export interface SokobanPush { row: number; col: number; move: Move }
+
+/**
+ * The compact reflection that names the push that left the puzzle unsolvable (the env ends an
+ * attempt there): `box (r, c) <move> dead end.`, e.g. `box (2, 3) right dead end.` for pushing the
+ * box on (2, 3) to the right. Every piece is a token of the game vocabulary (src/envs/vocab.ts:
+ * `box `, the cell, a byte space, the move word, ` dead end.`), and the cell and the move word map
+ * under the board symmetries (`transformTrial`).
+ */
+export const deadPushReflection = (p: SokobanPush): string => `box (${p.row}, ${p.col}) ${p.move} dead end.`;
+
+/**
+ * The push that a memory line names (`deadPushReflection`'s form, surrounding space ignored), or
+ * null for any other text (a model may write anything).
+ */
+export function parseDeadPush(line: string): SokobanPush | null {
+  const m = /^box \((\d+), (\d+)\) (up|down|left|right) dead end\.$/.exec(line.trim());
+  return m ? { row: Number(m[1]), col: Number(m[2]), move: m[3] as Move } : null;
+}
+
+/**
+ * The push that ended a Sokoban attempt dead: the moves of the attempt's last `action` (at most
+ * 3, as the env reads them) replayed from its last pre-action `observation`; the first push after
+ * which the board is `finalObservation` (the env stops at the push that leaves the puzzle
+ * unsolvable, so that push is the first to reach the final board).
+ * @returns null when no push of the action reaches the final board (the attempt did not end at a
+ *   push of this action, e.g. the turn cap).
+ * @throws Error when an observation is not a Sokoban board (`parseSokoban`).
+ */
+export function sokobanFatalPush(observation: string, action: string, finalObservation: string): SokobanPush | null {
+  let s = parseSokoban(observation);
+  const end = parseSokoban(finalObservation);
+  const same = (x: SokobanState) => x.player === end.player && x.boxes.join(',') === end.boxes.join(',');
+  for (const m of parseMoves(action)) {
+    const o = applyMove(s, m);
+    s = o.state;
+    if (o.push && same(s)) return { row: Math.floor(o.push.from / s.cols), col: o.push.from % s.cols, move: m };
+  }
+  return null;
+}
+
+/** The pushes that memory lines name (`parseDeadPush`), lines that do not parse left out. */
+export const namedDeadPushes = (memory: readonly string[]): SokobanPush[] =>
+  memory.map(parseDeadPush).filter((p): p is SokobanPush => p !== null);
+
+/** The moves from `s` that make one of the `named` pushes into a state with no solution (`dead`). */
+function deadPushMoves(s: SokobanState, named: readonly SokobanPush[], dead: (x: SokobanState) => boolean): Move[] {
+  if (named.length === 0) return [];
+  return MOVES.filter((m) => {
+    const o = applyMove(s, m);
+    if (!o.push) return false;
+    const r = Math.floor(o.push.from / s.cols);
+    const c = o.push.from % s.cols;
+    return named.some((p) => p.row === r && p.col === c && p.move === m) && dead(o.state);
+  });
+}
+
+/**
  * Soft target of one Sokoban turn from an observation: per move position the moves that start a
  * shortest solution, along one drawn optimal path of up to 3 moves (fewer when it solves sooner);
  * `invalid`, aligned with `choices`, the moves that would not move at each move position of that
- * path ([] at the separators).
+ * path ([] at the separators); `deadMoves`, aligned alike, the moves there that make one of the
+ * `named` pushes (what the memory names, `namedDeadPushes`) into a state with no solution.
+ * The draws from `rng` do not depend on `named`.
  * @returns null when the position has no solution (or is already solved).
  */
-export function sokobanChoices(observation: string, rng: Rng): { choices: string[][]; target: string; invalid: string[][] } | null {
+export function sokobanChoices(
+  observation: string, rng: Rng, named: readonly SokobanPush[] = [],
+): { choices: string[][]; target: string; invalid: string[][]; deadMoves: string[][] } | null {
   let s = parseSokoban(observation);
   const memo = new Map<string, number | null>();
   let d = distance(s, memo);
   if (d === null || d === 0) return null;
   const choices: string[][] = [];
   const invalid: string[][] = [];
+  const deadMoves: string[][] = [];
   const picked: Move[] = [];
   for (let j = 0; j < MOVES_PER_TURN && d > 0; j++) {
     const good: Move[] = [];
@@ -202,15 +320,17 @@ export function sokobanChoices(observation: string, rng: Rng): { choices: string
     if (j > 0) {
       choices.push([', ']);
       invalid.push([]);
+      deadMoves.push([]);
     }
     choices.push(good);
     invalid.push(stuck);
+    deadMoves.push(deadPushMoves(s, named, (x) => distance(x, memo) === null));
     const m = good[rng.int(good.length)]!;
     picked.push(m);
     s = applyMove(s, m).state;
     d -= 1;
   }
-  return { choices, target: picked.join(', '), invalid };
+  return { choices, target: picked.join(', '), invalid, deadMoves };
 }
 
 /** Compact reflection after a failed MineSweeper attempt: the mine clicked, or the turn cap. */
@@ -229,8 +349,14 @@ export function mineSweeperCompactReflection(lastAction: string, finalObservatio
   return 'turns ran out.';
 }
 
-/** Compact reflection after a failed Sokoban attempt: a cornered box, a dead end, or the turn cap. */
-export function sokobanCompactReflection(finalObservation: string): string {
+/**
+ * Compact reflection after a failed Sokoban attempt. With `push` (the push that ended it dead,
+ * `sokobanFatalPush`): that push, `deadPushReflection`. Without: a cornered box
+ * (`box (r, c) stuck in a corner.`), another dead end (`boxes stuck. dead end.`), or the turn cap
+ * (`turns ran out.`), read from the final board.
+ */
+export function sokobanCompactReflection(finalObservation: string, push: SokobanPush | null = null): string {
+  if (push) return deadPushReflection(push);
   const s = parseSokoban(finalObservation);
   const cornered = s.boxes.find((b) => isCornered(s, b));
   if (cornered !== undefined) return `box (${Math.floor(cornered / s.cols)}, ${cornered % s.cols}) stuck in a corner.`;
@@ -275,6 +401,13 @@ export interface TrialOptions {
   policy: TrialPolicy;
   /** Seed of the draws among equally good answers and of noisy policies. */
   rngSeed: number;
+  /**
+   * Sokoban reflections name the push that ended an attempt dead (`deadPushReflection`), and the
+   * decisions of later attempts record the moves that would make a push the memory names
+   * (`CompactStep.deadMoves`, marked `memoryMatters`). Default false: the cornered-box and
+   * dead-end reflections, no such labels.
+   */
+  pushReflections?: boolean;
 }
 
 /**
@@ -282,7 +415,9 @@ export interface TrialOptions {
  * factual reflection after each failed attempt that has attempts left. MineSweeper targets after a
  * reflection know the mines the reflections name (as a model reading its memory could); a step
  * where that knowledge changes the target (a named mine would otherwise be among the safest cells)
- * is marked `memoryMatters`.
+ * is marked `memoryMatters`. With `pushReflections`, a Sokoban step whose memory names a dead push
+ * that a move of the target path could make records those moves (`deadMoves`), and is marked
+ * `memoryMatters` when its first move could (the named push is one move away).
  */
 export function playCompactTrial(opts: TrialOptions): CompactTrial {
   const env = makeEnv(opts.envName);
@@ -299,6 +434,8 @@ export function playCompactTrial(opts: TrialOptions): CompactTrial {
     const steps: CompactStep[] = [];
     let success = false;
     let hitMine = false;
+    /** The attempt ran out of turns (not ended by the env). */
+    let truncated = true;
     for (let t = 0; t < maxSteps; t++) {
       let choices: string[][] | null = null;
       let target: string | null = null;
@@ -306,6 +443,7 @@ export function playCompactTrial(opts: TrialOptions): CompactTrial {
       let invalid: string[] = [];
       let provableMines: string[] = [];
       let invalidMoves: string[][] = [];
+      let deadMoves: string[][] = [];
       if (env instanceof MineSweeperEnv) {
         invalid = revealedCells(obs);
         const labels = mineSweeperLabels(obs, env.params.mines, knownMines, namedMines);
@@ -313,8 +451,12 @@ export function playCompactTrial(opts: TrialOptions): CompactTrial {
         choices = [labels.choices];
         target = labels.choices[rng.int(labels.choices.length)]!;
       } else {
-        const c = sokobanChoices(obs, rng);
-        if (c) ({ choices, target, invalid: invalidMoves } = c);
+        const c = sokobanChoices(obs, rng, opts.pushReflections ? namedDeadPushes(memory) : []);
+        if (c) {
+          ({ choices, target, invalid: invalidMoves, deadMoves } = c);
+          // the analogue of a named mine among the favourite cells: the named push is one move away
+          memoryMatters = deadMoves[0]!.length > 0;
+        }
       }
       const action = play({ env: env.kind, observation: obs, attempt: n, step: t, memory, choices, target, rng });
       const r = env.step(action);
@@ -324,10 +466,12 @@ export function playCompactTrial(opts: TrialOptions): CompactTrial {
         ...invalidField(invalid),
         ...provableField(provableMines),
         ...(invalidMoves.some((m) => m.length > 0) ? { invalidMoves } : {}),
+        ...(deadMoves.some((m) => m.length > 0) ? { deadMoves } : {}),
         ...(r.invalidAction ? { invalidAction: true } : {}),
       });
       obs = r.observation;
       if (r.done) {
+        truncated = false;
         success = r.success;
         hitMine = env.kind === 'minesweeper' && !r.success;
         break;
@@ -336,9 +480,12 @@ export function playCompactTrial(opts: TrialOptions): CompactTrial {
     const more = !success && n + 1 < opts.maxAttempts;
     let reflection: string | null = null;
     if (more) {
+      const last = steps[steps.length - 1];
+      const dead = opts.pushReflections && env.kind === 'sokoban' && last && !truncated;
+      const push = dead ? sokobanFatalPush(last.observation, last.action, obs) : null;
       reflection = env.kind === 'minesweeper'
-        ? mineSweeperCompactReflection(steps[steps.length - 1]!.action, obs, hitMine)
-        : sokobanCompactReflection(obs);
+        ? mineSweeperCompactReflection(last!.action, obs, hitMine)
+        : sokobanCompactReflection(obs, push);
       memory.push(reflection);
       const named = parseCellAction(reflection);
       if (env.kind === 'minesweeper' && named && reflection.includes('was a mine')) {
@@ -444,6 +591,7 @@ export function transformTrial(trial: CompactTrial, sym: Symmetry): CompactTrial
         ...(s.invalid ? { invalid: s.invalid.map(t) } : {}),
         ...(s.provableMines ? { provableMines: s.provableMines.map(t) } : {}),
         ...(s.invalidMoves ? { invalidMoves: s.invalidMoves.map((set) => set.map(t)) } : {}),
+        ...(s.deadMoves ? { deadMoves: s.deadMoves.map((set) => set.map(t)) } : {}),
         ...(s.invalidAction ? { invalidAction: true } : {}),
       })),
       finalObservation: g(a.finalObservation),

@@ -266,8 +266,12 @@ export class SokobanEnv implements BuiltinEnv {
   private over = true;
   /** Memo of exact solvability, keyed by boxes and the player's reachable region. */
   private solvable = new Map<string, boolean>();
-  /** Why the last attempt ended dead: the box pushes that led there (for reflections). */
-  lastDead: { box: number; cornered: boolean } | null = null;
+  /**
+   * Why the last attempt ended dead: the push that left it unsolvable (the box's cell before it,
+   * `from`, and after it, `box`, row-major indices; the player's `move`), and whether that box is
+   * now cornered (for reflections).
+   */
+  lastDead: { box: number; cornered: boolean; from: number; move: Move } | null = null;
 
   constructor(params: Partial<SokobanParams> = {}) {
     this.params = { ...SOKOBAN_DEFAULTS, ...params };
@@ -328,7 +332,7 @@ export class SokobanEnv implements BuiltinEnv {
         }
         if (this.isDead(o.state)) {
           this.over = true;
-          this.lastDead = { box: o.push.to, cornered: isCornered(o.state, o.push.to) };
+          this.lastDead = { box: o.push.to, cornered: isCornered(o.state, o.push.to), from: o.push.from, move: m };
           return { observation: renderSokoban(o.state), reward: round(reward), done: true, success: false, invalidAction: invalid };
         }
       }

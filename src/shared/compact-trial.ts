@@ -21,7 +21,9 @@ export interface CompactStep {
   target: string | null;
   /**
    * MineSweeper: a mine that the memory names is among the equally safest cells the solver would
-   * give without the memory, so only reading the memory keeps the answer off it. Absent: false.
+   * give without the memory, so only reading the memory keeps the answer off it. Sokoban: a push
+   * that the memory names as a dead end can be made by the answer's first move (`deadMoves[0]`).
+   * Absent: false.
    */
   memoryMatters?: boolean;
   /**
@@ -41,6 +43,13 @@ export interface CompactStep {
    * the env's no-op, an invalid action); [] at the separators. Absent: no such move anywhere.
    */
   invalidMoves?: string[][];
+  /**
+   * Sokoban: for each position of `choices` (aligned as `invalidMoves`), the moves that would make
+   * a push that the memory names as a dead end (src/envs/compact-data.ts `deadPushReflection`)
+   * into a state with no solution, from the state the pieces of `target` before it reach; [] at
+   * the separators. Never among the position's choices. Absent: no such move anywhere.
+   */
+  deadMoves?: string[][];
   /** The env flagged the answer played (`action`) as an invalid action. Absent: false. */
   invalidAction?: boolean;
 }

@@ -5,14 +5,17 @@
 import { describe, expect, it } from 'vitest';
 import {
   mineSweeperChoices, mineSweeperCompactReflection, mineSweeperContrast, mineSweeperContrastPair, noisyPolicy, playCompactTrial,
-  provableMineCells, randomAction, revealedCells, sokobanChoices, sokobanCompactReflection,
-  solverPolicy, symmetriesFor, symmetry, transformTrial, type CompactTrial,
+  parseDeadPush, provableMineCells, randomAction, revealedCells, sokobanChoices, sokobanCompactReflection, sokobanContrastPair,
+  sokobanFatalPush, solverPolicy, symmetriesFor, symmetry, transformTrial, type CompactTrial,
 } from '../../src/envs/compact-data.js';
 import { gridText, parseGridRows } from '../../src/envs/grid.js';
 import { Rng } from '../../src/envs/rng.js';
-import { applyMove, parseMoves, parseSokoban, renderSokoban, solveSokoban } from '../../src/envs/sokoban.js';
+import { applyMove, parseMoves, parseSokoban, renderSokoban, solveSokoban, SokobanEnv } from '../../src/envs/sokoban.js';
 import { parseCellAction } from '../../src/envs/minesweeper.js';
 import { makeEnv } from '../../src/envs/index.js';
+import { gameVocabulary } from '../../src/envs/vocab.js';
+import { GameTokenizer } from '../../src/model/tokenizers.js';
+import { createHash } from 'node:crypto';
 
 const ms = (rows: string[]) => gridText(rows, 1);
 const sk = (rows: string[]) => gridText(rows, 0);
@@ -153,7 +156,7 @@ describe('sokobanChoices', () => {
   it('stops at the solution and gives null for a solved or dead position', () => {
     // a corridor: up, down and left bump into walls at both moves
     expect(sokobanChoices(sk(['######', '#PX_O#', '######']), new Rng(0))).toEqual({
-      choices: [['right'], [', '], ['right']], target: 'right, right', invalid: [['up', 'down', 'left'], [], ['up', 'down']],
+      choices: [['right'], [', '], ['right']], target: 'right, right', invalid: [['up', 'down', 'left'], [], ['up', 'down']], deadMoves: [[], [], []],
     });
     expect(sokobanChoices(sk(['#####', '#P*_#', '#####']), new Rng(0))).toBeNull();
     expect(sokobanChoices(sk(['#####', '#X_P#', '#O__#', '#####']), new Rng(0))).toBeNull();
@@ -418,5 +421,143 @@ describe('board symmetries', () => {
     expect(() => transformTrial(t, symmetry(4))).toThrow(/transpose needs a square board, got 3x5/);
     expect(symmetriesFor(3, 5)).toEqual([0, 1, 2, 3]);
     expect(symmetriesFor(6, 6)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+  });
+});
+
+describe('Sokoban dead-push memory', () => {
+  // one box on (2, 2), its target on (3, 3); the player below the box. Pushing the box up puts it
+  // on row 1, against the top wall, away from the target's row: a dead end, not a corner.
+  const before = sk(['######', '#____#', '#_X__#', '#_PO_#', '#____#', '######']);
+  const after = sk(['######', '#_X__#', '#_P__#', '#__O_#', '#____#', '######']);
+  const upDead = { row: 2, col: 2, move: 'up' as const };
+
+  it('name the push that ended the attempt, found from the last observation and action', () => {
+    expect(sokobanFatalPush(before, 'up', after)).toEqual(upDead);
+    // the env stops at the fatal push: moves after it are not played, moves before it walk
+    const fromTarget = sk(['######', '#____#', '#_X__#', '#__S_#', '#____#', '######']);
+    expect(sokobanFatalPush(fromTarget, 'left, up, down', after)).toEqual(upDead);
+    // the env agrees: its last dead push is the same one
+    const env = new SokobanEnv({ rows: 6, cols: 6, boxes: 1 });
+    env.setState(parseSokoban(fromTarget));
+    const r = env.step('left, up, down');
+    expect(r).toMatchObject({ done: true, success: false, observation: after });
+    expect(env.lastDead).toMatchObject({ from: 2 * 6 + 2, box: 6 + 2, move: 'up', cornered: false });
+    // no push of the action reaches the final board: not a dead ending of this action
+    expect(sokobanFatalPush(before, 'left', after)).toBeNull();
+    expect(sokobanFatalPush(before, 'no moves', before)).toBeNull();
+    expect(sokobanCompactReflection(after, upDead)).toBe('box (2, 2) up dead end.');
+    // a push into a corner is named the same way
+    const cornerBefore = sk(['#####', '#_XP#', '#O__#', '#####']);
+    const cornerAfter = sk(['#####', '#XP_#', '#O__#', '#####']);
+    const push = sokobanFatalPush(cornerBefore, 'left', cornerAfter);
+    expect(sokobanCompactReflection(cornerAfter, push)).toBe('box (1, 2) left dead end.');
+    expect(sokobanCompactReflection(cornerAfter)).toBe('box (1, 1) stuck in a corner.');
+  });
+
+  it('reflections are words of the game vocabulary and parse back; other lines do not', () => {
+    const tok = new GameTokenizer(gameVocabulary());
+    const text = sokobanCompactReflection(after, upDead);
+    // `box `, the cell, a byte space, the move word, ` dead end.`
+    expect(tok.encode(text).map((id) => tok.decode([id]))).toEqual(['box ', '(2, 2)', ' ', 'up', ' dead end.']);
+    expect(parseDeadPush(text)).toEqual(upDead);
+    expect(parseDeadPush(`  ${text} `)).toEqual(upDead);
+    for (const other of ['box (2, 2) stuck in a corner.', 'boxes stuck. dead end.', 'turns ran out.', 'box (2, 2) north dead end.', 'box (2, 2) up dead end. and more', '']) {
+      expect(parseDeadPush(other)).toBeNull();
+    }
+  });
+
+  it('map under every board symmetry to the push that the mapped trial makes', () => {
+    const t: CompactTrial = {
+      env: 'sokoban', envName: 'sokoban-6x6-1', seed: 0, instructions: 'I',
+      attempts: [{ steps: [{ observation: before, action: 'up', choices: null, target: null }], finalObservation: after, success: false, reflection: 'box (2, 2) up dead end.' }],
+    };
+    const seen = new Set<string>();
+    for (let k = 0; k < 8; k++) {
+      const a = transformTrial(t, symmetry(k)).attempts[0]!;
+      const s = a.steps[0]!;
+      expect(parseDeadPush(a.reflection!)).toEqual(sokobanFatalPush(s.observation, s.action, a.finalObservation));
+      seen.add(a.reflection!);
+    }
+    // transpose: (2, 2) stays, up becomes left; flipping columns: (2, 3), up stays
+    expect(transformTrial(t, symmetry(4)).attempts[0]!.reflection).toBe('box (2, 2) left dead end.');
+    expect(transformTrial(t, symmetry(1)).attempts[0]!.reflection).toBe('box (2, 3) up dead end.');
+    expect(seen.size).toBe(8);
+  });
+
+  it('label the moves that would make a named push into a dead state, at each position of the target path', () => {
+    // the shortest solution: left, up, right (the push), ...; only the first move could push up
+    const c = sokobanChoices(before, new Rng(0), [upDead])!;
+    expect(c.target).toBe('left, up, right');
+    expect(c.deadMoves).toEqual([['up'], [], [], [], []]);
+    // the draws do not depend on the memory
+    expect(sokobanChoices(before, new Rng(0))).toEqual({ ...c, deadMoves: [[], [], [], [], []] });
+    // a named push that does not kill the puzzle here is not labelled (pushing right solves it)
+    const right = sk(['######', '#____#', '#PX__#', '#__O_#', '#____#', '######']);
+    expect(sokobanChoices(right, new Rng(0), [{ row: 2, col: 2, move: 'right' }])!.deadMoves.flat()).toEqual([]);
+    // a named push of another box cell or direction is not labelled
+    expect(sokobanChoices(before, new Rng(0), [{ row: 2, col: 3, move: 'up' }, { row: 2, col: 2, move: 'down' }])!.deadMoves.flat()).toEqual([]);
+    // the labelled moves are never among the choices
+    expect(c.choices[0]).not.toContain('up');
+  });
+
+  it('played trials: push reflections and their labels in later attempts; off, the trials of before', () => {
+    const golden = () => {
+      const out: CompactTrial[] = [];
+      for (const [envName, seed] of [['sokoban-6x6-2', 11], ['sokoban-5x5-1', 3], ['sokoban-6x6-1', 7], ['minesweeper-5x5-3', 2]] as const) {
+        for (let r = 0; r < 4; r++) out.push(playCompactTrial({ envName, seed: seed + r, maxAttempts: 3, policy: noisyPolicy(0.9), rngSeed: r }));
+      }
+      return out;
+    };
+    // the sha256 of these trials as the code made them before push reflections existed
+    expect(createHash('sha256').update(JSON.stringify(golden())).digest('hex')).toBe('f441ea1ff4e6c2e6a3de547b291865c8bc21d84d5d3a47175ce519729353041b');
+    let labelled = 0;
+    let pushes = 0;
+    for (const [envName, seed] of [['sokoban-6x6-2', 11], ['sokoban-5x5-1', 3], ['sokoban-6x6-1', 7]] as const) for (let r = 0; r < 4; r++) {
+      const t = playCompactTrial({ envName, seed: seed + r, maxAttempts: 3, policy: noisyPolicy(0.9), rngSeed: r, pushReflections: true });
+      const named: Array<NonNullable<ReturnType<typeof parseDeadPush>>> = [];
+      for (const a of t.attempts) {
+        for (const s of a.steps) {
+          expect(s.memoryMatters === true).toBe((s.deadMoves?.[0]?.length ?? 0) > 0);
+          if (!s.deadMoves) continue;
+          labelled++;
+          expect(s.deadMoves).toHaveLength(s.choices!.length);
+          // each labelled move at the first position makes a named push into a dead state
+          for (const mv of s.deadMoves[0]!) {
+            const st = parseSokoban(s.observation);
+            const o = applyMove(st, mv as never);
+            expect(named.some((p) => o.push!.from === p.row * st.cols + p.col && p.move === mv)).toBe(true);
+            expect(solveSokoban(o.state)).toBeNull();
+          }
+        }
+        if (a.reflection === null) continue;
+        const last = a.steps[a.steps.length - 1]!;
+        const p = parseDeadPush(a.reflection);
+        if (p) {
+          pushes++;
+          expect(sokobanFatalPush(last.observation, last.action, a.finalObservation)).toEqual(p);
+          named.push(p);
+        } else expect(a.reflection).toBe('turns ran out.');
+      }
+    }
+    expect(pushes).toBeGreaterThan(5);
+    expect(labelled).toBeGreaterThan(5);
+  });
+
+  it('contrast pairs: where an answer makes a dead push, the same board with a memory line naming it', () => {
+    const pair = sokobanContrastPair('sokoban-6x6-1', 5, before, 'up, up', new Rng(0))!;
+    expect(pair.withMemory.attempts[0]!.reflection).toBe('box (2, 2) up dead end.');
+    const m = pair.withMemory.attempts[1]!.steps[0]!;
+    expect(m).toMatchObject({ observation: before, memoryMatters: true, deadMoves: [['up'], [], [], [], []], target: 'left, up, right' });
+    const twin = pair.twin.attempts[0]!.steps[0]!;
+    expect(pair.twin.attempts).toHaveLength(1);
+    expect(twin.target).toBe(m.target);
+    expect('deadMoves' in twin || 'memoryMatters' in twin).toBe(false);
+    // a dead push (the box pushed left, against the left wall) from a state the target path does
+    // not reach: nothing to label
+    expect(sokobanFatalPush(before, 'right, up, left', sk(['######', '#____#', '#XP__#', '#__O_#', '#____#', '######']))).toEqual({ row: 2, col: 2, move: 'left' });
+    expect(sokobanContrastPair('sokoban-6x6-1', 5, before, 'right, up, left', new Rng(0))).toBeNull();
+    // answers without a dead push
+    expect(sokobanContrastPair('sokoban-6x6-1', 5, before, 'left, up, right', new Rng(0))).toBeNull();
+    expect(sokobanContrastPair('sokoban-6x6-1', 5, before, 'down, down', new Rng(0))).toBeNull();
   });
 });

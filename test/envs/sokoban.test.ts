@@ -34,7 +34,7 @@ describe('Sokoban rules on hand-made boards', () => {
     const r = env.step('left');
     expect(r).toMatchObject({ reward: -0.1, done: true, success: false, invalidAction: false });
     expect(r.observation.split('\n')[2]).toBe('1 #XP__#');
-    expect(env.lastDead).toEqual({ box: 7, cornered: true });
+    expect(env.lastDead).toEqual({ box: 7, cornered: true, from: 8, move: 'left' });
     expect(() => env.step('up')).toThrow(/after done/);
   });
 
@@ -43,7 +43,7 @@ describe('Sokoban rules on hand-made boards', () => {
     expect(env.step('right')).toMatchObject({ reward: 0.9, done: false, success: false });
     const r = env.step('right');
     expect(r).toMatchObject({ reward: -1.1, done: true, success: false });
-    expect(env.lastDead).toEqual({ box: 16, cornered: false });
+    expect(env.lastDead).toEqual({ box: 16, cornered: false, from: 15, move: 'right' });
   });
 
   it('box onto a target is +1, off it -1 (each move also -0.1)', () => {

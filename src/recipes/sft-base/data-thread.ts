@@ -25,11 +25,14 @@ export type ToDataThread =
   | { type: 'take'; n: number; daggerOn: boolean; syncWeights: boolean };
 export type FromDataThread =
   | { type: 'ready'; params: number; refillMs: number }
-  | { type: 'batch'; examples: CompactExample[]; trials: number; daggerTrials: number; refillMs: number }
+  | { type: 'batch'; examples: CompactExample[]; trials: number; daggerTrials: number; deadPushExamples: number; refillMs: number }
   | { type: 'error'; message: string; stack?: string };
 
-/** What `take` gives: the batch, the pool's trial counters, and the last refill's duration (ms). */
-export interface TakenBatch { examples: CompactExample[]; trials: number; daggerTrials: number; refillMs: number }
+/**
+ * What `take` gives: the batch, the pool's counters (trials, DAgger trials, Sokoban examples with
+ * dead-push labels made), and the last refill's duration (ms).
+ */
+export interface TakenBatch { examples: CompactExample[]; trials: number; daggerTrials: number; deadPushExamples: number; refillMs: number }
 
 /** The trainer's side of the data thread. Always `close()` it (a finally). */
 export class DataThread {
@@ -80,7 +83,8 @@ export class DataThread {
     const m = await this.channel.request({ type: 'take', n, daggerOn, syncWeights: this.stale });
     this.stale = false;
     if (m.type !== 'batch') throw new Error(`data thread answered ${m.type} to take`);
-    return { examples: m.examples, trials: m.trials, daggerTrials: m.daggerTrials, refillMs: m.refillMs };
+    const { examples, trials, daggerTrials, deadPushExamples, refillMs } = m;
+    return { examples, trials, daggerTrials, deadPushExamples, refillMs };
   }
 
   /** Terminates the thread. */

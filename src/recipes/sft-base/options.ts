@@ -126,6 +126,18 @@ export const SFT_BASE_OPTIONS = {
     help: 'the same term on the MineSweeper cells that the board itself proves to be mines (the solver\'s mine probability 1 '
       + 'from the revealed numbers and the mine count, without memory), at every decision',
   }),
+  pushReflections: opt.onOff({
+    default: false, defaultText: 'off; --dead-push-unlikelihood above 0 turns it on',
+    help: 'Sokoban reflections name the push that ended the attempt dead (`box (2, 3) right dead end.`: the box on (2, 3) '
+      + 'pushed right) instead of a cornered box or "boxes stuck. dead end."; the decisions of later attempts record the moves '
+      + 'that would make a push their memory names (counted as memory decisions for --memory-weight), and with --memory-contrast '
+      + 'Sokoban decisions where the model\'s own answer makes a dead push also train with a memory line naming it',
+  }),
+  deadPushUnlikelihood: opt.number({
+    meta: 'L', default: 0, range: [0, 100],
+    help: 'the same term on the Sokoban moves that would make a push that the memory names as a dead end (--push-reflections), '
+      + 'at each move of the answer, from the state the solver\'s earlier moves of that answer reach',
+  }),
   ema: opt.number({
     meta: 'D', default: 0, range: [0, 0.99999], defaultText: '0: off',
     help: 'keep an exponential moving average of the weights with decay D (about 1 / (1 - D) steps; e.g. 0.998) and evaluate and '
@@ -193,8 +205,9 @@ function checkFrom(from: string, out: string, shapeOptions: readonly string[]): 
 
 /**
  * Parses the command line (with `--config FILE`): each option by its table entry, then the checks
- * that join options (--embd a multiple of --heads; --from without shape options or --memory-at),
- * and last the --out folder, which it creates (only a command line without other errors should).
+ * that join options (--embd a multiple of --heads; --from without shape options or --memory-at;
+ * --dead-push-unlikelihood above 0 turns --push-reflections on), and last the --out folder, which
+ * it creates (only a command line without other errors should).
  * @returns the options, or null for --help.
  * @throws UsageError with a one-line message naming the option.
  */
@@ -208,5 +221,7 @@ export function parseSftBaseArgs(argv: string[]): SftBaseOptions | null {
     checkFrom(args.from, args.out, SHAPE_OPTIONS.filter((k) => given.has(k)));
   }
   const { overwrite, ...options } = args;
-  return { ...options, out: outDir(args.out, overwrite) };
+  // the dead-push term has labels only where the reflections name the push
+  const pushReflections = args.pushReflections || args.deadPushUnlikelihood > 0;
+  return { ...options, pushReflections, out: outDir(args.out, overwrite) };
 }

@@ -9,7 +9,7 @@ import type { GPT } from '../../model/gpt.js';
 import type { CompactPromptFormat } from '../../model/prompt-format.js';
 import type { Tokenizer } from '../../model/tokenizers.js';
 import {
-  mineSweeperContrast, mineSweeperContrastPair, noisyPolicy,
+  mineSweeperContrast, mineSweeperContrastPair, noisyPolicy, sokobanContrastPair,
   playCompactTrial, randomAction, solverPolicy, symmetriesFor, symmetry, transformTrial, type CompactTrial, type Symmetry, type TrialPolicy,
 } from '../../envs/compact-data.js';
 import { parseEnvName, trainSeed } from '../../envs/index.js';
@@ -67,6 +67,13 @@ export interface PoolOptions {
    * memory line alone separates the two targets (`--memory-pairs`).
    */
   memoryPairs?: boolean;
+  /**
+   * Sokoban reflections name the push that ended an attempt dead, later attempts' decisions record
+   * the moves that would make a named push (src/envs/compact-data.ts `TrialOptions.pushReflections`),
+   * and `memoryContrast` covers Sokoban decisions too (`sokobanContrastPair`: where the model's own
+   * answer makes a dead push), always as pairs (`--push-reflections`). Absent: false.
+   */
+  pushReflections?: boolean;
 }
 
 /** Reflection examples kept for `reflectionShare` batches: the newest ones. */
@@ -94,6 +101,8 @@ export class ExamplePool {
   readonly memory: CompactExample[] = [];
   /** Memory contrast examples made (`memoryContrast`). */
   contrasts = 0;
+  /** Sokoban acting examples with `deadMoves` labels made (trials and contrasts; before `memoryWeight` copies). */
+  deadPushExamples = 0;
   private readonly totalWeight: number;
 
   constructor(
@@ -124,15 +133,21 @@ export class ExamplePool {
         policy = (c) => (c.rng.next() < noise / 3 ? randomAction(c.env, c.observation, c.rng) : mp(c));
         this.daggerTrials++;
       }
-      const trial: CompactTrial = playCompactTrial({ envName, seed, maxAttempts: 3, policy, rngSeed: seed ^ 0x5bd1e995 });
+      const trial: CompactTrial = playCompactTrial({
+        envName, seed, maxAttempts: 3, policy, rngSeed: seed ^ 0x5bd1e995, ...(this.o.pushReflections ? { pushReflections: true } : {}),
+      });
       const { params } = parseEnvName(envName) as { params: { rows: number; cols: number; mines?: number } };
       const syms = symmetriesFor(params.rows, params.cols);
       const sym = symmetry(syms[this.rng.int(syms.length)]!);
       for (const ex of compactExamples(transformTrial(trial, sym), exOpts)) {
         if (ex.kind === 'reflection' && this.o.reflectionShare !== null) this.reflections.push(ex);
         else for (let k = ex.memoryMatters ? this.o.memoryWeight : 1; k > 0; k--) this.items.push(ex);
+        if (ex.deadMoves) this.deadPushExamples++;
       }
       if (mp && trial.env === 'minesweeper' && this.o.memoryContrast > 0) this.addContrasts(trial, params.mines!, mp, sym, exOpts);
+      if (mp && trial.env === 'sokoban' && this.o.memoryContrast > 0 && this.o.pushReflections) {
+        this.addSokobanContrasts(trial, mp, sym, exOpts);
+      }
     }
     if (this.reflections.length > REFLECTION_RING) this.reflections.splice(0, this.reflections.length - REFLECTION_RING);
     if (this.memory.length > MEMORY_RING) this.memory.splice(0, this.memory.length - MEMORY_RING);
@@ -159,6 +174,28 @@ export class ExamplePool {
       if (!contrast) continue;
       this.contrasts++;
       add(contrast);
+    }
+  }
+
+  /**
+   * `memoryContrast` pairs of a played Sokoban trial (`sokobanContrastPair`), mapped by the trial's
+   * symmetry: at each drawn decision, the model's answer on the bare board (a first attempt).
+   */
+  private addSokobanContrasts(trial: CompactTrial, mp: TrialPolicy, sym: Symmetry, exOpts: CompactExampleOptions): void {
+    const into = this.o.memoryShare != null ? this.memory : this.items;
+    for (const a of trial.attempts) for (const [t, s] of a.steps.entries()) {
+      if (this.rng.next() >= this.o.memoryContrast) continue;
+      const bare = { env: 'sokoban' as const, observation: s.observation, attempt: 0, step: t, memory: [], choices: null, target: null };
+      const answer = mp({ ...bare, rng: this.rng });
+      const pair = sokobanContrastPair(trial.envName, trial.seed, s.observation, answer, this.rng);
+      if (!pair) continue;
+      this.contrasts++;
+      for (const t2 of [pair.withMemory, pair.twin]) {
+        for (const ex of compactExamples(transformTrial(t2, sym), { ...exOpts, reflections: false })) {
+          into.push(ex);
+          if (ex.deadMoves) this.deadPushExamples++;
+        }
+      }
     }
   }
 

@@ -130,25 +130,29 @@ async function startModel(o: SftBaseOptions, tok: GameTokenizer): Promise<Start>
 
 /**
  * Weights of the unlikelihood term (0: off): on the cells a memory names as mines, on MineSweeper's
- * revealed cells, on Sokoban moves that would not move, and on the cells a MineSweeper board proves
- * to be mines.
+ * revealed cells, on Sokoban moves that would not move, on the cells a MineSweeper board proves
+ * to be mines, and on the Sokoban moves that would make a push the memory names as a dead end
+ * (`deadPushes`; absent: 0).
  */
-export interface UnlikelihoodWeights { memory: number; invalid: number; moves: number; mines: number }
+export interface UnlikelihoodWeights { memory: number; invalid: number; moves: number; mines: number; deadPushes?: number }
 
 /**
  * A batch's examples with the tokens their answer positions are trained away from, as
  * `makeSoftBatch` takes them (`[k, token id, weight]`, the k-th trained position): `namedMines`,
  * `invalid` and `provableMines` at the first position with weights `w.memory`, `w.invalid` and
- * `w.mines`, `invalidMoves` at their own positions with `w.moves`; a weight of 0 leaves its kind out
+ * `w.mines`, `invalidMoves` and `deadMoves` at their own positions with `w.moves` and `w.deadPushes`;
+ * a weight of 0 leaves its kind out
  * (a token named by several kinds keeps the larger weight in `makeSoftBatch`).
  */
 export function withAvoid(batch: readonly CompactExample[], w: UnlikelihoodWeights): Array<CompactExample & { avoid?: Array<[number, number, number]> }> {
+  const dead = w.deadPushes ?? 0;
   return batch.map((x) => {
     const avoid: Array<[number, number, number]> = [
       ...(w.memory > 0 ? (x.namedMines ?? []).map((v): [number, number, number] => [0, v, w.memory]) : []),
       ...(w.invalid > 0 ? (x.invalid ?? []).map((v): [number, number, number] => [0, v, w.invalid]) : []),
       ...(w.mines > 0 ? (x.provableMines ?? []).map((v): [number, number, number] => [0, v, w.mines]) : []),
       ...(w.moves > 0 ? (x.invalidMoves ?? []).flatMap((set, k) => set.map((v): [number, number, number] => [k, v, w.moves])) : []),
+      ...(dead > 0 ? (x.deadMoves ?? []).flatMap((set, k) => set.map((v): [number, number, number] => [k, v, dead])) : []),
     ];
     return avoid.length > 0 ? { ...x, avoid } : x;
   });
@@ -178,8 +182,8 @@ function trainStep(model: GPT, opt: AdamW, batch: CompactExample[], vocabSize: n
   }
 }
 
-/** What a step trains on, with the pool's trial counters so far. */
-interface StepBatch { examples: CompactExample[]; trials: number; daggerTrials: number }
+/** What a step trains on, with the pool's counters so far. */
+interface StepBatch { examples: CompactExample[]; trials: number; daggerTrials: number; deadPushExamples: number }
 
 /**
  * The next batch of `n` examples: from the data thread (which refilled while the previous step
@@ -188,7 +192,7 @@ interface StepBatch { examples: CompactExample[]; trials: number; daggerTrials: 
 async function takeBatch(data: DataThread | null, pool: ExamplePool | null, n: number, daggerOn: boolean): Promise<StepBatch> {
   if (data) return data.take(n, daggerOn);
   pool!.refill(daggerOn);
-  return { examples: pool!.take(n), trials: pool!.trials, daggerTrials: pool!.daggerTrials };
+  return { examples: pool!.take(n), trials: pool!.trials, daggerTrials: pool!.daggerTrials, deadPushExamples: pool!.deadPushExamples };
 }
 
 type GamePoints = ReturnType<typeof evaluate>[];
@@ -206,10 +210,12 @@ async function main(): Promise<void> {
   const opt = new AdamW(model.trainableVariables, { lr: o.lr, weightDecay: 0.01 });
   // with --ema, the points evaluate and save the averaged weights; training goes on from the last iterate
   const average = o.ema > 0 ? new WeightAverage(model.trainableVariables, o.ema) : null;
-  const poolOptions = { curriculum: o.curriculum, seed: o.seed, daggerShare: o.daggerShare, balanceReflections: o.balanceReflections, reflectionShare: o.reflectionShare, memoryWeight: o.memoryWeight, memoryContrast: o.memoryContrast, memoryShare: o.memoryShare, memoryPairs: o.memoryPairs };
+  const poolOptions = { curriculum: o.curriculum, seed: o.seed, daggerShare: o.daggerShare, balanceReflections: o.balanceReflections, reflectionShare: o.reflectionShare, memoryWeight: o.memoryWeight, memoryContrast: o.memoryContrast, memoryShare: o.memoryShare, memoryPairs: o.memoryPairs, pushReflections: o.pushReflections };
   const data = o.dataThread ? await DataThread.start(config, model.trainableVariables, poolOptions, format) : null;
   const pool = data ? null : new ExamplePool(poolOptions, model, tok, format, poolRng(o.seed));
-  let trials = 0, daggerTrials = 0;
+  let trials = 0, daggerTrials = 0, deadPushExamples = 0;
+  /** Steps whose batch held a Sokoban example with dead-push labels, and such examples trained. */
+  let deadPushSteps = 0, deadPushTrained = 0;
   mkdirSync(o.out, { recursive: true });
   process.stderr.write(`${COMMAND}: backend ${backend}; ${config.n_layer}x${config.n_embd}, ${countParams(config)} parameters, vocabulary ${tok.vocabSize}; budget ${o.steps ? `${o.steps} steps` : `${o.minutes} min`}\n`);
 
@@ -242,7 +248,9 @@ async function main(): Promise<void> {
     }
     const points = average ? await average.withAverage(() => evalAndSave(o.out, 'average')) : await evalAndSave(o.out, 'last');
     curve.push({
-      ...counts, ...(o.from ? { continues: o.from } : {}), loss: lossN ? lossSum / lossN : null, daggerTrials, evalSeconds: Math.round((Date.now() - t0) / 1000),
+      ...counts, ...(o.from ? { continues: o.from } : {}), loss: lossN ? lossSum / lossN : null, daggerTrials,
+      ...(o.pushReflections ? { deadPush: { made: deadPushExamples, trained: deadPushTrained, steps: deadPushSteps } } : {}),
+      evalSeconds: Math.round((Date.now() - t0) / 1000),
       ...(average ? { weights: 'average', ...(lastIterate ? { lastIterate } : {}) } : {}), games: points,
     });
     lossSum = 0; lossN = 0;
@@ -258,11 +266,15 @@ async function main(): Promise<void> {
     const total = o.steps ?? (step < 200 ? 1_000_000 : Math.max(step + 1, Math.round(step / Math.max(1e-9, elapsedFrac))));
     const t0 = Date.now();
     let batch: CompactExample[];
-    ({ examples: batch, trials, daggerTrials } = await takeBatch(data, pool, o.batch, elapsedFrac >= o.daggerFrom));
+    ({ examples: batch, trials, daggerTrials, deadPushExamples } = await takeBatch(data, pool, o.batch, elapsedFrac >= o.daggerFrom));
+    const labelled = batch.filter((x) => x.deadMoves).length;
+    deadPushTrained += labelled;
+    if (labelled > 0) deadPushSteps++;
     dataMs += Date.now() - t0;
     opt.lr = learningRate(o.lr, step, total);
     lossSum += trainStep(model, opt, batch, tok.vocabSize, {
       memory: o.memoryUnlikelihood, invalid: o.invalidUnlikelihood, moves: o.moveUnlikelihood, mines: o.mineUnlikelihood,
+      deadPushes: o.deadPushUnlikelihood,
     });
     data?.publish(model.trainableVariables);
     average?.update();
@@ -270,11 +282,11 @@ async function main(): Promise<void> {
     examples += batch.length;
     tokens += batch.reduce((sum, x) => sum + x.ids.length, 0);
     trainMs += Date.now() - t0;
-    if (step % 50 === 0) process.stderr.write(`step ${step} loss ${(lossSum / Math.max(1, lossN)).toFixed(4)} examples ${examples} tokens ${tokens} train ${(trainMs / 1000).toFixed(0)} s (data ${(dataMs / 1000).toFixed(0)} s) trials ${trials} dagger-trials ${daggerTrials} tensors ${tf.memory().numTensors}\n`);
+    if (step % 50 === 0) process.stderr.write(`step ${step} loss ${(lossSum / Math.max(1, lossN)).toFixed(4)} examples ${examples} tokens ${tokens} train ${(trainMs / 1000).toFixed(0)} s (data ${(dataMs / 1000).toFixed(0)} s) trials ${trials} dagger-trials ${daggerTrials}${o.pushReflections ? ` dead-push made ${deadPushExamples} trained ${deadPushTrained} in ${deadPushSteps} steps` : ''} tensors ${tf.memory().numTensors}\n`);
     if (step > 0 && step % o.evalEvery === 0) await doEval(step, false);
   }
   await doEval(step, true);
-  process.stderr.write(`${COMMAND}: done, ${step} steps, ${examples} examples, ${tokens} tokens, ${(trainMs / 60000).toFixed(1)} min training, ${((Date.now() - started) / 60000).toFixed(1)} min wall; checkpoint in ${o.out}${average ? ` (averaged weights; the last iterate in ${path.join(o.out, 'last-iterate')})` : ''}\n`);
+  process.stderr.write(`${COMMAND}: done, ${step} steps, ${examples} examples, ${tokens} tokens, ${(trainMs / 60000).toFixed(1)} min training, ${((Date.now() - started) / 60000).toFixed(1)} min wall${o.pushReflections ? `; dead-push examples made ${deadPushExamples}, trained ${deadPushTrained} in ${deadPushSteps} steps` : ''}; checkpoint in ${o.out}${average ? ` (averaged weights; the last iterate in ${path.join(o.out, 'last-iterate')})` : ''}\n`);
   await data?.close();
   average?.dispose();
   opt.dispose();

@@ -41,15 +41,20 @@ export interface CompactExample {
    * token ids of the step's `invalidMoves` there, for the same term. Absent: none.
    */
   invalidMoves?: number[][];
+  /**
+   * Sokoban acting examples: per answer position, the token ids of the step's `deadMoves` there
+   * (moves that would make a push the memory names as a dead end), for the same term. Absent: none.
+   */
+  deadMoves?: number[][];
 }
 
 /**
  * The failure class of a compact reflection (src/envs/compact-data.ts writes them): the text with
- * every `(r, c)` cell replaced by `C`, e.g. `C was a mine.`, `turns ran out.`,
- * `box C stuck in a corner.`, `boxes stuck. dead end.`.
+ * every `(r, c)` cell replaced by `C` and every move word by `M`, e.g. `C was a mine.`,
+ * `turns ran out.`, `box C stuck in a corner.`, `boxes stuck. dead end.`, `box C M dead end.`.
  */
 export function reflectionClass(text: string): string {
-  return text.replace(/\(\d+, \d+\)/g, 'C');
+  return text.replace(/\(\d+, \d+\)/g, 'C').replace(/\b(up|down|left|right)\b/g, 'M');
 }
 
 /** The failure class of a reflection example, null for an acting one: a `takeOneKind` stratum. */
@@ -118,6 +123,7 @@ export function compactExamples(trial: CompactTrial, opts: CompactExampleOptions
         const invalid = (s.invalid ?? []).map((p) => pieceToken(tok, p)).filter((v) => !sets[0]!.includes(v));
         const provableMines = (s.provableMines ?? []).map((p) => pieceToken(tok, p)).filter((v) => !sets[0]!.includes(v));
         const invalidMoves = s.invalidMoves?.map((set, k) => set.map((p) => pieceToken(tok, p)).filter((v) => !sets[k]!.includes(v)));
+        const deadMoves = s.deadMoves?.map((set, k) => set.map((p) => pieceToken(tok, p)).filter((v) => !sets[k]!.includes(v)));
         out.push({
           kind: 'action', ids, at, targets: [...sets, [EOS]],
           ...(s.memoryMatters ? { memoryMatters: true } : {}),
@@ -125,6 +131,7 @@ export function compactExamples(trial: CompactTrial, opts: CompactExampleOptions
           ...(invalid.length > 0 ? { invalid } : {}),
           ...(provableMines.length > 0 ? { provableMines } : {}),
           ...(invalidMoves?.some((m) => m.length > 0) ? { invalidMoves } : {}),
+          ...(deadMoves?.some((m) => m.length > 0) ? { deadMoves } : {}),
         });
       }
       done.push({ observation: s.observation, action: s.action });

@@ -11,8 +11,9 @@
  * With a[i, v] = lambda its gradient on that token's logit is lambda times the token's probability,
  * lambda times what the cross-entropy gives a token with no target weight, so the token is pushed
  * down lambda + 1 times as hard; used for the cells a MineSweeper memory names as mines, for
- * invalid answers and for the cells a MineSweeper board proves to be mines
- * (`CompactExample.namedMines`, `.invalid`, `.invalidMoves`, `.provableMines`).
+ * invalid answers, for the cells a MineSweeper board proves to be mines and for the Sokoban moves
+ * that would make a push the memory names as a dead end
+ * (`CompactExample.namedMines`, `.invalid`, `.invalidMoves`, `.provableMines`, `.deadMoves`).
  */
 import * as tf from '@tensorflow/tfjs';
 import { forwardHidden, lmHead, type GPT } from '../../model/gpt.js';

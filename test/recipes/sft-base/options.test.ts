@@ -29,7 +29,7 @@ describe('the committed run of the first stage of models/base (run H)', () => {
     expect(stages[0]).toMatchObject({ stage: 'H', from: null });
     expect(stages[0].command).toContain('--config src/recipes/configs/base.json');
     const { out: _recordedOut, ...recorded } = stages[0].meta.options;
-    expect(o).toEqual({ ...recorded, memoryPairs: false, memoryShare: null, mineUnlikelihood: 0, out });
+    expect(o).toEqual({ ...recorded, memoryPairs: false, memoryShare: null, mineUnlikelihood: 0, pushReflections: false, deadPushUnlikelihood: 0, out });
     // the six options of its command line (models/base/README.md), and the stage is its last iterate
     expect(o).toMatchObject({ minutes: 110, dataThread: true, reflectionShare: 0.2, memoryWeight: 6, ema: 0.998, seed: 21 });
     expect(stages[0].meta.weights).toBe('last');
@@ -76,7 +76,7 @@ describe('the lineage of models/base', () => {
     argv[at('--out')] = out;
     const { out: _recordedOut, from: _recordedFrom, ...recorded } = shipped.meta.options;
     // options added after the stage ran take their defaults
-    expect(parseSftBaseArgs(argv)).toEqual({ ...recorded, mineUnlikelihood: 0, from: BASE_DIR, out });
+    expect(parseSftBaseArgs(argv)).toEqual({ ...recorded, mineUnlikelihood: 0, pushReflections: false, deadPushUnlikelihood: 0, from: BASE_DIR, out });
   });
 });
 
@@ -86,6 +86,17 @@ describe('parseSftBaseArgs', () => {
     expect([o.layers, o.embd, o.heads, o.block]).toEqual([BASE_SHAPE.n_layer, BASE_SHAPE.n_embd, BASE_SHAPE.n_head, BASE_SHAPE.block_size]);
     expect(shipped.config).toEqual({ vocab_size: 381, ...BASE_SHAPE });
     expect(USAGE).toContain(`(default ${BASE_SHAPE.n_layer}; an integer in [1, 48])`);
+  });
+
+  it('turns push reflections on with the dead-push term, whose labels need them', () => {
+    expect(parseSftBaseArgs(['--out', newOut()])).toMatchObject({ pushReflections: false, deadPushUnlikelihood: 0 });
+    expect(parseSftBaseArgs(['--out', newOut(), '--push-reflections', 'on'])).toMatchObject({ pushReflections: true, deadPushUnlikelihood: 0 });
+    expect(parseSftBaseArgs(['--out', newOut(), '--dead-push-unlikelihood', '2'])).toMatchObject({ pushReflections: true, deadPushUnlikelihood: 2 });
+    // over the first stage's config, which names push reflections off
+    expect(parseSftBaseArgs(['--config', BASE_CONFIG, '--out', newOut(), '--dead-push-unlikelihood', '2'])).toMatchObject({ pushReflections: true });
+    expect(() => parseSftBaseArgs(['--dead-push-unlikelihood', '-1'])).toThrow(UsageError);
+    expect(() => parseSftBaseArgs(['--push-reflections', 'yes'])).toThrow(new UsageError("--push-reflections must be on or off, got 'yes'"));
+    expect(USAGE).toContain('--dead-push-unlikelihood L');
   });
 
   it('joins options: --embd a multiple of --heads, --from without shape options, --from apart from --out', () => {

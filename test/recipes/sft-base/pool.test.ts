@@ -79,6 +79,27 @@ describe('ExamplePool', () => {
     expect(new Set(thrice.items.filter((x) => !x.memoryMatters)).size).toBe(count(thrice, (x) => !x.memoryMatters));
   });
 
+  it('with push reflections, labels the Sokoban decisions whose memory names a dead push, weighted as memory decisions', () => {
+    const soko: PoolOptions = { ...base, curriculum: [{ env: 'sokoban-5x5-1', weight: 1 }], memoryWeight: 3 };
+    const off = new ExamplePool(soko, model, tok, format, poolRng(7), 300);
+    off.refill(false);
+    expect(off.deadPushExamples).toBe(0);
+    expect(off.items.some((x) => x.deadMoves || x.memoryMatters)).toBe(false);
+    const on = new ExamplePool({ ...soko, pushReflections: true }, model, tok, format, poolRng(7), 300);
+    on.refill(false);
+    const labelled = on.items.filter((x) => x.deadMoves);
+    expect(on.deadPushExamples).toBeGreaterThan(0);
+    // memoryWeight copies of each whose named push is one move away (memoryMatters), one of the others
+    const near = new Set(labelled.filter((x) => x.memoryMatters));
+    expect(near.size).toBeGreaterThan(0);
+    expect(labelled.length).toBe(on.deadPushExamples + 2 * near.size);
+    for (const x of labelled) {
+      expect(x.memoryMatters === true).toBe(x.deadMoves![0]!.length > 0);
+      expect(tok.decode(x.ids)).toMatch(/\nm box \(\d, \d\) (up|down|left|right) dead end\./);
+      x.deadMoves!.forEach((set, k) => { for (const v of set) expect(x.targets[k]).not.toContain(v); });
+    }
+  });
+
   it('adds memory contrasts once DAgger runs: the memory names the cell the model clicks on that board', () => {
     const mine: PoolOptions = { ...base, curriculum: [{ env: 'minesweeper-4x4-2', weight: 1 }], daggerShare: 0, memoryContrast: 1 };
     const off = new ExamplePool(mine, model, tok, format, poolRng(9), 100);

@@ -12,6 +12,7 @@ import { checkpointText, loadCheckpoint } from '../../../src/model/checkpoint.js
 import { gameVocabulary } from '../../../src/envs/vocab.js';
 import { root } from '../../helpers/cli.js';
 import { withAvoid } from '../../../src/recipes/sft-base/sft-base.js';
+import { disposeSoftBatch, makeSoftBatch, unlikelihoodLoss } from '../../../src/training/maths/soft-targets.js';
 import type { CompactExample } from '../../../src/training/data/compact-sft.js';
 import { tmpDir } from '../../helpers/index.js';
 
@@ -50,6 +51,35 @@ describe('withAvoid', () => {
     for (const [w, avoid] of cases) expect(withAvoid([z], w)[0]!.avoid).toEqual(avoid);
     // examples without provable mines gain nothing from the weight
     expect(withAvoid([y], { memory: 0, invalid: 0, moves: 0, mines: 3 })[0]).toBe(y);
+  });
+});
+
+describe('the dead-push unlikelihood term', () => {
+  const d: CompactExample = { kind: 'action', ids: [1, 2, 3, 4], at: [1, 2, 3], targets: [[3], [4], [5]], invalidMoves: [[6], [], []], deadMoves: [[5, 7], [], [2]] };
+  it('avoids the moves of a named dead push at their own positions with weight w.deadPushes, only when it is > 0', () => {
+    expect(withAvoid([d], { memory: 1, invalid: 1, moves: 0, mines: 1, deadPushes: 2 })[0]!.avoid).toEqual([[0, 5, 2], [0, 7, 2], [2, 2, 2]]);
+    expect(withAvoid([d], { memory: 1, invalid: 1, moves: 3, mines: 1, deadPushes: 2 })[0]!.avoid).toEqual([[0, 6, 3], [0, 5, 2], [0, 7, 2], [2, 2, 2]]);
+    // off (0 or absent): the batch of before
+    expect(withAvoid([d], { memory: 1, invalid: 1, moves: 3, mines: 1, deadPushes: 0 })).toEqual(withAvoid([d], { memory: 1, invalid: 1, moves: 3, mines: 1 }));
+    expect(withAvoid([d], { memory: 1, invalid: 1, moves: 0, mines: 1 })[0]).toBe(d);
+  });
+
+  it('adds -L log(1 - P(move)) per avoided move, averaged over the trained positions', () => {
+    const ex: CompactExample = { kind: 'action', ids: [1, 2, 3], at: [1, 2], targets: [[0], [1]], deadMoves: [[2, 3], []] };
+    const sb = makeSoftBatch(withAvoid([ex], { memory: 0, invalid: 0, moves: 0, mines: 0, deadPushes: 2 }), 4, 8);
+    try {
+      // equal logits: P = 1/4 for each of the 4 tokens; the two avoided moves at the first of 2 positions
+      const logits = tf.zeros([2, 4]) as tf.Tensor2D;
+      const v = tf.tidy(() => unlikelihoodLoss(logits, sb.avoid!).dataSync()[0]!);
+      expect(v).toBeCloseTo(-(2 * Math.log(3 / 4) + 2 * Math.log(3 / 4)) / 2, 6);
+      logits.dispose();
+    } finally {
+      disposeSoftBatch(sb);
+    }
+    // without the term, no unlikelihood tensor at all
+    const off = makeSoftBatch(withAvoid([ex], { memory: 0, invalid: 0, moves: 0, mines: 0 }), 4, 8);
+    expect(off.avoid).toBeNull();
+    disposeSoftBatch(off);
   });
 });
 

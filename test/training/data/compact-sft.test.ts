@@ -80,6 +80,19 @@ describe('compactExamples', () => {
     expect(ex!.invalidMoves!.flat().every((v) => v >= 260)).toBe(true);
   });
 
+  it('gives a Sokoban step\'s dead-push moves as tokens of each answer position, less that position\'s targets', () => {
+    const obs = gridText(['#####', '#P_O#', '#####'], 0);
+    const step = { observation: obs, action: 'right', choices: [['right'], [', '], ['right']], target: 'right, right' };
+    const t = (deadMoves?: string[][]): CompactTrial => ({
+      env: 'sokoban', envName: 'sokoban-3x5-0', seed: 1, instructions: 'RULES',
+      attempts: [{ steps: [{ ...step, ...(deadMoves ? { deadMoves } : {}) }], finalObservation: obs, success: false, reflection: null }],
+    });
+    expect(compactExamples(t([['up', 'right'], [], ['down']]), opts)[0]!.deadMoves).toEqual([tok.encode('up'), [], tok.encode('down')]);
+    // nothing left once the targets are removed: no field, the example of a step without labels
+    expect(compactExamples(t([['right'], [], []]), opts)[0]).toEqual(compactExamples(t(), opts)[0]);
+    expect('deadMoves' in compactExamples(t(), opts)[0]!).toBe(false);
+  });
+
   it('gives a step\'s invalid answers as tokens of the first position', () => {
     const t: CompactTrial = { ...trial, attempts: [{ ...trial.attempts[1]!, steps: [{ ...trial.attempts[1]!.steps[0]!, invalid: ['(2, 2)'] }] }] };
     expect(compactExamples(t, opts)[0]).toMatchObject({ kind: 'action', invalid: [cell(2, 2)] });
@@ -221,6 +234,9 @@ describe('reflectionClass', () => {
     ['turns ran out.', 'turns ran out.'],
     ['box (1, 4) stuck in a corner.', 'box C stuck in a corner.'],
     ['boxes stuck. dead end.', 'boxes stuck. dead end.'],
+    // one class for every dead push, whatever its cell and direction
+    ['box (2, 3) right dead end.', 'box C M dead end.'],
+    ['box (0, 1) up dead end.', 'box C M dead end.'],
   ])('%s -> %s', (text, cls) => expect(reflectionClass(text)).toBe(cls));
 
   it('labels the reflection examples of a trial, and failureOf reads it (null for acting examples)', () => {
