@@ -7,7 +7,8 @@
  */
 import fc from 'fast-check';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { ConfigError, parseTrustProxy } from '../src/config.js';
+import { ConfigError } from '../src/config.js';
+import { parseTrustProxy } from '../src/config/access.js';
 import { firstInvalidUtf8 } from '../src/plugins/app/json-body.js';
 import { call, countRows, dumpDb, rawCall, sessionAfterFirstStep, startTestServer, type Res, type TestServer } from './helpers/index.js';
 

@@ -1,6 +1,7 @@
 /** Configuration from the environment (src/config.ts): defaults, API keys, errors naming the variable. */
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig, parseAllowedHosts, parseApiKeys } from '../src/config.js';
+import { ConfigError, loadConfig } from '../src/config.js';
+import { parseAllowedHosts, parseApiKeys } from '../src/config/access.js';
 import { DEFAULT_FORWARD_SECTION_TOKENS } from '../src/model/batcher.js';
 
 describe('config', () => {

@@ -20,7 +20,7 @@
  */
 import type { AsyncRepositories } from '../db/async-repositories.js';
 import type { ReplayRow, SessionRow } from '../db/schema.js';
-import type { ReplaySessionFilter } from '../db/replays-repo.js';
+import type { ReplaySessionFilter } from '../db/replay-filter.js';
 import type { ReplayDecoding } from '../domain.js';
 import type { PolicyEngine } from '../policy/engine.js';
 import { DomainError, invalid, notFound, overloaded } from './errors.js';

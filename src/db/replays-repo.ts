@@ -4,24 +4,10 @@
  * calls they hold, their rows and reflections). A replay only reads `sessions`, `steps` and
  * `reflections`; it writes nothing but its own report row.
  */
-import { and, asc, desc, eq, gte, inArray, isNotNull, lt, sql, type SQL } from 'drizzle-orm';
-import type { SessionMode, SessionStatus } from '../domain.js';
+import { and, asc, desc, eq, inArray, isNotNull, lt, sql, type SQL } from 'drizzle-orm';
 import type { Db } from './index.js';
+import { replaySessionConditions, type ReplaySessionFilter } from './replay-filter.js';
 import { reflections, replays, sessions, steps, type ReplayRow, type SessionRow, type StepRow } from './schema.js';
-
-/** Which of a tenant's sessions a batch replay reads (every given field must match). */
-export interface ReplaySessionFilter {
-  env?: string;
-  /** The version the sessions were recorded with (pinned). */
-  modelVersion?: string;
-  taskId?: string;
-  mode?: SessionMode;
-  status?: SessionStatus;
-  /** Sessions created at or after this time, ms since the epoch. */
-  since?: number;
-  /** Sessions created before this time, ms since the epoch. */
-  until?: number;
-}
 
 /** The columns of a recorded row that a replay reads (the prompt text is not read: it is rebuilt). */
 export type ReplayedRow = Pick<
@@ -93,18 +79,10 @@ export class ReplaysRepo {
 
   /** The tenant's sessions matching `f`, newest first (ids are time-ordered): at most `limit`. */
   sessions(tenant: string, f: ReplaySessionFilter, limit: number): SessionRow[] {
-    const conds: SQL[] = [eq(sessions.tenant, tenant)];
-    if (f.env !== undefined) conds.push(eq(sessions.env, f.env));
-    if (f.modelVersion !== undefined) conds.push(eq(sessions.modelVersion, f.modelVersion));
-    if (f.taskId !== undefined) conds.push(eq(sessions.taskId, f.taskId));
-    if (f.mode !== undefined) conds.push(eq(sessions.mode, f.mode));
-    if (f.status !== undefined) conds.push(eq(sessions.status, f.status));
-    if (f.since !== undefined) conds.push(gte(sessions.createdAt, f.since));
-    if (f.until !== undefined) conds.push(lt(sessions.createdAt, f.until));
     return this.db
       .select()
       .from(sessions)
-      .where(and(...conds))
+      .where(and(...replaySessionConditions(sessions, tenant, f)))
       .orderBy(desc(sessions.id))
       .limit(limit)
       .all();

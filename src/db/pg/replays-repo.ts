@@ -2,8 +2,9 @@
  * The `replays` queries of src/db/replays-repo.ts on PostgreSQL (AsyncReplays): stored replay
  * reports, and the reads of recorded sessions a replay needs, with the same filters and orders.
  */
-import { and, asc, desc, eq, gte, inArray, isNotNull, lt, sql, type SQL } from 'drizzle-orm';
+import { and, asc, desc, eq, inArray, isNotNull, lt, sql, type SQL } from 'drizzle-orm';
 import type { AsyncReplays } from '../async-repositories.js';
+import { replaySessionConditions } from '../replay-filter.js';
 import type { PgDb } from './connection.js';
 import { reflections, replays, sessions, steps } from './schema.js';
 
@@ -36,15 +37,12 @@ export function pgReplays(db: PgDb): AsyncReplays {
         .limit(limit + 1);
     },
     sessions(tenant, f, limit) {
-      const conds: SQL[] = [eq(sessions.tenant, tenant)];
-      if (f.env !== undefined) conds.push(eq(sessions.env, f.env));
-      if (f.modelVersion !== undefined) conds.push(eq(sessions.modelVersion, f.modelVersion));
-      if (f.taskId !== undefined) conds.push(eq(sessions.taskId, f.taskId));
-      if (f.mode !== undefined) conds.push(eq(sessions.mode, f.mode));
-      if (f.status !== undefined) conds.push(eq(sessions.status, f.status));
-      if (f.since !== undefined) conds.push(gte(sessions.createdAt, f.since));
-      if (f.until !== undefined) conds.push(lt(sessions.createdAt, f.until));
-      return db.select().from(sessions).where(and(...conds)).orderBy(desc(sessions.id)).limit(limit);
+      return db
+        .select()
+        .from(sessions)
+        .where(and(...replaySessionConditions(sessions, tenant, f)))
+        .orderBy(desc(sessions.id))
+        .limit(limit);
     },
     async modelCalls(sessionIds) {
       const out = new Map<string, number>();

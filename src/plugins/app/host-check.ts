@@ -14,7 +14,7 @@
  */
 import fp from 'fastify-plugin';
 import type { FastifyInstance } from 'fastify';
-import { hostNameOf, isLoopbackHostName } from '../../config.js';
+import { hostNameOf, isLoopbackHostName } from '../../config/access.js';
 import { DomainError } from '../../agent/errors.js';
 
 /** Most characters of a refused Host value repeated in the problem's detail. */

@@ -14,7 +14,7 @@ import type { AsyncRepositories } from '../../db/async-repositories.js';
 import { gateOverlap, type GateSpec } from '../../shared/promotion-gate.js';
 import { pendingReport, type GateEvaluateRequest, type GateReport } from './gate.js';
 import { GateCancelledError, startGateWorker, type GateEvaluatorModule, type GateRunner, type GateWorkerHandle } from './gate-worker.js';
-import type { ManagerLogger, VersionRegistry } from './manager.js';
+import type { ManagerLogger, VersionRegistry } from './job-request.js';
 
 /** How the server's gates evaluate: its engine kind and backend, and the evaluator module or runner. */
 export interface GateSettings {

@@ -23,7 +23,7 @@
  */
 import { availableParallelism } from 'node:os';
 import * as tf from '@tensorflow/tfjs';
-import { ConfigError, parseTrainWorkers } from '../../config.js';
+import { ConfigError, parseTrainWorkers } from '../../config/values.js';
 import { passAtKRate } from '../../shared/passk.js';
 import { POSITION_OFFSETS, type LrSchedule, type OldLogprobSource, type PositionOffset } from '../../domain.js';
 import { makeBatch, disposeBatch, type Batch, type Supports } from '../data/batch.js';
@@ -271,7 +271,7 @@ export function byTurns(minibatches: readonly number[][], turns: readonly number
 export function trainWorkersFromEnv(env: Record<string, string | undefined> = process.env): number | null {
   let n: number;
   try {
-    n = parseTrainWorkers(env); // the one parser of LAMER_TRAIN_WORKERS (src/config.ts)
+    n = parseTrainWorkers(env); // the one parser of LAMER_TRAIN_WORKERS (src/config/values.ts)
   } catch (err) {
     throw err instanceof ConfigError ? new RangeError(err.message) : err;
   }

@@ -10,7 +10,7 @@
  */
 import { Cron } from 'croner';
 import type { AsyncTrainingData } from '../../db/async-repositories.js';
-import type { CreateJobRequest, ManagerLogger } from './manager.js';
+import type { CreateJobRequest, ManagerLogger } from './job-request.js';
 
 export interface ScheduleConfig {
   /** Start a job after this many newly completed training sessions (>= 1). */
