@@ -141,6 +141,14 @@ export interface RowPart {
 }
 
 /**
+ * The counted tokens of a section of `rows` rows whose longest has `maxLen` new tokens and which
+ * have `sumLen` in all: the real tokens when rows are packed, else rows x the longest (padding).
+ */
+export function sectionCost(rows: number, maxLen: number, sumLen: number, packed: boolean): number {
+  return packed ? sumLen : rows * maxLen;
+}
+
+/**
  * Splits a group's rows (their new-token counts, in order) into forward sections of at most
  * `maxTokens` tokens each, counted as padded (rows x the longest row's count) or, with `packed`,
  * as the sum of the counts: whole rows are packed in order while the section stays within the
@@ -165,7 +173,7 @@ export function planSections(lengths: readonly number[], maxTokens: number, pack
       for (let j = 0; j < k; j++) sections.push([{ row, from: Math.floor((j * n) / k), to: Math.floor(((j + 1) * n) / k) }]);
       return;
     }
-    const cost = packed ? curSum + n : (cur.length + 1) * Math.max(curMax, n);
+    const cost = sectionCost(cur.length + 1, Math.max(curMax, n), curSum + n, packed);
     if (cur.length > 0 && cost > maxTokens) {
       sections.push(cur);
       cur = [];
@@ -276,6 +284,18 @@ export class ForwardBatcher {
   /** The token bound of the next section (`timedSectionBound` of the running cost). */
   get sectionBound(): number {
     return timedSectionBound(this.msPerToken, this.targetMs, this.sectionTokens);
+  }
+
+  /** Folds a section's wall ms per counted token into the running average the time target reads. */
+  private recordCost(rows: CachedRow[], ms: number): void {
+    let maxLen = 0;
+    let sumLen = 0;
+    for (const r of rows) {
+      maxLen = Math.max(maxLen, r.tokens.length);
+      sumLen += r.tokens.length;
+    }
+    const perToken = ms / sectionCost(rows.length, maxLen, sumLen, this.opts.packedRows === true);
+    this.msPerToken = this.msPerToken === null ? perToken : this.msPerToken + SECTION_COST_EMA * (perToken - this.msPerToken);
   }
 
   /** Queues rows for the next forward; resolves with one result per row, in order. */
@@ -449,10 +469,7 @@ export class ForwardBatcher {
     const t0 = this.now();
     const results = this.run(rows);
     const ms = this.now() - t0;
-    const lens = rows.map((r) => r.tokens.length);
-    const tokens = this.opts.packedRows ? lens.reduce((a, b) => a + b, 0) : rows.length * Math.max(...lens);
-    const perToken = ms / tokens;
-    this.msPerToken = this.msPerToken === null ? perToken : this.msPerToken + SECTION_COST_EMA * (perToken - this.msPerToken);
+    if (this.targetMs > 0) this.recordCost(rows, ms);
     this.stats.busyMs += ms;
     this.stats.forwards++;
     this.stats.rows += rows.length;
