@@ -137,16 +137,7 @@ export function mineSweeperContrastPair(
 export function sokobanContrastPair(
   envName: string, seed: number, observation: string, answer: string, rng: Rng,
 ): { withMemory: CompactTrial; twin: CompactTrial } | null {
-  let s = parseSokoban(observation);
-  let push: SokobanPush | null = null;
-  for (const m of parseMoves(answer)) {
-    const o = applyMove(s, m);
-    if (o.push && solveSokoban(o.state) === null) {
-      push = { row: Math.floor(o.push.from / s.cols), col: o.push.from % s.cols, move: m };
-      break;
-    }
-    s = o.state;
-  }
+  const push = firstPush(observation, answer, (after) => solveSokoban(after) === null);
   if (!push) return null;
   const c = sokobanChoices(observation, rng, [push]);
   if (!c || !c.deadMoves.some((m) => m.length > 0)) return null;
@@ -261,13 +252,23 @@ export function parseDeadPush(line: string): SokobanPush | null {
  * @throws Error when an observation is not a Sokoban board (`parseSokoban`).
  */
 export function sokobanFatalPush(observation: string, action: string, finalObservation: string): SokobanPush | null {
-  let s = parseSokoban(observation);
   const end = parseSokoban(finalObservation);
-  const same = (x: SokobanState) => x.player === end.player && x.boxes.join(',') === end.boxes.join(',');
+  return firstPush(observation, action, (x) => x.player === end.player && x.boxes.join(',') === end.boxes.join(','));
+}
+
+/** The push of the box on cell index `from` of `s` by the player's `move`. */
+const pushOf = (s: SokobanState, from: number, move: Move): SokobanPush => ({ row: Math.floor(from / s.cols), col: from % s.cols, move });
+
+/**
+ * The first push of `action`'s moves (at most 3, as the env reads them), replayed from
+ * `observation`, whose resulting state passes `test`; null when none does.
+ */
+function firstPush(observation: string, action: string, test: (after: SokobanState) => boolean): SokobanPush | null {
+  let s = parseSokoban(observation);
   for (const m of parseMoves(action)) {
     const o = applyMove(s, m);
+    if (o.push && test(o.state)) return pushOf(s, o.push.from, m);
     s = o.state;
-    if (o.push && same(s)) return { row: Math.floor(o.push.from / s.cols), col: o.push.from % s.cols, move: m };
   }
   return null;
 }
@@ -282,9 +283,8 @@ function deadPushMoves(s: SokobanState, named: readonly SokobanPush[], dead: (x:
   return MOVES.filter((m) => {
     const o = applyMove(s, m);
     if (!o.push) return false;
-    const r = Math.floor(o.push.from / s.cols);
-    const c = o.push.from % s.cols;
-    return named.some((p) => p.row === r && p.col === c && p.move === m) && dead(o.state);
+    const q = pushOf(s, o.push.from, m);
+    return named.some((p) => p.row === q.row && p.col === q.col && p.move === m) && dead(o.state);
   });
 }
 
