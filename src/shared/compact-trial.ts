@@ -45,7 +45,7 @@ export interface CompactStep {
   invalidMoves?: string[][];
   /**
    * Sokoban: for each position of `choices` (aligned as `invalidMoves`), the moves that would make
-   * a push that the memory names as a dead end (src/envs/compact-data.ts `deadPushReflection`)
+   * a push that the memory names as a dead end (src/envs/sokoban-pushes.ts `deadPushReflection`)
    * into a state with no solution, from the state the pieces of `target` before it reach; [] at
    * the separators. Never among the position's choices. Absent: no such move anywhere.
    */

@@ -5,9 +5,10 @@
 import { describe, expect, it } from 'vitest';
 import {
   mineSweeperChoices, mineSweeperCompactReflection, mineSweeperContrast, mineSweeperContrastPair, noisyPolicy, playCompactTrial,
-  parseDeadPush, provableMineCells, randomAction, revealedCells, sokobanChoices, sokobanCompactReflection, sokobanContrastPair,
-  sokobanFatalPush, solverPolicy, symmetriesFor, symmetry, transformTrial, type CompactTrial,
+  provableMineCells, randomAction, revealedCells, sokobanChoices, sokobanCompactReflection, sokobanContrastPair,
+  solverPolicy, symmetriesFor, symmetry, transformTrial, type CompactTrial,
 } from '../../src/envs/compact-data.js';
+import { parseDeadPush, sokobanFatalPush } from '../../src/envs/sokoban-pushes.js';
 import { gridText, parseGridRows } from '../../src/envs/grid.js';
 import { Rng } from '../../src/envs/rng.js';
 import { applyMove, parseMoves, parseSokoban, renderSokoban, solveSokoban, SokobanEnv } from '../../src/envs/sokoban.js';
