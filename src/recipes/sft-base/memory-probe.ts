@@ -167,7 +167,9 @@ function actingContexts(trial: CompactTrial): { attempt: number; observation: st
 
 /** The three probes of one checkpoint (see the module comment). */
 export function probe(model: GPT, format: CompactPromptFormat, tok: GameTokenizer, boards: number, name: string): MemoryProbe {
-  const exOpts = { tokenizer: tok, format, blockSize: model.config.block_size, actionReserve: ACTION_RESERVE, reflectionReserve: REFLECTION_RESERVE };
+  const exOpts = {
+    tokenizer: tok, format, blockSize: model.config.block_size, actionReserve: ACTION_RESERVE, reflectionReserve: REFLECTION_RESERVE,
+  };
   const mines = (makeEnv(PROBE_ENV) as MineSweeperEnv).params.mines;
   let prompts = 0, lpSum = 0, top1 = 0;
   const inPlay = new InPlaySums(), inPlayMatters = new InPlaySums();
@@ -177,7 +179,9 @@ export function probe(model: GPT, format: CompactPromptFormat, tok: GameTokenize
     const examples = compactExamples(trial, exOpts);
     const contexts = actingContexts(trial);
     const acting = examples.filter((e) => e.kind === 'action');
-    if (acting.length !== contexts.length) throw new Error(`trial ${seed}: ${acting.length} acting examples for ${contexts.length} decisions`);
+    if (acting.length !== contexts.length) {
+      throw new Error(`trial ${seed}: ${acting.length} acting examples for ${contexts.length} decisions`);
+    }
     for (const e of examples) {
       if (e.kind !== 'reflection' || e.failure !== 'C was a mine.') continue;
       const lp = nextLogprobs(model, e.ids.slice(0, e.at[0]! + 1));

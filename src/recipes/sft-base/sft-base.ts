@@ -115,17 +115,21 @@ async function startModel(o: SftBaseOptions, tok: GameTokenizer): Promise<Start>
     if (text.sampling) sampling = text.sampling;
     model = loaded.model;
     try {
-      before = (JSON.parse(readFileSync(path.join(o.from, 'learning-curve.json'), 'utf8')) as { points: Array<Record<string, unknown>> }).points ?? [];
+      const curveFile = path.join(o.from, 'learning-curve.json');
+      before = (JSON.parse(readFileSync(curveFile, 'utf8')) as { points: Array<Record<string, unknown>> }).points ?? [];
     } catch {
       before = [];
     }
-    parent = { source: 'checkpoint', dir: o.from, weightsSha256: createHash('sha256').update(readFileSync(path.join(o.from, 'weights.bin'))).digest('hex') };
+    const weightsSha256 = createHash('sha256').update(readFileSync(path.join(o.from, 'weights.bin'))).digest('hex');
+    parent = { source: 'checkpoint', dir: o.from, weightsSha256 };
   } else {
     model = initModel({ vocab_size: tok.vocabSize, block_size: o.block, n_layer: o.layers, n_head: o.heads, n_embd: o.embd }, o.seed);
   }
   // counters go on from the start checkpoint's curve, so that the last point is the whole training
   const last = before[before.length - 1] ?? {};
-  const prior = { step: Number(last.step ?? 0), examples: Number(last.examples ?? 0), tokens: Number(last.tokens ?? 0), trainSeconds: Number(last.trainSeconds ?? 0) };
+  const prior = {
+    step: Number(last.step ?? 0), examples: Number(last.examples ?? 0), tokens: Number(last.tokens ?? 0), trainSeconds: Number(last.trainSeconds ?? 0),
+  };
   return { model, config: model.config, before, parent, prior, format, sampling };
 }
 
@@ -148,7 +152,9 @@ const NO_UNLIKELIHOOD: UnlikelihoodWeights = { memory: 0, invalid: 0, moves: 0, 
  * a weight of 0 leaves its kind out
  * (a token named by several kinds keeps the larger weight in `makeSoftBatch`).
  */
-export function withAvoid(batch: readonly CompactExample[], w: UnlikelihoodWeights): Array<CompactExample & { avoid?: Array<[number, number, number]> }> {
+export function withAvoid(
+  batch: readonly CompactExample[], w: UnlikelihoodWeights,
+): Array<CompactExample & { avoid?: Array<[number, number, number]> }> {
   const dead = w.deadPushes ?? 0;
   return batch.map((x) => {
     const avoid: Array<[number, number, number]> = [
@@ -193,7 +199,9 @@ interface StepBatch { examples: CompactExample[]; trials: number; daggerTrials: 
  * The next batch of `n` examples: from the data thread (which refilled while the previous step
  * trained: what is left is the wait), or from the pool in this thread after its refill.
  */
-async function takeBatch(data: DataThread | null, pool: ExamplePool | null, n: number, daggerOn: boolean, memoryOn: boolean): Promise<StepBatch> {
+async function takeBatch(
+  data: DataThread | null, pool: ExamplePool | null, n: number, daggerOn: boolean, memoryOn: boolean,
+): Promise<StepBatch> {
   if (data) return data.take(n, daggerOn, memoryOn);
   pool!.refill(daggerOn, memoryOn);
   return { examples: pool!.take(n), trials: pool!.trials, daggerTrials: pool!.daggerTrials, deadPushExamples: pool!.deadPushExamples };
@@ -215,7 +223,8 @@ function probeFigures(p: MemoryProbe): Omit<MemoryProbe, 'model'> {
 /** One line of a point's memory probe: its main figures (./memory-probe.ts). */
 function describeProbe(p: MemoryProbe): string {
   const a = p.acting.canBeMine, m = p.memoryInPlay;
-  return `probe: reflection top-1 ${(100 * p.reflection.top1).toFixed(0)}%, favourite still top-1 under a memory naming it ${(100 * a.stillTop1).toFixed(1)}% `
+  return `probe: reflection top-1 ${(100 * p.reflection.top1).toFixed(0)}%, `
+    + `favourite still top-1 under a memory naming it ${(100 * a.stillTop1).toFixed(1)}% `
     + `(${a.boards} boards), P(named) in play ${m.pNamedWithMemory.toFixed(4)} with memory vs ${m.pNamedWithoutMemory.toFixed(4)} without`;
 }
 
@@ -243,11 +252,15 @@ async function main(): Promise<void> {
   let examples = 0, tokens = 0, lossSum = 0, lossN = 0;
   const meta = (counts: { step: number; examples: number; tokens: number; trainSeconds: number }, weights: 'average' | 'last') => ({
     version: 'base', recipe: 'compact SFT: solver soft targets, 8 symmetries, curriculum, failures with factual reflections, DAgger',
-    options: { ...o }, ...(average ? { weights } : {}), wallSeconds: Math.round((Date.now() - started) / 1000), trainSeconds: counts.trainSeconds,
+    options: { ...o }, ...(average ? { weights } : {}),
+    wallSeconds: Math.round((Date.now() - started) / 1000), trainSeconds: counts.trainSeconds,
     steps: counts.step, examples: counts.examples, tokens: counts.tokens, ...(parent ? { parent } : {}),
   });
   const evalGames = (): GamePoints => ['minesweeper-6x6-3', 'sokoban-6x6-2'].map((e) => evaluate(model, tok, format, e, o.evalTasks));
-  /** A learning-curve point: evaluates and saves the averaged weights (--ema) or the last iterate; at the end with --ema, the last iterate too. */
+  /**
+   * A learning-curve point: evaluates and saves the averaged weights (--ema) or the last iterate
+   * (at the end with --ema, the last iterate too), and probes the memory (--probe-boards).
+   */
   const doEval = async (step: number, final: boolean) => {
     const t0 = Date.now();
     const trainSeconds = prior.trainSeconds + Math.round(trainMs / 1000);
