@@ -39,7 +39,7 @@ async function handle(m: ToDataThread): Promise<void> {
   const { trials, daggerTrials, deadPushExamples } = state.pool;
   post({ type: 'batch', examples, trials, daggerTrials, deadPushExamples, refillMs: state.refillMs });
   const t0 = Date.now();
-  state.pool.refill(m.daggerOn);
+  state.pool.refill(m.daggerOn, m.memoryOn);
   state.refillMs = Date.now() - t0;
 }
 

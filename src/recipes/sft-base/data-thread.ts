@@ -22,7 +22,7 @@ import type { PoolOptions } from './pool.js';
 
 export type ToDataThread =
   | { type: 'init'; config: GPTConfig; weights: SharedArrayBuffer; pool: PoolOptions; format: CompactPromptFormat; size: number }
-  | { type: 'take'; n: number; daggerOn: boolean; syncWeights: boolean };
+  | { type: 'take'; n: number; daggerOn: boolean; memoryOn: boolean; syncWeights: boolean };
 export type FromDataThread =
   | { type: 'ready'; params: number; refillMs: number }
   | { type: 'batch'; examples: CompactExample[]; trials: number; daggerTrials: number; deadPushExamples: number; refillMs: number }
@@ -76,11 +76,12 @@ export class DataThread {
 
   /**
    * `n` examples of one kind from the thread's pool (ExamplePool.take); the thread then refills
-   * its pool, with DAgger trials when `daggerOn`, while the caller trains.
+   * its pool, with DAgger trials when `daggerOn` and memory contrasts when `memoryOn` too
+   * (ExamplePool.refill), while the caller trains.
    * @throws Error when the thread fails.
    */
-  async take(n: number, daggerOn: boolean): Promise<TakenBatch> {
-    const m = await this.channel.request({ type: 'take', n, daggerOn, syncWeights: this.stale });
+  async take(n: number, daggerOn: boolean, memoryOn = true): Promise<TakenBatch> {
+    const m = await this.channel.request({ type: 'take', n, daggerOn, memoryOn, syncWeights: this.stale });
     this.stale = false;
     if (m.type !== 'batch') throw new Error(`data thread answered ${m.type} to take`);
     const { examples, trials, daggerTrials, deadPushExamples, refillMs } = m;

@@ -65,8 +65,19 @@ export const SFT_BASE_OPTIONS = {
   }),
   daggerFrom: opt.number({ meta: 'F', default: 0.2, range: [0, 1], help: 'fraction of the budget after which DAgger rounds start' }),
   daggerShare: opt.number({ meta: 'F', default: 0.4, range: [0, 1], help: 'share of new trials played by the model once DAgger runs' }),
+  leversFrom: opt.number({
+    meta: 'F', default: 0, range: [0, 1], defaultText: '0: from the first step',
+    help: 'fraction of the budget after which the memory contrasts (--memory-contrast, --memory-share) and the unlikelihood terms '
+      + '(--memory-, --invalid-, --move-, --mine-, --dead-push-unlikelihood) start, so that a run from scratch builds play first '
+      + 'and adds them later in the same run',
+  }),
   evalEvery: opt.int({ default: 1500, range: [1, 1_000_000], help: 'steps between held-out evaluations' }),
   evalTasks: opt.int({ default: 32, range: [1, 100_000], help: 'held-out tasks per game per evaluation' }),
+  probeBoards: opt.int({
+    default: 100, range: [0, 100_000], defaultText: '100; 0: off',
+    help: 'held-out boards of the memory probe (./memory-probe.ts: writes the mine, acts on a memory line, reads memory in play) '
+      + 'at each learning-curve point, beside the greedy memory minus independent retries (memory-gain)',
+  }),
   seed: opt.int({ default: 1, range: [0, 2 ** 31 - 1], help: 'initialisation and data seed' }),
   memoryAt: opt.choice({
     meta: 'WHERE', default: 'tail', choices: ['head', 'tail'],

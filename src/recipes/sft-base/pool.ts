@@ -118,8 +118,11 @@ export class ExamplePool {
     return this.o.curriculum[this.o.curriculum.length - 1]!.env;
   }
 
-  /** Plays trials until the pool is full again; DAgger trials when `daggerOn`. */
-  refill(daggerOn: boolean): void {
+  /**
+   * Plays trials until the pool is full again; DAgger trials when `daggerOn`; memory contrasts
+   * (`memoryContrast`, made from DAgger trials) only when `memoryOn` too (`--levers-from`).
+   */
+  refill(daggerOn: boolean, memoryOn = true): void {
     const exOpts = { tokenizer: this.tok, format: this.format, blockSize: this.model.config.block_size, actionReserve: ACTION_RESERVE, reflectionReserve: REFLECTION_RESERVE };
     // one policy (and memo) per refill: the weights change between refills
     const mp = daggerOn ? modelPolicy(this.model, this.tok, this.format, (e) => e) : null;
@@ -144,8 +147,8 @@ export class ExamplePool {
         else for (let k = ex.memoryMatters ? this.o.memoryWeight : 1; k > 0; k--) this.items.push(ex);
         if (ex.deadMoves) this.deadPushExamples++;
       }
-      if (mp && trial.env === 'minesweeper' && this.o.memoryContrast > 0) this.addContrasts(trial, params.mines!, mp, sym, exOpts);
-      if (mp && trial.env === 'sokoban' && this.o.memoryContrast > 0 && this.o.pushReflections) {
+      if (mp && memoryOn && trial.env === 'minesweeper' && this.o.memoryContrast > 0) this.addContrasts(trial, params.mines!, mp, sym, exOpts);
+      if (mp && memoryOn && trial.env === 'sokoban' && this.o.memoryContrast > 0 && this.o.pushReflections) {
         this.addSokobanContrasts(trial, mp, sym, exOpts);
       }
     }

@@ -27,6 +27,7 @@ import { GameTokenizer } from '../../model/tokenizers.js';
 import { GAME_ENV_TAGS, gameVocabulary } from '../../envs/vocab.js';
 import { UsageError } from '../../shared/usage-error.js';
 import type { CompactExample } from '../../training/data/compact-sft.js';
+import { probe, type MemoryProbe } from './memory-probe.js';
 import { disposeSoftBatch, makeSoftBatch, positionLogits, softTargetLoss, unlikelihoodLoss } from '../../training/maths/soft-targets.js';
 import { AdamW } from '../../training/maths/losses.js';
 import { learningRateAt, type LrScheduleSpec } from '../../training/maths/lr-schedule.js';
@@ -114,17 +115,21 @@ async function startModel(o: SftBaseOptions, tok: GameTokenizer): Promise<Start>
     if (text.sampling) sampling = text.sampling;
     model = loaded.model;
     try {
-      before = (JSON.parse(readFileSync(path.join(o.from, 'learning-curve.json'), 'utf8')) as { points: Array<Record<string, unknown>> }).points ?? [];
+      const curveFile = path.join(o.from, 'learning-curve.json');
+      before = (JSON.parse(readFileSync(curveFile, 'utf8')) as { points: Array<Record<string, unknown>> }).points ?? [];
     } catch {
       before = [];
     }
-    parent = { source: 'checkpoint', dir: o.from, weightsSha256: createHash('sha256').update(readFileSync(path.join(o.from, 'weights.bin'))).digest('hex') };
+    const weightsSha256 = createHash('sha256').update(readFileSync(path.join(o.from, 'weights.bin'))).digest('hex');
+    parent = { source: 'checkpoint', dir: o.from, weightsSha256 };
   } else {
     model = initModel({ vocab_size: tok.vocabSize, block_size: o.block, n_layer: o.layers, n_head: o.heads, n_embd: o.embd }, o.seed);
   }
   // counters go on from the start checkpoint's curve, so that the last point is the whole training
   const last = before[before.length - 1] ?? {};
-  const prior = { step: Number(last.step ?? 0), examples: Number(last.examples ?? 0), tokens: Number(last.tokens ?? 0), trainSeconds: Number(last.trainSeconds ?? 0) };
+  const prior = {
+    step: Number(last.step ?? 0), examples: Number(last.examples ?? 0), tokens: Number(last.tokens ?? 0), trainSeconds: Number(last.trainSeconds ?? 0),
+  };
   return { model, config: model.config, before, parent, prior, format, sampling };
 }
 
@@ -136,6 +141,9 @@ async function startModel(o: SftBaseOptions, tok: GameTokenizer): Promise<Start>
  */
 export interface UnlikelihoodWeights { memory: number; invalid: number; moves: number; mines: number; deadPushes?: number }
 
+/** Every unlikelihood term off: the steps before `--levers-from`. */
+const NO_UNLIKELIHOOD: UnlikelihoodWeights = { memory: 0, invalid: 0, moves: 0, mines: 0, deadPushes: 0 };
+
 /**
  * A batch's examples with the tokens their answer positions are trained away from, as
  * `makeSoftBatch` takes them (`[k, token id, weight]`, the k-th trained position): `namedMines`,
@@ -144,7 +152,9 @@ export interface UnlikelihoodWeights { memory: number; invalid: number; moves: n
  * a weight of 0 leaves its kind out
  * (a token named by several kinds keeps the larger weight in `makeSoftBatch`).
  */
-export function withAvoid(batch: readonly CompactExample[], w: UnlikelihoodWeights): Array<CompactExample & { avoid?: Array<[number, number, number]> }> {
+export function withAvoid(
+  batch: readonly CompactExample[], w: UnlikelihoodWeights,
+): Array<CompactExample & { avoid?: Array<[number, number, number]> }> {
   const dead = w.deadPushes ?? 0;
   return batch.map((x) => {
     const avoid: Array<[number, number, number]> = [
@@ -189,9 +199,11 @@ interface StepBatch { examples: CompactExample[]; trials: number; daggerTrials: 
  * The next batch of `n` examples: from the data thread (which refilled while the previous step
  * trained: what is left is the wait), or from the pool in this thread after its refill.
  */
-async function takeBatch(data: DataThread | null, pool: ExamplePool | null, n: number, daggerOn: boolean): Promise<StepBatch> {
-  if (data) return data.take(n, daggerOn);
-  pool!.refill(daggerOn);
+async function takeBatch(
+  data: DataThread | null, pool: ExamplePool | null, n: number, daggerOn: boolean, memoryOn: boolean,
+): Promise<StepBatch> {
+  if (data) return data.take(n, daggerOn, memoryOn);
+  pool!.refill(daggerOn, memoryOn);
   return { examples: pool!.take(n), trials: pool!.trials, daggerTrials: pool!.daggerTrials, deadPushExamples: pool!.deadPushExamples };
 }
 
@@ -200,6 +212,20 @@ type GamePoints = ReturnType<typeof evaluate>[];
 /** One line of an evaluation's results, game by game. */
 function describeGames(points: GamePoints): string {
   return points.map((p) => `${p.env} agree ${(100 * p.agreement).toFixed(1)}% ${p.invalid === null ? '' : `invalid ${(100 * p.invalid).toFixed(1)}% `} pass@1 ${(100 * p.pass1).toFixed(1)}% pass@3 ${(100 * p.pass3).toFixed(1)}%${p.reflectionsNamingMine !== null ? ` refl-names-mine ${(100 * p.reflectionsNamingMine).toFixed(0)}%` : ''} memory-gain ${(100 * p.memoryGain).toFixed(1)} pts${p.repeatsEnding !== null ? ` repeats-ending ${(100 * p.repeatsEnding).toFixed(0)}%` : ''}`).join(' | ');
+}
+
+/** A learning-curve point's memory probe: its figures without the model's name. */
+function probeFigures(p: MemoryProbe): Omit<MemoryProbe, 'model'> {
+  const { model: _name, ...figures } = p;
+  return figures;
+}
+
+/** One line of a point's memory probe: its main figures (./memory-probe.ts). */
+function describeProbe(p: MemoryProbe): string {
+  const a = p.acting.canBeMine, m = p.memoryInPlay;
+  return `probe: reflection top-1 ${(100 * p.reflection.top1).toFixed(0)}%, `
+    + `favourite still top-1 under a memory naming it ${(100 * a.stillTop1).toFixed(1)}% `
+    + `(${a.boards} boards), P(named) in play ${m.pNamedWithMemory.toFixed(4)} with memory vs ${m.pNamedWithoutMemory.toFixed(4)} without`;
 }
 
 async function main(): Promise<void> {
@@ -226,11 +252,15 @@ async function main(): Promise<void> {
   let examples = 0, tokens = 0, lossSum = 0, lossN = 0;
   const meta = (counts: { step: number; examples: number; tokens: number; trainSeconds: number }, weights: 'average' | 'last') => ({
     version: 'base', recipe: 'compact SFT: solver soft targets, 8 symmetries, curriculum, failures with factual reflections, DAgger',
-    options: { ...o }, ...(average ? { weights } : {}), wallSeconds: Math.round((Date.now() - started) / 1000), trainSeconds: counts.trainSeconds,
+    options: { ...o }, ...(average ? { weights } : {}),
+    wallSeconds: Math.round((Date.now() - started) / 1000), trainSeconds: counts.trainSeconds,
     steps: counts.step, examples: counts.examples, tokens: counts.tokens, ...(parent ? { parent } : {}),
   });
   const evalGames = (): GamePoints => ['minesweeper-6x6-3', 'sokoban-6x6-2'].map((e) => evaluate(model, tok, format, e, o.evalTasks));
-  /** A learning-curve point: evaluates and saves the averaged weights (--ema) or the last iterate; at the end with --ema, the last iterate too. */
+  /**
+   * A learning-curve point: evaluates and saves the averaged weights (--ema) or the last iterate
+   * (at the end with --ema, the last iterate too), and probes the memory (--probe-boards).
+   */
   const doEval = async (step: number, final: boolean) => {
     const t0 = Date.now();
     const trainSeconds = prior.trainSeconds + Math.round(trainMs / 1000);
@@ -246,18 +276,30 @@ async function main(): Promise<void> {
       lastIterate = await evalAndSave(path.join(o.out, 'last-iterate'), 'last');
       process.stderr.write(`eval @${step} (last iterate): ${describeGames(lastIterate)}\n`);
     }
-    const points = average ? await average.withAverage(() => evalAndSave(o.out, 'average')) : await evalAndSave(o.out, 'last');
+    const evalPoint = async () => {
+      const games = await evalAndSave(o.out, average ? 'average' : 'last');
+      return { games, memoryProbe: o.probeBoards > 0 ? probe(model, format, tok, o.probeBoards, 'point') : null };
+    };
+    const { games: points, memoryProbe } = average ? await average.withAverage(evalPoint) : await evalPoint();
     curve.push({
       ...counts, ...(o.from ? { continues: o.from } : {}), loss: lossN ? lossSum / lossN : null, daggerTrials,
+      ...(o.leversFrom > 0 ? { leversFrom: leversStep === null ? null : prior.step + leversStep } : {}),
       ...(o.pushReflections ? { deadPush: { made: deadPushExamples, trained: deadPushTrained, steps: deadPushSteps } } : {}),
       evalSeconds: Math.round((Date.now() - t0) / 1000),
       ...(average ? { weights: 'average', ...(lastIterate ? { lastIterate } : {}) } : {}), games: points,
+      ...(memoryProbe ? { memoryProbe: probeFigures(memoryProbe) } : {}),
     });
     lossSum = 0; lossN = 0;
-    process.stderr.write(`eval @${step}${average ? ' (average)' : ''}: ${describeGames(points)}\n`);
+    process.stderr.write(`eval @${step}${average ? ' (average)' : ''}: ${describeGames(points)}${memoryProbe ? ` | ${describeProbe(memoryProbe)}` : ''}\n`);
     writeFileSync(path.join(o.out, 'learning-curve.json'), JSON.stringify({ config, vocabulary: tok.vocabSize, points: curve }, null, 1) + '\n');
   };
 
+  const unlikelihood: UnlikelihoodWeights = {
+    memory: o.memoryUnlikelihood, invalid: o.invalidUnlikelihood, moves: o.moveUnlikelihood, mines: o.mineUnlikelihood,
+    deadPushes: o.deadPushUnlikelihood,
+  };
+  /** The first step with the memory contrasts and unlikelihood terms on (--levers-from), in the curve's points. */
+  let leversStep: number | null = null;
   let step = 0;
   for (; ; step++) {
     const elapsedFrac = o.steps ? step / o.steps : trainMs / (o.minutes * 60_000);
@@ -266,16 +308,18 @@ async function main(): Promise<void> {
     const total = o.steps ?? (step < 200 ? 1_000_000 : Math.max(step + 1, Math.round(step / Math.max(1e-9, elapsedFrac))));
     const t0 = Date.now();
     let batch: CompactExample[];
-    ({ examples: batch, trials, daggerTrials, deadPushExamples } = await takeBatch(data, pool, o.batch, elapsedFrac >= o.daggerFrom));
+    const leversOn = elapsedFrac >= o.leversFrom;
+    if (leversOn && leversStep === null) {
+      leversStep = step;
+      if (o.leversFrom > 0) process.stderr.write(`step ${step}: memory contrasts and unlikelihood terms start (--levers-from ${o.leversFrom})\n`);
+    }
+    ({ examples: batch, trials, daggerTrials, deadPushExamples } = await takeBatch(data, pool, o.batch, elapsedFrac >= o.daggerFrom, leversOn));
     const labelled = batch.filter((x) => x.deadMoves).length;
     deadPushTrained += labelled;
     if (labelled > 0) deadPushSteps++;
     dataMs += Date.now() - t0;
     opt.lr = learningRate(o.lr, step, total);
-    lossSum += trainStep(model, opt, batch, tok.vocabSize, {
-      memory: o.memoryUnlikelihood, invalid: o.invalidUnlikelihood, moves: o.moveUnlikelihood, mines: o.mineUnlikelihood,
-      deadPushes: o.deadPushUnlikelihood,
-    });
+    lossSum += trainStep(model, opt, batch, tok.vocabSize, leversOn ? unlikelihood : NO_UNLIKELIHOOD);
     data?.publish(model.trainableVariables);
     average?.update();
     lossN++;

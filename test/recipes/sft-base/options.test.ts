@@ -29,7 +29,9 @@ describe('the committed run of the first stage of models/base (run H)', () => {
     expect(stages[0]).toMatchObject({ stage: 'H', from: null });
     expect(stages[0].command).toContain('--config src/recipes/configs/base.json');
     const { out: _recordedOut, ...recorded } = stages[0].meta.options;
-    expect(o).toEqual({ ...recorded, memoryPairs: false, memoryShare: null, mineUnlikelihood: 0, pushReflections: false, deadPushUnlikelihood: 0, out });
+    expect(o).toEqual({
+      ...recorded, memoryPairs: false, memoryShare: null, mineUnlikelihood: 0, pushReflections: false, deadPushUnlikelihood: 0, leversFrom: 0, probeBoards: 0, out,
+    });
     // the six options of its command line (models/base/README.md), and the stage is its last iterate
     expect(o).toMatchObject({ minutes: 110, dataThread: true, reflectionShare: 0.2, memoryWeight: 6, ema: 0.998, seed: 21 });
     expect(stages[0].meta.weights).toBe('last');
@@ -76,7 +78,9 @@ describe('the lineage of models/base', () => {
     argv[at('--out')] = out;
     const { out: _recordedOut, from: _recordedFrom, ...recorded } = shipped.meta.options;
     // options added after the stage ran take their defaults
-    expect(parseSftBaseArgs(argv)).toEqual({ ...recorded, pushReflections: false, deadPushUnlikelihood: 0, from: BASE_DIR, out });
+    expect(parseSftBaseArgs(argv)).toEqual({
+      ...recorded, pushReflections: false, deadPushUnlikelihood: 0, leversFrom: 0, probeBoards: 100, from: BASE_DIR, out,
+    });
   });
 });
 

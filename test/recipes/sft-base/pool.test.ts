@@ -118,6 +118,20 @@ describe('ExamplePool', () => {
     expect(marked.some((x) => /\(\d, \d\) was a mine\./.test(tok.decode(x.ids)))).toBe(true);
   });
 
+  it('makes no memory contrasts from DAgger trials while the memory levers are off (--levers-from)', () => {
+    const mine: PoolOptions = { ...base, curriculum: [{ env: 'minesweeper-4x4-2', weight: 1 }], daggerShare: 1, memoryContrast: 1, memoryShare: 0.25, memoryPairs: true };
+    const clicker = alwaysClicks('(2, 2)');
+    const pool = new ExamplePool(mine, clicker, tok, format, poolRng(9), 100);
+    pool.refill(true, false);
+    expect(pool.daggerTrials).toBeGreaterThan(0);
+    expect([pool.contrasts, pool.memory.length]).toEqual([0, 0]);
+    pool.items.length = 0;
+    pool.refill(true, true);
+    clicker.dispose();
+    expect(pool.contrasts).toBeGreaterThan(0);
+    expect(pool.memory.length).toBeGreaterThan(0);
+  });
+
   it('with a memory share and pairs, keeps contrasts apart, each beside its no-memory twin, and draws that share of memory batches', () => {
     const mine: PoolOptions = { ...base, curriculum: [{ env: 'minesweeper-4x4-2', weight: 1 }], daggerShare: 0, memoryContrast: 1, memoryShare: 0.25, memoryPairs: true };
     const clicker = alwaysClicks('(1, 1)');

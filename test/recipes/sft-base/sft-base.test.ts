@@ -176,6 +176,22 @@ describe('sft-compact CLI', () => {
     expect(metadata).toMatchObject({ meta: { steps: 3, options: { dataThread: true, reflectionShare: 0.5, balanceReflections: true, memoryWeight: 4, memoryContrast: 0.5, memoryUnlikelihood: 5, invalidUnlikelihood: 2, moveUnlikelihood: 3, mineUnlikelihood: 4 } } });
   }, 120_000);
 
+  it('with --levers-from, starts the memory contrasts and unlikelihood terms at that fraction, and probes the memory at each point', async () => {
+    const out = path.join(tmpDir('lamer-sft-compact-levers-'), 'base');
+    const r = await runCli(['--steps', '4', '--eval-every', '1', '--eval-tasks', '1', '--layers', '1', '--embd', '32', '--heads', '2', '--batch', '4', '--block', '384', '--out', out, '--seed', '3',
+      '--levers-from', '0.5', '--dagger-from', '0', '--memory-contrast', '1', '--memory-unlikelihood', '5', '--probe-boards', '3']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toContain('step 2: memory contrasts and unlikelihood terms start (--levers-from 0.5)');
+    expect(r.stderr).toMatch(/eval @1: .* \| probe: reflection top-1 \d+%/);
+    const curve = JSON.parse(fs.readFileSync(path.join(out, 'learning-curve.json'), 'utf8'));
+    expect(curve.points.map((p: any) => [p.step, p.leversFrom])).toEqual([[1, null], [2, 2], [3, 2], [4, 2]]);
+    for (const p of curve.points) {
+      expect(Object.keys(p.memoryProbe).sort()).toEqual(['acting', 'memoryInPlay', 'reflection']);
+      expect(p.memoryProbe.acting.boards).toBeLessThanOrEqual(3);
+      expect(p.memoryProbe.reflection.prompts).toBeGreaterThan(0);
+    }
+  }, 120_000);
+
   it('with --ema, evaluates and saves the averaged weights at each point, and the last iterate beside them at the end', async () => {
     const out = path.join(tmpDir('lamer-sft-compact-ema-'), 'base');
     const r = await runCli(['--steps', '3', '--eval-every', '2', '--eval-tasks', '1', '--layers', '1', '--embd', '32', '--heads', '2', '--batch', '4', '--block', '384', '--out', out, '--seed', '2', '--ema', '0.9']);
