@@ -62,8 +62,7 @@ export function startDetached(how: How, env: Record<string, string> = {}, args: 
 
 
 /** Run `lamer serve` (node --import tsx src/cli/index.ts serve) to its end: exit code and output. */
-export function serveOnce(env: Record<string, string>, args: string[] = []): Promise<{ code: number | null; stdout: string; stderr: string; ms: number }> {
-  const t0 = performance.now();
+export function serveOnce(env: Record<string, string>, args: string[] = []): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/index.ts', 'serve', ...args], {
       cwd: root,
@@ -74,25 +73,23 @@ export function serveOnce(env: Record<string, string>, args: string[] = []): Pro
     let stderr = '';
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    child.once('exit', (code) => resolve({ code, stdout, stderr, ms: performance.now() - t0 }));
+    child.once('exit', (code) => resolve({ code, stdout, stderr }));
   });
 }
 
 /** A fresh data directory, removed after the test file. */
 export const tmpDataDir = (): string => tmpDir('lamer-cli-');
 
-/** What `runFor` saw: exit code, output, wall milliseconds, and whether the limit killed it. */
+/** What `runFor` saw: exit code, output, and whether the limit killed it. */
 export interface RunForResult {
   code: number | null;
   stdout: string;
   stderr: string;
-  ms: number;
   killed: boolean;
 }
 
 /** Run `cmd args` from the repository root in its own process group, killed (the whole group) after `limitMs`. */
 export function runFor(cmd: string, args: string[], env: Record<string, string>, limitMs: number): Promise<RunForResult> {
-  const t0 = performance.now();
   return new Promise((resolve) => {
     const child = spawn(cmd, args, { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
     let stdout = '';
@@ -110,7 +107,7 @@ export function runFor(cmd: string, args: string[], env: Record<string, string>,
     }, limitMs);
     child.once('exit', (code) => {
       clearTimeout(timer);
-      resolve({ code, stdout, stderr, ms: performance.now() - t0, killed });
+      resolve({ code, stdout, stderr, killed });
     });
   });
 }
