@@ -43,7 +43,7 @@
  * `error` member, which the OpenAI SDKs read).
  */
 import { randomUUID } from 'node:crypto';
-import { DomainError, invalid, notFound } from '../agent/errors.js';
+import { DomainError, invalid } from '../agent/errors.js';
 import type { ModelRegistry } from '../agent/models.js';
 import type { SessionService } from '../agent/sessions.js';
 import type { TurnAnswer, TurnInput } from '../agent/session-types.js';

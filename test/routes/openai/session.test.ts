@@ -310,10 +310,11 @@ describe('a builtin version', () => {
   it('refuses a max_tokens over half the tiny model\'s context (192) with a 400 naming the field, recording nothing', async () => {
     const { id, client } = await open(builtin, { sampling: { seed: 4 } });
     const before = await builtin.call('GET', `/v1/sessions/${id}/trajectory`);
-    for (const [field, body] of [
+    const cases: Array<[string, OpenAI.ChatCompletionCreateParamsNonStreaming]> = [
       ['max_tokens', { model: 'x', messages: [{ role: 'user', content: 'Go' }], max_tokens: 193 }],
       ['max_completion_tokens', { model: 'x', messages: [{ role: 'user', content: 'Go' }], max_tokens: 8, max_completion_tokens: 1_000_000_000 }],
-    ] as const) {
+    ];
+    for (const [field, body] of cases) {
       const err = await client.chat.completions.create(body).catch((e: unknown) => e);
       expect(err, field).toBeInstanceOf(OpenAI.BadRequestError);
       expect((err as InstanceType<typeof OpenAI.BadRequestError>).param).toBe(field);
