@@ -138,7 +138,7 @@ describe.skipIf(skip !== null || pg === null)('scale-out: nginx, two replicas on
       process.kill(-f.second.child.pid!, 'SIGKILL');
     });
     expect(await f.second.exited).toBe(-1);
-    expect(killedAt).toBeLessThan(Number.POSITIVE_INFINITY);
+    expect(Number.isFinite(killedAt), 'the kill ran during play').toBe(true);
     await expectNothingLost(pg!, f, played, killedAt, f.second, f.first);
   }, 300_000);
 

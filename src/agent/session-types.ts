@@ -56,6 +56,11 @@ export interface TurnInput {
   sampling: RequestSampling;
   /** Token cap of the answer (>= 1; the engine may cap it further). */
   maxTokens: number;
+  /**
+   * The request field that set `maxTokens`, absent for a default (CompleteRequest.maxTokensField:
+   * more than the engine can generate is a 400 naming it).
+   */
+  maxTokensField?: string;
   stop: string[];
   /** `guided_choice` (builtin versions): the output is one of these. */
   choices?: string[];

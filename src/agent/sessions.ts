@@ -548,7 +548,10 @@ export class SessionService {
     } else {
       const engine = this.engine;
       if (!engine.complete) throw new DomainError('engine-unavailable', 'this engine does not serve completions');
-      const req = { modelVersion: version, prompt, sampling, maxTokens: t.maxTokens, stop: t.stop, ...(t.choices ? { choices: t.choices } : {}) };
+      const req = {
+        modelVersion: version, prompt, sampling, maxTokens: t.maxTokens, stop: t.stop,
+        ...(t.maxTokensField ? { maxTokensField: t.maxTokensField } : {}), ...(t.choices ? { choices: t.choices } : {}),
+      };
       gen = await this.generate(() => engine.complete!(req)).catch((err: unknown) => {
         // The engine checks `choices` as a step's candidates; here they are the request's guided_choice.
         if (err instanceof DomainError && err.kind === 'validation' && err.details.errors?.[0]?.field.startsWith('body/availableActions')) {

@@ -32,8 +32,8 @@ import type { BatcherStats } from '../model/batcher.js';
 import type { CachedRow } from '../model/gpt-cached.js';
 import { DEFAULT_LIMITS, type GenerationLimits } from '../model/sampling.js';
 import {
-  EngineError, type ActRequest, type CompleteRequest, type Completion, type EngineHealth, type EngineInfo, type EngineObserver,
-  type Generation, type PolicyEngine, type ReflectRequest, type ReplayAnswer, type ReplayRequest, type ScoreRequest,
+  EngineError, EngineLimitError, type ActRequest, type CompleteRequest, type Completion, type EngineHealth, type EngineInfo,
+  type EngineObserver, type Generation, type PolicyEngine, type ReflectRequest, type ReplayAnswer, type ReplayRequest, type ScoreRequest,
 } from './engine.js';
 import { sampleCandidate, scoreCandidates, type CandidateCaps } from './builtin/candidates.js';
 import { completion, generate, type GenContext } from './builtin/generate.js';
@@ -231,7 +231,9 @@ export class BuiltinEngine implements PolicyEngine {
   /**
    * A sessionless completion (the OpenAI-compatible endpoint): with `choices`, the constrained
    * path of `act` with `availableActions` (same tokens, logprobs and choice); otherwise up to
-   * `min(maxTokens, block_size / 2)` sampled tokens. Stop strings cut the output before their first
+   * `min(maxTokens, block_size / 2)` sampled tokens; a `maxTokens` over `block_size / 2` that the
+   * request set (`maxTokensField`) is an EngineLimitError naming that field, before any model work.
+   * Stop strings cut the output before their first
    * occurrence; the token ids and logprobs are cut at the token where it begins (for the byte
    * tokenizer the same byte), so they are exactly those of the returned text. finishReason 'stop' when EOS, a stop string or a
    * choice ended it, else 'length'.
@@ -241,7 +243,13 @@ export class BuiltinEngine implements PolicyEngine {
       if (req.choices && req.choices.length > 0) {
         return { ...(await sampleCandidate(this.ctx, m, this.caps, null, req.prompt, req.choices, req.sampling)), finishReason: 'stop' };
       }
-      const cap = Math.max(1, Math.min(Math.floor(req.maxTokens), Math.floor(m.model.config.block_size / 2)));
+      const half = Math.floor(m.model.config.block_size / 2);
+      if (req.maxTokensField !== undefined && req.maxTokens > half) {
+        const context = m.model.config.block_size;
+        const why = `model version ${m.version} generates at most ${half} tokens (half its context of ${context})`;
+        throw new EngineLimitError(req.maxTokensField, `is ${req.maxTokens}: ${why}; send at most ${half}`);
+      }
+      const cap = Math.max(1, Math.min(Math.floor(req.maxTokens), half));
       return completion(this.ctx, m, await generate(this.ctx, m, null, req.prompt, cap, req.sampling), req.stop ?? []);
     });
   }

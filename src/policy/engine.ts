@@ -58,6 +58,12 @@ export interface CompleteRequest {
   sampling: SamplingParams;
   /** >= 1; the engine may cap it further (its context). */
   maxTokens: number;
+  /**
+   * The request field that set `maxTokens` (e.g. `body/max_tokens`); absent when it is a default.
+   * When present, a `maxTokens` over the engine's cap is an EngineLimitError naming this field
+   * instead of being cut to the cap (the caller asked for more than can be generated).
+   */
+  maxTokensField?: string;
   /** Text stops before the first occurrence of any of these (not included in the output). */
   stop?: string[];
   /** When present and non-empty, the output is exactly one of these strings. */

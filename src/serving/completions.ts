@@ -18,8 +18,9 @@
  *   (ModelRegistry.tokenizer): one byte each for a byte checkpoint; a game-vocabulary piece
  *   (ids 260 and up) stands for its whole text.
  * - Sampling: temperature (default 1), top_p, top_k, seed, max_tokens (default 256 for chat, 16
- *   for completions; the engine caps it at half the context), stop strings; n = 1 (n > 1 is a 400
- *   saying it is not supported).
+ *   for completions, cut to what the engine can generate: half the context for builtin versions;
+ *   a larger value sent is a 400 naming the field), stop strings; n = 1 (n > 1 is a 400 saying it
+ *   is not supported).
  * - `guided_choice`: the output is one of the strings, chosen like a LaMer step with
  *   `availableActions` (exact candidate logprobs, then sampled); a choice too long for the model
  *   is a 400 naming `body/guided_choice/<i>`.
@@ -42,7 +43,7 @@
  * `error` member, which the OpenAI SDKs read).
  */
 import { randomUUID } from 'node:crypto';
-import { DomainError, invalid, notFound } from '../agent/errors.js';
+import { DomainError, invalid } from '../agent/errors.js';
 import type { ModelRegistry } from '../agent/models.js';
 import type { SessionService } from '../agent/sessions.js';
 import type { TurnAnswer, TurnInput } from '../agent/session-types.js';
@@ -78,11 +79,31 @@ function checkEcho(echo: boolean | null | undefined): void {
 const promptOf = (p: string | string[]): string => (typeof p === 'string' ? p : p[0]!);
 
 /** The engine request of a sessionless body with prompt text `prompt`. @throws DomainError `validation` for n other than 1. */
-function engineRequest(model: string, prompt: string, b: ChatCompletionBody | CompletionBody, maxTokens: number): CompleteRequest {
+function engineRequest(model: string, prompt: string, b: ChatCompletionBody | CompletionBody, cap: MaxTokens): CompleteRequest {
   checkN(b.n);
-  const r: CompleteRequest = { modelVersion: model, prompt: { head: prompt, steps: [], tail: '' }, sampling: sampling(b), maxTokens, stop: stops(b.stop) };
+  const r: CompleteRequest = { modelVersion: model, prompt: { head: prompt, steps: [], tail: '' }, sampling: sampling(b), stop: stops(b.stop), ...cap };
   if (b.guided_choice) r.choices = b.guided_choice;
   return r;
+}
+
+/** A request's token cap and the field that set it (absent for the default). */
+interface MaxTokens {
+  maxTokens: number;
+  maxTokensField?: string;
+}
+
+/**
+ * The token cap of a request: `max_completion_tokens` (chat), else `max_tokens`, else `byDefault`
+ * (256 for chat, 16 for completions). A cap the request set is checked by the engine against what
+ * it can generate (the builtin engine: half the version's context; more is a 400 naming the
+ * field); the default is cut to that bound.
+ */
+function maxTokensOf(b: { max_tokens?: number | null; max_completion_tokens?: number | null }, byDefault: number): MaxTokens {
+  if (b.max_completion_tokens !== undefined && b.max_completion_tokens !== null) {
+    return { maxTokens: b.max_completion_tokens, maxTokensField: 'body/max_completion_tokens' };
+  }
+  if (b.max_tokens !== undefined && b.max_tokens !== null) return { maxTokens: b.max_tokens, maxTokensField: 'body/max_tokens' };
+  return { maxTokens: byDefault };
 }
 
 /** The passthrough fields of a session chat body that are set (remote versions send them on). */
@@ -134,7 +155,7 @@ export class CompletionService {
    */
   async chat(b: ChatCompletionBody): Promise<OpenAiAnswer<ChatCompletionAnswer>> {
     const model = await this.served(b.model);
-    const g = await this.run(engineRequest(model, renderChat(b.messages), b, b.max_completion_tokens ?? b.max_tokens ?? 256));
+    const g = await this.run(engineRequest(model, renderChat(b.messages), b, maxTokensOf(b, 256)));
     const tok = await this.models.tokenizer(model);
     const logprobs = b.logprobs ? chatLogprobs(g, b.return_tokens_as_token_ids === true, tok) : null;
     const parts = { ...stamp('chatcmpl'), model, g, content: g.output, toolCalls: null, logprobs, withIds: b.return_token_ids === true };
@@ -148,7 +169,7 @@ export class CompletionService {
   async complete(b: CompletionBody): Promise<OpenAiAnswer<CompletionAnswer>> {
     checkEcho(b.echo);
     const model = await this.served(b.model);
-    const g = await this.run(engineRequest(model, promptOf(b.prompt), b, b.max_tokens ?? 16));
+    const g = await this.run(engineRequest(model, promptOf(b.prompt), b, maxTokensOf(b, 16)));
     const tok = await this.models.tokenizer(model);
     const logprobs = b.logprobs !== undefined && b.logprobs !== null ? completionLogprobs(g, b.return_tokens_as_token_ids === true, tok) : null;
     const parts = { ...stamp('cmpl'), model, g, logprobs, withIds: b.return_token_ids === true };
@@ -166,7 +187,7 @@ export class CompletionService {
       body: b as unknown as Record<string, unknown>,
       messages: b.messages as AgentMessage[],
       sampling: b,
-      maxTokens: b.max_completion_tokens ?? b.max_tokens ?? 256,
+      ...maxTokensOf(b, 256),
       stop: stops(b.stop),
       passthrough: passthrough(b),
       stream: b.stream === true,
@@ -203,7 +224,7 @@ export class CompletionService {
       body: b as unknown as Record<string, unknown>,
       prompt: promptOf(b.prompt),
       sampling: b,
-      maxTokens: b.max_tokens ?? 16,
+      ...maxTokensOf(b, 16),
       stop: stops(b.stop),
       stream: b.stream === true,
       ...(b.guided_choice ? { choices: b.guided_choice } : {}),
@@ -228,7 +249,10 @@ export class CompletionService {
   /** The row of a version served here. @throws DomainError `not-found` when it is unknown or not served by this process. */
   private async servedRow(model: string): Promise<ModelRow> {
     const row = await this.models.get(model);
-    if (!row || !servedHere(row)) throw notFound(`model '${model}' (GET /openai/v1/models lists the versions served here)`);
+    if (!row || !servedHere(row)) {
+      const why = row ? `is a remote version, not served by this process` : 'is not a version of this server';
+      throw new DomainError('not-found', `model '${model}' not found: it ${why}; GET /openai/v1/models lists the versions served here`);
+    }
     return row;
   }
 

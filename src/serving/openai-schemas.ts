@@ -13,7 +13,16 @@ import { Nullable, StringEnum } from '../schema-helpers.js';
 
 const Sampling = {
   model: Type.String({ minLength: 1, maxLength: 256, description: 'a model version served by this server (GET /openai/v1/models)' }),
-  max_tokens: Type.Optional(Nullable(Type.Integer({ minimum: 1, description: 'most tokens to generate (capped at half the context)' }))),
+  max_tokens: Type.Optional(
+    Nullable(
+      Type.Integer({
+        minimum: 1,
+        description:
+          'most tokens to generate; a builtin version generates at most half its context (192 tokens for models/base): ' +
+          'more is a 400 naming this field. Omitted: 256 for chat, 16 for completions, cut to that bound',
+      }),
+    ),
+  ),
   temperature: Type.Optional(Nullable(Type.Number({ minimum: 0, maximum: 100, description: 'default 1; 0 is greedy' }))),
   top_p: Type.Optional(Nullable(Type.Number({ exclusiveMinimum: 0, maximum: 1, description: 'default 1' }))),
   top_k: Type.Optional(Nullable(Type.Integer({ minimum: -1, description: 'extension (vLLM): 0 or -1 disables' }))),

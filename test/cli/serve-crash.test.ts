@@ -16,15 +16,18 @@ import * as schema from '../../src/db/schema.js';
 import { SessionsRepo } from '../../src/db/sessions-repo.js';
 import { statsAggregates } from '../../src/db/stats-aggregates.js';
 import { call, startTestServer, tmpDir } from '../helpers/index.js';
+import { track } from '../helpers/children.js';
 
 const root = path.resolve(import.meta.dirname, '..', '..');
 
 function spawnServer(dataDir: string): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/serve.ts'], {
-    cwd: root,
-    env: { ...process.env, LAMER_ENGINE: 'test', LAMER_PORT: '0', LAMER_HOST: '127.0.0.1', LAMER_DATA_DIR: dataDir, LAMER_LOG_LEVEL: 'info', LAMER_API_KEYS: '' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = track(
+    spawn(process.execPath, ['--import', 'tsx', 'src/cli/serve.ts'], {
+      cwd: root,
+      env: { ...process.env, LAMER_ENGINE: 'test', LAMER_PORT: '0', LAMER_HOST: '127.0.0.1', LAMER_DATA_DIR: dataDir, LAMER_LOG_LEVEL: 'info', LAMER_API_KEYS: '' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    }),
+  );
   return new Promise((resolve, reject) => {
     let out = '';
     const timer = setTimeout(() => {

@@ -10,27 +10,14 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { run } from '../../src/cli/serve.js';
 import { root, serveOnce, startDetached, tmpDataDir, type Started } from '../helpers/cli.js';
 import { quietConsole } from '../helpers/index.js';
+import { track } from '../helpers/children.js';
 
-const running: Started[] = [];
-afterEach(() => {
-  for (const s of running.splice(0)) {
-    try {
-      process.kill(-s.child.pid!, 'SIGKILL');
-    } catch {
-      /* gone */
-    }
-  }
-});
-
-async function start(env: Record<string, string> = {}, args: string[] = []): Promise<Started> {
-  const s = await startDetached('node', env, args);
-  running.push(s);
-  return s;
-}
+/** `lamer serve` in its own process group; killed when the test ends (test/helpers/children.ts). */
+const start = (env: Record<string, string> = {}, args: string[] = []): Promise<Started> => startDetached('node', env, args);
 
 describe('one data directory, one server', () => {
   it('a second server on the same LAMER_DATA_DIR is refused before it loads its model (one line: directory and owner pid, exit 1) and touches nothing; lamer export still reads', async () => {
@@ -61,7 +48,8 @@ describe('one data directory, one server', () => {
     expect((await fetch(`${a.url}/readyz`)).status).toBe(200);
     // Reading is fine: lamer export takes no lock.
     const out = await new Promise<{ code: number | null; stdout: string }>((resolve) => {
-      const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/index.ts', 'export', '--data-dir', a.dataDir], { cwd: root, stdio: ['ignore', 'pipe', 'ignore'] });
+      const args = ['--import', 'tsx', 'src/cli/index.ts', 'export', '--data-dir', a.dataDir];
+      const child = track(spawn(process.execPath, args, { cwd: root, stdio: ['ignore', 'pipe', 'ignore'] }));
       let stdout = '';
       child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
       child.once('exit', (code) => resolve({ code, stdout }));

@@ -11,17 +11,20 @@ import net from 'node:net';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { tmpDir } from '../helpers/index.js';
+import { track } from '../helpers/children.js';
 import { PG_PASSWORD, postgresForTests } from '../helpers/postgres.js';
 
 function serve(env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/serve.ts'], {
-      env: { ...process.env, LAMER_ENGINE: 'test', LAMER_HOST: '127.0.0.1', LAMER_PORT: '0', LAMER_LOG_LEVEL: 'silent', LAMER_API_KEYS: '', ...env },
-      stdio: ['ignore', 'ignore', 'pipe'],
-      // A start-up that blocks its event loop ignores SIGTERM: killed, the exit code is null.
-      timeout: 25_000,
-      killSignal: 'SIGKILL',
-    });
+    const child = track(
+      spawn(process.execPath, ['--import', 'tsx', 'src/cli/serve.ts'], {
+        env: { ...process.env, LAMER_ENGINE: 'test', LAMER_HOST: '127.0.0.1', LAMER_PORT: '0', LAMER_LOG_LEVEL: 'silent', LAMER_API_KEYS: '', ...env },
+        stdio: ['ignore', 'ignore', 'pipe'],
+        // A start-up that blocks its event loop ignores SIGTERM: killed, the exit code is null.
+        timeout: 25_000,
+        killSignal: 'SIGKILL',
+      }),
+    );
     let stderr = '';
     child.stderr.on('data', (d) => (stderr += d));
     child.once('exit', (code) => resolve({ code, stderr }));
@@ -76,10 +79,12 @@ describe('lamer serve start-up errors', () => {
 
 describe('lamer serve with the builtin engine', () => {
   it('logs the tfjs backend choice at the default info level (docs/operations.md "Native tfjs")', async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/serve.ts'], {
-      env: { ...process.env, LAMER_ENGINE: 'builtin', LAMER_TFJS_BACKEND: 'auto', LAMER_HOST: '127.0.0.1', LAMER_PORT: '0', LAMER_LOG_LEVEL: 'info', LAMER_API_KEYS: '', LAMER_DATA_DIR: tmp() },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const child = track(
+      spawn(process.execPath, ['--import', 'tsx', 'src/cli/serve.ts'], {
+        env: { ...process.env, LAMER_ENGINE: 'builtin', LAMER_TFJS_BACKEND: 'auto', LAMER_HOST: '127.0.0.1', LAMER_PORT: '0', LAMER_LOG_LEVEL: 'info', LAMER_API_KEYS: '', LAMER_DATA_DIR: tmp() },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      }),
+    );
     let out = '';
     const exited = new Promise((r) => child.once('exit', r));
     await new Promise<void>((resolve) => {
@@ -139,10 +144,12 @@ describe('lamer serve start-up errors of LAMER_DATABASE_URL', () => {
     it('a schema newer than this build -> one line, exit 1, and nothing changed', async () => {
       const url = await pg!.freshDatabase();
       const db = new URL(url).pathname.slice(1);
-      const first = spawn(process.execPath, ['--import', 'tsx', 'src/cli/serve.ts'], {
-        env: { ...process.env, LAMER_ENGINE: 'test', LAMER_HOST: '127.0.0.1', LAMER_PORT: '0', LAMER_LOG_LEVEL: 'info', LAMER_API_KEYS: '', LAMER_DATA_DIR: tmp(), LAMER_DATABASE_URL: url },
-        stdio: ['ignore', 'pipe', 'ignore'],
-      });
+      const first = track(
+        spawn(process.execPath, ['--import', 'tsx', 'src/cli/serve.ts'], {
+          env: { ...process.env, LAMER_ENGINE: 'test', LAMER_HOST: '127.0.0.1', LAMER_PORT: '0', LAMER_LOG_LEVEL: 'info', LAMER_API_KEYS: '', LAMER_DATA_DIR: tmp(), LAMER_DATABASE_URL: url },
+          stdio: ['ignore', 'pipe', 'ignore'],
+        }),
+      );
       // a first server migrates the database, then stops
       await new Promise<void>((resolve) => {
         let out = '';

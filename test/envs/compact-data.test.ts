@@ -11,11 +11,9 @@ import {
 import { parseDeadPush, sokobanFatalPush } from '../../src/envs/sokoban-pushes.js';
 import { gridText, parseGridRows } from '../../src/envs/grid.js';
 import { Rng } from '../../src/envs/rng.js';
-import { applyMove, parseMoves, parseSokoban, renderSokoban, solveSokoban, SokobanEnv } from '../../src/envs/sokoban.js';
+import { applyMove, parseMoves, parseSokoban, renderSokoban, solveSokoban } from '../../src/envs/sokoban.js';
 import { parseCellAction } from '../../src/envs/minesweeper.js';
 import { makeEnv } from '../../src/envs/index.js';
-import { gameVocabulary } from '../../src/envs/vocab.js';
-import { GameTokenizer } from '../../src/model/tokenizers.js';
 import { createHash } from 'node:crypto';
 
 const ms = (rows: string[]) => gridText(rows, 1);
@@ -179,6 +177,16 @@ describe('compact reflections', () => {
     // two boxes side by side against the top wall: stuck, neither in a corner
     expect(sokobanCompactReflection(sk(['######', '#_XX_#', '#_OOP#', '######']))).toBe('boxes stuck. dead end.');
     expect(sokobanCompactReflection(sk(['######', '#PX_O#', '######']))).toBe('turns ran out.');
+  });
+
+  it('name the fatal push when one is given, in the dead-push form', () => {
+    // the box pushed up from (2, 2) against the top wall: dead, not cornered
+    const after = sk(['######', '#_X__#', '#_P__#', '#__O_#', '#____#', '######']);
+    expect(sokobanCompactReflection(after, { row: 2, col: 2, move: 'up' })).toBe('box (2, 2) up dead end.');
+    // a push into a corner is named by the push; without it, by the cornered box
+    const cornerAfter = sk(['#####', '#XP_#', '#O__#', '#####']);
+    expect(sokobanCompactReflection(cornerAfter, { row: 1, col: 2, move: 'left' })).toBe('box (1, 2) left dead end.');
+    expect(sokobanCompactReflection(cornerAfter)).toBe('box (1, 1) stuck in a corner.');
   });
 
   it('follow every mine clicked in played trials, and later targets avoid the mines named', () => {
@@ -425,47 +433,12 @@ describe('board symmetries', () => {
   });
 });
 
-describe('Sokoban dead-push memory', () => {
+describe('Sokoban dead-push memory in trials and targets', () => {
   // one box on (2, 2), its target on (3, 3); the player below the box. Pushing the box up puts it
   // on row 1, against the top wall, away from the target's row: a dead end, not a corner.
   const before = sk(['######', '#____#', '#_X__#', '#_PO_#', '#____#', '######']);
   const after = sk(['######', '#_X__#', '#_P__#', '#__O_#', '#____#', '######']);
   const upDead = { row: 2, col: 2, move: 'up' as const };
-
-  it('name the push that ended the attempt, found from the last observation and action', () => {
-    expect(sokobanFatalPush(before, 'up', after)).toEqual(upDead);
-    // the env stops at the fatal push: moves after it are not played, moves before it walk
-    const fromTarget = sk(['######', '#____#', '#_X__#', '#__S_#', '#____#', '######']);
-    expect(sokobanFatalPush(fromTarget, 'left, up, down', after)).toEqual(upDead);
-    // the env agrees: its last dead push is the same one
-    const env = new SokobanEnv({ rows: 6, cols: 6, boxes: 1 });
-    env.setState(parseSokoban(fromTarget));
-    const r = env.step('left, up, down');
-    expect(r).toMatchObject({ done: true, success: false, observation: after });
-    expect(env.lastDead).toMatchObject({ from: 2 * 6 + 2, box: 6 + 2, move: 'up', cornered: false });
-    // no push of the action reaches the final board: not a dead ending of this action
-    expect(sokobanFatalPush(before, 'left', after)).toBeNull();
-    expect(sokobanFatalPush(before, 'no moves', before)).toBeNull();
-    expect(sokobanCompactReflection(after, upDead)).toBe('box (2, 2) up dead end.');
-    // a push into a corner is named the same way
-    const cornerBefore = sk(['#####', '#_XP#', '#O__#', '#####']);
-    const cornerAfter = sk(['#####', '#XP_#', '#O__#', '#####']);
-    const push = sokobanFatalPush(cornerBefore, 'left', cornerAfter);
-    expect(sokobanCompactReflection(cornerAfter, push)).toBe('box (1, 2) left dead end.');
-    expect(sokobanCompactReflection(cornerAfter)).toBe('box (1, 1) stuck in a corner.');
-  });
-
-  it('reflections are words of the game vocabulary and parse back; other lines do not', () => {
-    const tok = new GameTokenizer(gameVocabulary());
-    const text = sokobanCompactReflection(after, upDead);
-    // `box `, the cell, a byte space, the move word, ` dead end.`
-    expect(tok.encode(text).map((id) => tok.decode([id]))).toEqual(['box ', '(2, 2)', ' ', 'up', ' dead end.']);
-    expect(parseDeadPush(text)).toEqual(upDead);
-    expect(parseDeadPush(`  ${text} `)).toEqual(upDead);
-    for (const other of ['box (2, 2) stuck in a corner.', 'boxes stuck. dead end.', 'turns ran out.', 'box (2, 2) north dead end.', 'box (2, 2) up dead end. and more', '']) {
-      expect(parseDeadPush(other)).toBeNull();
-    }
-  });
 
   it('map under every board symmetry to the push that the mapped trial makes', () => {
     const t: CompactTrial = {

@@ -1,11 +1,13 @@
 /**
  * Helpers of the CLI and script tests: `lamer serve` as a real child process in its own process
- * group, a command run to its end or to a time limit, and a free loopback port.
+ * group, a command run to its end or to a time limit, and a free loopback port. Every process
+ * started here is tracked (./children.ts): killed when its test ends, even by a timeout.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
 import path from 'node:path';
 import { tmpDir } from './index.js';
+import { track } from './children.js';
 
 export const root = path.resolve(import.meta.dirname, '..', '..');
 
@@ -32,18 +34,29 @@ export interface Started {
 export function startDetached(how: How, env: Record<string, string> = {}, args: string[] = [], readyMs = 30_000): Promise<Started> {
   const dataDir = env.LAMER_DATA_DIR ?? tmpDir('lamer-signal-');
   const [cmd, base] = COMMANDS[how];
-  const child = spawn(cmd, [...base, ...args], {
-    cwd: root,
-    detached: true,
-    env: { ...process.env, LAMER_ENGINE: 'test', LAMER_PORT: '0', LAMER_HOST: '127.0.0.1', LAMER_DATA_DIR: dataDir, LAMER_LOG_LEVEL: 'info', LAMER_API_KEYS: '', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = track(
+    spawn(cmd, [...base, ...args], {
+      cwd: root,
+      detached: true,
+      env: { ...process.env, LAMER_ENGINE: 'test', LAMER_PORT: '0', LAMER_HOST: '127.0.0.1', LAMER_DATA_DIR: dataDir, LAMER_LOG_LEVEL: 'info', LAMER_API_KEYS: '', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    }),
+    { group: true },
+  );
   let out = '';
   child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
   const exited = new Promise<number | null>((r) => child.once('exit', (code, sig) => r(code ?? (sig ? -1 : null))));
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`server did not start within ${readyMs} ms:\n${out}`)), readyMs);
+    const timer = setTimeout(() => {
+      // not left running when the test gives up on it
+      try {
+        process.kill(-child.pid!, 'SIGKILL');
+      } catch {
+        /* already gone */
+      }
+      reject(new Error(`server did not start within ${readyMs} ms:\n${out}`));
+    }, readyMs);
     const check = () => {
       const m = /"url":"(http:\/\/[^"]+)".*"msg":"lamer-server ready"/.exec(out);
       if (m) {
@@ -62,39 +75,41 @@ export function startDetached(how: How, env: Record<string, string> = {}, args: 
 
 
 /** Run `lamer serve` (node --import tsx src/cli/index.ts serve) to its end: exit code and output. */
-export function serveOnce(env: Record<string, string>, args: string[] = []): Promise<{ code: number | null; stdout: string; stderr: string; ms: number }> {
-  const t0 = performance.now();
+export function serveOnce(env: Record<string, string>, args: string[] = []): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/index.ts', 'serve', ...args], {
-      cwd: root,
-      env: { ...process.env, LAMER_ENGINE: 'test', LAMER_HOST: '127.0.0.1', LAMER_PORT: '0', LAMER_LOG_LEVEL: 'info', LAMER_API_KEYS: '', ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const child = track(
+      spawn(process.execPath, ['--import', 'tsx', 'src/cli/index.ts', 'serve', ...args], {
+        cwd: root,
+        env: { ...process.env, LAMER_ENGINE: 'test', LAMER_HOST: '127.0.0.1', LAMER_PORT: '0', LAMER_LOG_LEVEL: 'info', LAMER_API_KEYS: '', ...env },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      }),
+    );
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    child.once('exit', (code) => resolve({ code, stdout, stderr, ms: performance.now() - t0 }));
+    child.once('exit', (code) => resolve({ code, stdout, stderr }));
   });
 }
 
 /** A fresh data directory, removed after the test file. */
 export const tmpDataDir = (): string => tmpDir('lamer-cli-');
 
-/** What `runFor` saw: exit code, output, wall milliseconds, and whether the limit killed it. */
+/** What `runFor` saw: exit code, output, and whether the limit killed it. */
 export interface RunForResult {
   code: number | null;
   stdout: string;
   stderr: string;
-  ms: number;
   killed: boolean;
 }
 
 /** Run `cmd args` from the repository root in its own process group, killed (the whole group) after `limitMs`. */
 export function runFor(cmd: string, args: string[], env: Record<string, string>, limitMs: number): Promise<RunForResult> {
-  const t0 = performance.now();
   return new Promise((resolve) => {
-    const child = spawn(cmd, args, { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    const child = track(
+      spawn(cmd, args, { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], detached: true }),
+      { group: true },
+    );
     let stdout = '';
     let stderr = '';
     let killed = false;
@@ -110,7 +125,7 @@ export function runFor(cmd: string, args: string[], env: Record<string, string>,
     }, limitMs);
     child.once('exit', (code) => {
       clearTimeout(timer);
-      resolve({ code, stdout, stderr, ms: performance.now() - t0, killed });
+      resolve({ code, stdout, stderr, killed });
     });
   });
 }

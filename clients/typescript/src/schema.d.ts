@@ -6317,7 +6317,7 @@ export interface paths {
                     "application/json": {
                         /** @description a model version served by this server (GET /openai/v1/models) */
                         model: string;
-                        /** @description most tokens to generate (capped at half the context) */
+                        /** @description most tokens to generate; a builtin version generates at most half its context (192 tokens for models/base): more is a 400 naming this field. Omitted: 256 for chat, 16 for completions, cut to that bound */
                         max_tokens?: number | null;
                         /** @description default 1; 0 is greedy */
                         temperature?: number | null;
@@ -6604,7 +6604,7 @@ export interface paths {
                     "application/json": {
                         /** @description a model version served by this server (GET /openai/v1/models) */
                         model: string;
-                        /** @description most tokens to generate (capped at half the context) */
+                        /** @description most tokens to generate; a builtin version generates at most half its context (192 tokens for models/base): more is a 400 naming this field. Omitted: 256 for chat, 16 for completions, cut to that bound */
                         max_tokens?: number | null;
                         /** @description default 1; 0 is greedy */
                         temperature?: number | null;
@@ -6859,7 +6859,7 @@ export interface paths {
                     "application/json": {
                         /** @description ignored: the session's pinned model version serves every call (the answer's `model` names it) */
                         model?: string;
-                        /** @description most tokens to generate (capped at half the context) */
+                        /** @description most tokens to generate; a builtin version generates at most half its context (192 tokens for models/base): more is a 400 naming this field. Omitted: 256 for chat, 16 for completions, cut to that bound */
                         max_tokens?: number | null;
                         /** @description default 1; 0 is greedy */
                         temperature?: number | null;
@@ -7164,7 +7164,7 @@ export interface paths {
                     "application/json": {
                         /** @description ignored: the session's pinned model version serves every call (the answer's `model` names it) */
                         model?: string;
-                        /** @description most tokens to generate (capped at half the context) */
+                        /** @description most tokens to generate; a builtin version generates at most half its context (192 tokens for models/base): more is a 400 naming this field. Omitted: 256 for chat, 16 for completions, cut to that bound */
                         max_tokens?: number | null;
                         /** @description default 1; 0 is greedy */
                         temperature?: number | null;

@@ -2,9 +2,10 @@
  * The OpenAI-compatible endpoint (`/openai/v1`) through the official `openai` npm client against a
  * real server on an ephemeral port (test engine: byte tokens, each logprob log(1/256)).
  */
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
-import { startTestServer, type TestServer } from '../../helpers/index.js';
+import { startTestServer, tmpDir, writeTinyGptCheckpoint, type TestServer } from '../../helpers/index.js';
 
 const LOG_UNIFORM = Math.log(1 / 256);
 let server: TestServer;
@@ -137,7 +138,9 @@ describe('/openai/v1 errors and models as the OpenAI SDK reads them', () => {
     expect(raw.body).toMatchObject({ type: 'https://lamer-server.dev/problems/validation', status: 400, detail, error: { message: detail, type: 'invalid_request_error', param: 'n', code: 'validation' } });
     const missing = await client.chat.completions.create({ model: 'nope', messages: [{ role: 'user', content: 'x' }] }).catch((x: unknown) => x);
     expect(missing).toBeInstanceOf(OpenAI.NotFoundError);
-    expect((missing as InstanceType<typeof OpenAI.NotFoundError>).message).toBe("404 model 'nope' (GET /openai/v1/models lists the versions served here) not found");
+    expect((missing as InstanceType<typeof OpenAI.NotFoundError>).message).toBe(
+      "404 model 'nope' not found: it is not a version of this server; GET /openai/v1/models lists the versions served here",
+    );
     expect((missing as InstanceType<typeof OpenAI.NotFoundError>).type).toBe('not_found_error');
     // an unknown /openai path too; /v1 problems stay as they were
     const route = await server.call('GET', '/openai/v1/nothing');
@@ -176,5 +179,46 @@ describe('/openai/v1 behind API keys and the rate limit', () => {
     } finally {
       await s.close();
     }
+  });
+});
+
+describe('/openai/v1 max_tokens against what a builtin version can generate', () => {
+  let builtin: TestServer;
+  let tiny: OpenAI;
+  beforeAll(async () => {
+    const dir = tmpDir('lamer-openai-');
+    // a context of 384 tokens: at most 192 generated
+    await writeTinyGptCheckpoint(join(dir, 'base-model'), 3);
+    builtin = await startTestServer({ engine: 'builtin', tfjsBackend: 'wasm', baseModelDir: join(dir, 'base-model'), dataDir: join(dir, 'data') });
+    tiny = new OpenAI({ baseURL: `${builtin.url}/openai/v1`, apiKey: 'unused-without-keys', maxRetries: 0 });
+  }, 120_000);
+  afterAll(async () => {
+    await builtin?.close();
+  });
+
+  it.each([
+    ['/openai/v1/chat/completions', { messages: [{ role: 'user', content: 'x' }], max_tokens: 193 }, 'max_tokens', 193],
+    ['/openai/v1/chat/completions', { messages: [{ role: 'user', content: 'x' }], max_tokens: 8, max_completion_tokens: 2 ** 31 }, 'max_completion_tokens', 2 ** 31],
+    ['/openai/v1/completions', { prompt: 'x', max_tokens: 1_000_000 }, 'max_tokens', 1_000_000],
+  ])('%s with %j is a 400 naming %s', async (route, body, param, n) => {
+    const r = await builtin.call('POST', route, { model: 'base', ...body });
+    const detail = `body/${param} is ${n}: model version base generates at most 192 tokens (half its context of 384); send at most 192`;
+    expect(r.status).toBe(400);
+    expect(r.body).toMatchObject({ type: 'https://lamer-server.dev/problems/validation', detail, error: { param, code: 'validation' } });
+  });
+
+  it('a max_tokens below 1 or not an integer is a 400 from the schema', async () => {
+    for (const max_tokens of [0, -1, 1.5, 'many']) {
+      const r = await builtin.call('POST', '/openai/v1/completions', { model: 'base', prompt: 'x', max_tokens });
+      expect([r.status, r.body.error?.param], String(max_tokens)).toEqual([400, 'max_tokens']);
+    }
+  });
+
+  it('at the bound, and by default (256 for chat, cut to the bound), the completion is served', async () => {
+    const at = await tiny.completions.create({ model: 'base', prompt: 'x', max_tokens: 192, seed: 1 });
+    expect(at.usage!.completion_tokens).toBeLessThanOrEqual(192);
+    const chat = await tiny.chat.completions.create({ model: 'base', messages: [{ role: 'user', content: 'x' }], seed: 1 });
+    expect(chat.usage!.completion_tokens).toBeLessThanOrEqual(192);
+    expect(chat.choices[0]!.finish_reason).toMatch(/^(stop|length)$/);
   });
 });

@@ -307,6 +307,30 @@ describe('a builtin version', () => {
     await builtin?.close();
   });
 
+  it('refuses a max_tokens over half the tiny model\'s context (192) with a 400 naming the field, recording nothing', async () => {
+    const { id, client } = await open(builtin, { sampling: { seed: 4 } });
+    const before = await builtin.call('GET', `/v1/sessions/${id}/trajectory`);
+    const cases: Array<[string, OpenAI.ChatCompletionCreateParamsNonStreaming]> = [
+      ['max_tokens', { model: 'x', messages: [{ role: 'user', content: 'Go' }], max_tokens: 193 }],
+      ['max_completion_tokens', { model: 'x', messages: [{ role: 'user', content: 'Go' }], max_tokens: 8, max_completion_tokens: 1_000_000_000 }],
+    ];
+    for (const [field, body] of cases) {
+      const err = await client.chat.completions.create(body).catch((e: unknown) => e);
+      expect(err, field).toBeInstanceOf(OpenAI.BadRequestError);
+      expect((err as InstanceType<typeof OpenAI.BadRequestError>).param).toBe(field);
+      expect((err as Error).message).toMatch(new RegExp(`^400 body/${field} is \\d+: model version base generates at most 192 tokens \\(half its context of 384\\); send at most 192$`));
+    }
+    const text = await builtin.call('POST', `/v1/sessions/${id}/openai/v1/completions`, { model: 'x', prompt: 'Go', max_tokens: 10_000 });
+    expect([text.status, text.body.error?.param]).toEqual([400, 'max_tokens']);
+    expect(await builtin.call('GET', `/v1/sessions/${id}/trajectory`)).toMatchObject({ status: 200, body: before.body });
+    // at the bound, and with the default (256 for chat, cut to the bound), the turn is served
+    const at = await client.chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'Go' }], max_tokens: 192 });
+    expect(at.usage!.completion_tokens).toBeLessThanOrEqual(192);
+    const byDefault = await client.chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'Go' }] });
+    expect(byDefault.usage!.completion_tokens).toBeLessThanOrEqual(192);
+    expect((await rows(builtin, id)).filter((x) => x.turn)).toHaveLength(2);
+  });
+
   it('records token ids that decode to the recorded prompt and output, and its reflection prompt shows the turns', async () => {
     const { id, client } = await open(builtin, { sampling: { seed: 4 } });
     const r = await client.chat.completions.create({ model: 'x', messages: [{ role: 'system', content: 'Rules.' }, { role: 'user', content: 'Go' }], max_tokens: 8 });
