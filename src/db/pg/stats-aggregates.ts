@@ -84,16 +84,18 @@ type GroupParam = 'tenant' | 'groupKey' | 'modelVersion' | 'env' | 'mode' | 'mem
  */
 const lockGroup = namedStatement<GroupParam>('lamer_stats_lock_group_1', (param) => {
   const t = statsRetries;
-  const inChain = sql`${param('chain', 'boolean')} AND ${t.tenant} = ${param('tenant', t.tenant)} AND ${t.chainKey} = ${param('chainKey', t.chainKey)}`;
   const g = statsGroups;
+  const tenant = () => param('tenant', g.tenant);
+  const groupKey = () => param('groupKey', g.groupKey);
+  const inChain = sql`${param('chain', 'boolean')} AND ${t.tenant} = ${tenant()} AND ${t.chainKey} = ${param('chainKey', t.chainKey)}`;
   const cols = [g.tenant, g.groupKey, g.modelVersion, g.env, g.mode, g.memory, g.sessions, g.updatedAt, g.doc];
-  return sql`WITH vis AS (
-      SELECT ${g.sessions} FROM ${g} WHERE ${g.tenant} = ${param('tenant', g.tenant)} AND ${g.groupKey} = ${param('groupKey', g.groupKey)}),
+  const col = (c: PgColumn) => sql.identifier(c.name);
+  return sql`WITH vis AS (SELECT ${g.sessions} FROM ${g} WHERE ${g.tenant} = ${tenant()} AND ${g.groupKey} = ${groupKey()}),
     grp AS (
-      INSERT INTO ${g} (${sql.join(cols.map((c) => sql.identifier(c.name)), sql`, `)})
-      VALUES (${param('tenant', g.tenant)}, ${param('groupKey', g.groupKey)}, ${param('modelVersion', g.modelVersion)}, ${param('env', g.env)},
+      INSERT INTO ${g} (${sql.join(cols.map(col), sql`, `)})
+      VALUES (${tenant()}, ${groupKey()}, ${param('modelVersion', g.modelVersion)}, ${param('env', g.env)},
         ${param('mode', g.mode)}, ${param('memory', g.memory)}, 0, 0, ${param('doc', g.doc)})
-      ON CONFLICT (${sql.identifier(g.tenant.name)}, ${sql.identifier(g.groupKey.name)}) DO UPDATE SET ${sql.identifier(g.tenant.name)} = excluded.${sql.identifier(g.tenant.name)}
+      ON CONFLICT (${col(g.tenant)}, ${col(g.groupKey)}) DO UPDATE SET ${col(g.tenant)} = excluded.${col(g.tenant)}
       RETURNING ${selectList(groupColumns)}),
     prev AS (
       SELECT ${selectList(retryColumns)} FROM ${t}

@@ -106,7 +106,8 @@ function statement(shape: StepCommitShape, param: ParamOf<ParamName>): SQL {
   ];
   if (shape.rows > 1) {
     const more = sql.join(Array.from({ length: shape.rows - 1 }, (_, i) => sql`(${rowValues(param, i + 1)})`), sql`, `);
-    ctes.push(sql`more AS (INSERT INTO ${steps} (${columns}) SELECT * FROM (VALUES ${more}) AS v WHERE EXISTS (SELECT 1 FROM ins) RETURNING 1)`);
+    ctes.push(sql`more AS (INSERT INTO ${steps} (${columns})
+      SELECT * FROM (VALUES ${more}) AS v WHERE EXISTS (SELECT 1 FROM ins) RETURNING 1)`);
   }
   if (shape.reflection) {
     const cols = [reflections.sessionId, reflections.attempt, reflections.text, reflections.source, reflections.updatedAt];
@@ -154,7 +155,8 @@ export function stepCommitParams(commit: StepCommit): Record<ParamName, unknown>
     's.id': s.id, 's.expectedUpdatedAt': s.expectedUpdatedAt ?? null, 's.status': s.status, 's.attempts': s.attempts,
     's.nextAttempt': s.nextAttempt, 's.nextStep': s.nextStep, 's.updatedAt': s.updatedAt,
   });
-  if (commit.reflection) Object.assign(out, { 'ref.attempt': commit.reflection.attempt, 'ref.text': commit.reflection.text, 'ref.updatedAt': commit.reflection.updatedAt });
+  const ref = commit.reflection;
+  if (ref) Object.assign(out, { 'ref.attempt': ref.attempt, 'ref.text': ref.text, 'ref.updatedAt': ref.updatedAt });
   return out;
 }
 
