@@ -226,6 +226,13 @@ describe.skipIf(!pg)('two replicas on one database', () => {
     const made = await Promise.all([create(a), create(b), create(a), create(b), create(a)]);
     expect(made.map((r) => r.status).sort()).toEqual([201, 201, 201, 409, 409]);
     expect((await create(b)).body).toMatchObject({ type: expect.stringContaining('too-many-sessions') });
+    // at the cap a create the server would refuse for its body is refused for the cap; below it, for its body
+    const unknownVersion = (s: TestServer) => s.call('POST', '/v1/sessions', { taskId: 't', instructions: 'x', modelVersion: 'no-such-version' });
+    expect((await unknownVersion(a)).body).toMatchObject({ type: expect.stringContaining('too-many-sessions') });
+    const [first] = (await a.call('GET', '/v1/sessions')).body.items as Array<{ id: string }>;
+    expect((await b.call('DELETE', `/v1/sessions/${first!.id}`)).status).toBe(200);
+    expect(await unknownVersion(a)).toMatchObject({ status: 400, body: { type: expect.stringContaining('validation') } });
+    expect((await a.call('GET', '/v1/sessions?status=active')).body.items).toHaveLength(2);
   }, 120_000);
 
   it('activation and rollback reach the other replica (by notification, or by the poll when none came); pinned sessions keep their version', async () => {

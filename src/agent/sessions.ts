@@ -78,6 +78,8 @@ function failedStepOutcome(err: unknown): StepOutcome | null {
 
 /** One page of a tenant's sessions, newest first. */
 type SessionPage = { items: SessionView[]; nextCursor: string | null };
+/** A new session's limits, model version and default sampling. */
+type NewSessionSettings = Parameters<typeof newSessionRow>[2];
 
 /** 409 `too-many-sessions`: the tenant holds `open` active sessions, the cap is `cap`. */
 function tooManySessions(open: number, cap: number): DomainError {
@@ -146,7 +148,28 @@ export class SessionService {
    *   when the tenant already holds `maxOpenSessionsPerTenant` active sessions.
    */
   async create(tenant: string, input: CreateSessionInput): Promise<SessionView> {
-    await this.checkOpenCap(tenant);
+    let settings: NewSessionSettings;
+    try {
+      settings = await this.newSessionSettings(input);
+    } catch (err) {
+      // a tenant at its cap is refused whatever else is wrong with the request
+      await this.checkOpenCap(tenant);
+      throw err;
+    }
+    const row = newSessionRow(tenant, input, settings, Date.now());
+    // The count and the insert, as one step of the store (creates of the tenant take turns there).
+    const cap = this.protection.maxOpenSessionsPerTenant;
+    const { inserted, open } = await this.repo.insertUnderCap(row, cap);
+    if (!inserted) throw tooManySessions(open, cap);
+    this.active.created(row);
+    return sessionView(row, []);
+  }
+
+  /**
+   * The limits, model version and sampling of a new session from `input`.
+   * @throws DomainError `validation` for bad limits or an unknown model version.
+   */
+  private async newSessionSettings(input: CreateSessionInput): Promise<NewSessionSettings> {
     const maxAttempts = input.maxAttempts ?? 3;
     if (maxAttempts > this.limits.maxAttempts) throw invalid('body/maxAttempts', `must be <= ${this.limits.maxAttempts}`);
     const maxSteps = input.maxSteps ?? this.limits.defaultMaxSteps;
@@ -158,14 +181,7 @@ export class SessionService {
     } else {
       modelVersion = this.models.active().version;
     }
-    const sampling = await this.models.defaultSampling(modelVersion);
-    const row = newSessionRow(tenant, input, { maxAttempts, maxSteps, modelVersion, sampling }, Date.now());
-    // The count and the insert again, as one step of the store (creates that raced past the check above).
-    const cap = this.protection.maxOpenSessionsPerTenant;
-    const { inserted, open } = await this.repo.insertUnderCap(row, cap);
-    if (!inserted) throw tooManySessions(open, cap);
-    this.active.created(row);
-    return sessionView(row, []);
+    return { maxAttempts, maxSteps, modelVersion, sampling: await this.models.defaultSampling(modelVersion) };
   }
 
   /** @throws DomainError `too-many-sessions` when `tenant` holds `maxOpenSessionsPerTenant` active sessions. */

@@ -2,9 +2,9 @@
  * The migrations of both dialects (migrations/, migrations-pg/) on real databases: a fresh one gets
  * every migration and the tables of the schema; a database a build before the job cancel request
  * left (its last migration the statistics aggregates: SQLite 0005, PostgreSQL 0002) upgrades at
- * open, keeping its rows, and the server's writes of the new column work on it. The PostgreSQL
- * cases run against a real server on loopback (test/helpers/postgres.ts; skipped, saying why,
- * where none can start).
+ * open, keeping its rows, and the server's writes of the new column, and on PostgreSQL its
+ * creates under the open-session cap, work on it. The PostgreSQL cases run against a real server
+ * on loopback (test/helpers/postgres.ts; skipped, saying why, where none can start).
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -44,7 +44,11 @@ const JOB = `INSERT INTO training_jobs (id, algorithm, status, config, progress,
 
 describe('the migrations of both dialects', () => {
   it('are journalled in order, each after the one before it, and the last ones come after the statistics aggregates', () => {
-    for (const [folder, stats] of [[migrationsFolder, '0005_stats_aggregates'], [pgMigrationsFolder, '0002_stats_aggregates']] as const) {
+    const dialects = [
+      [migrationsFolder, '0005_stats_aggregates', ['job_cancel_request']],
+      [pgMigrationsFolder, '0002_stats_aggregates', ['job_cancel_request', 'open_sessions_lock']],
+    ] as const;
+    for (const [folder, stats, after] of dialects) {
       const entries = journalOf(folder);
       for (const [i, e] of entries.entries()) {
         expect(e.tag.startsWith(String(i).padStart(4, '0'))).toBe(true);
@@ -53,7 +57,7 @@ describe('the migrations of both dialects', () => {
       }
       const at = entries.findIndex((e) => e.tag === stats);
       expect(at).toBeGreaterThanOrEqual(0);
-      expect(entries.slice(at + 1).map((e) => e.tag.slice(5))).toEqual(['job_cancel_request']);
+      expect(entries.slice(at + 1).map((e) => e.tag.slice(5))).toEqual(after);
     }
   });
 });
@@ -141,7 +145,8 @@ describe.skipIf(!server)('PostgreSQL', () => {
     }
     const conn = await openPgDatabase(url);
     opened.push(conn);
-    expect(conn.migrated).toBe(1);
+    // the job cancel request, and the open-session count under the tenant's lock
+    expect(conn.migrated).toBe(2);
     const repos = pgRepositories(conn);
     expect(await repos.jobs.get('job_old')).toMatchObject({ status: 'running', progress: 0.5, cancelRequestedAt: null });
     expect(await repos.jobs.requestCancel('job_old', T0 + 5)).toBe(true);
@@ -149,5 +154,9 @@ describe.skipIf(!server)('PostgreSQL', () => {
     expect(await repos.hot.session('ses_active')).toMatchObject({ status: 'active' });
     expect(await repos.sessions.completionSeq('default')).toBe(1);
     expect((await repos.sessions.statsGroups('default')).map((g) => g.sessions)).toEqual([1]);
+    // creates under the cap count the active session the old build left
+    const row = { ...(await repos.hot.session('ses_active'))!, id: 'ses_new', createdAt: T0 + 9, updatedAt: T0 + 9 };
+    expect(await repos.sessions.insertUnderCap(row, 2)).toEqual({ inserted: true, open: 1 });
+    expect(await repos.sessions.insertUnderCap({ ...row, id: 'ses_new2' }, 2)).toEqual({ inserted: false, open: 2 });
   });
 });

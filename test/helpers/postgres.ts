@@ -18,7 +18,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
-import { afterAll } from 'vitest';
+import { afterAll, vi } from 'vitest';
 
 const run = promisify(execFile);
 
@@ -168,4 +168,29 @@ export async function postgresForTests(): Promise<TestPostgres | null> {
   }
   afterAll(() => started.stop());
   return started;
+}
+
+/**
+ * Record the statements every node-postgres client of this process sends from now on, each a
+ * round trip (a pool queries through its clients): the text of each, or `[name]` for a named
+ * prepared statement, leaving out those of the clients in `except` (a test's own). `stop()` ends
+ * the recording.
+ */
+export function recordStatements(except: pg.Client[] = []): { sent(): string[]; stop(): void } {
+  const spy = vi.spyOn(pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown }, 'query');
+  return {
+    sent: () =>
+      spy.mock.calls.flatMap(([q], i) => {
+        if (except.includes(spy.mock.contexts[i] as pg.Client)) return [];
+        const c = q as string | { name?: string; text?: string };
+        return [typeof c === 'string' ? c : c.name ? `[${c.name}]` : (c.text ?? '?')];
+      }),
+    stop: () => spy.mockRestore(),
+  };
+}
+
+/** Resolves once a backend on `client`'s database waits on a lock (a row's, or an advisory lock). */
+export async function untilWaitingOnLock(client: pg.Client): Promise<void> {
+  const waiting = "select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and datname = current_database()";
+  while ((await client.query<{ n: number }>(waiting)).rows[0]!.n === 0) await new Promise((resolve) => setTimeout(resolve, 20));
 }

@@ -39,7 +39,7 @@ export function pgRepositories(conn: PgConnection): AsyncRepositories {
   const { db } = conn;
   return {
     store: 'postgres',
-    sessions: mapped(pgSessions(db)),
+    sessions: mapped(pgSessions(db, conn.pool)),
     steps: mapped(pgSteps(db)),
     hot: mapped(pgHot(db, conn.pool)),
     models: mapped(pgModels(db)),

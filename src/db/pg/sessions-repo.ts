@@ -3,12 +3,15 @@
  * the same filters, orders and answers. Session ids are lowercase ASCII (`ses_...`), so ordering
  * them gives the same order under any collation as SQLite's bytewise one.
  */
+import type pg from 'pg';
 import { and, desc, eq, gt, inArray, lt, sql, type SQL } from 'drizzle-orm';
 import type { AsyncSessions } from '../async-repositories.js';
 import type { SessionRow } from '../schema.js';
 import type { AttemptTrajectory, SessionFilters } from '../sessions-repo.js';
-import { TENANT_LOCK_CLASS, type PgDb } from './connection.js';
+import type { PgDb } from './connection.js';
 import { reflections, sessions, steps, unescapeText } from './schema.js';
+import { insertSessionRow, insertSessionUnderCap } from './session-create.js';
+import { inTransaction } from './statements.js';
 import { completionSeq, completionsBetween, recordCompletion, statsGroupsOf, statsToken } from './stats-aggregates.js';
 
 /** Conditions of `f` on the sessions table, after `first` (as src/db/sessions-repo.ts filterConds). */
@@ -24,11 +27,14 @@ function filterConds(first: SQL[], f: SessionFilters): SQL[] {
   return conds;
 }
 
-/** AsyncSessions over a PostgreSQL store (errors unmapped: src/db/pg/repositories.ts maps them). */
-export function pgSessions(db: PgDb): AsyncSessions {
+/**
+ * AsyncSessions over a PostgreSQL store (errors unmapped: src/db/pg/repositories.ts maps them);
+ * `pool` is the pool `db` runs on, for the inserts' prepared statements.
+ */
+export function pgSessions(db: PgDb, pool: pg.Pool): AsyncSessions {
   return {
-    insert: (row) => insertSession(db, row),
-    insertUnderCap: (row, cap) => insertUnderCap(db, row, cap),
+    insert: async (row) => void (await insertSession(pool, row)),
+    insertUnderCap: (row, cap) => insertSession(pool, row, cap),
     list(tenant, f, limit, cursor) {
       const conds = filterConds([eq(sessions.tenant, tenant)], f);
       if (cursor) conds.push(lt(sessions.id, cursor));
@@ -100,35 +106,22 @@ export function pgSessions(db: PgDb): AsyncSessions {
   };
 }
 
-/** AsyncSessions.insert: a session inserted as completed is counted in the statistics aggregates in the same transaction. */
-async function insertSession(db: PgDb, row: SessionRow): Promise<void> {
-  if (row.status === 'completed') await db.transaction((tx) => insertRow(tx as unknown as PgDb, row));
-  else await db.insert(sessions).values(row);
-}
-
-/** Insert `row` inside the caller's transaction; a session inserted as completed is counted in the statistics aggregates there too. */
-async function insertRow(tx: PgDb, row: SessionRow): Promise<void> {
-  await tx.insert(sessions).values(row);
-  if (row.status === 'completed') await recordCompletion(tx, row.id);
-}
-
-/** AsyncSessions.insertUnderCap: count and insert in one transaction under the tenant's transaction advisory lock. */
-async function insertUnderCap(db: PgDb, row: SessionRow, cap: number): Promise<{ inserted: boolean; open: number }> {
-  if (cap <= 0) {
-    await insertSession(db, row);
+/**
+ * AsyncSessions.insert and insertUnderCap (`cap` > 0: under the tenant's open-session cap,
+ * ./session-create.ts): one statement; a session inserted as completed is counted in the
+ * statistics aggregates in the same transaction.
+ */
+async function insertSession(pool: pg.Pool, row: SessionRow, cap = 0): Promise<{ inserted: boolean; open: number }> {
+  const insert = async (client: pg.Pool | pg.PoolClient) => {
+    if (cap > 0) return insertSessionUnderCap(client, row, cap);
+    await insertSessionRow(client, row);
     return { inserted: true, open: 0 };
-  }
-  return db.transaction(async (tx) => {
-    // Creates of one tenant take turns here, on every replica, until their transaction ends.
-    await tx.execute(sql`select pg_advisory_xact_lock(${TENANT_LOCK_CLASS}::int, hashtext(${row.tenant}))`);
-    const [r] = await tx
-      .select({ n: sql<number>`count(*)::int` })
-      .from(sessions)
-      .where(and(eq(sessions.tenant, row.tenant), eq(sessions.status, 'active')));
-    const open = r?.n ?? 0;
-    if (open >= cap) return { inserted: false, open };
-    await insertRow(tx as unknown as PgDb, row);
-    return { inserted: true, open };
+  };
+  if (row.status !== 'completed') return insert(pool);
+  return inTransaction(pool, async (client) => {
+    const done = await insert(client);
+    if (done.inserted) await recordCompletion(client, row);
+    return done;
   });
 }
 

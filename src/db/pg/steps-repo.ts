@@ -9,23 +9,25 @@
  * only when the row was inserted. Commits of one session take turns on its row lock: of two
  * replicas committing one position, the second waits for the first; if the first commits, the
  * second finds the session changed (or the position recorded) and writes nothing, then answers
- * the row the first stored; if the first rolls back, the second records it. A commit of one row
- * that completes nothing is that statement alone: one round trip. A commit with more writes (a
- * reflection, or the completion of the session, which is counted in the statistics aggregates,
- * ./stats-aggregates.ts) runs the statement first inside a transaction with the rest; a commit
- * whose statement wrote nothing writes nothing more, so a completion is counted once however many
+ * the row the first stored; if the first rolls back, the second records it. A commit that
+ * completes nothing (one row, or an attempt's end with its reflection and the reflection's record)
+ * is that statement alone: one round trip. A commit that completes the session, which is counted
+ * in the statistics aggregates (./stats-aggregates.ts), runs the statement inside a transaction
+ * with the two statements of the statistics: BEGIN, 3 statements, COMMIT. A commit whose
+ * statement wrote nothing writes nothing more, so a completion is counted once however many
  * replicas race on its step.
  */
 import type pg from 'pg';
 import { and, asc, eq, sql, type SQL, type SQLWrapper } from 'drizzle-orm';
 import { SessionNotActiveError, type AsyncHot, type AsyncSteps, type StepCommitResult } from '../async-repositories.js';
 import { StaleSessionError } from '../errors.js';
-import type { StepCommit, StepInsert } from '../queries.js';
+import type { StepInsert } from '../queries.js';
 import type { StepPosition } from '../steps-repo.js';
 import type { PgDb } from './connection.js';
 import { reflections, sessions, steps } from './schema.js';
 import { recordCompletion } from './stats-aggregates.js';
-import { runStepCommit, stepCommitParams, stepCommitSql, type StepCommitOutcome, type StepCommitParams } from './step-commit.js';
+import { inTransaction } from './statements.js';
+import { runStepCommit } from './step-commit.js';
 
 /** AsyncSteps over a PostgreSQL store: byte sizes estimated as src/db/steps-repo.ts does (text as JSON string literals, JSON as stored). */
 export function pgSteps(db: PgDb): AsyncSteps {
@@ -56,17 +58,6 @@ export function pgSteps(db: PgDb): AsyncSteps {
       const rows = await db.select().from(steps).where(and(where, upTo)).orderBy(...order);
       return { rows, last: n < sized.length ? { attempt: last.attempt, step: last.step, kind: last.kind } : null };
     },
-  };
-}
-
-/** The values of one step row to insert: JSON columns through the schema's json type, `answer` as the JSON text it already is. */
-function stepValues(r: StepInsert) {
-  return {
-    ...r,
-    promptTruncatedChars: r.promptTruncatedChars ?? null,
-    engineRecord: (r.engineRecord ?? null) as Record<string, unknown> | null,
-    turn: (r.turn ?? null) as Record<string, unknown> | null,
-    answer: r.answer === null ? null : sql`${r.answer}::json`,
   };
 }
 
@@ -120,17 +111,17 @@ export function pgHot(db: PgDb, pool: pg.Pool): AsyncHot {
     async commitStep(commit): Promise<StepCommitResult> {
       const first = commit.rows[0];
       if (!first) throw new TypeError('a step commit needs at least one row');
-      const params = stepCommitParams(commit);
-      // A commit of one row that completes nothing is the one statement, in its own transaction; one
-      // with more writes runs the same statement first in a transaction that holds them all.
-      const alone = commit.rows.length === 1 && !commit.reflection && commit.session.status !== 'completed';
-      const outcome = alone
-        ? await runStepCommit(pool, params)
-        : await db.transaction(async (tx) => {
-            const o = await statementIn(tx as unknown as PgDb, params);
-            if (o.inserted === 1) await applyRest(tx as unknown as PgDb, commit);
-            return o;
-          });
+      // A commit that completes nothing is the one statement, in its own transaction; one that
+      // completes the session runs it in a transaction with the completion's statistics.
+      const outcome =
+        commit.session.status !== 'completed'
+          ? await runStepCommit(pool, commit)
+          : await inTransaction(pool, async (client) => {
+              const o = await runStepCommit(client, commit);
+              // the session was active when the statement locked it: this is its one completion
+              if (o.completed) await recordCompletion(client, o.completed);
+              return o;
+            });
       if (outcome.inserted === 1) {
         if (outcome.updated !== 1) throw new Error(`step commit of session '${commit.session.id}' wrote the step but not the session`);
         return { recorded: true, requestHash: first.requestHash, answer: first.answer };
@@ -146,32 +137,4 @@ export function pgHot(db: PgDb, pool: pg.Pool): AsyncHot {
       throw now.status === 'active' ? new StaleSessionError(commit.session.id) : new SessionNotActiveError(commit.session.id);
     },
   };
-}
-
-/** The step commit statement (./step-commit.ts) inside transaction `tx`. */
-async function statementIn(tx: PgDb, params: StepCommitParams): Promise<StepCommitOutcome> {
-  const r = await tx.execute<StepCommitOutcome & Record<string, unknown>>(stepCommitSql(params));
-  const row = r.rows[0];
-  if (!row) throw new Error('step commit statement returned no row');
-  return row;
-}
-
-/**
- * The writes of a step commit after its statement wrote the first row and the session update,
- * inside the same transaction: the other rows, the reflection, and the completion's statistics
- * (the session was active when the statement locked it, so this is the session's one completion).
- * @throws Error when another row's position is already recorded; the driver's error otherwise
- *   (the caller's transaction rolls back).
- */
-async function applyRest(tx: PgDb, { rows, reflection, session }: StepCommit): Promise<void> {
-  for (const r of rows.slice(1)) {
-    const inserted = await tx
-      .insert(steps)
-      .values(stepValues(r))
-      .onConflictDoNothing({ target: [steps.sessionId, steps.attempt, steps.step, steps.kind] })
-      .returning({ id: steps.id });
-    if (inserted.length === 0) throw new Error(`step position (${r.sessionId}, ${r.attempt}, ${r.step}, ${r.kind}) is already recorded`);
-  }
-  if (reflection) await tx.insert(reflections).values({ ...reflection, source: 'policy' });
-  if (session.status === 'completed') await recordCompletion(tx, session.id);
 }

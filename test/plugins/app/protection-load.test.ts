@@ -128,6 +128,8 @@ describe('protection under load', () => {
     const fifth = await callA('POST', '/v1/sessions', { taskId: 't4', instructions: 'x' });
     expectProblem(fifth, 409, 'too-many-sessions');
     expect(fifth.headers.get('retry-after')).toBeNull();
+    // at the cap, a create the server would refuse for its body is refused for the cap
+    expectProblem(await callA('POST', '/v1/sessions', { taskId: 't4', instructions: 'x', modelVersion: 'no-such-version' }), 409, 'too-many-sessions');
     // Another tenant has its own cap.
     const other = await call(url, 'POST', '/v1/sessions', { taskId: 'b0', instructions: 'x' }, auth(KEY_B));
     expect(other.status).toBe(201);
@@ -172,8 +174,8 @@ describe('protection under load', () => {
     expect([...retryAfter503]).toEqual(['1']);
     for (const v of retryAfter429) expect(Number(v)).toBeGreaterThanOrEqual(1);
     for (const v of retryAfter429) expect(Number(v)).toBeLessThanOrEqual(60);
-    // Exactly RATE_MAX requests of key A were let through (5 creates + step posts answered 200 or 503).
-    expect(5 + counts.ok + counts.overloaded).toBe(RATE_MAX);
+    // Exactly RATE_MAX requests of key A were let through (6 creates + step posts answered 200 or 503).
+    expect(6 + counts.ok + counts.overloaded).toBe(RATE_MAX);
     expect(requestsA).toBe(RATE_MAX + counts.limited);
 
     // Every step answered 200 is recorded, and nothing else (refused steps left no record).
