@@ -20,6 +20,7 @@ import { parseGridRows, gridText } from './grid.js';
 import { MAX_STEPS, makeEnv } from './index.js';
 import { cellAction, MineSweeperEnv, parseCellAction } from './minesweeper.js';
 import { analyseMines, type MineAnalysis, type MineMemory } from './solvers/minesweeper-solver.js';
+import { solveSokobanAvoiding } from './solvers/sokoban-solver.js';
 import {
   applyMove, isCornered, MOVES, MOVES_PER_TURN, parseSokoban, solveSokoban, type Move, type SokobanState,
 } from './sokoban.js';
@@ -130,28 +131,38 @@ export function mineSweeperContrastPair(
  * solution, `withMemory` is the same board in a later attempt whose memory names that push
  * (`deadPushReflection`), its target the solver's (`sokobanChoices`) with the moves that would
  * make the named push recorded (`deadMoves`; marked `memoryMatters` when the push is one move
- * away, at the first position); `twin` is the same board in
- * a first attempt, the same target without them. The solver never gives a dead push, so the pair's
- * targets agree and only the memory line and its unlikelihood labels separate the two: trained
- * where the model's own answer goes, as `mineSweeperContrastPair` is.
- * @returns null when the answer makes no dead push, the board has no solution, or the named push
- *   is made at no position of the target path (the answer leaves the solver's path before it).
+ * away, at the first position); `twin` is the same board in a first attempt, the plain solver's
+ * target without them. The solver never gives a dead push, so by default the pair's targets agree
+ * and only the memory line and its unlikelihood labels separate the two: trained where the model's
+ * own answer goes, as `mineSweeperContrastPair` is. With `pushMemoryTargets`, the with-memory
+ * target is the one that avoids the named push from this state on (`sokobanChoices` with
+ * `avoidNamed`), marked `memoryMatters` and `pushMemoryTarget` where it differs from the twin's
+ * plain one, so that the memory line is what separates the two targets.
+ * @returns null when the answer makes no dead push, the board has no solution, or the memory
+ *   changes nothing: the named push is made at no position of the with-memory target path (the
+ *   answer leaves the solver's path before it) and the target does not avoid it.
  */
 export function sokobanContrastPair(
-  envName: string, seed: number, observation: string, answer: string, rng: Rng,
+  envName: string, seed: number, observation: string, answer: string, rng: Rng, pushMemoryTargets = false,
 ): { withMemory: CompactTrial; twin: CompactTrial } | null {
   const push = firstPush(observation, answer, (after) => solveSokoban(after) === null);
   if (!push) return null;
-  const c = sokobanChoices(observation, rng, [push]);
-  if (!c || !c.deadMoves.some((m) => m.length > 0)) return null;
-  const { choices, target, invalid, deadMoves } = c;
+  const plain = sokobanChoices(observation, rng, [push]);
+  if (!plain) return null;
+  const avoiding = pushMemoryTargets ? sokobanChoices(observation, rng, [push], true) : null;
+  const c = avoiding?.pushMemoryTarget ? avoiding : plain;
+  if (!c.pushMemoryTarget && !c.deadMoves.some((m) => m.length > 0)) return null;
   const instructions = makeEnv(envName).instructions;
-  const step = (memory: boolean): CompactStep => ({
-    observation, action: target, choices, target,
-    ...(memory && deadMoves[0]!.length > 0 ? { memoryMatters: true } : {}),
-    ...(invalid.some((m) => m.length > 0) ? { invalidMoves: invalid } : {}),
-    ...(memory ? { deadMoves } : {}),
-  });
+  const step = (memory: boolean): CompactStep => {
+    const { choices, target, invalid, deadMoves, pushMemoryTarget } = memory ? c : plain;
+    return {
+      observation, action: target, choices, target,
+      ...(memory && (deadMoves[0]!.length > 0 || pushMemoryTarget) ? { memoryMatters: true } : {}),
+      ...(memory && pushMemoryTarget ? { pushMemoryTarget: true } : {}),
+      ...(invalid.some((m) => m.length > 0) ? { invalidMoves: invalid } : {}),
+      ...(memory && deadMoves.some((m) => m.length > 0) ? { deadMoves } : {}),
+    };
+  };
   const attempt = (memory: boolean): CompactAttempt => ({
     steps: [step(memory)], finalObservation: observation, success: false, reflection: null,
   });
@@ -211,15 +222,31 @@ function mineSweeperLabels(
   return { choices, provableMines: provenMines(cells, bare), memoryMatters };
 }
 
-/** Shortest solution length from `s`, or null when unsolvable; memoised per state key. */
-function distance(s: SokobanState, memo: Map<string, number | null>): number | null {
+/**
+ * The solver a soft target follows: shortest solution lengths memoised per state key (`memo`),
+ * with the pushes of `forbidden` never made (none: the plain solver).
+ */
+interface SokobanGoal { memo: Map<string, number | null>; forbidden: readonly SokobanPush[] }
+
+/** Shortest solution length from `s` under `goal` (`solveSokobanAvoiding`), or null when there is none; memoised. */
+function distance(s: SokobanState, goal: SokobanGoal): number | null {
   const k = `${s.player}|${[...s.boxes].sort((a, b) => a - b).join(',')}`;
-  if (memo.has(k)) return memo.get(k)!;
-  const plan = solveSokoban(s);
+  if (goal.memo.has(k)) return goal.memo.get(k)!;
+  const plan = goal.forbidden.length > 0 ? solveSokobanAvoiding(s, goal.forbidden) : solveSokoban(s);
   const d = plan ? plan.length : null;
-  memo.set(k, d);
+  goal.memo.set(k, d);
   return d;
 }
+
+/**
+ * The moves from `s` (distance `d` under `goal`, > 0) that start a shortest solution under `goal`:
+ * moves that move, make no forbidden push, and lower the distance by one.
+ */
+const shortestMoves = (s: SokobanState, d: number, goal: SokobanGoal): Move[] => MOVES.filter((m) => {
+  const o = applyMove(s, m);
+  if (!o.moved || (o.push && goal.forbidden.some((p) => p.row * s.cols + p.col === o.push!.from && p.move === m))) return false;
+  return distance(o.state, goal) === d - 1;
+});
 
 /**
  * Soft target of one Sokoban turn from an observation: per move position the moves that start a
@@ -227,43 +254,58 @@ function distance(s: SokobanState, memo: Map<string, number | null>): number | n
  * `invalid`, aligned with `choices`, the moves that would not move at each move position of that
  * path ([] at the separators); `deadMoves`, aligned alike, the moves there that make one of the
  * `named` pushes (what the memory names, `namedDeadPushes`) into a state with no solution.
- * The draws from `rng` do not depend on `named`.
+ * With `avoidNamed` (`--push-memory-targets`), the shortest solutions are those of the game where
+ * the `named` pushes are forbidden from this state on (src/envs/solvers `solveSokobanAvoiding`),
+ * and the plain solver's where no solution avoids them (or its search budget runs out);
+ * `pushMemoryTarget` is true when that changed the target: at some position of the drawn path the
+ * set of moves differs from the plain solver's set from the same state. Where it is false the
+ * result is the plain solver's, draw for draw.
+ * Without `avoidNamed`, the draws from `rng` do not depend on `named`.
  * @returns null when the position has no solution (or is already solved).
  */
 export function sokobanChoices(
-  observation: string, rng: Rng, named: readonly SokobanPush[] = [],
-): { choices: string[][]; target: string; invalid: string[][]; deadMoves: string[][] } | null {
+  observation: string, rng: Rng, named: readonly SokobanPush[] = [], avoidNamed = false,
+): { choices: string[][]; target: string; invalid: string[][]; deadMoves: string[][]; pushMemoryTarget: boolean } | null {
   let s = parseSokoban(observation);
-  const memo = new Map<string, number | null>();
-  let d = distance(s, memo);
-  if (d === null || d === 0) return null;
+  const plain: SokobanGoal = { memo: new Map(), forbidden: [] };
+  if (!distance(s, plain)) return null; // null (no solution) or 0 (solved)
+  const avoiding: SokobanGoal = { memo: new Map(), forbidden: avoidNamed ? named : [] };
+  const goal = avoiding.forbidden.length > 0 && distance(s, avoiding) !== null ? avoiding : plain;
+  let d = distance(s, goal)!;
   const choices: string[][] = [];
   const invalid: string[][] = [];
   const deadMoves: string[][] = [];
   const picked: Move[] = [];
+  let pushMemoryTarget = false;
   for (let j = 0; j < MOVES_PER_TURN && d > 0; j++) {
-    const good: Move[] = [];
-    const stuck: Move[] = [];
-    for (const m of MOVES) {
-      const o = applyMove(s, m);
-      if (!o.moved) stuck.push(m);
-      else if (distance(o.state, memo) === d - 1) good.push(m);
-    }
+    const good = shortestMoves(s, d, goal);
     if (good.length === 0) break; // cannot happen for an exact BFS distance
+    if (goal === avoiding && good.join() !== shortestMoves(s, distance(s, plain)!, plain).join()) pushMemoryTarget = true;
     if (j > 0) {
       choices.push([', ']);
       invalid.push([]);
       deadMoves.push([]);
     }
     choices.push(good);
-    invalid.push(stuck);
-    deadMoves.push(deadPushMoves(s, named, (x) => distance(x, memo) === null));
+    invalid.push(MOVES.filter((m) => !applyMove(s, m).moved));
+    deadMoves.push(deadPushMoves(s, named, (x) => distance(x, plain) === null));
     const m = good[rng.int(good.length)]!;
     picked.push(m);
     s = applyMove(s, m).state;
     d -= 1;
   }
-  return { choices, target: picked.join(', '), invalid, deadMoves };
+  return { choices, target: picked.join(', '), invalid, deadMoves, pushMemoryTarget };
+}
+
+/**
+ * The labels of one Sokoban decision of a trial: `sokobanChoices` for the pushes its memory names
+ * (`named`), and whether it is a memory decision (`memoryMatters`): the analogue of a named mine
+ * among the safest cells, a named push one move away (`deadMoves[0]`), or a target that avoiding
+ * the named pushes changed (`pushMemoryTarget`, with `avoidNamed`). Null where `sokobanChoices` is.
+ */
+function sokobanLabels(observation: string, rng: Rng, named: readonly SokobanPush[], avoidNamed: boolean) {
+  const c = sokobanChoices(observation, rng, named, avoidNamed);
+  return c && { ...c, memoryMatters: c.deadMoves[0]!.length > 0 || c.pushMemoryTarget };
 }
 
 /** Compact reflection after a failed MineSweeper attempt: the mine clicked, or the turn cap. */
@@ -341,6 +383,14 @@ export interface TrialOptions {
    * dead-end reflections, no such labels.
    */
   pushReflections?: boolean;
+  /**
+   * With `pushReflections`: the target of a Sokoban decision whose memory names dead pushes is the
+   * solver's for the game where those pushes are forbidden from the start of the attempt
+   * (`sokobanChoices` with `avoidNamed`; the plain solver's where no solution avoids them), and a
+   * decision whose target that changes is marked `memoryMatters` and `pushMemoryTarget`. Default
+   * false: the plain solver's targets.
+   */
+  pushMemoryTargets?: boolean;
 }
 
 /**
@@ -350,7 +400,9 @@ export interface TrialOptions {
  * where that knowledge changes the target (a named mine would otherwise be among the safest cells)
  * is marked `memoryMatters`. With `pushReflections`, a Sokoban step whose memory names a dead push
  * that a move of the target path could make records those moves (`deadMoves`), and is marked
- * `memoryMatters` when its first move could (the named push is one move away).
+ * `memoryMatters` when its first move could (the named push is one move away); with
+ * `pushMemoryTargets` too, its target avoids the named pushes, and it is marked `memoryMatters` and
+ * `pushMemoryTarget` where that changes the target.
  */
 export function playCompactTrial(opts: TrialOptions): CompactTrial {
   const env = makeEnv(opts.envName);
@@ -377,6 +429,7 @@ export function playCompactTrial(opts: TrialOptions): CompactTrial {
       let provableMines: string[] = [];
       let invalidMoves: string[][] = [];
       let deadMoves: string[][] = [];
+      let pushMemoryTarget = false;
       if (env instanceof MineSweeperEnv) {
         invalid = revealedCells(obs);
         const labels = mineSweeperLabels(obs, env.params.mines, knownMines, namedMines);
@@ -384,18 +437,15 @@ export function playCompactTrial(opts: TrialOptions): CompactTrial {
         choices = [labels.choices];
         target = labels.choices[rng.int(labels.choices.length)]!;
       } else {
-        const c = sokobanChoices(obs, rng, opts.pushReflections ? namedDeadPushes(memory) : []);
-        if (c) {
-          ({ choices, target, invalid: invalidMoves, deadMoves } = c);
-          // the analogue of a named mine among the favourite cells: the named push is one move away
-          memoryMatters = deadMoves[0]!.length > 0;
-        }
+        const c = sokobanLabels(obs, rng, opts.pushReflections ? namedDeadPushes(memory) : [], opts.pushMemoryTargets === true);
+        if (c) ({ choices, target, invalid: invalidMoves, deadMoves, pushMemoryTarget, memoryMatters } = c);
       }
       const action = play({ env: env.kind, observation: obs, attempt: n, step: t, memory, choices, target, rng });
       const r = env.step(action);
       steps.push({
         observation: obs, action, choices, target,
         ...(memoryMatters ? { memoryMatters } : {}),
+        ...(pushMemoryTarget ? { pushMemoryTarget } : {}),
         ...invalidField(invalid),
         ...provableField(provableMines),
         ...(invalidMoves.some((m) => m.length > 0) ? { invalidMoves } : {}),
@@ -521,6 +571,7 @@ export function transformTrial(trial: CompactTrial, sym: Symmetry): CompactTrial
         choices: s.choices ? s.choices.map((set) => set.map(t)) : null,
         target: s.target === null ? null : t(s.target),
         ...(s.memoryMatters ? { memoryMatters: true } : {}),
+        ...(s.pushMemoryTarget ? { pushMemoryTarget: true } : {}),
         ...(s.invalid ? { invalid: s.invalid.map(t) } : {}),
         ...(s.provableMines ? { provableMines: s.provableMines.map(t) } : {}),
         ...(s.invalidMoves ? { invalidMoves: s.invalidMoves.map((set) => set.map(t)) } : {}),

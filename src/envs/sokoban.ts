@@ -103,14 +103,28 @@ function key(s: SokobanState): string {
 }
 
 /**
+ * Pushes a search must never make, as `pushKey(from, move)` keys: the box on cell index `from`
+ * (row-major, before the push) pushed by the player's `move`. src/envs/solvers/sokoban-solver.ts
+ * `solveSokobanAvoiding` builds it from pushes named by cell.
+ */
+export type ForbiddenPushes = ReadonlySet<string>;
+
+/** The key of the push of the box on cell index `from` by the player's move `m` (`ForbiddenPushes`). */
+export const pushKey = (from: number, m: Move): string => `${from} ${m}`;
+
+/**
  * BFS shortest move sequence from `s` to a solved state; null when unsolvable, or when more than
  * `maxNodes` states were expanded (then `exhausted` is set on the result of `solveSokobanDetailed`).
+ * With `forbidden`, the search never makes one of those pushes (anywhere on the path): the result
+ * is the shortest solution without them, null when every solution needs one.
  */
-export function solveSokoban(s: SokobanState, maxNodes = 200_000): Move[] | null {
-  return solveSokobanDetailed(s, maxNodes).moves;
+export function solveSokoban(s: SokobanState, maxNodes = 200_000, forbidden?: ForbiddenPushes): Move[] | null {
+  return solveSokobanDetailed(s, maxNodes, forbidden).moves;
 }
 
-function solveSokobanDetailed(s: SokobanState, maxNodes = 200_000): { moves: Move[] | null; exhausted: boolean } {
+function solveSokobanDetailed(
+  s: SokobanState, maxNodes = 200_000, forbidden?: ForbiddenPushes,
+): { moves: Move[] | null; exhausted: boolean } {
   if (isSolved(s)) return { moves: [], exhausted: false };
   const parent = new Map<string, { prev: string; move: Move } | null>();
   parent.set(key(s), null);
@@ -123,6 +137,7 @@ function solveSokobanDetailed(s: SokobanState, maxNodes = 200_000): { moves: Mov
         const o = applyMove(cur, m);
         if (!o.moved) continue;
         if (o.push && isCornered(o.state, o.push.to)) continue;
+        if (o.push && forbidden?.has(pushKey(o.push.from, m))) continue;
         const nk = key(o.state);
         if (parent.has(nk)) continue;
         parent.set(nk, { prev: ck, move: m });

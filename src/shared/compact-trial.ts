@@ -22,10 +22,17 @@ export interface CompactStep {
   /**
    * MineSweeper: a mine that the memory names is among the equally safest cells the solver would
    * give without the memory, so only reading the memory keeps the answer off it. Sokoban: a push
-   * that the memory names as a dead end can be made by the answer's first move (`deadMoves[0]`).
-   * Absent: false.
+   * that the memory names as a dead end can be made by the answer's first move (`deadMoves[0]`), or
+   * the target avoids the pushes the memory names and differs from the plain solver's there
+   * (`pushMemoryTarget`). Absent: false.
    */
   memoryMatters?: boolean;
+  /**
+   * Sokoban: the target is the solver's for the game where the pushes the memory names as dead
+   * ends are forbidden (src/envs/compact-data.ts `sokobanChoices` with `avoidNamed`), and it
+   * differs from the plain solver's target. Absent: false.
+   */
+  pushMemoryTarget?: boolean;
   /**
    * Answers the environment refuses as invalid in this state, as pieces of the first answer
    * position (MineSweeper: the revealed cells `(r, c)`), never among `choices[0]`. Absent: none.

@@ -14,6 +14,12 @@ import { Rng } from '../../src/envs/rng.js';
 import { applyMove, parseMoves, parseSokoban, renderSokoban, solveSokoban } from '../../src/envs/sokoban.js';
 import { parseCellAction } from '../../src/envs/minesweeper.js';
 import { makeEnv } from '../../src/envs/index.js';
+import { gameVocabulary } from '../../src/envs/vocab.js';
+import { GameTokenizer } from '../../src/model/tokenizers.js';
+import { solveSokobanAvoiding } from '../../src/envs/solvers/sokoban-solver.js';
+import { namedDeadPushes, type SokobanPush } from '../../src/envs/sokoban-pushes.js';
+import { compactExamples } from '../../src/training/data/compact-sft.js';
+import { GAME_ENV_TAGS } from '../../src/envs/vocab.js';
 import { createHash } from 'node:crypto';
 
 const ms = (rows: string[]) => gridText(rows, 1);
@@ -156,6 +162,7 @@ describe('sokobanChoices', () => {
     // a corridor: up, down and left bump into walls at both moves
     expect(sokobanChoices(sk(['######', '#PX_O#', '######']), new Rng(0))).toEqual({
       choices: [['right'], [', '], ['right']], target: 'right, right', invalid: [['up', 'down', 'left'], [], ['up', 'down']], deadMoves: [[], [], []],
+      pushMemoryTarget: false,
     });
     expect(sokobanChoices(sk(['#####', '#P*_#', '#####']), new Rng(0))).toBeNull();
     expect(sokobanChoices(sk(['#####', '#X_P#', '#O__#', '#####']), new Rng(0))).toBeNull();
@@ -533,5 +540,126 @@ describe('Sokoban dead-push memory in trials and targets', () => {
     // answers without a dead push
     expect(sokobanContrastPair('sokoban-6x6-1', 5, before, 'left, up, right', new Rng(0))).toBeNull();
     expect(sokobanContrastPair('sokoban-6x6-1', 5, before, 'down, down', new Rng(0))).toBeNull();
+  });
+});
+
+describe('Sokoban push-memory targets', () => {
+  // one box on (3, 3), its target two cells right: the plain solution pushes it right twice
+  const open = sk(['#######', '#_____#', '#_____#', '#_PX_O#', '#_____#', '#_____#', '#######']);
+  const rightAt33: SokobanPush = { row: 3, col: 3, move: 'right' };
+  const MOVE_WORDS = ['up', 'down', 'left', 'right'] as const;
+  const makes = (s: ReturnType<typeof parseSokoban>, m: string, named: readonly SokobanPush[]) => {
+    const o = applyMove(s, m as never);
+    return o.push !== null && named.some((p) => p.row * s.cols + p.col === o.push!.from && p.move === m);
+  };
+  /**
+   * Along the moves of `target` from `observation`: at each, the moves that start a shortest solution
+   * that never makes a `named` push (the plain solver's with none), from `solveSokobanAvoiding`.
+   */
+  const setsAlong = (observation: string, target: string, named: readonly SokobanPush[]): string[][] => {
+    let s = parseSokoban(observation);
+    return parseMoves(target).map((m) => {
+      const d = solveSokobanAvoiding(s, named)!.length;
+      const set = MOVE_WORDS.filter((x) => {
+        const o = applyMove(s, x);
+        return o.moved && !makes(s, x, named) && solveSokobanAvoiding(o.state, named)?.length === d - 1;
+      });
+      s = applyMove(s, m).state;
+      return set;
+    });
+  };
+  const moveSets = (choices: string[][]) => choices.filter((_, k) => k % 2 === 0);
+
+  it('follow the shortest solution that never makes a named push, and say where that changes the target', () => {
+    const plain = sokobanChoices(open, new Rng(0), [rightAt33])!;
+    expect(plain).toMatchObject({ target: 'right, right', pushMemoryTarget: false });
+    for (let seed = 0; seed < 6; seed++) {
+      const c = sokobanChoices(open, new Rng(seed), [rightAt33], true)!;
+      expect(c.pushMemoryTarget).toBe(true);
+      expect(moveSets(c.choices)).toEqual(setsAlong(open, c.target, [rightAt33]));
+      expect(moveSets(c.choices)).not.toEqual(setsAlong(open, c.target, []));
+      expect(c.choices[0]).not.toContain('right');
+      let s = parseSokoban(open);
+      for (const m of parseMoves(c.target)) {
+        expect(makes(s, m, [rightAt33])).toBe(false);
+        s = applyMove(s, m).state;
+      }
+    }
+    // where the named push is on no shortest solution, or every solution needs it: the plain target, draw for draw
+    for (const [obs, named] of [
+      [open, [{ row: 3, col: 3, move: 'down' }]],
+      [sk(['#######', '#_____#', '#_PX_O#', '#_____#', '#######']), [{ row: 2, col: 3, move: 'right' }]],
+    ] as const) {
+      for (let seed = 0; seed < 4; seed++) {
+        expect(sokobanChoices(obs, new Rng(seed), named, true)).toEqual(sokobanChoices(obs, new Rng(seed), named));
+      }
+    }
+  });
+
+  it('contrast pairs: the with-memory side avoids the named push, the twin keeps the plain target', () => {
+    // sokoban-6x6-2 seed 60: 'left, down, right' pushes the box on (2, 3) onto the target (2, 4) beside
+    // the box on (3, 4): both frozen against the wall. The plain solution makes that push later, once
+    // the box on (3, 4) has gone down to its target.
+    const board = sk(['######', '#__P_#', '#__XO#', '#___X#', '##__O#', '######']);
+    const answer = 'left, down, right';
+    expect(sokobanContrastPair('sokoban-6x6-2', 60, board, answer, new Rng(0))).toBeNull();
+    const pair = sokobanContrastPair('sokoban-6x6-2', 60, board, answer, new Rng(0), true)!;
+    expect(pair.withMemory.attempts[0]!.reflection).toBe('box (2, 3) right dead end.');
+    const m = pair.withMemory.attempts[1]!.steps[0]!;
+    const twin = pair.twin.attempts[0]!.steps[0]!;
+    const named = [{ row: 2, col: 3, move: 'right' as const }];
+    expect(m).toMatchObject({ memoryMatters: true, pushMemoryTarget: true });
+    expect(moveSets(m.choices!)).toEqual(setsAlong(board, m.target!, named));
+    expect(twin.target).toBe('right, down, down');
+    expect(moveSets(twin.choices!)).toEqual(setsAlong(board, twin.target!, []));
+    expect('memoryMatters' in twin || 'pushMemoryTarget' in twin || 'deadMoves' in twin).toBe(false);
+    // where the memory does not change the target, the pair of before, draw for draw
+    const before = sk(['######', '#____#', '#_X__#', '#_PO_#', '#____#', '######']);
+    expect(sokobanContrastPair('sokoban-6x6-1', 5, before, 'up, up', new Rng(0), true))
+      .toEqual(sokobanContrastPair('sokoban-6x6-1', 5, before, 'up, up', new Rng(0)));
+  });
+
+  it('played trials: later decisions take the avoiding target, and their compact examples train it as memory decisions', () => {
+    // a trial (found by search) whose first attempt dies by a push that the plain solution makes later
+    const o = { envName: 'sokoban-6x6-2', seed: 2, maxAttempts: 3, policy: noisyPolicy(0.5), rngSeed: 0, pushReflections: true };
+    const t = playCompactTrial({ ...o, pushMemoryTargets: true });
+    expect(t.attempts[0]).toEqual(playCompactTrial(o).attempts[0]);
+    const memory: string[] = [];
+    const marked: number[] = [];
+    let k = 0;
+    for (const a of t.attempts) {
+      const named = namedDeadPushes(memory);
+      for (const s of a.steps) {
+        if (!s.choices) continue;
+        const avoiding = named.length > 0 && solveSokobanAvoiding(parseSokoban(s.observation), named) !== null;
+        const sets = moveSets(s.choices);
+        if (s.pushMemoryTarget) {
+          marked.push(k);
+          expect(s.memoryMatters).toBe(true);
+          expect(sets).toEqual(setsAlong(s.observation, s.target!, named));
+          expect(sets).not.toEqual(setsAlong(s.observation, s.target!, []));
+        } else {
+          expect(sets).toEqual(setsAlong(s.observation, s.target!, []));
+          if (avoiding) expect(sets).toEqual(setsAlong(s.observation, s.target!, named));
+        }
+        k++;
+      }
+      if (a.reflection !== null) memory.push(a.reflection);
+    }
+    expect(marked.length).toBeGreaterThan(0);
+    // the mark goes with the step under a board symmetry
+    const mapped = transformTrial(t, symmetry(5)).attempts.flatMap((a) => a.steps).filter((s) => s.choices);
+    expect(mapped.flatMap((s, i) => (s.pushMemoryTarget ? [i] : []))).toEqual(marked);
+    const tok = new GameTokenizer(gameVocabulary());
+    const format = { name: 'compact' as const, envTags: [...GAME_ENV_TAGS], historySteps: 0, memoryAt: 'tail' as const };
+    const acting = compactExamples(t, { tokenizer: tok, format, blockSize: 384, actionReserve: 24, reflectionReserve: 48 })
+      .filter((x) => x.kind === 'action');
+    const steps = t.attempts.flatMap((a) => a.steps).filter((s) => s.choices);
+    expect(acting).toHaveLength(steps.length);
+    for (const i of marked) {
+      expect(acting[i]!.memoryMatters).toBe(true);
+      expect(acting[i]!.targets.slice(0, -1)).toEqual(steps[i]!.choices!.map((set) => set.map((p) => tok.encode(p)[0])));
+      expect(tok.decode(acting[i]!.ids)).toMatch(/\nm box \(\d, \d\) (up|down|left|right) dead end\./);
+    }
   });
 });

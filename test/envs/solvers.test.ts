@@ -3,6 +3,9 @@ import { MineSweeperEnv, parseMineSweeperObservation } from '../../src/envs/mine
 import { analyseMines, mineSweeperSolverMove, rememberMines, type MineMemory } from '../../src/envs/solvers/minesweeper-solver.js';
 import { makePolicy } from '../../src/envs/policies.js';
 import { Rng } from '../../src/envs/rng.js';
+import { applyMove, MOVES, parseSokoban, pushKey, solveSokoban, type Move, type SokobanState } from '../../src/envs/sokoban.js';
+import { solveSokobanAvoiding } from '../../src/envs/solvers/sokoban-solver.js';
+import type { SokobanPush } from '../../src/envs/sokoban-pushes.js';
 
 const LAYOUT_A = ['*.....', '......', '......', '......', '....**', '......'];
 
@@ -88,5 +91,72 @@ describe('MineSweeper solver', () => {
     expect(Math.max(...xs)).toBe(9);
     expect(new Rng(8).nextUint32()).not.toBe(new Rng(7).nextUint32());
     expect(() => new Rng(1.5)).toThrow(RangeError);
+  });
+});
+
+describe('Sokoban solver with forbidden pushes', () => {
+  // one box on (3, 3), its target two cells right: the plain solution pushes it right twice
+  const open = parseSokoban(['#######', '#_____#', '#_____#', '#_PX_O#', '#_____#', '#_____#', '#######']);
+  const rightAt33: SokobanPush = { row: 3, col: 3, move: 'right' };
+  const solved = (s: SokobanState) => s.boxes.every((b) => s.target[b]);
+  /** The state after `moves`, and whether one of them made a push of `forbidden`; every move must move. */
+  const replay = (s: SokobanState, moves: readonly Move[], forbidden: readonly SokobanPush[]) => {
+    let made = false;
+    for (const m of moves) {
+      const o = applyMove(s, m);
+      expect(o.moved).toBe(true);
+      if (o.push && forbidden.some((p) => p.row * s.cols + p.col === o.push!.from && p.move === m)) made = true;
+      s = o.state;
+    }
+    return { end: s, made };
+  };
+  /** Whether some sequence of at most `depth` moves solves `s` without a push of `forbidden` (exhaustive search). */
+  const solvableWithin = (s: SokobanState, depth: number, forbidden: readonly SokobanPush[]): boolean => {
+    if (solved(s)) return true;
+    if (depth === 0) return false;
+    return MOVES.some((m) => {
+      const o = applyMove(s, m);
+      if (!o.moved || (o.push && forbidden.some((p) => p.row * s.cols + p.col === o.push!.from && p.move === m))) return false;
+      return solvableWithin(o.state, depth - 1, forbidden);
+    });
+  };
+
+  it('gives the shortest solution that never makes a forbidden push, longer than the plain one that makes it', () => {
+    expect(solveSokoban(open)).toEqual(['right', 'right']);
+    expect(replay(open, ['right', 'right'], [rightAt33]).made).toBe(true);
+    const plan = solveSokobanAvoiding(open, [rightAt33])!;
+    expect(plan).toHaveLength(10);
+    const { end, made } = replay(open, plan, [rightAt33]);
+    expect(solved(end)).toBe(true);
+    expect(made).toBe(false);
+    // shortest: no sequence of 9 moves solves it without that push (the plain one of 2 moves makes it)
+    expect(solvableWithin(open, 9, [rightAt33])).toBe(false);
+    expect(solvableWithin(open, 2, [])).toBe(true);
+    // the same search as solveSokoban given the push's key
+    expect(solveSokoban(open, 200_000, new Set([pushKey(3 * 7 + 3, 'right')]))).toEqual(plan);
+  });
+
+  it('is the plain solution when no forbidden push is on it, or none is given, or the pushes lie off the board', () => {
+    const plain = solveSokoban(open);
+    expect(solveSokobanAvoiding(open, [])).toEqual(plain);
+    expect(solveSokobanAvoiding(open, [{ row: 3, col: 3, move: 'down' }, { row: 3, col: 4, move: 'left' }])).toEqual(plain);
+    expect(solveSokobanAvoiding(open, [{ row: 9, col: 9, move: 'right' }, { row: -1, col: 3, move: 'right' }])).toEqual(plain);
+    // a push of the box elsewhere is another push: the box on (3, 4) pushed right is the plain solution's second
+    expect(replay(open, solveSokobanAvoiding(open, [{ row: 3, col: 2, move: 'right' }])!, [rightAt33]).made).toBe(true);
+    const done = parseSokoban(['#####', '#P*_#', '#####']);
+    expect(solveSokobanAvoiding(done, [{ row: 1, col: 2, move: 'right' }])).toEqual([]);
+  });
+
+  it('is null where every solution makes a forbidden push, or the search budget runs out', () => {
+    // rows 1 and 3 hold no target: a box pushed up or down is dead, so the box must go right from (2, 3)
+    const narrow = parseSokoban(['#######', '#_____#', '#_PX_O#', '#_____#', '#######']);
+    expect(solveSokoban(narrow)).toEqual(['right', 'right']);
+    expect(solveSokobanAvoiding(narrow, [{ row: 2, col: 3, move: 'right' }])).toBeNull();
+    expect(solvableWithin(narrow, 8, [{ row: 2, col: 3, move: 'right' }])).toBe(false);
+    const corridor = parseSokoban(['######', '#PX_O#', '######']);
+    expect(solveSokobanAvoiding(corridor, [{ row: 1, col: 3, move: 'right' }])).toBeNull();
+    // the avoiding solution of `open` needs more states than 20
+    expect(solveSokobanAvoiding(open, [rightAt33], 20)).toBeNull();
+    expect(solveSokobanAvoiding(open, [rightAt33], 2000)).toHaveLength(10);
   });
 });

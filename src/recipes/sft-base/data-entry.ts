@@ -36,8 +36,8 @@ async function handle(m: ToDataThread): Promise<void> {
   if (!state) throw new Error('take before init');
   if (m.syncWeights) writeWeights(state.vars, state.weights);
   const examples = state.pool.take(m.n);
-  const { trials, daggerTrials, deadPushExamples } = state.pool;
-  post({ type: 'batch', examples, trials, daggerTrials, deadPushExamples, refillMs: state.refillMs });
+  const { trials, daggerTrials, deadPushExamples, pushMemoryTargets } = state.pool;
+  post({ type: 'batch', examples, trials, daggerTrials, deadPushExamples, pushMemoryTargets, refillMs: state.refillMs });
   const t0 = Date.now();
   state.pool.refill(m.daggerOn, m.memoryOn);
   state.refillMs = Date.now() - t0;

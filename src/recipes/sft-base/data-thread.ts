@@ -25,14 +25,17 @@ export type ToDataThread =
   | { type: 'take'; n: number; daggerOn: boolean; memoryOn: boolean; syncWeights: boolean };
 export type FromDataThread =
   | { type: 'ready'; params: number; refillMs: number }
-  | { type: 'batch'; examples: CompactExample[]; trials: number; daggerTrials: number; deadPushExamples: number; refillMs: number }
+  | ({ type: 'batch' } & TakenBatch)
   | { type: 'error'; message: string; stack?: string };
 
 /**
  * What `take` gives: the batch, the pool's counters (trials, DAgger trials, Sokoban examples with
- * dead-push labels made), and the last refill's duration (ms).
+ * dead-push labels made, push-memory targets made), and the last refill's duration (ms).
  */
-export interface TakenBatch { examples: CompactExample[]; trials: number; daggerTrials: number; deadPushExamples: number; refillMs: number }
+export interface TakenBatch {
+  examples: CompactExample[]; trials: number; daggerTrials: number; deadPushExamples: number; pushMemoryTargets: number;
+  refillMs: number;
+}
 
 /** The trainer's side of the data thread. Always `close()` it (a finally). */
 export class DataThread {
@@ -84,8 +87,8 @@ export class DataThread {
     const m = await this.channel.request({ type: 'take', n, daggerOn, memoryOn, syncWeights: this.stale });
     this.stale = false;
     if (m.type !== 'batch') throw new Error(`data thread answered ${m.type} to take`);
-    const { examples, trials, daggerTrials, deadPushExamples, refillMs } = m;
-    return { examples, trials, daggerTrials, deadPushExamples, refillMs };
+    const { examples, trials, daggerTrials, deadPushExamples, pushMemoryTargets, refillMs } = m;
+    return { examples, trials, daggerTrials, deadPushExamples, pushMemoryTargets, refillMs };
   }
 
   /** Terminates the thread. */

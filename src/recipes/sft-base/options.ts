@@ -138,7 +138,7 @@ export const SFT_BASE_OPTIONS = {
       + 'from the revealed numbers and the mine count, without memory), at every decision',
   }),
   pushReflections: opt.onOff({
-    default: false, defaultText: 'off; --dead-push-unlikelihood above 0 turns it on',
+    default: false, defaultText: 'off; --dead-push-unlikelihood above 0 or --push-memory-targets on turns it on',
     help: 'Sokoban reflections name the push that ended the attempt dead (`box (2, 3) right dead end.`: the box on (2, 3) '
       + 'pushed right) instead of a cornered box or "boxes stuck. dead end."; the decisions of later attempts record the moves '
       + 'that would make a push their memory names (counted as memory decisions for --memory-weight), and with --memory-contrast '
@@ -148,6 +148,13 @@ export const SFT_BASE_OPTIONS = {
     meta: 'L', default: 0, range: [0, 100],
     help: 'the same term on the Sokoban moves that would make a push that the memory names as a dead end (--push-reflections), '
       + 'at each move of the answer, from the state the solver\'s earlier moves of that answer reach',
+  }),
+  pushMemoryTargets: opt.onOff({
+    default: false,
+    help: 'a Sokoban decision whose memory names dead pushes takes the solver\'s target for the game where those pushes are '
+      + 'forbidden (the shortest solution that never makes them; the plain target where none does), counted as a memory '
+      + 'decision where that changes the target, and with --memory-contrast the with-memory side of a Sokoban pair takes it '
+      + 'too (the twin keeps the plain one); turns --push-reflections on',
   }),
   ema: opt.number({
     meta: 'D', default: 0, range: [0, 0.99999], defaultText: '0: off',
@@ -217,8 +224,8 @@ function checkFrom(from: string, out: string, shapeOptions: readonly string[]): 
 /**
  * Parses the command line (with `--config FILE`): each option by its table entry, then the checks
  * that join options (--embd a multiple of --heads; --from without shape options or --memory-at;
- * --dead-push-unlikelihood above 0 turns --push-reflections on), and last the --out folder, which
- * it creates (only a command line without other errors should).
+ * --dead-push-unlikelihood above 0 and --push-memory-targets on turn --push-reflections on), and
+ * last the --out folder, which it creates (only a command line without other errors should).
  * @returns the options, or null for --help.
  * @throws UsageError with a one-line message naming the option.
  */
@@ -232,7 +239,7 @@ export function parseSftBaseArgs(argv: string[]): SftBaseOptions | null {
     checkFrom(args.from, args.out, SHAPE_OPTIONS.filter((k) => given.has(k)));
   }
   const { overwrite, ...options } = args;
-  // the dead-push term has labels only where the reflections name the push
-  const pushReflections = args.pushReflections || args.deadPushUnlikelihood > 0;
+  // the dead-push term and the push-memory targets need reflections that name the push
+  const pushReflections = args.pushReflections || args.deadPushUnlikelihood > 0 || args.pushMemoryTargets;
   return { ...options, pushReflections, out: outDir(args.out, overwrite) };
 }

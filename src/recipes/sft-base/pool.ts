@@ -74,6 +74,13 @@ export interface PoolOptions {
    * answer makes a dead push), always as pairs (`--push-reflections`). Absent: false.
    */
   pushReflections?: boolean;
+  /**
+   * With `pushReflections`: Sokoban decisions whose memory names dead pushes take the solver's
+   * target for the game where those pushes are forbidden, and so does the with-memory side of a
+   * Sokoban contrast pair (src/envs/compact-data.ts `TrialOptions.pushMemoryTargets`,
+   * `sokobanContrastPair`; `--push-memory-targets`). Absent: false.
+   */
+  pushMemoryTargets?: boolean;
 }
 
 /** Reflection examples kept for `reflectionShare` batches: the newest ones. */
@@ -81,6 +88,10 @@ export const REFLECTION_RING = 1024;
 
 /** Memory examples kept for `memoryShare` batches: the newest ones. */
 export const MEMORY_RING = 2048;
+
+/** The decisions of a trial whose target avoids the pushes their memory names (`CompactStep.pushMemoryTarget`). */
+const countPushMemoryTargets = (t: CompactTrial): number =>
+  t.attempts.reduce((n, a) => n + a.steps.filter((s) => s.pushMemoryTarget).length, 0);
 
 /** The examples' seed stream of a run: the same in the trainer's thread and in a data thread. */
 export const poolRng = (seed: number): Rng => new Rng(seed * 7919 + 17);
@@ -103,6 +114,8 @@ export class ExamplePool {
   contrasts = 0;
   /** Sokoban acting examples with `deadMoves` labels made (trials and contrasts; before `memoryWeight` copies). */
   deadPushExamples = 0;
+  /** Sokoban decisions whose target avoids the pushes their memory names, changed by it (`pushMemoryTargets`; trials and contrasts). */
+  pushMemoryTargets = 0;
   private readonly totalWeight: number;
 
   constructor(
@@ -138,7 +151,9 @@ export class ExamplePool {
       }
       const trial: CompactTrial = playCompactTrial({
         envName, seed, maxAttempts: 3, policy, rngSeed: seed ^ 0x5bd1e995, ...(this.o.pushReflections ? { pushReflections: true } : {}),
+        ...(this.o.pushMemoryTargets ? { pushMemoryTargets: true } : {}),
       });
+      this.pushMemoryTargets += countPushMemoryTargets(trial);
       const { params } = parseEnvName(envName) as { params: { rows: number; cols: number; mines?: number } };
       const syms = symmetriesFor(params.rows, params.cols);
       const sym = symmetry(syms[this.rng.int(syms.length)]!);
@@ -190,9 +205,10 @@ export class ExamplePool {
       if (this.rng.next() >= this.o.memoryContrast) continue;
       const bare = { env: 'sokoban' as const, observation: s.observation, attempt: 0, step: t, memory: [], choices: null, target: null };
       const answer = mp({ ...bare, rng: this.rng });
-      const pair = sokobanContrastPair(trial.envName, trial.seed, s.observation, answer, this.rng);
+      const pair = sokobanContrastPair(trial.envName, trial.seed, s.observation, answer, this.rng, this.o.pushMemoryTargets === true);
       if (!pair) continue;
       this.contrasts++;
+      this.pushMemoryTargets += countPushMemoryTargets(pair.withMemory);
       for (const t2 of [pair.withMemory, pair.twin]) {
         for (const ex of compactExamples(transformTrial(t2, sym), { ...exOpts, reflections: false })) {
           into.push(ex);

@@ -193,7 +193,9 @@ function trainStep(model: GPT, opt: AdamW, batch: CompactExample[], vocabSize: n
 }
 
 /** What a step trains on, with the pool's counters so far. */
-interface StepBatch { examples: CompactExample[]; trials: number; daggerTrials: number; deadPushExamples: number }
+interface StepBatch {
+  examples: CompactExample[]; trials: number; daggerTrials: number; deadPushExamples: number; pushMemoryTargets: number;
+}
 
 /**
  * The next batch of `n` examples: from the data thread (which refilled while the previous step
@@ -204,7 +206,8 @@ async function takeBatch(
 ): Promise<StepBatch> {
   if (data) return data.take(n, daggerOn, memoryOn);
   pool!.refill(daggerOn, memoryOn);
-  return { examples: pool!.take(n), trials: pool!.trials, daggerTrials: pool!.daggerTrials, deadPushExamples: pool!.deadPushExamples };
+  const { trials, daggerTrials, deadPushExamples, pushMemoryTargets } = pool!;
+  return { examples: pool!.take(n), trials, daggerTrials, deadPushExamples, pushMemoryTargets };
 }
 
 type GamePoints = ReturnType<typeof evaluate>[];
@@ -236,12 +239,16 @@ async function main(): Promise<void> {
   const opt = new AdamW(model.trainableVariables, { lr: o.lr, weightDecay: 0.01 });
   // with --ema, the points evaluate and save the averaged weights; training goes on from the last iterate
   const average = o.ema > 0 ? new WeightAverage(model.trainableVariables, o.ema) : null;
-  const poolOptions = { curriculum: o.curriculum, seed: o.seed, daggerShare: o.daggerShare, balanceReflections: o.balanceReflections, reflectionShare: o.reflectionShare, memoryWeight: o.memoryWeight, memoryContrast: o.memoryContrast, memoryShare: o.memoryShare, memoryPairs: o.memoryPairs, pushReflections: o.pushReflections };
+  const poolOptions = { curriculum: o.curriculum, seed: o.seed, daggerShare: o.daggerShare, balanceReflections: o.balanceReflections, reflectionShare: o.reflectionShare, memoryWeight: o.memoryWeight, memoryContrast: o.memoryContrast, memoryShare: o.memoryShare, memoryPairs: o.memoryPairs, pushReflections: o.pushReflections, pushMemoryTargets: o.pushMemoryTargets };
   const data = o.dataThread ? await DataThread.start(config, model.trainableVariables, poolOptions, format) : null;
   const pool = data ? null : new ExamplePool(poolOptions, model, tok, format, poolRng(o.seed));
   let trials = 0, daggerTrials = 0, deadPushExamples = 0;
+  /** Sokoban decisions whose target avoids the pushes their memory names (--push-memory-targets), made so far. */
+  let pushMemoryTargets = 0;
   /** Steps whose batch held a Sokoban example with dead-push labels, and such examples trained. */
   let deadPushSteps = 0, deadPushTrained = 0;
+  /** The push-memory targets made, for the progress lines (--push-memory-targets). */
+  const pmt = () => (o.pushMemoryTargets ? ` push-memory targets ${pushMemoryTargets}` : '');
   mkdirSync(o.out, { recursive: true });
   process.stderr.write(`${COMMAND}: backend ${backend}; ${config.n_layer}x${config.n_embd}, ${countParams(config)} parameters, vocabulary ${tok.vocabSize}; budget ${o.steps ? `${o.steps} steps` : `${o.minutes} min`}\n`);
 
@@ -285,6 +292,7 @@ async function main(): Promise<void> {
       ...counts, ...(o.from ? { continues: o.from } : {}), loss: lossN ? lossSum / lossN : null, daggerTrials,
       ...(o.leversFrom > 0 ? { leversFrom: leversStep === null ? null : prior.step + leversStep } : {}),
       ...(o.pushReflections ? { deadPush: { made: deadPushExamples, trained: deadPushTrained, steps: deadPushSteps } } : {}),
+      ...(o.pushMemoryTargets ? { pushMemoryTargets } : {}),
       evalSeconds: Math.round((Date.now() - t0) / 1000),
       ...(average ? { weights: 'average', ...(lastIterate ? { lastIterate } : {}) } : {}), games: points,
       ...(memoryProbe ? { memoryProbe: probeFigures(memoryProbe) } : {}),
@@ -313,7 +321,8 @@ async function main(): Promise<void> {
       leversStep = step;
       if (o.leversFrom > 0) process.stderr.write(`step ${step}: memory contrasts and unlikelihood terms start (--levers-from ${o.leversFrom})\n`);
     }
-    ({ examples: batch, trials, daggerTrials, deadPushExamples } = await takeBatch(data, pool, o.batch, elapsedFrac >= o.daggerFrom, leversOn));
+    ({ examples: batch, trials, daggerTrials, deadPushExamples, pushMemoryTargets } =
+      await takeBatch(data, pool, o.batch, elapsedFrac >= o.daggerFrom, leversOn));
     const labelled = batch.filter((x) => x.deadMoves).length;
     deadPushTrained += labelled;
     if (labelled > 0) deadPushSteps++;
@@ -326,11 +335,11 @@ async function main(): Promise<void> {
     examples += batch.length;
     tokens += batch.reduce((sum, x) => sum + x.ids.length, 0);
     trainMs += Date.now() - t0;
-    if (step % 50 === 0) process.stderr.write(`step ${step} loss ${(lossSum / Math.max(1, lossN)).toFixed(4)} examples ${examples} tokens ${tokens} train ${(trainMs / 1000).toFixed(0)} s (data ${(dataMs / 1000).toFixed(0)} s) trials ${trials} dagger-trials ${daggerTrials}${o.pushReflections ? ` dead-push made ${deadPushExamples} trained ${deadPushTrained} in ${deadPushSteps} steps` : ''} tensors ${tf.memory().numTensors}\n`);
+    if (step % 50 === 0) process.stderr.write(`step ${step} loss ${(lossSum / Math.max(1, lossN)).toFixed(4)} examples ${examples} tokens ${tokens} train ${(trainMs / 1000).toFixed(0)} s (data ${(dataMs / 1000).toFixed(0)} s) trials ${trials} dagger-trials ${daggerTrials}${o.pushReflections ? ` dead-push made ${deadPushExamples} trained ${deadPushTrained} in ${deadPushSteps} steps${pmt()}` : ''} tensors ${tf.memory().numTensors}\n`);
     if (step > 0 && step % o.evalEvery === 0) await doEval(step, false);
   }
   await doEval(step, true);
-  process.stderr.write(`${COMMAND}: done, ${step} steps, ${examples} examples, ${tokens} tokens, ${(trainMs / 60000).toFixed(1)} min training, ${((Date.now() - started) / 60000).toFixed(1)} min wall${o.pushReflections ? `; dead-push examples made ${deadPushExamples}, trained ${deadPushTrained} in ${deadPushSteps} steps` : ''}; checkpoint in ${o.out}${average ? ` (averaged weights; the last iterate in ${path.join(o.out, 'last-iterate')})` : ''}\n`);
+  process.stderr.write(`${COMMAND}: done, ${step} steps, ${examples} examples, ${tokens} tokens, ${(trainMs / 60000).toFixed(1)} min training, ${((Date.now() - started) / 60000).toFixed(1)} min wall${o.pushReflections ? `; dead-push examples made ${deadPushExamples}, trained ${deadPushTrained} in ${deadPushSteps} steps${pmt()}` : ''}; checkpoint in ${o.out}${average ? ` (averaged weights; the last iterate in ${path.join(o.out, 'last-iterate')})` : ''}\n`);
   await data?.close();
   average?.dispose();
   opt.dispose();

@@ -30,7 +30,8 @@ describe('the committed run of the first stage of models/base (run H)', () => {
     expect(stages[0].command).toContain('--config src/recipes/configs/base.json');
     const { out: _recordedOut, ...recorded } = stages[0].meta.options;
     expect(o).toEqual({
-      ...recorded, memoryPairs: false, memoryShare: null, mineUnlikelihood: 0, pushReflections: false, deadPushUnlikelihood: 0, leversFrom: 0, probeBoards: 0, out,
+      ...recorded, memoryPairs: false, memoryShare: null, mineUnlikelihood: 0, pushReflections: false, deadPushUnlikelihood: 0,
+      pushMemoryTargets: false, leversFrom: 0, probeBoards: 0, out,
     });
     // the six options of its command line (models/base/README.md), and the stage is its last iterate
     expect(o).toMatchObject({ minutes: 110, dataThread: true, reflectionShare: 0.2, memoryWeight: 6, ema: 0.998, seed: 21 });
@@ -79,7 +80,8 @@ describe('the lineage of models/base', () => {
     const { out: _recordedOut, from: _recordedFrom, ...recorded } = shipped.meta.options;
     // options added after the stage ran take their defaults
     expect(parseSftBaseArgs(argv)).toEqual({
-      ...recorded, pushReflections: false, deadPushUnlikelihood: 0, leversFrom: 0, probeBoards: 100, from: BASE_DIR, out,
+      ...recorded, pushReflections: false, deadPushUnlikelihood: 0, pushMemoryTargets: false, leversFrom: 0, probeBoards: 100,
+      from: BASE_DIR, out,
     });
   });
 });
@@ -101,6 +103,22 @@ describe('parseSftBaseArgs', () => {
     expect(() => parseSftBaseArgs(['--dead-push-unlikelihood', '-1'])).toThrow(UsageError);
     expect(() => parseSftBaseArgs(['--push-reflections', 'yes'])).toThrow(new UsageError("--push-reflections must be on or off, got 'yes'"));
     expect(USAGE).toContain('--dead-push-unlikelihood L');
+  });
+
+  it('turns push reflections on with push-memory targets, which avoid the pushes those reflections name', () => {
+    expect(parseSftBaseArgs(['--out', newOut()])).toMatchObject({ pushMemoryTargets: false });
+    const off = parseSftBaseArgs(['--out', newOut(), '--push-memory-targets', 'off']);
+    expect(off).toMatchObject({ pushMemoryTargets: false, pushReflections: false });
+    const on = parseSftBaseArgs(['--out', newOut(), '--push-memory-targets', 'on']);
+    expect(on).toMatchObject({ pushMemoryTargets: true, pushReflections: true });
+    // over a config that names push reflections off
+    const o = parseSftBaseArgs(['--config', BASE_CONFIG, '--out', newOut(), '--push-memory-targets', 'on'])!;
+    expect(o).toMatchObject({ pushMemoryTargets: true, pushReflections: true, deadPushUnlikelihood: 0 });
+    const bad = new UsageError("--push-memory-targets must be on or off, got '1'");
+    expect(() => parseSftBaseArgs(['--push-memory-targets', '1'])).toThrow(bad);
+    expect(() => parseSftBaseArgs(['--push-memory-targets'])).toThrow(UsageError);
+    expect(USAGE).toMatch(/--push-memory-targets on\|off\s+a Sokoban decision whose memory names dead pushes/);
+    expect(USAGE).toContain('turns --push-reflections on (default off)');
   });
 
   it('joins options: --embd a multiple of --heads, --from without shape options, --from apart from --out', () => {

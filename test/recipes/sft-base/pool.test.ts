@@ -194,6 +194,7 @@ describe('DataThread', () => {
         for (const x of got.examples) for (const k of Object.keys(x)) fields.add(k);
         expect(got.trials).toBe(local.trials);
         expect(got.daggerTrials).toBe(0);
+        expect([got.deadPushExamples, got.pushMemoryTargets]).toEqual([local.deadPushExamples, local.pushMemoryTargets]);
         thread.publish(model.trainableVariables);
       }
       // the optional fields the unlikelihood terms read crossed the thread boundary too
