@@ -273,8 +273,15 @@ describe('builtin engine', () => {
   it('hot-swaps versions under an LRU cap without failing in-flight steps, and reloads on demand', async () => {
     const logs: Array<{ o: Record<string, unknown>; msg?: string }> = [];
     const logger = { info: (o: object, msg?: string) => logs.push({ o: o as Record<string, unknown>, msg }), warn: () => {} };
-    // a 40-token reflection without stop tokens (40 sequential forwards) is still running while v2 loads
-    const e = await createBuiltinEngineInstance({ backend: 'wasm', maxLoadedVersions: 1, limits: { ...LIMITS, maxReflectionTokens: 40, stopTokens: [] }, logger });
+    // a 40-token reflection without stop tokens (40 sequential forwards, each held 10 ms as on a slow
+    // machine) is still running while v2 loads, whose reads and warm-up need only a few turns of the event loop
+    const slowForward = () => {
+      const until = performance.now() + 10;
+      while (performance.now() < until);
+    };
+    const e = await createBuiltinEngineInstance({
+      backend: 'wasm', maxLoadedVersions: 1, limits: { ...LIMITS, maxReflectionTokens: 40, stopTokens: [] }, logger, beforeForward: slowForward,
+    });
     await e.load('v1', dir);
     const inflight = e.reflect({ sessionId: 'h1', modelVersion: 'v1', prompt: prompt(2), sampling: S(9) });
     await e.load('v2', dir2); // evicts v1 while its step is running
