@@ -5,7 +5,6 @@
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadCheckpoint } from '../../../src/model/checkpoint.js';
@@ -17,8 +16,12 @@ import { UsageError } from '../../../src/shared/usage-error.js';
 import { root } from '../../helpers/cli.js';
 import { tmpDir } from '../../helpers/index.js';
 
-const script = (args: string[]) => spawnSync(process.execPath, ['--import', 'tsx', 'src/recipes/sft-chat/sft-chat.ts', ...args], { cwd: root, encoding: 'utf8' });
-const sftTempDirs = () => fs.readdirSync(os.tmpdir()).filter((f) => f.startsWith('lamer-sft-chat-')).sort();
+// the script's temp folders go to a folder of this file's own (TMPDIR), so that other processes' never count
+const scriptTmp = tmpDir('lamer-sft-chat-tmpdir-');
+const script = (args: string[]) => spawnSync(process.execPath, ['--import', 'tsx', 'src/recipes/sft-chat/sft-chat.ts', ...args], {
+  cwd: root, encoding: 'utf8', env: { ...process.env, TMPDIR: scriptTmp },
+});
+const sftTempDirs = () => fs.readdirSync(scriptTmp).filter((f) => f.startsWith('lamer-sft-chat-')).sort();
 
 describe('model:sft-chat script', () => {
   it('trains a tiny config end to end: checkpoint, learning curve (json + svg) and the summary line', async () => {
