@@ -46,16 +46,27 @@ export function request(agent: http.Agent, port: number, method: string, p: stri
   });
 }
 
-/** CPU seconds (user + system) used so far by process `pid`, from /proc; null when unavailable. */
-export function cpuSeconds(pid: number | undefined): number | null {
+/** Clock ticks (user + system, 100 a second) used so far by process `pid`, from /proc (Linux); null when unavailable. */
+function cpuTicks(pid: number | undefined): number | null {
   try {
     const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    const ticks = Number(fields[11]) + Number(fields[12]);
-    return ticks / 100;
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' '); // fields 3.. of proc(5)
+    return Number(fields[11]) + Number(fields[12]); // utime, stime (fields 14, 15)
   } catch {
     return null;
   }
+}
+
+/** CPU seconds (user + system) used so far by process `pid`, from /proc; null when unavailable. */
+export function cpuSeconds(pid: number | undefined): number | null {
+  const ticks = cpuTicks(pid);
+  return ticks === null ? null : ticks / 100;
+}
+
+/** CPU milliseconds (user + system) used so far by process `pid`, in steps of 10 ms, from /proc; null when unavailable. */
+export function cpuMs(pid: number | undefined): number | null {
+  const ticks = cpuTicks(pid);
+  return ticks === null ? null : ticks * 10;
 }
 
 /** The bench cannot go on: a server it started exited or never got ready (message: why, and the server's last output). */

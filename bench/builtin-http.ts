@@ -38,7 +38,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ensureDirSync } from '../src/ensure-dir.js';
-import { freePort, request } from './bench-http-client.js';
+import { cpuMs, freePort, request } from './bench-http-client.js';
 import { MINESWEEPER_ENV, playMineSweeper } from './minesweeper-client.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -75,17 +75,6 @@ interface Server {
 }
 
 const round2 = (x: number) => Math.round(x * 100) / 100;
-
-/** CPU time (user + system) of process `pid`, ms, from /proc (null elsewhere); ticks of 10 ms. */
-function cpuMsOf(pid: number | undefined): number | null {
-  try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(f[11]) + Number(f[12])) * 10;
-  } catch {
-    return null;
-  }
-}
 
 /** The server's /metrics text. */
 function metricsText(port: number): Promise<string> {
@@ -161,7 +150,7 @@ async function runLevel(s: Server, tree: string, roundNo: number, c: number): Pr
     playMineSweeper({ port: s.port, nextSeed: () => (stop ? null : nextSeed++), stop: () => stop, onStep: (ms) => measuring && latencies.push(ms) }),
   );
   await new Promise((r) => setTimeout(r, WARMUP * 1000));
-  const cpu0 = cpuMsOf(s.pid);
+  const cpu0 = cpuMs(s.pid);
   const fw0 = await forwardCounters(s.port);
   measuring = true;
   const t0 = performance.now();
@@ -170,7 +159,7 @@ async function runLevel(s: Server, tree: string, roundNo: number, c: number): Pr
   measuring = false;
   const own = process.cpuUsage(own0);
   const elapsed = (performance.now() - t0) / 1000;
-  const cpu1 = cpuMsOf(s.pid);
+  const cpu1 = cpuMs(s.pid);
   const fw1 = await forwardCounters(s.port);
   stop = true;
   const done = await Promise.all(clients);

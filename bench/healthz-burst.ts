@@ -35,7 +35,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ensureDirSync } from '../src/ensure-dir.js';
-import { freePort, request } from './bench-http-client.js';
+import { cpuMs, freePort, request } from './bench-http-client.js';
 import { MINESWEEPER_ENV, playMineSweeper } from './minesweeper-client.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -114,17 +114,6 @@ async function forwardCounters(port: number): Promise<{ forwards: number; rows: 
   return { forwards: read('lamer_engine_batch_rows_count'), rows: read('lamer_engine_batch_rows_sum'), forwardSeconds: read('lamer_engine_forward_seconds_sum') };
 }
 
-/** CPU time (user + system) the process `pid` has used, ms, from /proc (Linux; null elsewhere). Clock ticks of 10 ms. */
-function cpuMsOf(pid: number | undefined): number | null {
-  try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' '); // fields 3.. of proc(5)
-    return (Number(f[11]) + Number(f[12])) * 10; // utime, stime (fields 14, 15), at 100 ticks per second
-  } catch {
-    return null;
-  }
-}
-
 /** Starts `src/cli/serve.ts` of the tree at `serverRoot` (builtin engine, fresh data directory), waits until ready, runs one burst. */
 async function burstAgainst(label: string, serverRoot: string): Promise<BurstResult> {
   const port = await freePort();
@@ -162,7 +151,7 @@ async function burstAgainst(label: string, serverRoot: string): Promise<BurstRes
     }, PROBE_MS);
     await new Promise((r) => setTimeout(r, BEFORE_MS));
     let stop = false;
-    const cpu0 = cpuMsOf(child.pid);
+    const cpu0 = cpuMs(child.pid);
     const fw0 = await forwardCounters(port);
     const burstT = Number(process.hrtime.bigint()) / 1e6;
     const clients = Array.from({ length: CLIENTS }, (_, c) => client(port, c, () => stop));
@@ -170,7 +159,7 @@ async function burstAgainst(label: string, serverRoot: string): Promise<BurstRes
     clearInterval(timer);
     stop = true;
     const done = await Promise.all(clients);
-    const cpu1 = cpuMsOf(child.pid);
+    const cpu1 = cpuMs(child.pid);
     const fw1 = await forwardCounters(port);
     const forwards = fw1.forwards - fw0.forwards;
     const engine = { forwards, rowsPerForward: round(((fw1.rows - fw0.rows) / forwards) * 10) / 10, forwardSeconds: round(fw1.forwardSeconds - fw0.forwardSeconds) };

@@ -41,7 +41,7 @@ import { ensureDirSync } from '../src/ensure-dir.js';
 import { openDatabase } from '../src/db/index.js';
 import { newSessionId } from '../src/agent/step-hash.js';
 import { mulberry32 } from '../src/shared/rng.js';
-import { freePort, request } from './bench-http-client.js';
+import { cpuMs, freePort, request } from './bench-http-client.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const SIZES = (process.env.BENCH_STATS_SIZES ?? '1000,10000,100000').split(',').map(Number);
@@ -142,17 +142,6 @@ interface ServerRun {
   routes: Record<string, RouteFigures>;
 }
 
-/** CPU time (user + system) the process `pid` has used, ms, from /proc (Linux; null elsewhere). Clock ticks of 10 ms. */
-function cpuMsOf(pid: number | undefined): number | null {
-  try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' '); // fields 3.. of proc(5)
-    return (Number(f[11]) + Number(f[12])) * 10; // utime, stime (fields 14, 15), at 100 ticks per second
-  } catch {
-    return null;
-  }
-}
-
 async function timed(agent: http.Agent, port: number, p: string): Promise<{ ms: number; json: any }> {
   const t0 = performance.now();
   const r = await request(agent, port, 'GET', p);
@@ -199,7 +188,7 @@ async function start(label: string, serverRoot: string, dataDir: string, size: n
     }
     await new Promise((r) => setTimeout(r, 50));
   }
-  return { label, root: serverRoot, size, port, agent, readyMs: Math.round(performance.now() - t0), cpu: () => cpuMsOf(child.pid), stop };
+  return { label, root: serverRoot, size, port, agent, readyMs: Math.round(performance.now() - t0), cpu: () => cpuMs(child.pid), stop };
 }
 
 /**
