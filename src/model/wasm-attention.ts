@@ -99,6 +99,18 @@ const inc = (l: number, v: number[]) => [...get(l), ...v, ...add, ...set(l)];
 const hsum = (v: number) => [...get(v), ...lane(0), ...get(v), ...lane(1), 0x92, ...get(v), ...lane(2), ...get(v), ...lane(3), 0x92, 0x92];
 
 /**
+ * A kernel body over t in [0, count): 5 i32 and 5 v128 locals after the params, `four` while
+ * t + 4 <= count (it advances t by 4), then `one` for the rest (it advances t by 1), and `end`.
+ */
+const fourThenOne = (t: number, count: number, four: number[], one: number[]): number[] => [
+  ...vec([[5, I32], [5, V128]]),
+  ...i32c(0), ...set(t),
+  ...whileLoop(lt([...get(t), ...i32c(4), ...add], [...get(count), ...i32c(1), ...add]), four),
+  ...whileLoop(lt(get(t), get(count)), one),
+  0x0b,
+];
+
+/**
  * dots(q, k, ks, count, hdBytes, scale, out): out[t] = scale * (q . key t), key t at k + t ks.
  * Locals after the params: t 7, d 8, k1 9, k2 10, k3 11, a0-a3 12-15 (v128), qv 16 (v128).
  */
@@ -123,13 +135,7 @@ function dotsBody(): number[] {
     ...whileLoop(lt(get(d), get(hd)), [...get(q), ...get(d), ...add, ...v128load, ...set(qv), ...fma(a0, k), ...inc(d, i32c(16))]),
     ...store(a0, 0), ...inc(out, i32c(4)), ...inc(k, get(ks)), ...inc(t, i32c(1)),
   ];
-  return [
-    ...vec([[5, I32], [5, V128]]),
-    ...i32c(0), ...set(t),
-    ...whileLoop(lt([...get(t), ...i32c(4), ...add], [...get(count), ...i32c(1), ...add]), four),
-    ...whileLoop(lt(get(t), get(count)), one),
-    0x0b,
-  ];
+  return fourThenOne(t, count, four, one);
 }
 
 /**
@@ -157,13 +163,7 @@ function axpyBody(): number[] {
     ...whileLoop(lt(get(d), get(hd)), [...load, ...term(p0, v), ...store, ...inc(d, i32c(16))]),
     ...inc(p, i32c(4)), ...inc(v, get(vs)), ...inc(t, i32c(1)),
   ];
-  return [
-    ...vec([[5, I32], [5, V128]]),
-    ...i32c(0), ...set(t),
-    ...whileLoop(lt([...get(t), ...i32c(4), ...add], [...get(count), ...i32c(1), ...add]), four),
-    ...whileLoop(lt(get(t), get(count)), one),
-    0x0b,
-  ];
+  return fourThenOne(t, count, four, one);
 }
 
 /** Bytes of one row of s: c + n floats rounded up to a multiple of 4 (the softmax runs on whole f32x4). */
