@@ -32,10 +32,13 @@ FROM node:${NODE_VERSION}-${DEBIAN_RELEASE}-slim AS deps
 # to the wasm backend without it. 0 = drop it (smaller image, wasm backend).
 ARG WITH_TFJS_NODE=1
 WORKDIR /app
+# libopenblas-dev: the optional OpenBLAS matmul of the wasm backend (native/blas, built by the
+# postinstall script; without it the wasm matmul runs)
 RUN apt-get update \
- && apt-get install -y --no-install-recommends python3 make g++ ca-certificates \
+ && apt-get install -y --no-install-recommends python3 make g++ ca-certificates libopenblas-dev \
  && rm -rf /var/lib/apt/lists/*
 COPY package.json package-lock.json ./
+COPY native/blas ./native/blas
 # the CUDA package is for the gpu target only: its libtensorflow cannot load without CUDA
 RUN npm ci --omit=dev --no-audit --no-fund \
  && rm -rf node_modules/@tensorflow/tfjs-node-gpu \
@@ -69,6 +72,9 @@ RUN ln -s ../lib/node_modules/npm/bin/npm-cli.js /usr/local/bin/npm \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY package.json package-lock.json ./
+# the postinstall script lives here; without libopenblas-dev it builds nothing (the GPU image runs
+# the native tensorflow backend, not wasm)
+COPY native/blas ./native/blas
 # @tensorflow/tfjs-node-gpu is an optional dependency: `npm ci` skips it when its install
 # fails, so check that it is there (the GPU image is pointless without it), at the version of
 # @tensorflow/tfjs, and drop the CPU-only native package the server would otherwise also try.
@@ -125,7 +131,12 @@ WORKDIR /app
 # mounted there (docker/compose.yaml shares one between replicas) starts out writable
 COPY --from=app /app /app
 COPY --from=deps /app/node_modules /app/node_modules
-RUN mkdir -p /data/checkpoints \
+COPY --from=deps /app/native/blas/build /app/native/blas/build
+# OpenBLAS's run-time library for the matmul addon built in the deps stage
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends libopenblas0-pthread \
+ && rm -rf /var/lib/apt/lists/* \
+ && mkdir -p /data/checkpoints \
  && chown -R node:node /data
 # the image's built-in non-root user (uid 1000)
 USER node

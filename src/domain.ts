@@ -132,6 +132,11 @@ export type AdvantageEstimator = (typeof ADVANTAGE_ESTIMATORS)[number];
 export const TFJS_BACKENDS = ['auto', 'tensorflow', 'webgpu', 'wasm', 'cpu'] as const;
 export type TfjsBackend = (typeof TFJS_BACKENDS)[number];
 
+/** Matmul implementations of the wasm backend (LAMER_MATMUL, src/model/blas.ts): 'auto' takes OpenBLAS
+ *  when its addon loads, else the wasm kernel; 'blas' requires the addon; 'wasm' never uses it. */
+export const MATMUL_KINDS = ['auto', 'blas', 'wasm'] as const;
+export type MatmulKind = (typeof MATMUL_KINDS)[number];
+
 /** Kinds of OpenAI-compatible server a remote version can live on: how actions are kept inside availableActions (docs/remote-engines.md). */
 export const REMOTE_KINDS = ['vllm', 'vllm-legacy', 'lamer', 'llamacpp', 'openai', 'plain'] as const;
 export type RemoteKind = (typeof REMOTE_KINDS)[number];

@@ -24,6 +24,12 @@ describe('config', () => {
     expect(() => loadConfig({ LAMER_FORWARD_SECTION_TOKENS: '0' })).toThrow('LAMER_FORWARD_SECTION_TOKENS=0: expected an integer in [1, 1048576]');
     expect(() => loadConfig({ LAMER_FORWARD_SECTION_TOKENS: '12.5' })).toThrow('LAMER_FORWARD_SECTION_TOKENS="12.5": expected an integer in [1, 1048576]');
   });
+  it('LAMER_MATMUL: auto unless set, auto, blas or wasm; LAMER_BLAS_THREADS: 1 unless set, an integer in [1, 64]', () => {
+    expect(loadConfig({})).toMatchObject({ matmul: 'auto', blasThreads: 1 });
+    expect(loadConfig({ LAMER_MATMUL: 'wasm', LAMER_BLAS_THREADS: '2' })).toMatchObject({ matmul: 'wasm', blasThreads: 2 });
+    expect(() => loadConfig({ LAMER_MATMUL: 'mkl' })).toThrow(/LAMER_MATMUL/);
+    expect(() => loadConfig({ LAMER_BLAS_THREADS: '0' })).toThrow('LAMER_BLAS_THREADS=0: expected an integer in [1, 64]');
+  });
   it('LAMER_DATABASE_URL: unset or empty is SQLite (null); a PostgreSQL URL with the pool settings and their defaults', () => {
     expect(loadConfig({}).postgres).toBeNull();
     expect(loadConfig({ LAMER_DATABASE_URL: ' ' }).postgres).toBeNull();

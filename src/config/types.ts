@@ -7,7 +7,7 @@
  */
 import type { RemoteVersionConfig } from '../shared/remote-version.js';
 import type { GateSpec } from '../shared/promotion-gate.js';
-import type { RlAlgorithm, ServerEngine, ServerRole, TfjsBackend } from '../domain.js';
+import type { MatmulKind, RlAlgorithm, ServerEngine, ServerRole, TfjsBackend } from '../domain.js';
 
 export type EngineKind = ServerEngine;
 export type { TfjsBackend } from '../domain.js';
@@ -74,6 +74,10 @@ export interface Config {
   dataDir: string;
   engine: EngineKind;
   tfjsBackend: TfjsBackend;
+  /** The wasm backend's matmul (LAMER_MATMUL; src/model/blas.ts reads it in every thread, this checks it at start). */
+  matmul: MatmulKind;
+  /** OpenBLAS threads per product (LAMER_BLAS_THREADS, default 1; read by src/model/blas.ts, checked here). */
+  blasThreads: number;
   apiKeys: ApiKey[];
   logLevel: LogLevel;
   limits: Limits;

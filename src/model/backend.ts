@@ -13,12 +13,14 @@
  * goes on with wasm, then cpu.
  *
  * On wasm, `installWasmPatches` (src/model/wasm-kernels.ts) is applied: transposed matmuls are
- * materialised first, and an `UnsortedSegmentSum` kernel (gradient of `gather`) is registered.
+ * materialised first, and an `UnsortedSegmentSum` kernel (gradient of `gather`) is registered;
+ * per `LAMER_MATMUL`, `BatchMatMul` then runs OpenBLAS through the optional addon (src/model/blas.ts).
  * Kernel choices that depend on the backend (`batchMatMul`) are made here, not in the model maths.
  */
 import * as tf from '@tensorflow/tfjs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
+import { type BlasAddon, loadBlas, matmulFromEnv } from './blas.js';
 import { installWasmPatches } from './wasm-kernels.js';
 import type { TfjsBackend } from '../domain.js';
 
@@ -53,6 +55,7 @@ export function quietCpuBanner(): void {
 quietCpuBanner();
 
 let chosen: string | null = null;
+let matmul: 'blas' | 'wasm' | null = null;
 let pending: Promise<string> | null = null;
 /** Incremented by every re-initialisation (`reinitBackend`): tensors of an earlier generation are gone. */
 let generation = 0;
@@ -61,6 +64,11 @@ let reiniting: Promise<string> | null = null;
 /** The backend instance's generation: 0 after `initBackend`, +1 per `reinitBackend`. */
 export function backendGeneration(): number {
   return generation;
+}
+
+/** The wasm backend's matmul (`blas`: OpenBLAS, src/model/blas.ts; `wasm`), or null on other backends and before `initBackend`. */
+export function activeMatmul(): 'blas' | 'wasm' | null {
+  return matmul;
 }
 
 /** Name of the backend chosen by `initBackend` ('tensorflow' | 'webgpu' | 'wasm' | 'cpu'), or null before. */
@@ -72,11 +80,11 @@ export function chosenBackend(): string | null {
  * Batched matMul a `[K, M, I]` @ b `[K, I, N]` (or b^T when `transposeB`, b `[K, N, I]`) -> `[K, M, N]`,
  * formulated for the active backend: on wasm the batched matMul kernel runs a naive loop
  * (~1 GFLOP/s), so the K pairs are unstacked and multiplied as 2-D matMuls (XNNPACK path), 3-7x
- * faster at attention sizes (bench/model-attn-micro.ts); other backends use
- * one batched matMul. Same values either way up to float rounding of the kernels.
+ * faster at attention sizes (bench/model-attn-micro.ts); with the OpenBLAS matmul
+ * (src/model/blas.ts) and on other backends, one batched matMul. Same values either way up to float rounding of the kernels.
  */
 export function batchMatMul(a: tf.Tensor3D, b: tf.Tensor3D, transposeB: boolean): tf.Tensor3D {
-  if (tf.getBackend() === 'wasm') {
+  if (tf.getBackend() === 'wasm' && matmul !== 'blas') {
     const as = tf.unstack(a) as tf.Tensor2D[];
     const bs = tf.unstack(b) as tf.Tensor2D[];
     return tf.stack(as.map((ai, i) => tf.matMul(ai, bs[i], false, transposeB))) as tf.Tensor3D;
@@ -136,6 +144,30 @@ async function tryWebgpu(logger?: BackendLogger): Promise<boolean> {
   }
 }
 
+/**
+ * The OpenBLAS addon to install on the wasm backend per `LAMER_MATMUL` (src/model/blas.ts), or null
+ * for the wasm matmul; logs the choice once.
+ * @throws Error when `LAMER_MATMUL` is invalid, or is `blas` and the addon does not load.
+ */
+function chooseMatmul(logger?: BackendLogger): BlasAddon | null {
+  const want = matmulFromEnv();
+  if (want === 'wasm') {
+    matmul = 'wasm';
+    logger?.info({ matmul }, 'matmul: the wasm kernel (LAMER_MATMUL=wasm)');
+    return null;
+  }
+  const { addon, reason } = loadBlas();
+  if (!addon) {
+    if (want === 'blas') throw new Error(`LAMER_MATMUL=blas but the OpenBLAS addon did not load: ${reason}`);
+    matmul = 'wasm';
+    logger?.info({ matmul, reason }, 'matmul: the wasm kernel (the optional OpenBLAS addon is not available)');
+    return null;
+  }
+  matmul = 'blas';
+  logger?.info({ matmul, openblas: addon.info() }, 'matmul: OpenBLAS');
+  return addon;
+}
+
 async function tryWasm(logger?: BackendLogger): Promise<boolean> {
   try {
     const wasm = await import('@tensorflow/tfjs-backend-wasm');
@@ -144,7 +176,7 @@ async function tryWasm(logger?: BackendLogger): Promise<boolean> {
     const dist = path.dirname(require.resolve('@tensorflow/tfjs-backend-wasm/dist/tfjs-backend-wasm.wasm'));
     wasm.setWasmPaths(dist + path.sep);
     if (await tf.setBackend('wasm')) {
-      installWasmPatches();
+      installWasmPatches(chooseMatmul(logger));
       return true;
     }
   } catch (err) {

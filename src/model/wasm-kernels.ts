@@ -19,6 +19,7 @@
  *    it is computed as ones[1, M] @ x[M, R] with the (fast, 2-D) matMul kernel instead.
  */
 import * as tf from '@tensorflow/tfjs';
+import { type BlasAddon, installBlasMatMul } from './blas.js';
 
 type KernelArgs = {
   inputs: Record<string, tf.TensorInfo | undefined>;
@@ -237,11 +238,16 @@ function replaceKernel(kernelName: string, kernelFunc: KernelFn): void {
   tf.registerKernel({ kernelName, backendName: 'wasm', kernelFunc: fn as unknown as tf.KernelFunc, setupFunc: orig.setupFunc, disposeFunc: orig.disposeFunc });
 }
 
-/** Installs the wasm kernel fixes (idempotent). Call after `tf.setBackend('wasm')`. */
-export function installWasmPatches(): void {
+/**
+ * Installs the wasm kernel fixes (idempotent). Call after `tf.setBackend('wasm')`. With `blas`, the
+ * `BatchMatMul` kernel (and the leading-axes `Sum`, which calls it) runs OpenBLAS
+ * (src/model/blas.ts), keeping the fixed wasm kernel for the cases it does not cover.
+ */
+export function installWasmPatches(blas: BlasAddon | null = null): void {
   if (installed) return;
   installed = true;
   wrapTransposedMatMul('BatchMatMul');
+  if (blas) installBlasMatMul(blas);
   wrapTransposedMatMul('_FusedMatMul');
   replaceKernel('Slice', sliceWasm);
   replaceKernel('Unpack', unpackWasm);

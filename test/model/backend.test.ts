@@ -23,9 +23,9 @@ describe('initBackend webgpu', () => {
     expect(webgpuLines).toHaveLength(1);
     expect(webgpuLines[0]!.msg).toMatch(/^tfjs webgpu backend unavailable .*; trying wasm$/);
     expect(typeof (webgpuLines[0]!.o as { reason?: unknown }).reason).toBe('string');
-    // the other line is the usual selection line; nothing was logged as a warning
+    // the others are the matmul choice (src/model/blas.ts) and the usual selection line; nothing was logged as a warning
     expect(lines.filter((l) => l.level === 'warn')).toHaveLength(0);
-    expect(lines.map((l) => l.msg)).toEqual([webgpuLines[0]!.msg, 'tfjs backend selected']);
+    expect(lines.map((l) => l.msg)).toEqual([webgpuLines[0]!.msg, expect.stringMatching(/^matmul: (OpenBLAS|the wasm kernel)/), 'tfjs backend selected']);
     // and the wasm backend computes
     const y = tf.matMul(tf.tensor2d([[1, 2]]), tf.tensor2d([[3], [4]]));
     expect(Array.from(y.dataSync())).toEqual([11]);

@@ -223,7 +223,11 @@ describe('position offsets of the training forward', () => {
     const V = TINY.vocab_size;
     const alone = forwardRows(model, [short], [k]);
     const T = rows[0].length;
-    expect(Array.from(padded.subarray(T * V, T * V + short.length * V))).toEqual(Array.from(alone));
+    // equal up to float rounding: a BLAS matmul (src/model/blas.ts) may sum a row's products in
+    // another order when the number of rows changes; a wrong position would move logits by ~1e-1
+    const own = padded.subarray(T * V, T * V + short.length * V);
+    expect(own.length).toBe(alone.length);
+    expect(Math.max(...Array.from(own, (x, i) => Math.abs(x - alone[i]!)))).toBeLessThan(1e-5);
   });
 
   it('refuses offsets that are not one per row; the training step with offsets keeps the tensor count', () => {
