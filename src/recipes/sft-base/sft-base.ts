@@ -19,7 +19,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import path from 'node:path';
 import * as tf from '@tensorflow/tfjs';
-import { initBackend } from '../../model/backend.js';
+import { activeMatmul, initBackend } from '../../model/backend.js';
 import { checkpointText, loadCheckpoint, saveCheckpoint, type DefaultSampling } from '../../model/checkpoint.js';
 import { countParams, initModel, type GPT, type GPTConfig } from '../../model/gpt.js';
 import type { CompactPromptFormat } from '../../model/prompt-format.js';
@@ -250,7 +250,7 @@ async function main(): Promise<void> {
   /** The push-memory targets made, for the progress lines (--push-memory-targets). */
   const pmt = () => (o.pushMemoryTargets ? ` push-memory targets ${pushMemoryTargets}` : '');
   mkdirSync(o.out, { recursive: true });
-  process.stderr.write(`${COMMAND}: backend ${backend}; ${config.n_layer}x${config.n_embd}, ${countParams(config)} parameters, vocabulary ${tok.vocabSize}; budget ${o.steps ? `${o.steps} steps` : `${o.minutes} min`}\n`);
+  process.stderr.write(`${COMMAND}: backend ${backend} (matmul ${activeMatmul() ?? 'of the backend'}); ${config.n_layer}x${config.n_embd}, ${countParams(config)} parameters, vocabulary ${tok.vocabSize}; budget ${o.steps ? `${o.steps} steps` : `${o.minutes} min`}\n`);
 
   const curve: Array<Record<string, unknown>> = [...before];
   const started = Date.now();
@@ -260,7 +260,7 @@ async function main(): Promise<void> {
   const meta = (counts: { step: number; examples: number; tokens: number; trainSeconds: number }, weights: 'average' | 'last') => ({
     version: 'base', recipe: 'compact SFT: solver soft targets, 8 symmetries, curriculum, failures with factual reflections, DAgger',
     options: { ...o }, ...(average ? { weights } : {}),
-    wallSeconds: Math.round((Date.now() - started) / 1000), trainSeconds: counts.trainSeconds,
+    matmul: activeMatmul(), wallSeconds: Math.round((Date.now() - started) / 1000), trainSeconds: counts.trainSeconds,
     steps: counts.step, examples: counts.examples, tokens: counts.tokens, ...(parent ? { parent } : {}),
   });
   const evalGames = (): GamePoints => ['minesweeper-6x6-3', 'sokoban-6x6-2'].map((e) => evaluate(model, tok, format, e, o.evalTasks));
