@@ -172,7 +172,7 @@ export async function buildApp(config: Config, deps: AppDeps): Promise<FastifyIn
     await app.register(trainingPlugin, { config });
 
     await app.register(opsRoutes);
-    // A trainer (LAMER_ROLE=trainer) serves no sessions: its routes are operations, models, training, the dashboard.
+    // A trainer (LAMER_ROLE=trainer) serves no sessions: its routes are operations, whoami, models, training, the dashboard.
     const serves = (config.role ?? 'both') !== 'trainer';
     const sessionRoutes = new Set([sessionsRoutes, stepsRoutes, statsRoutes, replaysRoutes, openaiRoutes, sessionOpenAiRoutes]);
     sessionRoutes.add(diversityRoutes);

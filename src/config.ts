@@ -71,6 +71,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     openai: remoteEngine(env),
     tfjsBackend: oneOf(env, 'LAMER_TFJS_BACKEND', 'auto', TFJS_BACKENDS),
     matmul: oneOf(env, 'LAMER_MATMUL', 'auto', MATMUL_KINDS),
+    sqliteSync: oneOf(env, 'LAMER_SQLITE_SYNC', 'normal', ['normal', 'full'] as const),
     blasThreads: int(env, 'LAMER_BLAS_THREADS', 1, 1, 64),
     apiKeys,
     logLevel: oneOf(env, 'LAMER_LOG_LEVEL', 'info', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const),

@@ -141,7 +141,7 @@ async function openStore(config: Config, log: Logger): Promise<{ store: Store; l
   }
   let store: Store | undefined;
   try {
-    store = sqliteStore(openDatabase(config.dataDir, { synchronous: process.env.LAMER_SQLITE_SYNC === 'full' ? 'full' : 'normal' }));
+    store = sqliteStore(openDatabase(config.dataDir, { synchronous: config.sqliteSync }));
     // The database may open read-only without complaint; checkpoints are written here too.
     fs.accessSync(config.dataDir, fs.constants.W_OK);
     return { store, lock };

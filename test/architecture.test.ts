@@ -29,7 +29,7 @@ const INNER_FORBIDDEN = [
 /** Functions over FUNCTION_LIMIT (80) lines: the ceiling; lower it when the count falls. */
 const FUNCTIONS_OVER_LIMIT_CEILING = 1;
 /** Lines over LINE_LIMIT (140) characters: the ceiling; lower it when the count falls. */
-const LONG_LINES_CEILING = 605;
+const LONG_LINES_CEILING = 602;
 
 const report = archReport();
 

@@ -24,6 +24,11 @@ describe('config', () => {
     expect(() => loadConfig({ LAMER_FORWARD_SECTION_TOKENS: '0' })).toThrow('LAMER_FORWARD_SECTION_TOKENS=0: expected an integer in [1, 1048576]');
     expect(() => loadConfig({ LAMER_FORWARD_SECTION_TOKENS: '12.5' })).toThrow('LAMER_FORWARD_SECTION_TOKENS="12.5": expected an integer in [1, 1048576]');
   });
+  it('LAMER_SQLITE_SYNC: normal unless set, normal or full', () => {
+    expect(loadConfig({}).sqliteSync).toBe('normal');
+    expect(loadConfig({ LAMER_SQLITE_SYNC: 'full' }).sqliteSync).toBe('full');
+    expect(() => loadConfig({ LAMER_SQLITE_SYNC: 'FULL' })).toThrow(/LAMER_SQLITE_SYNC/);
+  });
   it('LAMER_MATMUL: auto unless set, auto, blas or wasm; LAMER_BLAS_THREADS: 1 unless set, an integer in [1, 64]', () => {
     expect(loadConfig({})).toMatchObject({ matmul: 'auto', blasThreads: 1 });
     expect(loadConfig({ LAMER_MATMUL: 'wasm', LAMER_BLAS_THREADS: '2' })).toMatchObject({ matmul: 'wasm', blasThreads: 2 });

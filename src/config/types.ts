@@ -76,6 +76,8 @@ export interface Config {
   tfjsBackend: TfjsBackend;
   /** The wasm backend's matmul (LAMER_MATMUL; src/model/blas.ts reads it in every thread, this checks it at start). */
   matmul: MatmulKind;
+  /** SQLite's `synchronous` pragma for the server's database (LAMER_SQLITE_SYNC): `normal` (WAL default) or `full`. */
+  sqliteSync: 'normal' | 'full';
   /** OpenBLAS threads per product (LAMER_BLAS_THREADS, default 1; read by src/model/blas.ts, checked here). */
   blasThreads: number;
   apiKeys: ApiKey[];

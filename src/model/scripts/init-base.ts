@@ -2,8 +2,8 @@
  * `npm run model:init [-- <outDir>] [--layers N] [--embd C] [--heads H] [--block T] [--seed S]`:
  * writes a seeded random initialisation (GPT-2 init of src/model/gpt.ts; DEFAULT_CONFIG and seed
  * 1337 unless the options say otherwise) on the cpu backend, so the bytes are reproducible on any
- * machine. Default `<outDir>` is `models/init` (not `models/base`, which ships the SFT warm start
- * made from such an init by `npm run model:sft-chat`). Refuses a non-empty `<outDir>` (exit 2) so
+ * machine. Default `<outDir>` is `models/init` (not `models/base`, which ships the checkpoint
+ * trained by `npm run model:sft-base`). Refuses a non-empty `<outDir>` (exit 2) so
  * that no checkpoint is overwritten by accident.
  */
 import { existsSync, readdirSync } from 'node:fs';
