@@ -31,14 +31,13 @@
  * BENCH_ROUNDS, BENCH_NODE_ARGS (node flags for the server, e.g. --cpu-prof), BENCH_OUT (default
  * bench/results/builtin-http.json).
  */
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ensureDirSync } from '../src/ensure-dir.js';
-import { cpuMs, freePort, request } from './bench-http-client.js';
+import { cpuMs, type Started, startServe } from './bench-http-client.js';
 import { MINESWEEPER_ENV, playMineSweeper } from './minesweeper-client.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -67,13 +66,6 @@ interface LevelRun {
   p50Ms: number;
 }
 
-/** A server process started by the bench. */
-interface Server {
-  port: number;
-  pid: number | undefined;
-  stop(): Promise<void>;
-}
-
 const round2 = (x: number) => Math.round(x * 100) / 100;
 
 /** The server's /metrics text. */
@@ -99,50 +91,18 @@ async function forwardCounters(port: number): Promise<{ forwards: number; rows: 
 }
 
 /**
- * Starts `src/cli/serve.ts` of the tree at `serverRoot` (builtin engine, fresh data directory) and
- * waits until /readyz answers 200. @throws Error when it exits first or is not ready in 180 s.
+ * Starts `src/cli/serve.ts` of the tree at `serverRoot` (builtin engine, fresh data directory, removed at
+ * its stop) and waits until /readyz answers 200. @throws ServerNotReady when it exits first or is not ready in 180 s.
  */
-async function startServer(serverRoot: string): Promise<Server> {
-  const port = await freePort();
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'lamer-bench-builtin-'));
-  const child = spawn(process.execPath, [...(process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean), '--import', 'tsx', 'src/cli/serve.ts'], {
-    cwd: serverRoot,
-    env: { ...process.env, LAMER_ENGINE: 'builtin', LAMER_PORT: String(port), LAMER_HOST: '127.0.0.1', LAMER_DATA_DIR: dataDir, LAMER_LOG_LEVEL: 'error', LAMER_API_KEYS: '' },
-    stdio: ['ignore', 'inherit', 'inherit'],
-  });
-  let exited = false;
-  const exit = new Promise<void>((r) => child.once('exit', () => ((exited = true), r())));
-  const stop = async () => {
-    if (!exited) child.kill('SIGTERM');
-    await exit;
-    fs.rmSync(dataDir, { recursive: true, force: true });
-  };
-  const agent = new http.Agent({ keepAlive: true });
-  const deadline = Date.now() + 180_000;
-  try {
-    for (;;) {
-      if (exited) throw new Error(`the server of ${serverRoot} exited before it was ready`);
-      try {
-        if ((await request(agent, port, 'GET', '/readyz')).status === 200) break;
-      } catch {
-        /* not up yet */
-      }
-      if (Date.now() > deadline) throw new Error(`the server of ${serverRoot} was not ready within 180 s`);
-      await new Promise((r) => setTimeout(r, 200));
-    }
-  } catch (err) {
-    await stop();
-    throw err;
-  } finally {
-    agent.destroy();
-  }
-  return { port, pid: child.pid, stop };
+function startServer(serverRoot: string): Promise<Started> {
+  const nodeArgs = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
+  return startServe(`server of ${serverRoot}`, { root: serverRoot, engine: 'builtin', tmpPrefix: 'lamer-bench-builtin-', nodeArgs, readyTimeoutS: 180 });
 }
 
 let nextSeed = 0;
 
 /** One level: `c` clients for WARMUP s untimed, then SECONDS s timed; stops them and waits. */
-async function runLevel(s: Server, tree: string, roundNo: number, c: number): Promise<LevelRun> {
+async function runLevel(s: Started, tree: string, roundNo: number, c: number): Promise<LevelRun> {
   let stop = false;
   let measuring = false;
   const latencies: number[] = [];
@@ -228,7 +188,7 @@ function printSummary(tree: string, rows: ReturnType<typeof summarise>): void {
 async function main(): Promise<void> {
   const baselineRoot = process.env.BENCH_BASELINE_ROOT ? path.resolve(process.env.BENCH_BASELINE_ROOT) : null;
   const trees: Array<[string, string]> = baselineRoot ? [['baseline', baselineRoot], ['this tree', root]] : [['this tree', root]];
-  const servers = new Map<string, Server>();
+  const servers = new Map<string, Started>();
   const runs: LevelRun[] = [];
   const rssMb: Record<string, number> = {};
   try {
