@@ -1,8 +1,8 @@
 /**
  * Plain HTTP helpers shared by the benches that start a server process and drive it
  * (bench/http.ts, bench/builtin-http.ts, bench/healthz-burst.ts, bench/stats.ts, bench/scale-out.ts):
- * a free port, one request, a server process (or `lamer serve` of some checkout) started and waited
- * for, and a process's CPU time.
+ * a free port, one request, figures read from a server's /metrics, a server process (or `lamer serve`
+ * of some checkout) started and waited for, and a process's CPU time.
  */
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -46,6 +46,32 @@ export function request(agent: http.Agent, port: number, method: string, p: stri
     if (data) req.write(data);
     req.end();
   });
+}
+
+/** The /metrics text (Prometheus exposition) of the server on 127.0.0.1:`port`, on a fresh connection. @throws Error on a connection error. */
+export function metricsText(port: number): Promise<string> {
+  return new Promise<string>((resolve, reject) => {
+    http.get({ host: '127.0.0.1', port, path: '/metrics', agent: false }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (body += c));
+      res.on('end', () => resolve(body));
+    }).on('error', reject);
+  });
+}
+
+/** The value of metric `name` (its first series) in a /metrics text; NaN when absent. */
+export const readMetric = (text: string, name: string): number =>
+  Number(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
+
+/**
+ * The engine's forward passes, the rows in them and the seconds spent in them so far (counters: subtract two
+ * readings), from the server's /metrics (`lamer_engine_batch_rows`, `lamer_engine_forward_seconds`); NaN where absent.
+ */
+export async function forwardCounters(port: number): Promise<{ forwards: number; rows: number; forwardSeconds: number }> {
+  const text = await metricsText(port);
+  const read = (name: string) => readMetric(text, name);
+  return { forwards: read('lamer_engine_batch_rows_count'), rows: read('lamer_engine_batch_rows_sum'), forwardSeconds: read('lamer_engine_forward_seconds_sum') };
 }
 
 /** Clock ticks (user + system, 100 a second) used so far by process `pid`, from /proc (Linux); null when unavailable. */

@@ -32,12 +32,11 @@
  * bench/results/builtin-http.json).
  */
 import fs from 'node:fs';
-import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ensureDirSync } from '../src/ensure-dir.js';
-import { cpuMs, type Started, startServe } from './bench-http-client.js';
+import { cpuMs, forwardCounters, metricsText, readMetric, type Started, startServe } from './bench-http-client.js';
 import { MINESWEEPER_ENV, playMineSweeper } from './minesweeper-client.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -67,28 +66,6 @@ interface LevelRun {
 }
 
 const round2 = (x: number) => Math.round(x * 100) / 100;
-
-/** The server's /metrics text. */
-function metricsText(port: number): Promise<string> {
-  return new Promise<string>((resolve, reject) => {
-    http.get({ host: '127.0.0.1', port, path: '/metrics', agent: false }, (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => (body += c));
-      res.on('end', () => resolve(body));
-    }).on('error', reject);
-  });
-}
-
-/** The value of metric `name` (its first series) in a /metrics text; NaN when absent. */
-const readMetric = (text: string, name: string) => Number(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
-
-/** Forward passes, rows and forward seconds so far, from the server's /metrics. */
-async function forwardCounters(port: number): Promise<{ forwards: number; rows: number; seconds: number }> {
-  const text = await metricsText(port);
-  const read = (name: string) => readMetric(text, name);
-  return { forwards: read('lamer_engine_batch_rows_count'), rows: read('lamer_engine_batch_rows_sum'), seconds: read('lamer_engine_forward_seconds_sum') };
-}
 
 /**
  * Starts `src/cli/serve.ts` of the tree at `serverRoot` (builtin engine, fresh data directory, removed at
@@ -132,8 +109,8 @@ async function runLevel(s: Started, tree: string, roundNo: number, c: number): P
     serverCpuMsPerStep: cpu0 === null || cpu1 === null ? null : round2((cpu1 - cpu0) / Math.max(1, steps)),
     clientCpuMsPerStep: round2((own.user + own.system) / 1000 / Math.max(1, steps)),
     forwards, rowsPerForward: round2((fw1.rows - fw0.rows) / Math.max(1, forwards)),
-    msPerForward: round2(((fw1.seconds - fw0.seconds) * 1000) / Math.max(1, forwards)),
-    forwardMsPerStep: round2(((fw1.seconds - fw0.seconds) * 1000) / Math.max(1, steps)),
+    msPerForward: round2(((fw1.forwardSeconds - fw0.forwardSeconds) * 1000) / Math.max(1, forwards)),
+    forwardMsPerStep: round2(((fw1.forwardSeconds - fw0.forwardSeconds) * 1000) / Math.max(1, steps)),
     p50Ms: round2(latencies[Math.floor(latencies.length / 2)] ?? NaN),
   };
 }

@@ -34,7 +34,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ensureDirSync } from '../src/ensure-dir.js';
-import { cpuMs, startServe } from './bench-http-client.js';
+import { cpuMs, forwardCounters, startServe } from './bench-http-client.js';
 import { MINESWEEPER_ENV, playMineSweeper } from './minesweeper-client.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -98,20 +98,6 @@ interface BurstResult {
 }
 
 const round = (x: number) => Math.round(x * 10) / 10;
-
-/** Forward passes, rows and forward seconds so far, from the server's /metrics (`lamer_engine_batch_rows`, `lamer_engine_forward_seconds`). */
-async function forwardCounters(port: number): Promise<{ forwards: number; rows: number; forwardSeconds: number }> {
-  const text = await new Promise<string>((resolve, reject) => {
-    http.get({ host: '127.0.0.1', port, path: '/metrics', agent: false }, (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => (body += c));
-      res.on('end', () => resolve(body));
-    }).on('error', reject);
-  });
-  const read = (name: string) => Number(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
-  return { forwards: read('lamer_engine_batch_rows_count'), rows: read('lamer_engine_batch_rows_sum'), forwardSeconds: read('lamer_engine_forward_seconds_sum') };
-}
 
 /**
  * Starts `src/cli/serve.ts` of the tree at `serverRoot` (builtin engine, fresh data directory), waits until
