@@ -48,7 +48,10 @@ export function request(agent: http.Agent, port: number, method: string, p: stri
   });
 }
 
-/** The /metrics text (Prometheus exposition) of the server on 127.0.0.1:`port`, on a fresh connection. @throws Error on a connection error. */
+/**
+ * The /metrics text (Prometheus exposition) of the server on 127.0.0.1:`port`, on a fresh connection.
+ * @throws Error on a connection error.
+ */
 export function metricsText(port: number): Promise<string> {
   return new Promise<string>((resolve, reject) => {
     http.get({ host: '127.0.0.1', port, path: '/metrics', agent: false }, (res) => {
@@ -71,7 +74,11 @@ export const readMetric = (text: string, name: string): number =>
 export async function forwardCounters(port: number): Promise<{ forwards: number; rows: number; forwardSeconds: number }> {
   const text = await metricsText(port);
   const read = (name: string) => readMetric(text, name);
-  return { forwards: read('lamer_engine_batch_rows_count'), rows: read('lamer_engine_batch_rows_sum'), forwardSeconds: read('lamer_engine_forward_seconds_sum') };
+  return {
+    forwards: read('lamer_engine_batch_rows_count'),
+    rows: read('lamer_engine_batch_rows_sum'),
+    forwardSeconds: read('lamer_engine_forward_seconds_sum'),
+  };
 }
 
 /** Clock ticks (user + system, 100 a second) used so far by process `pid`, from /proc (Linux); null when unavailable. */
@@ -134,7 +141,13 @@ const READY_TIMEOUT_S = Number(process.env.BENCH_READY_TIMEOUT_S ?? 60);
  * Spawn `node [nodeArgs] --import tsx <script>` in `options.cwd` (the repository root unless given) with
  * `env` added, its output passed through to ours (the last 8 KB kept for the message when it stops early).
  */
-export async function startProcess(name: string, script: string, env: Record<string, string>, port: number, options: StartOptions = {}): Promise<Started> {
+export async function startProcess(
+  name: string,
+  script: string,
+  env: Record<string, string>,
+  port: number,
+  options: StartOptions = {},
+): Promise<Started> {
   const { nodeArgs = [], cwd = root, readyTimeoutS = READY_TIMEOUT_S, pollMs = 200 } = options;
   const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', script], {
     cwd,
@@ -171,7 +184,9 @@ export async function startProcess(name: string, script: string, env: Record<str
           } catch {
             /* not up yet */
           }
-          if (Date.now() > deadline) throw new ServerNotReady(`the ${name} was not ready within ${readyTimeoutS} s; its last output:\n${lastLines()}`);
+          if (Date.now() > deadline) {
+            throw new ServerNotReady(`the ${name} was not ready within ${readyTimeoutS} s; its last output:\n${lastLines()}`);
+          }
           // wake at once when the server exits
           await Promise.race([new Promise((r) => setTimeout(r, pollMs)), exited]);
         }
@@ -208,7 +223,10 @@ export async function startServe(name: string, options: ServeOptions): Promise<S
   const { root: serverRoot = root, engine, dataDir, tmpPrefix = 'lamer-bench-', ...start } = options;
   const port = await freePort();
   const dir = dataDir ?? fs.mkdtempSync(path.join(os.tmpdir(), tmpPrefix));
-  const env = { LAMER_ENGINE: engine, LAMER_PORT: String(port), LAMER_HOST: '127.0.0.1', LAMER_DATA_DIR: dir, LAMER_LOG_LEVEL: 'error', LAMER_API_KEYS: '' };
+  const env = {
+    LAMER_ENGINE: engine, LAMER_PORT: String(port), LAMER_HOST: '127.0.0.1',
+    LAMER_DATA_DIR: dir, LAMER_LOG_LEVEL: 'error', LAMER_API_KEYS: '',
+  };
   const s = await startProcess(name, 'src/cli/serve.ts', env, port, { ...start, cwd: serverRoot });
   const stop = async () => {
     await s.stop();

@@ -73,7 +73,8 @@ const round2 = (x: number) => Math.round(x * 100) / 100;
  */
 function startServer(serverRoot: string): Promise<Started> {
   const nodeArgs = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
-  return startServe(`server of ${serverRoot}`, { root: serverRoot, engine: 'builtin', tmpPrefix: 'lamer-bench-builtin-', nodeArgs, readyTimeoutS: 180 });
+  const options = { root: serverRoot, engine: 'builtin', tmpPrefix: 'lamer-bench-builtin-', nodeArgs, readyTimeoutS: 180 } as const;
+  return startServe(`server of ${serverRoot}`, options);
 }
 
 let nextSeed = 0;

@@ -105,7 +105,8 @@ const round = (x: number) => Math.round(x * 10) / 10;
  */
 async function burstAgainst(label: string, serverRoot: string): Promise<BurstResult> {
   const nodeArgs = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
-  const server = await startServe(`server of ${serverRoot}`, { root: serverRoot, engine: 'builtin', tmpPrefix: 'lamer-bench-healthz-', nodeArgs, readyTimeoutS: 180 });
+  const options = { root: serverRoot, engine: 'builtin', tmpPrefix: 'lamer-bench-healthz-', nodeArgs, readyTimeoutS: 180 } as const;
+  const server = await startServe(`server of ${serverRoot}`, options);
   const { port } = server;
   try {
     const probes: Probe[] = [];

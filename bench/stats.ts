@@ -168,7 +168,8 @@ interface Running {
  */
 async function start(label: string, serverRoot: string, dataDir: string, size: number): Promise<Running> {
   const t0 = performance.now();
-  const s = await startServe(`server of ${label} (${size} sessions)`, { root: serverRoot, engine: 'test', dataDir, readyTimeoutS: Infinity, pollMs: 50 });
+  const options = { root: serverRoot, engine: 'test', dataDir, readyTimeoutS: Infinity, pollMs: 50 } as const;
+  const s = await startServe(`server of ${label} (${size} sessions)`, options);
   const readyMs = Math.round(performance.now() - t0);
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
   const stop = async () => {
