@@ -31,14 +31,12 @@
  * BENCH_ROUNDS, BENCH_NODE_ARGS (node flags for the server, e.g. --cpu-prof), BENCH_OUT (default
  * bench/results/builtin-http.json).
  */
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ensureDirSync } from '../src/ensure-dir.js';
-import { cpuMs, freePort, request } from './bench-http-client.js';
+import { cpuMs, forwardCounters, metricsText, readMetric, type Started, startServe } from './bench-http-client.js';
 import { MINESWEEPER_ENV, playMineSweeper } from './minesweeper-client.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -67,82 +65,22 @@ interface LevelRun {
   p50Ms: number;
 }
 
-/** A server process started by the bench. */
-interface Server {
-  port: number;
-  pid: number | undefined;
-  stop(): Promise<void>;
-}
-
 const round2 = (x: number) => Math.round(x * 100) / 100;
 
-/** The server's /metrics text. */
-function metricsText(port: number): Promise<string> {
-  return new Promise<string>((resolve, reject) => {
-    http.get({ host: '127.0.0.1', port, path: '/metrics', agent: false }, (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => (body += c));
-      res.on('end', () => resolve(body));
-    }).on('error', reject);
-  });
-}
-
-/** The value of metric `name` (its first series) in a /metrics text; NaN when absent. */
-const readMetric = (text: string, name: string) => Number(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
-
-/** Forward passes, rows and forward seconds so far, from the server's /metrics. */
-async function forwardCounters(port: number): Promise<{ forwards: number; rows: number; seconds: number }> {
-  const text = await metricsText(port);
-  const read = (name: string) => readMetric(text, name);
-  return { forwards: read('lamer_engine_batch_rows_count'), rows: read('lamer_engine_batch_rows_sum'), seconds: read('lamer_engine_forward_seconds_sum') };
-}
-
 /**
- * Starts `src/cli/serve.ts` of the tree at `serverRoot` (builtin engine, fresh data directory) and
- * waits until /readyz answers 200. @throws Error when it exits first or is not ready in 180 s.
+ * Starts `src/cli/serve.ts` of the tree at `serverRoot` (builtin engine, fresh data directory, removed at
+ * its stop) and waits until /readyz answers 200. @throws ServerNotReady when it exits first or is not ready in 180 s.
  */
-async function startServer(serverRoot: string): Promise<Server> {
-  const port = await freePort();
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'lamer-bench-builtin-'));
-  const child = spawn(process.execPath, [...(process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean), '--import', 'tsx', 'src/cli/serve.ts'], {
-    cwd: serverRoot,
-    env: { ...process.env, LAMER_ENGINE: 'builtin', LAMER_PORT: String(port), LAMER_HOST: '127.0.0.1', LAMER_DATA_DIR: dataDir, LAMER_LOG_LEVEL: 'error', LAMER_API_KEYS: '' },
-    stdio: ['ignore', 'inherit', 'inherit'],
-  });
-  let exited = false;
-  const exit = new Promise<void>((r) => child.once('exit', () => ((exited = true), r())));
-  const stop = async () => {
-    if (!exited) child.kill('SIGTERM');
-    await exit;
-    fs.rmSync(dataDir, { recursive: true, force: true });
-  };
-  const agent = new http.Agent({ keepAlive: true });
-  const deadline = Date.now() + 180_000;
-  try {
-    for (;;) {
-      if (exited) throw new Error(`the server of ${serverRoot} exited before it was ready`);
-      try {
-        if ((await request(agent, port, 'GET', '/readyz')).status === 200) break;
-      } catch {
-        /* not up yet */
-      }
-      if (Date.now() > deadline) throw new Error(`the server of ${serverRoot} was not ready within 180 s`);
-      await new Promise((r) => setTimeout(r, 200));
-    }
-  } catch (err) {
-    await stop();
-    throw err;
-  } finally {
-    agent.destroy();
-  }
-  return { port, pid: child.pid, stop };
+function startServer(serverRoot: string): Promise<Started> {
+  const nodeArgs = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
+  const options = { root: serverRoot, engine: 'builtin', tmpPrefix: 'lamer-bench-builtin-', nodeArgs, readyTimeoutS: 180 } as const;
+  return startServe(`server of ${serverRoot}`, options);
 }
 
 let nextSeed = 0;
 
 /** One level: `c` clients for WARMUP s untimed, then SECONDS s timed; stops them and waits. */
-async function runLevel(s: Server, tree: string, roundNo: number, c: number): Promise<LevelRun> {
+async function runLevel(s: Started, tree: string, roundNo: number, c: number): Promise<LevelRun> {
   let stop = false;
   let measuring = false;
   const latencies: number[] = [];
@@ -172,8 +110,8 @@ async function runLevel(s: Server, tree: string, roundNo: number, c: number): Pr
     serverCpuMsPerStep: cpu0 === null || cpu1 === null ? null : round2((cpu1 - cpu0) / Math.max(1, steps)),
     clientCpuMsPerStep: round2((own.user + own.system) / 1000 / Math.max(1, steps)),
     forwards, rowsPerForward: round2((fw1.rows - fw0.rows) / Math.max(1, forwards)),
-    msPerForward: round2(((fw1.seconds - fw0.seconds) * 1000) / Math.max(1, forwards)),
-    forwardMsPerStep: round2(((fw1.seconds - fw0.seconds) * 1000) / Math.max(1, steps)),
+    msPerForward: round2(((fw1.forwardSeconds - fw0.forwardSeconds) * 1000) / Math.max(1, forwards)),
+    forwardMsPerStep: round2(((fw1.forwardSeconds - fw0.forwardSeconds) * 1000) / Math.max(1, steps)),
     p50Ms: round2(latencies[Math.floor(latencies.length / 2)] ?? NaN),
   };
 }
@@ -228,7 +166,7 @@ function printSummary(tree: string, rows: ReturnType<typeof summarise>): void {
 async function main(): Promise<void> {
   const baselineRoot = process.env.BENCH_BASELINE_ROOT ? path.resolve(process.env.BENCH_BASELINE_ROOT) : null;
   const trees: Array<[string, string]> = baselineRoot ? [['baseline', baselineRoot], ['this tree', root]] : [['this tree', root]];
-  const servers = new Map<string, Server>();
+  const servers = new Map<string, Started>();
   const runs: LevelRun[] = [];
   const rssMb: Record<string, number> = {};
   try {

@@ -28,14 +28,13 @@
  * the ratio of steps per second of the server process's CPU time (/proc; the throughput figure to
  * read on a machine that other processes share, where the steps posted follow the load).
  */
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ensureDirSync } from '../src/ensure-dir.js';
-import { cpuMs, freePort, request } from './bench-http-client.js';
+import { cpuMs, forwardCounters, startServe } from './bench-http-client.js';
 import { MINESWEEPER_ENV, playMineSweeper } from './minesweeper-client.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -100,46 +99,16 @@ interface BurstResult {
 
 const round = (x: number) => Math.round(x * 10) / 10;
 
-/** Forward passes, rows and forward seconds so far, from the server's /metrics (`lamer_engine_batch_rows`, `lamer_engine_forward_seconds`). */
-async function forwardCounters(port: number): Promise<{ forwards: number; rows: number; forwardSeconds: number }> {
-  const text = await new Promise<string>((resolve, reject) => {
-    http.get({ host: '127.0.0.1', port, path: '/metrics', agent: false }, (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => (body += c));
-      res.on('end', () => resolve(body));
-    }).on('error', reject);
-  });
-  const read = (name: string) => Number(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
-  return { forwards: read('lamer_engine_batch_rows_count'), rows: read('lamer_engine_batch_rows_sum'), forwardSeconds: read('lamer_engine_forward_seconds_sum') };
-}
-
-/** Starts `src/cli/serve.ts` of the tree at `serverRoot` (builtin engine, fresh data directory), waits until ready, runs one burst. */
+/**
+ * Starts `src/cli/serve.ts` of the tree at `serverRoot` (builtin engine, fresh data directory), waits until
+ * ready, runs one burst, stops it. @throws ServerNotReady when it exits first or is not ready in 180 s.
+ */
 async function burstAgainst(label: string, serverRoot: string): Promise<BurstResult> {
-  const port = await freePort();
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'lamer-bench-healthz-'));
-  const child = spawn(process.execPath, [...(process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean), '--import', 'tsx', 'src/cli/serve.ts'], {
-    cwd: serverRoot,
-    env: { ...process.env, LAMER_ENGINE: 'builtin', LAMER_PORT: String(port), LAMER_HOST: '127.0.0.1', LAMER_DATA_DIR: dataDir, LAMER_LOG_LEVEL: 'error', LAMER_API_KEYS: '' },
-    stdio: ['ignore', 'inherit', 'inherit'],
-  });
-  let exited = false;
-  const exit = new Promise<void>((r) => child.once('exit', () => ((exited = true), r())));
+  const nodeArgs = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
+  const options = { root: serverRoot, engine: 'builtin', tmpPrefix: 'lamer-bench-healthz-', nodeArgs, readyTimeoutS: 180 } as const;
+  const server = await startServe(`server of ${serverRoot}`, options);
+  const { port } = server;
   try {
-    const agent = new http.Agent({ keepAlive: true });
-    const deadline = Date.now() + 180_000;
-    for (;;) {
-      if (exited) throw new Error('the server exited before it was ready');
-      try {
-        if ((await request(agent, port, 'GET', '/readyz')).status === 200) break;
-      } catch {
-        /* not up yet */
-      }
-      if (Date.now() > deadline) throw new Error('the server was not ready within 180 s');
-      await new Promise((r) => setTimeout(r, 200));
-    }
-    agent.destroy();
-
     const probes: Probe[] = [];
     const t0 = performance.now() + BEFORE_MS;
     const running: Promise<void>[] = [];
@@ -151,7 +120,7 @@ async function burstAgainst(label: string, serverRoot: string): Promise<BurstRes
     }, PROBE_MS);
     await new Promise((r) => setTimeout(r, BEFORE_MS));
     let stop = false;
-    const cpu0 = cpuMs(child.pid);
+    const cpu0 = cpuMs(server.pid);
     const fw0 = await forwardCounters(port);
     const burstT = Number(process.hrtime.bigint()) / 1e6;
     const clients = Array.from({ length: CLIENTS }, (_, c) => client(port, c, () => stop));
@@ -159,14 +128,14 @@ async function burstAgainst(label: string, serverRoot: string): Promise<BurstRes
     clearInterval(timer);
     stop = true;
     const done = await Promise.all(clients);
-    const cpu1 = cpuMs(child.pid);
+    const cpu1 = cpuMs(server.pid);
     const fw1 = await forwardCounters(port);
     const forwards = fw1.forwards - fw0.forwards;
     const engine = { forwards, rowsPerForward: round(((fw1.rows - fw0.rows) / forwards) * 10) / 10, forwardSeconds: round(fw1.forwardSeconds - fw0.forwardSeconds) };
     await Promise.all(running);
     if (TRACE_DIR) {
       fs.mkdirSync(TRACE_DIR, { recursive: true });
-      fs.writeFileSync(path.join(TRACE_DIR, `probes-${child.pid}.json`), JSON.stringify({ label, burstT, probes: traced }));
+      fs.writeFileSync(path.join(TRACE_DIR, `probes-${server.pid}.json`), JSON.stringify({ label, burstT, probes: traced }));
       traced = [];
     }
 
@@ -191,9 +160,7 @@ async function burstAgainst(label: string, serverRoot: string): Promise<BurstRes
     const serverCpuMs = cpu0 === null || cpu1 === null ? null : cpu1 - cpu0;
     return { label, root: serverRoot, steps, errors, stepsPerSec: round(steps / SECONDS), serverCpuMs, engine, windows: rows, probes };
   } finally {
-    if (!exited) child.kill('SIGTERM');
-    await exit;
-    fs.rmSync(dataDir, { recursive: true, force: true });
+    await server.stop();
   }
 }
 

@@ -240,7 +240,7 @@ async function main(): Promise<void> {
       'src/cli/serve.ts',
       { LAMER_ENGINE: 'test', LAMER_PORT: String(port), LAMER_HOST: '127.0.0.1', LAMER_DATA_DIR: dataDir, LAMER_LOG_LEVEL: 'error', LAMER_API_KEYS: '' },
       port,
-      (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean),
+      { nodeArgs: (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean) },
     );
     servers.push(ours);
     await ours.ready();

@@ -132,7 +132,7 @@ async function startServer(tree: Tree, name: string, env: Record<string, string>
   dirs.push(dataDir);
   const s = await startProcess(`${name}${tree.suffix}`, path.join(tree.root, 'src', 'cli', 'serve.ts'), {
     LAMER_ENGINE: 'test', LAMER_PORT: String(port), LAMER_HOST: '127.0.0.1', LAMER_DATA_DIR: dataDir, LAMER_LOG_LEVEL: 'error', LAMER_API_KEYS: '', ...env,
-  }, port, NODE_ARGS);
+  }, port, { nodeArgs: NODE_ARGS });
   started.push(s);
   await s.ready();
   return s;

@@ -30,7 +30,6 @@
  * Prints a table; writes bench/results/stats.json (BENCH_OUT: another path) with the host's load
  * average. Run it under `nice -n 19` on a shared machine: the ratios are what to read.
  */
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
@@ -41,7 +40,7 @@ import { ensureDirSync } from '../src/ensure-dir.js';
 import { openDatabase } from '../src/db/index.js';
 import { newSessionId } from '../src/agent/step-hash.js';
 import { mulberry32 } from '../src/shared/rng.js';
-import { cpuMs, freePort, request } from './bench-http-client.js';
+import { cpuMs, request, startServe } from './bench-http-client.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const SIZES = (process.env.BENCH_STATS_SIZES ?? '1000,10000,100000').split(',').map(Number);
@@ -162,33 +161,22 @@ interface Running {
   stop(): Promise<void>;
 }
 
-/** Starts `src/cli/serve.ts` of `serverRoot` on `dataDir` (engine test, no keys) and waits until /readyz answers 200. */
+/**
+ * Starts `src/cli/serve.ts` of `serverRoot` on `dataDir` (engine test, no keys) and waits until /readyz
+ * answers 200, polled every 50 ms for `readyMs`; no deadline: this tree's start rebuilds the aggregates of
+ * the file's sessions, however long that takes on a shared machine. @throws ServerNotReady when it exits first.
+ */
 async function start(label: string, serverRoot: string, dataDir: string, size: number): Promise<Running> {
-  const port = await freePort();
   const t0 = performance.now();
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/serve.ts'], {
-    cwd: serverRoot,
-    env: { ...process.env, LAMER_ENGINE: 'test', LAMER_PORT: String(port), LAMER_HOST: '127.0.0.1', LAMER_DATA_DIR: dataDir, LAMER_LOG_LEVEL: 'error', LAMER_API_KEYS: '' },
-    stdio: ['ignore', 'inherit', 'inherit'],
-  });
-  let exited = false;
-  const exit = new Promise<void>((r) => child.once('exit', () => ((exited = true), r())));
+  const options = { root: serverRoot, engine: 'test', dataDir, readyTimeoutS: Infinity, pollMs: 50 } as const;
+  const s = await startServe(`server of ${label} (${size} sessions)`, options);
+  const readyMs = Math.round(performance.now() - t0);
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
   const stop = async () => {
     agent.destroy();
-    if (!exited) child.kill('SIGTERM');
-    await exit;
+    await s.stop();
   };
-  for (;;) {
-    if (exited) throw new Error(`${label} (${size}): the server exited before it was ready`);
-    try {
-      if ((await request(agent, port, 'GET', '/readyz')).status === 200) break;
-    } catch {
-      /* not up yet */
-    }
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return { label, root: serverRoot, size, port, agent, readyMs: Math.round(performance.now() - t0), cpu: () => cpuMs(child.pid), stop };
+  return { label, root: serverRoot, size, port: s.port, agent, readyMs, cpu: () => cpuMs(s.pid), stop };
 }
 
 /**
