@@ -33,7 +33,7 @@ export function mineSweeperChoices(observation: string, mines: number, knownMine
 }
 
 /** `mineSweeperChoices` from the board's `analyseMines` with `knownMines` as its memory. */
-export function safestCells(cells: string[][], a: MineAnalysis, knownMines: ReadonlySet<number>): string[] {
+function safestCells(cells: string[][], a: MineAnalysis, knownMines: ReadonlySet<number>): string[] {
   const cols = cells[0]!.length;
   const flat = cells.flat();
   const hidden = flat.map((s, i) => i).filter((i) => flat[i] === '?' && !knownMines.has(i));
