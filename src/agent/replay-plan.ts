@@ -91,7 +91,7 @@ function attemptSteps(rows: readonly ReplayedRow[], attempt: number): { steps: P
 
 /**
  * The acting prompt of the call in `format`, rendered as the session service renders it
- * (src/agent/sessions.ts previousAttempts: only the latest earlier attempt's steps, in history modes).
+ * (src/agent/model-calls.ts previousAttempts: only the latest earlier attempt's steps, in history modes).
  */
 export function renderedPrompt(c: RecordedCall, format: PromptFormat) {
   const { session, rows } = c;

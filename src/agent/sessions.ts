@@ -1,10 +1,11 @@
 /**
  * The session service: the LaMer session state machine (docs/protocol.md "Post a step";
  * docs/method.md#sessions-attempts-and-steps) over the database and the policy engine. It
- * orchestrates (per-session mutex, engine calls, commit); the step transition is pure
- * (src/agent/step-transition.ts), the records it writes are built in step-records.ts, views in
- * session-views.ts, statistics in session-stats.ts, and the SQL lives in src/db (queries.ts hot
- * path, sessions-repo.ts, steps-repo.ts).
+ * orchestrates (per-session mutex, engine calls, commit); the prompts and engine calls are made in
+ * model-calls.ts, a request's session is read and its step committed in session-states.ts, the
+ * step transition is pure (src/agent/step-transition.ts), the records it writes are built in
+ * step-records.ts, views in session-views.ts, statistics in session-stats.ts, and the SQL lives in
+ * src/db (queries.ts hot path, sessions-repo.ts, steps-repo.ts).
  *
  * A session is up to `maxAttempts` attempts at one task. Each attempt is a sequence of steps
  * 0, 1, ...: the environment posts an observation (and the reward of the previous action) and gets
@@ -34,20 +35,18 @@
  *   Retry-After and records nothing, so the client retries the same step. A tenant may hold at
  *   most `protection.maxOpenSessionsPerTenant` active sessions; one more is 409 too-many-sessions.
  */
-import { DatabaseError, SessionNotActiveError, StaleSessionError } from '../db/errors.js';
+import { DatabaseError } from '../db/errors.js';
 import type { SessionRow } from '../db/schema.js';
-import type { AsyncHot, AsyncRepositories, AsyncSessions, AsyncSteps, StepCommitResult } from '../db/async-repositories.js';
-import type { StepCommit } from '../db/queries.js';
+import type { AsyncHot, AsyncRepositories, AsyncSessions, AsyncSteps } from '../db/async-repositories.js';
 import type { SessionFilters } from '../db/sessions-repo.js';
 import type { StepPosition } from '../db/steps-repo.js';
-import { callSeed, type CallKind } from '../model/sampling.js';
-import { EngineError, EngineLimitError, type PolicyEngine, type PromptParts, type SamplingParams } from '../policy/engine.js';
+import type { PolicyEngine } from '../policy/engine.js';
 import type { ModelRegistry } from './models.js';
-import { ActiveSessions, type SessionState } from './active-sessions.js';
+import { ActiveSessions } from './active-sessions.js';
 import { KeyedMutex } from './mutex.js';
-import { DomainError, invalid, isCallerFault, notFound, overloaded } from './errors.js';
-import { cutChars, memorySection, renderActPrompt, renderReflectionPrompt, type PromptAttempt } from './prompt.js';
-import { promptAsSeen, promptTokenCount } from './prompt-seen.js';
+import { DomainError, invalid, isCallerFault, notFound } from './errors.js';
+import { ModelCalls } from './model-calls.js';
+import { SessionStates } from './session-states.js';
 import { sessionStats, statsFromGroups } from './session-stats.js';
 import type { DiversityAnswer } from './diversity.js';
 import { DiversityCache } from './diversity-cache.js';
@@ -57,11 +56,8 @@ import type {
   TurnAnswer, TurnInput,
 } from './session-types.js';
 import { SESSION_ID, stepHash } from './step-hash.js';
-import { admitStep, attemptsAbandoned, planStep, stepTransition, type StepGenerations, type StepPlan } from './step-transition.js';
-import {
-  promptWithMemory, refuseToolsOnBuiltin, renderChat, turnCommit, turnObservation, turnSampling, withMemory,
-  type TurnGeneration, type TurnRecord,
-} from './turns.js';
+import { admitStep, attemptsAbandoned, planStep, stepTransition } from './step-transition.js';
+import { checkTurnable } from './turns.js';
 
 const NO_PROTECTION: AgentProtection = { maxQueuedSteps: 0, maxOpenSessionsPerTenant: 0, overloadRetryAfterSeconds: 1 };
 
@@ -87,12 +83,6 @@ function tooManySessions(open: number, cap: number): DomainError {
   return new DomainError('too-many-sessions', what);
 }
 
-/** The sampling of one call: a seeded session reproduces itself, and each call (attempt, step, act/reflect) has its own stream. */
-function callSampling(row: SessionRow, input: StepInput, kind: CallKind): SamplingParams {
-  const s = row.sampling as SamplingParams;
-  return s.seed === undefined ? s : { ...s, seed: callSeed(s.seed, input.attempt, input.step, kind) };
-}
-
 /** The position of a trajectory cursor `<attempt>.<step>.<a|r>`. @throws DomainError `validation`. */
 function trajectoryCursor(cursor: string): StepPosition {
   const m = /^(\d{1,9})\.(\d{1,9})\.([ar])$/.exec(cursor);
@@ -105,14 +95,12 @@ export class SessionService {
   private readonly repo: AsyncSessions;
   private readonly steps: AsyncSteps;
   private readonly hot: AsyncHot;
-  /**
-   * Other servers write the same database (PostgreSQL): a session's state held here may be behind,
-   * so a step at another position than the one expected here reads the database's state first.
-   */
-  private readonly shared: boolean;
   /** Active sessions' rows, attempt steps and reflections, kept between steps (./active-sessions.ts). */
   private readonly active: ActiveSessions;
-  private modelCalls = 0;
+  /** A request's session (its stored row, or the state a step or turn works on) and its commit (./session-states.ts). */
+  private readonly states: SessionStates;
+  /** Prompts and engine calls of steps and turns, under the bound on queued model calls (./model-calls.ts). */
+  private readonly calls: ModelCalls;
   /** Diversity answers kept between calls (./diversity-cache.ts). */
   private readonly diversityCache: DiversityCache;
 
@@ -126,14 +114,15 @@ export class SessionService {
     private readonly protection: AgentProtection = NO_PROTECTION,
   ) {
     ({ sessions: this.repo, steps: this.steps, hot: this.hot } = repos);
-    this.shared = repos.store === 'postgres';
     this.active = new ActiveSessions(this.hot);
+    this.states = new SessionStates(this.hot, this.active, repos.store === 'postgres');
+    this.calls = new ModelCalls(engine, models, limits, protection);
     this.diversityCache = new DiversityCache(this.repo);
   }
 
   /** Model calls (act/reflect) waiting on or running in the engine now. */
   modelCallsInFlight(): number {
-    return this.modelCalls;
+    return this.calls.inFlight();
   }
 
   /** Resolves once no step is in flight (graceful shutdown). */
@@ -192,19 +181,12 @@ export class SessionService {
     if (open >= cap) throw tooManySessions(open, cap);
   }
 
-  /** The tenant's session `id`. @throws DomainError `not-found` (another tenant's session is indistinguishable from a missing one). */
-  private async row(tenant: string, id: string): Promise<SessionRow> {
-    const row = await this.hot.session(id);
-    if (!row || row.tenant !== tenant) throw notFound(`session '${id}'`);
-    return row;
-  }
-
   private async view(row: SessionRow): Promise<SessionView> {
     return sessionView(row, await this.hot.reflections(row.id));
   }
 
   async get(tenant: string, id: string): Promise<SessionView> {
-    return this.view(await this.row(tenant, id));
+    return this.view(await this.states.row(tenant, id));
   }
 
   /**
@@ -233,7 +215,7 @@ export class SessionService {
    */
   close(tenant: string, id: string): Promise<SessionView> {
     return this.mutex.run(id, async () => {
-      const row = await this.row(tenant, id);
+      const row = await this.states.row(tenant, id);
       if (row.status === 'active') {
         const now = Date.now();
         const attempts = attemptsAbandoned(row.attempts);
@@ -254,14 +236,14 @@ export class SessionService {
   // ---------------------------------------------------------------- memory
 
   async memory(tenant: string, id: string): Promise<MemoryView> {
-    const row = await this.row(tenant, id);
+    const row = await this.states.row(tenant, id);
     return { sessionId: id, memory: row.memory, reflections: (await this.view(row)).reflections };
   }
 
   /** Replace the reflection of `attempt` with a human-written text (source `human`). @throws DomainError `not-found`. */
   editReflection(tenant: string, id: string, attempt: number, text: string): Promise<ReflectionView> {
     return this.mutex.run(id, async () => {
-      await this.row(tenant, id);
+      await this.states.row(tenant, id);
       const now = Date.now();
       const changes = await this.repo.editReflection(id, attempt, text, now);
       this.active.drop(id);
@@ -275,7 +257,7 @@ export class SessionService {
   /** Record one step and answer it (see the guarantees above); serialised per session. */
   step(tenant: string, id: string, input: StepInput): Promise<StepAnswer> {
     const outcome = this.events.onStepOutcome;
-    const p = this.mutex.run(id, () => this.fresh(() => this.stepLocked(tenant, id, input)));
+    const p = this.mutex.run(id, () => this.states.fresh(() => this.stepLocked(tenant, id, input)));
     if (!outcome) return p;
     return p.catch((err: unknown) => {
       // Caller faults are counted as `rejected` where the answer is sent (the step routes), so that
@@ -286,179 +268,17 @@ export class SessionService {
     });
   }
 
-  /** The attempts before `attempt` (the session's next attempt) as prompts show them, from the session's state in memory. */
-  private previousAttempts(state: SessionState, attempt: number): PromptAttempt[] {
-    const { row, reflections } = state;
-    const withHistory = row.memory !== 'reflection_only';
-    const out: PromptAttempt[] = [];
-    for (let a = 0; a < attempt; a++) {
-      const summary = row.attempts[a];
-      // Only the most recent attempt's steps are shown (history modes).
-      const shown = withHistory && a === attempt - 1 ? state.previous : null;
-      out.push({
-        steps: shown?.steps ?? [],
-        finalObservation: shown?.finalObservation ?? '',
-        success: summary?.success ?? false,
-        reflection: reflections.get(a) ?? null,
-      });
-    }
-    return out;
-  }
-
-  /** Refuses a prompt larger than `limits.promptTokens` before it is encoded. @throws DomainError `validation`. */
-  private checkPrompt(prompt: PromptParts): void {
-    const cap = this.limits.promptTokens ?? 0;
-    if (cap <= 0) return;
-    const n = promptTokenCount(prompt);
-    if (n > cap) {
-      throw invalid('body', `makes a prompt of ${n} tokens (UTF-8 bytes of the instructions, observations, actions and reflections it shows); at most ${cap} (LAMER_MAX_PROMPT_TOKENS)`);
-    }
-  }
-
-  /**
-   * One model call under the queue bound.
-   * @throws DomainError `overloaded` (bound reached; the call is not made), `engine-unavailable`, or
-   *   `validation` for a request too large for the model (EngineLimitError: nothing was computed).
-   */
-  private async generate<T>(fn: () => Promise<T>): Promise<T> {
-    const bound = this.protection.maxQueuedSteps;
-    if (bound > 0 && this.modelCalls >= bound) {
-      throw overloaded(`${this.modelCalls} model calls are queued (limit ${bound}); retry this step later`, this.protection.overloadRetryAfterSeconds);
-    }
-    this.modelCalls++;
-    try {
-      return await fn();
-    } catch (err) {
-      if (err instanceof DomainError) throw err;
-      if (err instanceof EngineLimitError) throw invalid(err.field, err.message);
-      const msg = err instanceof Error ? err.message : String(err);
-      // Retry-After as for an overloaded server: the same step can be sent again once the engine
-      // (or the remote server) answers.
-      // EngineError messages are written for clients; any other error's message (a tfjs shape
-      // error, a file path) stays in the log, through `cause`.
-      const e = new DomainError('engine-unavailable', err instanceof EngineError ? msg : 'the engine failed on this request; an operator must check the server log', {
-        retryAfterSeconds: this.protection.overloadRetryAfterSeconds,
-      });
-      e.cause = err;
-      throw e;
-    } finally {
-      this.modelCalls--;
-    }
-  }
-
   /**
    * One model call outside any session (the OpenAI-compatible endpoint) under the same bound on
    * queued model calls as steps.
    * @throws DomainError `overloaded` or `engine-unavailable`, as for a step.
    */
   modelCall<T>(fn: () => Promise<T>): Promise<T> {
-    return this.generate(fn);
-  }
-
-  /** The model's work of a planned step: act while the attempt runs; reflect after a failed attempt with attempts left. */
-  private async generateStep(state: SessionState, input: StepInput, plan: StepPlan): Promise<StepGenerations> {
-    const { row } = state;
-    const none: StepGenerations = { act: null, actPrompt: null, refl: null, reflPrompt: null, reflectionText: null };
-    const steps = state.current;
-    const base = { sessionId: row.id, modelVersion: row.modelVersion, instructions: row.instructions };
-    // the version's prompt layout (a compact checkpoint reads a short one) and the env it may name
-    const layout = { format: await this.models.promptFormat(row.modelVersion), env: row.env };
-    if (!plan.ends) {
-      const prompt = renderActPrompt({
-        ...layout,
-        instructions: row.instructions,
-        memory: row.memory,
-        attempt: input.attempt,
-        previousAttempts: input.attempt > 0 ? this.previousAttempts(state, input.attempt) : [],
-        steps,
-        observation: input.observation,
-      });
-      this.checkPrompt(prompt);
-      const req = { ...base, prompt, sampling: callSampling(row, input, 'act'), ...(input.availableActions ? { availableActions: input.availableActions } : {}) };
-      const act = await this.generate(() => this.engine.act(req));
-      return { ...none, act, actPrompt: act.promptText ?? promptAsSeen(prompt, act.droppedSteps) };
-    }
-    if (!plan.reflects) return none;
-    const prompt = renderReflectionPrompt({
-      ...layout,
-      instructions: row.instructions,
-      memory: row.memory,
-      attempt: input.attempt,
-      previousAttempts: input.attempt > 0 ? this.previousAttempts(state, input.attempt) : [],
-      steps,
-      finalObservation: input.observation,
-    });
-    this.checkPrompt(prompt);
-    const refl = await this.generate(() => this.engine.reflect({ ...base, prompt, sampling: callSampling(row, input, 'reflect') }));
-    // the model's reflection is cut to the limit (a human edit over it is refused instead)
-    const reflectionText = cutChars(refl.output.trim(), this.limits.reflectionChars);
-    return { ...none, refl, reflPrompt: refl.promptText ?? promptAsSeen(prompt, refl.droppedSteps), reflectionText };
-  }
-
-  /**
-   * The state of session `id` for a request at position `at` (null: at whatever position is next):
-   * from memory, and on a store other servers write too, read again from the database when the
-   * position is not the one expected here (another server may have moved the session on).
-   * @throws DomainError `not-found` (unknown session, another tenant's).
-   */
-  private async stateFor(tenant: string, id: string, at: { attempt: number; step: number } | null): Promise<SessionState> {
-    const held = this.active.has(id);
-    let state = await this.active.get(id);
-    const row = state?.row;
-    const expected = row?.status === 'active' && (at === null || (at.attempt === row.nextAttempt && at.step === row.nextStep));
-    if (state && held && this.shared && !expected) state = await this.active.load(id);
-    if (!state || state.row.tenant !== tenant) throw notFound(`session '${id}'`);
-    return state;
-  }
-
-  /**
-   * Commit a step's writes, then apply them to the state held in memory. When `recorded` is false
-   * another server recorded the position first (nothing of this commit was written), and the
-   * state held here is dropped: the next request reads the database's.
-   * @throws DomainError `session-not-active` when the session ended meanwhile (another server closed
-   *   or expired it; nothing was written); StaleSessionError when it changed since the state was
-   *   read (the state is dropped: compute the step again); DatabaseError as the store's commit.
-   */
-  private async commitStep(state: SessionState, commit: StepCommit): Promise<StepCommitResult> {
-    const id = state.row.id;
-    let result: StepCommitResult;
-    try {
-      result = await this.hot.commitStep({ ...commit, session: { ...commit.session, expectedUpdatedAt: state.row.updatedAt } });
-    } catch (err) {
-      if (!(err instanceof SessionNotActiveError || err instanceof StaleSessionError)) throw err;
-      this.active.drop(id);
-      if (err instanceof StaleSessionError) throw err;
-      const now = await this.hot.session(id);
-      throw new DomainError('session-not-active', `session '${id}' is ${now?.status ?? 'gone'}`);
-    }
-    if (result.recorded) this.active.committed(state, commit);
-    else this.active.drop(id);
-    return result;
-  }
-
-  /**
-   * `fn` (one step or turn), once more when its commit finds the session changed since its state
-   * was read (StaleSessionError: another server edited it; nothing was written), now from the
-   * session as stored.
-   * @throws DomainError `conflict` when it changed again (nothing was written: send it again).
-   */
-  private async fresh<T>(fn: () => Promise<T>): Promise<T> {
-    try {
-      return await fn();
-    } catch (err) {
-      if (!(err instanceof StaleSessionError)) throw err;
-    }
-    try {
-      return await fn();
-    } catch (err) {
-      if (!(err instanceof StaleSessionError)) throw err;
-      const why = `session '${err.sessionId}' kept changing while this request was served; nothing was recorded, send it again`;
-      throw new DomainError('conflict', why);
-    }
+    return this.calls.generate(fn);
   }
 
   private async stepLocked(tenant: string, id: string, input: StepInput): Promise<StepAnswer> {
-    const state = await this.stateFor(tenant, id, input);
+    const state = await this.states.stateFor(tenant, id, input);
     const { row } = state;
     const hash = stepHash(input);
     // Nothing is recorded yet at an active session's next position; any other position may hold
@@ -471,9 +291,9 @@ export class SessionService {
     }
     const plan = planStep(row, input, this.limits.candidateTokens ?? 0);
     await this.models.ensureLoaded(row.modelVersion);
-    const gens = await this.generateStep(state, input, plan);
+    const gens = await this.calls.generateStep(state, input, plan);
     const { answer, commit, status } = stepTransition(row, input, hash, plan, gens, Date.now(), this.limits.actionChars ?? Infinity);
-    const result = await this.commitStep(state, commit);
+    const result = await this.states.commitStep(state, commit);
     if (!result.recorded) {
       // Another server recorded this position first: answered as a retry of it is (its stored
       // answer for the same body, step-conflict for another).
@@ -506,97 +326,23 @@ export class SessionService {
    *   recorded then.
    */
   turn(tenant: string, id: string, t: TurnInput): Promise<TurnAnswer> {
-    return this.mutex.run(id, () => this.fresh(() => this.turnLocked(tenant, id, t)));
-  }
-
-  /** @throws DomainError `session-not-active`, or `conflict` when the current attempt holds maxSteps turns. */
-  private checkTurnable(row: SessionRow): void {
-    if (row.status !== 'active') throw new DomainError('session-not-active', `session '${row.id}' is ${row.status}`);
-    if (row.nextStep >= row.maxSteps) {
-      throw new DomainError(
-        'conflict',
-        `attempt ${row.nextAttempt} already holds the session's maxSteps of ${row.maxSteps} turns; end it (POST /v1/sessions/${row.id}/attempts/${row.nextAttempt}/end)`,
-      );
-    }
+    return this.mutex.run(id, () => this.states.fresh(() => this.turnLocked(tenant, id, t)));
   }
 
   private async turnLocked(tenant: string, id: string, t: TurnInput): Promise<TurnAnswer> {
     // the session's state in memory, as a step reads it; updated after the turn's commit
-    const state = await this.stateFor(tenant, id, null);
+    const state = await this.states.stateFor(tenant, id, null);
     const { row } = state;
-    this.checkTurnable(row);
-    const version = row.modelVersion;
-    const remote = ((await this.models.get(version))?.engine ?? 'builtin') !== 'builtin';
-    if (!remote) refuseToolsOnBuiltin(t.body, version);
-    if (remote && t.api === 'completions') {
-      throw invalid('body/prompt', `is not served: the session's model version '${version}' is remote, and remote versions serve chat/completions only`);
-    }
-    if (remote && t.choices) throw invalid('body/guided_choice', `is not served: the session's model version '${version}' is remote (pass its server's own fields instead)`);
-    const attempt = row.nextAttempt;
-    const step = row.nextStep;
-    const memory = attempt > 0 ? memorySection({ memory: row.memory, previousAttempts: this.previousAttempts(state, attempt) }).replace(/^\n/, '') : '';
-    const s = row.sampling as SamplingParams;
-    const sampling = turnSampling(s, t.sampling, s.seed === undefined ? undefined : callSeed(s.seed, attempt, step, 'act'));
-    let memoryRecord: TurnRecord['memory'] = null;
-    let text: string;
-    let served: Array<Record<string, unknown>> | null = null;
-    if (t.api === 'chat') {
-      const messages = withMemory(t.messages ?? [], memory, row.memoryPlacement);
-      const placement = row.memoryPlacement === 'user_prefix' && messages.some((m) => m.role === 'user') ? 'user_prefix' : 'system';
-      if (memory !== '') memoryRecord = { placement, text: memory };
-      text = renderChat(messages);
-      served = messages;
-    } else {
-      if (memory !== '') memoryRecord = { placement: 'prompt_prefix', text: memory };
-      text = promptWithMemory(t.prompt ?? '', memory);
-    }
-    const prompt = { head: text, steps: [], tail: '' };
-    if (!remote) this.checkPrompt(prompt);
-    await this.models.ensureLoaded(version);
-    const started = performance.now();
-    let gen: TurnGeneration;
-    if (remote) {
-      const engine = this.engine;
-      if (!engine.chatTurn) throw new DomainError('engine-unavailable', 'this engine does not serve remote chat turns');
-      gen = await this.generate(() =>
-        engine.chatTurn!({ modelVersion: version, messages: served!, sampling, maxTokens: t.maxTokens, stop: t.stop, passthrough: t.passthrough ?? {} }),
-      );
-    } else {
-      const engine = this.engine;
-      if (!engine.complete) throw new DomainError('engine-unavailable', 'this engine does not serve completions');
-      const req = {
-        modelVersion: version, prompt, sampling, maxTokens: t.maxTokens, stop: t.stop,
-        ...(t.maxTokensField ? { maxTokensField: t.maxTokensField } : {}), ...(t.choices ? { choices: t.choices } : {}),
-      };
-      gen = await this.generate(() => engine.complete!(req)).catch((err: unknown) => {
-        // The engine checks `choices` as a step's candidates; here they are the request's guided_choice.
-        if (err instanceof DomainError && err.kind === 'validation' && err.details.errors?.[0]?.field.startsWith('body/availableActions')) {
-          const f = err.details.errors[0]!;
-          throw invalid(f.field.replace('body/availableActions', 'body/guided_choice'), f.message.replace(' per action', ' per choice'));
-        }
-        throw err;
-      });
-    }
-    const latencyMs = Math.round((performance.now() - started) * 1000) / 1000;
-    const record: TurnRecord = {
-      api: t.api,
-      request: t.body,
-      memory: memoryRecord,
-      sampling: { ...sampling, maxTokens: t.maxTokens },
-      latencyMs,
-      finishReason: gen.finishReason,
-      toolCalls: gen.toolCalls ?? null,
-      stream: t.stream,
-    };
-    const observation = t.api === 'chat' ? turnObservation(t.messages ?? []) : (t.prompt ?? '');
-    const commit = turnCommit({ row, gen, prompt: gen.promptText ?? text, observation, record, choices: t.choices ?? null, now: Date.now() });
-    const result = await this.commitStep(state, commit);
+    checkTurnable(row);
+    const { commit, answer } = await this.calls.generateTurn(state, t);
+    const result = await this.states.commitStep(state, commit);
     if (!result.recorded) {
+      const { attempt, step } = answer;
       const why = `another call on session '${id}' was recorded at attempt ${attempt} step ${step} first; send this one again`;
       throw new DomainError('conflict', why);
     }
-    this.events.onStep?.('action', version);
-    return { sessionId: id, attempt, step, modelVersion: version, remote, generation: gen, latencyMs };
+    this.events.onStep?.('action', answer.modelVersion);
+    return answer;
   }
 
   /**
@@ -610,7 +356,7 @@ export class SessionService {
    */
   endAttempt(tenant: string, id: string, e: EndAttemptInput): Promise<StepAnswer> {
     return this.mutex.run(id, async () => {
-      const row = await this.row(tenant, id);
+      const row = await this.states.row(tenant, id);
       if (e.attempt >= row.maxAttempts) {
         throw invalid('params/attempt', `is ${e.attempt}, beyond the session's maxAttempts of ${row.maxAttempts} (attempts are numbered 0 to ${row.maxAttempts - 1})`);
       }
@@ -622,7 +368,7 @@ export class SessionService {
       if (e.attempt > row.nextAttempt) throw new DomainError('conflict', `attempt ${e.attempt} has not started; the current attempt is ${row.nextAttempt}`);
       if (row.nextStep === 0) throw new DomainError('conflict', `attempt ${e.attempt} has no turn yet: make at least one call before ending it`);
       const input: StepInput = { attempt: e.attempt, step: row.nextStep, observation: e.observation ?? '', reward: e.reward ?? 0, done: true, success: e.success ?? false };
-      return this.fresh(() => this.stepLocked(tenant, id, input));
+      return this.states.fresh(() => this.stepLocked(tenant, id, input));
     });
   }
 
@@ -637,7 +383,7 @@ export class SessionService {
    * @throws DomainError `not-found` for a session of another tenant or none; `validation` for a malformed cursor.
    */
   async trajectory(tenant: string, id: string, page: { limit: number; cursor?: string; maxBytes: number }) {
-    await this.row(tenant, id);
+    await this.states.row(tenant, id);
     const after = page.cursor !== undefined ? trajectoryCursor(page.cursor) : undefined;
     const { rows, last } = await this.steps.page(id, after, page.limit, page.maxBytes);
     const nextCursor = last ? `${last.attempt}.${last.step}.${last.kind === 'action' ? 'a' : 'r'}` : null;

@@ -4,9 +4,10 @@
  * session's pinned version and recorded as one row of the `steps` table at the session's next
  * position (kind `action`), so the trajectory, statistics, dashboard, export and the reflection
  * after a failed attempt read turns as they read steps. This module holds the pure parts: the chat
- * template, what a turn shows as its observation, where the memory goes, the checks of what a
- * version can serve, and the row and session update a turn commits. The service
- * (src/agent/sessions.ts) orders, calls the engine and commits.
+ * template, what a turn shows as its observation, where the memory goes, the checks of whether a
+ * session can take a turn and of what a version can serve, and the row and session update a turn
+ * commits. The service (src/agent/sessions.ts) orders and commits; its model calls
+ * (src/agent/model-calls.ts) render the turn's prompt and call the engine.
  *
  * A turn row: `observation` = the text the agent added since the model last spoke (the messages
  * after the last assistant message, joined with "\n"; for `completions`, the whole prompt);
@@ -20,7 +21,7 @@ import type { MemoryPlacement } from '../domain.js';
 import type { StepCommit, StepInsert } from '../db/queries.js';
 import type { AttemptSummary, SessionRow } from '../db/schema.js';
 import type { Generation, SamplingParams } from '../policy/engine.js';
-import { invalid } from './errors.js';
+import { DomainError, invalid } from './errors.js';
 import { canonicalJson } from './step-hash.js';
 import { recorded } from './prompt-seen.js';
 
@@ -114,6 +115,20 @@ export function toolFieldOf(body: { messages?: readonly AgentMessage[] } & Recor
     if (m.role === 'tool') return { field: `body/messages/${i}/role`, what: 'tool messages' };
   }
   return null;
+}
+
+/**
+ * Refuses a turn on a session that cannot take one now (the service checks it before anything else).
+ * @throws DomainError `session-not-active`, or `conflict` when the current attempt holds maxSteps turns.
+ */
+export function checkTurnable(row: SessionRow): void {
+  if (row.status !== 'active') throw new DomainError('session-not-active', `session '${row.id}' is ${row.status}`);
+  if (row.nextStep >= row.maxSteps) {
+    throw new DomainError(
+      'conflict',
+      `attempt ${row.nextAttempt} already holds the session's maxSteps of ${row.maxSteps} turns; end it (POST /v1/sessions/${row.id}/attempts/${row.nextAttempt}/end)`,
+    );
+  }
 }
 
 /**

@@ -50,7 +50,7 @@ export interface BuiltinEngineOptions {
   maxBatchSize?: number;
   /**
    * Most padded tokens of one synchronous forward section; the event loop gets turns between
-   * sections (default DEFAULT_FORWARD_SECTION_TOKENS, src/model/batcher.ts).
+   * sections (default DEFAULT_FORWARD_SECTION_TOKENS, src/model/forward-sections.ts).
    */
   forwardSectionTokens?: number;
   /**

@@ -29,7 +29,7 @@ export interface CompactStep {
   memoryMatters?: boolean;
   /**
    * Sokoban: the target is the solver's for the game where the pushes the memory names as dead
-   * ends are forbidden (src/envs/compact-data.ts `sokobanChoices` with `avoidNamed`), and it
+   * ends are forbidden (src/envs/compact-targets.ts `sokobanChoices` with `avoidNamed`), and it
    * differs from the plain solver's target. Absent: false.
    */
   pushMemoryTarget?: boolean;

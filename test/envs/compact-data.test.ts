@@ -1,17 +1,19 @@
 /**
- * Demonstration trials of the compact policy (src/envs/compact-data.ts): solver soft targets,
- * factual reflections, failures on purpose and the board symmetries.
+ * Demonstration trials of the compact policy (src/envs/compact-data.ts): factual reflections,
+ * played trials and their labels, failures on purpose, and the Sokoban dead-push memory in trials,
+ * targets and contrast pairs. The soft targets of one decision, the MineSweeper contrasts and the
+ * board symmetries have their own files beside this one (compact-targets, compact-contrast,
+ * compact-symmetry).
  */
 import { describe, expect, it } from 'vitest';
 import {
-  mineSweeperChoices, mineSweeperCompactReflection, mineSweeperContrast, mineSweeperContrastPair, noisyPolicy, playCompactTrial,
-  provableMineCells, randomAction, revealedCells, sokobanChoices, sokobanCompactReflection, sokobanContrastPair,
-  solverPolicy, symmetriesFor, symmetry, transformTrial, type CompactTrial,
+  mineSweeperChoices, mineSweeperCompactReflection, noisyPolicy, playCompactTrial, provableMineCells, randomAction,
+  sokobanChoices, sokobanCompactReflection, sokobanContrastPair, solverPolicy, symmetry, transformTrial, type CompactTrial,
 } from '../../src/envs/compact-data.js';
 import { parseDeadPush, sokobanFatalPush } from '../../src/envs/sokoban-pushes.js';
 import { gridText, parseGridRows } from '../../src/envs/grid.js';
 import { Rng } from '../../src/envs/rng.js';
-import { applyMove, parseMoves, parseSokoban, renderSokoban, solveSokoban } from '../../src/envs/sokoban.js';
+import { applyMove, parseMoves, parseSokoban, solveSokoban } from '../../src/envs/sokoban.js';
 import { parseCellAction } from '../../src/envs/minesweeper.js';
 import { makeEnv } from '../../src/envs/index.js';
 import { gameVocabulary } from '../../src/envs/vocab.js';
@@ -24,150 +26,6 @@ import { createHash } from 'node:crypto';
 
 const ms = (rows: string[]) => gridText(rows, 1);
 const sk = (rows: string[]) => gridText(rows, 0);
-
-describe('mineSweeperChoices', () => {
-  it('is exactly the hidden cells of lowest mine probability', () => {
-    // every '1' in column 2 sees (2, 3); one mine: it is there, (1, 3) and (3, 3) are safe
-    expect(mineSweeperChoices(ms(['.1?', '.1?', '.1?']), 1, new Set())).toEqual(['(1, 3)', '(3, 3)']);
-    // no information: every hidden cell equally likely
-    expect(mineSweeperChoices(ms(['1?', '??']), 1, new Set())).toEqual(['(1, 2)', '(2, 1)', '(2, 2)']);
-    // the '1' at (1, 2) sees (1, 1) and (2, 1) but not (1, 3): P = 1/2, 1/2, 0
-    expect(mineSweeperChoices(ms(['?1.', '?1.']), 1, new Set())).toEqual(['(1, 1)', '(2, 1)']);
-  });
-
-  it('excludes cells that memory names as mines and counts them as mines', () => {
-    // knowing (1, 2) (index 1) is the mine leaves the others certainly safe
-    expect(mineSweeperChoices(ms(['1?', '??']), 1, new Set([1]))).toEqual(['(2, 1)', '(2, 2)']);
-    expect(mineSweeperChoices(ms(['.1?', '.1?', '.1?']), 1, new Set([5]))).toEqual(['(1, 3)', '(3, 3)']);
-    expect(() => mineSweeperChoices(ms(['1?']), 1, new Set([1]))).toThrow(/no hidden cell/);
-  });
-});
-
-describe('revealedCells', () => {
-  it('is every cell that is not hidden, in reading order', () => {
-    expect(revealedCells(ms(['.1?', '?1?', '??*']))).toEqual(['(1, 1)', '(1, 2)', '(2, 2)', '(3, 3)']);
-    expect(revealedCells(ms(['??', '??']))).toEqual([]);
-  });
-});
-
-describe('provableMineCells', () => {
-  it('is exactly the hidden cells the revealed numbers prove to be mines, in reading order', () => {
-    const cases: Array<[string[], number, string[]]> = [
-      // every '1' in column 2 sees (2, 3), and the middle one sees all three: (2, 3) is the mine
-      [['.1?', '.1?', '.1?'], 1, ['(2, 3)']],
-      // 1-2-1 under three hidden cells: the outer two are mines, the middle one is safe
-      [['???', '121', '...'], 2, ['(1, 1)', '(1, 3)']],
-      // a 1 that sees a single hidden cell; two 1s that see the same two
-      [['?1.', '11.'], 1, ['(1, 1)']],
-      [['1?', '1?'], 1, []],
-      // the same as the first on its side, and with the known mine shown: only hidden cells count
-      [['...', '111', '?*?'], 1, []],
-      [['...', '111', '???'], 1, ['(3, 2)']],
-      // nothing proved: a 1 that sees two hidden cells, a fresh board
-      [['?1.', '?1.'], 1, []],
-      [['??', '??'], 1, []],
-    ];
-    for (const [rows, mines, proved] of cases) expect(provableMineCells(ms(rows), mines), rows.join('/')).toEqual(proved);
-  });
-});
-
-describe('mineSweeperContrast', () => {
-  it('is the board again in a later attempt whose memory names the cell a mine, the target knowing it', () => {
-    const board = ms(['.1?', '.1?', '.1?']);
-    const t = mineSweeperContrast('minesweeper-3x3-1', 4, board, 1, '(2, 3)', new Rng(1))!;
-    expect(t.attempts).toHaveLength(2);
-    expect(t.attempts[0]).toMatchObject({ steps: [], success: false, reflection: '(2, 3) was a mine.' });
-    const [step] = t.attempts[1]!.steps;
-    expect(t.attempts[1]!.reflection).toBeNull();
-    expect(step).toMatchObject({
-      observation: board, choices: [['(1, 3)', '(3, 3)']], memoryMatters: true, invalid: ['(1, 1)', '(1, 2)', '(2, 1)', '(2, 2)', '(3, 1)', '(3, 2)'],
-      provableMines: ['(2, 3)'],
-    });
-    expect(['(1, 3)', '(3, 3)']).toContain(step!.target);
-    // on a fresh board every other cell is as safe
-    const fresh = ms(['??', '??']);
-    expect(mineSweeperContrast('minesweeper-2x2-1', 4, fresh, 1, '(1, 1)', new Rng(1))!.attempts[1]!.steps[0]!.choices).toEqual([['(1, 2)', '(2, 1)', '(2, 2)']]);
-  });
-
-  it('is null for a cell that cannot be a mine there: open, off the board, proved safe, or not a cell', () => {
-    const board = ms(['?1.', '?1.']);
-    for (const cell of ['(1, 2)', '(1, 3)', '(3, 1)', '(0, 1)', 'up', '']) expect(mineSweeperContrast('minesweeper-2x3-1', 4, board, 1, cell, new Rng(1))).toBeNull();
-    expect(mineSweeperContrast('minesweeper-2x3-1', 4, board, 1, '(2, 1)', new Rng(1))).not.toBeNull();
-  });
-});
-
-describe('mineSweeperContrastPair', () => {
-  it('is the contrast and the same board with no memory, whose targets keep the cell', () => {
-    const fresh = ms(['??', '??']);
-    const pair = mineSweeperContrastPair('minesweeper-2x2-1', 4, fresh, 1, '(1, 1)', new Rng(1))!;
-    expect(pair.withMemory.attempts[0]!.reflection).toBe('(1, 1) was a mine.');
-    expect(pair.withMemory.attempts[1]!.steps[0]!.choices).toEqual([['(1, 2)', '(2, 1)', '(2, 2)']]);
-    expect(pair.twin.attempts).toHaveLength(1);
-    const [step] = pair.twin.attempts[0]!.steps;
-    expect(step).toMatchObject({ observation: fresh, choices: [['(1, 1)', '(1, 2)', '(2, 1)', '(2, 2)']] });
-    expect(step!.memoryMatters).toBeUndefined();
-    // a fresh board proves no mine
-    expect(step!.provableMines).toBeUndefined();
-    // the 1s around (1, 1) see no other hidden cell: it is a mine with the memory and without it
-    const proving = mineSweeperContrastPair('minesweeper-2x4-2', 4, ms(['?11?', '111?']), 2, '(1, 4)', new Rng(1))!;
-    expect(proving.twin.attempts[0]!.steps[0]).toMatchObject({ choices: [['(1, 4)', '(2, 4)']], provableMines: ['(1, 1)'] });
-    expect(proving.withMemory.attempts[1]!.steps[0]).toMatchObject({ choices: [['(2, 4)']], provableMines: ['(1, 1)'] });
-    expect(pair.twin.attempts[0]!.reflection).toBeNull();
-    // the answer is read as the env reads it: its last cell
-    expect(mineSweeperContrastPair('minesweeper-2x2-1', 4, fresh, 1, '(2, 2)(1, 1)', new Rng(1))!.withMemory.attempts[0]!.reflection).toBe('(1, 1) was a mine.');
-  });
-
-  it('is null where the cell is not among the safest cells of the bare board, or cannot be a mine', () => {
-    // one mine, next to all three 1s: (2, 3) is the mine, (1, 3) and (3, 3) are safe
-    const board = ms(['.1?', '.1?', '.1?']);
-    expect(mineSweeperContrastPair('minesweeper-3x3-1', 4, board, 1, '(2, 3)', new Rng(1))).toBeNull();
-    expect(mineSweeperContrastPair('minesweeper-3x3-1', 4, board, 1, '(1, 3)', new Rng(1))).toBeNull();
-    expect(mineSweeperContrastPair('minesweeper-3x3-1', 4, board, 1, 'up', new Rng(1))).toBeNull();
-  });
-});
-
-describe('sokobanChoices', () => {
-  it('gives every move that starts a shortest solution, along one drawn optimal path', () => {
-    const obs = sk(['#####', '#P__#', '#_X_#', '#__O#', '#####']);
-    // push right then down, or down then right: 5 moves either way
-    expect(solveSokoban(parseSokoban(obs))!.length).toBe(5);
-    for (let seed = 0; seed < 8; seed++) {
-      const c = sokobanChoices(obs, new Rng(seed))!;
-      expect(c.choices[0]).toEqual(['down', 'right']);
-      expect(c.choices[1]).toEqual([', ']);
-      expect(c.choices[3]).toEqual([', ']);
-      expect(c.choices.length).toBe(5);
-      // each set is exactly the moves that lower the distance by one from the state the target reached
-      let s = parseSokoban(obs);
-      const picked = parseMoves(c.target);
-      expect(picked.length).toBe(3);
-      picked.forEach((m, j) => {
-        const d = solveSokoban(s)!.length;
-        const good = (['up', 'down', 'left', 'right'] as const).filter((x) => {
-          const o = applyMove(s, x);
-          return o.moved && solveSokoban(o.state)?.length === d - 1;
-        });
-        expect(c.choices[2 * j]).toEqual(good);
-        expect(good).toContain(m);
-        // and the invalid ones are exactly the moves that do not move from there
-        expect(c.invalid[2 * j]).toEqual((['up', 'down', 'left', 'right'] as const).filter((x) => !applyMove(s, x).moved));
-        if (j > 0) expect(c.invalid[2 * j - 1]).toEqual([]);
-        s = applyMove(s, m).state;
-      });
-    }
-    expect(sokobanChoices(obs, new Rng(1))!.target).toMatch(/^(down, right, up|right, down, left)$/);
-  });
-
-  it('stops at the solution and gives null for a solved or dead position', () => {
-    // a corridor: up, down and left bump into walls at both moves
-    expect(sokobanChoices(sk(['######', '#PX_O#', '######']), new Rng(0))).toEqual({
-      choices: [['right'], [', '], ['right']], target: 'right, right', invalid: [['up', 'down', 'left'], [], ['up', 'down']], deadMoves: [[], [], []],
-      pushMemoryTarget: false,
-    });
-    expect(sokobanChoices(sk(['#####', '#P*_#', '#####']), new Rng(0))).toBeNull();
-    expect(sokobanChoices(sk(['#####', '#X_P#', '#O__#', '#####']), new Rng(0))).toBeNull();
-  });
-});
 
 describe('compact reflections', () => {
   const final = ms(['??*', '?1?']);
@@ -308,135 +166,6 @@ describe('playCompactTrial', () => {
       parseMoves(s.target!).forEach((m, j) => expect(s.choices![2 * j]).toContain(m));
     }
     expect(randomAction('sokoban', '', new Rng(1))).toMatch(/^(up|down|left|right), (up|down|left|right), (up|down|left|right)$/);
-  });
-});
-
-describe('board symmetries', () => {
-  const trials: CompactTrial[] = [];
-  for (let seed = 0; seed < 6; seed++) {
-    trials.push(playCompactTrial({ envName: 'minesweeper-4x4-2', seed, maxAttempts: 3, policy: noisyPolicy(0.5), rngSeed: seed }));
-    trials.push(playCompactTrial({ envName: 'sokoban-5x5-1', seed, maxAttempts: 2, policy: noisyPolicy(0.3), rngSeed: seed }));
-  }
-  const symbols = (obs: string) => parseGridRows(obs).flat().sort().join('');
-  const at = (obs: string, action: string, base: number) => {
-    const c = parseCellAction(action)!;
-    return parseGridRows(obs)[c.row - base]![c.col - base];
-  };
-
-  it('keep every board\'s symbols, and the cells actions and targets name', () => {
-    for (const t of trials) for (let k = 0; k < 8; k++) {
-      const m = transformTrial(t, symmetry(k));
-      expect(m.attempts.length).toBe(t.attempts.length);
-      t.attempts.forEach((a, n) => {
-        const b = m.attempts[n]!;
-        expect(symbols(b.finalObservation)).toBe(symbols(a.finalObservation));
-        expect(b.reflection === null).toBe(a.reflection === null);
-        a.steps.forEach((s, i) => {
-          const u = b.steps[i]!;
-          expect(symbols(u.observation)).toBe(symbols(s.observation));
-          if (t.env === 'minesweeper') {
-            expect(at(u.observation, u.action, 1)).toBe(at(s.observation, s.action, 1));
-            s.choices![0]!.forEach((c, j) => expect(at(u.observation, u.choices![0]![j]!, 1)).toBe(at(s.observation, c, 1)));
-          }
-        });
-      });
-    }
-  });
-
-  it('map a MineSweeper trial to one whose targets, invalid cells and provable mines are those of the mapped boards', () => {
-    for (const t of trials.filter((x) => x.env === 'minesweeper')) for (let k = 0; k < 8; k++) {
-      const m = transformTrial(t, symmetry(k));
-      const known = new Set<number>();
-      m.attempts.forEach((a) => {
-        for (const s of a.steps) {
-          expect([...s.choices![0]!].sort()).toEqual([...mineSweeperChoices(s.observation, 2, known)].sort());
-          expect([...(s.invalid ?? [])].sort()).toEqual(revealedCells(s.observation).sort());
-          expect([...(s.provableMines ?? [])].sort()).toEqual(provableMineCells(s.observation, 2).sort());
-        }
-        if (a.reflection?.endsWith('was a mine.')) {
-          const c = parseCellAction(a.reflection)!;
-          expect(parseGridRows(a.finalObservation)[c.row - 1]![c.col - 1]).toBe('*');
-          known.add((c.row - 1) * 4 + (c.col - 1));
-        }
-      });
-    }
-  });
-
-  it('map a Sokoban trial to one whose mapped moves replay on the mapped boards', () => {
-    // the env applies a turn's moves until the puzzle is solved or dead: some prefix of the mapped
-    // moves must lead from the mapped board to the mapped next board
-    const reaches = (obs: string, action: string, next: string) => {
-      let s = parseSokoban(obs);
-      if (renderSokoban(s) === next) return true;
-      for (const mv of parseMoves(action)) {
-        s = applyMove(s, mv).state;
-        if (renderSokoban(s) === next) return true;
-      }
-      return false;
-    };
-    let moved = 0;
-    for (const t of trials.filter((x) => x.env === 'sokoban')) for (let k = 0; k < 8; k++) {
-      const m = transformTrial(t, symmetry(k));
-      for (const a of m.attempts) a.steps.forEach((s, i) => {
-        const next = a.steps[i + 1]?.observation ?? a.finalObservation;
-        expect(reaches(s.observation, s.action, next)).toBe(true);
-        if (next !== s.observation) moved++;
-        // the mapped invalid moves still do not move, along the mapped target's path
-        if (s.invalidMoves) {
-          let st = parseSokoban(s.observation);
-          const path = parseMoves(s.target!);
-          s.invalidMoves.forEach((set, j) => {
-            if (j % 2 === 1) return expect(set).toEqual([]);
-            for (const mv of set) expect(applyMove(st, mv as never).moved).toBe(false);
-            st = applyMove(st, path[j / 2]!).state;
-          });
-        }
-        // the mapped target is still optimal on the mapped board
-        if (s.choices) {
-          const d = solveSokoban(parseSokoban(s.observation))!.length;
-          const first = parseMoves(s.target!)[0]!;
-          expect(solveSokoban(applyMove(parseSokoban(s.observation), first).state)!.length).toBe(d - 1);
-        }
-        if (a.reflection?.startsWith('box ')) {
-          const c = parseCellAction(a.reflection)!;
-          expect('X*'.includes(parseGridRows(a.finalObservation)[c.row]![c.col]!)).toBe(true);
-        }
-      });
-    }
-    expect(moved).toBeGreaterThan(20);
-  });
-
-  it('are 8 distinct maps of a square board; the involutions undo themselves', () => {
-    const t: CompactTrial = {
-      env: 'minesweeper', envName: 'minesweeper-3x3-1', seed: 0, instructions: 'I',
-      attempts: [{ steps: [{ observation: ms(['12?', '???', '???']), action: '(1, 3)', choices: [['(1, 3)', '(2, 1)']], target: '(2, 1)' }], finalObservation: ms(['12*', '???', '???']), success: false, reflection: '(1, 3) was a mine.' }],
-    };
-    const boards = Array.from({ length: 8 }, (_, k) => transformTrial(t, symmetry(k)).attempts[0]!.steps[0]!.observation);
-    expect(new Set(boards).size).toBe(8);
-    expect(boards[0]).toBe(t.attempts[0]!.steps[0]!.observation);
-    // transpose: row 1 becomes column 1
-    const tr = transformTrial(t, symmetry(4));
-    expect(tr.attempts[0]).toEqual({
-      steps: [{ observation: ms(['1??', '2??', '???']), action: '(3, 1)', choices: [['(3, 1)', '(1, 2)']], target: '(1, 2)' }],
-      finalObservation: ms(['1??', '2??', '*??']), success: false, reflection: '(3, 1) was a mine.',
-    });
-    for (const k of [0, 1, 2, 3, 4, 7]) expect(transformTrial(transformTrial(t, symmetry(k)), symmetry(k))).toEqual(t);
-    // the rotations (5, 6) are each other's inverse
-    expect(transformTrial(transformTrial(t, symmetry(5)), symmetry(6))).toEqual(t);
-    for (const tt of trials) for (const k of [1, 2, 3, 4, 7]) expect(transformTrial(transformTrial(tt, symmetry(k)), symmetry(k))).toEqual(tt);
-  });
-
-  it('map move words, and refuse a transpose of a non-square board', () => {
-    const t: CompactTrial = {
-      env: 'sokoban', envName: 'sokoban-3x5-1', seed: 0, instructions: 'I',
-      attempts: [{ steps: [{ observation: sk(['#####', '#PX_O', '#####']), action: 'right, up', choices: [['right'], [', '], ['up']], target: 'right, up' }], finalObservation: sk(['#####', '#_PXO', '#####']), success: false, reflection: 'turns ran out.' }],
-    };
-    const flip = transformTrial(t, symmetry(1)).attempts[0]!.steps[0]!;
-    expect(flip).toEqual({ observation: sk(['#####', 'O_XP#', '#####']), action: 'left, up', choices: [['left'], [', '], ['up']], target: 'left, up' });
-    expect(transformTrial(t, symmetry(2)).attempts[0]!.steps[0]!.action).toBe('right, down');
-    expect(() => transformTrial(t, symmetry(4))).toThrow(/transpose needs a square board, got 3x5/);
-    expect(symmetriesFor(3, 5)).toEqual([0, 1, 2, 3]);
-    expect(symmetriesFor(6, 6)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
   });
 });
 

@@ -50,7 +50,7 @@ export interface PoolOptions {
    * Once DAgger runs, the share of MineSweeper decisions of new trials that also give a memory
    * contrast example (`--memory-contrast`; 0: none): the same board in a later attempt whose memory
    * names the cell the model clicks there greedily as a mine (when that cell can hold one), the
-   * target the solver's safest cells knowing it (src/envs/compact-data.ts mineSweeperContrast).
+   * target the solver's safest cells knowing it (src/envs/compact-contrast.ts mineSweeperContrast).
    */
   memoryContrast: number;
   /**
@@ -63,7 +63,7 @@ export interface PoolOptions {
   memoryShare?: number | null;
   /**
    * Contrasts only where the model's click is among the solver's safest cells of the bare board,
-   * each with its no-memory twin (src/envs/compact-data.ts mineSweeperContrastPair), so that the
+   * each with its no-memory twin (src/envs/compact-contrast.ts mineSweeperContrastPair), so that the
    * memory line alone separates the two targets (`--memory-pairs`).
    */
   memoryPairs?: boolean;

@@ -303,7 +303,7 @@ describe('the builtin engine over HTTP: health checks on fresh connections while
       await Promise.all(players);
       expect(answers.map((a) => a.status)).toEqual(new Array(16).fill(200));
       // Node accepts one new connection per event-loop turn; a 30 ms section is followed by 4 turns
-      // (src/model/batcher.ts yieldTurnsAfter), where one turn per forward would need about 16
+      // (src/model/forward-sections.ts yieldTurnsAfter), where one turn per forward would need about 16
       expect(Math.max(...answers.map((a) => a.forwards))).toBeLessThanOrEqual(8);
     } finally {
       stop = true;

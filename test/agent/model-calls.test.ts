@@ -1,8 +1,8 @@
 /**
- * Random streams of a session's model calls, over real HTTP with the builtin engine on a tiny GPT:
- * one seed reproduces a session across server runs, and every call (attempt, step, act/reflect)
- * draws from its own stream, so a seeded session's actions follow the sampling distribution instead
- * of repeating step 0's draw.
+ * Random streams of a session's model calls (src/agent/model-calls.ts `callSampling`), over real
+ * HTTP with the builtin engine on a tiny GPT: one seed reproduces a session across server runs, and
+ * every call (attempt, step, act/reflect) draws from its own stream, so a seeded session's actions
+ * follow the sampling distribution instead of repeating step 0's draw.
  */
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
