@@ -20,9 +20,9 @@
 import * as tf from '@tensorflow/tfjs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
-import { type BlasAddon, loadBlas, matmulFromEnv } from './blas.js';
+import { type BlasAddon, type BlasLoad, loadBlas, matmulFromEnv } from './blas.js';
 import { installWasmPatches } from './wasm-kernels.js';
-import type { TfjsBackend } from '../domain.js';
+import type { MatmulKind, TfjsBackend } from '../domain.js';
 
 /** A backend to ask for (src/domain.ts TFJS_BACKENDS). */
 export type BackendPreference = TfjsBackend;
@@ -145,18 +145,23 @@ async function tryWebgpu(logger?: BackendLogger): Promise<boolean> {
 }
 
 /**
- * The OpenBLAS addon to install on the wasm backend per `LAMER_MATMUL` (src/model/blas.ts), or null
- * for the wasm matmul; logs the choice once.
- * @throws Error when `LAMER_MATMUL` is invalid, or is `blas` and the addon does not load.
+ * The OpenBLAS addon to install on the wasm backend per `want` (default: `LAMER_MATMUL`;
+ * src/model/blas.ts), or null for the wasm matmul; records the choice for `activeMatmul` and logs it.
+ * `load` finds the addon (default `loadBlas`).
+ * @throws Error when `LAMER_MATMUL` is invalid, or `want` is `blas` and the addon does not load
+ *   (then nothing is recorded).
  */
-function chooseMatmul(logger?: BackendLogger): BlasAddon | null {
-  const want = matmulFromEnv();
+export function chooseMatmul(
+  logger?: BackendLogger,
+  want: MatmulKind = matmulFromEnv(),
+  load: () => BlasLoad = loadBlas,
+): BlasAddon | null {
   if (want === 'wasm') {
     matmul = 'wasm';
     logger?.info({ matmul }, 'matmul: the wasm kernel (LAMER_MATMUL=wasm)');
     return null;
   }
-  const { addon, reason } = loadBlas();
+  const { addon, reason } = load();
   if (!addon) {
     if (want === 'blas') throw new Error(`LAMER_MATMUL=blas but the OpenBLAS addon did not load: ${reason}`);
     matmul = 'wasm';
@@ -169,20 +174,21 @@ function chooseMatmul(logger?: BackendLogger): BlasAddon | null {
 }
 
 async function tryWasm(logger?: BackendLogger): Promise<boolean> {
+  let ok = false;
   try {
     const wasm = await import('@tensorflow/tfjs-backend-wasm');
     // Under Node the .wasm binaries are read from the package's dist/ folder.
     const require = createRequire(import.meta.url);
     const dist = path.dirname(require.resolve('@tensorflow/tfjs-backend-wasm/dist/tfjs-backend-wasm.wasm'));
     wasm.setWasmPaths(dist + path.sep);
-    if (await tf.setBackend('wasm')) {
-      installWasmPatches(chooseMatmul(logger));
-      return true;
-    }
+    ok = await tf.setBackend('wasm');
   } catch (err) {
     logger?.warn({ err: String(err).slice(0, 300) }, 'tfjs wasm backend unavailable');
   }
-  return false;
+  if (!ok) return false;
+  // outside the try: LAMER_MATMUL=blas without the addon stops the start instead of moving on to cpu
+  installWasmPatches(chooseMatmul(logger));
+  return true;
 }
 
 /**

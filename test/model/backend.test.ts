@@ -5,7 +5,7 @@
  */
 import * as tf from '@tensorflow/tfjs';
 import { describe, expect, it } from 'vitest';
-import { chosenBackend, initBackend, type BackendLogger } from '../../src/model/backend.js';
+import { activeMatmul, chooseMatmul, chosenBackend, initBackend, type BackendLogger } from '../../src/model/backend.js';
 import { loadConfig } from '../../src/config.js';
 
 describe('initBackend webgpu', () => {
@@ -30,6 +30,14 @@ describe('initBackend webgpu', () => {
     const y = tf.matMul(tf.tensor2d([[1, 2]]), tf.tensor2d([[3], [4]]));
     expect(Array.from(y.dataSync())).toEqual([11]);
     y.dispose();
+  });
+
+  it('LAMER_MATMUL=blas without the addon is an error naming the reason (initBackend lets it through instead of moving on to cpu)', () => {
+    const before = activeMatmul();
+    expect(() => chooseMatmul(undefined, 'blas', () => ({ addon: null, reason: 'not built here' }))).toThrow(
+      'LAMER_MATMUL=blas but the OpenBLAS addon did not load: not built here',
+    );
+    expect(activeMatmul()).toBe(before);
   });
 
   it('LAMER_TFJS_BACKEND accepts webgpu', () => {

@@ -166,7 +166,7 @@ describe('ExamplePool', () => {
     // binomial(400, 0.25): mean 100, sd 8.7
     expect(memoryBatches).toBeGreaterThan(70);
     expect(memoryBatches).toBeLessThan(130);
-  });
+  }, 120_000);
 
   it('without a reflection share, mixes both kinds in one pool and removes what it gives', () => {
     const pool = new ExamplePool(base, model, tok, format, poolRng(5), 200);

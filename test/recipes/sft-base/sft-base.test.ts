@@ -247,5 +247,5 @@ describe('sft-compact CLI', () => {
     } finally {
       model.dispose();
     }
-  });
+  }, 120_000);
 });
