@@ -18,10 +18,10 @@ import {
   GATE_DECISIONS, MAX_GATE_ATTEMPTS, MAX_GATE_CONCURRENCY, MAX_GATE_TASKS, gateProblem, resolveGate, type GateSpec,
 } from './shared/promotion-gate.js';
 import { EVAL_SEED_START, SEED_END } from './shared/env-names.js';
-import { MATMUL_KINDS, REMOTE_KINDS, RL_ALGORITHMS, SERVER_ENGINES, SERVER_ROLES, TFJS_BACKENDS } from './domain.js';
+import { REMOTE_KINDS, RL_ALGORITHMS, SERVER_ENGINES, SERVER_ROLES, TFJS_BACKENDS } from './domain.js';
 import { parseAllowedHosts, parseApiKeys, parseTrustProxy } from './config/access.js';
 import { defaultLimits, type Config, type HttpTimeouts, type Limits, type PostgresConfig, type TrainingConfig } from './config/types.js';
-import { ConfigError, int, num, oneOf, parseTrainWorkers } from './config/values.js';
+import { blasThreadsFromEnv, ConfigError, int, matmulFromEnv, num, oneOf, parseTrainWorkers } from './config/values.js';
 
 export type {
   ApiKey, Config, DatabaseConfig, EngineKind, HttpTimeouts, Limits, LogLevel, PostgresConfig, ProtectionConfig, ScheduledAlgorithm,
@@ -70,9 +70,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     engine: oneOf(env, 'LAMER_ENGINE', 'builtin', SERVER_ENGINES),
     openai: remoteEngine(env),
     tfjsBackend: oneOf(env, 'LAMER_TFJS_BACKEND', 'auto', TFJS_BACKENDS),
-    matmul: oneOf(env, 'LAMER_MATMUL', 'auto', MATMUL_KINDS),
+    matmul: matmulFromEnv(env),
     sqliteSync: oneOf(env, 'LAMER_SQLITE_SYNC', 'normal', ['normal', 'full'] as const),
-    blasThreads: int(env, 'LAMER_BLAS_THREADS', 1, 1, 64),
+    blasThreads: blasThreadsFromEnv(env),
     apiKeys,
     logLevel: oneOf(env, 'LAMER_LOG_LEVEL', 'info', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const),
     limits,

@@ -3,8 +3,11 @@
  * the configuration's bounds, each with its default for unset or empty; and `ConfigError`, what a
  * bad value throws, its message naming the variable, the value and what is expected.
  * `parseTrainWorkers` is the one parser of LAMER_TRAIN_WORKERS (the server's configuration and every
- * training job read it with it).
+ * training job read it with it). `matmulFromEnv` and `blasThreadsFromEnv` are likewise the one
+ * parsers of LAMER_MATMUL and LAMER_BLAS_THREADS (the server's config checks them at start;
+ * src/model/backend.ts and src/model/blas.ts read them in every process and worker thread).
  */
+import { MATMUL_KINDS, type MatmulKind } from '../domain.js';
 
 /** A bad configuration value; the message names the variable, the value and what is expected. */
 export class ConfigError extends Error {
@@ -53,4 +56,17 @@ export function num(env: Record<string, string | undefined>, name: string, def: 
     throw new ConfigError(`${name}=${JSON.stringify(raw)}: expected a number in [${min}, ${max}]`);
   }
   return v;
+}
+
+/**
+ * LAMER_MATMUL, the wasm backend's matmul (src/model/blas.ts): `auto` when unset or empty.
+ * @throws ConfigError for any other value than auto, blas, wasm.
+ */
+export function matmulFromEnv(env: Record<string, string | undefined> = process.env): MatmulKind {
+  return oneOf(env, 'LAMER_MATMUL', 'auto', MATMUL_KINDS);
+}
+
+/** LAMER_BLAS_THREADS, OpenBLAS threads per product: 1 when unset or empty. @throws ConfigError unless an integer in [1, 64]. */
+export function blasThreadsFromEnv(env: Record<string, string | undefined> = process.env): number {
+  return int(env, 'LAMER_BLAS_THREADS', 1, 1, 64);
 }

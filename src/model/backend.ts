@@ -20,7 +20,8 @@
 import * as tf from '@tensorflow/tfjs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
-import { type BlasAddon, type BlasLoad, loadBlas, matmulFromEnv } from './blas.js';
+import { matmulFromEnv } from '../config/values.js';
+import { type BlasAddon, type BlasLoad, loadBlas } from './blas.js';
 import { installWasmPatches } from './wasm-kernels.js';
 import type { MatmulKind, TfjsBackend } from '../domain.js';
 

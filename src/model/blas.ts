@@ -23,7 +23,7 @@ import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { MATMUL_KINDS, type MatmulKind } from '../domain.js';
+import { blasThreadsFromEnv } from '../config/values.js';
 
 /** The functions of native/blas/blas.c. */
 export interface BlasAddon {
@@ -42,30 +42,6 @@ export interface BlasAddon {
 
 /** Where the addon is built, relative to the project root. */
 export const BLAS_ADDON_PATH = path.join('native', 'blas', 'build', 'Release', 'lamer_blas.node');
-
-/**
- * The matmul choice in `env.LAMER_MATMUL` (absent or empty: `auto`).
- * @throws Error naming the variable and the allowed values when it holds anything else.
- */
-export function matmulFromEnv(env: NodeJS.ProcessEnv = process.env): MatmulKind {
-  const v = env.LAMER_MATMUL;
-  if (v === undefined || v === '') return 'auto';
-  if (!(MATMUL_KINDS as readonly string[]).includes(v)) {
-    throw new Error(`LAMER_MATMUL must be one of ${MATMUL_KINDS.join(', ')}, got ${JSON.stringify(v)}`);
-  }
-  return v as MatmulKind;
-}
-
-/** OpenBLAS threads per product from `env.LAMER_BLAS_THREADS` (default 1). @throws Error unless an integer in [1, 64]. */
-export function blasThreadsFromEnv(env: NodeJS.ProcessEnv = process.env): number {
-  const v = env.LAMER_BLAS_THREADS;
-  if (v === undefined || v === '') return 1;
-  const n = Number(v);
-  if (!Number.isInteger(n) || n < 1 || n > 64) {
-    throw new Error(`LAMER_BLAS_THREADS must be an integer in [1, 64], got ${JSON.stringify(v)}`);
-  }
-  return n;
-}
 
 /** The addon, or null and why it did not load. */
 export type BlasLoad = { addon: BlasAddon | null; reason: string | null };

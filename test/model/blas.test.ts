@@ -4,7 +4,8 @@ import path from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { activeMatmul } from '../../src/model/backend.js';
-import { blasBatchMatMul, blasThreadsFromEnv, loadBlas, matmulFromEnv } from '../../src/model/blas.js';
+import { blasThreadsFromEnv, matmulFromEnv } from '../../src/config/values.js';
+import { blasBatchMatMul, loadBlas } from '../../src/model/blas.js';
 import { useWasm } from './setup.js';
 
 // The addon is built at npm install when the machine has cc and libopenblas-dev (.ci/run installs
@@ -45,10 +46,10 @@ describe('LAMER_MATMUL and LAMER_BLAS_THREADS', () => {
     expect(matmulFromEnv({})).toBe('auto');
     expect(matmulFromEnv({ LAMER_MATMUL: '' })).toBe('auto');
     for (const v of ['auto', 'blas', 'wasm'] as const) expect(matmulFromEnv({ LAMER_MATMUL: v })).toBe(v);
-    expect(() => matmulFromEnv({ LAMER_MATMUL: 'mkl' })).toThrow(/LAMER_MATMUL must be one of auto, blas, wasm, got "mkl"/);
+    expect(() => matmulFromEnv({ LAMER_MATMUL: 'mkl' })).toThrow('LAMER_MATMUL="mkl": expected one of auto, blas, wasm');
     expect(blasThreadsFromEnv({})).toBe(1);
     expect(blasThreadsFromEnv({ LAMER_BLAS_THREADS: '2' })).toBe(2);
-    for (const bad of ['0', '1.5', 'two', '65']) expect(() => blasThreadsFromEnv({ LAMER_BLAS_THREADS: bad })).toThrow(/LAMER_BLAS_THREADS must be an integer in \[1, 64\]/);
+    for (const bad of ['0', '1.5', 'two', '65']) expect(() => blasThreadsFromEnv({ LAMER_BLAS_THREADS: bad })).toThrow(/^LAMER_BLAS_THREADS=.*: expected an integer in \[1, 64\]$/);
   });
 
   it('a project without the built addon gets a reason, not an error', () => {
