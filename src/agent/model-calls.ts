@@ -112,35 +112,27 @@ export class ModelCalls {
   async generateStep(state: SessionState, input: StepInput, plan: StepPlan): Promise<StepGenerations> {
     const { row } = state;
     const none: StepGenerations = { act: null, actPrompt: null, refl: null, reflPrompt: null, reflectionText: null };
-    const steps = state.current;
+    if (plan.ends && !plan.reflects) return none;
     const base = { sessionId: row.id, modelVersion: row.modelVersion, instructions: row.instructions };
-    // the version's prompt layout (a compact checkpoint reads a short one) and the env it may name
-    const layout = { format: await this.models.promptFormat(row.modelVersion), env: row.env };
+    // what both prompts read: the version's prompt layout (a compact checkpoint reads a short one),
+    // the env it may name, the memory, the earlier attempts and this attempt's steps
+    const context = {
+      format: await this.models.promptFormat(row.modelVersion),
+      env: row.env,
+      instructions: row.instructions,
+      memory: row.memory,
+      attempt: input.attempt,
+      previousAttempts: input.attempt > 0 ? this.previousAttempts(state, input.attempt) : [],
+      steps: state.current,
+    };
     if (!plan.ends) {
-      const prompt = renderActPrompt({
-        ...layout,
-        instructions: row.instructions,
-        memory: row.memory,
-        attempt: input.attempt,
-        previousAttempts: input.attempt > 0 ? this.previousAttempts(state, input.attempt) : [],
-        steps,
-        observation: input.observation,
-      });
+      const prompt = renderActPrompt({ ...context, observation: input.observation });
       this.checkPrompt(prompt);
       const req = { ...base, prompt, sampling: callSampling(row, input, 'act'), ...(input.availableActions ? { availableActions: input.availableActions } : {}) };
       const act = await this.generate(() => this.engine.act(req));
       return { ...none, act, actPrompt: act.promptText ?? promptAsSeen(prompt, act.droppedSteps) };
     }
-    if (!plan.reflects) return none;
-    const prompt = renderReflectionPrompt({
-      ...layout,
-      instructions: row.instructions,
-      memory: row.memory,
-      attempt: input.attempt,
-      previousAttempts: input.attempt > 0 ? this.previousAttempts(state, input.attempt) : [],
-      steps,
-      finalObservation: input.observation,
-    });
+    const prompt = renderReflectionPrompt({ ...context, finalObservation: input.observation });
     this.checkPrompt(prompt);
     const refl = await this.generate(() => this.engine.reflect({ ...base, prompt, sampling: callSampling(row, input, 'reflect') }));
     // the model's reflection is cut to the limit (a human edit over it is refused instead)
