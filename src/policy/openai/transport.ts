@@ -10,6 +10,8 @@ import { EngineError, type RemoteProbe, type RemoteVersionConfig } from '../engi
 
 /** Longest backoff between two tries, ms. */
 const MAX_BACKOFF_MS = 10_000;
+/** A retry needs at least this much of the call bound left after its backoff, ms: a try of a few ms cannot be answered. */
+const MIN_RETRY_MS = 50;
 
 /** Longest wait for a probe's answer, ms (cut further by the version's own timeout). */
 export const PROBE_TIMEOUT_MS = 2_000;
@@ -170,7 +172,7 @@ async function tryOnce(endpoint: Endpoint, url: string, headers: Record<string, 
  * POSTs `body` to `<baseUrl>/chat/completions`, retrying retryable failures up to `maxRetries`
  * times after a backoff of 200 ms x 2^i (or the server's Retry-After), at most 10 s, all within
  * `deadline` (ms since the epoch): each try's timeout is cut to the time left, and no retry starts
- * whose backoff would end past it.
+ * unless at least 50 ms of the bound are left after its backoff.
  * @returns the parsed JSON answer and the number of tries it took.
  * @throws EngineError when every try failed, the server refused the request, or the time ran out.
  */
@@ -188,7 +190,7 @@ export async function postChat(endpoint: Endpoint, body: Record<string, unknown>
       last = e.message;
       if (!e.retryable || i === endpoint.maxRetries) break;
       const wait = Math.min(MAX_BACKOFF_MS, e.retryAfterMs ?? 200 * 2 ** i);
-      if (Date.now() + wait >= deadline) {
+      if (Date.now() + wait + MIN_RETRY_MS > deadline) {
         last += `; no time left for a retry within the call bound of ${opts.callTimeoutMs} ms`;
         break;
       }
