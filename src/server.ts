@@ -101,16 +101,33 @@ function usableDataDir(dataDir: string): void {
 }
 
 /**
+ * Take the SQLite data directory's owner lock (src/owner-lock.ts), creating the directory if needed.
+ * @throws StartupError naming LAMER_DATA_DIR: owned by another server (with its pid), or unusable.
+ */
+function ownDataDir(dataDir: string): OwnerLock {
+  try {
+    return acquireOwnerLock(dataDir);
+  } catch (err) {
+    if (err instanceof OwnerLockError) {
+      throw new StartupError(
+        `LAMER_DATA_DIR=${dataDir} is in use by another lamer server (pid ${err.ownerPid ?? 'unknown'}); stop it first, or use another directory`,
+        { cause: err },
+      );
+    }
+    throw dataDirError(dataDir, err);
+  }
+}
+
+/**
  * Open the configured store. With LAMER_DATABASE_URL: PostgreSQL, its pending migrations applied
  * under the migration lock (src/db/pg/connection.ts); the data directory then holds files only
  * (checkpoints, demonstrations, datasets), which every replica shares, and takes no owner lock.
- * Else SQLite in the data directory, under the directory's owner lock (src/owner-lock.ts).
- * @returns the store, and the owner lock to release when the server closes (null on PostgreSQL).
+ * Else SQLite in the data directory, whose owner lock the caller holds (ownDataDir).
  * @throws StartupError, one line: the database unreachable, refusing the login, missing, or with a
  *   schema newer than this build (naming LAMER_DATABASE_URL's host:port, never its password); the
- *   data directory unusable or owned by another server.
+ *   data directory unusable.
  */
-async function openStore(config: Config, log: Logger): Promise<{ store: Store; lock: OwnerLock | null }> {
+async function openStore(config: Config, log: Logger): Promise<Store> {
   const pgConfig = config.postgres;
   if (pgConfig) {
     usableDataDir(config.dataDir);
@@ -121,42 +138,32 @@ async function openStore(config: Config, log: Logger): Promise<{ store: Store; l
         onError: (err) => log.warn({ err: err.message }, 'an idle database connection was lost; the pool opens another'),
       });
       log.info({ database: conn.target.where, migrated: conn.migrated }, 'PostgreSQL store open');
-      return { store: pgStore(conn, url), lock: null };
+      return pgStore(conn, url);
     } catch (err) {
       if (err instanceof PgStartupError) throw new StartupError(`LAMER_DATABASE_URL: ${err.message}`, { cause: err });
       throw err;
     }
-  }
-  let lock: OwnerLock;
-  try {
-    lock = acquireOwnerLock(config.dataDir);
-  } catch (err) {
-    if (err instanceof OwnerLockError) {
-      throw new StartupError(
-        `LAMER_DATA_DIR=${config.dataDir} is in use by another lamer server (pid ${err.ownerPid ?? 'unknown'}); stop it first, or use another directory`,
-        { cause: err },
-      );
-    }
-    throw dataDirError(config.dataDir, err);
   }
   let store: Store | undefined;
   try {
     store = sqliteStore(openDatabase(config.dataDir, { synchronous: config.sqliteSync }));
     // The database may open read-only without complaint; checkpoints are written here too.
     fs.accessSync(config.dataDir, fs.constants.W_OK);
-    return { store, lock };
+    return store;
   } catch (err) {
     await store?.close();
-    lock.release();
     throw dataDirError(config.dataDir, err);
   }
 }
 
 /**
- * Start a server: open the store (PostgreSQL, or SQLite under the data directory's owner lock),
- * check that the port is free, then load the engine (the slow part) and listen.
- * @throws StartupError when the store cannot be opened (see openStore), or the port cannot be
- *   listened on; ConfigError for a bad LAMER_* value; engine errors as thrown.
+ * Start a server: take the data directory's owner lock (SQLite only), check that the port is free,
+ * open the store (PostgreSQL, or SQLite), then load the engine (the slow part) and listen.
+ * The port is checked before the store is opened, so a start on a busy port creates no database
+ * and applies no migration (only the owner lock's empty `lamer.lock` is left, as after any stop).
+ * @throws StartupError when the data directory is owned or unusable, the store cannot be opened
+ *   (see openStore), or the port cannot be listened on; ConfigError for a bad LAMER_* value;
+ *   engine errors as thrown.
  */
 export async function startServer(overrides: Partial<Config> = {}): Promise<RunningServer> {
   const config: Config = { ...loadConfig(), ...overrides };
@@ -165,11 +172,15 @@ export async function startServer(overrides: Partial<Config> = {}): Promise<Runn
   if (forcedLoopback) host = '127.0.0.1';
   // The engine logs before the app exists (backend choice, model loaded): same level, same stream.
   const bootLog = pino({ level: config.logLevel });
-  const { store, lock } = await openStore(config, bootLog);
+  // The lock comes first, so that a second server on the directory is refused naming its owner
+  // whatever else is wrong; it is cheap and creates no database.
+  const lock = config.postgres ? null : ownDataDir(config.dataDir);
+  let store: Store | undefined;
   let app: FastifyInstance | undefined;
   let engine: Awaited<ReturnType<typeof createEngine>> | undefined;
   try {
     await probePort(host, config.port);
+    store = await openStore(config, bootLog);
     engine = await createEngine(config, bootLog.child({ component: 'engine' }));
     app = await buildApp({ ...config, host }, { store, engine });
     if (config.apiKeys.length === 0) {
@@ -190,7 +201,7 @@ export async function startServer(overrides: Partial<Config> = {}): Promise<Runn
     else {
       // buildApp closed what it had started; the engine (threads, backend) and the store are ours.
       await Promise.resolve(engine?.dispose()).catch(() => {});
-      await store.close();
+      await store?.close();
     }
     lock?.release();
     throw err;

@@ -1,6 +1,7 @@
 /**
  * `lamer serve` start-up errors are one clear line naming the variable, exit 1 (not a stack trace):
- * LAMER_DATA_DIR is a file, is below a file or cannot be created, the port is already in use; a
+ * LAMER_DATA_DIR is a file, is below a file or cannot be created, the port is already in use (found
+ * before any database is created or contacted); a
  * LAMER_DATABASE_URL that is not a PostgreSQL URL (exit 2), a database that cannot be reached,
  * refuses the password, does not exist, or holds a schema newer than this build (exit 1), each
  * without the password. The PostgreSQL cases run a real server on loopback (test/helpers/postgres.ts).
@@ -63,16 +64,42 @@ describe('lamer serve start-up errors', () => {
     30_000,
   );
 
-  it('the port already in use -> one line naming the port and LAMER_PORT, exit 1', async () => {
+  it('the port already in use -> one line naming the port and LAMER_PORT, exit 1; no database is created', async () => {
     const blocker = net.createServer();
     await new Promise<void>((r) => blocker.listen(0, '127.0.0.1', () => r()));
     const port = (blocker.address() as net.AddressInfo).port;
     try {
-      const r = await serve({ LAMER_DATA_DIR: tmp(), LAMER_PORT: String(port) });
+      const dir = path.join(tmp(), 'data');
+      const r = await serve({ LAMER_DATA_DIR: dir, LAMER_PORT: String(port) });
       expect(r.code).toBe(1);
       expect(r.stderr).toBe(`lamer serve: cannot start: port ${port} on 127.0.0.1 is already in use (LAMER_PORT, LAMER_HOST)\n`);
+      // Only the owner lock was taken (its empty lock file stays); no database, no pid file.
+      expect(fs.readdirSync(dir)).toEqual(['lamer.lock']);
     } finally {
       blocker.close();
+    }
+  }, 30_000);
+
+  it('the port already in use with LAMER_DATABASE_URL -> the port is named before the database is contacted', async () => {
+    const ports = await Promise.all([0, 1].map(async () => {
+      const s = net.createServer();
+      await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
+      return s;
+    }));
+    const [busy, db] = ports.map((s) => (s.address() as net.AddressInfo).port);
+    let contacted = false;
+    ports[1]!.on('connection', (c) => {
+      contacted = true;
+      c.destroy();
+    });
+    try {
+      const dir = path.join(tmp(), 'data');
+      const r = await serve({ LAMER_DATA_DIR: dir, LAMER_PORT: String(busy), LAMER_DATABASE_URL: `postgres://lamer:secret@127.0.0.1:${db}/lamer` });
+      expect(r).toEqual({ code: 1, stderr: `lamer serve: cannot start: port ${busy} on 127.0.0.1 is already in use (LAMER_PORT, LAMER_HOST)\n` });
+      expect(contacted).toBe(false);
+      expect(fs.existsSync(dir)).toBe(false);
+    } finally {
+      for (const s of ports) s.close();
     }
   }, 30_000);
 });
