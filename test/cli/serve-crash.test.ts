@@ -151,7 +151,7 @@ describe('process death', () => {
     expect(received.length).toBeGreaterThanOrEqual(400);
     expect(expectAggregatesExact(dataDir)).toBeGreaterThan(0);
     await verify(dataDir, received);
-  });
+  }, 180_000);
 
   it('SIGTERM finishes in-flight steps, closes the database and exits 0', async () => {
     const dataDir = tmpDir('lamer-term-');
@@ -168,5 +168,5 @@ describe('process death', () => {
     expect(code).toBe(0);
     expectAggregatesExact(dataDir);
     await verify(dataDir, received);
-  });
+  }, 180_000);
 });

@@ -16,7 +16,10 @@ import { root, serveOnce, startDetached, tmpDataDir, type Started } from '../hel
 import { quietConsole } from '../helpers/index.js';
 import { track } from '../helpers/children.js';
 
-/** `lamer serve` in its own process group; killed when the test ends (test/helpers/children.ts). */
+/**
+ * `lamer serve` in its own process group; killed when the test ends (test/helpers/children.ts). A
+ * start may take up to 60 s to be ready (test/helpers/cli.ts): the tests that start one have 120 s or more.
+ */
 const start = (env: Record<string, string> = {}, args: string[] = []): Promise<Started> => startDetached('node', env, args);
 
 describe('one data directory, one server', () => {
@@ -56,7 +59,7 @@ describe('one data directory, one server', () => {
     });
     expect(out.code).toBe(0);
     expect(out.stdout.trim().split('\n').map((l) => (JSON.parse(l) as { sessionId: string }).sessionId)).toEqual([id]);
-  }, 90_000);
+  }, 150_000);
 
   it('after kill -9 of the owner the next server starts at once (the OS released the lock)', async () => {
     const a = await start();
@@ -66,7 +69,7 @@ describe('one data directory, one server', () => {
     const c = await start({ LAMER_DATA_DIR: a.dataDir });
     expect((await fetch(`${c.url}/readyz`)).status).toBe(200);
     expect(fs.readFileSync(path.join(a.dataDir, 'lamer.pid'), 'utf8')).toBe(`${c.child.pid}\n`);
-  }, 60_000);
+  }, 150_000);
 });
 
 describe('start-up checks come before the model is loaded', () => {
@@ -111,7 +114,7 @@ describe('lamer serve options', () => {
     expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
     expect(fs.existsSync(path.join(dir, 'lamer.db'))).toBe(true);
     expect(fs.existsSync(path.join(envDir, 'lamer.db'))).toBe(false);
-  }, 60_000);
+  }, 120_000);
 
   it.each([
     [['--bogus'], /^lamer serve: Unknown option '--bogus'.*\(lamer serve --help for the options\)$/],

@@ -131,13 +131,13 @@ async function stopUnderLoad(how: How, target: 'group' | 'pid', signals: NodeJS.
 }
 
 describe('graceful stop on signals, under load, no connection reset', () => {
-  it('npm start, SIGINT to the process group (Ctrl-C)', () => stopUnderLoad('npm', 'group', ['SIGINT']), 60_000);
-  it('npm start, SIGTERM to npm', () => stopUnderLoad('npm', 'pid', ['SIGTERM']), 60_000);
-  it('bin/lamer.js serve, SIGTERM to its pid', () => stopUnderLoad('bin', 'pid', ['SIGTERM']), 60_000);
-  it('bin/lamer.js serve, SIGINT to the process group', () => stopUnderLoad('bin', 'group', ['SIGINT']), 60_000);
+  it('npm start, SIGINT to the process group (Ctrl-C)', () => stopUnderLoad('npm', 'group', ['SIGINT']), 120_000);
+  it('npm start, SIGTERM to npm', () => stopUnderLoad('npm', 'pid', ['SIGTERM']), 120_000);
+  it('bin/lamer.js serve, SIGTERM to its pid', () => stopUnderLoad('bin', 'pid', ['SIGTERM']), 120_000);
+  it('bin/lamer.js serve, SIGINT to the process group', () => stopUnderLoad('bin', 'group', ['SIGINT']), 120_000);
   it('node --import tsx src/cli/index.ts serve, SIGTERM to its pid, repeated twice during the shutdown (ignored)', async () => {
     await stopUnderLoad('node', 'pid', ['SIGTERM', 'SIGINT', 'SIGTERM']);
-  }, 60_000);
+  }, 120_000);
   it('bin/lamer.js serve, SIGTERM to its pid again every 25 ms until it exits (late signals ignored, exit 0)', () =>
-    stopUnderLoad('bin', 'pid', ['SIGTERM'], true), 60_000);
+    stopUnderLoad('bin', 'pid', ['SIGTERM'], true), 120_000);
 });

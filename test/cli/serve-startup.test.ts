@@ -22,7 +22,8 @@ function serve(env: Record<string, string>): Promise<{ code: number | null; stde
         env: { ...process.env, LAMER_ENGINE: 'test', LAMER_HOST: '127.0.0.1', LAMER_PORT: '0', LAMER_LOG_LEVEL: 'silent', LAMER_API_KEYS: '', ...env },
         stdio: ['ignore', 'ignore', 'pipe'],
         // A start-up that blocks its event loop ignores SIGTERM: killed, the exit code is null.
-        timeout: 25_000,
+        // (A start-up error takes about 5 s of CPU, some 20 s on a loaded 2-core machine.)
+        timeout: 50_000,
         killSignal: 'SIGKILL',
       }),
     );
@@ -41,7 +42,7 @@ describe('lamer serve start-up errors', () => {
     const r = await serve({ LAMER_DATA_DIR: file });
     expect(r.code).toBe(1);
     expect(r.stderr).toBe(`lamer serve: cannot start: LAMER_DATA_DIR=${file} cannot be used: a file is in the way (it must be a directory) (EEXIST)\n`);
-  }, 30_000);
+  }, 60_000);
 
   it('LAMER_DATA_DIR below a file -> one line, exit 1', async () => {
     const file = path.join(tmp(), 'f');
@@ -49,7 +50,7 @@ describe('lamer serve start-up errors', () => {
     const r = await serve({ LAMER_DATA_DIR: path.join(file, 'data') });
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/^lamer serve: cannot start: LAMER_DATA_DIR=\S+ cannot be used: a file is in the way \(it must be a directory\) \((ENOTDIR|EEXIST)\)\n$/);
-  }, 30_000);
+  }, 60_000);
 
   // As root, procfs answers ENOENT to mkdir /proc/x, which a recursive mkdir retried forever.
   it.skipIf(process.platform !== 'linux' || process.getuid?.() !== 0 || !fs.existsSync('/proc/self'))(
@@ -61,7 +62,7 @@ describe('lamer serve start-up errors', () => {
         stderr: 'lamer serve: cannot start: LAMER_DATA_DIR=/proc/lamer-serve-x cannot be used: cannot create directory /proc/lamer-serve-x: ENOENT (ENOENT)\n',
       });
     },
-    30_000,
+    60_000,
   );
 
   it('the port already in use -> one line naming the port and LAMER_PORT, exit 1; no database is created', async () => {
@@ -78,7 +79,7 @@ describe('lamer serve start-up errors', () => {
     } finally {
       blocker.close();
     }
-  }, 30_000);
+  }, 60_000);
 
   it('the port already in use with LAMER_DATABASE_URL -> the port is named before the database is contacted', async () => {
     const ports = await Promise.all([0, 1].map(async () => {
@@ -101,7 +102,7 @@ describe('lamer serve start-up errors', () => {
     } finally {
       for (const s of ports) s.close();
     }
-  }, 30_000);
+  }, 60_000);
 });
 
 describe('lamer serve with the builtin engine', () => {
@@ -141,12 +142,12 @@ describe('lamer serve start-up errors of LAMER_DATABASE_URL', () => {
     const r = await serve({ LAMER_DATA_DIR: tmp(), LAMER_DATABASE_URL: url });
     expect(r).toEqual({ code: 2, stderr: `lamer serve: invalid configuration: ${message}\n` });
     expect(r.stderr).not.toContain('secret');
-  }, 30_000);
+  }, 60_000);
 
   it('a pool setting out of range -> one line naming it, exit 2', async () => {
     const r = await serve({ LAMER_DATA_DIR: tmp(), LAMER_DATABASE_URL: 'postgres://lamer@127.0.0.1:1/x', LAMER_DATABASE_POOL_MAX: '0' });
     expect(r).toEqual({ code: 2, stderr: 'lamer serve: invalid configuration: LAMER_DATABASE_POOL_MAX=0: expected an integer in [1, 10000]\n' });
-  }, 30_000);
+  }, 60_000);
 
   it('nothing listening at host:port -> one line naming it, exit 1', async () => {
     const blocker = net.createServer();
@@ -155,7 +156,7 @@ describe('lamer serve start-up errors of LAMER_DATABASE_URL', () => {
     await new Promise<void>((r) => blocker.close(() => r()));
     const r = await serve({ LAMER_DATA_DIR: tmp(), LAMER_DATABASE_URL: `postgres://lamer:secret@127.0.0.1:${port}/lamer` });
     expect(r).toEqual({ code: 1, stderr: `lamer serve: cannot start: LAMER_DATABASE_URL: database unreachable at 127.0.0.1:${port} (ECONNREFUSED)\n` });
-  }, 30_000);
+  }, 60_000);
 
   describe.skipIf(!pg)('against a real PostgreSQL', () => {
     it('a wrong password, a missing database -> one line each, exit 1, no password', async () => {
@@ -166,7 +167,7 @@ describe('lamer serve start-up errors of LAMER_DATABASE_URL', () => {
       const missing = await serve({ LAMER_DATA_DIR: tmp(), LAMER_DATABASE_URL: pg!.url('no_such_database') });
       expect(missing).toEqual({ code: 1, stderr: `lamer serve: cannot start: LAMER_DATABASE_URL: database "no_such_database" does not exist at 127.0.0.1:${pg!.port}\n` });
       expect(missing.stderr).not.toContain(PG_PASSWORD);
-    }, 60_000);
+    }, 90_000);
 
     it('a schema newer than this build -> one line, exit 1, and nothing changed', async () => {
       const url = await pg!.freshDatabase();
@@ -177,16 +178,18 @@ describe('lamer serve start-up errors of LAMER_DATABASE_URL', () => {
           stdio: ['ignore', 'pipe', 'ignore'],
         }),
       );
-      // a first server migrates the database, then stops
-      await new Promise<void>((resolve) => {
-        let out = '';
+      // a first server migrates the database, then stops (listening for its exit from the start:
+      // one that exited before it was ready would otherwise be waited for until the test times out)
+      const exited = new Promise((r) => first.once('exit', r));
+      let out = '';
+      const ready = await new Promise<boolean>((resolve) => {
         first.stdout.on('data', (d) => {
           out += d;
-          if (out.includes('lamer-server ready')) resolve();
+          if (out.includes('lamer-server ready')) resolve(true);
         });
-        first.once('exit', () => resolve());
+        void exited.then(() => resolve(false));
       });
-      const exited = new Promise((r) => first.once('exit', r));
+      expect(ready, out).toBe(true);
       first.kill('SIGTERM');
       await exited;
       // a newer build's migration
@@ -199,6 +202,6 @@ describe('lamer serve start-up errors of LAMER_DATABASE_URL', () => {
           'its schema is newer than this build; refusing to start (run the newer build, or restore the database from before it)\n',
       });
       expect((await pg!.query('SELECT count(*)::int AS n FROM drizzle.__drizzle_migrations', [], db))[0].n).toBeGreaterThan(1);
-    }, 90_000);
+    }, 120_000);
   });
 });

@@ -118,8 +118,9 @@ describe('lamer train: an unusable --out is refused before any work', () => {
   it.skipIf(process.platform !== 'linux' || process.getuid?.() !== 0 || !existsSync('/proc/self'))(
     'a directory the file system refuses (/proc/x as root): one line, exit 1, at once',
     async () => {
-      // at once: a retry loop would run into train()'s own 30 s limit and fail the equality below
-      const r = await train(['--out', '/proc/lamer-train-x'], {}, 30_000);
+      // at once: a retry loop would run into train()'s own 50 s limit and fail the equality below
+      // (a start that fails takes about 5 s of CPU, some 20 s on a loaded 2-core machine)
+      const r = await train(['--out', '/proc/lamer-train-x'], {}, 50_000);
       expect(r).toEqual({ code: 1, stdout: '', stderr: 'lamer train: --out: cannot create directory /proc/lamer-train-x: ENOENT\n' });
     },
     60_000,
@@ -165,7 +166,7 @@ describe('lamer train --data-dir', () => {
     'a directory the file system refuses (/proc/x as root): one line naming --data-dir, exit 1',
     async () => {
       const out = tmpDir('lamer-train-out-');
-      const r = await train(['--data-dir', '/proc/lamer-train-x', '--out', out], {}, 30_000);
+      const r = await train(['--data-dir', '/proc/lamer-train-x', '--out', out], {}, 50_000);
       expect(r).toEqual({
         code: 1, stdout: '',
         stderr: 'lamer train: cannot start the in-process server: --data-dir /proc/lamer-train-x cannot be used: cannot create directory /proc/lamer-train-x: ENOENT (ENOENT)\n',

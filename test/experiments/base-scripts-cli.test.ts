@@ -15,7 +15,8 @@ import { describe, expect, it } from 'vitest';
 import { root } from '../helpers/cli.js';
 import { tmpDir } from '../helpers/index.js';
 
-// Each run starts node with tsx: a few seconds on a busy machine.
+// Each run starts node with tsx: about 5 s of CPU, some 20 s on a loaded 2-core machine; a test
+// gets at least 30 s per run.
 const run = (script: string, args: string[]) => spawnSync(process.execPath, ['--import', 'tsx', script, ...args], { cwd: root, encoding: 'utf8' });
 /** The options a usage text lists: the first `--name` of each indented option line, in order. */
 const listed = (help: string) => help.split('\n').flatMap((l) => /^ {2}(?:-h, )?(--[a-z-]+)/.exec(l)?.[1] ?? []);
@@ -43,7 +44,7 @@ describe('eval:base command line', () => {
     expect(r.status).toBe(2);
     expect(r.stdout).toBe('');
     expect(r.stderr).toBe("eval:base: --loss-sessions needs a value (one that starts with '-' must be written --loss-sessions=VALUE)\n");
-  }, 30_000);
+  }, 60_000);
 
   it('counts: written in digits, within the eval seeds that the rows and the held-out loss play and the server\'s attempts; one line, exit 2', () => {
     const e = 2 ** 32 - 1e9;
@@ -62,7 +63,7 @@ describe('eval:base command line', () => {
       expect(r.stdout).toBe('');
       expect(r.stderr).toBe(`eval:base: ${line}\n`);
     }
-  }, 120_000);
+  }, 240_000);
 
   it('a --model folder with model.json but no weights.bin: one line naming the file, exit 2, nothing written', () => {
     const dir = tmpDir('lamer-eval-base-noweights-');
@@ -74,7 +75,7 @@ describe('eval:base command line', () => {
     expect(r.stderr).toBe(`eval:base: --model: ${dir}/weights.bin: ENOENT (a checkpoint is model.json + weights.bin)\n`);
     // the path checks before it leave nothing behind
     expect(readdirSync(dir)).toEqual(['model.json']);
-  }, 30_000);
+  }, 60_000);
 
   it('--out, --reports and --results that cannot be written: one line naming the option, exit 2, before the model is read', () => {
     const dir = tmpDir('lamer-eval-base-paths-');
@@ -100,7 +101,7 @@ describe('eval:base command line', () => {
     }
     expect(readdirSync(dir).sort()).toEqual(['notes.md', 'plain.txt']);
     expect(readFileSync(noSection, 'utf8')).toBe('# notes\n');
-  }, 120_000);
+  }, 240_000);
 
   it('a write that fails after the run: one line, exit 1, the server stopped (no wasm dump)', () => {
     const dir = tmpDir('lamer-eval-base-late-');
@@ -150,5 +151,5 @@ describe('experiment:base-scaling command line', () => {
     const e = run('experiments/base-scaling.ts', ['--out', path.join(tmpDir('lamer-scaling-exp-'), 'grid'), '--tasks', '1e3']);
     expect(e.status).toBe(2);
     expect(e.stderr).toBe(`experiment:base-scaling: --tasks must be an integer in [1, ${2 ** 32 - 1e9}] written in digits, got '1e3'\n`);
-  }, 30_000);
+  }, 60_000);
 });

@@ -3,7 +3,7 @@
  * JavaScript worker (eval), and spawnEntry starting a TypeScript entry through worker-bootstrap.mjs.
  */
 import { Worker } from 'node:worker_threads';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { spawnEntry, WorkerChannel } from '../../src/shared/worker-channel.js';
 
 type In = { type: 'echo'; x: number } | { type: 'report' } | { type: 'throw' } | { type: 'exit'; code: number } | { type: 'twice'; x: number } | { type: 'hang' };
@@ -21,8 +21,8 @@ parentPort.on('message', (m) => {
 `;
 
 const open: WorkerChannel<In, Out>[] = [];
-function channel(): WorkerChannel<In, Out> {
-  const c = new WorkerChannel<In, Out>(new Worker(WORKER, { eval: true }), {
+function channel(worker = new Worker(WORKER, { eval: true })): WorkerChannel<In, Out> {
+  const c = new WorkerChannel<In, Out>(worker, {
     reported: (m) => new Error(`test thread: ${m.message}`),
     crashed: (err) => new Error(`test thread crashed: ${err.message}`, { cause: err }),
     exited: (code) => new Error(`test thread exited with code ${code}`),
@@ -39,9 +39,13 @@ describe('WorkerChannel', () => {
   });
 
   it('drops an answer that no request waits for', async () => {
-    const c = channel();
+    const worker = new Worker(WORKER, { eval: true });
+    let answers = 0;
+    worker.on('message', () => answers++);
+    const c = channel(worker);
     expect(await c.request({ type: 'twice', x: 5 })).toEqual({ type: 'echo', x: 5 });
-    await new Promise((r) => setTimeout(r, 50)); // the second answer (x: -1) arrives with nothing pending
+    // the second answer (x: -1) has arrived, with nothing pending, before the next request is sent
+    await vi.waitFor(() => expect(answers).toBe(2), { timeout: 10_000, interval: 5 });
     expect(await c.request({ type: 'echo', x: 6 })).toEqual({ type: 'echo', x: 6 });
   });
 

@@ -209,7 +209,7 @@ describe('admin keys, crashes, schedule', () => {
     expect(done.error).toMatch(/exited with code 3/);
     expect((await b.call('GET', '/healthz')).status).toBe(200);
     await playDoors(b, 0, 1, user);
-  }, 30_000);
+  }, 60_000);
 
   it('starts a job by itself after LAMER_TRAIN_EVERY_SESSIONS completed training sessions', async () => {
     expect(b.app.trainingScheduler).not.toBeNull();

@@ -45,7 +45,9 @@ describe('graceful shutdown over real sockets', () => {
     await sleep(50);
 
     const closing = s.close();
-    await sleep(250); // past the drain window: the listener is closed
+    // Past the drain window: waits for the listener to close (a fixed sleep raced it on a loaded
+    // machine), then sends at once, well inside the fresh connection's time to send its request.
+    while (s.app.server.listening) await sleep(5);
     inflight.sock.write(body.slice(5));
     fresh.sock.write('GET /v1/sessions HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n');
     const refused = await new Promise<string>((resolve) => {
