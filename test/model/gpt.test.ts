@@ -200,15 +200,22 @@ describe('position offsets of the training forward', () => {
     expect(Array.from(forwardRows(model, rows, [0, 0, 0]))).toEqual(ref);
   });
 
-  it('with offset k a row\'s logits are exactly those of the hand-built forward at k..k+T-1, and of a model whose wpe is shifted by k', () => {
+  it('with offset k a row\'s logits are those of the hand-built forward at k..k+T-1, and of a model whose wpe is shifted by k', () => {
     const offsets = [5, 0, TINY.block_size - rows[2].length]; // the last row ends at the last position
     const got = forwardRows(model, rows, offsets);
-    expect(Array.from(got)).toEqual(Array.from(referenceLogits(model, rows, offsets)));
+    const reference = referenceLogits(model, rows, offsets);
+    expect(got.length).toBe(reference.length);
+    expect(Math.max(...Array.from(got, (x, i) => Math.abs(x - reference[i]!)))).toBeLessThan(1e-5);
     const V = TINY.vocab_size;
     const T = rows[0].length;
     rows.forEach((row, b) => {
       const shifted = shiftedModel(model, offsets[b]);
-      expect(Array.from(got.subarray(b * T * V, (b + 1) * T * V)), `row ${b}`).toEqual(Array.from(forwardRows(shifted, [row], null)));
+      // one row against three: equal up to float rounding (a BLAS matmul, src/model/blas.ts, may sum
+      // in another order when the number of rows or the heap's alignment changes); a wrong offset
+      // moves logits by ~1e-1
+      const alone = forwardRows(shifted, [row], null);
+      const mine = got.subarray(b * T * V, (b + 1) * T * V);
+      expect(Math.max(...Array.from(mine, (x, i) => Math.abs(x - alone[i]!))), `row ${b}`).toBeLessThan(1e-5);
       shifted.dispose();
     });
     // the offsets matter: row 0 at offset 5 differs from row 0 at offset 0

@@ -115,7 +115,8 @@ describe('data-parallel training', () => {
   it('SFT: 2 workers give the parameters and losses of 1 worker', async () => {
     const [one, two] = await oneVsTwo('sft', samples(18, false), 'sft');
     expectSame(one, two);
-    expect(maxAbsDiff(await weights(one.checkpointDir), await weights(two.checkpointDir))).toBeLessThan(1e-5);
+    // float rounding of BLAS sums over other row counts, compounded by Adam: ~1e-5; a lost shard ~1e-2
+    expect(maxAbsDiff(await weights(one.checkpointDir), await weights(two.checkpointDir))).toBeLessThan(1e-4);
     // the parameters did move (the comparison is not of two untouched copies)
     expect(maxAbsDiff(await weights(join(dir, 'base')), await weights(two.checkpointDir))).toBeGreaterThan(1e-3);
     expect(liveReplicaThreads()).toBe(0);
