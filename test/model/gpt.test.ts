@@ -194,10 +194,13 @@ function forwardRows(m: GPT, ids: number[][], offsets: number[] | null): Float32
 describe('position offsets of the training forward', () => {
   const rows = [[256, 10, 20, 30, 40, 50, 60, 70], [256, 99, 98, 97, 96, 95, 94, 93], [256, 1, 2, 3, 4, 5, 6, 7]];
 
-  it('without offsets (as served) and with offsets 0 the logits are exactly the hand-built forward at positions 0..T-1', () => {
-    const ref = Array.from(referenceLogits(model, rows, [0, 0, 0]));
-    expect(Array.from(forwardRows(model, rows, null))).toEqual(ref);
-    expect(Array.from(forwardRows(model, rows, [0, 0, 0]))).toEqual(ref);
+  it('without offsets (as served) and with offsets 0 the logits are the hand-built forward at positions 0..T-1', () => {
+    const ref = referenceLogits(model, rows, [0, 0, 0]);
+    // up to float rounding, as above: a BLAS matmul's summation order is not fixed between calls
+    for (const got of [forwardRows(model, rows, null), forwardRows(model, rows, [0, 0, 0])]) {
+      expect(got.length).toBe(ref.length);
+      expect(Math.max(...Array.from(got, (x, i) => Math.abs(x - ref[i]!)))).toBeLessThan(1e-5);
+    }
   });
 
   it('with offset k a row\'s logits are those of the hand-built forward at k..k+T-1, and of a model whose wpe is shifted by k', () => {
