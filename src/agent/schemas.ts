@@ -20,9 +20,13 @@ import {
 
 export const MAX_REWARD = 1e9;
 
+/** Highest sampling temperature any route accepts (the native API's `sampling.temperature` and
+ * `/openai`'s `temperature`): far above any useful value, low enough that a typo is refused. */
+export const MAX_TEMPERATURE = 10;
+
 export const Sampling = Type.Object(
   {
-    temperature: Type.Number({ minimum: 0, maximum: 10, description: '0 = greedy' }),
+    temperature: Type.Number({ minimum: 0, maximum: MAX_TEMPERATURE, description: '0 = greedy' }),
     topP: Type.Number({ exclusiveMinimum: 0, maximum: 1 }),
     topK: Type.Integer({ minimum: 0, maximum: 1_000_000, description: '0 disables' }),
     seed: Type.Optional(Type.Integer({ minimum: 0, maximum: 4294967295 })),

@@ -10,6 +10,7 @@
  */
 import { Type, type Static } from 'typebox';
 import { Nullable, StringEnum } from '../schema-helpers.js';
+import { MAX_TEMPERATURE } from '../agent/schemas.js';
 
 const Sampling = {
   model: Type.String({ minLength: 1, maxLength: 256, description: 'a model version served by this server (GET /openai/v1/models)' }),
@@ -23,7 +24,7 @@ const Sampling = {
       }),
     ),
   ),
-  temperature: Type.Optional(Nullable(Type.Number({ minimum: 0, maximum: 100, description: 'default 1; 0 is greedy' }))),
+  temperature: Type.Optional(Nullable(Type.Number({ minimum: 0, maximum: MAX_TEMPERATURE, description: 'default 1; 0 is greedy' }))),
   top_p: Type.Optional(Nullable(Type.Number({ exclusiveMinimum: 0, maximum: 1, description: 'default 1' }))),
   top_k: Type.Optional(Nullable(Type.Integer({ minimum: -1, description: 'extension (vLLM): 0 or -1 disables' }))),
   seed: Type.Optional(Nullable(Type.Integer({ minimum: -2147483648, maximum: 4294967295, description: 'one seed gives one output' }))),

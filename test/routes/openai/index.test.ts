@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { startTestServer, tmpDir, writeTinyGptCheckpoint, type TestServer } from '../../helpers/index.js';
+import { MAX_TEMPERATURE } from '../../../src/agent/schemas.js';
 
 const LOG_UNIFORM = Math.log(1 / 256);
 let server: TestServer;
@@ -121,6 +122,18 @@ describe('/openai/v1 with the official client', () => {
     const e = await server.call('POST', '/openai/v1/completions', { model: 'test', prompt: 'x', echo: true });
     expect(e.status).toBe(400);
     expect(e.body.detail).toContain('echo');
+  });
+
+  it('accepts temperatures up to the native API\'s bound and refuses above it (400 naming body/temperature)', async () => {
+    const ok = await server.call('POST', '/openai/v1/chat/completions', { model: 'test', messages: [{ role: 'user', content: 'x' }], temperature: MAX_TEMPERATURE, max_tokens: 2 });
+    expect(ok.status).toBe(200);
+    for (const temperature of [MAX_TEMPERATURE + 0.5, 50, -1]) {
+      const r = await server.call('POST', '/openai/v1/chat/completions', { model: 'test', messages: [{ role: 'user', content: 'x' }], temperature });
+      expect(r.status).toBe(400);
+      expect(r.body.detail).toContain('temperature');
+      const c = await server.call('POST', '/openai/v1/completions', { model: 'test', prompt: 'x', temperature });
+      expect(c.status).toBe(400);
+    }
   });
 });
 
