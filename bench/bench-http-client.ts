@@ -211,6 +211,8 @@ export interface ServeOptions extends Omit<StartOptions, 'cwd'> {
   dataDir?: string;
   /** The fresh data directory's name prefix (default `lamer-bench-`). */
   tmpPrefix?: string;
+  /** More LAMER_* variables for the server (e.g. LAMER_HEALTH_PORT); the ones set here win over them. */
+  env?: Record<string, string>;
 }
 
 /**
@@ -220,10 +222,11 @@ export interface ServeOptions extends Omit<StartOptions, 'cwd'> {
  * `readyTimeoutS`; the process is stopped and its fresh data directory removed before the throw.
  */
 export async function startServe(name: string, options: ServeOptions): Promise<Started> {
-  const { root: serverRoot = root, engine, dataDir, tmpPrefix = 'lamer-bench-', ...start } = options;
+  const { root: serverRoot = root, engine, dataDir, tmpPrefix = 'lamer-bench-', env: extraEnv = {}, ...start } = options;
   const port = await freePort();
   const dir = dataDir ?? fs.mkdtempSync(path.join(os.tmpdir(), tmpPrefix));
   const env = {
+    ...extraEnv,
     LAMER_ENGINE: engine, LAMER_PORT: String(port), LAMER_HOST: '127.0.0.1',
     LAMER_DATA_DIR: dir, LAMER_LOG_LEVEL: 'error', LAMER_API_KEYS: '',
   };

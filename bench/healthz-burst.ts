@@ -12,10 +12,15 @@
  * HTTP (sessions of 3 attempts, availableActions on every step), one request at a time over a
  * keep-alive connection.
  *
- * Prints, per window of probe start times (before the burst, its first second, the rest), the
- * probes, the median and max time to first byte, and how many took over 100 ms; then the steps
+ * Prints, per window of probe start times (before the burst, its first second, the rest), port and
+ * path, the probes, the median and max time to first byte, and how many took over 100 ms; then the steps
  * the clients made. Writes bench/results/healthz-burst.json (BENCH_OUT: another path; each probe
- * as a row of `probeFields`).
+ * as a row of `probeFields`: start ms from the burst, port (`api`/`health`), path, connect ms, first
+ * byte ms, status).
+ * BENCH_HEALTH_PORT=1: the server (this tree's; not a baseline's) also runs the health listener
+ * (LAMER_HEALTH_PORT on a free port, src/plugins/app/health-port.ts), and every probe of the API's
+ * port has a twin on the health port, started at the same moment; the table and the JSON then hold
+ * both, told apart by `target` (`api`, `health`).
  * BENCH_NODE_ARGS passes node flags to the server (e.g. --cpu-prof).
  * LOOP_TRACE_DIR: each probe's start (monotonic clock) and client port are written there as
  * probes-<server pid>.json, to match against the server's loop trace (bench/loop-trace.ts, loaded
@@ -34,13 +39,15 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ensureDirSync } from '../src/ensure-dir.js';
-import { cpuMs, forwardCounters, startServe } from './bench-http-client.js';
+import { cpuMs, forwardCounters, freePort, startServe } from './bench-http-client.js';
 import { MINESWEEPER_ENV, playMineSweeper } from './minesweeper-client.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const CLIENTS = Number(process.env.BENCH_CLIENTS ?? 64);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 6);
 const PROBE_MS = Number(process.env.BENCH_PROBE_MS ?? 25);
+/** BENCH_HEALTH_PORT=1: probe the health listener's port too (this tree only). */
+const HEALTH_PORT = process.env.BENCH_HEALTH_PORT === '1';
 const BEFORE_MS = 1000;
 const ENV = MINESWEEPER_ENV;
 /** Set: each probe's start (monotonic clock, ms) and client port go to LOOP_TRACE_DIR/probes-<server pid>.json (bench/loop-trace.ts). */
@@ -48,8 +55,11 @@ const TRACE_DIR = process.env.LOOP_TRACE_DIR;
 let traced: object[] = [];
 
 
-/** One probe on a fresh connection: ms from the start to the connection and to the status line. */
-function probe(port: number, p: string): Promise<{ connectMs: number; firstByteMs: number; status: number }> {
+/**
+ * One probe on a fresh connection: ms from the start to the connection and to the status line.
+ * `traced`: recorded for LOOP_TRACE_DIR (the API's port only: the loop trace sees only its connections).
+ */
+function probe(port: number, p: string, trace = true): Promise<{ connectMs: number; firstByteMs: number; status: number }> {
   const t0 = performance.now();
   const startNs = process.hrtime.bigint();
   let connectMs = NaN;
@@ -57,7 +67,7 @@ function probe(port: number, p: string): Promise<{ connectMs: number; firstByteM
   return new Promise((resolve) => {
     const req = http.request({ host: '127.0.0.1', port, method: 'GET', path: p, agent: false }, (res) => {
       const firstByteMs = performance.now() - t0;
-      if (TRACE_DIR) traced.push({ t: Number(startNs) / 1e6, port: localPort, path: p, connectMs, firstByteMs });
+      if (TRACE_DIR && trace) traced.push({ t: Number(startNs) / 1e6, port: localPort, path: p, connectMs, firstByteMs });
       res.resume();
       res.on('end', () => resolve({ connectMs, firstByteMs, status: res.statusCode ?? 0 }));
     });
@@ -78,9 +88,11 @@ function pct(xs: number[], q: number): number {
   return s.length ? s[Math.min(s.length - 1, Math.floor(q * s.length))]! : NaN;
 }
 
-type Probe = { atMs: number; path: string; connectMs: number; firstByteMs: number; status: number };
+/** Which port a probe went to: the API's, or the health listener's (BENCH_HEALTH_PORT). */
+type Target = 'api' | 'health';
+type Probe = { atMs: number; target: Target; path: string; connectMs: number; firstByteMs: number; status: number };
 type WindowRow = {
-  window: string; path: string; probes: number; connectMsMax: number; firstByteMsP50: number; firstByteMsMax: number; over100Ms: number; failed: number;
+  window: string; target: Target; path: string; probes: number; connectMsMax: number; firstByteMsP50: number; firstByteMsMax: number; over100Ms: number; failed: number;
 };
 /** One burst against one server: the windows' figures, the steps the clients posted, the probes. */
 interface BurstResult {
@@ -105,7 +117,10 @@ const round = (x: number) => Math.round(x * 10) / 10;
  */
 async function burstAgainst(label: string, serverRoot: string): Promise<BurstResult> {
   const nodeArgs = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
-  const options = { root: serverRoot, engine: 'builtin', tmpPrefix: 'lamer-bench-healthz-', nodeArgs, readyTimeoutS: 180 } as const;
+  // the health listener only on this tree: a baseline checkout may not have it
+  const healthPort = HEALTH_PORT && label === 'this tree' ? await freePort() : null;
+  const env: Record<string, string> = healthPort === null ? {} : { LAMER_HEALTH_PORT: String(healthPort) };
+  const options = { root: serverRoot, engine: 'builtin', tmpPrefix: 'lamer-bench-healthz-', nodeArgs, readyTimeoutS: 180, env } as const;
   const server = await startServe(`server of ${serverRoot}`, options);
   const { port } = server;
   try {
@@ -116,7 +131,8 @@ async function burstAgainst(label: string, serverRoot: string): Promise<BurstRes
     const timer = setInterval(() => {
       const at = performance.now() - t0;
       const p = k++ % 2 === 0 ? '/healthz' : '/readyz';
-      running.push(probe(port, p).then((r) => void probes.push({ atMs: at, path: p, ...r })));
+      running.push(probe(port, p).then((r) => void probes.push({ atMs: at, target: 'api', path: p, ...r })));
+      if (healthPort !== null) running.push(probe(healthPort, p, false).then((r) => void probes.push({ atMs: at, target: 'health', path: p, ...r })));
     }, PROBE_MS);
     await new Promise((r) => setTimeout(r, BEFORE_MS));
     let stop = false;
@@ -144,16 +160,17 @@ async function burstAgainst(label: string, serverRoot: string): Promise<BurstRes
       { name: 'burst 0-1 s', from: 0, to: 1000 },
       { name: `burst 1-${SECONDS} s`, from: 1000, to: Infinity },
     ];
+    const targets: Target[] = healthPort === null ? ['api'] : ['api', 'health'];
     const rows = windows.flatMap((w) =>
-      ['/healthz', '/readyz'].map((p) => {
-        const ps = probes.filter((x) => x.path === p && x.atMs >= w.from && x.atMs < w.to);
+      targets.flatMap((target) => ['/healthz', '/readyz'].map((p) => {
+        const ps = probes.filter((x) => x.target === target && x.path === p && x.atMs >= w.from && x.atMs < w.to);
         const fb = ps.map((x) => x.firstByteMs);
         return {
-          window: w.name, path: p, probes: ps.length, connectMsMax: round(Math.max(...ps.map((x) => x.connectMs))),
+          window: w.name, target, path: p, probes: ps.length, connectMsMax: round(Math.max(...ps.map((x) => x.connectMs))),
           firstByteMsP50: round(pct(fb, 0.5)), firstByteMsMax: round(Math.max(...fb)), over100Ms: fb.filter((x) => x > 100).length,
           failed: ps.filter((x) => x.status !== 200).length,
         };
-      }),
+      })),
     );
     const steps = done.reduce((n, d) => n + d.steps, 0);
     const errors = done.reduce((n, d) => n + d.errors, 0);
@@ -166,10 +183,10 @@ async function burstAgainst(label: string, serverRoot: string): Promise<BurstRes
 
 function printBurst(r: BurstResult): void {
   console.log(`\n${r.label} (${r.root}): time to first byte of probes on fresh connections, ${CLIENTS} MineSweeper clients starting at 0 (builtin engine)\n`);
-  console.log('| window | path | probes | connect ms max | first byte ms p50 | max | over 100 ms | not 200 |');
-  console.log('|---|---|---|---|---|---|---|---|');
+  console.log('| window | port | path | probes | connect ms max | first byte ms p50 | max | over 100 ms | not 200 |');
+  console.log('|---|---|---|---|---|---|---|---|---|');
   for (const w of r.windows) {
-    console.log(`| ${w.window} | ${w.path} | ${w.probes} | ${w.connectMsMax} | ${w.firstByteMsP50} | ${w.firstByteMsMax} | ${w.over100Ms} | ${w.failed} |`);
+    console.log(`| ${w.window} | ${w.target} | ${w.path} | ${w.probes} | ${w.connectMsMax} | ${w.firstByteMsP50} | ${w.firstByteMsMax} | ${w.over100Ms} | ${w.failed} |`);
   }
   const perStep = r.serverCpuMs === null ? '' : `; server CPU ${r.serverCpuMs} ms, ${round(r.serverCpuMs / Math.max(1, r.steps))} ms per step`;
   console.log(`\nclients posted ${r.steps} steps in ${SECONDS} s (${Math.round(r.steps / SECONDS)} steps/s), ${r.errors} errors${perStep}`);
@@ -187,11 +204,13 @@ function compare(current: BurstResult[], baseline: BurstResult[]) {
   // steps per second of server CPU: the throughput figure that other processes on the machine distort least
   const perCpu = (rs: BurstResult[]) => sum(rs, (r) => r.steps) / Math.max(1, sum(rs, (r) => r.serverCpuMs ?? NaN));
   const stepsPerCpuRatio = Math.round((perCpu(current) / perCpu(baseline)) * 100) / 100;
-  const windows = current[0]!.windows.map((w, i) => {
-    const c = current.map((r) => r.windows[i]!);
-    const b = baseline.map((r) => r.windows[i]!);
+  // rows matched by window, port and path: the baseline has no health-port rows
+  const same = (a: WindowRow) => (x: WindowRow) => x.window === a.window && x.target === a.target && x.path === a.path;
+  const windows = current[0]!.windows.filter((w) => baseline[0]!.windows.some(same(w))).map((w) => {
+    const c = current.map((r) => r.windows.find(same(w))!);
+    const b = baseline.map((r) => r.windows.find(same(w))!);
     return {
-      window: w.window, path: w.path,
+      window: w.window, target: w.target, path: w.path,
       baselineP50: med(b.map((x) => x.firstByteMsP50)), p50: med(c.map((x) => x.firstByteMsP50)),
       baselineMax: med(b.map((x) => x.firstByteMsMax)), max: med(c.map((x) => x.firstByteMsMax)),
       baselineOver100: b.reduce((n, x) => n + x.over100Ms, 0), over100: c.reduce((n, x) => n + x.over100Ms, 0),
@@ -234,11 +253,13 @@ async function main(): Promise<void> {
   const out = process.env.BENCH_OUT ?? path.join('bench', 'results', 'healthz-burst.json');
   ensureDirSync(path.dirname(path.resolve(root, out)));
   // each probe as one row [atMs, path, connectMs, firstByteMs, status] on one line
-  const strip = (r: BurstResult) => ({ ...r, probes: r.probes.map((p) => [round(p.atMs), p.path, round(p.connectMs), round(p.firstByteMs), p.status]) });
+  const strip = (r: BurstResult) => ({
+    ...r, probes: r.probes.map((p) => [round(p.atMs), p.target, p.path, round(p.connectMs), round(p.firstByteMs), p.status]),
+  });
   const text = JSON.stringify({
     date: new Date().toISOString(), node: process.version, cpus: os.cpus().length, loadAverage: os.loadavg(), clients: CLIENTS, seconds: SECONDS, probeMs: PROBE_MS,
-    env: ENV, forwardSectionTokens: process.env.LAMER_FORWARD_SECTION_TOKENS ?? 'default', rounds, comparison,
-    probeFields: ['atMs', 'path', 'connectMs', 'firstByteMs', 'status'], runs: results.map(strip),
+    env: ENV, forwardSectionTokens: process.env.LAMER_FORWARD_SECTION_TOKENS ?? 'default', healthPort: HEALTH_PORT, rounds, comparison,
+    probeFields: ['atMs', 'target', 'path', 'connectMs', 'firstByteMs', 'status'], runs: results.map(strip),
   }, null, 2);
   fs.writeFileSync(path.resolve(root, out), text.replace(/\[\n\s+([^[\]{}]*?)\n\s+\]/g, (_m, inner: string) => `[${inner.replace(/\n\s+/g, ' ')}]`) + '\n');
   console.log(`wrote ${out}`);

@@ -31,6 +31,7 @@ import dbPlugin from './plugins/app/db.js';
 import enginePlugin from './plugins/app/engine.js';
 import trainingPlugin from './plugins/app/training.js';
 import replicasPlugin from './plugins/app/replicas.js';
+import healthPortPlugin from './plugins/app/health-port.js';
 import opsRoutes from './routes/ops.js';
 import sessionsRoutes from './routes/api/sessions/index.js';
 import stepsRoutes from './routes/api/steps/index.js';
@@ -170,6 +171,10 @@ export async function buildApp(config: Config, deps: AppDeps): Promise<FastifyIn
     });
     await app.register(replicasPlugin, { pollMs: config.postgres?.pollMs ?? 2000 });
     await app.register(trainingPlugin, { config });
+    // LAMER_HEALTH_PORT: /healthz and /readyz on their own port, answered by a worker thread.
+    await app.register(healthPortPlugin, {
+      health: config.health ?? null, host: config.host, retryAfterSeconds: config.protection.overloadRetryAfterSeconds,
+    });
 
     await app.register(opsRoutes);
     // A trainer (LAMER_ROLE=trainer) serves no sessions: its routes are operations, whoami, models, training, the dashboard.

@@ -20,12 +20,14 @@ import {
 import { EVAL_SEED_START, SEED_END } from './shared/env-names.js';
 import { REMOTE_KINDS, RL_ALGORITHMS, SERVER_ENGINES, SERVER_ROLES, TFJS_BACKENDS } from './domain.js';
 import { parseAllowedHosts, parseApiKeys, parseTrustProxy } from './config/access.js';
-import { defaultLimits, type Config, type HttpTimeouts, type Limits, type PostgresConfig, type TrainingConfig } from './config/types.js';
+import {
+  defaultLimits, type Config, type HealthPortConfig, type HttpTimeouts, type Limits, type PostgresConfig, type TrainingConfig,
+} from './config/types.js';
 import { blasThreadsFromEnv, ConfigError, int, matmulFromEnv, num, oneOf, parseTrainWorkers } from './config/values.js';
 
 export type {
-  ApiKey, Config, DatabaseConfig, EngineKind, HttpTimeouts, Limits, LogLevel, PostgresConfig, ProtectionConfig, ScheduledAlgorithm,
-  TfjsBackend, TrainingConfig,
+  ApiKey, Config, DatabaseConfig, EngineKind, HealthPortConfig, HttpTimeouts, Limits, LogLevel, PostgresConfig, ProtectionConfig,
+  ScheduledAlgorithm, TfjsBackend, TrainingConfig,
 } from './config/types.js';
 export { defaultLimits } from './config/types.js';
 export { ConfigError } from './config/values.js';
@@ -63,9 +65,10 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   if (limits.defaultMaxSteps > limits.maxStepsCap) {
     throw new ConfigError(`LAMER_DEFAULT_MAX_STEPS=${limits.defaultMaxSteps} exceeds LAMER_MAX_STEPS_CAP=${limits.maxStepsCap}`);
   }
+  const port = int(env, 'LAMER_PORT', 8080, 0, 65535);
   return {
     host,
-    port: int(env, 'LAMER_PORT', 8080, 0, 65535),
+    port,
     dataDir: path.resolve(env.LAMER_DATA_DIR && env.LAMER_DATA_DIR !== '' ? env.LAMER_DATA_DIR : 'data'),
     engine: oneOf(env, 'LAMER_ENGINE', 'builtin', SERVER_ENGINES),
     openai: remoteEngine(env),
@@ -102,6 +105,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     role: oneOf(env, 'LAMER_ROLE', 'both', SERVER_ROLES),
     trustProxy: parseTrustProxy(env.LAMER_TRUST_PROXY),
     allowedHosts: parseAllowedHosts(env.LAMER_ALLOWED_HOSTS),
+    health: healthPort(env, port),
     baseModelDir: path.resolve(env.LAMER_BASE_MODEL_DIR && env.LAMER_BASE_MODEL_DIR !== '' ? env.LAMER_BASE_MODEL_DIR : path.join(repoRoot, 'models', 'base')),
   };
 }
@@ -135,6 +139,29 @@ function postgresConfig(env: Record<string, string | undefined>): PostgresConfig
     migrationLockTimeoutMs: int(env, 'LAMER_DATABASE_MIGRATION_LOCK_TIMEOUT_MS', 60_000, 1, 86_400_000),
     pollMs: int(env, 'LAMER_DATABASE_POLL_MS', 2_000, 50, 600_000),
   };
+}
+
+/**
+ * LAMER_HEALTH_PORT and LAMER_HEALTH_STALL_SECONDS: the health listener on its own port, in its
+ * own thread (src/plugins/app/health-port.ts); null when LAMER_HEALTH_PORT is unset or empty.
+ * `0` is any free port (tests, benches). The stall threshold is in seconds, fractions allowed.
+ * @throws ConfigError for a port out of [0, 65535], the API's own port (`apiPort`, unless both are
+ *   0), a threshold out of [0.5, 3600], or LAMER_HEALTH_STALL_SECONDS set without LAMER_HEALTH_PORT.
+ */
+function healthPort(env: Record<string, string | undefined>, apiPort: number): HealthPortConfig | null {
+  if (env.LAMER_HEALTH_PORT === undefined || env.LAMER_HEALTH_PORT.trim() === '') {
+    if (env.LAMER_HEALTH_STALL_SECONDS !== undefined && env.LAMER_HEALTH_STALL_SECONDS.trim() !== '') {
+      throw new ConfigError(
+        'LAMER_HEALTH_STALL_SECONDS is set but LAMER_HEALTH_PORT is not: set the health port to start the health listener',
+      );
+    }
+    return null;
+  }
+  const port = int(env, 'LAMER_HEALTH_PORT', 0, 0, 65535);
+  if (port !== 0 && port === apiPort) {
+    throw new ConfigError(`LAMER_HEALTH_PORT=${port} is the API's port (LAMER_PORT): choose another port for the health listener`);
+  }
+  return { port, stallSeconds: num(env, 'LAMER_HEALTH_STALL_SECONDS', 30, 0.5, 3600) };
 }
 
 /**

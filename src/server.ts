@@ -1,7 +1,8 @@
 /**
  * `startServer(overrides)` (what the CLI, the tests and the client generators start): configuration from the environment with
  * `overrides` on top, database opened and migrated, engine created, routes registered, listening.
- * Returns the base URL (e.g. http://127.0.0.1:41234), the Fastify app and `close()` (stop
+ * Returns the base URL (e.g. http://127.0.0.1:41234), the health listener's (`healthUrl`, with
+ * LAMER_HEALTH_PORT: src/plugins/app/health-port.ts), the Fastify app and `close()` (stop
  * accepting, finish in-flight steps, dispose the engine, close the database, release the data
  * directory). One server per data directory: a second one (in any process) is refused.
  *
@@ -24,6 +25,7 @@ import { pgStore } from './db/pg/store.js';
 import { ensureDirSync } from './ensure-dir.js';
 import { createEngine } from './policy/index.js';
 import { acquireOwnerLock, OwnerLockError, type OwnerLock } from './owner-lock.js';
+import { HealthListenError } from './plugins/app/health-port.js';
 
 /**
  * The server cannot start for a reason outside the code (data directory unusable, port taken); the
@@ -50,6 +52,8 @@ function dataDirError(dataDir: string, err: unknown): StartupError {
 
 export interface RunningServer {
   url: string;
+  /** The health listener's base URL (LAMER_HEALTH_PORT, src/plugins/app/health-port.ts); absent when not configured. */
+  healthUrl?: string;
   app: FastifyInstance;
   /**
    * Graceful shutdown (src/plugins/app/shutdown.ts): new requests answered 503 `shutting-down`,
@@ -64,7 +68,7 @@ export interface RunningServer {
  * is bound and closed again (port 0 needs no probe).
  * @throws StartupError naming LAMER_PORT / LAMER_HOST.
  */
-async function probePort(host: string, port: number): Promise<void> {
+async function probePort(host: string, port: number, variable = 'LAMER_PORT'): Promise<void> {
   if (port === 0) return;
   const probe = net.createServer();
   try {
@@ -73,16 +77,21 @@ async function probePort(host: string, port: number): Promise<void> {
       probe.listen({ host, port, exclusive: true }, () => resolve());
     });
   } catch (err) {
-    throw listenError(err, host, port);
+    throw listenError(err, host, port, variable);
   }
   await new Promise<void>((resolve) => probe.close(() => resolve()));
 }
 
-/** A listen error as a StartupError naming the variable to change; other errors unchanged. */
-function listenError(err: unknown, host: string, port: number): unknown {
+/**
+ * A listen error as a StartupError naming the variable to change (`variable`: LAMER_PORT, or
+ * LAMER_HEALTH_PORT for the health listener); other errors unchanged.
+ */
+function listenError(err: unknown, host: string, port: number, variable = 'LAMER_PORT'): unknown {
   const e = err as NodeJS.ErrnoException;
-  if (e.code === 'EADDRINUSE') return new StartupError(`port ${port} on ${host} is already in use (LAMER_PORT, LAMER_HOST)`, { cause: err });
-  if (e.code === 'EACCES') return new StartupError(`no permission to listen on port ${port} of ${host} (LAMER_PORT)`, { cause: err });
+  if (e.code === 'EADDRINUSE') {
+    return new StartupError(`port ${port} on ${host} is already in use (${variable}, LAMER_HOST)`, { cause: err });
+  }
+  if (e.code === 'EACCES') return new StartupError(`no permission to listen on port ${port} of ${host} (${variable})`, { cause: err });
   if (e.code === 'EADDRNOTAVAIL') return new StartupError(`address ${host} is not available on this machine (LAMER_HOST)`, { cause: err });
   return err;
 }
@@ -157,12 +166,15 @@ async function openStore(config: Config, log: Logger): Promise<Store> {
 }
 
 /**
- * Start a server: take the data directory's owner lock (SQLite only), check that the port is free,
- * open the store (PostgreSQL, or SQLite), then load the engine (the slow part) and listen.
+ * Start a server: take the data directory's owner lock (SQLite only), check that the port (and the
+ * health listener's, LAMER_HEALTH_PORT) is free, open the store (PostgreSQL, or SQLite), then load
+ * the engine (the slow part), start the health listener's thread when configured (it listens
+ * before the API does; its port is `healthUrl`), and listen.
  * The port is checked before the store is opened, so a start on a busy port creates no database
  * and applies no migration (only the owner lock's empty `lamer.lock` is left, as after any stop).
  * @throws StartupError when the data directory is owned or unusable, the store cannot be opened
- *   (see openStore), or the port cannot be listened on; ConfigError for a bad LAMER_* value;
+ *   (see openStore), or the port or the health port cannot be listened on (the message names
+ *   LAMER_PORT or LAMER_HEALTH_PORT); ConfigError for a bad LAMER_* value;
  *   engine errors as thrown.
  */
 export async function startServer(overrides: Partial<Config> = {}): Promise<RunningServer> {
@@ -179,10 +191,21 @@ export async function startServer(overrides: Partial<Config> = {}): Promise<Runn
   let app: FastifyInstance | undefined;
   let engine: Awaited<ReturnType<typeof createEngine>> | undefined;
   try {
+    if (config.health && config.health.port !== 0 && config.health.port === config.port) {
+      throw new StartupError(`the health listener's port ${config.port} is the API's port: set LAMER_HEALTH_PORT to another port`);
+    }
     await probePort(host, config.port);
+    if (config.health) await probePort(host, config.health.port, 'LAMER_HEALTH_PORT');
     store = await openStore(config, bootLog);
     engine = await createEngine(config, bootLog.child({ component: 'engine' }));
-    app = await buildApp({ ...config, host }, { store, engine });
+    try {
+      app = await buildApp({ ...config, host }, { store, engine });
+    } catch (err) {
+      if (!(err instanceof HealthListenError)) throw err;
+      const mapped = listenError(err, host, err.port, 'LAMER_HEALTH_PORT');
+      if (mapped instanceof StartupError) throw mapped;
+      throw new StartupError(`the health listener cannot listen (LAMER_HEALTH_PORT): ${err.message}`, { cause: err });
+    }
     if (config.apiKeys.length === 0) {
       app.log.warn(
         forcedLoopback
@@ -212,11 +235,13 @@ export async function startServer(overrides: Partial<Config> = {}): Promise<Runn
   const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
   const info = running.engine.info();
   const where = { store: config.postgres ? 'postgres' : 'sqlite', role: config.role ?? 'both' };
-  running.log.info({ url, dataDir: config.dataDir, ...where, engine: info.engine, backend: info.backend, model: running.models.active().version }, 'lamer-server ready');
+  const healthUrl = running.healthPort === null ? undefined : `http://${host.includes(':') ? `[${host}]` : host}:${running.healthPort}`;
+  const ready = { url, ...(healthUrl ? { healthUrl } : {}), dataDir: config.dataDir, ...where, engine: info.engine, backend: info.backend };
+  running.log.info({ ...ready, model: running.models.active().version }, 'lamer-server ready');
   let closed: Promise<void> | null = null;
   const close = () => {
     closed ??= running.drainAndClose().finally(() => lock?.release());
     return closed;
   };
-  return { url, app: running, close };
+  return { url, ...(healthUrl ? { healthUrl } : {}), app: running, close };
 }

@@ -24,6 +24,24 @@ describe('config', () => {
     expect(() => loadConfig({ LAMER_FORWARD_SECTION_TOKENS: '0' })).toThrow('LAMER_FORWARD_SECTION_TOKENS=0: expected an integer in [1, 1048576]');
     expect(() => loadConfig({ LAMER_FORWARD_SECTION_TOKENS: '12.5' })).toThrow('LAMER_FORWARD_SECTION_TOKENS="12.5": expected an integer in [1, 1048576]');
   });
+  it('LAMER_HEALTH_PORT: no health listener unless set; a port in [0, 65535] other than LAMER_PORT; LAMER_HEALTH_STALL_SECONDS 30 unless set, fractions allowed', () => {
+    expect(loadConfig({}).health).toBeNull();
+    expect(loadConfig({ LAMER_HEALTH_PORT: '' }).health).toBeNull();
+    expect(loadConfig({ LAMER_HEALTH_PORT: '9091' }).health).toEqual({ port: 9091, stallSeconds: 30 });
+    expect(loadConfig({ LAMER_HEALTH_PORT: '0', LAMER_PORT: '0' }).health).toEqual({ port: 0, stallSeconds: 30 });
+    expect(loadConfig({ LAMER_HEALTH_PORT: '9091', LAMER_HEALTH_STALL_SECONDS: '1.5' }).health).toEqual({ port: 9091, stallSeconds: 1.5 });
+    for (const bad of ['abc', '-1', '70000', '90.5']) {
+      expect(() => loadConfig({ LAMER_HEALTH_PORT: bad })).toThrow(`LAMER_HEALTH_PORT=${/^\d+$/.test(bad) ? bad : JSON.stringify(bad)}: expected an integer in [0, 65535]`);
+    }
+    expect(() => loadConfig({ LAMER_HEALTH_PORT: '8080' })).toThrow("LAMER_HEALTH_PORT=8080 is the API's port (LAMER_PORT)");
+    expect(() => loadConfig({ LAMER_HEALTH_PORT: '9000', LAMER_PORT: '9000' })).toThrow(ConfigError);
+    for (const bad of ['0', '0.1', 'x', '3601', 'NaN']) {
+      expect(() => loadConfig({ LAMER_HEALTH_PORT: '9091', LAMER_HEALTH_STALL_SECONDS: bad }))
+        .toThrow(`LAMER_HEALTH_STALL_SECONDS=${JSON.stringify(bad)}: expected a number in [0.5, 3600]`);
+    }
+    expect(() => loadConfig({ LAMER_HEALTH_STALL_SECONDS: '5' })).toThrow('LAMER_HEALTH_STALL_SECONDS is set but LAMER_HEALTH_PORT is not');
+  });
+
   it('LAMER_SQLITE_SYNC: normal unless set, normal or full', () => {
     expect(loadConfig({}).sqliteSync).toBe('normal');
     expect(loadConfig({ LAMER_SQLITE_SYNC: 'full' }).sqliteSync).toBe('full');

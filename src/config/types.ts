@@ -136,8 +136,25 @@ export interface Config {
    * (or absent) = SQLite in the data directory. Optional in code.
    */
   postgres?: PostgresConfig | null;
+  /**
+   * LAMER_HEALTH_PORT / LAMER_HEALTH_STALL_SECONDS: `/healthz` and `/readyz` also answered on their
+   * own port by a worker thread (src/plugins/app/health-port.ts); null (or absent) = not started.
+   */
+  health?: HealthPortConfig | null;
   /** LAMER_ROLE: what this server does (domain.ts SERVER_ROLES). Optional in code (absent = `both`). */
   role?: ServerRole;
+}
+
+/**
+ * The health listener (docs/performance.md "Health checks under a burst"): a worker thread that
+ * answers `/healthz` and `/readyz` on `port` from what the server's thread last wrote to shared
+ * memory, so that a busy event loop does not delay the answer, while a stuck one still fails it.
+ */
+export interface HealthPortConfig {
+  /** TCP port on the API's host (`0`: any free port). */
+  port: number;
+  /** `/healthz` and `/readyz` answer 503 once the server's thread has not written its heartbeat for this long, seconds. */
+  stallSeconds: number;
 }
 
 /** The PostgreSQL store (docs/deploy.md "Several replicas on PostgreSQL"): where, and the pool of this replica. */

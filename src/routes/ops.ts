@@ -2,12 +2,13 @@
  * Operations routes (no auth): `/healthz` (process up; touches neither the database nor the engine,
  * so it answers at once even while the database is locked), `/readyz` (database open, storage
  * writable and the active model loaded, and, for a remote active version, its server answering a
- * cached probe; reports engine and backend), `/metrics` (Prometheus text),
+ * cached probe; reports engine and backend; src/plugins/app/readiness.ts), `/metrics` (Prometheus text),
  * `/openapi.json`.
  */
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
+import { readinessReport } from '../plugins/app/readiness.js';
 
 const Ready = Type.Object({
   status: Type.String({ description: "'ready' or 'not-ready'" }),
@@ -48,21 +49,9 @@ const opsRoutes: FastifyPluginAsync = async (fastify) => {
     '/readyz',
     { schema: { tags, summary: 'Database open and writable, the active model loaded (a remote one: its server answers)', response: { 200: Ready, 503: Ready } } },
     async (_req, reply) => {
-      // SQLite: after a failed write (disk full, I/O error) a small probe write (at most once a
-      // second, never waiting for a lock) finds out whether writes succeed again. PostgreSQL: a
-      // `select 1` with a short timeout (src/db/store.ts).
-      const { database, storage } = await app.store.readiness();
-      const version = app.models.active().version;
-      const loaded = app.engine.isLoaded(version);
-      const info = app.engine.info();
-      // A remote active version is ready only while its server answers (cached probe, short timeout).
-      const probe = loaded ? ((await app.engine.probe?.(version)) ?? null) : null;
-      const remote = probe ? { reachable: probe.reachable, ...(probe.detail ? { detail: probe.detail } : {}), checkedAt: new Date(probe.checkedAt).toISOString() } : null;
-      const ready = database && storage === 'ok' && loaded && (probe === null || probe.reachable);
+      const { ready, body } = await readinessReport(app);
       reply.code(ready ? 200 : 503);
-      return {
-        status: ready ? 'ready' : 'not-ready', database, storage, model: { version, loaded, ...(remote ? { remote } : {}) }, engine: info.engine, backend: info.backend,
-      };
+      return body;
     },
   );
 

@@ -79,9 +79,10 @@ const BOOTSTRAP = new URL('./worker-bootstrap.mjs', import.meta.url);
  * caller's `import.meta.url`) in a new thread. When the caller runs compiled (`base` ends with
  * .js), the entry's .js file is the thread's module. Under tsx the entry is `name`.ts, started
  * through worker-bootstrap.mjs (with `execArgv: []` and `workerData.entry` set to the entry's URL),
- * which registers tsx's loader in the thread first.
+ * which registers tsx's loader in the thread first. `workerData` (optional) reaches the entry as
+ * its `workerData` (with `entry` added under tsx); a SharedArrayBuffer in it is shared, not copied.
  */
-export function spawnEntry(name: string, base: string): Worker {
-  if (base.endsWith('.js')) return new Worker(new URL(`${name}.js`, base));
-  return new Worker(BOOTSTRAP, { execArgv: [], workerData: { entry: new URL(`${name}.ts`, base).href } });
+export function spawnEntry(name: string, base: string, workerData?: Record<string, unknown>): Worker {
+  if (base.endsWith('.js')) return new Worker(new URL(`${name}.js`, base), workerData ? { workerData } : {});
+  return new Worker(BOOTSTRAP, { execArgv: [], workerData: { ...workerData, entry: new URL(`${name}.ts`, base).href } });
 }

@@ -95,6 +95,8 @@ describe('docs/deploy.md configuration table', () => {
       LAMER_TRAIN_GATE_MARGIN: gate.margin,
       LAMER_TRAIN_GATE_CONCURRENCY: gate.concurrency,
     });
+    expect(c.health).toBeNull();
+    numeric.LAMER_HEALTH_STALL_SECONDS = loadConfig({ LAMER_HEALTH_PORT: '9091' }).health!.stallSeconds;
     for (const [name, value] of Object.entries(numeric)) {
       const row = rows.find((r) => r.name === name);
       expect(row, name).toBeDefined();

@@ -320,6 +320,9 @@ export function drainBody(raw: NodeJS.ReadableStream & { complete?: boolean; rea
   });
 }
 
+/** The serializer of every problem answer of the error handler: the document as JSON. */
+const problemJson = (p: unknown): string => JSON.stringify(p);
+
 export default fp(
   async function errors(app: FastifyInstance) {
     const dbRetry: DatabaseRetry = app.config?.database ?? DEFAULT_DB_RETRY;
@@ -352,7 +355,10 @@ export default fp(
       if (p.status === 401) reply.header('www-authenticate', 'Bearer');
       const retryAfter = retryAfterOf(err, dbRetry);
       if (retryAfter !== null) reply.header('retry-after', String(retryAfter));
-      return reply.code(p.status).type('application/problem+json').send(p);
+      // A problem document is written as plain JSON, never through the route's response schema
+      // for its status: /readyz declares its own 503 body (the readiness report), and that
+      // serializer would fail on a 503 `shutting-down` problem and turn it into a 500.
+      return reply.code(p.status).type('application/problem+json').serializer(problemJson).send(p);
     });
     // Route patterns by method, to tell 405 (known path, other method) from 404.
     const routes: Array<{ re: RegExp; methods: string[] }> = [];

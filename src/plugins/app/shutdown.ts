@@ -1,7 +1,9 @@
 /**
  * Graceful shutdown without connection resets. Decorates `app.beginShutdown()` (from now on every
- * new request is answered 503 `shutting-down`) and `app.drainAndClose()` (the whole shutdown:
- * drain, stop listening, wait for connections, close the app).
+ * new request is answered 503 `shutting-down`), `app.onShutdownBegin(listener)` (told when that
+ * happens: the health listener, ./health-port.ts, turns its answers to 503 then) and
+ * `app.drainAndClose()` (the whole shutdown: drain, stop listening, wait for connections, close the
+ * app, whose onClose hooks stop the engine, the database and the health listener's thread).
  *
  * Why not just `app.close()`: Node's `http.Server.close()` destroys every connection it considers
  * idle, and a connection whose request bytes have arrived but are not parsed yet (accepted in the
@@ -37,6 +39,12 @@ declare module 'fastify' {
     beginShutdown(): void;
     /** True once {@link beginShutdown} (or `app.close()`) was called. */
     isShuttingDown(): boolean;
+    /**
+     * Calls `listener` once, synchronously, when the shutdown begins ({@link beginShutdown},
+     * {@link drainAndClose} or `app.close()`); at once when it has begun already. A listener that
+     * throws is logged and does not stop the shutdown.
+     */
+    onShutdownBegin(listener: () => void): void;
     /**
      * The whole graceful shutdown (see the module comment); resolves when the app is closed
      * (database closed). Calling it again returns the same promise.
@@ -87,7 +95,9 @@ interface Tracker {
 
 /** Whether the shutdown has begun; shared by the hooks, the decorations and the drain. */
 interface ShutdownFlag {
-  closing: boolean;
+  readonly closing: boolean;
+  /** Marks the shutdown begun and, the first time, calls the `onShutdownBegin` listeners. */
+  begin(): void;
 }
 
 /**
@@ -118,16 +128,37 @@ function trackConnections(server: Server): Tracker {
  * Decorates `beginShutdown` and `isShuttingDown`, and adds the hooks that, once the shutdown has
  * begun (or `app.close()` was called), answer every new request 503 `shutting-down` (a
  * DomainError with `Retry-After: retryAfterSeconds`) and put `connection: close` on every answer.
- * @returns the flag the hooks read; setting `closing` begins the shutdown.
+ * Also decorates `onShutdownBegin` (listeners called when the shutdown begins).
+ * @returns the flag the hooks read; `begin()` begins the shutdown.
  */
 function refuseWhileClosing(app: FastifyInstance, retryAfterSeconds: number): ShutdownFlag {
-  const flag: ShutdownFlag = { closing: false };
-  app.decorate('beginShutdown', () => {
-    flag.closing = true;
-  });
+  let closing = false;
+  const listeners: Array<() => void> = [];
+  const call = (listener: () => void) => {
+    try {
+      listener();
+    } catch (err) {
+      app.log.error({ err }, 'a shutdown listener failed');
+    }
+  };
+  const flag: ShutdownFlag = {
+    get closing() {
+      return closing;
+    },
+    begin() {
+      if (closing) return;
+      closing = true;
+      for (const l of listeners) call(l);
+    },
+  };
+  app.decorate('beginShutdown', () => flag.begin());
   app.decorate('isShuttingDown', () => flag.closing);
+  app.decorate('onShutdownBegin', (listener: () => void) => {
+    if (closing) call(listener);
+    else listeners.push(listener);
+  });
   app.addHook('preClose', async () => {
-    flag.closing = true;
+    flag.begin();
   });
   app.addHook('onRequest', async (_req, reply) => {
     if (flag.closing) {
@@ -204,7 +235,7 @@ export default fp(
 
     /** The whole shutdown, steps 1 to 5 of the module comment. */
     async function run(): Promise<void> {
-      flag.closing = true;
+      flag.begin();
       const deadline = performance.now() + t.graceMs;
       if (server.listening) await stopListening(server, tracker, t.drainMs);
       await closeIdleConnections(tracker.conns, deadline, t.freshMs);

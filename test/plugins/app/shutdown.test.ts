@@ -126,3 +126,23 @@ describe('graceful shutdown at the edge of the event loop', () => {
     expect(out).toContain('ANSWER HTTP/1.1 503 Service Unavailable');
   });
 });
+
+describe('operations routes during the shutdown', () => {
+  it('/readyz and /healthz answer 503 shutting-down (problem+json, Retry-After) once the shutdown has begun, not 500', async () => {
+    const t = await startTestServer();
+    try {
+      expect((await t.call('GET', '/readyz')).status).toBe(200);
+      t.app.beginShutdown();
+      for (const p of ['/readyz', '/healthz']) {
+        const r = await t.call('GET', p);
+        expect(r.status, p).toBe(503);
+        expect(r.type, p).toMatch(/^application\/problem\+json/);
+        expect(r.body.type, p).toBe('https://lamer-server.dev/problems/shutting-down');
+        expect(r.headers.get('retry-after'), p).toBe('1');
+        expect(r.headers.get('connection'), p).toBe('close');
+      }
+    } finally {
+      await t.close();
+    }
+  });
+});
