@@ -86,7 +86,68 @@ export interface StepCommit {
   };
 }
 
-const json = (v: unknown): string | null => (v === null || v === undefined ? null : JSON.stringify(v));
+/** Scratch space of `intArrayJson`: 64 KiB, kept (a longer array gets a buffer of its own). */
+let digits = Buffer.allocUnsafe(1 << 16);
+
+/**
+ * JSON text of an array of integers in [0, 2^31) (token ids), written as ASCII digits into a
+ * buffer and read back as one string: the same text as `JSON.stringify`, without a string per
+ * element. Null when an element is anything else (the caller serialises it another way).
+ */
+function intArrayJson(a: readonly unknown[]): string | null {
+  const n = a.length;
+  // at most 10 digits and a comma per element, and the brackets
+  const need = n * 11 + 2;
+  const b = need <= digits.length ? digits : Buffer.allocUnsafe(need);
+  let p = 0;
+  b[p++] = 0x5b; // [
+  for (let i = 0; i < n; i++) {
+    const x = a[i];
+    if (typeof x !== 'number' || !(x >= 0 && x <= 0x7fffffff) || (x | 0) !== x) return null;
+    if (i > 0) b[p++] = 0x2c; // ,
+    if (x < 10) {
+      b[p++] = 0x30 + x;
+    } else if (x < 100) {
+      b[p++] = 0x30 + ((x / 10) | 0);
+      b[p++] = 0x30 + (x % 10);
+    } else if (x < 1000) {
+      b[p++] = 0x30 + ((x / 100) | 0);
+      b[p++] = 0x30 + (((x / 10) | 0) % 10);
+      b[p++] = 0x30 + (x % 10);
+    } else {
+      const s = String(x);
+      for (let k = 0; k < s.length; k++) b[p++] = s.charCodeAt(k);
+    }
+  }
+  b[p++] = 0x5d; // ]
+  if (b !== digits && b.length <= 1 << 20) digits = b;
+  return b.toString('latin1', 0, p);
+}
+
+/**
+ * JSON text of a JSON column's value (null stays SQL NULL), the same text as `JSON.stringify(v)`,
+ * made faster for the arrays a step records: token ids (integers) are written as digits into a
+ * buffer (`intArrayJson`), and other arrays of finite numbers (logprobs) are their elements joined
+ * by commas (a finite number's JSON is its `String()`). `JSON.stringify` makes a string per
+ * element and takes V8's slow path for arrays made with `new Array(n)` (holey) and for doubles.
+ */
+export function jsonText(v: unknown): string | null {
+  if (v === null || v === undefined) return null;
+  if (Array.isArray(v) && v.length > 0 && typeof v[0] === 'number') {
+    const ints = intArrayJson(v);
+    if (ints !== null) return ints;
+    let numbers = true;
+    for (let i = 0; i < v.length; i++) {
+      const x: unknown = v[i];
+      if (typeof x !== 'number' || !Number.isFinite(x)) {
+        numbers = false;
+        break;
+      }
+    }
+    if (numbers) return `[${v.join(',')}]`;
+  }
+  return JSON.stringify(v);
+}
 
 export class HotQueries {
   private readonly sessionById: Database.Statement<[string], RawSession>;
@@ -329,14 +390,14 @@ export class HotQueries {
           done: r.done ? 1 : 0,
           success: r.success ? 1 : 0,
           invalidAction: r.invalidAction ? 1 : 0,
-          availableActions: json(r.availableActions),
-          info: json(r.info),
-          promptTokenIds: json(r.promptTokenIds),
-          outputTokenIds: json(r.outputTokenIds),
-          logprobs: json(r.logprobs),
+          availableActions: jsonText(r.availableActions),
+          info: jsonText(r.info),
+          promptTokenIds: jsonText(r.promptTokenIds),
+          outputTokenIds: jsonText(r.outputTokenIds),
+          logprobs: jsonText(r.logprobs),
           promptTruncatedChars: r.promptTruncatedChars ?? null,
-          engineRecord: json(r.engineRecord ?? null),
-          turn: json(r.turn ?? null),
+          engineRecord: jsonText(r.engineRecord ?? null),
+          turn: jsonText(r.turn ?? null),
         });
       }
       if (reflection) this.insertReflection.run(reflection.sessionId, reflection.attempt, reflection.text, reflection.updatedAt);
