@@ -31,6 +31,12 @@
  * --cpu-prof). Writes bench/results/http.json. The servers' output is passed through; if one exits
  * before it is ready (or is not ready within 60 s) the bench stops at once, exit 1, with its exit
  * status and the last lines of its output.
+ *
+ * Before/after in one run: BENCH_BASELINE_ROOT names another checkout of the server (e.g. the
+ * commit before a change, its node_modules linked or installed); its `src/cli/serve.ts` runs as a
+ * third server (own data folder, no BENCH_NODE_ARGS) measured in the same rounds, the order of the
+ * three rotated each round, and a second table gives its steps/s and CPU per step beside ours and
+ * ours / baseline CPU per step (min / median / max over the rounds).
  */
 import fs from 'node:fs';
 import http from 'node:http';
@@ -47,6 +53,7 @@ const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
 const WARMUP = Number(process.env.BENCH_WARMUP_SECONDS ?? 1);
 const LEVELS = (process.env.BENCH_CONCURRENCY ?? '1,16,64').split(',').map(Number);
 const CLIENT = process.env.BENCH_CLIENT === 'http' ? 'http' : 'autocannon';
+const BASELINE_ROOT = process.env.BENCH_BASELINE_ROOT ? path.resolve(process.env.BENCH_BASELINE_ROOT) : null;
 
 function percentile(sorted: number[], q: number): number {
   if (sorted.length === 0) return NaN;
@@ -247,16 +254,29 @@ async function main(): Promise<void> {
     const bare = await startProcess('bare reference', 'bench/bare-reference.ts', { BARE_PORT: String(barePort), BARE_DB: path.join(dataDir, 'bare.db') }, barePort);
     servers.push(bare);
     await bare.ready();
+    let baseline: Started | null = null;
+    if (BASELINE_ROOT) {
+      const baselinePort = await freePort();
+      const env = { LAMER_ENGINE: 'test', LAMER_PORT: String(baselinePort), LAMER_HOST: '127.0.0.1', LAMER_DATA_DIR: path.join(dataDir, 'baseline'), LAMER_LOG_LEVEL: 'error', LAMER_API_KEYS: '' };
+      baseline = await startProcess('baseline server', 'src/cli/serve.ts', env, baselinePort, { cwd: BASELINE_ROOT });
+      servers.push(baseline);
+      await baseline.ready();
+    }
 
     const measure = (s: Started, c: number) => (CLIENT === 'autocannon' ? runLevelAutocannon(s.port, c, s.pid) : runLevel(s.port, c, s.pid));
-    const levels: Array<{ concurrency: number; ours: LevelResult[]; bare: LevelResult[]; ratios: number[] }> = [];
+    type Which = 'bare' | 'ours' | 'baseline';
+    const levels: Array<{ concurrency: number; ours: LevelResult[]; bare: LevelResult[]; baseline: LevelResult[]; ratios: number[]; cpuVsBaseline: number[] }> = [];
+    const serverOf = { bare, ours, baseline };
     for (const c of LEVELS) {
-      const level = { concurrency: c, ours: [] as LevelResult[], bare: [] as LevelResult[], ratios: [] as number[] };
-      // Alternated, the order flipped each round, so a drift in the machine's load hits both alike.
+      const level = { concurrency: c, ours: [] as LevelResult[], bare: [] as LevelResult[], baseline: [] as LevelResult[], ratios: [] as number[], cpuVsBaseline: [] as number[] };
+      // Alternated, the order flipped (with a baseline: rotated) each round, so a drift in the
+      // machine's load hits all alike.
       for (let r = 0; r < ROUNDS; r++) {
-        const order = r % 2 === 0 ? (['bare', 'ours'] as const) : (['ours', 'bare'] as const);
-        for (const which of order) level[which].push(await measure(which === 'ours' ? ours : bare, c));
+        let order: Which[] = r % 2 === 0 ? ['bare', 'ours'] : ['ours', 'bare'];
+        if (baseline) order = (['bare', 'ours', 'baseline'] as Which[]).map((_, i, all) => all[(i + r) % 3]!);
+        for (const which of order) level[which].push(await measure(serverOf[which]!, c));
         level.ratios.push(level.ours[r]!.stepsPerSecond / level.bare[r]!.stepsPerSecond);
+        if (baseline) level.cpuVsBaseline.push((level.ours[r]!.serverCpuUsPerStep ?? NaN) / (level.baseline[r]!.serverCpuUsPerStep ?? NaN));
       }
       levels.push(level);
     }
@@ -293,10 +313,21 @@ async function main(): Promise<void> {
     console.log('|---|---|---|---|---|---|---|---|---|---|');
     for (const l of levels) {
       const q = spread(l.ratios);
-      const errors = [...l.ours, ...l.bare].reduce((n, r) => n + r.errors, 0);
+      const errors = [...l.ours, ...l.bare, ...l.baseline].reduce((n, r) => n + r.errors, 0);
       console.log(
         `| ${l.concurrency} | ${med(l.ours, (r) => r.stepsPerSecond)} | ${med(l.bare, (r) => r.stepsPerSecond)} | ${q.min} | ${q.median} | ${q.max} | ${med(l.ours, (r) => r.p50Ms)} / ${med(l.ours, (r) => r.p99Ms)} | ${med(l.ours, (r) => r.serverCpuUsPerStep)} | ${med(l.bare, (r) => r.serverCpuUsPerStep)} | ${errors} |`,
       );
+    }
+    if (baseline) {
+      console.log(`\nours against the baseline server (${BASELINE_ROOT}), same rounds\n`);
+      console.log('| concurrency | ours steps/s (median) | baseline steps/s (median) | ours CPU µs/step | baseline CPU µs/step | ours / baseline CPU min | median | max |');
+      console.log('|---|---|---|---|---|---|---|---|');
+      for (const l of levels) {
+        const q = spread(l.cpuVsBaseline);
+        console.log(
+          `| ${l.concurrency} | ${med(l.ours, (r) => r.stepsPerSecond)} | ${med(l.baseline, (r) => r.stepsPerSecond)} | ${med(l.ours, (r) => r.serverCpuUsPerStep)} | ${med(l.baseline, (r) => r.serverCpuUsPerStep)} | ${q.min} | ${q.median} | ${q.max} |`,
+        );
+      }
     }
     if (length) {
       console.log(`\nstep latency as the attempt grows (ours, c=1, ${length.sessions} sessions of ${length.stepsPerAttempt} steps, node:http): steps 1-10 ${length.firstTenMs} ms, last 10 ${length.lastTenMs} ms, last / first ${length.lastOverFirst} (chat prompt of every step so far)`);
@@ -316,7 +347,14 @@ async function main(): Promise<void> {
       rounds: ROUNDS,
       stepsPerAttempt: STEPS + 1,
       reference: 'bench/bare-reference.ts: Fastify 5, ajv body validation, one better-sqlite3 INSERT a request (WAL, synchronous=NORMAL)',
-      levels: levels.map((l) => ({ concurrency: l.concurrency, oursOverBare: spread(l.ratios), ours: l.ours, bare: l.bare })),
+      baselineRoot: BASELINE_ROOT,
+      levels: levels.map((l) => ({
+        concurrency: l.concurrency,
+        oursOverBare: spread(l.ratios),
+        ours: l.ours,
+        bare: l.bare,
+        ...(baseline ? { baseline: l.baseline, oursOverBaselineCpu: spread(l.cpuVsBaseline) } : {}),
+      })),
       lengthProfile: length,
       lengthProfileBoundedPrompt: bounded,
     };

@@ -2,7 +2,7 @@
  * Identities of sessions and steps: time-ordered session ids, and the hash of a step body that
  * tells an identical retry (answered from the stored answer) from a conflicting one.
  */
-import { createHash, randomFillSync } from 'node:crypto';
+import crypto, { randomFillSync } from 'node:crypto';
 import type { StepInput } from './session-types.js';
 
 /** JSON with object keys sorted, so equal values give equal text. */
@@ -16,20 +16,34 @@ export function canonicalJson(v: unknown): string {
   return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson(o[k])}`).join(',')}}`;
 }
 
-/** sha256 (hex) of the step body with defaults filled in: equal retries hash equal. */
+/**
+ * sha256 as lowercase hex of a string's UTF-8 bytes: `crypto.hash` (one call, no Hash object) where
+ * the runtime has it (Node >= 20.12), else `createHash`. Same digest either way.
+ */
+const sha256Hex: (text: string) => string =
+  typeof (crypto as { hash?: unknown }).hash === 'function'
+    ? (text) => (crypto as unknown as { hash(alg: string, data: string): string }).hash('sha256', text)
+    : (text) => crypto.createHash('sha256').update(text).digest('hex');
+
+/** The keys of the hashed step body in sorted order, as `canonicalJson` writes them (`"key":`). */
+const STEP_HASH_KEYS = ['attempt', 'availableActions', 'done', 'info', 'invalidAction', 'observation', 'reward', 'step', 'success'].map((k) => `${JSON.stringify(k)}:`);
+
+/**
+ * sha256 (hex) of the step body with defaults filled in: equal retries hash equal. The hashed
+ * text is `canonicalJson` of `{ attempt, step, observation, reward (default 0), done (false),
+ * success (false), availableActions (null), invalidAction (false), info (null) }`, written here
+ * field by field in its sorted key order (the stored request hashes depend on that exact text).
+ */
 export function stepHash(b: StepInput): string {
-  const norm = {
-    attempt: b.attempt,
-    step: b.step,
-    observation: b.observation,
-    reward: b.reward ?? 0,
-    done: b.done ?? false,
-    success: b.success ?? false,
-    availableActions: b.availableActions ?? null,
-    invalidAction: b.invalidAction ?? false,
-    info: b.info ?? null,
-  };
-  return createHash('sha256').update(canonicalJson(norm)).digest('hex');
+  // (no closure here: tsx names every named function it makes, a call each time)
+  const values = [b.attempt, b.availableActions ?? null, b.done ?? false, b.info ?? null, b.invalidAction ?? false, b.observation, b.reward ?? 0, b.step, b.success ?? false];
+  let text = '{';
+  for (let i = 0; i < STEP_HASH_KEYS.length; i++) {
+    const v = values[i];
+    if (v === undefined) continue;
+    text += `${text.length > 1 ? ',' : ''}${STEP_HASH_KEYS[i]}${canonicalJson(v)}`;
+  }
+  return sha256Hex(`${text}}`);
 }
 
 /** Shape of a session id (see newSessionId). */

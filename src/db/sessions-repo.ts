@@ -3,8 +3,10 @@
  * prepared statements of src/db/queries.ts): create, list, close, expire, count, statistics rows,
  * human edits of reflections. The rules (who may do what, when) live in src/agent/sessions.ts.
  */
-import { and, desc, eq, gt, inArray, lt, sql, type SQL } from 'drizzle-orm';
+import type Database from 'better-sqlite3';
+import { and, desc, eq, getTableColumns, gt, inArray, is, lt, SQL, sql } from 'drizzle-orm';
 import type { StatsMemory } from '../domain.js';
+import type { SQLiteColumn } from 'drizzle-orm/sqlite-core';
 import type { Db } from './index.js';
 import { reflections, sessions, steps, type SessionRow } from './schema.js';
 import type { StatsGroup } from '../shared/stats-aggregate.js';
@@ -49,21 +51,50 @@ function filterConds(first: SQL[], f: SessionFilters): SQL[] {
   return conds;
 }
 
+/**
+ * The columns of the sessions table by their SessionRow key (schema order). SessionsRepo.insert
+ * binds a column's value or its plain default, so a default that drizzle computes at insert time
+ * (SQL, `$defaultFn`, `$onUpdateFn`) is refused here, at load, rather than left out silently.
+ */
+const SESSION_COLUMNS = Object.entries(getTableColumns(sessions)) as Array<[keyof SessionRow, SQLiteColumn]>;
+for (const [key, column] of SESSION_COLUMNS) {
+  if (is(column.default, SQL) || column.defaultFn !== undefined || column.onUpdateFn !== undefined) {
+    throw new Error(`sessions.${key}: a default computed at insert time is not supported by SessionsRepo.insert`);
+  }
+}
+
 export class SessionsRepo {
   private readonly stats: SqliteStatsAggregates;
 
+  /** The insert of a session row, prepared once: every column of the schema, in SESSION_COLUMNS order. */
+  private readonly insertRow: Database.Statement;
+
   constructor(private readonly db: Db) {
     this.stats = statsAggregates(db.$client);
+    const names = SESSION_COLUMNS.map(([, c]) => `"${c.name}"`).join(', ');
+    this.insertRow = db.$client.prepare(`INSERT INTO sessions (${names}) VALUES (${SESSION_COLUMNS.map(() => '?').join(', ')})`);
   }
 
-  /** Insert a session; one inserted as completed is counted in the statistics aggregates in the same transaction. */
+  /**
+   * Insert a session; one inserted as completed is counted in the statistics aggregates in the
+   * same transaction. The values are those drizzle's insert would bind (each column's driver
+   * value; its default, else NULL, where the row has none), through a statement prepared once:
+   * a session create builds no SQL.
+   */
   insert(row: SessionRow): void {
+    const values: unknown[] = new Array(SESSION_COLUMNS.length);
+    for (let i = 0; i < SESSION_COLUMNS.length; i++) {
+      const [key, column] = SESSION_COLUMNS[i]!;
+      const v = row[key];
+      if (v === undefined) values[i] = column.default === undefined ? null : column.mapToDriverValue(column.default);
+      else values[i] = v === null ? null : column.mapToDriverValue(v);
+    }
     if (row.status !== 'completed') {
-      this.db.insert(sessions).values(row).run();
+      this.insertRow.run(values);
       return;
     }
     this.db.$client.transaction(() => {
-      this.db.insert(sessions).values(row).run();
+      this.insertRow.run(values);
       this.stats.recordCompletion(row.id);
     })();
   }

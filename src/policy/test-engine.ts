@@ -29,9 +29,12 @@ import type {
 
 const LOG_UNIFORM = Math.log(1 / 256);
 
-/** 32-bit FNV-1a hash of a string's UTF-16 code units. */
-export function fnv1a(s: string): number {
-  let h = 0x811c9dc5;
+/**
+ * 32-bit FNV-1a hash of a string's UTF-16 code units; `from` (a previous result) continues the
+ * hash, so `fnv1a(b, fnv1a(a))` is `fnv1a(a + b)`.
+ */
+export function fnv1a(s: string, from = 0x811c9dc5): number {
+  let h = from;
   for (let i = 0; i < s.length; i++) {
     h ^= s.charCodeAt(i);
     h = Math.imul(h, 0x01000193);
@@ -43,8 +46,13 @@ function promptText(p: PromptParts): string {
   return p.head + p.steps.join('') + p.tail;
 }
 
-function bytes(s: string): number[] {
-  const b = Buffer.from(s, 'utf8');
+/** The hash that picks an answer: of the prompt text, '|', and the seed ('' when none). */
+function answerHash(text: string, seed: number | undefined): number {
+  return fnv1a(String(seed ?? ''), fnv1a('|', fnv1a(text)));
+}
+
+function bytes(s: string | Buffer): number[] {
+  const b = typeof s === 'string' ? Buffer.from(s, 'utf8') : s;
   const out = new Array<number>(b.length);
   for (let i = 0; i < b.length; i++) out[i] = b[i]!;
   return out;
@@ -75,13 +83,15 @@ export class TestEngine implements PolicyEngine {
     return this.loaded.has(version);
   }
 
-  private generation(req: { modelVersion: string; prompt: PromptParts }, output: string, choiceIndex?: number): Generation {
+  /** `text`: the prompt's text (promptText(req.prompt)), built once per call. */
+  private generation(req: { modelVersion: string; prompt: PromptParts }, text: string, output: string, choiceIndex?: number): Generation {
     const outputTokenIds = bytes(output);
+    const promptBytes = Buffer.from(text, 'utf8');
     const g: Generation = {
       output,
-      promptTokenIds: bytes(promptText(req.prompt)),
+      promptTokenIds: bytes(promptBytes),
       // the text those bytes decode to (a lone surrogate becomes U+FFFD in UTF-8)
-      promptText: Buffer.from(promptText(req.prompt), 'utf8').toString('utf8'),
+      promptText: promptBytes.toString('utf8'),
       promptTruncatedChars: 0,
       outputTokenIds,
       logprobs: outputTokenIds.map(() => LOG_UNIFORM),
@@ -94,20 +104,22 @@ export class TestEngine implements PolicyEngine {
 
   async act(req: ActRequest): Promise<Generation> {
     this.observer?.forward(1, 0);
-    const h = fnv1a(promptText(req.prompt) + '|' + String(req.sampling.seed ?? ''));
+    const text = promptText(req.prompt);
+    const h = answerHash(text, req.sampling.seed);
     if (req.availableActions && req.availableActions.length > 0) {
       const i = h % req.availableActions.length;
-      return this.generation(req, req.availableActions[i]!, i);
+      return this.generation(req, text, req.availableActions[i]!, i);
     }
-    return this.generation(req, `move ${h % 4}`);
+    return this.generation(req, text, `move ${h % 4}`);
   }
 
   async reflect(req: ReflectRequest): Promise<Generation> {
     this.observer?.forward(1, 0);
-    const h = fnv1a(promptText(req.prompt) + '|' + String(req.sampling.seed ?? ''));
+    const text = promptText(req.prompt);
+    const h = answerHash(text, req.sampling.seed);
     const m = /Attempt (\d+) ended/.exec(req.prompt.tail);
     const n = m ? Number(m[1]) : 0;
-    return this.generation(req, `Attempt ${n} failed. Next time try a different first move (${h % 97}).`);
+    return this.generation(req, text, `Attempt ${n} failed. Next time try a different first move (${h % 97}).`);
   }
 
   /** Sum of log(1/256) over each candidate's UTF-8 bytes. */
@@ -123,10 +135,11 @@ export class TestEngine implements PolicyEngine {
    */
   async complete(req: CompleteRequest): Promise<Completion> {
     this.observer?.forward(1, 0);
-    const h = fnv1a(promptText(req.prompt) + '|' + String(req.sampling.seed ?? ''));
+    const prompt = promptText(req.prompt);
+    const h = answerHash(prompt, req.sampling.seed);
     if (req.choices && req.choices.length > 0) {
       const i = h % req.choices.length;
-      return { ...this.generation(req, req.choices[i]!, i), finishReason: 'stop' };
+      return { ...this.generation(req, prompt, req.choices[i]!, i), finishReason: 'stop' };
     }
     let text = `move ${h % 4}`;
     let finishReason: Completion['finishReason'] = 'stop';
@@ -138,7 +151,7 @@ export class TestEngine implements PolicyEngine {
       text = Buffer.from(text, 'utf8').subarray(0, req.maxTokens).toString('utf8');
       finishReason = 'length';
     }
-    return { ...this.generation(req, text), finishReason };
+    return { ...this.generation(req, prompt, text), finishReason };
   }
 
   /**

@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openDatabase, type DatabaseConnection } from '../../src/db/index.js';
-import { HotQueries, type StepCommit } from '../../src/db/queries.js';
+import { HotQueries, jsonText, type StepCommit } from '../../src/db/queries.js';
 import { DatabaseError } from '../../src/db/errors.js';
 import { tmpDir } from '../helpers/index.js';
 
@@ -71,5 +71,48 @@ describe('HotQueries.commitStep', () => {
     await Promise.all([commit('a', 'small'), commit('b', 'x'.repeat(200_000)), commit('c', 'small')].map((c) => hot.commitStep(c)));
     expect(sqlite.prepare('SELECT session_id AS s FROM steps ORDER BY session_id').all()).toEqual([{ s: 'a' }, { s: 'b' }, { s: 'c' }]);
     expect(d.storage.state().writable).toBe(true);
+  });
+});
+
+describe('jsonText (JSON columns of a step)', () => {
+  it('is JSON.stringify of the value, for arrays of numbers however V8 stores them', () => {
+    const holey = new Array<number>(300);
+    for (let i = 0; i < holey.length; i++) holey[i] = i % 256;
+    const sparse: number[] = [];
+    sparse[0] = 1;
+    sparse[2] = 3;
+    const values: unknown[] = [
+      holey,
+      Array.from({ length: 50 }, (_, i) => i),
+      [0, 9, 10, 99, 100, 999, 1000, 65535, 2 ** 31 - 1, 2 ** 31, 7],
+      [3, -1, 4],
+      [3, 1.5, 4],
+      Array.from({ length: 10_000 }, (_, i) => (i * 7919) % 100_003),
+      [Math.log(1 / 256), -0.1, 1e21, 1.5e-7, -0, 0, 2 ** 53],
+      [1, NaN, Infinity, -Infinity],
+      [1, null, 2],
+      sparse,
+      ['up', 'down'],
+      [1, '2'],
+      [],
+      { a: [1, 2], b: 'x' },
+    ];
+    for (const v of values) expect(jsonText(v)).toBe(JSON.stringify(v));
+    expect(jsonText(null)).toBeNull();
+    expect(jsonText(undefined)).toBeNull();
+  });
+
+  it('stores the token arrays of a committed step as their JSON text', async () => {
+    d = openDatabase(tmpDir('lamer-q-'));
+    const { sqlite } = d;
+    session(sqlite, 'a');
+    const hot = new HotQueries(sqlite);
+    const ids = new Array<number>(1000);
+    for (let i = 0; i < ids.length; i++) ids[i] = (i * 7) % 256;
+    const c = commit('a', 'obs');
+    Object.assign(c.rows[0]!, { promptTokenIds: ids, outputTokenIds: [117, 112], logprobs: [Math.log(1 / 256), -0.25], availableActions: ['up', 'down'] });
+    await hot.commitStep(c);
+    const row = sqlite.prepare('SELECT prompt_token_ids AS p, output_token_ids AS o, logprobs AS l, available_actions AS a FROM steps').get();
+    expect(row).toEqual({ p: JSON.stringify(ids), o: '[117,112]', l: JSON.stringify([Math.log(1 / 256), -0.25]), a: '["up","down"]' });
   });
 });

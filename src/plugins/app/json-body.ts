@@ -32,7 +32,8 @@ const UTF8_LABELS = new Set(['utf-8', 'utf8']);
 
 /** The `charset` parameters of a content-type header, lower-cased and unquoted, in order. */
 function charsetsOf(contentType: string | undefined): string[] {
-  if (contentType === undefined) return [];
+  // no parameters (plain `application/json`, what most requests send): nothing to match
+  if (contentType === undefined || !contentType.includes(';')) return [];
   return [...contentType.matchAll(/;\s*charset\s*=\s*(?:"([^"]*)"|([^;\s]*))/gi)].map((m) => (m[1] ?? m[2] ?? '').toLowerCase());
 }
 
