@@ -25,25 +25,20 @@ const sha256Hex: (text: string) => string =
     ? (text) => (crypto as unknown as { hash(alg: string, data: string): string }).hash('sha256', text)
     : (text) => crypto.createHash('sha256').update(text).digest('hex');
 
-/** The keys of the hashed step body in sorted order, as `canonicalJson` writes them (`"key":`). */
-const STEP_HASH_KEYS = ['attempt', 'availableActions', 'done', 'info', 'invalidAction', 'observation', 'reward', 'step', 'success'].map((k) => `${JSON.stringify(k)}:`);
-
-/**
- * sha256 (hex) of the step body with defaults filled in: equal retries hash equal. The hashed
- * text is `canonicalJson` of `{ attempt, step, observation, reward (default 0), done (false),
- * success (false), availableActions (null), invalidAction (false), info (null) }`, written here
- * field by field in its sorted key order (the stored request hashes depend on that exact text).
- */
+/** sha256 (hex) of `canonicalJson` of the step body with defaults filled in: equal retries hash equal. */
 export function stepHash(b: StepInput): string {
-  // (no closure here: tsx names every named function it makes, a call each time)
-  const values = [b.attempt, b.availableActions ?? null, b.done ?? false, b.info ?? null, b.invalidAction ?? false, b.observation, b.reward ?? 0, b.step, b.success ?? false];
-  let text = '{';
-  for (let i = 0; i < STEP_HASH_KEYS.length; i++) {
-    const v = values[i];
-    if (v === undefined) continue;
-    text += `${text.length > 1 ? ',' : ''}${STEP_HASH_KEYS[i]}${canonicalJson(v)}`;
-  }
-  return sha256Hex(`${text}}`);
+  const norm = {
+    attempt: b.attempt,
+    step: b.step,
+    observation: b.observation,
+    reward: b.reward ?? 0,
+    done: b.done ?? false,
+    success: b.success ?? false,
+    availableActions: b.availableActions ?? null,
+    invalidAction: b.invalidAction ?? false,
+    info: b.info ?? null,
+  };
+  return sha256Hex(canonicalJson(norm));
 }
 
 /** Shape of a session id (see newSessionId). */
