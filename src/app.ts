@@ -143,10 +143,12 @@ export async function buildApp(config: Config, deps: AppDeps): Promise<FastifyIn
   app.decorate('config', config);
   await app.register(validation);
   await app.register(jsonBody, { maxDepth: config.limits.jsonDepth });
-  app.addHook('onRequest', async (req, reply) => {
+  // Hooks on every request are callback-style (no promise and microtask hop per hook).
+  app.addHook('onRequest', (req, reply, done) => {
     // nosniff: browsers must take every answer as its declared type (a JSON or problem+json body
     // that echoes client text is never sniffed into HTML or script).
     reply.header('x-request-id', req.id).header('x-content-type-options', 'nosniff');
+    done();
   });
   // Graceful shutdown: 503 `shutting-down` for new requests, drain without resets (app.drainAndClose).
   await app.register(shutdown, { retryAfterSeconds: config.protection.overloadRetryAfterSeconds });

@@ -59,20 +59,21 @@ export default fp(
       },
     });
     app.decorateRequest('isAdmin', false);
-    app.addHook('onRequest', async (req) => {
+    app.addHook('onRequest', (req, _reply, done) => {
       if (open) {
         req.authTenant = 'default';
         req.isAdmin = true;
-        return;
+        return done();
       }
-      if (!isApiRoute(req.routeOptions.url)) return;
+      if (!isApiRoute(req.routeOptions.url)) return done();
       const h = req.headers.authorization;
       const m = typeof h === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(h) : null;
-      if (!m) throw unauthorized('send an API key as "Authorization: Bearer <key>"');
+      if (!m) return done(unauthorized('send an API key as "Authorization: Bearer <key>"'));
       const key = byDigest.get(digest(m[1]!));
-      if (!key) throw unauthorized('unknown API key');
+      if (!key) return done(unauthorized('unknown API key'));
       req.authTenant = key.tenant;
       req.isAdmin = key.admin;
+      done();
     });
     app.decorate('requireAdmin', async (req: FastifyRequest) => {
       if (req.authTenant === null) throw unauthorized('send an API key as "Authorization: Bearer <key>"');

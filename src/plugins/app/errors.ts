@@ -335,11 +335,15 @@ export default fp(
     // client that is still writing it reads the answer. A body not drained to its end (over the
     // drain bounds) closes the connection after the answer: its unread rest cannot be parsed as
     // the next request.
-    app.addHook('onSend', async (req, reply, payload) => {
-      if (req.raw.complete || req.raw.destroyed) return payload;
-      await drainBody(req.raw, drain);
-      if (!req.raw.complete) reply.header('connection', 'close');
-      return payload;
+    app.addHook('onSend', (req, reply, payload, done) => {
+      if (req.raw.complete || req.raw.destroyed) return done(null, payload);
+      drainBody(req.raw, drain).then(
+        () => {
+          if (!req.raw.complete) reply.header('connection', 'close');
+          done(null, payload);
+        },
+        (err: Error) => done(err),
+      );
     });
     app.setErrorHandler(async (err, req, reply) => {
       // routeOptions.bodyLimit is the limit in force for this request: the route's own
@@ -381,10 +385,10 @@ export default fp(
     };
     // A request no route matched is answered from its headers: its body (however large, whatever
     // its type or encoding) is never parsed, only drained (onSend above).
-    app.addHook('onRequest', async (req, reply) => {
-      if (req.routeOptions.url !== undefined) return;
+    app.addHook('onRequest', (req, reply, done) => {
+      if (req.routeOptions.url !== undefined) return done();
+      // answered here: the request goes no further (done is not called)
       answerNoRoute(req, reply);
-      return reply;
     });
     app.setNotFoundHandler(answerNoRoute);
   },

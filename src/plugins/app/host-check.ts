@@ -27,16 +27,16 @@ export default fp(
     const why = opts.keyless
       ? 'with no API keys (LAMER_API_KEYS) this server answers only requests addressed to a loopback name (localhost, 127.0.0.1, [::1])'
       : 'this server answers only requests addressed to a loopback name (localhost, 127.0.0.1, [::1])';
-    app.addHook('onRequest', async (req) => {
+    app.addHook('onRequest', (req, _reply, done) => {
       const header = req.headers.host;
-      if (header === undefined) return;
+      if (header === undefined) return done();
       const name = hostNameOf(header);
-      if (name !== null && (isLoopbackHostName(name) || allowed.has(name))) return;
+      if (name !== null && (isLoopbackHostName(name) || allowed.has(name))) return done();
       const shown = header.length > SHOWN_HOST_CHARS ? `${header.slice(0, SHOWN_HOST_CHARS)}...` : header;
-      throw new DomainError(
+      done(new DomainError(
         'host-not-allowed',
         `Host ${JSON.stringify(shown)} is not allowed: ${why} or to a name listed in LAMER_ALLOWED_HOSTS; use http://127.0.0.1:<port>, or add the name to LAMER_ALLOWED_HOSTS`,
-      );
+      ));
     });
   },
   { name: 'host-check' },

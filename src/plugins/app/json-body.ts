@@ -289,11 +289,12 @@ export default fp(
         done(null, value);
       });
     });
-    app.addHook('preParsing', async (req) => {
+    app.addHook('preParsing', (req, _reply, payload, done) => {
       const enc = req.headers['content-encoding'];
       if (enc !== undefined && enc.trim().toLowerCase() !== 'identity') {
-        throw new DomainError('unsupported-media-type', `content-encoding ${enc} is not supported; send the body uncompressed`);
+        return done(new DomainError('unsupported-media-type', `content-encoding ${enc} is not supported; send the body uncompressed`));
       }
+      done(null, payload);
     });
     app.removeContentTypeParser('text/plain');
   },

@@ -207,7 +207,7 @@ const STEP_ROUTES = new Set(['/v1/sessions/:id/steps', '/v1/steps:batch']);
 export default fp(
   async function metrics(app: FastifyInstance, opts: { metrics: Metrics }) {
     app.decorate('metrics', opts.metrics);
-    app.addHook('onResponse', async (req, reply) => {
+    app.addHook('onResponse', (req, reply, done) => {
       // Fastify spells the batch route with an escaped colon ('/v1/steps::batch').
       const route = (req.routeOptions.url ?? 'unmatched').replace('::', ':');
       opts.metrics.httpDuration.observe({ method: req.method, route, status_code: String(reply.statusCode) }, reply.elapsedTime / 1000);
@@ -216,6 +216,7 @@ export default fp(
       if (STEP_ROUTES.has(route) && reply.statusCode >= 400 && reply.statusCode < 500) {
         opts.metrics.stepRequests.inc({ outcome: 'rejected' });
       }
+      done();
     });
   },
   { name: 'metrics' },

@@ -160,18 +160,18 @@ function refuseWhileClosing(app: FastifyInstance, retryAfterSeconds: number): Sh
   app.addHook('preClose', async () => {
     flag.begin();
   });
-  app.addHook('onRequest', async (_req, reply) => {
-    if (flag.closing) {
-      // Ask keep-alive clients to reconnect (elsewhere) after this answer.
-      reply.header('connection', 'close');
-      throw new DomainError('shutting-down', 'the server is shutting down; send the same request again (to another instance)', {
-        retryAfterSeconds,
-      });
-    }
+  app.addHook('onRequest', (_req, reply, done) => {
+    if (!flag.closing) return done();
+    // Ask keep-alive clients to reconnect (elsewhere) after this answer.
+    reply.header('connection', 'close');
+    done(new DomainError('shutting-down', 'the server is shutting down; send the same request again (to another instance)', {
+      retryAfterSeconds,
+    }));
   });
   // In-flight requests answered during the shutdown close their connection after the answer.
-  app.addHook('onSend', async (_req, reply) => {
+  app.addHook('onSend', (_req, reply, payload, done) => {
     if (flag.closing) reply.header('connection', 'close');
+    done(null, payload);
   });
   return flag;
 }
