@@ -3,7 +3,7 @@
  * table (`SFT_BASE_OPTIONS`: name, kind, default, range and help of each option, src/recipes/options.ts),
  * from which the usage text, the parsing, the checks and `--config FILE` come; then the checks that
  * join options (`parseSftBaseArgs`). The first stage of models/base is src/recipes/configs/base.json;
- * seven `--from` stages follow it (models/base/README.md, and `meta.lineage` in its model.json).
+ * eight `--from` stages follow it (models/base/README.md, and `meta.lineage` in its model.json).
  */
 import { existsSync, readdirSync } from 'node:fs';
 import path from 'node:path';
@@ -178,7 +178,7 @@ export type SftBaseOptions = Omit<ArgsOf<typeof SFT_BASE_OPTIONS>, 'overwrite'>;
 export const USAGE = usageText(
   SFT_BASE_OPTIONS,
   `usage: npm run ${COMMAND} -- [options]`,
-  'models/base: <out>/last-iterate of --config src/recipes/configs/base.json, then seven --from stages (models/base/README.md)',
+  'models/base: <out>/last-iterate of --config src/recipes/configs/base.json, then eight --from stages (models/base/README.md)',
 );
 
 /** The model-shape options, which --from takes from its checkpoint. */

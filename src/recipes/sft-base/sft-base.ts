@@ -12,7 +12,7 @@
  *
  *   npm run model:sft-base -- [--config FILE] [--out models/base] [--minutes 95] [--layers 4] ...
  * The options: ./options.ts (`--help` lists each with its default and range). The first stage of
- * models/base: `--config src/recipes/configs/base.json`; seven `--from` stages follow it
+ * models/base: `--config src/recipes/configs/base.json`; eight `--from` stages follow it
  * (models/base/README.md).
  */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';

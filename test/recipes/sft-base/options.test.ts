@@ -59,7 +59,7 @@ describe('the committed run of the first stage of models/base (run H)', () => {
 describe('the lineage of models/base', () => {
   it('chains each stage to the one before, ending at the weights and counters models/base holds', () => {
     const weights = createHash('sha256').update(fs.readFileSync(path.join(BASE_DIR, 'weights.bin'))).digest('hex');
-    expect(stages.map((s: { stage: string }) => s.stage)).toEqual(['H', 'I1', 'I2', 'I3', 'I4', 'I5', 'I6', 'I7']);
+    expect(stages.map((s: { stage: string }) => s.stage)).toEqual(['H', 'I1', 'I2', 'I3', 'I4', 'I5', 'I6', 'I7', 'I9']);
     for (let i = 1; i < stages.length; i++) expect(stages[i].from).toBe(stages[i - 1].stage);
     expect(stages.at(-1).weightsSha256).toBe(weights);
     // the start of the last stage, as its run recorded it, is the stage before
