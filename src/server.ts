@@ -15,7 +15,7 @@ import net from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { pino, type Logger } from 'pino';
 import { buildApp } from './app.js';
-import { loadConfig, type Config } from './config.js';
+import { ConfigError, loadConfig, type Config } from './config.js';
 import { isLoopback } from './config/access.js';
 import { openDatabase } from './db/index.js';
 import { sqliteStore, type Store } from './db/store.js';
@@ -174,7 +174,8 @@ async function openStore(config: Config, log: Logger): Promise<Store> {
  * and applies no migration (only the owner lock's empty `lamer.lock` is left, as after any stop).
  * @throws StartupError when the data directory is owned or unusable, the store cannot be opened
  *   (see openStore), or the port or the health port cannot be listened on (the message names
- *   LAMER_PORT or LAMER_HEALTH_PORT); ConfigError for a bad LAMER_* value;
+ *   LAMER_PORT or LAMER_HEALTH_PORT); ConfigError for a bad LAMER_* value, or a health port equal
+ *   to the API's port once the overrides are applied;
  *   engine errors as thrown.
  */
 export async function startServer(overrides: Partial<Config> = {}): Promise<RunningServer> {
@@ -192,7 +193,9 @@ export async function startServer(overrides: Partial<Config> = {}): Promise<Runn
   let engine: Awaited<ReturnType<typeof createEngine>> | undefined;
   try {
     if (config.health && config.health.port !== 0 && config.health.port === config.port) {
-      throw new StartupError(`the health listener's port ${config.port} is the API's port: set LAMER_HEALTH_PORT to another port`);
+      // A configuration error like LAMER_HEALTH_PORT = LAMER_PORT (exit 2), here where an override
+      // such as `--port` meets the health port.
+      throw new ConfigError(`the health listener's port ${config.port} is the API's port: set LAMER_HEALTH_PORT to another port`);
     }
     await probePort(host, config.port);
     if (config.health) await probePort(host, config.health.port, 'LAMER_HEALTH_PORT');

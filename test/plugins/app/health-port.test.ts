@@ -198,7 +198,7 @@ describe('the health listener (LAMER_HEALTH_PORT)', () => {
       expect(err?.message).toBe(`port ${taken} on 127.0.0.1 is already in use (LAMER_HEALTH_PORT, LAMER_HOST)`);
       // the API's own port (an override such as --port the configuration did not see)
       const same = await startTestServer({ port: taken, health: { port: taken, stallSeconds: 30 } }).then(() => null, (e: Error) => e);
-      expect(same?.message).toBe(`the health listener's port ${taken} is the API's port: set LAMER_HEALTH_PORT to another port`);
+      expect([same?.name, same?.message]).toEqual(['ConfigError', `the health listener's port ${taken} is the API's port: set LAMER_HEALTH_PORT to another port`]);
     } finally {
       blocker.close();
     }
