@@ -5,10 +5,9 @@
  * is one line naming the variable (exit 2).
  */
 import fs from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { serveOnce, startDetached, tmpDataDir } from '../helpers/cli.js';
+import { occupiedPort, serveOnce, startDetached, tmpDataDir } from '../helpers/cli.js';
 
 describe('lamer serve with LAMER_HEALTH_PORT', () => {
   it('logs healthUrl in "lamer-server ready", answers there, and exits 0 on SIGTERM', async () => {
@@ -27,9 +26,7 @@ describe('lamer serve with LAMER_HEALTH_PORT', () => {
   }, 120_000);
 
   it('a health port in use -> one line naming LAMER_HEALTH_PORT, exit 1; no database is created', async () => {
-    const blocker = net.createServer();
-    await new Promise<void>((r) => blocker.listen(0, '127.0.0.1', () => r()));
-    const port = (blocker.address() as net.AddressInfo).port;
+    const { server: blocker, port } = await occupiedPort();
     try {
       const dir = path.join(tmpDataDir(), 'data');
       const r = await serveOnce({ LAMER_DATA_DIR: dir, LAMER_HEALTH_PORT: String(port), LAMER_LOG_LEVEL: 'silent' });

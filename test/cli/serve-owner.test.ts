@@ -8,11 +8,10 @@
  */
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { run } from '../../src/cli/serve.js';
-import { root, serveOnce, startDetached, tmpDataDir, type Started } from '../helpers/cli.js';
+import { freePort, occupiedPort, root, serveOnce, startDetached, tmpDataDir, type Started } from '../helpers/cli.js';
 import { quietConsole } from '../helpers/index.js';
 import { track } from '../helpers/children.js';
 
@@ -74,9 +73,7 @@ describe('one data directory, one server', () => {
 
 describe('start-up checks come before the model is loaded', () => {
   it('a busy port is reported without loading the builtin model', async () => {
-    const blocker = net.createServer();
-    await new Promise<void>((r) => blocker.listen(0, '127.0.0.1', () => r()));
-    const port = (blocker.address() as net.AddressInfo).port;
+    const { server: blocker, port } = await occupiedPort();
     try {
       const r = await serveOnce({ LAMER_ENGINE: 'builtin', LAMER_TFJS_BACKEND: 'wasm', LAMER_DATA_DIR: tmpDataDir(), LAMER_PORT: String(port) });
       expect(r.code).toBe(1);
@@ -100,10 +97,7 @@ describe('start-up checks come before the model is loaded', () => {
 
 describe('lamer serve options', () => {
   it('--port and --host override LAMER_PORT and LAMER_HOST; --data-dir overrides LAMER_DATA_DIR', async () => {
-    const probe = net.createServer();
-    await new Promise<void>((r) => probe.listen(0, '127.0.0.1', () => r()));
-    const port = (probe.address() as net.AddressInfo).port;
-    await new Promise<void>((r) => probe.close(() => r()));
+    const port = await freePort();
     const dir = tmpDataDir();
     const envDir = tmpDataDir();
     const s = await start(

@@ -8,9 +8,9 @@
  */
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { occupiedPort } from '../helpers/cli.js';
 import { tmpDir } from '../helpers/index.js';
 import { track } from '../helpers/children.js';
 import { PG_PASSWORD, postgresForTests } from '../helpers/postgres.js';
@@ -66,9 +66,7 @@ describe('lamer serve start-up errors', () => {
   );
 
   it('the port already in use -> one line naming the port and LAMER_PORT, exit 1; no database is created', async () => {
-    const blocker = net.createServer();
-    await new Promise<void>((r) => blocker.listen(0, '127.0.0.1', () => r()));
-    const port = (blocker.address() as net.AddressInfo).port;
+    const { server: blocker, port } = await occupiedPort();
     try {
       const dir = path.join(tmp(), 'data');
       const r = await serve({ LAMER_DATA_DIR: dir, LAMER_PORT: String(port) });
@@ -82,14 +80,10 @@ describe('lamer serve start-up errors', () => {
   }, 60_000);
 
   it('the port already in use with LAMER_DATABASE_URL -> the port is named before the database is contacted', async () => {
-    const ports = await Promise.all([0, 1].map(async () => {
-      const s = net.createServer();
-      await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
-      return s;
-    }));
-    const [busy, db] = ports.map((s) => (s.address() as net.AddressInfo).port);
+    const held = await Promise.all([occupiedPort(), occupiedPort()]);
+    const [busy, db] = held.map((h) => h.port);
     let contacted = false;
-    ports[1]!.on('connection', (c) => {
+    held[1]!.server.on('connection', (c) => {
       contacted = true;
       c.destroy();
     });
@@ -100,7 +94,7 @@ describe('lamer serve start-up errors', () => {
       expect(contacted).toBe(false);
       expect(fs.existsSync(dir)).toBe(false);
     } finally {
-      for (const s of ports) s.close();
+      for (const h of held) h.server.close();
     }
   }, 60_000);
 });
@@ -150,9 +144,7 @@ describe('lamer serve start-up errors of LAMER_DATABASE_URL', () => {
   }, 60_000);
 
   it('nothing listening at host:port -> one line naming it, exit 1', async () => {
-    const blocker = net.createServer();
-    await new Promise<void>((r) => blocker.listen(0, '127.0.0.1', () => r()));
-    const port = (blocker.address() as net.AddressInfo).port;
+    const { server: blocker, port } = await occupiedPort();
     await new Promise<void>((r) => blocker.close(() => r()));
     const r = await serve({ LAMER_DATA_DIR: tmp(), LAMER_DATABASE_URL: `postgres://lamer:secret@127.0.0.1:${port}/lamer` });
     expect(r).toEqual({ code: 1, stderr: `lamer serve: cannot start: LAMER_DATABASE_URL: database unreachable at 127.0.0.1:${port} (ECONNREFUSED)\n` });

@@ -13,7 +13,7 @@ import path from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
 import { describeTrainFailure, run, trainCommand } from '../../src/cli/train.js';
 import { quietConsole, startTestServer, tmpDir, writeTinyGptCheckpoint } from '../helpers/index.js';
-import { root } from '../helpers/cli.js';
+import { freePort, root } from '../helpers/cli.js';
 
 /**
  * Run `lamer train <args>` as a child process to its end: exit code, stdout, stderr. With
@@ -36,15 +36,6 @@ function train(args: string[], env: Record<string, string> = {}, killAfterMs?: n
   });
 }
 
-/** A loopback port nothing listens on (bound, then closed). */
-async function deadPort(): Promise<number> {
-  const srv = net.createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const port = (srv.address() as net.AddressInfo).port;
-  await new Promise<void>((r) => srv.close(() => r()));
-  return port;
-}
-
 /** An HTTP server that answers 404 to everything and counts the requests it got. */
 async function notLamer(): Promise<{ url: string; requests: () => number; close: () => Promise<void> }> {
   let n = 0;
@@ -59,7 +50,7 @@ async function notLamer(): Promise<{ url: string; requests: () => number; close:
 
 describe('lamer train: a dead or wrong --server', () => {
   it('a server that is not listening: one line naming the URL, exit 1, --out not created', async () => {
-    const port = await deadPort();
+    const port = await freePort();
     const out = path.join(tmpDir('lamer-train-out-'), 'curve');
     const r = await train(['--server', `http://127.0.0.1:${port}`, '--out', out]);
     expect(r).toEqual({ code: 1, stdout: '', stderr: `lamer train: cannot reach http://127.0.0.1:${port} (connection refused)\n` });
@@ -78,7 +69,7 @@ describe('lamer train: a dead or wrong --server', () => {
   }, 60_000);
 
   it('a server lost during the run is named with the reason, not as "fetch failed"', async () => {
-    const url = `http://127.0.0.1:${await deadPort()}`;
+    const url = `http://127.0.0.1:${await freePort()}`;
     const err = await fetch(`${url}/v1/models`).catch((e: unknown) => e);
     expect(describeTrainFailure(err, url)).toBe(`cannot reach ${url} (connection refused)`);
     expect(describeTrainFailure(new Error('job job_1 failed: boom'), url)).toBe('job job_1 failed: boom');

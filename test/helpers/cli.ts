@@ -133,9 +133,14 @@ export function runFor(cmd: string, args: string[], env: Record<string, string>,
 
 /** A loopback port nothing listens on (bound, then closed). */
 export async function freePort(): Promise<number> {
-  const srv = net.createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', () => r()));
-  const port = (srv.address() as net.AddressInfo).port;
-  await new Promise<void>((r) => srv.close(() => r()));
+  const { server, port } = await occupiedPort();
+  await new Promise<void>((r) => server.close(() => r()));
   return port;
+}
+
+/** A free loopback port, held by a listening TCP server (tests of a port in use): close `server` when done. */
+export async function occupiedPort(): Promise<{ server: net.Server; port: number }> {
+  const server = net.createServer();
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  return { server, port: (server.address() as net.AddressInfo).port };
 }

@@ -9,7 +9,6 @@
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
-import net from 'node:net';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
@@ -22,6 +21,7 @@ import { HealthListenError } from '../../../src/plugins/app/health-port.js';
 import { TestEngine } from '../../../src/policy/test-engine.js';
 import { call, startTestServer, tmpDir } from '../../helpers/index.js';
 import { track } from '../../helpers/children.js';
+import { occupiedPort } from '../../helpers/cli.js';
 
 const root = path.resolve(import.meta.dirname, '..', '..', '..');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -186,9 +186,7 @@ describe('the health listener (LAMER_HEALTH_PORT)', () => {
   });
 
   it('a taken health port, or the API\'s own, stops the start with a StartupError naming LAMER_HEALTH_PORT', async () => {
-    const blocker = net.createServer();
-    await new Promise<void>((r) => blocker.listen({ host: '127.0.0.1', port: 0 }, () => r()));
-    const taken = (blocker.address() as net.AddressInfo).port;
+    const { server: blocker, port: taken } = await occupiedPort();
     try {
       const err = await startTestServer({ health: { port: taken, stallSeconds: 30 } }).then(
         () => null,
@@ -205,9 +203,7 @@ describe('the health listener (LAMER_HEALTH_PORT)', () => {
   });
 
   it('a health port taken between the check and the listen fails buildApp with HealthListenError', async () => {
-    const blocker = net.createServer();
-    await new Promise<void>((r) => blocker.listen({ host: '127.0.0.1', port: 0 }, () => r()));
-    const taken = (blocker.address() as net.AddressInfo).port;
+    const { server: blocker, port: taken } = await occupiedPort();
     const dir = tmpDir();
     const config = { ...loadConfig({}), engine: 'test' as const, logLevel: 'silent' as const, dataDir: dir, apiKeys: [], health: { port: taken, stallSeconds: 30 } };
     try {
